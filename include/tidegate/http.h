@@ -1,0 +1,55 @@
+/*
+ * http.h - the server side of libevent's evhttp made safe to use: binding
+ * listeners from "host:port", reading bodies and query strings, and the
+ * reply helpers every handler finishes with (reply exactly once).
+ */
+#ifndef TIDEGATE_HTTP_H
+#define TIDEGATE_HTTP_H
+
+#include <stddef.h>
+
+#include <event2/http.h>
+#include <yajl/yajl_gen.h>
+
+#include "tidegate/errors.h"
+#include "tidegate/util.h"
+
+struct event_base;
+
+/**
+ * Bind a new evhttp on addr ("127.0.0.1:7080", "[::1]:0"); max_body bytes
+ * for request bodies (larger ones get a 413 from libevent before any
+ * handler runs). Returns NULL with err set. *port_out (may be NULL)
+ * receives the bound port (useful with port 0).
+ */
+struct evhttp *tg_http_listen(struct event_base *base, const char *addr, size_t max_body,
+    int *port_out, struct tg_err *err);
+
+/** Path of the request without query, percent-decoded is NOT applied (borrowed). */
+const char *tg_http_path(struct evhttp_request *req);
+/** Decoded value of query parameter name (malloc'd), or NULL if absent. */
+char *tg_http_query(struct evhttp_request *req, const char *name);
+/** Request body copied into a NUL-terminated malloc'd buffer; *len its size. */
+char *tg_http_body(struct evhttp_request *req, size_t *len);
+/** Method as text ("GET"); "OTHER" for methods evhttp does not name. */
+const char *tg_http_method(struct evhttp_request *req);
+/** Request header value (borrowed) or NULL. */
+const char *tg_http_header(struct evhttp_request *req, const char *name);
+/** Bearer token of the Authorization header (borrowed, after "Bearer "), or NULL. */
+const char *tg_http_bearer(struct evhttp_request *req);
+/** Standard reason phrase for a status. */
+const char *tg_http_reason(int status);
+
+/** Send what g generated as application/json with status. */
+void tg_reply_json(struct evhttp_request *req, int status, yajl_gen g);
+/** Send body (drained) with content type ctype. */
+void tg_reply_buf(struct evhttp_request *req, int status, const char *ctype,
+    struct evbuffer *body);
+/**
+ * Send the JSON error body (errors.h); the request id is taken from the
+ * request's X-Request-Id header when present.
+ */
+void tg_reply_error(struct evhttp_request *req, int status, const char *code,
+    const char *message, const struct tg_detail *d, size_t n);
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * ids.h - identifiers from OpenSSL's RAND: UUIDv4 for correlation and
+ * request ids, hex strings for opaque tokens.
+ */
+#ifndef TIDEGATE_IDS_H
+#define TIDEGATE_IDS_H
+
+#include <stddef.h>
+
+#define TG_UUID_LEN 37
+/** Random RFC 4122 version 4 UUID, lower-case, NUL-terminated. */
+void tg_id_uuid4(char out[TG_UUID_LEN]);
+/** nbytes random bytes as 2*nbytes hex characters plus NUL. */
+void tg_id_hex(char *out, size_t nbytes);
+/** Fill buf with cryptographically strong random bytes (aborts on failure). */
+void tg_id_random(void *buf, size_t n);
+
+#endif

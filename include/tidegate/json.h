@@ -1,0 +1,41 @@
+/*
+ * json.h - thin wrappers over yajl: parse to a tree, read it by key or
+ * JSON Pointer, and generate into libevent buffers. All JSON in the
+ * project goes through yajl; these helpers only remove boilerplate.
+ */
+#ifndef TIDEGATE_JSON_H
+#define TIDEGATE_JSON_H
+
+#include <stddef.h>
+
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
+
+#include "tidegate/util.h"
+
+struct evbuffer;
+
+/** Parse len bytes (need not be NUL-terminated). Caller frees with yajl_tree_free. */
+yajl_val tg_json_parse(const char *buf, size_t len, struct tg_err *err);
+/** Member of an object, or NULL (borrowed). */
+yajl_val tg_json_get(yajl_val obj, const char *key);
+/** Node at an RFC 6901 pointer ("" is the root), or NULL (borrowed). */
+yajl_val tg_json_ptr(yajl_val root, const char *pointer);
+/** String member or NULL (borrowed). */
+const char *tg_json_get_str(yajl_val obj, const char *key);
+/** Escape one reference token for a JSON Pointer ("~" -> "~0", "/" -> "~1"). */
+char *tg_json_ptr_escape(const char *token);
+
+/** New generator (beautify off, no validation of UTF-8 input). */
+yajl_gen tg_json_gen_new(void);
+void tg_json_str(yajl_gen g, const char *s);
+void tg_json_kv_str(yajl_gen g, const char *k, const char *v);	/* v NULL -> null */
+void tg_json_kv_int(yajl_gen g, const char *k, long long v);
+void tg_json_kv_bool(yajl_gen g, const char *k, int v);
+void tg_json_kv_double(yajl_gen g, const char *k, double v);
+/** Write a parsed tree (or subtree) into g. */
+void tg_json_gen_val(yajl_gen g, yajl_val v);
+/** Move everything generated so far into out and clear g's buffer. */
+void tg_json_gen_flush(yajl_gen g, struct evbuffer *out);
+
+#endif

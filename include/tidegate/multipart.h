@@ -1,0 +1,38 @@
+/*
+ * multipart.h - incremental multipart/form-data parser (RFC 7578). Bytes
+ * are fed as they arrive, in pieces of any size (a boundary may be split
+ * across feeds); part headers and data are reported through callbacks.
+ */
+#ifndef TIDEGATE_MULTIPART_H
+#define TIDEGATE_MULTIPART_H
+
+#include <stddef.h>
+
+#include "tidegate/util.h"
+
+struct tg_multipart;
+
+struct tg_multipart_cbs {
+	/* A part starts: name and filename from Content-Disposition (filename may
+	 * be NULL), content type or NULL. Return non-zero to abort. */
+	int (*on_part_begin)(void *arg, const char *name, const char *filename,
+	    const char *content_type);
+	int (*on_part_data)(void *arg, const char *data, size_t len);
+	int (*on_part_end)(void *arg);
+};
+
+/** Boundary parameter of a multipart/form-data Content-Type (malloc'd), or NULL. */
+char *tg_multipart_boundary(const char *content_type, struct tg_err *err);
+/** New parser; cbs and arg are borrowed; max_part_size 0 means unlimited. */
+struct tg_multipart *tg_multipart_new(const char *boundary, const struct tg_multipart_cbs *cbs,
+    void *arg, size_t max_part_size);
+/** Feed bytes: 0, or -1 with err (malformed, part too large, aborted by a callback). */
+int tg_multipart_feed(struct tg_multipart *mp, const char *data, size_t len,
+    struct tg_err *err);
+/** End of input: 0 if the closing boundary was seen, else -1 with err. */
+int tg_multipart_finish(struct tg_multipart *mp, struct tg_err *err);
+/** 1 if a part exceeded max_part_size (so the caller can answer 413). */
+int tg_multipart_too_large(const struct tg_multipart *mp);
+void tg_multipart_free(struct tg_multipart *mp);
+
+#endif

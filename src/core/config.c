@@ -1,0 +1,800 @@
+/*
+ * config.c - YAML configuration loader. libyaml's event parser builds a
+ * small tree that keeps each node's line and column; a key table then binds
+ * the tree into the caller's plain struct. Every key in the file must be in
+ * the table, so a typo is an error with a "did you mean", never a silently
+ * ignored setting. Called by both entry points at start-up and on SIGHUP.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <yaml.h>
+
+#include "tidegate/config.h"
+
+enum ytype { Y_SCALAR, Y_MAP, Y_SEQ };
+
+struct ynode;
+
+struct yent {
+	char *key;
+	size_t line, col;
+	struct ynode *val;
+	int used;		/* 1 bound as a key, 2 entered as a section */
+};
+
+struct ynode {
+	enum ytype t;
+	size_t line, col;
+	char *s;		/* scalar text */
+	int plain;		/* scalar was unquoted (so "null" means null) */
+	struct yent *ents;	/* map */
+	struct ynode **items;	/* seq */
+	size_t n;
+};
+
+struct ctx {
+	const char *file;
+	struct tg_err *err;
+};
+
+static void
+node_free(struct ynode *n)
+{
+	size_t i;
+
+	if (n == NULL)
+		return;
+	for (i = 0; i < n->n; i++) {
+		if (n->t == Y_MAP) {
+			free(n->ents[i].key);
+			node_free(n->ents[i].val);
+		} else if (n->t == Y_SEQ) {
+			node_free(n->items[i]);
+		}
+	}
+	free(n->ents);
+	free(n->items);
+	free(n->s);
+	free(n);
+}
+
+static int
+fail(struct ctx *c, size_t line, size_t col, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int
+fail(struct ctx *c, size_t line, size_t col, const char *key, const char *fmt, ...)
+{
+	char msg[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (key != NULL && *key)
+		tg_err_set(c->err, "%s:%zu:%zu: %s: %s", c->file, line, col, key, msg);
+	else
+		tg_err_set(c->err, "%s:%zu:%zu: %s", c->file, line, col, msg);
+	return -1;
+}
+
+/* ---- YAML events -> tree ---- */
+
+static struct ynode *parse_node(yaml_parser_t *p, yaml_event_t *ev, struct ctx *c);
+
+static int
+next_event(yaml_parser_t *p, yaml_event_t *ev, struct ctx *c)
+{
+	if (yaml_parser_parse(p, ev))
+		return 0;
+	fail(c, p->problem_mark.line + 1, p->problem_mark.column + 1, NULL, "%s",
+	    p->problem ? p->problem : "YAML syntax error");
+	return -1;
+}
+
+static struct ynode *
+new_node(enum ytype t, const yaml_event_t *ev)
+{
+	struct ynode *n = tg_xcalloc(1, sizeof(*n));
+
+	n->t = t;
+	n->line = ev->start_mark.line + 1;
+	n->col = ev->start_mark.column + 1;
+	return n;
+}
+
+static struct ynode *
+parse_map(yaml_parser_t *p, struct ynode *n, struct ctx *c)
+{
+	yaml_event_t ev;
+	size_t i;
+
+	for (;;) {
+		if (next_event(p, &ev, c))
+			goto err;
+		if (ev.type == YAML_MAPPING_END_EVENT) {
+			yaml_event_delete(&ev);
+			return n;
+		}
+		if (ev.type != YAML_SCALAR_EVENT) {
+			fail(c, ev.start_mark.line + 1, ev.start_mark.column + 1, NULL,
+			    "keys must be plain scalars");
+			yaml_event_delete(&ev);
+			goto err;
+		}
+		for (i = 0; i < n->n; i++) {
+			if (strcmp(n->ents[i].key, (char *)ev.data.scalar.value) == 0) {
+				fail(c, ev.start_mark.line + 1, ev.start_mark.column + 1,
+				    (char *)ev.data.scalar.value, "duplicate key");
+				yaml_event_delete(&ev);
+				goto err;
+			}
+		}
+		n->ents = tg_xrealloc(n->ents, (n->n + 1) * sizeof(*n->ents));
+		n->ents[n->n].key = tg_xstrdup((char *)ev.data.scalar.value);
+		n->ents[n->n].line = ev.start_mark.line + 1;
+		n->ents[n->n].col = ev.start_mark.column + 1;
+		n->ents[n->n].used = 0;
+		n->ents[n->n].val = NULL;
+		n->n++;
+		yaml_event_delete(&ev);
+		if (next_event(p, &ev, c))
+			goto err;
+		n->ents[n->n - 1].val = parse_node(p, &ev, c);
+		if (n->ents[n->n - 1].val == NULL)
+			goto err;
+	}
+err:
+	node_free(n);
+	return NULL;
+}
+
+static struct ynode *
+parse_seq(yaml_parser_t *p, struct ynode *n, struct ctx *c)
+{
+	yaml_event_t ev;
+	struct ynode *item;
+
+	for (;;) {
+		if (next_event(p, &ev, c))
+			goto err;
+		if (ev.type == YAML_SEQUENCE_END_EVENT) {
+			yaml_event_delete(&ev);
+			return n;
+		}
+		item = parse_node(p, &ev, c);
+		if (item == NULL)
+			goto err;
+		n->items = tg_xrealloc(n->items, (n->n + 1) * sizeof(*n->items));
+		n->items[n->n++] = item;
+	}
+err:
+	node_free(n);
+	return NULL;
+}
+
+/* Consumes ev. */
+static struct ynode *
+parse_node(yaml_parser_t *p, yaml_event_t *ev, struct ctx *c)
+{
+	struct ynode *n = NULL;
+
+	switch (ev->type) {
+	case YAML_SCALAR_EVENT:
+		n = new_node(Y_SCALAR, ev);
+		n->s = tg_xstrndup((char *)ev->data.scalar.value, ev->data.scalar.length);
+		n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+		yaml_event_delete(ev);
+		return n;
+	case YAML_MAPPING_START_EVENT:
+		n = new_node(Y_MAP, ev);
+		yaml_event_delete(ev);
+		return parse_map(p, n, c);
+	case YAML_SEQUENCE_START_EVENT:
+		n = new_node(Y_SEQ, ev);
+		yaml_event_delete(ev);
+		return parse_seq(p, n, c);
+	case YAML_ALIAS_EVENT:
+		fail(c, ev->start_mark.line + 1, ev->start_mark.column + 1, NULL,
+		    "anchors and aliases are not supported");
+		break;
+	default:
+		fail(c, ev->start_mark.line + 1, ev->start_mark.column + 1, NULL,
+		    "unexpected YAML event");
+		break;
+	}
+	yaml_event_delete(ev);
+	return NULL;
+}
+
+/* Returns the root mapping (an empty one for an empty document), or NULL. */
+static struct ynode *
+parse_doc(yaml_parser_t *p, struct ctx *c)
+{
+	struct ynode *root = NULL;
+	yaml_event_t ev;
+
+	for (;;) {
+		if (next_event(p, &ev, c))
+			goto err;
+		if (ev.type == YAML_STREAM_END_EVENT) {
+			yaml_event_delete(&ev);
+			break;
+		}
+		if (ev.type == YAML_STREAM_START_EVENT || ev.type == YAML_DOCUMENT_START_EVENT ||
+		    ev.type == YAML_DOCUMENT_END_EVENT) {
+			yaml_event_delete(&ev);
+			continue;
+		}
+		if (root != NULL) {
+			fail(c, ev.start_mark.line + 1, ev.start_mark.column + 1, NULL,
+			    "only one YAML document is allowed");
+			yaml_event_delete(&ev);
+			goto err;
+		}
+		root = parse_node(p, &ev, c);
+		if (root == NULL)
+			goto err;
+		if (root->t == Y_SCALAR && root->plain && (*root->s == '\0' ||
+		    strcmp(root->s, "~") == 0 || strcmp(root->s, "null") == 0)) {
+			node_free(root);
+			root = NULL;
+		} else if (root->t != Y_MAP) {
+			fail(c, root->line, root->col, NULL, "the top level must be a mapping");
+			goto err;
+		}
+	}
+	if (root == NULL)
+		root = tg_xcalloc(1, sizeof(*root));
+	root->t = Y_MAP;
+	if (root->line == 0)
+		root->line = root->col = 1;
+	return root;
+err:
+	node_free(root);
+	return NULL;
+}
+
+/* ---- scalar conversions ---- */
+
+int
+tg_config_parse_bool(const char *s, int *b)
+{
+	static const char *const t[] = { "true", "yes", "on", "1" };
+	static const char *const f[] = { "false", "no", "off", "0" };
+	size_t i;
+
+	for (i = 0; i < TG_NELEM(t); i++) {
+		if (strcasecmp(s, t[i]) == 0) {
+			*b = 1;
+			return 0;
+		}
+		if (strcasecmp(s, f[i]) == 0) {
+			*b = 0;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int
+parse_number_unit(const char *s, double *num, const char **unit)
+{
+	char *end;
+
+	if (*s == '\0' || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	*num = strtod(s, &end);
+	if (errno || end == s || !isfinite(*num))
+		return -1;
+	while (*end == ' ')
+		end++;
+	*unit = end;
+	return 0;
+}
+
+int
+tg_config_parse_duration(const char *s, int64_t *ms)
+{
+	static const struct { const char *u; double mult; } units[] = {
+		{ "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+		{ "d", 86400000 },
+	};
+	const char *unit;
+	double num;
+	size_t i;
+
+	if (parse_number_unit(s, &num, &unit))
+		return -1;
+	for (i = 0; i < TG_NELEM(units); i++) {
+		if (strcmp(unit, units[i].u) == 0) {
+			if (num * units[i].mult > 9.2e18)
+				return -1;
+			*ms = (int64_t)llround(num * units[i].mult);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int
+tg_config_parse_size(const char *s, int64_t *bytes)
+{
+	static const struct { const char *u; double mult; } units[] = {
+		{ "", 1 }, { "b", 1 }, { "k", 1024 }, { "kb", 1024 }, { "kib", 1024 },
+		{ "m", 1048576 }, { "mb", 1048576 }, { "mib", 1048576 },
+		{ "g", 1073741824.0 }, { "gb", 1073741824.0 }, { "gib", 1073741824.0 },
+	};
+	const char *unit;
+	double num;
+	size_t i;
+
+	if (parse_number_unit(s, &num, &unit))
+		return -1;
+	for (i = 0; i < TG_NELEM(units); i++) {
+		if (strcasecmp(unit, units[i].u) == 0) {
+			if (num * units[i].mult > 9.2e18)
+				return -1;
+			*bytes = (int64_t)llround(num * units[i].mult);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int
+tg_config_parse_addr(const char *s, char **host, int *port)
+{
+	const char *colon, *hs = s, *he;
+	char *end;
+	long p;
+
+	if (*s == '[') {
+		he = strchr(s, ']');
+		if (he == NULL || he[1] != ':')
+			return -1;
+		hs = s + 1;
+		colon = he + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL || memchr(s, ':', (size_t)(colon - s)) != NULL)
+			return -1;
+		he = colon;
+	}
+	errno = 0;
+	p = strtol(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || *end != '\0' || p < 0 || p > 65535 || he == hs)
+		return -1;
+	*host = tg_xstrndup(hs, (size_t)(he - hs));
+	*port = (int)p;
+	return 0;
+}
+
+static int
+parse_int(const char *s, long long *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoll(s, &end, 10);
+	return (errno || end == s || *end != '\0') ? -1 : 0;
+}
+
+/* ---- binding ---- */
+
+#define FIELD(base, off, type) ((type *)((char *)(base) + (off)))
+
+static int bind_table(struct ctx *c, struct ynode *map, const struct tg_cfg_key *keys,
+    size_t nkeys, void *base, const char *prefix);
+
+static int
+check_bounds(struct ctx *c, const struct tg_cfg_key *k, const char *name, size_t line,
+    size_t col, double v)
+{
+	if (k->min == k->max)
+		return 0;
+	if (v < k->min || v > k->max)
+		return fail(c, line, col, name, "must be between %g and %g", k->min, k->max);
+	return 0;
+}
+
+static char *
+read_secret_file(const char *path)
+{
+	char buf[4096];
+	size_t n;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	return tg_xstrndup(buf, n);
+}
+
+static int
+set_strlist(struct ctx *c, const struct tg_cfg_key *k, const char *name, struct ynode *v,
+    const char *def, void *base)
+{
+	struct tg_strlist *l = FIELD(base, k->off, struct tg_strlist);
+	size_t i;
+
+	if (v == NULL) {	/* default: comma separated */
+		const char *p = def, *e;
+
+		while (p && *p) {
+			e = strchr(p, ',');
+			if (e == NULL)
+				e = p + strlen(p);
+			l->v = tg_xrealloc(l->v, (l->n + 1) * sizeof(char *));
+			l->v[l->n++] = tg_xstrndup(p, (size_t)(e - p));
+			p = *e ? e + 1 : e;
+		}
+		return 0;
+	}
+	if (v->t != Y_SEQ)
+		return fail(c, v->line, v->col, name, "expected a list of strings");
+	for (i = 0; i < v->n; i++) {
+		if (v->items[i]->t != Y_SCALAR)
+			return fail(c, v->items[i]->line, v->items[i]->col, name,
+			    "expected a string");
+		l->v = tg_xrealloc(l->v, (l->n + 1) * sizeof(char *));
+		l->v[l->n++] = tg_xstrdup(v->items[i]->s);
+	}
+	return 0;
+}
+
+static int
+set_list(struct ctx *c, const struct tg_cfg_key *k, const char *name, struct ynode *v,
+    void *base)
+{
+	void **arr = FIELD(base, k->off, void *);
+	size_t *count = FIELD(base, k->count_off, size_t), i;
+	char sub[240];
+
+	if (v == NULL)
+		return 0;
+	if (v->t != Y_SEQ)
+		return fail(c, v->line, v->col, name, "expected a list");
+	*arr = tg_xcalloc(v->n, k->elem_size);
+	*count = v->n;
+	for (i = 0; i < v->n; i++) {
+		snprintf(sub, sizeof(sub), "%s[%zu]", name, i);
+		if (v->items[i]->t != Y_MAP)
+			return fail(c, v->items[i]->line, v->items[i]->col, sub,
+			    "expected a mapping");
+		if (bind_table(c, v->items[i], k->sub, k->nsub, (char *)*arr + i * k->elem_size,
+		    sub))
+			return -1;
+	}
+	return 0;
+}
+
+/* Convert one scalar (text s at line:col, or the default when line == 0). */
+static int
+set_scalar(struct ctx *c, const struct tg_cfg_key *k, const char *name, const char *s,
+    size_t line, size_t col, void *base)
+{
+	long long iv;
+	int64_t v64;
+	double dv;
+	char *end, *host;
+	int port;
+
+	switch (k->type) {
+	case TG_CFG_STR:
+	case TG_CFG_SECRET:
+		free(*FIELD(base, k->off, char *));
+		*FIELD(base, k->off, char *) = tg_xstrdup(s);
+		return 0;
+	case TG_CFG_ADDR:
+		if (tg_config_parse_addr(s, &host, &port))
+			return fail(c, line, col, name, "expected host:port, got '%s'", s);
+		free(host);
+		free(*FIELD(base, k->off, char *));
+		*FIELD(base, k->off, char *) = tg_xstrdup(s);
+		return 0;
+	case TG_CFG_INT:
+		if (parse_int(s, &iv))
+			return fail(c, line, col, name, "expected an integer, got '%s'", s);
+		*FIELD(base, k->off, long long) = iv;
+		return check_bounds(c, k, name, line, col, (double)iv);
+	case TG_CFG_BOOL:
+		if (tg_config_parse_bool(s, FIELD(base, k->off, int)))
+			return fail(c, line, col, name, "expected true or false, got '%s'", s);
+		return 0;
+	case TG_CFG_DOUBLE:
+		errno = 0;
+		dv = strtod(s, &end);
+		if (errno || end == s || *end != '\0' || !isfinite(dv))
+			return fail(c, line, col, name, "expected a number, got '%s'", s);
+		*FIELD(base, k->off, double) = dv;
+		return check_bounds(c, k, name, line, col, dv);
+	case TG_CFG_DURATION:
+		if (tg_config_parse_duration(s, &v64))
+			return fail(c, line, col, name,
+			    "expected a duration (250ms, 5s, 2m, 1h, 30d), got '%s'", s);
+		*FIELD(base, k->off, int64_t) = v64;
+		return check_bounds(c, k, name, line, col, (double)v64);
+	case TG_CFG_SIZE:
+		if (tg_config_parse_size(s, &v64))
+			return fail(c, line, col, name, "expected a size (512, 64k, 10MB), got '%s'",
+			    s);
+		*FIELD(base, k->off, int64_t) = v64;
+		return check_bounds(c, k, name, line, col, (double)v64);
+	default:
+		return fail(c, line, col, name, "internal: bad key type");
+	}
+}
+
+/* Find a dotted path under map, marking sections entered; NULL if absent. */
+static struct yent *
+lookup(struct ynode *map, const char *path)
+{
+	char part[128];
+	const char *dot;
+	size_t len, i;
+
+	for (;;) {
+		dot = strchr(path, '.');
+		len = dot ? (size_t)(dot - path) : strlen(path);
+		if (len >= sizeof(part) || map == NULL || map->t != Y_MAP)
+			return NULL;
+		memcpy(part, path, len);
+		part[len] = '\0';
+		for (i = 0; i < map->n; i++)
+			if (strcmp(map->ents[i].key, part) == 0)
+				break;
+		if (i == map->n)
+			return NULL;
+		if (dot == NULL)
+			return &map->ents[i];
+		if (map->ents[i].used == 0)
+			map->ents[i].used = 2;
+		map = map->ents[i].val;
+		path = dot + 1;
+	}
+}
+
+static int
+bind_secret(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const char *name,
+    void *base)
+{
+	char alt[160];
+	struct yent *e[3];
+	const char *var;
+	char *val;
+	int found = 0, i;
+
+	e[0] = lookup(map, k->path);
+	snprintf(alt, sizeof(alt), "%s_env", k->path);
+	e[1] = lookup(map, alt);
+	snprintf(alt, sizeof(alt), "%s_file", k->path);
+	e[2] = lookup(map, alt);
+	for (i = 0; i < 3; i++) {
+		if (e[i] == NULL)
+			continue;
+		e[i]->used = 1;
+		if (found++)
+			return fail(c, e[i]->line, e[i]->col, name,
+			    "give only one of %s, %s_env and %s_file", k->path, k->path, k->path);
+		if (e[i]->val->t != Y_SCALAR)
+			return fail(c, e[i]->val->line, e[i]->val->col, name, "expected a string");
+	}
+	if (e[0] != NULL)
+		return set_scalar(c, k, name, e[0]->val->s, e[0]->val->line, e[0]->val->col,
+		    base);
+	if (e[1] != NULL) {
+		var = getenv(e[1]->val->s);
+		if (var == NULL)
+			return fail(c, e[1]->val->line, e[1]->val->col, name,
+			    "environment variable %s is not set", e[1]->val->s);
+		return set_scalar(c, k, name, var, 0, 0, base);
+	}
+	if (e[2] != NULL) {
+		val = read_secret_file(e[2]->val->s);
+		if (val == NULL)
+			return fail(c, e[2]->val->line, e[2]->val->col, name,
+			    "cannot read %s: %s", e[2]->val->s, strerror(errno));
+		*FIELD(base, k->off, char *) = val;
+		return 0;
+	}
+	if (k->required)
+		return fail(c, map->line, map->col, name, "required (give %s, %s_env or %s_file)",
+		    k->path, k->path, k->path);
+	return 0;
+}
+
+static int
+bind_key(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const char *prefix,
+    void *base)
+{
+	char name[200];
+	struct yent *e;
+
+	snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? "." : "", k->path);
+	if (k->type == TG_CFG_SECRET)
+		return bind_secret(c, k, map, name, base);
+	e = lookup(map, k->path);
+	if (e == NULL) {
+		if (k->required)
+			return fail(c, map->line, map->col, name, "required");
+		if (k->type == TG_CFG_STRLIST)
+			return set_strlist(c, k, name, NULL, k->def, base);
+		if (k->def == NULL || k->type == TG_CFG_LIST)
+			return 0;
+		return set_scalar(c, k, name, k->def, 0, 0, base);
+	}
+	e->used = 1;
+	if (k->type == TG_CFG_STRLIST)
+		return set_strlist(c, k, name, e->val, NULL, base);
+	if (k->type == TG_CFG_LIST)
+		return set_list(c, k, name, e->val, base);
+	if (e->val->t != Y_SCALAR)
+		return fail(c, e->val->line, e->val->col, name, "expected a scalar value");
+	return set_scalar(c, k, name, e->val->s, e->val->line, e->val->col, base);
+}
+
+static const char *
+suggest(const char *bad, const struct tg_cfg_key *keys, size_t nkeys)
+{
+	const char *best = NULL;
+	int bestd = 3, d;
+	size_t i;
+
+	for (i = 0; i < nkeys; i++) {
+		d = tg_str_distance(bad, keys[i].path, 2);
+		if (d < bestd) {
+			bestd = d;
+			best = keys[i].path;
+		}
+	}
+	return best;
+}
+
+static int
+check_unknown(struct ctx *c, struct ynode *map, const char *rel, const char *prefix,
+    const struct tg_cfg_key *keys, size_t nkeys)
+{
+	char path[200], name[240];
+	const char *hint;
+	size_t i;
+
+	for (i = 0; i < map->n; i++) {
+		struct yent *e = &map->ents[i];
+
+		snprintf(path, sizeof(path), "%s%s%s", rel, *rel ? "." : "", e->key);
+		if (e->used == 2 && e->val->t == Y_MAP) {
+			if (check_unknown(c, e->val, path, prefix, keys, nkeys))
+				return -1;
+			continue;
+		}
+		if (e->used)
+			continue;
+		snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? "." : "", path);
+		hint = suggest(path, keys, nkeys);
+		if (hint)
+			return fail(c, e->line, e->col, name, "unknown key (did you mean '%s'?)",
+			    hint);
+		return fail(c, e->line, e->col, name, "unknown key");
+	}
+	return 0;
+}
+
+static int
+bind_table(struct ctx *c, struct ynode *map, const struct tg_cfg_key *keys, size_t nkeys,
+    void *base, const char *prefix)
+{
+	size_t i;
+
+	for (i = 0; i < nkeys; i++)
+		if (bind_key(c, &keys[i], map, prefix, base))
+			return -1;
+	return check_unknown(c, map, "", prefix, keys, nkeys);
+}
+
+static int
+load(yaml_parser_t *p, const char *name, const struct tg_cfg_key *keys, size_t nkeys,
+    void *out, struct tg_err *err)
+{
+	struct ctx c = { name, err };
+	struct ynode *root = parse_doc(p, &c);
+	int rc;
+
+	if (root == NULL)
+		return -1;
+	rc = bind_table(&c, root, keys, nkeys, out, "");
+	node_free(root);
+	return rc;
+}
+
+int
+tg_config_load_string(const char *name, const char *yaml, const struct tg_cfg_key *keys,
+    size_t nkeys, void *out, struct tg_err *err)
+{
+	yaml_parser_t p;
+	int rc;
+
+	yaml_parser_initialize(&p);
+	yaml_parser_set_input_string(&p, (const unsigned char *)yaml, strlen(yaml));
+	rc = load(&p, name, keys, nkeys, out, err);
+	yaml_parser_delete(&p);
+	return rc;
+}
+
+int
+tg_config_load(const char *path, const struct tg_cfg_key *keys, size_t nkeys, void *out,
+    struct tg_err *err)
+{
+	yaml_parser_t p;
+	FILE *f = fopen(path, "rb");
+	int rc;
+
+	if (f == NULL) {
+		tg_err_set(err, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	yaml_parser_initialize(&p);
+	yaml_parser_set_input_file(&p, f);
+	rc = load(&p, path, keys, nkeys, out, err);
+	yaml_parser_delete(&p);
+	fclose(f);
+	return rc;
+}
+
+int
+tg_config_defaults(const struct tg_cfg_key *keys, size_t nkeys, void *out, struct tg_err *err)
+{
+	return tg_config_load_string("(defaults)", "{}", keys, nkeys, out, err);
+}
+
+void
+tg_config_free(const struct tg_cfg_key *keys, size_t nkeys, void *out)
+{
+	size_t i, j;
+
+	for (i = 0; i < nkeys; i++) {
+		const struct tg_cfg_key *k = &keys[i];
+
+		switch (k->type) {
+		case TG_CFG_STR:
+		case TG_CFG_ADDR:
+		case TG_CFG_SECRET:
+			free(*FIELD(out, k->off, char *));
+			*FIELD(out, k->off, char *) = NULL;
+			break;
+		case TG_CFG_STRLIST: {
+			struct tg_strlist *l = FIELD(out, k->off, struct tg_strlist);
+
+			for (j = 0; j < l->n; j++)
+				free(l->v[j]);
+			free(l->v);
+			l->v = NULL;
+			l->n = 0;
+			break;
+		}
+		case TG_CFG_LIST: {
+			void **arr = FIELD(out, k->off, void *);
+			size_t *count = FIELD(out, k->count_off, size_t);
+
+			for (j = 0; *arr != NULL && j < *count; j++)
+				tg_config_free(k->sub, k->nsub, (char *)*arr + j * k->elem_size);
+			free(*arr);
+			*arr = NULL;
+			*count = 0;
+			break;
+		}
+		default:
+			break;
+		}
+	}
+}

@@ -1,0 +1,111 @@
+/*
+ * crypto.c - SHA-256, HMAC-SHA256 and base64 through OpenSSL. Used by
+ * JWT signing (emulator), token cache keys, API key hashing and webhook
+ * signatures.
+ */
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
+
+#include "tidegate/crypto.h"
+#include "tidegate/util.h"
+
+void
+tg_sha256(const void *data, size_t n, uint8_t out[TG_SHA256_LEN])
+{
+	SHA256(data, n, out);
+}
+
+void
+tg_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n,
+    uint8_t out[TG_SHA256_LEN])
+{
+	unsigned int len = TG_SHA256_LEN;
+
+	HMAC(EVP_sha256(), key, (int)keylen, data, n, out, &len);
+}
+
+void
+tg_hex(const uint8_t *in, size_t n, char *out)
+{
+	static const char hx[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = hx[in[i] >> 4];
+		out[2 * i + 1] = hx[in[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+char *
+tg_b64_encode(const void *in, size_t n)
+{
+	char *out = tg_xmalloc(4 * ((n + 2) / 3) + 1);
+
+	EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+	return out;
+}
+
+char *
+tg_b64url_encode(const void *in, size_t n)
+{
+	char *out = tg_b64_encode(in, n), *p;
+	size_t len;
+
+	for (p = out; *p; p++) {
+		if (*p == '+')
+			*p = '-';
+		else if (*p == '/')
+			*p = '_';
+	}
+	len = strlen(out);
+	while (len > 0 && out[len - 1] == '=')
+		out[--len] = '\0';
+	return out;
+}
+
+uint8_t *
+tg_b64_decode(const char *in, size_t n, size_t *outlen)
+{
+	char *tmp = tg_xmalloc(n + 4);
+	uint8_t *out;
+	size_t i, len = 0, pad;
+	int r;
+
+	for (i = 0; i < n; i++) {
+		char c = in[i];
+
+		if (c == '-')
+			c = '+';
+		else if (c == '_')
+			c = '/';
+		else if (c == '=')
+			break;
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '+' || c == '/')) {
+			free(tmp);
+			return NULL;
+		}
+		tmp[len++] = c;
+	}
+	if (len % 4 == 1) {
+		free(tmp);
+		return NULL;
+	}
+	pad = (4 - len % 4) % 4;
+	for (i = 0; i < pad; i++)
+		tmp[len++] = '=';
+	out = tg_xmalloc(len / 4 * 3 + 1);
+	r = EVP_DecodeBlock(out, (unsigned char *)tmp, (int)len);
+	free(tmp);
+	if (r < 0) {
+		free(out);
+		return NULL;
+	}
+	*outlen = (size_t)r - pad;
+	out[*outlen] = '\0';
+	return out;
+}

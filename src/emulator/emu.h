@@ -1,0 +1,148 @@
+/*
+ * emu.h - private contract between the emulator's files: the shared state
+ * (struct tg_emu), the seeded data model, and the route handlers that
+ * server.c dispatches to. Everything here runs on one event loop.
+ */
+#ifndef TIDEGATE_EMU_H
+#define TIDEGATE_EMU_H
+
+#include <stdint.h>
+
+#include <event2/http.h>
+#include <yajl/yajl_tree.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/config.h"
+#include "tidegate/emulator.h"
+#include "tidegate/map.h"
+
+#define EMU_NO_TIME INT64_MIN
+
+enum emu_listener { EMU_DEX, EMU_SIM, EMU_DESIGN, EMU_AUTH, EMU_NLISTENERS };
+
+struct emu_fault {
+	char *method;		/* NULL: any */
+	char *path;		/* prefix; NULL: any */
+	int listener;		/* -1: any */
+	int64_t latency_ms;
+	double rate;		/* chance the error part applies, 0..1 */
+	int status;		/* 0: no error reply */
+	int retry_after;	/* seconds, with 429/503 */
+	int reset;		/* reset the connection instead of replying */
+	long long remaining;	/* applications left; -1 unlimited */
+};
+
+struct emu_manpower {
+	char *team;
+	long long n;
+};
+
+/** An activity in export-record form plus the import-only fields. */
+struct emu_activity {
+	char *id, *site_id, *asset_id, *name, *category, *status, *type;
+	char *work_package_id, *work_order_id, *internal_remarks, *external_remarks;
+	int64_t start_ms, end_ms, created_ms, updated_ms;	/* EMU_NO_TIME: unset */
+	int additional_client_work;	/* -1 unset */
+	struct tg_strlist teams, personnel_ids;
+	struct emu_manpower *manpower;
+	size_t nmanpower;
+};
+
+/** A project's state: the generated set (from cfg) plus imported changes. */
+struct emu_project {
+	const struct tg_emu_project *cfg;
+	int64_t epoch_ms;		/* base of generated dates (fixed: 2024-01-01) */
+	struct tg_map *overlay;		/* id -> struct emu_activity * (imported) */
+	char **new_ids;			/* imported ids that are not generated, in order */
+	size_t nnew;
+};
+
+struct tg_emu {
+	const struct tg_emu_config *cfg;
+	struct event_base *base;
+	struct evhttp *http[EMU_NLISTENERS];
+	int port[EMU_NLISTENERS];
+	char dex_secret[65], sim_secret[65];
+	long long token_gen;		/* tokens of older generations are revoked */
+	struct tg_map *calls;		/* "METHOD /path" -> long long * */
+	struct tg_map *calls_by[EMU_NLISTENERS];
+	struct emu_fault *faults;
+	size_t nfaults;
+	struct emu_project *projects;
+	size_t nprojects;
+	struct tg_map *exports;		/* correlationId -> export job (export.c) */
+	struct tg_map *imports;		/* correlationId -> import job (import.c) */
+	struct tg_map *sims;		/* simulation id -> run (sim.c) */
+	struct tg_map *cases;		/* case id -> yajl_val partial case (sim.c) */
+	char **case_ids;		/* in listing order */
+	size_t ncases;
+	struct emu_stream *streams;	/* open export streams (export.c) */
+	struct emu_pending *pending;	/* requests delayed by fault latency (server.c) */
+};
+
+/** Route handler; params holds the '*' segments of the route pattern. */
+typedef void (*emu_handler)(struct tg_emu *emu, struct evhttp_request *req,
+    const char *const *params);
+
+/* ---- server.c ---- */
+const char *emu_listener_name(int l);
+/** Reply with the emulator's error shape {statusCode, error, message}. */
+void emu_reply_error(struct evhttp_request *req, int status, const char *message);
+
+/* ---- auth.c ---- */
+void emu_h_authenticate(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_oauth_token(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+/** 0 when the request carries a valid, unrevoked token for the service. */
+int emu_auth_check_dex(struct tg_emu *emu, struct evhttp_request *req);
+int emu_auth_check_sim(struct tg_emu *emu, struct evhttp_request *req);
+/** HS256 JWT with sub, iat, exp, gen; malloc'd. */
+char *emu_jwt_sign(const char *secret, const char *sub, int64_t iat_s, int64_t exp_s,
+    long long gen);
+/** 0 if the signature, exp (against the emulator clock) and gen hold. */
+int emu_jwt_verify(const char *secret, const char *token, long long min_gen);
+
+/* ---- control.c ---- */
+void emu_control(struct tg_emu *emu, struct evhttp_request *req, const char *path);
+void emu_faults_clear(struct tg_emu *emu);
+
+/* ---- data.c: seeded data set ---- */
+void emu_projects_init(struct tg_emu *emu);
+void emu_projects_free(struct tg_emu *emu);
+struct emu_project *emu_project_find(struct tg_emu *emu, const char *id);
+int emu_data_site_exists(const struct emu_project *p, const char *site_id);
+/** Index of a generated activity id ("ACT-000123" -> 122), or -1. */
+long long emu_data_activity_index(const struct emu_project *p, const char *id);
+/** Fill out with generated activity i (heap fields; emu_activity_cleanup). */
+void emu_data_activity(const struct emu_project *p, long long i, struct emu_activity *out);
+/** Current version of an activity by id: overlay, else generated; 0 if found. */
+int emu_data_activity_get(const struct emu_project *p, const char *id,
+    struct emu_activity *out);
+/** Store an imported activity (takes ownership of a). */
+void emu_data_activity_put(struct emu_project *p, struct emu_activity *a);
+void emu_activity_copy(struct emu_activity *dst, const struct emu_activity *src);
+void emu_activity_cleanup(struct emu_activity *a);
+
+/* ---- export.c ---- */
+void emu_h_export_create(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_export_get(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_exports_free(struct tg_emu *emu);
+
+/* ---- import.c ---- */
+void emu_h_import_json(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_import_file(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_import_status(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_import_result(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_import_failed(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_imports_free(struct tg_emu *emu);
+
+/* ---- sim.c ---- */
+void emu_sim_init(struct tg_emu *emu);
+void emu_h_cases_list(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_case_get(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_sim_submit(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_sim_status(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_sim_results(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_h_sim_list(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
+void emu_sim_free(struct tg_emu *emu);
+
+#endif

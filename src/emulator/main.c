@@ -1,0 +1,88 @@
+/*
+ * main.c - tidegate-emulator: load the config, start the emulator on one
+ * event loop, stop cleanly on SIGINT/SIGTERM. "-t" checks the config only.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "tidegate/config.h"
+#include "tidegate/emulator.h"
+#include "tidegate/log.h"
+
+static void
+usage(void)
+{
+	fputs("usage: tidegate-emulator [-t] [-c conf/emulator.yaml]\n", stderr);
+	exit(2);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	tg_log(TG_LOG_INFO, "stopping", TG_LI("signal", sig));
+	event_base_loopexit(arg, NULL);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct tg_emu_config cfg;
+	struct event_base *base;
+	struct event *sigint, *sigterm;
+	struct tg_emu *emu;
+	struct tg_err err;
+	const char *path = NULL;
+	int test = 0, ch, rc = 1, lvl;
+
+	while ((ch = getopt(argc, argv, "tc:")) != -1) {
+		if (ch == 't')
+			test = 1;
+		else if (ch == 'c')
+			path = optarg;
+		else
+			usage();
+	}
+	memset(&cfg, 0, sizeof(cfg));
+	if ((path ? tg_config_load(path, tg_emu_config_keys, tg_emu_config_nkeys, &cfg, &err) :
+	    tg_config_defaults(tg_emu_config_keys, tg_emu_config_nkeys, &cfg, &err)) != 0) {
+		fprintf(stderr, "%s\n", err.msg);
+		goto done;
+	}
+	if ((lvl = tg_log_level_parse(cfg.log_level)) < 0) {
+		fprintf(stderr, "%s: log_level: unknown level '%s'\n", path ? path : "(defaults)",
+		    cfg.log_level);
+		goto done;
+	}
+	if (test) {
+		puts("configuration OK");
+		rc = 0;
+		goto done;
+	}
+	tg_log_init(stderr, (enum tg_log_level)lvl);
+	signal(SIGPIPE, SIG_IGN);
+	base = event_base_new();
+	emu = tg_emu_new(base, &cfg, &err);
+	if (emu == NULL) {
+		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));
+		event_base_free(base);
+		goto done;
+	}
+	sigint = evsignal_new(base, SIGINT, on_signal, base);
+	sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	evsignal_add(sigint, NULL);
+	evsignal_add(sigterm, NULL);
+	event_base_dispatch(base);
+	event_free(sigint);
+	event_free(sigterm);
+	tg_emu_free(emu);
+	event_base_free(base);
+	rc = 0;
+done:
+	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &cfg);
+	return rc;
+}

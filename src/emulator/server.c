@@ -1,0 +1,376 @@
+/*
+ * server.c - the emulator's listeners and request dispatch. Every request
+ * is counted (GET /__emulator/stats), may be delayed or failed by an
+ * injected fault, then routed by listener, method and path pattern. The
+ * control API (/__emulator/...) is answered on every listener, uncounted.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "tidegate/errors.h"
+#include "tidegate/http.h"
+#include "tidegate/ids.h"
+#include "tidegate/log.h"
+#include "emu.h"
+
+struct route {
+	int listener;		/* EMU_DEX, or EMU_SIM for both simulation hosts */
+	const char *method;
+	const char *pattern;	/* '*' matches one path segment */
+	int auth;		/* token required */
+	emu_handler fn;
+};
+
+static const struct route routes[] = {
+	{ EMU_DEX, "POST", "/public/v1/authenticate", 0, emu_h_authenticate },
+	{ EMU_DEX, "POST", "/public/v1/export/*", 1, emu_h_export_create },
+	{ EMU_DEX, "GET", "/public/export", 1, emu_h_export_get },
+	{ EMU_DEX, "POST", "/public/v1/import/activities", 1, emu_h_import_json },
+	{ EMU_DEX, "POST", "/public/v1/import/activities/file", 1, emu_h_import_file },
+	{ EMU_DEX, "GET", "/public/v1/import/status", 1, emu_h_import_status },
+	{ EMU_DEX, "GET", "/public/v1/import/result", 1, emu_h_import_result },
+	{ EMU_DEX, "GET", "/public/v1/import/activities/failed", 1, emu_h_import_failed },
+	{ EMU_AUTH, "POST", "/api/oauth2/token", 0, emu_h_oauth_token },
+	{ EMU_SIM, "GET", "/api/v1/cases", 1, emu_h_cases_list },
+	{ EMU_SIM, "GET", "/api/v1/cases/*", 1, emu_h_case_get },
+	{ EMU_SIM, "POST", "/api/v1/simulations", 1, emu_h_sim_submit },
+	{ EMU_SIM, "GET", "/api/v1/simulations", 1, emu_h_sim_list },
+	{ EMU_SIM, "GET", "/api/v1/simulations/*", 1, emu_h_sim_status },
+	{ EMU_SIM, "GET", "/api/v1/simulations/*/results", 1, emu_h_sim_results },
+};
+
+struct listener_ctx {
+	struct tg_emu *emu;
+	int listener;
+};
+
+/* A request held back by an injected latency. */
+struct emu_pending {
+	struct emu_pending *next;
+	struct tg_emu *emu;
+	struct evhttp_request *req;
+	struct evhttp_connection *conn;
+	struct event *timer;
+	int listener;
+	struct emu_fault err;		/* copy: the rule may be cleared meanwhile */
+	int apply_err;
+};
+
+static struct listener_ctx lctx[EMU_NLISTENERS];	/* one emulator per process */
+static const char *const lnames[] = { "dex", "sim", "design", "auth" };
+
+const char *
+emu_listener_name(int l)
+{
+	return l >= 0 && l < EMU_NLISTENERS ? lnames[l] : "?";
+}
+
+void
+emu_reply_error(struct evhttp_request *req, int status, const char *message)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	tg_error_body(b, status, NULL, message, NULL, NULL, 0);
+	tg_reply_buf(req, status, "application/json", b);
+	evbuffer_free(b);
+}
+
+/* Match path against pattern, capturing '*' segments (max 4, 128 bytes each). */
+static int
+match(const char *pattern, const char *path, char caps[][128], int *ncap)
+{
+	const char *e;
+	size_t len;
+
+	*ncap = 0;
+	while (*pattern && *path) {
+		if (*pattern == '*') {
+			e = strchr(path, '/');
+			len = e ? (size_t)(e - path) : strlen(path);
+			if (len == 0 || len >= 128 || *ncap >= 4)
+				return 0;
+			memcpy(caps[*ncap], path, len);
+			caps[(*ncap)++][len] = '\0';
+			path += len;
+			pattern++;
+			continue;
+		}
+		if (*pattern++ != *path++)
+			return 0;
+	}
+	return *pattern == '\0' && *path == '\0';
+}
+
+static void
+count(struct tg_emu *emu, int listener, const char *method, const char *path)
+{
+	char key[512];
+	long long *n;
+	struct tg_map *maps[2] = { emu->calls, emu->calls_by[listener] };
+	int i;
+
+	snprintf(key, sizeof(key), "%s %s", method, path);
+	for (i = 0; i < 2; i++) {
+		n = tg_map_get(maps[i], key);
+		if (n == NULL) {
+			n = tg_xcalloc(1, sizeof(*n));
+			tg_map_put(maps[i], key, n);
+		}
+		(*n)++;
+	}
+}
+
+static void
+route(struct tg_emu *emu, struct evhttp_request *req, int listener)
+{
+	const char *path = tg_http_path(req), *method = tg_http_method(req);
+	const char *params[4] = { NULL, NULL, NULL, NULL };
+	char caps[4][128];
+	int ncap, path_found = 0, rl = listener == EMU_DESIGN ? EMU_SIM : listener, i;
+	size_t r;
+
+	for (r = 0; r < TG_NELEM(routes); r++) {
+		if (routes[r].listener != rl || !match(routes[r].pattern, path, caps, &ncap))
+			continue;
+		path_found = 1;
+		if (strcmp(routes[r].method, method) != 0)
+			continue;
+		if (routes[r].auth && (rl == EMU_DEX ? emu_auth_check_dex(emu, req) :
+		    emu_auth_check_sim(emu, req)) != 0)
+			return;	/* the check replied 401 */
+		for (i = 0; i < ncap; i++)
+			params[i] = caps[i];
+		routes[r].fn(emu, req, params);
+		return;
+	}
+	if (path_found)
+		emu_reply_error(req, 405, "method not allowed on this path");
+	else
+		emu_reply_error(req, 404, "no such endpoint");
+}
+
+/* Reset the TCP connection: on Linux, connect(AF_UNSPEC) on a connected
+ * socket sends an RST; libevent then sees the error and frees the request
+ * and connection itself, so nothing here touches them again. */
+static void
+reset_connection(struct evhttp_request *req)
+{
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+	struct sockaddr sa;
+	struct linger lg = { 1, 0 };
+	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+
+	if (fd >= 0) {
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_family = AF_UNSPEC;
+		(void)connect(fd, &sa, sizeof(sa));
+	}
+	evhttp_send_reply(req, 500, "Reset", NULL);
+}
+
+static void
+apply_error(struct evhttp_request *req, const struct emu_fault *f)
+{
+	char ra[32];
+
+	if (f->reset) {
+		reset_connection(req);
+		return;
+	}
+	if (f->retry_after > 0) {
+		snprintf(ra, sizeof(ra), "%d", f->retry_after);
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", ra);
+	}
+	emu_reply_error(req, f->status, "injected fault");
+}
+
+static void
+pending_unlink(struct emu_pending *p)
+{
+	struct emu_pending **pp;
+
+	for (pp = &p->emu->pending; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	evhttp_connection_set_closecb(p->conn, NULL, NULL);
+	event_free(p->timer);
+	free(p);
+}
+
+static void
+on_pending_close(struct evhttp_connection *conn, void *arg)
+{
+	pending_unlink(arg);
+}
+
+static void
+on_pending_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct emu_pending *p = arg;
+	struct evhttp_request *req = p->req;
+	struct tg_emu *emu = p->emu;
+	struct emu_fault err = p->err;
+	int apply = p->apply_err, listener = p->listener;
+
+	pending_unlink(p);
+	if (apply)
+		apply_error(req, &err);
+	else
+		route(emu, req, listener);
+}
+
+/* First matching rule with applications left; decides whether it errors. */
+static const struct emu_fault *
+fault_for(struct tg_emu *emu, int listener, const char *method, const char *path, int *err)
+{
+	struct emu_fault *f;
+	size_t i;
+
+	for (i = 0; i < emu->nfaults; i++) {
+		f = &emu->faults[i];
+		if (f->remaining == 0 || (f->listener >= 0 && f->listener != listener) ||
+		    (f->method && strcmp(f->method, method) != 0) ||
+		    (f->path && !tg_str_startswith(path, f->path)))
+			continue;
+		if (f->remaining > 0)
+			f->remaining--;
+		*err = (f->status > 0 || f->reset) &&
+		    (f->rate >= 1.0 || (double)random() / RAND_MAX < f->rate);
+		return f;
+	}
+	return NULL;
+}
+
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+	struct listener_ctx *lc = arg;
+	struct tg_emu *emu = lc->emu;
+	const char *path = tg_http_path(req), *method = tg_http_method(req);
+	const struct emu_fault *f;
+	struct emu_pending *p;
+	struct timeval tv;
+	int err = 0;
+
+	if (tg_str_startswith(path, "/__emulator/")) {
+		emu_control(emu, req, path);
+		return;
+	}
+	count(emu, lc->listener, method, path);
+	tg_log(TG_LOG_DEBUG, "request", TG_LS("listener", lnames[lc->listener]),
+	    TG_LS("method", method), TG_LS("path", path));
+	f = fault_for(emu, lc->listener, method, path, &err);
+	if (f != NULL && f->latency_ms > 0) {
+		p = tg_xcalloc(1, sizeof(*p));
+		p->emu = emu;
+		p->req = req;
+		p->conn = evhttp_request_get_connection(req);
+		p->listener = lc->listener;
+		p->err = *f;
+		p->apply_err = err;
+		p->timer = evtimer_new(emu->base, on_pending_timer, p);
+		p->next = emu->pending;
+		emu->pending = p;
+		evhttp_connection_set_closecb(p->conn, on_pending_close, p);
+		tv.tv_sec = f->latency_ms / 1000;
+		tv.tv_usec = (f->latency_ms % 1000) * 1000;
+		evtimer_add(p->timer, &tv);
+		return;
+	}
+	if (err)
+		apply_error(req, f);
+	else
+		route(emu, req, lc->listener);
+}
+
+static const char *
+listen_addr(const struct tg_emu_config *cfg, int l)
+{
+	switch (l) {
+	case EMU_DEX: return cfg->listen_dex;
+	case EMU_SIM: return cfg->listen_sim;
+	case EMU_DESIGN: return cfg->listen_design;
+	default: return cfg->listen_auth;
+	}
+}
+
+struct tg_emu *
+tg_emu_new(struct event_base *base, const struct tg_emu_config *cfg, struct tg_err *err)
+{
+	struct tg_emu *emu = tg_xcalloc(1, sizeof(*emu));
+	int l;
+
+	emu->cfg = cfg;
+	emu->base = base;
+	emu->calls = tg_map_new(free);
+	for (l = 0; l < EMU_NLISTENERS; l++)
+		emu->calls_by[l] = tg_map_new(free);
+	if (cfg->dex_jwt_secret != NULL)
+		snprintf(emu->dex_secret, sizeof(emu->dex_secret), "%s", cfg->dex_jwt_secret);
+	else
+		tg_id_hex(emu->dex_secret, 32);
+	tg_id_hex(emu->sim_secret, 32);
+	emu->exports = tg_map_new(NULL);
+	emu->imports = tg_map_new(NULL);
+	emu_projects_init(emu);
+	emu_sim_init(emu);
+	for (l = 0; l < EMU_NLISTENERS; l++) {
+		emu->http[l] = tg_http_listen(base, listen_addr(cfg, l), (size_t)cfg->max_body,
+		    &emu->port[l], err);
+		if (emu->http[l] == NULL) {
+			tg_emu_free(emu);
+			return NULL;
+		}
+		lctx[l].emu = emu;
+		lctx[l].listener = l;
+		evhttp_set_gencb(emu->http[l], on_request, &lctx[l]);
+		tg_log(TG_LOG_INFO, "listening", TG_LS("listener", lnames[l]),
+		    TG_LS("addr", listen_addr(cfg, l)), TG_LI("port", emu->port[l]));
+	}
+	return emu;
+}
+
+int
+tg_emu_port(const struct tg_emu *emu, const char *listener)
+{
+	int l;
+
+	for (l = 0; l < EMU_NLISTENERS; l++)
+		if (strcmp(lnames[l], listener) == 0)
+			return emu->port[l];
+	return -1;
+}
+
+void
+tg_emu_free(struct tg_emu *emu)
+{
+	int l;
+
+	if (emu == NULL)
+		return;
+	while (emu->pending != NULL)
+		pending_unlink(emu->pending);
+	for (l = 0; l < EMU_NLISTENERS; l++)
+		if (emu->http[l] != NULL)
+			evhttp_free(emu->http[l]);
+	emu_exports_free(emu);
+	emu_imports_free(emu);
+	emu_sim_free(emu);
+	emu_projects_free(emu);
+	emu_faults_clear(emu);
+	tg_map_free(emu->calls);
+	for (l = 0; l < EMU_NLISTENERS; l++)
+		tg_map_free(emu->calls_by[l]);
+	free(emu);
+}

@@ -1,0 +1,196 @@
+/*
+ * http.c - listener setup and the request/reply helpers shared by the
+ * emulator and the gateway.
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+
+#include "tidegate/config.h"
+#include "tidegate/http.h"
+
+struct evhttp *
+tg_http_listen(struct event_base *base, const char *addr, size_t max_body, int *port_out,
+    struct tg_err *err)
+{
+	struct evhttp_bound_socket *bs;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct evhttp *http;
+	char *host = NULL;
+	int port;
+
+	if (tg_config_parse_addr(addr, &host, &port)) {
+		tg_err_set(err, "bad listen address '%s'", addr);
+		return NULL;
+	}
+	http = evhttp_new(base);
+	evhttp_set_max_body_size(http, max_body);
+	evhttp_set_max_headers_size(http, 64 * 1024);
+	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+	    EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+	bs = evhttp_bind_socket_with_handle(http, host, (ev_uint16_t)port);
+	if (bs == NULL) {
+		tg_err_set(err, "cannot listen on %s: %s", addr,
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		evhttp_free(http);
+		free(host);
+		return NULL;
+	}
+	if (port_out != NULL) {
+		evutil_socket_t fd = evhttp_bound_socket_get_fd(bs);
+
+		*port_out = port;
+		if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+			*port_out = ntohs(ss.ss_family == AF_INET6 ?
+			    ((struct sockaddr_in6 *)&ss)->sin6_port :
+			    ((struct sockaddr_in *)&ss)->sin_port);
+	}
+	free(host);
+	return http;
+}
+
+const char *
+tg_http_path(struct evhttp_request *req)
+{
+	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+	const char *p = u ? evhttp_uri_get_path(u) : NULL;
+
+	return p && *p ? p : "/";
+}
+
+char *
+tg_http_query(struct evhttp_request *req, const char *name)
+{
+	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+	const char *q = u ? evhttp_uri_get_query(u) : NULL, *v;
+	struct evkeyvalq kv;
+	char *out = NULL;
+
+	if (q == NULL)
+		return NULL;
+	TAILQ_INIT(&kv);
+	if (evhttp_parse_query_str(q, &kv) == 0 && (v = evhttp_find_header(&kv, name)) != NULL)
+		out = tg_xstrdup(v);
+	evhttp_clear_headers(&kv);
+	return out;
+}
+
+char *
+tg_http_body(struct evhttp_request *req, size_t *len)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t n = evbuffer_get_length(in);
+	char *buf = tg_xmalloc(n + 1);
+
+	evbuffer_copyout(in, buf, n);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+const char *
+tg_http_method(struct evhttp_request *req)
+{
+	switch (evhttp_request_get_command(req)) {
+	case EVHTTP_REQ_GET: return "GET";
+	case EVHTTP_REQ_POST: return "POST";
+	case EVHTTP_REQ_PUT: return "PUT";
+	case EVHTTP_REQ_DELETE: return "DELETE";
+	case EVHTTP_REQ_HEAD: return "HEAD";
+	case EVHTTP_REQ_PATCH: return "PATCH";
+	case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+	default: return "OTHER";
+	}
+}
+
+const char *
+tg_http_header(struct evhttp_request *req, const char *name)
+{
+	return evhttp_find_header(evhttp_request_get_input_headers(req), name);
+}
+
+const char *
+tg_http_bearer(struct evhttp_request *req)
+{
+	const char *h = tg_http_header(req, "Authorization");
+
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+		return NULL;
+	h += 7;
+	while (*h == ' ')
+		h++;
+	return *h ? h : NULL;
+}
+
+const char *
+tg_http_reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 410: return "Gone";
+	case 413: return "Payload Too Large";
+	case 415: return "Unsupported Media Type";
+	case 429: return "Too Many Requests";
+	case 500: return "Internal Server Error";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
+	}
+}
+
+void
+tg_reply_buf(struct evhttp_request *req, int status, const char *ctype, struct evbuffer *body)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+	if (ctype != NULL) {
+		evhttp_remove_header(h, "Content-Type");
+		evhttp_add_header(h, "Content-Type", ctype);
+	}
+	evhttp_send_reply(req, status, tg_http_reason(status), body);
+}
+
+void
+tg_reply_json(struct evhttp_request *req, int status, yajl_gen g)
+{
+	struct evbuffer *b = evbuffer_new();
+	const unsigned char *buf;
+	size_t len;
+
+	yajl_gen_get_buf(g, &buf, &len);
+	evbuffer_add(b, buf, len);
+	tg_reply_buf(req, status, "application/json", b);
+	evbuffer_free(b);
+}
+
+void
+tg_reply_error(struct evhttp_request *req, int status, const char *code, const char *message,
+    const struct tg_detail *d, size_t n)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	tg_error_body(b, status, code, message, tg_http_header(req, "X-Request-Id"), d, n);
+	tg_reply_buf(req, status, "application/json", b);
+	evbuffer_free(b);
+}

@@ -1,0 +1,4 @@
+/*
+ * multipart.c - placeholder until the multipart parser lands.
+ */
+#include "tidegate/multipart.h"

@@ -1,0 +1,236 @@
+"""
+Integration test harness: starts the real binaries on free loopback ports,
+waits until they answer, and kills them afterwards, attaching the process log
+to the report of a failed test.
+
+Binaries come from $TG_BUILD (default: build/ at the repository root).
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+import requests
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("TG_BUILD", os.path.join(ROOT, "build"))
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def to_yaml(value, indent=0):
+    """A small YAML emitter for the dicts, lists and scalars of test configs."""
+    pad = "  " * indent
+    out = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, (dict, list)) and v:
+                out.append(f"{pad}{k}:")
+                out.append(to_yaml(v, indent + 1))
+            else:
+                out.append(f"{pad}{k}: {scalar(v)}")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict):
+                lines = to_yaml(item, indent + 1).split("\n")
+                out.append(f"{pad}- " + lines[0].lstrip())
+                out.extend(lines[1:])
+            else:
+                out.append(f"{pad}- {scalar(item)}")
+    return "\n".join(out)
+
+
+def scalar(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "~"
+    if isinstance(v, (dict, list)):
+        return "{}" if isinstance(v, dict) else "[]"
+    return json.dumps(v) if isinstance(v, str) else str(v)
+
+
+def deep_merge(base, over):
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            deep_merge(base[k], v)
+        else:
+            base[k] = v
+    return base
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+class Process:
+    """A running binary with its log file; stop() kills it and returns the rc."""
+
+    def __init__(self, argv, log_path, health_url):
+        self.argv = argv
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        self.wait_ready(health_url)
+
+    def wait_ready(self, url, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.argv[0]} exited with {self.proc.returncode}:\n"
+                                   + self.read_log())
+            try:
+                requests.get(url, timeout=0.5)
+                return
+            except requests.RequestException:
+                time.sleep(0.05)
+        raise RuntimeError(f"{self.argv[0]} did not answer at {url}:\n" + self.read_log())
+
+    def read_log(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def send_signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+    def rss_kb(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def hwm_kb(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        return 0
+
+
+EMULATOR_DEFAULTS = {
+    "log_level": "info",
+    "users": [{"username": "demo", "password": "demo"}],
+    "clients": [{"id": "demo", "secret": "demo-secret"}],
+    "projects": [{"id": "P-DEMO", "seed": 1, "sites": 5, "activities": 50}],
+    "dex": {"token_lifetime": "1h"},
+    "sim": {"token_lifetime": "1h", "run_time": "1s", "retention": "30d"},
+    "export": {"delay": "300ms", "expiry": "1h"},
+    "import": {"rows_per_second": 1000},
+}
+
+
+class Emulator(Process):
+    """tidegate-emulator on free ports, with helpers for its APIs."""
+
+    def __init__(self, tmp_path, overrides=None):
+        self.ports = {k: free_port() for k in ("dex", "sim", "design", "auth")}
+        cfg = json.loads(json.dumps(EMULATOR_DEFAULTS))
+        cfg["listen"] = {k: f"127.0.0.1:{p}" for k, p in self.ports.items()}
+        deep_merge(cfg, overrides or {})
+        self.config_path = os.path.join(tmp_path, "emulator.yaml")
+        with open(self.config_path, "w") as f:
+            f.write(to_yaml(cfg) + "\n")
+        self.dex = f"http://127.0.0.1:{self.ports['dex']}"
+        self.sim = f"http://127.0.0.1:{self.ports['sim']}"
+        self.design = f"http://127.0.0.1:{self.ports['design']}"
+        self.auth = f"http://127.0.0.1:{self.ports['auth']}"
+        super().__init__([os.path.join(BUILD, "tidegate-emulator"), "-c", self.config_path],
+                         os.path.join(tmp_path, "emulator.log"),
+                         self.dex + "/__emulator/health")
+
+    # data exchange
+    def token(self, username="demo", password="demo"):
+        r = requests.post(self.dex + "/public/v1/authenticate",
+                          json={"username": username, "password": password}, timeout=5)
+        assert r.status_code == 200, r.text
+        return r.json()["token"]
+
+    def dex_headers(self):
+        return {"Authorization": "Bearer " + self.token()}
+
+    # simulation
+    def sim_token(self, client_id="demo", secret="demo-secret"):
+        r = requests.post(self.auth + "/api/oauth2/token",
+                          data={"grant_type": "client_credentials", "client_id": client_id,
+                                "client_secret": secret}, timeout=5)
+        assert r.status_code == 200, r.text
+        return r.json()["access_token"]
+
+    def sim_headers(self):
+        return {"Authorization": "Bearer " + self.sim_token()}
+
+    # control API
+    def stats(self):
+        return requests.get(self.dex + "/__emulator/stats", timeout=5).json()
+
+    def calls(self, key):
+        return self.stats()["calls"].get(key, 0)
+
+    def advance(self, duration):
+        r = requests.post(self.dex + "/__emulator/clock", json={"advance": duration}, timeout=5)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def fault(self, **rule):
+        r = requests.post(self.dex + "/__emulator/faults", json=rule, timeout=5)
+        assert r.status_code == 200, r.text
+
+    def clear_faults(self):
+        requests.delete(self.dex + "/__emulator/faults", timeout=5)
+
+
+def _attach_log_on_failure(request, proc):
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        print(f"\n----- log of {proc.argv[0]} -----\n{proc.read_log()}")
+
+
+@pytest.fixture
+def make_emulator(tmp_path, request):
+    """Factory: make_emulator(overrides) starts an emulator; all stop at teardown."""
+    started = []
+
+    def make(overrides=None):
+        d = tmp_path / f"emu{len(started)}"
+        d.mkdir()
+        emu = Emulator(str(d), overrides)
+        started.append(emu)
+        return emu
+
+    yield make
+    for emu in started:
+        _attach_log_on_failure(request, emu)
+        rc = emu.stop()
+        assert rc == 0, f"emulator exited with {rc}:\n{emu.read_log()}"
+
+
+@pytest.fixture
+def emulator(make_emulator):
+    """An emulator with the test defaults (short delays, demo data)."""
+    return make_emulator()
