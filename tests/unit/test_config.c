@@ -1,0 +1,225 @@
+/*
+ * test_config.c - the YAML config loader: types, defaults, bounds, lists,
+ * secrets from *_env / *_file, and file:line:col errors with hints.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tidegate/config.h"
+
+struct item {
+	char *name;
+	long long n;
+};
+
+struct cfg {
+	char *addr, *name, *secret;
+	long long workers;
+	int flag;
+	double ratio;
+	int64_t timeout, size;
+	struct tg_strlist tags;
+	struct item *items;
+	size_t nitems;
+};
+
+static const struct tg_cfg_key item_keys[] = {
+	{ "name", TG_CFG_STR, offsetof(struct item, name), NULL, 1, 0, 0, NULL, 0, 0, 0, "" },
+	{ "n", TG_CFG_INT, offsetof(struct item, n), "7", 0, 0, 10, NULL, 0, 0, 0, "" },
+};
+
+#define O(f) offsetof(struct cfg, f)
+static const struct tg_cfg_key keys[] = {
+	{ "listen.addr", TG_CFG_ADDR, O(addr), "127.0.0.1:80", 0, 0, 0, NULL, 0, 0, 0, "" },
+	{ "name", TG_CFG_STR, O(name), NULL, 0, 0, 0, NULL, 0, 0, 0, "" },
+	{ "secret", TG_CFG_SECRET, O(secret), NULL, 0, 0, 0, NULL, 0, 0, 0, "" },
+	{ "workers", TG_CFG_INT, O(workers), "4", 0, 1, 64, NULL, 0, 0, 0, "" },
+	{ "flag", TG_CFG_BOOL, O(flag), "false", 0, 0, 0, NULL, 0, 0, 0, "" },
+	{ "ratio", TG_CFG_DOUBLE, O(ratio), "0.5", 0, 0, 1, NULL, 0, 0, 0, "" },
+	{ "limits.timeout", TG_CFG_DURATION, O(timeout), "5s", 0, 0, 0, NULL, 0, 0, 0, "" },
+	{ "limits.size", TG_CFG_SIZE, O(size), "1MB", 0, 0, 0, NULL, 0, 0, 0, "" },
+	{ "tags", TG_CFG_STRLIST, O(tags), "a,b", 0, 0, 0, NULL, 0, 0, 0, "" },
+	{ "items", TG_CFG_LIST, O(items), NULL, 0, 0, 0, item_keys, 2, sizeof(struct item),
+	  O(nitems), "" },
+};
+
+static int
+load(const char *yaml, struct cfg *c, struct tg_err *err)
+{
+	memset(c, 0, sizeof(*c));
+	return tg_config_load_string("t.yaml", yaml, keys, TG_NELEM(keys), c, err);
+}
+
+static void
+done(struct cfg *c)
+{
+	tg_config_free(keys, TG_NELEM(keys), c);
+}
+
+static void
+test_defaults(void **state)
+{
+	struct tg_err err;
+	struct cfg c;
+
+	assert_int_equal(load("", &c, &err), 0);
+	assert_string_equal(c.addr, "127.0.0.1:80");
+	assert_null(c.name);
+	assert_int_equal(c.workers, 4);
+	assert_int_equal(c.flag, 0);
+	assert_int_equal(c.timeout, 5000);
+	assert_int_equal(c.size, 1048576);
+	assert_int_equal(c.tags.n, 2);
+	assert_string_equal(c.tags.v[1], "b");
+	assert_int_equal(c.nitems, 0);
+	done(&c);
+}
+
+static void
+test_values(void **state)
+{
+	struct tg_err err;
+	struct cfg c;
+
+	assert_int_equal(load("listen: {addr: \"[::1]:9\"}\nname: x\nworkers: 64\nflag: yes\n"
+	    "ratio: 1\nlimits:\n  timeout: 250ms\n  size: 64k\ntags: [p, q, r]\n"
+	    "items:\n  - name: one\n  - name: two\n    n: 10\n", &c, &err), 0);
+	assert_string_equal(c.addr, "[::1]:9");
+	assert_string_equal(c.name, "x");
+	assert_int_equal(c.workers, 64);
+	assert_int_equal(c.flag, 1);
+	assert_true(c.ratio == 1.0);
+	assert_int_equal(c.timeout, 250);
+	assert_int_equal(c.size, 65536);
+	assert_int_equal(c.tags.n, 3);
+	assert_int_equal(c.nitems, 2);
+	assert_string_equal(c.items[0].name, "one");
+	assert_int_equal(c.items[0].n, 7);
+	assert_int_equal(c.items[1].n, 10);
+	done(&c);
+}
+
+static void
+expect_error(const char *yaml, const char *msg)
+{
+	struct tg_err err;
+	struct cfg c;
+
+	err.msg[0] = '\0';
+	assert_int_equal(load(yaml, &c, &err), -1);
+	if (strcmp(err.msg, msg) != 0)
+		fail_msg("got '%s', want '%s'", err.msg, msg);
+	done(&c);
+}
+
+static void
+test_errors(void **state)
+{
+	expect_error("workers: 65\n", "t.yaml:1:10: workers: must be between 1 and 64");
+	expect_error("workers: many\n", "t.yaml:1:10: workers: expected an integer, got 'many'");
+	expect_error("flag: maybe\n", "t.yaml:1:7: flag: expected true or false, got 'maybe'");
+	expect_error("listen:\n  adr: 1.2.3.4:5\n",
+	    "t.yaml:2:3: listen.adr: unknown key (did you mean 'listen.addr'?)");
+	expect_error("wrokers: 3\n", "t.yaml:1:1: wrokers: unknown key (did you mean 'workers'?)");
+	expect_error("zzz: 3\n", "t.yaml:1:1: zzz: unknown key");
+	expect_error("listen:\n  addr: nohost\n",
+	    "t.yaml:2:9: listen.addr: expected host:port, got 'nohost'");
+	expect_error("listen:\n  addr: h:99999\n",
+	    "t.yaml:2:9: listen.addr: expected host:port, got 'h:99999'");
+	expect_error("limits:\n  timeout: 5 parsecs\n",
+	    "t.yaml:2:12: limits.timeout: expected a duration (250ms, 5s, 2m, 1h, 30d), "
+	    "got '5 parsecs'");
+	expect_error("items:\n  - n: 1\n", "t.yaml:2:5: items[0].name: required");
+	expect_error("items:\n  - name: a\n    m: 1\n",
+	    "t.yaml:3:5: items[0].m: unknown key (did you mean 'n'?)");
+	expect_error("items: 3\n", "t.yaml:1:8: items: expected a list");
+	expect_error("name: a\nname: b\n", "t.yaml:2:1: name: duplicate key");
+	expect_error("- 1\n- 2\n", "t.yaml:1:1: the top level must be a mapping");
+	expect_error("name: [1\n", "t.yaml:2:1: did not find expected ',' or ']'");
+	expect_error("a: &x 1\nb: *x\n", "t.yaml:2:4: anchors and aliases are not supported");
+	expect_error("name: {a: 1}\n", "t.yaml:1:7: name: expected a scalar value");
+}
+
+static void
+test_secret(void **state)
+{
+	char path[] = "/tmp/tg_secret_XXXXXX";
+	struct tg_err err;
+	struct cfg c;
+	int fd;
+
+	assert_int_equal(load("secret: inline\n", &c, &err), 0);
+	assert_string_equal(c.secret, "inline");
+	done(&c);
+	setenv("TG_TEST_SECRET", "from-env", 1);
+	assert_int_equal(load("secret_env: TG_TEST_SECRET\n", &c, &err), 0);
+	assert_string_equal(c.secret, "from-env");
+	done(&c);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "from-file\n", 10), 10);
+	close(fd);
+	{
+		char yaml[128];
+
+		snprintf(yaml, sizeof(yaml), "secret_file: %s\n", path);
+		assert_int_equal(load(yaml, &c, &err), 0);
+		assert_string_equal(c.secret, "from-file");
+		done(&c);
+	}
+	unlink(path);
+	unsetenv("TG_TEST_UNSET");
+	expect_error("secret_env: TG_TEST_UNSET\n",
+	    "t.yaml:1:13: secret: environment variable TG_TEST_UNSET is not set");
+	expect_error("secret: a\nsecret_env: B\n",
+	    "t.yaml:2:1: secret: give only one of secret, secret_env and secret_file");
+}
+
+static void
+test_parsers(void **state)
+{
+	int64_t v;
+	char *host;
+	int port, b;
+
+	assert_int_equal(tg_config_parse_duration("31d", &v), 0);
+	assert_int_equal(v, 31LL * 86400000);
+	assert_int_equal(tg_config_parse_duration("1.5s", &v), 0);
+	assert_int_equal(v, 1500);
+	assert_int_equal(tg_config_parse_duration("10", &v), 0);
+	assert_int_equal(v, 10000);
+	assert_int_equal(tg_config_parse_duration("-1s", &v), -1);
+	assert_int_equal(tg_config_parse_duration("1w", &v), -1);
+	assert_int_equal(tg_config_parse_size("1GiB", &v), 0);
+	assert_int_equal(v, 1073741824LL);
+	assert_int_equal(tg_config_parse_size("12 parsecs", &v), -1);
+	assert_int_equal(tg_config_parse_addr("[::1]:8080", &host, &port), 0);
+	assert_string_equal(host, "::1");
+	assert_int_equal(port, 8080);
+	free(host);
+	assert_int_equal(tg_config_parse_addr("::1:8080", &host, &port), -1);
+	assert_int_equal(tg_config_parse_addr(":80", &host, &port), -1);
+	assert_int_equal(tg_config_parse_bool("On", &b), 0);
+	assert_int_equal(b, 1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_values),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_secret),
+		cmocka_unit_test(test_parsers),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
