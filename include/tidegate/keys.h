@@ -1,0 +1,36 @@
+/*
+ * keys.h - gateway API keys. Keys are configured as SHA-256 hex digests
+ * (never in clear); a presented key is hashed and compared in constant
+ * time against every configured digest. Each key is allowed a set of
+ * services.
+ */
+#ifndef TIDEGATE_KEYS_H
+#define TIDEGATE_KEYS_H
+
+#include <stddef.h>
+
+#include "tidegate/util.h"
+
+#define TG_SVC_DEX   0x1
+#define TG_SVC_SIM   0x2
+#define TG_SVC_ADMIN 0x4
+
+struct tg_key {
+	char *name;		/* shown in logs and metrics; not secret */
+	unsigned char digest[32];
+	unsigned services;	/* TG_SVC_* mask */
+};
+
+struct tg_keyring {
+	struct tg_key *keys;
+	size_t n;
+};
+
+/** Add a key from its hex digest and service names; -1 with err when malformed. */
+int tg_keyring_add(struct tg_keyring *kr, const char *name, const char *sha256_hex,
+    const char *const *services, size_t nservices, struct tg_err *err);
+void tg_keyring_cleanup(struct tg_keyring *kr);
+/** The key matching presented (hashed, constant-time over all keys), or NULL. */
+const struct tg_key *tg_keyring_match(const struct tg_keyring *kr, const char *presented);
+
+#endif

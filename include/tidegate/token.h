@@ -1,0 +1,90 @@
+/*
+ * token.h - vendor credentials held by the gateway.
+ *
+ * struct tg_token_src is one credential: the data exchange password flow
+ * (POST JSON {username, password} -> {token}: a JWT whose exp is read) or
+ * the simulation client-credentials flow (form-urlencoded -> access_token,
+ * expires_in). It logs in lazily, refreshes ahead of expiry with jitter,
+ * and is single-flight: any number of waiters share one login. A 401 from
+ * the vendor invalidates the token (once per token). While the login
+ * endpoint fails, waiters get an error with a Retry-After instead of a hang.
+ *
+ * struct tg_login_cache answers callers' own logins (legacy tools that
+ * authenticate before every call) from a cache keyed by the identity and a
+ * salted hash of the secret, valid while the vendor's token is.
+ */
+#ifndef TIDEGATE_TOKEN_H
+#define TIDEGATE_TOKEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tidegate/util.h"
+
+struct event_base;
+struct tg_upstream;
+struct evbuffer;
+
+enum tg_token_flow { TG_FLOW_PASSWORD, TG_FLOW_CLIENT_CREDENTIALS };
+
+struct tg_token_opts {
+	enum tg_token_flow flow;
+	const char *path;		/* login path on the upstream, base path included */
+	const char *id;			/* username or client_id */
+	const char *secret;		/* password or client_secret */
+	int64_t refresh_before_ms;	/* refresh this long before expiry */
+	int64_t jitter_ms;		/* random extra lead, 0..jitter */
+	int64_t default_lifetime_ms;	/* when the vendor states no expiry */
+	int64_t login_timeout_ms;	/* give up waiting for a login */
+	int retry_after_s;		/* Retry-After advertised while logins fail */
+};
+
+struct tg_token_src;
+struct tg_token_wait;
+
+/** token is borrowed for the duration of the call; NULL on failure with why. */
+typedef void (*tg_token_cb)(const char *token, const char *why, int retry_after_s, void *arg);
+
+/** opts strings are copied. login is borrowed and must outlive the source. */
+struct tg_token_src *tg_token_src_new(struct event_base *base, struct tg_upstream *login,
+    const struct tg_token_opts *opts);
+void tg_token_src_free(struct tg_token_src *ts);
+/**
+ * Call cb with a valid token: at once when one is cached (returns NULL),
+ * else after the shared login (returns a wait handle for cancelling).
+ */
+struct tg_token_wait *tg_token_get(struct tg_token_src *ts, tg_token_cb cb, void *arg);
+void tg_token_wait_cancel(struct tg_token_wait *w);
+/** The vendor refused token: drop it if it is still the current one. */
+void tg_token_invalidate(struct tg_token_src *ts, const char *token);
+/** Current token or NULL (no login is started). */
+const char *tg_token_peek(const struct tg_token_src *ts);
+/** Start a login now if none is cached (readiness checks, start-up). */
+void tg_token_prefetch(struct tg_token_src *ts);
+
+struct tg_token_stats {
+	unsigned long long logins, login_failures, invalidations;
+	int64_t expires_at_ms;		/* 0 when none */
+	int failing;			/* the last login failed */
+};
+void tg_token_get_stats(const struct tg_token_src *ts, struct tg_token_stats *st);
+
+/** exp claim of a JWT (seconds), without verifying it; -1 when absent. */
+int64_t tg_jwt_exp(const char *jwt);
+
+/* ---- callers' own logins ---- */
+
+struct tg_login_cache;
+struct tg_login_cache *tg_login_cache_new(size_t max_entries);
+void tg_login_cache_free(struct tg_login_cache *lc);
+/**
+ * Cached vendor response body for (id, secret) while valid at now_ms, or
+ * NULL. The body is borrowed until the next call on the cache.
+ */
+const char *tg_login_cache_get(struct tg_login_cache *lc, const char *id, const char *secret,
+    int64_t now_ms);
+/** Remember body (copied) for (id, secret) until expires_at_ms. */
+void tg_login_cache_put(struct tg_login_cache *lc, const char *id, const char *secret,
+    const char *body, int64_t expires_at_ms);
+
+#endif
