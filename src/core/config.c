@@ -405,13 +405,22 @@ check_bounds(struct ctx *c, const struct tg_cfg_key *k, const char *name, size_t
 	return 0;
 }
 
+/* Relative paths are taken from the directory of the config file, so a
+ * configuration and its secret files move together. */
 static char *
-read_secret_file(const char *path)
+read_secret_file(const char *path, const char *cfgfile)
 {
-	char buf[4096];
+	const char *slash = strrchr(cfgfile, '/');
+	char buf[4096], *full;
 	size_t n;
-	FILE *f = fopen(path, "r");
+	FILE *f;
 
+	if (path[0] != '/' && slash != NULL)
+		full = tg_xasprintf("%.*s/%s", (int)(slash - cfgfile), cfgfile, path);
+	else
+		full = tg_xstrdup(path);
+	f = fopen(full, "r");
+	free(full);
 	if (f == NULL)
 		return NULL;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
@@ -601,7 +610,7 @@ bind_secret(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const 
 		return set_scalar(c, k, name, var, 0, 0, base);
 	}
 	if (e[2] != NULL) {
-		val = read_secret_file(e[2]->val->s);
+		val = read_secret_file(e[2]->val->s, c->file);
 		if (val == NULL)
 			return fail(c, e[2]->val->line, e[2]->val->col, name,
 			    "cannot read %s: %s", e[2]->val->s, strerror(errno));

@@ -1,0 +1,190 @@
+/*
+ * metrics.c - Prometheus counters and histograms. Series live in one map
+ * keyed by "name{labels}"; rendering sorts the keys so output is stable and
+ * each metric's # HELP / # TYPE lines come once. Called by the gateway on
+ * every request (inc/observe) and by the admin listener (/metrics).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "tidegate/map.h"
+#include "tidegate/metrics.h"
+#include "tidegate/util.h"
+
+static const double bounds[] = {
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+};
+#define NB (sizeof(bounds) / sizeof(bounds[0]))
+
+struct series {
+	char *name;		/* metric name without labels */
+	char *labels;
+	int histogram;
+	double value;		/* counter value, or histogram sum */
+	unsigned long long count, buckets[NB];
+};
+
+struct help {
+	char *type, *text;
+};
+
+struct tg_metrics {
+	struct tg_map *series;
+	struct tg_map *help;
+};
+
+static void
+series_free(void *p)
+{
+	struct series *s = p;
+
+	free(s->name);
+	free(s->labels);
+	free(s);
+}
+
+static void
+help_free(void *p)
+{
+	struct help *h = p;
+
+	free(h->type);
+	free(h->text);
+	free(h);
+}
+
+struct tg_metrics *
+tg_metrics_new(void)
+{
+	struct tg_metrics *m = tg_xcalloc(1, sizeof(*m));
+
+	m->series = tg_map_new(series_free);
+	m->help = tg_map_new(help_free);
+	return m;
+}
+
+void
+tg_metrics_free(struct tg_metrics *m)
+{
+	if (m == NULL)
+		return;
+	tg_map_free(m->series);
+	tg_map_free(m->help);
+	free(m);
+}
+
+static struct series *
+get(struct tg_metrics *m, const char *name, const char *labels, int histogram)
+{
+	char key[512];
+	struct series *s;
+
+	snprintf(key, sizeof(key), "%s{%s}", name, labels);
+	s = tg_map_get(m->series, key);
+	if (s == NULL) {
+		s = tg_xcalloc(1, sizeof(*s));
+		s->name = tg_xstrdup(name);
+		s->labels = tg_xstrdup(labels);
+		s->histogram = histogram;
+		tg_map_put(m->series, key, s);
+	}
+	return s;
+}
+
+void
+tg_metrics_inc(struct tg_metrics *m, const char *name, const char *labels, double delta)
+{
+	get(m, name, labels, 0)->value += delta;
+}
+
+void
+tg_metrics_observe(struct tg_metrics *m, const char *name, const char *labels, double seconds)
+{
+	struct series *s = get(m, name, labels, 1);
+	size_t i;
+
+	s->value += seconds;
+	s->count++;
+	for (i = 0; i < NB; i++)
+		if (seconds <= bounds[i])
+			s->buckets[i]++;
+}
+
+void
+tg_metrics_help(struct tg_metrics *m, const char *name, const char *type, const char *help)
+{
+	struct help *h = tg_xcalloc(1, sizeof(*h));
+
+	h->type = tg_xstrdup(type);
+	h->text = tg_xstrdup(help);
+	tg_map_put(m->help, name, h);
+}
+
+double
+tg_metrics_value(const struct tg_metrics *m, const char *name, const char *labels)
+{
+	char key[512];
+	struct series *s;
+
+	snprintf(key, sizeof(key), "%s{%s}", name, labels);
+	s = tg_map_get(m->series, key);
+	return s ? s->value : 0;
+}
+
+static int
+cmp_series(const void *a, const void *b)
+{
+	const struct series *x = *(struct series *const *)a, *y = *(struct series *const *)b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : strcmp(x->labels, y->labels);
+}
+
+/* Expands to the three strings that print "{labels}", or nothing when empty. */
+#define LB(l) (*(l) ? "{" : ""), (l), (*(l) ? "}" : "")
+
+static void
+render_histogram(const struct series *s, struct evbuffer *out)
+{
+	const char *sep = *s->labels ? "," : "";
+	size_t i;
+
+	for (i = 0; i < NB; i++)
+		evbuffer_add_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", s->name, s->labels, sep,
+		    bounds[i], s->buckets[i]);
+	evbuffer_add_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", s->name, s->labels, sep,
+	    s->count);
+	evbuffer_add_printf(out, "%s_sum%s%s%s %.6f\n%s_count%s%s%s %llu\n", s->name,
+	    LB(s->labels), s->value, s->name, LB(s->labels), s->count);
+}
+
+void
+tg_metrics_render(const struct tg_metrics *m, struct evbuffer *out)
+{
+	size_t n = tg_map_count(m->series), i = 0, pos = 0;
+	struct series **all = tg_xcalloc(n, sizeof(*all));
+	const char *k, *last = "";
+	const struct help *h;
+	void *v;
+
+	while (tg_map_next(m->series, &pos, &k, &v))
+		all[i++] = v;
+	qsort(all, n, sizeof(*all), cmp_series);
+	for (i = 0; i < n; i++) {
+		if (strcmp(all[i]->name, last) != 0) {
+			last = all[i]->name;
+			if ((h = tg_map_get(m->help, last)) != NULL)
+				evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", last,
+				    h->text, last, h->type);
+		}
+		if (all[i]->histogram)
+			render_histogram(all[i], out);
+		else
+			evbuffer_add_printf(out, "%s%s%s%s %.17g\n", all[i]->name,
+			    LB(all[i]->labels), all[i]->value);
+	}
+	free(all);
+}

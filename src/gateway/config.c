@@ -1,0 +1,150 @@
+/*
+ * config.c - the gateway's configuration keys, defaults and bounds, and
+ * the checks that span keys (addresses, key digests, the loopback rule is
+ * in server.c). Loaded at start-up, by -t, and again on SIGHUP.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+#define O(f) offsetof(struct gw_config, f)
+#define K(p, t, f, d, doc) { p, t, O(f), d, 0, 0, 0, NULL, 0, 0, 0, doc }
+#define KB(p, t, f, d, lo, hi, doc) { p, t, O(f), d, 0, lo, hi, NULL, 0, 0, 0, doc }
+#define R(svc, name, op, def) K(#svc ".routes." name, TG_CFG_STR, svc.routes[op], def, \
+	"upstream path template of " name)
+
+static const struct tg_cfg_key key_keys[] = {
+	{ "name", TG_CFG_STR, offsetof(struct gw_key_cfg, name), NULL, 1, 0, 0, NULL, 0, 0, 0,
+	  "name of the caller (logs, metrics)" },
+	{ "sha256", TG_CFG_STR, offsetof(struct gw_key_cfg, sha256), NULL, 1, 0, 0, NULL, 0, 0,
+	  0, "SHA-256 of the key, 64 hex digits (printf %s KEY | sha256sum)" },
+	{ "services", TG_CFG_STRLIST, offsetof(struct gw_key_cfg, services), "dex,sim", 0, 0, 0,
+	  NULL, 0, 0, 0, "services the key may use: dex, sim, admin" },
+};
+
+#define SERVICE_KEYS(svc, defurl) \
+	K(#svc ".url", TG_CFG_STR, svc.url, defurl, "vendor base URL"), \
+	K(#svc ".fallback_url", TG_CFG_STR, svc.fallback_url, NULL, \
+	  "second vendor host, used when the first cannot be connected to"), \
+	K(#svc ".caller_tokens", TG_CFG_BOOL, svc.caller_tokens, "true", \
+	  "forward callers' own bearer tokens that are not gateway keys"), \
+	K(#svc ".passthrough", TG_CFG_BOOL, svc.passthrough, "true", \
+	  "forward unknown paths unchanged with credentials injected (false: 404)"), \
+	K(#svc ".login_cache", TG_CFG_BOOL, svc.login_cache, "true", \
+	  "answer callers' own logins from a cache while the token is valid"), \
+	KB(#svc ".refresh_before", TG_CFG_DURATION, svc.refresh_before, "60s", 0, 8.64e7, \
+	   "refresh the vendor token this long before it expires"), \
+	KB(#svc ".refresh_jitter", TG_CFG_DURATION, svc.refresh_jitter, "10s", 0, 3.6e6, \
+	   "random extra lead on refreshes, so fleets do not refresh together"), \
+	KB(#svc ".login_timeout", TG_CFG_DURATION, svc.login_timeout, "10s", 100, 3.6e6, \
+	   "give up on a vendor login after this long"), \
+	KB(#svc ".login_retry_after", TG_CFG_DURATION, svc.login_retry_after, "5s", 1000, \
+	   3.6e6, "Retry-After sent while vendor logins fail"), \
+	KB(#svc ".replay_max_body", TG_CFG_SIZE, svc.replay_max_body, "10MB", 0, 4294967296.0, \
+	   "largest body replayed after a vendor 401 (bigger: the 401 is relayed)")
+
+const struct tg_cfg_key gw_config_keys[] = {
+	K("listen.dex", TG_CFG_ADDR, listen_dex, "127.0.0.1:8080", "data exchange listener"),
+	K("listen.sim", TG_CFG_ADDR, listen_sim, "127.0.0.1:8081", "simulation listener"),
+	K("listen.admin", TG_CFG_ADDR, listen_admin, "127.0.0.1:9090",
+	  "admin listener: /healthz, /readyz, /metrics"),
+	K("log_level", TG_CFG_STR, log_level, "info", "debug, info, warn, error or off"),
+	K("access_log", TG_CFG_BOOL, access_log, "true", "one JSON line per request"),
+	KB("max_body", TG_CFG_SIZE, max_body, "256MB", 1024, 4294967296.0,
+	   "largest request body accepted from callers (413 above)"),
+	KB("drain_timeout", TG_CFG_DURATION, drain_timeout, "30s", 0, 3.6e6,
+	   "on SIGTERM, wait this long for in-flight requests"),
+	K("upstream", TG_CFG_STR, upstream, "remote",
+	  "remote, or embedded: run tidegate-emulator in this process"),
+	K("emulator_config", TG_CFG_STR, emulator_config, "emulator.yaml",
+	  "emulator config for upstream: embedded (relative to this file)"),
+	SERVICE_KEYS(dex, "http://127.0.0.1:7080"),
+	K("dex.username", TG_CFG_STR, dex.id, NULL, "vendor account the gateway logs in with"),
+	K("dex.password", TG_CFG_SECRET, dex.secret, NULL,
+	  "its password: password_env or password_file"),
+	R(dex, "authenticate", TG_OP_DEX_AUTHENTICATE, "/public/v1/authenticate"),
+	R(dex, "export", TG_OP_DEX_EXPORT, "/public/v1/export/{kind}"),
+	R(dex, "export_get", TG_OP_DEX_EXPORT_GET, "/public/export"),
+	R(dex, "import_activities", TG_OP_DEX_IMPORT_JSON, "/public/v1/import/activities"),
+	R(dex, "import_file", TG_OP_DEX_IMPORT_FILE, "/public/v1/import/activities/file"),
+	R(dex, "import_status", TG_OP_DEX_IMPORT_STATUS, "/public/v1/import/status"),
+	R(dex, "import_result", TG_OP_DEX_IMPORT_RESULT, "/public/v1/import/result"),
+	R(dex, "import_failed", TG_OP_DEX_IMPORT_FAILED, "/public/v1/import/activities/failed"),
+	SERVICE_KEYS(sim, "http://127.0.0.1:7081"),
+	K("sim.auth_url", TG_CFG_STR, sim.auth_url, "http://127.0.0.1:7083",
+	  "origin of the OAuth2 token endpoint ({auth_url})"),
+	K("sim.client_id", TG_CFG_STR, sim.id, NULL, "API client the gateway uses"),
+	K("sim.client_secret", TG_CFG_SECRET, sim.secret, NULL,
+	  "its secret: client_secret_env or client_secret_file"),
+	R(sim, "token", TG_OP_SIM_TOKEN, "/api/oauth2/token"),
+	R(sim, "cases", TG_OP_SIM_CASES, "/api/v1/cases"),
+	R(sim, "case", TG_OP_SIM_CASE, "/api/v1/cases/{id}"),
+	R(sim, "simulations", TG_OP_SIM_SUBMIT, "/api/v1/simulations"),
+	R(sim, "simulation_list", TG_OP_SIM_LIST, "/api/v1/simulations"),
+	R(sim, "simulation", TG_OP_SIM_STATUS, "/api/v1/simulations/{id}"),
+	R(sim, "results", TG_OP_SIM_RESULTS, "/api/v1/simulations/{id}/results"),
+	KB("pool.connect_timeout", TG_CFG_DURATION, connect_timeout, "5s", 10, 3.6e6,
+	   "upstream connect timeout"),
+	KB("pool.read_timeout", TG_CFG_DURATION, read_timeout, "60s", 10, 8.64e7,
+	   "upstream read timeout (time without a byte)"),
+	KB("pool.max_conns", TG_CFG_INT, max_conns, "256", 1, 65536,
+	   "connections per upstream origin (more requests queue)"),
+	KB("pool.max_idle", TG_CFG_INT, max_idle, "32", 0, 65536,
+	   "idle keep-alive connections kept per origin"),
+	K("tls.verify", TG_CFG_BOOL, tls_verify, "true",
+	  "verify upstream certificates and host names"),
+	K("tls.ca_file", TG_CFG_STR, tls_ca_file, NULL, "PEM CA bundle (default: system)"),
+	{ "keys", TG_CFG_LIST, O(keys), NULL, 0, 0, 0, key_keys, TG_NELEM(key_keys),
+	  sizeof(struct gw_key_cfg), O(nkeys),
+	  "gateway API keys; without keys the gateway only binds loopback" },
+};
+
+const size_t gw_config_nkeys = TG_NELEM(gw_config_keys);
+
+static int
+check(const struct gw_config *c, struct tg_err *err)
+{
+	const struct gw_service_cfg *s[2] = { &c->dex, &c->sim };
+	int i;
+
+	if (strcmp(c->upstream, "embedded") != 0 && strcmp(c->upstream, "remote") != 0) {
+		tg_err_set(err, "%s: upstream: must be remote or embedded", c->path);
+		return -1;
+	}
+	for (i = 0; i < (int)c->nkeys; i++) {
+		if (strlen(c->keys[i].sha256) != 64 ||
+		    strspn(c->keys[i].sha256, "0123456789abcdefABCDEF") != 64) {
+			tg_err_set(err, "%s: keys[%d].sha256: expected 64 hex digits (the SHA-256 "
+			    "of the key, e.g. printf %%s KEY | sha256sum)", c->path, i);
+			return -1;
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		if ((s[i]->id == NULL) != (s[i]->secret == NULL)) {
+			tg_err_set(err, "%s: %s: give both %s and its secret, or neither", c->path,
+			    i ? "sim" : "dex", i ? "client_id" : "username");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+gw_config_load(const char *path, struct gw_config *cfg, struct tg_err *err)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->path = tg_xstrdup(path);
+	if (tg_config_load(path, gw_config_keys, gw_config_nkeys, cfg, err) != 0)
+		return -1;
+	return check(cfg, err);
+}
+
+void
+gw_config_free(struct gw_config *cfg)
+{
+	tg_config_free(gw_config_keys, gw_config_nkeys, cfg);
+	free(cfg->path);
+	cfg->path = NULL;
+}

@@ -1,0 +1,56 @@
+/*
+ * config.h - the gateway's configuration (conf/tidegate.yaml): a plain
+ * struct filled by the core loader from the key table in config.c, which
+ * is also the source of docs/configuration.md.
+ */
+#ifndef TIDEGATE_GW_CONFIG_H
+#define TIDEGATE_GW_CONFIG_H
+
+#include <stdint.h>
+
+#include "tidegate/config.h"
+#include "tidegate/routes.h"
+
+struct gw_key_cfg {
+	char *name;
+	char *sha256;		/* hex digest of the key */
+	struct tg_strlist services;
+};
+
+struct gw_service_cfg {
+	char *url, *fallback_url;
+	char *auth_url;		/* simulation: origin of the token endpoint */
+	char *id;		/* username / client_id */
+	char *secret;		/* password / client_secret */
+	int caller_tokens;	/* forward bearers that are not gateway keys */
+	int passthrough;	/* forward unknown paths (else 404) */
+	int login_cache;	/* answer callers' own logins from a cache */
+	int64_t refresh_before, refresh_jitter, login_timeout, login_retry_after;
+	int64_t replay_max_body;
+	char *routes[TG_OP_COUNT];	/* upstream path templates by op */
+};
+
+struct gw_config {
+	char *path;		/* the file loaded (not a key) */
+	char *listen_dex, *listen_sim, *listen_admin;
+	char *log_level;
+	int access_log;
+	int64_t max_body;
+	int64_t drain_timeout;
+	char *upstream;		/* "embedded" or "remote" */
+	char *emulator_config;	/* relative to this file's directory */
+	struct gw_service_cfg dex, sim;
+	int64_t connect_timeout, read_timeout;
+	long long max_conns, max_idle;
+	int tls_verify;
+	char *tls_ca_file;
+	struct gw_key_cfg *keys;
+	size_t nkeys;
+};
+
+int gw_config_load(const char *path, struct gw_config *cfg, struct tg_err *err);
+void gw_config_free(struct gw_config *cfg);
+extern const struct tg_cfg_key gw_config_keys[];
+extern const size_t gw_config_nkeys;
+
+#endif

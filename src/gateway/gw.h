@@ -1,0 +1,113 @@
+/*
+ * gw.h - private contract between the gateway's files: the long-lived
+ * struct gw (listeners, metrics, lifecycle), the reloadable runtime built
+ * from one configuration (services, upstreams, token sources, keys), and
+ * struct gw_req, which owns one client request from arrival to the access
+ * log line.
+ */
+#ifndef TIDEGATE_GW_H
+#define TIDEGATE_GW_H
+
+#include <stdint.h>
+
+#include <event2/http.h>
+
+#include "tidegate/emulator.h"
+#include "tidegate/ids.h"
+#include "tidegate/keys.h"
+#include "tidegate/metrics.h"
+#include "tidegate/routes.h"
+#include "tidegate/token.h"
+#include "tidegate/upstream.h"
+#include "config.h"
+
+enum gw_listener { GW_DEX, GW_SIM, GW_ADMIN, GW_NLISTENERS };
+
+struct gw_service {
+	int index;			/* GW_DEX or GW_SIM */
+	const char *name;		/* "dex", "sim" */
+	unsigned mask;			/* TG_SVC_DEX / TG_SVC_SIM */
+	const struct tg_service_routes *routes;
+	const struct gw_service_cfg *cfg;
+	struct tg_upstream *api;	/* vendor API (with fallback host) */
+	struct tg_upstream *auth;	/* login endpoint's origin (may equal api) */
+	struct tg_token_src *tokens;	/* NULL without configured credentials */
+	struct tg_login_cache *logins;	/* callers' own logins */
+};
+
+/* Everything one configuration builds; a reload swaps it while requests
+ * that started under the old one keep their reference until they end. */
+struct gw_runtime {
+	int refs;
+	struct gw_config cfg;
+	struct gw_service svc[2];
+	struct tg_keyring keys;
+};
+
+struct gw_lctx {
+	struct gw *gw;
+	int listener;
+};
+
+struct gw {
+	struct event_base *base;
+	struct evdns_base *dns;
+	char *config_path;
+	struct gw_runtime *rt;
+	struct evhttp *http[GW_NLISTENERS];
+	struct evhttp_bound_socket *bound[GW_NLISTENERS];
+	struct gw_lctx lctx[GW_NLISTENERS];
+	struct tg_metrics *metrics;
+	struct tg_emu_config emu_cfg;
+	struct tg_emu *emu;
+	size_t inflight;
+	int draining;
+	struct event *sig[3], *drain_timer;
+	int exit_code;
+};
+
+enum gw_auth { GW_AUTH_NONE, GW_AUTH_GATEWAY, GW_AUTH_CALLER };
+
+struct gw_req {
+	struct gw *gw;
+	struct gw_runtime *rt;
+	struct gw_service *svc;
+	struct evhttp_request *req;	/* NULL once released to libevent */
+	struct evhttp_connection *conn;
+	struct tg_route_match m;
+	const char *method;
+	char *path;			/* as the client sent it, without query */
+	char id[TG_UUID_LEN];
+	enum gw_auth auth;
+	const struct tg_key *key;
+	struct tg_up_req *up;
+	struct tg_token_wait *tw;
+	char *token;			/* vendor token injected (for 401 handling) */
+	char *uri;			/* upstream path and query */
+	int status, upstream_status;
+	int replayed, started, paused, client_gone, retry_401;
+	uint64_t bytes;
+	int64_t t0;
+	const char *origin;
+	const char *error;		/* short reason for the access log */
+};
+
+/* server.c */
+void gw_runtime_unref(struct gw_runtime *rt);
+struct gw_runtime *gw_runtime_new(struct gw *gw, const struct gw_config *cfg,
+    struct tg_err *err);
+
+/* proxy.c */
+void gw_on_request(struct evhttp_request *req, void *arg);
+void gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg);
+void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffer *b);
+void gw_req_proxy(struct gw_req *r);
+
+/* logins.c */
+void gw_login_handle(struct gw_req *r);
+
+/* admin.c */
+void gw_admin_on_request(struct evhttp_request *req, void *arg);
+void gw_metrics_declare(struct tg_metrics *m);
+
+#endif

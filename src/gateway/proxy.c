@@ -1,0 +1,501 @@
+/*
+ * proxy.c - one client request through the gateway: request id, route,
+ * caller authentication, vendor token, upstream exchange, and the reply
+ * relayed to the client as it arrives (backpressure both ways: the vendor
+ * connection is paused while the client's output buffer is above a high
+ * mark). A vendor 401 on a gateway-held token invalidates it and replays
+ * the request once. Called by the dex and sim listeners; handlers for
+ * specific operations (logins) hand back to gw_req_proxy().
+ */
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/http.h"
+#include "tidegate/log.h"
+#include "gw.h"
+
+#define CLIENT_HIGH_WATER (1024 * 1024)
+
+static const char *const hop_by_hop[] = {
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE",
+	"Trailer", "Transfer-Encoding", "Upgrade", "Proxy-Connection",
+};
+
+static void send_upstream(struct gw_req *r);
+
+/* ---- lifetime ---- */
+
+static void
+access_log(struct gw_req *r)
+{
+	int64_t ms = tg_clock_mono_ms() - r->t0;
+	char labels[160];
+
+	snprintf(labels, sizeof(labels), "service=\"%s\",op=\"%s\",code=\"%d\"", r->svc->name,
+	    tg_op_name(r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH), r->status);
+	tg_metrics_inc(r->gw->metrics, "tidegate_requests_total", labels, 1);
+	snprintf(labels, sizeof(labels), "service=\"%s\",op=\"%s\"", r->svc->name,
+	    tg_op_name(r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH));
+	tg_metrics_observe(r->gw->metrics, "tidegate_request_duration_seconds", labels,
+	    (double)ms / 1000.0);
+	if (!r->rt->cfg.access_log)
+		return;
+	tg_log(TG_LOG_INFO, "access", TG_LS("id", r->id), TG_LS("service", r->svc->name),
+	    TG_LS("op", tg_op_name(r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH)),
+	    TG_LS("method", r->method), TG_LS("path", r->path), TG_LI("status", r->status),
+	    TG_LI("upstream_status", r->upstream_status), TG_LI("bytes", r->bytes),
+	    TG_LI("ms", ms), TG_LS("key", r->key ? r->key->name : NULL),
+	    TG_LS("origin", r->origin), TG_LS("error", r->error));
+}
+
+static void
+finish(struct gw_req *r)
+{
+	struct gw *gw = r->gw;
+
+	access_log(r);
+	if (r->conn != NULL)
+		evhttp_connection_set_closecb(r->conn, NULL, NULL);
+	if (r->up != NULL)
+		tg_up_req_cancel(r->up);
+	if (r->tw != NULL)
+		tg_token_wait_cancel(r->tw);
+	gw_runtime_unref(r->rt);
+	free(r->path);
+	free(r->token);
+	free(r->uri);
+	free(r);
+	if (--gw->inflight == 0 && gw->draining)
+		event_base_loopexit(gw->base, NULL);
+}
+
+static void
+add_common_headers(struct gw_req *r)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
+
+	evhttp_remove_header(h, "X-Request-Id");
+	evhttp_add_header(h, "X-Request-Id", r->id);
+	if (r->gw->draining)
+		evhttp_add_header(h, "Connection", "close");
+}
+
+void
+gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffer *b)
+{
+	r->status = status;
+	if (r->req != NULL) {
+		r->bytes += b ? evbuffer_get_length(b) : 0;
+		add_common_headers(r);
+		tg_reply_buf(r->req, status, ctype, b);
+		r->req = NULL;
+	}
+	finish(r);
+}
+
+void
+gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	r->error = code;
+	tg_error_body(b, status, code, msg, r->id, NULL, 0);
+	gw_req_reply_buf(r, status, "application/json", b);
+	evbuffer_free(b);
+}
+
+/* The client's connection closed before we finished. If libevent already
+ * detached the request it is ours to release (sending on a detached
+ * request frees it); otherwise libevent frees it with the connection. */
+static void
+on_client_close(struct evhttp_connection *conn, void *arg)
+{
+	struct gw_req *r = arg;
+	struct evhttp_request *req = r->req;
+
+	r->conn = NULL;
+	r->req = NULL;
+	r->client_gone = 1;
+	r->error = "client_closed";
+	if (r->status == 0 || r->started)
+		r->status = r->started ? r->status : 499;
+	if (req != NULL && evhttp_request_get_connection(req) == NULL) {
+		if (r->started)
+			evhttp_send_reply_end(req);
+		else
+			evhttp_send_reply(req, 499, "Client Closed Request", NULL);
+	}
+	finish(r);
+}
+
+/* ---- upstream exchange ---- */
+
+static void
+abort_client(struct gw_req *r)
+{
+	struct bufferevent *bev = r->conn ? evhttp_connection_get_bufferevent(r->conn) : NULL;
+	struct linger lg = { 1, 0 };
+	struct sockaddr sa;
+	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+
+	/* A truncated body must not look complete: reset instead of ending the
+	 * chunked stream (connect(AF_UNSPEC) makes Linux send an RST). */
+	if (fd >= 0) {
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_family = AF_UNSPEC;
+		(void)connect(fd, &sa, sizeof(sa));
+	}
+	evhttp_send_reply_end(r->req);
+	r->req = NULL;
+}
+
+static int
+is_hop_by_hop(const char *name, const char *connection)
+{
+	const char *p;
+	size_t i, n = strlen(name);
+
+	for (i = 0; i < TG_NELEM(hop_by_hop); i++)
+		if (strcasecmp(name, hop_by_hop[i]) == 0)
+			return 1;
+	/* Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1). */
+	for (p = connection; p != NULL && *p; p++) {
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (strncasecmp(p, name, n) == 0 && (p[n] == '\0' || p[n] == ',' || p[n] == ' '))
+			return 1;
+		p = strchr(p, ',');
+		if (p == NULL)
+			break;
+	}
+	return 0;
+}
+
+static void
+on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *arg)
+{
+	struct gw_req *r = arg;
+	struct evkeyvalq *out;
+	const char *conn = evhttp_find_header(headers, "Connection");
+	struct evkeyval *h;
+
+	r->upstream_status = status;
+	r->origin = tg_up_req_origin(u);
+	if (status == 401 && r->auth == GW_AUTH_GATEWAY && r->svc->tokens && !r->replayed &&
+	    (int64_t)evbuffer_get_length(evhttp_request_get_input_buffer(r->req)) <=
+	    r->svc->cfg->replay_max_body) {
+		r->retry_401 = 1;
+		return;
+	}
+	out = evhttp_request_get_output_headers(r->req);
+	TAILQ_FOREACH(h, headers, next)
+		if (!is_hop_by_hop(h->key, conn))
+			evhttp_add_header(out, h->key, h->value);
+	add_common_headers(r);
+	r->status = status;
+	if (evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD || status == 204 ||
+	    status == 304 || status < 200)
+		return;		/* no body: replied in on_done */
+	evhttp_send_reply_start(r->req, status, tg_http_reason(status));
+	r->started = 1;
+}
+
+static void
+on_client_drained(struct evhttp_connection *conn, void *arg)
+{
+	struct gw_req *r = arg;
+
+	if (r->paused && r->up != NULL) {
+		r->paused = 0;
+		tg_up_req_resume(r->up);
+	}
+}
+
+static void
+on_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
+{
+	struct gw_req *r = arg;
+	struct bufferevent *bev;
+
+	if (!r->started || r->req == NULL) {
+		evbuffer_drain(buf, evbuffer_get_length(buf));
+		return;
+	}
+	r->bytes += evbuffer_get_length(buf);
+	evhttp_send_reply_chunk_with_cb(r->req, buf, on_client_drained, r);
+	bev = evhttp_connection_get_bufferevent(r->conn);
+	if (!r->paused && evbuffer_get_length(bufferevent_get_output(bev)) > CLIENT_HIGH_WATER) {
+		r->paused = 1;
+		tg_up_req_pause(u);
+	}
+}
+
+static int
+error_status(enum tg_up_error err, const char **code)
+{
+	switch (err) {
+	case TG_UP_TIMEOUT:
+		*code = "UPSTREAM_TIMEOUT";
+		return 504;
+	case TG_UP_CONNECT:
+		*code = "UPSTREAM_UNREACHABLE";
+		return 502;
+	default:
+		*code = "UPSTREAM_ERROR";
+		return 502;
+	}
+}
+
+static void
+on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
+{
+	struct gw_req *r = arg;
+	const char *code;
+	char msg[200];
+	int status;
+
+	r->up = NULL;
+	if (r->retry_401 && err == TG_UP_OK) {
+		r->retry_401 = 0;
+		r->replayed = 1;
+		tg_token_invalidate(r->svc->tokens, r->token);
+		tg_metrics_inc(r->gw->metrics, "tidegate_token_replays_total", "", 1);
+		gw_req_proxy(r);
+		return;
+	}
+	if (err == TG_UP_OK && r->started) {
+		evhttp_send_reply_end(r->req);
+		r->req = NULL;
+		finish(r);
+	} else if (err == TG_UP_OK) {
+		gw_req_reply_buf(r, r->status ? r->status : r->upstream_status, NULL, NULL);
+	} else if (r->started) {
+		r->error = tg_up_error_str(err);
+		abort_client(r);
+		finish(r);
+	} else {
+		status = error_status(err, &code);
+		snprintf(msg, sizeof(msg), "the %s vendor API could not be reached: %s",
+		    r->svc->name, tg_up_error_str(err));
+		gw_req_reply_error(r, status, code, msg);
+	}
+}
+
+static const struct tg_up_cbs up_cbs = { on_head, on_body, on_done };
+
+static void
+copy_request_headers(struct gw_req *r, struct evkeyvalq *out)
+{
+	struct evkeyvalq *in = evhttp_request_get_input_headers(r->req);
+	const char *conn = evhttp_find_header(in, "Connection");
+	char addr[128], *fwd;
+	const char *prev;
+	struct evkeyval *h;
+	ev_uint16_t port;
+	char *host = NULL;
+
+	TAILQ_FOREACH(h, in, next) {
+		if (is_hop_by_hop(h->key, conn) || strcasecmp(h->key, "Host") == 0 ||
+		    strcasecmp(h->key, "Content-Length") == 0 ||
+		    strcasecmp(h->key, "Expect") == 0 ||
+		    strcasecmp(h->key, "X-Api-Key") == 0 ||
+		    strcasecmp(h->key, "X-Request-Id") == 0 ||
+		    strcasecmp(h->key, "X-Forwarded-For") == 0 ||
+		    (r->auth != GW_AUTH_CALLER && strcasecmp(h->key, "Authorization") == 0))
+			continue;
+		evhttp_add_header(out, h->key, h->value);
+	}
+	evhttp_add_header(out, "X-Request-Id", r->id);
+	evhttp_connection_get_peer(r->conn, &host, &port);
+	snprintf(addr, sizeof(addr), "%s", host ? host : "unknown");
+	prev = evhttp_find_header(in, "X-Forwarded-For");
+	fwd = prev ? tg_xasprintf("%s, %s", prev, addr) : tg_xstrdup(addr);
+	evhttp_add_header(out, "X-Forwarded-For", fwd);
+	free(fwd);
+	if (r->token != NULL) {
+		char *bearer = tg_xasprintf("Bearer %s", r->token);
+
+		evhttp_add_header(out, "Authorization", bearer);
+		free(bearer);
+	}
+}
+
+static void
+send_upstream(struct gw_req *r)
+{
+	struct evkeyvalq headers;
+	struct tg_up_req *u;
+
+	TAILQ_INIT(&headers);
+	copy_request_headers(r, &headers);
+	u = tg_upstream_send(r->svc->api, evhttp_request_get_command(r->req), r->uri, &headers,
+	    evhttp_request_get_input_buffer(r->req), &up_cbs, r);
+	evhttp_clear_headers(&headers);
+	r->up = u;
+}
+
+static void
+on_token(const char *token, const char *why, int retry_after, void *arg)
+{
+	struct gw_req *r = arg;
+	char ra[16], msg[300];
+
+	r->tw = NULL;
+	if (token == NULL) {
+		snprintf(ra, sizeof(ra), "%d", retry_after > 0 ? retry_after : 1);
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
+		snprintf(msg, sizeof(msg), "could not obtain a %s vendor token: %s", r->svc->name,
+		    why ? why : "login failed");
+		gw_req_reply_error(r, 503, "TOKEN_UNAVAILABLE", msg);
+		return;
+	}
+	free(r->token);
+	r->token = tg_xstrdup(token);
+	send_upstream(r);
+}
+
+/* Upstream URI: base path + the op's template (or the client's path when
+ * passing through) + the client's query string. */
+static char *
+upstream_uri(struct gw_req *r)
+{
+	const struct evhttp_uri *cu = evhttp_request_get_evhttp_uri(r->req);
+	const char *q = cu ? evhttp_uri_get_query(cu) : NULL;
+	const char *base = tg_upstream_base_path(r->svc->api);
+	char *path, *uri;
+
+	if (r->m.route != NULL)
+		path = tg_route_expand(r->svc->cfg->routes[r->m.route->op], &r->m);
+	else
+		path = tg_xstrdup(r->path);
+	if (path == NULL)
+		path = tg_xstrdup(r->path);
+	uri = tg_xasprintf("%s%s%s%s", base, path, q ? "?" : "", q ? q : "");
+	free(path);
+	return uri;
+}
+
+void
+gw_req_proxy(struct gw_req *r)
+{
+	struct tg_token_wait *w;
+
+	if (r->uri == NULL)
+		r->uri = upstream_uri(r);
+	if (r->auth != GW_AUTH_GATEWAY || r->svc->tokens == NULL) {
+		send_upstream(r);
+		return;
+	}
+	/* on_token may run before tg_token_get returns (cached token). */
+	w = tg_token_get(r->svc->tokens, on_token, r);
+	if (w != NULL)
+		r->tw = w;
+}
+
+/* ---- arrival ---- */
+
+static int
+valid_request_id(const char *s)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (n >= 128 || !(s[n] == '-' || s[n] == '_' || s[n] == '.' || s[n] == ':' ||
+		    (s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'z') ||
+		    (s[n] >= 'A' && s[n] <= 'Z')))
+			return 0;
+	return n > 0;
+}
+
+/* Decide how the caller is authenticated; replies and returns -1 if refused. */
+static int
+authenticate(struct gw_req *r)
+{
+	const char *bearer = tg_http_bearer(r->req);
+	const char *apikey = tg_http_header(r->req, "X-Api-Key");
+	const char *presented = apikey ? apikey : bearer;
+	int login = r->m.route && (r->m.route->op == TG_OP_DEX_AUTHENTICATE ||
+	    r->m.route->op == TG_OP_SIM_TOKEN);
+
+	if (presented && (r->key = tg_keyring_match(&r->rt->keys, presented)) != NULL) {
+		if (!(r->key->services & r->svc->mask)) {
+			gw_req_reply_error(r, 403, "FORBIDDEN",
+			    "this API key may not use this service");
+			return -1;
+		}
+		r->auth = GW_AUTH_GATEWAY;
+		return 0;
+	}
+	if (login || (bearer && !apikey && r->svc->cfg->caller_tokens)) {
+		r->auth = GW_AUTH_CALLER;
+		return 0;
+	}
+	if (r->rt->keys.n == 0) {
+		r->auth = GW_AUTH_GATEWAY;	/* loopback-only mode: the gateway's token */
+		return 0;
+	}
+	gw_req_reply_error(r, 401, "UNAUTHORIZED", presented ?
+	    "unknown API key" : "an API key is required (Authorization: Bearer <key> or X-Api-Key)");
+	return -1;
+}
+
+static struct gw_req *
+req_new(struct gw *gw, int listener, struct evhttp_request *req)
+{
+	struct gw_req *r = tg_xcalloc(1, sizeof(*r));
+	const char *rid = tg_http_header(req, "X-Request-Id");
+
+	r->gw = gw;
+	r->rt = gw->rt;
+	r->rt->refs++;
+	r->svc = &r->rt->svc[listener];
+	r->req = req;
+	r->conn = evhttp_request_get_connection(req);
+	r->method = tg_http_method(req);
+	r->path = tg_xstrdup(tg_http_path(req));
+	r->t0 = tg_clock_mono_ms();
+	if (rid != NULL && valid_request_id(rid))
+		snprintf(r->id, sizeof(r->id), "%s", rid);
+	else
+		tg_id_uuid4(r->id);
+	gw->inflight++;
+	evhttp_connection_set_closecb(r->conn, on_client_close, r);
+	return r;
+}
+
+void
+gw_on_request(struct evhttp_request *req, void *arg)
+{
+	struct gw_lctx *lc = arg;
+	struct gw_req *r = req_new(lc->gw, lc->listener, req);
+	int rc = tg_route_match(r->svc->routes, r->method, r->path, &r->m);
+
+	if (rc < 0) {
+		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "method not allowed on this path");
+		return;
+	}
+	if (rc == 0 && !r->svc->cfg->passthrough) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such endpoint");
+		return;
+	}
+	if (authenticate(r) != 0)
+		return;
+	if (r->m.route && (r->m.route->op == TG_OP_DEX_AUTHENTICATE ||
+	    r->m.route->op == TG_OP_SIM_TOKEN)) {
+		gw_login_handle(r);
+		return;
+	}
+	gw_req_proxy(r);
+}

@@ -1,0 +1,343 @@
+/*
+ * server.c - the gateway's lifecycle: build a runtime (upstreams, token
+ * sources, keys) from a configuration, bind the listeners (refusing
+ * non-loopback addresses when no API keys are configured), start the
+ * embedded emulator when asked, reload on SIGHUP without dropping
+ * connections, and drain on SIGTERM. Called by src/tidegate.c.
+ */
+#include <arpa/inet.h>
+#include <libgen.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "tidegate/http.h"
+#include "tidegate/log.h"
+#include "gateway.h"
+#include "gw.h"
+
+static void
+service_cleanup(struct gw_service *s)
+{
+	tg_token_src_free(s->tokens);
+	tg_login_cache_free(s->logins);
+	if (s->auth != s->api)
+		tg_upstream_free(s->auth);
+	tg_upstream_free(s->api);
+}
+
+void
+gw_runtime_unref(struct gw_runtime *rt)
+{
+	int i;
+
+	if (rt == NULL || --rt->refs > 0)
+		return;
+	for (i = 0; i < 2; i++)
+		service_cleanup(&rt->svc[i]);
+	tg_keyring_cleanup(&rt->keys);
+	gw_config_free(&rt->cfg);
+	free(rt);
+}
+
+static int
+service_init(struct gw *gw, struct gw_runtime *rt, int i, struct tg_err *err)
+{
+	struct gw_service *s = &rt->svc[i];
+	const struct gw_config *c = &rt->cfg;
+	struct tg_upstream_opts o = { c->connect_timeout, c->read_timeout, (size_t)c->max_conns,
+		(size_t)c->max_idle, c->tls_verify, c->tls_ca_file };
+	struct tg_token_opts to;
+	char *path;
+
+	s->index = i;
+	s->name = i == GW_DEX ? "dex" : "sim";
+	s->mask = i == GW_DEX ? TG_SVC_DEX : TG_SVC_SIM;
+	s->routes = i == GW_DEX ? &tg_dex_service_routes : &tg_sim_service_routes;
+	s->cfg = i == GW_DEX ? &c->dex : &c->sim;
+	s->api = tg_upstream_new(gw->base, gw->dns, s->cfg->url, s->cfg->fallback_url, &o, err);
+	if (s->api == NULL)
+		return -1;
+	s->auth = s->api;
+	if (i == GW_SIM && (s->auth = tg_upstream_new(gw->base, gw->dns, s->cfg->auth_url,
+	    NULL, &o, err)) == NULL)
+		return -1;
+	s->logins = tg_login_cache_new(4096);
+	if (s->cfg->id == NULL)
+		return 0;
+	memset(&to, 0, sizeof(to));
+	to.flow = i == GW_DEX ? TG_FLOW_PASSWORD : TG_FLOW_CLIENT_CREDENTIALS;
+	path = tg_xasprintf("%s%s", tg_upstream_base_path(s->auth),
+	    s->cfg->routes[i == GW_DEX ? TG_OP_DEX_AUTHENTICATE : TG_OP_SIM_TOKEN]);
+	to.path = path;
+	to.id = s->cfg->id;
+	to.secret = s->cfg->secret;
+	to.refresh_before_ms = s->cfg->refresh_before;
+	to.jitter_ms = s->cfg->refresh_jitter;
+	to.default_lifetime_ms = 300000;
+	to.login_timeout_ms = s->cfg->login_timeout;
+	to.retry_after_s = (int)(s->cfg->login_retry_after / 1000);
+	s->tokens = tg_token_src_new(gw->base, s->auth, &to);
+	free(path);
+	return 0;
+}
+
+/* Takes ownership of *cfg (it is zeroed). */
+static struct gw_runtime *
+runtime_new(struct gw *gw, struct gw_config *cfg, struct tg_err *err)
+{
+	struct gw_runtime *rt = tg_xcalloc(1, sizeof(*rt));
+	const char *svc[3];
+	size_t i, j;
+
+	rt->refs = 1;
+	rt->cfg = *cfg;
+	memset(cfg, 0, sizeof(*cfg));
+	for (i = 0; i < rt->cfg.nkeys; i++) {
+		const struct gw_key_cfg *k = &rt->cfg.keys[i];
+
+		for (j = 0; j < k->services.n && j < 3; j++)
+			svc[j] = k->services.v[j];
+		if (tg_keyring_add(&rt->keys, k->name, k->sha256, svc, j, err) != 0)
+			goto err;
+	}
+	for (i = 0; i < 2; i++)
+		if (service_init(gw, rt, (int)i, err) != 0)
+			goto err;
+	return rt;
+err:
+	gw_runtime_unref(rt);
+	return NULL;
+}
+
+static int
+is_loopback(const char *addr)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+	char *host = NULL;
+	int port, rc = 0;
+
+	if (tg_config_parse_addr(addr, &host, &port) != 0)
+		return 0;
+	if (strcmp(host, "localhost") == 0)
+		rc = 1;
+	else if (inet_pton(AF_INET, host, &a4) == 1)
+		rc = (ntohl(a4.s_addr) >> 24) == 127;
+	else if (inet_pton(AF_INET6, host, &a6) == 1)
+		rc = IN6_IS_ADDR_LOOPBACK(&a6);
+	free(host);
+	return rc;
+}
+
+static const char *
+listen_addr(const struct gw_config *c, int l)
+{
+	return l == GW_DEX ? c->listen_dex : l == GW_SIM ? c->listen_sim : c->listen_admin;
+}
+
+static int
+bind_listeners(struct gw *gw, struct tg_err *err)
+{
+	const struct gw_config *c = &gw->rt->cfg;
+	int l, port;
+
+	for (l = 0; l < GW_NLISTENERS; l++) {
+		if (c->nkeys == 0 && !is_loopback(listen_addr(c, l))) {
+			tg_err_set(err, "%s: listen.%s: %s is not a loopback address and no API "
+			    "keys are configured (add keys, or listen on 127.0.0.1)", c->path,
+			    l == GW_DEX ? "dex" : l == GW_SIM ? "sim" : "admin", listen_addr(c, l));
+			return -1;
+		}
+		gw->http[l] = tg_http_listen(gw->base, listen_addr(c, l), (size_t)c->max_body,
+		    &port, err);
+		if (gw->http[l] == NULL)
+			return -1;
+		gw->lctx[l].gw = gw;
+		gw->lctx[l].listener = l;
+		evhttp_set_gencb(gw->http[l], l == GW_ADMIN ? gw_admin_on_request : gw_on_request,
+		    &gw->lctx[l]);
+		tg_log(TG_LOG_INFO, "listening", TG_LS("listener",
+		    l == GW_DEX ? "dex" : l == GW_SIM ? "sim" : "admin"),
+		    TG_LS("addr", listen_addr(c, l)), TG_LI("port", port));
+	}
+	return 0;
+}
+
+/* The emulator's config path is relative to the gateway's config file. */
+static int
+start_emulator(struct gw *gw, const struct gw_config *c, struct tg_err *err)
+{
+	char *dir = tg_xstrdup(c->path), *path;
+	int rc = -1;
+
+	path = c->emulator_config[0] == '/' ? tg_xstrdup(c->emulator_config) :
+	    tg_xasprintf("%s/%s", dirname(dir), c->emulator_config);
+	if (tg_config_load(path, tg_emu_config_keys, tg_emu_config_nkeys, &gw->emu_cfg,
+	    err) == 0 && (gw->emu = tg_emu_new(gw->base, &gw->emu_cfg, err)) != NULL)
+		rc = 0;
+	free(path);
+	free(dir);
+	return rc;
+}
+
+static int
+same_listeners(const struct gw_config *a, const struct gw_config *b)
+{
+	int l;
+
+	for (l = 0; l < GW_NLISTENERS; l++)
+		if (strcmp(listen_addr(a, l), listen_addr(b, l)) != 0)
+			return 0;
+	return 1;
+}
+
+static void
+reload(struct gw *gw)
+{
+	struct gw_runtime *rt;
+	struct gw_config cfg;
+	struct tg_err err;
+
+	if (gw_config_load(gw->config_path, &cfg, &err) != 0) {
+		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", err.msg));
+		gw_config_free(&cfg);
+		return;
+	}
+	if (!same_listeners(&cfg, &gw->rt->cfg) || (cfg.nkeys == 0 && gw->rt->cfg.nkeys > 0))
+		tg_log(TG_LOG_WARN, "reload_listeners_kept",
+		    TG_LS("reason", "listen addresses and the no-keys loopback rule need a restart"));
+	if (cfg.nkeys == 0 && gw->rt->cfg.nkeys > 0) {
+		tg_log(TG_LOG_ERROR, "reload_failed",
+		    TG_LS("reason", "removing every API key requires a restart"));
+		gw_config_free(&cfg);
+		return;
+	}
+	if ((rt = runtime_new(gw, &cfg, &err)) == NULL) {
+		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", err.msg));
+		gw_config_free(&cfg);
+		return;
+	}
+	gw_runtime_unref(gw->rt);
+	gw->rt = rt;
+	tg_log(TG_LOG_INFO, "reloaded", TG_LS("config", gw->config_path));
+}
+
+static void
+stop_accepting(struct evhttp_bound_socket *bs, void *arg)
+{
+	struct evhttp_bound_socket **list = arg;
+	size_t i;
+
+	for (i = 0; i < 8 && list[i] != NULL; i++)
+		;
+	if (i < 8)
+		list[i] = bs;
+}
+
+static void
+on_drain_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw *gw = arg;
+
+	tg_log(TG_LOG_WARN, "drain_timeout", TG_LI("inflight", gw->inflight));
+	event_base_loopexit(gw->base, NULL);
+}
+
+static void
+drain(struct gw *gw)
+{
+	struct evhttp_bound_socket *bs[8];
+	struct timeval tv;
+	int l, i;
+
+	if (gw->draining)
+		return;
+	gw->draining = 1;
+	for (l = 0; l < GW_NLISTENERS; l++) {
+		memset(bs, 0, sizeof(bs));
+		evhttp_foreach_bound_socket(gw->http[l], stop_accepting, bs);
+		for (i = 0; i < 8 && bs[i] != NULL; i++)
+			evhttp_del_accept_socket(gw->http[l], bs[i]);
+	}
+	tg_log(TG_LOG_INFO, "draining", TG_LI("inflight", gw->inflight));
+	if (gw->inflight == 0) {
+		event_base_loopexit(gw->base, NULL);
+		return;
+	}
+	gw->drain_timer = evtimer_new(gw->base, on_drain_timeout, gw);
+	tv.tv_sec = gw->rt->cfg.drain_timeout / 1000;
+	tv.tv_usec = (gw->rt->cfg.drain_timeout % 1000) * 1000;
+	evtimer_add(gw->drain_timer, &tv);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	if (sig == SIGHUP)
+		reload(arg);
+	else
+		drain(arg);
+}
+
+struct gw *
+gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
+    struct tg_err *err)
+{
+	struct gw *gw = tg_xcalloc(1, sizeof(*gw));
+	static const int sigs[3] = { SIGHUP, SIGTERM, SIGINT };
+	int i;
+
+	gw->base = base;
+	gw->config_path = tg_xstrdup(config_path);
+	gw->metrics = tg_metrics_new();
+	gw_metrics_declare(gw->metrics);
+	gw->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+	if (strcmp(cfg->upstream, "embedded") == 0 && start_emulator(gw, cfg, err) != 0) {
+		gw_free(gw);
+		return NULL;
+	}
+	if ((gw->rt = runtime_new(gw, cfg, err)) == NULL || bind_listeners(gw, err) != 0) {
+		gw_free(gw);
+		return NULL;
+	}
+	for (i = 0; i < 3; i++) {
+		gw->sig[i] = evsignal_new(base, sigs[i], on_signal, gw);
+		evsignal_add(gw->sig[i], NULL);
+	}
+	for (i = 0; i < 2; i++)
+		if (gw->rt->svc[i].tokens != NULL)
+			tg_token_prefetch(gw->rt->svc[i].tokens);
+	return gw;
+}
+
+void
+gw_free(struct gw *gw)
+{
+	int i;
+
+	if (gw == NULL)
+		return;
+	for (i = 0; i < 3; i++)
+		if (gw->sig[i] != NULL)
+			event_free(gw->sig[i]);
+	if (gw->drain_timer != NULL)
+		event_free(gw->drain_timer);
+	for (i = 0; i < GW_NLISTENERS; i++)
+		if (gw->http[i] != NULL)
+			evhttp_free(gw->http[i]);
+	gw_runtime_unref(gw->rt);
+	tg_emu_free(gw->emu);
+	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &gw->emu_cfg);
+	if (gw->dns != NULL)
+		evdns_base_free(gw->dns, 0);
+	tg_metrics_free(gw->metrics);
+	free(gw->config_path);
+	free(gw);
+}

@@ -1,0 +1,139 @@
+/*
+ * router.c - maps a request's method and path to a canonical operation.
+ * Tools spell the same endpoint many ways (/public/v1/X, /public/X,
+ * /api/public/v1/X, /api/X, /X); each configured prefix is tried in turn
+ * and the remainder matched against the service's canonical patterns.
+ * Called by the gateway for every request.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tidegate/routes.h"
+#include "tidegate/util.h"
+
+/* Match one pattern, capturing "{name}" segments. Percent-encoded slashes
+ * stay inside a segment because the path is matched before decoding. */
+static int
+match_pattern(const char *pat, const char *path, struct tg_route_match *m)
+{
+	const char *e, *ne;
+	size_t len;
+
+	m->nparam = 0;
+	while (*pat && *path) {
+		if (*pat == '{') {
+			ne = strchr(pat, '}');
+			e = strchr(path, '/');
+			len = e ? (size_t)(e - path) : strlen(path);
+			if (ne == NULL || len == 0 || len >= TG_ROUTE_PARAMLEN ||
+			    m->nparam >= TG_ROUTE_MAXPARAM ||
+			    (size_t)(ne - pat - 1) >= sizeof(m->param_name[0]))
+				return 0;
+			memcpy(m->param_name[m->nparam], pat + 1, (size_t)(ne - pat - 1));
+			m->param_name[m->nparam][ne - pat - 1] = '\0';
+			memcpy(m->param[m->nparam], path, len);
+			m->param[m->nparam++][len] = '\0';
+			pat = ne + 1;
+			path += len;
+			continue;
+		}
+		if (*pat++ != *path++)
+			return 0;
+	}
+	return *pat == '\0' && *path == '\0';
+}
+
+/* Try every route on one candidate path: 1 match, -1 wrong method, 0 none. */
+static int
+match_routes(const struct tg_service_routes *sr, const char *method, const char *path,
+    struct tg_route_match *m)
+{
+	int path_found = 0;
+	size_t i;
+
+	for (i = 0; i < sr->nroutes; i++) {
+		if (!match_pattern(sr->routes[i].pattern, path, m))
+			continue;
+		if (strcmp(sr->routes[i].method, method) == 0) {
+			m->route = &sr->routes[i];
+			return 1;
+		}
+		path_found = 1;
+	}
+	return path_found ? -1 : 0;
+}
+
+int
+tg_route_match(const struct tg_service_routes *sr, const char *method, const char *path,
+    struct tg_route_match *m)
+{
+	int rc, best = 0;
+	size_t i, pl;
+
+	memset(m, 0, sizeof(*m));
+	for (i = 0; i < sr->nprefixes; i++) {
+		pl = strlen(sr->prefixes[i]);
+		if (strncmp(path, sr->prefixes[i], pl) != 0 || (pl > 0 && path[pl] != '/'))
+			continue;
+		rc = match_routes(sr, method, path + pl, m);
+		if (rc == 1)
+			return 1;
+		if (rc == -1)
+			best = -1;
+	}
+	m->route = NULL;
+	m->nparam = 0;
+	return best;
+}
+
+const char *
+tg_route_param(const struct tg_route_match *m, const char *name)
+{
+	int i;
+
+	for (i = 0; i < m->nparam; i++)
+		if (strcmp(m->param_name[i], name) == 0)
+			return m->param[i];
+	return NULL;
+}
+
+char *
+tg_route_expand(const char *tmpl, const struct tg_route_match *m)
+{
+	size_t cap = strlen(tmpl) + 1 + TG_ROUTE_MAXPARAM * TG_ROUTE_PARAMLEN, n = 0, len;
+	char *out = tg_xmalloc(cap), name[32];
+	const char *p = tmpl, *e, *v;
+
+	while (*p) {
+		if (*p == '{' && (e = strchr(p, '}')) != NULL &&
+		    (size_t)(e - p - 1) < sizeof(name)) {
+			memcpy(name, p + 1, (size_t)(e - p - 1));
+			name[e - p - 1] = '\0';
+			if ((v = tg_route_param(m, name)) == NULL) {
+				free(out);
+				return NULL;
+			}
+			len = strlen(v);
+			memcpy(out + n, v, len);
+			n += len;
+			p = e + 1;
+			continue;
+		}
+		out[n++] = *p++;
+	}
+	out[n] = '\0';
+	return out;
+}
+
+const char *
+tg_op_name(enum tg_op op)
+{
+	static const char *const names[TG_OP_COUNT] = {
+		"passthrough", "authenticate", "export", "export_get", "import_activities",
+		"import_file", "import_status", "import_result", "import_failed",
+		"token", "cases", "case", "simulations", "simulation_list", "simulation",
+		"results",
+	};
+
+	return op < TG_OP_COUNT ? names[op] : "unknown";
+}

@@ -1,0 +1,72 @@
+/*
+ * tidegate.c - the gateway's entry point: options, configuration check
+ * (-t), logging, the event loop. SIGHUP reloads, SIGTERM/SIGINT drain and
+ * exit 0 (src/gateway/server.c).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "tidegate/emulator.h"
+#include "tidegate/log.h"
+#include "gateway/gateway.h"
+
+static void
+usage(void)
+{
+	fputs("usage: tidegate [-t] [-c conf/tidegate.yaml]\n", stderr);
+	exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *path = "conf/tidegate.yaml";
+	struct event_base *base;
+	struct gw_config cfg;
+	struct tg_err err;
+	struct gw *gw;
+	int test = 0, ch, lvl;
+
+	while ((ch = getopt(argc, argv, "tc:")) != -1) {
+		if (ch == 't')
+			test = 1;
+		else if (ch == 'c')
+			path = optarg;
+		else
+			usage();
+	}
+	if (gw_config_load(path, &cfg, &err) != 0) {
+		fprintf(stderr, "%s\n", err.msg);
+		gw_config_free(&cfg);
+		return 1;
+	}
+	if ((lvl = tg_log_level_parse(cfg.log_level)) < 0) {
+		fprintf(stderr, "%s: log_level: unknown level '%s'\n", path, cfg.log_level);
+		gw_config_free(&cfg);
+		return 1;
+	}
+	if (test) {
+		puts("configuration OK");
+		gw_config_free(&cfg);
+		return 0;
+	}
+	tg_log_init(stderr, (enum tg_log_level)lvl);
+	signal(SIGPIPE, SIG_IGN);
+	base = event_base_new();
+	if ((gw = gw_new(base, path, &cfg, &err)) == NULL) {
+		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));
+		gw_config_free(&cfg);
+		event_base_free(base);
+		return 1;
+	}
+	event_base_dispatch(base);
+	tg_log(TG_LOG_INFO, "stopped", TG_LS("config", path));
+	gw_free(gw);
+	event_base_free(base);
+	return 0;
+}
