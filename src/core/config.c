@@ -574,6 +574,14 @@ lookup(struct ynode *map, const char *path)
 	}
 }
 
+/* A plain "~", "null" or empty value means "not set": the default applies. */
+static int
+is_null(const struct ynode *n)
+{
+	return n->t == Y_SCALAR && n->plain && (*n->s == '\0' || strcmp(n->s, "~") == 0 ||
+	    strcmp(n->s, "null") == 0);
+}
+
 static int
 bind_secret(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const char *name,
     void *base)
@@ -593,6 +601,10 @@ bind_secret(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const 
 		if (e[i] == NULL)
 			continue;
 		e[i]->used = 1;
+		if (is_null(e[i]->val)) {
+			e[i] = NULL;
+			continue;
+		}
 		if (found++)
 			return fail(c, e[i]->line, e[i]->col, name,
 			    "give only one of %s, %s_env and %s_file", k->path, k->path, k->path);
@@ -634,6 +646,10 @@ bind_key(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const cha
 	if (k->type == TG_CFG_SECRET)
 		return bind_secret(c, k, map, name, base);
 	e = lookup(map, k->path);
+	if (e != NULL && is_null(e->val)) {
+		e->used = 1;
+		e = NULL;
+	}
 	if (e == NULL) {
 		if (k->required)
 			return fail(c, map->line, map->col, name, "required");

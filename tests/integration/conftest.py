@@ -234,3 +234,97 @@ def make_emulator(tmp_path, request):
 def emulator(make_emulator):
     """An emulator with the test defaults (short delays, demo data)."""
     return make_emulator()
+
+
+TEST_KEY = "test-key"
+TEST_KEY_SHA = "62af8704764faf8ea82fc61ce9c4c3908b6cb97d463a634e9e587d7c885db0ef"
+
+
+class Gateway(Process):
+    """tidegate on free ports in front of an Emulator (or embedded), with helpers."""
+
+    def __init__(self, tmp_path, emulator=None, overrides=None, build=None):
+        self.tmp = tmp_path
+        self.ports = {k: free_port() for k in ("dex", "sim", "admin")}
+        with open(os.path.join(tmp_path, "dex-password"), "w") as f:
+            f.write("demo\n")
+        with open(os.path.join(tmp_path, "sim-secret"), "w") as f:
+            f.write("demo-secret\n")
+        cfg = {
+            "listen": {k: f"127.0.0.1:{p}" for k, p in self.ports.items()},
+            "log_level": "info",
+            "upstream": "remote",
+            "dex": {"username": "demo", "password_file": "dex-password"},
+            "sim": {"client_id": "demo", "client_secret_file": "sim-secret"},
+            "keys": [{"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]}],
+        }
+        if emulator is not None:
+            cfg["dex"]["url"] = emulator.dex
+            cfg["sim"].update({"url": emulator.sim, "fallback_url": emulator.design,
+                               "auth_url": emulator.auth})
+        deep_merge(cfg, overrides or {})
+        self.cfg = cfg
+        self.config_path = os.path.join(tmp_path, "tidegate.yaml")
+        self.write_config(cfg)
+        self.dex = f"http://127.0.0.1:{self.ports['dex']}"
+        self.sim = f"http://127.0.0.1:{self.ports['sim']}"
+        self.admin = f"http://127.0.0.1:{self.ports['admin']}"
+        super().__init__([os.path.join(build or BUILD, "tidegate"), "-c", self.config_path],
+                         os.path.join(tmp_path, "tidegate.log"), self.admin + "/healthz")
+
+    def write_config(self, cfg):
+        with open(self.config_path, "w") as f:
+            f.write(to_yaml(cfg) + "\n")
+
+    def headers(self, key=TEST_KEY):
+        return {"Authorization": "Bearer " + key}
+
+    def metrics(self):
+        return requests.get(self.admin + "/metrics", timeout=5).text
+
+    def metric(self, name, **labels):
+        want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        for line in self.metrics().splitlines():
+            if line.startswith("#"):
+                continue
+            series, _, value = line.rpartition(" ")
+            if series == (f"{name}{{{want}}}" if want else name):
+                return float(value)
+        return 0.0
+
+    def wait_ready(self, url, timeout=15.0):
+        super().wait_ready(url, timeout)
+
+    def log_lines(self):
+        out = []
+        for line in self.read_log().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+
+@pytest.fixture
+def make_gateway(tmp_path, request):
+    """Factory: make_gateway(emulator, overrides) starts tidegate; stopped at teardown."""
+    started = []
+
+    def make(emulator=None, overrides=None, build=None):
+        d = tmp_path / f"gw{len(started)}"
+        d.mkdir()
+        gw = Gateway(str(d), emulator, overrides, build)
+        started.append(gw)
+        return gw
+
+    yield make
+    for gw in started:
+        _attach_log_on_failure(request, gw)
+        rc = gw.stop()
+        assert rc == 0, f"tidegate exited with {rc}:\n{gw.read_log()}"
+
+
+@pytest.fixture
+def gateway(emulator, make_gateway):
+    """A gateway in front of a test emulator, with API key test-key."""
+    return make_gateway(emulator)

@@ -148,6 +148,27 @@ test_errors(void **state)
 }
 
 static void
+test_null_means_default(void **state)
+{
+	struct tg_err err;
+	struct cfg c;
+
+	assert_int_equal(load("workers: ~\nname: null\nsecret:\nlisten: {addr: ~}\n"
+	    "other: \"~\"\n", &c, &err), -1);	/* quoted "~" is a string: unknown key */
+	done(&c);
+	assert_int_equal(load("workers: ~\nname: null\nsecret:\nlisten: {addr: ~}\n", &c,
+	    &err), 0);
+	assert_int_equal(c.workers, 4);
+	assert_null(c.name);
+	assert_null(c.secret);
+	assert_string_equal(c.addr, "127.0.0.1:80");
+	done(&c);
+	assert_int_equal(load("name: \"~\"\n", &c, &err), 0);
+	assert_string_equal(c.name, "~");
+	done(&c);
+}
+
+static void
 test_secret(void **state)
 {
 	char path[] = "/tmp/tg_secret_XXXXXX";
@@ -217,6 +238,7 @@ main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_null_means_default),
 		cmocka_unit_test(test_secret),
 		cmocka_unit_test(test_parsers),
 	};
