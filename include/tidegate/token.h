@@ -35,27 +35,44 @@ struct tg_token_opts {
 	int64_t refresh_before_ms;	/* refresh this long before expiry */
 	int64_t jitter_ms;		/* random extra lead, 0..jitter */
 	int64_t default_lifetime_ms;	/* when the vendor states no expiry */
-	int64_t login_timeout_ms;	/* give up waiting for a login */
-	int retry_after_s;		/* Retry-After advertised while logins fail */
+	int64_t login_timeout_ms;	/* give up waiting for a login; <= 0: none */
+	int retry_after_s;		/* least Retry-After advertised while logins fail */
 };
 
 struct tg_token_src;
 struct tg_token_wait;
 
-/** token is borrowed for the duration of the call; NULL on failure with why. */
+/**
+ * token is borrowed for the duration of the call; NULL on failure with why
+ * (a sentence for the client, never containing the secret) and
+ * retry_after_s (>= 1): the seconds left in the login backoff window
+ * (1 s after the first failure, doubling up to 30 s, reset by a success),
+ * rounded up and never less than opts->retry_after_s.
+ */
 typedef void (*tg_token_cb)(const char *token, const char *why, int retry_after_s, void *arg);
 
 /** opts strings are copied. login is borrowed and must outlive the source. */
 struct tg_token_src *tg_token_src_new(struct event_base *base, struct tg_upstream *login,
     const struct tg_token_opts *opts);
+/**
+ * Cancels the login in flight and drops waiters without calling them;
+ * safe from inside a tg_token_cb.
+ */
 void tg_token_src_free(struct tg_token_src *ts);
 /**
- * Call cb with a valid token: at once when one is cached (returns NULL),
- * else after the shared login (returns a wait handle for cancelling).
+ * Call cb with a valid token. Returns NULL when cb has already been called:
+ * a cached token, or a failure inside the backoff window (no login is
+ * sent). Otherwise cb is called after the shared login and the returned
+ * wait handle (valid until cb is called) can cancel it.
  */
 struct tg_token_wait *tg_token_get(struct tg_token_src *ts, tg_token_cb cb, void *arg);
+/** Forget a waiter (its client went away); the login itself goes on. */
 void tg_token_wait_cancel(struct tg_token_wait *w);
-/** The vendor refused token: drop it if it is still the current one. */
+/**
+ * The vendor refused token (401): drop it if it is still the current one,
+ * so the next get logs in. A stale token is ignored, so any number of 401s
+ * for the same token cost one login.
+ */
 void tg_token_invalidate(struct tg_token_src *ts, const char *token);
 /** Current token or NULL (no login is started). */
 const char *tg_token_peek(const struct tg_token_src *ts);
@@ -63,18 +80,28 @@ const char *tg_token_peek(const struct tg_token_src *ts);
 void tg_token_prefetch(struct tg_token_src *ts);
 
 struct tg_token_stats {
-	unsigned long long logins, login_failures, invalidations;
+	unsigned long long logins;	/* login requests sent */
+	unsigned long long login_failures;	/* of those, failed or timed out */
+	unsigned long long invalidations;	/* current tokens dropped after a 401 */
 	int64_t expires_at_ms;		/* 0 when none */
 	int failing;			/* the last login failed */
 };
 void tg_token_get_stats(const struct tg_token_src *ts, struct tg_token_stats *st);
 
-/** exp claim of a JWT (seconds), without verifying it; -1 when absent. */
+/**
+ * exp claim of a JWT (seconds), without verifying it; -1 when absent,
+ * negative or not a number, or when the token is malformed. A fractional
+ * NumericDate is truncated.
+ */
 int64_t tg_jwt_exp(const char *jwt);
 
 /* ---- callers' own logins ---- */
 
 struct tg_login_cache;
+/**
+ * At most max_entries (0 disables the cache). When full, expired entries
+ * are evicted first, else the one closest to expiry.
+ */
 struct tg_login_cache *tg_login_cache_new(size_t max_entries);
 void tg_login_cache_free(struct tg_login_cache *lc);
 /**
@@ -83,8 +110,13 @@ void tg_login_cache_free(struct tg_login_cache *lc);
  */
 const char *tg_login_cache_get(struct tg_login_cache *lc, const char *id, const char *secret,
     int64_t now_ms);
-/** Remember body (copied) for (id, secret) until expires_at_ms. */
+/**
+ * Remember body (copied) for (id, secret) until expires_at_ms (wall clock,
+ * compared with tg_clock_now_ms; an already expired body is not stored).
+ */
 void tg_login_cache_put(struct tg_login_cache *lc, const char *id, const char *secret,
     const char *body, int64_t expires_at_ms);
+/** Entries held (some may have expired and not been dropped yet). */
+size_t tg_login_cache_count(const struct tg_login_cache *lc);
 
 #endif

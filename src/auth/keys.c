@@ -1,0 +1,142 @@
+/*
+ * keys.c - gateway API keys. The configuration loader adds keys
+ * (tg_keyring_add) from SHA-256 hex digests, so a leaked config file does
+ * not leak keys; the client authentication step of every request matches
+ * the presented key (tg_keyring_match).
+ *
+ * Matching hashes the presented key once and compares it with every
+ * configured digest without stopping at the first hit, so neither the
+ * position of a key nor a near miss shows in the response time.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tidegate/crypto.h"
+#include "tidegate/keys.h"
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} services[] = {
+	{ "dex", TG_SVC_DEX },
+	{ "sim", TG_SVC_SIM },
+	{ "admin", TG_SVC_ADMIN },
+};
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static int
+parse_digest(const char *hex, unsigned char out[TG_SHA256_LEN])
+{
+	size_t i;
+	int hi, lo;
+
+	if (hex == NULL || strlen(hex) != 2 * TG_SHA256_LEN)
+		return -1;
+	for (i = 0; i < TG_SHA256_LEN; i++) {
+		if ((hi = hexval(hex[2 * i])) < 0 || (lo = hexval(hex[2 * i + 1])) < 0)
+			return -1;
+		out[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+static int
+parse_services(const char *const *names, size_t n, unsigned *mask, struct tg_err *err)
+{
+	size_t i, j;
+
+	*mask = 0;
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < TG_NELEM(services); j++)
+			if (names[i] != NULL && strcmp(names[i], services[j].name) == 0)
+				break;
+		if (j == TG_NELEM(services)) {
+			tg_err_set(err, "unknown service \"%s\" (expected dex, sim or admin)",
+			    names[i] ? names[i] : "");
+			return -1;
+		}
+		*mask |= services[j].bit;
+	}
+	if (*mask == 0) {
+		tg_err_set(err, "no services: list at least one of dex, sim, admin");
+		return -1;
+	}
+	return 0;
+}
+
+int
+tg_keyring_add(struct tg_keyring *kr, const char *name, const char *sha256_hex,
+    const char *const *svc, size_t nsvc, struct tg_err *err)
+{
+	unsigned char digest[TG_SHA256_LEN];
+	unsigned mask;
+	size_t i;
+	int rc = -1;
+
+	if (name == NULL || *name == '\0') {
+		tg_err_set(err, "a key needs a name");
+		goto done;
+	}
+	if (parse_digest(sha256_hex, digest) < 0) {
+		tg_err_set(err, "key \"%s\": sha256 must be 64 hex characters", name);
+		goto done;
+	}
+	if (parse_services(svc, nsvc, &mask, err) < 0)
+		goto done;
+	for (i = 0; i < kr->n; i++)
+		if (memcmp(kr->keys[i].digest, digest, sizeof(digest)) == 0) {
+			tg_err_set(err, "key \"%s\": same digest as key \"%s\"", name,
+			    kr->keys[i].name);
+			goto done;
+		}
+	kr->keys = tg_xrealloc(kr->keys, (kr->n + 1) * sizeof(*kr->keys));
+	kr->keys[kr->n].name = tg_xstrdup(name);
+	memcpy(kr->keys[kr->n].digest, digest, sizeof(digest));
+	kr->keys[kr->n].services = mask;
+	kr->n++;
+	rc = 0;
+done:
+	return rc;
+}
+
+void
+tg_keyring_cleanup(struct tg_keyring *kr)
+{
+	size_t i;
+
+	for (i = 0; i < kr->n; i++)
+		free(kr->keys[i].name);
+	free(kr->keys);
+	kr->keys = NULL;
+	kr->n = 0;
+}
+
+const struct tg_key *
+tg_keyring_match(const struct tg_keyring *kr, const char *presented)
+{
+	unsigned char h[TG_SHA256_LEN];
+	size_t i, found = 0, hit = 0, eq, take;
+
+	if (presented == NULL || kr->n == 0)
+		return NULL;
+	tg_sha256(presented, strlen(presented), h);
+	for (i = 0; i < kr->n; i++) {
+		eq = (size_t)tg_mem_equal_ct(h, kr->keys[i].digest, sizeof(h));
+		/* all ones on the first hit, else zero: select without a branch */
+		take = (size_t)0 - (eq & (hit ^ 1));
+		found = (found & ~take) | (i & take);
+		hit |= eq;
+	}
+	return hit ? &kr->keys[found] : NULL;
+}

@@ -1,0 +1,625 @@
+/*
+ * token.c - the gateway's own vendor credentials (struct tg_token_src).
+ *
+ * Called by the data exchange and simulation services before each
+ * upstream call (tg_token_get), by their 401 handling
+ * (tg_token_invalidate), and by start-up and readiness (tg_token_prefetch).
+ * Logins go out through tg_upstream_fetch on the login upstream.
+ *
+ * The state is read from the fields rather than stored:
+ *   empty    no usable token, no login, no backoff: the next get logs in
+ *   valid    token and now < expires_at: gets are answered at once
+ *   login    a login is in flight: gets without a valid token queue
+ *            behind it, so any number of them cost one login
+ *   backoff  the last login failed and its window has not passed: gets
+ *            without a valid token fail at once with Retry-After
+ * "valid" and "login" overlap during a background refresh: the old token
+ * is served until the new one arrives or the old one expires.
+ *
+ * Expiry is wall time (tg_clock_now_ms, which tests advance); the refresh
+ * and login timeout are event timers; the backoff window is monotonic so
+ * a wall-clock step cannot stretch it.
+ */
+#include <sys/queue.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/ids.h"
+#include "tidegate/json.h"
+#include "tidegate/log.h"
+#include "tidegate/token.h"
+#include "tidegate/upstream.h"
+
+#define LOGIN_MAX_BODY		(64 * 1024)
+#define BACKOFF_FIRST_MS	1000
+#define BACKOFF_MAX_MS		30000
+#define WHY_LEN			200
+
+struct tg_token_wait {
+	TAILQ_ENTRY(tg_token_wait) entry;
+	struct tg_token_src *ts;
+	unsigned long long seq;
+	tg_token_cb cb;
+	void *arg;
+};
+TAILQ_HEAD(waitq, tg_token_wait);
+
+/* Lets a callback free the source while a loop over waiters is running. */
+struct guard {
+	int alive;
+	struct guard *up;
+};
+
+struct tg_token_src {
+	struct event_base *base;
+	struct tg_upstream *up;
+	struct tg_token_opts o;		/* the strings are owned copies */
+	char *token;
+	int64_t expires_at_ms;		/* wall clock */
+	struct event *refresh_ev;
+	struct event *timeout_ev;
+	struct tg_up_req *login;	/* in flight, or NULL */
+	int login_pending;		/* set from send until the reply is handled */
+	struct evbuffer *login_body;	/* borrowed by the upstream until it answers */
+	struct waitq waiters;
+	unsigned long long next_seq;
+	unsigned long long answered_end;	/* waiters below this seq were answered */
+	int64_t backoff_ms;		/* length of the current window, 0 when healthy */
+	int64_t retry_at_mono;		/* end of the window */
+	char last_why[WHY_LEN];
+	struct guard *guards;
+	struct tg_token_stats st;
+};
+
+static int start_login(struct tg_token_src *);
+
+static const char *
+flow_name(const struct tg_token_src *ts)
+{
+	return ts->o.flow == TG_FLOW_PASSWORD ? "password" : "client_credentials";
+}
+
+static int
+token_valid(const struct tg_token_src *ts)
+{
+	return ts->token != NULL && tg_clock_now_ms() < ts->expires_at_ms;
+}
+
+static int64_t
+backoff_left_ms(const struct tg_token_src *ts)
+{
+	int64_t left;
+
+	if (ts->backoff_ms == 0)
+		return 0;
+	left = ts->retry_at_mono - tg_clock_mono_ms();
+	return left > 0 ? left : 0;
+}
+
+/* Whole seconds, rounded up so a client never retries inside the window. */
+static int
+retry_after(const struct tg_token_src *ts)
+{
+	int64_t s = (backoff_left_ms(ts) + 999) / 1000;
+
+	if (s < ts->o.retry_after_s)
+		s = ts->o.retry_after_s;
+	return s < 1 ? 1 : (int)s;
+}
+
+static void
+drop_token(struct tg_token_src *ts)
+{
+	if (ts->token != NULL) {
+		explicit_bzero(ts->token, strlen(ts->token));
+		free(ts->token);
+	}
+	ts->token = NULL;
+	ts->expires_at_ms = 0;
+}
+
+struct tg_token_src *
+tg_token_src_new(struct event_base *base, struct tg_upstream *login,
+    const struct tg_token_opts *opts)
+{
+	struct tg_token_src *ts = tg_xcalloc(1, sizeof(*ts));
+
+	ts->base = base;
+	ts->up = login;
+	ts->o = *opts;
+	ts->o.path = tg_xstrdup(opts->path);
+	ts->o.id = tg_xstrdup(opts->id);
+	ts->o.secret = tg_xstrdup(opts->secret);
+	TAILQ_INIT(&ts->waiters);
+	return ts;
+}
+
+static void
+free_waiters(struct tg_token_src *ts)
+{
+	struct tg_token_wait *w;
+
+	while ((w = TAILQ_FIRST(&ts->waiters)) != NULL) {
+		TAILQ_REMOVE(&ts->waiters, w, entry);
+		free(w);
+	}
+}
+
+void
+tg_token_src_free(struct tg_token_src *ts)
+{
+	struct guard *g;
+
+	if (ts == NULL)
+		return;
+	for (g = ts->guards; g != NULL; g = g->up)
+		g->alive = 0;
+	if (ts->login != NULL)
+		tg_up_req_cancel(ts->login);
+	if (ts->login_body != NULL)
+		evbuffer_free(ts->login_body);
+	if (ts->refresh_ev != NULL)
+		event_free(ts->refresh_ev);
+	if (ts->timeout_ev != NULL)
+		event_free(ts->timeout_ev);
+	free_waiters(ts);
+	drop_token(ts);
+	explicit_bzero((char *)ts->o.secret, strlen(ts->o.secret));
+	free((char *)ts->o.secret);
+	free((char *)ts->o.id);
+	free((char *)ts->o.path);
+	free(ts);
+}
+
+/*
+ * Answer the waiters queued before this point with one outcome. Waiters
+ * that callbacks queue meanwhile wait for the next login. token and why
+ * are copied first because a callback may invalidate or free the source.
+ */
+static void
+answer_waiters(struct tg_token_src *ts, const char *token, const char *why, int ra)
+{
+	unsigned long long end = ts->next_seq;
+	char *tok = token ? tg_xstrdup(token) : NULL, *msg = why ? tg_xstrdup(why) : NULL;
+	struct guard g = { 1, ts->guards };
+	struct tg_token_wait *w;
+	tg_token_cb cb;
+	void *arg;
+
+	ts->answered_end = end;
+	ts->guards = &g;
+	while (g.alive && (w = TAILQ_FIRST(&ts->waiters)) != NULL && w->seq < end) {
+		TAILQ_REMOVE(&ts->waiters, w, entry);
+		cb = w->cb;
+		arg = w->arg;
+		free(w);
+		cb(tok, msg, ra, arg);
+	}
+	if (g.alive)
+		ts->guards = g.up;
+	if (tok != NULL) {
+		explicit_bzero(tok, strlen(tok));
+		free(tok);
+	}
+	free(msg);
+}
+
+struct tg_token_wait *
+tg_token_get(struct tg_token_src *ts, tg_token_cb cb, void *arg)
+{
+	struct tg_token_wait *w;
+	unsigned long long seq;
+	char why[WHY_LEN + 40];
+	int ra;
+
+	if (token_valid(ts)) {
+		cb(ts->token, NULL, 0, arg);
+		return NULL;
+	}
+	drop_token(ts);
+	if (!ts->login_pending && backoff_left_ms(ts) > 0) {
+		ra = retry_after(ts);
+		snprintf(why, sizeof(why), "%s; next attempt in %d s", ts->last_why, ra);
+		cb(NULL, why, ra, arg);
+		return NULL;
+	}
+	w = tg_xcalloc(1, sizeof(*w));
+	w->ts = ts;
+	w->seq = seq = ts->next_seq++;
+	w->cb = cb;
+	w->arg = arg;
+	TAILQ_INSERT_TAIL(&ts->waiters, w, entry);
+	if (!ts->login_pending && start_login(ts) < 0)
+		return NULL;
+	/* A login that completed before the send returned has answered w. */
+	return ts->answered_end > seq ? NULL : w;
+}
+
+void
+tg_token_wait_cancel(struct tg_token_wait *w)
+{
+	if (w == NULL)
+		return;
+	/* The login goes on: its token will serve the next caller. */
+	TAILQ_REMOVE(&w->ts->waiters, w, entry);
+	free(w);
+}
+
+void
+tg_token_invalidate(struct tg_token_src *ts, const char *token)
+{
+	if (token == NULL || ts->token == NULL || strcmp(token, ts->token) != 0)
+		return;
+	drop_token(ts);
+	if (ts->refresh_ev != NULL)
+		evtimer_del(ts->refresh_ev);
+	ts->st.invalidations++;
+	tg_log(TG_LOG_INFO, "token_invalidated", TG_LS("id", ts->o.id),
+	    TG_LS("flow", flow_name(ts)));
+}
+
+const char *
+tg_token_peek(const struct tg_token_src *ts)
+{
+	return token_valid(ts) ? ts->token : NULL;
+}
+
+void
+tg_token_prefetch(struct tg_token_src *ts)
+{
+	if (token_valid(ts) || ts->login_pending || backoff_left_ms(ts) > 0)
+		return;
+	(void)start_login(ts);
+}
+
+void
+tg_token_get_stats(const struct tg_token_src *ts, struct tg_token_stats *st)
+{
+	*st = ts->st;
+	st->expires_at_ms = ts->token != NULL ? ts->expires_at_ms : 0;
+}
+
+/* ---- login ---- */
+
+static void
+password_body(const struct tg_token_src *ts, struct evbuffer *out)
+{
+	yajl_gen g = tg_json_gen_new();
+
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "username", ts->o.id);
+	tg_json_kv_str(g, "password", ts->o.secret);
+	yajl_gen_map_close(g);
+	tg_json_gen_flush(g, out);
+	yajl_gen_free(g);
+}
+
+/* %20 rather than '+' for spaces: libevent's form parser keeps '+' as is. */
+static void
+client_credentials_body(const struct tg_token_src *ts, struct evbuffer *out)
+{
+	char *id = evhttp_uriencode(ts->o.id, -1, 0);
+	char *secret = evhttp_uriencode(ts->o.secret, -1, 0);
+
+	if (id == NULL || secret == NULL)
+		abort();
+	evbuffer_add_printf(out, "grant_type=client_credentials&client_id=%s&client_secret=%s",
+	    id, secret);
+	explicit_bzero(secret, strlen(secret));
+	free(secret);
+	free(id);
+}
+
+static void on_login_done(int, const struct evkeyvalq *, struct evbuffer *, enum tg_up_error,
+    void *);
+static void on_login_timeout(evutil_socket_t, short, void *);
+static void login_failed(struct tg_token_src *, int, const char *);
+
+/* The request is over (answered or cancelled): nothing reads the body now. */
+static void
+end_login(struct tg_token_src *ts)
+{
+	ts->login = NULL;
+	ts->login_pending = 0;
+	if (ts->login_body != NULL)
+		evbuffer_free(ts->login_body);
+	ts->login_body = NULL;
+	if (ts->timeout_ev != NULL)
+		evtimer_del(ts->timeout_ev);
+}
+
+static void
+login_request(struct tg_token_src *ts, struct evkeyvalq *hdrs)
+{
+	ts->login_body = evbuffer_new();
+	if (ts->o.flow == TG_FLOW_PASSWORD) {
+		password_body(ts, ts->login_body);
+		evhttp_add_header(hdrs, "Content-Type", "application/json");
+	} else {
+		client_credentials_body(ts, ts->login_body);
+		evhttp_add_header(hdrs, "Content-Type", "application/x-www-form-urlencoded");
+	}
+	evhttp_add_header(hdrs, "Accept", "application/json");
+}
+
+static void
+arm_login_timeout(struct tg_token_src *ts)
+{
+	struct timeval tv;
+
+	if (ts->o.login_timeout_ms <= 0)
+		return;
+	if (ts->timeout_ev == NULL)
+		ts->timeout_ev = evtimer_new(ts->base, on_login_timeout, ts);
+	tv.tv_sec = ts->o.login_timeout_ms / 1000;
+	tv.tv_usec = (ts->o.login_timeout_ms % 1000) * 1000;
+	evtimer_add(ts->timeout_ev, &tv);
+}
+
+/*
+ * Send one login. The upstream answers from the loop, but should it answer
+ * (or refuse) before returning, the outcome is already handled here and a
+ * waiter's callback may have freed the source: then -1.
+ */
+static int
+start_login(struct tg_token_src *ts)
+{
+	struct guard g = { 1, ts->guards };
+	struct evkeyvalq hdrs;
+	struct tg_up_req *r;
+
+	TAILQ_INIT(&hdrs);
+	login_request(ts, &hdrs);
+	ts->st.logins++;
+	ts->login_pending = 1;
+	ts->guards = &g;
+	r = tg_upstream_fetch(ts->up, EVHTTP_REQ_POST, ts->o.path, &hdrs, ts->login_body,
+	    LOGIN_MAX_BODY, on_login_done, ts);
+	evhttp_clear_headers(&hdrs);
+	if (g.alive && ts->login_pending && r == NULL) {
+		end_login(ts);
+		login_failed(ts, 0, "the vendor login request could not be sent");
+	}
+	if (!g.alive)
+		return -1;
+	ts->guards = g.up;
+	if (ts->login_pending) {
+		ts->login = r;
+		arm_login_timeout(ts);
+	}
+	return 0;
+}
+
+
+static void on_refresh(evutil_socket_t, short, void *);
+
+static void
+arm_refresh(struct tg_token_src *ts, int64_t delay_ms)
+{
+	struct timeval tv;
+
+	if (ts->refresh_ev == NULL)
+		ts->refresh_ev = evtimer_new(ts->base, on_refresh, ts);
+	if (delay_ms < 0)
+		delay_ms = 0;
+	tv.tv_sec = delay_ms / 1000;
+	tv.tv_usec = (delay_ms % 1000) * 1000;
+	evtimer_add(ts->refresh_ev, &tv);
+}
+
+/*
+ * Refresh refresh_before plus up to jitter ahead of expiry, the jitter
+ * keeping several gateways from logging in at the same instant. A token
+ * that lives shorter than that lead is refreshed at half its life instead,
+ * so it is neither refreshed at once in a loop nor allowed to lapse.
+ */
+static void
+schedule_refresh(struct tg_token_src *ts, int64_t lifetime_ms)
+{
+	uint64_t r = 0;
+	int64_t lead = ts->o.refresh_before_ms;
+
+	if (ts->o.jitter_ms > 0) {
+		tg_id_random(&r, sizeof(r));
+		lead += (int64_t)(r % ((uint64_t)ts->o.jitter_ms + 1));
+	}
+	arm_refresh(ts, lead < lifetime_ms ? lifetime_ms - lead : lifetime_ms / 2);
+}
+
+static void
+on_refresh(evutil_socket_t fd, short what, void *arg)
+{
+	struct tg_token_src *ts = arg;
+	int64_t left = backoff_left_ms(ts);
+
+	if (ts->login_pending)
+		return;
+	if (left > 0) {
+		arm_refresh(ts, left);
+		return;
+	}
+	(void)start_login(ts);
+}
+
+static void
+login_succeeded(struct tg_token_src *ts, const char *token, int64_t lifetime_ms)
+{
+	drop_token(ts);
+	ts->token = tg_xstrdup(token);
+	ts->expires_at_ms = tg_clock_now_ms() + lifetime_ms;
+	ts->backoff_ms = 0;
+	ts->st.failing = 0;
+	ts->last_why[0] = '\0';
+	schedule_refresh(ts, lifetime_ms);
+	tg_log(TG_LOG_INFO, "token_login_ok", TG_LS("id", ts->o.id),
+	    TG_LS("flow", flow_name(ts)), TG_LI("expires_in", lifetime_ms / 1000));
+	answer_waiters(ts, ts->token, NULL, 0);
+}
+
+/*
+ * Open (or double) the backoff window and fail every waiter. A token that
+ * is still valid keeps being served; its refresh is retried when the
+ * window closes.
+ */
+static void
+login_failed(struct tg_token_src *ts, int status, const char *why)
+{
+	int ra;
+
+	if (ts->backoff_ms == 0)
+		ts->backoff_ms = BACKOFF_FIRST_MS;
+	else if ((ts->backoff_ms *= 2) > BACKOFF_MAX_MS)
+		ts->backoff_ms = BACKOFF_MAX_MS;
+	ts->retry_at_mono = tg_clock_mono_ms() + ts->backoff_ms;
+	ts->st.login_failures++;
+	ts->st.failing = 1;
+	snprintf(ts->last_why, sizeof(ts->last_why), "%s", why);
+	ra = retry_after(ts);
+	tg_log(TG_LOG_WARN, "token_login_failed", TG_LS("id", ts->o.id),
+	    TG_LS("flow", flow_name(ts)), TG_LI("status", status), TG_LS("error", why),
+	    TG_LI("retry_after", ra));
+	if (token_valid(ts))
+		arm_refresh(ts, ts->backoff_ms);
+	answer_waiters(ts, NULL, why, ra);
+}
+
+/* The token goes into an Authorization header: printable ASCII only. */
+static int
+token_ok(const char *t)
+{
+	if (t == NULL || *t == '\0')
+		return 0;
+	for (; *t != '\0'; t++)
+		if ((unsigned char)*t < 0x21 || (unsigned char)*t > 0x7e)
+			return 0;
+	return 1;
+}
+
+/* expires_in as RFC 6749 has it (a number); a numeric string is tolerated. */
+static int64_t
+expires_in_ms(yajl_val v)
+{
+	long long n = -1;
+	char *end;
+
+	if (v != NULL && YAJL_IS_INTEGER(v))
+		n = v->u.number.i;
+	else if (v != NULL && YAJL_IS_STRING(v) && v->u.string[0] != '\0') {
+		n = strtoll(v->u.string, &end, 10);
+		if (*end != '\0')
+			n = -1;
+	}
+	return n > 0 && n < INT64_MAX / 1000 ? (int64_t)n * 1000 : -1;
+}
+
+/*
+ * A JWT exp already in the past means the vendor's clock is behind ours:
+ * the vendor still accepts the token, so trust the default lifetime (a 401
+ * would invalidate it) rather than logging in on every request.
+ */
+static int64_t
+jwt_lifetime_ms(const struct tg_token_src *ts, const char *token)
+{
+	int64_t exp = tg_jwt_exp(token), life;
+
+	if (exp < 0 || exp > INT64_MAX / 1000)
+		return ts->o.default_lifetime_ms;
+	life = exp * 1000 - tg_clock_now_ms();
+	if (life <= 0) {
+		tg_log(TG_LOG_WARN, "token_exp_in_past", TG_LS("id", ts->o.id),
+		    TG_LI("exp", exp));
+		return ts->o.default_lifetime_ms;
+	}
+	return life;
+}
+
+/* Returns the token (borrowed from root) and its lifetime, or NULL with why. */
+static const char *
+parse_reply(struct tg_token_src *ts, struct evbuffer *body, yajl_val *root,
+    int64_t *lifetime_ms, char *why, size_t whylen)
+{
+	const char *tok;
+	size_t len = body ? evbuffer_get_length(body) : 0;
+
+	*root = len ? tg_json_parse((const char *)evbuffer_pullup(body, -1), len, NULL) : NULL;
+	if (*root == NULL || !YAJL_IS_OBJECT(*root)) {
+		snprintf(why, whylen, "the vendor login reply is not a JSON object");
+		return NULL;
+	}
+	tok = tg_json_get_str(*root, ts->o.flow == TG_FLOW_PASSWORD ? "token" : "access_token");
+	if (!token_ok(tok)) {
+		snprintf(why, whylen, "the vendor login reply has no usable %s",
+		    ts->o.flow == TG_FLOW_PASSWORD ? "token" : "access_token");
+		return NULL;
+	}
+	if (ts->o.flow == TG_FLOW_PASSWORD)
+		*lifetime_ms = jwt_lifetime_ms(ts, tok);
+	else if ((*lifetime_ms = expires_in_ms(tg_json_get(*root, "expires_in"))) < 0)
+		*lifetime_ms = ts->o.default_lifetime_ms;
+	return tok;
+}
+
+/* An OAuth error code ("invalid_client") helps the operator and is not secret. */
+static void
+refusal_why(struct evbuffer *body, int status, char *why, size_t whylen)
+{
+	size_t len = body ? evbuffer_get_length(body) : 0;
+	yajl_val root = len ? tg_json_parse((const char *)evbuffer_pullup(body, -1), len, NULL)
+	    : NULL;
+	const char *code = tg_json_get_str(root, "error");
+
+	if (code != NULL && (strlen(code) > 40 || strspn(code, "abcdefghijklmnopqrstuvwxyz_") !=
+	    strlen(code)))
+		code = NULL;
+	snprintf(why, whylen, "%s (HTTP %d%s%s)",
+	    status == 401 || status == 403 ? "the vendor rejected the configured credentials" :
+	    "the vendor login failed", status, code ? ", " : "", code ? code : "");
+	yajl_tree_free(root);
+}
+
+static void
+on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body,
+    enum tg_up_error err, void *arg)
+{
+	struct tg_token_src *ts = arg;
+	char why[WHY_LEN];
+	const char *tok = NULL;
+	yajl_val root = NULL;
+	int64_t life = 0;
+
+	end_login(ts);
+	if (err != TG_UP_OK)
+		snprintf(why, sizeof(why), "the vendor login endpoint could not be reached (%s)",
+		    tg_up_error_str(err));
+	else if (status < 200 || status > 299)
+		refusal_why(body, status, why, sizeof(why));
+	else
+		tok = parse_reply(ts, body, &root, &life, why, sizeof(why));
+	if (tok != NULL)
+		login_succeeded(ts, tok, life);
+	else
+		login_failed(ts, err != TG_UP_OK ? 0 : status, why);
+	yajl_tree_free(root);
+}
+
+static void
+on_login_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct tg_token_src *ts = arg;
+	char why[WHY_LEN];
+
+	if (ts->login != NULL)
+		tg_up_req_cancel(ts->login);
+	end_login(ts);
+	snprintf(why, sizeof(why), "the vendor login did not answer within %lld ms",
+	    (long long)ts->o.login_timeout_ms);
+	login_failed(ts, 0, why);
+}

@@ -1,0 +1,131 @@
+/*
+ * test_keys.c - gateway API keys: match and mismatch, service masks,
+ * several keys, and the configuration errors (bad hex, unknown service,
+ * no service, duplicate digest).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tidegate/crypto.h"
+#include "tidegate/keys.h"
+
+static void
+digest_hex(const char *key, char out[65])
+{
+	uint8_t d[TG_SHA256_LEN];
+
+	tg_sha256(key, strlen(key), d);
+	tg_hex(d, sizeof(d), out);
+}
+
+static void
+test_match(void **state)
+{
+	static const char *const svc[] = { "dex", "sim" };
+	struct tg_keyring kr = { 0 };
+	const struct tg_key *k;
+	struct tg_err err;
+	char hex[65];
+
+	assert_null(tg_keyring_match(&kr, "demo-key"));
+	digest_hex("demo-key", hex);
+	assert_int_equal(tg_keyring_add(&kr, "demo", hex, svc, 2, &err), 0);
+	k = tg_keyring_match(&kr, "demo-key");
+	assert_non_null(k);
+	assert_string_equal(k->name, "demo");
+	assert_int_equal(k->services, TG_SVC_DEX | TG_SVC_SIM);
+	assert_null(tg_keyring_match(&kr, "demo-keY"));
+	assert_null(tg_keyring_match(&kr, "demo-key "));
+	assert_null(tg_keyring_match(&kr, ""));
+	assert_null(tg_keyring_match(&kr, NULL));
+	tg_keyring_cleanup(&kr);
+	assert_int_equal(kr.n, 0);
+	assert_null(kr.keys);
+}
+
+static void
+test_several_keys_and_masks(void **state)
+{
+	static const char *const dex[] = { "dex" }, *const sim[] = { "sim" },
+	    *const all[] = { "admin", "dex", "sim", "dex" };
+	struct tg_keyring kr = { 0 };
+	char hex[65];
+	size_t i;
+
+	digest_hex("k-dex", hex);
+	assert_int_equal(tg_keyring_add(&kr, "d", hex, dex, 1, NULL), 0);
+	digest_hex("k-sim", hex);
+	for (i = 0; i < strlen(hex); i++)	/* digests are accepted in upper case */
+		if (hex[i] >= 'a' && hex[i] <= 'f')
+			hex[i] -= 'a' - 'A';
+	assert_int_equal(tg_keyring_add(&kr, "s", hex, sim, 1, NULL), 0);
+	digest_hex("k-all", hex);
+	assert_int_equal(tg_keyring_add(&kr, "a", hex, all, 4, NULL), 0);
+	assert_int_equal(kr.n, 3);
+	assert_string_equal(tg_keyring_match(&kr, "k-dex")->name, "d");
+	assert_int_equal(tg_keyring_match(&kr, "k-dex")->services, TG_SVC_DEX);
+	assert_string_equal(tg_keyring_match(&kr, "k-sim")->name, "s");
+	assert_int_equal(tg_keyring_match(&kr, "k-sim")->services, TG_SVC_SIM);
+	assert_string_equal(tg_keyring_match(&kr, "k-all")->name, "a");
+	assert_int_equal(tg_keyring_match(&kr, "k-all")->services,
+	    TG_SVC_DEX | TG_SVC_SIM | TG_SVC_ADMIN);
+	assert_null(tg_keyring_match(&kr, "k-none"));
+	tg_keyring_cleanup(&kr);
+}
+
+static void
+expect_add_error(struct tg_keyring *kr, const char *hex, const char *const *svc, size_t n,
+    const char *msg)
+{
+	struct tg_err err = { "" };
+	size_t before = kr->n;
+
+	assert_int_equal(tg_keyring_add(kr, "k", hex, svc, n, &err), -1);
+	assert_non_null(strstr(err.msg, msg));
+	assert_int_equal(kr->n, before);
+}
+
+static void
+test_errors(void **state)
+{
+	static const char *const dex[] = { "dex" }, *const bad[] = { "dex", "dexx" },
+	    *const nul[] = { NULL };
+	struct tg_keyring kr = { 0 };
+	struct tg_err err;
+	char hex[65], longer[67];
+
+	digest_hex("x", hex);
+	expect_add_error(&kr, NULL, dex, 1, "64 hex characters");
+	expect_add_error(&kr, "", dex, 1, "64 hex characters");
+	expect_add_error(&kr, hex + 1, dex, 1, "64 hex characters");
+	memcpy(longer, hex, 64);
+	memcpy(longer + 64, "0", 2);
+	expect_add_error(&kr, longer, dex, 1, "64 hex characters");
+	longer[64] = '\0';
+	longer[10] = 'g';
+	expect_add_error(&kr, longer, dex, 1, "64 hex characters");
+	expect_add_error(&kr, hex, bad, 2, "unknown service \"dexx\"");
+	expect_add_error(&kr, hex, nul, 1, "unknown service");
+	expect_add_error(&kr, hex, NULL, 0, "no services");
+	assert_int_equal(tg_keyring_add(&kr, NULL, hex, dex, 1, &err), -1);
+	assert_int_equal(tg_keyring_add(&kr, "k", hex, dex, 1, &err), 0);
+	expect_add_error(&kr, hex, dex, 1, "same digest as key \"k\"");
+	tg_keyring_cleanup(&kr);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_match),
+		cmocka_unit_test(test_several_keys_and_masks),
+		cmocka_unit_test(test_errors),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,138 @@
+/*
+ * test_login_cache.c - callers' login cache: hit, miss on another secret
+ * or identity, expiry (and the entry dropped), the size bound with its
+ * eviction order, and a disabled cache.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/token.h"
+
+static void
+test_hit_miss(void **state)
+{
+	struct tg_login_cache *lc = tg_login_cache_new(16);
+	int64_t now = tg_clock_now_ms();
+
+	assert_null(tg_login_cache_get(lc, "demo", "demo", now));
+	tg_login_cache_put(lc, "demo", "demo", "{\"token\":\"t1\"}", now + 10000);
+	assert_string_equal(tg_login_cache_get(lc, "demo", "demo", now), "{\"token\":\"t1\"}");
+	assert_null(tg_login_cache_get(lc, "demo", "wrong", now));
+	assert_null(tg_login_cache_get(lc, "other", "demo", now));
+	assert_null(tg_login_cache_get(lc, "", "", now));
+
+	/* the separator keeps identity and secret apart */
+	tg_login_cache_put(lc, "a", "bc", "A", now + 10000);
+	assert_null(tg_login_cache_get(lc, "ab", "c", now));
+	assert_string_equal(tg_login_cache_get(lc, "a", "bc", now), "A");
+
+	/* a newer login replaces the body */
+	tg_login_cache_put(lc, "demo", "demo", "{\"token\":\"t2\"}", now + 20000);
+	assert_string_equal(tg_login_cache_get(lc, "demo", "demo", now), "{\"token\":\"t2\"}");
+	assert_int_equal(tg_login_cache_count(lc), 2);
+	tg_login_cache_free(lc);
+}
+
+static void
+test_expiry(void **state)
+{
+	struct tg_login_cache *lc = tg_login_cache_new(16);
+	int64_t now = tg_clock_now_ms();
+
+	tg_login_cache_put(lc, "demo", "demo", "B", now + 5000);
+	assert_non_null(tg_login_cache_get(lc, "demo", "demo", now + 4999));
+	assert_null(tg_login_cache_get(lc, "demo", "demo", now + 5000));
+	assert_int_equal(tg_login_cache_count(lc), 0);	/* dropped, not only hidden */
+	assert_null(tg_login_cache_get(lc, "demo", "demo", now));
+
+	/* an already expired body is not stored */
+	tg_login_cache_put(lc, "demo", "demo", "C", now - 1);
+	assert_int_equal(tg_login_cache_count(lc), 0);
+	tg_login_cache_free(lc);
+}
+
+static void
+test_bound_closest_to_expiry(void **state)
+{
+	struct tg_login_cache *lc = tg_login_cache_new(3);
+	int64_t now = tg_clock_now_ms();
+
+	tg_login_cache_put(lc, "u1", "p", "1", now + 50000);
+	tg_login_cache_put(lc, "u2", "p", "2", now + 10000);
+	tg_login_cache_put(lc, "u3", "p", "3", now + 90000);
+	tg_login_cache_put(lc, "u4", "p", "4", now + 70000);
+	assert_int_equal(tg_login_cache_count(lc), 3);
+	assert_null(tg_login_cache_get(lc, "u2", "p", now));
+	assert_string_equal(tg_login_cache_get(lc, "u1", "p", now), "1");
+	assert_string_equal(tg_login_cache_get(lc, "u3", "p", now), "3");
+	assert_string_equal(tg_login_cache_get(lc, "u4", "p", now), "4");
+
+	/* replacing a present key evicts nothing */
+	tg_login_cache_put(lc, "u1", "p", "1b", now + 60000);
+	assert_int_equal(tg_login_cache_count(lc), 3);
+	assert_string_equal(tg_login_cache_get(lc, "u3", "p", now), "3");
+	tg_login_cache_free(lc);
+}
+
+static void
+test_bound_expired_first(void **state)
+{
+	struct tg_login_cache *lc = tg_login_cache_new(4);
+	int64_t now = tg_clock_now_ms();
+	int i;
+	char id[8];
+
+	tg_login_cache_put(lc, "a", "p", "a", now + 100);
+	tg_login_cache_put(lc, "b", "p", "b", now + 150);
+	tg_login_cache_put(lc, "c", "p", "c", now + 100000);
+	tg_login_cache_put(lc, "d", "p", "d", now + 200000);
+	tg_clock_advance_ms(200);
+	now = tg_clock_now_ms();
+	tg_login_cache_put(lc, "e", "p", "e", now + 300000);
+	assert_int_equal(tg_login_cache_count(lc), 3);	/* both expired ones went */
+	assert_non_null(tg_login_cache_get(lc, "c", "p", now));
+	assert_non_null(tg_login_cache_get(lc, "d", "p", now));
+	assert_non_null(tg_login_cache_get(lc, "e", "p", now));
+
+	for (i = 0; i < 100; i++) {
+		snprintf(id, sizeof(id), "x%d", i);
+		tg_login_cache_put(lc, id, "p", id, now + 400000 + i);
+		assert_true(tg_login_cache_count(lc) <= 4);
+	}
+	assert_non_null(tg_login_cache_get(lc, "x99", "p", now));
+	tg_login_cache_free(lc);
+}
+
+static void
+test_disabled(void **state)
+{
+	struct tg_login_cache *lc = tg_login_cache_new(0);
+	int64_t now = tg_clock_now_ms();
+
+	tg_login_cache_put(lc, "demo", "demo", "x", now + 10000);
+	assert_null(tg_login_cache_get(lc, "demo", "demo", now));
+	assert_int_equal(tg_login_cache_count(lc), 0);
+	tg_login_cache_free(lc);
+	tg_login_cache_free(NULL);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hit_miss),
+		cmocka_unit_test(test_expiry),
+		cmocka_unit_test(test_bound_closest_to_expiry),
+		cmocka_unit_test(test_bound_expired_first),
+		cmocka_unit_test(test_disabled),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
