@@ -106,10 +106,11 @@ struct tg_login_cache *tg_login_cache_new(size_t max_entries);
 void tg_login_cache_free(struct tg_login_cache *lc);
 /**
  * Cached vendor response body for (id, secret) while valid at now_ms, or
- * NULL. The body is borrowed until the next call on the cache.
+ * NULL. The body is borrowed until the next call on the cache. When
+ * expires_at_ms is not NULL it receives the entry's expiry.
  */
 const char *tg_login_cache_get(struct tg_login_cache *lc, const char *id, const char *secret,
-    int64_t now_ms);
+    int64_t now_ms, int64_t *expires_at_ms);
 /**
  * Remember body (copied) for (id, secret) until expires_at_ms (wall clock,
  * compared with tg_clock_now_ms; an already expired body is not stored).

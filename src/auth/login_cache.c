@@ -89,7 +89,7 @@ cache_key(const struct tg_login_cache *lc, const char *id, const char *secret,
 
 const char *
 tg_login_cache_get(struct tg_login_cache *lc, const char *id, const char *secret,
-    int64_t now_ms)
+    int64_t now_ms, int64_t *expires_at_ms)
 {
 	char key[2 * TG_SHA256_LEN + 1];
 	struct entry *e;
@@ -101,6 +101,8 @@ tg_login_cache_get(struct tg_login_cache *lc, const char *id, const char *secret
 		tg_map_del(lc->map, key);
 		return NULL;
 	}
+	if (expires_at_ms != NULL)
+		*expires_at_ms = e->expires_at_ms;
 	return e->body;
 }
 

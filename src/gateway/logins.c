@@ -191,13 +191,13 @@ gw_login_handle(struct gw_req *r)
 		gw_req_proxy(r);	/* not a form we cache: the vendor answers */
 		return;
 	}
-	cached = tg_login_cache_get(r->svc->logins, id, secret, tg_clock_now_ms());
+	cached = tg_login_cache_get(r->svc->logins, id, secret, tg_clock_now_ms(), &until);
 	if (cached != NULL) {
 		tg_metrics_inc(r->gw->metrics, "tidegate_login_cache_total",
 		    sim ? "service=\"sim\",result=\"hit\"" : "service=\"dex\",result=\"hit\"", 1);
 		r->origin = "cache";
-		if (sim && (until = tg_clock_now_ms()) > 0)
-			reply_cached_sim(r, cached, tg_login_cache_expiry(r->svc->logins, id, secret));
+		if (sim)
+			reply_cached_sim(r, cached, until);
 		else
 			reply_body(r, 200, cached, strlen(cached));
 		explicit_bzero(secret, strlen(secret));

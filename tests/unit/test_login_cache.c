@@ -21,21 +21,21 @@ test_hit_miss(void **state)
 	struct tg_login_cache *lc = tg_login_cache_new(16);
 	int64_t now = tg_clock_now_ms();
 
-	assert_null(tg_login_cache_get(lc, "demo", "demo", now));
+	assert_null(tg_login_cache_get(lc, "demo", "demo", now, NULL));
 	tg_login_cache_put(lc, "demo", "demo", "{\"token\":\"t1\"}", now + 10000);
-	assert_string_equal(tg_login_cache_get(lc, "demo", "demo", now), "{\"token\":\"t1\"}");
-	assert_null(tg_login_cache_get(lc, "demo", "wrong", now));
-	assert_null(tg_login_cache_get(lc, "other", "demo", now));
-	assert_null(tg_login_cache_get(lc, "", "", now));
+	assert_string_equal(tg_login_cache_get(lc, "demo", "demo", now, NULL), "{\"token\":\"t1\"}");
+	assert_null(tg_login_cache_get(lc, "demo", "wrong", now, NULL));
+	assert_null(tg_login_cache_get(lc, "other", "demo", now, NULL));
+	assert_null(tg_login_cache_get(lc, "", "", now, NULL));
 
 	/* the separator keeps identity and secret apart */
 	tg_login_cache_put(lc, "a", "bc", "A", now + 10000);
-	assert_null(tg_login_cache_get(lc, "ab", "c", now));
-	assert_string_equal(tg_login_cache_get(lc, "a", "bc", now), "A");
+	assert_null(tg_login_cache_get(lc, "ab", "c", now, NULL));
+	assert_string_equal(tg_login_cache_get(lc, "a", "bc", now, NULL), "A");
 
 	/* a newer login replaces the body */
 	tg_login_cache_put(lc, "demo", "demo", "{\"token\":\"t2\"}", now + 20000);
-	assert_string_equal(tg_login_cache_get(lc, "demo", "demo", now), "{\"token\":\"t2\"}");
+	assert_string_equal(tg_login_cache_get(lc, "demo", "demo", now, NULL), "{\"token\":\"t2\"}");
 	assert_int_equal(tg_login_cache_count(lc), 2);
 	tg_login_cache_free(lc);
 }
@@ -47,10 +47,10 @@ test_expiry(void **state)
 	int64_t now = tg_clock_now_ms();
 
 	tg_login_cache_put(lc, "demo", "demo", "B", now + 5000);
-	assert_non_null(tg_login_cache_get(lc, "demo", "demo", now + 4999));
-	assert_null(tg_login_cache_get(lc, "demo", "demo", now + 5000));
+	assert_non_null(tg_login_cache_get(lc, "demo", "demo", now + 4999, NULL));
+	assert_null(tg_login_cache_get(lc, "demo", "demo", now + 5000, NULL));
 	assert_int_equal(tg_login_cache_count(lc), 0);	/* dropped, not only hidden */
-	assert_null(tg_login_cache_get(lc, "demo", "demo", now));
+	assert_null(tg_login_cache_get(lc, "demo", "demo", now, NULL));
 
 	/* an already expired body is not stored */
 	tg_login_cache_put(lc, "demo", "demo", "C", now - 1);
@@ -69,15 +69,15 @@ test_bound_closest_to_expiry(void **state)
 	tg_login_cache_put(lc, "u3", "p", "3", now + 90000);
 	tg_login_cache_put(lc, "u4", "p", "4", now + 70000);
 	assert_int_equal(tg_login_cache_count(lc), 3);
-	assert_null(tg_login_cache_get(lc, "u2", "p", now));
-	assert_string_equal(tg_login_cache_get(lc, "u1", "p", now), "1");
-	assert_string_equal(tg_login_cache_get(lc, "u3", "p", now), "3");
-	assert_string_equal(tg_login_cache_get(lc, "u4", "p", now), "4");
+	assert_null(tg_login_cache_get(lc, "u2", "p", now, NULL));
+	assert_string_equal(tg_login_cache_get(lc, "u1", "p", now, NULL), "1");
+	assert_string_equal(tg_login_cache_get(lc, "u3", "p", now, NULL), "3");
+	assert_string_equal(tg_login_cache_get(lc, "u4", "p", now, NULL), "4");
 
 	/* replacing a present key evicts nothing */
 	tg_login_cache_put(lc, "u1", "p", "1b", now + 60000);
 	assert_int_equal(tg_login_cache_count(lc), 3);
-	assert_string_equal(tg_login_cache_get(lc, "u3", "p", now), "3");
+	assert_string_equal(tg_login_cache_get(lc, "u3", "p", now, NULL), "3");
 	tg_login_cache_free(lc);
 }
 
@@ -97,16 +97,16 @@ test_bound_expired_first(void **state)
 	now = tg_clock_now_ms();
 	tg_login_cache_put(lc, "e", "p", "e", now + 300000);
 	assert_int_equal(tg_login_cache_count(lc), 3);	/* both expired ones went */
-	assert_non_null(tg_login_cache_get(lc, "c", "p", now));
-	assert_non_null(tg_login_cache_get(lc, "d", "p", now));
-	assert_non_null(tg_login_cache_get(lc, "e", "p", now));
+	assert_non_null(tg_login_cache_get(lc, "c", "p", now, NULL));
+	assert_non_null(tg_login_cache_get(lc, "d", "p", now, NULL));
+	assert_non_null(tg_login_cache_get(lc, "e", "p", now, NULL));
 
 	for (i = 0; i < 100; i++) {
 		snprintf(id, sizeof(id), "x%d", i);
 		tg_login_cache_put(lc, id, "p", id, now + 400000 + i);
 		assert_true(tg_login_cache_count(lc) <= 4);
 	}
-	assert_non_null(tg_login_cache_get(lc, "x99", "p", now));
+	assert_non_null(tg_login_cache_get(lc, "x99", "p", now, NULL));
 	tg_login_cache_free(lc);
 }
 
@@ -117,7 +117,7 @@ test_disabled(void **state)
 	int64_t now = tg_clock_now_ms();
 
 	tg_login_cache_put(lc, "demo", "demo", "x", now + 10000);
-	assert_null(tg_login_cache_get(lc, "demo", "demo", now));
+	assert_null(tg_login_cache_get(lc, "demo", "demo", now, NULL));
 	assert_int_equal(tg_login_cache_count(lc), 0);
 	tg_login_cache_free(lc);
 	tg_login_cache_free(NULL);

@@ -1,0 +1,138 @@
+"""Gateway credentials: one vendor login for many requests and concurrent cold
+starts, refresh before expiry, healing after revocation (401 → refresh →
+replay), 503 with Retry-After during login outages, callers' own logins
+answered from the cache, and caller authentication with API keys."""
+import concurrent.futures
+import time
+
+import requests
+
+from conftest import TEST_KEY
+
+
+def get_export(gw, headers=None):
+    return requests.get(gw.dex + "/public/export?correlationId=nope",
+                        headers=headers or gw.headers(), timeout=15)
+
+
+def test_one_login_for_a_thousand_requests(emulator, gateway):
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        codes = list(pool.map(lambda _: get_export(gateway).status_code, range(1000)))
+    assert set(codes) == {404}              # the emulator's answer for an unknown id
+    assert emulator.calls("POST /public/v1/authenticate") == 1
+    assert emulator.calls("GET /public/export") == 1000
+    assert gateway.metric("tidegate_token_logins_total", service="dex") == 1
+
+
+def test_concurrent_cold_start_makes_one_login(make_emulator, make_gateway):
+    emu = make_emulator()
+    emu.fault(path="/public/v1/authenticate", latencyMs=800)
+    emu.fault(path="/api/oauth2/token", latencyMs=800)
+    gw = make_gateway(emu)
+    with concurrent.futures.ThreadPoolExecutor(64) as pool:
+        codes = list(pool.map(lambda _: get_export(gw).status_code, range(300)))
+        sim = list(pool.map(lambda _: requests.get(gw.sim + "/api/v1/cases",
+                                                   headers=gw.headers()).status_code,
+                            range(100)))
+    assert set(codes) == {404} and set(sim) == {200}
+    assert emu.calls("POST /public/v1/authenticate") == 1
+    assert emu.calls("POST /api/oauth2/token") == 1
+
+
+def test_revocation_heals_by_refresh_and_replay(emulator, gateway):
+    assert get_export(gateway).status_code == 404
+    requests.post(emulator.dex + "/__emulator/revoke")
+    r = get_export(gateway)
+    assert r.status_code == 404, r.text      # replayed with a new token, not a 401
+    assert emulator.calls("POST /public/v1/authenticate") == 2
+    assert emulator.calls("GET /public/export") == 3   # first, refused, replayed
+    assert gateway.metric("tidegate_token_replays_total") == 1
+    r = requests.get(gateway.sim + "/api/v1/cases", headers=gateway.headers())
+    assert r.status_code == 200
+    assert emulator.calls("POST /api/oauth2/token") == 2
+
+
+def test_replayed_post_keeps_its_body(emulator, gateway):
+    assert get_export(gateway).status_code == 404
+    requests.post(emulator.dex + "/__emulator/revoke")
+    r = requests.post(gateway.dex + "/public/v1/import/activities?projectId=P-DEMO",
+                      json=[{"id": "X-1", "siteId": "S-1"}], headers=gateway.headers())
+    assert r.status_code == 200, r.text
+    assert "correlationId" in r.json()
+
+
+def test_refresh_ahead_of_expiry(make_emulator, make_gateway):
+    emu = make_emulator({"dex": {"token_lifetime": "3s"}})
+    gw = make_gateway(emu, {"dex": {"refresh_before": "2s", "refresh_jitter": "0s"}})
+    deadline = time.monotonic() + 4.5
+    while time.monotonic() < deadline:
+        assert get_export(gw).status_code == 404
+        time.sleep(0.1)
+    assert emu.calls("POST /public/v1/authenticate") >= 2
+    assert gw.metric("tidegate_token_replays_total") == 0   # refreshed, never refused
+
+
+def test_login_outage_is_503_with_retry_after_not_a_hang(make_emulator, make_gateway):
+    emu = make_emulator()
+    emu.fault(path="/public/v1/authenticate", status=500)
+    gw = make_gateway(emu, {"dex": {"login_retry_after": "7s"}})
+    t0 = time.monotonic()
+    r = get_export(gw)
+    assert time.monotonic() - t0 < 5
+    assert r.status_code == 503
+    assert int(r.headers["Retry-After"]) >= 1
+    body = r.json()
+    assert body["error"] == "TOKEN_UNAVAILABLE" and body["requestId"]
+    assert "demo" not in r.text.replace("dex", "")   # no credentials in the error
+    emu.clear_faults()
+    deadline = time.monotonic() + 40
+    while get_export(gw).status_code != 404:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+
+
+def test_callers_own_logins_answered_from_cache(emulator, gateway):
+    url = gateway.dex + "/public/v1/authenticate"
+    tokens = {requests.post(url, json={"username": "demo", "password": "demo"}).json()["token"]
+              for _ in range(20)}
+    assert len(tokens) == 1
+    assert emulator.calls("POST /public/v1/authenticate") <= 2   # the gateway's own + one
+    tok = tokens.pop()
+    r = get_export(gateway, {"Authorization": "Bearer " + tok})   # caller token forwarded
+    assert r.status_code == 404
+    r = requests.post(url, json={"username": "demo", "password": "wrong"})
+    assert r.status_code == 401
+    assert gateway.metric("tidegate_login_cache_total", service="dex", result="hit") == 19
+
+
+def test_callers_own_client_credentials_answered_from_cache(emulator, gateway):
+    url = gateway.sim + "/api/oauth2/token"
+    form = {"grant_type": "client_credentials", "client_id": "demo",
+            "client_secret": "demo-secret"}
+    first = requests.post(url, data=form).json()
+    time.sleep(1.1)
+    second = requests.post(url, data=form).json()
+    assert first["access_token"] == second["access_token"]
+    assert second["expires_in"] < first["expires_in"]
+    assert emulator.stats()["byListener"]["auth"]["POST /api/oauth2/token"] <= 2
+    r = requests.post(url, data={**form, "client_secret": "nope"})
+    assert r.status_code == 401 and r.json()["error"] == "invalid_client"
+
+
+def test_api_keys(emulator, make_gateway):
+    gw = make_gateway(emulator, {"keys": [
+        {"name": "dexonly",
+         "sha256": "62af8704764faf8ea82fc61ce9c4c3908b6cb97d463a634e9e587d7c885db0ef",
+         "services": ["dex"]}], "dex": {"caller_tokens": False}})
+    assert get_export(gw).status_code == 404
+    assert requests.get(gw.dex + "/public/export?correlationId=x",
+                        headers={"X-Api-Key": TEST_KEY}).status_code == 404
+    r = requests.get(gw.dex + "/public/export?correlationId=x")
+    assert r.status_code == 401 and r.json()["error"] == "UNAUTHORIZED"
+    r = requests.get(gw.dex + "/public/export?correlationId=x",
+                     headers={"Authorization": "Bearer not-a-key"})
+    assert r.status_code == 401
+    r = requests.get(gw.sim + "/api/v1/cases", headers=gw.headers())
+    assert r.status_code == 403 and r.json()["error"] == "FORBIDDEN"
+    log = gw.read_log()
+    assert TEST_KEY not in log and "demo-secret" not in log
