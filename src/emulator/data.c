@@ -90,13 +90,23 @@ emu_data_site_exists(const struct emu_project *p, const char *site_id)
 	return parse_seq_id(site_id, "S-", p->cfg->sites) > 0;
 }
 
+/* Generated ids are zero-padded ("ACT-000123"), which parse_seq_id refuses,
+ * so the digits are read here and the canonical spelling checked after. */
 long long
 emu_data_activity_index(const struct emu_project *p, const char *id)
 {
+	long long n = 0, max = p->cfg->activities;
 	char canon[32];
-	long long n = parse_seq_id(id, "ACT-", p->cfg->activities);
+	const char *d;
 
-	if (n < 0)
+	if (strncmp(id, "ACT-", 4) != 0 || id[4] == '\0')
+		return -1;
+	for (d = id + 4; *d != '\0'; d++) {
+		if (*d < '0' || *d > '9' || n > max)
+			return -1;
+		n = n * 10 + (*d - '0');
+	}
+	if (n < 1 || n > max)
 		return -1;
 	snprintf(canon, sizeof(canon), "ACT-%06lld", n);
 	return strcmp(canon, id) == 0 ? n - 1 : -1;
