@@ -296,11 +296,12 @@ emu_data_activity_view(const struct emu_project *p, long long i, struct emu_acti
     struct emu_activity_buf *b)
 {
 	const struct tg_emu_project *c = p->cfg;
-	long long site = (long long)(emu_data_rand(p, EMU_K_ACTIVITY, i, 0) % (uint64_t)c->sites) + 1;
+	const int k = EMU_K_ACTIVITY;
+	long long site = (long long)(emu_data_rand(p, k, i, 0) % (uint64_t)c->sites) + 1;
 	int64_t day = 86400000LL;
-	int64_t start = p->epoch_ms + (int64_t)(emu_data_rand(p, EMU_K_ACTIVITY, i, 1) % 730) * day +
-	    (int64_t)(6 + emu_data_rand(p, EMU_K_ACTIVITY, i, 2) % 8) * 3600000LL;
-	uint64_t r = emu_data_rand(p, EMU_K_ACTIVITY, i, 3);
+	int64_t start = p->epoch_ms + (int64_t)(emu_data_rand(p, k, i, 1) % 730) * day +
+	    (int64_t)(6 + emu_data_rand(p, k, i, 2) % 8) * 3600000LL;
+	uint64_t r = emu_data_rand(p, k, i, 3);
 
 	memset(a, 0, sizeof(*a));
 	snprintf(b->id, sizeof(b->id), "ACT-%06lld", i + 1);

@@ -783,17 +783,20 @@ delivery_send(struct emu_stream *s)
 	struct event_base *base = s->job->emu->base;
 	struct evhttp_uri *u = evhttp_uri_parse(s->job->callback);
 	const char *path = evhttp_uri_get_path(u), *q = evhttp_uri_get_query(u);
+	const char *host = evhttp_uri_get_host(u);
 	int port = evhttp_uri_get_port(u) >= 0 ? evhttp_uri_get_port(u) : 80, rc = -1;
 	struct evhttp_request *r;
-	char *target;
+	char *target, addr[256];
 
+	/* the URI keeps an IPv6 literal's brackets; the resolver must not see them */
+	snprintf(addr, sizeof(addr), "%.*s", host[0] == '[' ? (int)strlen(host) - 2 :
+	    (int)strlen(host), host[0] == '[' ? host + 1 : host);
 	target = tg_xasprintf("%s%s%s", path != NULL && *path ? path : "/", q ? "?" : "",
 	    q ? q : "");
-	s->dest = tg_xasprintf("%s:%d", evhttp_uri_get_host(u), port);
+	s->dest = tg_xasprintf("%s:%d", host, port);
 	s->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	s->conn = evhttp_connection_base_new(base, s->dns, evhttp_uri_get_host(u),
-	    (ev_uint16_t)port);
+	s->conn = evhttp_connection_base_new(base, s->dns, addr, (ev_uint16_t)port);
 	if (s->conn == NULL)
 		goto done;
 	evhttp_connection_set_timeout(s->conn, CALLBACK_TIMEOUT_S);
