@@ -122,6 +122,80 @@ void emu_data_activity_put(struct emu_project *p, struct emu_activity *a);
 void emu_activity_copy(struct emu_activity *dst, const struct emu_activity *src);
 void emu_activity_cleanup(struct emu_activity *a);
 
+/** Record kinds; the value doubles as the kind argument of emu_data_rand. */
+enum emu_kind {
+	EMU_K_ACTIVITY = 1, EMU_K_CATEGORY, EMU_K_PERSONNEL, EMU_K_TIMESHEET,
+	EMU_K_WOS, EMU_K_WO, EMU_K_WP
+};
+
+/** Stateless hash of (project seed, kind, index, field). */
+uint64_t emu_data_rand(const struct emu_project *p, int kind, long long i, int field);
+
+/** Storage behind an activity from emu_data_activity_view (no heap). */
+struct emu_activity_buf {
+	char id[32], site[32], asset[48], name[40], category[32], status[16], type[16];
+	char wp[32], wo[32], remarks[48], team[2][16], per[32];
+	char *teams[2], *per_ids[1];
+	struct emu_manpower mp[2];
+};
+/**
+ * Generated activity i with every string in buf: out is valid while buf
+ * is and must not be cleaned up. emu_data_activity is this plus a copy.
+ */
+void emu_data_activity_view(const struct emu_project *p, long long i, struct emu_activity *out,
+    struct emu_activity_buf *buf);
+
+/*
+ * A record of any export kind as an ordered list of typed fields: the one
+ * shape that export filters read and the JSON writer walks. Strings are
+ * borrowed (from the record's arena, or from an activity that outlives it).
+ */
+enum emu_ftype { EMU_F_STR, EMU_F_LIST, EMU_F_TIME, EMU_F_INT, EMU_F_ENTRIES };
+
+struct emu_time_entry {
+	const char *id, *activity_id, *work_package_id, *personnel_id;	/* NULL: unset */
+	int64_t date_ms;
+	long long hours;
+};
+
+struct emu_field {
+	const char *key;		/* JSON member name (static) */
+	enum emu_ftype type;
+	int hidden;			/* filterable, not exported */
+	const char *s;			/* STR; NULL writes null */
+	const char *const *v;		/* LIST */
+	const struct emu_time_entry *te;	/* ENTRIES */
+	size_t n;			/* LIST, ENTRIES */
+	int64_t t;			/* TIME (EMU_NO_TIME writes null), INT */
+};
+
+#define EMU_REC_MAXF	24
+#define EMU_REC_MAXV	32
+#define EMU_REC_MAXTE	4
+#define EMU_REC_ARENA	1536
+
+struct emu_rec {
+	struct emu_field f[EMU_REC_MAXF];
+	size_t nf;
+	const char *vals[EMU_REC_MAXV];	/* elements of LIST fields, contiguous per field */
+	size_t nvals;
+	struct emu_time_entry te[EMU_REC_MAXTE];
+	size_t nte;
+	char arena[EMU_REC_ARENA];
+	size_t used;
+};
+
+void emu_rec_init(struct emu_rec *r);
+/** Append a zeroed field (t = EMU_NO_TIME); aborts past EMU_REC_MAXF. */
+struct emu_field *emu_rec_add(struct emu_rec *r, const char *key, enum emu_ftype type);
+/** Field by key, or NULL. */
+const struct emu_field *emu_rec_get(const struct emu_rec *r, const char *key);
+/** Number of generated records of a kind (from the project's config). */
+long long emu_data_count(const struct emu_project *p, enum emu_kind k);
+/** Generated record i (0-based) of a kind other than activities. */
+void emu_data_record(const struct emu_project *p, enum emu_kind k, long long i,
+    struct emu_rec *r);
+
 /* ---- export.c ---- */
 void emu_h_export_create(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
 void emu_h_export_get(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
