@@ -1,0 +1,80 @@
+/*
+ * test_metrics.c - Prometheus text rendering: counters, histogram buckets,
+ * HELP/TYPE once per metric, stable order.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <event2/buffer.h>
+
+#include "tidegate/metrics.h"
+
+static char *
+render(struct tg_metrics *m)
+{
+	struct evbuffer *b = evbuffer_new();
+	size_t n;
+	char *s;
+
+	tg_metrics_render(m, b);
+	n = evbuffer_get_length(b);
+	s = malloc(n + 1);
+	evbuffer_remove(b, s, n);
+	s[n] = '\0';
+	evbuffer_free(b);
+	return s;
+}
+
+static void
+test_counters(void **state)
+{
+	struct tg_metrics *m = tg_metrics_new();
+	char *s;
+
+	tg_metrics_help(m, "req_total", "counter", "Requests.");
+	tg_metrics_inc(m, "req_total", "code=\"200\"", 1);
+	tg_metrics_inc(m, "req_total", "code=\"200\"", 2);
+	tg_metrics_inc(m, "req_total", "code=\"404\"", 1);
+	tg_metrics_inc(m, "plain", "", 5);
+	s = render(m);
+	assert_string_equal(s, "plain 5\n"
+	    "# HELP req_total Requests.\n# TYPE req_total counter\n"
+	    "req_total{code=\"200\"} 3\nreq_total{code=\"404\"} 1\n");
+	assert_true(tg_metrics_value(m, "req_total", "code=\"200\"") == 3);
+	free(s);
+	tg_metrics_free(m);
+}
+
+static void
+test_histogram(void **state)
+{
+	struct tg_metrics *m = tg_metrics_new();
+	char *s;
+
+	tg_metrics_observe(m, "lat", "op=\"x\"", 0.003);
+	tg_metrics_observe(m, "lat", "op=\"x\"", 2.0);
+	s = render(m);
+	assert_non_null(strstr(s, "lat_bucket{op=\"x\",le=\"0.001\"} 0\n"));
+	assert_non_null(strstr(s, "lat_bucket{op=\"x\",le=\"0.005\"} 1\n"));
+	assert_non_null(strstr(s, "lat_bucket{op=\"x\",le=\"2.5\"} 2\n"));
+	assert_non_null(strstr(s, "lat_bucket{op=\"x\",le=\"+Inf\"} 2\n"));
+	assert_non_null(strstr(s, "lat_sum{op=\"x\"} 2.003000\n"));
+	assert_non_null(strstr(s, "lat_count{op=\"x\"} 2\n"));
+	free(s);
+	tg_metrics_free(m);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_counters),
+		cmocka_unit_test(test_histogram),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

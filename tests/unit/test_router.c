@@ -1,0 +1,108 @@
+/*
+ * test_router.c - every spelling of a data exchange or simulation path maps
+ * to its canonical operation; captures, 405 detection, template expansion.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tidegate/routes.h"
+
+static enum tg_op
+op(const struct tg_service_routes *sr, const char *method, const char *path, int *rc)
+{
+	struct tg_route_match m;
+
+	*rc = tg_route_match(sr, method, path, &m);
+	return m.route ? m.route->op : TG_OP_PASSTHROUGH;
+}
+
+static void
+test_dex_aliases(void **state)
+{
+	static const char *const prefixes[] = { "/public/v1", "/public", "/api/public/v1",
+		"/api", "" };
+	static const struct { const char *m, *p; enum tg_op op; } cases[] = {
+		{ "POST", "/authenticate", TG_OP_DEX_AUTHENTICATE },
+		{ "POST", "/export/activities", TG_OP_DEX_EXPORT },
+		{ "GET", "/export", TG_OP_DEX_EXPORT_GET },
+		{ "POST", "/import/activities", TG_OP_DEX_IMPORT_JSON },
+		{ "POST", "/import/activities/file", TG_OP_DEX_IMPORT_FILE },
+		{ "GET", "/import/status", TG_OP_DEX_IMPORT_STATUS },
+		{ "GET", "/import/result", TG_OP_DEX_IMPORT_RESULT },
+		{ "GET", "/import/failed", TG_OP_DEX_IMPORT_FAILED },
+		{ "GET", "/import/activities/failed", TG_OP_DEX_IMPORT_FAILED },
+	};
+	char path[128];
+	size_t i, j;
+	int rc;
+
+	for (i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		for (j = 0; j < sizeof(cases) / sizeof(cases[0]); j++) {
+			snprintf(path, sizeof(path), "%s%s", prefixes[i], cases[j].p);
+			if (op(&tg_dex_service_routes, cases[j].m, path, &rc) != cases[j].op)
+				fail_msg("%s %s", cases[j].m, path);
+			assert_int_equal(rc, 1);
+		}
+	}
+}
+
+static void
+test_dex_unknown_and_405(void **state)
+{
+	int rc;
+
+	assert_int_equal(op(&tg_dex_service_routes, "GET", "/public/v2/new", &rc),
+	    TG_OP_PASSTHROUGH);
+	assert_int_equal(rc, 0);
+	op(&tg_dex_service_routes, "DELETE", "/public/v1/import/status", &rc);
+	assert_int_equal(rc, -1);
+	op(&tg_dex_service_routes, "GET", "/publicx/export", &rc);
+	assert_int_equal(rc, 0);
+	op(&tg_dex_service_routes, "POST", "/public/v1/export/", &rc);
+	assert_int_equal(rc, 0);	/* no kind: not an export, passed through */
+}
+
+static void
+test_captures_and_expand(void **state)
+{
+	struct tg_route_match m;
+	char *s;
+
+	assert_int_equal(tg_route_match(&tg_dex_service_routes, "POST",
+	    "/api/export/work-orders", &m), 1);
+	assert_string_equal(tg_route_param(&m, "kind"), "work-orders");
+	s = tg_route_expand("/public/v1/export/{kind}", &m);
+	assert_string_equal(s, "/public/v1/export/work-orders");
+	free(s);
+	assert_null(tg_route_expand("/x/{missing}", &m));
+	assert_int_equal(tg_route_match(&tg_sim_service_routes, "GET",
+	    "/v1/simulations/abc-1/results", &m), 1);
+	assert_int_equal(m.route->op, TG_OP_SIM_RESULTS);
+	assert_string_equal(tg_route_param(&m, "id"), "abc-1");
+	assert_int_equal(tg_route_match(&tg_sim_service_routes, "POST", "/api/oauth2/token",
+	    &m), 1);
+	assert_int_equal(m.route->op, TG_OP_SIM_TOKEN);
+	assert_int_equal(tg_route_match(&tg_sim_service_routes, "GET", "/simulations", &m), 1);
+	assert_int_equal(m.route->op, TG_OP_SIM_LIST);
+	assert_int_equal(tg_route_match(&tg_sim_service_routes, "POST", "/simulations", &m), 1);
+	assert_int_equal(m.route->op, TG_OP_SIM_SUBMIT);
+	assert_string_equal(tg_op_name(TG_OP_DEX_EXPORT_GET), "export_get");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dex_aliases),
+		cmocka_unit_test(test_dex_unknown_and_405),
+		cmocka_unit_test(test_captures_and_expand),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
