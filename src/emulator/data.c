@@ -91,9 +91,16 @@ long long
 emu_data_activity_index(const struct emu_project *p, const char *id)
 {
 	char canon[32];
-	long long n = parse_seq_id(id, "ACT-", p->cfg->activities);
+	const char *d;
+	long long n;
 
-	if (n < 0)
+	/* Generated ids are zero-padded, which parse_seq_id refuses: skip the
+	 * padding here; the canonical comparison below rejects other spellings. */
+	if (strncmp(id, "ACT-", 4) != 0)
+		return -1;
+	for (d = id + 4; *d == '0'; d++)
+		;
+	if ((n = parse_seq_id(d, "", p->cfg->activities)) < 0)
 		return -1;
 	snprintf(canon, sizeof(canon), "ACT-%06lld", n);
 	return strcmp(canon, id) == 0 ? n - 1 : -1;
