@@ -309,6 +309,20 @@ def test_json_submission_errors(emulator, client):
         assert text in r.json()["message"], (params, body, r.json())
 
 
+def test_deep_nesting_is_refused_not_fatal(emulator, client):
+    deep = "[" * 1000000 + "]" * 1000000
+    r = requests.post(emulator.dex + IMPORT, params={"projectId": "P-DEMO"}, data=deep,
+                      headers=client.hdr, timeout=20)
+    assert r.status_code == 400, r.text
+    assert r.json()["message"] == "body: JSON nested deeper than 64 levels"
+    r = requests.post(emulator.dex + FILE, params={"projectId": "P-DEMO"}, headers=client.hdr,
+                      files={"file": ("a.json", deep)}, timeout=20)
+    assert r.status_code == 400, r.text
+    assert r.json()["message"] == "file: JSON nested deeper than 64 levels"
+    ok = [{"id": "D-1", "siteId": "S-1", "manpower": {"A": 1}, "teams": ["A"]}]
+    assert client.wait(client.submit(ok))["created"] == 1
+
+
 def test_reports_need_a_known_correlation_id(emulator, client):
     for path in ("/public/v1/import/status", "/public/v1/import/result",
                  "/public/v1/import/activities/failed"):
