@@ -12,18 +12,26 @@
 
 struct tg_multipart;
 
+/** Largest header block of one part, final empty line included. */
+#define TG_MULTIPART_MAX_HEADERS 8192
+
 struct tg_multipart_cbs {
 	/* A part starts: name and filename from Content-Disposition (filename may
 	 * be NULL), content type or NULL. Return non-zero to abort. */
 	int (*on_part_begin)(void *arg, const char *name, const char *filename,
 	    const char *content_type);
 	int (*on_part_data)(void *arg, const char *data, size_t len);
+	/* Only for parts whose closing delimiter was seen. */
 	int (*on_part_end)(void *arg);
 };
 
 /** Boundary parameter of a multipart/form-data Content-Type (malloc'd), or NULL. */
 char *tg_multipart_boundary(const char *content_type, struct tg_err *err);
-/** New parser; cbs and arg are borrowed; max_part_size 0 means unlimited. */
+/**
+ * New parser; cbs and arg are borrowed; max_part_size 0 means unlimited.
+ * An invalid boundary (RFC 2046: 1..70 bchars) gives a parser whose first
+ * feed or finish fails.
+ */
 struct tg_multipart *tg_multipart_new(const char *boundary, const struct tg_multipart_cbs *cbs,
     void *arg, size_t max_part_size);
 /** Feed bytes: 0, or -1 with err (malformed, part too large, aborted by a callback). */

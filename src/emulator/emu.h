@@ -72,6 +72,7 @@ struct tg_emu {
 	size_t nprojects;
 	struct tg_map *exports;		/* correlationId -> export job (export.c) */
 	struct tg_map *imports;		/* correlationId -> import job (import.c) */
+	struct emu_import_queue *importq;	/* import order and timer (import.c) */
 	struct tg_map *sims;		/* simulation id -> run (sim.c) */
 	struct tg_map *cases;		/* case id -> yajl_val partial case (sim.c) */
 	char **case_ids;		/* in listing order */
