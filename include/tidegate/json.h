@@ -15,7 +15,13 @@
 
 struct evbuffer;
 
-/** Parse len bytes (need not be NUL-terminated). Caller frees with yajl_tree_free. */
+/** Deepest nesting tg_json_parse accepts (the trees are freed recursively). */
+#define TG_JSON_MAX_DEPTH 64
+
+/**
+ * Parse len bytes (need not be NUL-terminated); refuses NUL bytes and
+ * nesting deeper than TG_JSON_MAX_DEPTH. Caller frees with yajl_tree_free.
+ */
 yajl_val tg_json_parse(const char *buf, size_t len, struct tg_err *err);
 /** Member of an object, or NULL (borrowed). */
 yajl_val tg_json_get(yajl_val obj, const char *key);

@@ -27,7 +27,6 @@
 #include "import.h"
 
 #define TICK_MS 100
-#define MAX_DEPTH 64		/* activities need 3 levels */
 
 struct import_row {
 	char *form;		/* packed row form of the submitted row */
@@ -241,38 +240,6 @@ done:
 	return p;
 }
 
-static int
-on_open(void *depth)
-{
-	return ++*(int *)depth <= MAX_DEPTH;	/* 0 stops the parser */
-}
-
-static int
-on_close(void *depth)
-{
-	--*(int *)depth;
-	return 1;
-}
-
-/*
- * yajl_tree_free recurses once per nesting level, so a few megabytes of
- * '[' would overflow the stack; yajl's streaming parser does not recurse
- * and measures the depth before any tree is built.
- */
-static int
-too_deep(const char *buf, size_t len)
-{
-	static const yajl_callbacks cb = { NULL, NULL, NULL, NULL, NULL, NULL, on_open, NULL,
-		on_close, on_open, on_close };
-	int depth = 0;
-	yajl_handle h = yajl_alloc(&cb, NULL, &depth);
-
-	if (yajl_parse(h, (const unsigned char *)buf, len) == yajl_status_ok)
-		(void)yajl_complete_parse(h);
-	yajl_free(h);
-	return depth > MAX_DEPTH;
-}
-
 /* Parse activities from buf: NULL with a malloc'd *msg when unusable. */
 static yajl_val
 parse_rows(const char *what, struct evbuffer *buf, char **msg)
@@ -289,10 +256,6 @@ parse_rows(const char *what, struct evbuffer *buf, char **msg)
 		return NULL;
 	}
 	data = (const char *)evbuffer_pullup(buf, -1);
-	if (too_deep(data, len)) {
-		*msg = tg_xasprintf("%s: JSON nested deeper than %d levels", what, MAX_DEPTH);
-		return NULL;
-	}
 	doc = tg_json_parse(data, len, &err);
 	if (doc == NULL) {
 		*msg = tg_xasprintf("%s: %s", what, err.msg);

@@ -6,8 +6,41 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <yajl/yajl_parse.h>
 
 #include "tidegate/json.h"
+
+static int
+on_open(void *depth)
+{
+	return ++*(int *)depth <= TG_JSON_MAX_DEPTH;	/* 0 stops the parser */
+}
+
+static int
+on_close(void *depth)
+{
+	--*(int *)depth;
+	return 1;
+}
+
+/*
+ * yajl_tree_parse and yajl_tree_free recurse once per nesting level, so a
+ * few megabytes of '[' would overflow the stack; yajl's streaming parser
+ * does not recurse, and measures the depth before any tree is built.
+ */
+static int
+too_deep(const char *buf, size_t len)
+{
+	static const yajl_callbacks cb = { NULL, NULL, NULL, NULL, NULL, NULL, on_open, NULL,
+		on_close, on_open, on_close };
+	int depth = 0;
+	yajl_handle h = yajl_alloc(&cb, NULL, &depth);
+
+	if (yajl_parse(h, (const unsigned char *)buf, len) == yajl_status_ok)
+		(void)yajl_complete_parse(h);
+	yajl_free(h);
+	return depth > TG_JSON_MAX_DEPTH;
+}
 
 yajl_val
 tg_json_parse(const char *buf, size_t len, struct tg_err *err)
@@ -19,6 +52,11 @@ tg_json_parse(const char *buf, size_t len, struct tg_err *err)
 	if (memchr(buf, '\0', len) != NULL) {
 		free(copy);
 		tg_err_set(err, "body contains a NUL byte");
+		return NULL;
+	}
+	if (too_deep(buf, len)) {
+		free(copy);
+		tg_err_set(err, "invalid JSON: nested deeper than %d levels", TG_JSON_MAX_DEPTH);
 		return NULL;
 	}
 	ebuf[0] = '\0';

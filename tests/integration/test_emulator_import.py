@@ -314,11 +314,11 @@ def test_deep_nesting_is_refused_not_fatal(emulator, client):
     r = requests.post(emulator.dex + IMPORT, params={"projectId": "P-DEMO"}, data=deep,
                       headers=client.hdr, timeout=20)
     assert r.status_code == 400, r.text
-    assert r.json()["message"] == "body: JSON nested deeper than 64 levels"
+    assert r.json()["message"] == "body: invalid JSON: nested deeper than 64 levels"
     r = requests.post(emulator.dex + FILE, params={"projectId": "P-DEMO"}, headers=client.hdr,
                       files={"file": ("a.json", deep)}, timeout=20)
     assert r.status_code == 400, r.text
-    assert r.json()["message"] == "file: JSON nested deeper than 64 levels"
+    assert r.json()["message"] == "file: invalid JSON: nested deeper than 64 levels"
     ok = [{"id": "D-1", "siteId": "S-1", "manpower": {"A": 1}, "teams": ["A"]}]
     assert client.wait(client.submit(ok))["created"] == 1
 

@@ -75,6 +75,17 @@ test_parse_errors(void **state)
 	assert_null(strchr(err.msg, '\n'));
 	assert_null(tg_json_parse("\"a\0b\"", 5, &err));
 	assert_string_equal(err.msg, "body contains a NUL byte");
+	{
+		static char deep[200001];
+
+		memset(deep, '[', sizeof(deep) - 1);
+		assert_null(tg_json_parse(deep, sizeof(deep) - 1, &err));
+		assert_string_equal(err.msg, "invalid JSON: nested deeper than 64 levels");
+		memset(deep, 0, sizeof(deep));
+		memset(deep, '[', 64);
+		memset(deep + 64, ']', 64);
+		yajl_tree_free(tg_json_parse(deep, 128, &err));
+	}
 }
 
 static void
