@@ -2,10 +2,10 @@
  * test_upstream.c - the upstream pool against in-process evhttp servers on
  * 127.0.0.1 (plain and TLS, same event loop): keep-alive reuse, the
  * max_conns limit with FIFO queueing, the idempotent retry, failover to
- * the fallback origin, read and connect timeouts, streaming 50 MB with
- * pause/resume, cancel mid-stream, fetch's max_body, and TLS verification
- * (good chain, wrong host, unknown CA) with throwaway certificates made by
- * the openssl CLI in a temporary directory.
+ * the fallback origin, read and connect timeouts, a malformed answer,
+ * streaming 50 MB with pause/resume, cancel mid-stream, fetch's max_body,
+ * and TLS verification (good chain, wrong host, unknown CA) with throwaway
+ * certificates made by the openssl CLI in a temporary directory.
  */
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -636,6 +636,52 @@ test_read_timeout(void **state)
 	tg_upstream_free(u);
 }
 
+/* A peer that answers anything with a line that is not HTTP. */
+static void
+on_garbage_accept(evutil_socket_t fd, short what, void *arg)
+{
+	int *cfd = arg;
+	ssize_t n = 0;
+
+	if ((*cfd = accept(fd, NULL, NULL)) >= 0)
+		n = write(*cfd, "NOT-HTTP garbage\r\n\r\n", 20);
+	(void)n;
+}
+
+static void
+test_protocol_error(void **state)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	struct tg_upstream_stats st;
+	struct tg_upstream *u;
+	struct event *ev;
+	struct call c;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd = -1;
+	char *url;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(lfd, 8), 0);
+	getsockname(lfd, (struct sockaddr *)&sa, &sl);
+	ev = event_new(T.base, lfd, EV_READ, on_garbage_accept, &cfd);
+	event_add(ev, NULL);
+	url = url_of("http", ntohs(sa.sin_port));
+	u = up_new(url, NULL, NULL);
+	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
+	run_until(&c.done, 3000);
+	assert_int_equal(c.err, TG_UP_PROTOCOL);
+	tg_upstream_get_stats(u, &st);
+	assert_int_equal(st.retries, 0);	/* bytes came back: not retried */
+	call_done(&c);
+	tg_upstream_free(u);
+	free(url);
+	event_free(ev);
+	if (cfd >= 0)
+		close(cfd);
+	close(lfd);
+}
+
 /* ---- streaming ---- */
 
 struct sink {
@@ -1083,6 +1129,7 @@ main(void)
 		T_(test_retry_idempotent),
 		T_(test_failover),
 		T_(test_read_timeout),
+		T_(test_protocol_error),
 		T_(test_stream_backpressure),
 		T_(test_cancel_mid_stream),
 		T_(test_cancel_queued),
