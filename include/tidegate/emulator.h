@@ -35,6 +35,8 @@ struct tg_emu_project {
 
 struct tg_emu_config {
 	char *listen_dex, *listen_sim, *listen_design, *listen_auth;
+	char *listen_dex_tls;		/* data exchange over TLS; NULL: off */
+	char *tls_cert_file, *tls_key_file;	/* PEM, for listen_dex_tls */
 	char *log_level;
 	int64_t max_body;
 	char *dex_jwt_secret;		/* random per start when unset */
@@ -60,7 +62,8 @@ extern const size_t tg_emu_config_nkeys;
 struct tg_emu *tg_emu_new(struct event_base *base, const struct tg_emu_config *cfg,
     struct tg_err *err);
 void tg_emu_free(struct tg_emu *emu);
-/** Bound port of a listener: "dex", "sim", "design" or "auth"; -1 if unknown. */
+/** Bound port of a listener: "dex", "sim", "design", "auth" or "dex_tls";
+ * -1 if unknown or not listening. */
 int tg_emu_port(const struct tg_emu *emu, const char *listener);
 
 #endif

@@ -10,6 +10,11 @@
  *
  * Used by the proxy path (streaming), the token cache and the poll
  * multiplexer (tg_upstream_fetch, buffered).
+ *
+ * Callbacks never run from inside tg_upstream_send/fetch: requests are
+ * started from the event loop. tg_upstream_free must not be called from
+ * inside one of the upstream's callbacks. The process must ignore SIGPIPE
+ * (upstreams close connections while we write).
  */
 #ifndef TIDEGATE_UPSTREAM_H
 #define TIDEGATE_UPSTREAM_H
@@ -26,18 +31,25 @@ struct evdns_base;
 struct evbuffer;
 struct evkeyvalq;
 
+/*
+ * A zero number takes its default (connect 10 s, read 30 s, max_conns 32,
+ * max_idle = max_conns). tls_verify is used as given (0 turns verification
+ * off, logged at warn); passing opts NULL means all defaults, verify on.
+ */
 struct tg_upstream_opts {
-	int64_t connect_timeout_ms;	/* per connection attempt */
-	int64_t read_timeout_ms;	/* idle time while waiting for response bytes */
+	int64_t connect_timeout_ms;	/* per connection attempt: DNS, TCP and TLS handshake */
+	int64_t read_timeout_ms;	/* no progress (bytes sent or received) for this long;
+					 * also how long an unused idle connection is kept */
 	size_t max_conns;		/* busy + idle connections per origin */
 	size_t max_idle;		/* idle connections kept per origin */
 	int tls_verify;			/* verify certificate chain and host name */
-	const char *ca_file;		/* PEM bundle; NULL: system default paths */
+	const char *ca_file;		/* PEM bundle (copied); NULL: system default paths */
 };
 
 enum tg_up_error {
 	TG_UP_OK = 0,
-	TG_UP_CONNECT,		/* no connection could be made: nothing was sent */
+	TG_UP_CONNECT,		/* no connection could be made (refused, DNS, TLS
+				 * handshake or verification): nothing was sent */
 	TG_UP_TIMEOUT,		/* connect or read timeout */
 	TG_UP_RESET,		/* connection failed after the request was (partly) sent */
 	TG_UP_PROTOCOL,		/* malformed response */
@@ -51,7 +63,12 @@ struct tg_up_cbs {
 	/** Response head arrived; headers are borrowed until on_done returns. */
 	void (*on_head)(struct tg_up_req *r, int status, const struct evkeyvalq *headers,
 	    void *arg);
-	/** Body bytes are in buf: move or drain what you consume. */
+	/**
+	 * Body bytes are in buf (owned by the request): move or drain what you
+	 * consume. Bytes left are offered again with the next piece; leave
+	 * bytes only together with tg_up_req_pause, or they may be dropped at
+	 * the end.
+	 */
 	void (*on_body)(struct tg_up_req *r, struct evbuffer *buf, void *arg);
 	/** Exactly once per request unless it was cancelled; r is freed after it returns. */
 	void (*on_done)(struct tg_up_req *r, enum tg_up_error err, void *arg);
@@ -71,31 +88,58 @@ const char *tg_upstream_base_path(const struct tg_upstream *u);
 
 /**
  * Send method uri (path and query, already including the base path) with
- * headers (copied; Host is set by the pool) and body (borrowed by reference:
- * it must stay alive and unchanged until on_done; NULL for none). Hop-by-hop
- * headers in headers are the caller's responsibility. Returns the request.
+ * headers (copied; Host and Content-Length are set by the pool) and body
+ * (borrowed by reference: it must stay alive and unchanged until on_done;
+ * NULL for none). Hop-by-hop headers in headers are the caller's
+ * responsibility. cbs is copied, arg borrowed. Returns the request, owned
+ * by the pool: valid until on_done returns or tg_up_req_cancel.
+ *
+ * A primary that cannot be connected to (nothing sent) hands the request
+ * to the fallback, with the primary's base path swapped for the
+ * fallback's. An attempt that fails before any response byte is retried
+ * once on a fresh connection if the method is idempotent (GET, HEAD, PUT,
+ * DELETE, OPTIONS) or nothing was sent; timeouts and rejected
+ * certificates are not retried.
  */
 struct tg_up_req *tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method,
     const char *uri, const struct evkeyvalq *headers, struct evbuffer *body,
     const struct tg_up_cbs *cbs, void *arg);
-/** Stop reading the response body (the sink is full) / start again. */
+/**
+ * Stop reading the response body (the sink is full) / start again. Safe
+ * from inside on_head/on_body/on_done and after the body is complete; bytes
+ * already read wait in the request and come with the next on_body after
+ * resume. While paused the read timeout does not run.
+ */
 void tg_up_req_pause(struct tg_up_req *r);
 void tg_up_req_resume(struct tg_up_req *r);
-/** Abort (the client went away): no callback is called after this. */
+/**
+ * Abort (the client went away): no callback is called after this, r is
+ * freed, the connection is closed (never reused half-read). Safe from
+ * inside the request's callbacks; a no-op inside on_done.
+ */
 void tg_up_req_cancel(struct tg_up_req *r);
 /** "primary" or "fallback": which origin answered (valid from on_head). */
 const char *tg_up_req_origin(const struct tg_up_req *r);
+/** Why the request failed, in words for logs and error bodies (borrowed,
+ * valid in on_done; "" on success). */
+const char *tg_up_req_detail(const struct tg_up_req *r);
 
 typedef void (*tg_up_fetch_cb)(int status, const struct evkeyvalq *headers,
     struct evbuffer *body, enum tg_up_error err, void *arg);
 /**
  * Buffered exchange for small bodies (logins, polls): cb gets the whole
  * body (borrowed) or an error; at most max_body bytes (TG_UP_TOO_LARGE).
+ * cb is called exactly once unless the request is cancelled; status and
+ * headers are 0/NULL when no response head arrived, body is NULL on any
+ * error. All three are borrowed until cb returns.
  */
 struct tg_up_req *tg_upstream_fetch(struct tg_upstream *u, enum evhttp_cmd_type method,
     const char *uri, const struct evkeyvalq *headers, struct evbuffer *body, size_t max_body,
     tg_up_fetch_cb cb, void *arg);
 
+/* idle/busy/queued: now, both origins; the rest count since _new:
+ * requests sent, retries, failovers to the fallback, and attempts that
+ * failed before a connection was up (connect_errors). */
 struct tg_upstream_stats {
 	size_t idle, busy, queued;
 	unsigned long long requests, retries, failovers, connect_errors;

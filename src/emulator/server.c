@@ -3,6 +3,8 @@
  * is counted (GET /__emulator/stats), may be delayed or failed by an
  * injected fault, then routed by listener, method and path pattern. The
  * control API (/__emulator/...) is answered on every listener, uncounted.
+ * An optional TLS listener (listen.dex_tls) serves the dex routes, counted
+ * as dex, for the gateway's TLS tests and for users who want HTTPS.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +12,11 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "tidegate/errors.h"
 #include "tidegate/http.h"
@@ -64,6 +69,13 @@ struct emu_pending {
 
 static struct listener_ctx lctx[EMU_NLISTENERS];	/* one emulator per process */
 static const char *const lnames[] = { "dex", "sim", "design", "auth" };
+
+/* The TLS copy of the dex listener; kept here, like lctx, per process. */
+static struct {
+	struct evhttp *http;
+	SSL_CTX *ctx;
+	int port;
+} tls_dex;
 
 const char *
 emu_listener_name(int l)
@@ -305,6 +317,57 @@ listen_addr(const struct tg_emu_config *cfg, int l)
 	}
 }
 
+static struct bufferevent *
+on_tls_accept(struct event_base *base, void *arg)
+{
+	SSL *ssl = SSL_new(arg);
+
+	return ssl ? bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+	    BEV_OPT_CLOSE_ON_FREE) : NULL;
+}
+
+static SSL_CTX *
+tls_ctx(const struct tg_emu_config *cfg, struct tg_err *err)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	char reason[160];
+
+	if (ctx != NULL) {
+		SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+		if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert_file) == 1 &&
+		    SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file, SSL_FILETYPE_PEM) == 1 &&
+		    SSL_CTX_check_private_key(ctx) == 1)
+			return ctx;
+	}
+	ERR_error_string_n(ERR_get_error(), reason, sizeof(reason));
+	ERR_clear_error();
+	tg_err_set(err, "tls.cert_file/tls.key_file: %s", reason);
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+/* Same handler and counters as the plain dex listener; only the
+ * connection's bufferevent differs. */
+static int
+tls_listen(struct event_base *base, const struct tg_emu_config *cfg, struct tg_err *err)
+{
+	if (cfg->tls_cert_file == NULL || cfg->tls_key_file == NULL) {
+		tg_err_set(err, "listen.dex_tls needs tls.cert_file and tls.key_file");
+		return -1;
+	}
+	if ((tls_dex.ctx = tls_ctx(cfg, err)) == NULL)
+		return -1;
+	tls_dex.http = tg_http_listen(base, cfg->listen_dex_tls, (size_t)cfg->max_body,
+	    &tls_dex.port, err);
+	if (tls_dex.http == NULL)
+		return -1;
+	evhttp_set_bevcb(tls_dex.http, on_tls_accept, tls_dex.ctx);
+	evhttp_set_gencb(tls_dex.http, on_request, &lctx[EMU_DEX]);
+	tg_log(TG_LOG_INFO, "listening", TG_LS("listener", "dex_tls"),
+	    TG_LS("addr", cfg->listen_dex_tls), TG_LI("port", tls_dex.port));
+	return 0;
+}
+
 struct tg_emu *
 tg_emu_new(struct event_base *base, const struct tg_emu_config *cfg, struct tg_err *err)
 {
@@ -338,6 +401,10 @@ tg_emu_new(struct event_base *base, const struct tg_emu_config *cfg, struct tg_e
 		tg_log(TG_LOG_INFO, "listening", TG_LS("listener", lnames[l]),
 		    TG_LS("addr", listen_addr(cfg, l)), TG_LI("port", emu->port[l]));
 	}
+	if (cfg->listen_dex_tls != NULL && tls_listen(base, cfg, err) != 0) {
+		tg_emu_free(emu);
+		return NULL;
+	}
 	return emu;
 }
 
@@ -349,6 +416,8 @@ tg_emu_port(const struct tg_emu *emu, const char *listener)
 	for (l = 0; l < EMU_NLISTENERS; l++)
 		if (strcmp(lnames[l], listener) == 0)
 			return emu->port[l];
+	if (strcmp(listener, "dex_tls") == 0 && tls_dex.http != NULL)
+		return tls_dex.port;
 	return -1;
 }
 
@@ -364,6 +433,10 @@ tg_emu_free(struct tg_emu *emu)
 	for (l = 0; l < EMU_NLISTENERS; l++)
 		if (emu->http[l] != NULL)
 			evhttp_free(emu->http[l]);
+	if (tls_dex.http != NULL)
+		evhttp_free(tls_dex.http);
+	SSL_CTX_free(tls_dex.ctx);
+	memset(&tls_dex, 0, sizeof(tls_dex));
 	emu_exports_free(emu);
 	emu_imports_free(emu);
 	emu_sim_free(emu);

@@ -1,0 +1,525 @@
+/*
+ * pool.c - the upstream object and its per-origin connection pools: URL
+ * parsing, options, the idle list and busy set of evhttp connections, the
+ * FIFO of requests waiting for a connection, and the "pump", one event per
+ * upstream that starts queued requests and frees dead connections outside
+ * of their own callbacks. Called by request.c and by the public API users
+ * (proxy path, token cache, poll multiplexer).
+ *
+ * Connections are never reconnected by libevent: once closed, for any
+ * reason, a connection is discarded and replaced (bufferevent_openssl keeps
+ * stale state across evhttp's own reconnects, so the rule is uniform).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <event2/bufferevent_ssl.h>
+
+#include "tidegate/log.h"
+#include "up.h"
+
+#define UP_CONNECT_TIMEOUT_MS	10000
+#define UP_READ_TIMEOUT_MS	30000
+#define UP_MAX_CONNS		32
+#define UP_MAX_HEADERS		(64 * 1024)
+/* libevent's own connect timeout, a backstop behind ours (see conn_new). */
+#define UP_BACKSTOP_MS		1000
+
+static void
+ms_to_tv(int64_t ms, struct timeval *tv)
+{
+	tv->tv_sec = (time_t)(ms / 1000);
+	tv->tv_usec = (suseconds_t)((ms % 1000) * 1000);
+}
+
+void
+up_conn_nodelay(struct up_conn *c, evutil_socket_t fd)
+{
+	int one = 1;
+
+	if (c->nodelay || fd < 0)
+		return;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0)
+		c->nodelay = 1;
+}
+
+void
+up_pump_kick(struct tg_upstream *u)
+{
+	event_active(u->pump, EV_TIMEOUT, 0);
+}
+
+void
+up_enqueue(struct up_origin *o, struct tg_up_req *r, int head)
+{
+	r->o = o;
+	if (head)
+		TAILQ_INSERT_HEAD(&o->queue, r, qentry);
+	else
+		TAILQ_INSERT_TAIL(&o->queue, r, qentry);
+	r->queued = 1;
+	o->nqueued++;
+	up_pump_kick(o->u);
+}
+
+void
+up_dequeue(struct tg_up_req *r)
+{
+	if (!r->queued)
+		return;
+	TAILQ_REMOVE(&r->o->queue, r, qentry);
+	r->o->nqueued--;
+	r->queued = 0;
+}
+
+/*
+ * The first bytes evhttp adds to the output buffer mean the connection is
+ * up (it only writes after BEV_EVENT_CONNECTED, i.e. after the TLS
+ * handshake too); bytes leaving it while a socket is attached went to the
+ * kernel. evhttp_connection_reset_ drains the buffer after detaching the
+ * socket, which is why the fd is checked: those bytes were never sent.
+ */
+static void
+on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct up_conn *c = arg;
+	struct tg_upstream *u = c->o->u;
+	evutil_socket_t fd;
+	struct timeval tv;
+
+	if (c->state != UP_CONN_BUSY || (fd = bufferevent_getfd(c->bev)) < 0)
+		return;
+	ms_to_tv(u->opts.read_timeout_ms, &tv);
+	if (info->n_added > 0 && !c->established) {
+		c->established = 1;
+		evtimer_del(c->ctimer);
+		up_conn_nodelay(c, fd);
+		evhttp_connection_set_timeout_tv(c->evcon, &tv);
+	}
+	if (info->n_deleted > 0) {
+		c->sent = 1;
+		/* Upload progress counts as activity: a large body must not
+		 * run into the read timeout while it is still being sent. */
+		bufferevent_set_timeouts(c->bev, &tv, &tv);
+	}
+}
+
+static void
+on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct up_conn *c = arg;
+
+	if (info->n_added > 0 && c->state == UP_CONN_BUSY && c->r != NULL && c->established)
+		c->r->got_bytes = 1;
+}
+
+/* libevent closed the socket: the server went away, a response said
+ * "Connection: close", or a request failed. An idle connection goes now;
+ * a busy one when its request's outcome is handled. */
+static void
+on_conn_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct up_conn *c = arg;
+
+	c->closed = 1;
+	if (c->state == UP_CONN_IDLE)
+		up_conn_kill(c);
+}
+
+static void
+on_connect_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct up_conn *c = arg;
+
+	c->timed_out = 1;
+	if (c->state == UP_CONN_BUSY && c->r != NULL)
+		up_req_connect_timeout(c);
+	else
+		up_conn_kill(c);
+}
+
+static struct bufferevent *
+conn_bev(struct up_conn *c)
+{
+	struct tg_upstream *u = c->o->u;
+	struct bufferevent *bev;
+	SSL *ssl;
+
+	if (!c->o->tls)
+		return bufferevent_socket_new(u->base, -1,
+		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if ((ssl = up_tls_ssl_new(u, c->o, c)) == NULL)
+		return NULL;
+	bev = bufferevent_openssl_socket_new(u->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (bev == NULL) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	/* Servers rarely send close_notify; a missing one must not turn a
+	 * read-until-close body into an error. */
+	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	return bev;
+}
+
+/*
+ * Connect timeout: libevent 2.1 applies one evhttp timeout to connecting
+ * and reading, and reports an expired connect like a refused one (done
+ * callback, code 0, no error). So the connect timeout is our own timer
+ * (covering DNS, TCP and the TLS handshake), libevent's timeout is set just
+ * behind it as a backstop, and switched to the read timeout in on_output
+ * once the connection is up.
+ */
+static struct up_conn *
+conn_new(struct up_origin *o)
+{
+	struct tg_upstream *u = o->u;
+	struct up_conn *c = tg_xcalloc(1, sizeof(*c));
+	struct timeval tv;
+
+	c->o = o;
+	if ((c->bev = conn_bev(c)) == NULL)
+		goto err;
+	c->evcon = evhttp_connection_base_bufferevent_new(u->base, u->dns, c->bev, o->host,
+	    (ev_uint16_t)o->port);
+	if (c->evcon == NULL) {
+		bufferevent_free(c->bev);
+		goto err;
+	}
+	evhttp_connection_set_retries(c->evcon, 0);
+	evhttp_connection_set_max_headers_size(c->evcon, UP_MAX_HEADERS);
+	/* An early answer (413 while uploading) beats a reset. */
+	evhttp_connection_set_flags(c->evcon, EVHTTP_CON_READ_ON_WRITE_ERROR);
+	evhttp_connection_set_closecb(c->evcon, on_conn_close, c);
+	ms_to_tv(u->opts.connect_timeout_ms + UP_BACKSTOP_MS, &tv);
+	evhttp_connection_set_timeout_tv(c->evcon, &tv);
+	c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), on_output, c);
+	c->in_cb = evbuffer_add_cb(bufferevent_get_input(c->bev), on_input, c);
+	c->ctimer = evtimer_new(u->base, on_connect_timer, c);
+	ms_to_tv(u->opts.connect_timeout_ms, &tv);
+	evtimer_add(c->ctimer, &tv);
+	return c;
+err:
+	tg_log(TG_LOG_WARN, "upstream_conn_failed", TG_LS("origin", o->name),
+	    TG_LS("host", o->hosthdr));
+	free(c);
+	return NULL;
+}
+
+static void
+conn_free(struct up_conn *c)
+{
+	SSL *ssl;
+
+	/* The bufferevent may outlive evhttp_connection_free while deferred
+	 * callbacks hold a reference: nothing of it may point at c. */
+	if (c->o->tls && (ssl = bufferevent_openssl_get_ssl(c->bev)) != NULL) {
+		SSL_set_app_data(ssl, NULL);
+		SSL_set_info_callback(ssl, NULL);
+	}
+	evhttp_connection_set_closecb(c->evcon, NULL, NULL);
+	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
+	evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->in_cb);
+	evhttp_connection_free(c->evcon);
+	event_free(c->ctimer);
+	free(c);
+}
+
+void
+up_conn_kill(struct up_conn *c)
+{
+	struct up_origin *o = c->o;
+
+	switch (c->state) {
+	case UP_CONN_IDLE:
+		TAILQ_REMOVE(&o->idle, c, entry);
+		o->nidle--;
+		break;
+	case UP_CONN_BUSY:
+		TAILQ_REMOVE(&o->busy, c, entry);
+		o->nbusy--;
+		break;
+	case UP_CONN_DEAD:
+		return;
+	}
+	c->state = UP_CONN_DEAD;
+	c->r = NULL;
+	TAILQ_INSERT_TAIL(&o->u->dead, c, entry);
+	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	evtimer_del(c->ctimer);
+	up_pump_kick(o->u);
+}
+
+void
+up_conn_release(struct up_conn *c, int reusable)
+{
+	struct up_origin *o = c->o;
+
+	c->r = NULL;
+	c->nreq++;
+	if (!reusable || c->closed || o->nidle >= o->u->opts.max_idle) {
+		up_conn_kill(c);
+		return;
+	}
+	TAILQ_REMOVE(&o->busy, c, entry);
+	o->nbusy--;
+	/* Most recently used first: it is the least likely to be stale. */
+	TAILQ_INSERT_HEAD(&o->idle, c, entry);
+	o->nidle++;
+	c->state = UP_CONN_IDLE;
+	if (o->nqueued > 0)
+		up_pump_kick(o->u);
+}
+
+/* A connection for the head request: 1 with *cp set (NULL if one could
+ * not be made), 0 when the origin is at max_conns and r must wait. */
+static int
+pick(struct up_origin *o, int fresh, struct up_conn **cp)
+{
+	struct up_conn *c;
+
+	*cp = NULL;
+	if (!fresh && (c = TAILQ_FIRST(&o->idle)) != NULL) {
+		TAILQ_REMOVE(&o->idle, c, entry);
+		o->nidle--;
+		*cp = c;
+		return 1;
+	}
+	if (o->nidle + o->nbusy >= o->u->opts.max_conns) {
+		if (o->nidle == 0)
+			return 0;
+		up_conn_kill(TAILQ_LAST(&o->idle, up_connq));
+	}
+	*cp = conn_new(o);
+	return 1;
+}
+
+static void
+dispatch(struct up_origin *o)
+{
+	struct tg_up_req *r;
+	struct up_conn *c;
+
+	while ((r = TAILQ_FIRST(&o->queue)) != NULL) {
+		if (!pick(o, r->fresh, &c))
+			break;
+		up_dequeue(r);
+		if (c == NULL) {
+			up_req_fail_start(r);
+			continue;
+		}
+		c->state = UP_CONN_BUSY;
+		TAILQ_INSERT_TAIL(&o->busy, c, entry);
+		o->nbusy++;
+		up_req_start(r, c);
+	}
+}
+
+static void
+on_pump(evutil_socket_t fd, short what, void *arg)
+{
+	struct tg_upstream *u = arg;
+	struct up_conn *c;
+	int i;
+
+	while ((c = TAILQ_FIRST(&u->dead)) != NULL) {
+		TAILQ_REMOVE(&u->dead, c, entry);
+		conn_free(c);
+	}
+	for (i = 0; i < u->norigins; i++)
+		dispatch(&u->origin[i]);
+}
+
+static int
+is_ip(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
+}
+
+static int
+origin_parse(struct up_origin *o, const struct evhttp_uri *uri, const char *url,
+    struct tg_err *err)
+{
+	const char *scheme = evhttp_uri_get_scheme(uri), *host = evhttp_uri_get_host(uri);
+	const char *path = evhttp_uri_get_path(uri);
+	int port = evhttp_uri_get_port(uri), defport;
+	size_t n;
+
+	if (scheme == NULL || (strcasecmp(scheme, "http") != 0 &&
+	    strcasecmp(scheme, "https") != 0)) {
+		tg_err_set(err, "%s URL '%s': scheme must be http or https", o->name, url);
+		return -1;
+	}
+	if (host == NULL || *host == '\0' || evhttp_uri_get_userinfo(uri) != NULL ||
+	    evhttp_uri_get_query(uri) != NULL || evhttp_uri_get_fragment(uri) != NULL ||
+	    port == 0) {
+		tg_err_set(err, "%s URL '%s': want scheme://host[:port][/base]", o->name, url);
+		return -1;
+	}
+	o->tls = strcasecmp(scheme, "https") == 0;
+	defport = o->tls ? 443 : 80;
+	o->port = port > 0 ? port : defport;
+	n = strlen(host);
+	o->host = host[0] == '[' ? tg_xstrndup(host + 1, n - 2) : tg_xstrdup(host);
+	o->is_ip = is_ip(o->host);
+	o->hosthdr = port > 0 && port != defport ? tg_xasprintf("%s:%d", host, port) :
+	    tg_xstrdup(host);
+	n = path ? strlen(path) : 0;
+	while (n > 0 && path[n - 1] == '/')
+		n--;
+	o->base_path = tg_xstrndup(path ? path : "", n);
+	return 0;
+}
+
+static int
+origin_init(struct tg_upstream *u, int i, const char *url, struct tg_err *err)
+{
+	struct up_origin *o = &u->origin[i];
+	struct evhttp_uri *uri;
+	int rc;
+
+	o->name = i == 0 ? "primary" : "fallback";
+	if ((uri = evhttp_uri_parse(url)) == NULL) {
+		tg_err_set(err, "%s URL '%s' does not parse", o->name, url);
+		return -1;
+	}
+	rc = origin_parse(o, uri, url, err);
+	evhttp_uri_free(uri);
+	if (rc == 0 && !o->is_ip && u->dns == NULL) {
+		tg_err_set(err, "%s URL '%s': a host name needs an evdns_base", o->name, url);
+		rc = -1;
+	}
+	return rc;
+}
+
+static void
+opts_init(struct tg_upstream *u, const struct tg_upstream_opts *opts)
+{
+	struct tg_upstream_opts *o = &u->opts;
+
+	if (opts != NULL)
+		*o = *opts;
+	else
+		o->tls_verify = 1;
+	if (o->connect_timeout_ms <= 0)
+		o->connect_timeout_ms = UP_CONNECT_TIMEOUT_MS;
+	if (o->read_timeout_ms <= 0)
+		o->read_timeout_ms = UP_READ_TIMEOUT_MS;
+	if (o->max_conns == 0)
+		o->max_conns = UP_MAX_CONNS;
+	if (o->max_idle == 0 || o->max_idle > o->max_conns)
+		o->max_idle = o->max_conns;
+	u->ca_file = o->ca_file ? tg_xstrdup(o->ca_file) : NULL;
+	o->ca_file = u->ca_file;
+}
+
+struct tg_upstream *
+tg_upstream_new(struct event_base *base, struct evdns_base *dns, const char *url,
+    const char *fallback_url, const struct tg_upstream_opts *opts, struct tg_err *err)
+{
+	struct tg_upstream *u = tg_xcalloc(1, sizeof(*u));
+	int i;
+
+	u->base = base;
+	u->dns = dns;
+	TAILQ_INIT(&u->dead);
+	TAILQ_INIT(&u->live);
+	for (i = 0; i < 2; i++) {
+		u->origin[i].u = u;
+		TAILQ_INIT(&u->origin[i].idle);
+		TAILQ_INIT(&u->origin[i].busy);
+		TAILQ_INIT(&u->origin[i].queue);
+	}
+	opts_init(u, opts);
+	u->pump = event_new(base, -1, 0, on_pump, u);
+	if (origin_init(u, 0, url, err) != 0)
+		goto fail;
+	u->norigins = 1;
+	if (fallback_url != NULL && *fallback_url != '\0') {
+		if (origin_init(u, 1, fallback_url, err) != 0)
+			goto fail;
+		u->norigins = 2;
+	}
+	if ((u->origin[0].tls || u->origin[1].tls) &&
+	    (u->ssl_ctx = up_tls_ctx_new(&u->opts, err)) == NULL)
+		goto fail;
+	if (u->ssl_ctx != NULL && !u->opts.tls_verify)
+		tg_log(TG_LOG_WARN, "upstream_tls_verify_off", TG_LS("host", u->origin[0].hosthdr));
+	return u;
+fail:
+	tg_upstream_free(u);
+	return NULL;
+}
+
+static void
+origin_free(struct up_origin *o)
+{
+	struct up_conn *c;
+
+	while ((c = TAILQ_FIRST(&o->idle)) != NULL) {
+		TAILQ_REMOVE(&o->idle, c, entry);
+		conn_free(c);
+	}
+	while ((c = TAILQ_FIRST(&o->busy)) != NULL) {
+		TAILQ_REMOVE(&o->busy, c, entry);
+		conn_free(c);
+	}
+	free(o->host);
+	free(o->hosthdr);
+	free(o->base_path);
+}
+
+void
+tg_upstream_free(struct tg_upstream *u)
+{
+	struct tg_up_req *r;
+	struct up_conn *c;
+	int i;
+
+	if (u == NULL)
+		return;
+	while ((r = TAILQ_FIRST(&u->live)) != NULL)
+		up_req_free(r);
+	for (i = 0; i < 2; i++)
+		origin_free(&u->origin[i]);
+	while ((c = TAILQ_FIRST(&u->dead)) != NULL) {
+		TAILQ_REMOVE(&u->dead, c, entry);
+		conn_free(c);
+	}
+	if (u->pump != NULL)
+		event_free(u->pump);
+	SSL_CTX_free(u->ssl_ctx);
+	free(u->ca_file);
+	free(u);
+}
+
+const char *
+tg_upstream_base_path(const struct tg_upstream *u)
+{
+	return u->origin[0].base_path;
+}
+
+void
+tg_upstream_get_stats(const struct tg_upstream *u, struct tg_upstream_stats *st)
+{
+	int i;
+
+	memset(st, 0, sizeof(*st));
+	for (i = 0; i < u->norigins; i++) {
+		st->idle += u->origin[i].nidle;
+		st->busy += u->origin[i].nbusy;
+		st->queued += u->origin[i].nqueued;
+	}
+	st->requests = u->requests;
+	st->retries = u->retries;
+	st->failovers = u->failovers;
+	st->connect_errors = u->connect_errors;
+}

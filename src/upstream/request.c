@@ -1,0 +1,500 @@
+/*
+ * request.c - one upstream request from tg_upstream_send to on_done: the
+ * evhttp request built for each attempt, libevent's callbacks mapped to
+ * on_head / on_body / on_done, the outcome of a failed attempt (failover,
+ * one retry, or the error), and pause / resume / cancel. Called by the
+ * pool's pump (up_req_start) and by the users of upstream.h.
+ *
+ * libevent reports failures three ways: a done callback with response code
+ * 0 (connect failed or timed out, no error callback), an error callback
+ * followed by a done callback with NULL, or nothing at all when we dropped
+ * the connection ourselves. So the outcome is judged from what the
+ * connection saw (established, sent, got_bytes; see pool.c), not from
+ * libevent's error code alone.
+ *
+ * A user callback may cancel its request; the request is then freed when
+ * the outermost of our frames returns (hold/release), never under it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/bufferevent_ssl.h>
+#include <event2/util.h>
+
+#include "tidegate/log.h"
+#include "up.h"
+
+static void
+hold(struct tg_up_req *r)
+{
+	r->depth++;
+}
+
+/* Free r if it is over and no frame of ours still uses it; r may be
+ * gone after this returns. */
+static void
+release(struct tg_up_req *r)
+{
+	if (--r->depth == 0 && (r->done || r->cancelled))
+		up_req_free(r);
+}
+
+static int
+idempotent(enum evhttp_cmd_type m)
+{
+	return m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD || m == EVHTTP_REQ_PUT ||
+	    m == EVHTTP_REQ_DELETE || m == EVHTTP_REQ_OPTIONS;
+}
+
+/* Path for logs: the query may carry credentials. */
+static void
+log_path(const struct tg_up_req *r, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.*s", (int)strcspn(r->uri, "?"), r->uri);
+}
+
+static void
+complete(struct tg_up_req *r, enum tg_up_error err)
+{
+	if (r->cancelled || r->done)
+		return;
+	r->done = 1;
+	if (r->kick != NULL)
+		event_del(r->kick);
+	r->cbs.on_done(r, err, r->arg);
+}
+
+static void
+deliver_body(struct tg_up_req *r)
+{
+	if (r->cbs.on_body != NULL)
+		r->cbs.on_body(r, r->in, r->arg);
+	else
+		evbuffer_drain(r->in, evbuffer_get_length(r->in));
+}
+
+/* Hand over what is buffered, then finish once the response is complete
+ * and nothing is held back by a pause. Caller holds r. */
+static void
+deliver(struct tg_up_req *r)
+{
+	if (!r->paused && !r->cancelled && evbuffer_get_length(r->in) > 0)
+		deliver_body(r);
+	if (r->finished && !r->cancelled && !r->done &&
+	    (!r->paused || evbuffer_get_length(r->in) == 0))
+		complete(r, TG_UP_OK);
+}
+
+static void
+on_req_kick(evutil_socket_t fd, short what, void *arg)
+{
+	struct tg_up_req *r = arg;
+
+	hold(r);
+	deliver(r);
+	release(r);
+}
+
+static void
+kick(struct tg_up_req *r)
+{
+	if (r->kick == NULL)
+		r->kick = event_new(r->u->base, -1, 0, on_req_kick, r);
+	event_active(r->kick, EV_TIMEOUT, 0);
+}
+
+static enum tg_up_error
+classify(const struct up_conn *c)
+{
+	if (c->timed_out || (c->has_lerr && c->lerr == EVREQ_HTTP_TIMEOUT))
+		return TG_UP_TIMEOUT;
+	if (!c->sent)
+		return TG_UP_CONNECT;
+	if (c->has_lerr && (c->lerr == EVREQ_HTTP_INVALID_HEADER ||
+	    c->lerr == EVREQ_HTTP_DATA_TOO_LONG))
+		return TG_UP_PROTOCOL;
+	return TG_UP_RESET;
+}
+
+static void
+describe(struct tg_up_req *r, const struct up_conn *c, enum tg_up_error err)
+{
+	struct up_origin *o = c->o;
+	int dns = bufferevent_socket_get_dns_error(c->bev);
+	char tls[160];
+
+	if (!c->established && up_tls_describe((struct up_conn *)c, tls, sizeof(tls))) {
+		snprintf(r->detail, sizeof(r->detail), "TLS with %s: %s", o->hosthdr, tls);
+		tg_log(TG_LOG_WARN, "upstream_tls_failed", TG_LS("origin", o->name),
+		    TG_LS("host", o->hosthdr), TG_LS("reason", tls));
+	} else if (dns != 0)
+		snprintf(r->detail, sizeof(r->detail), "cannot resolve %s: %s", o->host,
+		    evutil_gai_strerror(dns));
+	else if (err == TG_UP_TIMEOUT)
+		snprintf(r->detail, sizeof(r->detail), c->established ?
+		    "no answer from %s within %lld ms" : "connect to %s timed out after %lld ms",
+		    o->hosthdr, (long long)(c->established ? o->u->opts.read_timeout_ms :
+		    o->u->opts.connect_timeout_ms));
+	else if (err == TG_UP_CONNECT)
+		snprintf(r->detail, sizeof(r->detail), c->established ?
+		    "connection to %s closed before the request was sent" :
+		    "cannot connect to %s", o->hosthdr);
+	else
+		snprintf(r->detail, sizeof(r->detail), "%s from %s", err == TG_UP_PROTOCOL ?
+		    "malformed response" : "connection closed mid-exchange", o->hosthdr);
+}
+
+/*
+ * Nothing came back on this attempt: a primary that could not be
+ * connected to hands the request to the fallback (any method: nothing was
+ * sent); otherwise one retry on a fresh connection for idempotent requests,
+ * or for any request that provably was not sent. Timeouts are not retried
+ * (the caller's time is spent and a slow upstream should not get twice the
+ * load), nor rejected certificates (they do not heal in a millisecond).
+ */
+static void
+attempt_failed(struct tg_up_req *r, enum tg_up_error err, int established, int sent,
+    int retryable)
+{
+	struct tg_upstream *u = r->u;
+	char path[128];
+
+	log_path(r, path, sizeof(path));
+	if (!r->head && !r->got_bytes) {
+		if (!established && r->o == &u->origin[0] && u->norigins > 1 && !r->failed_over) {
+			r->failed_over = 1;
+			r->fresh = 0;
+			u->failovers++;
+			tg_log(TG_LOG_INFO, "upstream_failover", TG_LS("path", path),
+			    TG_LS("reason", r->detail));
+			up_enqueue(&u->origin[1], r, 1);
+			return;
+		}
+		if (retryable && !r->retried && err != TG_UP_TIMEOUT &&
+		    (idempotent(r->method) || !sent)) {
+			r->retried = 1;
+			r->fresh = 1;
+			u->retries++;
+			tg_log(TG_LOG_INFO, "upstream_retry", TG_LS("origin", r->o->name),
+			    TG_LS("path", path), TG_LS("reason", r->detail));
+			up_enqueue(r->o, r, 1);
+			return;
+		}
+	}
+	tg_log(TG_LOG_WARN, "upstream_failed", TG_LS("origin", r->o->name), TG_LS("path", path),
+	    TG_LS("error", tg_up_error_str(err)), TG_LS("reason", r->detail));
+	hold(r);
+	complete(r, err);
+	release(r);
+}
+
+static void
+failure(struct tg_up_req *r, struct up_conn *c)
+{
+	enum tg_up_error err = classify(c);
+	int established = c->established, sent = c->sent;
+
+	describe(r, c, err);
+	r->c = NULL;
+	up_conn_kill(c);
+	if (!established)
+		r->u->connect_errors++;
+	attempt_failed(r, err, established, sent, c->tls_verify_err == 0);
+}
+
+/* The connection can carry another request only if the body's end was
+ * framed (length, chunked, or no body at all), not marked by a close. */
+static int
+reusable(const struct tg_up_req *r)
+{
+	const char *te = evhttp_find_header(&r->resp_headers, "Transfer-Encoding");
+
+	if (r->method == EVHTTP_REQ_HEAD || r->status == 204 || r->status == 304)
+		return 1;
+	return evhttp_find_header(&r->resp_headers, "Content-Length") != NULL ||
+	    (te != NULL && strcasecmp(te, "chunked") == 0);
+}
+
+static void
+success(struct tg_up_req *r, struct up_conn *c)
+{
+	r->c = NULL;
+	up_conn_release(c, reusable(r));
+	r->finished = 1;
+	hold(r);
+	deliver(r);
+	release(r);
+}
+
+static void
+on_req_error(enum evhttp_request_error e, void *arg)
+{
+	struct up_conn *c = arg;
+
+	c->lerr = e;
+	c->has_lerr = 1;
+}
+
+static void
+on_req_done(struct evhttp_request *ereq, void *arg)
+{
+	struct up_conn *c = arg;
+	struct tg_up_req *r = c->r;
+
+	if (r == NULL) {
+		up_conn_kill(c);
+		return;
+	}
+	if (ereq != NULL && evhttp_request_get_response_code(ereq) > 0 && !c->has_lerr &&
+	    r->head)
+		success(r, c);
+	else
+		failure(r, c);
+}
+
+static void
+copy_headers(struct evkeyvalq *dst, const struct evkeyvalq *src)
+{
+	struct evkeyval *kv;
+
+	TAILQ_FOREACH(kv, src, next)
+		evhttp_add_header(dst, kv->key, kv->value);
+}
+
+static int
+on_req_head(struct evhttp_request *ereq, void *arg)
+{
+	struct up_conn *c = arg;
+	struct tg_up_req *r = c->r;
+	int code = evhttp_request_get_response_code(ereq), alive;
+
+	if (r == NULL)
+		return -1;
+	if (code == 100)
+		return 0;
+	r->head = 1;
+	r->status = code;
+	copy_headers(&r->resp_headers, evhttp_request_get_input_headers(ereq));
+	hold(r);
+	if (r->cbs.on_head != NULL)
+		r->cbs.on_head(r, code, &r->resp_headers, r->arg);
+	alive = c->r == r;
+	if (alive && r->paused)
+		bufferevent_disable(c->bev, EV_READ);
+	release(r);
+	/* A cancel in on_head: -1 makes libevent drop the connection now. */
+	return alive ? 0 : -1;
+}
+
+static void
+on_req_body(struct evhttp_request *ereq, void *arg)
+{
+	struct up_conn *c = arg;
+	struct tg_up_req *r = c->r;
+
+	if (r == NULL)
+		return;
+	/* Moved, not copied; what the consumer leaves stays for next time. */
+	evbuffer_add_buffer(r->in, evhttp_request_get_input_buffer(ereq));
+	if (r->paused)
+		return;
+	hold(r);
+	deliver_body(r);
+	release(r);
+}
+
+/* The fallback may live under another base path than the primary. */
+static char *
+uri_for(const struct tg_up_req *r)
+{
+	const char *pb = r->u->origin[0].base_path;
+	size_t n = strlen(pb);
+
+	if (r->o == &r->u->origin[0] || strcmp(pb, r->o->base_path) == 0 ||
+	    strncmp(r->uri, pb, n) != 0)
+		return tg_xstrdup(r->uri);
+	return tg_xasprintf("%s%s", r->o->base_path, r->uri + n);
+}
+
+static struct evhttp_request *
+build(struct tg_up_req *r, struct up_conn *c)
+{
+	struct evhttp_request *ereq = evhttp_request_new(on_req_done, c);
+	struct evkeyvalq *h = evhttp_request_get_output_headers(ereq);
+	struct evkeyval *kv;
+	char len[32];
+
+	evhttp_request_set_header_cb(ereq, on_req_head);
+	evhttp_request_set_chunked_cb(ereq, on_req_body);
+	evhttp_request_set_error_cb(ereq, on_req_error);
+	TAILQ_FOREACH(kv, &r->headers, next)
+		if (strcasecmp(kv->key, "Host") != 0 && strcasecmp(kv->key, "Content-Length") != 0)
+			evhttp_add_header(h, kv->key, kv->value);
+	evhttp_add_header(h, "Host", r->o->hosthdr);
+	if (r->body != NULL) {
+		/* By reference: no copy of a large body, and the caller's
+		 * buffer is intact for a retry. */
+		evbuffer_add_buffer_reference(evhttp_request_get_output_buffer(ereq), r->body);
+		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(r->body));
+		evhttp_add_header(h, "Content-Length", len);
+	}
+	return ereq;
+}
+
+void
+up_req_start(struct tg_up_req *r, struct up_conn *c)
+{
+	struct evhttp_request *ereq = build(r, c);
+	char *uri = uri_for(r);
+	int rc;
+
+	r->c = c;
+	c->r = r;
+	c->sent = 0;
+	c->has_lerr = 0;
+	/* Callbacks may run (and finish r) before this returns: r and c are
+	 * not touched afterwards unless libevent refused the request. */
+	rc = evhttp_make_request(c->evcon, ereq, r->method, uri);
+	free(uri);
+	if (rc != 0) {
+		evhttp_request_free(ereq);
+		failure(r, c);
+	}
+}
+
+void
+up_req_fail_start(struct tg_up_req *r)
+{
+	snprintf(r->detail, sizeof(r->detail), "cannot set up a connection to %s",
+	    r->o->hosthdr);
+	r->u->connect_errors++;
+	attempt_failed(r, TG_UP_CONNECT, 0, 0, 1);
+}
+
+void
+up_req_connect_timeout(struct up_conn *c)
+{
+	failure(c->r, c);
+}
+
+struct tg_up_req *
+tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method, const char *uri,
+    const struct evkeyvalq *headers, struct evbuffer *body, const struct tg_up_cbs *cbs,
+    void *arg)
+{
+	struct tg_up_req *r = tg_xcalloc(1, sizeof(*r));
+
+	r->u = u;
+	r->method = method;
+	r->uri = tg_xstrdup(uri);
+	TAILQ_INIT(&r->headers);
+	TAILQ_INIT(&r->resp_headers);
+	if (headers != NULL)
+		copy_headers(&r->headers, headers);
+	r->body = body;
+	r->cbs = *cbs;
+	r->arg = arg;
+	r->in = evbuffer_new();
+	TAILQ_INSERT_TAIL(&u->live, r, lentry);
+	u->requests++;
+	/* Started by the pump: no callback runs before send returns. */
+	up_enqueue(&u->origin[0], r, 0);
+	return r;
+}
+
+void
+up_req_free(struct tg_up_req *r)
+{
+	struct up_conn *c = r->c;
+
+	up_dequeue(r);
+	if (c != NULL) {
+		r->c = NULL;
+		c->r = NULL;
+		up_conn_kill(c);
+	}
+	TAILQ_REMOVE(&r->u->live, r, lentry);
+	free(r->uri);
+	evhttp_clear_headers(&r->headers);
+	evhttp_clear_headers(&r->resp_headers);
+	evbuffer_free(r->in);
+	if (r->kick != NULL)
+		event_free(r->kick);
+	if (r->fetch_free != NULL)
+		r->fetch_free(r->fetch);
+	free(r);
+}
+
+void
+tg_up_req_pause(struct tg_up_req *r)
+{
+	if (r == NULL || r->done || r->cancelled || r->paused)
+		return;
+	r->paused = 1;
+	/* Before the head evhttp turns reading on itself; on_req_head
+	 * applies the pause then. */
+	if (r->c != NULL && r->head)
+		bufferevent_disable(r->c->bev, EV_READ);
+}
+
+void
+tg_up_req_resume(struct tg_up_req *r)
+{
+	if (r == NULL || r->done || r->cancelled || !r->paused)
+		return;
+	r->paused = 0;
+	if (r->c != NULL && r->head)
+		bufferevent_enable(r->c->bev, EV_READ);
+	/* Not from here: resume may be called from inside on_body. */
+	if (evbuffer_get_length(r->in) > 0 || r->finished)
+		kick(r);
+}
+
+void
+tg_up_req_cancel(struct tg_up_req *r)
+{
+	struct up_conn *c;
+
+	if (r == NULL || r->cancelled || r->done)
+		return;
+	r->cancelled = 1;
+	up_dequeue(r);
+	if ((c = r->c) != NULL) {
+		/* Never reused with a half-read response. */
+		r->c = NULL;
+		c->r = NULL;
+		up_conn_kill(c);
+	}
+	if (r->kick != NULL)
+		event_del(r->kick);
+	if (r->depth == 0)
+		up_req_free(r);
+}
+
+const char *
+tg_up_req_origin(const struct tg_up_req *r)
+{
+	return r->o->name;
+}
+
+const char *
+tg_up_req_detail(const struct tg_up_req *r)
+{
+	return r->detail;
+}
+
+const char *
+tg_up_error_str(enum tg_up_error err)
+{
+	switch (err) {
+	case TG_UP_OK: return "ok";
+	case TG_UP_CONNECT: return "connect";
+	case TG_UP_TIMEOUT: return "timeout";
+	case TG_UP_RESET: return "reset";
+	case TG_UP_PROTOCOL: return "protocol";
+	case TG_UP_TOO_LARGE: return "too_large";
+	}
+	return "unknown";
+}

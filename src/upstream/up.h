@@ -1,0 +1,139 @@
+/*
+ * up.h - private contract between the files of src/upstream: the pool and
+ * its connections (pool.c), one request's life on a connection (request.c),
+ * the buffered wrapper (fetch.c) and TLS setup (tls.c). Everything runs on
+ * the event loop the upstream was created on.
+ *
+ * Lifetimes: a struct up_conn belongs to its origin (idle or busy list) and
+ * then to the upstream's dead list, from which the pump frees it outside
+ * any of its own callbacks. A struct tg_up_req belongs to the upstream's
+ * live list from tg_upstream_send until it is freed, which happens when no
+ * callback of it is on the stack any more (depth == 0) after on_done or a
+ * cancel.
+ */
+#ifndef TG_UPSTREAM_UP_H
+#define TG_UPSTREAM_UP_H
+
+#include <sys/queue.h>
+#include <sys/time.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/ssl.h>
+
+#include "tidegate/upstream.h"
+
+enum up_conn_state { UP_CONN_IDLE, UP_CONN_BUSY, UP_CONN_DEAD };
+
+struct up_origin;
+
+struct up_conn {
+	TAILQ_ENTRY(up_conn) entry;	/* origin idle/busy list or upstream dead list */
+	struct up_origin *o;
+	struct evhttp_connection *evcon;	/* owns bev */
+	struct bufferevent *bev;
+	struct evbuffer_cb_entry *out_cb, *in_cb;
+	struct event *ctimer;		/* connect timeout, ours (see pool.c) */
+	struct tg_up_req *r;		/* request on it while busy, else NULL */
+	enum up_conn_state state;
+	enum evhttp_request_error lerr;	/* what libevent's error callback said */
+	int has_lerr;
+	int established;		/* TCP (and TLS) up: evhttp wrote to it */
+	int sent;			/* bytes of the current request left for the kernel */
+	int closed;			/* libevent closed the socket (closecb) */
+	int timed_out;			/* our connect timer fired */
+	int nodelay;
+	int tls_verify_err;		/* X509_V_ERR_* seen by the verify callback */
+	unsigned long nreq;		/* requests completed on it */
+};
+
+TAILQ_HEAD(up_connq, up_conn);
+TAILQ_HEAD(up_reqq, tg_up_req);
+
+struct up_origin {
+	struct tg_upstream *u;
+	const char *name;		/* "primary" or "fallback" */
+	char *host;			/* for connecting: IPv6 without brackets */
+	char *hosthdr;			/* Host header: host[:port] */
+	char *base_path;		/* "" or "/base" */
+	int port;
+	int tls;
+	int is_ip;			/* literal address: no SNI, IP SAN check */
+	struct up_connq idle, busy;
+	size_t nidle, nbusy;
+	struct up_reqq queue;
+	size_t nqueued;
+};
+
+struct tg_upstream {
+	struct event_base *base;
+	struct evdns_base *dns;
+	struct tg_upstream_opts opts;	/* ca_file points at ca_file below */
+	char *ca_file;
+	struct up_origin origin[2];
+	int norigins;
+	SSL_CTX *ssl_ctx;		/* NULL when no origin is https */
+	struct up_connq dead;
+	struct up_reqq live;
+	struct event *pump;
+	unsigned long long requests, retries, failovers, connect_errors;
+};
+
+struct tg_up_req {
+	TAILQ_ENTRY(tg_up_req) qentry;	/* origin queue while waiting */
+	TAILQ_ENTRY(tg_up_req) lentry;	/* upstream live list */
+	struct tg_upstream *u;
+	struct up_origin *o;		/* origin of the current attempt */
+	struct up_conn *c;		/* connection of the current attempt */
+	enum evhttp_cmd_type method;
+	char *uri;
+	struct evkeyvalq headers;	/* copy of the caller's */
+	struct evbuffer *body;		/* borrowed */
+	struct tg_up_cbs cbs;
+	void *arg;
+	int status;
+	struct evkeyvalq resp_headers;	/* copy: outlives libevent's request */
+	struct evbuffer *in;		/* response bytes not consumed yet */
+	struct event *kick;		/* delivery after resume, made on demand */
+	void *fetch;			/* fetch.c state, freed with the request */
+	void (*fetch_free)(void *);
+	int depth;			/* our callbacks of it on the stack */
+	int queued, fresh, retried, failed_over;
+	int got_bytes, head, paused, finished, cancelled, done;
+	char detail[200];		/* why it failed, for logs */
+};
+
+/* ---- pool.c ---- */
+void up_pump_kick(struct tg_upstream *u);
+/** Queue r on o (at the head for retries and failovers, which waited longest). */
+void up_enqueue(struct up_origin *o, struct tg_up_req *r, int head);
+void up_dequeue(struct tg_up_req *r);
+/** Close c for good: off its list, reads/writes off, freed later by the pump. */
+void up_conn_kill(struct up_conn *c);
+/** The request on c finished cleanly; keep c idle if it can carry another. */
+void up_conn_release(struct up_conn *c, int reusable);
+
+/* ---- request.c ---- */
+/** Put r on c (busy, fresh or idle) and hand it to libevent. */
+void up_req_start(struct tg_up_req *r, struct up_conn *c);
+/** Attempt on c failed before it could start (no connection object). */
+void up_req_fail_start(struct tg_up_req *r);
+/** c's connect timer fired while r was on it. */
+void up_req_connect_timeout(struct up_conn *c);
+/** Free r now (no callbacks): upstream teardown. */
+void up_req_free(struct tg_up_req *r);
+
+/* ---- tls.c ---- */
+SSL_CTX *up_tls_ctx_new(const struct tg_upstream_opts *opts, struct tg_err *err);
+/** A client SSL for one connection to o: SNI, host check, verify callback. */
+SSL *up_tls_ssl_new(struct tg_upstream *u, struct up_origin *o, struct up_conn *c);
+/** Why the TLS side of c failed into buf; 0 when there is no TLS reason. */
+int up_tls_describe(struct up_conn *c, char *buf, size_t len);
+
+/** TCP_NODELAY once per connection: requests are written whole, answers wanted now. */
+void up_conn_nodelay(struct up_conn *c, evutil_socket_t fd);
+
+#endif
