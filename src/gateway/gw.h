@@ -39,6 +39,8 @@ struct gw_service {
  * that started under the old one keep their reference until they end. */
 struct gw_runtime {
 	int refs;
+	struct gw *gw;
+	struct gw_runtime *next_dying;
 	struct gw_config cfg;
 	struct gw_service svc[2];
 	struct tg_keyring keys;
@@ -60,9 +62,12 @@ struct gw {
 	struct tg_metrics *metrics;
 	struct tg_emu_config emu_cfg;
 	struct tg_emu *emu;
-	size_t inflight;
+	size_t inflight;		/* client requests being handled */
+	size_t unflushed;		/* replies handed to libevent, not yet written */
 	int draining;
 	struct event *sig[3], *drain_timer;
+	struct gw_runtime *dying;	/* released, freed from reap_ev */
+	struct event *reap_ev;
 	int exit_code;
 };
 
@@ -94,6 +99,8 @@ struct gw_req {
 
 /* server.c */
 void gw_runtime_unref(struct gw_runtime *rt);
+/** Stop the loop once draining and every reply has been written. */
+void gw_maybe_exit(struct gw *gw);
 struct gw_runtime *gw_runtime_new(struct gw *gw, const struct gw_config *cfg,
     struct tg_err *err);
 

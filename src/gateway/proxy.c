@@ -76,8 +76,25 @@ finish(struct gw_req *r)
 	free(r->token);
 	free(r->uri);
 	free(r);
-	if (--gw->inflight == 0 && gw->draining)
-		event_base_loopexit(gw->base, NULL);
+	gw->inflight--;
+	gw_maybe_exit(gw);
+}
+
+static void
+on_flushed(struct evhttp_request *req, void *arg)
+{
+	struct gw *gw = arg;
+
+	gw->unflushed--;
+	gw_maybe_exit(gw);
+}
+
+/* A drain must not end the process while a reply still sits in a buffer. */
+static void
+track_flush(struct gw_req *r)
+{
+	r->gw->unflushed++;
+	evhttp_request_set_on_complete_cb(r->req, on_flushed, r->gw);
 }
 
 static void
@@ -98,6 +115,7 @@ gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffe
 	if (r->req != NULL) {
 		r->bytes += b ? evbuffer_get_length(b) : 0;
 		add_common_headers(r);
+		track_flush(r);
 		tg_reply_buf(r->req, status, ctype, b);
 		r->req = NULL;
 	}
@@ -208,6 +226,7 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 	if (evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD || status == 204 ||
 	    status == 304 || status < 200)
 		return;		/* no body: replied in on_done */
+	track_flush(r);
 	evhttp_send_reply_start(r->req, status, tg_http_reason(status));
 	r->started = 1;
 }

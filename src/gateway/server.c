@@ -31,18 +31,45 @@ service_cleanup(struct gw_service *s)
 	tg_upstream_free(s->api);
 }
 
-void
-gw_runtime_unref(struct gw_runtime *rt)
+static void
+runtime_free(struct gw_runtime *rt)
 {
 	int i;
 
-	if (rt == NULL || --rt->refs > 0)
-		return;
 	for (i = 0; i < 2; i++)
 		service_cleanup(&rt->svc[i]);
 	tg_keyring_cleanup(&rt->keys);
 	gw_config_free(&rt->cfg);
 	free(rt);
+}
+
+static void
+reap(struct gw *gw)
+{
+	struct gw_runtime *rt;
+
+	while ((rt = gw->dying) != NULL) {
+		gw->dying = rt->next_dying;
+		runtime_free(rt);
+	}
+}
+
+static void
+on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	reap(arg);
+}
+
+/* The last reference often goes from inside an upstream callback, where the
+ * upstreams must not be freed: park the runtime and free it from the loop. */
+void
+gw_runtime_unref(struct gw_runtime *rt)
+{
+	if (rt == NULL || --rt->refs > 0)
+		return;
+	rt->next_dying = rt->gw->dying;
+	rt->gw->dying = rt;
+	event_active(rt->gw->reap_ev, EV_TIMEOUT, 0);
 }
 
 static int
@@ -96,6 +123,7 @@ runtime_new(struct gw *gw, struct gw_config *cfg, struct tg_err *err)
 	size_t i, j;
 
 	rt->refs = 1;
+	rt->gw = gw;
 	rt->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
 	for (i = 0; i < rt->cfg.nkeys; i++) {
@@ -266,14 +294,18 @@ drain(struct gw *gw)
 			evhttp_del_accept_socket(gw->http[l], bs[i]);
 	}
 	tg_log(TG_LOG_INFO, "draining", TG_LI("inflight", gw->inflight));
-	if (gw->inflight == 0) {
-		event_base_loopexit(gw->base, NULL);
-		return;
-	}
+	gw_maybe_exit(gw);
 	gw->drain_timer = evtimer_new(gw->base, on_drain_timeout, gw);
 	tv.tv_sec = gw->rt->cfg.drain_timeout / 1000;
 	tv.tv_usec = (gw->rt->cfg.drain_timeout % 1000) * 1000;
 	evtimer_add(gw->drain_timer, &tv);
+}
+
+void
+gw_maybe_exit(struct gw *gw)
+{
+	if (gw->draining && gw->inflight == 0 && gw->unflushed == 0)
+		event_base_loopexit(gw->base, NULL);
 }
 
 static void
@@ -297,6 +329,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	gw->config_path = tg_xstrdup(config_path);
 	gw->metrics = tg_metrics_new();
 	gw_metrics_declare(gw->metrics);
+	gw->reap_ev = event_new(base, -1, 0, on_reap, gw);
 	gw->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (strcmp(cfg->upstream, "embedded") == 0 && start_emulator(gw, cfg, err) != 0) {
@@ -333,6 +366,8 @@ gw_free(struct gw *gw)
 		if (gw->http[i] != NULL)
 			evhttp_free(gw->http[i]);
 	gw_runtime_unref(gw->rt);
+	reap(gw);
+	event_free(gw->reap_ev);
 	tg_emu_free(gw->emu);
 	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &gw->emu_cfg);
 	if (gw->dns != NULL)
