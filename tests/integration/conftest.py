@@ -328,3 +328,42 @@ def make_gateway(tmp_path, request):
 def gateway(emulator, make_gateway):
     """A gateway in front of a test emulator, with API key test-key."""
     return make_gateway(emulator)
+
+
+# ---- TLS test material ----
+
+EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+
+
+def openssl(cwd, *args):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_ca(d, name):
+    openssl(d, "req", "-x509", *EC, "-keyout", f"{name}.key", "-out", f"{name}.pem",
+            "-days", "2", "-subj", f"/CN={name}")
+    return os.path.join(d, f"{name}.pem")
+
+
+@pytest.fixture
+def pki(tmp_path):
+    """A CA, a server certificate it signed for 127.0.0.1/localhost, one it
+    signed for another name only, and an unrelated CA (openssl CLI, tmp dir)."""
+    d = str(tmp_path)
+    ca = make_ca(d, "ca")
+    other = make_ca(d, "other-ca")
+    openssl(d, "req", *EC, "-keyout", "server.key", "-out", "server.csr",
+            "-subj", "/CN=127.0.0.1")
+    with open(os.path.join(d, "server.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n")
+    openssl(d, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", "server.ext", "-out", "server.pem")
+    openssl(d, "req", *EC, "-keyout", "wrong.key", "-out", "wrong.csr",
+            "-subj", "/CN=other.example")
+    with open(os.path.join(d, "wrong.ext"), "w") as f:
+        f.write("subjectAltName=DNS:other.example\nbasicConstraints=CA:FALSE\n")
+    openssl(d, "x509", "-req", "-in", "wrong.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", "wrong.ext", "-out", "wrong.pem")
+    return {"ca": ca, "other": other, "cert": os.path.join(d, "server.pem"),
+            "key": os.path.join(d, "server.key"), "wrong_cert": os.path.join(d, "wrong.pem"),
+            "wrong_key": os.path.join(d, "wrong.key")}

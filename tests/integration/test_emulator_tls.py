@@ -2,46 +2,14 @@
 The emulator's optional TLS listener (listen.dex_tls, tls.cert_file,
 tls.key_file): the data exchange routes over HTTPS, counted with the plain
 dex listener, verified against the CA that signed the certificate and
-refused against any other. Certificates are made per test with the openssl
-CLI in pytest's tmp dir.
+refused against any other. Certificates come from the pki fixture (conftest.py).
 """
-import os
-import subprocess
-
 import pytest
 import requests
 
 from conftest import free_port
 
-EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
 DEMO = {"username": "demo", "password": "demo"}
-
-
-def openssl(cwd, *args):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_ca(d, name):
-    openssl(d, "req", "-x509", *EC, "-keyout", f"{name}.key", "-out", f"{name}.pem",
-            "-days", "2", "-subj", f"/CN={name}")
-    return os.path.join(d, f"{name}.pem")
-
-
-@pytest.fixture
-def pki(tmp_path):
-    """A CA, a server certificate it signed for 127.0.0.1/localhost, and an
-    unrelated CA."""
-    d = str(tmp_path)
-    ca = make_ca(d, "ca")
-    other = make_ca(d, "other-ca")
-    openssl(d, "req", *EC, "-keyout", "server.key", "-out", "server.csr",
-            "-subj", "/CN=127.0.0.1")
-    with open(os.path.join(d, "server.ext"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n")
-    openssl(d, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "2", "-extfile", "server.ext", "-out", "server.pem")
-    return {"ca": ca, "other": other, "cert": os.path.join(d, "server.pem"),
-            "key": os.path.join(d, "server.key")}
 
 
 def tls_emulator(make_emulator, pki):
