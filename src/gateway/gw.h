@@ -95,6 +95,7 @@ struct gw_req {
 	int64_t t0;
 	const char *origin;
 	const char *error;		/* short reason for the access log */
+	struct gw_flush *flush;		/* reply handed over, not yet written */
 };
 
 /* server.c */

@@ -36,6 +36,56 @@ static void send_upstream(struct gw_req *r);
 
 /* ---- lifetime ---- */
 
+/*
+ * A drain must not end the process while a reply still sits in a buffer.
+ * Each reply handed to libevent is counted until it is written
+ * (on_complete) or its connection closes; after finish() the connection's
+ * close callback belongs to this tracker.
+ */
+struct gw_flush {
+	struct gw *gw;
+	struct evhttp_connection *conn;
+};
+
+static void
+flush_done(struct gw_flush *f)
+{
+	struct gw *gw = f->gw;
+
+	gw->unflushed--;
+	free(f);
+	gw_maybe_exit(gw);
+}
+
+static void
+on_flushed(struct evhttp_request *req, void *arg)
+{
+	struct gw_flush *f = arg;
+
+	if (f->conn != NULL)
+		evhttp_connection_set_closecb(f->conn, NULL, NULL);
+	flush_done(f);
+}
+
+static void
+on_flush_conn_close(struct evhttp_connection *conn, void *arg)
+{
+	flush_done(arg);
+}
+
+static void
+track_flush(struct gw_req *r)
+{
+	struct gw_flush *f = tg_xcalloc(1, sizeof(*f));
+
+	f->gw = r->gw;
+	f->conn = r->conn;
+	r->gw->unflushed++;
+	r->flush = f;
+	evhttp_request_set_on_complete_cb(r->req, on_flushed, f);
+}
+
+
 static void
 access_log(struct gw_req *r)
 {
@@ -66,7 +116,8 @@ finish(struct gw_req *r)
 
 	access_log(r);
 	if (r->conn != NULL)
-		evhttp_connection_set_closecb(r->conn, NULL, NULL);
+		evhttp_connection_set_closecb(r->conn, r->flush ? on_flush_conn_close : NULL,
+		    r->flush);
 	if (r->up != NULL)
 		tg_up_req_cancel(r->up);
 	if (r->tw != NULL)
@@ -78,23 +129,6 @@ finish(struct gw_req *r)
 	free(r);
 	gw->inflight--;
 	gw_maybe_exit(gw);
-}
-
-static void
-on_flushed(struct evhttp_request *req, void *arg)
-{
-	struct gw *gw = arg;
-
-	gw->unflushed--;
-	gw_maybe_exit(gw);
-}
-
-/* A drain must not end the process while a reply still sits in a buffer. */
-static void
-track_flush(struct gw_req *r)
-{
-	r->gw->unflushed++;
-	evhttp_request_set_on_complete_cb(r->req, on_flushed, r->gw);
 }
 
 static void
@@ -145,6 +179,10 @@ on_client_close(struct evhttp_connection *conn, void *arg)
 	r->conn = NULL;
 	r->req = NULL;
 	r->client_gone = 1;
+	if (r->flush != NULL) {		/* the reply will never be written */
+		flush_done(r->flush);
+		r->flush = NULL;
+	}
 	r->error = "client_closed";
 	if (r->status == 0 || r->started)
 		r->status = r->started ? r->status : 499;

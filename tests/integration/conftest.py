@@ -17,6 +17,9 @@ import requests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("TG_BUILD", os.path.join(ROOT, "build"))
+# An optimised build without sanitizers, for tests that measure memory:
+# ASan's shadow memory and quarantine make RSS figures meaningless.
+RELEASE_BUILD = os.environ.get("TG_RELEASE_BUILD", os.path.join(ROOT, "build"))
 
 
 def free_port():
@@ -100,7 +103,8 @@ class Process:
         raise RuntimeError(f"{self.argv[0]} did not answer at {url}:\n" + self.read_log())
 
     def read_log(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
@@ -148,7 +152,7 @@ EMULATOR_DEFAULTS = {
 class Emulator(Process):
     """tidegate-emulator on free ports, with helpers for its APIs."""
 
-    def __init__(self, tmp_path, overrides=None):
+    def __init__(self, tmp_path, overrides=None, build=None):
         self.ports = {k: free_port() for k in ("dex", "sim", "design", "auth")}
         cfg = json.loads(json.dumps(EMULATOR_DEFAULTS))
         cfg["listen"] = {k: f"127.0.0.1:{p}" for k, p in self.ports.items()}
@@ -160,7 +164,8 @@ class Emulator(Process):
         self.sim = f"http://127.0.0.1:{self.ports['sim']}"
         self.design = f"http://127.0.0.1:{self.ports['design']}"
         self.auth = f"http://127.0.0.1:{self.ports['auth']}"
-        super().__init__([os.path.join(BUILD, "tidegate-emulator"), "-c", self.config_path],
+        super().__init__([os.path.join(build or BUILD, "tidegate-emulator"), "-c",
+                          self.config_path],
                          os.path.join(tmp_path, "emulator.log"),
                          self.dex + "/__emulator/health")
 
@@ -216,10 +221,10 @@ def make_emulator(tmp_path, request):
     """Factory: make_emulator(overrides) starts an emulator; all stop at teardown."""
     started = []
 
-    def make(overrides=None):
+    def make(overrides=None, build=None):
         d = tmp_path / f"emu{len(started)}"
         d.mkdir()
-        emu = Emulator(str(d), overrides)
+        emu = Emulator(str(d), overrides, build)
         started.append(emu)
         return emu
 

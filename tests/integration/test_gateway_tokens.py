@@ -25,18 +25,21 @@ def test_one_login_for_a_thousand_requests(emulator, gateway):
 
 
 def test_concurrent_cold_start_makes_one_login(make_emulator, make_gateway):
+    """1,000 requests in flight while the first vendor login is still pending."""
     emu = make_emulator()
-    emu.fault(path="/public/v1/authenticate", latencyMs=800)
-    emu.fault(path="/api/oauth2/token", latencyMs=800)
+    emu.fault(path="/public/v1/authenticate", latencyMs=1500)
+    emu.fault(path="/api/oauth2/token", latencyMs=1500)
     gw = make_gateway(emu)
-    with concurrent.futures.ThreadPoolExecutor(64) as pool:
-        codes = list(pool.map(lambda _: get_export(gw).status_code, range(300)))
-        sim = list(pool.map(lambda _: requests.get(gw.sim + "/api/v1/cases",
-                                                   headers=gw.headers()).status_code,
-                            range(100)))
-    assert set(codes) == {404} and set(sim) == {200}
+    with concurrent.futures.ThreadPoolExecutor(200) as pool:
+        dex = [pool.submit(get_export, gw) for _ in range(1000)]
+        sim = [pool.submit(requests.get, gw.sim + "/api/v1/cases", headers=gw.headers(),
+                           timeout=30) for _ in range(200)]
+        codes = [f.result().status_code for f in dex]
+        sim_codes = [f.result().status_code for f in sim]
+    assert set(codes) == {404} and set(sim_codes) == {200}
     assert emu.calls("POST /public/v1/authenticate") == 1
     assert emu.calls("POST /api/oauth2/token") == 1
+    assert emu.calls("GET /public/export") == 1000
 
 
 def test_revocation_heals_by_refresh_and_replay(emulator, gateway):
