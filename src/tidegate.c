@@ -18,7 +18,9 @@
 static void
 usage(void)
 {
-	fputs("usage: tidegate [-t] [-c conf/tidegate.yaml]\n", stderr);
+	fputs("usage: tidegate [-t] [-c conf/tidegate.yaml] | -K\n"
+	    "  -t  check the configuration and exit\n"
+	    "  -K  print every configuration key as a Markdown table\n", stderr);
 	exit(2);
 }
 
@@ -32,7 +34,11 @@ main(int argc, char **argv)
 	struct gw *gw;
 	int test = 0, ch, lvl;
 
-	while ((ch = getopt(argc, argv, "tc:")) != -1) {
+	while ((ch = getopt(argc, argv, "tc:K")) != -1) {
+		if (ch == 'K') {
+			tg_config_doc(gw_config_keys, gw_config_nkeys, stdout);
+			return 0;
+		}
 		if (ch == 't')
 			test = 1;
 		else if (ch == 'c')

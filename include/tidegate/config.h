@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
 #include "tidegate/util.h"
 
 enum tg_cfg_type {
@@ -63,6 +65,9 @@ int tg_config_defaults(const struct tg_cfg_key *keys, size_t nkeys, void *out,
     struct tg_err *err);
 /** Free every heap field the table describes. */
 void tg_config_free(const struct tg_cfg_key *keys, size_t nkeys, void *out);
+
+/** Write the table as Markdown rows (key, type, default, meaning) to out. */
+void tg_config_doc(const struct tg_cfg_key *keys, size_t nkeys, FILE *out);
 
 /** Parse helpers, exposed for tests and for query parameters. */
 int tg_config_parse_duration(const char *s, int64_t *ms);

@@ -823,3 +823,45 @@ tg_config_free(const struct tg_cfg_key *keys, size_t nkeys, void *out)
 		}
 	}
 }
+
+/* ---- documentation ---- */
+
+static const char *
+type_name(enum tg_cfg_type t)
+{
+	static const char *const names[] = { "string", "integer", "boolean", "number",
+		"duration", "size", "host:port", "secret", "list of strings", "list" };
+
+	return (size_t)t < TG_NELEM(names) ? names[t] : "?";
+}
+
+static void
+doc_rows(const struct tg_cfg_key *keys, size_t nkeys, const char *prefix, FILE *out)
+{
+	char name[200];
+	size_t i;
+
+	for (i = 0; i < nkeys; i++) {
+		const struct tg_cfg_key *k = &keys[i];
+
+		snprintf(name, sizeof(name), "%s%s", prefix, k->path);
+		if (k->type == TG_CFG_SECRET)
+			fprintf(out, "| `%s_env`, `%s_file` (or `%s`) | %s | %s | %s |\n", name, name, name,
+			    type_name(k->type), k->required ? "required" : "none", k->doc);
+		else
+			fprintf(out, "| `%s` | %s | %s%s%s | %s |\n", name, type_name(k->type),
+			    k->def ? "`" : "", k->def ? k->def : k->required ? "required" : "none",
+			    k->def ? "`" : "", k->doc);
+		if (k->type == TG_CFG_LIST) {
+			snprintf(name, sizeof(name), "%s%s[].", prefix, k->path);
+			doc_rows(k->sub, k->nsub, name, out);
+		}
+	}
+}
+
+void
+tg_config_doc(const struct tg_cfg_key *keys, size_t nkeys, FILE *out)
+{
+	fputs("| key | type | default | meaning |\n|---|---|---|---|\n", out);
+	doc_rows(keys, nkeys, "", out);
+}
