@@ -25,52 +25,65 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Callers' own logins answered from the cache (hit) or by the vendor (miss).");
 	tg_metrics_help(m, "tidegate_token_replays_total", "counter",
 	    "Requests replayed after the vendor refused the gateway's token.");
-	tg_metrics_help(m, "tidegate_token_logins_total", "counter",
-	    "Vendor logins made by the gateway.");
-	tg_metrics_help(m, "tidegate_token_login_failures_total", "counter",
-	    "Vendor logins that failed.");
-	tg_metrics_help(m, "tidegate_token_expiry_seconds", "gauge",
-	    "Seconds until the gateway's vendor token expires (0: none).");
-	tg_metrics_help(m, "tidegate_upstream_connections", "gauge",
-	    "Upstream pool connections by state.");
-	tg_metrics_help(m, "tidegate_upstream_requests_total", "counter",
-	    "Requests sent upstream, with retries and failovers.");
-	tg_metrics_help(m, "tidegate_inflight_requests", "gauge",
-	    "Client requests being processed.");
 }
 
 static void
+family(struct evbuffer *out, const char *name, const char *type, const char *help)
+{
+	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Series read from the pools and token sources at scrape time, one family
+ * at a time (the text format wants a family's samples together). */
+static void
 render_gauges(struct gw *gw, struct evbuffer *out)
 {
-	struct tg_upstream_stats us;
-	struct tg_token_stats ts;
+	static const char *const states[] = { "idle", "busy", "queued" };
+	struct tg_upstream_stats us[2];
+	struct tg_token_stats ts[2];
 	int64_t now = tg_clock_now_ms();
-	int i;
+	const char *n[2] = { gw->rt->svc[0].name, gw->rt->svc[1].name };
+	int i, k;
 
-	evbuffer_add_printf(out, "tidegate_inflight_requests %zu\n", gw->inflight);
 	for (i = 0; i < 2; i++) {
-		struct gw_service *s = &gw->rt->svc[i];
-
-		tg_upstream_get_stats(s->api, &us);
+		tg_upstream_get_stats(gw->rt->svc[i].api, &us[i]);
+		memset(&ts[i], 0, sizeof(ts[i]));
+		if (gw->rt->svc[i].tokens != NULL)
+			tg_token_get_stats(gw->rt->svc[i].tokens, &ts[i]);
+	}
+	family(out, "tidegate_inflight_requests", "gauge", "Client requests being processed.");
+	evbuffer_add_printf(out, "tidegate_inflight_requests %zu\n", gw->inflight);
+	family(out, "tidegate_upstream_connections", "gauge",
+	    "Upstream pool connections (idle, busy) and queued requests.");
+	for (i = 0; i < 2; i++)
+		for (k = 0; k < 3; k++)
+			evbuffer_add_printf(out,
+			    "tidegate_upstream_connections{service=\"%s\",state=\"%s\"} %zu\n",
+			    n[i], states[k], k == 0 ? us[i].idle : k == 1 ? us[i].busy :
+			    us[i].queued);
+	family(out, "tidegate_upstream_requests_total", "counter",
+	    "Requests sent upstream (sent), and of them retries and failovers.");
+	for (i = 0; i < 2; i++)
 		evbuffer_add_printf(out,
-		    "tidegate_upstream_connections{service=\"%s\",state=\"idle\"} %zu\n"
-		    "tidegate_upstream_connections{service=\"%s\",state=\"busy\"} %zu\n"
-		    "tidegate_upstream_connections{service=\"%s\",state=\"queued\"} %zu\n"
 		    "tidegate_upstream_requests_total{service=\"%s\",kind=\"sent\"} %llu\n"
 		    "tidegate_upstream_requests_total{service=\"%s\",kind=\"retry\"} %llu\n"
 		    "tidegate_upstream_requests_total{service=\"%s\",kind=\"failover\"} %llu\n",
-		    s->name, us.idle, s->name, us.busy, s->name, us.queued, s->name, us.requests,
-		    s->name, us.retries, s->name, us.failovers);
-		if (s->tokens == NULL)
-			continue;
-		tg_token_get_stats(s->tokens, &ts);
+		    n[i], us[i].requests, n[i], us[i].retries, n[i], us[i].failovers);
+	family(out, "tidegate_token_logins_total", "counter", "Vendor logins made by the gateway.");
+	for (i = 0; i < 2; i++)
+		evbuffer_add_printf(out, "tidegate_token_logins_total{service=\"%s\"} %llu\n",
+		    n[i], ts[i].logins);
+	family(out, "tidegate_token_login_failures_total", "counter", "Vendor logins that failed.");
+	for (i = 0; i < 2; i++)
 		evbuffer_add_printf(out,
-		    "tidegate_token_logins_total{service=\"%s\"} %llu\n"
-		    "tidegate_token_login_failures_total{service=\"%s\"} %llu\n"
-		    "tidegate_token_expiry_seconds{service=\"%s\"} %lld\n",
-		    s->name, ts.logins, s->name, ts.login_failures, s->name,
-		    (long long)(ts.expires_at_ms > now ? (ts.expires_at_ms - now) / 1000 : 0));
-	}
+		    "tidegate_token_login_failures_total{service=\"%s\"} %llu\n", n[i],
+		    ts[i].login_failures);
+	family(out, "tidegate_token_expiry_seconds", "gauge",
+	    "Seconds until the gateway's vendor token expires (0: none).");
+	for (i = 0; i < 2; i++)
+		evbuffer_add_printf(out, "tidegate_token_expiry_seconds{service=\"%s\"} %lld\n",
+		    n[i], (long long)(ts[i].expires_at_ms > now ?
+		    (ts[i].expires_at_ms - now) / 1000 : 0));
 }
 
 static void

@@ -7,6 +7,7 @@ Binaries come from $TG_BUILD (default: build/ at the repository root).
 """
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,12 +23,29 @@ BUILD = os.environ.get("TG_BUILD", os.path.join(ROOT, "build"))
 RELEASE_BUILD = os.environ.get("TG_RELEASE_BUILD", os.path.join(ROOT, "build"))
 
 
+_handed_out = set()
+
+
 def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A loopback port below the kernel's ephemeral range (where the tests' own
+    client connections take their ports, so a port picked there can be taken
+    again before the binary binds it), not handed out before in this run."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(max(1024, low - 12000), low)
+        if port in _handed_out:
+            continue
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        _handed_out.add(port)
+        return port
+    raise RuntimeError("no free loopback port")
 
 
 def to_yaml(value, indent=0):
