@@ -37,6 +37,12 @@ const char *tg_http_method(struct evhttp_request *req);
 const char *tg_http_header(struct evhttp_request *req, const char *name);
 /** Bearer token of the Authorization header (borrowed, after "Bearer "), or NULL. */
 const char *tg_http_bearer(struct evhttp_request *req);
+/**
+ * Make the kernel send an RST on conn's socket (SO_LINGER 0 and, on Linux,
+ * connect(AF_UNSPEC)); libevent then sees the error and frees the
+ * connection itself. For truncated bodies that must not look complete.
+ */
+void tg_http_conn_reset(struct evhttp_connection *conn);
 /** Standard reason phrase for a status. */
 const char *tg_http_reason(int status);
 

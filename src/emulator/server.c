@@ -8,7 +8,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -167,24 +166,11 @@ route(struct tg_emu *emu, struct evhttp_request *req, int listener)
 		emu_reply_error(req, 404, "no such endpoint");
 }
 
-/* Reset the TCP connection: on Linux, connect(AF_UNSPEC) on a connected
- * socket sends an RST; libevent then sees the error and frees the request
- * and connection itself, so nothing here touches them again. */
+/* libevent sees the reset, then frees the request and connection itself. */
 static void
 reset_connection(struct evhttp_request *req)
 {
-	struct evhttp_connection *conn = evhttp_request_get_connection(req);
-	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
-	struct sockaddr sa;
-	struct linger lg = { 1, 0 };
-	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-
-	if (fd >= 0) {
-		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_family = AF_UNSPEC;
-		(void)connect(fd, &sa, sizeof(sa));
-	}
+	tg_http_conn_reset(evhttp_request_get_connection(req));
 	evhttp_send_reply(req, 500, "Reset", NULL);
 }
 

@@ -7,12 +7,10 @@
  * the request once. Called by the dex and sim listeners; handlers for
  * specific operations (logins) hand back to gw_req_proxy().
  */
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/queue.h>
-#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -197,22 +195,11 @@ on_client_close(struct evhttp_connection *conn, void *arg)
 
 /* ---- upstream exchange ---- */
 
+/* A truncated body must not look complete: reset rather than end the stream. */
 static void
 abort_client(struct gw_req *r)
 {
-	struct bufferevent *bev = r->conn ? evhttp_connection_get_bufferevent(r->conn) : NULL;
-	struct linger lg = { 1, 0 };
-	struct sockaddr sa;
-	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-
-	/* A truncated body must not look complete: reset instead of ending the
-	 * chunked stream (connect(AF_UNSPEC) makes Linux send an RST). */
-	if (fd >= 0) {
-		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_family = AF_UNSPEC;
-		(void)connect(fd, &sa, sizeof(sa));
-	}
+	tg_http_conn_reset(r->conn);
 	evhttp_send_reply_end(r->req);
 	r->req = NULL;
 }

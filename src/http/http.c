@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -131,6 +132,22 @@ tg_http_bearer(struct evhttp_request *req)
 	while (*h == ' ')
 		h++;
 	return *h ? h : NULL;
+}
+
+void
+tg_http_conn_reset(struct evhttp_connection *conn)
+{
+	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+	struct linger lg = { 1, 0 };
+	struct sockaddr sa;
+
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_family = AF_UNSPEC;
+	(void)connect(fd, &sa, sizeof(sa));
 }
 
 const char *

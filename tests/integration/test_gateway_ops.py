@@ -68,8 +68,8 @@ def test_refuses_public_address_without_keys(tmp_path):
     assert "not a loopback address and no API keys are configured" in r.stderr
 
 
-def test_sighup_reload_swaps_keys_without_dropping_requests(emulator, make_gateway):
-    gw = make_gateway(emulator)
+def slow_request(emulator, gw):
+    """A request the emulator holds for 1.5 s, in flight when this returns."""
     emulator.fault(path="/public/export", latencyMs=1500, count=1)
     result = {}
 
@@ -80,6 +80,12 @@ def test_sighup_reload_swaps_keys_without_dropping_requests(emulator, make_gatew
     t = threading.Thread(target=slow)
     t.start()
     time.sleep(0.3)
+    return t, result
+
+
+def test_sighup_reload_swaps_keys_without_dropping_requests(emulator, make_gateway):
+    gw = make_gateway(emulator)
+    t, result = slow_request(emulator, gw)
     cfg = dict(gw.cfg)
     cfg["keys"] = [{"name": "new", "sha256":
                     "8d969eef6ecad3c29a3a629280e686cf0c3f5d5a86aff3ca12020c923adc6c92",
@@ -108,16 +114,7 @@ def test_sighup_with_bad_config_keeps_running(emulator, gateway):
 
 def test_sigterm_drains_in_flight_and_exits_zero(emulator, make_gateway):
     gw = make_gateway(emulator)
-    emulator.fault(path="/public/export", latencyMs=1500, count=1)
-    result = {}
-
-    def slow():
-        result["r"] = requests.get(gw.dex + "/public/export?correlationId=x",
-                                   headers=gw.headers(), timeout=10)
-
-    t = threading.Thread(target=slow)
-    t.start()
-    time.sleep(0.3)
+    t, result = slow_request(emulator, gw)
     gw.send_signal(signal.SIGTERM)
     time.sleep(0.2)
     with pytest.raises(requests.ConnectionError):
