@@ -9,10 +9,14 @@
 
 struct evbuffer;
 
-/** One problem in a request, located by a JSON Pointer (borrowed strings). */
+/**
+ * One problem in a request, located by a JSON Pointer (borrowed strings);
+ * code is a stable rule name (docs/validation.md), omitted when NULL.
+ */
 struct tg_detail {
 	const char *path;
 	const char *message;
+	const char *code;
 };
 
 /**

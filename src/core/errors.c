@@ -66,6 +66,10 @@ tg_error_body(struct evbuffer *out, int status, const char *code, const char *me
 			str(g, d[i].path);
 			str(g, "message");
 			str(g, d[i].message);
+			if (d[i].code != NULL) {
+				str(g, "code");
+				str(g, d[i].code);
+			}
 			yajl_gen_map_close(g);
 		}
 		yajl_gen_array_close(g);

@@ -92,7 +92,7 @@ static void
 test_error_body(void **state)
 {
 	struct evbuffer *b = evbuffer_new();
-	struct tg_detail d[] = { { "/statuses/1", "'DONE' is not one of PLANNED" } };
+	struct tg_detail d[] = { { "/statuses/1", "'DONE' is not one of PLANNED", "enum" } };
 	char out[512];
 	size_t n;
 
@@ -101,7 +101,7 @@ test_error_body(void **state)
 	out[n] = '\0';
 	assert_string_equal(out, "{\"statusCode\":400,\"error\":\"BAD_REQUEST\","
 	    "\"message\":\"2 problems \\\"quoted\\\"\",\"requestId\":\"req-1\","
-	    "\"details\":[{\"path\":\"/statuses/1\",\"message\":\"'DONE' is not one of PLANNED\"}]}");
+	    "\"details\":[{\"path\":\"/statuses/1\",\"message\":\"'DONE' is not one of PLANNED\",\"code\":\"enum\"}]}");
 	tg_error_body(b, 503, "TOKEN_UNAVAILABLE", "x", NULL, NULL, 0);
 	n = evbuffer_remove(b, out, sizeof(out) - 1);
 	out[n] = '\0';
