@@ -295,6 +295,14 @@ class Gateway(Process):
         super().__init__([os.path.join(build or BUILD, "tidegate"), "-c", self.config_path],
                          os.path.join(tmp_path, "tidegate.log"), self.admin + "/healthz")
 
+    def wait_tokens(self, timeout=10.0):
+        """Until /readyz says every vendor token is held (the start-up logins
+        are done, so later counts of vendor calls are the test's own)."""
+        deadline = time.monotonic() + timeout
+        while requests.get(self.admin + "/readyz", timeout=5).status_code != 200:
+            assert time.monotonic() < deadline, "vendor tokens not obtained"
+            time.sleep(0.05)
+
     def write_config(self, cfg):
         with open(self.config_path, "w") as f:
             f.write(to_yaml(cfg) + "\n")

@@ -20,6 +20,7 @@ PREFIXES = ["/public/v1", "/public", "/api/public/v1", "/api", ""]
 
 
 def test_every_dex_alias_reaches_the_canonical_upstream_path(emulator, gateway):
+    gateway.wait_tokens()
     for prefix in PREFIXES:
         for method, path, upstream in DEX_OPS:
             requests.delete(emulator.dex + "/__emulator/stats")
@@ -43,6 +44,7 @@ SIM_OPS = [
 
 
 def test_every_sim_alias_reaches_the_canonical_upstream_path(emulator, gateway):
+    gateway.wait_tokens()
     for prefix in ["/api/v1", "/v1", ""]:
         for method, path, upstream in SIM_OPS:
             requests.delete(emulator.dex + "/__emulator/stats")

@@ -43,6 +43,7 @@ def test_concurrent_cold_start_makes_one_login(make_emulator, make_gateway):
 
 
 def test_revocation_heals_by_refresh_and_replay(emulator, gateway):
+    gateway.wait_tokens()
     assert get_export(gateway).status_code == 404
     requests.post(emulator.dex + "/__emulator/revoke")
     r = get_export(gateway)
@@ -56,6 +57,7 @@ def test_revocation_heals_by_refresh_and_replay(emulator, gateway):
 
 
 def test_replayed_post_keeps_its_body(emulator, gateway):
+    gateway.wait_tokens()
     assert get_export(gateway).status_code == 404
     requests.post(emulator.dex + "/__emulator/revoke")
     r = requests.post(gateway.dex + "/public/v1/import/activities?projectId=P-DEMO",
