@@ -535,6 +535,76 @@ diff_val(struct diff *d, yajl_val a, yajl_val b, enum level l, int depth)
 	}
 }
 
+/* ---- member names given twice ---- */
+
+/* Small objects are scanned pairwise; large ones through a map. */
+static int
+seen_before(yajl_val o, size_t i, struct tg_map **seen)
+{
+	size_t j;
+
+	if (o->u.object.len <= 32) {
+		for (j = 0; j < i; j++)
+			if (strcmp(o->u.object.keys[j], o->u.object.keys[i]) == 0)
+				return 1;
+		return 0;
+	}
+	if (*seen == NULL)
+		*seen = tg_map_new(NULL);
+	if (tg_map_get(*seen, o->u.object.keys[i]) != NULL)
+		return 1;
+	tg_map_put(*seen, o->u.object.keys[i], o);
+	return 0;
+}
+
+static void find_dups(struct diff *, yajl_val, int);
+
+static void
+find_dups_obj(struct diff *d, yajl_val o, int depth)
+{
+	struct tg_map *seen = NULL;
+	size_t i, mark;
+
+	for (i = 0; i < o->u.object.len; i++) {
+		if (seen_before(o, i, &seen)) {
+			mark = path_push_key(&d->path, o->u.object.keys[i]);
+			tg_problems_add(d->p, d->path.buf, "structure",
+			    "duplicate member name; each member may appear once");
+			path_pop(&d->path, mark);
+		} else if (YAJL_IS_OBJECT(o->u.object.values[i]) ||
+		    YAJL_IS_ARRAY(o->u.object.values[i])) {
+			mark = path_push_key(&d->path, o->u.object.keys[i]);
+			find_dups(d, o->u.object.values[i], depth + 1);
+			path_pop(&d->path, mark);
+		}
+	}
+	tg_map_free(seen);
+}
+
+/*
+ * A name given twice makes a pointer ambiguous, and lets the gateway check
+ * one value while the vendor, reading the other, runs another case.
+ */
+static void
+find_dups(struct diff *d, yajl_val v, int depth)
+{
+	size_t i, mark;
+
+	if (depth > TG_JSON_MAX_DEPTH)
+		return;
+	if (YAJL_IS_OBJECT(v)) {
+		find_dups_obj(d, v, depth);
+		return;
+	}
+	for (i = 0; YAJL_IS_ARRAY(v) && i < v->u.array.len; i++) {
+		if (!YAJL_IS_OBJECT(v->u.array.values[i]) && !YAJL_IS_ARRAY(v->u.array.values[i]))
+			continue;
+		mark = path_push_index(&d->path, i);
+		find_dups(d, v->u.array.values[i], depth + 1);
+		path_pop(&d->path, mark);
+	}
+}
+
 /* ---- entry point ---- */
 
 int
@@ -553,15 +623,15 @@ tg_case_check(yajl_val submitted, yajl_val base, const struct tg_case_kinds *k,
 		tg_problems_add(p, "", "structure", "a case must be a JSON object");
 		goto done;
 	}
+	d.path.buf = tg_xstrdup("");
+	d.path.cap = 1;
+	find_dups(&d, submitted, 0);
 	check_structure(&sw, submitted);
 	if (base != NULL)
 		check_structure(&bw, base);
 	t = check_kinds(k, &sw.fx, base != NULL ? &bw.fx : NULL, p);
-	if (base != NULL) {
-		d.path.buf = tg_xstrdup("");
-		d.path.cap = 1;
+	if (base != NULL)
 		diff_val(&d, submitted, base, L_ROOT, 0);
-	}
 done:
 	free(sw.fx.v);
 	free(bw.fx.v);

@@ -731,6 +731,37 @@ test_deep(void **state)
 	free(nest);
 }
 
+/* A member given twice is a problem wherever it is: the vendor may read the other one. */
+static void
+test_duplicate_members(void **state)
+{
+	char *s, *big = tg_xstrdup(""), *n;
+	int i;
+
+	EXPECT_CON("'windFarms': [", "'windFarms': [], 'windFarms': [",
+	    { "/windFarms", "structure" }, { "/windFarms", "structure" });
+	EXPECT_CON("'quantity': 2,", "'quantity': 2, 'quantity': 20,",
+	    { "/vesselList/1/quantity", "structure" });
+	EXPECT_CON("'id': 'SS-WTG-02-MP',", "'id': 'SS-WTG-02-MP', 'id': 'SS-WTG-02-MP',",
+	    { FX(0, 1, 0) "/id", "structure" });
+	/* the second copy of a list is diffed too, so a hidden edit still shows */
+	EXPECT_EDIT(CON, "'ratedPowerMW': 8, ", "'ratedPowerMW': 8, 'ratedPowerMW': 9, ",
+	    { "/windFarms/0/infrastructureList/0/ratedPowerMW", "structure" },
+	    { "/windFarms/0/infrastructureList/0/ratedPowerMW", "not_editable" });
+	/* many members: found through a map, not pairwise */
+	for (i = 0; i < 40; i++) {
+		n = tg_xasprintf("%s'k%d': %d, ", big, i % 39, i);
+		free(big);
+		big = n;
+	}
+	n = tg_xasprintf("'weather': {%s", big);
+	s = edit(CON, "'weather': {", n);
+	expect_sub(s, (const struct want[]){ { "/weather/k0", "structure" } }, 1);
+	free(s);
+	free(n);
+	free(big);
+}
+
 /* ---- the store of served cases ---- */
 
 static void
@@ -790,6 +821,7 @@ test_garbage(void **state)
 		"{'windFarms': [{'infrastructureList': [{'fixable': [{'fixableType': 'INSPECTION',"
 		" 'id': 'a'}, {'fixableType': 'INSTALLATION_TASK', 'id': 'a'}]}]}]}",
 		"{'': {'': ['', {'': null}]}, '~/': 1, 'caseId': '\\u0000'}",
+		"{'caseId': 'C', 'caseId': 'C', 'windFarms': [], 'windFarms': {'a': 1, 'a': [{}, {}]}}",
 		CON, OM,
 	};
 	struct tg_problems p = { 0 };
@@ -832,6 +864,7 @@ main(void)
 		cmocka_unit_test(test_not_editable_order),
 		cmocka_unit_test(test_many_problems),
 		cmocka_unit_test(test_deep),
+		cmocka_unit_test(test_duplicate_members),
 		cmocka_unit_test(test_store),
 		cmocka_unit_test(test_garbage),
 	};
