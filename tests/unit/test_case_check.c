@@ -252,7 +252,8 @@ test_editable_sections(void **state)
 	/* fixables: changed members, added and removed of the right kind */
 	expect_ok_edit(CON, "'durationHours': 36", "'durationHours': 40, 'partsCost': 900");
 	expect_ok_edit(CON,
-	    "{'id': 'SS-WTG-01-WTG', 'fixableType': 'INSTALLATION_TASK', 'durationHours': 36},", "");
+	    "{'id': 'SS-WTG-01-WTG', 'fixableType': 'INSTALLATION_TASK', 'durationHours': 36},",
+	    "");
 	expect_ok_edit(CON, "'durationHours': 73}", "'durationHours': 73},"
 	    " {'id': 'SS-WTG-02-TP', 'fixableType': 'INSTALLATION_TASK', 'durationHours': 18}");
 	expect_ok_edit(OM, "'intervalDays': 365", "'intervalDays': 180");
@@ -360,7 +361,8 @@ test_structure_fixables(void **state)
 
 	EXPECT_CON("'ratedPowerMW': 8, 'fixable': [", "'ratedPowerMW': 8, 'fixables': [",
 	    { "/windFarms/0/infrastructureList/0/fixable", "structure" });
-	EXPECT_CON("'ratedPowerMW': 8.5, 'fixable': [", "'ratedPowerMW': 8.5, 'fixable': 'none', 'a': [",
+	EXPECT_CON("'ratedPowerMW': 8.5, 'fixable': [",
+	    "'ratedPowerMW': 8.5, 'fixable': 'none', 'a': [",
 	    { "/windFarms/0/infrastructureList/1/fixable", "structure" });
 	EXPECT_CON("'ratedPowerMW': 8.5, 'fixable': [", "'ratedPowerMW': 8.5, 'fixable': [1, ",
 	    { FX(0, 1, 0), "structure" });
@@ -486,7 +488,8 @@ test_mixed_with_base(void **state)
 	free(s);
 	/* every O&M fixable added to a construction case is named */
 	s = edit(CON, "'durationHours': 73}", "'durationHours': 73},"
-	    " {'id': 'N1', 'fixableType': 'INSPECTION'}, {'id': 'N2', 'fixableType': 'INSPECTION'}");
+	    " {'id': 'N1', 'fixableType': 'INSPECTION'},"
+	    " {'id': 'N2', 'fixableType': 'INSPECTION'}");
 	assert_int_equal(TYPE_OF(s, CON, { FXT(0, 1, 2), "mixed_kinds" },
 	    { FXT(0, 1, 3), "mixed_kinds" }), TG_CASE_CONSTRUCTION);
 	free(s);
@@ -634,7 +637,8 @@ test_not_editable_farms(void **state)
 	    { "/windFarms/0/infrastructureList/2", "not_editable" });
 	EXPECT_EDIT(CON, ",   {'id': 'SS-WTG-02', 'type': 'WTG', 'ratedPowerMW': 8.5, 'fixable': ["
 	    "    {'id': 'SS-WTG-02-MP', 'fixableType': 'INSTALLATION_TASK', 'durationHours': 31},"
-	    "    {'id': 'SS-WTG-02-COM', 'fixableType': 'COMMISSIONING_TASK', 'durationHours': 73}]}",
+	    "    {'id': 'SS-WTG-02-COM', 'fixableType': 'COMMISSIONING_TASK',"
+	    " 'durationHours': 73}]}",
 	    "", { "/windFarms/0/infrastructureList/1", "not_editable" });
 }
 
@@ -663,8 +667,10 @@ test_many_problems(void **state)
 		{ "'currency': 'EUR', ", "'extra': true, " },
 		{ "'vesselList': [", "'vesselList': [7, " },
 		{ "'personnelList': [", "'personnelList': 'none', 'p': [" },
-		{ "'fixableType': 'INSTALLATION_TASK', 'durationHours': 30", "'durationHours': 30" },
-		{ "'INSTALLATION_TASK', 'durationHours': 36", "'SCHEDULED_SERVICE', 'durationHours': 36" },
+		{ "'fixableType': 'INSTALLATION_TASK', 'durationHours': 30",
+		  "'durationHours': 30" },
+		{ "'INSTALLATION_TASK', 'durationHours': 36",
+		  "'SCHEDULED_SERVICE', 'durationHours': 36" },
 		{ "'COMMISSIONING_TASK', 'durationHours': 72", "'PAINTING', 'durationHours': 72" },
 		{ "'id': 'SS-WTG-02-MP'", "'id': false" },
 		{ "'ratedPowerMW': 8.5", "'ratedPowerMW': 8.6" },
@@ -815,13 +821,15 @@ test_garbage(void **state)
 		" {}, {'infrastructureList': 1}, {'infrastructureList': [1, [], {},"
 		" {'fixable': {}}, {'fixable': [1, [], {}, {'fixableType': 1, 'id': {}},"
 		" {'fixableType': [], 'id': []}, {'fixableType': '', 'id': ''},"
-		" {'fixableType': 'INSPECTION', 'id': 'a'}, {'fixableType': 'INSPECTION', 'id': 'a'},"
+		" {'fixableType': 'INSPECTION', 'id': 'a'},"
+		" {'fixableType': 'INSPECTION', 'id': 'a'},"
 		" {'fixableType': 'INSTALLATION_TASK', 'id': 'a'}]}]}]}",
 		"{'windFarms': {'infrastructureList': {'fixable': {'fixableType': 'X'}}}}",
 		"{'windFarms': [{'infrastructureList': [{'fixable': [{'fixableType': 'INSPECTION',"
 		" 'id': 'a'}, {'fixableType': 'INSTALLATION_TASK', 'id': 'a'}]}]}]}",
 		"{'': {'': ['', {'': null}]}, '~/': 1, 'caseId': '\\u0000'}",
-		"{'caseId': 'C', 'caseId': 'C', 'windFarms': [], 'windFarms': {'a': 1, 'a': [{}, {}]}}",
+		"{'caseId': 'C', 'caseId': 'C', 'windFarms': [],"
+		" 'windFarms': {'a': 1, 'a': [{}, {}]}}",
 		CON, OM,
 	};
 	struct tg_problems p = { 0 };
