@@ -400,6 +400,24 @@ test_retry_after(void **state)
 	assert_true(T.hits[1].at - T.hits[0].at >= 950);
 }
 
+static void
+test_retry_after_parse(void **state)
+{
+	int64_t t = 784111777000LL;	/* Sun, 06 Nov 1994 08:49:37 GMT */
+
+	assert_int_equal(wh_retry_after_parse("120", 0), 120000);
+	assert_int_equal(wh_retry_after_parse(" 5 ", 0), 5000);
+	assert_int_equal(wh_retry_after_parse("0", 0), 0);
+	assert_int_equal(wh_retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT", t - 10000), 10000);
+	assert_int_equal(wh_retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT", t + 5000), 0);
+	assert_int_equal(wh_retry_after_parse("Sun, 06 Nov 1994 08:49:37", t), -1);
+	assert_int_equal(wh_retry_after_parse("soon", 0), -1);
+	assert_int_equal(wh_retry_after_parse("-5", 0), -1);
+	assert_int_equal(wh_retry_after_parse("5s", 0), -1);
+	assert_int_equal(wh_retry_after_parse("12345678901", 0), -1);
+	assert_int_equal(wh_retry_after_parse(NULL, 0), -1);
+}
+
 /* A listener that never accepts: connections complete in the backlog,
  * requests are never answered. */
 static int
@@ -763,6 +781,7 @@ main(void)
 		T_(test_gone),
 		T_(test_redirect_not_followed),
 		T_(test_retry_after),
+		cmocka_unit_test(test_retry_after_parse),
 		T_(test_timeout_dead_letter),
 		T_(test_egress),
 		T_(test_secrets),
