@@ -9,7 +9,8 @@
  * and streaming of response bodies with backpressure (pause/resume).
  *
  * Used by the proxy path (streaming), the token cache and the poll
- * multiplexer (tg_upstream_fetch, buffered).
+ * multiplexer (tg_upstream_fetch, buffered), and webhook deliveries (file
+ * bodies, sockets pinned to an address the egress policy checked).
  *
  * Callbacks never run from inside tg_upstream_send/fetch: requests are
  * started from the event loop. tg_upstream_free must not be called from

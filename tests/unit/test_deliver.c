@@ -7,7 +7,8 @@
  * Retry-After, timeouts to a dead letter, DNS-refused hosts, allow-listing
  * by host name (connecting to the checked address, Host kept), key
  * rotation, unknown secrets, drain and teardown with an attempt in flight,
- * and a 50 MB payload sent to a raw socket receiver that hashes as it
+ * lease renewal during a long attempt, https with the certificate checked
+ * for the name while connecting to the checked address, and a 50 MB payload sent to a raw socket receiver that hashes as it
  * reads while the sender's anonymous memory stays flat.
  */
 #include <arpa/inet.h>
@@ -32,7 +33,9 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
+#include <event2/bufferevent_ssl.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 
 #include "tidegate/clock.h"
 #include "tidegate/http.h"
@@ -137,6 +140,12 @@ record(struct evhttp_request *req, const char *path)
 }
 
 static void
+on_slow_reply(evutil_socket_t fd, short what, void *arg)
+{
+	reply(arg, 200, NULL, NULL);
+}
+
+static void
 on_request(struct evhttp_request *req, void *arg)
 {
 	const char *path = tg_http_path(req);
@@ -154,6 +163,9 @@ on_request(struct evhttp_request *req, void *arg)
 		reply(req, ++T.busy == 1 ? 503 : 200, "Retry-After", "1");
 	else if (strcmp(path, "/fail") == 0)
 		reply(req, 500, NULL, NULL);
+	else if (strcmp(path, "/slow") == 0)
+		event_base_once(T.base, -1, EV_TIMEOUT, on_slow_reply, req,
+		    &(struct timeval){ 0, 800000 });
 	else
 		reply(req, 200, NULL, NULL);
 }
@@ -191,14 +203,21 @@ on_outcome(const struct tg_webhook_outcome *o, void *arg)
 static const struct tg_webhook_cbs cbs = { on_secrets, on_outcome };
 
 static void
-worker_start(void)
+worker_start_with(int64_t timeout_ms, const char *ca_file)
 {
-	struct tg_webhook_opts o = { .attempt_timeout_ms = 300, .max_inflight = 4 };
+	struct tg_webhook_opts o = { .attempt_timeout_ms = timeout_ms, .max_inflight = 4,
+		.ca_file = ca_file };
 	struct tg_err err;
 
 	T.w = tg_webhook_new(T.base, T.dns, T.ob, T.pol, &o, &cbs, NULL, &err);
 	if (T.w == NULL)
 		fail_msg("worker: %s", err.msg);
+}
+
+static void
+worker_start(void)
+{
+	worker_start_with(300, NULL);
 }
 
 static struct tg_egress *
@@ -210,11 +229,18 @@ policy(const char *entry)
 	return tg_egress_new(&l, NULL);
 }
 
+static struct tg_outbox *
+outbox_open(int64_t lease_ms)
+{
+	struct tg_outbox_opts oo = { .path = T.db, .schedule_ms = sched,
+		.nschedule = TG_NELEM(sched), .jitter_pct = -1, .lease_ms = lease_ms };
+
+	return tg_outbox_open(&oo, NULL);
+}
+
 static int
 setup(void **state)
 {
-	struct tg_outbox_opts oo = { .schedule_ms = sched, .nschedule = TG_NELEM(sched),
-		.jitter_pct = -1 };
 	struct tg_err err;
 	FILE *f;
 
@@ -233,8 +259,7 @@ setup(void **state)
 	evdns_base_load_hosts(T.dns, T.hosts);
 	T.http = tg_http_listen(T.base, "127.0.0.1:0", 1 << 20, &T.port, &err);
 	evhttp_set_gencb(T.http, on_request, NULL);
-	oo.path = T.db;
-	T.ob = tg_outbox_open(&oo, &err);
+	T.ob = outbox_open(0);
 	T.pol = policy("127.0.0.1/32");
 	worker_start();
 	return T.http != NULL && T.ob != NULL && T.pol != NULL ? 0 : -1;
@@ -550,6 +575,103 @@ test_drain_and_free(void **state)
 	close(fd);
 }
 
+/* An attempt longer than the lease keeps its job: the worker renews the
+ * lease, so the job is not leased a second time meanwhile. */
+static void
+test_lease_renewed(void **state)
+{
+	char id[TG_WEBHOOK_ID_LEN];
+	const struct outcome *o;
+
+	tg_webhook_free(T.w);
+	tg_outbox_close(T.ob);
+	T.ob = outbox_open(300);		/* renewed every 100 ms */
+	worker_start_with(2000, NULL);
+	job("/slow", "main", id);
+	o = run_to_end(id, 3000);
+	assert_int_equal(o->state, TG_OUTBOX_DELIVERED);
+	assert_int_equal(o->attempt, 1);
+	assert_int_equal(T.nhits, 1);
+	assert_int_equal(T.nout, 1);
+}
+
+/* ---- TLS ---- */
+
+static SSL_CTX *tls_ctx;
+
+static struct bufferevent *
+on_tls_accept(struct event_base *base, void *arg)
+{
+	return bufferevent_openssl_socket_new(base, -1, SSL_new(tls_ctx),
+	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+}
+
+static void
+make_cert(void)
+{
+	static const char script[] =
+	    "set -e; cd \"$1\"\n"
+	    "key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $1; }\n"
+	    "key ca.key; openssl req -x509 -new -key ca.key -out ca.pem -days 2 -subj /CN=ca\n"
+	    "key hook.key; openssl req -new -key hook.key -out hook.csr -subj /CN=hook.test\n"
+	    "printf 'subjectAltName=DNS:hook.test\\nbasicConstraints=CA:FALSE\\n' > hook.ext\n"
+	    "openssl x509 -req -in hook.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
+	    " -extfile hook.ext -out hook.pem\n";
+	char path[128], cmd[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/mk.sh", T.dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(script, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "sh %s %s >/dev/null 2>&1", path, T.dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* https to a name allow-listed, resolved to 127.0.0.1: the socket goes to
+ * the checked address, the certificate is verified for the name. */
+static void
+test_https(void **state)
+{
+	struct tg_egress *by_name = policy("hook.test");
+	char id[TG_WEBHOOK_ID_LEN], url[96], cert[128], key[128], ca[128];
+	struct evhttp *https;
+	struct tg_err err;
+	int port;
+
+	make_cert();
+	snprintf(cert, sizeof(cert), "%s/hook.pem", T.dir);
+	snprintf(key, sizeof(key), "%s/hook.key", T.dir);
+	snprintf(ca, sizeof(ca), "%s/ca.pem", T.dir);
+	tls_ctx = SSL_CTX_new(TLS_server_method());
+	assert_int_equal(SSL_CTX_use_certificate_chain_file(tls_ctx, cert), 1);
+	assert_int_equal(SSL_CTX_use_PrivateKey_file(tls_ctx, key, SSL_FILETYPE_PEM), 1);
+	https = tg_http_listen(T.base, "127.0.0.1:0", 1 << 20, &port, &err);
+	assert_non_null(https);
+	evhttp_set_bevcb(https, on_tls_accept, NULL);
+	evhttp_set_gencb(https, on_request, NULL);
+	tg_webhook_free(T.w);
+	worker_start_with(2000, ca);
+	tg_webhook_set_policy(T.w, by_name);
+	snprintf(url, sizeof(url), "https://hook.test:%d/ok", port);
+	job_at(url, "main", id);
+	assert_int_equal(run_to_end(id, 3000)->state, TG_OUTBOX_DELIVERED);
+	assert_int_equal(T.nhits, 1);
+	assert_true(T.hits[0].verified);
+	/* The same server under an address the certificate does not name. */
+	tg_webhook_set_policy(T.w, T.pol);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/ok", port);
+	job_at(url, "main", id);
+	assert_non_null(strstr(run_to_end(id, 3000)->error, "certificate"));
+	assert_int_equal(T.nhits, 1);
+	tg_webhook_free(T.w);
+	T.w = NULL;
+	evhttp_free(https);
+	SSL_CTX_free(tls_ctx);
+	tg_egress_free(by_name);
+}
+
 /* ---- 50 MB ---- */
 
 /* A raw receiver: reads into one fixed buffer and hashes as it goes, so
@@ -786,6 +908,8 @@ main(void)
 		T_(test_egress),
 		T_(test_secrets),
 		T_(test_drain_and_free),
+		T_(test_lease_renewed),
+		T_(test_https),
 		T_(test_big_payload),
 	};
 
