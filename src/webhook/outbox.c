@@ -26,7 +26,6 @@
 #define LEASE_MS		60000
 #define JITTER_PCT		10
 #define RETRY_AFTER_MAX_MS	(24LL * 3600 * 1000)
-#define SCHEMA_VERSION		1
 
 static const int64_t default_schedule[] = {
 	0, 5000, 300000, 1800000, 7200000, 18000000, 36000000, 36000000,

@@ -268,12 +268,10 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-	int never = 0;
 	char cmd[128];
 	struct timeval tv = { 0, 20000 };
 
 	tg_webhook_free(T.w);
-	(void)never;
 	event_base_loopexit(T.base, &tv);	/* cancelled lookups report back */
 	event_base_dispatch(T.base);
 	tg_outbox_close(T.ob);
