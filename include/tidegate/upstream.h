@@ -9,7 +9,8 @@
  * and streaming of response bodies with backpressure (pause/resume).
  *
  * Used by the proxy path (streaming), the token cache and the poll
- * multiplexer (tg_upstream_fetch, buffered).
+ * multiplexer (tg_upstream_fetch, buffered), and webhook deliveries (file
+ * bodies, sockets pinned to an address the egress policy checked).
  *
  * Callbacks never run from inside tg_upstream_send/fetch: requests are
  * started from the event loop. tg_upstream_free must not be called from
@@ -81,6 +82,14 @@ struct tg_up_cbs {
 struct tg_upstream *tg_upstream_new(struct event_base *base, struct evdns_base *dns,
     const char *url, const char *fallback_url, const struct tg_upstream_opts *opts,
     struct tg_err *err);
+/**
+ * Connect the primary origin's sockets to addr, an IP literal (copied),
+ * instead of resolving the URL's host: Host, SNI and the certificate check
+ * keep the URL's host, so a caller can check an address and then use
+ * exactly that one. Call before the first request. -1 with err when addr
+ * is not an IP address.
+ */
+int tg_upstream_set_connect_addr(struct tg_upstream *u, const char *addr, struct tg_err *err);
 /** Frees the pool; requests still in flight are cancelled without callbacks. */
 void tg_upstream_free(struct tg_upstream *u);
 /** Path prefix of the primary URL ("" or "/base"), borrowed. */
@@ -103,6 +112,17 @@ const char *tg_upstream_base_path(const struct tg_upstream *u);
  */
 struct tg_up_req *tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method,
     const char *uri, const struct evkeyvalq *headers, struct evbuffer *body,
+    const struct tg_up_cbs *cbs, void *arg);
+/**
+ * tg_upstream_send with the body read from bytes [0, len) of the regular
+ * file fd (borrowed: it must stay open and unchanged until on_done or the
+ * cancel). Every attempt adds the file afresh (evbuffer_add_file_segment:
+ * mapped, never copied into memory), because libevent cannot reference a
+ * buffer holding file segments. NULL when the file cannot be used; no
+ * callback is called then.
+ */
+struct tg_up_req *tg_upstream_send_file(struct tg_upstream *u, enum evhttp_cmd_type method,
+    const char *uri, const struct evkeyvalq *headers, int fd, int64_t len,
     const struct tg_up_cbs *cbs, void *arg);
 /**
  * Stop reading the response body (the sink is full) / start again. Safe

@@ -185,8 +185,8 @@ conn_new(struct up_origin *o)
 	c->o = o;
 	if ((c->bev = conn_bev(c)) == NULL)
 		goto err;
-	c->evcon = evhttp_connection_base_bufferevent_new(u->base, u->dns, c->bev, o->host,
-	    (ev_uint16_t)o->port);
+	c->evcon = evhttp_connection_base_bufferevent_new(u->base, u->dns, c->bev,
+	    o->connect != NULL ? o->connect : o->host, (ev_uint16_t)o->port);
 	if (c->evcon == NULL) {
 		bufferevent_free(c->bev);
 		goto err;
@@ -473,6 +473,7 @@ origin_free(struct up_origin *o)
 		conn_free(c);
 	}
 	free(o->host);
+	free(o->connect);
 	free(o->hosthdr);
 	free(o->base_path);
 }
@@ -499,6 +500,20 @@ tg_upstream_free(struct tg_upstream *u)
 	SSL_CTX_free(u->ssl_ctx);
 	free(u->ca_file);
 	free(u);
+}
+
+int
+tg_upstream_set_connect_addr(struct tg_upstream *u, const char *addr, struct tg_err *err)
+{
+	struct up_origin *o = &u->origin[0];
+
+	if (addr == NULL || !is_ip(addr)) {
+		tg_err_set(err, "connect address '%s' is not an IP address", addr ? addr : "");
+		return -1;
+	}
+	free(o->connect);
+	o->connect = tg_xstrdup(addr);
+	return 0;
 }
 
 const char *

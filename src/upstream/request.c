@@ -339,6 +339,11 @@ build(struct tg_up_req *r, struct up_conn *c)
 		evbuffer_add_buffer_reference(evhttp_request_get_output_buffer(ereq), r->body);
 		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(r->body));
 		evhttp_add_header(h, "Content-Length", len);
+	} else if (r->seg != NULL) {
+		evbuffer_add_file_segment(evhttp_request_get_output_buffer(ereq), r->seg, 0,
+		    r->seglen);
+		snprintf(len, sizeof(len), "%lld", (long long)r->seglen);
+		evhttp_add_header(h, "Content-Length", len);
 	}
 	return ereq;
 }
@@ -404,6 +409,23 @@ tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method, const char 
 	return r;
 }
 
+struct tg_up_req *
+tg_upstream_send_file(struct tg_upstream *u, enum evhttp_cmd_type method, const char *uri,
+    const struct evkeyvalq *headers, int fd, int64_t len, const struct tg_up_cbs *cbs,
+    void *arg)
+{
+	struct evbuffer_file_segment *seg;
+	struct tg_up_req *r;
+
+	if (fd < 0 || len < 0 || (seg = evbuffer_file_segment_new(fd, 0, len, 0)) == NULL)
+		return NULL;
+	/* Nothing starts before the pump runs, so the segment is in place. */
+	r = tg_upstream_send(u, method, uri, headers, NULL, cbs, arg);
+	r->seg = seg;
+	r->seglen = len;
+	return r;
+}
+
 void
 up_req_free(struct tg_up_req *r)
 {
@@ -424,6 +446,8 @@ up_req_free(struct tg_up_req *r)
 		event_free(r->kick);
 	if (r->fetch_free != NULL)
 		r->fetch_free(r->fetch);
+	if (r->seg != NULL)
+		evbuffer_file_segment_free(r->seg);
 	free(r);
 }
 

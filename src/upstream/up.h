@@ -56,7 +56,8 @@ TAILQ_HEAD(up_reqq, tg_up_req);
 struct up_origin {
 	struct tg_upstream *u;
 	const char *name;		/* "primary" or "fallback" */
-	char *host;			/* for connecting: IPv6 without brackets */
+	char *host;			/* the URL's: IPv6 without brackets */
+	char *connect;			/* address to connect to instead of host, or NULL */
 	char *hosthdr;			/* Host header: host[:port] */
 	char *base_path;		/* "" or "/base" */
 	int port;
@@ -92,6 +93,8 @@ struct tg_up_req {
 	char *uri;
 	struct evkeyvalq headers;	/* copy of the caller's */
 	struct evbuffer *body;		/* borrowed */
+	struct evbuffer_file_segment *seg;	/* file body (send_file), or NULL */
+	int64_t seglen;
 	struct tg_up_cbs cbs;
 	void *arg;
 	int status;

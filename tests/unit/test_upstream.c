@@ -5,7 +5,8 @@
  * the fallback origin, read and connect timeouts, a malformed answer,
  * streaming 50 MB with pause/resume, cancel mid-stream, fetch's max_body,
  * and TLS verification (good chain, wrong host, unknown CA) with throwaway
- * certificates made by the openssl CLI in a temporary directory.
+ * certificates made by the openssl CLI in a temporary directory; file
+ * bodies (tg_upstream_send_file) and the connect-address override.
  */
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -945,6 +946,41 @@ test_body_by_reference(void **state)
 	tg_upstream_free(u);
 }
 
+/* A file body goes out whole, twice from the same descriptor. */
+static void
+test_send_file(void **state)
+{
+	static unsigned char buf[3 << 20];
+	char path[] = "/tmp/tg-upstream-file-XXXXXX", *url, *got;
+	struct tg_upstream *u;
+	struct call c;
+	int fd = mkstemp(path), i;
+
+	assert_true(fd >= 0);
+	unlink(path);
+	pattern(buf, sizeof(buf), 7);
+	assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	server_start(NULL);
+	url = url_of("http", T.port);
+	u = up_new(url, NULL, NULL);
+	for (i = 0; i < 2; i++) {
+		call_init(&c);
+		assert_non_null(tg_upstream_send_file(u, EVHTTP_REQ_POST, "/len", NULL, fd,
+		    sizeof(buf), &call_cbs, &c));
+		run_until(&c.done, 3000);
+		assert_int_equal(c.err, TG_UP_OK);
+		got = body_str(&c);
+		assert_string_equal(got, "3145728");
+		free(got);
+		call_done(&c);
+	}
+	assert_null(tg_upstream_send_file(u, EVHTTP_REQ_POST, "/len", NULL, -1, 10, &call_cbs,
+	    &c));
+	close(fd);
+	free(url);
+	tg_upstream_free(u);
+}
+
 /* ---- TLS ---- */
 
 static int
@@ -1094,6 +1130,58 @@ test_tls_connect_timeout(void **state)
 	close(fd);
 }
 
+static struct tg_upstream *
+named_client(const char *host, int port, const char *addr)
+{
+	struct tg_upstream_opts o = { .tls_verify = 1 };
+	struct tg_upstream *u;
+	struct tg_err err;
+	char cafile[128], *url = tg_xasprintf("https://%s:%d", host, port);
+
+	snprintf(cafile, sizeof(cafile), "%s/ca.pem", T.dir);
+	o.ca_file = cafile;
+	u = up_new(url, NULL, &o);
+	free(url);
+	assert_int_equal(tg_upstream_set_connect_addr(u, addr, &err), 0);
+	return u;
+}
+
+/* The socket goes to the given address (T.dns knows no names), while
+ * Host, SNI and the certificate check stay on the URL's host. */
+static void
+test_connect_addr(void **state)
+{
+	struct tg_upstream *u;
+	struct tg_err err;
+	struct call c;
+	char *got, *want;
+
+	server_start("other");
+	u = named_client("other.example", T.port, "127.0.0.1");
+	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
+	run_until(&c.done, 3000);
+	assert_int_equal(c.err, TG_UP_OK);
+	got = body_str(&c);
+	want = tg_xasprintf("other.example:%d", T.port);
+	assert_string_equal(got, want);
+	free(got);
+	free(want);
+	call_done(&c);
+	assert_int_equal(tg_upstream_set_connect_addr(u, "other.example", &err), -1);
+	tg_upstream_free(u);
+	/* A certificate for the address but not the name is refused. */
+	evhttp_free(T.http);
+	SSL_CTX_free(T.sctx);
+	server_start("srv");
+	u = named_client("other.example", T.port, "127.0.0.1");
+	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
+	run_until(&c.done, 3000);
+	assert_int_equal(c.err, TG_UP_CONNECT);
+	assert_non_null(strstr(c.detail, "mismatch"));
+	call_done(&c);
+	tg_upstream_free(u);
+}
+
 static void
 test_bad_urls(void **state)
 {
@@ -1135,10 +1223,12 @@ main(void)
 		T_(test_cancel_queued),
 		T_(test_fetch_max_body),
 		T_(test_body_by_reference),
+		T_(test_send_file),
 		T_(test_tls_verified),
 		T_(test_tls_wrong_host),
 		T_(test_tls_unknown_ca),
 		T_(test_tls_connect_timeout),
+		T_(test_connect_addr),
 		T_(test_bad_urls),
 		T_(test_base_path),
 	};

@@ -1,0 +1,335 @@
+/*
+ * admin.c - what operators see and do with the outbox: list and read jobs
+ * (and their JSON for the admin API), redeliver one job or every failure
+ * since a time, purge finished jobs, and the counters behind /metrics.
+ * Called by the gateway's admin listener and metrics endpoint.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/json.h"
+#include "tidegate/webhook.h"
+#include "wh.h"
+
+#define LIST_LIMIT	100
+
+void
+tg_outbox_job_cleanup(struct tg_outbox_job *j)
+{
+	if (j == NULL)
+		return;
+	free(j->url);
+	free(j->kind);
+	free(j->correlation_id);
+	free(j->service);
+	free(j->api_key);
+	free(j->secret_ref);
+	free(j->last_error);
+	memset(j, 0, sizeof(*j));
+}
+
+void
+tg_outbox_jobs_free(struct tg_outbox_job *jobs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		tg_outbox_job_cleanup(&jobs[i]);
+	free(jobs);
+}
+
+static int64_t
+col_ms(sqlite3_stmt *s, int col)
+{
+	return sqlite3_column_type(s, col) == SQLITE_NULL ? 0 : sqlite3_column_int64(s, col);
+}
+
+/* One row of JOB_COLS (outbox.c) into j. */
+static void
+row(sqlite3_stmt *s, struct tg_outbox_job *j)
+{
+	memset(j, 0, sizeof(*j));
+	snprintf(j->id, sizeof(j->id), "%s", (const char *)sqlite3_column_text(s, 0));
+	j->state = tg_outbox_state_parse((const char *)sqlite3_column_text(s, 1));
+	j->url = wh_col_str(s, 2);
+	j->kind = wh_col_str(s, 3);
+	j->correlation_id = wh_col_str(s, 4);
+	j->service = wh_col_str(s, 5);
+	j->api_key = wh_col_str(s, 6);
+	j->secret_ref = wh_col_str(s, 7);
+	j->last_error = wh_col_str(s, 8);
+	j->attempts = sqlite3_column_int(s, 9);
+	j->last_status = sqlite3_column_int(s, 10);
+	j->size = sqlite3_column_type(s, 11) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 11);
+	j->created_at = col_ms(s, 12);
+	j->ready_at = col_ms(s, 13);
+	j->next_at = col_ms(s, 14);
+	j->first_attempt_at = col_ms(s, 15);
+	j->last_attempt_at = col_ms(s, 16);
+	j->done_at = col_ms(s, 17);
+	j->leased = sqlite3_column_int(s, 18);
+}
+
+/* A lease counts as live until its expiry, judged at now_ms. */
+static int
+get_at(struct tg_outbox *ob, const char *id, int64_t now_ms, struct tg_outbox_job *job,
+    struct tg_err *err)
+{
+	sqlite3_stmt *s = wh_stmt(ob, S_GET);
+	int rc;
+
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 9, now_ms);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		row(s, job);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		tg_err_set(err, "no webhook job %s", id);
+		rc = TG_OUTBOX_NOT_FOUND;
+	} else {
+		wh_sql_err(ob, err, "read");
+		rc = -1;
+	}
+	sqlite3_reset(s);
+	return rc;
+}
+
+int
+tg_outbox_get(struct tg_outbox *ob, const char *id, struct tg_outbox_job *job,
+    struct tg_err *err)
+{
+	return get_at(ob, id, tg_clock_now_ms(), job, err);
+}
+
+int
+tg_outbox_list(struct tg_outbox *ob, const struct tg_outbox_query *q,
+    struct tg_outbox_job **jobs, size_t *n, struct tg_err *err)
+{
+	sqlite3_stmt *s = wh_stmt(ob, S_LIST);
+	size_t cap = 0;
+	int rc;
+
+	*jobs = NULL;
+	*n = 0;
+	if (q->state >= 0 && q->state < TG_OUTBOX_NSTATES)
+		sqlite3_bind_text(s, 1, tg_outbox_state_str(q->state), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, q->since_ms);
+	if (q->correlation_id != NULL)
+		sqlite3_bind_text(s, 3, q->correlation_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)(q->limit > 0 ? q->limit : LIST_LIMIT));
+	sqlite3_bind_int64(s, 5, (sqlite3_int64)q->offset);
+	sqlite3_bind_int64(s, 9, tg_clock_now_ms());
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 16;
+			*jobs = tg_xrealloc(*jobs, cap * sizeof(**jobs));
+		}
+		row(s, &(*jobs)[(*n)++]);
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
+		return 0;
+	wh_sql_err(ob, err, "list");
+	tg_outbox_jobs_free(*jobs, *n);
+	*jobs = NULL;
+	*n = 0;
+	return -1;
+}
+
+static void
+kv_time(yajl_gen g, const char *k, int64_t ms)
+{
+	char iso[TG_ISO_LEN];
+
+	if (ms <= 0) {
+		tg_json_kv_str(g, k, NULL);
+		return;
+	}
+	tg_clock_iso(ms, iso);
+	tg_json_kv_str(g, k, iso);
+}
+
+void
+tg_outbox_job_json(yajl_gen g, const struct tg_outbox_job *j)
+{
+	char *url = wh_url_redact(j->url ? j->url : "");
+
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "id", j->id);
+	tg_json_kv_str(g, "state", tg_outbox_state_str(j->state));
+	tg_json_kv_str(g, "url", url);
+	tg_json_kv_str(g, "kind", j->kind);
+	tg_json_kv_str(g, "correlationId", j->correlation_id);
+	tg_json_kv_str(g, "service", j->service);
+	tg_json_kv_str(g, "apiKey", j->api_key);
+	tg_json_kv_int(g, "attempts", j->attempts);
+	tg_json_str(g, "lastStatus");
+	if (j->last_status > 0)
+		yajl_gen_integer(g, j->last_status);
+	else
+		yajl_gen_null(g);
+	tg_json_kv_str(g, "lastError", j->last_error);
+	tg_json_str(g, "size");
+	if (j->size >= 0)
+		yajl_gen_integer(g, j->size);
+	else
+		yajl_gen_null(g);
+	tg_json_kv_bool(g, "leased", j->leased);
+	kv_time(g, "createdAt", j->created_at);
+	kv_time(g, "readyAt", j->ready_at);
+	kv_time(g, "nextAttemptAt", j->state == TG_OUTBOX_READY ? j->next_at : 0);
+	kv_time(g, "firstAttemptAt", j->first_attempt_at);
+	kv_time(g, "lastAttemptAt", j->last_attempt_at);
+	kv_time(g, "doneAt", j->done_at);
+	yajl_gen_map_close(g);
+	free(url);
+}
+
+/* Why job j cannot be redelivered, or NULL when it can. */
+static const char *
+refusal(const struct tg_outbox_job *j)
+{
+	if (j->leased)
+		return "an attempt is in flight";
+	switch (j->state) {
+	case TG_OUTBOX_WAITING:
+		return "its payload has not arrived";
+	case TG_OUTBOX_DELIVERED:
+	case TG_OUTBOX_GONE:
+		return "its payload is no longer kept";
+	case TG_OUTBOX_DEAD:
+		return j->size < 0 ? "it was abandoned before its payload arrived" : NULL;
+	default:
+		return NULL;
+	}
+}
+
+int
+tg_outbox_redeliver(struct tg_outbox *ob, const char *id, int64_t now_ms,
+    struct tg_err *err)
+{
+	struct tg_outbox_job j;
+	sqlite3_stmt *s;
+	const char *why;
+	int rc;
+
+	if ((rc = get_at(ob, id, now_ms, &j, err)) != 0)
+		return rc;
+	why = refusal(&j);
+	if (why != NULL) {
+		tg_err_set(err, "webhook job %s is %s: %s", id, tg_outbox_state_str(j.state), why);
+		rc = TG_OUTBOX_CONFLICT;
+		goto done;
+	}
+	s = wh_stmt(ob, S_REDELIVER);
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, now_ms);
+	if ((rc = wh_step_done(ob, s, err)) == 0)
+		wh_notify(ob);
+done:
+	tg_outbox_job_cleanup(&j);
+	return rc;
+}
+
+int
+tg_outbox_redeliver_since(struct tg_outbox *ob, int64_t since_ms, int64_t now_ms,
+    size_t *n, struct tg_err *err)
+{
+	sqlite3_stmt *s = wh_stmt(ob, S_REDELIVER_SINCE);
+
+	*n = 0;
+	sqlite3_bind_int64(s, 1, since_ms);
+	sqlite3_bind_int64(s, 2, now_ms);
+	if (wh_step_done(ob, s, err) != 0)
+		return -1;
+	*n = (size_t)sqlite3_changes(ob->db);
+	if (*n > 0)
+		wh_notify(ob);
+	return 0;
+}
+
+/* The ids of finished jobs done before before_ms. */
+static int
+purge_ids(struct tg_outbox *ob, int64_t before_ms, struct tg_strlist *ids,
+    struct tg_err *err)
+{
+	sqlite3_stmt *s = wh_stmt(ob, S_PURGE_SEL);
+	int rc;
+
+	sqlite3_bind_int64(s, 1, before_ms);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		ids->v = tg_xrealloc(ids->v, (ids->n + 1) * sizeof(*ids->v));
+		ids->v[ids->n++] = wh_col_str(s, 0);
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
+		return 0;
+	wh_sql_err(ob, err, "purge");
+	return -1;
+}
+
+int
+tg_outbox_purge(struct tg_outbox *ob, int64_t before_ms, size_t *n, struct tg_err *err)
+{
+	struct tg_strlist ids = { NULL, 0 };
+	sqlite3_stmt *s;
+	size_t i;
+	int rc = -1;
+
+	*n = 0;
+	if (wh_begin(ob, err) != 0)
+		goto done;
+	if (purge_ids(ob, before_ms, &ids, err) != 0)
+		goto rollback;
+	for (i = 0; i < ids.n; i++) {
+		s = wh_stmt(ob, S_DELETE);
+		sqlite3_bind_text(s, 1, ids.v[i], -1, SQLITE_STATIC);
+		if (wh_step_done(ob, s, err) != 0)
+			goto rollback;
+	}
+	if (wh_commit(ob, err) != 0)
+		goto done;
+	for (i = 0; i < ids.n; i++)
+		wh_payload_remove(ob, ids.v[i]);
+	*n = ids.n;
+	rc = 0;
+	goto done;
+rollback:
+	wh_rollback(ob);
+done:
+	for (i = 0; i < ids.n; i++)
+		free(ids.v[i]);
+	free(ids.v);
+	return rc;
+}
+
+int
+tg_outbox_get_stats(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_stats *st,
+    struct tg_err *err)
+{
+	sqlite3_stmt *s = wh_stmt(ob, S_DEPTH);
+	int rc, i;
+
+	*st = ob->ctr;
+	memset(st->depth, 0, sizeof(st->depth));
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		if ((i = tg_outbox_state_parse((const char *)sqlite3_column_text(s, 0))) >= 0)
+			st->depth[i] = (uint64_t)sqlite3_column_int64(s, 1);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	s = wh_stmt(ob, S_LEASED);
+	sqlite3_bind_int64(s, 1, now_ms);
+	if (sqlite3_step(s) != SQLITE_ROW) {
+		sqlite3_reset(s);
+		goto fail;
+	}
+	st->leased = (uint64_t)sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return 0;
+fail:
+	wh_sql_err(ob, err, "stats");
+	return -1;
+}
