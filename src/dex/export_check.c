@@ -128,7 +128,6 @@ static const struct kind kinds[] = {
 
 /* One check of one body. */
 struct check {
-	const struct kind *k;
 	const struct tg_export_opts *o;
 	struct tg_problems *p;
 	yajl_gen g;
@@ -340,7 +339,6 @@ check_init(struct check *c, const struct kind *k, const struct tg_export_opts *o
 	size_t i;
 
 	memset(c, 0, sizeof(*c));
-	c->k = k;
 	c->o = o;
 	c->p = p;
 	for (i = 0; i < NCOMMON; i++)
