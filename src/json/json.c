@@ -10,42 +10,62 @@
 
 #include "tidegate/json.h"
 
+struct prepass {
+	int depth, nul;
+};
+
 static int
-on_open(void *depth)
+on_open(void *arg)
 {
-	return ++*(int *)depth <= TG_JSON_MAX_DEPTH;	/* 0 stops the parser */
+	return ++((struct prepass *)arg)->depth <= TG_JSON_MAX_DEPTH;	/* 0 stops */
 }
 
 static int
-on_close(void *depth)
+on_close(void *arg)
 {
-	--*(int *)depth;
+	((struct prepass *)arg)->depth--;
+	return 1;
+}
+
+/* yajl's tree keeps strings NUL-terminated, so "\u0000" would cut a value
+ * (or a key: "projectId\u0000x" would read as "projectId"). */
+static int
+on_string(void *arg, const unsigned char *s, size_t len)
+{
+	if (memchr(s, '\0', len) != NULL) {
+		((struct prepass *)arg)->nul = 1;
+		return 0;
+	}
 	return 1;
 }
 
 /*
  * yajl_tree_parse and yajl_tree_free recurse once per nesting level, so a
  * few megabytes of '[' would overflow the stack; yajl's streaming parser
- * does not recurse, and measures the depth before any tree is built.
+ * does not recurse: it measures the depth, and finds NULs in strings,
+ * before any tree is built. Returns a reason, or NULL.
  */
-static int
-too_deep(const char *buf, size_t len)
+static const char *
+prepass(const char *buf, size_t len)
 {
-	static const yajl_callbacks cb = { NULL, NULL, NULL, NULL, NULL, NULL, on_open, NULL,
-		on_close, on_open, on_close };
-	int depth = 0;
-	yajl_handle h = yajl_alloc(&cb, NULL, &depth);
+	static const yajl_callbacks cb = { NULL, NULL, NULL, NULL, NULL, on_string, on_open,
+		on_string, on_close, on_open, on_close };
+	struct prepass st = { 0, 0 };
+	yajl_handle h = yajl_alloc(&cb, NULL, &st);
 
 	if (yajl_parse(h, (const unsigned char *)buf, len) == yajl_status_ok)
 		(void)yajl_complete_parse(h);
 	yajl_free(h);
-	return depth > TG_JSON_MAX_DEPTH;
+	if (st.nul)
+		return "invalid JSON: a string contains \\u0000";
+	return st.depth > TG_JSON_MAX_DEPTH ? "nested" : NULL;
 }
 
 yajl_val
 tg_json_parse(const char *buf, size_t len, struct tg_err *err)
 {
 	char *copy = tg_xstrndup(buf, len), ebuf[200];
+	const char *why;
 	yajl_val v;
 	char *nl;
 
@@ -54,9 +74,13 @@ tg_json_parse(const char *buf, size_t len, struct tg_err *err)
 		tg_err_set(err, "body contains a NUL byte");
 		return NULL;
 	}
-	if (too_deep(buf, len)) {
+	if ((why = prepass(buf, len)) != NULL) {
 		free(copy);
-		tg_err_set(err, "invalid JSON: nested deeper than %d levels", TG_JSON_MAX_DEPTH);
+		if (strcmp(why, "nested") == 0)
+			tg_err_set(err, "invalid JSON: nested deeper than %d levels",
+			    TG_JSON_MAX_DEPTH);
+		else
+			tg_err_set(err, "%s", why);
 		return NULL;
 	}
 	ebuf[0] = '\0';

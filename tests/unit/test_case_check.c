@@ -827,7 +827,7 @@ test_garbage(void **state)
 		"{'windFarms': {'infrastructureList': {'fixable': {'fixableType': 'X'}}}}",
 		"{'windFarms': [{'infrastructureList': [{'fixable': [{'fixableType': 'INSPECTION',"
 		" 'id': 'a'}, {'fixableType': 'INSTALLATION_TASK', 'id': 'a'}]}]}]}",
-		"{'': {'': ['', {'': null}]}, '~/': 1, 'caseId': '\\u0000'}",
+		"{'': {'': ['', {'': null}]}, '~/': 1, 'caseId': '\\u0001'}",
 		"{'caseId': 'C', 'caseId': 'C', 'windFarms': [],"
 		" 'windFarms': {'a': 1, 'a': [{}, {}]}}",
 		CON, OM,

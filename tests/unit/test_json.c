@@ -81,6 +81,9 @@ test_parse_errors(void **state)
 		memset(deep, '[', sizeof(deep) - 1);
 		assert_null(tg_json_parse(deep, sizeof(deep) - 1, &err));
 		assert_string_equal(err.msg, "invalid JSON: nested deeper than 64 levels");
+		assert_null(tg_json_parse("{\"projectId\\u0000x\": 1}", 23, &err));
+		assert_string_equal(err.msg, "invalid JSON: a string contains \\u0000");
+		assert_null(tg_json_parse("[\"a\\u0000\"]", 11, &err));
 		memset(deep, 0, sizeof(deep));
 		memset(deep, '[', 64);
 		memset(deep + 64, ']', 64);
