@@ -773,6 +773,14 @@ syntax_error(struct ic *c, size_t consumed, size_t limit)
 
 	if (at > limit)
 		at = limit;	/* yajl_complete_parse counts a blank of its own */
+	/*
+	 * For this error yajl steps back by the token's length, but clamps at
+	 * the start of the chunk when the token began in an earlier one (and
+	 * forgets a string's quotes): the end of the value before it is where
+	 * ',' or '}' was expected, wherever the chunks end.
+	 */
+	if (e != NULL && strstr((char *)e, "after key and value") != NULL)
+		at = c->last;
 	if (at - c->last > IC_MAX_TOKEN) {
 		too_long(c);	/* as it would be had the chunk ended earlier */
 	} else {
@@ -867,12 +875,20 @@ tg_import_check_json(struct evbuffer *body, struct tg_import_result *res,
 
 /* ---- multipart uploads ---- */
 
+/*
+ * The part size limit is kept here rather than by the parser: the parser
+ * refuses a whole run of data that crosses it, so how much of the file had
+ * been checked would depend on where the body's chains end.
+ */
 struct upload {
 	struct ic c;
+	size_t max_part;	/* 0: unlimited */
+	size_t part_size;	/* data bytes of the current part */
+	char part[IC_EXCERPT + 4];	/* its name, for messages */
 	int in_file;		/* the part being read is `file` */
 	int files;		/* `file` parts begun */
-	int ended;		/* the `file` part ended and was finished */
 	int duplicate;		/* stopped at a second `file` part */
+	int too_large;		/* stopped at a part over max_part */
 };
 
 static int
@@ -880,6 +896,8 @@ on_part_begin(void *arg, const char *name, const char *filename, const char *cty
 {
 	struct upload *u = arg;
 
+	u->part_size = 0;
+	excerpt(name, strlen(name), u->part);
 	u->in_file = strcmp(name, "file") == 0;
 	if (!u->in_file || u->files++ == 0)
 		return 0;
@@ -892,7 +910,15 @@ static int
 on_part_data(void *arg, const char *data, size_t n)
 {
 	struct upload *u = arg;
+	size_t room = u->max_part - u->part_size;
 
+	if (u->max_part > 0 && n > room) {
+		if (u->in_file)
+			ic_feed(&u->c, data, room);	/* exactly max_part bytes, always */
+		u->too_large = 1;
+		return 1;
+	}
+	u->part_size += n;
 	if (u->in_file)
 		ic_feed(&u->c, data, n);
 	return 0;
@@ -903,10 +929,8 @@ on_part_end(void *arg)
 {
 	struct upload *u = arg;
 
-	if (u->in_file) {
+	if (u->in_file)
 		ic_finish(&u->c);
-		u->ended = 1;
-	}
 	u->in_file = 0;
 	return 0;
 }
@@ -934,9 +958,10 @@ form_problems(struct upload *u, struct upload_feed *f, int *too_large)
 {
 	if (!f->failed && tg_multipart_finish(f->mp, &f->err) != 0)
 		f->failed = 1;
-	if (f->failed && tg_multipart_too_large(f->mp)) {
+	if (u->too_large) {
 		*too_large = 1;
-		problem(&u->c, W_ROOT, "too_large", "%s", f->err.msg);
+		problem(&u->c, W_ROOT, "too_large", "part '%s' is larger than the limit of %zu "
+		    "bytes", u->part, u->max_part);
 	} else if (f->failed && !u->duplicate) {
 		problem(&u->c, W_ROOT, "multipart", "%s", f->err.msg);
 	} else if (!f->failed && u->files == 0) {
@@ -964,7 +989,8 @@ tg_import_check_multipart(struct evbuffer *body, const char *content_type, size_
 		problem(&u.c, W_ROOT, "multipart", "%s", f.err.msg);
 		goto done;
 	}
-	f.mp = tg_multipart_new(boundary, &upload_cbs, &u, max_part);
+	u.max_part = max_part;
+	f.mp = tg_multipart_new(boundary, &upload_cbs, &u, 0);
 	each_chunk(body, feed_multipart, &f);
 	form_problems(&u, &f, too_large);
 done:

@@ -488,6 +488,8 @@ test_syntax_errors(void **state)
 	    "|json|invalid JSON at byte offset 12: parse error: invalid object key (must be a "
 	    "string)\n");
 	expect("[] x", "|json|invalid JSON at byte offset 4: parse error: trailing garbage\n");
+	expect("[{\"id\":\"x\"  \"yy\"}]", "|json|invalid JSON at byte offset 10: parse error: "
+	    "after key and value, inside map, I expect ',' or '}'\n");
 	expect("[{\"id\":\"A\",\"siteId\":\"S\"}]]",
 	    "|json|invalid JSON at byte offset 26: parse error: trailing garbage\n");
 	expect("[tru]", "|json|invalid JSON at byte offset 4: lexical error: invalid string in "
@@ -632,6 +634,8 @@ test_chunking(void **state)
 	check_every_split("[{\"id\":\"\xce\xbb\xff\"}]");
 	check_every_split("[{\"id\":\"A\" /* c */}]");
 	check_every_split("[{\"id\":\"A\",}]");
+	check_every_split("[{\"id\":{}  4444444444,\"x\":1}]");
+	check_every_split("[{\"id\":\"x\" \"yyyyyyyy\"}]");
 	check_every_split("[-]");
 	check_every_split("[1.e5]");
 	check_every_split("   ");
@@ -759,16 +763,45 @@ test_multipart_form_errors(void **state)
 }
 
 static void
+check_mp_splits(const char *body, size_t max_part, const char *want)
+{
+	size_t len = strlen(body), i;
+	struct run r;
+	int tl;
+
+	for (i = 0; i < len; i++) {
+		run_mp_cut(&r, CT, body, len, &i, i > 0, max_part, &tl);
+		assert_string_equal(r.text, want);
+		assert_int_equal(tl, 1);
+		run_free(&r);
+	}
+}
+
+static void
 test_multipart_too_large(void **state)
 {
+	char want[128];
 	struct run r;
 	int tl;
 
 	run_mp_cut(&r, CT, upload, strlen(upload), NULL, 0, strlen(GOOD_JSON) - 1, &tl);
 	assert_int_equal(tl, 1);
 	assert_int_equal(r.rc, -1);
-	assert_string_equal(r.text, "|too_large|part 'file' is larger than the size limit\n");
+	snprintf(want, sizeof(want), "|too_large|part 'file' is larger than the limit of %zu "
+	    "bytes\n", strlen(GOOD_JSON) - 1);
+	assert_string_equal(r.text, want);
+	assert_int_equal(r.bytes, strlen(GOOD_JSON) - 1);
 	run_free(&r);
+	/* the limit holds for every part; what was checked does not depend on chains */
+	check_mp_splits(PART("file", "[{\"status\":\"X\"},{\"id\":1},{\"id\":2}]") CLOSE, 30,
+	    "/0/status|enum|'X' is not one of PLANNED, DISPATCHED, COMPLETED\n"
+	    "/0/id|required|field 'id' is required\n/0/siteId|required|field 'siteId' is required\n"
+	    "/1/id|type|field 'id' must be a string, not a number\n"
+	    "/1/siteId|required|field 'siteId' is required\n"
+	    "|too_large|part 'file' is larger than the limit of 30 bytes\n");
+	check_mp_splits("--" BND "\r\nContent-Disposition: form-data; name=\"big\"\r\n\r\n"
+	    "0123456789012345678901234567890123456789\r\n" PART("file", "[]") CLOSE, 30,
+	    "|too_large|part 'big' is larger than the limit of 30 bytes\n");
 	run_mp_cut(&r, CT, upload, strlen(upload), NULL, 0, strlen(GOOD_JSON), &tl);
 	assert_int_equal(tl, 0);
 	assert_int_equal(r.rc, 0);
