@@ -19,6 +19,7 @@
 #include "tidegate/routes.h"
 #include "tidegate/token.h"
 #include "tidegate/upstream.h"
+#include "tidegate/validate.h"
 #include "config.h"
 
 enum gw_listener { GW_DEX, GW_SIM, GW_ADMIN, GW_NLISTENERS };
@@ -68,6 +69,7 @@ struct gw {
 	struct event *sig[3], *drain_timer;
 	struct gw_runtime *dying;	/* released, freed from reap_ev */
 	struct event *reap_ev;
+	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
 	int exit_code;
 };
 
@@ -96,6 +98,9 @@ struct gw_req {
 	const char *origin;
 	const char *error;		/* short reason for the access log */
 	struct gw_flush *flush;		/* reply handed over, not yet written */
+	struct evbuffer *body;		/* normalised body sent instead of the client's */
+	struct evbuffer *capture;	/* copy of a served partial case (sim) */
+	const char *drop_query;		/* query parameter not to forward (dryRun) */
 };
 
 /* server.c */
@@ -110,6 +115,13 @@ void gw_on_request(struct evhttp_request *req, void *arg);
 void gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg);
 void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffer *b);
 void gw_req_proxy(struct gw_req *r);
+
+/* validate.c */
+/** Check (and normalise) the request of r's operation: 0 to proceed, -1 when
+ * it has replied (400/413, or the verdict of a dry run). */
+int gw_validate(struct gw_req *r);
+/** A served partial case, to diff later submissions against (takes body). */
+void gw_case_served(struct gw_req *r, struct evbuffer *body);
 
 /* logins.c */
 void gw_login_handle(struct gw_req *r);
