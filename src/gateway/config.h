@@ -52,6 +52,10 @@ struct gw_config {
 	struct gw_key_cfg *keys;
 	size_t nkeys;
 	long long max_problems;	/* problems listed in one 400 */
+	int poll_enabled, poll_ownership;
+	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
+	int64_t poll_cache_max_body, poll_terminal_ttl;
+	long long poll_max_entries;
 };
 
 int gw_config_load(const char *path, struct gw_config *cfg, struct tg_err *err);

@@ -113,6 +113,7 @@ finish(struct gw_req *r)
 	struct gw *gw = r->gw;
 
 	access_log(r);
+	gw_poll_forget(r);
 	if (r->conn != NULL)
 		evhttp_connection_set_closecb(r->conn, r->flush ? on_flush_conn_close : NULL,
 		    r->flush);
@@ -230,6 +231,19 @@ is_hop_by_hop(const char *name, const char *connection)
 	return 0;
 }
 
+/* Answers the gateway keeps a copy of: served partial cases (for the diff)
+ * and job creations (for correlationId ownership). */
+static int
+wants_capture(const struct gw_req *r)
+{
+	enum tg_op op = r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH;
+
+	if (op == TG_OP_SIM_CASE)
+		return r->gw->cases != NULL;
+	return (op == TG_OP_DEX_EXPORT || op == TG_OP_DEX_IMPORT_JSON ||
+	    op == TG_OP_DEX_IMPORT_FILE) && r->key != NULL && r->gw->poll != NULL;
+}
+
 static void
 on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *arg)
 {
@@ -256,7 +270,7 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 	if (evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD || status == 204 ||
 	    status == 304 || status < 200)
 		return;		/* no body: replied in on_done */
-	if (status == 200 && r->m.route && r->m.route->op == TG_OP_SIM_CASE && r->gw->cases)
+	if (status == 200 && wants_capture(r))
 		r->capture = evbuffer_new();
 	track_flush(r);
 	evhttp_send_reply_start(r->req, status, tg_http_reason(status));
@@ -274,7 +288,7 @@ on_client_drained(struct evhttp_connection *conn, void *arg)
 	}
 }
 
-/* Partial cases are small; a body past this is not kept for diffing. */
+/* Partial cases and creation answers are small; past this nothing is kept. */
 #define CAPTURE_MAX (16 * 1024 * 1024)
 
 static void
@@ -345,7 +359,10 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 		return;
 	}
 	if (err == TG_UP_OK && r->capture != NULL) {
-		gw_case_served(r, r->capture);
+		if (r->m.route->op == TG_OP_SIM_CASE)
+			gw_case_served(r, r->capture);
+		else
+			gw_poll_created(r, r->capture);
 		r->capture = NULL;
 	}
 	if (err == TG_UP_OK && r->started) {
@@ -466,8 +483,8 @@ forward_query(const char *q, const char *drop)
 
 /* Upstream URI: base path + the op's template (or the client's path when
  * passing through) + the client's query string. */
-static char *
-upstream_uri(struct gw_req *r)
+char *
+gw_upstream_uri(struct gw_req *r)
 {
 	const struct evhttp_uri *cu = evhttp_request_get_evhttp_uri(r->req);
 	const char *q = cu ? evhttp_uri_get_query(cu) : NULL;
@@ -493,7 +510,7 @@ gw_req_proxy(struct gw_req *r)
 	struct tg_token_wait *w;
 
 	if (r->uri == NULL)
-		r->uri = upstream_uri(r);
+		r->uri = gw_upstream_uri(r);
 	if (r->auth != GW_AUTH_GATEWAY || r->svc->tokens == NULL) {
 		send_upstream(r);
 		return;
@@ -597,7 +614,7 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_login_handle(r);
 		return;
 	}
-	if (gw_validate(r) != 0)
+	if (gw_validate(r) != 0 || gw_poll_handle(r))
 		return;
 	gw_req_proxy(r);
 }
