@@ -3,7 +3,6 @@ job per interval; terminal answers are served from cache; long-poll waiters
 all wake on one upstream answer; 429 + Retry-After holds every caller back;
 a job created through the gateway belongs to the key that created it."""
 import concurrent.futures
-import threading
 import time
 
 import requests
@@ -11,7 +10,7 @@ import requests
 from conftest import TEST_KEY_SHA
 
 OTHER_KEY = "other-key"
-OTHER_SHA = "0cc5bd5ce5a9ed1bf64fa4a9a43ac7e21b27ca5bdfcef7468dc2e3d9e9ae48ec"
+OTHER_SHA = "580843d03d2216ff1a275d0991bad66e4d1af871171d929e9de604b7959f9bca"
 
 
 def export(gw, headers=None):
@@ -165,7 +164,7 @@ def test_job_belongs_to_the_key_that_created_it(emulator, make_gateway):
 
 
 def test_callers_with_their_own_tokens_are_not_shared(emulator, make_gateway):
-    gw = make_gateway(emulator, {"export": None} if False else {})
+    gw = make_gateway(emulator, {"poll": {"ownership": False}})
     cid = export(gw)
     t1, t2 = emulator.token(), emulator.token()
     requests.delete(emulator.dex + "/__emulator/stats")
