@@ -43,7 +43,9 @@ static const struct tg_cfg_key key_keys[] = {
 	KB(#svc ".login_retry_after", TG_CFG_DURATION, svc.login_retry_after, "5s", 1000, \
 	   3.6e6, "Retry-After sent while vendor logins fail"), \
 	KB(#svc ".replay_max_body", TG_CFG_SIZE, svc.replay_max_body, "10MB", 0, 4294967296.0, \
-	   "largest body replayed after a vendor 401 (bigger: the 401 is relayed)")
+	   "largest body replayed after a vendor 401 (bigger: the 401 is relayed)"), \
+	K(#svc ".validate", TG_CFG_BOOL, svc.validate, "true", \
+	  "check requests before sending them (400 listing every problem)")
 
 const struct tg_cfg_key gw_config_keys[] = {
 	K("listen.dex", TG_CFG_ADDR, listen_dex, "127.0.0.1:8080", "data exchange listener"),
@@ -64,6 +66,10 @@ const struct tg_cfg_key gw_config_keys[] = {
 	K("dex.username", TG_CFG_STR, dex.id, NULL, "vendor account the gateway logs in with"),
 	K("dex.password", TG_CFG_SECRET, dex.secret, NULL,
 	  "its password: password_env or password_file"),
+	K("dex.strict", TG_CFG_BOOL, dex.strict, "false",
+	  "unknown members of export requests are errors (else passed through)"),
+	K("dex.work_packages_status_field", TG_CFG_STR, dex.wp_status_field, "status",
+	  "spelling sent for the work packages status filter: status or statuses"),
 	R(dex, "authenticate", TG_OP_DEX_AUTHENTICATE, "/public/v1/authenticate"),
 	R(dex, "export", TG_OP_DEX_EXPORT, "/public/v1/export/{kind}"),
 	R(dex, "export_get", TG_OP_DEX_EXPORT_GET, "/public/export"),
@@ -78,6 +84,13 @@ const struct tg_cfg_key gw_config_keys[] = {
 	K("sim.client_id", TG_CFG_STR, sim.id, NULL, "API client the gateway uses"),
 	K("sim.client_secret", TG_CFG_SECRET, sim.secret, NULL,
 	  "its secret: client_secret_env or client_secret_file"),
+	K("sim.construction_types", TG_CFG_STRLIST, sim.construction_types,
+	  "INSTALLATION_TASK,COMMISSIONING_TASK", "fixableTypes of Construction cases"),
+	K("sim.om_types", TG_CFG_STRLIST, sim.om_types,
+	  "CORRECTIVE_MAINTENANCE,PREVENTIVE_MAINTENANCE,SCHEDULED_SERVICE,INSPECTION",
+	  "fixableTypes of O&M cases"),
+	KB("sim.remember_cases", TG_CFG_INT, sim.remember_cases, "256", 0, 1e6,
+	   "partial cases kept to diff submissions against (0: no diff)"),
 	R(sim, "token", TG_OP_SIM_TOKEN, "/api/oauth2/token"),
 	R(sim, "cases", TG_OP_SIM_CASES, "/api/v1/cases"),
 	R(sim, "case", TG_OP_SIM_CASE, "/api/v1/cases/{id}"),
@@ -96,6 +109,26 @@ const struct tg_cfg_key gw_config_keys[] = {
 	K("tls.verify", TG_CFG_BOOL, tls_verify, "true",
 	  "verify upstream certificates and host names"),
 	K("tls.ca_file", TG_CFG_STR, tls_ca_file, NULL, "PEM CA bundle (default: system)"),
+	KB("max_problems", TG_CFG_INT, max_problems, "200", 1, 100000,
+	   "problems listed in one 400 (all are counted)"),
+	K("poll.enabled", TG_CFG_BOOL, poll_enabled, "true",
+	  "share upstream polls of one job among all its callers"),
+	KB("poll.interval", TG_CFG_DURATION, poll_interval, "1s", 10, 3.6e6,
+	   "reuse a non-terminal answer this long"),
+	KB("poll.max_interval", TG_CFG_DURATION, poll_max_interval, "10s", 10, 3.6e6,
+	   "longest reuse as a job ages"),
+	KB("poll.backoff_after", TG_CFG_DURATION, poll_backoff_after, "30s", 1000, 8.64e7,
+	   "job age after which the interval grows (by interval per backoff_after)"),
+	KB("poll.max_wait", TG_CFG_DURATION, poll_max_wait, "60s", 0, 3.6e6,
+	   "longest long-poll (?wait=N seconds is capped to this)"),
+	KB("poll.cache_max_body", TG_CFG_SIZE, poll_cache_max_body, "8MB", 1024, 1073741824.0,
+	   "largest answer shared from memory (bigger: each caller streams its own)"),
+	KB("poll.terminal_ttl", TG_CFG_DURATION, poll_terminal_ttl, "10m", 1000, 8.64e7,
+	   "how long a final answer is served without asking the vendor"),
+	KB("poll.max_entries", TG_CFG_INT, poll_max_entries, "10000", 1, 1e7,
+	   "jobs tracked at once"),
+	K("poll.ownership", TG_CFG_BOOL, poll_ownership, "true",
+	  "a job created through the gateway is visible only to the key that created it"),
 	{ "keys", TG_CFG_LIST, O(keys), NULL, 0, 0, 0, key_keys, TG_NELEM(key_keys),
 	  sizeof(struct gw_key_cfg), O(nkeys),
 	  "gateway API keys; without keys the gateway only binds loopback" },
@@ -120,6 +153,12 @@ check(const struct gw_config *c, struct tg_err *err)
 			    "of the key, e.g. printf %%s KEY | sha256sum)", c->path, i);
 			return -1;
 		}
+	}
+	if (strcmp(c->dex.wp_status_field, "status") != 0 &&
+	    strcmp(c->dex.wp_status_field, "statuses") != 0) {
+		tg_err_set(err, "%s: dex.work_packages_status_field: must be status or statuses",
+		    c->path);
+		return -1;
 	}
 	for (i = 0; i < 2; i++) {
 		if ((s[i]->id == NULL) != (s[i]->secret == NULL)) {

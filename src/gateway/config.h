@@ -28,6 +28,11 @@ struct gw_service_cfg {
 	int64_t refresh_before, refresh_jitter, login_timeout, login_retry_after;
 	int64_t replay_max_body;
 	char *routes[TG_OP_COUNT];	/* upstream path templates by op */
+	int validate;		/* check requests before they are sent */
+	int strict;		/* dex: unknown export members are errors */
+	char *wp_status_field;	/* dex: "status" or "statuses" for work packages */
+	struct tg_strlist construction_types, om_types;	/* sim: fixableType kinds */
+	long long remember_cases;	/* sim: partial cases kept for the diff */
 };
 
 struct gw_config {
@@ -46,6 +51,11 @@ struct gw_config {
 	char *tls_ca_file;
 	struct gw_key_cfg *keys;
 	size_t nkeys;
+	long long max_problems;	/* problems listed in one 400 */
+	int poll_enabled, poll_ownership;
+	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
+	int64_t poll_cache_max_body, poll_terminal_ttl;
+	long long poll_max_entries;
 };
 
 int gw_config_load(const char *path, struct gw_config *cfg, struct tg_err *err);

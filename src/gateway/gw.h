@@ -9,6 +9,7 @@
 #define TIDEGATE_GW_H
 
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include <event2/http.h>
 
@@ -19,6 +20,7 @@
 #include "tidegate/routes.h"
 #include "tidegate/token.h"
 #include "tidegate/upstream.h"
+#include "tidegate/validate.h"
 #include "config.h"
 
 enum gw_listener { GW_DEX, GW_SIM, GW_ADMIN, GW_NLISTENERS };
@@ -68,6 +70,8 @@ struct gw {
 	struct event *sig[3], *drain_timer;
 	struct gw_runtime *dying;	/* released, freed from reap_ev */
 	struct event *reap_ev;
+	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
+	struct gw_poll *poll;		/* poll multiplexer (poll.c) */
 	int exit_code;
 };
 
@@ -96,6 +100,13 @@ struct gw_req {
 	const char *origin;
 	const char *error;		/* short reason for the access log */
 	struct gw_flush *flush;		/* reply handed over, not yet written */
+	struct evbuffer *body;		/* normalised body sent instead of the client's */
+	struct evbuffer *capture;	/* copy of a served partial case (sim) */
+	const char *drop_query;		/* query parameter not to forward (dryRun, wait) */
+	struct poll_entry *poll;	/* waiting on a shared poll (poll.c) */
+	TAILQ_ENTRY(gw_req) poll_next;
+	int64_t wait_until;		/* long-poll deadline (monotonic ms), 0: none */
+	struct event *wait_timer;
 };
 
 /* server.c */
@@ -110,6 +121,25 @@ void gw_on_request(struct evhttp_request *req, void *arg);
 void gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg);
 void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffer *b);
 void gw_req_proxy(struct gw_req *r);
+/** Upstream path and query for r (malloc'd): route template, minus drop_query. */
+char *gw_upstream_uri(struct gw_req *r);
+
+/* poll.c */
+struct gw_poll *gw_poll_new(struct gw *gw);
+void gw_poll_free(struct gw_poll *p);
+/** Serve a pollable GET from the multiplexer: 1 when handled, 0 to proxy. */
+int gw_poll_handle(struct gw_req *r);
+/** r ends: stop waiting. */
+void gw_poll_forget(struct gw_req *r);
+/** The vendor answered a job creation for r's key (takes body). */
+void gw_poll_created(struct gw_req *r, struct evbuffer *body);
+
+/* validate.c */
+/** Check (and normalise) the request of r's operation: 0 to proceed, -1 when
+ * it has replied (400/413, or the verdict of a dry run). */
+int gw_validate(struct gw_req *r);
+/** A served partial case, to diff later submissions against (takes body). */
+void gw_case_served(struct gw_req *r, struct evbuffer *body);
 
 /* logins.c */
 void gw_login_handle(struct gw_req *r);

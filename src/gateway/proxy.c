@@ -113,6 +113,7 @@ finish(struct gw_req *r)
 	struct gw *gw = r->gw;
 
 	access_log(r);
+	gw_poll_forget(r);
 	if (r->conn != NULL)
 		evhttp_connection_set_closecb(r->conn, r->flush ? on_flush_conn_close : NULL,
 		    r->flush);
@@ -121,6 +122,10 @@ finish(struct gw_req *r)
 	if (r->tw != NULL)
 		tg_token_wait_cancel(r->tw);
 	gw_runtime_unref(r->rt);
+	if (r->body != NULL)
+		evbuffer_free(r->body);
+	if (r->capture != NULL)
+		evbuffer_free(r->capture);
 	free(r->path);
 	free(r->token);
 	free(r->uri);
@@ -226,6 +231,19 @@ is_hop_by_hop(const char *name, const char *connection)
 	return 0;
 }
 
+/* Answers the gateway keeps a copy of: served partial cases (for the diff)
+ * and job creations (for correlationId ownership). */
+static int
+wants_capture(const struct gw_req *r)
+{
+	enum tg_op op = r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH;
+
+	if (op == TG_OP_SIM_CASE)
+		return r->gw->cases != NULL;
+	return (op == TG_OP_DEX_EXPORT || op == TG_OP_DEX_IMPORT_JSON ||
+	    op == TG_OP_DEX_IMPORT_FILE) && r->key != NULL && r->gw->poll != NULL;
+}
+
 static void
 on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *arg)
 {
@@ -237,7 +255,8 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 	r->upstream_status = status;
 	r->origin = tg_up_req_origin(u);
 	if (status == 401 && r->auth == GW_AUTH_GATEWAY && r->svc->tokens && !r->replayed &&
-	    (int64_t)evbuffer_get_length(evhttp_request_get_input_buffer(r->req)) <=
+	    (int64_t)evbuffer_get_length(r->body ? r->body :
+	    evhttp_request_get_input_buffer(r->req)) <=
 	    r->svc->cfg->replay_max_body) {
 		r->retry_401 = 1;
 		return;
@@ -251,6 +270,8 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 	if (evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD || status == 204 ||
 	    status == 304 || status < 200)
 		return;		/* no body: replied in on_done */
+	if (status == 200 && wants_capture(r))
+		r->capture = evbuffer_new();
 	track_flush(r);
 	evhttp_send_reply_start(r->req, status, tg_http_reason(status));
 	r->started = 1;
@@ -267,6 +288,22 @@ on_client_drained(struct evhttp_connection *conn, void *arg)
 	}
 }
 
+/* Partial cases and creation answers are small; past this nothing is kept. */
+#define CAPTURE_MAX (16 * 1024 * 1024)
+
+static void
+capture(struct gw_req *r, struct evbuffer *buf)
+{
+	size_t n = evbuffer_get_length(buf);
+
+	if (evbuffer_get_length(r->capture) + n > CAPTURE_MAX) {
+		evbuffer_free(r->capture);
+		r->capture = NULL;
+		return;
+	}
+	evbuffer_add(r->capture, evbuffer_pullup(buf, -1), n);
+}
+
 static void
 on_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
 {
@@ -278,6 +315,8 @@ on_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
 		return;
 	}
 	r->bytes += evbuffer_get_length(buf);
+	if (r->capture != NULL)
+		capture(r, buf);
 	evhttp_send_reply_chunk_with_cb(r->req, buf, on_client_drained, r);
 	bev = evhttp_connection_get_bufferevent(r->conn);
 	if (!r->paused && evbuffer_get_length(bufferevent_get_output(bev)) > CLIENT_HIGH_WATER) {
@@ -318,6 +357,13 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 		tg_metrics_inc(r->gw->metrics, "tidegate_token_replays_total", "", 1);
 		gw_req_proxy(r);
 		return;
+	}
+	if (err == TG_UP_OK && r->capture != NULL) {
+		if (r->m.route->op == TG_OP_SIM_CASE)
+			gw_case_served(r, r->capture);
+		else
+			gw_poll_created(r, r->capture);
+		r->capture = NULL;
 	}
 	if (err == TG_UP_OK && r->started) {
 		evhttp_send_reply_end(r->req);
@@ -385,7 +431,7 @@ send_upstream(struct gw_req *r)
 	TAILQ_INIT(&headers);
 	copy_request_headers(r, &headers);
 	u = tg_upstream_send(r->svc->api, evhttp_request_get_command(r->req), r->uri, &headers,
-	    evhttp_request_get_input_buffer(r->req), &up_cbs, r);
+	    r->body ? r->body : evhttp_request_get_input_buffer(r->req), &up_cbs, r);
 	evhttp_clear_headers(&headers);
 	r->up = u;
 }
@@ -410,15 +456,40 @@ on_token(const char *token, const char *why, int retry_after, void *arg)
 	send_upstream(r);
 }
 
+/* The client's query string without the parameter the gateway consumed
+ * (dryRun): segments are copied as sent, so encoding is untouched. */
+static char *
+forward_query(const char *q, const char *drop)
+{
+	size_t dl = drop ? strlen(drop) : 0, n = 0, len;
+	char *out = tg_xmalloc(strlen(q) + 1);
+	const char *seg = q, *amp;
+
+	while (*seg) {
+		amp = strchr(seg, '&');
+		len = amp ? (size_t)(amp - seg) : strlen(seg);
+		if (!(dl && len >= dl && strncmp(seg, drop, dl) == 0 &&
+		    (len == dl || seg[dl] == '='))) {
+			if (n > 0)
+				out[n++] = '&';
+			memcpy(out + n, seg, len);
+			n += len;
+		}
+		seg += len + (amp != NULL);
+	}
+	out[n] = '\0';
+	return out;
+}
+
 /* Upstream URI: base path + the op's template (or the client's path when
  * passing through) + the client's query string. */
-static char *
-upstream_uri(struct gw_req *r)
+char *
+gw_upstream_uri(struct gw_req *r)
 {
 	const struct evhttp_uri *cu = evhttp_request_get_evhttp_uri(r->req);
 	const char *q = cu ? evhttp_uri_get_query(cu) : NULL;
 	const char *base = tg_upstream_base_path(r->svc->api);
-	char *path, *uri;
+	char *path, *uri, *fq;
 
 	if (r->m.route != NULL)
 		path = tg_route_expand(r->svc->cfg->routes[r->m.route->op], &r->m);
@@ -426,7 +497,9 @@ upstream_uri(struct gw_req *r)
 		path = tg_xstrdup(r->path);
 	if (path == NULL)
 		path = tg_xstrdup(r->path);
-	uri = tg_xasprintf("%s%s%s%s", base, path, q ? "?" : "", q ? q : "");
+	fq = forward_query(q ? q : "", r->drop_query);
+	uri = tg_xasprintf("%s%s%s%s", base, path, *fq ? "?" : "", fq);
+	free(fq);
 	free(path);
 	return uri;
 }
@@ -437,7 +510,7 @@ gw_req_proxy(struct gw_req *r)
 	struct tg_token_wait *w;
 
 	if (r->uri == NULL)
-		r->uri = upstream_uri(r);
+		r->uri = gw_upstream_uri(r);
 	if (r->auth != GW_AUTH_GATEWAY || r->svc->tokens == NULL) {
 		send_upstream(r);
 		return;
@@ -541,5 +614,7 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_login_handle(r);
 		return;
 	}
+	if (gw_validate(r) != 0 || gw_poll_handle(r))
+		return;
 	gw_req_proxy(r);
 }

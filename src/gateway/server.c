@@ -336,6 +336,10 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 		gw_free(gw);
 		return NULL;
 	}
+	if (cfg->sim.remember_cases > 0)
+		gw->cases = tg_case_store_new((size_t)cfg->sim.remember_cases);
+	if (cfg->poll_enabled)
+		gw->poll = gw_poll_new(gw);
 	if ((gw->rt = runtime_new(gw, cfg, err)) == NULL || bind_listeners(gw, err) != 0) {
 		gw_free(gw);
 		return NULL;
@@ -368,6 +372,8 @@ gw_free(struct gw *gw)
 	gw_runtime_unref(gw->rt);
 	reap(gw);
 	event_free(gw->reap_ev);
+	tg_case_store_free(gw->cases);
+	gw_poll_free(gw->poll);
 	tg_emu_free(gw->emu);
 	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &gw->emu_cfg);
 	if (gw->dns != NULL)

@@ -1,0 +1,666 @@
+/*
+ * poll.c - the poll multiplexer. Callers of the asynchronous APIs poll
+ * (export readiness, import status/result/failed, simulation status and
+ * results); the gateway turns N callers polling one job into one upstream
+ * request per interval:
+ *
+ * - an entry per (service, caller identity, operation, job id);
+ * - one upstream GET in flight per entry, shared by every waiting caller;
+ * - terminal answers (an export that is ready, an import with processed ==
+ *   total, a simulation completed or failed, its results) are cached and
+ *   served without upstream calls; others are reused for an interval that
+ *   grows as the job ages;
+ * - 429 + Retry-After from the vendor holds every caller of that entry back;
+ * - `?wait=N` long-polls: the request is held until the job is terminal or N
+ *   seconds pass, and all waiters wake on one upstream answer.
+ *
+ * Called from proxy.c for the pollable GET operations; owns its entries,
+ * which outlive the requests and are swept when idle.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/crypto.h"
+#include "tidegate/http.h"
+#include "tidegate/json.h"
+#include "tidegate/log.h"
+#include "tidegate/map.h"
+#include "gw.h"
+
+struct poll_answer {
+	int status;
+	char *ctype, *retry_after;
+	char *body;
+	size_t len;
+	int64_t at;		/* monotonic ms; 0 when none */
+	int terminal;
+};
+
+struct poll_entry {
+	char *key;
+	struct gw_poll *p;
+	int service;		/* GW_DEX / GW_SIM: the runtime is looked up at fetch time */
+	enum tg_op op;
+	char *uri;		/* upstream path and query */
+	char *bearer;		/* the caller's own token in caller-token mode, else NULL */
+	char *job;		/* correlationId or simulation id */
+	struct poll_answer ans;
+	int64_t created, not_before, used;	/* monotonic ms */
+	struct gw_runtime *rt;	/* held while a fetch is in flight */
+	struct tg_up_req *inflight;
+	struct tg_token_wait *tw;
+	char *token;
+	int replayed, passthrough;
+	TAILQ_HEAD(, gw_req) waiters;
+	struct event *timer;	/* next poll for long-poll waiters */
+};
+
+struct gw_poll {
+	struct gw *gw;
+	struct tg_map *entries;		/* key -> struct poll_entry */
+	struct tg_map *owners;		/* correlationId -> key name */
+	struct tg_map *imports_done;	/* correlationId -> (void *)1 */
+	struct event *sweep;
+};
+
+static void fetch(struct poll_entry *e);
+
+/* ---- answers ---- */
+
+static void
+answer_clear(struct poll_answer *a)
+{
+	free(a->ctype);
+	free(a->retry_after);
+	free(a->body);
+	memset(a, 0, sizeof(*a));
+}
+
+static int
+json_int(yajl_val v, const char *k, long long *out)
+{
+	yajl_val x = tg_json_get(v, k);
+
+	if (x == NULL || !YAJL_IS_INTEGER(x))
+		return -1;
+	*out = YAJL_GET_INTEGER(x);
+	return 0;
+}
+
+/* Is this answer the job's last word? */
+static int
+is_terminal(struct poll_entry *e, int status, const char *body, size_t len)
+{
+	const char *st;
+	long long total, processed;
+	yajl_val v;
+	int t = 0;
+
+	switch (e->op) {
+	case TG_OP_DEX_EXPORT_GET:
+		return status == 200;
+	case TG_OP_SIM_RESULTS:
+		return status == 200;
+	case TG_OP_DEX_IMPORT_RESULT:
+	case TG_OP_DEX_IMPORT_FAILED:
+		return status == 200 && tg_map_get(e->p->imports_done, e->job) != NULL;
+	case TG_OP_DEX_IMPORT_STATUS:
+	case TG_OP_SIM_STATUS:
+		if (status != 200 || (v = tg_json_parse(body, len, NULL)) == NULL)
+			return 0;
+		if (e->op == TG_OP_SIM_STATUS) {
+			st = tg_json_get_str(v, "status");
+			t = st && (strcmp(st, "COMPLETED") == 0 || strcmp(st, "FAILED") == 0);
+		} else if (json_int(v, "total", &total) == 0 &&
+		    json_int(v, "processed", &processed) == 0) {
+			t = processed >= total;
+			if (t)
+				tg_map_put(e->p->imports_done, e->job, (void *)1);
+		}
+		yajl_tree_free(v);
+		return t;
+	default:
+		return 0;
+	}
+}
+
+/* Non-terminal answers are reused for an interval that grows with age. */
+static int64_t
+interval(const struct poll_entry *e)
+{
+	const struct gw_config *c = &e->p->gw->rt->cfg;
+	int64_t age = tg_clock_mono_ms() - e->created, iv = c->poll_interval;
+
+	if (age > c->poll_backoff_after)
+		iv += (age - c->poll_backoff_after) * c->poll_interval / c->poll_backoff_after;
+	return iv < c->poll_max_interval ? iv : c->poll_max_interval;
+}
+
+static int
+fresh(const struct poll_entry *e)
+{
+	if (e->ans.at == 0)
+		return 0;
+	return e->ans.terminal || tg_clock_mono_ms() - e->ans.at < interval(e) ||
+	    tg_clock_mono_ms() < e->not_before;
+}
+
+/* ---- waiters ---- */
+
+static void
+waiter_remove(struct gw_req *r)
+{
+	struct poll_entry *e = r->poll;
+
+	if (e == NULL)
+		return;
+	TAILQ_REMOVE(&e->waiters, r, poll_next);
+	r->poll = NULL;
+	if (r->wait_timer != NULL) {
+		event_free(r->wait_timer);
+		r->wait_timer = NULL;
+	}
+}
+
+static void
+reply_answer(struct gw_req *r, const struct poll_answer *a, const char *how)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
+	struct evbuffer *b = evbuffer_new();
+	char age[24];
+
+	waiter_remove(r);
+	evbuffer_add(b, a->body, a->len);
+	snprintf(age, sizeof(age), "%lld", (long long)((tg_clock_mono_ms() - a->at) / 1000));
+	evhttp_add_header(h, "Age", age);
+	evhttp_add_header(h, "X-Tidegate-Poll", how);
+	if (a->retry_after != NULL)
+		evhttp_add_header(h, "Retry-After", a->retry_after);
+	r->upstream_status = a->status;
+	r->origin = how;
+	gw_req_reply_buf(r, a->status, a->ctype ? a->ctype : "application/json", b);
+	evbuffer_free(b);
+}
+
+/* An answer arrived: terminal ones and plain polls are answered; long-poll
+ * waiters on a non-terminal job keep waiting for the next one. */
+static void
+wake(struct poll_entry *e)
+{
+	struct gw_req *r, *next;
+
+	for (r = TAILQ_FIRST(&e->waiters); r != NULL; r = next) {
+		next = TAILQ_NEXT(r, poll_next);
+		if (e->ans.terminal || r->wait_until == 0 || e->passthrough)
+			reply_answer(r, &e->ans, r->wait_until ? "long-poll" : "fetched");
+	}
+}
+
+static void
+fail_waiters(struct poll_entry *e, int status, const char *code, const char *msg)
+{
+	struct gw_req *r;
+
+	while ((r = TAILQ_FIRST(&e->waiters)) != NULL) {
+		waiter_remove(r);
+		gw_req_reply_error(r, status, code, msg);
+	}
+}
+
+/* The body is too large to share: every waiter streams its own copy. */
+static void
+proxy_waiters(struct poll_entry *e)
+{
+	struct gw_req *r;
+
+	e->passthrough = 1;
+	while ((r = TAILQ_FIRST(&e->waiters)) != NULL) {
+		waiter_remove(r);
+		gw_req_proxy(r);
+	}
+}
+
+static void
+on_poll_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct poll_entry *e = arg;
+
+	if (!TAILQ_EMPTY(&e->waiters) && e->inflight == NULL && e->tw == NULL)
+		fetch(e);
+}
+
+static void
+schedule(struct poll_entry *e)
+{
+	int64_t now = tg_clock_mono_ms(), at = e->ans.at + interval(e), ms;
+	struct timeval tv;
+
+	if (TAILQ_EMPTY(&e->waiters) || e->ans.terminal)
+		return;
+	if (at < e->not_before)
+		at = e->not_before;
+	ms = at > now ? at - now : 0;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(e->timer, &tv);
+}
+
+/* ---- upstream ---- */
+
+static int64_t
+retry_after_ms(const char *ra)
+{
+	char *end;
+	long v;
+
+	if (ra == NULL)
+		return 0;
+	v = strtol(ra, &end, 10);
+	return end != ra && *end == '\0' && v >= 0 && v < 86400 ? v * 1000 : 1000;
+}
+
+static void
+store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuffer *body)
+{
+	const char *ra = h ? evhttp_find_header(h, "Retry-After") : NULL;
+	const char *ct = h ? evhttp_find_header(h, "Content-Type") : NULL;
+	size_t len = body ? evbuffer_get_length(body) : 0;
+
+	if (status == 429 || status == 503)
+		e->not_before = tg_clock_mono_ms() + retry_after_ms(ra);
+	if (status == 429 && e->ans.at != 0 && e->ans.status != 429)
+		return;		/* keep serving the last real state */
+	answer_clear(&e->ans);
+	e->ans.status = status;
+	e->ans.ctype = ct ? tg_xstrdup(ct) : NULL;
+	e->ans.retry_after = ra ? tg_xstrdup(ra) : NULL;
+	e->ans.body = tg_xmalloc(len + 1);
+	evbuffer_copyout(body, e->ans.body, len);
+	e->ans.body[len] = '\0';
+	e->ans.len = len;
+	e->ans.at = tg_clock_mono_ms();
+	e->ans.terminal = is_terminal(e, status, e->ans.body, len);
+}
+
+static void
+fetch_done(struct poll_entry *e)
+{
+	gw_runtime_unref(e->rt);
+	e->rt = NULL;
+	free(e->token);
+	e->token = NULL;
+}
+
+static void
+on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up_error err,
+    void *arg)
+{
+	struct poll_entry *e = arg;
+	struct gw_service *s = &e->rt->svc[e->service];
+
+	e->inflight = NULL;
+	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_upstream_total",
+	    e->service == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
+	if (err == TG_UP_OK && status == 401 && e->bearer == NULL && s->tokens && !e->replayed) {
+		e->replayed = 1;
+		tg_token_invalidate(s->tokens, e->token);
+		fetch_done(e);
+		fetch(e);
+		return;
+	}
+	e->replayed = 0;
+	fetch_done(e);
+	if (err == TG_UP_TOO_LARGE) {
+		proxy_waiters(e);
+	} else if (err != TG_UP_OK) {
+		fail_waiters(e, err == TG_UP_TIMEOUT ? 504 : 502,
+		    err == TG_UP_TIMEOUT ? "UPSTREAM_TIMEOUT" : "UPSTREAM_UNREACHABLE",
+		    "the vendor API could not be reached");
+	} else {
+		store(e, status, h, body);
+		wake(e);
+		schedule(e);
+	}
+}
+
+static void
+send_fetch(struct poll_entry *e, const char *token)
+{
+	struct gw_service *s = &e->rt->svc[e->service];
+	struct evkeyvalq h;
+	char *auth;
+
+	TAILQ_INIT(&h);
+	evhttp_add_header(&h, "Accept", "application/json");
+	if (token != NULL || e->bearer != NULL) {
+		auth = tg_xasprintf("Bearer %s", token ? token : e->bearer);
+		evhttp_add_header(&h, "Authorization", auth);
+		free(auth);
+	}
+	e->inflight = tg_upstream_fetch(s->api, EVHTTP_REQ_GET, e->uri, &h,
+	    NULL, (size_t)e->p->gw->rt->cfg.poll_cache_max_body, on_fetched, e);
+	evhttp_clear_headers(&h);
+}
+
+static void
+on_fetch_token(const char *token, const char *why, int retry_after, void *arg)
+{
+	struct poll_entry *e = arg;
+	char msg[300];
+
+	e->tw = NULL;
+	if (token == NULL) {
+		fetch_done(e);
+		snprintf(msg, sizeof(msg), "could not obtain a vendor token: %s",
+		    why ? why : "login failed");
+		fail_waiters(e, 503, "TOKEN_UNAVAILABLE", msg);
+		return;
+	}
+	e->token = tg_xstrdup(token);
+	send_fetch(e, token);
+}
+
+static void
+fetch(struct poll_entry *e)
+{
+	struct tg_token_wait *w;
+	struct gw_service *s;
+
+	e->rt = e->p->gw->rt;
+	e->rt->refs++;
+	s = &e->rt->svc[e->service];
+	if (e->bearer != NULL || s->tokens == NULL) {
+		send_fetch(e, NULL);
+		return;
+	}
+	w = tg_token_get(s->tokens, on_fetch_token, e);
+	if (w != NULL)
+		e->tw = w;
+}
+
+/* ---- entries ---- */
+
+static void
+entry_free(void *arg)
+{
+	struct poll_entry *e = arg;
+
+	if (e->inflight != NULL)
+		tg_up_req_cancel(e->inflight);
+	if (e->tw != NULL)
+		tg_token_wait_cancel(e->tw);
+	gw_runtime_unref(e->rt);
+	answer_clear(&e->ans);
+	event_free(e->timer);
+	free(e->key);
+	free(e->uri);
+	if (e->bearer != NULL)
+		explicit_bzero(e->bearer, strlen(e->bearer));
+	free(e->bearer);
+	free(e->token);
+	free(e->job);
+	free(e);
+}
+
+static int
+idle(const struct poll_entry *e)
+{
+	return TAILQ_EMPTY(&e->waiters) && e->inflight == NULL && e->tw == NULL;
+}
+
+/* Drop idle entries whose answer is stale for good (all: under pressure). */
+static void
+sweep(struct gw_poll *p, int all)
+{
+	const struct gw_config *c = &p->gw->rt->cfg;
+	int64_t now = tg_clock_mono_ms();
+	struct poll_entry *e;
+	const char *k;
+	void *v;
+	size_t pos = 0;
+	char **dead = tg_xcalloc(tg_map_count(p->entries) + 1, sizeof(char *));
+	size_t n = 0, i;
+
+	while (tg_map_next(p->entries, &pos, &k, &v)) {
+		e = v;
+		if (idle(e) && (all || now - e->used > (e->ans.terminal ? c->poll_terminal_ttl :
+		    5 * c->poll_max_interval)))
+			dead[n++] = tg_xstrdup(k);
+	}
+	for (i = 0; i < n; i++) {
+		tg_map_del(p->entries, dead[i]);
+		free(dead[i]);
+	}
+	free(dead);
+}
+
+static void
+on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	sweep(arg, 0);
+}
+
+static struct poll_entry *
+entry_get(struct gw_poll *p, struct gw_req *r, const char *job, const char *identity)
+{
+	char *uri = gw_upstream_uri(r), *key;
+	struct poll_entry *e;
+
+	key = tg_xasprintf("%s|%s|%s", r->svc->name, identity, uri);
+	if ((e = tg_map_get(p->entries, key)) != NULL) {
+		free(key);
+		free(uri);
+		return e;
+	}
+	if ((long long)tg_map_count(p->entries) >= r->rt->cfg.poll_max_entries)
+		sweep(p, 1);
+	if ((long long)tg_map_count(p->entries) >= r->rt->cfg.poll_max_entries) {
+		free(key);
+		free(uri);
+		return NULL;	/* full of active jobs: this caller is proxied as is */
+	}
+	e = tg_xcalloc(1, sizeof(*e));
+	e->key = key;
+	e->p = p;
+	e->service = r->svc->index;
+	e->op = r->m.route->op;
+	e->uri = uri;
+	e->job = tg_xstrdup(job);
+	e->bearer = r->auth == GW_AUTH_CALLER ? tg_xstrdup(tg_http_bearer(r->req)) : NULL;
+	e->created = tg_clock_mono_ms();
+	TAILQ_INIT(&e->waiters);
+	e->timer = evtimer_new(p->gw->base, on_poll_timer, e);
+	tg_map_put(p->entries, key, e);
+	return e;
+}
+
+/* The caller identity an answer may be shared within. */
+static void
+identity(struct gw_req *r, char out[33])
+{
+	uint8_t d[TG_SHA256_LEN];
+	const char *b = tg_http_bearer(r->req);
+
+	if (r->auth != GW_AUTH_CALLER || b == NULL) {
+		snprintf(out, 33, "gateway");
+		return;
+	}
+	tg_sha256(b, strlen(b), d);
+	tg_hex(d, 16, out);
+}
+
+static void
+on_wait_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_req *r = arg;
+	struct poll_entry *e = r->poll;
+
+	r->wait_until = 0;	/* from now on an ordinary poll */
+	if (e->ans.at != 0 && e->inflight == NULL && e->tw == NULL)
+		reply_answer(r, &e->ans, "long-poll");
+}
+
+static void
+add_waiter(struct poll_entry *e, struct gw_req *r, int64_t wait_ms)
+{
+	struct timeval tv;
+
+	r->poll = e;
+	TAILQ_INSERT_TAIL(&e->waiters, r, poll_next);
+	if (wait_ms <= 0)
+		return;
+	r->wait_until = tg_clock_mono_ms() + wait_ms;
+	r->wait_timer = evtimer_new(e->p->gw->base, on_wait_deadline, r);
+	tv.tv_sec = wait_ms / 1000;
+	tv.tv_usec = (wait_ms % 1000) * 1000;
+	evtimer_add(r->wait_timer, &tv);
+}
+
+static int
+pollable(enum tg_op op)
+{
+	return op == TG_OP_DEX_EXPORT_GET || op == TG_OP_DEX_IMPORT_STATUS ||
+	    op == TG_OP_DEX_IMPORT_RESULT || op == TG_OP_DEX_IMPORT_FAILED ||
+	    op == TG_OP_SIM_STATUS || op == TG_OP_SIM_RESULTS;
+}
+
+static int64_t
+wait_ms(struct gw_req *r)
+{
+	char *w = tg_http_query(r->req, "wait"), *end;
+	double s = w ? strtod(w, &end) : 0;
+	int64_t ms, cap = r->rt->cfg.poll_max_wait;
+
+	if (w != NULL && (end == w || *end != '\0' || s < 0))
+		s = 0;
+	free(w);
+	ms = (int64_t)(s * 1000);
+	return ms > cap ? cap : ms;
+}
+
+static void
+count(struct gw_req *r, const char *result)
+{
+	char labels[80];
+
+	snprintf(labels, sizeof(labels), "service=\"%s\",result=\"%s\"", r->svc->name, result);
+	tg_metrics_inc(r->gw->metrics, "tidegate_poll_requests_total", labels, 1);
+}
+
+/* A job created through the gateway belongs to the key that created it. */
+static int
+owned_elsewhere(struct gw_poll *p, struct gw_req *r, const char *job)
+{
+	const char *owner = tg_map_get(p->owners, job);
+
+	return r->rt->cfg.poll_ownership && owner != NULL &&
+	    (r->key == NULL || strcmp(owner, r->key->name) != 0);
+}
+
+int
+gw_poll_handle(struct gw_req *r)
+{
+	struct gw_poll *p = r->gw->poll;
+	struct poll_entry *e;
+	char *job, id[33];
+	int64_t wms;
+	int rc = 1;
+
+	if (p == NULL || r->m.route == NULL || !pollable(r->m.route->op) ||
+	    evhttp_request_get_command(r->req) != EVHTTP_REQ_GET)
+		return 0;
+	job = r->svc->index == GW_DEX ? tg_http_query(r->req, "correlationId") :
+	    tg_xstrdup(tg_route_param(&r->m, "id"));
+	if (job == NULL || *job == '\0') {
+		free(job);
+		return 0;	/* the vendor explains what is missing */
+	}
+	if (owned_elsewhere(p, r, job)) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such job for this API key");
+		goto done;
+	}
+	r->drop_query = "wait";
+	wms = wait_ms(r);
+	identity(r, id);
+	if ((e = entry_get(p, r, job, id)) == NULL || e->passthrough) {
+		count(r, "passthrough");
+		rc = 0;
+		goto done;
+	}
+	e->used = tg_clock_mono_ms();
+	if (fresh(e) && (e->ans.terminal || wms == 0)) {
+		count(r, "cached");
+		reply_answer(r, &e->ans, "cached");
+		goto done;
+	}
+	count(r, e->inflight || e->tw ? "coalesced" : wms ? "long-poll" : "fetched");
+	add_waiter(e, r, wms);
+	if (e->inflight == NULL && e->tw == NULL) {
+		if (fresh(e))
+			schedule(e);	/* long-poll on a recent answer: poll on time */
+		else
+			fetch(e);
+	}
+done:
+	free(job);
+	return rc;
+}
+
+void
+gw_poll_forget(struct gw_req *r)
+{
+	waiter_remove(r);
+}
+
+void
+gw_poll_created(struct gw_req *r, struct evbuffer *body)
+{
+	struct gw_poll *p = r->gw->poll;
+	yajl_val v = tg_json_parse((const char *)evbuffer_pullup(body, -1),
+	    evbuffer_get_length(body), NULL);
+	const char *cid = tg_json_get_str(v, "correlationId");
+
+	if (p != NULL && cid != NULL && r->key != NULL) {
+		if (tg_map_count(p->owners) >= 100000) {	/* bound: forget the oldest era */
+			tg_map_free(p->owners);
+			p->owners = tg_map_new(free);
+		}
+		tg_map_put(p->owners, cid, tg_xstrdup(r->key->name));
+	}
+	yajl_tree_free(v);
+	evbuffer_free(body);
+}
+
+struct gw_poll *
+gw_poll_new(struct gw *gw)
+{
+	struct gw_poll *p = tg_xcalloc(1, sizeof(*p));
+	struct timeval tv = { 30, 0 };
+
+	p->gw = gw;
+	p->entries = tg_map_new(entry_free);
+	p->owners = tg_map_new(free);
+	p->imports_done = tg_map_new(NULL);
+	p->sweep = event_new(gw->base, -1, EV_PERSIST, on_sweep, p);
+	evtimer_add(p->sweep, &tv);
+	return p;
+}
+
+void
+gw_poll_free(struct gw_poll *p)
+{
+	if (p == NULL)
+		return;
+	event_free(p->sweep);
+	tg_map_free(p->entries);
+	tg_map_free(p->owners);
+	tg_map_free(p->imports_done);
+	free(p);
+}

@@ -1,0 +1,173 @@
+"""Poll multiplexer: many callers polling few jobs cost one upstream call per
+job per interval; terminal answers are served from cache; long-poll waiters
+all wake on one upstream answer; 429 + Retry-After holds every caller back;
+a job created through the gateway belongs to the key that created it."""
+import concurrent.futures
+import time
+
+import requests
+
+from conftest import TEST_KEY_SHA
+
+OTHER_KEY = "other-key"
+OTHER_SHA = "580843d03d2216ff1a275d0991bad66e4d1af871171d929e9de604b7959f9bca"
+
+
+def export(gw, headers=None):
+    r = requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                      headers=headers or gw.headers(), timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()["correlationId"]
+
+
+def poll(gw, cid, wait=None, headers=None):
+    params = {"correlationId": cid}
+    if wait is not None:
+        params["wait"] = str(wait)
+    return requests.get(gw.dex + "/public/export", params=params,
+                        headers=headers or gw.headers(), timeout=30)
+
+
+def test_200_callers_10_jobs_one_upstream_call_per_job_per_interval(make_emulator,
+                                                                    make_gateway):
+    emu = make_emulator({"export": {"delay": "3s"}})
+    gw = make_gateway(emu, {"poll": {"interval": "1s"}})
+    jobs = [export(gw) for _ in range(10)]
+    requests.delete(emu.dex + "/__emulator/stats")
+    stop = time.monotonic() + 2.5
+    calls = []
+
+    def caller(i):
+        n = 0
+        while time.monotonic() < stop:
+            r = poll(gw, jobs[(i + n) % 10])
+            assert r.status_code == 202, r.text
+            n += 1
+        return n
+
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(200) as pool:
+        calls = list(pool.map(caller, range(200)))
+    elapsed = time.monotonic() - t0
+    upstream = emu.calls("GET /public/export")
+    assert sum(calls) > 1000
+    # one call per job per started interval (plus the first one)
+    assert upstream <= 10 * (int(elapsed) + 2), (upstream, sum(calls), elapsed)
+    print(f"{sum(calls)} client polls, {upstream} upstream calls in {elapsed:.1f} s")
+
+
+def test_terminal_answer_served_from_cache(make_emulator, make_gateway):
+    emu = make_emulator({"export": {"delay": "0s"}})
+    gw = make_gateway(emu)
+    cid = export(gw)
+    first = poll(gw, cid)
+    assert first.status_code == 200
+    before = emu.calls("GET /public/export")
+    for _ in range(50):
+        r = poll(gw, cid)
+        assert r.status_code == 200 and r.content == first.content
+        assert r.headers["X-Tidegate-Poll"] == "cached"
+    assert emu.calls("GET /public/export") == before
+
+
+def test_long_poll_wakes_every_waiter_on_one_answer(make_emulator, make_gateway):
+    emu = make_emulator({"export": {"delay": "2s"}})
+    gw = make_gateway(emu, {"poll": {"interval": "500ms"}})
+    cid = export(gw)
+    requests.delete(emu.dex + "/__emulator/stats")
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(20) as pool:
+        rs = list(pool.map(lambda _: poll(gw, cid, wait=10), range(20)))
+    elapsed = time.monotonic() - t0
+    assert all(r.status_code == 200 for r in rs)
+    assert len({r.content for r in rs}) == 1
+    assert 1.5 < elapsed < 5, elapsed
+    assert emu.calls("GET /public/export") <= 7     # about one per 500 ms, not 20 per
+
+
+def test_long_poll_times_out_with_the_latest_state(make_emulator, make_gateway):
+    emu = make_emulator({"export": {"delay": "30s"}})
+    gw = make_gateway(emu)
+    cid = export(gw)
+    t0 = time.monotonic()
+    r = poll(gw, cid, wait=1.5)
+    assert r.status_code == 202 and 1.4 < time.monotonic() - t0 < 4
+    assert "wait" not in str(emu.stats()["calls"])
+
+
+def test_long_poll_client_gone_is_dropped(make_emulator, make_gateway):
+    emu = make_emulator({"export": {"delay": "30s"}})
+    gw = make_gateway(emu)
+    cid = export(gw)
+    for _ in range(5):
+        try:
+            requests.get(gw.dex + "/public/export", params={"correlationId": cid, "wait": 5},
+                         headers=gw.headers(), timeout=0.3)
+        except requests.Timeout:
+            pass
+    time.sleep(0.5)
+    assert poll(gw, cid).status_code == 202
+
+
+def test_vendor_429_holds_every_caller_back(make_emulator, make_gateway):
+    emu = make_emulator({"export": {"delay": "30s"}})
+    gw = make_gateway(emu)
+    cid = export(gw)
+    emu.fault(path="/public/export", status=429, retryAfter=2, count=1)
+    r = poll(gw, cid)
+    assert r.status_code == 429 and r.headers["Retry-After"] == "2"
+    n = emu.calls("GET /public/export")
+    for _ in range(10):
+        assert poll(gw, cid).status_code == 429
+    assert emu.calls("GET /public/export") == n
+    time.sleep(2.2)
+    assert poll(gw, cid).status_code == 202
+
+
+def test_import_status_terminal_when_processed_equals_total(emulator, make_gateway):
+    gw = make_gateway(emulator)
+    r = requests.post(gw.dex + "/public/v1/import/activities?projectId=P-DEMO",
+                      json=[{"id": "P-1", "siteId": "S-1"}], headers=gw.headers())
+    cid = r.json()["correlationId"]
+    emulator.advance("10s")
+    url = gw.dex + "/public/v1/import/status"
+    st = requests.get(url, params={"correlationId": cid, "wait": 5}, headers=gw.headers())
+    assert st.json()["processed"] == st.json()["total"] == 1
+    n = emulator.calls("GET /public/v1/import/status")
+    for _ in range(5):
+        assert requests.get(url, params={"correlationId": cid},
+                            headers=gw.headers()).headers["X-Tidegate-Poll"] == "cached"
+    assert emulator.calls("GET /public/v1/import/status") == n
+
+
+def test_simulation_status_long_poll(emulator, make_gateway):
+    gw = make_gateway(emulator)
+    case = requests.get(gw.sim + "/api/v1/cases/CASE-OM-1", headers=gw.headers()).json()
+    sid = requests.post(gw.sim + "/api/v1/simulations", json=case,
+                        headers=gw.headers()).json()["simulationId"]
+    r = requests.get(gw.sim + f"/api/v1/simulations/{sid}", params={"wait": 10},
+                     headers=gw.headers(), timeout=20)
+    assert r.json()["status"] == "COMPLETED"
+
+
+def test_job_belongs_to_the_key_that_created_it(emulator, make_gateway):
+    keys = [{"name": "a", "sha256": TEST_KEY_SHA, "services": ["dex"]},
+            {"name": "b", "sha256": OTHER_SHA, "services": ["dex"]}]
+    gw = make_gateway(emulator, {"keys": keys})
+    cid = export(gw)
+    assert poll(gw, cid).status_code in (200, 202)
+    r = poll(gw, cid, headers=gw.headers(OTHER_KEY))
+    assert r.status_code == 404 and r.json()["error"] == "NOT_FOUND"
+    shared = make_gateway(emulator, {"keys": keys, "poll": {"ownership": False}})
+    cid = export(shared)
+    assert poll(shared, cid, headers=shared.headers(OTHER_KEY)).status_code in (200, 202)
+
+
+def test_callers_with_their_own_tokens_are_not_shared(emulator, make_gateway):
+    gw = make_gateway(emulator, {"poll": {"ownership": False}})
+    cid = export(gw)
+    t1, t2 = emulator.token(), emulator.token()
+    requests.delete(emulator.dex + "/__emulator/stats")
+    for tok in (t1, t2):
+        poll(gw, cid, headers={"Authorization": "Bearer " + tok})
+    assert emulator.calls("GET /public/export") == 2
