@@ -25,6 +25,12 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Callers' own logins answered from the cache (hit) or by the vendor (miss).");
 	tg_metrics_help(m, "tidegate_token_replays_total", "counter",
 	    "Requests replayed after the vendor refused the gateway's token.");
+	tg_metrics_help(m, "tidegate_validation_failures_total", "counter",
+	    "Requests refused with 400 VALIDATION_FAILED before reaching the vendor.");
+	tg_metrics_help(m, "tidegate_poll_requests_total", "counter",
+	    "Polls by how they were answered: cached, coalesced, fetched, long-poll, passthrough.");
+	tg_metrics_help(m, "tidegate_poll_upstream_total", "counter",
+	    "Upstream polls made by the multiplexer.");
 }
 
 static void

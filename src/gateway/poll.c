@@ -17,6 +17,7 @@
  * Called from proxy.c for the pollable GET operations; owns its entries,
  * which outlive the requests and are swept when idle.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -204,12 +205,18 @@ wake(struct poll_entry *e)
 }
 
 static void
-fail_waiters(struct poll_entry *e, int status, const char *code, const char *msg)
+fail_waiters(struct poll_entry *e, int status, const char *code, const char *msg,
+    int retry_after)
 {
 	struct gw_req *r;
+	char ra[16];
 
+	snprintf(ra, sizeof(ra), "%d", retry_after);
 	while ((r = TAILQ_FIRST(&e->waiters)) != NULL) {
 		waiter_remove(r);
+		if (retry_after > 0)
+			evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After",
+			    ra);
 		gw_req_reply_error(r, status, code, msg);
 	}
 }
@@ -311,6 +318,7 @@ on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg
 	if (err == TG_UP_OK && status == 401 && e->bearer == NULL && s->tokens && !e->replayed) {
 		e->replayed = 1;
 		tg_token_invalidate(s->tokens, e->token);
+		tg_metrics_inc(e->p->gw->metrics, "tidegate_token_replays_total", "", 1);
 		fetch_done(e);
 		fetch(e);
 		return;
@@ -322,7 +330,7 @@ on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg
 	} else if (err != TG_UP_OK) {
 		fail_waiters(e, err == TG_UP_TIMEOUT ? 504 : 502,
 		    err == TG_UP_TIMEOUT ? "UPSTREAM_TIMEOUT" : "UPSTREAM_UNREACHABLE",
-		    "the vendor API could not be reached");
+		    "the vendor API could not be reached", 0);
 	} else {
 		store(e, status, h, body);
 		wake(e);
@@ -358,9 +366,9 @@ on_fetch_token(const char *token, const char *why, int retry_after, void *arg)
 	e->tw = NULL;
 	if (token == NULL) {
 		fetch_done(e);
-		snprintf(msg, sizeof(msg), "could not obtain a vendor token: %s",
-		    why ? why : "login failed");
-		fail_waiters(e, 503, "TOKEN_UNAVAILABLE", msg);
+		snprintf(msg, sizeof(msg), "could not obtain a %s vendor token: %s",
+		    e->service == GW_DEX ? "dex" : "sim", why ? why : "login failed");
+		fail_waiters(e, 503, "TOKEN_UNAVAILABLE", msg, retry_after > 0 ? retry_after : 1);
 		return;
 	}
 	e->token = tg_xstrdup(token);

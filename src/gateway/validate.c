@@ -31,11 +31,11 @@ reply_problems(struct gw_req *r, struct tg_problems *p)
 		snprintf(msg, sizeof(msg), "%zu problem%s in the request", p->total,
 		    p->total == 1 ? "" : "s");
 	r->error = "VALIDATION_FAILED";
-	tg_error_body(b, 400, "VALIDATION_FAILED", msg, r->id, p->v, p->n);
-	gw_req_reply_buf(r, 400, "application/json", b);
-	evbuffer_free(b);
 	tg_metrics_inc(r->gw->metrics, "tidegate_validation_failures_total",
 	    r->svc->index == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
+	tg_error_body(b, 400, "VALIDATION_FAILED", msg, r->id, p->v, p->n);
+	gw_req_reply_buf(r, 400, "application/json", b);	/* frees r */
+	evbuffer_free(b);
 }
 
 static int

@@ -1,21 +1,26 @@
 """Gateway routing: every spelling of every operation reaches the configured
 upstream path (checked with the emulator's counters), pass-through of unknown
 paths, hop-by-hop headers and request ids."""
+import uuid
+
 import requests
 
+# (method, canonical path, upstream path the emulator must see); {u} makes each
+# poll a new job, so the poll multiplexer asks the vendor every time
 DEX_OPS = [
-    # (method, canonical path, upstream path the emulator must see)
     ("POST", "/authenticate", "POST /public/v1/authenticate"),
     ("POST", "/export/activities", "POST /public/v1/export/activities"),
     ("POST", "/export/work-orders", "POST /public/v1/export/work-orders"),
-    ("GET", "/export?correlationId=x", "GET /public/export"),
+    ("GET", "/export?correlationId={u}", "GET /public/export"),
     ("POST", "/import/activities?projectId=P-DEMO", "POST /public/v1/import/activities"),
-    ("GET", "/import/status?correlationId=x", "GET /public/v1/import/status"),
-    ("GET", "/import/result?correlationId=x", "GET /public/v1/import/result"),
-    ("GET", "/import/failed?correlationId=x", "GET /public/v1/import/activities/failed"),
-    ("GET", "/import/activities/failed?correlationId=x",
+    ("GET", "/import/status?correlationId={u}", "GET /public/v1/import/status"),
+    ("GET", "/import/result?correlationId={u}", "GET /public/v1/import/result"),
+    ("GET", "/import/failed?correlationId={u}", "GET /public/v1/import/activities/failed"),
+    ("GET", "/import/activities/failed?correlationId={u}",
      "GET /public/v1/import/activities/failed"),
 ]
+BODIES = {"authenticate": None, "export": {"projectId": "P-DEMO"},
+          "import": [{"id": "R-1", "siteId": "S-1"}]}
 PREFIXES = ["/public/v1", "/public", "/api/public/v1", "/api", ""]
 
 
@@ -25,10 +30,11 @@ def test_every_dex_alias_reaches_the_canonical_upstream_path(emulator, gateway):
         for method, path, upstream in DEX_OPS:
             requests.delete(emulator.dex + "/__emulator/stats")
             # a refused login is never cached, so each one reaches the vendor
-            body = ({"username": "demo", "password": "wrong" + prefix}
-                    if "authenticate" in path else {})
-            r = requests.request(method, gateway.dex + prefix + path, json=body,
-                                 headers=gateway.headers(), timeout=10)
+            body = next((b for k, b in BODIES.items() if path.startswith("/" + k)), None)
+            if "authenticate" in path:
+                body = {"username": "demo", "password": "wrong" + prefix}
+            r = requests.request(method, gateway.dex + prefix + path.format(u=uuid.uuid4().hex),
+                                 json=body, headers=gateway.headers(), timeout=10)
             assert r.status_code != 502, (prefix, path, r.text)
             calls = emulator.stats()["calls"]
             assert calls.get(upstream) == 1, (prefix, path, calls)
@@ -38,8 +44,8 @@ SIM_OPS = [
     ("GET", "/cases", "GET /api/v1/cases"),
     ("GET", "/cases/CASE-OM-1", "GET /api/v1/cases/CASE-OM-1"),
     ("GET", "/simulations", "GET /api/v1/simulations"),
-    ("GET", "/simulations/abc", "GET /api/v1/simulations/abc"),
-    ("GET", "/simulations/abc/results", "GET /api/v1/simulations/abc/results"),
+    ("GET", "/simulations/{u}", "GET /api/v1/simulations/{u}"),
+    ("GET", "/simulations/{u}/results", "GET /api/v1/simulations/{u}/results"),
 ]
 
 
@@ -48,10 +54,12 @@ def test_every_sim_alias_reaches_the_canonical_upstream_path(emulator, gateway):
     for prefix in ["/api/v1", "/v1", ""]:
         for method, path, upstream in SIM_OPS:
             requests.delete(emulator.dex + "/__emulator/stats")
-            r = requests.request(method, gateway.sim + prefix + path,
+            u = uuid.uuid4().hex
+            r = requests.request(method, gateway.sim + prefix + path.format(u=u),
                                  headers=gateway.headers(), timeout=10)
             assert r.status_code not in (401, 502), (prefix, path, r.text)
-            assert emulator.stats()["byListener"]["sim"].get(upstream) == 1, (prefix, path)
+            calls = emulator.stats()["byListener"]["sim"]
+            assert calls.get(upstream.format(u=u)) == 1, (prefix, path, calls)
 
 
 def test_configured_route_template_is_used(emulator, make_gateway):

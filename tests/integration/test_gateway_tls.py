@@ -1,6 +1,8 @@
 """TLS to the vendor: the gateway verifies the upstream certificate against a
 configured CA and the host name, refuses a wrong name or an unknown CA with a
 502 (nothing is sent), and can be told not to verify."""
+import uuid
+
 import requests
 
 from conftest import free_port
@@ -18,8 +20,9 @@ def gateway_to(make_gateway, emu, url, **tls):
 
 
 def get_export(gw):
-    return requests.get(gw.dex + "/public/export?correlationId=x", headers=gw.headers(),
-                        timeout=15)
+    return requests.get(gw.dex + "/public/export",
+                        params={"correlationId": "x-" + uuid.uuid4().hex},
+                        headers=gw.headers(), timeout=15)
 
 
 def test_self_signed_ca_works(make_emulator, make_gateway, pki):

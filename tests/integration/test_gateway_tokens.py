@@ -4,6 +4,7 @@ replay), 503 with Retry-After during login outages, callers' own logins
 answered from the cache, and caller authentication with API keys."""
 import concurrent.futures
 import time
+import uuid
 
 import requests
 
@@ -11,7 +12,10 @@ from conftest import TEST_KEY
 
 
 def get_export(gw, headers=None):
-    return requests.get(gw.dex + "/public/export?correlationId=nope",
+    """An export poll for a fresh unknown id (so the poll multiplexer asks the
+    vendor every time): the emulator answers 404."""
+    return requests.get(gw.dex + "/public/export",
+                        params={"correlationId": "nope-" + uuid.uuid4().hex},
                         headers=headers or gw.headers(), timeout=15)
 
 
