@@ -28,6 +28,8 @@ char *tg_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define TG_NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
+/** 1 if s is one of the NULL-terminated list. */
+int tg_strv_contains(const char *const *list, const char *s);
 /** Case-sensitive prefix test. */
 int tg_str_startswith(const char *s, const char *prefix);
 /** Levenshtein distance of a and b, capped at cap+1 (for "did you mean"). */

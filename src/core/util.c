@@ -88,6 +88,15 @@ tg_xasprintf(const char *fmt, ...)
 }
 
 int
+tg_strv_contains(const char *const *list, const char *s)
+{
+	for (; *list != NULL; list++)
+		if (strcmp(*list, s) == 0)
+			return 1;
+	return 0;
+}
+
+int
 tg_str_startswith(const char *s, const char *prefix)
 {
 	return strncmp(s, prefix, strlen(prefix)) == 0;

@@ -251,15 +251,6 @@ http_url(const char *s)
 	return ok;
 }
 
-static int
-allowed(const char *const *list, const char *s)
-{
-	for (; *list != NULL; list++)
-		if (strcmp(*list, s) == 0)
-			return 1;
-	return 0;
-}
-
 static void
 check_strings(struct check *c, const struct member *m, const char *name, yajl_val v)
 {
@@ -277,7 +268,7 @@ check_strings(struct check *c, const struct member *m, const char *name, yajl_va
 		if (!YAJL_IS_STRING(e))
 			report(c, name, (long)i, "type", "%s[%zu] must be a string, not %s",
 			    name, i, jtype(e));
-		else if (m->type == M_ENUMS && !allowed(m->allowed, e->u.string))
+		else if (m->type == M_ENUMS && !tg_strv_contains(m->allowed, e->u.string))
 			report(c, name, (long)i, "enum", "'%s' is not one of %s",
 			    clip(e->u.string, cbuf), join(m->allowed, set, sizeof(set)));
 	}

@@ -237,15 +237,6 @@ sweep(struct tg_emu *emu, int64_t now)
 
 /* ---- request parsing ---- */
 
-static int
-allowed(const char *const *list, const char *s)
-{
-	for (; *list != NULL; list++)
-		if (strcmp(*list, s) == 0)
-			return 1;
-	return 0;
-}
-
 static void
 enum_msg(char *msg, size_t len, const struct fdef *d, const char *bad)
 {
@@ -267,7 +258,7 @@ parse_set(const struct fdef *d, yajl_val v, struct flt *f, char *msg, size_t len
 	for (i = 0; i < v->u.array.len; i++) {
 		if (!YAJL_IS_STRING(v->u.array.values[i]))
 			goto bad;
-		if (d->allowed && !allowed(d->allowed, v->u.array.values[i]->u.string)) {
+		if (d->allowed && !tg_strv_contains(d->allowed, v->u.array.values[i]->u.string)) {
 			enum_msg(msg, len, d, v->u.array.values[i]->u.string);
 			return -1;
 		}
