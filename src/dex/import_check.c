@@ -8,13 +8,19 @@
  * Imports run to hundreds of megabytes, so the body is never parsed into a
  * tree: yajl's event parser is fed the evbuffer's chains in place and an
  * explicit state machine (a stack of at most IC_MAX_DEPTH states) checks
- * each event. Memory is bounded independently of the body except for two
- * sets of keyed 64-bit hashes: the ids of the batch (16 bytes a slot, load
- * at most 1/2) and the team names of the manpower object being checked.
- * Two different ids share a hash with probability about rows^2 / 2^65;
- * the key is random per process so that nobody can aim collisions at the
- * table. yajl holds a token split across two chunks in its own buffer,
- * which is why no token may exceed IC_MAX_TOKEN bytes.
+ * each event, at close to the parser's own speed (bench/validate.sh).
+ *
+ * Memory is bounded independently of the body except for the set of the
+ * batch's ids: keyed 64-bit hashes with the row that used each first (16
+ * bytes a slot, load at most 3/4). Two different ids share a hash with
+ * probability about rows^2 / 2^65; the SipHash key is random per process
+ * so that nobody can aim collisions at the table. The team names of one
+ * manpower object are compared in place, or in a second such set when an
+ * object has many. yajl holds a string or number that spans two chunks in
+ * its own buffer, which is why none may exceed IC_MAX_TOKEN bytes.
+ *
+ * Verdicts never depend on where the body's chains end (the unit tests cut
+ * bodies everywhere; the fuzz target compares whole and cut bodies).
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -22,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include <sys/mman.h>
 
 #include <event2/buffer.h>
 #include <yajl/yajl_parse.h>
@@ -31,13 +39,20 @@
 #include "tidegate/multipart.h"
 #include "tidegate/validate.h"
 
+/* Hashes and timestamps are read a word at a time. */
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "import_check.c reads words little-endian"
+#endif
+
 #define IC_MAX_DEPTH	8		/* top array, row and a list need 3 */
 #define IC_MAX_TOKEN	(1024 * 1024)
-#define IC_MAX_MANPOWER	2147483647LL	/* the vendor's integers are 32-bit */
+#define IC_MAX_MANPOWER	2147483647LL	/* a manpower figure is a 32-bit int */
 #define IC_EXCERPT	40		/* bytes of a bad value quoted in messages */
 #define IC_MAX_MESSAGE	512		/* values are quoted in part, so it is enough */
 #define IC_NEAR_LEN	22		/* longest name within distance 2 of a field */
 #define IC_HARMLESS	8		/* unknown names remembered as no near miss */
+#define IC_FEW_TEAMS	8		/* team names compared in place, not hashed, */
+#define IC_TEAM_LEN	24		/* while there are no more and none longer */
 
 /* ---- fields of an activity (spec part 2) ---- */
 
@@ -47,7 +62,7 @@ enum fid {
 	F_NFIELDS, F_UNKNOWN = F_NFIELDS
 };
 
-enum kind { K_REQ, K_STR, K_DATE, K_STATUS, K_BOOL, K_LIST, K_MANPOWER };
+enum kind { K_REQ, K_STR, K_DATE, K_STATUS, K_BOOL, K_LIST, K_MANPOWER, K_SKIP };
 
 static const char *const names[F_NFIELDS] = {
 	"id", "siteId", "assetId", "startDate", "endDate", "activityCategory", "status",
@@ -60,20 +75,10 @@ static const unsigned char kinds[F_NFIELDS] = {
 	K_LIST, K_LIST, K_MANPOWER, K_STR, K_STR,
 };
 
-/* Keys are matched by length first: at most two fields share one. */
-#define NO -1
 #define ID_ADDED (1u << F_NFIELDS)	/* in struct ic's seen: the row's id is in the set */
-static const signed char by_len[21][2] = {
-	[2] = { F_ID, NO }, [5] = { F_TEAMS, NO }, [6] = { F_SITE, F_STATUS },
-	[7] = { F_ASSET, F_END }, [8] = { F_MANPOWER, NO }, [9] = { F_START, NO },
-	[11] = { F_WO, NO }, [12] = { F_PERSONNEL, NO }, [13] = { F_WP, NO },
-	[15] = { F_INTERNAL, F_EXTERNAL }, [16] = { F_CATEGORY, NO }, [20] = { F_ACW, NO },
-	[0] = { NO, NO }, [1] = { NO, NO }, [3] = { NO, NO }, [4] = { NO, NO },
-	[10] = { NO, NO }, [14] = { NO, NO }, [17] = { NO, NO }, [18] = { NO, NO },
-	[19] = { NO, NO },
-};
 
-static const char *const statuses[] = { "PLANNED", "DISPATCHED", "COMPLETED" };
+/* k (the text at hand) equals a literal of the same length. */
+#define IS(lit) (memcmp(k, lit, sizeof(lit) - 1) == 0)
 
 /* JSON types of a value event, as messages name them. */
 enum vt { V_NULL, V_BOOL, V_NUM, V_STR, V_MAP, V_ARR };
@@ -81,8 +86,8 @@ static const char *const vt_names[] = {
 	"null", "a boolean", "a number", "a string", "an object", "an array",
 };
 
-/* What the containers on the stack hold. */
-enum st { S_TOP, S_ROW, S_LIST, S_MANPOWER, S_SKIP };
+/* What the containers on the stack hold; S_DOC is below them all. */
+enum st { S_DOC, S_TOP, S_ROW, S_LIST, S_MANPOWER, S_SKIP };
 
 /*
  * Where a problem is: "", /row, /row/field, /row/field/index,
@@ -92,9 +97,14 @@ enum where { W_ROOT, W_ROW, W_FIELD, W_ELEM, W_TEAM, W_FORM };
 
 /* ---- keyed hash sets ---- */
 
+/*
+ * A slot holds a hash and the value stored with it (a row index: 32 bits
+ * would need a body of 40 GB to run out), so an insert touches one line.
+ */
 struct hslot {
-	uint64_t h;
-	size_t v;		/* row index + 1; 0 marks a free slot */
+	uint64_t h;		/* 0 marks a free slot */
+	uint32_t v;
+	uint32_t unused;
 };
 
 struct hset {
@@ -122,7 +132,7 @@ siphash13(const unsigned char *p, size_t len)
 	size_t i, tail = len & 7;
 
 	for (i = 0; i + 8 <= len; i += 8) {
-		memcpy(&m, p + i, 8);	/* the input is little-endian on our targets */
+		memcpy(&m, p + i, 8);
 		v3 ^= m;
 		SIPROUND(v0, v1, v2, v3);
 		v0 ^= m;
@@ -152,35 +162,115 @@ sip_key(void)
 	sip_k1 = k[1] | 1;	/* never both zero: that means "not keyed yet" */
 }
 
+/*
+ * Every page of a table is touched within moments of its creation, at
+ * random. Large tables are mapped, asked for huge pages (fewer TLB misses
+ * and faults; the stall a compaction may cause is small next to checking
+ * the tens of thousands of rows such a table serves) and populated at
+ * once, which costs far less than faulting pages in one by one (notably in
+ * virtual machines). Small ones are zeroed here rather than by calloc,
+ * whose lazily zeroed pages a probe would read, then write: two faults.
+ */
+#define IC_MAP_MIN (256 * 1024)
+
+static struct hslot *
+table_new(size_t slots)
+{
+	size_t bytes = slots * sizeof(struct hslot);
+	void *t;
+
+	if (bytes < IC_MAP_MIN) {
+		t = tg_xmalloc(bytes);
+		memset(t, 0, bytes);
+		return t;
+	}
+	t = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (t == MAP_FAILED)
+		abort();	/* as tg_xmalloc does */
+#ifdef MADV_HUGEPAGE
+	(void)madvise(t, bytes, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(t, bytes, MADV_POPULATE_WRITE) == 0)
+		return t;
+#endif
+	memset(t, 0, bytes);
+	return t;
+}
+
 static void
-hset_grow(struct hset *hs)
+hset_free(struct hset *hs)
+{
+	size_t bytes = hs->s ? (hs->mask + 1) * sizeof(struct hslot) : 0;
+
+	if (bytes >= IC_MAP_MIN)
+		munmap(hs->s, bytes);
+	else
+		free(hs->s);
+	hs->s = NULL;
+}
+
+static void
+hset_resize(struct hset *hs, size_t slots)
 {
 	struct hset old = *hs;
 	size_t i, j;
 
-	hs->mask = old.s ? 2 * old.mask + 1 : 15;
-	hs->s = tg_xcalloc(hs->mask + 1, sizeof(*hs->s));
+	hs->mask = slots - 1;
+	hs->s = table_new(slots);
 	for (i = 0; old.s != NULL && i <= old.mask; i++) {
-		if (old.s[i].v == 0)
+		if (old.s[i].h == 0)
 			continue;
-		for (j = old.s[i].h & hs->mask; hs->s[j].v != 0; j = (j + 1) & hs->mask)
+		for (j = old.s[i].h & hs->mask; hs->s[j].h != 0; j = (j + 1) & hs->mask)
 			;
 		hs->s[j] = old.s[i];
 	}
-	free(old.s);
+	hset_free(&old);
 }
 
-/* Add h with value v (>= 1); returns 0, or the value stored first for h. */
-static size_t
-hset_add(struct hset *hs, uint64_t h, size_t v)
+static int
+hset_full(const struct hset *hs)
+{
+	return hs->s == NULL || 4 * (hs->n + 1) > 3 * (hs->mask + 1);
+}
+
+/*
+ * Double the table, or more to hold expect entries (load <= 3/4): a good
+ * guess of the final size saves rebuilding it at every doubling.
+ */
+static void
+hset_grow(struct hset *hs, size_t expect)
+{
+	size_t slots = hs->s ? 2 * (hs->mask + 1) : 16;
+
+	while (4 * expect > 3 * slots)
+		slots *= 2;
+	hset_resize(hs, slots);
+}
+
+/* Ask for h's slot ahead of hset_add: a large table misses the caches. */
+static void
+hset_prefetch(const struct hset *hs, uint64_t h)
+{
+	if (hs->s != NULL)
+		__builtin_prefetch(&hs->s[(h + (h == 0)) & hs->mask], 1);
+}
+
+/* Add h with value v: 0, or 1 with *first the value stored first for h. */
+static int
+hset_add(struct hset *hs, uint64_t h, uint32_t v, uint32_t *first)
 {
 	size_t j;
 
-	if (hs->s == NULL || 2 * (hs->n + 1) > hs->mask + 1)
-		hset_grow(hs);
-	for (j = h & hs->mask; hs->s[j].v != 0; j = (j + 1) & hs->mask)
-		if (hs->s[j].h == h)
-			return hs->s[j].v;
+	h += h == 0;
+	if (hset_full(hs))
+		hset_grow(hs, 0);
+	for (j = h & hs->mask; hs->s[j].h != 0; j = (j + 1) & hs->mask) {
+		if (hs->s[j].h == h) {
+			*first = hs->s[j].v;
+			return 1;
+		}
+	}
 	hs->s[j].h = h;
 	hs->s[j].v = v;
 	hs->n++;
@@ -191,12 +281,10 @@ hset_add(struct hset *hs, uint64_t h, size_t v)
 static void
 hset_clear(struct hset *hs)
 {
-	if (hs->s != NULL && hs->mask > 63) {
-		free(hs->s);
-		hs->s = NULL;
-	} else if (hs->s != NULL) {
+	if (hs->s != NULL && hs->mask > 63)
+		hset_free(hs);
+	else if (hs->s != NULL)
 		memset(hs->s, 0, (hs->mask + 1) * sizeof(*hs->s));
-	}
 	hs->n = 0;
 }
 
@@ -206,19 +294,29 @@ struct ic {
 	yajl_handle h;
 	struct tg_problems *p;
 	size_t base;		/* bytes fed before the current chunk */
-	size_t last;		/* where the last token ended */
+	const char *chunk;	/* the chunk yajl is reading */
+	size_t clen;
+	size_t last;		/* where the last string or number ended */
 	size_t bytes;		/* bytes checked (up to the stop) */
+	size_t total;		/* bytes there will be at most (for sizing the id set) */
 	int stop;		/* a syntax, depth or size problem ended the check */
 	int started;		/* a token was seen */
 	int single;		/* the body is one object: paths have no row */
-	unsigned char stack[IC_MAX_DEPTH];
-	size_t depth;
+	unsigned char stack[IC_MAX_DEPTH + 1];
+	size_t depth;		/* containers open; stack[depth] is the innermost */
+	int top;		/* stack[depth] */
 	size_t rows;		/* rows begun; the current one is rows - 1 */
 	int field;		/* field of the last key in the current row */
+	int kind;		/* its kind; K_SKIP for unknown fields */
 	uint32_t seen;		/* fields named in the current row */
 	uint32_t have;		/* fields given a non-null value in it */
 	size_t elem;		/* index in the current list */
 	struct hset ids, teams;
+	uint64_t id_hash;	/* of the current row's id, added at its end */
+	char id_ex[IC_EXCERPT + 4];	/* that id, for a message */
+	char few[IC_FEW_TEAMS][IC_TEAM_LEN];	/* team names of this manpower object */
+	unsigned char few_len[IC_FEW_TEAMS];
+	unsigned nfew;		/* names in few; IC_FEW_TEAMS + 1 once they are in teams */
 	char *key;		/* last unknown field or team name, NUL-terminated */
 	size_t klen, kcap;
 	char harmless[IC_HARMLESS][IC_NEAR_LEN + 1];
@@ -293,7 +391,7 @@ pointer(const struct ic *c, enum where w)
 }
 
 static void problem(struct ic *c, enum where w, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5), noinline, cold));
 
 static void
 problem(struct ic *c, enum where w, const char *code, const char *fmt, ...)
@@ -336,12 +434,13 @@ push(struct ic *c, enum st s)
 	enum where w = W_ROOT;
 
 	if (c->depth < IC_MAX_DEPTH) {
-		c->stack[c->depth++] = (unsigned char)s;
+		c->stack[++c->depth] = (unsigned char)s;
+		c->top = s;
 		return 1;
 	}
-	if (c->single || c->stack[1] == S_ROW)
+	if (c->single || c->stack[2] == S_ROW)
 		w = W_FIELD;
-	else if (c->stack[0] == S_TOP)
+	else if (c->stack[1] == S_TOP)
 		w = W_ROW;
 	problem(c, w, "depth", "JSON nesting is deeper than %d levels", IC_MAX_DEPTH);
 	c->bytes = c->last;
@@ -357,11 +456,15 @@ begin_row(struct ic *c)
 	return push(c, S_ROW);
 }
 
+static void add_id(struct ic *);
+
 static void
 end_row(struct ic *c)
 {
 	int f;
 
+	if (c->seen & ID_ADDED)
+		add_id(c);
 	for (f = F_ID; f <= F_SITE; f++) {
 		if (c->have & (1u << f))
 			continue;
@@ -380,11 +483,59 @@ skip(struct ic *c, enum vt t)
 /* ---- values ---- */
 
 static int
+two(const char *s)
+{
+	return (s[0] - '0') * 10 + (s[1] - '0');
+}
+
+/*
+ * The 8 bytes at s against a pattern: digits where d has 0xff bytes, the
+ * bytes of lit elsewhere. Both are constants, so the masks fold away.
+ */
+static inline int
+match8(const char *s, uint64_t d, uint64_t lit)
+{
+	uint64_t w;
+
+	memcpy(&w, s, 8);
+	return ((w ^ lit) & ~d) == 0 &&
+	    (w & d & 0xf0f0f0f0f0f0f0f0ULL) == (d & 0x3030303030303030ULL) &&
+	    (((w & d & 0x0f0f0f0f0f0f0f0fULL) + (d & 0x0606060606060606ULL)) &
+	    0xf0f0f0f0f0f0f0f0ULL) == 0;
+}
+
+/*
+ * Exports write YYYY-MM-DDTHH:MM:SS[.fff]Z: that shape is checked here, a
+ * word at a time; any other goes to the strict parser, the only judge of
+ * what is valid (this accepts nothing it would refuse).
+ */
+static int
+is_plain_utc(const char *s, size_t n)
+{
+	int y, mo, d;
+
+	if (n == 20 ? !match8(s + 12, 0x00ffff00ffff00ffULL, 0x5a00003a00003a00ULL) :
+	    n != 24 || !match8(s + 16, 0x00ffffff00ffff00ULL, 0x5a0000002e00003aULL))
+		return 0;
+	if (!match8(s, 0x00ffff00ffffffffULL, 0x2d00002d00000000ULL) ||	/* dddd-dd- */
+	    !match8(s + 8, 0xffff00ffff00ffffULL, 0x00003a0000540000ULL))	/* ddTdd:dd */
+		return 0;
+	y = two(s) * 100 + two(s + 2);
+	mo = two(s + 5);
+	d = two(s + 8);
+	return mo >= 1 && mo <= 12 && d >= 1 && d <= (mo != 2 ? 30 + ((mo + mo / 8) & 1) :
+	    28 + ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) &&
+	    two(s + 11) <= 23 && two(s + 14) <= 59 && two(s + 17) <= 59;
+}
+
+static int
 is_date(const char *s, size_t n)
 {
 	char buf[64];
 	int64_t ms;
 
+	if (is_plain_utc(s, n))
+		return 1;
 	if (n >= sizeof(buf) || memchr(s, '\0', n) != NULL)
 		return 0;
 	memcpy(buf, s, n);
@@ -393,25 +544,36 @@ is_date(const char *s, size_t n)
 }
 
 static void
-check_status(struct ic *c, const char *s, size_t n)
+check_status(struct ic *c, const char *k, size_t n)
 {
 	char ex[IC_EXCERPT + 4];
-	size_t i;
 
-	for (i = 0; i < TG_NELEM(statuses); i++)
-		if (strlen(statuses[i]) == n && memcmp(s, statuses[i], n) == 0)
-			return;
-	excerpt(s, n, ex);
+	if ((n == 7 && IS("PLANNED")) || (n == 10 && IS("DISPATCHED")) ||
+	    (n == 9 && IS("COMPLETED")))
+		return;
+	excerpt(k, n, ex);
 	problem(c, W_FIELD, "enum", "'%s' is not one of PLANNED, DISPATCHED, COMPLETED", ex);
+}
+
+/*
+ * The ids the body will hold at the rate seen so far, once a megabyte has
+ * shown the rate; an id takes at least 11 bytes ({"id":"x"},).
+ */
+static size_t
+expected_ids(const struct ic *c)
+{
+	double guess;
+
+	if (c->last < (1 << 20) || c->total <= c->last)
+		return 0;
+	guess = (double)c->rows * ((double)c->total / (double)c->last);
+	return guess < (double)(c->total / 11) ? (size_t)guess : c->total / 11;
 }
 
 /* id and siteId; the id also joins the batch's set. */
 static void
 check_required(struct ic *c, const char *s, size_t n)
 {
-	char ex[IC_EXCERPT + 4];
-	size_t first;
-
 	if (n == 0) {
 		problem(c, W_FIELD, "required", "field '%s' must not be empty", names[c->field]);
 		return;
@@ -419,11 +581,27 @@ check_required(struct ic *c, const char *s, size_t n)
 	if (c->field != F_ID || c->single || (c->seen & ID_ADDED))
 		return;
 	c->seen |= ID_ADDED;	/* a repeated id is a duplicate field, not row */
-	if ((first = hset_add(&c->ids, siphash13((const unsigned char *)s, n), c->rows)) == 0)
+	c->id_hash = siphash13((const unsigned char *)s, n);
+	excerpt(s, n, c->id_ex);
+	hset_prefetch(&c->ids, c->id_hash);
+}
+
+/*
+ * The row's id joins the batch's set when the row ends: by then the slot
+ * asked for when the id was read has come in from memory.
+ */
+static void
+add_id(struct ic *c)
+{
+	uint32_t first;
+
+	if (hset_full(&c->ids))
+		hset_grow(&c->ids, expected_ids(c));
+	if (!hset_add(&c->ids, c->id_hash, (uint32_t)(c->rows - 1), &first))
 		return;
-	excerpt(s, n, ex);
-	problem(c, W_FIELD, "duplicate_id", "id '%s' is already used by the activity at index %zu",
-	    ex, first - 1);
+	c->field = F_ID;
+	problem(c, W_FIELD, "duplicate_id", "id '%s' is already used by the activity at index %u",
+	    c->id_ex, first);
 }
 
 static void
@@ -470,14 +648,13 @@ expected(enum kind k)
 static int
 field_value(struct ic *c, enum vt t, const char *s, size_t n)
 {
-	enum kind k;
+	enum kind k = c->kind;
 
-	if (c->field == F_UNKNOWN)
+	if (k == K_SKIP)
 		return skip(c, t);
 	if (t == V_NULL)
 		return 1;	/* null counts as absent */
 	c->have |= 1u << c->field;
-	k = kinds[c->field];
 	if (t == V_STR && k <= K_STATUS) {
 		check_string(c, k, s, n);
 		return 1;
@@ -485,8 +662,7 @@ field_value(struct ic *c, enum vt t, const char *s, size_t n)
 	if ((t == V_BOOL && k == K_BOOL) || (t == V_ARR && k == K_LIST) ||
 	    (t == V_MAP && k == K_MANPOWER)) {
 		c->elem = 0;
-		if (t == V_MAP)
-			hset_clear(&c->teams);
+		c->nfew = 0;
 		return t == V_BOOL ? 1 : push(c, t == V_ARR ? S_LIST : S_MANPOWER);
 	}
 	problem(c, W_FIELD, "type", "field '%s' must be %s, not %s", names[c->field],
@@ -512,14 +688,15 @@ team_value(struct ic *c, enum vt t, const char *s, size_t n)
 	long long v = 0;
 	size_t i = t == V_NUM && s[0] == '-';
 
-	if (t != V_NUM || memchr(s, '.', n) || memchr(s, 'e', n) || memchr(s, 'E', n)) {
+	for (; t == V_NUM && i < n && s[i] >= '0' && s[i] <= '9'; i++)
+		if (v <= IC_MAX_MANPOWER)
+			v = v * 10 + (s[i] - '0');
+	if (t != V_NUM || i < n) {	/* yajl stopped at '.', 'e' or 'E' */
 		excerpt(c->key, c->klen, team);
 		problem(c, W_TEAM, "type", "manpower of team '%s' must be an integer, not %s",
 		    team, t == V_NUM ? "a fraction" : vt_names[t]);
 		return skip(c, t);
 	}
-	for (; i < n && v <= IC_MAX_MANPOWER; i++)
-		v = v * 10 + (s[i] - '0');
 	if ((s[0] == '-' && v != 0) || v > IC_MAX_MANPOWER) {
 		excerpt(s, n, ex);
 		excerpt(c->key, c->klen, team);
@@ -543,6 +720,7 @@ row_value(struct ic *c, enum vt t)
 static int
 top_value(struct ic *c, enum vt t)
 {
+	c->started = 1;
 	if (t == V_ARR)
 		return push(c, S_TOP);
 	if (t == V_MAP) {
@@ -558,9 +736,9 @@ top_value(struct ic *c, enum vt t)
 static int
 value(struct ic *c, enum vt t, const char *s, size_t n)
 {
-	if (c->depth == 0)
+	switch (c->top) {
+	case S_DOC:
 		return top_value(c, t);
-	switch (c->stack[c->depth - 1]) {
 	case S_TOP:
 		return row_value(c, t);
 	case S_ROW:
@@ -576,17 +754,42 @@ value(struct ic *c, enum vt t, const char *s, size_t n)
 
 /* ---- keys ---- */
 
+/*
+ * Every key of every row comes here: a switch on the length and
+ * fixed-length comparisons the compiler inlines, no loop over names.
+ */
 static int
 lookup(const unsigned char *k, size_t n)
 {
-	int i, f;
-
-	if (n >= TG_NELEM(by_len))
+	switch (n) {
+	case 2:
+		return IS("id") ? F_ID : F_UNKNOWN;
+	case 5:
+		return IS("teams") ? F_TEAMS : F_UNKNOWN;
+	case 6:
+		return IS("siteId") ? F_SITE : IS("status") ? F_STATUS : F_UNKNOWN;
+	case 7:
+		return IS("assetId") ? F_ASSET : IS("endDate") ? F_END : F_UNKNOWN;
+	case 8:
+		return IS("manpower") ? F_MANPOWER : F_UNKNOWN;
+	case 9:
+		return IS("startDate") ? F_START : F_UNKNOWN;
+	case 11:
+		return IS("workOrderId") ? F_WO : F_UNKNOWN;
+	case 12:
+		return IS("personnelIds") ? F_PERSONNEL : F_UNKNOWN;
+	case 13:
+		return IS("workPackageId") ? F_WP : F_UNKNOWN;
+	case 15:
+		return IS("internalRemarks") ? F_INTERNAL :
+		    IS("externalRemarks") ? F_EXTERNAL : F_UNKNOWN;
+	case 16:
+		return IS("activityCategory") ? F_CATEGORY : F_UNKNOWN;
+	case 20:
+		return IS("additionalClientWork") ? F_ACW : F_UNKNOWN;
+	default:
 		return F_UNKNOWN;
-	for (i = 0; i < 2 && (f = by_len[n][i]) != NO; i++)
-		if (memcmp(k, names[f], n) == 0)
-			return f;
-	return F_UNKNOWN;
+	}
 }
 
 /*
@@ -617,20 +820,32 @@ unknown_key(struct ic *c)
 	    near);
 }
 
-static void
-row_key(struct ic *c, const unsigned char *k, size_t n)
+/*
+ * Whether the manpower object named this team before. Objects hold a few
+ * short names, compared in place; past that they go to the keyed set.
+ */
+static int
+team_seen(struct ic *c, const unsigned char *k, size_t n)
 {
-	int f = lookup(k, n);
+	uint32_t first;
+	unsigned i;
 
-	c->field = f;
-	if (f == F_UNKNOWN) {
-		set_key(c, k, n);
-		unknown_key(c);
-		return;
+	if (c->nfew <= IC_FEW_TEAMS) {
+		for (i = 0; i < c->nfew; i++)
+			if (c->few_len[i] == n && memcmp(c->few[i], k, n) == 0)
+				return 1;
+		if (c->nfew < IC_FEW_TEAMS && n <= IC_TEAM_LEN) {
+			memcpy(c->few[c->nfew], k, n);
+			c->few_len[c->nfew++] = (unsigned char)n;
+			return 0;
+		}
+		hset_clear(&c->teams);
+		for (i = 0; i < c->nfew; i++)
+			hset_add(&c->teams, siphash13((unsigned char *)c->few[i], c->few_len[i]), 0,
+			    &first);
+		c->nfew = IC_FEW_TEAMS + 1;
 	}
-	if (c->seen & (1u << f))
-		problem(c, W_FIELD, "duplicate", "field '%s' is given more than once", names[f]);
-	c->seen |= 1u << f;
+	return hset_add(&c->teams, siphash13(k, n), 0, &first);
 }
 
 static void
@@ -639,34 +854,57 @@ team_key(struct ic *c, const unsigned char *k, size_t n)
 	char team[IC_EXCERPT + 4];
 
 	set_key(c, k, n);
-	if (hset_add(&c->teams, siphash13(k, n), 1) == 0)
+	if (!team_seen(c, k, n))
 		return;
 	excerpt(c->key, c->klen, team);
 	problem(c, W_TEAM, "duplicate", "team '%s' is given more than once in 'manpower'", team);
 }
 
+/* Keys that need more than a lookup, kept out of the callbacks' way. */
+static __attribute__((noinline)) void
+other_key(struct ic *c, const unsigned char *k, size_t n, int f)
+{
+	if (c->top == S_MANPOWER) {
+		team_key(c, k, n);
+		return;
+	}
+	c->field = f;
+	c->kind = f == F_UNKNOWN ? K_SKIP : kinds[f];
+	if (f == F_UNKNOWN) {
+		set_key(c, k, n);
+		unknown_key(c);
+		return;
+	}
+	problem(c, W_FIELD, "duplicate", "field '%s' is given more than once", names[f]);
+}
+
 /* ---- yajl callbacks ---- */
 
-/* No event for IC_MAX_TOKEN bytes: the check ends there. */
-static void
+/* No string or number for IC_MAX_TOKEN bytes: the check ends there. */
+static __attribute__((noinline)) void
 too_long(struct ic *c)
 {
-	problem(c, W_ROOT, "too_long", "a JSON token after byte offset %zu is longer than %d "
-	    "bytes", c->last, IC_MAX_TOKEN);
+	problem(c, W_ROOT, "too_long", "no JSON string or number ends within %d bytes after "
+	    "byte offset %zu (they are limited to that length)", IC_MAX_TOKEN, c->last);
 	c->bytes = c->last;
 	c->stop = 1;
 }
 
 /*
- * Every token is where yajl stopped reading; the distance from the previous
- * one bounds what yajl may have had to buffer.
+ * Only strings and numbers can be long, and yajl may buffer them: the
+ * distance between their ends bounds what it holds. Most lie in the chunk
+ * (s points into it), so their end is known without asking yajl; escaped
+ * and split ones are in yajl's buffers. tail: a closing quote.
  */
 static int
-mark(struct ic *c)
+mark(struct ic *c, const void *s, size_t n, size_t tail)
 {
-	size_t end = c->base + yajl_get_bytes_consumed(c->h);
+	size_t at = (uintptr_t)s - (uintptr_t)c->chunk, end;
 
-	c->started = 1;
+	if (at < c->clen)
+		end = c->base + at + n + tail;
+	else
+		end = c->base + yajl_get_bytes_consumed(c->h);
 	if (end - c->last <= IC_MAX_TOKEN) {
 		c->last = end;
 		return 1;
@@ -678,50 +916,68 @@ mark(struct ic *c)
 static int
 on_null(void *arg)
 {
-	return mark(arg) && value(arg, V_NULL, NULL, 0);
+	return value(arg, V_NULL, NULL, 0);
 }
 
 static int
 on_bool(void *arg, int b)
 {
-	return mark(arg) && value(arg, V_BOOL, NULL, 0);
+	return value(arg, V_BOOL, NULL, 0);
 }
 
 static int
 on_number(void *arg, const char *s, size_t n)
 {
-	return mark(arg) && value(arg, V_NUM, s, n);
+	return mark(arg, s, n, 0) && value(arg, V_NUM, s, n);
 }
 
+/* Most values of most rows are plain strings or list elements: no more to do. */
 static int
 on_string(void *arg, const unsigned char *s, size_t n)
 {
-	return mark(arg) && value(arg, V_STR, (const char *)s, n);
+	struct ic *c = arg;
+
+	if (!mark(c, s, n, 1))
+		return 0;
+	if (c->top == S_ROW && c->kind == K_STR)
+		return 1;
+	if (c->top == S_LIST) {
+		c->elem++;
+		return 1;
+	}
+	return value(c, V_STR, (const char *)s, n);
 }
 
 static int
 on_start_map(void *arg)
 {
-	return mark(arg) && value(arg, V_MAP, NULL, 0);
+	return value(arg, V_MAP, NULL, 0);
 }
 
 static int
 on_start_array(void *arg)
 {
-	return mark(arg) && value(arg, V_ARR, NULL, 0);
+	return value(arg, V_ARR, NULL, 0);
 }
 
 static int
 on_key(void *arg, const unsigned char *k, size_t n)
 {
 	struct ic *c = arg;
+	int f;
 
-	if (!mark(c))
+	if (!mark(c, k, n, 1))
 		return 0;
-	if (c->stack[c->depth - 1] == S_ROW)
-		row_key(c, k, n);
-	else if (c->stack[c->depth - 1] == S_MANPOWER)
-		team_key(c, k, n);
+	if (c->top != S_ROW && c->top != S_MANPOWER)
+		return 1;
+	f = c->top == S_ROW ? lookup(k, n) : F_UNKNOWN;
+	if (f != F_UNKNOWN && !(c->seen & (1u << f))) {
+		c->seen |= 1u << f;
+		c->field = f;
+		c->kind = kinds[f];
+		return 1;
+	}
+	other_key(c, k, n, f);
 	return 1;
 }
 
@@ -730,10 +986,9 @@ on_end(void *arg)
 {
 	struct ic *c = arg;
 
-	if (!mark(c))
-		return 0;
-	if (c->stack[--c->depth] == S_ROW)
+	if (c->top == S_ROW)
 		end_row(c);
+	c->top = c->stack[--c->depth];
 	return 1;
 }
 
@@ -759,8 +1014,8 @@ static void
 ic_cleanup(struct ic *c)
 {
 	yajl_free(c->h);
-	free(c->ids.s);
-	free(c->teams.s);
+	hset_free(&c->ids);
+	hset_free(&c->teams);
 	free(c->key);
 }
 
@@ -799,6 +1054,8 @@ ic_feed(struct ic *c, const char *data, size_t n)
 
 	if (c->stop || n == 0)
 		return;
+	c->chunk = data;
+	c->clen = n;
 	st = yajl_parse(c->h, (const unsigned char *)data, n);
 	if (st == yajl_status_error)
 		syntax_error(c, yajl_get_bytes_consumed(c->h), c->base + n);
@@ -815,6 +1072,7 @@ ic_finish(struct ic *c)
 
 	if (c->stop)
 		return;
+	c->clen = 0;	/* yajl reads a blank of its own */
 	st = yajl_complete_parse(c->h);
 	if (!c->stop && !c->started)
 		problem(c, W_ROOT, "type", "the body is empty: expected an array of activities "
@@ -863,6 +1121,7 @@ tg_import_check_json(struct evbuffer *body, struct tg_import_result *res,
 	size_t before = p->total;
 
 	ic_init(&c, p);
+	c.total = evbuffer_get_length(body);
 	each_chunk(body, feed_json, &c);
 	ic_finish(&c);
 	if (res != NULL) {
@@ -990,6 +1249,7 @@ tg_import_check_multipart(struct evbuffer *body, const char *content_type, size_
 		goto done;
 	}
 	u.max_part = max_part;
+	u.c.total = evbuffer_get_length(body);
 	f.mp = tg_multipart_new(boundary, &upload_cbs, &u, 0);
 	each_chunk(body, feed_multipart, &f);
 	form_problems(&u, &f, too_large);
