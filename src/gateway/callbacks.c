@@ -201,6 +201,19 @@ hooked_op(const struct gw_req *r)
 	    evhttp_request_get_command(r->req) == EVHTTP_REQ_POST;
 }
 
+/* Validation already refused the URL's shape: nothing more to say of it. */
+static int
+refused_already(const struct tg_problems *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->n; i++)
+		if (strcmp(p->v[i].path, "/callbackUrl") == 0 ||
+		    strcmp(p->v[i].path, "/callbackURL") == 0)
+			return 1;
+	return 0;
+}
+
 void
 gw_hook_check(struct gw_req *r, struct tg_problems *p)
 {
@@ -210,7 +223,7 @@ gw_hook_check(struct gw_req *r, struct tg_problems *p)
 	char path[32];
 	yajl_val v;
 
-	if (!hooked_op(r))
+	if (!hooked_op(r) || refused_already(p))
 		return;
 	v = tg_json_parse((const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), NULL);
 	if (v != NULL && YAJL_IS_OBJECT(v) && (url = callback_url(v, &member)) != NULL) {
@@ -456,7 +469,6 @@ gw_hook_relay(struct gw_req *r)
 	struct tg_err err;
 	int rc;
 
-	r->error = NULL;
 	if (r->gw->hooks == NULL || !job_id_valid(id)) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
 	} else if (evhttp_request_get_command(r->req) != EVHTTP_REQ_POST) {
