@@ -1,7 +1,9 @@
 /*
  * config.c - the gateway's configuration keys, defaults and bounds, and
- * the checks that span keys (addresses, key digests, the loopback rule is
- * in server.c). Loaded at start-up, by -t, and again on SIGHUP.
+ * the checks that span keys (addresses, key digests, webhook mode,
+ * schedule, allow-list and signing secrets, which are parsed here once;
+ * the loopback rule is in server.c). Loaded at start-up, by -t, and again
+ * on SIGHUP.
  */
 #include <stddef.h>
 #include <stdlib.h>

@@ -624,10 +624,6 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such endpoint");
 		return;
 	}
-	if (lc->listener == GW_DEX && tg_str_startswith(r->path, GW_RELAY_PREFIX)) {
-		gw_hook_relay(r);	/* the vendor calls: no API key, never upstream */
-		return;
-	}
 	if (authenticate(r) != 0)
 		return;
 	if (r->m.route && (r->m.route->op == TG_OP_DEX_AUTHENTICATE ||
