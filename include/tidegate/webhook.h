@@ -193,6 +193,14 @@ struct tg_outbox_new {
 int tg_outbox_add(struct tg_outbox *ob, const struct tg_outbox_new *job, int64_t now_ms,
     char id[TG_WEBHOOK_ID_LEN], struct tg_err *err);
 
+/**
+ * Set the correlationId of job id when it was added before the vendor
+ * named it (relay mode: the callback URL given to the vendor carries the
+ * job's id). cid borrowed. 0, TG_OUTBOX_NOT_FOUND or -1 with err.
+ */
+int tg_outbox_set_correlation_id(struct tg_outbox *ob, const char *id, const char *cid,
+    struct tg_err *err);
+
 struct tg_outbox_payload;
 /**
  * Start writing the payload of waiting job id into a new file beside the

@@ -1,7 +1,8 @@
 /*
  * admin.c - the admin listener: /healthz (the process answers), /readyz
  * (every service with credentials holds a vendor token, which proves the
- * vendor reachable and the credentials good), /metrics (Prometheus text).
+ * vendor reachable and the credentials good), /metrics (Prometheus text),
+ * and /webhooks… (admin_webhooks.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +32,20 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Polls by how they were answered: cached, coalesced, fetched, long-poll, passthrough.");
 	tg_metrics_help(m, "tidegate_poll_upstream_total", "counter",
 	    "Upstream polls made by the multiplexer.");
+	tg_metrics_help(m, "tidegate_webhook_attempts_total", "counter",
+	    "Webhook delivery attempts by result: delivered, retry, gone (410), dead (last).");
+	tg_metrics_help(m, "tidegate_webhook_dead_letters_total", "counter",
+	    "Webhook jobs given up: schedule exhausted, or abandoned before their data came.");
+	tg_metrics_help(m, "tidegate_webhook_first_attempt_seconds", "histogram",
+	    "Time from a webhook's data being ready to its first attempt.");
+	tg_metrics_help(m, "tidegate_webhook_attempt_duration_seconds", "histogram",
+	    "Duration of one delivery attempt, DNS to answer.");
+	tg_metrics_help(m, "tidegate_webhook_egress_refusals_total", "counter",
+	    "Callback URLs refused by the egress policy, at request time or at an attempt.");
+	tg_metrics_help(m, "tidegate_webhook_payload_polls_total", "counter",
+	    "Polls for webhook export data: ready, pending, cached, failed, abandoned.");
+	tg_metrics_help(m, "tidegate_webhook_relay_deliveries_total", "counter",
+	    "Export data the vendor delivered to the relay endpoint.");
 }
 
 static void
@@ -99,6 +114,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 
 	tg_metrics_render(gw->metrics, b);
 	render_gauges(gw, b);
+	gw_hooks_metrics(gw, b);
 	tg_reply_buf(req, 200, "text/plain; version=0.0.4", b);
 	evbuffer_free(b);
 }
@@ -144,8 +160,10 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 	const char *path = tg_http_path(req);
 	yajl_gen g;
 
-	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-		tg_reply_error(req, 405, NULL, "the admin API is read-only", NULL, 0);
+	if (strncmp(path, "/webhooks", 9) == 0 && (path[9] == '\0' || path[9] == '/')) {
+		gw_admin_webhooks(lc->gw, req, path);
+	} else if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+		tg_reply_error(req, 405, NULL, "only GET here (POST: /webhooks/…)", NULL, 0);
 	} else if (strcmp(path, "/healthz") == 0) {
 		g = tg_json_gen_new();
 		yajl_gen_map_open(g);

@@ -1,12 +1,15 @@
 /*
  * config.c - the gateway's configuration keys, defaults and bounds, and
- * the checks that span keys (addresses, key digests, the loopback rule is
- * in server.c). Loaded at start-up, by -t, and again on SIGHUP.
+ * the checks that span keys (addresses, key digests, webhook mode,
+ * schedule, allow-list and signing secrets, which are parsed here once;
+ * the loopback rule is in server.c). Loaded at start-up, by -t, and again
+ * on SIGHUP.
  */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tidegate/webhook.h"
 #include "config.h"
 
 #define O(f) offsetof(struct gw_config, f)
@@ -22,6 +25,9 @@ static const struct tg_cfg_key key_keys[] = {
 	  0, "SHA-256 of the key, 64 hex digits (printf %s KEY | sha256sum)" },
 	{ "services", TG_CFG_STRLIST, offsetof(struct gw_key_cfg, services), "dex,sim", 0, 0, 0,
 	  NULL, 0, 0, 0, "services the key may use: dex, sim, admin" },
+	{ "webhook_secret", TG_CFG_SECRET, offsetof(struct gw_key_cfg, webhook_secret), NULL, 0,
+	  0, 0, NULL, 0, 0, 0, "this key's webhook signing secrets (whsec_ lines, current first; "
+	  "else webhooks.secret)" },
 };
 
 #define SERVICE_KEYS(svc, defurl) \
@@ -129,6 +135,35 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "jobs tracked at once"),
 	K("poll.ownership", TG_CFG_BOOL, poll_ownership, "true",
 	  "a job created through the gateway is visible only to the key that created it"),
+	K("webhooks.mode", TG_CFG_STR, wh_mode_str, "deliver",
+	  "callbackUrl of exports: deliver (the gateway), forward (to the vendor) or relay"),
+	K("webhooks.db", TG_CFG_STR, wh_db, "tidegate.db",
+	  "webhook outbox, SQLite (relative to this file; payloads in <db>.payloads/)"),
+	K("webhooks.schedule", TG_CFG_STRLIST, wh_schedule, "0s,5s,5m,30m,2h,5h,10h,10h",
+	  "delay before each delivery attempt; dead letter after the last"),
+	KB("webhooks.attempt_timeout", TG_CFG_DURATION, wh_attempt_timeout, "15s", 100, 3.6e6,
+	   "DNS, connect, and silence while sending or awaiting the answer, per attempt"),
+	KB("webhooks.lease", TG_CFG_DURATION, wh_lease, "60s", 1000, 3.6e6,
+	   "an attempt's claim on its job; after a crash the job is retried once it expires"),
+	KB("webhooks.max_inflight", TG_CFG_INT, wh_max_inflight, "8", 1, 1024,
+	   "delivery attempts at once"),
+	K("webhooks.allow", TG_CFG_STRLIST, wh_allow, NULL,
+	  "egress allow-list: CIDRs, addresses, host names, *.suffixes (else special ranges "
+	  "are refused)"),
+	K("webhooks.secret", TG_CFG_SECRET, wh_secret, NULL,
+	  "signing secrets for keys without their own: whsec_ lines, current first"),
+	KB("webhooks.poll_interval", TG_CFG_DURATION, wh_poll_interval, "2s", 10, 3.6e6,
+	   "deliver mode: poll a pending export this often (growing with its age)"),
+	KB("webhooks.payload_timeout", TG_CFG_DURATION, wh_payload_timeout, "24h", 1000, 2.592e9,
+	   "give a job up (dead) when its export data has not come after this long"),
+	K("webhooks.public_url", TG_CFG_STR, wh_public_url, NULL,
+	  "relay mode: base URL the vendor reaches this gateway's data exchange listener at"),
+	KB("webhooks.max_payload", TG_CFG_SIZE, wh_max_payload, "1GB", 1024, 1099511627776.0,
+	   "largest export data stored for delivery (bigger: the job is given up)"),
+	KB("webhooks.retention", TG_CFG_DURATION, wh_retention, "7d", 60000, 3.1536e10,
+	   "finished jobs (delivered, gone, dead) are purged this long after they end"),
+	K("webhooks.ca_file", TG_CFG_STR, wh_ca_file, NULL,
+	  "PEM CA bundle for https callbacks (default: system)"),
 	{ "keys", TG_CFG_LIST, O(keys), NULL, 0, 0, 0, key_keys, TG_NELEM(key_keys),
 	  sizeof(struct gw_key_cfg), O(nkeys),
 	  "gateway API keys; without keys the gateway only binds loopback" },
@@ -136,8 +171,157 @@ const struct tg_cfg_key gw_config_keys[] = {
 
 const size_t gw_config_nkeys = TG_NELEM(gw_config_keys);
 
+static void
+strlist_wipe(struct tg_strlist *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++) {
+		explicit_bzero(l->v[i], strlen(l->v[i]));
+		free(l->v[i]);
+	}
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+/* One whsec_ secret per line (current first), each checked by decoding it;
+ * messages name the line, never its content. */
 static int
-check(const struct gw_config *c, struct tg_err *err)
+split_secrets(const char *file, const char *key, const char *v, struct tg_strlist *out,
+    struct tg_err *err)
+{
+	const char *p = v, *e;
+	struct tg_err why;
+	size_t n, line = 0, klen;
+	uint8_t *k;
+	char *s;
+
+	while (p != NULL && *p != '\0') {
+		e = strchr(p, '\n');
+		n = e != NULL ? (size_t)(e - p) : strlen(p);
+		line++;
+		while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
+		while (n > 0 && (*p == ' ' || *p == '\t')) {
+			p++;
+			n--;
+		}
+		if (n > 0) {
+			s = tg_xstrndup(p, n);
+			if ((k = tg_webhook_secret_decode(s, &klen, &why)) == NULL) {
+				explicit_bzero(s, n);
+				free(s);
+				tg_err_set(err, "%s: %s: line %zu: %s", file, key, line, why.msg);
+				return -1;
+			}
+			explicit_bzero(k, klen);
+			free(k);
+			out->v = tg_xrealloc(out->v, (out->n + 1) * sizeof(*out->v));
+			out->v[out->n++] = s;
+		}
+		p = e != NULL ? e + 1 : NULL;
+	}
+	return 0;
+}
+
+static int
+check_wh_secrets(struct gw_config *c, struct tg_err *err)
+{
+	char key[64];
+	size_t i;
+
+	if (c->wh_secret != NULL &&
+	    split_secrets(c->path, "webhooks.secret", c->wh_secret, &c->wh_secrets, err) != 0)
+		return -1;
+	for (i = 0; i < c->nkeys; i++) {
+		struct gw_key_cfg *k = &c->keys[i];
+
+		if (k->webhook_secret == NULL)
+			continue;
+		snprintf(key, sizeof(key), "keys[%zu].webhook_secret", i);
+		if (split_secrets(c->path, key, k->webhook_secret, &k->wh_secrets, err) != 0)
+			return -1;
+		if (strcmp(k->name, "global") == 0) {
+			tg_err_set(err, "%s: keys[%zu].name: 'global' names webhooks.secret; rename "
+			    "this key to give it its own webhook_secret", c->path, i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+check_wh_mode(struct gw_config *c, struct tg_err *err)
+{
+	const char *u = c->wh_public_url;
+
+	if (strcmp(c->wh_mode_str, "deliver") == 0)
+		c->wh_mode = GW_WH_DELIVER;
+	else if (strcmp(c->wh_mode_str, "forward") == 0)
+		c->wh_mode = GW_WH_FORWARD;
+	else if (strcmp(c->wh_mode_str, "relay") == 0)
+		c->wh_mode = GW_WH_RELAY;
+	else {
+		tg_err_set(err, "%s: webhooks.mode: must be deliver, forward or relay", c->path);
+		return -1;
+	}
+	if (u != NULL && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+		tg_err_set(err, "%s: webhooks.public_url: must be an http:// or https:// URL",
+		    c->path);
+		return -1;
+	}
+	if (c->wh_mode == GW_WH_RELAY && u == NULL) {
+		tg_err_set(err, "%s: webhooks.public_url: required with mode relay (how the "
+		    "vendor reaches this gateway)", c->path);
+		return -1;
+	}
+	return 0;
+}
+
+/* Webhook keys: mode, schedule, allow-list and secrets parsed once here, so a
+ * reload with a bad value fails as a whole. */
+static int
+check_webhooks(struct gw_config *c, struct tg_err *err)
+{
+	const char *slash = strrchr(c->path, '/');
+	struct tg_egress *pol;
+	struct tg_err why;
+
+	if (check_wh_mode(c, err) != 0)
+		return -1;
+	if (tg_outbox_schedule_parse(&c->wh_schedule, &c->wh_schedule_ms, &c->wh_nschedule,
+	    &why) != 0) {
+		tg_err_set(err, "%s: webhooks.schedule: %s", c->path, why.msg);
+		return -1;
+	}
+	if ((pol = tg_egress_new(&c->wh_allow, &why)) == NULL) {
+		tg_err_set(err, "%s: webhooks.allow: %s", c->path, why.msg);
+		return -1;
+	}
+	tg_egress_free(pol);
+	if (c->wh_db[0] == '/' || slash == NULL)
+		c->wh_db_path = tg_xstrdup(c->wh_db);
+	else
+		c->wh_db_path = tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path, c->wh_db);
+	return check_wh_secrets(c, err);
+}
+
+const struct tg_strlist *
+gw_config_wh_secrets(const struct gw_config *cfg, const char *name)
+{
+	size_t i;
+
+	if (name != NULL && strcmp(name, "global") == 0)
+		return cfg->wh_secrets.n > 0 ? &cfg->wh_secrets : NULL;
+	for (i = 0; name != NULL && i < cfg->nkeys; i++)
+		if (strcmp(cfg->keys[i].name, name) == 0)
+			return cfg->keys[i].wh_secrets.n > 0 ? &cfg->keys[i].wh_secrets : NULL;
+	return NULL;
+}
+
+static int
+check(struct gw_config *c, struct tg_err *err)
 {
 	const struct gw_service_cfg *s[2] = { &c->dex, &c->sim };
 	int i;
@@ -167,7 +351,7 @@ check(const struct gw_config *c, struct tg_err *err)
 			return -1;
 		}
 	}
-	return 0;
+	return check_webhooks(c, err);
 }
 
 int
@@ -183,6 +367,21 @@ gw_config_load(const char *path, struct gw_config *cfg, struct tg_err *err)
 void
 gw_config_free(struct gw_config *cfg)
 {
+	size_t i;
+
+	for (i = 0; cfg->keys != NULL && i < cfg->nkeys; i++) {
+		strlist_wipe(&cfg->keys[i].wh_secrets);
+		if (cfg->keys[i].webhook_secret != NULL)
+			explicit_bzero(cfg->keys[i].webhook_secret,
+			    strlen(cfg->keys[i].webhook_secret));
+	}
+	strlist_wipe(&cfg->wh_secrets);
+	if (cfg->wh_secret != NULL)
+		explicit_bzero(cfg->wh_secret, strlen(cfg->wh_secret));
+	free(cfg->wh_schedule_ms);
+	cfg->wh_schedule_ms = NULL;
+	free(cfg->wh_db_path);
+	cfg->wh_db_path = NULL;
 	tg_config_free(gw_config_keys, gw_config_nkeys, cfg);
 	free(cfg->path);
 	cfg->path = NULL;

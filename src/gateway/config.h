@@ -15,7 +15,11 @@ struct gw_key_cfg {
 	char *name;
 	char *sha256;		/* hex digest of the key */
 	struct tg_strlist services;
+	char *webhook_secret;	/* as configured: whsec_ lines, current first */
+	struct tg_strlist wh_secrets;	/* not a key: webhook_secret split into lines */
 };
+
+enum gw_wh_mode { GW_WH_DELIVER, GW_WH_FORWARD, GW_WH_RELAY };
 
 struct gw_service_cfg {
 	char *url, *fallback_url;
@@ -56,10 +60,25 @@ struct gw_config {
 	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
 	int64_t poll_cache_max_body, poll_terminal_ttl;
 	long long poll_max_entries;
+	/* webhooks (callbackUrl) */
+	char *wh_mode_str, *wh_db, *wh_public_url, *wh_ca_file;
+	struct tg_strlist wh_schedule, wh_allow;
+	char *wh_secret;
+	int64_t wh_attempt_timeout, wh_lease, wh_poll_interval, wh_payload_timeout;
+	int64_t wh_max_payload, wh_retention;
+	long long wh_max_inflight;
+	/* derived by gw_config_load (not keys) */
+	enum gw_wh_mode wh_mode;
+	char *wh_db_path;		/* wh_db resolved against the file's directory */
+	int64_t *wh_schedule_ms;
+	size_t wh_nschedule;
+	struct tg_strlist wh_secrets;	/* wh_secret split into lines, current first */
 };
 
 int gw_config_load(const char *path, struct gw_config *cfg, struct tg_err *err);
 void gw_config_free(struct gw_config *cfg);
+/** The webhook secrets of key name ("global": webhooks.secret); NULL when none. */
+const struct tg_strlist *gw_config_wh_secrets(const struct gw_config *cfg, const char *name);
 extern const struct tg_cfg_key gw_config_keys[];
 extern const size_t gw_config_nkeys;
 

@@ -21,6 +21,7 @@
 #include "tidegate/token.h"
 #include "tidegate/upstream.h"
 #include "tidegate/validate.h"
+#include "tidegate/webhook.h"
 #include "config.h"
 
 enum gw_listener { GW_DEX, GW_SIM, GW_ADMIN, GW_NLISTENERS };
@@ -48,6 +49,20 @@ struct gw_runtime {
 	struct tg_keyring keys;
 };
 
+/* Webhook delivery (hooks.c): created at start with struct gw and kept
+ * across reloads; the outbox and the worker are not reloadable. */
+struct gw_hooks {
+	struct gw *gw;
+	struct tg_outbox *ob;
+	struct tg_webhook *w;
+	struct tg_egress *pol;		/* built from the running configuration */
+	struct tg_egress **retired;	/* earlier policies attempts may still read */
+	size_t nretired;
+	struct tg_map *fetches;		/* job id -> struct gw_fetch (hook_fetch.c) */
+	struct event *purge;		/* retention of finished jobs */
+	int drained;			/* SIGTERM: no delivery attempt left in flight */
+};
+
 struct gw_lctx {
 	struct gw *gw;
 	int listener;
@@ -72,6 +87,7 @@ struct gw {
 	struct event *reap_ev;
 	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
 	struct gw_poll *poll;		/* poll multiplexer (poll.c) */
+	struct gw_hooks *hooks;		/* callbackUrl webhooks (hooks.c) */
 	int exit_code;
 };
 
@@ -107,6 +123,9 @@ struct gw_req {
 	TAILQ_ENTRY(gw_req) poll_next;
 	int64_t wait_until;		/* long-poll deadline (monotonic ms), 0: none */
 	struct event *wait_timer;
+	struct gw_hook *hook;		/* the export's callbackUrl (callbacks.c), owned */
+	int held;			/* the vendor's 200 is captured, answered once the
+					 * webhook job is durable */
 };
 
 /* server.c */
@@ -125,6 +144,13 @@ void gw_req_proxy(struct gw_req *r);
 char *gw_upstream_uri(struct gw_req *r);
 
 /* poll.c */
+/** A cached poll answer, borrowed until the loop runs again. */
+struct gw_poll_peek {
+	int status;
+	const char *body;
+	size_t len;
+	int terminal;
+};
 struct gw_poll *gw_poll_new(struct gw *gw);
 void gw_poll_free(struct gw_poll *p);
 /** Serve a pollable GET from the multiplexer: 1 when handled, 0 to proxy. */
@@ -133,6 +159,12 @@ int gw_poll_handle(struct gw_req *r);
 void gw_poll_forget(struct gw_req *r);
 /** The vendor answered a job creation for r's key (takes body). */
 void gw_poll_created(struct gw_req *r, struct evbuffer *body);
+/**
+ * The multiplexer's answer to GET uri (upstream path and query) of
+ * service, polled with the gateway's own token: 1 and *out when it holds
+ * a fresh one (what it would serve a caller without asking the vendor).
+ */
+int gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *out);
 
 /* validate.c */
 /** Check (and normalise) the request of r's operation: 0 to proceed, -1 when
@@ -140,6 +172,57 @@ void gw_poll_created(struct gw_req *r, struct evbuffer *body);
 int gw_validate(struct gw_req *r);
 /** A served partial case, to diff later submissions against (takes body). */
 void gw_case_served(struct gw_req *r, struct evbuffer *body);
+/** Reply 400 VALIDATION_FAILED listing p (borrowed); frees r. */
+void gw_reply_problems(struct gw_req *r, struct tg_problems *p);
+
+/* hooks.c */
+/** Open the outbox, start the worker, resume waiting jobs; NULL with err. */
+struct gw_hooks *gw_hooks_new(struct gw *gw, struct tg_err *err);
+/** Stop at once (leases released: due again at the next start); NULL-safe. */
+void gw_hooks_free(struct gw_hooks *h);
+/** After a reload: the new egress policy; old is the previous configuration. */
+void gw_hooks_reload(struct gw *gw, const struct gw_config *old);
+/** SIGTERM: stop polling, let attempts in flight end, then gw_maybe_exit. */
+void gw_hooks_drain(struct gw *gw);
+/** Scrape-time webhook series (queue depth by state, attempts in flight). */
+void gw_hooks_metrics(struct gw *gw, struct evbuffer *out);
+
+/* callbacks.c */
+#define GW_RELAY_PREFIX "/__tidegate/callbacks/"
+/**
+ * An export request with a callbackUrl (deliver, relay): egress and secret
+ * checks (400), the URL taken out of r->body (relay: replaced by the
+ * gateway's inbound endpoint, the job added first). 0 to proceed, -1 when
+ * it has replied.
+ */
+int gw_hook_prepare(struct gw_req *r);
+/** The same checks as problems of a validated export (one 400 lists all). */
+void gw_hook_check(struct gw_req *r, struct tg_problems *p);
+/**
+ * The vendor's exchange for a request with r->hook ended: a held 200 adds
+ * the job and answers (1: replied); otherwise 0 and the proxy goes on.
+ */
+int gw_hook_done(struct gw_req *r, enum tg_up_error err);
+void gw_hook_free(struct gw_hook *hk);
+/** POST /__tidegate/callbacks/{id}: the vendor's delivery in relay mode. */
+void gw_hook_relay(struct gw_req *r);
+
+/* hook_fetch.c */
+/**
+ * Obtain the payload of waiting job id: poll the vendor's export cid
+ * (NULL: only wait for a relay delivery), first after delay_ms; the job
+ * is given up payload_timeout after created_ms (wall clock).
+ */
+void gw_fetch_start(struct gw_hooks *h, const char *id, const char *cid, int64_t created_ms,
+    int64_t delay_ms);
+/** Stop obtaining id's payload (it arrived another way). */
+void gw_fetch_stop(struct gw_hooks *h, const char *id);
+/** Map value destructor for h->fetches. */
+void gw_fetch_free(void *f);
+
+/* admin_webhooks.c */
+/** /webhooks… on the admin listener: list, read, redeliver. */
+void gw_admin_webhooks(struct gw *gw, struct evhttp_request *req, const char *path);
 
 /* logins.c */
 void gw_login_handle(struct gw_req *r);

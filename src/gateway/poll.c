@@ -14,8 +14,9 @@
  * - `?wait=N` long-polls: the request is held until the job is terminal or N
  *   seconds pass, and all waiters wake on one upstream answer.
  *
- * Called from proxy.c for the pollable GET operations; owns its entries,
- * which outlive the requests and are swept when idle.
+ * Called from proxy.c for the pollable GET operations, and by the webhook
+ * payload fetcher (gw_poll_peek) before it polls the vendor itself; owns
+ * its entries, which outlive the requests and are swept when idle.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -644,6 +645,28 @@ gw_poll_created(struct gw_req *r, struct evbuffer *body)
 	}
 	yajl_tree_free(v);
 	evbuffer_free(body);
+}
+
+/* The key entry_get gives a gateway-token caller's poll of uri. */
+int
+gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *out)
+{
+	struct gw_poll *p = gw->poll;
+	struct poll_entry *e;
+	char *key;
+
+	if (p == NULL)
+		return 0;
+	key = tg_xasprintf("%s|gateway|%s", service == GW_DEX ? "dex" : "sim", uri);
+	e = tg_map_get(p->entries, key);
+	free(key);
+	if (e == NULL || e->passthrough || !fresh(e))
+		return 0;
+	out->status = e->ans.status;
+	out->body = e->ans.body;
+	out->len = e->ans.len;
+	out->terminal = e->ans.terminal;
+	return 1;
 }
 
 struct gw_poll *

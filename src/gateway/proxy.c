@@ -4,8 +4,10 @@
  * relayed to the client as it arrives (backpressure both ways: the vendor
  * connection is paused while the client's output buffer is above a high
  * mark). A vendor 401 on a gateway-held token invalidates it and replays
- * the request once. Called by the dex and sim listeners; handlers for
- * specific operations (logins) hand back to gw_req_proxy().
+ * the request once. An export with a callbackUrl has its 200 held until
+ * the webhook job is durable (callbacks.c). Called by the dex and sim
+ * listeners; handlers for specific operations (logins) hand back to
+ * gw_req_proxy().
  */
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +128,7 @@ finish(struct gw_req *r)
 		evbuffer_free(r->body);
 	if (r->capture != NULL)
 		evbuffer_free(r->capture);
+	gw_hook_free(r->hook);
 	free(r->path);
 	free(r->token);
 	free(r->uri);
@@ -261,6 +264,11 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 		r->retry_401 = 1;
 		return;
 	}
+	if (status == 200 && r->hook != NULL) {
+		r->held = 1;	/* answered by gw_hook_done once the job is durable */
+		r->capture = evbuffer_new();
+		return;
+	}
 	out = evhttp_request_get_output_headers(r->req);
 	TAILQ_FOREACH(h, headers, next)
 		if (!is_hop_by_hop(h->key, conn))
@@ -310,6 +318,8 @@ on_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
 	struct gw_req *r = arg;
 	struct bufferevent *bev;
 
+	if (r->held && r->capture != NULL)
+		capture(r, buf);
 	if (!r->started || r->req == NULL) {
 		evbuffer_drain(buf, evbuffer_get_length(buf));
 		return;
@@ -358,6 +368,8 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 		gw_req_proxy(r);
 		return;
 	}
+	if (r->hook != NULL && gw_hook_done(r, err))
+		return;
 	if (err == TG_UP_OK && r->capture != NULL) {
 		if (r->m.route->op == TG_OP_SIM_CASE)
 			gw_case_served(r, r->capture);
@@ -597,8 +609,13 @@ gw_on_request(struct evhttp_request *req, void *arg)
 {
 	struct gw_lctx *lc = arg;
 	struct gw_req *r = req_new(lc->gw, lc->listener, req);
-	int rc = tg_route_match(r->svc->routes, r->method, r->path, &r->m);
+	int rc;
 
+	if (lc->listener == GW_DEX && tg_str_startswith(r->path, GW_RELAY_PREFIX)) {
+		gw_hook_relay(r);	/* the vendor calls: no API key, never upstream */
+		return;
+	}
+	rc = tg_route_match(r->svc->routes, r->method, r->path, &r->m);
 	if (rc < 0) {
 		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "method not allowed on this path");
 		return;
@@ -614,7 +631,7 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_login_handle(r);
 		return;
 	}
-	if (gw_validate(r) != 0 || gw_poll_handle(r))
+	if (gw_validate(r) != 0 || gw_hook_prepare(r) != 0 || gw_poll_handle(r))
 		return;
 	gw_req_proxy(r);
 }

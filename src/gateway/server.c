@@ -2,8 +2,9 @@
  * server.c - the gateway's lifecycle: build a runtime (upstreams, token
  * sources, keys) from a configuration, bind the listeners (refusing
  * non-loopback addresses when no API keys are configured), start the
- * embedded emulator when asked, reload on SIGHUP without dropping
- * connections, and drain on SIGTERM. Called by src/tidegate.c.
+ * embedded emulator when asked, open the webhook outbox (hooks.c), reload
+ * on SIGHUP without dropping connections, and drain on SIGTERM (requests
+ * and webhook attempts in flight). Called by src/tidegate.c.
  */
 #include <arpa/inet.h>
 #include <libgen.h>
@@ -228,7 +229,7 @@ same_listeners(const struct gw_config *a, const struct gw_config *b)
 static void
 reload(struct gw *gw)
 {
-	struct gw_runtime *rt;
+	struct gw_runtime *rt, *old;
 	struct gw_config cfg;
 	struct tg_err err;
 
@@ -251,8 +252,10 @@ reload(struct gw *gw)
 		gw_config_free(&cfg);
 		return;
 	}
-	gw_runtime_unref(gw->rt);
+	old = gw->rt;
 	gw->rt = rt;
+	gw_hooks_reload(gw, &old->cfg);
+	gw_runtime_unref(old);
 	tg_log(TG_LOG_INFO, "reloaded", TG_LS("config", gw->config_path));
 }
 
@@ -294,6 +297,7 @@ drain(struct gw *gw)
 			evhttp_del_accept_socket(gw->http[l], bs[i]);
 	}
 	tg_log(TG_LOG_INFO, "draining", TG_LI("inflight", gw->inflight));
+	gw_hooks_drain(gw);
 	gw_maybe_exit(gw);
 	gw->drain_timer = evtimer_new(gw->base, on_drain_timeout, gw);
 	tv.tv_sec = gw->rt->cfg.drain_timeout / 1000;
@@ -304,7 +308,8 @@ drain(struct gw *gw)
 void
 gw_maybe_exit(struct gw *gw)
 {
-	if (gw->draining && gw->inflight == 0 && gw->unflushed == 0)
+	if (gw->draining && gw->inflight == 0 && gw->unflushed == 0 &&
+	    (gw->hooks == NULL || gw->hooks->drained))
 		event_base_loopexit(gw->base, NULL);
 }
 
@@ -340,7 +345,8 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 		gw->cases = tg_case_store_new((size_t)cfg->sim.remember_cases);
 	if (cfg->poll_enabled)
 		gw->poll = gw_poll_new(gw);
-	if ((gw->rt = runtime_new(gw, cfg, err)) == NULL || bind_listeners(gw, err) != 0) {
+	if ((gw->rt = runtime_new(gw, cfg, err)) == NULL ||
+	    (gw->hooks = gw_hooks_new(gw, err)) == NULL || bind_listeners(gw, err) != 0) {
 		gw_free(gw);
 		return NULL;
 	}
@@ -369,6 +375,7 @@ gw_free(struct gw *gw)
 	for (i = 0; i < GW_NLISTENERS; i++)
 		if (gw->http[i] != NULL)
 			evhttp_free(gw->http[i]);
+	gw_hooks_free(gw->hooks);	/* its fetches use the runtimes' upstreams */
 	gw_runtime_unref(gw->rt);
 	reap(gw);
 	event_free(gw->reap_ev);

@@ -18,8 +18,8 @@
 #include "tidegate/log.h"
 #include "gw.h"
 
-static void
-reply_problems(struct gw_req *r, struct tg_problems *p)
+void
+gw_reply_problems(struct gw_req *r, struct tg_problems *p)
 {
 	struct evbuffer *b = evbuffer_new();
 	char msg[160];
@@ -159,6 +159,9 @@ gw_validate(struct gw_req *r)
 	switch (op) {
 	case TG_OP_DEX_EXPORT:
 		rc = check_export(r, &p);
+		gw_hook_check(r, &p);
+		if (p.total > 0)
+			rc = -1;
 		break;
 	case TG_OP_DEX_IMPORT_JSON:
 	case TG_OP_DEX_IMPORT_FILE:
@@ -171,7 +174,7 @@ gw_validate(struct gw_req *r)
 		break;
 	}
 	if (rc < 0)
-		reply_problems(r, &p);
+		gw_reply_problems(r, &p);
 	tg_problems_cleanup(&p);
 	return rc == 0 ? 0 : -1;
 }

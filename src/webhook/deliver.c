@@ -314,7 +314,8 @@ report(struct wh_attempt *a, enum tg_outbox_state st, int64_t next_at)
 	};
 
 	tg_log(st == TG_OUTBOX_DELIVERED ? TG_LOG_INFO : TG_LOG_WARN, "webhook_attempt",
-	    TG_LS("id", o.id), TG_LS("host", o.host), TG_LI("attempt", o.attempt),
+	    TG_LS("id", o.id), TG_LS("correlationId", o.correlation_id),
+	    TG_LS("key", o.api_key), TG_LS("host", o.host), TG_LI("attempt", o.attempt),
 	    TG_LI("status", o.status), TG_LS("state", tg_outbox_state_str(st)),
 	    TG_LS("error", o.error), TG_LI("ms", o.duration_ms));
 	if (w->cbs.on_outcome != NULL)

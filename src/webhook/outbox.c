@@ -102,6 +102,7 @@ static const char *const sql[S_COUNT] = {
 	    " AND done_at < ?",
 	[S_DELETE] = "DELETE FROM jobs WHERE id = ?",
 	[S_FILE_JOB] = "SELECT state FROM jobs WHERE id = ?",
+	[S_SET_CID] = "UPDATE jobs SET correlation_id = ?2 WHERE id = ?1",
 };
 
 static const char *const state_names[TG_OUTBOX_NSTATES] = {
@@ -369,6 +370,23 @@ tg_outbox_add(struct tg_outbox *ob, const struct tg_outbox_new *job, int64_t now
 	sqlite3_bind_int64(s, 9, now_ms);
 	/* Autocommit: the insert is its own durable transaction. */
 	return wh_step_done(ob, s, err);
+}
+
+int
+tg_outbox_set_correlation_id(struct tg_outbox *ob, const char *id, const char *cid,
+    struct tg_err *err)
+{
+	sqlite3_stmt *s = wh_stmt(ob, S_SET_CID);
+
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	bind_opt(s, 2, cid);
+	if (wh_step_done(ob, s, err) != 0)
+		return -1;
+	if (sqlite3_changes(ob->db) != 1) {
+		tg_err_set(err, "no webhook job %s", id);
+		return TG_OUTBOX_NOT_FOUND;
+	}
+	return 0;
 }
 
 int

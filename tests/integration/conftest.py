@@ -212,6 +212,15 @@ class Emulator(Process):
     def stats(self):
         return requests.get(self.dex + "/__emulator/stats", timeout=5).json()
 
+    def log_lines(self):
+        out = []
+        for line in self.read_log().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
     def calls(self, key):
         return self.stats()["calls"].get(key, 0)
 
@@ -325,6 +334,16 @@ class Gateway(Process):
 
     def wait_ready(self, url, timeout=15.0):
         super().wait_ready(url, timeout)
+
+    def restart(self):
+        """Start the binary again with the same config file and ports, after it
+        was stopped or killed; the new run logs to tidegate.<n>.log."""
+        assert self.proc.poll() is not None, "still running"
+        if not self.log.closed:
+            self.log.close()
+        self.runs = getattr(self, "runs", 1) + 1
+        Process.__init__(self, self.argv, os.path.join(self.tmp, f"tidegate.{self.runs}.log"),
+                         self.admin + "/healthz")
 
     def log_lines(self):
         out = []

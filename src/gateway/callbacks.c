@@ -1,0 +1,491 @@
+/*
+ * callbacks.c - the request side of callbackUrl webhooks. For an export
+ * request (POST /export/<kind>) carrying a callbackUrl, by webhooks.mode:
+ *
+ * - deliver: the URL is checked (egress policy, a signing secret exists),
+ *   taken out of the body sent to the vendor, and the vendor's 200
+ *   {correlationId} is held (proxy.c captures it instead of streaming)
+ *   until the job is committed to the outbox; then the caller gets the
+ *   answer and hook_fetch.c polls for the export data;
+ * - relay: the job is added first and the vendor is given the gateway's
+ *   inbound endpoint POST /__tidegate/callbacks/{job id} (under
+ *   webhooks.public_url) instead; its delivery fills the job's payload;
+ * - forward: nothing here, the URL goes to the vendor untouched.
+ *
+ * Called from proxy.c (gw_hook_prepare before the vendor call,
+ * gw_hook_done at its end, gw_hook_relay for the inbound endpoint).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/http.h"
+#include "tidegate/json.h"
+#include "tidegate/log.h"
+#include "gw.h"
+
+/* The callbackUrl of one request; owned by its struct gw_req. */
+struct gw_hook {
+	char *url;			/* as the caller gave it */
+	const char *secret_ref;		/* "global" or the key's name (r->rt keeps it) */
+	char id[TG_WEBHOOK_ID_LEN];	/* relay: the job added before the vendor call */
+};
+
+void
+gw_hook_free(struct gw_hook *hk)
+{
+	if (hk == NULL)
+		return;
+	free(hk->url);
+	free(hk);
+}
+
+/* The URL's host only, for logs (never its path or query). */
+static void
+url_host(const char *url, char *out, size_t n)
+{
+	struct evhttp_uri *u = evhttp_uri_parse(url);
+	const char *h = u != NULL ? evhttp_uri_get_host(u) : NULL;
+
+	snprintf(out, n, "%s", h != NULL ? h : "");
+	if (u != NULL)
+		evhttp_uri_free(u);
+}
+
+/* ---- the request body ---- */
+
+static struct evbuffer *
+body_of(struct gw_req *r)
+{
+	return r->body != NULL ? r->body : evhttp_request_get_input_buffer(r->req);
+}
+
+/* Either spelling (validation normalises to callbackUrl; with dex.validate
+ * off the caller's spelling arrives). NULL: none, or the vendor's "none". */
+static const char *
+callback_url(yajl_val v, const char **member)
+{
+	static const char *const names[] = { "callbackUrl", "callbackURL" };
+	yajl_val u;
+	size_t i;
+
+	for (i = 0; i < TG_NELEM(names); i++) {
+		u = tg_json_get(v, names[i]);
+		if (u != NULL && YAJL_IS_STRING(u) && *YAJL_GET_STRING(u) != '\0') {
+			*member = names[i];
+			return YAJL_GET_STRING(u);
+		}
+	}
+	return NULL;
+}
+
+/* The body without its callbackUrl, or with relay_url in its place. */
+static void
+rewrite_body(struct gw_req *r, yajl_val v, const char *relay_url)
+{
+	yajl_gen g = tg_json_gen_new();
+	struct evbuffer *b = evbuffer_new();
+	const char *k;
+	size_t i;
+
+	yajl_gen_map_open(g);
+	for (i = 0; i < v->u.object.len; i++) {
+		k = v->u.object.keys[i];
+		if (strcmp(k, "callbackUrl") == 0 || strcmp(k, "callbackURL") == 0)
+			continue;
+		tg_json_str(g, k);
+		tg_json_gen_val(g, v->u.object.values[i]);
+	}
+	if (relay_url != NULL)
+		tg_json_kv_str(g, "callbackUrl", relay_url);
+	yajl_gen_map_close(g);
+	tg_json_gen_flush(g, b);
+	yajl_gen_free(g);
+	if (r->body != NULL)
+		evbuffer_free(r->body);
+	r->body = b;
+}
+
+/* ---- request time ---- */
+
+static const char *
+secret_ref(struct gw_req *r)
+{
+	const struct gw_config *c = &r->rt->cfg;
+
+	if (r->key != NULL && gw_config_wh_secrets(c, r->key->name) != NULL)
+		return r->key->name;
+	return gw_config_wh_secrets(c, "global") != NULL ? "global" : NULL;
+}
+
+static void
+refuse(struct gw_req *r, const char *member, const char *code, const char *msg)
+{
+	struct tg_problems p;
+	char path[32];
+
+	memset(&p, 0, sizeof(p));
+	p.max = (size_t)r->rt->cfg.max_problems;
+	snprintf(path, sizeof(path), "/%s", member);
+	tg_problems_add(&p, path, code, "%s", msg);
+	gw_reply_problems(r, &p);	/* frees r */
+	tg_problems_cleanup(&p);
+}
+
+/* Relay: the job exists before the vendor hears of it, since the URL the
+ * vendor gets names it. -1 when it has replied. */
+static int
+relay_add(struct gw_req *r, struct gw_hook *hk)
+{
+	struct gw_hooks *h = r->gw->hooks;
+	struct tg_outbox_new j = { hk->url, hk->secret_ref, r->key ? r->key->name : NULL,
+		"export", NULL, "dex", NULL };
+	int64_t now = tg_clock_now_ms();
+	struct tg_err err;
+
+	if (tg_outbox_add(h->ob, &j, now, hk->id, &err) != 0) {
+		tg_log(TG_LOG_ERROR, "webhook_add_failed", TG_LS("id", r->id),
+		    TG_LS("error", err.msg));
+		gw_req_reply_error(r, 503, "WEBHOOK_UNAVAILABLE", "the webhook could not be "
+		    "stored, so nothing was sent to the vendor; try again");
+		return -1;
+	}
+	gw_fetch_start(h, hk->id, NULL, now, 0);
+	return 0;
+}
+
+static char *
+relay_url(const struct gw_config *c, const char *id)
+{
+	size_t n = strlen(c->wh_public_url);
+
+	while (n > 0 && c->wh_public_url[n - 1] == '/')
+		n--;
+	return tg_xasprintf("%.*s%s%s", (int)n, c->wh_public_url, GW_RELAY_PREFIX, id);
+}
+
+#define NO_SECRET_MSG "no webhook signing secret is configured for this API key " \
+	"(keys[].webhook_secret) or globally (webhooks.secret)"
+
+/* The URL may be used: a secret to sign with and the egress policy agree.
+ * -1 when it has replied 400. */
+static int
+check_url(struct gw_req *r, const char *url, const char *member, const char **ref)
+{
+	struct tg_err why;
+
+	if ((*ref = secret_ref(r)) == NULL) {
+		refuse(r, member, "no_secret", NO_SECRET_MSG);
+		return -1;
+	}
+	if (tg_egress_check_url(r->gw->hooks->pol, url, &why) != 0) {
+		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_egress_refusals_total",
+		    "stage=\"request\"", 1);
+		refuse(r, member, "egress", why.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Whether r is an export whose callbackUrl the gateway handles. */
+static int
+hooked_op(const struct gw_req *r)
+{
+	return r->gw->hooks != NULL && r->rt->cfg.wh_mode != GW_WH_FORWARD &&
+	    r->m.route != NULL && r->m.route->op == TG_OP_DEX_EXPORT &&
+	    evhttp_request_get_command(r->req) == EVHTTP_REQ_POST;
+}
+
+/* Validation already refused the URL's shape: nothing more to say of it. */
+static int
+refused_already(const struct tg_problems *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->n; i++)
+		if (strcmp(p->v[i].path, "/callbackUrl") == 0 ||
+		    strcmp(p->v[i].path, "/callbackURL") == 0)
+			return 1;
+	return 0;
+}
+
+void
+gw_hook_check(struct gw_req *r, struct tg_problems *p)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+	const char *url, *member;
+	struct tg_err why;
+	char path[32];
+	yajl_val v;
+
+	if (!hooked_op(r) || refused_already(p))
+		return;
+	v = tg_json_parse((const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), NULL);
+	if (v != NULL && YAJL_IS_OBJECT(v) && (url = callback_url(v, &member)) != NULL) {
+		snprintf(path, sizeof(path), "/%s", member);
+		if (secret_ref(r) == NULL)
+			tg_problems_add(p, path, "no_secret", "%s", NO_SECRET_MSG);
+		if (tg_egress_check_url(r->gw->hooks->pol, url, &why) != 0) {
+			tg_metrics_inc(r->gw->metrics, "tidegate_webhook_egress_refusals_total",
+			    "stage=\"request\"", 1);
+			tg_problems_add(p, path, "egress", "%s", why.msg);
+		}
+	}
+	yajl_tree_free(v);
+}
+
+int
+gw_hook_prepare(struct gw_req *r)
+{
+	const struct gw_config *c = &r->rt->cfg;
+	struct evbuffer *b;
+	struct gw_hook *hk;
+	const char *url, *member, *ref;
+	char *relay = NULL;
+	yajl_val v = NULL;
+	int rc = 0;
+
+	if (!hooked_op(r))
+		return 0;
+	b = body_of(r);
+	v = tg_json_parse((const char *)evbuffer_pullup(b, -1), evbuffer_get_length(b), NULL);
+	if (v == NULL || !YAJL_IS_OBJECT(v) || (url = callback_url(v, &member)) == NULL)
+		goto done;	/* no callback, or a body the vendor will refuse */
+	if (check_url(r, url, member, &ref) != 0) {
+		rc = -1;
+		goto done;
+	}
+	hk = tg_xcalloc(1, sizeof(*hk));
+	hk->url = tg_xstrdup(url);
+	hk->secret_ref = ref;
+	r->hook = hk;
+	if (c->wh_mode == GW_WH_RELAY) {
+		if (relay_add(r, hk) != 0) {
+			rc = -1;
+			goto done;
+		}
+		relay = relay_url(c, hk->id);
+	}
+	rewrite_body(r, v, relay);
+done:
+	free(relay);
+	yajl_tree_free(v);
+	return rc;
+}
+
+/* ---- the vendor's answer ---- */
+
+static void
+relay_abandon(struct gw_req *r, const char *reason)
+{
+	struct gw_hooks *h = r->gw->hooks;
+	struct tg_err err;
+
+	if (r->hook->id[0] == '\0')
+		return;
+	gw_fetch_stop(h, r->hook->id);
+	if (tg_outbox_abandon(h->ob, r->hook->id, reason, tg_clock_now_ms(), &err) != 0)
+		tg_log(TG_LOG_ERROR, "webhook_abandon_failed", TG_LS("id", r->hook->id),
+		    TG_LS("error", err.msg));
+}
+
+/* The job is durable under cid: 0, or -1 with err (deliver mode). */
+static int
+commit_job(struct gw_req *r, const char *cid, struct tg_err *err)
+{
+	struct gw_hooks *h = r->gw->hooks;
+	struct gw_hook *hk = r->hook;
+	struct tg_outbox_new j = { hk->url, hk->secret_ref, r->key ? r->key->name : NULL,
+		"export", cid, "dex", NULL };
+	int64_t now = tg_clock_now_ms();
+
+	if (hk->id[0] != '\0') {	/* relay: added already; the id is what counts */
+		if (tg_outbox_set_correlation_id(h->ob, hk->id, cid, err) != 0)
+			tg_log(TG_LOG_WARN, "webhook_correlation_failed", TG_LS("id", hk->id),
+			    TG_LS("error", err->msg));
+		return 0;
+	}
+	if (tg_outbox_add(h->ob, &j, now, hk->id, err) != 0)
+		return -1;
+	gw_fetch_start(h, hk->id, cid, now, r->rt->cfg.wh_poll_interval);
+	return 0;
+}
+
+static void
+reply_held(struct gw_req *r, const char *cid)
+{
+	char host[256];
+
+	url_host(r->hook->url, host, sizeof(host));
+	tg_log(TG_LOG_INFO, "webhook_job_added", TG_LS("id", r->hook->id),
+	    TG_LS("correlationId", cid), TG_LS("key", r->key ? r->key->name : NULL),
+	    TG_LS("host", host), TG_LS("mode", r->rt->cfg.wh_mode_str));
+	if (r->key != NULL && r->gw->poll != NULL) {	/* ownership of the job's polls */
+		struct evbuffer *copy = evbuffer_new();
+
+		evbuffer_add(copy, evbuffer_pullup(r->capture, -1), evbuffer_get_length(r->capture));
+		gw_poll_created(r, copy);
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Webhook-Id",
+	    r->hook->id);
+	gw_req_reply_buf(r, 200, "application/json", r->capture);
+}
+
+/* A held 200: commit the job, then answer. */
+static void
+answer_held(struct gw_req *r)
+{
+	yajl_val v = tg_json_parse((const char *)evbuffer_pullup(r->capture, -1),
+	    evbuffer_get_length(r->capture), NULL);
+	const char *cid = tg_json_get_str(v, "correlationId");
+	struct tg_err err;
+	char msg[400];
+
+	if (cid == NULL || *cid == '\0') {
+		relay_abandon(r, "the vendor's answer carried no correlationId");
+		gw_req_reply_error(r, 502, "UPSTREAM_ERROR", "the vendor's answer carried no "
+		    "correlationId: no callback will be delivered");
+	} else if (commit_job(r, cid, &err) != 0) {
+		tg_log(TG_LOG_ERROR, "webhook_add_failed", TG_LS("id", r->id),
+		    TG_LS("correlationId", cid), TG_LS("error", err.msg));
+		snprintf(msg, sizeof(msg), "export %.64s was created at the vendor, but its "
+		    "webhook could not be stored: no callback will come (poll GET "
+		    "/export?correlationId=%.64s instead)", cid, cid);
+		gw_req_reply_error(r, 503, "WEBHOOK_UNAVAILABLE", msg);
+	} else {
+		reply_held(r, cid);
+	}
+	yajl_tree_free(v);
+}
+
+int
+gw_hook_done(struct gw_req *r, enum tg_up_error err)
+{
+	char why[160];
+
+	if (!r->held) {
+		if (err != TG_UP_OK)
+			snprintf(why, sizeof(why), "the vendor could not be reached: %s",
+			    tg_up_error_str(err));
+		else
+			snprintf(why, sizeof(why), "the vendor refused the export (HTTP %d)",
+			    r->upstream_status);
+		relay_abandon(r, why);
+		return 0;
+	}
+	if (err == TG_UP_OK && r->capture != NULL) {
+		answer_held(r);
+		return 1;
+	}
+	relay_abandon(r, "the vendor's answer broke off");
+	gw_req_reply_error(r, 502, "UPSTREAM_ERROR", err == TG_UP_OK ? "the vendor's answer "
+	    "was too large to hold: no callback will be delivered" : "the vendor's answer broke "
+	    "off: the export may exist at the vendor, but no callback will be delivered");
+	return 1;
+}
+
+/* ---- the inbound endpoint (relay mode) ---- */
+
+static int
+job_id_valid(const char *id)
+{
+	return strlen(id) == 4 + 32 && strncmp(id, "msg_", 4) == 0 &&
+	    strspn(id + 4, "0123456789abcdef") == 32;
+}
+
+static void
+reply_status(struct gw_req *r, int status, const char *state, const char *id)
+{
+	yajl_gen g = tg_json_gen_new();
+	struct evbuffer *b = evbuffer_new();
+
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "id", id);
+	tg_json_kv_str(g, "status", state);
+	yajl_gen_map_close(g);
+	tg_json_gen_flush(g, b);
+	yajl_gen_free(g);
+	gw_req_reply_buf(r, status, "application/json", b);
+	evbuffer_free(b);
+}
+
+/* The job holds its payload already (a repeated delivery), or gave up. */
+static void
+relay_conflict(struct gw_req *r, const char *id)
+{
+	struct tg_outbox_job j;
+	struct tg_err err;
+
+	if (tg_outbox_get(r->gw->hooks->ob, id, &j, &err) != 0) {
+		gw_req_reply_error(r, 500, "INTERNAL", "the webhook outbox could not be read");
+		return;
+	}
+	if (j.state == TG_OUTBOX_DEAD)
+		gw_req_reply_error(r, 410, "GONE", "this webhook job was given up");
+	else
+		reply_status(r, 200, "duplicate", id);
+	tg_outbox_job_cleanup(&j);
+}
+
+static void
+relay_store(struct gw_req *r, const char *id, struct tg_outbox_payload *p)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+	size_t n = evbuffer_get_length(in);
+	struct tg_err err;
+	int rc;
+
+	if (tg_outbox_payload_write(p, in, &err) != 0) {
+		tg_outbox_payload_abort(p);
+		rc = -1;
+	} else {
+		rc = tg_outbox_payload_commit(p, tg_clock_now_ms(), &err);
+	}
+	if (rc == 0) {
+		gw_fetch_stop(r->gw->hooks, id);
+		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_relay_deliveries_total", "", 1);
+		tg_log(TG_LOG_INFO, "webhook_payload_ready", TG_LS("id", id),
+		    TG_LI("bytes", n), TG_LS("from", "relay"));
+		reply_status(r, 200, "accepted", id);
+	} else if (rc == TG_OUTBOX_NOT_FOUND || rc == TG_OUTBOX_CONFLICT) {
+		relay_conflict(r, id);
+	} else {
+		tg_log(TG_LOG_ERROR, "webhook_relay_failed", TG_LS("id", id),
+		    TG_LS("error", err.msg));
+		gw_req_reply_error(r, 500, "INTERNAL", "the export data could not be stored");
+	}
+}
+
+void
+gw_hook_relay(struct gw_req *r)
+{
+	const char *id = r->path + strlen(GW_RELAY_PREFIX);
+	struct tg_outbox_payload *p;
+	struct tg_err err;
+	int rc;
+
+	if (r->gw->hooks == NULL || !job_id_valid(id)) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
+	} else if (evhttp_request_get_command(r->req) != EVHTTP_REQ_POST) {
+		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "deliveries are POSTed");
+	} else if ((int64_t)evbuffer_get_length(evhttp_request_get_input_buffer(r->req)) >
+	    r->rt->cfg.wh_max_payload) {
+		gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE",
+		    "the export is larger than webhooks.max_payload");
+	} else if ((p = tg_outbox_payload_open(r->gw->hooks->ob, id, &rc, &err)) != NULL) {
+		relay_store(r, id, p);
+	} else if (rc == TG_OUTBOX_NOT_FOUND) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
+	} else if (rc == TG_OUTBOX_CONFLICT) {
+		relay_conflict(r, id);
+	} else {
+		tg_log(TG_LOG_ERROR, "webhook_relay_failed", TG_LS("id", id),
+		    TG_LS("error", err.msg));
+		gw_req_reply_error(r, 500, "INTERNAL", "the export data could not be stored");
+	}
+}

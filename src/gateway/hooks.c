@@ -1,0 +1,274 @@
+/*
+ * hooks.c - the gateway's webhook machinery as a whole: opens the outbox
+ * (webhooks.db) and starts the delivery worker at start-up, resumes the
+ * payload fetchers of jobs a previous run left waiting, resolves signing
+ * secrets from the running configuration (so a SIGHUP rotates them),
+ * turns attempt outcomes into metrics, swaps the egress policy on reload,
+ * drains on SIGTERM and purges finished jobs after webhooks.retention.
+ * Called by server.c (lifecycle) and admin.c (metrics); the request side
+ * is callbacks.c, the payload fetcher hook_fetch.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/log.h"
+#include "tidegate/map.h"
+#include "gw.h"
+
+#define PURGE_EVERY_MS	(3600 * 1000)
+#define RESUME_PAGE	500
+
+/* ---- worker callbacks ---- */
+
+/* The current runtime, not the one a job was created under: rotating
+ * webhooks.secret (or a key's) with SIGHUP applies to the next attempt. */
+static const struct tg_strlist *
+on_secrets(const char *ref, void *arg)
+{
+	struct gw_hooks *h = arg;
+
+	return gw_config_wh_secrets(&h->gw->rt->cfg, ref);
+}
+
+static const char *
+result_of(enum tg_outbox_state st)
+{
+	switch (st) {
+	case TG_OUTBOX_DELIVERED:
+		return "delivered";
+	case TG_OUTBOX_GONE:
+		return "gone";
+	case TG_OUTBOX_DEAD:
+		return "dead";
+	default:
+		return "retry";
+	}
+}
+
+static void
+on_outcome(const struct tg_webhook_outcome *o, void *arg)
+{
+	struct gw_hooks *h = arg;
+	struct tg_metrics *m = h->gw->metrics;
+	char labels[48];
+
+	snprintf(labels, sizeof(labels), "result=\"%s\"", result_of(o->state));
+	tg_metrics_inc(m, "tidegate_webhook_attempts_total", labels, 1);
+	if (o->state == TG_OUTBOX_DEAD)
+		tg_metrics_inc(m, "tidegate_webhook_dead_letters_total", "reason=\"exhausted\"", 1);
+	tg_metrics_observe(m, "tidegate_webhook_attempt_duration_seconds", "",
+	    (double)o->duration_ms / 1000.0);
+	if (o->first_delay_ms >= 0)
+		tg_metrics_observe(m, "tidegate_webhook_first_attempt_seconds", "",
+		    (double)o->first_delay_ms / 1000.0);
+	if (o->error != NULL && strncmp(o->error, "egress refused", 14) == 0)
+		tg_metrics_inc(m, "tidegate_webhook_egress_refusals_total", "stage=\"attempt\"",
+		    1);
+}
+
+static void
+on_drained(void *arg)
+{
+	struct gw_hooks *h = arg;
+
+	h->drained = 1;
+	gw_maybe_exit(h->gw);
+}
+
+/* ---- retention ---- */
+
+static void
+on_purge(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_hooks *h = arg;
+	struct tg_err err;
+	size_t n;
+
+	if (tg_outbox_purge(h->ob, tg_clock_now_ms() - h->gw->rt->cfg.wh_retention, &n,
+	    &err) != 0)
+		tg_log(TG_LOG_ERROR, "webhook_purge_failed", TG_LS("error", err.msg));
+	else if (n > 0)
+		tg_log(TG_LOG_INFO, "webhook_purged", TG_LI("jobs", n));
+}
+
+/* ---- start ---- */
+
+/* Jobs a previous run left waiting for their export data. */
+static int
+resume(struct gw_hooks *h, struct tg_err *err)
+{
+	const struct gw_config *c = &h->gw->rt->cfg;
+	struct tg_outbox_query q = { TG_OUTBOX_WAITING, 0, NULL, RESUME_PAGE, 0 };
+	struct tg_outbox_job *jobs;
+	size_t n, i, total = 0;
+
+	do {
+		if (tg_outbox_list(h->ob, &q, &jobs, &n, err) != 0)
+			return -1;
+		for (i = 0; i < n; i++)
+			gw_fetch_start(h, jobs[i].id, c->wh_mode == GW_WH_RELAY ? NULL :
+			    jobs[i].correlation_id, jobs[i].created_at, 0);
+		tg_outbox_jobs_free(jobs, n);
+		total += n;
+		q.offset += n;
+	} while (n == RESUME_PAGE);
+	if (total > 0)
+		tg_log(TG_LOG_INFO, "webhook_fetch_resumed", TG_LI("jobs", total));
+	return 0;
+}
+
+static int
+open_outbox(struct gw_hooks *h, const struct gw_config *c, struct tg_err *err)
+{
+	struct tg_outbox_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.path = c->wh_db_path;
+	o.schedule_ms = c->wh_schedule_ms;
+	o.nschedule = c->wh_nschedule;
+	o.lease_ms = c->wh_lease;
+	h->ob = tg_outbox_open(&o, err);
+	return h->ob != NULL ? 0 : -1;
+}
+
+struct gw_hooks *
+gw_hooks_new(struct gw *gw, struct tg_err *err)
+{
+	const struct gw_config *c = &gw->rt->cfg;
+	struct gw_hooks *h = tg_xcalloc(1, sizeof(*h));
+	struct tg_webhook_opts wo = { c->wh_attempt_timeout, (size_t)c->wh_max_inflight, 0,
+		c->wh_ca_file, NULL };
+	struct tg_webhook_cbs cbs = { on_secrets, on_outcome };
+	struct timeval tv = { PURGE_EVERY_MS / 1000, 0 };
+
+	h->gw = gw;
+	h->fetches = tg_map_new(gw_fetch_free);
+	if ((h->pol = tg_egress_new(&c->wh_allow, err)) == NULL || open_outbox(h, c, err) != 0)
+		goto fail;
+	if ((h->w = tg_webhook_new(gw->base, gw->dns, h->ob, h->pol, &wo, &cbs, h, err)) == NULL)
+		goto fail;
+	if (resume(h, err) != 0)
+		goto fail;
+	h->purge = event_new(gw->base, -1, EV_PERSIST, on_purge, h);
+	evtimer_add(h->purge, &tv);
+	on_purge(-1, 0, h);
+	tg_log(TG_LOG_INFO, "webhooks", TG_LS("mode", c->wh_mode_str),
+	    TG_LS("db", c->wh_db_path), TG_LI("schedule", c->wh_nschedule));
+	return h;
+fail:
+	gw_hooks_free(h);
+	return NULL;
+}
+
+/* ---- reload, drain, stop ---- */
+
+static void
+retired_free(struct gw_hooks *h)
+{
+	size_t i;
+
+	for (i = 0; i < h->nretired; i++)
+		tg_egress_free(h->retired[i]);
+	free(h->retired);
+	h->retired = NULL;
+	h->nretired = 0;
+}
+
+void
+gw_hooks_reload(struct gw *gw, const struct gw_config *old)
+{
+	struct gw_hooks *h = gw->hooks;
+	const struct gw_config *c = &gw->rt->cfg;
+	struct tg_egress *pol;
+	struct tg_err err;
+	size_t i;
+
+	if ((pol = tg_egress_new(&c->wh_allow, &err)) == NULL) {
+		tg_log(TG_LOG_ERROR, "webhook_policy_kept", TG_LS("reason", err.msg));
+		return;
+	}
+	tg_webhook_set_policy(h->w, pol);
+	/* Attempts in flight may still read the old policies. */
+	if (tg_webhook_inflight(h->w) == 0) {
+		retired_free(h);
+		tg_egress_free(h->pol);
+	} else {
+		h->retired = tg_xrealloc(h->retired, (h->nretired + 1) * sizeof(*h->retired));
+		h->retired[h->nretired++] = h->pol;
+	}
+	h->pol = pol;
+	if (strcmp(c->wh_db_path, old->wh_db_path) != 0 || c->wh_lease != old->wh_lease ||
+	    c->wh_nschedule != old->wh_nschedule ||
+	    c->wh_attempt_timeout != old->wh_attempt_timeout ||
+	    c->wh_max_inflight != old->wh_max_inflight)
+		goto restart;
+	for (i = 0; i < c->wh_nschedule; i++)
+		if (c->wh_schedule_ms[i] != old->wh_schedule_ms[i])
+			goto restart;
+	return;
+restart:
+	tg_log(TG_LOG_WARN, "reload_webhooks_kept", TG_LS("reason", "webhooks.db, schedule, "
+	    "lease, attempt_timeout and max_inflight need a restart"));
+}
+
+void
+gw_hooks_drain(struct gw *gw)
+{
+	struct gw_hooks *h = gw->hooks;
+
+	if (h == NULL)
+		return;
+	/* Waiting jobs stay waiting: the next start polls them again. */
+	tg_map_free(h->fetches);
+	h->fetches = tg_map_new(gw_fetch_free);
+	tg_webhook_drain(h->w, on_drained, h);
+}
+
+void
+gw_hooks_free(struct gw_hooks *h)
+{
+	int flush;
+
+	if (h == NULL)
+		return;
+	tg_map_free(h->fetches);
+	flush = h->w != NULL && tg_webhook_inflight(h->w) > 0;
+	tg_webhook_free(h->w);
+	/* Cancelled DNS lookups report back through the loop once. */
+	if (flush)
+		event_base_loop(h->gw->base, EVLOOP_NONBLOCK);
+	if (h->purge != NULL)
+		event_free(h->purge);
+	tg_outbox_close(h->ob);
+	tg_egress_free(h->pol);
+	retired_free(h);
+	free(h);
+}
+
+/* ---- metrics ---- */
+
+void
+gw_hooks_metrics(struct gw *gw, struct evbuffer *out)
+{
+	struct tg_outbox_stats st;
+	struct tg_err err;
+	int i;
+
+	if (gw->hooks == NULL || tg_outbox_get_stats(gw->hooks->ob, tg_clock_now_ms(), &st,
+	    &err) != 0)
+		return;
+	evbuffer_add_printf(out, "# HELP tidegate_webhook_jobs Webhook jobs in the outbox by "
+	    "state.\n# TYPE tidegate_webhook_jobs gauge\n");
+	for (i = 0; i < TG_OUTBOX_NSTATES; i++)
+		evbuffer_add_printf(out, "tidegate_webhook_jobs{state=\"%s\"} %llu\n",
+		    tg_outbox_state_str((enum tg_outbox_state)i),
+		    (unsigned long long)st.depth[i]);
+	evbuffer_add_printf(out, "# HELP tidegate_webhook_attempts_in_flight Delivery attempts "
+	    "holding a lease.\n# TYPE tidegate_webhook_attempts_in_flight gauge\n"
+	    "tidegate_webhook_attempts_in_flight %llu\n", (unsigned long long)st.leased);
+}
