@@ -410,9 +410,10 @@ yajl_val tg_merge_patch_rfc7396(yajl_val target, yajl_val patch);
  *     ({} leaves a farm alone), itself an array with one element per entry
  *     of that farm, each an object patch whose only member is fixable
  *     (merged as RFC 7396 says).
- * Every breach is a problem (code not_editable) at its JSON Pointer into
- * the patch, prefixed with at (borrowed, e.g. "/variants/2/patch"; NULL or
- * "" for none). 0 or -1.
+ * Every breach is a problem (code not_editable; a member named twice at
+ * these levels: duplicate) at its JSON Pointer into the patch, prefixed
+ * with at (borrowed, e.g. "/variants/2/patch"; NULL or "" for none).
+ * 0 or -1.
  */
 int tg_merge_patch_check(yajl_val target, yajl_val patch, const char *at,
     struct tg_problems *p);

@@ -217,21 +217,42 @@ type_name(yajl_val v)
 	return "a boolean";
 }
 
-/* Members of an element patch other than the one allowed (reported). */
-static void
-only_member(struct tg_problems *p, struct path *pp, yajl_val el, const char *allowed,
-    const char *what)
+/* 1 when member i of o was named before it. */
+static int
+named_before(yajl_val o, size_t i)
 {
-	size_t i, mark;
+	size_t j;
 
-	for (i = 0; i < el->u.object.len; i++) {
-		if (strcmp(el->u.object.keys[i], allowed) == 0)
-			continue;
-		mark = path_push_key(pp, el->u.object.keys[i]);
+	for (j = 0; j < i; j++)
+		if (strcmp(o->u.object.keys[j], o->u.object.keys[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Member i of element patch el: 1 when it is the allowed one, named
+ * once so far; else its problem is reported. A name given twice would
+ * make the variant depend on which copy is read, and its pointer
+ * ambiguous.
+ */
+static int
+member_ok(struct tg_problems *p, struct path *pp, yajl_val el, size_t i,
+    const char *allowed, const char *what)
+{
+	size_t mark;
+	int dup = named_before(el, i);
+
+	if (!dup && strcmp(el->u.object.keys[i], allowed) == 0)
+		return 1;
+	mark = path_push_key(pp, el->u.object.keys[i]);
+	if (dup)
+		tg_problems_add(p, pp->buf, "duplicate", "'%.64s' given more than once",
+		    el->u.object.keys[i]);
+	else
 		tg_problems_add(p, pp->buf, "not_editable", "not editable: in %s only %s may be "
 		    "patched (%s)", what, allowed, EDITABLE);
-		path_pop(pp, mark);
-	}
+	path_pop(pp, mark);
+	return 0;
 }
 
 /*
@@ -276,26 +297,34 @@ list_at(yajl_val list, size_t i)
 }
 
 static void
+check_infras(struct tg_problems *p, struct path *pp, yajl_val tinf, yajl_val pinf)
+{
+	size_t j, k, mark;
+	yajl_val e;
+
+	if (!check_list(p, pp, tinf, pinf, "infrastructureList", "infrastructure entry"))
+		return;
+	for (j = 0; j < pinf->u.array.len; j++) {
+		if (!YAJL_IS_OBJECT(e = pinf->u.array.values[j]))
+			continue;
+		mark = path_push_index(pp, j);
+		for (k = 0; k < e->u.object.len; k++)
+			(void)member_ok(p, pp, e, k, "fixable", "an infrastructure entry");
+		path_pop(pp, mark);
+	}
+}
+
+static void
 check_farm(struct tg_problems *p, struct path *pp, yajl_val tfarm, yajl_val el)
 {
-	yajl_val tinf = tg_json_get(tfarm, "infrastructureList"), pinf, e;
-	size_t i, j, mark, m2;
+	size_t i, mark;
 
-	only_member(p, pp, el, "infrastructureList", "a wind farm");
 	for (i = 0; i < el->u.object.len; i++) {
-		if (strcmp(el->u.object.keys[i], "infrastructureList") != 0)
+		if (!member_ok(p, pp, el, i, "infrastructureList", "a wind farm"))
 			continue;
-		pinf = el->u.object.values[i];
 		mark = path_push(pp, "infrastructureList");
-		if (check_list(p, pp, tinf, pinf, "infrastructureList", "infrastructure entry")) {
-			for (j = 0; j < pinf->u.array.len; j++) {
-				if (!YAJL_IS_OBJECT(e = pinf->u.array.values[j]))
-					continue;
-				m2 = path_push_index(pp, j);
-				only_member(p, pp, e, "fixable", "an infrastructure entry");
-				path_pop(pp, m2);
-			}
-		}
+		check_infras(p, pp, tg_json_get(tfarm, "infrastructureList"),
+		    el->u.object.values[i]);
 		path_pop(pp, mark);
 	}
 }
@@ -325,13 +354,13 @@ check_root(struct tg_problems *p, struct path *pp, yajl_val target, yajl_val pat
 
 	for (i = 0; i < patch->u.object.len; i++) {
 		key = patch->u.object.keys[i];
-		if (strcmp(key, "vesselList") == 0 || strcmp(key, "personnelList") == 0)
-			continue;
 		mark = path_push_key(pp, key);
-		if (strcmp(key, "windFarms") == 0)
+		if (named_before(patch, i))
+			tg_problems_add(p, pp->buf, "duplicate", "'%.64s' given more than once", key);
+		else if (strcmp(key, "windFarms") == 0)
 			check_farms(p, pp, tg_json_get(target, "windFarms"),
 			    patch->u.object.values[i]);
-		else
+		else if (strcmp(key, "vesselList") != 0 && strcmp(key, "personnelList") != 0)
 			tg_problems_add(p, pp->buf, "not_editable", "%s is not editable: %s", key,
 			    EDITABLE);
 		path_pop(pp, mark);

@@ -352,6 +352,15 @@ test_not_editable_paths(void **state)
 	    "/variants/1/patch/windFarms/0/infrastructureList/1/id not_editable\n"
 	    "/variants/1/patch/ports~0~1x not_editable\n");
 	expect_problems("{'caseId': 'CASE-OM-2'}", NULL, "/caseId not_editable\n");
+	/* A name given twice is ambiguous: the second copy is not looked into. */
+	expect_problems("{'vesselList': [], 'vesselList': null, 'windFarms': [{}, {}],"
+	    " 'windFarms': [{'infrastructureList': [{'fixable': [], 'fixable': null,"
+	    " 'x': 1}]}, {'infrastructureList': [{}], 'infrastructureList': []}]}", NULL,
+	    "/vesselList duplicate\n/windFarms duplicate\n");
+	expect_problems("{'windFarms': [{'infrastructureList': [{'fixable': [], 'fixable': null},"
+	    " {}]}, {'infrastructureList': [{}], 'infrastructureList': []}]}", NULL,
+	    "/windFarms/0/infrastructureList/0/fixable duplicate\n"
+	    "/windFarms/1/infrastructureList duplicate\n");
 }
 
 static void
