@@ -1,0 +1,491 @@
+/*
+ * runs.h - the simulation workflow's durable state and its pure helpers:
+ * the run registry (every accepted POST /simulations, tracked until
+ * terminal, expired after the vendor's 30-day retention, archived results),
+ * sweeps of case variants (a queue of patched cases that survives a
+ * restart), JSON Merge Patch restricted to the editable sections of a case,
+ * and the side-by-side summaries of a sweep (JSON and CSV).
+ *
+ * Files: src/sim/registry.c (open, runs, status tracking, listing),
+ * src/sim/retention.c (archive, expiry, purge, the 410 body),
+ * src/sim/sweep_store.c (sweeps and their variant queue),
+ * src/sim/merge_patch.c, src/sim/sweep.c (sweep requests, summaries).
+ * Called by the gateway: the submit handler records runs, the run tracker
+ * polls the vendor for due runs, the retention sweeper expires and
+ * purges, the extension API (docs/simulations.md) lists runs and sweeps.
+ *
+ * Everything runs on the one loop thread; registry calls block on SQLite
+ * (one fsync per write transaction with synchronous=FULL). Times are
+ * milliseconds since the epoch, passed in by the caller (tg_clock_now_ms()
+ * in the gateway, fixed values in tests); 0 means "none" in every time
+ * field.
+ */
+#ifndef TIDEGATE_RUNS_H
+#define TIDEGATE_RUNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
+
+#include "tidegate/util.h"
+#include "tidegate/validate.h"
+
+struct evbuffer;
+
+/* ---- statuses and the check schedule (registry.c) ---- */
+
+enum tg_run_status {
+	TG_RUN_IN_PROGRESS,	/* the vendor is running it */
+	TG_RUN_COMPLETED,	/* results can be fetched (until expiry) */
+	TG_RUN_FAILED,		/* the vendor gives no reason; see tg_run.failure */
+	TG_RUN_EXPIRED,		/* past expires_at: the vendor has deleted it */
+	TG_RUN_UNKNOWN,		/* the vendor answered 404 before expiry */
+	TG_RUN_NSTATUS
+};
+/** "IN_PROGRESS", "COMPLETED", … (static). */
+const char *tg_runs_status_str(enum tg_run_status s);
+/** The status named s (exact, upper case), or -1. */
+int tg_runs_status_parse(const char *s);
+/** 1 for every status but IN_PROGRESS: no more checks are made. */
+int tg_runs_status_terminal(enum tg_run_status s);
+
+/** The check schedule: 2 s, doubling with every check, capped at 5 min. */
+#define TG_RUNS_CHECK_MIN_MS	2000
+#define TG_RUNS_CHECK_MAX_MS	300000
+/**
+ * Delay from the check numbered `checks` (0 for the submission itself)
+ * to the next one: 2 s, 4 s, 8 s … 256 s, then 300 s for as long as the
+ * run stays in progress.
+ */
+int64_t tg_runs_check_delay(int checks);
+
+/* Return codes of calls that name one run or sweep (besides 0 and -1). */
+#define TG_RUNS_NOT_FOUND	(-2)	/* no such run / sweep: 404 */
+#define TG_RUNS_CONFLICT	(-3)	/* its state forbids it: 409 */
+#define TG_RUNS_REFUSED		(-4)	/* over an archive cap (reason in err) */
+
+/* ---- the registry (registry.c) ---- */
+
+/** Zero fields take their defaults. */
+struct tg_runs_opts {
+	const char *path;		/* SQLite file (copied); required */
+	int64_t retention_ms;		/* expires_at when the vendor gave none; 0: 30 d */
+	int64_t grace_ms;		/* rows kept after expires_at; 0: 7 d */
+	int64_t archive_keep_ms;	/* archived rows kept after expires_at; 0: 90 d */
+	int64_t archive_max_run;	/* bytes of one run's archived results; 0: 16 MiB */
+	int64_t archive_max_total;	/* bytes of all archived results; 0: 1 GiB */
+	int sync_normal;		/* synchronous=NORMAL instead of FULL */
+};
+
+struct tg_runs;
+/**
+ * Open (creating or upgrading; PRAGMA user_version) the registry in WAL
+ * mode. Sweep variants left "submitting" by a stopped process go back to
+ * "pending" (the interrupted submission may have reached the vendor:
+ * docs/simulations.md). NULL with err, also for a database written by a
+ * newer schema. Free with tg_runs_close.
+ */
+struct tg_runs *tg_runs_open(const struct tg_runs_opts *opts, struct tg_err *err);
+/** NULL-safe. */
+void tg_runs_close(struct tg_runs *r);
+
+#define TG_RUNS_SHA_LEN	65	/* 64 hex digits and NUL */
+/** Lower-case hex SHA-256 of the case bytes sent to the vendor (borrowed). */
+void tg_runs_case_digest(const void *body, size_t len, char out[TG_RUNS_SHA_LEN]);
+
+/** An accepted submission; every string borrowed (copied into the database). */
+struct tg_run_new {
+	const char *simulation_id;	/* required: the vendor's simulationId */
+	const char *api_key;		/* name of the caller's gateway key, or NULL */
+	const char *host;		/* required: "primary", "fallback" or an origin */
+	const char *case_id;		/* required */
+	const char *case_sha256;	/* required: tg_runs_case_digest of the body sent */
+	int64_t submitted_at;		/* the vendor's submittedAt; 0: now */
+	int64_t expires_at;		/* the vendor's expiresAt; 0: submitted + retention */
+	enum tg_run_status status;	/* the vendor's first answer (IN_PROGRESS is 0) */
+	const char *validation;		/* the gateway's verdict, e.g. "passed (diff checked)" */
+	const char *callback_url;	/* checked by the egress policy first; or NULL */
+};
+/**
+ * Record a submission; durable (committed) when it returns 0, so call it
+ * before the client is answered. The first check is due at
+ * submitted_at + tg_runs_check_delay(0) while the run is in progress.
+ * TG_RUNS_CONFLICT when the simulation id is already recorded, -1 with err.
+ */
+int tg_runs_add(struct tg_runs *r, const struct tg_run_new *run, int64_t now_ms,
+    struct tg_err *err);
+
+/** One run as stored; strings and figures owned (tg_run_cleanup). */
+struct tg_run {
+	char *simulation_id, *api_key, *host, *case_id;
+	char case_sha256[TG_RUNS_SHA_LEN];
+	enum tg_run_status status;	/* the registry's view (EXPIRED, UNKNOWN included) */
+	int vendor_status;		/* last status the vendor reported, or -1 */
+	int64_t submitted_at, expires_at, status_at, completed_at, next_check_at;
+	int checks;			/* status checks made (answered or not) */
+	char *validation;		/* verdict at submission, or NULL */
+	char *failure;			/* what the gateway knows of a failure, or NULL */
+	char *last_error;		/* why the last check got no answer, or NULL */
+	char *callback_url, *sweep_id, *variant;	/* or NULL */
+	int archived;			/* results held in the registry */
+	int64_t results_size;		/* bytes archived (0 when not) */
+	yajl_val figures;		/* key result figures (tg_runs_set_figures), or NULL */
+};
+void tg_run_cleanup(struct tg_run *run);
+/** Free an array from tg_runs_list or tg_runs_due; NULL-safe. */
+void tg_runs_free(struct tg_run *runs, size_t n);
+
+/**
+ * What a status check (the tracker's, or a client's GET passed through)
+ * found: st from the vendor's answer (tg_runs_status_parse; UNKNOWN for a
+ * 404 before expiry), completed_at its completedAt (0: now). Counts the
+ * check; while in progress the next is due at now + tg_runs_check_delay.
+ * A FAILED run gets its failure text (time to failure, host, validation).
+ * A terminal run keeps its first terminal status. Returns 1 when the run
+ * became terminal with this call (fire its webhook, settle its sweep),
+ * 0 otherwise, TG_RUNS_NOT_FOUND, or -1 with err.
+ */
+int tg_runs_set_status(struct tg_runs *r, const char *id, enum tg_run_status st,
+    int64_t completed_at, int64_t now_ms, struct tg_err *err);
+/**
+ * A check that got no usable answer (connection failure, 5xx, 429): count
+ * it, keep why (borrowed; no secrets) and retry on the schedule, no sooner
+ * than retry_after_ms (>= 0, capped at 1 h) when the vendor sent one.
+ * 0, TG_RUNS_NOT_FOUND or -1.
+ */
+int tg_runs_check_failed(struct tg_runs *r, const char *id, const char *why,
+    int64_t retry_after_ms, int64_t now_ms, struct tg_err *err);
+/**
+ * Up to max in-progress runs whose check is due (next_check_at <= now,
+ * not past expiry), most overdue first (then oldest submission), into
+ * *runs (caller frees with tg_runs_free) and *n. -1 with err.
+ */
+int tg_runs_due(struct tg_runs *r, int64_t now_ms, size_t max, struct tg_run **runs,
+    size_t *n, struct tg_err *err);
+/**
+ * Earliest next_check_at of an in-progress run not past expiry at now_ms
+ * (arm the tracker's timer for it); INT64_MAX when none.
+ */
+int64_t tg_runs_next_due(struct tg_runs *r, int64_t now_ms);
+
+/** One run into *run (tg_run_cleanup after). 0, TG_RUNS_NOT_FOUND or -1. */
+int tg_runs_get(struct tg_runs *r, const char *id, struct tg_run *run, struct tg_err *err);
+
+/** Filters of the run list; zero fields match everything; strings borrowed. */
+struct tg_runs_query {
+	const char *status;		/* a tg_runs_status_str name */
+	const char *case_id, *sweep_id, *api_key;
+	int64_t from_ms, to_ms;		/* submitted_at in [from, to) */
+	size_t limit;			/* 0: 100; at most 1000 */
+	size_t offset;
+};
+/**
+ * Runs matching q, newest submission first, into *runs (tg_runs_free)
+ * and *n; *more (may be NULL) is set when further runs match beyond the
+ * page. -1 with err (an unknown status name included: answer 400).
+ */
+int tg_runs_list(struct tg_runs *r, const struct tg_runs_query *q, struct tg_run **runs,
+    size_t *n, int *more, struct tg_err *err);
+/**
+ * The list as the extension API's body into g:
+ * {"runs": [run…], "limit": n, "offset": n, "more": bool}. -1 with err
+ * (nothing written).
+ */
+int tg_runs_list_json(struct tg_runs *r, const struct tg_runs_query *q, yajl_gen g,
+    struct tg_err *err);
+/**
+ * A run as JSON into g: simulationId, caseId, caseSha256, host, apiKey,
+ * status, vendorStatus, submittedAt, expiresAt, statusAt, completedAt,
+ * nextCheckAt (ISO 8601 or null), checks, validation, failure,
+ * lastCheckError, callbackUrl (query redacted), sweepId, variant,
+ * archived, resultsSize, figures.
+ */
+void tg_run_json(yajl_gen g, const struct tg_run *run);
+/**
+ * The webhook payload of a run that became terminal:
+ * {"type": "simulation.completed" | "simulation.failed" | …,
+ *  "timestamp": ISO(now), "data": run}.
+ */
+void tg_runs_event_json(yajl_gen g, const struct tg_run *run, int64_t now_ms);
+
+/**
+ * Keep the key figures of a completed run's results (the numeric
+ * top-level members of results, borrowed) for run lists and sweep
+ * summaries; they outlive the vendor's retention. 0, TG_RUNS_NOT_FOUND,
+ * -1 (results not an object).
+ */
+int tg_runs_set_figures(struct tg_runs *r, const char *id, yajl_val results,
+    struct tg_err *err);
+
+/* ---- retention and archive (retention.c) ---- */
+
+/** 1 when run is past its expires_at at now_ms: status and results answer 410. */
+int tg_runs_expired(const struct tg_run *run, int64_t now_ms);
+/**
+ * The 410 body for a run past expiry into g: statusCode, error ("GONE"),
+ * message (saying when it was submitted and when it expired), requestId
+ * (when not NULL), simulationId, submittedAt, expiredAt, status (the last
+ * vendor status) and archived.
+ */
+void tg_runs_retention_message(yajl_gen g, const struct tg_run *run, const char *request_id);
+/**
+ * Store the results body (borrowed) of a COMPLETED run so that it can be
+ * served after the vendor deletes it. TG_RUNS_REFUSED with the reason in
+ * err when len exceeds archive_max_run or the archive would exceed
+ * archive_max_total (nothing stored); TG_RUNS_CONFLICT when the run has
+ * not completed; TG_RUNS_NOT_FOUND; -1. Replacing an archive is allowed.
+ */
+int tg_runs_archive(struct tg_runs *r, const char *id, const void *results, size_t len,
+    int64_t now_ms, struct tg_err *err);
+/**
+ * The archived results of run id into *data (malloc'd, caller frees) and
+ * *len. TG_RUNS_NOT_FOUND when there is no such run or nothing archived.
+ */
+int tg_runs_archived(struct tg_runs *r, const char *id, void **data, size_t *len,
+    struct tg_err *err);
+/** Archived bytes and runs now (for metrics). -1 with err. */
+int tg_runs_archive_usage(struct tg_runs *r, int64_t *bytes, int64_t *runs,
+    struct tg_err *err);
+/**
+ * Mark every run whose expires_at <= now (and not yet EXPIRED) EXPIRED:
+ * no more checks, vendor status kept. Count in *n (may be NULL). Runs of
+ * running sweeps may have ended: settle them (tg_runs_sweeps_running).
+ */
+int tg_runs_expire(struct tg_runs *r, int64_t now_ms, size_t *n, struct tg_err *err);
+/**
+ * Delete runs past expires_at + grace (archived ones: + archive_keep),
+ * with their archived results, and finished sweeps with no runs left
+ * (and past created_at + retention + grace). Counts in *nruns / *nsweeps
+ * (either may be NULL). -1 with err.
+ */
+int tg_runs_purge(struct tg_runs *r, int64_t now_ms, size_t *nruns, size_t *nsweeps,
+    struct tg_err *err);
+
+/* ---- sweeps (sweep_store.c) ---- */
+
+#define TG_SWEEP_ID_LEN		40	/* "swp_" and 32 hex digits, NUL */
+#define TG_SWEEP_CONCURRENCY	4	/* default in-flight variants per sweep */
+#define TG_SWEEP_MAX_VARIANTS	1000	/* hard upper bound of one sweep */
+
+enum tg_sweep_state { TG_SWEEP_RUNNING, TG_SWEEP_DONE };
+/** "running" / "done" (static). */
+const char *tg_sweep_state_str(enum tg_sweep_state s);
+
+/** A variant ready to queue: its name and the patched case to submit. */
+struct tg_sweep_variant_new {
+	char *name;
+	char *body;			/* serialised case JSON */
+	size_t len;
+};
+
+/** A new sweep; strings and variants borrowed (copied into the database). */
+struct tg_sweep_new {
+	const char *api_key;		/* name of the caller's gateway key, or NULL */
+	const char *base_case_id;	/* required */
+	const char *callback_url;	/* sweep webhook, or NULL */
+	int concurrency;		/* variants in flight at once; 0: TG_SWEEP_CONCURRENCY */
+	const struct tg_sweep_variant_new *variants;
+	size_t nvariants;		/* 1 … TG_SWEEP_MAX_VARIANTS, names unique */
+};
+/**
+ * Store a sweep, state running, with every variant pending and its case
+ * held in the registry until submitted. One transaction: durable when it
+ * returns 0, with the new id in id. -1 with err.
+ */
+int tg_runs_sweep_create(struct tg_runs *r, const struct tg_sweep_new *s, int64_t now_ms,
+    char id[TG_SWEEP_ID_LEN], struct tg_err *err);
+
+/** A sweep's own record; strings owned (tg_sweep_cleanup). */
+struct tg_sweep {
+	char id[TG_SWEEP_ID_LEN];
+	char *api_key, *base_case_id, *callback_url;
+	int concurrency;
+	enum tg_sweep_state state;
+	size_t nvariants;
+	int64_t created_at, done_at;
+};
+void tg_sweep_cleanup(struct tg_sweep *s);
+/** 0, TG_RUNS_NOT_FOUND or -1. */
+int tg_runs_sweep_get(struct tg_runs *r, const char *id, struct tg_sweep *s,
+    struct tg_err *err);
+
+enum tg_variant_state {
+	TG_VARIANT_PENDING,	/* queued, case held */
+	TG_VARIANT_SUBMITTING,	/* claimed: a POST /simulations is under way */
+	TG_VARIANT_SUBMITTED,	/* a run exists (simulation_id) */
+	TG_VARIANT_REJECTED	/* the vendor refused it (error) */
+};
+/** One variant with its run's status; owned strings and figures. */
+struct tg_sweep_variant {
+	char *name;
+	enum tg_variant_state state;
+	char case_sha256[TG_RUNS_SHA_LEN];
+	char *simulation_id;		/* once submitted */
+	enum tg_run_status run_status;	/* valid when submitted */
+	char *error;			/* why it was rejected / last submission error */
+	char *failure;			/* the run's failure text, or NULL */
+	int attempts;			/* submissions tried */
+	int64_t submitted_at;
+	yajl_val figures;		/* the run's key figures, or NULL */
+};
+/** "PENDING", "SUBMITTING", "REJECTED", or the run's status once submitted. */
+const char *tg_sweep_variant_status(const struct tg_sweep_variant *v);
+/**
+ * The variants of sweep id in their request order into *v (free with
+ * tg_sweep_variants_free) and *n. TG_RUNS_NOT_FOUND or -1.
+ */
+int tg_runs_sweep_variants(struct tg_runs *r, const char *id, struct tg_sweep_variant **v,
+    size_t *n, struct tg_err *err);
+void tg_sweep_variants_free(struct tg_sweep_variant *v, size_t n);
+
+/** A claimed variant: what to POST and under which key; owned strings. */
+struct tg_sweep_claim {
+	char *name;
+	char *body;
+	size_t len;
+	char case_sha256[TG_RUNS_SHA_LEN];
+	char *api_key;			/* the sweep's, or NULL */
+};
+void tg_sweep_claim_cleanup(struct tg_sweep_claim *c);
+/**
+ * Take the next pending variant of sweep id (request order) for
+ * submission when fewer than the sweep's concurrency are in flight
+ * (submitting, or submitted and in progress); it turns "submitting".
+ * 1 with *c filled, 0 when nothing may be submitted now, TG_RUNS_NOT_FOUND,
+ * or -1 with err.
+ */
+int tg_runs_sweep_claim(struct tg_runs *r, const char *id, int64_t now_ms,
+    struct tg_sweep_claim *c, struct tg_err *err);
+/**
+ * The vendor accepted claimed variant name: in one transaction record its
+ * run (as tg_runs_add; sweep id and variant name are set here, run's
+ * callback_url ignored) and mark the variant submitted, dropping its held
+ * case. TG_RUNS_CONFLICT when the variant is not submitting.
+ */
+int tg_runs_sweep_submitted(struct tg_runs *r, const char *id, const char *name,
+    const struct tg_run_new *run, int64_t now_ms, struct tg_err *err);
+/**
+ * The submission of claimed variant name failed (why borrowed). final:
+ * the vendor refused the case (4xx): the variant is rejected for good;
+ * else (no answer, 5xx) it is pending again. TG_RUNS_CONFLICT when not
+ * submitting.
+ */
+int tg_runs_sweep_unclaim(struct tg_runs *r, const char *id, const char *name,
+    const char *why, int final, int64_t now_ms, struct tg_err *err);
+/**
+ * Mark sweep id done when every variant has ended: rejected, or submitted
+ * with a terminal run. 1 when it became done with this call (fire the
+ * sweep webhook), 0 when not yet (or already done), TG_RUNS_NOT_FOUND, -1.
+ */
+int tg_runs_sweep_settle(struct tg_runs *r, const char *id, int64_t now_ms,
+    struct tg_err *err);
+/**
+ * Ids of the sweeps still running, oldest first (at start-up: continue
+ * submitting; after tg_runs_expire: settle). *ids is a malloc'd array of
+ * malloc'd strings; free with tg_runs_ids_free.
+ */
+int tg_runs_sweeps_running(struct tg_runs *r, char ***ids, size_t *n, struct tg_err *err);
+void tg_runs_ids_free(char **ids, size_t n);
+
+/* ---- JSON Merge Patch, restricted to a case's editable sections (merge_patch.c) ---- */
+
+/**
+ * RFC 7396 MergePatch(target, patch) without restriction: a new tree
+ * (yajl_tree_free it); target and patch are borrowed and unchanged
+ * (target may be NULL). Objects merge recursively, null members delete,
+ * anything else replaces; a member given twice in the patch applies in
+ * order. Never NULL.
+ */
+yajl_val tg_merge_patch_rfc7396(yajl_val target, yajl_val patch);
+/**
+ * Check that patch touches only what a variant may edit, relative to the
+ * base case target (docs/simulations.md):
+ *   - the patch is an object with members vesselList, personnelList and
+ *     windFarms only; the first two merge as RFC 7396 says (an array
+ *     replaces the list);
+ *   - windFarms, when given, is an array with one element per wind farm of
+ *     target, each an object patch whose only member is infrastructureList
+ *     ({} leaves a farm alone), itself an array with one element per entry
+ *     of that farm, each an object patch whose only member is fixable
+ *     (merged as RFC 7396 says).
+ * Every breach is a problem (code not_editable; a member named twice at
+ * these levels: duplicate) at its JSON Pointer into the patch, prefixed
+ * with at (borrowed, e.g. "/variants/2/patch"; NULL or "" for none).
+ * 0 or -1.
+ */
+int tg_merge_patch_check(yajl_val target, yajl_val patch, const char *at,
+    struct tg_problems *p);
+/**
+ * tg_merge_patch_check, then apply: 0 with *result a new tree (caller
+ * frees; the windFarms arrays merged element by element as described
+ * above, everything else pure RFC 7396), or -1 with problems and *result
+ * NULL. target and patch borrowed.
+ */
+int tg_merge_patch_apply(yajl_val target, yajl_val patch, const char *at, yajl_val *result,
+    struct tg_problems *p);
+/** A deep copy of v (NULL for NULL); yajl_tree_free it. */
+yajl_val tg_merge_patch_copy(yajl_val v);
+
+/* ---- sweep requests and summaries (sweep.c) ---- */
+
+/** A parsed POST sweep body; owns tree, the rest points into it. */
+struct tg_sweep_request {
+	yajl_val tree;
+	const char *base_case_id;
+	const char *callback_url;	/* NULL when absent, null or "" */
+	int concurrency;		/* 0 when absent */
+	size_t n;
+	const char **names;		/* n variant names */
+	yajl_val *patches;		/* n patches */
+};
+/**
+ * Parse and check a sweep request:
+ *   {"baseCaseId": "CASE-OM-1", "concurrency": 2, "callbackUrl": "https://…",
+ *    "variants": [{"name": "base", "patch": {}}, …]}
+ * (names: 1-64 of [A-Za-z0-9._-], starting with a letter or digit, unique;
+ * 1…max_variants variants; concurrency 1-64). Every problem into p with
+ * its pointer; 0 or -1 (req then holds nothing). body borrowed. The
+ * callback URL is only type-checked: apply the egress policy after.
+ */
+int tg_sweep_request_parse(const char *body, size_t len, size_t max_variants,
+    struct tg_sweep_request *req, struct tg_problems *p);
+void tg_sweep_request_cleanup(struct tg_sweep_request *req);
+/**
+ * Apply every variant's patch to base (the partial case fetched for
+ * base_case_id, borrowed) and check each result with tg_case_check
+ * against base. All problems of all variants are collected (patch
+ * problems at /variants/i/patch…, case problems at /variants/i/case…)
+ * before anything is returned: 0 with *out (tg_sweep_built_free) holding
+ * req->n serialised cases, or -1 with problems and *out NULL.
+ */
+int tg_sweep_build(const struct tg_sweep_request *req, yajl_val base,
+    const struct tg_case_kinds *k, struct tg_sweep_variant_new **out, struct tg_problems *p);
+void tg_sweep_built_free(struct tg_sweep_variant_new *v, size_t n);
+
+/**
+ * Summary columns: the numeric top-level members of the variants'
+ * figures, preferred ones first in a fixed order (docs/simulations.md),
+ * then the rest in byte order. *cols is a malloc'd array of names
+ * borrowed from the figures; free(*cols) only.
+ */
+void tg_sweep_columns(const struct tg_sweep_variant *v, size_t n, const char ***cols,
+    size_t *ncols);
+/**
+ * The sweep as JSON into g: sweepId, baseCaseId, state, createdAt, doneAt,
+ * concurrency, callbackUrl (query redacted), counts by variant status,
+ * columns, and variants [{name, status, simulationId, error, failure,
+ * figures: {column: number}}] side by side. All borrowed.
+ */
+void tg_sweep_json(yajl_gen g, const struct tg_sweep *s, const struct tg_sweep_variant *v,
+    size_t n);
+/**
+ * The same as CSV (RFC 4180: CRLF, fields quoted when needed) appended
+ * to out: a header row "variant,status,<columns…>" and one row per
+ * variant; figures as the vendor wrote them (locale-free), empty when
+ * absent.
+ */
+void tg_sweep_csv(struct evbuffer *out, const struct tg_sweep_variant *v, size_t n);
+
+#endif

@@ -1,0 +1,995 @@
+/*
+ * registry.c - the durable record of simulation runs: one SQLite database
+ * in WAL mode (runs, sweeps, sweep variants), schema versioned with
+ * PRAGMA user_version, every statement prepared once at open. The submit
+ * handler records each accepted run before answering its client; the run
+ * tracker takes the runs whose check is due and records what the vendor
+ * said; the extension API lists and reads them. retention.c and
+ * sweep_store.c use the same handle (runs_db.h).
+ *
+ * Durability: synchronous=FULL by default, so a recorded submission
+ * survives power loss, not only a killed process; the price is one fsync
+ * per write transaction, which the submit path pays once.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/crypto.h"
+#include "tidegate/json.h"
+#include "runs_db.h"
+
+#define RETENTION_MS		(30LL * 86400 * 1000)
+#define GRACE_MS		(7LL * 86400 * 1000)
+#define ARCHIVE_KEEP_MS		(90LL * 86400 * 1000)
+#define ARCHIVE_MAX_RUN		(16LL << 20)
+#define ARCHIVE_MAX_TOTAL	(1LL << 30)
+#define RETRY_AFTER_MAX_MS	(3600LL * 1000)
+#define LIST_LIMIT		100
+#define LIST_MAX		1000
+
+/* Version 1. A later version appends its own list; old ones never change. */
+static const char *const schema_v1[] = {
+	"CREATE TABLE runs ("
+	" simulation_id TEXT PRIMARY KEY, api_key TEXT, host TEXT NOT NULL,"
+	" case_id TEXT NOT NULL, case_sha256 TEXT NOT NULL,"
+	" submitted_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
+	" status TEXT NOT NULL CHECK (status IN"
+	"  ('IN_PROGRESS', 'COMPLETED', 'FAILED', 'EXPIRED', 'UNKNOWN')),"
+	" vendor_status TEXT, status_at INTEGER NOT NULL, completed_at INTEGER,"
+	" next_check_at INTEGER, checks INTEGER NOT NULL DEFAULT 0,"
+	" validation TEXT, failure TEXT, last_error TEXT, callback_url TEXT,"
+	" sweep_id TEXT, variant TEXT,"
+	" archived INTEGER NOT NULL DEFAULT 0 CHECK (archived IN (0, 1)),"
+	" results BLOB, results_size INTEGER NOT NULL DEFAULT 0, figures TEXT)",
+	"CREATE INDEX runs_due ON runs (next_check_at) WHERE next_check_at IS NOT NULL",
+	"CREATE INDEX runs_submitted ON runs (submitted_at)",
+	"CREATE INDEX runs_expires ON runs (expires_at)",
+	"CREATE INDEX runs_sweep ON runs (sweep_id, status) WHERE sweep_id IS NOT NULL",
+	"CREATE INDEX runs_archived ON runs (archived, results_size)",
+	"CREATE TABLE sweeps ("
+	" sweep_id TEXT PRIMARY KEY, api_key TEXT, base_case_id TEXT NOT NULL,"
+	" created_at INTEGER NOT NULL, concurrency INTEGER NOT NULL CHECK (concurrency >= 1),"
+	" callback_url TEXT, state TEXT NOT NULL CHECK (state IN ('running', 'done')),"
+	" variants INTEGER NOT NULL, done_at INTEGER)",
+	"CREATE TABLE sweep_variants ("
+	" sweep_id TEXT NOT NULL REFERENCES sweeps (sweep_id) ON DELETE CASCADE,"
+	" position INTEGER NOT NULL, name TEXT NOT NULL,"
+	" state TEXT NOT NULL CHECK (state IN"
+	"  ('pending', 'submitting', 'submitted', 'rejected')),"
+	" case_body BLOB, case_sha256 TEXT NOT NULL, simulation_id TEXT, error TEXT,"
+	" attempts INTEGER NOT NULL DEFAULT 0, submitted_at INTEGER,"
+	" PRIMARY KEY (sweep_id, position), UNIQUE (sweep_id, name))",
+};
+
+static const struct {
+	const char *const *sql;
+	size_t n;
+} migrations[] = {
+	{ schema_v1, TG_NELEM(schema_v1) },
+};
+
+#define RUN_COLS "simulation_id, api_key, host, case_id, case_sha256, status," \
+	" vendor_status, submitted_at, expires_at, status_at, completed_at, next_check_at," \
+	" checks, validation, failure, last_error, callback_url, sweep_id, variant," \
+	" archived, results_size, figures"
+
+const char *const runs_sql[S_COUNT] = {
+	[S_BEGIN] = "BEGIN IMMEDIATE",
+	[S_COMMIT] = "COMMIT",
+	[S_ROLLBACK] = "ROLLBACK",
+	[S_RUN_INSERT] = "INSERT INTO runs (simulation_id, api_key, host, case_id, case_sha256,"
+	    " submitted_at, expires_at, status, vendor_status, status_at, completed_at,"
+	    " next_check_at, validation, callback_url, sweep_id, variant)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+	[S_RUN_GET] = "SELECT " RUN_COLS " FROM runs WHERE simulation_id = ?1",
+	[S_RUN_BRIEF] = "SELECT status, submitted_at, host, validation, checks"
+	    " FROM runs WHERE simulation_id = ?1",
+	[S_RUN_UPDATE] = "UPDATE runs SET status = ?2, vendor_status = coalesce(?3, vendor_status),"
+	    " status_at = ?4, completed_at = coalesce(?5, completed_at), next_check_at = ?6,"
+	    " checks = checks + 1, failure = coalesce(?7, failure), last_error = NULL"
+	    " WHERE simulation_id = ?1",
+	[S_RUN_COUNT_CHECK] = "UPDATE runs SET checks = checks + 1 WHERE simulation_id = ?1",
+	[S_RUN_CHECK_FAILED] = "UPDATE runs SET checks = checks + 1, last_error = ?2,"
+	    " next_check_at = CASE WHEN status = 'IN_PROGRESS' THEN ?3 ELSE next_check_at END"
+	    " WHERE simulation_id = ?1",
+	[S_RUN_DUE] = "SELECT " RUN_COLS " FROM runs WHERE status = 'IN_PROGRESS'"
+	    " AND next_check_at IS NOT NULL AND next_check_at <= ?1 AND expires_at > ?1"
+	    " ORDER BY next_check_at, submitted_at, simulation_id LIMIT ?2",
+	[S_RUN_NEXT_DUE] = "SELECT min(next_check_at) FROM runs WHERE status = 'IN_PROGRESS'"
+	    " AND next_check_at IS NOT NULL AND expires_at > ?1",
+	[S_RUN_LIST] = "SELECT " RUN_COLS " FROM runs WHERE (?1 IS NULL OR status = ?1)"
+	    " AND (?2 IS NULL OR case_id = ?2) AND (?3 IS NULL OR sweep_id = ?3)"
+	    " AND (?4 IS NULL OR api_key = ?4) AND submitted_at >= ?5 AND submitted_at < ?6"
+	    " ORDER BY submitted_at DESC, simulation_id LIMIT ?7 OFFSET ?8",
+	[S_RUN_FIGURES] = "UPDATE runs SET figures = ?2 WHERE simulation_id = ?1",
+	[S_ARCH_INFO] = "SELECT status, vendor_status, results_size FROM runs"
+	    " WHERE simulation_id = ?1",
+	[S_ARCH_TOTAL] = "SELECT coalesce(sum(results_size), 0), count(*) FROM runs"
+	    " WHERE archived = 1",
+	[S_ARCH_SET] = "UPDATE runs SET archived = 1, results = ?2, results_size = ?3"
+	    " WHERE simulation_id = ?1",
+	[S_ARCH_GET] = "SELECT archived, results FROM runs WHERE simulation_id = ?1",
+	[S_EXPIRE] = "UPDATE runs SET status = 'EXPIRED', status_at = ?1, next_check_at = NULL"
+	    " WHERE expires_at <= ?1 AND status != 'EXPIRED'",
+	[S_PURGE_RUNS] = "DELETE FROM runs WHERE (archived = 0 AND expires_at <= ?1 - ?2)"
+	    " OR (archived = 1 AND expires_at <= ?1 - ?3)",
+	[S_PURGE_SWEEPS] = "DELETE FROM sweeps WHERE state = 'done'"
+	    " AND created_at <= ?1 - ?2 - ?3"
+	    " AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.sweep_id = sweeps.sweep_id)",
+	[S_SW_INSERT] = "INSERT INTO sweeps (sweep_id, api_key, base_case_id, created_at,"
+	    " concurrency, callback_url, state, variants)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7)",
+	[S_SWV_INSERT] = "INSERT INTO sweep_variants (sweep_id, position, name, state,"
+	    " case_body, case_sha256) VALUES (?1, ?2, ?3, 'pending', ?4, ?5)",
+	[S_SW_GET] = "SELECT api_key, base_case_id, created_at, concurrency, callback_url,"
+	    " state, variants, done_at FROM sweeps WHERE sweep_id = ?1",
+	[S_SWV_LIST] = "SELECT v.name, v.state, v.case_sha256, v.simulation_id, v.error,"
+	    " v.attempts, v.submitted_at, r.status, r.failure, r.figures"
+	    " FROM sweep_variants v LEFT JOIN runs r ON r.simulation_id = v.simulation_id"
+	    " WHERE v.sweep_id = ?1 ORDER BY v.position",
+	[S_SW_INFLIGHT] = "SELECT s.concurrency, s.state, s.api_key,"
+	    " (SELECT count(*) FROM sweep_variants v WHERE v.sweep_id = ?1"
+	    "  AND v.state = 'submitting')"
+	    " + (SELECT count(*) FROM runs r WHERE r.sweep_id = ?1 AND r.status = 'IN_PROGRESS')"
+	    " FROM sweeps s WHERE s.sweep_id = ?1",
+	[S_SWV_NEXT] = "SELECT position, name, case_body, case_sha256 FROM sweep_variants"
+	    " WHERE sweep_id = ?1 AND state = 'pending' ORDER BY position LIMIT 1",
+	[S_SWV_CLAIM] = "UPDATE sweep_variants SET state = 'submitting', attempts = attempts + 1"
+	    " WHERE sweep_id = ?1 AND position = ?2",
+	[S_SWV_STATE] = "SELECT state FROM sweep_variants WHERE sweep_id = ?1 AND name = ?2",
+	[S_SWV_SUBMITTED] = "UPDATE sweep_variants SET state = 'submitted', case_body = NULL,"
+	    " simulation_id = ?3, submitted_at = ?4, error = NULL"
+	    " WHERE sweep_id = ?1 AND name = ?2",
+	[S_SWV_UNCLAIM] = "UPDATE sweep_variants SET state = ?3, error = ?4,"
+	    " case_body = CASE WHEN ?3 = 'rejected' THEN NULL ELSE case_body END"
+	    " WHERE sweep_id = ?1 AND name = ?2",
+	[S_SW_OPEN] = "SELECT s.state,"
+	    " (SELECT count(*) FROM sweep_variants v WHERE v.sweep_id = ?1"
+	    "  AND v.state IN ('pending', 'submitting'))"
+	    " + (SELECT count(*) FROM runs r WHERE r.sweep_id = ?1 AND r.status = 'IN_PROGRESS')"
+	    " FROM sweeps s WHERE s.sweep_id = ?1",
+	[S_SW_DONE] = "UPDATE sweeps SET state = 'done', done_at = ?2"
+	    " WHERE sweep_id = ?1 AND state = 'running'",
+	[S_SW_RUNNING] = "SELECT sweep_id FROM sweeps WHERE state = 'running'"
+	    " ORDER BY created_at, sweep_id",
+	[S_SWV_RECOVER] = "UPDATE sweep_variants SET state = 'pending'"
+	    " WHERE state = 'submitting'",
+};
+
+static const char *const status_names[TG_RUN_NSTATUS] = {
+	"IN_PROGRESS", "COMPLETED", "FAILED", "EXPIRED", "UNKNOWN",
+};
+
+const char *
+tg_runs_status_str(enum tg_run_status s)
+{
+	return (unsigned)s < TG_RUN_NSTATUS ? status_names[s] : "UNKNOWN";
+}
+
+int
+tg_runs_status_parse(const char *s)
+{
+	int i;
+
+	for (i = 0; s != NULL && i < TG_RUN_NSTATUS; i++)
+		if (strcmp(s, status_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+int
+tg_runs_status_terminal(enum tg_run_status s)
+{
+	return s != TG_RUN_IN_PROGRESS;
+}
+
+int64_t
+tg_runs_check_delay(int checks)
+{
+	if (checks < 0)
+		checks = 0;
+	if (checks >= 8)
+		return TG_RUNS_CHECK_MAX_MS;
+	return (int64_t)TG_RUNS_CHECK_MIN_MS << checks;
+}
+
+void
+tg_runs_case_digest(const void *body, size_t len, char out[TG_RUNS_SHA_LEN])
+{
+	uint8_t md[TG_SHA256_LEN];
+
+	tg_sha256(body, len, md);
+	tg_hex(md, sizeof(md), out);
+}
+
+/* ---- shared helpers (runs_db.h) ---- */
+
+void
+runs_sql_err(struct tg_runs *r, struct tg_err *err, const char *what)
+{
+	tg_err_set(err, "run registry %s: %s", what, sqlite3_errmsg(r->db));
+}
+
+sqlite3_stmt *
+runs_stmt(struct tg_runs *r, enum runs_stmt i)
+{
+	sqlite3_stmt *s = r->st[i];
+
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return s;
+}
+
+int
+runs_step_done(struct tg_runs *r, sqlite3_stmt *s, struct tg_err *err)
+{
+	int rc = sqlite3_step(s);
+
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		runs_sql_err(r, err, "write");
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
+}
+
+int
+runs_begin(struct tg_runs *r, struct tg_err *err)
+{
+	return runs_step_done(r, runs_stmt(r, S_BEGIN), err);
+}
+
+int
+runs_commit(struct tg_runs *r, struct tg_err *err)
+{
+	if (runs_step_done(r, runs_stmt(r, S_COMMIT), err) == 0)
+		return 0;
+	runs_rollback(r);
+	return -1;
+}
+
+void
+runs_rollback(struct tg_runs *r)
+{
+	if (!sqlite3_get_autocommit(r->db))
+		(void)runs_step_done(r, runs_stmt(r, S_ROLLBACK), NULL);
+}
+
+char *
+runs_col_str(sqlite3_stmt *s, int col)
+{
+	const unsigned char *t = sqlite3_column_text(s, col);
+
+	return t != NULL ? tg_xstrdup((const char *)t) : NULL;
+}
+
+int64_t
+runs_col_time(sqlite3_stmt *s, int col)
+{
+	return sqlite3_column_type(s, col) == SQLITE_NULL ? 0 : sqlite3_column_int64(s, col);
+}
+
+int
+runs_col_status(sqlite3_stmt *s, int col)
+{
+	return tg_runs_status_parse((const char *)sqlite3_column_text(s, col));
+}
+
+yajl_val
+runs_col_json(sqlite3_stmt *s, int col)
+{
+	const char *t = (const char *)sqlite3_column_text(s, col);
+
+	if (t == NULL)
+		return NULL;
+	return tg_json_parse(t, (size_t)sqlite3_column_bytes(s, col), NULL);
+}
+
+void
+runs_bind_str(sqlite3_stmt *s, int i, const char *v)
+{
+	if (v != NULL)
+		sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(s, i);
+}
+
+void
+runs_bind_time(sqlite3_stmt *s, int i, int64_t t)
+{
+	if (t != 0)
+		sqlite3_bind_int64(s, i, t);
+	else
+		sqlite3_bind_null(s, i);
+}
+
+char *
+runs_url_redact(const char *url)
+{
+	size_t n = strcspn(url, "?#");
+
+	return url[n] == '?' ? tg_xasprintf("%.*s?…", (int)n, url) : tg_xstrndup(url, n);
+}
+
+void
+runs_kv_time(yajl_gen g, const char *k, int64_t ms)
+{
+	char iso[TG_ISO_LEN];
+
+	tg_json_str(g, k);
+	if (ms == 0) {
+		yajl_gen_null(g);
+		return;
+	}
+	tg_clock_iso(ms, iso);
+	tg_json_str(g, iso);
+}
+
+/* ---- open / close ---- */
+
+/* One statement that is not kept (pragmas, schema), still prepared. */
+static int
+exec1(struct tg_runs *r, const char *q, struct tg_err *err)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	if (sqlite3_prepare_v2(r->db, q, -1, &s, NULL) != SQLITE_OK) {
+		runs_sql_err(r, err, "setup");
+		return -1;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		;
+	sqlite3_finalize(s);
+	if (rc == SQLITE_DONE)
+		return 0;
+	runs_sql_err(r, err, "setup");
+	return -1;
+}
+
+static int
+user_version(struct tg_runs *r, int *v, struct tg_err *err)
+{
+	sqlite3_stmt *s;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(r->db, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK) {
+		runs_sql_err(r, err, "setup");
+		return -1;
+	}
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		*v = sqlite3_column_int(s, 0);
+		rc = 0;
+	} else {
+		runs_sql_err(r, err, "setup");
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/* Each version's statements and its user_version in one transaction. */
+static int
+migrate(struct tg_runs *r, struct tg_err *err)
+{
+	char pragma[48];
+	size_t i, latest = TG_NELEM(migrations);
+	int v;
+
+	if (user_version(r, &v, err) != 0)
+		return -1;
+	if (v < 0 || (size_t)v > latest) {
+		tg_err_set(err, "run registry: schema version %d is newer than this tidegate's (%zu)",
+		    v, latest);
+		return -1;
+	}
+	for (; (size_t)v < latest; v++) {
+		if (exec1(r, "BEGIN IMMEDIATE", err) != 0)
+			return -1;
+		for (i = 0; i < migrations[v].n; i++)
+			if (exec1(r, migrations[v].sql[i], err) != 0)
+				goto fail;
+		snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", v + 1);
+		if (exec1(r, pragma, err) != 0 || exec1(r, "COMMIT", err) != 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	(void)exec1(r, "ROLLBACK", NULL);
+	return -1;
+}
+
+static int
+db_setup(struct tg_runs *r, int sync_normal, struct tg_err *err)
+{
+	size_t i;
+
+	sqlite3_busy_timeout(r->db, 5000);
+	if (exec1(r, "PRAGMA journal_mode = WAL", err) != 0 ||
+	    exec1(r, sync_normal ? "PRAGMA synchronous = NORMAL" :
+	    "PRAGMA synchronous = FULL", err) != 0 ||
+	    exec1(r, "PRAGMA foreign_keys = ON", err) != 0 || migrate(r, err) != 0)
+		return -1;
+	for (i = 0; i < S_COUNT; i++) {
+		if (sqlite3_prepare_v3(r->db, runs_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+		    &r->st[i], NULL) != SQLITE_OK) {
+			runs_sql_err(r, err, "prepare");
+			return -1;
+		}
+	}
+	/* A claim that never heard back: the variant is submitted again. */
+	return runs_step_done(r, runs_stmt(r, S_SWV_RECOVER), err);
+}
+
+static int64_t
+pick(int64_t v, int64_t dflt)
+{
+	return v > 0 ? v : dflt;
+}
+
+struct tg_runs *
+tg_runs_open(const struct tg_runs_opts *opts, struct tg_err *err)
+{
+	struct tg_runs *r = tg_xcalloc(1, sizeof(*r));
+
+	if (opts == NULL || opts->path == NULL || *opts->path == '\0') {
+		tg_err_set(err, "run registry: no database path");
+		goto fail;
+	}
+	r->retention_ms = pick(opts->retention_ms, RETENTION_MS);
+	r->grace_ms = pick(opts->grace_ms, GRACE_MS);
+	r->archive_keep_ms = pick(opts->archive_keep_ms, ARCHIVE_KEEP_MS);
+	r->archive_max_run = pick(opts->archive_max_run, ARCHIVE_MAX_RUN);
+	r->archive_max_total = pick(opts->archive_max_total, ARCHIVE_MAX_TOTAL);
+	if (sqlite3_open_v2(opts->path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		tg_err_set(err, "run registry: cannot open %s: %s", opts->path,
+		    r->db ? sqlite3_errmsg(r->db) : "out of memory");
+		goto fail;
+	}
+	if (db_setup(r, opts->sync_normal, err) != 0)
+		goto fail;
+	return r;
+fail:
+	tg_runs_close(r);
+	return NULL;
+}
+
+void
+tg_runs_close(struct tg_runs *r)
+{
+	size_t i;
+
+	if (r == NULL)
+		return;
+	for (i = 0; i < S_COUNT; i++)
+		sqlite3_finalize(r->st[i]);
+	if (r->db != NULL)
+		sqlite3_close(r->db);
+	free(r);
+}
+
+/* ---- recording ---- */
+
+static int
+run_new_ok(const struct tg_run_new *run, struct tg_err *err)
+{
+	if (run->simulation_id == NULL || *run->simulation_id == '\0' || run->host == NULL ||
+	    run->case_id == NULL || run->case_sha256 == NULL) {
+		tg_err_set(err, "a run needs simulation_id, host, case_id and case_sha256");
+		return -1;
+	}
+	return 0;
+}
+
+int
+runs_insert(struct tg_runs *r, const struct tg_run_new *run, const char *sweep_id,
+    const char *variant, int64_t now_ms, struct tg_err *err)
+{
+	int64_t sub = run->submitted_at ? run->submitted_at : now_ms;
+	int64_t exp = run->expires_at ? run->expires_at : sub + r->retention_ms;
+	enum tg_run_status st = (unsigned)run->status < TG_RUN_NSTATUS ? run->status :
+	    TG_RUN_UNKNOWN;
+	int vendor = st <= TG_RUN_FAILED, terminal = tg_runs_status_terminal(st);
+	sqlite3_stmt *s;
+	int rc;
+
+	if (run_new_ok(run, err) != 0)
+		return -1;
+	s = runs_stmt(r, S_RUN_INSERT);
+	runs_bind_str(s, 1, run->simulation_id);
+	runs_bind_str(s, 2, run->api_key);
+	runs_bind_str(s, 3, run->host);
+	runs_bind_str(s, 4, run->case_id);
+	runs_bind_str(s, 5, run->case_sha256);
+	sqlite3_bind_int64(s, 6, sub);
+	sqlite3_bind_int64(s, 7, exp);
+	runs_bind_str(s, 8, status_names[st]);
+	runs_bind_str(s, 9, vendor ? status_names[st] : NULL);
+	sqlite3_bind_int64(s, 10, now_ms);
+	runs_bind_time(s, 11, st == TG_RUN_COMPLETED || st == TG_RUN_FAILED ? now_ms : 0);
+	runs_bind_time(s, 12, terminal ? 0 : sub + tg_runs_check_delay(0));
+	runs_bind_str(s, 13, run->validation);
+	runs_bind_str(s, 14, sweep_id != NULL ? NULL : run->callback_url);
+	runs_bind_str(s, 15, sweep_id);
+	runs_bind_str(s, 16, variant);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
+		return 0;
+	if (rc == SQLITE_CONSTRAINT) {
+		tg_err_set(err, "simulation %s is already recorded", run->simulation_id);
+		return TG_RUNS_CONFLICT;
+	}
+	runs_sql_err(r, err, "insert");
+	return -1;
+}
+
+int
+tg_runs_add(struct tg_runs *r, const struct tg_run_new *run, int64_t now_ms,
+    struct tg_err *err)
+{
+	/* Autocommit: the insert is its own durable transaction. */
+	return runs_insert(r, run, NULL, NULL, now_ms, err);
+}
+
+/* ---- status checks ---- */
+
+/* What a status change needs to know of the run. */
+struct brief {
+	enum tg_run_status status;
+	int64_t submitted_at;
+	char *host, *validation;
+	int checks;
+};
+
+static int
+brief_get(struct tg_runs *r, const char *id, struct brief *b, struct tg_err *err)
+{
+	sqlite3_stmt *s = runs_stmt(r, S_RUN_BRIEF);
+	int rc, st;
+
+	memset(b, 0, sizeof(*b));
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		st = runs_col_status(s, 0);
+		b->status = st < 0 ? TG_RUN_UNKNOWN : st;
+		b->submitted_at = sqlite3_column_int64(s, 1);
+		b->host = runs_col_str(s, 2);
+		b->validation = runs_col_str(s, 3);
+		b->checks = sqlite3_column_int(s, 4);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		tg_err_set(err, "no simulation run %s", id);
+		rc = TG_RUNS_NOT_FOUND;
+	} else {
+		runs_sql_err(r, err, "read");
+		rc = -1;
+	}
+	sqlite3_reset(s);
+	return rc;
+}
+
+static void
+brief_cleanup(struct brief *b)
+{
+	free(b->host);
+	free(b->validation);
+}
+
+/* "42 s", "3 min 12 s", "2 h 5 min", "3 d 4 h": how long until it failed. */
+static void
+fmt_duration(int64_t ms, char *buf, size_t len)
+{
+	int64_t s = ms > 0 ? ms / 1000 : 0;
+
+	if (s < 60)
+		snprintf(buf, len, "%" PRId64 " s", s);
+	else if (s < 3600)
+		snprintf(buf, len, "%" PRId64 " min %" PRId64 " s", s / 60, s % 60);
+	else if (s < 86400)
+		snprintf(buf, len, "%" PRId64 " h %" PRId64 " min", s / 3600, s % 3600 / 60);
+	else
+		snprintf(buf, len, "%" PRId64 " d %" PRId64 " h", s / 86400, s % 86400 / 3600);
+}
+
+/* The vendor never says why; this is everything the gateway can add. */
+static char *
+failure_text(const struct brief *b, int64_t failed_at)
+{
+	char took[48];
+
+	fmt_duration(failed_at - b->submitted_at, took, sizeof(took));
+	return tg_xasprintf("the vendor reported FAILED %s after submission and gives no "
+	    "reason; host: %s; gateway validation: %s", took, b->host ? b->host : "unknown",
+	    b->validation ? b->validation : "not recorded");
+}
+
+static int
+apply_status(struct tg_runs *r, const char *id, const struct brief *b,
+    enum tg_run_status st, int64_t completed_at, int64_t now_ms, struct tg_err *err)
+{
+	sqlite3_stmt *s = runs_stmt(r, S_RUN_UPDATE);
+	int terminal = tg_runs_status_terminal(st), ended;
+	int64_t done = completed_at ? completed_at : now_ms;
+	char *failure = NULL;
+	int rc;
+
+	ended = st == TG_RUN_COMPLETED || st == TG_RUN_FAILED;
+	if (st == TG_RUN_FAILED)
+		failure = failure_text(b, done);
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
+	runs_bind_str(s, 2, status_names[st]);
+	runs_bind_str(s, 3, st <= TG_RUN_FAILED ? status_names[st] : NULL);
+	sqlite3_bind_int64(s, 4, now_ms);
+	runs_bind_time(s, 5, ended ? done : 0);
+	runs_bind_time(s, 6, terminal ? 0 : now_ms + tg_runs_check_delay(b->checks + 1));
+	runs_bind_str(s, 7, failure);
+	rc = runs_step_done(r, s, err);
+	free(failure);
+	if (rc != 0)
+		return -1;
+	return terminal ? 1 : 0;
+}
+
+static int
+count_check(struct tg_runs *r, const char *id, struct tg_err *err)
+{
+	sqlite3_stmt *s = runs_stmt(r, S_RUN_COUNT_CHECK);
+
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
+	return runs_step_done(r, s, err);
+}
+
+/* Commit when rc says the work is done (>= 0), else roll back; keeps rc. */
+static int
+finish(struct tg_runs *r, int rc, struct tg_err *err)
+{
+	if (rc < 0) {
+		runs_rollback(r);
+		return rc;
+	}
+	return runs_commit(r, err) == 0 ? rc : -1;
+}
+
+int
+tg_runs_set_status(struct tg_runs *r, const char *id, enum tg_run_status st,
+    int64_t completed_at, int64_t now_ms, struct tg_err *err)
+{
+	struct brief b = { 0 };
+	int rc;
+
+	if ((unsigned)st >= TG_RUN_NSTATUS) {
+		tg_err_set(err, "run status %d is not a status", (int)st);
+		return -1;
+	}
+	if (runs_begin(r, err) != 0)
+		return -1;
+	if ((rc = brief_get(r, id, &b, err)) != 0)
+		goto done;
+	/* Terminal is final: a late or contradictory answer only counts. */
+	if (tg_runs_status_terminal(b.status))
+		rc = count_check(r, id, err);
+	else
+		rc = apply_status(r, id, &b, st, completed_at, now_ms, err);
+done:
+	brief_cleanup(&b);
+	return finish(r, rc, err);
+}
+
+int
+tg_runs_check_failed(struct tg_runs *r, const char *id, const char *why,
+    int64_t retry_after_ms, int64_t now_ms, struct tg_err *err)
+{
+	struct brief b = { 0 };
+	sqlite3_stmt *s;
+	int64_t delay;
+	int rc;
+
+	if (runs_begin(r, err) != 0)
+		return -1;
+	if ((rc = brief_get(r, id, &b, err)) != 0)
+		goto done;
+	delay = tg_runs_check_delay(b.checks + 1);
+	if (retry_after_ms > RETRY_AFTER_MAX_MS)
+		retry_after_ms = RETRY_AFTER_MAX_MS;
+	if (retry_after_ms > delay)
+		delay = retry_after_ms;
+	s = runs_stmt(r, S_RUN_CHECK_FAILED);
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
+	runs_bind_str(s, 2, why != NULL && *why != '\0' ? why : "no answer");
+	sqlite3_bind_int64(s, 3, now_ms + delay);
+	rc = runs_step_done(r, s, err);
+done:
+	brief_cleanup(&b);
+	return finish(r, rc, err);
+}
+
+/* ---- reading runs ---- */
+
+void
+tg_run_cleanup(struct tg_run *run)
+{
+	if (run == NULL)
+		return;
+	free(run->simulation_id);
+	free(run->api_key);
+	free(run->host);
+	free(run->case_id);
+	free(run->validation);
+	free(run->failure);
+	free(run->last_error);
+	free(run->callback_url);
+	free(run->sweep_id);
+	free(run->variant);
+	yajl_tree_free(run->figures);
+	memset(run, 0, sizeof(*run));
+}
+
+void
+tg_runs_free(struct tg_run *runs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; runs != NULL && i < n; i++)
+		tg_run_cleanup(&runs[i]);
+	free(runs);
+}
+
+/* One row of RUN_COLS. */
+static void
+run_from_row(sqlite3_stmt *s, struct tg_run *run)
+{
+	const unsigned char *sha = sqlite3_column_text(s, 4);
+	int st = runs_col_status(s, 5);
+
+	memset(run, 0, sizeof(*run));
+	run->simulation_id = runs_col_str(s, 0);
+	run->api_key = runs_col_str(s, 1);
+	run->host = runs_col_str(s, 2);
+	run->case_id = runs_col_str(s, 3);
+	snprintf(run->case_sha256, sizeof(run->case_sha256), "%s", sha ? (const char *)sha : "");
+	run->status = st < 0 ? TG_RUN_UNKNOWN : st;
+	run->vendor_status = runs_col_status(s, 6);
+	run->submitted_at = runs_col_time(s, 7);
+	run->expires_at = runs_col_time(s, 8);
+	run->status_at = runs_col_time(s, 9);
+	run->completed_at = runs_col_time(s, 10);
+	run->next_check_at = runs_col_time(s, 11);
+	run->checks = sqlite3_column_int(s, 12);
+	run->validation = runs_col_str(s, 13);
+	run->failure = runs_col_str(s, 14);
+	run->last_error = runs_col_str(s, 15);
+	run->callback_url = runs_col_str(s, 16);
+	run->sweep_id = runs_col_str(s, 17);
+	run->variant = runs_col_str(s, 18);
+	run->archived = sqlite3_column_int(s, 19) != 0;
+	run->results_size = sqlite3_column_int64(s, 20);
+	run->figures = runs_col_json(s, 21);
+}
+
+/* Every row s yields, appended to *runs; resets s. */
+static int
+read_runs(struct tg_runs *r, sqlite3_stmt *s, struct tg_run **runs, size_t *n,
+    struct tg_err *err)
+{
+	size_t cap = 0;
+	int rc;
+
+	*runs = NULL;
+	*n = 0;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 16;
+			*runs = tg_xrealloc(*runs, cap * sizeof(**runs));
+		}
+		run_from_row(s, &(*runs)[(*n)++]);
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
+		return 0;
+	runs_sql_err(r, err, "read");
+	tg_runs_free(*runs, *n);
+	*runs = NULL;
+	*n = 0;
+	return -1;
+}
+
+int
+tg_runs_get(struct tg_runs *r, const char *id, struct tg_run *run, struct tg_err *err)
+{
+	sqlite3_stmt *s = runs_stmt(r, S_RUN_GET);
+	int rc;
+
+	memset(run, 0, sizeof(*run));
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		run_from_row(s, run);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		tg_err_set(err, "no simulation run %s", id);
+		rc = TG_RUNS_NOT_FOUND;
+	} else {
+		runs_sql_err(r, err, "read");
+		rc = -1;
+	}
+	sqlite3_reset(s);
+	return rc;
+}
+
+int
+tg_runs_due(struct tg_runs *r, int64_t now_ms, size_t max, struct tg_run **runs,
+    size_t *n, struct tg_err *err)
+{
+	sqlite3_stmt *s = runs_stmt(r, S_RUN_DUE);
+
+	sqlite3_bind_int64(s, 1, now_ms);
+	sqlite3_bind_int64(s, 2, max > 0 && max < INT64_MAX ? (int64_t)max : INT64_MAX);
+	return read_runs(r, s, runs, n, err);
+}
+
+int64_t
+tg_runs_next_due(struct tg_runs *r, int64_t now_ms)
+{
+	sqlite3_stmt *s = runs_stmt(r, S_RUN_NEXT_DUE);
+	int64_t due = INT64_MAX;
+
+	sqlite3_bind_int64(s, 1, now_ms);
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
+		due = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return due;
+}
+
+int
+tg_runs_list(struct tg_runs *r, const struct tg_runs_query *q, struct tg_run **runs,
+    size_t *n, int *more, struct tg_err *err)
+{
+	size_t limit = q->limit == 0 ? LIST_LIMIT : q->limit > LIST_MAX ? LIST_MAX : q->limit;
+	sqlite3_stmt *s;
+
+	*runs = NULL;
+	*n = 0;
+	if (q->status != NULL && tg_runs_status_parse(q->status) < 0) {
+		tg_err_set(err, "unknown run status '%.40s' (IN_PROGRESS, COMPLETED, FAILED, "
+		    "EXPIRED, UNKNOWN)", q->status);
+		return -1;
+	}
+	s = runs_stmt(r, S_RUN_LIST);
+	runs_bind_str(s, 1, q->status);
+	runs_bind_str(s, 2, q->case_id);
+	runs_bind_str(s, 3, q->sweep_id);
+	runs_bind_str(s, 4, q->api_key);
+	sqlite3_bind_int64(s, 5, q->from_ms);
+	sqlite3_bind_int64(s, 6, q->to_ms > 0 ? q->to_ms : INT64_MAX);
+	/* One row past the page tells whether there are more. */
+	sqlite3_bind_int64(s, 7, (int64_t)limit + 1);
+	sqlite3_bind_int64(s, 8, q->offset < INT64_MAX ? (int64_t)q->offset : INT64_MAX);
+	if (read_runs(r, s, runs, n, err) != 0)
+		return -1;
+	if (more != NULL)
+		*more = *n > limit;
+	if (*n > limit) {
+		tg_run_cleanup(&(*runs)[limit]);
+		*n = limit;
+	}
+	return 0;
+}
+
+/* ---- JSON ---- */
+
+void
+tg_run_json(yajl_gen g, const struct tg_run *run)
+{
+	char *url = run->callback_url ? runs_url_redact(run->callback_url) : NULL;
+
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "simulationId", run->simulation_id);
+	tg_json_kv_str(g, "caseId", run->case_id);
+	tg_json_kv_str(g, "caseSha256", run->case_sha256);
+	tg_json_kv_str(g, "host", run->host);
+	tg_json_kv_str(g, "apiKey", run->api_key);
+	tg_json_kv_str(g, "status", tg_runs_status_str(run->status));
+	tg_json_kv_str(g, "vendorStatus", run->vendor_status >= 0 ?
+	    tg_runs_status_str(run->vendor_status) : NULL);
+	runs_kv_time(g, "submittedAt", run->submitted_at);
+	runs_kv_time(g, "expiresAt", run->expires_at);
+	runs_kv_time(g, "statusAt", run->status_at);
+	runs_kv_time(g, "completedAt", run->completed_at);
+	runs_kv_time(g, "nextCheckAt", run->next_check_at);
+	tg_json_kv_int(g, "checks", run->checks);
+	tg_json_kv_str(g, "validation", run->validation);
+	tg_json_kv_str(g, "failure", run->failure);
+	tg_json_kv_str(g, "lastCheckError", run->last_error);
+	tg_json_kv_str(g, "callbackUrl", url);
+	tg_json_kv_str(g, "sweepId", run->sweep_id);
+	tg_json_kv_str(g, "variant", run->variant);
+	tg_json_kv_bool(g, "archived", run->archived);
+	tg_json_kv_int(g, "resultsSize", run->results_size);
+	tg_json_str(g, "figures");
+	tg_json_gen_val(g, run->figures);
+	yajl_gen_map_close(g);
+	free(url);
+}
+
+int
+tg_runs_list_json(struct tg_runs *r, const struct tg_runs_query *q, yajl_gen g,
+    struct tg_err *err)
+{
+	struct tg_run *runs;
+	size_t i, n;
+	int more;
+
+	if (tg_runs_list(r, q, &runs, &n, &more, err) != 0)
+		return -1;
+	yajl_gen_map_open(g);
+	tg_json_str(g, "runs");
+	yajl_gen_array_open(g);
+	for (i = 0; i < n; i++)
+		tg_run_json(g, &runs[i]);
+	yajl_gen_array_close(g);
+	tg_json_kv_int(g, "limit", q->limit == 0 ? LIST_LIMIT : q->limit > LIST_MAX ?
+	    LIST_MAX : (long long)q->limit);
+	tg_json_kv_int(g, "offset", (long long)q->offset);
+	tg_json_kv_bool(g, "more", more);
+	yajl_gen_map_close(g);
+	tg_runs_free(runs, n);
+	return 0;
+}
+
+void
+tg_runs_event_json(yajl_gen g, const struct tg_run *run, int64_t now_ms)
+{
+	static const char *const types[TG_RUN_NSTATUS] = {
+		"simulation.in_progress", "simulation.completed", "simulation.failed",
+		"simulation.expired", "simulation.unknown",
+	};
+
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "type", types[(unsigned)run->status < TG_RUN_NSTATUS ?
+	    run->status : TG_RUN_UNKNOWN]);
+	runs_kv_time(g, "timestamp", now_ms);
+	tg_json_str(g, "data");
+	tg_run_json(g, run);
+	yajl_gen_map_close(g);
+}
+
+/* ---- key figures ---- */
+
+int
+tg_runs_set_figures(struct tg_runs *r, const char *id, yajl_val results,
+    struct tg_err *err)
+{
+	yajl_gen g;
+	const unsigned char *buf;
+	sqlite3_stmt *s;
+	size_t i, len;
+	int rc;
+
+	if (results == NULL || !YAJL_IS_OBJECT(results)) {
+		tg_err_set(err, "results of %s are not a JSON object", id);
+		return -1;
+	}
+	g = tg_json_gen_new();
+	yajl_gen_map_open(g);
+	for (i = 0; i < results->u.object.len; i++) {
+		if (!YAJL_IS_NUMBER(results->u.object.values[i]))
+			continue;
+		tg_json_str(g, results->u.object.keys[i]);
+		tg_json_gen_val(g, results->u.object.values[i]);
+	}
+	yajl_gen_map_close(g);
+	yajl_gen_get_buf(g, &buf, &len);
+	s = runs_stmt(r, S_RUN_FIGURES);
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 2, (const char *)buf, (int)len, SQLITE_TRANSIENT);
+	rc = runs_step_done(r, s, err);
+	yajl_gen_free(g);
+	if (rc == 0 && sqlite3_changes(r->db) == 0) {
+		tg_err_set(err, "no simulation run %s", id);
+		rc = TG_RUNS_NOT_FOUND;
+	}
+	return rc;
+}
