@@ -32,6 +32,20 @@ const char *tg_json_get_str(yajl_val obj, const char *key);
 /** Escape one reference token for a JSON Pointer ("~" -> "~0", "/" -> "~1"). */
 char *tg_json_ptr_escape(const char *token);
 
+/** A JSON Pointer built while a walk descends; buf is always NUL-terminated. */
+struct tg_json_path {
+	char *buf;
+	size_t len, cap;
+};
+
+/** Start at pointer start ("" for the root). */
+void tg_json_path_init(struct tg_json_path *p, const char *start);
+/** Append /key (escaped) or /index; return a mark for tg_json_path_pop. */
+size_t tg_json_path_push_key(struct tg_json_path *p, const char *key);
+size_t tg_json_path_push_index(struct tg_json_path *p, size_t i);
+void tg_json_path_pop(struct tg_json_path *p, size_t mark);
+void tg_json_path_cleanup(struct tg_json_path *p);
+
 /** New generator (beautify off, no validation of UTF-8 input). */
 yajl_gen tg_json_gen_new(void);
 void tg_json_str(yajl_gen g, const char *s);

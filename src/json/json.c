@@ -2,6 +2,7 @@
  * json.c - yajl tree access by key and JSON Pointer, and generation
  * helpers. Used by the emulator and the gateway alike.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,6 +185,63 @@ tg_json_ptr_escape(const char *token)
 	}
 	*o = '\0';
 	return out;
+}
+
+void
+tg_json_path_init(struct tg_json_path *p, const char *start)
+{
+	p->buf = tg_xstrdup(start);
+	p->len = strlen(start);
+	p->cap = p->len + 1;
+}
+
+static size_t
+path_push(struct tg_json_path *p, const char *token)
+{
+	size_t mark = p->len, n = strlen(token);
+
+	if (p->len + n + 2 > p->cap) {
+		p->cap = 2 * (p->len + n + 2);
+		p->buf = tg_xrealloc(p->buf, p->cap);
+	}
+	p->buf[p->len++] = '/';
+	memcpy(p->buf + p->len, token, n + 1);
+	p->len += n;
+	return mark;
+}
+
+size_t
+tg_json_path_push_key(struct tg_json_path *p, const char *key)
+{
+	char *tok = tg_json_ptr_escape(key);
+	size_t mark = path_push(p, tok);
+
+	free(tok);
+	return mark;
+}
+
+size_t
+tg_json_path_push_index(struct tg_json_path *p, size_t i)
+{
+	char tok[24];
+
+	snprintf(tok, sizeof(tok), "%zu", i);
+	return path_push(p, tok);
+}
+
+void
+tg_json_path_pop(struct tg_json_path *p, size_t mark)
+{
+	p->len = mark;
+	p->buf[mark] = '\0';
+}
+
+void
+tg_json_path_cleanup(struct tg_json_path *p)
+{
+	free(p->buf);
+	p->buf = NULL;
+	p->len = p->cap = 0;
 }
 
 yajl_gen

@@ -45,16 +45,11 @@ struct walk {
 };
 
 /* A JSON Pointer grown and cut back as the diff descends. */
-struct path {
-	char *buf;
-	size_t len, cap;
-};
-
 enum level { L_ANY, L_ROOT, L_FARMS, L_FARM, L_INFRAS, L_INFRA, L_SKIP };
 
 struct diff {
 	struct tg_problems *p;
-	struct path path;
+	struct tg_json_path path;
 };
 
 struct names {
@@ -345,47 +340,6 @@ check_kinds(const struct tg_case_kinds *k, const struct fixes *sf, const struct 
 
 /* ---- diff against the served case ---- */
 
-static size_t
-path_push(struct path *pp, const char *token)
-{
-	size_t mark = pp->len, n = strlen(token);
-
-	if (pp->len + n + 2 > pp->cap) {
-		pp->cap = 2 * (pp->len + n + 2);
-		pp->buf = tg_xrealloc(pp->buf, pp->cap);
-	}
-	pp->buf[pp->len++] = '/';
-	memcpy(pp->buf + pp->len, token, n + 1);
-	pp->len += n;
-	return mark;
-}
-
-static size_t
-path_push_key(struct path *pp, const char *key)
-{
-	char *tok = tg_json_ptr_escape(key);
-	size_t mark = path_push(pp, tok);
-
-	free(tok);
-	return mark;
-}
-
-static size_t
-path_push_index(struct path *pp, size_t i)
-{
-	char tok[24];
-
-	snprintf(tok, sizeof(tok), "%zu", i);
-	return path_push(pp, tok);
-}
-
-static void
-path_pop(struct path *pp, size_t mark)
-{
-	pp->len = mark;
-	pp->buf[mark] = '\0';
-}
-
 /* Where a member or element sits: only the paths to the fixables are special. */
 static enum level
 child_level(enum level l, const char *key)
@@ -464,20 +418,20 @@ diff_obj(struct diff *d, yajl_val a, yajl_val b, enum level l, int depth)
 	for (i = 0; i < a->u.object.len; i++) {
 		if ((cl = child_level(l, a->u.object.keys[i])) == L_SKIP)
 			continue;
-		mark = path_push_key(&d->path, a->u.object.keys[i]);
+		mark = tg_json_path_push_key(&d->path, a->u.object.keys[i]);
 		if ((bv = tg_json_get(b, a->u.object.keys[i])) == NULL)
 			tg_problems_add(d->p, d->path.buf, "not_editable", "added");
 		else
 			diff_val(d, a->u.object.values[i], bv, cl, depth + 1);
-		path_pop(&d->path, mark);
+		tg_json_path_pop(&d->path, mark);
 	}
 	for (i = 0; i < b->u.object.len; i++) {
 		if (child_level(l, b->u.object.keys[i]) == L_SKIP ||
 		    tg_json_get(a, b->u.object.keys[i]) != NULL)
 			continue;
-		mark = path_push_key(&d->path, b->u.object.keys[i]);
+		mark = tg_json_path_push_key(&d->path, b->u.object.keys[i]);
 		tg_problems_add(d->p, d->path.buf, "not_editable", "removed");
-		path_pop(&d->path, mark);
+		tg_json_path_pop(&d->path, mark);
 	}
 }
 
@@ -488,7 +442,7 @@ diff_arr(struct diff *d, yajl_val a, yajl_val b, enum level l, int depth)
 	size_t i, mark, na = a->u.array.len, nb = b->u.array.len;
 
 	for (i = 0; i < na || i < nb; i++) {
-		mark = path_push_index(&d->path, i);
+		mark = tg_json_path_push_index(&d->path, i);
 		if (i >= nb)
 			tg_problems_add(d->p, d->path.buf, "not_editable", "added");
 		else if (i >= na)
@@ -496,7 +450,7 @@ diff_arr(struct diff *d, yajl_val a, yajl_val b, enum level l, int depth)
 		else
 			diff_val(d, a->u.array.values[i], b->u.array.values[i],
 			    child_level(l, NULL), depth + 1);
-		path_pop(&d->path, mark);
+		tg_json_path_pop(&d->path, mark);
 	}
 }
 
@@ -567,15 +521,15 @@ find_dups_obj(struct diff *d, yajl_val o, int depth)
 
 	for (i = 0; i < o->u.object.len; i++) {
 		if (seen_before(o, i, &seen)) {
-			mark = path_push_key(&d->path, o->u.object.keys[i]);
+			mark = tg_json_path_push_key(&d->path, o->u.object.keys[i]);
 			tg_problems_add(d->p, d->path.buf, "structure",
 			    "duplicate member name; each member may appear once");
-			path_pop(&d->path, mark);
+			tg_json_path_pop(&d->path, mark);
 		} else if (YAJL_IS_OBJECT(o->u.object.values[i]) ||
 		    YAJL_IS_ARRAY(o->u.object.values[i])) {
-			mark = path_push_key(&d->path, o->u.object.keys[i]);
+			mark = tg_json_path_push_key(&d->path, o->u.object.keys[i]);
 			find_dups(d, o->u.object.values[i], depth + 1);
-			path_pop(&d->path, mark);
+			tg_json_path_pop(&d->path, mark);
 		}
 	}
 	tg_map_free(seen);
@@ -599,9 +553,9 @@ find_dups(struct diff *d, yajl_val v, int depth)
 	for (i = 0; YAJL_IS_ARRAY(v) && i < v->u.array.len; i++) {
 		if (!YAJL_IS_OBJECT(v->u.array.values[i]) && !YAJL_IS_ARRAY(v->u.array.values[i]))
 			continue;
-		mark = path_push_index(&d->path, i);
+		mark = tg_json_path_push_index(&d->path, i);
 		find_dups(d, v->u.array.values[i], depth + 1);
-		path_pop(&d->path, mark);
+		tg_json_path_pop(&d->path, mark);
 	}
 }
 
@@ -623,8 +577,7 @@ tg_case_check(yajl_val submitted, yajl_val base, const struct tg_case_kinds *k,
 		tg_problems_add(p, "", "structure", "a case must be a JSON object");
 		goto done;
 	}
-	d.path.buf = tg_xstrdup("");
-	d.path.cap = 1;
+	tg_json_path_init(&d.path, "");
 	find_dups(&d, submitted, 0);
 	check_structure(&sw, submitted);
 	if (base != NULL)
@@ -635,7 +588,7 @@ tg_case_check(yajl_val submitted, yajl_val base, const struct tg_case_kinds *k,
 done:
 	free(sw.fx.v);
 	free(bw.fx.v);
-	free(d.path.buf);
+	tg_json_path_cleanup(&d.path);
 	if (type != NULL)
 		*type = t;
 	return p->total == before ? 0 : -1;

@@ -25,11 +25,6 @@
 	"windFarms[].infrastructureList[].fixable"
 
 /* A JSON Pointer grown and cut back as the check descends. */
-struct path {
-	char *buf;
-	size_t len, cap;
-};
-
 /* ---- building trees ---- */
 
 static yajl_val
@@ -160,47 +155,6 @@ tg_merge_patch_rfc7396(yajl_val target, yajl_val patch)
 
 /* ---- the restriction ---- */
 
-static size_t
-path_push(struct path *pp, const char *token)
-{
-	size_t mark = pp->len, n = strlen(token);
-
-	if (pp->len + n + 2 > pp->cap) {
-		pp->cap = 2 * (pp->len + n + 2);
-		pp->buf = tg_xrealloc(pp->buf, pp->cap);
-	}
-	pp->buf[pp->len++] = '/';
-	memcpy(pp->buf + pp->len, token, n + 1);
-	pp->len += n;
-	return mark;
-}
-
-static size_t
-path_push_key(struct path *pp, const char *key)
-{
-	char *tok = tg_json_ptr_escape(key);
-	size_t mark = path_push(pp, tok);
-
-	free(tok);
-	return mark;
-}
-
-static size_t
-path_push_index(struct path *pp, size_t i)
-{
-	char tok[24];
-
-	snprintf(tok, sizeof(tok), "%zu", i);
-	return path_push(pp, tok);
-}
-
-static void
-path_pop(struct path *pp, size_t mark)
-{
-	pp->len = mark;
-	pp->buf[mark] = '\0';
-}
-
 static const char *
 type_name(yajl_val v)
 {
@@ -236,7 +190,7 @@ named_before(yajl_val o, size_t i)
  * ambiguous.
  */
 static int
-member_ok(struct tg_problems *p, struct path *pp, yajl_val el, size_t i,
+member_ok(struct tg_problems *p, struct tg_json_path *pp, yajl_val el, size_t i,
     const char *allowed, const char *what)
 {
 	size_t mark;
@@ -244,14 +198,14 @@ member_ok(struct tg_problems *p, struct path *pp, yajl_val el, size_t i,
 
 	if (!dup && strcmp(el->u.object.keys[i], allowed) == 0)
 		return 1;
-	mark = path_push_key(pp, el->u.object.keys[i]);
+	mark = tg_json_path_push_key(pp, el->u.object.keys[i]);
 	if (dup)
 		tg_problems_add(p, pp->buf, "duplicate", "'%.64s' given more than once",
 		    el->u.object.keys[i]);
 	else
 		tg_problems_add(p, pp->buf, "not_editable", "not editable: in %s only %s may be "
 		    "patched (%s)", what, allowed, EDITABLE);
-	path_pop(pp, mark);
+	tg_json_path_pop(pp, mark);
 	return 0;
 }
 
@@ -260,7 +214,7 @@ member_ok(struct tg_problems *p, struct path *pp, yajl_val el, size_t i,
  * list tv, of object patches. Returns 1 when the elements may be walked.
  */
 static int
-check_list(struct tg_problems *p, struct path *pp, yajl_val tv, yajl_val pv,
+check_list(struct tg_problems *p, struct tg_json_path *pp, yajl_val tv, yajl_val pv,
     const char *name, const char *per)
 {
 	size_t tn = tv != NULL && YAJL_IS_ARRAY(tv) ? tv->u.array.len : 0, i, mark;
@@ -281,10 +235,10 @@ check_list(struct tg_problems *p, struct path *pp, yajl_val tv, yajl_val pv,
 	for (i = 0; i < pv->u.array.len; i++) {
 		if (YAJL_IS_OBJECT(pv->u.array.values[i]))
 			continue;
-		mark = path_push_index(pp, i);
+		mark = tg_json_path_push_index(pp, i);
 		tg_problems_add(p, pp->buf, "not_editable", "must be an object patch of %s %zu "
 		    "({} leaves it unchanged), not %s", per, i, type_name(pv->u.array.values[i]));
-		path_pop(pp, mark);
+		tg_json_path_pop(pp, mark);
 	}
 	return 1;
 }
@@ -297,7 +251,7 @@ list_at(yajl_val list, size_t i)
 }
 
 static void
-check_infras(struct tg_problems *p, struct path *pp, yajl_val tinf, yajl_val pinf)
+check_infras(struct tg_problems *p, struct tg_json_path *pp, yajl_val tinf, yajl_val pinf)
 {
 	size_t j, k, mark;
 	yajl_val e;
@@ -307,30 +261,30 @@ check_infras(struct tg_problems *p, struct path *pp, yajl_val tinf, yajl_val pin
 	for (j = 0; j < pinf->u.array.len; j++) {
 		if (!YAJL_IS_OBJECT(e = pinf->u.array.values[j]))
 			continue;
-		mark = path_push_index(pp, j);
+		mark = tg_json_path_push_index(pp, j);
 		for (k = 0; k < e->u.object.len; k++)
 			(void)member_ok(p, pp, e, k, "fixable", "an infrastructure entry");
-		path_pop(pp, mark);
+		tg_json_path_pop(pp, mark);
 	}
 }
 
 static void
-check_farm(struct tg_problems *p, struct path *pp, yajl_val tfarm, yajl_val el)
+check_farm(struct tg_problems *p, struct tg_json_path *pp, yajl_val tfarm, yajl_val el)
 {
 	size_t i, mark;
 
 	for (i = 0; i < el->u.object.len; i++) {
 		if (!member_ok(p, pp, el, i, "infrastructureList", "a wind farm"))
 			continue;
-		mark = path_push(pp, "infrastructureList");
+		mark = tg_json_path_push_key(pp, "infrastructureList");
 		check_infras(p, pp, tg_json_get(tfarm, "infrastructureList"),
 		    el->u.object.values[i]);
-		path_pop(pp, mark);
+		tg_json_path_pop(pp, mark);
 	}
 }
 
 static void
-check_farms(struct tg_problems *p, struct path *pp, yajl_val tfarms, yajl_val pv)
+check_farms(struct tg_problems *p, struct tg_json_path *pp, yajl_val tfarms, yajl_val pv)
 {
 	size_t i, mark;
 	yajl_val el;
@@ -340,21 +294,21 @@ check_farms(struct tg_problems *p, struct path *pp, yajl_val tfarms, yajl_val pv
 	for (i = 0; i < pv->u.array.len; i++) {
 		if (!YAJL_IS_OBJECT(el = pv->u.array.values[i]))
 			continue;
-		mark = path_push_index(pp, i);
+		mark = tg_json_path_push_index(pp, i);
 		check_farm(p, pp, list_at(tfarms, i), el);
-		path_pop(pp, mark);
+		tg_json_path_pop(pp, mark);
 	}
 }
 
 static void
-check_root(struct tg_problems *p, struct path *pp, yajl_val target, yajl_val patch)
+check_root(struct tg_problems *p, struct tg_json_path *pp, yajl_val target, yajl_val patch)
 {
 	const char *key;
 	size_t i, mark;
 
 	for (i = 0; i < patch->u.object.len; i++) {
 		key = patch->u.object.keys[i];
-		mark = path_push_key(pp, key);
+		mark = tg_json_path_push_key(pp, key);
 		if (named_before(patch, i))
 			tg_problems_add(p, pp->buf, "duplicate", "'%.64s' given more than once", key);
 		else if (strcmp(key, "windFarms") == 0)
@@ -363,7 +317,7 @@ check_root(struct tg_problems *p, struct path *pp, yajl_val target, yajl_val pat
 		else if (strcmp(key, "vesselList") != 0 && strcmp(key, "personnelList") != 0)
 			tg_problems_add(p, pp->buf, "not_editable", "%s is not editable: %s", key,
 			    EDITABLE);
-		path_pop(pp, mark);
+		tg_json_path_pop(pp, mark);
 	}
 }
 
@@ -371,12 +325,10 @@ int
 tg_merge_patch_check(yajl_val target, yajl_val patch, const char *at,
     struct tg_problems *p)
 {
-	struct path pp;
+	struct tg_json_path pp;
 	size_t before = p->total;
 
-	pp.buf = tg_xstrdup(at != NULL ? at : "");
-	pp.len = strlen(pp.buf);
-	pp.cap = pp.len + 1;
+	tg_json_path_init(&pp, at != NULL ? at : "");
 	if (target == NULL || !YAJL_IS_OBJECT(target))
 		tg_problems_add(p, pp.buf, "not_editable", "the base case is not a JSON object");
 	else if (patch == NULL || !YAJL_IS_OBJECT(patch))
@@ -384,7 +336,7 @@ tg_merge_patch_check(yajl_val target, yajl_val patch, const char *at,
 		    "object (%s would replace the whole case): %s", type_name(patch), EDITABLE);
 	else
 		check_root(p, &pp, target, patch);
-	free(pp.buf);
+	tg_json_path_cleanup(&pp);
 	return p->total == before ? 0 : -1;
 }
 
