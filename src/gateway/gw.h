@@ -88,6 +88,8 @@ struct gw {
 	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
 	struct gw_poll *poll;		/* poll multiplexer (poll.c) */
 	struct gw_hooks *hooks;		/* callbackUrl webhooks (hooks.c) */
+	struct tg_runs *runs;		/* simulation run registry (runs.c) */
+	struct gw_tracker *tracker;	/* status checks of in-progress runs (tracker.c) */
 	int exit_code;
 };
 
@@ -126,6 +128,7 @@ struct gw_req {
 	struct gw_hook *hook;		/* the export's callbackUrl (callbacks.c), owned */
 	int held;			/* the vendor's 200 is captured, answered once the
 					 * webhook job is durable */
+	char *run_callback;		/* a submission's callback URL (runs.c) */
 };
 
 /* server.c */
@@ -223,6 +226,25 @@ void gw_fetch_free(void *f);
 /* admin_webhooks.c */
 /** /webhooks… on the admin listener: list, read, redeliver. */
 void gw_admin_webhooks(struct gw *gw, struct evhttp_request *req, const char *path);
+
+/* runs.c */
+struct tg_runs *gw_runs_open(const struct gw_config *c, struct tg_err *err);
+/** on_head of r: 1 when a 201 to POST /simulations is held for the registry. */
+int gw_run_hold(struct gw_req *r, int status);
+/** The held submission ended: record the run, then answer (1: replied). */
+int gw_run_done(struct gw_req *r, enum tg_up_error err);
+/** A submission's callback URL checked (400 when refused): 0, or -1 replied. */
+int gw_run_prepare(struct gw_req *r);
+/** GET of an expired run's status or results: 410 (or the archive); -1 replied. */
+int gw_run_gone(struct gw_req *r);
+/** Run id ended: enqueue its webhook when its submission named a callback. */
+void gw_run_notify(struct gw *gw, const char *id);
+
+/* tracker.c */
+struct gw_tracker *gw_tracker_new(struct gw *gw);
+void gw_tracker_free(struct gw_tracker *t);
+/** Re-read the schedule (a run was added); NULL-safe. */
+void gw_tracker_kick(struct gw_tracker *t);
 
 /* logins.c */
 void gw_login_handle(struct gw_req *r);

@@ -129,6 +129,7 @@ finish(struct gw_req *r)
 	if (r->capture != NULL)
 		evbuffer_free(r->capture);
 	gw_hook_free(r->hook);
+	free(r->run_callback);
 	free(r->path);
 	free(r->token);
 	free(r->uri);
@@ -264,6 +265,8 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 		r->retry_401 = 1;
 		return;
 	}
+	if (gw_run_hold(r, status))
+		return;
 	if (status == 200 && r->hook != NULL) {
 		r->held = 1;	/* answered by gw_hook_done once the job is durable */
 		r->capture = evbuffer_new();
@@ -370,6 +373,8 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 	}
 	if (r->hook != NULL && gw_hook_done(r, err))
 		return;
+	if (r->held && r->hook == NULL && gw_run_done(r, err))
+		return;
 	if (err == TG_UP_OK && r->capture != NULL) {
 		if (r->m.route->op == TG_OP_SIM_CASE)
 			gw_case_served(r, r->capture);
@@ -415,6 +420,7 @@ copy_request_headers(struct gw_req *r, struct evkeyvalq *out)
 		    strcasecmp(h->key, "X-Api-Key") == 0 ||
 		    strcasecmp(h->key, "X-Request-Id") == 0 ||
 		    strcasecmp(h->key, "X-Forwarded-For") == 0 ||
+		    strcasecmp(h->key, "X-Tidegate-Callback-Url") == 0 ||
 		    (r->auth != GW_AUTH_CALLER && strcasecmp(h->key, "Authorization") == 0))
 			continue;
 		evhttp_add_header(out, h->key, h->value);
@@ -631,7 +637,8 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_login_handle(r);
 		return;
 	}
-	if (gw_validate(r) != 0 || gw_hook_prepare(r) != 0 || gw_poll_handle(r))
+	if (gw_validate(r) != 0 || gw_hook_prepare(r) != 0 || gw_run_prepare(r) != 0 ||
+	    gw_run_gone(r) != 0 || gw_poll_handle(r))
 		return;
 	gw_req_proxy(r);
 }
