@@ -240,6 +240,11 @@ int gw_run_gone(struct gw_req *r);
 /** Run id ended: enqueue its webhook when its submission named a callback. */
 void gw_run_notify(struct gw *gw, const char *id);
 
+/* runs_api.c */
+#define GW_API_PREFIX "/tidegate/v1/"
+/** The extension API on the simulation listener (never routed upstream). */
+void gw_runs_api(struct gw_req *r);
+
 /* tracker.c */
 struct gw_tracker *gw_tracker_new(struct gw *gw);
 void gw_tracker_free(struct gw_tracker *t);

@@ -621,6 +621,11 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_hook_relay(r);	/* the vendor calls: no API key, never upstream */
 		return;
 	}
+	if (lc->listener == GW_SIM && tg_str_startswith(r->path, GW_API_PREFIX)) {
+		if (authenticate(r) == 0)
+			gw_runs_api(r);	/* the registry answers: never upstream */
+		return;
+	}
 	rc = tg_route_match(r->svc->routes, r->method, r->path, &r->m);
 	if (rc < 0) {
 		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "method not allowed on this path");

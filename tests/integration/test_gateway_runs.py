@@ -13,7 +13,7 @@ import pytest
 import requests
 
 import webhook_verify
-from conftest import EMULATOR_DEFAULTS, free_port, to_yaml
+from conftest import EMULATOR_DEFAULTS, TEST_KEY_SHA, free_port, to_yaml
 from test_gateway_webhooks import SECRET, Receiver, hooks
 
 
@@ -200,3 +200,51 @@ def test_archived_results_served_after_expiry(tmp_path, make_gateway):
     assert r.json() == before.json()
     r = requests.get(url, headers=gw.headers(), timeout=10)
     assert r.status_code == 410 and r.json()["archived"] is True
+
+
+OTHER_KEY = "other-key"
+OTHER_SHA = hashlib.sha256(OTHER_KEY.encode()).hexdigest()
+
+
+def api(gw, path, key=None, **params):
+    return requests.get(gw.sim + "/tidegate/v1" + path, params=params,
+                        headers=gw.headers(key) if key else gw.headers(), timeout=10)
+
+
+def test_runs_api_filters_and_ownership(emulator, make_gateway):
+    gw = make_gateway(emulator, {"keys": [
+        {"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]},
+        {"name": "other", "sha256": OTHER_SHA, "services": ["sim"]}]})
+    mine = [submit_case(gw).json()["simulationId"] for _ in range(2)]
+    case = get_case(gw, "CASE-OM-1")
+    r = requests.post(gw.sim + "/api/v1/simulations", json=case,
+                      headers=gw.headers(OTHER_KEY), timeout=10)
+    assert r.status_code == 201, r.text
+    theirs = r.json()["simulationId"]
+    for sim_id in mine:
+        wait_row(gw, sim_id, lambda row: row["status"] == "COMPLETED")
+
+    body = api(gw, "/runs").json()
+    assert sorted(x["simulationId"] for x in body["runs"]) == sorted(mine)
+    assert body["more"] is False
+    assert [x["simulationId"] for x in api(gw, "/runs", OTHER_KEY).json()["runs"]] == [theirs]
+    assert len(api(gw, "/runs", status="COMPLETED", caseId="CASE-OM-1").json()["runs"]) == 2
+    assert api(gw, "/runs", caseId="CASE-NONE").json()["runs"] == []
+    page = api(gw, "/runs", limit="1").json()
+    assert len(page["runs"]) == 1 and page["more"] is True
+    assert len(api(gw, "/runs", limit="1", offset="1").json()["runs"]) == 1
+    assert api(gw, "/runs", **{"from": "2999-01-01T00:00:00Z"}).json()["runs"] == []
+    assert api(gw, "/runs", status="BOGUS").status_code == 400
+    assert api(gw, "/runs", limit="0").status_code == 400
+    assert api(gw, "/runs", to="yesterday").status_code == 400
+
+    one = api(gw, "/runs/" + mine[0])
+    assert one.status_code == 200 and one.json()["simulationId"] == mine[0]
+    assert one.json()["apiKey"] == "test" and one.json()["status"] == "COMPLETED"
+    assert api(gw, "/runs/" + mine[0], OTHER_KEY).status_code == 404
+    assert api(gw, "/runs/nope").status_code == 404
+    assert requests.get(gw.sim + "/tidegate/v1/runs", timeout=10).status_code == 401
+    assert requests.post(gw.sim + "/tidegate/v1/runs", headers=gw.headers(),
+                         timeout=10).status_code == 405
+    assert sum(n for k, n in emulator.stats()["calls"].items() if "tidegate" in k) == 0
+
