@@ -237,6 +237,10 @@ int gw_run_done(struct gw_req *r, enum tg_up_error err);
 int gw_run_prepare(struct gw_req *r);
 /** GET of an expired run's status or results: 410 (or the archive); -1 replied. */
 int gw_run_gone(struct gw_req *r);
+/** The vendor answered 200 to a GET of run id's status: record it (borrowed). */
+void gw_run_status_seen(struct gw *gw, const char *id, const char *body, size_t len);
+/** The same for a client's GET proxied without the poll multiplexer (takes body). */
+void gw_run_seen(struct gw_req *r, struct evbuffer *body);
 /** Run id ended: enqueue its webhook when its submission named a callback. */
 void gw_run_notify(struct gw *gw, const char *id);
 
@@ -250,6 +254,8 @@ struct gw_tracker *gw_tracker_new(struct gw *gw);
 void gw_tracker_free(struct gw_tracker *t);
 /** Re-read the schedule (a run was added); NULL-safe. */
 void gw_tracker_kick(struct gw_tracker *t);
+/** Run id became terminal outside a check: its results and webhook follow. */
+void gw_tracker_ended(struct gw_tracker *t, const char *id, int st);
 
 /* logins.c */
 void gw_login_handle(struct gw_req *r);

@@ -235,8 +235,9 @@ is_hop_by_hop(const char *name, const char *connection)
 	return 0;
 }
 
-/* Answers the gateway keeps a copy of: served partial cases (for the diff)
- * and job creations (for correlationId ownership). */
+/* Answers the gateway keeps a copy of: served partial cases (for the diff),
+ * run statuses (for the registry) and job creations (for correlationId
+ * ownership). */
 static int
 wants_capture(const struct gw_req *r)
 {
@@ -244,6 +245,8 @@ wants_capture(const struct gw_req *r)
 
 	if (op == TG_OP_SIM_CASE)
 		return r->gw->cases != NULL;
+	if (op == TG_OP_SIM_STATUS)
+		return r->gw->runs != NULL;
 	return (op == TG_OP_DEX_EXPORT || op == TG_OP_DEX_IMPORT_JSON ||
 	    op == TG_OP_DEX_IMPORT_FILE) && r->key != NULL && r->gw->poll != NULL;
 }
@@ -378,6 +381,8 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 	if (err == TG_UP_OK && r->capture != NULL) {
 		if (r->m.route->op == TG_OP_SIM_CASE)
 			gw_case_served(r, r->capture);
+		else if (r->m.route->op == TG_OP_SIM_STATUS)
+			gw_run_seen(r, r->capture);
 		else
 			gw_poll_created(r, r->capture);
 		r->capture = NULL;

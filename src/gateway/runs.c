@@ -147,6 +147,45 @@ gw_run_done(struct gw_req *r, enum tg_up_error uerr)
 	return 1;
 }
 
+/* ---- statuses clients saw ---- */
+
+void
+gw_run_status_seen(struct gw *gw, const char *id, const char *body, size_t len)
+{
+	yajl_val v;
+	const char *s, *c;
+	struct tg_err err;
+	int64_t done = 0;
+	int st, rc;
+
+	if (gw->runs == NULL || (v = tg_json_parse(body, len, NULL)) == NULL)
+		return;
+	s = tg_json_get_str(v, "status");
+	if (s == NULL || (st = tg_runs_status_parse(s)) < 0)
+		goto done;
+	if ((c = tg_json_get_str(v, "completedAt")) != NULL)
+		(void)tg_clock_parse_iso(c, &done);
+	rc = tg_runs_set_status(gw->runs, id, st, done, tg_clock_now_ms(), &err);
+	if (rc == -1)
+		tg_log(TG_LOG_ERROR, "run_status_record_failed", TG_LS("simulationId", id),
+		    TG_LS("error", err.msg));
+	else if (rc == 1)
+		gw_tracker_ended(gw->tracker, id, st);
+done:
+	yajl_tree_free(v);
+}
+
+void
+gw_run_seen(struct gw_req *r, struct evbuffer *body)
+{
+	const char *id = tg_route_param(&r->m, "id");
+
+	if (id != NULL)
+		gw_run_status_seen(r->gw, id, (const char *)evbuffer_pullup(body, -1),
+		    evbuffer_get_length(body));
+	evbuffer_free(body);
+}
+
 /* ---- completion webhooks ---- */
 
 /* Whose secrets sign a run's webhook: its key's own, else the global ones. */

@@ -4,7 +4,8 @@
  * run at a time, with the gateway's own token. A run that completes has
  * its results fetched once for the key figures (and archived when
  * runs.archive is set); a run that ends gets its webhook when the
- * submission named a callback (runs.c). A second timer expires runs past
+ * submission named a callback (runs.c). Runs a client's own GET saw end
+ * (gw_tracker_ended) are queued for the same. A second timer expires runs past
  * the vendor's retention and purges old ones.
  */
 #include <stdio.h>
@@ -37,6 +38,13 @@ struct gw_tracker {
 	struct tg_up_req *up;
 	char *id;			/* the run being checked, or NULL */
 	int phase;
+	struct ended *ended;		/* runs a client's GET saw end, oldest first */
+	size_t nended;
+};
+
+struct ended {
+	char *id;
+	int st;
 };
 
 static void start(struct gw_tracker *t);
@@ -60,6 +68,10 @@ gw_tracker_kick(struct gw_tracker *t)
 
 	if (t == NULL || t->id != NULL)
 		return;
+	if (t->nended > 0) {
+		arm(t, 0);
+		return;
+	}
 	now = tg_clock_now_ms();
 	next = tg_runs_next_due(t->gw->runs, now);
 	arm(t, next == INT64_MAX || next - now > IDLE_RECHECK_MS ? IDLE_RECHECK_MS : next - now);
@@ -288,6 +300,29 @@ start(struct gw_tracker *t)
 		t->tw = w;
 }
 
+void
+gw_tracker_ended(struct gw_tracker *t, const char *id, int st)
+{
+	if (t == NULL)
+		return;
+	t->ended = tg_xrealloc(t->ended, (t->nended + 1) * sizeof(*t->ended));
+	t->ended[t->nended].id = tg_xstrdup(id);
+	t->ended[t->nended].st = st;
+	t->nended++;
+	gw_tracker_kick(t);
+}
+
+/* The oldest run a client saw end: on as if a check had found it. */
+static void
+take_ended(struct gw_tracker *t)
+{
+	struct ended e = t->ended[0];
+
+	memmove(t->ended, t->ended + 1, --t->nended * sizeof(*t->ended));
+	t->id = e.id;
+	ended(t, (enum tg_run_status)e.st);
+}
+
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -302,6 +337,10 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	if (t->id != NULL) {		/* a completed run's results */
 		start(t);
+		return;
+	}
+	if (t->nended > 0) {
+		take_ended(t);
 		return;
 	}
 	if (tg_runs_due(t->gw->runs, tg_clock_now_ms(), 1, &due, &n, &err) != 0) {
@@ -365,6 +404,9 @@ gw_tracker_free(struct gw_tracker *t)
 	release(t);
 	event_free(t->timer);
 	event_free(t->retention);
+	while (t->nended > 0)
+		free(t->ended[--t->nended].id);
+	free(t->ended);
 	free(t->id);
 	free(t);
 }

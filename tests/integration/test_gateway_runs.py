@@ -248,3 +248,16 @@ def test_runs_api_filters_and_ownership(emulator, make_gateway):
                          timeout=10).status_code == 405
     assert sum(n for k, n in emulator.stats()["calls"].items() if "tidegate" in k) == 0
 
+
+
+@pytest.mark.parametrize("poll", [True, False])
+def test_status_seen_by_client_recorded(emulator, make_gateway, poll):
+    gw = make_gateway(emulator, {"poll": {"enabled": poll}})
+    sim_id = submit_case(gw).json()["simulationId"]
+    time.sleep(1.1)     # the emulator's run time; the tracker's first check is at 2 s
+    r = requests.get(gw.sim + "/api/v1/simulations/" + sim_id, headers=gw.headers(),
+                     timeout=10)
+    assert r.status_code == 200 and r.json()["status"] == "COMPLETED", r.text
+    row = registry_row(gw, sim_id)
+    assert row["status"] == "COMPLETED" and row["checks"] == 1
+    wait_row(gw, sim_id, lambda x: x["figures"] is not None)
