@@ -164,6 +164,12 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "finished jobs (delivered, gone, dead) are purged this long after they end"),
 	K("webhooks.ca_file", TG_CFG_STR, wh_ca_file, NULL,
 	  "PEM CA bundle for https callbacks (default: system)"),
+	K("runs.db", TG_CFG_STR, runs_db, "runs.db",
+	  "simulation run registry (SQLite; relative to this file)"),
+	K("runs.archive", TG_CFG_BOOL, runs_archive, "false",
+	  "keep the results of completed runs past the vendor's retention"),
+	KB("runs.archive_max", TG_CFG_SIZE, runs_archive_max, "16MB", 1024, 1099511627776.0,
+	   "largest results archived for one run"),
 	{ "keys", TG_CFG_LIST, O(keys), NULL, 0, 0, 0, key_keys, TG_NELEM(key_keys),
 	  sizeof(struct gw_key_cfg), O(nkeys),
 	  "gateway API keys; without keys the gateway only binds loopback" },
@@ -304,6 +310,11 @@ check_webhooks(struct gw_config *c, struct tg_err *err)
 		c->wh_db_path = tg_xstrdup(c->wh_db);
 	else
 		c->wh_db_path = tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path, c->wh_db);
+	if (c->runs_db[0] == '/' || slash == NULL)
+		c->runs_db_path = tg_xstrdup(c->runs_db);
+	else
+		c->runs_db_path = tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path,
+		    c->runs_db);
 	return check_wh_secrets(c, err);
 }
 
@@ -382,6 +393,8 @@ gw_config_free(struct gw_config *cfg)
 	cfg->wh_schedule_ms = NULL;
 	free(cfg->wh_db_path);
 	cfg->wh_db_path = NULL;
+	free(cfg->runs_db_path);
+	cfg->runs_db_path = NULL;
 	tg_config_free(gw_config_keys, gw_config_nkeys, cfg);
 	free(cfg->path);
 	cfg->path = NULL;

@@ -67,9 +67,14 @@ struct gw_config {
 	int64_t wh_attempt_timeout, wh_lease, wh_poll_interval, wh_payload_timeout;
 	int64_t wh_max_payload, wh_retention;
 	long long wh_max_inflight;
+	/* simulation run registry */
+	char *runs_db;
+	int runs_archive;
+	int64_t runs_archive_max;
 	/* derived by gw_config_load (not keys) */
 	enum gw_wh_mode wh_mode;
 	char *wh_db_path;		/* wh_db resolved against the file's directory */
+	char *runs_db_path;		/* runs_db resolved likewise */
 	int64_t *wh_schedule_ms;
 	size_t wh_nschedule;
 	struct tg_strlist wh_secrets;	/* wh_secret split into lines, current first */

@@ -88,6 +88,8 @@ struct gw {
 	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
 	struct gw_poll *poll;		/* poll multiplexer (poll.c) */
 	struct gw_hooks *hooks;		/* callbackUrl webhooks (hooks.c) */
+	struct tg_runs *runs;		/* simulation run registry (runs.c) */
+	struct gw_tracker *tracker;	/* status checks of in-progress runs (tracker.c) */
 	int exit_code;
 };
 
@@ -126,6 +128,7 @@ struct gw_req {
 	struct gw_hook *hook;		/* the export's callbackUrl (callbacks.c), owned */
 	int held;			/* the vendor's 200 is captured, answered once the
 					 * webhook job is durable */
+	char *run_callback;		/* a submission's callback URL (runs.c) */
 };
 
 /* server.c */
@@ -223,6 +226,36 @@ void gw_fetch_free(void *f);
 /* admin_webhooks.c */
 /** /webhooks… on the admin listener: list, read, redeliver. */
 void gw_admin_webhooks(struct gw *gw, struct evhttp_request *req, const char *path);
+
+/* runs.c */
+struct tg_runs *gw_runs_open(const struct gw_config *c, struct tg_err *err);
+/** on_head of r: 1 when a 201 to POST /simulations is held for the registry. */
+int gw_run_hold(struct gw_req *r, int status);
+/** The held submission ended: record the run, then answer (1: replied). */
+int gw_run_done(struct gw_req *r, enum tg_up_error err);
+/** A submission's callback URL checked (400 when refused): 0, or -1 replied. */
+int gw_run_prepare(struct gw_req *r);
+/** GET of an expired run's status or results: 410 (or the archive); -1 replied. */
+int gw_run_gone(struct gw_req *r);
+/** The vendor answered 200 to a GET of run id's status: record it (borrowed). */
+void gw_run_status_seen(struct gw *gw, const char *id, const char *body, size_t len);
+/** The same for a client's GET proxied without the poll multiplexer (takes body). */
+void gw_run_seen(struct gw_req *r, struct evbuffer *body);
+/** Run id ended: enqueue its webhook when its submission named a callback. */
+void gw_run_notify(struct gw *gw, const char *id);
+
+/* runs_api.c */
+#define GW_API_PREFIX "/tidegate/v1/"
+/** The extension API on the simulation listener (never routed upstream). */
+void gw_runs_api(struct gw_req *r);
+
+/* tracker.c */
+struct gw_tracker *gw_tracker_new(struct gw *gw);
+void gw_tracker_free(struct gw_tracker *t);
+/** Re-read the schedule (a run was added); NULL-safe. */
+void gw_tracker_kick(struct gw_tracker *t);
+/** Run id became terminal outside a check: its results and webhook follow. */
+void gw_tracker_ended(struct gw_tracker *t, const char *id, int st);
 
 /* logins.c */
 void gw_login_handle(struct gw_req *r);

@@ -295,6 +295,8 @@ store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuff
 	e->ans.len = len;
 	e->ans.at = tg_clock_mono_ms();
 	e->ans.terminal = is_terminal(e, status, e->ans.body, len);
+	if (status == 200 && e->op == TG_OP_SIM_STATUS && e->job != NULL)
+		gw_run_status_seen(e->p->gw, e->job, e->ans.body, len);
 }
 
 static void

@@ -129,6 +129,7 @@ finish(struct gw_req *r)
 	if (r->capture != NULL)
 		evbuffer_free(r->capture);
 	gw_hook_free(r->hook);
+	free(r->run_callback);
 	free(r->path);
 	free(r->token);
 	free(r->uri);
@@ -234,8 +235,9 @@ is_hop_by_hop(const char *name, const char *connection)
 	return 0;
 }
 
-/* Answers the gateway keeps a copy of: served partial cases (for the diff)
- * and job creations (for correlationId ownership). */
+/* Answers the gateway keeps a copy of: served partial cases (for the diff),
+ * run statuses (for the registry) and job creations (for correlationId
+ * ownership). */
 static int
 wants_capture(const struct gw_req *r)
 {
@@ -243,6 +245,8 @@ wants_capture(const struct gw_req *r)
 
 	if (op == TG_OP_SIM_CASE)
 		return r->gw->cases != NULL;
+	if (op == TG_OP_SIM_STATUS)
+		return r->gw->runs != NULL;
 	return (op == TG_OP_DEX_EXPORT || op == TG_OP_DEX_IMPORT_JSON ||
 	    op == TG_OP_DEX_IMPORT_FILE) && r->key != NULL && r->gw->poll != NULL;
 }
@@ -264,6 +268,8 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 		r->retry_401 = 1;
 		return;
 	}
+	if (gw_run_hold(r, status))
+		return;
 	if (status == 200 && r->hook != NULL) {
 		r->held = 1;	/* answered by gw_hook_done once the job is durable */
 		r->capture = evbuffer_new();
@@ -370,9 +376,13 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 	}
 	if (r->hook != NULL && gw_hook_done(r, err))
 		return;
+	if (r->held && r->hook == NULL && gw_run_done(r, err))
+		return;
 	if (err == TG_UP_OK && r->capture != NULL) {
 		if (r->m.route->op == TG_OP_SIM_CASE)
 			gw_case_served(r, r->capture);
+		else if (r->m.route->op == TG_OP_SIM_STATUS)
+			gw_run_seen(r, r->capture);
 		else
 			gw_poll_created(r, r->capture);
 		r->capture = NULL;
@@ -415,6 +425,7 @@ copy_request_headers(struct gw_req *r, struct evkeyvalq *out)
 		    strcasecmp(h->key, "X-Api-Key") == 0 ||
 		    strcasecmp(h->key, "X-Request-Id") == 0 ||
 		    strcasecmp(h->key, "X-Forwarded-For") == 0 ||
+		    strcasecmp(h->key, "X-Tidegate-Callback-Url") == 0 ||
 		    (r->auth != GW_AUTH_CALLER && strcasecmp(h->key, "Authorization") == 0))
 			continue;
 		evhttp_add_header(out, h->key, h->value);
@@ -615,6 +626,11 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_hook_relay(r);	/* the vendor calls: no API key, never upstream */
 		return;
 	}
+	if (lc->listener == GW_SIM && tg_str_startswith(r->path, GW_API_PREFIX)) {
+		if (authenticate(r) == 0)
+			gw_runs_api(r);	/* the registry answers: never upstream */
+		return;
+	}
 	rc = tg_route_match(r->svc->routes, r->method, r->path, &r->m);
 	if (rc < 0) {
 		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "method not allowed on this path");
@@ -631,7 +647,8 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_login_handle(r);
 		return;
 	}
-	if (gw_validate(r) != 0 || gw_hook_prepare(r) != 0 || gw_poll_handle(r))
+	if (gw_validate(r) != 0 || gw_hook_prepare(r) != 0 || gw_run_prepare(r) != 0 ||
+	    gw_run_gone(r) != 0 || gw_poll_handle(r))
 		return;
 	gw_req_proxy(r);
 }

@@ -20,6 +20,7 @@
 #include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "gateway.h"
+#include "tidegate/runs.h"
 #include "gw.h"
 
 static void
@@ -345,6 +346,10 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 		gw->cases = tg_case_store_new((size_t)cfg->sim.remember_cases);
 	if (cfg->poll_enabled)
 		gw->poll = gw_poll_new(gw);
+	if ((gw->runs = gw_runs_open(cfg, err)) == NULL) {
+		gw_free(gw);
+		return NULL;
+	}
 	if ((gw->rt = runtime_new(gw, cfg, err)) == NULL ||
 	    (gw->hooks = gw_hooks_new(gw, err)) == NULL || bind_listeners(gw, err) != 0) {
 		gw_free(gw);
@@ -357,6 +362,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	for (i = 0; i < 2; i++)
 		if (gw->rt->svc[i].tokens != NULL)
 			tg_token_prefetch(gw->rt->svc[i].tokens);
+	gw->tracker = gw_tracker_new(gw);
 	return gw;
 }
 
@@ -376,11 +382,13 @@ gw_free(struct gw *gw)
 		if (gw->http[i] != NULL)
 			evhttp_free(gw->http[i]);
 	gw_hooks_free(gw->hooks);	/* its fetches use the runtimes' upstreams */
+	gw_tracker_free(gw->tracker);
 	gw_runtime_unref(gw->rt);
 	reap(gw);
 	event_free(gw->reap_ev);
 	tg_case_store_free(gw->cases);
 	gw_poll_free(gw->poll);
+	tg_runs_close(gw->runs);
 	tg_emu_free(gw->emu);
 	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &gw->emu_cfg);
 	if (gw->dns != NULL)

@@ -1,0 +1,354 @@
+/*
+ * runs.c - the gateway's side of the simulation run registry
+ * (include/tidegate/runs.h): opened at start with struct gw, closed at
+ * shutdown. A POST /simulations the vendor accepts (201) is held until
+ * the run is committed to the registry, then answered, so that every
+ * simulationId a client has seen is tracked.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/http.h"
+#include "tidegate/json.h"
+#include "tidegate/log.h"
+#include "tidegate/metrics.h"
+#include "tidegate/runs.h"
+#include "tidegate/webhook.h"
+#include "gw.h"
+
+struct tg_runs *
+gw_runs_open(const struct gw_config *c, struct tg_err *err)
+{
+	struct tg_runs_opts o;
+	struct tg_runs *runs;
+
+	memset(&o, 0, sizeof(o));
+	o.path = c->runs_db_path;
+	o.archive_max_run = c->runs_archive_max;
+	if ((runs = tg_runs_open(&o, err)) != NULL)
+		tg_log(TG_LOG_INFO, "runs_open", TG_LS("db", c->runs_db_path),
+		    TG_LI("archive", c->runs_archive));
+	return runs;
+}
+
+int
+gw_run_hold(struct gw_req *r, int status)
+{
+	if (status != 201 || r->gw->runs == NULL || r->m.route == NULL ||
+	    r->m.route->op != TG_OP_SIM_SUBMIT || r->hook != NULL)
+		return 0;
+	r->held = 1;	/* answered by gw_run_done once the run is recorded */
+	r->capture = evbuffer_new();
+	return 1;
+}
+
+/* The gateway's verdict on the case, as X-Tidegate-Case-Diff told the client. */
+static const char *
+verdict(struct gw_req *r)
+{
+	const char *d = evhttp_find_header(evhttp_request_get_output_headers(r->req),
+	    "X-Tidegate-Case-Diff");
+
+	if (!r->svc->cfg->validate)
+		return "not validated";
+	if (d != NULL && strcmp(d, "checked") == 0)
+		return "passed (diff checked)";
+	return "passed (structural checks only)";
+}
+
+static int64_t
+iso_member(yajl_val v, const char *name)
+{
+	const char *s = tg_json_get_str(v, name);
+	int64_t ms;
+
+	if (s == NULL || tg_clock_parse_iso(s, &ms) != 0)
+		return 0;
+	return ms;
+}
+
+/* Record the run of the held answer; 0, or -1 with err. */
+static int
+record(struct gw_req *r, yajl_val ans, struct tg_err *err)
+{
+	struct evbuffer *sent = r->body ? r->body : evhttp_request_get_input_buffer(r->req);
+	const void *bytes = evbuffer_pullup(sent, -1);
+	size_t len = evbuffer_get_length(sent);
+	char sha[TG_RUNS_SHA_LEN];
+	struct tg_run_new n;
+	yajl_val cs = NULL;
+	const char *st;
+	int rc = -1;
+
+	memset(&n, 0, sizeof(n));
+	n.simulation_id = tg_json_get_str(ans, "simulationId");
+	if (n.simulation_id == NULL || *n.simulation_id == '\0') {
+		tg_err_set(err, "the vendor's answer carried no simulationId");
+		goto done;
+	}
+	cs = tg_json_parse(bytes, len, NULL);
+	n.case_id = tg_json_get_str(ans, "caseId");
+	if (n.case_id == NULL)
+		n.case_id = tg_json_get_str(cs, "caseId");
+	if (n.case_id == NULL)
+		n.case_id = "";
+	tg_runs_case_digest(bytes, len, sha);
+	n.case_sha256 = sha;
+	n.api_key = r->key ? r->key->name : NULL;
+	n.host = r->origin ? r->origin : "primary";
+	n.submitted_at = iso_member(ans, "submittedAt");
+	n.expires_at = iso_member(ans, "expiresAt");
+	st = tg_json_get_str(ans, "status");
+	n.status = st && tg_runs_status_parse(st) >= 0 ?
+	    (enum tg_run_status)tg_runs_status_parse(st) : TG_RUN_IN_PROGRESS;
+	n.validation = verdict(r);
+	n.callback_url = r->run_callback;
+	rc = tg_runs_add(r->gw->runs, &n, tg_clock_now_ms(), err);
+	if (rc == TG_RUNS_CONFLICT)
+		rc = 0;		/* already recorded: the vendor repeated an id */
+	if (rc == 0)
+		gw_tracker_kick(r->gw->tracker);
+	if (rc == 0)
+		tg_log(TG_LOG_INFO, "run_recorded", TG_LS("id", r->id),
+		    TG_LS("simulationId", n.simulation_id), TG_LS("key", n.api_key),
+		    TG_LS("host", n.host));
+done:
+	yajl_tree_free(cs);
+	return rc;
+}
+
+int
+gw_run_done(struct gw_req *r, enum tg_up_error uerr)
+{
+	struct tg_err err;
+	yajl_val ans;
+
+	if (uerr != TG_UP_OK || r->capture == NULL) {
+		gw_req_reply_error(r, 502, "UPSTREAM_ERROR", "the vendor's answer to the "
+		    "submission broke off: the simulation may have been accepted, but it is "
+		    "not tracked");
+		return 1;
+	}
+	ans = tg_json_parse((const char *)evbuffer_pullup(r->capture, -1),
+	    evbuffer_get_length(r->capture), NULL);
+	if (record(r, ans, &err) != 0) {
+		tg_log(TG_LOG_ERROR, "run_record_failed", TG_LS("id", r->id),
+		    TG_LS("error", err.msg));
+		evhttp_add_header(evhttp_request_get_output_headers(r->req),
+		    "X-Tidegate-Run-Tracked", "false");
+	}
+	yajl_tree_free(ans);
+	gw_req_reply_buf(r, 201, "application/json", r->capture);	/* frees r */
+	return 1;
+}
+
+/* ---- statuses clients saw ---- */
+
+void
+gw_run_status_seen(struct gw *gw, const char *id, const char *body, size_t len)
+{
+	yajl_val v;
+	const char *s, *c;
+	struct tg_err err;
+	int64_t done = 0;
+	int st, rc;
+
+	if (gw->runs == NULL || (v = tg_json_parse(body, len, NULL)) == NULL)
+		return;
+	s = tg_json_get_str(v, "status");
+	if (s == NULL || (st = tg_runs_status_parse(s)) < 0)
+		goto done;
+	if ((c = tg_json_get_str(v, "completedAt")) != NULL)
+		(void)tg_clock_parse_iso(c, &done);
+	rc = tg_runs_set_status(gw->runs, id, st, done, tg_clock_now_ms(), &err);
+	if (rc == -1)
+		tg_log(TG_LOG_ERROR, "run_status_record_failed", TG_LS("simulationId", id),
+		    TG_LS("error", err.msg));
+	else if (rc == 1)
+		gw_tracker_ended(gw->tracker, id, st);
+done:
+	yajl_tree_free(v);
+}
+
+void
+gw_run_seen(struct gw_req *r, struct evbuffer *body)
+{
+	const char *id = tg_route_param(&r->m, "id");
+
+	if (id != NULL)
+		gw_run_status_seen(r->gw, id, (const char *)evbuffer_pullup(body, -1),
+		    evbuffer_get_length(body));
+	evbuffer_free(body);
+}
+
+/* ---- completion webhooks ---- */
+
+/* Whose secrets sign a run's webhook: its key's own, else the global ones. */
+static const char *
+run_secret_ref(const struct gw_config *c, const char *key)
+{
+	if (key != NULL && gw_config_wh_secrets(c, key) != NULL)
+		return key;
+	return gw_config_wh_secrets(c, "global") != NULL ? "global" : NULL;
+}
+
+static void
+refuse(struct gw_req *r, const char *code, const char *msg)
+{
+	struct tg_problems p;
+
+	memset(&p, 0, sizeof(p));
+	p.max = 1;
+	tg_problems_add(&p, "/callbackUrl", code, "%s", msg);
+	gw_reply_problems(r, &p);
+	tg_problems_cleanup(&p);
+}
+
+int
+gw_run_prepare(struct gw_req *r)
+{
+	const char *hdr = tg_http_header(r->req, "X-Tidegate-Callback-Url");
+	char *url;
+	struct tg_err why;
+
+	if (r->gw->runs == NULL || r->m.route == NULL || r->m.route->op != TG_OP_SIM_SUBMIT)
+		return 0;
+	url = hdr != NULL ? tg_xstrdup(hdr) : tg_http_query(r->req, "callbackUrl");
+	if (url == NULL)
+		return 0;
+	if (r->drop_query == NULL)
+		r->drop_query = "callbackUrl";
+	if (r->gw->hooks == NULL || run_secret_ref(&r->rt->cfg,
+	    r->key ? r->key->name : NULL) == NULL) {
+		free(url);
+		refuse(r, "no_secret", "no webhook signing secret is configured for this "
+		    "API key (webhooks.secret or keys[].webhook_secret)");
+		return -1;
+	}
+	if (tg_egress_check_url(r->gw->hooks->pol, url, &why) != 0) {
+		free(url);
+		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_egress_refusals_total",
+		    "stage=\"request\"", 1);
+		refuse(r, "egress", why.msg);
+		return -1;
+	}
+	r->run_callback = url;
+	return 0;
+}
+
+/* Enqueue the webhook of a run that ended, when its submission named one. */
+void
+gw_run_notify(struct gw *gw, const char *id)
+{
+	struct tg_outbox_new j;
+	char wid[TG_WEBHOOK_ID_LEN];
+	const unsigned char *buf;
+	struct tg_run run;
+	struct tg_err err;
+	yajl_gen g = NULL;
+	size_t len;
+	int64_t now = tg_clock_now_ms();
+
+	memset(&run, 0, sizeof(run));
+	if (gw->hooks == NULL || tg_runs_get(gw->runs, id, &run, &err) != 0 ||
+	    run.callback_url == NULL)
+		goto done;
+	memset(&j, 0, sizeof(j));
+	j.url = run.callback_url;
+	j.secret_ref = run_secret_ref(&gw->rt->cfg, run.api_key);
+	j.api_key = run.api_key;
+	j.kind = "simulation";
+	j.correlation_id = run.simulation_id;
+	j.service = "sim";
+	if (j.secret_ref == NULL) {
+		tg_log(TG_LOG_WARN, "run_webhook_skipped", TG_LS("simulationId", id),
+		    TG_LS("error", "no webhook signing secret"));
+		goto done;
+	}
+	g = tg_json_gen_new();
+	tg_runs_event_json(g, &run, now);
+	yajl_gen_get_buf(g, &buf, &len);
+	if (tg_outbox_add(gw->hooks->ob, &j, now, wid, &err) != 0 ||
+	    tg_outbox_payload_set(gw->hooks->ob, wid, buf, len, now, &err) != 0) {
+		tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", id),
+		    TG_LS("error", err.msg));
+		goto done;
+	}
+	tg_log(TG_LOG_INFO, "run_webhook_added", TG_LS("id", wid), TG_LS("simulationId", id),
+	    TG_LS("key", run.api_key));
+done:
+	if (g != NULL)
+		yajl_gen_free(g);
+	tg_run_cleanup(&run);
+}
+
+/* ---- retention: runs the vendor has deleted ---- */
+
+static void
+reply_archived(struct gw_req *r, const struct tg_run *run)
+{
+	struct evbuffer *b;
+	struct tg_err err;
+	size_t len;
+	void *data;
+
+	if (tg_runs_archived(r->gw->runs, run->simulation_id, &data, &len, &err) != 0) {
+		gw_req_reply_error(r, 503, "ARCHIVE_UNAVAILABLE",
+		    "the archived results could not be read");
+		return;
+	}
+	b = evbuffer_new();
+	evbuffer_add(b, data, len);
+	free(data);
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Archived",
+	    "true");
+	gw_req_reply_buf(r, 200, "application/json", b);
+	evbuffer_free(b);
+}
+
+static void
+reply_gone(struct gw_req *r, const struct tg_run *run)
+{
+	yajl_gen g = tg_json_gen_new();
+	struct evbuffer *b = evbuffer_new();
+	const unsigned char *buf;
+	size_t len;
+
+	tg_runs_retention_message(g, run, r->id);
+	yajl_gen_get_buf(g, &buf, &len);
+	evbuffer_add(b, buf, len);
+	yajl_gen_free(g);
+	gw_req_reply_buf(r, 410, "application/json", b);
+	evbuffer_free(b);
+}
+
+int
+gw_run_gone(struct gw_req *r)
+{
+	enum tg_op op = r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH;
+	const char *id = tg_route_param(&r->m, "id");
+	struct tg_run run;
+	struct tg_err err;
+	int rc = 0;
+
+	if (r->gw->runs == NULL || id == NULL ||
+	    (op != TG_OP_SIM_STATUS && op != TG_OP_SIM_RESULTS))
+		return 0;
+	memset(&run, 0, sizeof(run));
+	if (tg_runs_get(r->gw->runs, id, &run, &err) != 0 ||
+	    !tg_runs_expired(&run, tg_clock_now_ms()))
+		goto done;
+	rc = -1;
+	if (op == TG_OP_SIM_RESULTS && run.archived)
+		reply_archived(r, &run);
+	else
+		reply_gone(r, &run);
+done:
+	tg_run_cleanup(&run);
+	return rc;
+}

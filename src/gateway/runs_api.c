@@ -1,0 +1,150 @@
+/*
+ * runs_api.c - the gateway's extension API on the simulation listener,
+ * answered from the run registry (never routed upstream):
+ *   GET /tidegate/v1/runs?status=&caseId=&sweepId=&from=&to=&limit=&offset=
+ *   GET /tidegate/v1/runs/{id}
+ * A gateway API key is required; a key sees only its own runs.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/http.h"
+#include "tidegate/json.h"
+#include "tidegate/runs.h"
+#include "gw.h"
+
+#define RUNS_PATH	GW_API_PREFIX "runs"
+
+static void
+reply_gen(struct gw_req *r, int status, yajl_gen g)
+{
+	struct evbuffer *b = evbuffer_new();
+	const unsigned char *buf;
+	size_t len;
+
+	yajl_gen_get_buf(g, &buf, &len);
+	evbuffer_add(b, buf, len);
+	gw_req_reply_buf(r, status, "application/json", b);
+	evbuffer_free(b);
+}
+
+/* Query parameters into q; the strings are kept in s[] (caller frees). */
+static int
+parse_query(struct gw_req *r, struct tg_runs_query *q, char *s[7], char *why, size_t n)
+{
+	static const char *const names[7] = { "status", "caseId", "sweepId", "from", "to",
+		"limit", "offset" };
+	unsigned long long v;
+	char *e;
+	int i;
+
+	for (i = 0; i < 7; i++)
+		s[i] = tg_http_query(r->req, names[i]);
+	q->status = s[0];
+	q->case_id = s[1];
+	q->sweep_id = s[2];
+	for (i = 3; i < 5; i++)
+		if (s[i] != NULL && tg_clock_parse_iso(s[i], i == 3 ? &q->from_ms :
+		    &q->to_ms) != 0) {
+			snprintf(why, n, "%s: not an ISO 8601 timestamp", names[i]);
+			return -1;
+		}
+	for (i = 5; i < 7; i++) {
+		if (s[i] == NULL)
+			continue;
+		errno = 0;
+		v = strtoull(s[i], &e, 10);
+		if (*s[i] < '0' || *s[i] > '9' || *e != '\0' || errno != 0 ||
+		    (i == 5 && (v < 1 || v > 1000)) || v > 1000000000ULL) {
+			snprintf(why, n, "%s: %s", names[i], i == 5 ?
+			    "a whole number from 1 to 1000" : "a whole number");
+			return -1;
+		}
+		if (i == 5)
+			q->limit = (size_t)v;
+		else
+			q->offset = (size_t)v;
+	}
+	return 0;
+}
+
+static void
+list_runs(struct gw_req *r)
+{
+	struct tg_runs_query q;
+	struct tg_err err;
+	char *s[7], why[128];
+	yajl_gen g;
+	int i;
+
+	memset(&q, 0, sizeof(q));
+	if (parse_query(r, &q, s, why, sizeof(why)) != 0) {
+		gw_req_reply_error(r, 400, "BAD_REQUEST", why);
+		goto done;
+	}
+	q.api_key = r->key->name;
+	g = tg_json_gen_new();
+	if (tg_runs_list_json(r->gw->runs, &q, g, &err) != 0)
+		gw_req_reply_error(r, 400, "BAD_REQUEST", err.msg);
+	else
+		reply_gen(r, 200, g);
+	yajl_gen_free(g);
+done:
+	for (i = 0; i < 7; i++)
+		free(s[i]);
+}
+
+static void
+get_run(struct gw_req *r, const char *id)
+{
+	struct tg_run run;
+	struct tg_err err;
+	yajl_gen g;
+	int rc;
+
+	memset(&run, 0, sizeof(run));
+	rc = tg_runs_get(r->gw->runs, id, &run, &err);
+	if (rc == -1) {
+		gw_req_reply_error(r, 503, "REGISTRY_UNAVAILABLE", "the run registry failed");
+	} else if (rc != 0 || run.api_key == NULL || strcmp(run.api_key, r->key->name) != 0) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such run");
+	} else {
+		g = tg_json_gen_new();
+		tg_run_json(g, &run);
+		reply_gen(r, 200, g);
+		yajl_gen_free(g);
+	}
+	tg_run_cleanup(&run);
+}
+
+void
+gw_runs_api(struct gw_req *r)
+{
+	const char *p = r->path;
+	size_t n = strlen(RUNS_PATH);
+
+	if (r->key == NULL) {
+		gw_req_reply_error(r, 401, "UNAUTHORIZED", "a gateway API key is required");
+		return;
+	}
+	if (r->gw->runs == NULL || strncmp(p, RUNS_PATH, n) != 0 ||
+	    (p[n] != '\0' && (p[n] != '/' || p[n + 1] == '\0' || strchr(p + n + 1, '/')))) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such endpoint");
+		return;
+	}
+	if (evhttp_request_get_command(r->req) != EVHTTP_REQ_GET) {
+		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED",
+		    "method not allowed on this path");
+		return;
+	}
+	if (p[n] == '\0')
+		list_runs(r);
+	else
+		get_run(r, p + n + 1);
+}

@@ -1,0 +1,412 @@
+/*
+ * tracker.c - the run tracker: checks the vendor status of in-progress
+ * runs on the registry's schedule (tg_runs_next_due / tg_runs_due), one
+ * run at a time, with the gateway's own token. A run that completes has
+ * its results fetched once for the key figures (and archived when
+ * runs.archive is set); a run that ends gets its webhook when the
+ * submission named a callback (runs.c). Runs a client's own GET saw end
+ * (gw_tracker_ended) are queued for the same. A second timer expires runs past
+ * the vendor's retention and purges old ones.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/json.h"
+#include "tidegate/log.h"
+#include "tidegate/runs.h"
+#include "gw.h"
+
+#define IDLE_RECHECK_MS		60000		/* re-read the schedule at least this often */
+#define STATUS_MAX_BODY		(1024 * 1024)
+#define RETENTION_EVERY_MS	60000		/* expire and purge this often */
+
+enum { PHASE_STATUS, PHASE_RESULTS };
+
+struct gw_tracker {
+	struct gw *gw;
+	struct event *timer;
+	struct event *retention;	/* expiry and purge of the registry */
+	struct gw_runtime *rt;		/* held while a check is under way */
+	struct tg_token_wait *tw;
+	struct tg_up_req *up;
+	char *id;			/* the run being checked, or NULL */
+	int phase;
+	struct ended *ended;		/* runs a client's GET saw end, oldest first */
+	size_t nended;
+};
+
+struct ended {
+	char *id;
+	int st;
+};
+
+static void start(struct gw_tracker *t);
+
+static void
+arm(struct gw_tracker *t, int64_t ms)
+{
+	struct timeval tv;
+
+	if (ms < 0)
+		ms = 0;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(t->timer, &tv);
+}
+
+void
+gw_tracker_kick(struct gw_tracker *t)
+{
+	int64_t now, next;
+
+	if (t == NULL || t->id != NULL)
+		return;
+	if (t->nended > 0) {
+		arm(t, 0);
+		return;
+	}
+	now = tg_clock_now_ms();
+	next = tg_runs_next_due(t->gw->runs, now);
+	arm(t, next == INT64_MAX || next - now > IDLE_RECHECK_MS ? IDLE_RECHECK_MS : next - now);
+}
+
+static void
+release(struct gw_tracker *t)
+{
+	gw_runtime_unref(t->rt);
+	t->rt = NULL;
+}
+
+/* The check of t->id is over: on to the next due run. */
+static void
+end(struct gw_tracker *t)
+{
+	free(t->id);
+	t->id = NULL;
+	gw_tracker_kick(t);
+}
+
+static int64_t
+retry_after(const struct evkeyvalq *h)
+{
+	const char *v = h != NULL ? evhttp_find_header(h, "Retry-After") : NULL;
+	char *e;
+	long s;
+
+	if (v == NULL)
+		return -1;
+	s = strtol(v, &e, 10);
+	return e != v && *e == '\0' && s >= 0 && s < 86400 ? (int64_t)s * 1000 : -1;
+}
+
+static void
+check_failed(struct gw_tracker *t, const char *why, int64_t ra)
+{
+	struct tg_err err;
+
+	if (tg_runs_check_failed(t->gw->runs, t->id, why, ra, tg_clock_now_ms(), &err) == -1)
+		tg_log(TG_LOG_ERROR, "run_check_record_failed", TG_LS("simulationId", t->id),
+		    TG_LS("error", err.msg));
+	tg_log(TG_LOG_WARN, "run_check_failed", TG_LS("simulationId", t->id),
+	    TG_LS("error", why));
+}
+
+/* The run became terminal: results of a completed run, then its webhook. */
+static void
+ended(struct gw_tracker *t, enum tg_run_status st)
+{
+	tg_log(TG_LOG_INFO, "run_ended", TG_LS("simulationId", t->id),
+	    TG_LS("status", tg_runs_status_str(st)));
+	if (st == TG_RUN_COMPLETED) {
+		t->phase = PHASE_RESULTS;
+		arm(t, 0);
+		return;
+	}
+	gw_run_notify(t->gw, t->id);
+	end(t);
+}
+
+static void
+got_status(struct gw_tracker *t, int status, const struct evkeyvalq *h, struct evbuffer *body)
+{
+	yajl_val v = NULL;
+	const char *s, *c;
+	struct tg_err err;
+	int64_t done = 0;
+	char why[64];
+	int st, rc;
+
+	if (status == 404) {
+		st = TG_RUN_UNKNOWN;
+	} else if (status != 200) {
+		snprintf(why, sizeof(why), "the vendor answered HTTP %d", status);
+		check_failed(t, why, status == 429 || status == 503 ? retry_after(h) : -1);
+		goto next;
+	} else {
+		v = tg_json_parse((const char *)evbuffer_pullup(body, -1),
+		    evbuffer_get_length(body), NULL);
+		s = tg_json_get_str(v, "status");
+		if (s == NULL || (st = tg_runs_status_parse(s)) < 0) {
+			check_failed(t, "the vendor's status answer could not be read", -1);
+			goto next;
+		}
+		if ((c = tg_json_get_str(v, "completedAt")) != NULL)
+			(void)tg_clock_parse_iso(c, &done);
+	}
+	rc = tg_runs_set_status(t->gw->runs, t->id, st, done, tg_clock_now_ms(), &err);
+	if (rc == -1)
+		tg_log(TG_LOG_ERROR, "run_status_record_failed", TG_LS("simulationId", t->id),
+		    TG_LS("error", err.msg));
+	yajl_tree_free(v);
+	if (rc == 1) {
+		ended(t, st);
+		return;
+	}
+	end(t);
+	return;
+next:
+	yajl_tree_free(v);
+	end(t);
+}
+
+static void
+got_results(struct gw_tracker *t, int status, struct evbuffer *body)
+{
+	const struct gw_config *c = &t->gw->rt->cfg;
+	const char *data;
+	struct tg_err err;
+	size_t len;
+	yajl_val v;
+	int rc;
+
+	if (status != 200 || body == NULL) {
+		tg_log(TG_LOG_WARN, "run_results_unavailable", TG_LS("simulationId", t->id),
+		    TG_LI("status", status));
+		goto done;
+	}
+	len = evbuffer_get_length(body);
+	data = (const char *)evbuffer_pullup(body, -1);
+	if ((v = tg_json_parse(data, len, NULL)) != NULL &&
+	    tg_runs_set_figures(t->gw->runs, t->id, v, &err) == -1)
+		tg_log(TG_LOG_WARN, "run_figures_failed", TG_LS("simulationId", t->id),
+		    TG_LS("error", err.msg));
+	yajl_tree_free(v);
+	if (c->runs_archive) {
+		rc = tg_runs_archive(t->gw->runs, t->id, data, len, tg_clock_now_ms(), &err);
+		if (rc != 0)
+			tg_log(TG_LOG_WARN, "run_archive_failed", TG_LS("simulationId", t->id),
+			    TG_LS("error", rc == -1 || rc == TG_RUNS_REFUSED ? err.msg :
+			    "the run cannot be archived"));
+	}
+done:
+	gw_run_notify(t->gw, t->id);
+	end(t);
+}
+
+static void
+on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up_error err,
+    void *arg)
+{
+	struct gw_tracker *t = arg;
+	char why[96];
+
+	t->up = NULL;
+	release(t);
+	if (t->phase == PHASE_RESULTS) {
+		got_results(t, err == TG_UP_OK ? status : 0, body);
+	} else if (err != TG_UP_OK) {
+		snprintf(why, sizeof(why), "the vendor could not be reached: %s",
+		    tg_up_error_str(err));
+		check_failed(t, why, -1);
+		end(t);
+	} else {
+		got_status(t, status, h, body);
+	}
+}
+
+static void
+send_check(struct gw_tracker *t, const char *token)
+{
+	const struct gw_service *s = &t->rt->svc[GW_SIM];
+	struct tg_route_match m;
+	struct evkeyvalq h;
+	char *path, *uri, *auth;
+	size_t max;
+
+	memset(&m, 0, sizeof(m));
+	snprintf(m.param_name[0], sizeof(m.param_name[0]), "id");
+	snprintf(m.param[0], sizeof(m.param[0]), "%s", t->id);
+	m.nparam = 1;
+	path = tg_route_expand(s->cfg->routes[t->phase == PHASE_STATUS ? TG_OP_SIM_STATUS :
+	    TG_OP_SIM_RESULTS], &m);
+	uri = tg_xasprintf("%s%s", tg_upstream_base_path(s->api), path ? path : "/");
+	TAILQ_INIT(&h);
+	evhttp_add_header(&h, "Accept", "application/json");
+	if (token != NULL) {
+		auth = tg_xasprintf("Bearer %s", token);
+		evhttp_add_header(&h, "Authorization", auth);
+		free(auth);
+	}
+	max = t->phase == PHASE_STATUS ? STATUS_MAX_BODY :
+	    (size_t)t->rt->cfg.runs_archive_max;
+	t->up = tg_upstream_fetch(s->api, EVHTTP_REQ_GET, uri, &h, NULL, max, on_fetched, t);
+	evhttp_clear_headers(&h);
+	free(uri);
+	free(path);
+}
+
+static void
+on_token(const char *token, const char *why, int retry_after_s, void *arg)
+{
+	struct gw_tracker *t = arg;
+	char msg[160];
+
+	t->tw = NULL;
+	if (token != NULL) {
+		send_check(t, token);
+		return;
+	}
+	release(t);
+	if (t->phase == PHASE_RESULTS) {
+		got_results(t, 0, NULL);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "no vendor token: %s", why ? why : "login failed");
+	check_failed(t, msg, retry_after_s > 0 ? (int64_t)retry_after_s * 1000 : -1);
+	end(t);
+}
+
+static void
+start(struct gw_tracker *t)
+{
+	struct tg_token_wait *w;
+
+	t->rt = t->gw->rt;
+	t->rt->refs++;
+	if (t->rt->svc[GW_SIM].tokens == NULL) {
+		send_check(t, NULL);
+		return;
+	}
+	/* on_token may run before tg_token_get returns (cached token). */
+	w = tg_token_get(t->rt->svc[GW_SIM].tokens, on_token, t);
+	if (w != NULL)
+		t->tw = w;
+}
+
+void
+gw_tracker_ended(struct gw_tracker *t, const char *id, int st)
+{
+	if (t == NULL)
+		return;
+	t->ended = tg_xrealloc(t->ended, (t->nended + 1) * sizeof(*t->ended));
+	t->ended[t->nended].id = tg_xstrdup(id);
+	t->ended[t->nended].st = st;
+	t->nended++;
+	gw_tracker_kick(t);
+}
+
+/* The oldest run a client saw end: on as if a check had found it. */
+static void
+take_ended(struct gw_tracker *t)
+{
+	struct ended e = t->ended[0];
+
+	memmove(t->ended, t->ended + 1, --t->nended * sizeof(*t->ended));
+	t->id = e.id;
+	ended(t, (enum tg_run_status)e.st);
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_tracker *t = arg;
+	struct tg_run *due = NULL;
+	struct tg_err err;
+	size_t n = 0;
+
+	(void)fd;
+	(void)what;
+	if (t->gw->draining)
+		return;
+	if (t->id != NULL) {		/* a completed run's results */
+		start(t);
+		return;
+	}
+	if (t->nended > 0) {
+		take_ended(t);
+		return;
+	}
+	if (tg_runs_due(t->gw->runs, tg_clock_now_ms(), 1, &due, &n, &err) != 0) {
+		tg_log(TG_LOG_ERROR, "run_tracker_failed", TG_LS("error", err.msg));
+		n = 0;
+	}
+	if (n == 0) {
+		tg_runs_free(due, n);
+		gw_tracker_kick(t);
+		return;
+	}
+	t->id = tg_xstrdup(due[0].simulation_id);
+	t->phase = PHASE_STATUS;
+	tg_runs_free(due, n);
+	start(t);
+}
+
+static void
+on_retention(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_tracker *t = arg;
+	struct timeval tv = { RETENTION_EVERY_MS / 1000, 0 };
+	int64_t now = tg_clock_now_ms();
+	size_t expired = 0, runs = 0, sweeps = 0;
+	struct tg_err err;
+
+	(void)fd;
+	(void)what;
+	if (tg_runs_expire(t->gw->runs, now, &expired, &err) != 0 ||
+	    tg_runs_purge(t->gw->runs, now, &runs, &sweeps, &err) != 0)
+		tg_log(TG_LOG_ERROR, "run_retention_failed", TG_LS("error", err.msg));
+	else if (expired > 0 || runs > 0 || sweeps > 0)
+		tg_log(TG_LOG_INFO, "run_retention", TG_LI("expired", expired),
+		    TG_LI("purged_runs", runs), TG_LI("purged_sweeps", sweeps));
+	evtimer_add(t->retention, &tv);
+}
+
+struct gw_tracker *
+gw_tracker_new(struct gw *gw)
+{
+	struct gw_tracker *t = tg_xcalloc(1, sizeof(*t));
+	struct timeval tv = { 1, 0 };
+
+	t->gw = gw;
+	t->timer = evtimer_new(gw->base, on_timer, t);
+	t->retention = evtimer_new(gw->base, on_retention, t);
+	evtimer_add(t->retention, &tv);
+	gw_tracker_kick(t);
+	return t;
+}
+
+void
+gw_tracker_free(struct gw_tracker *t)
+{
+	if (t == NULL)
+		return;
+	if (t->up != NULL)
+		tg_up_req_cancel(t->up);
+	if (t->tw != NULL)
+		tg_token_wait_cancel(t->tw);
+	release(t);
+	event_free(t->timer);
+	event_free(t->retention);
+	while (t->nended > 0)
+		free(t->ended[--t->nended].id);
+	free(t->ended);
+	free(t->id);
+	free(t);
+}
