@@ -268,17 +268,22 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 		r->retry_401 = 1;
 		return;
 	}
-	if (gw_run_hold(r, status))
-		return;
-	if (status == 200 && r->hook != NULL) {
-		r->held = 1;	/* answered by gw_hook_done once the job is durable */
-		r->capture = evbuffer_new();
-		return;
-	}
 	out = evhttp_request_get_output_headers(r->req);
 	TAILQ_FOREACH(h, headers, next)
 		if (!is_hop_by_hop(h->key, conn))
 			evhttp_add_header(out, h->key, h->value);
+	/* A held answer keeps the vendor's headers (Location …); its length is
+	 * set again when the captured body is sent. */
+	if (gw_run_hold(r, status)) {
+		evhttp_remove_header(out, "Content-Length");
+		return;
+	}
+	if (status == 200 && r->hook != NULL) {
+		r->held = 1;	/* answered by gw_hook_done once the job is durable */
+		r->capture = evbuffer_new();
+		evhttp_remove_header(out, "Content-Length");
+		return;
+	}
 	add_common_headers(r);
 	r->status = status;
 	if (evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD || status == 204 ||

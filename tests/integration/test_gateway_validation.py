@@ -165,6 +165,8 @@ def test_valid_edit_is_submitted(emulator, gateway):
     r = submit(gateway, case)
     assert r.status_code == 201, r.text
     assert r.headers["X-Tidegate-Case-Diff"] == "checked"
+    sid = r.json()["simulationId"]
+    assert r.headers["Location"] == "/api/v1/simulations/" + sid   # the vendor's header
     assert emulator.calls("POST /api/v1/simulations") == 1
 
 
