@@ -170,6 +170,19 @@ const struct tg_cfg_key gw_config_keys[] = {
 	  "keep the results of completed runs past the vendor's retention"),
 	KB("runs.archive_max", TG_CFG_SIZE, runs_archive_max, "16MB", 1024, 1099511627776.0,
 	   "largest results archived for one run"),
+	KB("runs.archive_max_total", TG_CFG_SIZE, runs_archive_max_total, "1GB", 1024,
+	   1099511627776.0 * 64, "bytes of archived results kept in all (a run that does not fit "
+	   "stays unarchived)"),
+	KB("runs.archive_keep", TG_CFG_DURATION, runs_archive_keep, "90d", 60000, 3.1536e11,
+	   "archived runs are purged this long after the vendor's expiry"),
+	KB("runs.grace", TG_CFG_DURATION, runs_grace, "7d", 0, 3.1536e11,
+	   "runs without an archive are purged this long after the vendor's expiry"),
+	K("runs.sync", TG_CFG_STR, runs_sync, "full",
+	  "SQLite synchronous mode of the registry: full (survives power loss) or normal"),
+	KB("runs.sweep_max_variants", TG_CFG_INT, runs_sweep_max_variants, "100", 1, 1000,
+	   "most variants one sweep may have"),
+	KB("runs.sweep_concurrency", TG_CFG_INT, runs_sweep_concurrency, "4", 1, 64,
+	   "variants of a sweep in flight at once when the sweep does not say"),
 	{ "keys", TG_CFG_LIST, O(keys), NULL, 0, 0, 0, key_keys, TG_NELEM(key_keys),
 	  sizeof(struct gw_key_cfg), O(nkeys),
 	  "gateway API keys; without keys the gateway only binds loopback" },
@@ -315,6 +328,10 @@ check_webhooks(struct gw_config *c, struct tg_err *err)
 	else
 		c->runs_db_path = tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path,
 		    c->runs_db);
+	if (strcmp(c->runs_sync, "full") != 0 && strcmp(c->runs_sync, "normal") != 0) {
+		tg_err_set(err, "%s: runs.sync: must be full or normal", c->path);
+		return -1;
+	}
 	return check_wh_secrets(c, err);
 }
 

@@ -70,7 +70,9 @@ struct gw_config {
 	/* simulation run registry */
 	char *runs_db;
 	int runs_archive;
-	int64_t runs_archive_max;
+	int64_t runs_archive_max, runs_archive_max_total, runs_archive_keep, runs_grace;
+	char *runs_sync;
+	long long runs_sweep_max_variants, runs_sweep_concurrency;
 	/* derived by gw_config_load (not keys) */
 	enum gw_wh_mode wh_mode;
 	char *wh_db_path;		/* wh_db resolved against the file's directory */
