@@ -46,6 +46,12 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Polls for webhook export data: ready, pending, cached, failed, abandoned.");
 	tg_metrics_help(m, "tidegate_webhook_relay_deliveries_total", "counter",
 	    "Export data the vendor delivered to the relay endpoint.");
+	tg_metrics_help(m, "tidegate_sweeps_created_total", "counter",
+	    "Sweeps stored (every variant checked).");
+	tg_metrics_help(m, "tidegate_sweeps_done_total", "counter",
+	    "Sweeps whose every variant has ended.");
+	tg_metrics_help(m, "tidegate_sweep_submissions_total", "counter",
+	    "Submissions of sweep variants: accepted, rejected (4xx), failed (no verdict).");
 }
 
 static void

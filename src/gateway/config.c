@@ -177,6 +177,8 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "archived runs are purged this long after the vendor's expiry"),
 	KB("runs.grace", TG_CFG_DURATION, runs_grace, "7d", 0, 3.1536e11,
 	   "runs without an archive are purged this long after the vendor's expiry"),
+	KB("runs.retention_interval", TG_CFG_DURATION, runs_retention_interval, "1m", 100, 8.64e7,
+	   "how often runs past the vendor's retention are marked EXPIRED and old rows purged"),
 	K("runs.sync", TG_CFG_STR, runs_sync, "full",
 	  "SQLite synchronous mode of the registry: full (survives power loss) or normal"),
 	KB("runs.sweep_max_variants", TG_CFG_INT, runs_sweep_max_variants, "100", 1, 1000,

@@ -71,6 +71,7 @@ struct gw_config {
 	char *runs_db;
 	int runs_archive;
 	int64_t runs_archive_max, runs_archive_max_total, runs_archive_keep, runs_grace;
+	int64_t runs_retention_interval;
 	char *runs_sync;
 	long long runs_sweep_max_variants, runs_sweep_concurrency;
 	/* derived by gw_config_load (not keys) */

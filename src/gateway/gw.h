@@ -90,6 +90,7 @@ struct gw {
 	struct gw_hooks *hooks;		/* callbackUrl webhooks (hooks.c) */
 	struct tg_runs *runs;		/* simulation run registry (runs.c) */
 	struct gw_tracker *tracker;	/* status checks of in-progress runs (tracker.c) */
+	struct gw_sweeper *sweeper;	/* submits the variants of sweeps (sweeper.c) */
 	int exit_code;
 };
 
@@ -129,6 +130,7 @@ struct gw_req {
 	int held;			/* the vendor's 200 is captured, answered once the
 					 * webhook job is durable */
 	char *run_callback;		/* a submission's callback URL (runs.c) */
+	struct gw_sweep_post *sweep;	/* a sweep being created (sweeps.c) */
 };
 
 /* server.c */
@@ -243,11 +245,34 @@ void gw_run_status_seen(struct gw *gw, const char *id, const char *body, size_t 
 void gw_run_seen(struct gw_req *r, struct evbuffer *body);
 /** Run id ended: enqueue its webhook when its submission named a callback. */
 void gw_run_notify(struct gw *gw, const char *id);
+/** Whose webhook secrets sign for API key name: its own, "global", or NULL. */
+const char *gw_run_secret_ref(const struct gw_config *c, const char *key);
+/** A callback URL given by r's caller: secret and egress checks, problems at
+ * /callbackUrl. 0, or -1 with a problem added. */
+int gw_callback_check(struct gw_req *r, const char *url, struct tg_problems *p);
 
 /* runs_api.c */
 #define GW_API_PREFIX "/tidegate/v1/"
 /** The extension API on the simulation listener (never routed upstream). */
 void gw_runs_api(struct gw_req *r);
+
+/* sweeps.c */
+/** POST /tidegate/v1/sweeps (rest "") and GET …/sweeps/{id} (rest "/{id}"). */
+void gw_sweeps_api(struct gw_req *r, const char *rest);
+void gw_sweep_post_free(struct gw_sweep_post *sp);
+/** Mark sweep id done if every variant has ended, then its webhook:
+ * 1 when it became done now, 0 when not, -1 on a registry error. */
+int gw_sweep_settle(struct gw *gw, const char *id);
+
+/* sweeper.c */
+struct gw_sweeper *gw_sweeper_new(struct gw *gw);
+void gw_sweeper_free(struct gw_sweeper *sw);
+/** Submit what sweep id may submit now; NULL-safe. */
+void gw_sweeper_kick(struct gw_sweeper *sw, const char *id);
+/** A run of sweep id ended: settle the sweep, or submit into the free slot. */
+void gw_sweeper_run_ended(struct gw_sweeper *sw, const char *id);
+/** No submission in flight (drain may end). */
+int gw_sweeper_idle(const struct gw_sweeper *sw);
 
 /* tracker.c */
 struct gw_tracker *gw_tracker_new(struct gw *gw);

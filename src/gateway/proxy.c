@@ -130,6 +130,7 @@ finish(struct gw_req *r)
 		evbuffer_free(r->capture);
 	gw_hook_free(r->hook);
 	free(r->run_callback);
+	gw_sweep_post_free(r->sweep);
 	free(r->path);
 	free(r->token);
 	free(r->uri);

@@ -192,33 +192,40 @@ gw_run_seen(struct gw_req *r, struct evbuffer *body)
 
 /* ---- completion webhooks ---- */
 
-/* Whose secrets sign a run's webhook: its key's own, else the global ones. */
-static const char *
-run_secret_ref(const struct gw_config *c, const char *key)
+const char *
+gw_run_secret_ref(const struct gw_config *c, const char *key)
 {
 	if (key != NULL && gw_config_wh_secrets(c, key) != NULL)
 		return key;
 	return gw_config_wh_secrets(c, "global") != NULL ? "global" : NULL;
 }
 
-static void
-refuse(struct gw_req *r, const char *code, const char *msg)
+int
+gw_callback_check(struct gw_req *r, const char *url, struct tg_problems *p)
 {
-	struct tg_problems p;
+	struct tg_err why;
 
-	memset(&p, 0, sizeof(p));
-	p.max = 1;
-	tg_problems_add(&p, "/callbackUrl", code, "%s", msg);
-	gw_reply_problems(r, &p);
-	tg_problems_cleanup(&p);
+	if (r->gw->hooks == NULL || gw_run_secret_ref(&r->rt->cfg,
+	    r->key ? r->key->name : NULL) == NULL) {
+		tg_problems_add(p, "/callbackUrl", "no_secret", "no webhook signing secret is "
+		    "configured for this API key (webhooks.secret or keys[].webhook_secret)");
+		return -1;
+	}
+	if (tg_egress_check_url(r->gw->hooks->pol, url, &why) != 0) {
+		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_egress_refusals_total",
+		    "stage=\"request\"", 1);
+		tg_problems_add(p, "/callbackUrl", "egress", "%s", why.msg);
+		return -1;
+	}
+	return 0;
 }
 
 int
 gw_run_prepare(struct gw_req *r)
 {
 	const char *hdr = tg_http_header(r->req, "X-Tidegate-Callback-Url");
+	struct tg_problems p;
 	char *url;
-	struct tg_err why;
 
 	if (r->gw->runs == NULL || r->m.route == NULL || r->m.route->op != TG_OP_SIM_SUBMIT)
 		return 0;
@@ -227,25 +234,20 @@ gw_run_prepare(struct gw_req *r)
 		return 0;
 	if (r->drop_query == NULL)
 		r->drop_query = "callbackUrl";
-	if (r->gw->hooks == NULL || run_secret_ref(&r->rt->cfg,
-	    r->key ? r->key->name : NULL) == NULL) {
+	memset(&p, 0, sizeof(p));
+	p.max = 1;
+	if (gw_callback_check(r, url, &p) != 0) {
 		free(url);
-		refuse(r, "no_secret", "no webhook signing secret is configured for this "
-		    "API key (webhooks.secret or keys[].webhook_secret)");
-		return -1;
-	}
-	if (tg_egress_check_url(r->gw->hooks->pol, url, &why) != 0) {
-		free(url);
-		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_egress_refusals_total",
-		    "stage=\"request\"", 1);
-		refuse(r, "egress", why.msg);
+		gw_reply_problems(r, &p);
+		tg_problems_cleanup(&p);
 		return -1;
 	}
 	r->run_callback = url;
 	return 0;
 }
 
-/* Enqueue the webhook of a run that ended, when its submission named one. */
+/* Enqueue the webhook of a run that ended, when its submission named one;
+ * a run of a sweep moves its sweep on instead. */
 void
 gw_run_notify(struct gw *gw, const char *id)
 {
@@ -259,12 +261,15 @@ gw_run_notify(struct gw *gw, const char *id)
 	int64_t now = tg_clock_now_ms();
 
 	memset(&run, 0, sizeof(run));
-	if (gw->hooks == NULL || tg_runs_get(gw->runs, id, &run, &err) != 0 ||
-	    run.callback_url == NULL)
+	if (tg_runs_get(gw->runs, id, &run, &err) != 0)
+		goto done;
+	if (run.sweep_id != NULL)	/* a sweep's runs report through the sweep */
+		gw_sweeper_run_ended(gw->sweeper, run.sweep_id);
+	if (gw->hooks == NULL || run.callback_url == NULL)
 		goto done;
 	memset(&j, 0, sizeof(j));
 	j.url = run.callback_url;
-	j.secret_ref = run_secret_ref(&gw->rt->cfg, run.api_key);
+	j.secret_ref = gw_run_secret_ref(&gw->rt->cfg, run.api_key);
 	j.api_key = run.api_key;
 	j.kind = "simulation";
 	j.correlation_id = run.simulation_id;

@@ -3,6 +3,7 @@
  * answered from the run registry (never routed upstream):
  *   GET /tidegate/v1/runs?status=&caseId=&sweepId=&from=&to=&limit=&offset=
  *   GET /tidegate/v1/runs/{id}
+ * and hands /tidegate/v1/sweeps… to sweeps.c.
  * A gateway API key is required; a key sees only its own runs.
  */
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "gw.h"
 
 #define RUNS_PATH	GW_API_PREFIX "runs"
+#define SWEEPS_PATH	GW_API_PREFIX "sweeps"
 
 static void
 reply_gen(struct gw_req *r, int status, yajl_gen g)
@@ -131,6 +133,11 @@ gw_runs_api(struct gw_req *r)
 
 	if (r->key == NULL) {
 		gw_req_reply_error(r, 401, "UNAUTHORIZED", "a gateway API key is required");
+		return;
+	}
+	if (r->gw->runs != NULL && strncmp(p, SWEEPS_PATH, strlen(SWEEPS_PATH)) == 0 &&
+	    (p[strlen(SWEEPS_PATH)] == '\0' || p[strlen(SWEEPS_PATH)] == '/')) {
+		gw_sweeps_api(r, p + strlen(SWEEPS_PATH));
 		return;
 	}
 	if (r->gw->runs == NULL || strncmp(p, RUNS_PATH, n) != 0 ||

@@ -310,7 +310,7 @@ void
 gw_maybe_exit(struct gw *gw)
 {
 	if (gw->draining && gw->inflight == 0 && gw->unflushed == 0 &&
-	    (gw->hooks == NULL || gw->hooks->drained))
+	    (gw->hooks == NULL || gw->hooks->drained) && gw_sweeper_idle(gw->sweeper))
 		event_base_loopexit(gw->base, NULL);
 }
 
@@ -363,6 +363,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 		if (gw->rt->svc[i].tokens != NULL)
 			tg_token_prefetch(gw->rt->svc[i].tokens);
 	gw->tracker = gw_tracker_new(gw);
+	gw->sweeper = gw_sweeper_new(gw);
 	return gw;
 }
 
@@ -383,6 +384,7 @@ gw_free(struct gw *gw)
 			evhttp_free(gw->http[i]);
 	gw_hooks_free(gw->hooks);	/* its fetches use the runtimes' upstreams */
 	gw_tracker_free(gw->tracker);
+	gw_sweeper_free(gw->sweeper);
 	gw_runtime_unref(gw->rt);
 	reap(gw);
 	event_free(gw->reap_ev);

@@ -6,7 +6,7 @@
  * runs.archive is set); a run that ends gets its webhook when the
  * submission named a callback (runs.c). Runs a client's own GET saw end
  * (gw_tracker_ended) are queued for the same. A second timer expires runs past
- * the vendor's retention and purges old ones.
+ * the vendor's retention (settling the sweeps they end) and purges old ones.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +25,6 @@
 
 #define IDLE_RECHECK_MS		60000		/* re-read the schedule at least this often */
 #define STATUS_MAX_BODY		(1024 * 1024)
-#define RETENTION_EVERY_MS	60000		/* expire and purge this often */
 
 enum { PHASE_STATUS, PHASE_RESULTS };
 
@@ -358,12 +357,30 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	start(t);
 }
 
+/* Runs expired: sweeps whose last runs they were are done; the others
+ * have free slots. */
+static void
+settle_sweeps(struct gw *gw)
+{
+	struct tg_err err;
+	char **ids = NULL;
+	size_t n = 0, i;
+
+	if (tg_runs_sweeps_running(gw->runs, &ids, &n, &err) != 0) {
+		tg_log(TG_LOG_ERROR, "sweep_list_failed", TG_LS("error", err.msg));
+		return;
+	}
+	for (i = 0; i < n; i++)
+		gw_sweeper_run_ended(gw->sweeper, ids[i]);
+	tg_runs_ids_free(ids, n);
+}
+
 static void
 on_retention(evutil_socket_t fd, short what, void *arg)
 {
 	struct gw_tracker *t = arg;
-	struct timeval tv = { RETENTION_EVERY_MS / 1000, 0 };
-	int64_t now = tg_clock_now_ms();
+	int64_t every = t->gw->rt->cfg.runs_retention_interval, now = tg_clock_now_ms();
+	struct timeval tv = { (time_t)(every / 1000), (suseconds_t)(every % 1000) * 1000 };
 	size_t expired = 0, runs = 0, sweeps = 0;
 	struct tg_err err;
 
@@ -375,6 +392,8 @@ on_retention(evutil_socket_t fd, short what, void *arg)
 	else if (expired > 0 || runs > 0 || sweeps > 0)
 		tg_log(TG_LOG_INFO, "run_retention", TG_LI("expired", expired),
 		    TG_LI("purged_runs", runs), TG_LI("purged_sweeps", sweeps));
+	if (expired > 0)
+		settle_sweeps(t->gw);
 	evtimer_add(t->retention, &tv);
 }
 

@@ -146,11 +146,13 @@ def test_callback_refused_by_egress_policy(emulator, make_gateway, tmp_path):
     assert emulator.calls("POST /api/v1/simulations") == 0
 
 
-def embedded_gateway(tmp_path, make_gateway, overrides=None):
+def embedded_gateway(tmp_path, make_gateway, overrides=None, emulator=None):
     """A gateway running the emulator in its own process, so that advancing
     the emulator's clock advances the gateway's too."""
     ports = {k: free_port() for k in ("dex", "sim", "design", "auth")}
     cfg = json.loads(json.dumps(EMULATOR_DEFAULTS))
+    for section, values in (emulator or {}).items():
+        cfg.setdefault(section, {}).update(values)
     cfg["listen"] = {k: f"127.0.0.1:{p}" for k, p in ports.items()}
     path = tmp_path / "embedded-emulator.yaml"
     path.write_text(to_yaml(cfg) + "\n")

@@ -1,0 +1,384 @@
+/*
+ * sweeps.c - the sweep endpoints of the extension API on the simulation
+ * listener (docs/simulations.md):
+ *   POST /tidegate/v1/sweeps       check the request, fetch the base case
+ *                                  with the gateway's token, patch and
+ *                                  check every variant (all problems in
+ *                                  one 400), store the sweep, 201
+ *   GET  /tidegate/v1/sweeps/{id}  the summary, JSON or CSV
+ *                                  (Accept: text/csv)
+ * and the sweep webhook once every variant has ended (gw_sweep_settle).
+ * Submitting the variants is sweeper.c's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/http.h"
+#include "tidegate/json.h"
+#include "tidegate/log.h"
+#include "tidegate/runs.h"
+#include "tidegate/webhook.h"
+#include "gw.h"
+
+#define SWEEPS_PATH	GW_API_PREFIX "sweeps"
+#define CASE_MAX_BODY	(16 * 1024 * 1024)
+
+/* A POST in progress: the parsed request while the base case is fetched. */
+struct gw_sweep_post {
+	struct tg_sweep_request req;
+	char *callback;			/* checked callback URL, or NULL */
+};
+
+void
+gw_sweep_post_free(struct gw_sweep_post *sp)
+{
+	if (sp == NULL)
+		return;
+	tg_sweep_request_cleanup(&sp->req);
+	free(sp->callback);
+	free(sp);
+}
+
+static void
+reply_json(struct gw_req *r, int status, yajl_gen g)
+{
+	struct evbuffer *b = evbuffer_new();
+	const unsigned char *buf;
+	size_t len;
+
+	yajl_gen_get_buf(g, &buf, &len);
+	evbuffer_add(b, buf, len);
+	gw_req_reply_buf(r, status, "application/json", b);
+	evbuffer_free(b);
+}
+
+/* ---- the summary ---- */
+
+/* Sweep id and its variants: 0, TG_RUNS_NOT_FOUND (or another key's), -1. */
+static int
+load(struct gw *gw, const char *id, const char *key, struct tg_sweep *s,
+    struct tg_sweep_variant **v, size_t *n, struct tg_err *err)
+{
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	*v = NULL;
+	*n = 0;
+	if ((rc = tg_runs_sweep_get(gw->runs, id, s, err)) != 0)
+		return rc;
+	if (key != NULL && (s->api_key == NULL || strcmp(s->api_key, key) != 0))
+		return TG_RUNS_NOT_FOUND;
+	return tg_runs_sweep_variants(gw->runs, id, v, n, err);
+}
+
+static int
+wants_csv(struct gw_req *r)
+{
+	const char *a = tg_http_header(r->req, "Accept");
+
+	return a != NULL && strstr(a, "text/csv") != NULL;
+}
+
+static void
+reply_summary(struct gw_req *r, const char *id, int status)
+{
+	struct tg_sweep_variant *v;
+	struct evbuffer *b;
+	struct tg_sweep s;
+	struct tg_err err;
+	yajl_gen g;
+	size_t n;
+	int rc;
+
+	rc = load(r->gw, id, r->key->name, &s, &v, &n, &err);
+	if (rc == TG_RUNS_NOT_FOUND) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such sweep");
+	} else if (rc != 0) {
+		gw_req_reply_error(r, 503, "REGISTRY_UNAVAILABLE", "the run registry failed");
+	} else if (status == 200 && wants_csv(r)) {
+		b = evbuffer_new();
+		tg_sweep_csv(b, v, n);
+		gw_req_reply_buf(r, 200, "text/csv; charset=utf-8", b);
+		evbuffer_free(b);
+	} else {
+		g = tg_json_gen_new();
+		tg_sweep_json(g, &s, v, n);
+		reply_json(r, status, g);
+		yajl_gen_free(g);
+	}
+	tg_sweep_variants_free(v, n);
+	tg_sweep_cleanup(&s);
+}
+
+/* ---- the sweep webhook ---- */
+
+static void
+enqueue_hook(struct gw *gw, const struct tg_sweep *s, const struct tg_sweep_variant *v,
+    size_t n)
+{
+	char wid[TG_WEBHOOK_ID_LEN], ts[TG_ISO_LEN];
+	const unsigned char *buf;
+	struct tg_outbox_new j;
+	struct tg_err err;
+	yajl_gen g;
+	size_t len;
+	int64_t now = tg_clock_now_ms();
+
+	memset(&j, 0, sizeof(j));
+	j.url = s->callback_url;
+	j.secret_ref = gw_run_secret_ref(&gw->rt->cfg, s->api_key);
+	j.api_key = s->api_key;
+	j.kind = "sweep";
+	j.correlation_id = s->id;
+	j.service = "sim";
+	if (gw->hooks == NULL || j.secret_ref == NULL) {
+		tg_log(TG_LOG_WARN, "sweep_webhook_skipped", TG_LS("sweepId", s->id),
+		    TG_LS("error", "no webhook signing secret"));
+		return;
+	}
+	tg_clock_iso(now, ts);
+	g = tg_json_gen_new();
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "type", "sweep.done");
+	tg_json_kv_str(g, "timestamp", ts);
+	tg_json_str(g, "data");
+	tg_sweep_json(g, s, v, n);
+	yajl_gen_map_close(g);
+	yajl_gen_get_buf(g, &buf, &len);
+	if (tg_outbox_add(gw->hooks->ob, &j, now, wid, &err) != 0 ||
+	    tg_outbox_payload_set(gw->hooks->ob, wid, buf, len, now, &err) != 0)
+		tg_log(TG_LOG_ERROR, "sweep_webhook_failed", TG_LS("sweepId", s->id),
+		    TG_LS("error", err.msg));
+	else
+		tg_log(TG_LOG_INFO, "sweep_webhook_added", TG_LS("id", wid),
+		    TG_LS("sweepId", s->id), TG_LS("key", s->api_key));
+	yajl_gen_free(g);
+}
+
+int
+gw_sweep_settle(struct gw *gw, const char *id)
+{
+	struct tg_sweep_variant *v;
+	struct tg_sweep s;
+	struct tg_err err;
+	size_t n;
+	int rc;
+
+	rc = tg_runs_sweep_settle(gw->runs, id, tg_clock_now_ms(), &err);
+	if (rc == -1)
+		tg_log(TG_LOG_ERROR, "sweep_settle_failed", TG_LS("sweepId", id),
+		    TG_LS("error", err.msg));
+	if (rc != 1)
+		return rc == 0 ? 0 : -1;
+	tg_metrics_inc(gw->metrics, "tidegate_sweeps_done_total", "", 1);
+	if (load(gw, id, NULL, &s, &v, &n, &err) != 0) {
+		tg_log(TG_LOG_ERROR, "sweep_read_failed", TG_LS("sweepId", id),
+		    TG_LS("error", err.msg));
+		tg_sweep_cleanup(&s);
+		return 1;
+	}
+	tg_log(TG_LOG_INFO, "sweep_done", TG_LS("sweepId", id), TG_LI("variants", n));
+	if (s.callback_url != NULL)
+		enqueue_hook(gw, &s, v, n);
+	tg_sweep_variants_free(v, n);
+	tg_sweep_cleanup(&s);
+	return 1;
+}
+
+/* ---- POST: request, base case, variants, store ---- */
+
+static void
+create(struct gw_req *r, yajl_val base)
+{
+	struct gw_sweep_post *sp = r->sweep;
+	struct tg_case_kinds k = { r->svc->cfg->construction_types, r->svc->cfg->om_types };
+	struct tg_sweep_variant_new *built = NULL;
+	char id[TG_SWEEP_ID_LEN], *loc;
+	struct tg_problems p;
+	struct tg_sweep_new s;
+	struct tg_err err;
+	size_t n = sp->req.n;		/* r and sp are freed by the reply */
+
+	memset(&p, 0, sizeof(p));
+	p.max = (size_t)r->rt->cfg.max_problems;
+	if (tg_sweep_build(&sp->req, base, &k, &built, &p) != 0) {
+		gw_reply_problems(r, &p);
+		tg_problems_cleanup(&p);
+		return;
+	}
+	memset(&s, 0, sizeof(s));
+	s.api_key = r->key->name;
+	s.base_case_id = sp->req.base_case_id;
+	s.callback_url = sp->callback;
+	s.concurrency = sp->req.concurrency > 0 ? sp->req.concurrency :
+	    (int)r->rt->cfg.runs_sweep_concurrency;
+	s.variants = built;
+	s.nvariants = sp->req.n;
+	if (tg_runs_sweep_create(r->gw->runs, &s, tg_clock_now_ms(), id, &err) != 0) {
+		tg_log(TG_LOG_ERROR, "sweep_create_failed", TG_LS("id", r->id),
+		    TG_LS("error", err.msg));
+		gw_req_reply_error(r, 503, "REGISTRY_UNAVAILABLE",
+		    "the sweep could not be stored; nothing was submitted");
+		goto done;
+	}
+	tg_metrics_inc(r->gw->metrics, "tidegate_sweeps_created_total", "", 1);
+	tg_log(TG_LOG_INFO, "sweep_created", TG_LS("id", r->id), TG_LS("sweepId", id),
+	    TG_LS("key", s.api_key), TG_LI("variants", s.nvariants),
+	    TG_LI("concurrency", s.concurrency));
+	loc = tg_xasprintf("%s/%s", SWEEPS_PATH, id);
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Location", loc);
+	free(loc);
+	gw_sweeper_kick(r->gw->sweeper, id);
+	reply_summary(r, id, 201);
+done:
+	tg_sweep_built_free(built, n);
+	tg_problems_cleanup(&p);
+}
+
+static void
+on_case(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up_error uerr,
+    void *arg)
+{
+	struct gw_req *r = arg;
+	const char *id = r->sweep->req.base_case_id;
+	char msg[384];
+	yajl_val base;
+
+	(void)h;
+	r->up = NULL;
+	r->upstream_status = status;
+	if (uerr != TG_UP_OK) {
+		snprintf(msg, sizeof(msg), "the base case could not be fetched: %s",
+		    tg_up_error_str(uerr));
+		gw_req_reply_error(r, 502, "UPSTREAM_ERROR", msg);
+	} else if (status == 404) {
+		snprintf(msg, sizeof(msg), "the vendor has no case %.256s", id);
+		gw_req_reply_error(r, 404, "NOT_FOUND", msg);
+	} else if (status != 200) {
+		snprintf(msg, sizeof(msg), "the vendor answered HTTP %d to GET of the base case",
+		    status);
+		gw_req_reply_error(r, 502, "UPSTREAM_ERROR", msg);
+	} else if ((base = tg_json_parse((const char *)evbuffer_pullup(body, -1),
+	    evbuffer_get_length(body), NULL)) == NULL) {
+		gw_req_reply_error(r, 502, "UPSTREAM_ERROR",
+		    "the vendor's base case is not JSON");
+	} else {
+		create(r, base);
+		yajl_tree_free(base);
+	}
+}
+
+static void
+fetch_case(struct gw_req *r, const char *token)
+{
+	const struct gw_service *s = &r->rt->svc[GW_SIM];
+	struct tg_route_match m;
+	struct evkeyvalq h;
+	char *enc, *path, *auth;
+
+	memset(&m, 0, sizeof(m));
+	enc = evhttp_uriencode(r->sweep->req.base_case_id, -1, 0);
+	snprintf(m.param_name[0], sizeof(m.param_name[0]), "id");
+	snprintf(m.param[0], sizeof(m.param[0]), "%s", enc);
+	m.nparam = 1;
+	free(enc);
+	path = tg_route_expand(s->cfg->routes[TG_OP_SIM_CASE], &m);
+	free(r->uri);
+	r->uri = tg_xasprintf("%s%s", tg_upstream_base_path(s->api), path ? path : "/");
+	free(path);
+	TAILQ_INIT(&h);
+	evhttp_add_header(&h, "Accept", "application/json");
+	evhttp_add_header(&h, "X-Request-Id", r->id);
+	if (token != NULL) {
+		auth = tg_xasprintf("Bearer %s", token);
+		evhttp_add_header(&h, "Authorization", auth);
+		free(auth);
+	}
+	r->up = tg_upstream_fetch(s->api, EVHTTP_REQ_GET, r->uri, &h, NULL, CASE_MAX_BODY,
+	    on_case, r);
+	evhttp_clear_headers(&h);
+}
+
+static void
+on_token(const char *token, const char *why, int retry_after_s, void *arg)
+{
+	struct gw_req *r = arg;
+	char msg[256], ra[16];
+
+	r->tw = NULL;
+	if (token != NULL) {
+		fetch_case(r, token);
+		return;
+	}
+	snprintf(ra, sizeof(ra), "%d", retry_after_s > 0 ? retry_after_s : 1);
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
+	snprintf(msg, sizeof(msg), "no vendor token to fetch the base case: %s",
+	    why ? why : "login failed");
+	gw_req_reply_error(r, 503, "TOKEN_UNAVAILABLE", msg);
+}
+
+static void
+post_sweep(struct gw_req *r)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+	struct gw_sweep_post *sp = tg_xcalloc(1, sizeof(*sp));
+	struct tg_token_wait *w;
+	struct tg_problems p;
+	const char *url;
+
+	memset(&p, 0, sizeof(p));
+	p.max = (size_t)r->rt->cfg.max_problems;
+	r->sweep = sp;
+	if (tg_sweep_request_parse((const char *)evbuffer_pullup(in, -1),
+	    evbuffer_get_length(in), (size_t)r->rt->cfg.runs_sweep_max_variants, &sp->req,
+	    &p) != 0)
+		goto refuse;
+	url = sp->req.callback_url;
+	if (url != NULL && gw_callback_check(r, url, &p) != 0)
+		goto refuse;
+	if (strlen(sp->req.base_case_id) * 3 >= TG_ROUTE_PARAMLEN) {
+		tg_problems_add(&p, "/baseCaseId", "range", "baseCaseId is too long");
+		goto refuse;
+	}
+	sp->callback = url != NULL ? tg_xstrdup(url) : NULL;
+	if (r->rt->svc[GW_SIM].tokens == NULL) {
+		fetch_case(r, NULL);
+		return;
+	}
+	/* on_token may run before tg_token_get returns (cached token). */
+	if ((w = tg_token_get(r->rt->svc[GW_SIM].tokens, on_token, r)) != NULL)
+		r->tw = w;
+	return;
+refuse:
+	gw_reply_problems(r, &p);
+	tg_problems_cleanup(&p);
+}
+
+void
+gw_sweeps_api(struct gw_req *r, const char *rest)
+{
+	enum evhttp_cmd_type m = evhttp_request_get_command(r->req);
+
+	if (*rest == '\0') {
+		if (m != EVHTTP_REQ_POST)
+			gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED",
+			    "method not allowed on this path");
+		else
+			post_sweep(r);
+		return;
+	}
+	if (rest[0] != '/' || rest[1] == '\0' || strchr(rest + 1, '/') != NULL) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such endpoint");
+		return;
+	}
+	if (m != EVHTTP_REQ_GET)
+		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "method not allowed on this path");
+	else
+		reply_summary(r, rest + 1, 200);
+}
