@@ -11,7 +11,8 @@
  *   - no answer, 5xx, 401, 408, 429: no verdict; the variant is pending
  *     again and its sweep waits (2 s doubling to 5 min, or Retry-After)
  *     before the next claim.
- * At start every running sweep is resumed; a timer retries waiting ones.
+ * At start every running sweep is settled (its runs may have ended while the
+ * gateway was down) or resumed; a timer retries waiting ones.
  * SIGTERM starts no new submission and lets those in flight finish.
  */
 #include <stdio.h>
@@ -379,7 +380,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	tg_map_free(sw->holds);
 	sw->holds = kept;
 	for (i = 0; i < n; i++)
-		submit(sw, ids[i]);
+		gw_sweeper_run_ended(sw, ids[i]);	/* settle, or submit */
 	tg_runs_ids_free(ids, n);
 	if (tg_map_count(sw->holds) > 0)
 		arm(sw, WAIT_MIN_MS);
