@@ -243,6 +243,8 @@ void gw_run_status_seen(struct gw *gw, const char *id, const char *body, size_t 
 void gw_run_seen(struct gw_req *r, struct evbuffer *body);
 /** Run id ended: enqueue its webhook when its submission named a callback. */
 void gw_run_notify(struct gw *gw, const char *id);
+/** /metrics: the registry's counts as gauges (nothing without a registry). */
+void gw_runs_metrics(struct gw *gw, struct evbuffer *out);
 
 /* runs_api.c */
 #define GW_API_PREFIX "/tidegate/v1/"
