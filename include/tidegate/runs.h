@@ -6,7 +6,7 @@
  * restart), JSON Merge Patch restricted to the editable sections of a case,
  * and the side-by-side summaries of a sweep (JSON and CSV).
  *
- * Files: src/sim/registry.c (open, runs, status tracking, listing),
+ * Files: src/sim/registry.c (open, runs, status tracking, listing, counts),
  * src/sim/retention.c (archive, expiry, purge, the 410 body),
  * src/sim/sweep_store.c (sweeps and their variant queue),
  * src/sim/merge_patch.c, src/sim/sweep.c (sweep requests, summaries).
@@ -218,6 +218,16 @@ void tg_runs_event_json(yajl_gen g, const struct tg_run *run, int64_t now_ms);
  */
 int tg_runs_set_figures(struct tg_runs *r, const char *id, yajl_val results,
     struct tg_err *err);
+
+/** What the registry holds now, for the gateway's metrics. */
+struct tg_runs_stats {
+	uint64_t runs[TG_RUN_NSTATUS];	/* rows by status */
+	uint64_t archived, archived_bytes;	/* archived runs and their results' bytes */
+	uint64_t sweeps_running, sweeps_done;
+	uint64_t variants_pending, variants_submitting; /* sweep variants not yet submitted */
+};
+/** Counts of the registry (a few aggregate queries). 0 or -1 with err. */
+int tg_runs_stats(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err);
 
 /* ---- retention and archive (retention.c) ---- */
 

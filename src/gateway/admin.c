@@ -120,6 +120,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 
 	tg_metrics_render(gw->metrics, b);
 	render_gauges(gw, b);
+	gw_runs_metrics(gw, b);
 	gw_hooks_metrics(gw, b);
 	tg_reply_buf(req, 200, "text/plain; version=0.0.4", b);
 	evbuffer_free(b);

@@ -250,6 +250,8 @@ const char *gw_run_secret_ref(const struct gw_config *c, const char *key);
 /** A callback URL given by r's caller: secret and egress checks, problems at
  * /callbackUrl. 0, or -1 with a problem added. */
 int gw_callback_check(struct gw_req *r, const char *url, struct tg_problems *p);
+/** /metrics: the registry's counts as gauges (nothing without a registry). */
+void gw_runs_metrics(struct gw *gw, struct evbuffer *out);
 
 /* runs_api.c */
 #define GW_API_PREFIX "/tidegate/v1/"

@@ -361,3 +361,40 @@ done:
 	tg_run_cleanup(&run);
 	return rc;
 }
+
+void
+gw_runs_metrics(struct gw *gw, struct evbuffer *out)
+{
+	struct tg_runs_stats st;
+	struct tg_err err;
+	int i;
+
+	if (gw->runs == NULL)
+		return;
+	if (tg_runs_stats(gw->runs, &st, &err) != 0) {
+		tg_log(TG_LOG_WARN, "runs_metrics_failed", TG_LS("error", err.msg));
+		return;
+	}
+	evbuffer_add_printf(out, "# HELP tidegate_runs Simulation runs in the registry by "
+	    "status.\n# TYPE tidegate_runs gauge\n");
+	for (i = 0; i < TG_RUN_NSTATUS; i++)
+		evbuffer_add_printf(out, "tidegate_runs{status=\"%s\"} %llu\n",
+		    tg_runs_status_str((enum tg_run_status)i), (unsigned long long)st.runs[i]);
+	evbuffer_add_printf(out, "# HELP tidegate_runs_archived Runs whose results the "
+	    "registry keeps.\n# TYPE tidegate_runs_archived gauge\n"
+	    "tidegate_runs_archived %llu\n"
+	    "# HELP tidegate_runs_archived_bytes Bytes of the archived results.\n"
+	    "# TYPE tidegate_runs_archived_bytes gauge\n"
+	    "tidegate_runs_archived_bytes %llu\n",
+	    (unsigned long long)st.archived, (unsigned long long)st.archived_bytes);
+	evbuffer_add_printf(out, "# HELP tidegate_sweeps Sweeps by state.\n"
+	    "# TYPE tidegate_sweeps gauge\n"
+	    "tidegate_sweeps{state=\"running\"} %llu\ntidegate_sweeps{state=\"done\"} %llu\n",
+	    (unsigned long long)st.sweeps_running, (unsigned long long)st.sweeps_done);
+	evbuffer_add_printf(out, "# HELP tidegate_sweep_variants_unsubmitted Sweep variants "
+	    "not submitted yet: pending, or being submitted.\n"
+	    "# TYPE tidegate_sweep_variants_unsubmitted gauge\n"
+	    "tidegate_sweep_variants_unsubmitted{state=\"pending\"} %llu\n"
+	    "tidegate_sweep_variants_unsubmitted{state=\"submitting\"} %llu\n",
+	    (unsigned long long)st.variants_pending, (unsigned long long)st.variants_submitting);
+}

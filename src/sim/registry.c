@@ -4,8 +4,8 @@
  * PRAGMA user_version, every statement prepared once at open. The submit
  * handler records each accepted run before answering its client; the run
  * tracker takes the runs whose check is due and records what the vendor
- * said; the extension API lists and reads them. retention.c and
- * sweep_store.c use the same handle (runs_db.h).
+ * said; the extension API lists and reads them; /metrics counts them.
+ * retention.c and sweep_store.c use the same handle (runs_db.h).
  *
  * Durability: synchronous=FULL by default, so a recorded submission
  * survives power loss, not only a killed process; the price is one fsync
@@ -105,6 +105,11 @@ const char *const runs_sql[S_COUNT] = {
 	    " AND (?4 IS NULL OR api_key = ?4) AND submitted_at >= ?5 AND submitted_at < ?6"
 	    " ORDER BY submitted_at DESC, simulation_id LIMIT ?7 OFFSET ?8",
 	[S_RUN_FIGURES] = "UPDATE runs SET figures = ?2 WHERE simulation_id = ?1",
+	[S_STATS_RUNS] = "SELECT status, count(*), sum(archived), sum(archived * results_size)"
+	    " FROM runs GROUP BY status",
+	[S_STATS_SWEEPS] = "SELECT 'sweeps ' || state, count(*) FROM sweeps GROUP BY state"
+	    " UNION ALL SELECT 'variants ' || state, count(*) FROM sweep_variants"
+	    " WHERE state IN ('pending', 'submitting') GROUP BY state",
 	[S_ARCH_INFO] = "SELECT status, vendor_status, results_size FROM runs"
 	    " WHERE simulation_id = ?1",
 	[S_ARCH_TOTAL] = "SELECT coalesce(sum(results_size), 0), count(*) FROM runs"
@@ -992,4 +997,71 @@ tg_runs_set_figures(struct tg_runs *r, const char *id, yajl_val results,
 		rc = TG_RUNS_NOT_FOUND;
 	}
 	return rc;
+}
+
+/* ---- counts ---- */
+
+/* Rows by status and the archive, from one pass over runs. */
+static int
+stats_runs(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err)
+{
+	sqlite3_stmt *s = runs_stmt(r, S_STATS_RUNS);
+	int rc, i;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if ((i = runs_col_status(s, 0)) >= 0)
+			st->runs[i] = (uint64_t)sqlite3_column_int64(s, 1);
+		st->archived += (uint64_t)sqlite3_column_int64(s, 2);
+		st->archived_bytes += (uint64_t)sqlite3_column_int64(s, 3);
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
+		return 0;
+	runs_sql_err(r, err, "read");
+	return -1;
+}
+
+/* The counter a row of S_STATS_SWEEPS names ("sweeps running", …), or NULL. */
+static uint64_t *
+sweep_counter(struct tg_runs_stats *st, const char *name)
+{
+	static const char *const names[] = {
+		"sweeps running", "sweeps done", "variants pending", "variants submitting",
+	};
+	uint64_t *const counters[] = {
+		&st->sweeps_running, &st->sweeps_done, &st->variants_pending,
+		&st->variants_submitting,
+	};
+	size_t i;
+
+	for (i = 0; name != NULL && i < TG_NELEM(names); i++)
+		if (strcmp(name, names[i]) == 0)
+			return counters[i];
+	return NULL;
+}
+
+static int
+stats_sweeps(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err)
+{
+	sqlite3_stmt *s = runs_stmt(r, S_STATS_SWEEPS);
+	uint64_t *c;
+	int rc;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		if ((c = sweep_counter(st, (const char *)sqlite3_column_text(s, 0))) != NULL)
+			*c = (uint64_t)sqlite3_column_int64(s, 1);
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
+		return 0;
+	runs_sql_err(r, err, "read");
+	return -1;
+}
+
+int
+tg_runs_stats(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err)
+{
+	memset(st, 0, sizeof(*st));
+	if (stats_runs(r, st, err) != 0 || stats_sweeps(r, st, err) != 0)
+		return -1;
+	return 0;
 }

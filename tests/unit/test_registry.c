@@ -4,8 +4,9 @@
  * close and reopen, status checks and the check schedule, failure texts,
  * checks that got no answer, due runs in order, list filters and paging
  * with their JSON, key figures, the archive and its caps, expiry with the
- * 410 body, purge after the grace period, schema versioning, and garbage
- * inputs. Times are passed in; nothing sleeps.
+ * 410 body, purge after the grace period, the counts behind the metrics,
+ * schema versioning, and garbage inputs. Times are passed in; nothing
+ * sleeps.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -621,6 +622,101 @@ test_expire_and_purge(void **state)
 	assert_int_equal(tg_runs_get(R.r, "b", &run, &err), TG_RUNS_NOT_FOUND);
 }
 
+/* ---- counts ---- */
+
+static void
+expect_stats(const struct tg_runs_stats *want)
+{
+	struct tg_runs_stats st;
+	struct tg_err err = { "" };
+	int i;
+
+	memset(&st, 0xff, sizeof(st));
+	if (tg_runs_stats(R.r, &st, &err) != 0)
+		fail_msg("stats: %s", err.msg);
+	for (i = 0; i < TG_RUN_NSTATUS; i++)
+		if (st.runs[i] != want->runs[i])
+			fail_msg("runs %s: %llu, want %llu", tg_runs_status_str(i),
+			    (unsigned long long)st.runs[i], (unsigned long long)want->runs[i]);
+	assert_int_equal(st.archived, want->archived);
+	assert_int_equal(st.archived_bytes, want->archived_bytes);
+	assert_int_equal(st.sweeps_running, want->sweeps_running);
+	assert_int_equal(st.sweeps_done, want->sweeps_done);
+	assert_int_equal(st.variants_pending, want->variants_pending);
+	assert_int_equal(st.variants_submitting, want->variants_submitting);
+}
+
+/* Claim the next variant of sweep id, expecting name; nothing kept. */
+static void
+claim_one(const char *id, const char *name)
+{
+	struct tg_sweep_claim c;
+	struct tg_err err = { "" };
+
+	if (tg_runs_sweep_claim(R.r, id, T0, &c, &err) != 1)
+		fail_msg("claim %s: %s", name, err.msg);
+	assert_string_equal(c.name, name);
+	tg_sweep_claim_cleanup(&c);
+}
+
+static void
+test_stats(void **state)
+{
+	struct tg_sweep_variant_new v[] = {
+		{ "base", "{}", 2 }, { "ctv-3", "{\"x\":3}", 7 }, { "ctv-4", "{\"x\":4}", 7 },
+	};
+	struct tg_sweep_new sw = { .base_case_id = "C", .concurrency = 2, .variants = v,
+		.nvariants = 3 };
+	struct tg_run_new rn = { .simulation_id = "s1", .host = "primary", .case_id = "C",
+		.case_sha256 = "00", .submitted_at = T0 };
+	struct tg_runs_stats want = { .runs = { 0 } };
+	char a[TG_SWEEP_ID_LEN], b[TG_SWEEP_ID_LEN];
+	struct tg_err err = { "" };
+
+	expect_stats(&want);
+	add("r1", T0);
+	add("r2", T0);
+	add("r3", T0);
+	add("r4", T0);
+	assert_int_equal(set("r1", TG_RUN_COMPLETED, 0, T0 + 5 * SEC), 1);
+	assert_int_equal(set("r2", TG_RUN_FAILED, 0, T0 + 5 * SEC), 1);
+	assert_int_equal(set("r3", TG_RUN_UNKNOWN, 0, T0 + 5 * SEC), 1);
+	assert_int_equal(tg_runs_archive(R.r, "r1", "{\"cost\":12}", 11, T0, &err), 0);
+	want.runs[TG_RUN_IN_PROGRESS] = 1;
+	want.runs[TG_RUN_COMPLETED] = want.runs[TG_RUN_FAILED] = 1;
+	want.runs[TG_RUN_UNKNOWN] = 1;
+	want.archived = 1;
+	want.archived_bytes = 11;
+	expect_stats(&want);
+
+	/* Sweep a: one variant submitted (a run), one submitting, one pending. */
+	assert_int_equal(tg_runs_sweep_create(R.r, &sw, T0, a, &err), 0);
+	want.sweeps_running = 1;
+	want.variants_pending = 3;
+	expect_stats(&want);
+	claim_one(a, "base");
+	assert_int_equal(tg_runs_sweep_submitted(R.r, a, "base", &rn, T0, &err), 0);
+	claim_one(a, "ctv-3");
+	want.runs[TG_RUN_IN_PROGRESS] = 2;
+	want.variants_pending = 1;
+	want.variants_submitting = 1;
+	expect_stats(&want);
+	/* Sweep b: its only variant rejected, so it is done. */
+	sw.nvariants = 1;
+	assert_int_equal(tg_runs_sweep_create(R.r, &sw, T0, b, &err), 0);
+	claim_one(b, "base");
+	assert_int_equal(tg_runs_sweep_unclaim(R.r, b, "base", "400", 1, T0, &err), 0);
+	assert_int_equal(tg_runs_sweep_settle(R.r, b, T0, &err), 1);
+	want.sweeps_done = 1;
+	expect_stats(&want);
+
+	/* Expiry moves every row to EXPIRED; the archive stays. */
+	assert_int_equal(tg_runs_expire(R.r, T0 + 30 * DAY, NULL, &err), 0);
+	memset(want.runs, 0, sizeof(want.runs));
+	want.runs[TG_RUN_EXPIRED] = 5;
+	expect_stats(&want);
+}
+
 /* ---- schema and garbage ---- */
 
 static int
@@ -714,6 +810,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_figures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_archive_caps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_expire_and_purge, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_schema_version, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
 	};
