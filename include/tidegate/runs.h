@@ -169,6 +169,16 @@ int tg_runs_due(struct tg_runs *r, int64_t now_ms, size_t max, struct tg_run **r
  * (arm the tracker's timer for it); INT64_MAX when none.
  */
 int64_t tg_runs_next_due(struct tg_runs *r, int64_t now_ms);
+/**
+ * The run that ended (any terminal status, EXPIRED included) longest ago
+ * whose end the gateway has not handled yet (figures, archive, webhook,
+ * sweep): 1 with *id (malloc'd) and *st, 0 when none, -1 with err. The
+ * mark survives restarts, so an end is handled at least once.
+ */
+int tg_runs_next_unhandled(struct tg_runs *r, char **id, enum tg_run_status *st,
+    struct tg_err *err);
+/** The end of run id is handled. 0 or -1 with err. */
+int tg_runs_set_handled(struct tg_runs *r, const char *id, struct tg_err *err);
 
 /** One run into *run (tg_run_cleanup after). 0, TG_RUNS_NOT_FOUND or -1. */
 int tg_runs_get(struct tg_runs *r, const char *id, struct tg_run *run, struct tg_err *err);

@@ -279,10 +279,8 @@ int gw_sweeper_idle(const struct gw_sweeper *sw);
 /* tracker.c */
 struct gw_tracker *gw_tracker_new(struct gw *gw);
 void gw_tracker_free(struct gw_tracker *t);
-/** Re-read the schedule (a run was added); NULL-safe. */
+/** Re-read the schedule and the unhandled ends (a run was added or ended); NULL-safe. */
 void gw_tracker_kick(struct gw_tracker *t);
-/** Run id became terminal outside a check: its results and webhook follow. */
-void gw_tracker_ended(struct gw_tracker *t, const char *id, int st);
 
 /* logins.c */
 void gw_login_handle(struct gw_req *r);

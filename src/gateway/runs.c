@@ -174,7 +174,7 @@ gw_run_status_seen(struct gw *gw, const char *id, const char *body, size_t len)
 		tg_log(TG_LOG_ERROR, "run_status_record_failed", TG_LS("simulationId", id),
 		    TG_LS("error", err.msg));
 	else if (rc == 1)
-		gw_tracker_ended(gw->tracker, id, st);
+		gw_tracker_kick(gw->tracker);	/* the tracker handles the end */
 done:
 	yajl_tree_free(v);
 }

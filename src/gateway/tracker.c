@@ -4,9 +4,11 @@
  * run at a time, with the gateway's own token. A run that completes has
  * its results fetched once for the key figures (and archived when
  * runs.archive is set); a run that ends gets its webhook when the
- * submission named a callback (runs.c). Runs a client's own GET saw end
- * (gw_tracker_ended) are queued for the same. A second timer expires runs past
- * the vendor's retention (settling the sweeps they end) and purges old ones.
+ * submission named a callback (runs.c), and its sweep moves on. Every end
+ * is handled this way, however it was seen (a check, a client's own GET,
+ * expiry): the registry marks ends handled only afterwards
+ * (tg_runs_next_unhandled), so a restart in between loses none. A second
+ * timer expires runs past the vendor's retention and purges old ones.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,13 +39,7 @@ struct gw_tracker {
 	struct tg_up_req *up;
 	char *id;			/* the run being checked, or NULL */
 	int phase;
-	struct ended *ended;		/* runs a client's GET saw end, oldest first */
-	size_t nended;
-};
-
-struct ended {
-	char *id;
-	int st;
+	int stuck;			/* the registry failed: slow down */
 };
 
 static void start(struct gw_tracker *t);
@@ -63,12 +59,20 @@ arm(struct gw_tracker *t, int64_t ms)
 void
 gw_tracker_kick(struct gw_tracker *t)
 {
+	enum tg_run_status st;
+	struct tg_err err;
 	int64_t now, next;
+	char *id;
 
 	if (t == NULL || t->id != NULL)
 		return;
-	if (t->nended > 0) {
-		arm(t, 0);
+	if (t->stuck) {
+		arm(t, 1000);
+		return;
+	}
+	if (tg_runs_next_unhandled(t->gw->runs, &id, &st, &err) == 1) {
+		free(id);
+		arm(t, 0);		/* an end to handle first */
 		return;
 	}
 	now = tg_clock_now_ms();
@@ -90,6 +94,20 @@ end(struct gw_tracker *t)
 	free(t->id);
 	t->id = NULL;
 	gw_tracker_kick(t);
+}
+
+/* The end of t->id is handled: webhook, sweep, then the mark. */
+static void
+handled(struct gw_tracker *t)
+{
+	struct tg_err err;
+
+	gw_run_notify(t->gw, t->id);
+	t->stuck = tg_runs_set_handled(t->gw->runs, t->id, &err) != 0;
+	if (t->stuck)
+		tg_log(TG_LOG_ERROR, "run_handled_failed", TG_LS("simulationId", t->id),
+		    TG_LS("error", err.msg));
+	end(t);
 }
 
 static int64_t
@@ -128,8 +146,7 @@ ended(struct gw_tracker *t, enum tg_run_status st)
 		arm(t, 0);
 		return;
 	}
-	gw_run_notify(t->gw, t->id);
-	end(t);
+	handled(t);
 }
 
 static void
@@ -205,8 +222,7 @@ got_results(struct gw_tracker *t, int status, struct evbuffer *body)
 			    "the run cannot be archived"));
 	}
 done:
-	gw_run_notify(t->gw, t->id);
-	end(t);
+	handled(t);
 }
 
 static void
@@ -299,27 +315,23 @@ start(struct gw_tracker *t)
 		t->tw = w;
 }
 
-void
-gw_tracker_ended(struct gw_tracker *t, const char *id, int st)
-{
-	if (t == NULL)
-		return;
-	t->ended = tg_xrealloc(t->ended, (t->nended + 1) * sizeof(*t->ended));
-	t->ended[t->nended].id = tg_xstrdup(id);
-	t->ended[t->nended].st = st;
-	t->nended++;
-	gw_tracker_kick(t);
-}
-
-/* The oldest run a client saw end: on as if a check had found it. */
-static void
+/* The run that ended longest ago without being handled: 1 when started. */
+static int
 take_ended(struct gw_tracker *t)
 {
-	struct ended e = t->ended[0];
+	enum tg_run_status st;
+	struct tg_err err;
+	char *id;
+	int rc = tg_runs_next_unhandled(t->gw->runs, &id, &st, &err);
 
-	memmove(t->ended, t->ended + 1, --t->nended * sizeof(*t->ended));
-	t->id = e.id;
-	ended(t, (enum tg_run_status)e.st);
+	t->stuck = rc == -1;
+	if (rc == -1)
+		tg_log(TG_LOG_ERROR, "run_tracker_failed", TG_LS("error", err.msg));
+	if (rc != 1)
+		return 0;
+	t->id = id;
+	ended(t, st);
+	return 1;
 }
 
 static void
@@ -338,10 +350,8 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 		start(t);
 		return;
 	}
-	if (t->nended > 0) {
-		take_ended(t);
+	if (take_ended(t))
 		return;
-	}
 	if (tg_runs_due(t->gw->runs, tg_clock_now_ms(), 1, &due, &n, &err) != 0) {
 		tg_log(TG_LOG_ERROR, "run_tracker_failed", TG_LS("error", err.msg));
 		n = 0;
@@ -355,24 +365,6 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	t->phase = PHASE_STATUS;
 	tg_runs_free(due, n);
 	start(t);
-}
-
-/* Runs expired: sweeps whose last runs they were are done; the others
- * have free slots. */
-static void
-settle_sweeps(struct gw *gw)
-{
-	struct tg_err err;
-	char **ids = NULL;
-	size_t n = 0, i;
-
-	if (tg_runs_sweeps_running(gw->runs, &ids, &n, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "sweep_list_failed", TG_LS("error", err.msg));
-		return;
-	}
-	for (i = 0; i < n; i++)
-		gw_sweeper_run_ended(gw->sweeper, ids[i]);
-	tg_runs_ids_free(ids, n);
 }
 
 static void
@@ -393,7 +385,7 @@ on_retention(evutil_socket_t fd, short what, void *arg)
 		tg_log(TG_LOG_INFO, "run_retention", TG_LI("expired", expired),
 		    TG_LI("purged_runs", runs), TG_LI("purged_sweeps", sweeps));
 	if (expired > 0)
-		settle_sweeps(t->gw);
+		gw_tracker_kick(t);	/* their ends are handled like any other */
 	evtimer_add(t->retention, &tv);
 }
 
@@ -423,9 +415,6 @@ gw_tracker_free(struct gw_tracker *t)
 	release(t);
 	event_free(t->timer);
 	event_free(t->retention);
-	while (t->nended > 0)
-		free(t->ended[--t->nended].id);
-	free(t->ended);
 	free(t->id);
 	free(t);
 }

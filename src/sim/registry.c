@@ -64,11 +64,22 @@ static const char *const schema_v1[] = {
 	" PRIMARY KEY (sweep_id, position), UNIQUE (sweep_id, name))",
 };
 
+/* Version 2: whether the gateway has handled a run's end (figures,
+ * archive, webhook, sweep), so that a restart in between loses none. */
+static const char *const schema_v2[] = {
+	"ALTER TABLE runs ADD COLUMN ended_handled INTEGER NOT NULL DEFAULT 0"
+	" CHECK (ended_handled IN (0, 1))",
+	"UPDATE runs SET ended_handled = 1 WHERE status != 'IN_PROGRESS'",
+	"CREATE INDEX runs_unhandled ON runs (status_at)"
+	" WHERE ended_handled = 0 AND status != 'IN_PROGRESS'",
+};
+
 static const struct {
 	const char *const *sql;
 	size_t n;
 } migrations[] = {
 	{ schema_v1, TG_NELEM(schema_v1) },
+	{ schema_v2, TG_NELEM(schema_v2) },
 };
 
 #define RUN_COLS "simulation_id, api_key, host, case_id, case_sha256, status," \
@@ -104,6 +115,10 @@ const char *const runs_sql[S_COUNT] = {
 	    " AND (?2 IS NULL OR case_id = ?2) AND (?3 IS NULL OR sweep_id = ?3)"
 	    " AND (?4 IS NULL OR api_key = ?4) AND submitted_at >= ?5 AND submitted_at < ?6"
 	    " ORDER BY submitted_at DESC, simulation_id LIMIT ?7 OFFSET ?8",
+	[S_RUN_UNHANDLED] = "SELECT simulation_id, status FROM runs"
+	    " WHERE ended_handled = 0 AND status != 'IN_PROGRESS'"
+	    " ORDER BY status_at, simulation_id LIMIT 1",
+	[S_RUN_HANDLED] = "UPDATE runs SET ended_handled = 1 WHERE simulation_id = ?1",
 	[S_RUN_FIGURES] = "UPDATE runs SET figures = ?2 WHERE simulation_id = ?1",
 	[S_STATS_RUNS] = "SELECT status, count(*), sum(archived), sum(archived * results_size)"
 	    " FROM runs GROUP BY status",
@@ -846,6 +861,37 @@ tg_runs_next_due(struct tg_runs *r, int64_t now_ms)
 		due = sqlite3_column_int64(s, 0);
 	sqlite3_reset(s);
 	return due;
+}
+
+int
+tg_runs_next_unhandled(struct tg_runs *r, char **id, enum tg_run_status *st,
+    struct tg_err *err)
+{
+	sqlite3_stmt *s = runs_stmt(r, S_RUN_UNHANDLED);
+	int rc;
+
+	*id = NULL;
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		*id = runs_col_str(s, 0);
+		rc = runs_col_status(s, 1);
+		*st = rc >= 0 ? (enum tg_run_status)rc : TG_RUN_UNKNOWN;
+		sqlite3_reset(s);
+		return *id != NULL ? 1 : 0;
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
+		return 0;
+	runs_sql_err(r, err, "unhandled runs");
+	return -1;
+}
+
+int
+tg_runs_set_handled(struct tg_runs *r, const char *id, struct tg_err *err)
+{
+	sqlite3_stmt *s = runs_stmt(r, S_RUN_HANDLED);
+
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
+	return runs_step_done(r, s, err);
 }
 
 int

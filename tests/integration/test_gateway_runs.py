@@ -263,3 +263,22 @@ def test_status_seen_by_client_recorded(emulator, make_gateway, poll):
     row = registry_row(gw, sim_id)
     assert row["status"] == "COMPLETED" and row["checks"] == 1
     wait_row(gw, sim_id, lambda x: x["figures"] is not None)
+
+
+def test_unfinished_run_deleted_by_vendor_gets_expired_webhook(tmp_path, make_gateway,
+                                                               receiver):
+    """A run still in progress when its 30 days pass ends as EXPIRED: the
+    retention pass marks it, and its end is handled like any other."""
+    secret = tmp_path / "webhook-secret"
+    secret.write_text(SECRET + "\n")
+    gw = embedded_gateway(tmp_path, make_gateway,
+                          {**hooks(str(secret)), "runs": {"retention_interval": "300ms"}},
+                          emulator={"sim": {"run_time": "10d"}})
+    sim_id = submit_case(gw, headers={"X-Tidegate-Callback-Url": receiver.url("/x")}) \
+        .json()["simulationId"]
+    advance(gw, "31d")
+    receiver.wait(lambda: receiver.seen("/x"), timeout=15)
+    ev = json.loads(receiver.seen("/x")[0]["body"])
+    assert ev["type"] == "simulation.expired" and ev["data"]["simulationId"] == sim_id
+    row = registry_row(gw, sim_id)
+    assert row["status"] == "EXPIRED" and row["ended_handled"] == 1

@@ -5,7 +5,8 @@
  * checks that got no answer, due runs in order, list filters and paging
  * with their JSON, key figures, the archive and its caps, expiry with the
  * 410 body, purge after the grace period, the counts behind the metrics,
- * schema versioning, and garbage inputs. Times are passed in; nothing
+ * ends not yet handled (kept across reopen), schema versioning and the
+ * upgrade from version 1, and garbage inputs. Times are passed in; nothing
  * sleeps.
  */
 #include <setjmp.h>
@@ -745,7 +746,7 @@ test_schema_version(void **state)
 
 	tg_runs_close(R.r);
 	R.r = NULL;
-	assert_int_equal(pragma_int(R.db, "PRAGMA user_version"), 1);
+	assert_int_equal(pragma_int(R.db, "PRAGMA user_version"), 2);
 	assert_int_equal(pragma_int(R.db, "PRAGMA journal_mode"), 1);
 	/* Reopening an up-to-date registry changes nothing. */
 	R.r = open_with(NULL);
@@ -754,8 +755,79 @@ test_schema_version(void **state)
 	assert_int_equal(pragma_int(R.db, "PRAGMA user_version = 7"), -1);
 	assert_null(tg_runs_open(&o, &err));
 	assert_non_null(strstr(err.msg, "schema version 7 is newer"));
-	assert_int_equal(pragma_int(R.db, "PRAGMA user_version = 1"), -1);
+	assert_int_equal(pragma_int(R.db, "PRAGMA user_version = 2"), -1);
 	R.r = open_with(NULL);
+}
+
+/* The next unhandled end: 1 with its id compared to want, or 0. */
+static int
+unhandled(const char *want, enum tg_run_status want_st)
+{
+	enum tg_run_status st;
+	struct tg_err err = { "" };
+	char *id;
+	int rc = tg_runs_next_unhandled(R.r, &id, &st, &err);
+
+	assert_int_not_equal(rc, -1);
+	if (rc == 1) {
+		assert_string_equal(id, want);
+		assert_int_equal(st, want_st);
+	}
+	free(id);
+	return rc;
+}
+
+static void
+test_unhandled_ends(void **state)
+{
+	struct tg_err err = { "" };
+	size_t n;
+
+	add("a", T0);
+	add("b", T0 + SEC);
+	assert_int_equal(unhandled(NULL, 0), 0);	/* in progress: nothing ended */
+	assert_int_equal(set("b", TG_RUN_FAILED, T0 + 5 * SEC, T0 + 6 * SEC), 1);
+	assert_int_equal(set("a", TG_RUN_COMPLETED, T0 + 7 * SEC, T0 + 8 * SEC), 1);
+	/* oldest end first, and kept across a reopen until handled */
+	tg_runs_close(R.r);
+	R.r = open_with(NULL);
+	assert_int_equal(unhandled("b", TG_RUN_FAILED), 1);
+	assert_int_equal(tg_runs_set_handled(R.r, "b", &err), 0);
+	assert_int_equal(unhandled("a", TG_RUN_COMPLETED), 1);
+	assert_int_equal(tg_runs_set_handled(R.r, "a", &err), 0);
+	assert_int_equal(unhandled(NULL, 0), 0);
+	/* a handled end that later expires is not handled again; an unfinished
+	 * run the vendor deleted is */
+	add("c", T0 + 2 * SEC);
+	assert_int_equal(tg_runs_expire(R.r, T0 + 31 * DAY, &n, &err), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(unhandled("c", TG_RUN_EXPIRED), 1);
+	assert_int_equal(tg_runs_set_handled(R.r, "c", &err), 0);
+	assert_int_equal(unhandled(NULL, 0), 0);
+}
+
+/* A version 1 registry: ends recorded before the upgrade count as handled,
+ * runs still in progress are handled when they end. */
+static void
+test_upgrade_from_v1(void **state)
+{
+	sqlite3 *db;
+
+	add("done", T0);
+	add("running", T0 + SEC);
+	assert_int_equal(set("done", TG_RUN_COMPLETED, T0 + 5 * SEC, T0 + 6 * SEC), 1);
+	tg_runs_close(R.r);
+	R.r = NULL;
+	assert_int_equal(sqlite3_open(R.db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "DROP INDEX runs_unhandled;"
+	    " ALTER TABLE runs DROP COLUMN ended_handled; PRAGMA user_version = 1",
+	    NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	R.r = open_with(NULL);
+	assert_int_equal(pragma_int(R.db, "PRAGMA user_version"), 2);
+	assert_int_equal(unhandled(NULL, 0), 0);
+	assert_int_equal(set("running", TG_RUN_FAILED, T0 + 9 * SEC, T0 + 9 * SEC), 1);
+	assert_int_equal(unhandled("running", TG_RUN_FAILED), 1);
 }
 
 static void
@@ -812,6 +884,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_expire_and_purge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_schema_version, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unhandled_ends, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_v1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
 	};
 
