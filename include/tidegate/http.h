@@ -7,6 +7,7 @@
 #define TIDEGATE_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <event2/http.h>
 #include <yajl/yajl_gen.h>
@@ -48,6 +49,9 @@ const char *tg_http_reason(int status);
 
 /** Send what g generated as application/json with status. */
 void tg_reply_json(struct evhttp_request *req, int status, yajl_gen g);
+/** Retry-After in delta-seconds (0 to 86399) as ms; -1 when absent or
+ * anything else. h may be NULL. */
+int64_t tg_http_retry_after_ms(const struct evkeyvalq *h);
 /** Send body (drained) with content type ctype. */
 void tg_reply_buf(struct evhttp_request *req, int status, const char *ctype,
     struct evbuffer *body);

@@ -144,6 +144,8 @@ struct gw_runtime *gw_runtime_new(struct gw *gw, const struct gw_config *cfg,
 void gw_on_request(struct evhttp_request *req, void *arg);
 void gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg);
 void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffer *b);
+/** Reply with what g generated (g stays the caller's); frees r. */
+void gw_req_reply_json(struct gw_req *r, int status, yajl_gen g);
 void gw_req_proxy(struct gw_req *r);
 /** Upstream path and query for r (malloc'd): route template, minus drop_query. */
 char *gw_upstream_uri(struct gw_req *r);

@@ -25,6 +25,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "tidegate/map.h"
 #include "gw.h"
@@ -174,19 +175,6 @@ release(struct gw_fetch *f)
 	f->token = NULL;
 }
 
-static int64_t
-retry_after(const struct evkeyvalq *h)
-{
-	const char *v = h != NULL ? evhttp_find_header(h, "Retry-After") : NULL;
-	char *end;
-	long s;
-
-	if (v == NULL)
-		return -1;
-	s = strtol(v, &end, 10);
-	return end != v && *end == '\0' && s >= 0 && s < 86400 ? (int64_t)s * 1000 : -1;
-}
-
 static void
 on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *arg)
 {
@@ -195,7 +183,7 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 	int rc;
 
 	f->status = status;
-	f->retry_after_ms = retry_after(headers);
+	f->retry_after_ms = tg_http_retry_after_ms(headers);
 	if (status != 200)
 		return;
 	if ((f->p = tg_outbox_payload_open(f->h->ob, f->id, &rc, &err)) == NULL) {

@@ -165,6 +165,19 @@ gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffe
 }
 
 void
+gw_req_reply_json(struct gw_req *r, int status, yajl_gen g)
+{
+	struct evbuffer *b = evbuffer_new();
+	const unsigned char *buf;
+	size_t len;
+
+	yajl_gen_get_buf(g, &buf, &len);
+	evbuffer_add(b, buf, len);
+	gw_req_reply_buf(r, status, "application/json", b);
+	evbuffer_free(b);
+}
+
+void
 gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg)
 {
 	struct evbuffer *b = evbuffer_new();

@@ -324,16 +324,10 @@ static void
 reply_gone(struct gw_req *r, const struct tg_run *run)
 {
 	yajl_gen g = tg_json_gen_new();
-	struct evbuffer *b = evbuffer_new();
-	const unsigned char *buf;
-	size_t len;
 
 	tg_runs_retention_message(g, run, r->id);
-	yajl_gen_get_buf(g, &buf, &len);
-	evbuffer_add(b, buf, len);
+	gw_req_reply_json(r, 410, g);
 	yajl_gen_free(g);
-	gw_req_reply_buf(r, 410, "application/json", b);
-	evbuffer_free(b);
 }
 
 int

@@ -23,19 +23,6 @@
 #define RUNS_PATH	GW_API_PREFIX "runs"
 #define SWEEPS_PATH	GW_API_PREFIX "sweeps"
 
-static void
-reply_gen(struct gw_req *r, int status, yajl_gen g)
-{
-	struct evbuffer *b = evbuffer_new();
-	const unsigned char *buf;
-	size_t len;
-
-	yajl_gen_get_buf(g, &buf, &len);
-	evbuffer_add(b, buf, len);
-	gw_req_reply_buf(r, status, "application/json", b);
-	evbuffer_free(b);
-}
-
 /* Query parameters into q; the strings are kept in s[] (caller frees). */
 static int
 parse_query(struct gw_req *r, struct tg_runs_query *q, char *s[7], char *why, size_t n)
@@ -95,7 +82,7 @@ list_runs(struct gw_req *r)
 	if (tg_runs_list_json(r->gw->runs, &q, g, &err) != 0)
 		gw_req_reply_error(r, 400, "BAD_REQUEST", err.msg);
 	else
-		reply_gen(r, 200, g);
+		gw_req_reply_json(r, 200, g);
 	yajl_gen_free(g);
 done:
 	for (i = 0; i < 7; i++)
@@ -119,7 +106,7 @@ get_run(struct gw_req *r, const char *id)
 	} else {
 		g = tg_json_gen_new();
 		tg_run_json(g, &run);
-		reply_gen(r, 200, g);
+		gw_req_reply_json(r, 200, g);
 		yajl_gen_free(g);
 	}
 	tg_run_cleanup(&run);

@@ -26,6 +26,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/map.h"
@@ -202,19 +203,6 @@ accepted(struct sub *s, yajl_val ans, const char *origin)
 		(void)gw_sweep_settle(gw, s->sweep_id);
 }
 
-static int64_t
-retry_after(const struct evkeyvalq *h)
-{
-	const char *v = h != NULL ? evhttp_find_header(h, "Retry-After") : NULL;
-	char *e;
-	long n;
-
-	if (v == NULL)
-		return -1;
-	n = strtol(v, &e, 10);
-	return e != v && *e == '\0' && n >= 0 && n < 86400 ? (int64_t)n * 1000 : -1;
-}
-
 /* The vendor's message of a refusal, for the variant's error. */
 static void
 refusal(int status, struct evbuffer *body, char *out, size_t n)
@@ -245,7 +233,7 @@ on_answer(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_
 		if (status == 401 && s->token != NULL)
 			tg_token_invalidate(s->rt->svc[GW_SIM].tokens, s->token);
 		snprintf(why, sizeof(why), "the vendor answered HTTP %d", status);
-		unclaim(s, why, 0, retry_after(h));
+		unclaim(s, why, 0, tg_http_retry_after_ms(h));
 	} else if (status >= 400) {
 		refusal(status, body, why, sizeof(why));
 		unclaim(s, why, 1, -1);

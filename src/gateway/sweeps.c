@@ -45,19 +45,6 @@ gw_sweep_post_free(struct gw_sweep_post *sp)
 	free(sp);
 }
 
-static void
-reply_json(struct gw_req *r, int status, yajl_gen g)
-{
-	struct evbuffer *b = evbuffer_new();
-	const unsigned char *buf;
-	size_t len;
-
-	yajl_gen_get_buf(g, &buf, &len);
-	evbuffer_add(b, buf, len);
-	gw_req_reply_buf(r, status, "application/json", b);
-	evbuffer_free(b);
-}
-
 /* ---- the summary ---- */
 
 /* Sweep id and its variants: 0, TG_RUNS_NOT_FOUND (or another key's), -1. */
@@ -109,7 +96,7 @@ reply_summary(struct gw_req *r, const char *id, int status)
 	} else {
 		g = tg_json_gen_new();
 		tg_sweep_json(g, &s, v, n);
-		reply_json(r, status, g);
+		gw_req_reply_json(r, status, g);
 		yajl_gen_free(g);
 	}
 	tg_sweep_variants_free(v, n);

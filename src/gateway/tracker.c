@@ -20,6 +20,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/runs.h"
@@ -110,19 +111,6 @@ handled(struct gw_tracker *t)
 	end(t);
 }
 
-static int64_t
-retry_after(const struct evkeyvalq *h)
-{
-	const char *v = h != NULL ? evhttp_find_header(h, "Retry-After") : NULL;
-	char *e;
-	long s;
-
-	if (v == NULL)
-		return -1;
-	s = strtol(v, &e, 10);
-	return e != v && *e == '\0' && s >= 0 && s < 86400 ? (int64_t)s * 1000 : -1;
-}
-
 static void
 check_failed(struct gw_tracker *t, const char *why, int64_t ra)
 {
@@ -163,7 +151,7 @@ got_status(struct gw_tracker *t, int status, const struct evkeyvalq *h, struct e
 		st = TG_RUN_UNKNOWN;
 	} else if (status != 200) {
 		snprintf(why, sizeof(why), "the vendor answered HTTP %d", status);
-		check_failed(t, why, status == 429 || status == 503 ? retry_after(h) : -1);
+		check_failed(t, why, status == 429 || status == 503 ? tg_http_retry_after_ms(h) : -1);
 		goto next;
 	} else {
 		v = tg_json_parse((const char *)evbuffer_pullup(body, -1),

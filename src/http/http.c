@@ -188,6 +188,19 @@ tg_reply_buf(struct evhttp_request *req, int status, const char *ctype, struct e
 	evhttp_send_reply(req, status, tg_http_reason(status), body);
 }
 
+int64_t
+tg_http_retry_after_ms(const struct evkeyvalq *h)
+{
+	const char *v = h != NULL ? evhttp_find_header(h, "Retry-After") : NULL;
+	char *end;
+	long s;
+
+	if (v == NULL)
+		return -1;
+	s = strtol(v, &end, 10);
+	return end != v && *end == '\0' && s >= 0 && s < 86400 ? (int64_t)s * 1000 : -1;
+}
+
 void
 tg_reply_json(struct evhttp_request *req, int status, yajl_gen g)
 {

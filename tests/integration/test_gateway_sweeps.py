@@ -12,13 +12,13 @@ import os
 import sqlite3
 import time
 
-import pytest
 import requests
 
 import webhook_verify
 from conftest import TEST_KEY_SHA
-from test_gateway_runs import OTHER_KEY, OTHER_SHA, advance, embedded_gateway, get_case
-from test_gateway_webhooks import SECRET, Receiver, hooks
+from test_gateway_runs import (OTHER_KEY, OTHER_SHA, advance, embedded_gateway, get_case,  # noqa: F401
+                               receiver)
+from test_gateway_webhooks import SECRET, hooks
 
 SIM_POST = "POST /api/v1/simulations"
 
@@ -71,13 +71,6 @@ def max_overlap(runs):
     the gateway saw it end (its slot came free)."""
     spans = [(r["submitted_at"], r["status_at"]) for r in runs]
     return max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def test_twenty_variant_sweep(emulator, make_gateway, receiver, tmp_path):
