@@ -12,6 +12,7 @@
 #include <event2/event.h>
 
 #include "tidegate/emulator.h"
+#include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "gateway/gateway.h"
 
@@ -63,7 +64,7 @@ main(int argc, char **argv)
 	}
 	tg_log_init(stderr, (enum tg_log_level)lvl);
 	signal(SIGPIPE, SIG_IGN);
-	base = event_base_new();
+	base = tg_event_base_new();
 	if ((gw = gw_new(base, path, &cfg, &err)) == NULL) {
 		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));
 		gw_config_free(&cfg);

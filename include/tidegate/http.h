@@ -23,6 +23,12 @@ struct event_base;
  * handler runs). Returns NULL with err set. *port_out (may be NULL)
  * receives the bound port (useful with port 0).
  */
+/**
+ * The event base of a binary: epoll's change list on, so that the many
+ * enable/disable calls evhttp makes on one connection within a loop turn
+ * cost one epoll_ctl (or none) instead of one each.
+ */
+struct event_base *tg_event_base_new(void);
 struct evhttp *tg_http_listen(struct event_base *base, const char *addr, size_t max_body,
     int *port_out, struct tg_err *err);
 

@@ -1,6 +1,7 @@
 /*
  * ids.h - identifiers from OpenSSL's RAND: UUIDv4 for correlation and
- * request ids, hex strings for opaque tokens.
+ * request ids (from a pooled RAND_bytes), hex strings for opaque tokens.
+ * Not for use across fork().
  */
 #ifndef TIDEGATE_IDS_H
 #define TIDEGATE_IDS_H

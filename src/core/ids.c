@@ -1,9 +1,14 @@
 /*
- * ids.c - random identifiers from OpenSSL's CSPRNG.
+ * ids.c - random identifiers from OpenSSL's CSPRNG. UUIDs, made for every
+ * request, come from a pool refilled 4 KiB at a time, so that one RAND_bytes
+ * call (a DRBG round and a fork check) serves 256 of them; the bytes are
+ * the same CSPRNG output, used once each. The process does not fork after
+ * start, so a pool is never shared between processes.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <openssl/rand.h>
 
@@ -19,18 +24,36 @@ tg_id_random(void *buf, size_t n)
 	}
 }
 
+#define POOL_LEN	4096
+
 void
 tg_id_uuid4(char out[TG_UUID_LEN])
 {
+	static uint8_t pool[POOL_LEN];
+	static size_t used = POOL_LEN;
+	static const uint8_t dash[] = { 4, 6, 8, 10 };	/* before these bytes */
 	uint8_t b[16];
+	size_t i, d = 0;
+	char *o = out;
 
-	tg_id_random(b, sizeof(b));
+	if (used == POOL_LEN) {
+		tg_id_random(pool, sizeof(pool));
+		used = 0;
+	}
+	memcpy(b, pool + used, sizeof(b));
+	explicit_bzero(pool + used, sizeof(b));
+	used += sizeof(b);
 	b[6] = (b[6] & 0x0f) | 0x40;
 	b[8] = (b[8] & 0x3f) | 0x80;
-	snprintf(out, TG_UUID_LEN,
-	    "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-	    b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-	    b[12], b[13], b[14], b[15]);
+	for (i = 0; i < sizeof(b); i++) {
+		if (d < sizeof(dash) && i == dash[d]) {
+			*o++ = '-';
+			d++;
+		}
+		tg_hex(b + i, 1, o);
+		o += 2;
+	}
+	*o = '\0';
 }
 
 void

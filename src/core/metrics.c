@@ -81,8 +81,17 @@ get(struct tg_metrics *m, const char *name, const char *labels, int histogram)
 {
 	char key[512];
 	struct series *s;
+	size_t n = strlen(name), l = strlen(labels);
 
-	snprintf(key, sizeof(key), "%s{%s}", name, labels);
+	if (n > sizeof(key) / 2)	/* never with the project's names */
+		n = sizeof(key) / 2;
+	if (n + l + 3 > sizeof(key))
+		l = sizeof(key) - n - 3;
+	memcpy(key, name, n);		/* name{labels}, made on every request */
+	key[n] = '{';
+	memcpy(key + n + 1, labels, l);
+	key[n + 1 + l] = '}';
+	key[n + 2 + l] = '\0';
 	s = tg_map_get(m->series, key);
 	if (s == NULL) {
 		s = tg_xcalloc(1, sizeof(*s));

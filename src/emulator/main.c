@@ -12,6 +12,7 @@
 
 #include "tidegate/config.h"
 #include "tidegate/emulator.h"
+#include "tidegate/http.h"
 #include "tidegate/log.h"
 
 static void
@@ -65,7 +66,7 @@ main(int argc, char **argv)
 	}
 	tg_log_init(stderr, (enum tg_log_level)lvl);
 	signal(SIGPIPE, SIG_IGN);
-	base = event_base_new();
+	base = tg_event_base_new();
 	emu = tg_emu_new(base, &cfg, &err);
 	if (emu == NULL) {
 		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));

@@ -20,6 +20,18 @@
 #include "tidegate/config.h"
 #include "tidegate/http.h"
 
+struct event_base *
+tg_event_base_new(void)
+{
+	struct event_config *c = event_config_new();
+	struct event_base *b;
+
+	event_config_set_flag(c, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	b = event_base_new_with_config(c);
+	event_config_free(c);
+	return b != NULL ? b : event_base_new();
+}
+
 struct evhttp *
 tg_http_listen(struct event_base *base, const char *addr, size_t max_body, int *port_out,
     struct tg_err *err)

@@ -95,6 +95,34 @@ test_ids(void **state)
 	assert_int_equal(strlen(hex), 32);
 }
 
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+/* Ids come from a pool refilled every 256: across refills each is well
+ * formed and none repeats. */
+static void
+test_ids_pool(void **state)
+{
+	static char ids[1000][TG_UUID_LEN];
+	size_t i, j;
+
+	for (i = 0; i < 1000; i++) {
+		tg_id_uuid4(ids[i]);
+		assert_int_equal(strlen(ids[i]), 36);
+		assert_int_equal(ids[i][14], '4');
+		assert_non_null(strchr("89ab", ids[i][19]));
+		for (j = 0; j < 36; j++)
+			assert_true(j == 8 || j == 13 || j == 18 || j == 23 ? ids[i][j] == '-' :
+			    strchr("0123456789abcdef", ids[i][j]) != NULL);
+	}
+	qsort(ids, 1000, TG_UUID_LEN, cmp_str);
+	for (i = 1; i < 1000; i++)
+		assert_string_not_equal(ids[i - 1], ids[i]);
+}
+
 static void
 test_util(void **state)
 {
@@ -114,6 +142,7 @@ main(void)
 		cmocka_unit_test(test_hmac_rfc4231),
 		cmocka_unit_test(test_base64),
 		cmocka_unit_test(test_ids),
+		cmocka_unit_test(test_ids_pool),
 		cmocka_unit_test(test_util),
 	};
 
