@@ -2,7 +2,8 @@
 # installs the Debian packages the project needs when they are missing.
 # Only as root (CI and the project's machines); otherwise it says what is missing.
 TG_PACKAGES="build-essential pkg-config meson ninja-build libevent-dev libyajl-dev libssl-dev
-libyaml-dev libsqlite3-dev libcmocka-dev python3-pytest python3-requests curl openssl"
+libyaml-dev libsqlite3-dev libcmocka-dev libmimalloc-dev python3-pytest python3-requests curl
+openssl"
 
 tg_install_deps() {
 	local missing="" p

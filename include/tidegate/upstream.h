@@ -140,6 +140,12 @@ void tg_up_req_resume(struct tg_up_req *r);
 void tg_up_req_cancel(struct tg_up_req *r);
 /** "primary" or "fallback": which origin answered (valid from on_head). */
 const char *tg_up_req_origin(const struct tg_up_req *r);
+/**
+ * The request headers r will send (borrowed): a caller may add to them
+ * right after tg_upstream_send returns (the request starts from the event
+ * loop), instead of building a list for send to copy.
+ */
+struct evkeyvalq *tg_up_req_headers(struct tg_up_req *r);
 /** Why the request failed, in words for logs and error bodies (borrowed,
  * valid in on_done; "" on success). */
 const char *tg_up_req_detail(const struct tg_up_req *r);

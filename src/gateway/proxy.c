@@ -495,14 +495,11 @@ copy_request_headers(struct gw_req *r, struct evkeyvalq *out)
 static void
 send_upstream(struct gw_req *r)
 {
-	struct evkeyvalq headers;
 	struct tg_up_req *u;
 
-	TAILQ_INIT(&headers);
-	copy_request_headers(r, &headers);
-	u = tg_upstream_send(r->svc->api, evhttp_request_get_command(r->req), r->uri, &headers,
+	u = tg_upstream_send(r->svc->api, evhttp_request_get_command(r->req), r->uri, NULL,
 	    r->body ? r->body : evhttp_request_get_input_buffer(r->req), &up_cbs, r);
-	evhttp_clear_headers(&headers);
+	copy_request_headers(r, tg_up_req_headers(u));	/* before the loop starts it */
 	r->up = u;
 }
 

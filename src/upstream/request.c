@@ -384,6 +384,12 @@ up_req_connect_timeout(struct up_conn *c)
 	failure(c->r, c);
 }
 
+struct evkeyvalq *
+tg_up_req_headers(struct tg_up_req *r)
+{
+	return &r->headers;
+}
+
 struct tg_up_req *
 tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method, const char *uri,
     const struct evkeyvalq *headers, struct evbuffer *body, const struct tg_up_cbs *cbs,
