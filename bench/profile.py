@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""
+bench/profile.py - where tidegate's instructions go on a proxied GET.
+
+Runs the release tidegate under valgrind --tool=callgrind in front of the
+nginx stub (bench/lib.py) twice, sending N1 then N2 keep-alive GETs of a
+passthrough path with the API key, and prints the instructions per request
+(difference of the two totals over N2 - N1, so start-up and shutdown cancel
+out) and the top functions of the larger run. Noise-proof: the figure does
+not depend on the machine's load.
+
+    /usr/bin/python3 bench/profile.py [--n1 500] [--n2 2500] [--top 25]
+    LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/bin/python3 bench/profile.py
+"""
+import argparse
+import http.client
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import lib
+
+
+def run(stub, n, keep):
+    """Total instructions of tidegate serving n GETs; the callgrind file is
+    kept at keep when given."""
+    t = lib.tidegate(stub.url)          # writes a config with free ports
+    cfg = tempfile.mkdtemp(prefix="tg-bench-profile-")
+    for f in ("tidegate.yaml", "dex-password", "sim-secret"):
+        shutil.copy(os.path.join(t.tmp, f), cfg)
+    port, admin = t.port, int(t.admin.rsplit(":", 1)[1])
+    t.stop()
+    out = keep or tempfile.mktemp(prefix="tg-bench-callgrind-")
+    p = subprocess.Popen(["taskset", "-c", str(lib.SUT_CPU), "valgrind", "--tool=callgrind",
+                          f"--callgrind-out-file={out}", os.path.join(lib.BUILD, "tidegate"),
+                          "-c", os.path.join(cfg, "tidegate.yaml")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        lib.wait_port(admin, "/healthz", timeout=60)
+        time.sleep(0.5)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for _ in range(n):
+            c.request("GET", "/public/v1/bench", headers={"Authorization": "Bearer " +
+                                                          lib.TEST_KEY})
+            r = c.getresponse()
+            r.read()
+            if r.status != 200:
+                raise RuntimeError(f"tidegate answered {r.status}")
+        c.close()
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
+        shutil.rmtree(cfg, ignore_errors=True)
+    total = lib._callgrind_total(out)
+    if not keep:
+        os.unlink(out)
+    return total
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n1", type=int, default=500)
+    ap.add_argument("--n2", type=int, default=2500)
+    ap.add_argument("--top", type=int, default=25)
+    a = ap.parse_args()
+    stub = lib.stub()
+    keep = tempfile.mktemp(prefix="tg-bench-callgrind-")
+    try:
+        small = run(stub, a.n1, None)
+        large = run(stub, a.n2, keep)
+    finally:
+        stub.stop()
+    print(f"instructions per proxied GET: {(large - small) / (a.n2 - a.n1):,.0f}")
+    ann = subprocess.run(["callgrind_annotate", keep], capture_output=True, text=True).stdout
+    lines = [ln for ln in ann.splitlines() if "(" in ln and "%)" in ln]
+    print("\n".join(lines[1:a.top + 1]))
+    os.unlink(keep)
+
+
+if __name__ == "__main__":
+    main()
