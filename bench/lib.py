@@ -244,6 +244,42 @@ def tidegate(upstream_url, cpu=None, overrides=None, build=None):
     return d
 
 
+def wait_tokens(d, timeout=10.0):
+    """Until tidegate d holds its vendor tokens (/readyz: its start-up
+    logins are done)."""
+    deadline = time.monotonic() + timeout
+    while requests.get(d.admin + "/readyz", timeout=5).status_code != 200:
+        if time.monotonic() > deadline:
+            raise RuntimeError("tidegate did not get its vendor tokens")
+        time.sleep(0.05)
+
+
+def emulator(overrides=None, cpu=None, build=None):
+    """tidegate-emulator (the vendor) on free ports, pinned (default: the
+    load core), logging warnings only; .stop() also removes its directory.
+    The conftest Emulator helpers (token, dex_headers, stats, calls, fault)
+    apply. Give tidegate its sim.url/auth_url: {"sim": emu.sim_config()}."""
+    tmp = tempfile.mkdtemp(prefix="tg-bench-emulator-")
+    over = {"log_level": "warn"}
+    over.update(overrides or {})
+    try:
+        emu = Emulator(tmp, over, build or BUILD)
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    pin(emu.proc.pid, LOAD_CPU if cpu is None else cpu)
+    emu.sim_config = lambda: {"url": emu.sim, "auth_url": emu.auth}
+    stop = emu.stop
+
+    def stop_and_clean(*a, **kw):
+        try:
+            return stop(*a, **kw)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    emu.stop = stop_and_clean
+    return emu
+
+
 # ---- load ----
 
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
