@@ -127,7 +127,7 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "job age after which the interval grows (by interval per backoff_after)"),
 	KB("poll.max_wait", TG_CFG_DURATION, poll_max_wait, "60s", 0, 3.6e6,
 	   "longest long-poll (?wait=N seconds is capped to this)"),
-	KB("poll.cache_max_body", TG_CFG_SIZE, poll_cache_max_body, "8MB", 1024, 1073741824.0,
+	KB("poll.cache_max_body", TG_CFG_SIZE, poll_cache_max_body, "1MB", 1024, 1073741824.0,
 	   "largest answer shared from memory (bigger: each caller streams its own)"),
 	KB("poll.terminal_ttl", TG_CFG_DURATION, poll_terminal_ttl, "10m", 1000, 8.64e7,
 	   "how long a final answer is served without asking the vendor"),
