@@ -115,11 +115,11 @@ class Daemon:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def _nginx(name, server_block, cpu, port, ready_path="/"):
+def _nginx(name, server_block, cpu, port, ready_path="/", master=True, prefix=None, main=""):
     tmp = tempfile.mkdtemp(prefix=f"tg-bench-{name}-")
-    conf = f"""worker_processes 1;
+    conf = f"""{main}worker_processes 1;
 daemon off;
-master_process on;
+master_process {"on" if master else "off"};
 pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
 worker_rlimit_nofile 30000;
@@ -138,30 +138,44 @@ http {{
 """
     with open(os.path.join(tmp, "nginx.conf"), "w") as f:
         f.write(conf)
-    return Daemon(name, ["nginx", "-p", tmp, "-c", os.path.join(tmp, "nginx.conf")], cpu,
-                  port, ready_path, tmp)
+    argv = (prefix or []) + ["nginx", "-p", tmp, "-c", os.path.join(tmp, "nginx.conf")]
+    return Daemon(name, argv, cpu, port, ready_path, tmp)
 
 
-def stub(cpu=None, port=None):
+ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
+
+
+def stub(cpu=None, port=None, read_body=False):
     """The fixed-answer upstream: nginx `return 200` for every path, a
-    vendor login that hands out STUB_JWT, request bodies discarded."""
+    vendor login that hands out STUB_JWT, request bodies discarded.
+    read_body: answer only once the whole body is read (as a real vendor
+    does; else nginx answers first and proxies streaming the body cannot
+    keep the connection), with the echo module of nginx-light; the answer
+    is then chunked."""
     port = port or free_port()
+    answer = f"default_type application/json; return 200 '{STUB_BODY}';"
+    main = ""
+    if read_body:
+        answer = (f"client_body_buffer_size 2m; default_type application/json; "
+                  f"echo_read_request_body; echo -n '{STUB_BODY}';")
+        main = f"load_module {ECHO_MODULE};\n"
     block = f"""  server {{
     listen 127.0.0.1:{port} backlog=4096;
     client_max_body_size 0;
     location = /public/v1/authenticate {{
       default_type application/json; return 200 '{{"token":"{STUB_JWT}"}}'; }}
-    location / {{ default_type application/json; return 200 '{STUB_BODY}'; }}
+    location / {{ {answer} }}
   }}"""
-    d = _nginx("stub", block, LOAD_CPU if cpu is None else cpu, port)
+    d = _nginx("stub", block, LOAD_CPU if cpu is None else cpu, port, main=main)
     d.port = port
     d.url = f"http://127.0.0.1:{port}"
     return d
 
 
-def nginx_proxy(upstream_port, cpu=None, port=None):
+def nginx_proxy(upstream_port, cpu=None, port=None, master=True, prefix=None):
     """nginx as a reverse proxy: one worker, upstream keep-alive, no
-    buffering, no logging."""
+    buffering, no logging. master=False: a single process (master_process
+    off, for valgrind); prefix goes before the argv (callgrind_ir)."""
     port = port or free_port()
     block = f"""  upstream origin {{ server 127.0.0.1:{upstream_port}; keepalive {KEEPALIVE}; }}
   server {{
@@ -176,19 +190,21 @@ def nginx_proxy(upstream_port, cpu=None, port=None):
       proxy_read_timeout 600s;
     }}
   }}"""
-    d = _nginx("nginx", block, SUT_CPU if cpu is None else cpu, port, "/healthz-probe")
+    d = _nginx("nginx", block, SUT_CPU if cpu is None else cpu, port, "/healthz-probe",
+               master, prefix)
     d.port = port
     d.url = f"http://127.0.0.1:{port}"
     return d
 
 
-def haproxy(upstream_port, cpu=None, port=None):
-    """HAProxy in http mode: one thread, connection reuse, no logging."""
+def haproxy(upstream_port, cpu=None, port=None, maxconn=9000, prefix=None):
+    """HAProxy in http mode: one thread, connection reuse, no logging.
+    maxconn must fit the fd limit (about 2 fds per connection)."""
     port = port or free_port()
     tmp = tempfile.mkdtemp(prefix="tg-bench-haproxy-")
     cfg = f"""global
   nbthread 1
-  maxconn 9000
+  maxconn {maxconn}
 defaults
   mode http
   timeout connect 5s
@@ -203,14 +219,14 @@ backend be
 """
     with open(os.path.join(tmp, "haproxy.cfg"), "w") as f:
         f.write(cfg)
-    d = Daemon("haproxy", ["haproxy", "-db", "-f", os.path.join(tmp, "haproxy.cfg")],
-               SUT_CPU if cpu is None else cpu, port, "/healthz-probe", tmp)
+    argv = (prefix or []) + ["haproxy", "-db", "-f", os.path.join(tmp, "haproxy.cfg")]
+    d = Daemon("haproxy", argv, SUT_CPU if cpu is None else cpu, port, "/healthz-probe", tmp)
     d.port = port
     d.url = f"http://127.0.0.1:{port}"
     return d
 
 
-def tidegate(upstream_url, cpu=None, overrides=None, build=None):
+def tidegate(upstream_url, cpu=None, overrides=None, build=None, prefix=None):
     """tidegate in front of upstream_url (both services), one API key, no
     access log; the dex listener is .url. overrides merge into the config."""
     tmp = tempfile.mkdtemp(prefix="tg-bench-tidegate-")
@@ -234,7 +250,8 @@ def tidegate(upstream_url, cpu=None, overrides=None, build=None):
             cfg[k] = v
     with open(os.path.join(tmp, "tidegate.yaml"), "w") as f:
         f.write(to_yaml(cfg) + "\n")
-    argv = [os.path.join(build or BUILD, "tidegate"), "-c", os.path.join(tmp, "tidegate.yaml")]
+    argv = (prefix or []) + [os.path.join(build or BUILD, "tidegate"), "-c",
+                             os.path.join(tmp, "tidegate.yaml")]
     d = Daemon("tidegate", argv, SUT_CPU if cpu is None else cpu, ports["admin"], "/healthz",
                tmp)
     d.port = ports["dex"]
