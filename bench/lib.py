@@ -261,6 +261,22 @@ def tidegate(upstream_url, cpu=None, overrides=None, build=None, prefix=None):
     return d
 
 
+def start_systems(started, read_body=False, haproxy_maxconn=9000):
+    """The stub and nginx, HAProxy and tidegate in front of it, as
+    {"direct": …, "nginx": …, "HAProxy": …, "tidegate": …} in report order.
+    Each is appended to started as soon as it runs, so the caller's finally
+    stops whatever did start."""
+    origin = stub(read_body=read_body)
+    started.append(origin)
+    systems = {"direct": origin}
+    for name, make in (("nginx", lambda: nginx_proxy(origin.port)),
+                       ("HAProxy", lambda: haproxy(origin.port, maxconn=haproxy_maxconn)),
+                       ("tidegate", lambda: tidegate(origin.url))):
+        systems[name] = make()
+        started.append(systems[name])
+    return systems
+
+
 def wait_tokens(d, timeout=10.0):
     """Until tidegate d holds its vendor tokens (/readyz: its start-up
     logins are done)."""

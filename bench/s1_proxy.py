@@ -118,15 +118,8 @@ def main():
     headers = {"Authorization": "Bearer " + lib.TEST_KEY}
     started, data = [], {"rounds": a.rounds, "seconds": a.seconds}
     try:
-        stub = lib.stub()
-        started.append(stub)
-        systems = {"direct": stub}
-        systems["nginx"] = lib.nginx_proxy(stub.port)
-        started.append(systems["nginx"])
-        systems["HAProxy"] = lib.haproxy(stub.port)
-        started.append(systems["HAProxy"])
-        systems["tidegate"] = lib.tidegate(stub.url)
-        started.append(systems["tidegate"])
+        systems = lib.start_systems(started)
+        stub = systems["direct"]
         names = list(systems)
 
         def run(name, conns, rate=None):

@@ -110,15 +110,7 @@ def main():
     started, data = [], {"rounds": a.rounds, "seconds": a.seconds, "rows": nrows}
     bad = []
     try:
-        stub = lib.stub(read_body=True)
-        started.append(stub)
-        systems = {"direct": stub}
-        systems["nginx"] = lib.nginx_proxy(stub.port)
-        started.append(systems["nginx"])
-        systems["HAProxy"] = lib.haproxy(stub.port)
-        started.append(systems["HAProxy"])
-        systems["tidegate"] = lib.tidegate(stub.url)
-        started.append(systems["tidegate"])
+        systems = lib.start_systems(started, read_body=True)
         names = list(systems)
         for label, _ in SIZES:
             with open(files[label], "rb") as f:
