@@ -282,3 +282,23 @@ def test_unfinished_run_deleted_by_vendor_gets_expired_webhook(tmp_path, make_ga
     assert ev["type"] == "simulation.expired" and ev["data"]["simulationId"] == sim_id
     row = registry_row(gw, sim_id)
     assert row["status"] == "EXPIRED" and row["ended_handled"] == 1
+
+
+def test_archive_survives_restart(tmp_path, make_gateway):
+    """The archive lives in the registry: after a restart (the embedded
+    vendor forgets everything) the expired run's results are still served."""
+    gw = embedded_gateway(tmp_path, make_gateway, {"runs": {"archive": True}})
+    sim_id = submit_case(gw).json()["simulationId"]
+    wait_row(gw, sim_id, lambda r: r["archived"])
+    url = gw.sim + "/api/v1/simulations/" + sim_id
+    before = requests.get(url + "/results", headers=gw.headers(), timeout=10).json()
+    assert gw.stop() == 0
+    gw.restart()
+    advance(gw, "31d")
+    r = requests.get(url + "/results", headers=gw.headers(), timeout=10)
+    assert r.status_code == 200, r.text
+    assert r.headers["X-Tidegate-Archived"] == "true"
+    assert r.json() == before
+    run = requests.get(gw.sim + "/tidegate/v1/runs/" + sim_id, headers=gw.headers(),
+                       timeout=10).json()
+    assert run["status"] in ("COMPLETED", "EXPIRED") and run["archived"] is True
