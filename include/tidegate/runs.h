@@ -330,6 +330,15 @@ void tg_sweep_cleanup(struct tg_sweep *s);
 /** 0, TG_RUNS_NOT_FOUND or -1. */
 int tg_runs_sweep_get(struct tg_runs *r, const char *id, struct tg_sweep *s,
     struct tg_err *err);
+/**
+ * Sweeps of api_key (NULL: all) in state ("running", "done"; NULL: both),
+ * newest first, at most limit (0: 100; capped at 1000) from offset, into
+ * *out (tg_sweeps_free) and *n; *more (may be NULL) when there are more.
+ * -1 with err for an unknown state or a database error.
+ */
+int tg_runs_sweep_list(struct tg_runs *r, const char *api_key, const char *state, size_t limit,
+    size_t offset, struct tg_sweep **out, size_t *n, int *more, struct tg_err *err);
+void tg_sweeps_free(struct tg_sweep *s, size_t n);
 
 enum tg_variant_state {
 	TG_VARIANT_PENDING,	/* queued, case held */
@@ -500,6 +509,10 @@ void tg_sweep_columns(const struct tg_sweep_variant *v, size_t n, const char ***
  */
 void tg_sweep_json(yajl_gen g, const struct tg_sweep *s, const struct tg_sweep_variant *v,
     size_t n);
+/** A sweep's own record as JSON (for lists): sweepId, baseCaseId, state,
+ * createdAt, doneAt, concurrency, callbackUrl (query redacted), variants
+ * (their number). */
+void tg_sweep_brief_json(yajl_gen g, const struct tg_sweep *s);
 /**
  * The same as CSV (RFC 4180: CRLF, fields quoted when needed) appended
  * to out: a header row "variant,status,<columns…>" and one row per

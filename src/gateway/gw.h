@@ -259,9 +259,12 @@ void gw_runs_metrics(struct gw *gw, struct evbuffer *out);
 #define GW_API_PREFIX "/tidegate/v1/"
 /** The extension API on the simulation listener (never routed upstream). */
 void gw_runs_api(struct gw_req *r);
+/** Query limit (1-1000) and offset of a list into *limit / *offset (left as
+ * they are when absent): 0, or -1 with why. */
+int gw_api_paging(struct gw_req *r, size_t *limit, size_t *offset, char *why, size_t n);
 
 /* sweeps.c */
-/** POST /tidegate/v1/sweeps (rest "") and GET …/sweeps/{id} (rest "/{id}"). */
+/** POST and GET /tidegate/v1/sweeps (rest "") and GET …/sweeps/{id} (rest "/{id}"). */
 void gw_sweeps_api(struct gw_req *r, const char *rest);
 void gw_sweep_post_free(struct gw_sweep_post *sp);
 /** Mark sweep id done if every variant has ended, then its webhook:

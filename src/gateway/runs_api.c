@@ -23,17 +23,40 @@
 #define RUNS_PATH	GW_API_PREFIX "runs"
 #define SWEEPS_PATH	GW_API_PREFIX "sweeps"
 
+int
+gw_api_paging(struct gw_req *r, size_t *limit, size_t *offset, char *why, size_t n)
+{
+	static const char *const names[2] = { "limit", "offset" };
+	unsigned long long v;
+	char *s, *e;
+	int i, bad;
+
+	for (i = 0; i < 2; i++) {
+		if ((s = tg_http_query(r->req, names[i])) == NULL)
+			continue;
+		errno = 0;
+		v = strtoull(s, &e, 10);
+		bad = *s < '0' || *s > '9' || *e != '\0' || errno != 0 ||
+		    (i == 0 && (v < 1 || v > 1000)) || v > 1000000000ULL;
+		free(s);
+		if (bad) {
+			snprintf(why, n, "%s: %s", names[i], i == 0 ?
+			    "a whole number from 1 to 1000" : "a whole number");
+			return -1;
+		}
+		*(i == 0 ? limit : offset) = (size_t)v;
+	}
+	return 0;
+}
+
 /* Query parameters into q; the strings are kept in s[] (caller frees). */
 static int
-parse_query(struct gw_req *r, struct tg_runs_query *q, char *s[7], char *why, size_t n)
+parse_query(struct gw_req *r, struct tg_runs_query *q, char *s[5], char *why, size_t n)
 {
-	static const char *const names[7] = { "status", "caseId", "sweepId", "from", "to",
-		"limit", "offset" };
-	unsigned long long v;
-	char *e;
+	static const char *const names[5] = { "status", "caseId", "sweepId", "from", "to" };
 	int i;
 
-	for (i = 0; i < 7; i++)
+	for (i = 0; i < 5; i++)
 		s[i] = tg_http_query(r->req, names[i]);
 	q->status = s[0];
 	q->case_id = s[1];
@@ -44,23 +67,7 @@ parse_query(struct gw_req *r, struct tg_runs_query *q, char *s[7], char *why, si
 			snprintf(why, n, "%s: not an ISO 8601 timestamp", names[i]);
 			return -1;
 		}
-	for (i = 5; i < 7; i++) {
-		if (s[i] == NULL)
-			continue;
-		errno = 0;
-		v = strtoull(s[i], &e, 10);
-		if (*s[i] < '0' || *s[i] > '9' || *e != '\0' || errno != 0 ||
-		    (i == 5 && (v < 1 || v > 1000)) || v > 1000000000ULL) {
-			snprintf(why, n, "%s: %s", names[i], i == 5 ?
-			    "a whole number from 1 to 1000" : "a whole number");
-			return -1;
-		}
-		if (i == 5)
-			q->limit = (size_t)v;
-		else
-			q->offset = (size_t)v;
-	}
-	return 0;
+	return gw_api_paging(r, &q->limit, &q->offset, why, n);
 }
 
 static void
@@ -68,7 +75,7 @@ list_runs(struct gw_req *r)
 {
 	struct tg_runs_query q;
 	struct tg_err err;
-	char *s[7], why[128];
+	char *s[5], why[128];
 	yajl_gen g;
 	int i;
 
@@ -85,7 +92,7 @@ list_runs(struct gw_req *r)
 		gw_req_reply_json(r, 200, g);
 	yajl_gen_free(g);
 done:
-	for (i = 0; i < 7; i++)
+	for (i = 0; i < 5; i++)
 		free(s[i]);
 }
 

@@ -5,6 +5,8 @@
  *                                  with the gateway's token, patch and
  *                                  check every variant (all problems in
  *                                  one 400), store the sweep, 201
+ *   GET  /tidegate/v1/sweeps       the caller's sweeps, newest first
+ *                                  (state=running|done, limit, offset)
  *   GET  /tidegate/v1/sweeps/{id}  the summary, JSON or CSV
  *                                  (Accept: text/csv)
  * and the sweep webhook once every variant has ended (gw_sweep_settle).
@@ -347,17 +349,56 @@ refuse:
 	tg_problems_cleanup(&p);
 }
 
+static void
+list_sweeps(struct gw_req *r)
+{
+	char *state = tg_http_query(r->req, "state"), why[128];
+	size_t limit = 100, offset = 0, n = 0, i;
+	struct tg_sweep *s = NULL;
+	struct tg_err err;
+	yajl_gen g;
+	int more = 0;
+
+	if (gw_api_paging(r, &limit, &offset, why, sizeof(why)) != 0) {
+		gw_req_reply_error(r, 400, "BAD_REQUEST", why);
+		goto done;
+	}
+	if (tg_runs_sweep_list(r->gw->runs, r->key->name, state, limit, offset, &s, &n, &more,
+	    &err) != 0) {
+		gw_req_reply_error(r, 400, "BAD_REQUEST", err.msg);
+		goto done;
+	}
+	g = tg_json_gen_new();
+	yajl_gen_map_open(g);
+	tg_json_str(g, "sweeps");
+	yajl_gen_array_open(g);
+	for (i = 0; i < n; i++)
+		tg_sweep_brief_json(g, &s[i]);
+	yajl_gen_array_close(g);
+	tg_json_kv_int(g, "limit", (long long)limit);
+	tg_json_kv_int(g, "offset", (long long)offset);
+	tg_json_kv_bool(g, "more", more);
+	yajl_gen_map_close(g);
+	gw_req_reply_json(r, 200, g);
+	yajl_gen_free(g);
+done:
+	tg_sweeps_free(s, n);
+	free(state);
+}
+
 void
 gw_sweeps_api(struct gw_req *r, const char *rest)
 {
 	enum evhttp_cmd_type m = evhttp_request_get_command(r->req);
 
 	if (*rest == '\0') {
-		if (m != EVHTTP_REQ_POST)
+		if (m == EVHTTP_REQ_POST)
+			post_sweep(r);
+		else if (m == EVHTTP_REQ_GET)
+			list_sweeps(r);
+		else
 			gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED",
 			    "method not allowed on this path");
-		else
-			post_sweep(r);
 		return;
 	}
 	if (rest[0] != '/' || rest[1] == '\0' || strchr(rest + 1, '/') != NULL) {

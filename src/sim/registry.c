@@ -145,7 +145,11 @@ const char *const runs_sql[S_COUNT] = {
 	[S_SWV_INSERT] = "INSERT INTO sweep_variants (sweep_id, position, name, state,"
 	    " case_body, case_sha256) VALUES (?1, ?2, ?3, 'pending', ?4, ?5)",
 	[S_SW_GET] = "SELECT api_key, base_case_id, created_at, concurrency, callback_url,"
-	    " state, variants, done_at FROM sweeps WHERE sweep_id = ?1",
+	    " state, variants, done_at, sweep_id FROM sweeps WHERE sweep_id = ?1",
+	[S_SW_LIST] = "SELECT api_key, base_case_id, created_at, concurrency, callback_url,"
+	    " state, variants, done_at, sweep_id FROM sweeps"
+	    " WHERE (?1 IS NULL OR api_key = ?1) AND (?2 IS NULL OR state = ?2)"
+	    " ORDER BY created_at DESC, sweep_id LIMIT ?3 OFFSET ?4",
 	[S_SWV_LIST] = "SELECT v.name, v.state, v.case_sha256, v.simulation_id, v.error,"
 	    " v.attempts, v.submitted_at, r.status, r.failure, r.figures"
 	    " FROM sweep_variants v LEFT JOIN runs r ON r.simulation_id = v.simulation_id"

@@ -444,16 +444,12 @@ gen_variant(yajl_gen g, const struct tg_sweep_variant *v, const char **cols, siz
 	yajl_gen_map_close(g);
 }
 
-void
-tg_sweep_json(yajl_gen g, const struct tg_sweep *s, const struct tg_sweep_variant *v,
-    size_t n)
+/* The sweep's own members, inside an open map. */
+static void
+gen_record(yajl_gen g, const struct tg_sweep *s)
 {
 	char *url = s->callback_url ? runs_url_redact(s->callback_url) : NULL;
-	const char **cols;
-	size_t nc, i;
 
-	tg_sweep_columns(v, n, &cols, &nc);
-	yajl_gen_map_open(g);
 	tg_json_kv_str(g, "sweepId", s->id);
 	tg_json_kv_str(g, "baseCaseId", s->base_case_id);
 	tg_json_kv_str(g, "state", tg_sweep_state_str(s->state));
@@ -461,6 +457,28 @@ tg_sweep_json(yajl_gen g, const struct tg_sweep *s, const struct tg_sweep_varian
 	runs_kv_time(g, "doneAt", s->done_at);
 	tg_json_kv_int(g, "concurrency", s->concurrency);
 	tg_json_kv_str(g, "callbackUrl", url);
+	free(url);
+}
+
+void
+tg_sweep_brief_json(yajl_gen g, const struct tg_sweep *s)
+{
+	yajl_gen_map_open(g);
+	gen_record(g, s);
+	tg_json_kv_int(g, "variants", (long long)s->nvariants);
+	yajl_gen_map_close(g);
+}
+
+void
+tg_sweep_json(yajl_gen g, const struct tg_sweep *s, const struct tg_sweep_variant *v,
+    size_t n)
+{
+	const char **cols;
+	size_t nc, i;
+
+	tg_sweep_columns(v, n, &cols, &nc);
+	yajl_gen_map_open(g);
+	gen_record(g, s);
 	gen_counts(g, v, n);
 	tg_json_str(g, "columns");
 	yajl_gen_array_open(g);
@@ -474,7 +492,6 @@ tg_sweep_json(yajl_gen g, const struct tg_sweep *s, const struct tg_sweep_varian
 	yajl_gen_array_close(g);
 	yajl_gen_map_close(g);
 	free(cols);
-	free(url);
 }
 
 /* RFC 4180: quoted when it holds a comma, a quote, CR or LF. */

@@ -155,28 +155,37 @@ tg_sweep_cleanup(struct tg_sweep *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/* A row of S_SW_GET or S_SW_LIST into sw. */
+static void
+read_sweep(sqlite3_stmt *s, struct tg_sweep *sw)
+{
+	const char *state = (const char *)sqlite3_column_text(s, 5);
+	const char *id = (const char *)sqlite3_column_text(s, 8);
+
+	memset(sw, 0, sizeof(*sw));
+	snprintf(sw->id, sizeof(sw->id), "%s", id ? id : "");
+	sw->api_key = runs_col_str(s, 0);
+	sw->base_case_id = runs_col_str(s, 1);
+	sw->created_at = runs_col_time(s, 2);
+	sw->concurrency = sqlite3_column_int(s, 3);
+	sw->callback_url = runs_col_str(s, 4);
+	sw->state = state && strcmp(state, "done") == 0 ? TG_SWEEP_DONE : TG_SWEEP_RUNNING;
+	sw->nvariants = (size_t)sqlite3_column_int64(s, 6);
+	sw->done_at = runs_col_time(s, 7);
+}
+
 int
 tg_runs_sweep_get(struct tg_runs *r, const char *id, struct tg_sweep *sw,
     struct tg_err *err)
 {
 	sqlite3_stmt *s = runs_stmt(r, S_SW_GET);
-	const char *state;
 	int rc;
 
 	memset(sw, 0, sizeof(*sw));
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
-		snprintf(sw->id, sizeof(sw->id), "%s", id);
-		sw->api_key = runs_col_str(s, 0);
-		sw->base_case_id = runs_col_str(s, 1);
-		sw->created_at = runs_col_time(s, 2);
-		sw->concurrency = sqlite3_column_int(s, 3);
-		sw->callback_url = runs_col_str(s, 4);
-		state = (const char *)sqlite3_column_text(s, 5);
-		sw->state = state && strcmp(state, "done") == 0 ? TG_SWEEP_DONE : TG_SWEEP_RUNNING;
-		sw->nvariants = (size_t)sqlite3_column_int64(s, 6);
-		sw->done_at = runs_col_time(s, 7);
+		read_sweep(s, sw);
 		rc = 0;
 	} else if (rc == SQLITE_DONE) {
 		tg_err_set(err, "no sweep %s", id);
@@ -187,6 +196,60 @@ tg_runs_sweep_get(struct tg_runs *r, const char *id, struct tg_sweep *sw,
 	}
 	sqlite3_reset(s);
 	return rc;
+}
+
+int
+tg_runs_sweep_list(struct tg_runs *r, const char *api_key, const char *state, size_t limit,
+    size_t offset, struct tg_sweep **out, size_t *n, int *more, struct tg_err *err)
+{
+	sqlite3_stmt *s;
+	size_t cap = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if (state != NULL && strcmp(state, "running") != 0 && strcmp(state, "done") != 0) {
+		tg_err_set(err, "unknown sweep state '%.40s' (running, done)", state);
+		return -1;
+	}
+	limit = limit == 0 ? 100 : limit > 1000 ? 1000 : limit;
+	s = runs_stmt(r, S_SW_LIST);
+	runs_bind_str(s, 1, api_key);
+	runs_bind_str(s, 2, state);
+	sqlite3_bind_int64(s, 3, (int64_t)limit + 1);	/* one past: more? */
+	sqlite3_bind_int64(s, 4, offset < INT64_MAX ? (int64_t)offset : INT64_MAX);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			*out = tg_xrealloc(*out, cap * sizeof(**out));
+		}
+		read_sweep(s, &(*out)[(*n)++]);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		runs_sql_err(r, err, "list");
+		tg_sweeps_free(*out, *n);
+		*out = NULL;
+		*n = 0;
+		return -1;
+	}
+	if (more != NULL)
+		*more = *n > limit;
+	if (*n > limit) {
+		tg_sweep_cleanup(&(*out)[limit]);
+		*n = limit;
+	}
+	return 0;
+}
+
+void
+tg_sweeps_free(struct tg_sweep *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; s != NULL && i < n; i++)
+		tg_sweep_cleanup(&s[i]);
+	free(s);
 }
 
 void

@@ -37,10 +37,10 @@ def get_sweep(gw, sid, key=None, accept=None):
     return requests.get(gw.sim + "/tidegate/v1/sweeps/" + sid, headers=h, timeout=10)
 
 
-def wait_done(gw, sid, timeout=60.0, watch=None):
+def wait_done(gw, sid, timeout=60.0, watch=None, key=None):
     deadline = time.monotonic() + timeout
     while True:
-        body = get_sweep(gw, sid).json()
+        body = get_sweep(gw, sid, key=key).json()
         if watch:
             watch(body)
         if body["state"] == "done":
@@ -182,7 +182,7 @@ def test_request_errors(emulator, make_gateway):
     assert [(d["path"], d["code"]) for d in err["details"]] == [("/variants", "range")]
     r = requests.post(gw.sim + "/tidegate/v1/sweeps", json={}, timeout=10)
     assert r.status_code == 401
-    r = requests.get(gw.sim + "/tidegate/v1/sweeps", headers=gw.headers(), timeout=10)
+    r = requests.delete(gw.sim + "/tidegate/v1/sweeps", headers=gw.headers(), timeout=10)
     assert r.status_code == 405
     assert get_sweep(gw, "swp_nope").status_code == 404
 
@@ -191,6 +191,33 @@ def test_request_errors(emulator, make_gateway):
     assert get_sweep(gw, sid, key=OTHER_KEY).status_code == 404
     assert get_sweep(gw, sid).status_code == 200
     wait_done(gw, sid)
+
+    # the list: each key its own, newest first, by state, paged
+    theirs = post_sweep(gw, {"baseCaseId": "CASE-OM-1", "variants": [
+        {"name": "b", "patch": {}}]}, key=OTHER_KEY).json()["sweepId"]
+    second = post_sweep(gw, {"baseCaseId": "CASE-OM-1", "variants": [
+        {"name": "c", "patch": {}}, {"name": "d", "patch": {}}]}).json()["sweepId"]
+
+    def listed(key=None, **params):
+        r = requests.get(gw.sim + "/tidegate/v1/sweeps", params=params,
+                         headers=gw.headers(key) if key else gw.headers(), timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()
+    body = listed()
+    assert [x["sweepId"] for x in body["sweeps"]] == [second, sid]
+    assert body["sweeps"][0]["variants"] == 2 and body["more"] is False
+    assert [x["sweepId"] for x in listed(OTHER_KEY)["sweeps"]] == [theirs]
+    assert [x["sweepId"] for x in listed(state="done")["sweeps"]] == [sid]
+    page = listed(limit=1)
+    assert [x["sweepId"] for x in page["sweeps"]] == [second] and page["more"] is True
+    r = requests.get(gw.sim + "/tidegate/v1/sweeps", params={"state": "over"},
+                     headers=gw.headers(), timeout=10)
+    assert r.status_code == 400 and "running, done" in r.json()["message"]
+    r = requests.get(gw.sim + "/tidegate/v1/sweeps", params={"limit": "0"},
+                     headers=gw.headers(), timeout=10)
+    assert r.status_code == 400
+    wait_done(gw, second)
+    wait_done(gw, theirs, key=OTHER_KEY)
 
 
 def test_callback_checked_before_anything_is_stored(emulator, make_gateway, tmp_path):

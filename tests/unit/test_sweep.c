@@ -483,6 +483,75 @@ test_queue_errors(void **state)
 	assert_int_equal(tg_runs_sweep_settle(R.r, "swp_x", T0, &err), TG_RUNS_NOT_FOUND);
 }
 
+/* What g generated, parsed (g freed; caller frees the tree). */
+static yajl_val
+parse_gen(yajl_gen g)
+{
+	const unsigned char *buf;
+	size_t len;
+	yajl_val v;
+
+	yajl_gen_get_buf(g, &buf, &len);
+	v = tg_json_parse((const char *)buf, len, NULL);
+	yajl_gen_free(g);
+	assert_non_null(v);
+	return v;
+}
+
+/* Sweeps listed per key and state, newest first, paged; JSON briefs. */
+static void
+test_sweep_list(void **state)
+{
+	struct tg_sweep_variant_new v[] = { { "only", "{\"caseId\":\"C\"}", 14 } };
+	struct tg_sweep_new s = { .api_key = "team-a", .base_case_id = "C", .variants = v,
+		.nvariants = 1 };
+	char ids[3][TG_SWEEP_ID_LEN], other[TG_SWEEP_ID_LEN];
+	struct tg_err err = { "" };
+	struct tg_sweep *l;
+	size_t n, i;
+	int more;
+	yajl_gen g;
+	yajl_val j;
+
+	for (i = 0; i < 3; i++)
+		assert_int_equal(tg_runs_sweep_create(R.r, &s, T0 + (int64_t)i * 1000, ids[i],
+		    &err), 0);
+	s.api_key = "team-b";
+	assert_int_equal(tg_runs_sweep_create(R.r, &s, T0 + 5000, other, &err), 0);
+	assert_int_equal(tg_runs_sweep_list(R.r, "team-a", NULL, 2, 0, &l, &n, &more, &err), 0);
+	assert_int_equal(n, 2);
+	assert_true(more);
+	assert_string_equal(l[0].id, ids[2]);	/* newest first */
+	assert_string_equal(l[1].id, ids[1]);
+	g = tg_json_gen_new();
+	tg_sweep_brief_json(g, &l[0]);
+	j = parse_gen(g);
+	assert_string_equal(tg_json_get_str(j, "sweepId"), ids[2]);
+	assert_string_equal(tg_json_get_str(j, "state"), "running");
+	assert_int_equal(YAJL_GET_INTEGER(tg_json_get(j, "variants")), 1);
+	yajl_tree_free(j);
+	tg_sweeps_free(l, n);
+	assert_int_equal(tg_runs_sweep_list(R.r, "team-a", NULL, 2, 2, &l, &n, &more, &err), 0);
+	assert_int_equal(n, 1);
+	assert_false(more);
+	assert_string_equal(l[0].id, ids[0]);
+	tg_sweeps_free(l, n);
+	assert_int_equal(tg_runs_sweep_list(R.r, "team-a", "done", 0, 0, &l, &n, NULL, &err), 0);
+	assert_int_equal(n, 0);
+	tg_sweeps_free(l, n);
+	assert_int_equal(tg_runs_sweep_list(R.r, NULL, "running", 0, 0, &l, &n, NULL, &err), 0);
+	assert_int_equal(n, 4);
+	tg_sweeps_free(l, n);
+	assert_int_equal(tg_runs_sweep_list(R.r, "team-a", "finished", 0, 0, &l, &n, NULL, &err),
+	    -1);
+	assert_non_null(strstr(err.msg, "running, done"));
+	assert_null(l);
+	assert_int_equal(tg_runs_sweep_list(R.r, "x' OR 1=1 --", NULL, 0, 0, &l, &n, NULL, &err),
+	    0);
+	assert_int_equal(n, 0);
+	tg_sweeps_free(l, n);
+}
+
 static void
 test_sweep_purge(void **state)
 {
@@ -685,6 +754,7 @@ main(void)
 		cmocka_unit_test(test_build_all_problems),
 		cmocka_unit_test_setup_teardown(test_queue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_queue_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_purge, setup, teardown),
 		cmocka_unit_test(test_columns_and_csv),
 		cmocka_unit_test(test_summary_json),
