@@ -23,6 +23,7 @@
 #include "tidegate/clock.h"
 #include "tidegate/json.h"
 #include "tidegate/runs.h"
+#include "gen_tree.h"
 
 #define T0	1700000000000LL		/* 2023-11-14T22:13:20Z */
 #define SEC	1000LL
@@ -108,21 +109,6 @@ set(const char *id, enum tg_run_status st, int64_t done, int64_t now)
 	struct tg_err err = { "" };
 
 	return tg_runs_set_status(R.r, id, st, done, now, &err);
-}
-
-/* What g generated, parsed back (caller frees); g is freed. */
-static yajl_val
-gen_tree(yajl_gen g)
-{
-	const unsigned char *buf;
-	size_t len;
-	yajl_val v;
-
-	yajl_gen_get_buf(g, &buf, &len);
-	v = tg_json_parse((const char *)buf, len, NULL);
-	yajl_gen_free(g);
-	assert_non_null(v);
-	return v;
 }
 
 static yajl_val

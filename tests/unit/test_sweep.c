@@ -20,6 +20,7 @@
 
 #include "tidegate/json.h"
 #include "tidegate/runs.h"
+#include "gen_tree.h"
 
 #define T0	1700000000000LL
 #define SEC	1000LL
@@ -483,21 +484,6 @@ test_queue_errors(void **state)
 	assert_int_equal(tg_runs_sweep_settle(R.r, "swp_x", T0, &err), TG_RUNS_NOT_FOUND);
 }
 
-/* What g generated, parsed (g freed; caller frees the tree). */
-static yajl_val
-parse_gen(yajl_gen g)
-{
-	const unsigned char *buf;
-	size_t len;
-	yajl_val v;
-
-	yajl_gen_get_buf(g, &buf, &len);
-	v = tg_json_parse((const char *)buf, len, NULL);
-	yajl_gen_free(g);
-	assert_non_null(v);
-	return v;
-}
-
 /* Sweeps listed per key and state, newest first, paged; JSON briefs. */
 static void
 test_sweep_list(void **state)
@@ -525,7 +511,8 @@ test_sweep_list(void **state)
 	assert_string_equal(l[1].id, ids[1]);
 	g = tg_json_gen_new();
 	tg_sweep_brief_json(g, &l[0]);
-	j = parse_gen(g);
+	j = gen_tree(g);
+	assert_non_null(j);
 	assert_string_equal(tg_json_get_str(j, "sweepId"), ids[2]);
 	assert_string_equal(tg_json_get_str(j, "state"), "running");
 	assert_int_equal(YAJL_GET_INTEGER(tg_json_get(j, "variants")), 1);
