@@ -821,19 +821,19 @@ read_runs(struct tg_runs *r, sqlite3_stmt *s, struct tg_run **runs, size_t *n,
 }
 
 int
-tg_runs_get(struct tg_runs *r, const char *id, struct tg_run *run, struct tg_err *err)
+runs_get_row(struct tg_runs *r, enum runs_stmt st, const char *id, const char *what,
+    void (*read)(sqlite3_stmt *, void *), void *out, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_RUN_GET);
+	sqlite3_stmt *s = runs_stmt(r, st);
 	int rc;
 
-	memset(run, 0, sizeof(*run));
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
-		run_from_row(s, run);
+		read(s, out);
 		rc = 0;
 	} else if (rc == SQLITE_DONE) {
-		tg_err_set(err, "no simulation run %s", id);
+		tg_err_set(err, "no %s %s", what, id);
 		rc = TG_RUNS_NOT_FOUND;
 	} else {
 		runs_sql_err(r, err, "read");
@@ -841,6 +841,19 @@ tg_runs_get(struct tg_runs *r, const char *id, struct tg_run *run, struct tg_err
 	}
 	sqlite3_reset(s);
 	return rc;
+}
+
+static void
+read_run(sqlite3_stmt *s, void *run)
+{
+	run_from_row(s, run);
+}
+
+int
+tg_runs_get(struct tg_runs *r, const char *id, struct tg_run *run, struct tg_err *err)
+{
+	memset(run, 0, sizeof(*run));
+	return runs_get_row(r, S_RUN_GET, id, "simulation run", read_run, run, err);
 }
 
 int

@@ -48,6 +48,12 @@ int runs_commit(struct tg_runs *r, struct tg_err *err);
 void runs_rollback(struct tg_runs *r);
 void runs_sql_err(struct tg_runs *r, struct tg_err *err, const char *what);
 
+/**
+ * The row of statement st whose first parameter is id, read into out by
+ * read: 0, TG_RUNS_NOT_FOUND (err: "no <what> <id>") or -1 with err.
+ */
+int runs_get_row(struct tg_runs *r, enum runs_stmt st, const char *id, const char *what,
+    void (*read)(sqlite3_stmt *, void *), void *out, struct tg_err *err);
 /** Text column (copied) or NULL. */
 char *runs_col_str(sqlite3_stmt *s, int col);
 /** Integer column; 0 for NULL. */

@@ -155,10 +155,11 @@ tg_sweep_cleanup(struct tg_sweep *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* A row of S_SW_GET or S_SW_LIST into sw. */
+/* A row of S_SW_GET or S_SW_LIST into sw (a struct tg_sweep). */
 static void
-read_sweep(sqlite3_stmt *s, struct tg_sweep *sw)
+read_sweep(sqlite3_stmt *s, void *out)
 {
+	struct tg_sweep *sw = out;
 	const char *state = (const char *)sqlite3_column_text(s, 5);
 	const char *id = (const char *)sqlite3_column_text(s, 8);
 
@@ -178,24 +179,8 @@ int
 tg_runs_sweep_get(struct tg_runs *r, const char *id, struct tg_sweep *sw,
     struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_SW_GET);
-	int rc;
-
 	memset(sw, 0, sizeof(*sw));
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		read_sweep(s, sw);
-		rc = 0;
-	} else if (rc == SQLITE_DONE) {
-		tg_err_set(err, "no sweep %s", id);
-		rc = TG_RUNS_NOT_FOUND;
-	} else {
-		runs_sql_err(r, err, "read");
-		rc = -1;
-	}
-	sqlite3_reset(s);
-	return rc;
+	return runs_get_row(r, S_SW_GET, id, "sweep", read_sweep, sw, err);
 }
 
 int
