@@ -793,27 +793,42 @@ run_from_row(sqlite3_stmt *s, struct tg_run *run)
 	run->figures = runs_col_json(s, 21);
 }
 
-/* Every row s yields, appended to *runs; resets s. */
-static int
-read_runs(struct tg_runs *r, sqlite3_stmt *s, struct tg_run **runs, size_t *n,
-    struct tg_err *err)
+int
+runs_read_rows(struct tg_runs *r, sqlite3_stmt *s, size_t size,
+    void (*read)(sqlite3_stmt *, void *), void **out, size_t *n, struct tg_err *err)
 {
 	size_t cap = 0;
 	int rc;
 
-	*runs = NULL;
+	*out = NULL;
 	*n = 0;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 16;
-			*runs = tg_xrealloc(*runs, cap * sizeof(**runs));
+			*out = tg_xrealloc(*out, cap * size);
 		}
-		run_from_row(s, &(*runs)[(*n)++]);
+		read(s, (char *)*out + (*n)++ * size);
 	}
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)
 		return 0;
 	runs_sql_err(r, err, "read");
+	return -1;
+}
+
+static void
+read_run(sqlite3_stmt *s, void *run)
+{
+	run_from_row(s, run);
+}
+
+/* Every row s yields into *runs; resets s. */
+static int
+read_runs(struct tg_runs *r, sqlite3_stmt *s, struct tg_run **runs, size_t *n,
+    struct tg_err *err)
+{
+	if (runs_read_rows(r, s, sizeof(**runs), read_run, (void **)runs, n, err) == 0)
+		return 0;
 	tg_runs_free(*runs, *n);
 	*runs = NULL;
 	*n = 0;
@@ -841,12 +856,6 @@ runs_get_row(struct tg_runs *r, enum runs_stmt st, const char *id, const char *w
 	}
 	sqlite3_reset(s);
 	return rc;
-}
-
-static void
-read_run(sqlite3_stmt *s, void *run)
-{
-	run_from_row(s, run);
 }
 
 int

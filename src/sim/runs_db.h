@@ -54,6 +54,13 @@ void runs_sql_err(struct tg_runs *r, struct tg_err *err, const char *what);
  */
 int runs_get_row(struct tg_runs *r, enum runs_stmt st, const char *id, const char *what,
     void (*read)(sqlite3_stmt *, void *), void *out, struct tg_err *err);
+/**
+ * Every row s yields, each read by read into a new element of size bytes
+ * of the array *out (malloc'd) with *n elements; resets s. -1 with err on a
+ * database error, *out then holding the *n rows read (the caller frees).
+ */
+int runs_read_rows(struct tg_runs *r, sqlite3_stmt *s, size_t size,
+    void (*read)(sqlite3_stmt *, void *), void **out, size_t *n, struct tg_err *err);
 /** Text column (copied) or NULL. */
 char *runs_col_str(sqlite3_stmt *s, int col);
 /** Integer column; 0 for NULL. */

@@ -188,8 +188,6 @@ tg_runs_sweep_list(struct tg_runs *r, const char *api_key, const char *state, si
     size_t offset, struct tg_sweep **out, size_t *n, int *more, struct tg_err *err)
 {
 	sqlite3_stmt *s;
-	size_t cap = 0;
-	int rc;
 
 	*out = NULL;
 	*n = 0;
@@ -203,16 +201,7 @@ tg_runs_sweep_list(struct tg_runs *r, const char *api_key, const char *state, si
 	runs_bind_str(s, 2, state);
 	sqlite3_bind_int64(s, 3, (int64_t)limit + 1);	/* one past: more? */
 	sqlite3_bind_int64(s, 4, offset < INT64_MAX ? (int64_t)offset : INT64_MAX);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 16;
-			*out = tg_xrealloc(*out, cap * sizeof(**out));
-		}
-		read_sweep(s, &(*out)[(*n)++]);
-	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		runs_sql_err(r, err, "list");
+	if (runs_read_rows(r, s, sizeof(**out), read_sweep, (void **)out, n, err) != 0) {
 		tg_sweeps_free(*out, *n);
 		*out = NULL;
 		*n = 0;
@@ -254,8 +243,9 @@ tg_sweep_variants_free(struct tg_sweep_variant *v, size_t n)
 
 /* One row of S_SWV_LIST. */
 static void
-variant_from_row(sqlite3_stmt *s, struct tg_sweep_variant *v)
+variant_from_row(sqlite3_stmt *s, void *out)
 {
+	struct tg_sweep_variant *v = out;
 	const unsigned char *sha = sqlite3_column_text(s, 2);
 	int st;
 
@@ -280,7 +270,6 @@ tg_runs_sweep_variants(struct tg_runs *r, const char *id, struct tg_sweep_varian
 {
 	struct tg_sweep sw;
 	sqlite3_stmt *s;
-	size_t cap = 0;
 	int rc;
 
 	*v = NULL;
@@ -290,43 +279,27 @@ tg_runs_sweep_variants(struct tg_runs *r, const char *id, struct tg_sweep_varian
 	tg_sweep_cleanup(&sw);
 	s = runs_stmt(r, S_SWV_LIST);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 16;
-			*v = tg_xrealloc(*v, cap * sizeof(**v));
-		}
-		variant_from_row(s, &(*v)[(*n)++]);
-	}
-	sqlite3_reset(s);
-	if (rc == SQLITE_DONE)
+	if (runs_read_rows(r, s, sizeof(**v), variant_from_row, (void **)v, n, err) == 0)
 		return 0;
-	runs_sql_err(r, err, "read");
 	tg_sweep_variants_free(*v, *n);
 	*v = NULL;
 	*n = 0;
 	return -1;
 }
 
+/* The first column as a malloc'd string into *(char **)out. */
+static void
+read_id(sqlite3_stmt *s, void *out)
+{
+	*(char **)out = runs_col_str(s, 0);
+}
+
 int
 tg_runs_sweeps_running(struct tg_runs *r, char ***ids, size_t *n, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_SW_RUNNING);
-	size_t cap = 0;
-	int rc;
-
-	*ids = NULL;
-	*n = 0;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 8;
-			*ids = tg_xrealloc(*ids, cap * sizeof(**ids));
-		}
-		(*ids)[(*n)++] = runs_col_str(s, 0);
-	}
-	sqlite3_reset(s);
-	if (rc == SQLITE_DONE)
+	if (runs_read_rows(r, runs_stmt(r, S_SW_RUNNING), sizeof(**ids), read_id, (void **)ids,
+	    n, err) == 0)
 		return 0;
-	runs_sql_err(r, err, "read");
 	tg_runs_ids_free(*ids, *n);
 	*ids = NULL;
 	*n = 0;
