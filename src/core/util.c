@@ -69,7 +69,8 @@ tg_xstrndup(const char *s, size_t n)
 {
 	char *p = tg_xmalloc(n + 1);
 
-	memcpy(p, s, n);
+	if (n > 0)	/* s may be NULL when n is 0 (an empty evbuffer's pullup) */
+		memcpy(p, s, n);
 	p[n] = '\0';
 	return p;
 }

@@ -65,11 +65,16 @@ prepass(const char *buf, size_t len)
 yajl_val
 tg_json_parse(const char *buf, size_t len, struct tg_err *err)
 {
-	char *copy = tg_xstrndup(buf, len), ebuf[200];
+	char *copy, ebuf[200];
 	const char *why;
 	yajl_val v;
 	char *nl;
 
+	if (buf == NULL || len == 0) {	/* an empty body: pullup of it gives NULL */
+		tg_err_set(err, "invalid JSON: the body is empty");
+		return NULL;
+	}
+	copy = tg_xstrndup(buf, len);
 	if (memchr(buf, '\0', len) != NULL) {
 		free(copy);
 		tg_err_set(err, "body contains a NUL byte");

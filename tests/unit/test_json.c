@@ -73,6 +73,10 @@ test_parse_errors(void **state)
 	assert_null(tg_json_parse("{\"a\":", 5, &err));
 	assert_true(strncmp(err.msg, "invalid JSON: ", 14) == 0);
 	assert_null(strchr(err.msg, '\n'));
+	assert_null(tg_json_parse(NULL, 0, &err));	/* an empty body */
+	assert_string_equal(err.msg, "invalid JSON: the body is empty");
+	assert_null(tg_json_parse("", 0, &err));
+	assert_string_equal(err.msg, "invalid JSON: the body is empty");
 	assert_null(tg_json_parse("\"a\0b\"", 5, &err));
 	assert_string_equal(err.msg, "body contains a NUL byte");
 	{
