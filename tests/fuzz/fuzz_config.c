@@ -24,7 +24,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > 65536)
 		return 0;
 	yaml = malloc(size + 1);
-	memcpy(yaml, data, size);
+	if (size > 0)	/* data is NULL for an empty input */
+		memcpy(yaml, data, size);
 	yaml[size] = '\0';
 	memset(&gc, 0, sizeof(gc));
 	(void)tg_config_load_string("fuzz.yaml", yaml, gw_config_keys, gw_config_nkeys, &gc,

@@ -48,7 +48,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > 8192)
 		return 0;
 	target = malloc(size + 1);
-	memcpy(target, data, size);
+	if (size > 0)	/* data is NULL for an empty input */
+		memcpy(target, data, size);
 	target[size] = '\0';
 	u = evhttp_uri_parse_with_flags(target, EVHTTP_URI_NONCONFORMANT);
 	if (u != NULL) {
