@@ -10,12 +10,16 @@
 #include <stdint.h>
 
 #include <event2/http.h>
+#include <event2/util.h>
 #include <yajl/yajl_gen.h>
 
 #include "tidegate/errors.h"
 #include "tidegate/util.h"
 
 struct event_base;
+
+/** Bytes of one request head (request line and fields) a listener takes. */
+#define TG_HTTP_MAX_HEAD (64 * 1024)
 
 /**
  * Bind a new evhttp on addr ("127.0.0.1:7080", "[::1]:0"); max_body bytes
@@ -50,6 +54,8 @@ const char *tg_http_bearer(struct evhttp_request *req);
  * connection itself. For truncated bodies that must not look complete.
  */
 void tg_http_conn_reset(struct evhttp_connection *conn);
+/** The same on a socket descriptor (-1: nothing). */
+void tg_http_fd_reset(evutil_socket_t fd);
 /** Standard reason phrase for a status. */
 const char *tg_http_reason(int status);
 

@@ -17,6 +17,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "tidegate/ids.h"
 #include "tidegate/json.h"
@@ -658,7 +659,7 @@ stream_finish(struct emu_stream *s)
 {
 	struct evhttp_request *req = s->req;
 
-	evhttp_connection_set_closecb(s->conn, NULL, NULL);
+	tg_frontdoor_set_closecb(s->conn, NULL, NULL);
 	evhttp_send_reply_chunk(req, s->buf);
 	tg_log(TG_LOG_DEBUG, "export_streamed", TG_LS("correlationId", s->job->id),
 	    TG_LI("records", s->records));
@@ -723,7 +724,7 @@ stream_start(struct tg_emu *emu, struct evhttp_request *req, struct emu_export *
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 	    "application/json");
 	evhttp_send_reply_start(req, 200, "OK");
-	evhttp_connection_set_closecb(s->conn, on_reply_close, s);
+	tg_frontdoor_set_closecb(s->conn, on_reply_close, s);
 	stream_step(s);
 }
 

@@ -18,6 +18,7 @@
 #include <openssl/ssl.h>
 
 #include "tidegate/errors.h"
+#include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "tidegate/ids.h"
 #include "tidegate/log.h"
@@ -52,6 +53,7 @@ static const struct route routes[] = {
 struct listener_ctx {
 	struct tg_emu *emu;
 	int listener;
+	struct tg_frontdoor door;	/* strict framing, no key check (frontdoor.h) */
 };
 
 /* A request held back by an injected latency. */
@@ -201,7 +203,7 @@ pending_unlink(struct emu_pending *p)
 			break;
 		}
 	}
-	evhttp_connection_set_closecb(p->conn, NULL, NULL);
+	tg_frontdoor_set_closecb(p->conn, NULL, NULL);
 	event_free(p->timer);
 	free(p);
 }
@@ -259,8 +261,12 @@ on_request(struct evhttp_request *req, void *arg)
 	const struct emu_fault *f;
 	struct emu_pending *p;
 	struct timeval tv;
-	int err = 0;
+	int err = 0, refused = tg_frontdoor_refusal(req);
 
+	if (refused != 0) {
+		tg_frontdoor_reply(req, refused);
+		return;
+	}
 	if (tg_str_startswith(path, "/__emulator/")) {
 		emu_control(emu, req, path);
 		return;
@@ -280,7 +286,7 @@ on_request(struct evhttp_request *req, void *arg)
 		p->timer = evtimer_new(emu->base, on_pending_timer, p);
 		p->next = emu->pending;
 		emu->pending = p;
-		evhttp_connection_set_closecb(p->conn, on_pending_close, p);
+		tg_frontdoor_set_closecb(p->conn, on_pending_close, p);
 		tv.tv_sec = f->latency_ms / 1000;
 		tv.tv_usec = (f->latency_ms % 1000) * 1000;
 		evtimer_add(p->timer, &tv);
@@ -383,6 +389,9 @@ tg_emu_new(struct event_base *base, const struct tg_emu_config *cfg, struct tg_e
 		}
 		lctx[l].emu = emu;
 		lctx[l].listener = l;
+		lctx[l].door.max_head = TG_HTTP_MAX_HEAD;
+		lctx[l].door.max_body = (uint64_t)cfg->max_body;
+		tg_frontdoor_attach(emu->http[l], &lctx[l].door);
 		evhttp_set_gencb(emu->http[l], on_request, &lctx[l]);
 		tg_log(TG_LOG_INFO, "listening", TG_LS("listener", lnames[l]),
 		    TG_LS("addr", listen_addr(cfg, l)), TG_LI("port", emu->port[l]));

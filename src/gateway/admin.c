@@ -11,6 +11,7 @@
 #include <event2/http.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "gw.h"
@@ -165,9 +166,12 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 {
 	struct gw_lctx *lc = arg;
 	const char *path = tg_http_path(req);
+	int fault = tg_frontdoor_refusal(req);
 	yajl_gen g;
 
-	if (strncmp(path, "/webhooks", 9) == 0 && (path[9] == '\0' || path[9] == '/')) {
+	if (fault != 0)
+		tg_frontdoor_reply(req, fault);
+	else if (strncmp(path, "/webhooks", 9) == 0 && (path[9] == '\0' || path[9] == '/')) {
 		gw_admin_webhooks(lc->gw, req, path);
 	} else if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
 		tg_reply_error(req, 405, NULL, "only GET here (POST: /webhooks/…)", NULL, 0);

@@ -14,6 +14,7 @@
 #include <event2/http.h>
 
 #include "tidegate/emulator.h"
+#include "tidegate/frontdoor.h"
 #include "tidegate/ids.h"
 #include "tidegate/keys.h"
 #include "tidegate/metrics.h"
@@ -66,6 +67,7 @@ struct gw_hooks {
 struct gw_lctx {
 	struct gw *gw;
 	int listener;
+	struct tg_frontdoor door;	/* the listener's front door (frontdoor.h) */
 };
 
 struct gw {
@@ -143,6 +145,11 @@ struct gw_runtime *gw_runtime_new(struct gw *gw, const struct gw_config *cfg,
 /* proxy.c */
 void gw_on_request(struct evhttp_request *req, void *arg);
 void gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg);
+/** Authenticate the caller of r (borrowed): 0, or -1 after replying 401/403. */
+int gw_req_authenticate(struct gw_req *r);
+/** The front door's check (frontdoor.h) of a listener's heads with a body:
+ * h borrowed, arg the listener's struct gw_lctx (borrowed). */
+int gw_head_check(const struct tg_head *h, void *arg);
 void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffer *b);
 /** Reply with what g generated (g stays the caller's); frees r. */
 void gw_req_reply_json(struct gw_req *r, int status, yajl_gen g);

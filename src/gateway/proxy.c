@@ -21,6 +21,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "gw.h"
@@ -63,7 +64,7 @@ on_flushed(struct evhttp_request *req, void *arg)
 	struct gw_flush *f = arg;
 
 	if (f->conn != NULL)
-		evhttp_connection_set_closecb(f->conn, NULL, NULL);
+		tg_frontdoor_set_closecb(f->conn, NULL, NULL);
 	flush_done(f);
 }
 
@@ -142,7 +143,7 @@ finish(struct gw_req *r)
 	access_log(r);
 	gw_poll_forget(r);
 	if (r->conn != NULL)
-		evhttp_connection_set_closecb(r->conn, r->flush ? on_flush_conn_close : NULL,
+		tg_frontdoor_set_closecb(r->conn, r->flush ? on_flush_conn_close : NULL,
 		    r->flush);
 	if (r->up != NULL)
 		tg_up_req_cancel(r->up);
@@ -603,38 +604,6 @@ valid_request_id(const char *s)
 	return n > 0;
 }
 
-/* Decide how the caller is authenticated; replies and returns -1 if refused. */
-static int
-authenticate(struct gw_req *r)
-{
-	const char *bearer = tg_http_bearer(r->req);
-	const char *apikey = tg_http_header(r->req, "X-Api-Key");
-	const char *presented = apikey ? apikey : bearer;
-	int login = r->m.route && (r->m.route->op == TG_OP_DEX_AUTHENTICATE ||
-	    r->m.route->op == TG_OP_SIM_TOKEN);
-
-	if (presented && (r->key = tg_keyring_match(&r->rt->keys, presented)) != NULL) {
-		if (!(r->key->services & r->svc->mask)) {
-			gw_req_reply_error(r, 403, "FORBIDDEN",
-			    "this API key may not use this service");
-			return -1;
-		}
-		r->auth = GW_AUTH_GATEWAY;
-		return 0;
-	}
-	if (login || (bearer && !apikey && r->svc->cfg->caller_tokens)) {
-		r->auth = GW_AUTH_CALLER;
-		return 0;
-	}
-	if (r->rt->keys.n == 0) {
-		r->auth = GW_AUTH_GATEWAY;	/* loopback-only mode: the gateway's token */
-		return 0;
-	}
-	gw_req_reply_error(r, 401, "UNAUTHORIZED", presented ?
-	    "unknown API key" : "an API key is required (Authorization: Bearer <key> or X-Api-Key)");
-	return -1;
-}
-
 static struct gw_req *
 req_new(struct gw *gw, int listener, struct evhttp_request *req)
 {
@@ -655,7 +624,7 @@ req_new(struct gw *gw, int listener, struct evhttp_request *req)
 	else
 		tg_id_uuid4(r->id);
 	gw->inflight++;
-	evhttp_connection_set_closecb(r->conn, on_client_close, r);
+	tg_frontdoor_set_closecb(r->conn, on_client_close, r);
 	return r;
 }
 
@@ -664,14 +633,21 @@ gw_on_request(struct evhttp_request *req, void *arg)
 {
 	struct gw_lctx *lc = arg;
 	struct gw_req *r = req_new(lc->gw, lc->listener, req);
-	int rc;
+	int rc, fault = tg_frontdoor_refusal(req);
+
+	if (fault != 0) {	/* refused on its head (frontdoor.h): answer, close */
+		tg_frontdoor_close_after(req);
+		gw_req_reply_error(r, tg_head_fault_status(fault), tg_head_fault_code(fault),
+		    tg_head_fault_message(fault));
+		return;
+	}
 
 	if (lc->listener == GW_DEX && tg_str_startswith(r->path, GW_RELAY_PREFIX)) {
 		gw_hook_relay(r);	/* the vendor calls: no API key, never upstream */
 		return;
 	}
 	if (lc->listener == GW_SIM && tg_str_startswith(r->path, GW_API_PREFIX)) {
-		if (authenticate(r) == 0)
+		if (gw_req_authenticate(r) == 0)
 			gw_runs_api(r);	/* the registry answers: never upstream */
 		return;
 	}
@@ -684,7 +660,7 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such endpoint");
 		return;
 	}
-	if (authenticate(r) != 0)
+	if (gw_req_authenticate(r) != 0)
 		return;
 	if (r->m.route && (r->m.route->op == TG_OP_DEX_AUTHENTICATE ||
 	    r->m.route->op == TG_OP_SIM_TOKEN)) {

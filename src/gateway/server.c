@@ -190,6 +190,11 @@ bind_listeners(struct gw *gw, struct tg_err *err)
 			return -1;
 		gw->lctx[l].gw = gw;
 		gw->lctx[l].listener = l;
+		gw->lctx[l].door.max_head = TG_HTTP_MAX_HEAD;
+		gw->lctx[l].door.max_body = (uint64_t)c->max_body;
+		gw->lctx[l].door.check = l == GW_ADMIN ? NULL : gw_head_check;
+		gw->lctx[l].door.arg = &gw->lctx[l];
+		tg_frontdoor_attach(gw->http[l], &gw->lctx[l].door);
 		evhttp_set_gencb(gw->http[l], l == GW_ADMIN ? gw_admin_on_request : gw_on_request,
 		    &gw->lctx[l]);
 		tg_log(TG_LOG_INFO, "listening", TG_LS("listener",

@@ -150,7 +150,13 @@ void
 tg_http_conn_reset(struct evhttp_connection *conn)
 {
 	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
-	evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+
+	tg_http_fd_reset(bev ? bufferevent_getfd(bev) : -1);
+}
+
+void
+tg_http_fd_reset(evutil_socket_t fd)
+{
 	struct linger lg = { 1, 0 };
 	struct sockaddr sa;
 

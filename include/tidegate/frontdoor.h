@@ -1,0 +1,57 @@
+/*
+ * frontdoor.h - the front door of every listener: it frames each request
+ * between the accepted socket and evhttp itself
+ * (strict head parser of head.h, Content-Length or chunked body), so that
+ * evhttp only ever sees requests the gateway and a front proxy read the
+ * same way, and so that a request can be refused on its head alone, before
+ * its body is read (an API key missing, a body over max_body). A refused
+ * request reaches the listener's handler as a stand-in without a body,
+ * marked by TG_HEAD_REFUSAL_FIELD, in its place among pipelined requests;
+ * the handler answers it with the JSON error body and the connection is
+ * closed. Accepted sockets get TCP_NODELAY. Used by the gateway's and the
+ * emulator's listeners.
+ */
+#ifndef TIDEGATE_FRONTDOOR_H
+#define TIDEGATE_FRONTDOOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/http.h>
+
+#include "tidegate/head.h"
+
+struct tg_frontdoor {
+	size_t max_head;	/* bytes of one request head (431 above) */
+	uint64_t max_body;	/* a larger Content-Length is refused with 413 */
+	/**
+	 * Optional: asked for every head that announces a body (h borrowed, for
+	 * the call only); returns 0 to let it in or a TG_HEAD_* fault to refuse
+	 * it before a byte of the body is read.
+	 */
+	int (*check)(const struct tg_head *h, void *arg);
+	void *arg;		/* borrowed, handed to check */
+};
+
+/** Frame every connection http accepts through door (borrowed: it must
+ * outlive http). */
+void tg_frontdoor_attach(struct evhttp *http, const struct tg_frontdoor *door);
+/**
+ * The close callback of a server connection (conn borrowed; cb may be
+ * NULL): the front door owns evhttp's one close callback slot of the
+ * connections it frames and calls cb from it. Falls back to
+ * evhttp_connection_set_closecb for other connections.
+ */
+void tg_frontdoor_set_closecb(struct evhttp_connection *conn,
+    void (*cb)(struct evhttp_connection *, void *), void *arg);
+/** The fault of a refused request's stand-in (req borrowed), or 0 for a
+ * request that passed the front door. */
+int tg_frontdoor_refusal(struct evhttp_request *req);
+/** Mark the reply to req (borrowed) as the connection's last: the front
+ * door discards what else the client sends. */
+void tg_frontdoor_close_after(struct evhttp_request *req);
+/** Answer a refused request (req borrowed) with the JSON error body of
+ * fault and close the connection. */
+void tg_frontdoor_reply(struct evhttp_request *req, int fault);
+
+#endif

@@ -1,0 +1,446 @@
+/*
+ * frontdoor.c - the front door of frontdoor.h. Per connection a small state
+ * machine walks the bytes the client sends: a head (parsed and checked
+ * whole before a byte of it is passed on), then its body by Content-Length
+ * or by chunks (sizes, data, CRLFs and trailer lines checked as they pass),
+ * then the next head. It sits on the socket bufferevent's input buffer: a
+ * callback on that buffer runs inside each read, before evhttp's read
+ * callback, takes the new bytes aside and puts back what has been framed
+ * (evbuffer_remove_buffer hands whole chains over without copying). What
+ * evhttp writes goes to the socket as before: the front door costs nothing
+ * on the way out. A refused head is replaced by a bodiless stand-in request
+ * and everything after it is discarded. The state lives in a table indexed
+ * by descriptor, claimed when evhttp sets the connection up and released by
+ * its close callback, which the front door owns (tg_frontdoor_set_closecb).
+ * Called by libevent for every connection of a listener
+ * (tg_frontdoor_attach).
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/errors.h"
+#include "tidegate/frontdoor.h"
+#include "tidegate/http.h"
+#include "tidegate/util.h"
+
+enum { ST_HEAD, ST_BODY, ST_CHUNK_SIZE, ST_CHUNK_DATA, ST_CHUNK_END, ST_TRAILER, ST_DISCARD };
+
+#define LINE_MAX_BYTES 8192	/* a chunk-size or trailer line */
+
+/* The front door's state of one live connection, found by its socket. */
+struct conn {
+	struct bufferevent *bev;		/* NULL: the slot is free */
+	const struct tg_frontdoor *door;	/* borrowed from the listener */
+	struct evbuffer *hold;			/* received, not yet passed on */
+	int st;
+	uint64_t left;				/* bytes left of a body or chunk */
+	size_t scanned;				/* head bytes searched for its end */
+	int busy;				/* inside on_input: ignore our own moves */
+	void (*user_cb)(struct evhttp_connection *, void *);
+	void *user_arg;
+};
+
+/* Slots by file descriptor: a descriptor names one live connection, and a
+ * slot is claimed when libevent sets up the connection, so a later
+ * connection on a reused descriptor starts from a clean slot. A slot is
+ * allocated once and kept (callbacks hold its address); the table grows
+ * with the highest descriptor, so it is as large as the most connections
+ * ever open at once. */
+static struct conn **slots;
+static size_t nslots;
+
+/* A connection being set up: the bufferevent evhttp asked for, not yet
+ * given its descriptor. */
+struct pending {
+	struct bufferevent *bev;
+	const struct tg_frontdoor *door;
+};
+
+static int
+safe_id(const struct tg_head_field *f)
+{
+	size_t i;
+
+	if (f == NULL || f->vlen == 0 || f->vlen > 64)
+		return 0;
+	for (i = 0; i < f->vlen; i++)
+		if (!((f->value[i] >= '0' && f->value[i] <= '9') || f->value[i] == '-' ||
+		    f->value[i] == '_' || f->value[i] == '.' ||
+		    ((f->value[i] | 0x20) >= 'a' && (f->value[i] | 0x20) <= 'z')))
+			return 0;
+	return 1;
+}
+
+/* Replace the head (hlen bytes of src) by a bodiless stand-in that carries
+ * the fault, keep the method and target when they parsed, drop the rest. */
+static void
+refuse(struct conn *c, struct evbuffer *src, struct evbuffer *dst, const struct tg_head *h,
+    int fault)
+{
+	const struct tg_head_field *rid = h != NULL ? tg_head_get(h, "X-Request-Id") : NULL;
+
+	if (h != NULL && h->mlen > 0 && h->tlen > 0 && fault != TG_HEAD_BAD_METHOD &&
+	    fault != TG_HEAD_BAD_VERSION)
+		evbuffer_add_printf(dst, "%.*s %.*s HTTP/1.1\r\n", (int)h->mlen, h->method,
+		    (int)h->tlen, h->target);
+	else
+		evbuffer_add_printf(dst, "GET / HTTP/1.1\r\n");
+	evbuffer_add_printf(dst, "Host: refused\r\nConnection: close\r\nContent-Length: 0\r\n"
+	    TG_HEAD_REFUSAL_FIELD ": %d\r\n", fault);
+	if (safe_id(rid))
+		evbuffer_add_printf(dst, "X-Request-Id: %.*s\r\n", (int)rid->vlen, rid->value);
+	evbuffer_add(dst, "\r\n", 2);
+	evbuffer_drain(src, evbuffer_get_length(src));
+	c->st = ST_DISCARD;
+}
+
+/* Empty lines before a request line are ignored (RFC 9112 §2.2). */
+static void
+skip_empty_lines(struct evbuffer *src)
+{
+	char two[2];
+
+	while (evbuffer_copyout(src, two, 2) == 2 && two[0] == '\r' && two[1] == '\n')
+		evbuffer_drain(src, 2);
+}
+
+static int
+head_fault(struct conn *c, const char *buf, size_t hlen, struct tg_head *h)
+{
+	int fault = tg_head_parse(buf, hlen, h);
+
+	if (fault == TG_HEAD_OK && h->length >= 0 && (uint64_t)h->length > c->door->max_body)
+		fault = TG_HEAD_BODY_TOO_LARGE;
+	if (fault == TG_HEAD_OK && c->door->check != NULL && (h->length > 0 || h->chunked))
+		fault = c->door->check(h, c->door->arg);
+	return fault;
+}
+
+/* A complete head: check it, then pass it on or refuse it. 1 done, 0 more. */
+static int
+step_head(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
+{
+	struct evbuffer_ptr from, at;
+	struct tg_head h;
+	size_t n, hlen;
+	int fault;
+
+	skip_empty_lines(src);
+	n = evbuffer_get_length(src);
+	evbuffer_ptr_set(src, &from, c->scanned > 3 ? c->scanned - 3 : 0, EVBUFFER_PTR_SET);
+	at = evbuffer_search(src, "\r\n\r\n", 4, &from);
+	if (at.pos < 0) {
+		c->scanned = n;
+		if (n > c->door->max_head)
+			refuse(c, src, dst, NULL, TG_HEAD_TOO_LARGE);
+		else if (evbuffer_search(src, "\n\n", 2, NULL).pos >= 0)
+			refuse(c, src, dst, NULL, TG_HEAD_BAD_EOL);	/* bare LF lines */
+		return c->st == ST_DISCARD;
+	}
+	hlen = (size_t)at.pos + 4;
+	c->scanned = 0;
+	fault = hlen > c->door->max_head ? TG_HEAD_TOO_LARGE :
+	    head_fault(c, (const char *)evbuffer_pullup(src, (ev_ssize_t)hlen), hlen, &h);
+	if (fault != TG_HEAD_OK) {
+		refuse(c, src, dst, fault == TG_HEAD_TOO_LARGE ? NULL : &h, fault);
+		return 1;
+	}
+	evbuffer_remove_buffer(src, dst, hlen);
+	c->st = h.chunked ? ST_CHUNK_SIZE : h.length > 0 ? ST_BODY : ST_HEAD;
+	c->left = h.length > 0 ? (uint64_t)h.length : 0;
+	return 1;
+}
+
+/* Pass up to c->left bytes; then go to state next. */
+static int
+step_move(struct conn *c, struct evbuffer *src, struct evbuffer *dst, int next)
+{
+	size_t n = evbuffer_get_length(src);
+
+	if ((uint64_t)n > c->left)
+		n = (size_t)c->left;
+	evbuffer_remove_buffer(src, dst, n);
+	c->left -= n;
+	if (c->left == 0)
+		c->st = next;
+	return 1;
+}
+
+/* One CRLF-terminated line into buf (NUL-terminated, CRLF kept): its length,
+ * 0 when incomplete, -1 when too long or ending in a bare LF. */
+static ev_ssize_t
+peek_line(struct evbuffer *src, char *buf, size_t size)
+{
+	struct evbuffer_ptr nl = evbuffer_search(src, "\n", 1, NULL);
+	size_t len;
+
+	if (nl.pos < 0)
+		return evbuffer_get_length(src) >= size ? -1 : 0;
+	len = (size_t)nl.pos + 1;
+	if (len >= size || len < 2)
+		return -1;
+	evbuffer_copyout(src, buf, len);
+	buf[len] = '\0';
+	if (buf[len - 2] != '\r' || memchr(buf, '\r', len - 2) != NULL)
+		return -1;
+	return (ev_ssize_t)len;
+}
+
+/* chunk-size CRLF: hex digits only (evhttp reads no chunk extensions). */
+static int
+step_chunk_size(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
+{
+	char line[LINE_MAX_BYTES];
+	ev_ssize_t len = peek_line(src, line, sizeof(line));
+	uint64_t size = 0;
+	ev_ssize_t i;
+
+	if (len <= 0)
+		return (int)len;
+	if (len < 3 || len > 2 + 15)
+		return -1;
+	for (i = 0; i < len - 2; i++) {
+		char ch = line[i];
+		int d = ch >= '0' && ch <= '9' ? ch - '0' : (ch | 0x20) >= 'a' &&
+		    (ch | 0x20) <= 'f' ? (ch | 0x20) - 'a' + 10 : -1;
+
+		if (d < 0)
+			return -1;
+		size = size * 16 + (uint64_t)d;
+	}
+	evbuffer_remove_buffer(src, dst, (size_t)len);
+	c->left = size;
+	c->st = size > 0 ? ST_CHUNK_DATA : ST_TRAILER;
+	return 1;
+}
+
+static int
+step_chunk_end(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
+{
+	char two[2];
+
+	if (evbuffer_copyout(src, two, 2) < 2)
+		return 0;
+	if (two[0] != '\r' || two[1] != '\n')
+		return -1;
+	evbuffer_remove_buffer(src, dst, 2);
+	c->st = ST_CHUNK_SIZE;
+	return 1;
+}
+
+/* Trailer fields after the last chunk, up to the empty line. */
+static int
+step_trailer(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
+{
+	char line[LINE_MAX_BYTES];
+	ev_ssize_t len = peek_line(src, line, sizeof(line)), i;
+
+	if (len <= 0)
+		return (int)len;
+	for (i = 0; i < len - 2; i++)
+		if (((unsigned char)line[i] < 0x20 && line[i] != '\t') || line[i] == 0x7f)
+			return -1;
+	evbuffer_remove_buffer(src, dst, (size_t)len);
+	if (len == 2)
+		c->st = ST_HEAD;
+	return 1;
+}
+
+static int
+step(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
+{
+	switch (c->st) {
+	case ST_HEAD:
+		return step_head(c, src, dst);
+	case ST_BODY:
+		return step_move(c, src, dst, ST_HEAD);
+	case ST_CHUNK_SIZE:
+		return step_chunk_size(c, src, dst);
+	case ST_CHUNK_DATA:
+		return step_move(c, src, dst, ST_CHUNK_END);
+	case ST_CHUNK_END:
+		return step_chunk_end(c, src, dst);
+	case ST_TRAILER:
+		return step_trailer(c, src, dst);
+	default:
+		evbuffer_drain(src, evbuffer_get_length(src));
+		return 0;
+	}
+}
+
+/* Move the n_added bytes at the end of in (the new ones) into c->hold;
+ * bytes before them were framed already and wait for evhttp. */
+static void
+take_new(struct conn *c, struct evbuffer *in, size_t added)
+{
+	size_t len = evbuffer_get_length(in), keep = len > added ? len - added : 0;
+	struct evbuffer *tmp;
+
+	if (keep == 0) {
+		evbuffer_add_buffer(c->hold, in);
+		return;
+	}
+	tmp = evbuffer_new();
+	evbuffer_remove_buffer(in, tmp, keep);
+	evbuffer_add_buffer(c->hold, in);
+	evbuffer_add_buffer(in, tmp);
+	evbuffer_free(tmp);
+}
+
+/* Inside each read into the connection's input buffer, before evhttp reads
+ * it: frame the new bytes and put back what may pass. A body evhttp would
+ * misread (a bad chunk) drops the connection: the bytes are kept back and
+ * the socket is reset, as a request smuggled in a body must not land. */
+static void
+on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct conn *c = arg;
+	int rc = 1;
+
+	if (c->busy || info->n_added == 0)
+		return;
+	c->busy = 1;
+	take_new(c, in, info->n_added);
+	while (rc > 0 && evbuffer_get_length(c->hold) > 0)
+		rc = step(c, c->hold, in);
+	if (rc < 0) {
+		evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
+		c->st = ST_DISCARD;
+		tg_http_fd_reset(bufferevent_getfd(c->bev));
+	}
+	c->busy = 0;
+}
+
+static struct conn *
+claim(evutil_socket_t fd)
+{
+	size_t n = nslots;
+	struct conn *c;
+
+	if ((size_t)fd >= nslots) {
+		nslots = (size_t)fd + 1 > 2 * nslots ? (size_t)fd + 1 : 2 * nslots;
+		slots = tg_xrealloc(slots, nslots * sizeof(*slots));
+		memset(slots + n, 0, (nslots - n) * sizeof(*slots));
+	}
+	if ((c = slots[fd]) == NULL) {
+		c = slots[fd] = tg_xcalloc(1, sizeof(*c));
+		c->hold = evbuffer_new();
+	}
+	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
+	c->st = ST_HEAD;
+	c->left = 0;
+	c->scanned = 0;
+	c->busy = 0;
+	c->user_cb = NULL;
+	c->user_arg = NULL;
+	return c;
+}
+
+static void
+on_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->user_cb != NULL)
+		c->user_cb(evcon, c->user_arg);
+	c->bev = NULL;
+	c->user_cb = NULL;
+	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
+}
+
+/* Runs once evhttp has given the connection its descriptor, before any
+ * read: claim the slot, hook the input buffer and the close callback. */
+static void
+on_setup(evutil_socket_t unused, short what, void *arg)
+{
+	struct pending *p = arg;
+	evutil_socket_t fd = bufferevent_getfd(p->bev);
+	void *evcon = NULL;
+	struct conn *c;
+	int one = 1;
+
+	bufferevent_getcb(p->bev, NULL, NULL, NULL, &evcon);
+	if (fd >= 0 && evcon != NULL) {	/* else evhttp gave the connection up */
+		c = claim(fd);
+		c->bev = p->bev;
+		c->door = p->door;
+		/* replies are written whole: no 40 ms wait for a delayed ACK */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		evbuffer_add_cb(bufferevent_get_input(p->bev), on_input, c);
+		evhttp_connection_set_closecb(evcon, on_close, c);
+	}
+	free(p);
+}
+
+static struct bufferevent *
+on_bev(struct event_base *base, void *arg)
+{
+	struct pending *p = tg_xcalloc(1, sizeof(*p));
+
+	p->door = arg;
+	p->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (p->bev == NULL || event_base_once(base, -1, EV_TIMEOUT, on_setup, p, NULL) != 0) {
+		if (p->bev != NULL)
+			bufferevent_free(p->bev);
+		free(p);
+		return NULL;
+	}
+	return p->bev;
+}
+
+void
+tg_frontdoor_attach(struct evhttp *http, const struct tg_frontdoor *door)
+{
+	evhttp_set_bevcb(http, on_bev, (void *)door);
+}
+
+void
+tg_frontdoor_set_closecb(struct evhttp_connection *conn,
+    void (*cb)(struct evhttp_connection *, void *), void *arg)
+{
+	struct bufferevent *bev = evhttp_connection_get_bufferevent(conn);
+	evutil_socket_t fd = bev != NULL ? bufferevent_getfd(bev) : -1;
+
+	if (fd >= 0 && (size_t)fd < nslots && slots[fd] != NULL && slots[fd]->bev == bev) {
+		slots[fd]->user_cb = cb;
+		slots[fd]->user_arg = arg;
+	} else {
+		evhttp_connection_set_closecb(conn, cb, arg);	/* no front door */
+	}
+}
+
+int
+tg_frontdoor_refusal(struct evhttp_request *req)
+{
+	const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
+	    TG_HEAD_REFUSAL_FIELD);
+	int fault = v != NULL ? atoi(v) : 0;
+
+	return fault > 0 && fault < TG_HEAD_NFAULTS ? fault : 0;
+}
+
+void
+tg_frontdoor_close_after(struct evhttp_request *req)
+{
+	struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+
+	evhttp_remove_header(out, "Connection");
+	evhttp_add_header(out, "Connection", "close");
+}
+
+void
+tg_frontdoor_reply(struct evhttp_request *req, int fault)
+{
+	tg_frontdoor_close_after(req);
+	tg_reply_error(req, tg_head_fault_status(fault), tg_head_fault_code(fault),
+	    tg_head_fault_message(fault), NULL, 0);
+}

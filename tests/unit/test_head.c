@@ -1,0 +1,142 @@
+/*
+ * test_head.c - the strict request head parser (head.h): what it accepts,
+ * what each smuggling or malformed head is refused with, and the fields it
+ * hands on.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tidegate/head.h"
+
+static int
+parse(const char *s, struct tg_head *h)
+{
+	return tg_head_parse(s, strlen(s), h);
+}
+
+static void
+test_accepts(void **state)
+{
+	struct tg_head h;
+	const struct tg_head_field *f;
+
+	assert_int_equal(parse("POST /a?b=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n"
+	    "Authorization:  Bearer k \r\n\r\n", &h), TG_HEAD_OK);
+	assert_int_equal(h.mlen, 4);
+	assert_memory_equal(h.method, "POST", 4);
+	assert_int_equal(h.tlen, 6);
+	assert_int_equal(h.minor, 1);
+	assert_int_equal(h.length, 12);
+	assert_int_equal(h.chunked, 0);
+	f = tg_head_get(&h, "authorization");
+	assert_non_null(f);
+	assert_int_equal(f->vlen, 8);	/* surrounding whitespace trimmed */
+	assert_memory_equal(f->value, "Bearer k", 8);
+	assert_int_equal(parse("GET / HTTP/1.0\r\n\r\n", &h), TG_HEAD_OK);	/* no Host in 1.0 */
+	assert_int_equal(h.length, -1);
+	assert_int_equal(parse("PUT /x HTTP/1.1\r\nhost: x\r\ntransfer-encoding: Chunked\r\n"
+	    "X-Empty:\r\n\r\n", &h), TG_HEAD_OK);
+	assert_int_equal(h.chunked, 1);
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nX-Utf8: caf\xc3\xa9\r\n\r\n", &h),
+	    TG_HEAD_OK);	/* obs-text in values is allowed */
+}
+
+static void
+test_refuses(void **state)
+{
+	static const struct { const char *head; int fault; } cases[] = {
+		{ "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 22\r\nContent-Length: 5\r\n\r\n",
+		  TG_HEAD_DUP_LENGTH },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+		  TG_HEAD_DUP_LENGTH },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\n", TG_HEAD_BAD_LENGTH },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\n", TG_HEAD_BAD_LENGTH },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1234567890123456789\r\n\r\n",
+		  TG_HEAD_BAD_LENGTH },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n",
+		  TG_HEAD_BAD_NAME },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"
+		  "\r\n", TG_HEAD_LENGTH_AND_TE },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+		  TG_HEAD_BAD_TE },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+		  "Transfer-Encoding: chunked\r\n\r\n", TG_HEAD_BAD_TE },
+		{ "GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", TG_HEAD_BAD_TE },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n folded\r\n\r\n", TG_HEAD_OBS_FOLD },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x01z\r\n\r\n", TG_HEAD_BAD_VALUE },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x7fz\r\n\r\n", TG_HEAD_BAD_VALUE },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\rz\r\n\r\n", TG_HEAD_BAD_EOL },
+		{ "GET /a\rX-Injected:1 HTTP/1.1\r\nHost: x\r\n\r\n", TG_HEAD_BAD_EOL },
+		{ "GET / HTTP/1.1\nHost: x\r\n\r\n", TG_HEAD_BAD_EOL },
+		{ "GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", TG_HEAD_BAD_LINE },
+		{ "GET  / HTTP/1.1\r\nHost: x\r\n\r\n", TG_HEAD_BAD_LINE },
+		{ "GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n", TG_HEAD_BAD_LINE },
+		{ "GET /\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n", TG_HEAD_BAD_LINE },
+		{ "G(T / HTTP/1.1\r\nHost: x\r\n\r\n", TG_HEAD_BAD_LINE },
+		{ "BREW / HTTP/1.1\r\nHost: x\r\n\r\n", TG_HEAD_BAD_METHOD },
+		{ "GET / HTTP/2.0\r\nHost: x\r\n\r\n", TG_HEAD_BAD_VERSION },
+		{ "GET / HTTP/1.1\r\n\r\n", TG_HEAD_NO_HOST },
+		{ "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", TG_HEAD_NO_HOST },
+		{ "GET / HTTP/1.1\r\nHost: x\r\n: novalue\r\n\r\n", TG_HEAD_BAD_NAME },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n", TG_HEAD_BAD_NAME },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nTidegate-Refusal: 1\r\n\r\n", TG_HEAD_RESERVED },
+	};
+	struct tg_head h;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int got = parse(cases[i].head, &h);
+
+		if (got != cases[i].fault)
+			fail_msg("case %zu: got %d, want %d", i, got, cases[i].fault);
+		assert_true(tg_head_fault_status(got) >= 400);
+		assert_non_null(tg_head_fault_message(got));
+	}
+}
+
+static void
+test_too_many_fields(void **state)
+{
+	static char buf[TG_HEAD_MAX_FIELDS * 8 + 64];
+	struct tg_head h;
+	size_t n = 0, i;
+
+	n += (size_t)sprintf(buf, "GET / HTTP/1.1\r\n");
+	for (i = 0; i <= TG_HEAD_MAX_FIELDS; i++)
+		n += (size_t)sprintf(buf + n, "A: b\r\n");
+	n += (size_t)sprintf(buf + n, "\r\n");
+	assert_int_equal(tg_head_parse(buf, n, &h), TG_HEAD_TOO_LARGE);
+	assert_int_equal(tg_head_fault_status(TG_HEAD_TOO_LARGE), 431);
+}
+
+static void
+test_statuses(void **state)
+{
+	assert_int_equal(tg_head_fault_status(TG_HEAD_KEY_MISSING), 401);
+	assert_int_equal(tg_head_fault_status(TG_HEAD_BODY_TOO_LARGE), 413);
+	assert_int_equal(tg_head_fault_status(TG_HEAD_BAD_METHOD), 501);
+	assert_int_equal(tg_head_fault_status(TG_HEAD_BAD_VERSION), 505);
+	assert_int_equal(tg_head_fault_status(TG_HEAD_TIMEOUT), 408);
+	assert_int_equal(tg_head_fault_status(-1), 400);
+	assert_int_equal(tg_head_fault_status(TG_HEAD_NFAULTS), 400);
+	assert_string_equal(tg_head_fault_code(TG_HEAD_DUP_LENGTH), "BAD_REQUEST");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_accepts),
+		cmocka_unit_test(test_refuses),
+		cmocka_unit_test(test_too_many_fields),
+		cmocka_unit_test(test_statuses),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
