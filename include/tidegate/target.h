@@ -29,11 +29,12 @@ struct tg_target {
  * absolute-form, relative), a byte not allowed in a request-target (CTL,
  * space, non-ASCII, "<>\^`{|}#[]), a malformed percent-encoding in the
  * path, an encoded '/', '\' or CTL in the path, a dot segment with
- * parameters ("..;x"). On 0, t owns what it holds: tg_http_target_cleanup().
+ * parameters ("..;x"). t is the caller's (borrowed, filled either way);
+ * on 0 it owns what it holds: tg_http_target_cleanup().
  */
 int tg_http_target_normalise(const char *raw, size_t len, struct tg_target *t,
     struct tg_err *err);
-/** Free what t owns (t itself is the caller's); NULL-safe. */
+/** Free what t owns (t itself is borrowed); NULL-safe. */
 void tg_http_target_cleanup(struct tg_target *t);
 
 #endif

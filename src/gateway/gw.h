@@ -152,9 +152,9 @@ char *gw_upstream_uri(struct gw_req *r);
 
 /* paths.c */
 /**
- * Check and normalise r's request target into r->path: 0 to go on; -1 when
- * it has replied (400 BAD_REQUEST_TARGET, 404 for the emulator's control
- * API) and freed r.
+ * Check and normalise r's request target into r->path (r borrowed): 0 to
+ * go on; -1 when it has replied (400 BAD_REQUEST_TARGET, 404 for the
+ * emulator's control API), which frees r.
  */
 int gw_path_prepare(struct gw_req *r);
 
