@@ -33,6 +33,7 @@ enum tg_head_fault {
 	TG_HEAD_KEY_MISSING,	/* a body without an API key (the listener's check) */
 	TG_HEAD_KEY_UNKNOWN,	/* a body with a key that is not one (same) */
 	TG_HEAD_TIMEOUT,	/* the head did not arrive in time */
+	TG_HEAD_BAD_TARGET,	/* a body sent to a target the listener refuses */
 	TG_HEAD_NFAULTS
 };
 

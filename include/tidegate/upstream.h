@@ -55,6 +55,8 @@ enum tg_up_error {
 	TG_UP_RESET,		/* connection failed after the request was (partly) sent */
 	TG_UP_PROTOCOL,		/* malformed response */
 	TG_UP_TOO_LARGE,	/* tg_upstream_fetch: body over its max */
+	TG_UP_BAD_TARGET,	/* uri holds a CTL, space or non-ASCII byte: refused,
+				 * nothing sent */
 };
 
 struct tg_upstream;
@@ -108,7 +110,8 @@ const char *tg_upstream_base_path(const struct tg_upstream *u);
  * fallback's. An attempt that fails before any response byte is retried
  * once on a fresh connection if the method is idempotent (GET, HEAD, PUT,
  * DELETE, OPTIONS) or nothing was sent; timeouts and rejected
- * certificates are not retried.
+ * certificates are not retried. A uri holding a CTL, space or non-ASCII
+ * byte is never sent: on_done gets TG_UP_BAD_TARGET.
  */
 struct tg_up_req *tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method,
     const char *uri, const struct evkeyvalq *headers, struct evbuffer *body,

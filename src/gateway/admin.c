@@ -27,6 +27,8 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Callers' own logins answered from the cache (hit) or by the vendor (miss).");
 	tg_metrics_help(m, "tidegate_token_replays_total", "counter",
 	    "Requests replayed after the vendor refused the gateway's token.");
+	tg_metrics_help(m, "tidegate_request_target_refusals_total", "counter",
+	    "Request targets refused before routing, by rule (400; reserved: 404).");
 	tg_metrics_help(m, "tidegate_validation_failures_total", "counter",
 	    "Requests refused with 400 VALIDATION_FAILED before reaching the vendor.");
 	tg_metrics_help(m, "tidegate_poll_requests_total", "counter",

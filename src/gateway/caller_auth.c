@@ -14,6 +14,7 @@
 
 #include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
+#include "tidegate/target.h"
 #include "gw.h"
 
 enum verdict { V_GATEWAY, V_CALLER, V_MISSING, V_UNKNOWN, V_FORBIDDEN };
@@ -80,28 +81,35 @@ head_bearer(const struct tg_head_field *f)
 	return i < f->vlen ? tg_xstrndup(f->value + i, f->vlen - i) : NULL;
 }
 
-/* Would gw_on_request refuse this caller? Only asked for heads with a body. */
+/* Would gw_on_request refuse this caller? Only asked for heads with a body;
+ * the path is normalised as gw_on_request will (paths.c), so both routes
+ * agree on what is a login. */
 int
 gw_head_check(const struct tg_head *h, void *arg)
 {
 	struct gw_lctx *lc = arg;
 	struct gw_runtime *rt = lc->gw->rt;
 	const struct tg_head_field *x = tg_head_get(h, "X-Api-Key");
-	char method[16], path[2048], *bearer, *apikey;
+	char method[16], *bearer, *apikey;
 	const struct tg_key *key;
 	struct tg_route_match m;
-	const char *q = memchr(h->target, '?', h->tlen);
-	size_t plen = q != NULL ? (size_t)(q - h->target) : h->tlen;
+	struct tg_target t;
+	struct tg_err err;
 	enum verdict v;
 
-	if (h->mlen >= sizeof(method) || plen >= sizeof(path))
-		return TG_HEAD_TOO_LARGE;
+	if (h->mlen >= sizeof(method))
+		return TG_HEAD_BAD_METHOD;
+	if (tg_http_target_normalise(h->target, h->tlen, &t, &err) != 0)
+		return TG_HEAD_BAD_TARGET;	/* as gw_on_request would, body unread */
 	snprintf(method, sizeof(method), "%.*s", (int)h->mlen, h->method);
-	snprintf(path, sizeof(path), "%.*s", (int)plen, h->target);
-	if (lc->listener == GW_DEX && tg_str_startswith(path, GW_RELAY_PREFIX))
+	memset(&m, 0, sizeof(m));
+	if (lc->listener == GW_DEX && tg_str_startswith(t.path, GW_RELAY_PREFIX)) {
+		tg_http_target_cleanup(&t);
 		return 0;	/* the vendor's deliveries: authenticated by the path */
-	if (tg_route_match(rt->svc[lc->listener].routes, method, path, &m) != 1)
+	}
+	if (tg_route_match(rt->svc[lc->listener].routes, method, t.path, &m) != 1)
 		memset(&m, 0, sizeof(m));
+	tg_http_target_cleanup(&t);
 	bearer = head_bearer(tg_head_get(h, "Authorization"));
 	apikey = x != NULL ? tg_xstrndup(x->value, x->vlen) : NULL;
 	v = decide(rt, &rt->svc[lc->listener], is_login(&m), bearer, apikey, &key);

@@ -106,7 +106,7 @@ struct gw_req {
 	struct evhttp_connection *conn;
 	struct tg_route_match m;
 	const char *method;
-	char *path;			/* as the client sent it, without query */
+	char *path;			/* without query, normalised (paths.c) */
 	char id[TG_UUID_LEN];
 	enum gw_auth auth;
 	const struct tg_key *key;
@@ -156,6 +156,14 @@ void gw_req_reply_json(struct gw_req *r, int status, yajl_gen g);
 void gw_req_proxy(struct gw_req *r);
 /** Upstream path and query for r (malloc'd): route template, minus drop_query. */
 char *gw_upstream_uri(struct gw_req *r);
+
+/* paths.c */
+/**
+ * Check and normalise r's request target into r->path (r borrowed): 0 to
+ * go on; -1 when it has replied (400 BAD_REQUEST_TARGET, 404 for the
+ * emulator's control API), which frees r.
+ */
+int gw_path_prepare(struct gw_req *r);
 
 /* poll.c */
 /** A cached poll answer, borrowed until the loop runs again. */

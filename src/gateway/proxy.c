@@ -641,7 +641,8 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		    tg_head_fault_message(fault));
 		return;
 	}
-
+	if (gw_path_prepare(r) != 0)
+		return;		/* 400 or 404 sent; r->path is normalised from here on */
 	if (lc->listener == GW_DEX && tg_str_startswith(r->path, GW_RELAY_PREFIX)) {
 		gw_hook_relay(r);	/* the vendor calls: no API key, never upstream */
 		return;

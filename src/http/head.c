@@ -50,6 +50,8 @@ static const struct {
 	[TG_HEAD_KEY_UNKNOWN] = { 401, "UNAUTHORIZED", "unknown API key" },
 	[TG_HEAD_TIMEOUT] = { 408, "REQUEST_TIMEOUT",
 	    "the request head did not arrive in time" },
+	[TG_HEAD_BAD_TARGET] = { 400, "BAD_REQUEST_TARGET",
+	    "request target refused: not an origin-form path that can be normalised safely" },
 };
 
 int

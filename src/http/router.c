@@ -3,7 +3,9 @@
  * Tools spell the same endpoint many ways (/public/v1/X, /public/X,
  * /api/public/v1/X, /api/X, /X); each configured prefix is tried in turn
  * and the remainder matched against the service's canonical patterns.
- * Called by the gateway for every request.
+ * Called by the gateway for every request, on the path as
+ * tg_http_target_normalise left it (target.c): no dot segments, no empty
+ * ones but a trailing one, unreserved characters decoded, no encoded '/'.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +13,8 @@
 #include "tidegate/routes.h"
 #include "tidegate/util.h"
 
-/* Match one pattern, capturing "{name}" segments. Percent-encoded slashes
- * stay inside a segment because the path is matched before decoding. */
+/* Match one pattern, capturing "{name}" segments. Escapes other than of
+ * unreserved characters are matched (and captured) as sent. */
 static int
 match_pattern(const char *pat, const char *path, struct tg_route_match *m)
 {

@@ -93,7 +93,10 @@ on_req_kick(evutil_socket_t fd, short what, void *arg)
 	struct tg_up_req *r = arg;
 
 	hold(r);
-	deliver(r);
+	if (r->refused)
+		complete(r, TG_UP_BAD_TARGET);
+	else
+		deliver(r);
 	release(r);
 }
 
@@ -390,6 +393,33 @@ tg_up_req_headers(struct tg_up_req *r)
 	return &r->headers;
 }
 
+/*
+ * Defence in depth: evhttp copies the target into the request line as it
+ * is, so a CR or LF there would end the line and start a header of the
+ * sender's choosing, and a space would end the target. Whoever built uri
+ * (a client's path, a template, an id from a vendor answer), such a
+ * request is never sent: it ends with TG_UP_BAD_TARGET from the event
+ * loop, as any failure would. Returns 1 when refused.
+ */
+static int
+refuse_target(struct tg_up_req *r)
+{
+	const unsigned char *p = (const unsigned char *)r->uri;
+	size_t i;
+
+	for (i = 0; p[i] > 0x20 && p[i] < 0x7f; i++)
+		;
+	if (p[i] == '\0')
+		return 0;
+	snprintf(r->detail, sizeof(r->detail), "request target refused: byte 0x%02X at "
+	    "offset %zu (a control character, space or non-ASCII byte)", p[i], i);
+	tg_log(TG_LOG_WARN, "upstream_target_refused", TG_LS("origin", r->o->name),
+	    TG_LS("reason", r->detail));
+	r->refused = 1;
+	kick(r);
+	return 1;
+}
+
 struct tg_up_req *
 tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method, const char *uri,
     const struct evkeyvalq *headers, struct evbuffer *body, const struct tg_up_cbs *cbs,
@@ -408,10 +438,12 @@ tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method, const char 
 	r->cbs = *cbs;
 	r->arg = arg;
 	r->in = evbuffer_new();
+	r->o = &u->origin[0];
 	TAILQ_INSERT_TAIL(&u->live, r, lentry);
 	u->requests++;
 	/* Started by the pump: no callback runs before send returns. */
-	up_enqueue(&u->origin[0], r, 0);
+	if (!refuse_target(r))
+		up_enqueue(&u->origin[0], r, 0);
 	return r;
 }
 
@@ -525,6 +557,7 @@ tg_up_error_str(enum tg_up_error err)
 	case TG_UP_RESET: return "reset";
 	case TG_UP_PROTOCOL: return "protocol";
 	case TG_UP_TOO_LARGE: return "too_large";
+	case TG_UP_BAD_TARGET: return "bad_target";
 	}
 	return "unknown";
 }

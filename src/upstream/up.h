@@ -106,6 +106,7 @@ struct tg_up_req {
 	int depth;			/* our callbacks of it on the stack */
 	int queued, fresh, retried, failed_over;
 	int got_bytes, head, paused, finished, cancelled, done;
+	int refused;			/* never sent: TG_UP_BAD_TARGET from the loop */
 	char detail[200];		/* why it failed, for logs */
 };
 

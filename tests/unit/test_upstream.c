@@ -6,7 +6,8 @@
  * streaming 50 MB with pause/resume, cancel mid-stream, fetch's max_body,
  * and TLS verification (good chain, wrong host, unknown CA) with throwaway
  * certificates made by the openssl CLI in a temporary directory; file
- * bodies (tg_upstream_send_file) and the connect-address override.
+ * bodies (tg_upstream_send_file) and the connect-address override;
+ * targets with CTLs or spaces refused before anything is sent.
  */
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -1206,6 +1207,52 @@ test_base_path(void **state)
 	tg_upstream_free(u);
 }
 
+/* A CTL, space or non-ASCII byte in the target never reaches the request
+ * line: no connection, no bytes, TG_UP_BAD_TARGET from the loop (never
+ * from inside send), and the pool serves the next request as before. */
+static void
+test_bad_target_refused(void **state)
+{
+	static const char *const bad[] = {
+		"/vendor/a\rX-Injected:1", "/a\r\nX-Injected: 1", "/a b", "/a\tb", "/a\x7f",
+		"/caf\xc3\xa9", "/p?x=a b",
+	};
+	struct tg_upstream *u;
+	struct tg_up_req *r;
+	struct call c;
+	char *url;
+	size_t i;
+
+	server_start(NULL);
+	url = url_of("http", T.port);
+	u = up_new(url, NULL, NULL);
+	for (i = 0; i < TG_NELEM(bad); i++) {
+		call_send(u, &c, EVHTTP_REQ_GET, bad[i], NULL);
+		assert_int_equal(c.done, 0);
+		run_until(&c.done, 3000);
+		assert_int_equal(c.err, TG_UP_BAD_TARGET);
+		assert_int_equal(c.heads, 0);
+		assert_int_equal(c.dones, 1);
+		assert_non_null(strstr(c.detail, "request target refused: byte 0x"));
+		call_done(&c);
+	}
+	r = call_send(u, &c, EVHTTP_REQ_GET, "/a\rb", NULL);
+	tg_up_req_cancel(r);		/* before the loop runs: no callback, no leak */
+	event_base_loop(T.base, EVLOOP_NONBLOCK);
+	assert_int_equal(c.dones, 0);
+	call_done(&c);
+	assert_int_equal(T.conns, 0);
+	call_send(u, &c, EVHTTP_REQ_GET, "/ok?x=%41", NULL);
+	run_until(&c.done, 3000);
+	assert_int_equal(c.err, TG_UP_OK);
+	assert_int_equal(c.status, 200);
+	assert_int_equal(T.conns, 1);
+	call_done(&c);
+	assert_string_equal(tg_up_error_str(TG_UP_BAD_TARGET), "bad_target");
+	free(url);
+	tg_upstream_free(u);
+}
+
 #define T_(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -1231,6 +1278,7 @@ main(void)
 		T_(test_connect_addr),
 		T_(test_bad_urls),
 		T_(test_base_path),
+		T_(test_bad_target_refused),
 	};
 
 	tg_log_init(stderr, getenv("TG_TEST_LOG") ? TG_LOG_DEBUG : TG_LOG_OFF);
