@@ -149,6 +149,8 @@ void gw_req_reply_error(struct gw_req *r, int status, const char *code, const ch
 int gw_req_authenticate(struct gw_req *r);
 /** The front door's check (frontdoor.h) of a listener's heads with a body:
  * h borrowed, arg the listener's struct gw_lctx (borrowed). */
+/** A normalised path (borrowed) naming the emulator's control API. */
+int gw_path_reserved(const char *path);
 int gw_head_check(const struct tg_head *h, void *arg);
 void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffer *b);
 /** Reply with what g generated (g stays the caller's); frees r. */

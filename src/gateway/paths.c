@@ -33,8 +33,8 @@ count_refusal(struct gw_req *r, const char *rule)
 
 /* Any segment, not only the first: a vendor URL with a base path puts
  * the emulator's control API one level down. */
-static int
-reserved(const char *path)
+int
+gw_path_reserved(const char *path)
 {
 	size_t n = strlen(EMULATOR_SEGMENT);
 	const char *p;
@@ -62,7 +62,7 @@ gw_path_prepare(struct gw_req *r)
 	r->path = t.path;
 	t.path = NULL;
 	tg_http_target_cleanup(&t);
-	if (reserved(r->path)) {
+	if (gw_path_reserved(r->path)) {
 		count_refusal(r, "reserved");
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such endpoint");
 		return -1;

@@ -635,14 +635,19 @@ gw_on_request(struct evhttp_request *req, void *arg)
 	struct gw_req *r = req_new(lc->gw, lc->listener, req);
 	int rc, fault = tg_frontdoor_refusal(req);
 
-	if (fault != 0) {	/* refused on its head (frontdoor.h): answer, close */
+	if (fault != 0)		/* refused on its head (frontdoor.h): answer, close */
 		tg_frontdoor_close_after(req);
+	if (fault != 0 && fault != TG_HEAD_BAD_TARGET && fault != TG_HEAD_NOT_FOUND) {
 		gw_req_reply_error(r, tg_head_fault_status(fault), tg_head_fault_code(fault),
 		    tg_head_fault_message(fault));
 		return;
 	}
 	if (gw_path_prepare(r) != 0)
 		return;		/* 400 or 404 sent; r->path is normalised from here on */
+	if (fault != 0) {	/* refused for its target, which passes now: cannot be */
+		gw_req_reply_error(r, 400, "BAD_REQUEST_TARGET", tg_head_fault_message(fault));
+		return;
+	}
 	if (lc->listener == GW_DEX && tg_str_startswith(r->path, GW_RELAY_PREFIX)) {
 		gw_hook_relay(r);	/* the vendor calls: no API key, never upstream */
 		return;

@@ -52,6 +52,7 @@ static const struct {
 	    "the request head did not arrive in time" },
 	[TG_HEAD_BAD_TARGET] = { 400, "BAD_REQUEST_TARGET",
 	    "request target refused: not an origin-form path that can be normalised safely" },
+	[TG_HEAD_NOT_FOUND] = { 404, "NOT_FOUND", "no such endpoint" },
 };
 
 int
