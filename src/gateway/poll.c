@@ -14,9 +14,10 @@
  * - `?wait=N` long-polls: the request is held until the job is terminal or N
  *   seconds pass, and all waiters wake on one upstream answer.
  *
- * Called from proxy.c for the pollable GET operations, and by the webhook
- * payload fetcher (gw_poll_peek) before it polls the vendor itself; owns
- * its entries, which outlive the requests and are swept when idle.
+ * Called from proxy.c for the pollable GET operations (after jobs.c has
+ * read the job id and checked who may read it), and by the webhook payload
+ * fetcher (gw_poll_peek) before it polls the vendor itself; owns its
+ * entries, which outlive the requests and are swept when idle.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,6 @@ struct poll_entry {
 struct gw_poll {
 	struct gw *gw;
 	struct tg_map *entries;		/* key -> struct poll_entry */
-	struct tg_map *owners;		/* correlationId -> key name */
 	struct tg_map *imports_done;	/* correlationId -> (void *)1 */
 	struct event *sweep;
 };
@@ -461,7 +461,7 @@ on_sweep(evutil_socket_t fd, short what, void *arg)
 static struct poll_entry *
 entry_get(struct gw_poll *p, struct gw_req *r, const char *job, const char *identity)
 {
-	char *uri = gw_upstream_uri(r), *key;
+	char *uri = r->uri != NULL ? tg_xstrdup(r->uri) : gw_upstream_uri(r), *key;
 	struct poll_entry *e;
 
 	key = tg_xasprintf("%s|%s|%s", r->svc->name, identity, uri);
@@ -565,14 +565,19 @@ count(struct gw_req *r, const char *result)
 	tg_metrics_inc(r->gw->metrics, "tidegate_poll_requests_total", labels, 1);
 }
 
-/* A job created through the gateway belongs to the key that created it. */
+/* The job r polls: 0 with *job (NULL: not one to multiplex), -1 replied. */
 static int
-owned_elsewhere(struct gw_poll *p, struct gw_req *r, const char *job)
+job_of(struct gw_req *r, char **job)
 {
-	const char *owner = tg_map_get(p->owners, job);
-
-	return r->rt->cfg.poll_ownership && owner != NULL &&
-	    (r->key == NULL || strcmp(owner, r->key->name) != 0);
+	if (gw_job_id(r, job) != 0)
+		return -1;	/* ambiguous, or another key's job */
+	if (*job == NULL && r->svc->index == GW_SIM)
+		*job = tg_xstrdup(tg_route_param(&r->m, "id"));
+	if (*job != NULL && **job == '\0') {
+		free(*job);
+		*job = NULL;	/* the vendor explains what is missing */
+	}
+	return 0;
 }
 
 int
@@ -584,18 +589,13 @@ gw_poll_handle(struct gw_req *r)
 	int64_t wms;
 	int rc = 1;
 
-	if (p == NULL || r->m.route == NULL || !pollable(r->m.route->op) ||
-	    evhttp_request_get_command(r->req) != EVHTTP_REQ_GET)
+	if (r->m.route == NULL || !pollable(r->m.route->op))
 		return 0;
-	job = r->svc->index == GW_DEX ? tg_http_query(r->req, "correlationId") :
-	    tg_xstrdup(tg_route_param(&r->m, "id"));
-	if (job == NULL || *job == '\0') {
+	if (job_of(r, &job) != 0)
+		return 1;
+	if (p == NULL || job == NULL || evhttp_request_get_command(r->req) != EVHTTP_REQ_GET) {
 		free(job);
-		return 0;	/* the vendor explains what is missing */
-	}
-	if (owned_elsewhere(p, r, job)) {
-		gw_req_reply_error(r, 404, "NOT_FOUND", "no such job for this API key");
-		goto done;
+		return 0;
 	}
 	r->drop_query = "wait";
 	wms = wait_ms(r);
@@ -630,25 +630,6 @@ gw_poll_forget(struct gw_req *r)
 	waiter_remove(r);
 }
 
-void
-gw_poll_created(struct gw_req *r, struct evbuffer *body)
-{
-	struct gw_poll *p = r->gw->poll;
-	yajl_val v = tg_json_parse((const char *)evbuffer_pullup(body, -1),
-	    evbuffer_get_length(body), NULL);
-	const char *cid = tg_json_get_str(v, "correlationId");
-
-	if (p != NULL && cid != NULL && r->key != NULL) {
-		if (tg_map_count(p->owners) >= 100000) {	/* bound: forget the oldest era */
-			tg_map_free(p->owners);
-			p->owners = tg_map_new(free);
-		}
-		tg_map_put(p->owners, cid, tg_xstrdup(r->key->name));
-	}
-	yajl_tree_free(v);
-	evbuffer_free(body);
-}
-
 /* The key entry_get gives a gateway-token caller's poll of uri. */
 int
 gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *out)
@@ -679,7 +660,6 @@ gw_poll_new(struct gw *gw)
 
 	p->gw = gw;
 	p->entries = tg_map_new(entry_free);
-	p->owners = tg_map_new(free);
 	p->imports_done = tg_map_new(NULL);
 	p->sweep = event_new(gw->base, -1, EV_PERSIST, on_sweep, p);
 	evtimer_add(p->sweep, &tv);
@@ -693,7 +673,6 @@ gw_poll_free(struct gw_poll *p)
 		return;
 	event_free(p->sweep);
 	tg_map_free(p->entries);
-	tg_map_free(p->owners);
 	tg_map_free(p->imports_done);
 	free(p);
 }
