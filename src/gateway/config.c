@@ -130,6 +130,9 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "longest long-poll (?wait=N seconds is capped to this)"),
 	KB("poll.cache_max_body", TG_CFG_SIZE, poll_cache_max_body, "1MB", 1024, 1073741824.0,
 	   "largest answer shared from memory (bigger: each caller streams its own)"),
+	KB("poll.cache_max_bytes", TG_CFG_SIZE, poll_cache_max_bytes, "64MB", 0,
+	   1099511627776.0, "bytes of answers held in all; the least recently used answer no "
+	   "request waits on is evicted first (0: none kept)"),
 	KB("poll.terminal_ttl", TG_CFG_DURATION, poll_terminal_ttl, "10m", 1000, 8.64e7,
 	   "how long a final answer is served without asking the vendor"),
 	KB("poll.max_entries", TG_CFG_INT, poll_max_entries, "10000", 1, 1e7,

@@ -58,7 +58,7 @@ struct gw_config {
 	long long max_problems;	/* problems listed in one 400 */
 	int poll_enabled, poll_ownership;
 	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
-	int64_t poll_cache_max_body, poll_terminal_ttl;
+	int64_t poll_cache_max_body, poll_cache_max_bytes, poll_terminal_ttl;
 	long long poll_max_entries;
 	char *owners_db;	/* correlation ownership (poll.ownership_db) */
 	int64_t owners_keep;

@@ -172,6 +172,8 @@ void gw_poll_forget(struct gw_req *r);
  * a fresh one (what it would serve a caller without asking the vendor).
  */
 int gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *out);
+/** /metrics: bytes of answers held (gauge) and the budget. */
+void gw_poll_metrics(struct gw *gw, struct evbuffer *out);
 
 /* jobs.c */
 /** Open the owner store (poll.ownership_db) and its prune timer: 0, or -1

@@ -171,3 +171,79 @@ def test_callers_with_their_own_tokens_are_not_shared(emulator, make_gateway):
     for tok in (t1, t2):
         poll(gw, cid, headers={"Authorization": "Bearer " + tok})
     assert emulator.calls("GET /public/export") == 2
+
+
+def vendor_export_size(emu):
+    """Bytes of one ready activities export of P-DEMO, read from the emulator
+    itself (every export of the tests' project holds the same records)."""
+    tok = {"Authorization": "Bearer " + emu.token()}
+    cid = requests.post(emu.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                        headers=tok, timeout=10).json()["correlationId"]
+    for _ in range(100):
+        r = requests.get(emu.dex + "/public/export", params={"correlationId": cid},
+                         headers=tok, timeout=10)
+        if r.status_code != 202:
+            break
+        time.sleep(0.1)
+    assert r.status_code == 200, r.text
+    return len(r.content)
+
+
+def test_cache_stays_within_its_byte_budget_evicting_least_recently_used(make_emulator,
+                                                                         make_gateway):
+    emu = make_emulator({"export": {"delay": "0s"}})
+    size = vendor_export_size(emu)
+    budget = size * 3 + size // 2               # room for three answers, not four
+    gw = make_gateway(emu, {"poll": {"cache_max_bytes": budget}})
+    jobs = [export(gw) for _ in range(12)]
+    bodies = {}
+    for cid in jobs:
+        r = poll(gw, cid)
+        assert r.status_code == 200 and r.headers["X-Tidegate-Poll"] == "fetched"
+        assert len(r.content) == size
+        bodies[cid] = r.content
+        assert gw.metric("tidegate_poll_cache_bytes") <= budget
+    assert gw.metric("tidegate_poll_cache_bytes") == 3 * size
+    assert gw.metric("tidegate_poll_cache_max_bytes") == budget
+    assert gw.metric("tidegate_poll_cache_evictions_total") == 9
+    assert gw.metric("tidegate_poll_cache_unkept_total") == 0
+    n = emu.calls("GET /public/export")
+    # the three used last are held
+    for cid in jobs[-3:]:
+        r = poll(gw, cid)
+        assert r.headers["X-Tidegate-Poll"] == "cached" and r.content == bodies[cid]
+    assert emu.calls("GET /public/export") == n
+    # an evicted answer is asked for again, and is the same answer
+    r = poll(gw, jobs[0])
+    assert r.status_code == 200 and r.headers["X-Tidegate-Poll"] == "fetched"
+    assert r.content == bodies[jobs[0]]
+    assert emu.calls("GET /public/export") == n + 1
+    assert poll(gw, jobs[0]).headers["X-Tidegate-Poll"] == "cached"
+    # it displaced the least recently used of the three (jobs[-3]), not the others
+    assert emu.calls("GET /public/export") == n + 1
+    assert gw.metric("tidegate_poll_cache_evictions_total") == 10
+    for cid in jobs[-2:]:
+        assert poll(gw, cid).headers["X-Tidegate-Poll"] == "cached"
+    assert poll(gw, jobs[-3]).headers["X-Tidegate-Poll"] == "fetched"
+    assert emu.calls("GET /public/export") == n + 2
+    assert gw.metric("tidegate_poll_cache_bytes") <= budget
+
+
+def test_answer_larger_than_the_budget_is_served_not_kept(make_emulator, make_gateway):
+    emu = make_emulator({"export": {"delay": "1s"}})
+    size = vendor_export_size(emu)
+    gw = make_gateway(emu, {"poll": {"cache_max_bytes": size // 2, "interval": "200ms"}})
+    cid = export(gw)
+    # long-polls waiting together all get the one answer that cannot be kept
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        rs = list(pool.map(lambda _: poll(gw, cid, wait=10), range(5)))
+    assert all(r.status_code == 200 and len(r.content) == size for r in rs)
+    assert len({r.content for r in rs}) == 1
+    assert gw.metric("tidegate_poll_cache_bytes") < size // 2    # the 202s only, if any
+    assert gw.metric("tidegate_poll_cache_unkept_total") >= 1
+    n = emu.calls("GET /public/export")
+    r = poll(gw, cid)
+    assert r.status_code == 200 and r.content == rs[0].content
+    assert r.headers["X-Tidegate-Poll"] == "fetched"
+    assert emu.calls("GET /public/export") == n + 1
+    assert gw.metric("tidegate_poll_cache_bytes") == 0
