@@ -7,7 +7,7 @@ import time
 
 import requests
 
-from conftest import TEST_KEY_SHA
+from conftest import RELEASE_BUILD, TEST_KEY_SHA
 
 OTHER_KEY = "other-key"
 OTHER_SHA = "580843d03d2216ff1a275d0991bad66e4d1af871171d929e9de604b7959f9bca"
@@ -247,3 +247,43 @@ def test_answer_larger_than_the_budget_is_served_not_kept(make_emulator, make_ga
     assert r.headers["X-Tidegate-Poll"] == "fetched"
     assert emu.calls("GET /public/export") == n + 1
     assert gw.metric("tidegate_poll_cache_bytes") == 0
+
+
+# About 365 KB per export answer, the size of the reported case.
+LARGE = {"projects": [{"id": "P-LARGE", "seed": 3, "sites": 5, "activities": 1000}],
+         "export": {"delay": "0s"}}
+
+
+def held_after_polling(make_gateway, emu, budget, jobs):
+    """Gateway (release build) RSS growth in kB after polling `jobs` exports
+    of P-LARGE once each, and the bytes its poll cache says it holds."""
+    gw = make_gateway(emu, {"log_level": "warn", "poll": {"cache_max_bytes": budget}},
+                      build=RELEASE_BUILD)
+    cids = []
+    for _ in range(jobs):
+        r = requests.post(gw.dex + "/public/v1/export/activities",
+                          json={"projectId": "P-LARGE"}, headers=gw.headers(), timeout=10)
+        assert r.status_code == 200, r.text
+        cids.append(r.json()["correlationId"])
+    base = gw.rss_kb()
+    total = 0
+    for cid in cids:
+        r = poll(gw, cid)
+        assert r.status_code == 200 and r.content.endswith(b"]")
+        total += len(r.content)
+    return gw.rss_kb() - base, gw.metric("tidegate_poll_cache_bytes"), total
+
+
+def test_memory_held_by_answers_is_bounded_by_the_budget(make_emulator, make_gateway):
+    emu = make_emulator(LARGE, build=RELEASE_BUILD)
+    budget = 16 << 20
+    grown, held, total = held_after_polling(make_gateway, emu, budget, 200)
+    print(f"budget 16 MB: {total} bytes of answers polled, {held:.0f} held, "
+          f"gateway RSS +{grown} kB")
+    assert total > 4 * budget
+    assert held <= budget
+    assert grown < (budget >> 10) + 16 * 1024, grown
+    # the same polls without a useful budget hold them all
+    grown_all, held_all, _ = held_after_polling(make_gateway, emu, 1 << 40, 200)
+    print(f"no budget: {held_all:.0f} held, gateway RSS +{grown_all} kB")
+    assert held_all == total and grown_all > (total >> 10) * 3 // 4
