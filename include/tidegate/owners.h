@@ -12,6 +12,11 @@
  * creation made with a key, tg_owners_lookup before every read of a job,
  * tg_owners_prune from a timer. Runs on the loop thread and blocks on
  * SQLite. Times are milliseconds since the epoch, passed in by the caller.
+ *
+ * Job ids are compared in a folded form, so that no spelling a vendor may
+ * read as the same job escapes its owner: spaces and tabs around the id
+ * dropped, ASCII case ignored, and a UUID written with or without hyphens,
+ * braces or parentheses taken as its 32 hex digits.
  */
 #ifndef TIDEGATE_OWNERS_H
 #define TIDEGATE_OWNERS_H

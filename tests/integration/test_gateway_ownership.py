@@ -2,9 +2,11 @@
 with one API key is 404 for every other key however its poll is spelled.
 A query the vendor could read more than one way (correlationId repeated in
 any spelling, or empty) is refused with 400 before anything is sent; a
-percent-encoded or differently-cased spelling is the same job; the record
-is durable, so a restart of the gateway on the same directory keeps it.
-The key that created the job reads it in every case."""
+percent-encoded or differently-cased spelling is the same job, and so are
+the spellings a vendor might read as the same id (its case, a UUID's
+hyphens and braces, surrounding spaces); the record is durable, so a
+restart of the gateway on the same directory keeps it. The key that
+created the job reads it in every case."""
 import os
 import time
 
@@ -125,6 +127,30 @@ def test_percent_encoded_or_recased_id_is_the_same_job(emulator, make_gateway):
     assert get(gw, STATUS, f"correlationId={pct(imp)}").json()["correlationId"] == imp
     r = get(gw, STATUS, f"correlationId={a}", OTHER_KEY)
     assert r.status_code == 404 and "no import with" in r.json()["message"]   # the vendor's
+
+
+def test_other_spellings_of_the_id_are_the_owners(emulator, make_gateway):
+    """A vendor may read other spellings as the same job (a UUID column ignores
+    case, hyphens and braces; some frameworks trim values): none of them
+    reaches the vendor for another key."""
+    gw = make_gateway(emulator, {"keys": KEYS})
+    a = create_export(gw)
+    first = ready(gw, a)
+    requests.delete(emulator.dex + "/__emulator/stats")
+    spellings = [a.upper(), a.replace("-", ""), "%7B" + a + "%7D", "%20" + a, a + "+"]
+    for spelled in spellings:
+        r = get(gw, EXPORT, f"correlationId={spelled}", OTHER_KEY)
+        assert r.status_code == 404, spelled
+        assert r.json()["message"] == "no such job for this API key", spelled
+    assert emulator.calls("GET /public/export") == 0
+    assert gw.metric("tidegate_job_owner_refusals_total") == len(spellings)
+    # the creator's own spellings go to the vendor, which decides (the
+    # emulator matches ids exactly)
+    r = get(gw, EXPORT, f"correlationId={a.upper()}")
+    assert r.status_code == 404 and "no export with" in r.json()["message"]
+    assert emulator.calls("GET /public/export") == 1
+    r = get(gw, EXPORT, f"correlationId={a}")
+    assert r.status_code == 200 and r.content == first.content
 
 
 def test_ownership_survives_a_restart(emulator, make_gateway):

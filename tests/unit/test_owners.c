@@ -1,7 +1,9 @@
 /*
  * test_owners.c - the correlation ownership store (src/dex/owners.c)
- * without an event loop: record and look up, families kept apart, a later
- * record replacing an earlier one, records surviving close and reopen
+ * without an event loop: record and look up, families kept apart, other
+ * spellings of an id (case, spaces, a UUID's hyphens and braces) finding
+ * its owner, a later record replacing an earlier one, records surviving
+ * close and reopen
  * (with their count), the age bound (lookups ignore old records, prune
  * deletes them), the count bound (oldest-first, one record at a time, the
  * newest always kept, never a wholesale reset), WAL mode, and bad inputs.
@@ -95,15 +97,48 @@ test_record_lookup_and_families(void **state)
 	record("import", "c-2", "b", T0);
 	assert_string_equal(owner("export", "c-1", T0), "a");
 	assert_string_equal(owner("import", "c-2", T0), "b");
-	/* an import's id is not an export's, and ids match exactly */
+	/* an import's id is not an export's */
 	assert_string_equal(owner("import", "c-1", T0), "");
 	assert_string_equal(owner("export", "c-2", T0), "");
-	assert_string_equal(owner("export", "C-1", T0), "");
-	assert_string_equal(owner("export", "c-1 ", T0), "");
+	assert_string_equal(owner("export", "c-1x", T0), "");
+	assert_string_equal(owner("export", "c1", T0), "");	/* not a UUID: '-' counts */
 	assert_int_equal(tg_owners_count(O.o), 2);
 	/* the same job recorded again: the later creation wins, no second row */
 	record("export", "c-1", "c", T0 + 1);
 	assert_string_equal(owner("export", "c-1", T0 + 1), "c");
+	assert_int_equal(tg_owners_count(O.o), 2);
+}
+
+/* Spellings a vendor may read as the same id (case, surrounding spaces, a
+ * UUID's hyphens, braces or parentheses) find the owner; others do not. */
+static void
+test_other_spellings_of_an_id(void **state)
+{
+	static const char *const same[] = {
+		"3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6f", "3F2A9C1E-7B4D-4E8A-9C0F-1A2B3C4D5E6F",
+		"3f2a9c1e7b4d4e8a9c0f1a2b3c4d5e6f", "{3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6f}",
+		"(3F2A9C1E-7B4D-4E8A-9C0F-1A2B3C4D5E6F)", " 3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6f\t",
+		"3f2a-9c1e-7b4d-4e8a-9c0f-1a2b-3c4d-5e6f",
+	};
+	static const char *const other[] = {
+		"3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e60", "3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6",
+		"3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6f0", "urn:3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6f",
+		"3f2a9c1e_7b4d_4e8a_9c0f_1a2b3c4d5e6f",
+	};
+	size_t i;
+
+	record("export", "3F2A9C1E-7b4d-4e8a-9c0f-1a2b3c4d5e6f", "a", T0);
+	record("export", "Job-7", "b", T0);
+	for (i = 0; i < sizeof(same) / sizeof(same[0]); i++)
+		assert_string_equal(owner("export", same[i], T0), "a");
+	for (i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+		assert_string_equal(owner("export", other[i], T0), "");
+	assert_string_equal(owner("import", same[0], T0), "");
+	assert_string_equal(owner("export", "JOB-7", T0), "b");
+	assert_string_equal(owner("export", " job-7 ", T0), "b");
+	assert_string_equal(owner("export", "job7", T0), "");
+	/* a spelling recorded again is the same job: still one row */
+	record("export", same[2], "a", T0 + 1);
 	assert_int_equal(tg_owners_count(O.o), 2);
 }
 
@@ -232,6 +267,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_record_lookup_and_families, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_spellings_of_an_id, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_survives_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_age_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_count_bound_oldest_first, setup, teardown),
