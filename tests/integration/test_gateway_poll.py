@@ -30,7 +30,9 @@ def poll(gw, cid, wait=None, headers=None):
 
 def test_200_callers_10_jobs_one_upstream_call_per_job_per_interval(make_emulator,
                                                                     make_gateway):
-    emu = make_emulator({"export": {"delay": "3s"}})
+    # the jobs stay in progress well past the 2.5 s of polling, however long
+    # creating them took on a loaded machine
+    emu = make_emulator({"export": {"delay": "10s"}})
     gw = make_gateway(emu, {"poll": {"interval": "1s"}})
     jobs = [export(gw) for _ in range(10)]
     requests.delete(emu.dex + "/__emulator/stats")
