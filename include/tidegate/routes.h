@@ -1,7 +1,8 @@
 /*
  * routes.h - canonical operations of both services and the router that
  * maps every spelling a tool may use (prefixes such as /public/v1, /api)
- * onto them, and expands the configured upstream path templates.
+ * onto them, expands the configured upstream path templates, and reads
+ * the one value of a query parameter that names a job.
  * Tables live in src/dex/routes.c and src/sim/routes.c.
  */
 #ifndef TIDEGATE_ROUTES_H
@@ -59,5 +60,18 @@ char *tg_route_expand(const char *tmpl, const struct tg_route_match *m);
 /** Value of parameter name, or NULL. */
 const char *tg_route_param(const struct tg_route_match *m, const char *name);
 const char *tg_op_name(enum tg_op op);
+
+struct tg_err;
+/**
+ * The one value of query parameter name in the raw query string q (both
+ * borrowed; q may be NULL), read as a vendor would: names and values
+ * percent-decoded ('+' is a space), names compared without regard to case.
+ * 0 with *out (malloc'd, the caller frees; NULL when the parameter is
+ * absent), or -1 with why when the query could be read more than one way:
+ * the parameter given twice in any spelling, empty, with a broken escape,
+ * a control character (%00 included) or more than TG_ROUTE_PARAMLEN bytes.
+ * Implemented in src/dex/job_query.c.
+ */
+int tg_route_query_one(const char *q, const char *name, char **out, struct tg_err *why);
 
 #endif

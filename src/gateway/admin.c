@@ -35,6 +35,15 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Polls by how they were answered: cached, coalesced, fetched, long-poll, passthrough.");
 	tg_metrics_help(m, "tidegate_poll_upstream_total", "counter",
 	    "Upstream polls made by the multiplexer.");
+	tg_metrics_help(m, "tidegate_poll_cache_evictions_total", "counter",
+	    "Answers evicted (least recently used first) to keep poll.cache_max_bytes.");
+	tg_metrics_help(m, "tidegate_poll_cache_unkept_total", "counter",
+	    "Answers served to their waiting callers but not kept: larger than the room "
+	    "eviction could make within poll.cache_max_bytes.");
+	tg_metrics_help(m, "tidegate_job_owner_refusals_total", "counter",
+	    "Reads of a job refused (404) because another API key created it.");
+	tg_metrics_help(m, "tidegate_job_owner_errors_total", "counter",
+	    "Job creations whose owner could not be recorded (the job is then unowned).");
 	tg_metrics_help(m, "tidegate_webhook_attempts_total", "counter",
 	    "Webhook delivery attempts by result: delivered, retry, gone (410), dead (last).");
 	tg_metrics_help(m, "tidegate_webhook_dead_letters_total", "counter",
@@ -124,6 +133,8 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	tg_metrics_render(gw->metrics, b);
 	render_gauges(gw, b);
 	gw_runs_metrics(gw, b);
+	gw_poll_metrics(gw, b);
+	gw_jobs_metrics(gw, b);
 	gw_hooks_metrics(gw, b);
 	tg_reply_buf(req, 200, "text/plain; version=0.0.4", b);
 	evbuffer_free(b);

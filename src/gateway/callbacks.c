@@ -325,11 +325,11 @@ reply_held(struct gw_req *r, const char *cid)
 	tg_log(TG_LOG_INFO, "webhook_job_added", TG_LS("id", r->hook->id),
 	    TG_LS("correlationId", cid), TG_LS("key", r->key ? r->key->name : NULL),
 	    TG_LS("host", host), TG_LS("mode", r->rt->cfg.wh_mode_str));
-	if (r->key != NULL && r->gw->poll != NULL) {	/* ownership of the job's polls */
+	if (r->key != NULL && r->gw->owners != NULL) {	/* ownership of the job's polls */
 		struct evbuffer *copy = evbuffer_new();
 
 		evbuffer_add(copy, evbuffer_pullup(r->capture, -1), evbuffer_get_length(r->capture));
-		gw_poll_created(r, copy);
+		gw_job_created(r, copy);
 	}
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Webhook-Id",
 	    r->hook->id);

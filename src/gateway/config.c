@@ -2,7 +2,8 @@
  * config.c - the gateway's configuration keys, defaults and bounds, and
  * the checks that span keys (addresses, key digests, webhook mode,
  * schedule, allow-list and signing secrets, which are parsed here once;
- * the loopback rule is in server.c). Loaded at start-up, by -t, and again
+ * database files resolved against the file's directory; the loopback rule
+ * is in server.c). Loaded at start-up, by -t, and again
  * on SIGHUP.
  */
 #include <stddef.h>
@@ -129,12 +130,21 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "longest long-poll (?wait=N seconds is capped to this)"),
 	KB("poll.cache_max_body", TG_CFG_SIZE, poll_cache_max_body, "1MB", 1024, 1073741824.0,
 	   "largest answer shared from memory (bigger: each caller streams its own)"),
+	KB("poll.cache_max_bytes", TG_CFG_SIZE, poll_cache_max_bytes, "64MB", 0,
+	   1099511627776.0, "bytes of answers held in all; the least recently used answer no "
+	   "request waits on is evicted first (0: none kept)"),
 	KB("poll.terminal_ttl", TG_CFG_DURATION, poll_terminal_ttl, "10m", 1000, 8.64e7,
 	   "how long a final answer is served without asking the vendor"),
 	KB("poll.max_entries", TG_CFG_INT, poll_max_entries, "10000", 1, 1e7,
 	   "jobs tracked at once"),
 	K("poll.ownership", TG_CFG_BOOL, poll_ownership, "true",
 	  "a job created through the gateway is visible only to the key that created it"),
+	K("poll.ownership_db", TG_CFG_STR, owners_db, "owners.db",
+	  "who created each job, SQLite (relative to this file; read at start)"),
+	KB("poll.ownership_keep", TG_CFG_DURATION, owners_keep, "30d", 60000, 3.1536e11,
+	   "how long a job's creator is remembered; at least the vendor's retention of jobs"),
+	KB("poll.ownership_max", TG_CFG_INT, owners_max, "1000000", 1, 1e9,
+	   "job creators remembered at most; beyond, the oldest are forgotten first"),
 	K("webhooks.mode", TG_CFG_STR, wh_mode_str, "deliver",
 	  "callbackUrl of exports: deliver (the gateway), forward (to the vendor) or relay"),
 	K("webhooks.db", TG_CFG_STR, wh_db, "tidegate.db",
@@ -300,12 +310,22 @@ check_wh_mode(struct gw_config *c, struct tg_err *err)
 	return 0;
 }
 
+/* A file named in the configuration, resolved against its directory. */
+static char *
+beside(const struct gw_config *c, const char *file)
+{
+	const char *slash = strrchr(c->path, '/');
+
+	if (file[0] == '/' || slash == NULL)
+		return tg_xstrdup(file);
+	return tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path, file);
+}
+
 /* Webhook keys: mode, schedule, allow-list and secrets parsed once here, so a
  * reload with a bad value fails as a whole. */
 static int
 check_webhooks(struct gw_config *c, struct tg_err *err)
 {
-	const char *slash = strrchr(c->path, '/');
 	struct tg_egress *pol;
 	struct tg_err why;
 
@@ -321,15 +341,9 @@ check_webhooks(struct gw_config *c, struct tg_err *err)
 		return -1;
 	}
 	tg_egress_free(pol);
-	if (c->wh_db[0] == '/' || slash == NULL)
-		c->wh_db_path = tg_xstrdup(c->wh_db);
-	else
-		c->wh_db_path = tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path, c->wh_db);
-	if (c->runs_db[0] == '/' || slash == NULL)
-		c->runs_db_path = tg_xstrdup(c->runs_db);
-	else
-		c->runs_db_path = tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path,
-		    c->runs_db);
+	c->wh_db_path = beside(c, c->wh_db);
+	c->runs_db_path = beside(c, c->runs_db);
+	c->owners_db_path = beside(c, c->owners_db);
 	if (strcmp(c->runs_sync, "full") != 0 && strcmp(c->runs_sync, "normal") != 0) {
 		tg_err_set(err, "%s: runs.sync: must be full or normal", c->path);
 		return -1;
@@ -414,6 +428,8 @@ gw_config_free(struct gw_config *cfg)
 	cfg->wh_db_path = NULL;
 	free(cfg->runs_db_path);
 	cfg->runs_db_path = NULL;
+	free(cfg->owners_db_path);
+	cfg->owners_db_path = NULL;
 	tg_config_free(gw_config_keys, gw_config_nkeys, cfg);
 	free(cfg->path);
 	cfg->path = NULL;

@@ -58,8 +58,11 @@ struct gw_config {
 	long long max_problems;	/* problems listed in one 400 */
 	int poll_enabled, poll_ownership;
 	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
-	int64_t poll_cache_max_body, poll_terminal_ttl;
+	int64_t poll_cache_max_body, poll_cache_max_bytes, poll_terminal_ttl;
 	long long poll_max_entries;
+	char *owners_db;	/* correlation ownership (poll.ownership_db) */
+	int64_t owners_keep;
+	long long owners_max;
 	/* webhooks (callbackUrl) */
 	char *wh_mode_str, *wh_db, *wh_public_url, *wh_ca_file;
 	struct tg_strlist wh_schedule, wh_allow;
@@ -78,6 +81,7 @@ struct gw_config {
 	enum gw_wh_mode wh_mode;
 	char *wh_db_path;		/* wh_db resolved against the file's directory */
 	char *runs_db_path;		/* runs_db resolved likewise */
+	char *owners_db_path;		/* owners_db resolved likewise */
 	int64_t *wh_schedule_ms;
 	size_t wh_nschedule;
 	struct tg_strlist wh_secrets;	/* wh_secret split into lines, current first */

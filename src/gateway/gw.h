@@ -89,6 +89,8 @@ struct gw {
 	struct event *reap_ev;
 	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
 	struct gw_poll *poll;		/* poll multiplexer (poll.c) */
+	struct tg_owners *owners;	/* who created each job (jobs.c) */
+	struct event *owners_prune;
 	struct gw_hooks *hooks;		/* callbackUrl webhooks (hooks.c) */
 	struct tg_runs *runs;		/* simulation run registry (runs.c) */
 	struct gw_tracker *tracker;	/* status checks of in-progress runs (tracker.c) */
@@ -181,14 +183,33 @@ void gw_poll_free(struct gw_poll *p);
 int gw_poll_handle(struct gw_req *r);
 /** r ends: stop waiting. */
 void gw_poll_forget(struct gw_req *r);
-/** The vendor answered a job creation for r's key (takes body). */
-void gw_poll_created(struct gw_req *r, struct evbuffer *body);
 /**
  * The multiplexer's answer to GET uri (upstream path and query) of
  * service, polled with the gateway's own token: 1 and *out when it holds
  * a fresh one (what it would serve a caller without asking the vendor).
  */
 int gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *out);
+/** /metrics: bytes of answers held (gauge) and the budget. */
+void gw_poll_metrics(struct gw *gw, struct evbuffer *out);
+
+/* jobs.c */
+/** Open the owner store (poll.ownership_db) and its prune timer: 0, or -1
+ * with err. c is borrowed. */
+int gw_jobs_open(struct gw *gw, const struct gw_config *c, struct tg_err *err);
+/** Close the owner store; safe when it was never opened. */
+void gw_jobs_close(struct gw *gw);
+/**
+ * A read of a data exchange job (GET /export, /import/…): its one
+ * correlationId into *job (malloc'd, the caller frees), ownership checked,
+ * r->uri built from that value alone. 0 to go on (*job NULL for other
+ * operations), -1 when it has replied (400 ambiguous or missing id, 404
+ * another key's job, 503 store failure).
+ */
+int gw_job_id(struct gw_req *r, char **job);
+/** The vendor answered a job creation for r's key: record the owner (takes body). */
+void gw_job_created(struct gw_req *r, struct evbuffer *body);
+/** /metrics: the owner records held (gauge). */
+void gw_jobs_metrics(struct gw *gw, struct evbuffer *out);
 
 /* validate.c */
 /** Check (and normalise) the request of r's operation: 0 to proceed, -1 when

@@ -10,13 +10,18 @@
  *   total, a simulation completed or failed, its results) are cached and
  *   served without upstream calls; others are reused for an interval that
  *   grows as the job ages;
+ * - the answers held count against one byte budget (poll.cache_max_bytes):
+ *   to make room the least recently used answer no request waits on is
+ *   evicted (its entry asks the vendor again when next polled), and an
+ *   answer that still does not fit is served to its waiters and dropped;
  * - 429 + Retry-After from the vendor holds every caller of that entry back;
  * - `?wait=N` long-polls: the request is held until the job is terminal or N
  *   seconds pass, and all waiters wake on one upstream answer.
  *
- * Called from proxy.c for the pollable GET operations, and by the webhook
- * payload fetcher (gw_poll_peek) before it polls the vendor itself; owns
- * its entries, which outlive the requests and are swept when idle.
+ * Called from proxy.c for the pollable GET operations (after jobs.c has
+ * read the job id and checked who may read it), and by the webhook payload
+ * fetcher (gw_poll_peek) before it polls the vendor itself; owns its
+ * entries, which outlive the requests and are swept when idle.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +48,7 @@ struct poll_answer {
 	size_t len;
 	int64_t at;		/* monotonic ms; 0 when none */
 	int terminal;
+	int held;		/* counted in the budget, on the LRU list */
 };
 
 struct poll_entry {
@@ -62,14 +68,16 @@ struct poll_entry {
 	int replayed, passthrough;
 	TAILQ_HEAD(, gw_req) waiters;
 	struct event *timer;	/* next poll for long-poll waiters */
+	TAILQ_ENTRY(poll_entry) lru;	/* while ans.held */
 };
 
 struct gw_poll {
 	struct gw *gw;
 	struct tg_map *entries;		/* key -> struct poll_entry */
-	struct tg_map *owners;		/* correlationId -> key name */
 	struct tg_map *imports_done;	/* correlationId -> (void *)1 */
 	struct event *sweep;
+	TAILQ_HEAD(, poll_entry) lru;	/* held answers, least recently used first */
+	size_t bytes;			/* body bytes of the held answers */
 };
 
 static void fetch(struct poll_entry *e);
@@ -83,6 +91,62 @@ answer_clear(struct poll_answer *a)
 	free(a->retry_after);
 	free(a->body);
 	memset(a, 0, sizeof(*a));
+}
+
+/* Forget e's answer, and its bytes when they were counted. */
+static void
+answer_drop(struct poll_entry *e)
+{
+	if (e->ans.held) {
+		TAILQ_REMOVE(&e->p->lru, e, lru);
+		e->p->bytes -= e->ans.len;
+	}
+	answer_clear(&e->ans);
+}
+
+/* e's answer was just used: the last to be evicted. */
+static void
+touch(struct poll_entry *e)
+{
+	if (!e->ans.held)
+		return;
+	TAILQ_REMOVE(&e->p->lru, e, lru);
+	TAILQ_INSERT_TAIL(&e->p->lru, e, lru);
+}
+
+/*
+ * Evict the least recently used answers no request waits on until need
+ * more bytes fit in poll.cache_max_bytes: 1 when they fit. Answers with
+ * waiters stay (a long-poll is answered from its entry's answer).
+ */
+static int
+make_room(struct gw_poll *p, size_t need)
+{
+	size_t max = (size_t)p->gw->rt->cfg.poll_cache_max_bytes;
+	struct poll_entry *e, *next;
+
+	if (need > max)
+		return 0;
+	for (e = TAILQ_FIRST(&p->lru); e != NULL && p->bytes + need > max; e = next) {
+		next = TAILQ_NEXT(e, lru);
+		if (!TAILQ_EMPTY(&e->waiters))
+			continue;
+		answer_drop(e);
+		tg_metrics_inc(p->gw->metrics, "tidegate_poll_cache_evictions_total", "", 1);
+	}
+	return p->bytes + need <= max;
+}
+
+/* Count e's answer in the budget, evicting others; 0 when it does not fit. */
+static int
+hold(struct poll_entry *e)
+{
+	if (!make_room(e->p, e->ans.len))
+		return 0;
+	e->ans.held = 1;
+	e->p->bytes += e->ans.len;
+	TAILQ_INSERT_TAIL(&e->p->lru, e, lru);
+	return 1;
 }
 
 static int
@@ -285,7 +349,7 @@ store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuff
 		e->not_before = tg_clock_mono_ms() + retry_after_ms(ra);
 	if (status == 429 && e->ans.at != 0 && e->ans.status != 429)
 		return;		/* keep serving the last real state */
-	answer_clear(&e->ans);
+	answer_drop(e);
 	e->ans.status = status;
 	e->ans.ctype = ct ? tg_xstrdup(ct) : NULL;
 	e->ans.retry_after = ra ? tg_xstrdup(ra) : NULL;
@@ -297,6 +361,21 @@ store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuff
 	e->ans.terminal = is_terminal(e, status, e->ans.body, len);
 	if (status == 200 && e->op == TG_OP_SIM_STATUS && e->job != NULL)
 		gw_run_status_seen(e->p->gw, e->job, e->ans.body, len);
+	(void)hold(e);
+}
+
+/* An answer the budget has no room for: every waiter gets it now (a
+ * long-poll ends early with the current state), then it is dropped, so
+ * the entry asks the vendor again when next polled. */
+static void
+serve_unkept(struct poll_entry *e)
+{
+	struct gw_req *r;
+
+	while ((r = TAILQ_FIRST(&e->waiters)) != NULL)
+		reply_answer(r, &e->ans, r->wait_until ? "long-poll" : "fetched");
+	answer_clear(&e->ans);
+	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_cache_unkept_total", "", 1);
 }
 
 static void
@@ -336,6 +415,10 @@ on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg
 		    "the vendor API could not be reached", 0);
 	} else {
 		store(e, status, h, body);
+		if (e->ans.at != 0 && !e->ans.held) {
+			serve_unkept(e);
+			return;
+		}
 		wake(e);
 		schedule(e);
 	}
@@ -408,7 +491,7 @@ entry_free(void *arg)
 	if (e->tw != NULL)
 		tg_token_wait_cancel(e->tw);
 	gw_runtime_unref(e->rt);
-	answer_clear(&e->ans);
+	answer_drop(e);
 	event_free(e->timer);
 	free(e->key);
 	free(e->uri);
@@ -450,6 +533,7 @@ sweep(struct gw_poll *p, int all)
 		free(dead[i]);
 	}
 	free(dead);
+	(void)make_room(p, 0);	/* a reload may have lowered the budget */
 }
 
 static void
@@ -461,7 +545,7 @@ on_sweep(evutil_socket_t fd, short what, void *arg)
 static struct poll_entry *
 entry_get(struct gw_poll *p, struct gw_req *r, const char *job, const char *identity)
 {
-	char *uri = gw_upstream_uri(r), *key;
+	char *uri = r->uri != NULL ? tg_xstrdup(r->uri) : gw_upstream_uri(r), *key;
 	struct poll_entry *e;
 
 	key = tg_xasprintf("%s|%s|%s", r->svc->name, identity, uri);
@@ -565,14 +649,19 @@ count(struct gw_req *r, const char *result)
 	tg_metrics_inc(r->gw->metrics, "tidegate_poll_requests_total", labels, 1);
 }
 
-/* A job created through the gateway belongs to the key that created it. */
+/* The job r polls: 0 with *job (NULL: not one to multiplex), -1 replied. */
 static int
-owned_elsewhere(struct gw_poll *p, struct gw_req *r, const char *job)
+job_of(struct gw_req *r, char **job)
 {
-	const char *owner = tg_map_get(p->owners, job);
-
-	return r->rt->cfg.poll_ownership && owner != NULL &&
-	    (r->key == NULL || strcmp(owner, r->key->name) != 0);
+	if (gw_job_id(r, job) != 0)
+		return -1;	/* ambiguous, or another key's job */
+	if (*job == NULL && r->svc->index == GW_SIM)
+		*job = tg_xstrdup(tg_route_param(&r->m, "id"));
+	if (*job != NULL && **job == '\0') {
+		free(*job);
+		*job = NULL;	/* the vendor explains what is missing */
+	}
+	return 0;
 }
 
 int
@@ -584,18 +673,13 @@ gw_poll_handle(struct gw_req *r)
 	int64_t wms;
 	int rc = 1;
 
-	if (p == NULL || r->m.route == NULL || !pollable(r->m.route->op) ||
-	    evhttp_request_get_command(r->req) != EVHTTP_REQ_GET)
+	if (r->m.route == NULL || !pollable(r->m.route->op))
 		return 0;
-	job = r->svc->index == GW_DEX ? tg_http_query(r->req, "correlationId") :
-	    tg_xstrdup(tg_route_param(&r->m, "id"));
-	if (job == NULL || *job == '\0') {
+	if (job_of(r, &job) != 0)
+		return 1;
+	if (p == NULL || job == NULL || evhttp_request_get_command(r->req) != EVHTTP_REQ_GET) {
 		free(job);
-		return 0;	/* the vendor explains what is missing */
-	}
-	if (owned_elsewhere(p, r, job)) {
-		gw_req_reply_error(r, 404, "NOT_FOUND", "no such job for this API key");
-		goto done;
+		return 0;
 	}
 	r->drop_query = "wait";
 	wms = wait_ms(r);
@@ -606,6 +690,7 @@ gw_poll_handle(struct gw_req *r)
 		goto done;
 	}
 	e->used = tg_clock_mono_ms();
+	touch(e);
 	if (fresh(e) && (e->ans.terminal || wms == 0)) {
 		count(r, "cached");
 		reply_answer(r, &e->ans, "cached");
@@ -630,25 +715,6 @@ gw_poll_forget(struct gw_req *r)
 	waiter_remove(r);
 }
 
-void
-gw_poll_created(struct gw_req *r, struct evbuffer *body)
-{
-	struct gw_poll *p = r->gw->poll;
-	yajl_val v = tg_json_parse((const char *)evbuffer_pullup(body, -1),
-	    evbuffer_get_length(body), NULL);
-	const char *cid = tg_json_get_str(v, "correlationId");
-
-	if (p != NULL && cid != NULL && r->key != NULL) {
-		if (tg_map_count(p->owners) >= 100000) {	/* bound: forget the oldest era */
-			tg_map_free(p->owners);
-			p->owners = tg_map_new(free);
-		}
-		tg_map_put(p->owners, cid, tg_xstrdup(r->key->name));
-	}
-	yajl_tree_free(v);
-	evbuffer_free(body);
-}
-
 /* The key entry_get gives a gateway-token caller's poll of uri. */
 int
 gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *out)
@@ -664,6 +730,7 @@ gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *o
 	free(key);
 	if (e == NULL || e->passthrough || !fresh(e))
 		return 0;
+	touch(e);
 	out->status = e->ans.status;
 	out->body = e->ans.body;
 	out->len = e->ans.len;
@@ -679,8 +746,8 @@ gw_poll_new(struct gw *gw)
 
 	p->gw = gw;
 	p->entries = tg_map_new(entry_free);
-	p->owners = tg_map_new(free);
 	p->imports_done = tg_map_new(NULL);
+	TAILQ_INIT(&p->lru);
 	p->sweep = event_new(gw->base, -1, EV_PERSIST, on_sweep, p);
 	evtimer_add(p->sweep, &tv);
 	return p;
@@ -693,7 +760,25 @@ gw_poll_free(struct gw_poll *p)
 		return;
 	event_free(p->sweep);
 	tg_map_free(p->entries);
-	tg_map_free(p->owners);
 	tg_map_free(p->imports_done);
 	free(p);
+}
+
+void
+gw_poll_metrics(struct gw *gw, struct evbuffer *out)
+{
+	struct gw_poll *p = gw->poll;
+
+	if (p == NULL)
+		return;
+	evbuffer_add_printf(out, "# HELP tidegate_poll_cache_bytes Body bytes of the answers "
+	    "the poll multiplexer holds.\n# TYPE tidegate_poll_cache_bytes gauge\n"
+	    "tidegate_poll_cache_bytes %zu\n", p->bytes);
+	evbuffer_add_printf(out, "# HELP tidegate_poll_cache_max_bytes The budget of held "
+	    "answers (poll.cache_max_bytes).\n# TYPE tidegate_poll_cache_max_bytes gauge\n"
+	    "tidegate_poll_cache_max_bytes %lld\n",
+	    (long long)gw->rt->cfg.poll_cache_max_bytes);
+	evbuffer_add_printf(out, "# HELP tidegate_poll_entries Jobs the poll multiplexer "
+	    "tracks.\n# TYPE tidegate_poll_entries gauge\ntidegate_poll_entries %zu\n",
+	    tg_map_count(p->entries));
 }

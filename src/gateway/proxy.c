@@ -291,7 +291,7 @@ wants_capture(const struct gw_req *r)
 	if (op == TG_OP_SIM_STATUS)
 		return r->gw->runs != NULL;
 	return (op == TG_OP_DEX_EXPORT || op == TG_OP_DEX_IMPORT_JSON ||
-	    op == TG_OP_DEX_IMPORT_FILE) && r->key != NULL && r->gw->poll != NULL;
+	    op == TG_OP_DEX_IMPORT_FILE) && r->key != NULL && r->gw->owners != NULL;
 }
 
 static void
@@ -432,7 +432,7 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 		else if (r->m.route->op == TG_OP_SIM_STATUS)
 			gw_run_seen(r, r->capture);
 		else
-			gw_poll_created(r, r->capture);
+			gw_job_created(r, r->capture);
 		r->capture = NULL;
 	}
 	if (err == TG_UP_OK && r->started) {

@@ -2,9 +2,10 @@
  * server.c - the gateway's lifecycle: build a runtime (upstreams, token
  * sources, keys) from a configuration, bind the listeners (refusing
  * non-loopback addresses when no API keys are configured), start the
- * embedded emulator when asked, open the webhook outbox (hooks.c), reload
- * on SIGHUP without dropping connections, and drain on SIGTERM (requests
- * and webhook attempts in flight). Called by src/tidegate.c.
+ * embedded emulator when asked, open the webhook outbox (hooks.c), the
+ * run registry (runs.c) and the job owner store (jobs.c), reload on SIGHUP
+ * without dropping connections, and drain on SIGTERM (requests and
+ * webhook attempts in flight). Called by src/tidegate.c.
  */
 #include <arpa/inet.h>
 #include <libgen.h>
@@ -351,7 +352,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 		gw->cases = tg_case_store_new((size_t)cfg->sim.remember_cases);
 	if (cfg->poll_enabled)
 		gw->poll = gw_poll_new(gw);
-	if ((gw->runs = gw_runs_open(cfg, err)) == NULL) {
+	if ((gw->runs = gw_runs_open(cfg, err)) == NULL || gw_jobs_open(gw, cfg, err) != 0) {
 		gw_free(gw);
 		return NULL;
 	}
@@ -395,6 +396,7 @@ gw_free(struct gw *gw)
 	event_free(gw->reap_ev);
 	tg_case_store_free(gw->cases);
 	gw_poll_free(gw->poll);
+	gw_jobs_close(gw);
 	tg_runs_close(gw->runs);
 	tg_emu_free(gw->emu);
 	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &gw->emu_cfg);

@@ -1,7 +1,9 @@
 /*
  * fuzz_route_query.c - a request target ("path?query") through the URI and
  * query-string parsing the gateway relies on and its router: every method
- * against both services' route tables, template expansion of matches.
+ * against both services' route tables, template expansion of matches, and
+ * the one correlationId of a job poll (tg_route_query_one), whose value
+ * must be what the gateway can check and send as it is.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/routes.h"
+#include "tidegate/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -37,6 +40,29 @@ route_all(const char *path)
 	}
 }
 
+/* An accepted value is non-empty, bounded and free of control bytes. */
+static void
+job_id(const char *query)
+{
+	struct tg_err why;
+	char *v = NULL;
+	size_t i;
+
+	if (tg_route_query_one(query, "correlationId", &v, &why) != 0) {
+		if (v != NULL || why.msg[0] == '\0')
+			abort();
+		return;
+	}
+	if (v == NULL)
+		return;
+	if (*v == '\0' || strlen(v) > TG_ROUTE_PARAMLEN)
+		abort();
+	for (i = 0; v[i]; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+			abort();
+	free(v);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -60,9 +86,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (query != NULL && evhttp_parse_query_str(query, &q) == 0)
 			(void)evhttp_find_header(&q, "correlationId");
 		evhttp_clear_headers(&q);
+		job_id(query);
 		evhttp_uri_free(u);
 	}
 	route_all(target);
+	job_id(target);
 	free(target);
 	return 0;
 }

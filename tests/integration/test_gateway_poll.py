@@ -7,7 +7,7 @@ import time
 
 import requests
 
-from conftest import TEST_KEY_SHA
+from conftest import RELEASE_BUILD, TEST_KEY_SHA
 
 OTHER_KEY = "other-key"
 OTHER_SHA = "580843d03d2216ff1a275d0991bad66e4d1af871171d929e9de604b7959f9bca"
@@ -30,7 +30,9 @@ def poll(gw, cid, wait=None, headers=None):
 
 def test_200_callers_10_jobs_one_upstream_call_per_job_per_interval(make_emulator,
                                                                     make_gateway):
-    emu = make_emulator({"export": {"delay": "3s"}})
+    # the jobs stay in progress well past the 2.5 s of polling, however long
+    # creating them took on a loaded machine
+    emu = make_emulator({"export": {"delay": "10s"}})
     gw = make_gateway(emu, {"poll": {"interval": "1s"}})
     jobs = [export(gw) for _ in range(10)]
     requests.delete(emu.dex + "/__emulator/stats")
@@ -171,3 +173,119 @@ def test_callers_with_their_own_tokens_are_not_shared(emulator, make_gateway):
     for tok in (t1, t2):
         poll(gw, cid, headers={"Authorization": "Bearer " + tok})
     assert emulator.calls("GET /public/export") == 2
+
+
+def vendor_export_size(emu):
+    """Bytes of one ready activities export of P-DEMO, read from the emulator
+    itself (every export of the tests' project holds the same records)."""
+    tok = {"Authorization": "Bearer " + emu.token()}
+    cid = requests.post(emu.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                        headers=tok, timeout=10).json()["correlationId"]
+    for _ in range(100):
+        r = requests.get(emu.dex + "/public/export", params={"correlationId": cid},
+                         headers=tok, timeout=10)
+        if r.status_code != 202:
+            break
+        time.sleep(0.1)
+    assert r.status_code == 200, r.text
+    return len(r.content)
+
+
+def test_cache_stays_within_its_byte_budget_evicting_least_recently_used(make_emulator,
+                                                                         make_gateway):
+    emu = make_emulator({"export": {"delay": "0s"}})
+    size = vendor_export_size(emu)
+    budget = size * 3 + size // 2               # room for three answers, not four
+    gw = make_gateway(emu, {"poll": {"cache_max_bytes": budget}})
+    jobs = [export(gw) for _ in range(12)]
+    bodies = {}
+    for cid in jobs:
+        r = poll(gw, cid)
+        assert r.status_code == 200 and r.headers["X-Tidegate-Poll"] == "fetched"
+        assert len(r.content) == size
+        bodies[cid] = r.content
+        assert gw.metric("tidegate_poll_cache_bytes") <= budget
+    assert gw.metric("tidegate_poll_cache_bytes") == 3 * size
+    assert gw.metric("tidegate_poll_cache_max_bytes") == budget
+    assert gw.metric("tidegate_poll_cache_evictions_total") == 9
+    assert gw.metric("tidegate_poll_cache_unkept_total") == 0
+    n = emu.calls("GET /public/export")
+    # the three used last are held
+    for cid in jobs[-3:]:
+        r = poll(gw, cid)
+        assert r.headers["X-Tidegate-Poll"] == "cached" and r.content == bodies[cid]
+    assert emu.calls("GET /public/export") == n
+    # an evicted answer is asked for again, and is the same answer
+    r = poll(gw, jobs[0])
+    assert r.status_code == 200 and r.headers["X-Tidegate-Poll"] == "fetched"
+    assert r.content == bodies[jobs[0]]
+    assert emu.calls("GET /public/export") == n + 1
+    assert poll(gw, jobs[0]).headers["X-Tidegate-Poll"] == "cached"
+    # it displaced the least recently used of the three (jobs[-3]), not the others
+    assert emu.calls("GET /public/export") == n + 1
+    assert gw.metric("tidegate_poll_cache_evictions_total") == 10
+    for cid in jobs[-2:]:
+        assert poll(gw, cid).headers["X-Tidegate-Poll"] == "cached"
+    assert poll(gw, jobs[-3]).headers["X-Tidegate-Poll"] == "fetched"
+    assert emu.calls("GET /public/export") == n + 2
+    assert gw.metric("tidegate_poll_cache_bytes") <= budget
+
+
+def test_answer_larger_than_the_budget_is_served_not_kept(make_emulator, make_gateway):
+    emu = make_emulator({"export": {"delay": "1s"}})
+    size = vendor_export_size(emu)
+    gw = make_gateway(emu, {"poll": {"cache_max_bytes": size // 2, "interval": "200ms"}})
+    cid = export(gw)
+    # long-polls waiting together all get the one answer that cannot be kept
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        rs = list(pool.map(lambda _: poll(gw, cid, wait=10), range(5)))
+    assert all(r.status_code == 200 and len(r.content) == size for r in rs)
+    assert len({r.content for r in rs}) == 1
+    assert gw.metric("tidegate_poll_cache_bytes") < size // 2    # the 202s only, if any
+    assert gw.metric("tidegate_poll_cache_unkept_total") >= 1
+    n = emu.calls("GET /public/export")
+    r = poll(gw, cid)
+    assert r.status_code == 200 and r.content == rs[0].content
+    assert r.headers["X-Tidegate-Poll"] == "fetched"
+    assert emu.calls("GET /public/export") == n + 1
+    assert gw.metric("tidegate_poll_cache_bytes") == 0
+
+
+# About 365 KB per export answer, the size of the reported case.
+LARGE = {"projects": [{"id": "P-LARGE", "seed": 3, "sites": 5, "activities": 1000}],
+         "export": {"delay": "0s"}}
+
+
+def held_after_polling(make_gateway, emu, budget, jobs):
+    """Gateway (release build) RSS growth in kB after polling `jobs` exports
+    of P-LARGE once each, and the bytes its poll cache says it holds."""
+    gw = make_gateway(emu, {"log_level": "warn", "poll": {"cache_max_bytes": budget}},
+                      build=RELEASE_BUILD)
+    cids = []
+    for _ in range(jobs):
+        r = requests.post(gw.dex + "/public/v1/export/activities",
+                          json={"projectId": "P-LARGE"}, headers=gw.headers(), timeout=10)
+        assert r.status_code == 200, r.text
+        cids.append(r.json()["correlationId"])
+    base = gw.rss_kb()
+    total = 0
+    for cid in cids:
+        r = poll(gw, cid)
+        assert r.status_code == 200 and r.content.endswith(b"]")
+        total += len(r.content)
+    return gw.rss_kb() - base, gw.metric("tidegate_poll_cache_bytes"), total
+
+
+def test_memory_held_by_answers_is_bounded_by_the_budget(make_emulator, make_gateway):
+    emu = make_emulator(LARGE, build=RELEASE_BUILD)
+    budget = 16 << 20
+    grown, held, total = held_after_polling(make_gateway, emu, budget, 200)
+    print(f"budget 16 MB: {total} bytes of answers polled, {held:.0f} held, "
+          f"gateway RSS +{grown} kB")
+    assert total > 4 * budget
+    assert held <= budget
+    assert grown < (budget >> 10) + 16 * 1024, grown
+    # the same polls without a useful budget hold them all
+    grown_all, held_all, _ = held_after_polling(make_gateway, emu, 1 << 40, 200)
+    print(f"no budget: {held_all:.0f} held, gateway RSS +{grown_all} kB")
+    assert held_all == total and grown_all > (total >> 10) * 3 // 4

@@ -1,0 +1,183 @@
+"""Correlation ownership (poll.ownership): a job created through the gateway
+with one API key is 404 for every other key however its poll is spelled.
+A query the vendor could read more than one way (correlationId repeated in
+any spelling, or empty) is refused with 400 before anything is sent; a
+percent-encoded or differently-cased spelling is the same job, and so are
+the spellings a vendor might read as the same id (its case, a UUID's
+hyphens and braces, surrounding spaces); the record is durable, so a
+restart of the gateway on the same directory keeps it. The key that
+created the job reads it in every case."""
+import os
+import time
+
+import requests
+
+from conftest import TEST_KEY, TEST_KEY_SHA
+
+OTHER_KEY = "other-key"
+OTHER_SHA = "580843d03d2216ff1a275d0991bad66e4d1af871171d929e9de604b7959f9bca"
+KEYS = [{"name": "a", "sha256": TEST_KEY_SHA, "services": ["dex"]},
+        {"name": "b", "sha256": OTHER_SHA, "services": ["dex"]}]
+EXPORT = "/public/export"
+STATUS = "/public/v1/import/status"
+
+
+def create_export(gw, key=TEST_KEY):
+    r = requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                      headers=gw.headers(key), timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()["correlationId"]
+
+
+def create_import(gw, key=TEST_KEY):
+    r = requests.post(gw.dex + "/public/v1/import/activities?projectId=P-DEMO",
+                      json=[{"id": "ACT-000001", "siteId": "S-1"}], headers=gw.headers(key),
+                      timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()["correlationId"]
+
+
+def get(gw, path, query, key=TEST_KEY):
+    """GET with the query string sent exactly as written."""
+    return requests.get(f"{gw.dex}{path}?{query}", headers=gw.headers(key), timeout=10)
+
+
+def ready(gw, cid):
+    """A's export once it is ready (bounded wait)."""
+    for _ in range(100):
+        r = get(gw, EXPORT, f"correlationId={cid}")
+        if r.status_code != 202:
+            break
+        time.sleep(0.1)
+    assert r.status_code == 200, r.text
+    assert len(r.json()) == 50
+    return r
+
+
+def pct(s):
+    return "".join(f"%{ord(c):02X}" for c in s)
+
+
+def assert_refused(r, words):
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["statusCode"] == 400 and body["error"] == "VALIDATION_FAILED"
+    assert body["requestId"] == r.headers["X-Request-Id"]
+    assert body["details"][0]["path"] == ""
+    assert words in body["details"][0]["message"], body
+
+
+def test_repeated_or_empty_correlation_id_is_refused(emulator, make_gateway):
+    gw = make_gateway(emulator, {"keys": KEYS})
+    a, b = create_export(gw), create_export(gw, OTHER_KEY)
+    first = ready(gw, a)
+    imp = create_import(gw)
+    requests.delete(emulator.dex + "/__emulator/stats")
+    ambiguous = {
+        f"correlationId={b}&correlationId={a}": "more than once",   # B's own id first
+        f"correlationId={a}&correlationId={b}": "more than once",
+        f"correlationId={a}&correlationId={a}": "more than once",
+        f"correlationId={b}&CorrelationID={a}": "more than once",
+        f"correlationId={b}&%63orrelationId={a}": "more than once",
+        f"correlationId=&correlationId={a}": "empty",
+        f"correlationId={a}&correlationId": "more than once",
+        "correlationId=": "empty",
+        f"correlationId={a}%00": "control character",
+    }
+    for query, words in ambiguous.items():
+        for key in (OTHER_KEY, TEST_KEY):   # ambiguous for everyone, the creator too
+            assert_refused(get(gw, EXPORT, query, key), words)
+    assert_refused(get(gw, STATUS, f"correlationId={b}&correlationId={imp}", OTHER_KEY),
+                   "more than once")
+    assert_refused(get(gw, EXPORT, "wait=1", OTHER_KEY), "required")
+    # nothing reached the vendor
+    calls = emulator.stats()["calls"]
+    assert calls.get("GET /public/export", 0) == 0
+    assert calls.get("GET /public/v1/import/status", 0) == 0
+    # the plain spelling: A's job is A's
+    r = get(gw, EXPORT, f"correlationId={a}", OTHER_KEY)
+    assert r.status_code == 404 and r.json()["error"] == "NOT_FOUND"
+    assert get(gw, STATUS, f"correlationId={imp}", OTHER_KEY).status_code == 404
+    r = get(gw, EXPORT, f"correlationId={a}")
+    assert r.status_code == 200 and r.content == first.content
+    assert get(gw, STATUS, f"correlationId={imp}").json()["correlationId"] == imp
+    assert gw.metric("tidegate_job_owner_refusals_total") == 2
+
+
+def test_percent_encoded_or_recased_id_is_the_same_job(emulator, make_gateway):
+    gw = make_gateway(emulator, {"keys": KEYS})
+    a = create_export(gw)
+    first = ready(gw, a)
+    spellings = [f"correlationId={pct(a)}", f"correlationId={pct(a[:1])}{a[1:]}",
+                 f"correlationid={a}", f"%63orrelation%49d={a}", f"wait=0&correlationId={a}"]
+    for query in spellings:
+        r = get(gw, EXPORT, query, OTHER_KEY)
+        assert r.status_code == 404, query
+        assert r.json()["message"] == "no such job for this API key", query
+    n = emulator.calls("GET /public/export")
+    for query in spellings:
+        r = get(gw, EXPORT, query)
+        assert r.status_code == 200 and r.content == first.content, query
+        # one canonical upstream request: every spelling shares the cached answer
+        assert r.headers["X-Tidegate-Poll"] == "cached", query
+    assert emulator.calls("GET /public/export") == n
+    # the import family is checked on its own ids; an export id is not an import
+    imp = create_import(gw)
+    assert get(gw, STATUS, f"correlationId={pct(imp)}", OTHER_KEY).status_code == 404
+    assert get(gw, STATUS, f"correlationId={pct(imp)}").json()["correlationId"] == imp
+    r = get(gw, STATUS, f"correlationId={a}", OTHER_KEY)
+    assert r.status_code == 404 and "no import with" in r.json()["message"]   # the vendor's
+
+
+def test_other_spellings_of_the_id_are_the_owners(emulator, make_gateway):
+    """A vendor may read other spellings as the same job (a UUID column ignores
+    case, hyphens and braces; some frameworks trim values): none of them
+    reaches the vendor for another key."""
+    gw = make_gateway(emulator, {"keys": KEYS})
+    a = create_export(gw)
+    first = ready(gw, a)
+    requests.delete(emulator.dex + "/__emulator/stats")
+    spellings = [a.upper(), a.replace("-", ""), "%7B" + a + "%7D", "%20" + a, a + "+"]
+    for spelled in spellings:
+        r = get(gw, EXPORT, f"correlationId={spelled}", OTHER_KEY)
+        assert r.status_code == 404, spelled
+        assert r.json()["message"] == "no such job for this API key", spelled
+    assert emulator.calls("GET /public/export") == 0
+    assert gw.metric("tidegate_job_owner_refusals_total") == len(spellings)
+    # the creator's own spellings go to the vendor, which decides (the
+    # emulator matches ids exactly)
+    r = get(gw, EXPORT, f"correlationId={a.upper()}")
+    assert r.status_code == 404 and "no export with" in r.json()["message"]
+    assert emulator.calls("GET /public/export") == 1
+    r = get(gw, EXPORT, f"correlationId={a}")
+    assert r.status_code == 200 and r.content == first.content
+
+
+def test_ownership_survives_a_restart(emulator, make_gateway):
+    gw = make_gateway(emulator, {"keys": KEYS})
+    a, imp = create_export(gw), create_import(gw)
+    first = ready(gw, a)
+    assert gw.metric("tidegate_job_owners") == 2
+    assert gw.stop() == 0
+    assert os.path.exists(os.path.join(gw.tmp, "owners.db"))
+    gw.restart()
+    gw.wait_tokens()
+    assert gw.metric("tidegate_job_owners") == 2
+    for query in (f"correlationId={a}", f"correlationId={pct(a)}"):
+        r = get(gw, EXPORT, query, OTHER_KEY)
+        assert r.status_code == 404 and r.json()["error"] == "NOT_FOUND"
+    assert get(gw, STATUS, f"correlationId={imp}", OTHER_KEY).status_code == 404
+    r = get(gw, EXPORT, f"correlationId={a}")
+    assert r.status_code == 200 and r.content == first.content
+    assert get(gw, STATUS, f"correlationId={imp}").json()["correlationId"] == imp
+
+
+def test_ownership_holds_without_the_poll_multiplexer(emulator, make_gateway):
+    gw = make_gateway(emulator, {"keys": KEYS, "poll": {"enabled": False}})
+    a = create_export(gw)
+    first = ready(gw, a)
+    assert get(gw, EXPORT, f"correlationId={a}", OTHER_KEY).status_code == 404
+    assert get(gw, EXPORT, f"correlationId={a}&correlationId={a}", OTHER_KEY).status_code == 400
+    r = get(gw, EXPORT, f"correlationId={pct(a)}&wait=1")
+    assert r.status_code == 200 and r.content == first.content
+    assert "X-Tidegate-Poll" not in r.headers
