@@ -29,6 +29,13 @@ enum tg_cfg_type {
 	TG_CFG_LIST,		/* array of structs described by sub; see below */
 };
 
+/*
+ * Mappings and sequences nest at most this deep (the top-level mapping is
+ * level 1). A deeper file is refused with the position of the first level
+ * too many, so a hostile file cannot exhaust the loader's stack.
+ */
+#define TG_CONFIG_MAX_DEPTH 64
+
 struct tg_strlist {
 	char **v;
 	size_t n;

@@ -10,7 +10,10 @@
 
 #define TG_SHA256_LEN 32
 
+/** SHA-256 with a context kept for the loop thread: the event loop only. */
 void tg_sha256(const void *data, size_t n, uint8_t out[TG_SHA256_LEN]);
+/** The same digest, safe on any thread (a context per call): for worker jobs. */
+void tg_sha256_oneshot(const void *data, size_t n, uint8_t out[TG_SHA256_LEN]);
 void tg_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n,
     uint8_t out[TG_SHA256_LEN]);
 /** Lower-case hex of n bytes into out (2n+1 bytes). */

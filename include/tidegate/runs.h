@@ -92,7 +92,8 @@ struct tg_runs *tg_runs_open(const struct tg_runs_opts *opts, struct tg_err *err
 void tg_runs_close(struct tg_runs *r);
 
 #define TG_RUNS_SHA_LEN	65	/* 64 hex digits and NUL */
-/** Lower-case hex SHA-256 of the case bytes sent to the vendor (borrowed). */
+/** Lower-case hex SHA-256 of the case bytes sent to the vendor (borrowed);
+ * safe on any thread (the validation worker computes it with the check). */
 void tg_runs_case_digest(const void *body, size_t len, char out[TG_RUNS_SHA_LEN]);
 
 /** An accepted submission; every string borrowed (copied into the database). */

@@ -108,5 +108,17 @@ void tg_case_store_free(struct tg_case_store *cs);
 void tg_case_store_put(struct tg_case_store *cs, const char *case_id, yajl_val tree);
 /** Borrowed tree, or NULL. */
 yajl_val tg_case_store_get(struct tg_case_store *cs, const char *case_id);
+/**
+ * A served case held beyond the store's say (a check off the event loop):
+ * the tree stays valid and unchanged until tg_case_ref_release, even if the
+ * store drops or replaces the case. Touches the case as get does. NULL when
+ * not stored. Taken and released on the loop thread only.
+ */
+struct tg_case_ref;
+struct tg_case_ref *tg_case_store_ref(struct tg_case_store *cs, const char *case_id);
+/** The held tree (borrowed while the reference is held; read it, never change it). */
+yajl_val tg_case_ref_tree(const struct tg_case_ref *ref);
+/** Release a reference (NULL-safe); the last one frees the tree. */
+void tg_case_ref_release(struct tg_case_ref *ref);
 
 #endif

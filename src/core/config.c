@@ -41,6 +41,7 @@ struct ynode {
 struct ctx {
 	const char *file;
 	struct tg_err *err;
+	int depth;		/* mappings and sequences open around the node parsed */
 };
 
 static void
@@ -85,6 +86,12 @@ fail(struct ctx *c, size_t line, size_t col, const char *key, const char *fmt, .
 }
 
 /* ---- YAML events -> tree ---- */
+
+/*
+ * The tree is built (and later freed and walked) recursively, one frame per
+ * level: a file nested 100,000 deep would overflow the stack, so nesting is
+ * capped at TG_CONFIG_MAX_DEPTH, far above any real configuration.
+ */
 
 static struct ynode *parse_node(yaml_parser_t *p, yaml_event_t *ev, struct ctx *c);
 
@@ -179,6 +186,27 @@ err:
 	return NULL;
 }
 
+/* Consumes ev, a mapping or sequence start: the node, or NULL too deep. */
+static struct ynode *
+parse_collection(yaml_parser_t *p, yaml_event_t *ev, struct ctx *c)
+{
+	int map = ev->type == YAML_MAPPING_START_EVENT;
+	struct ynode *n;
+
+	if (c->depth >= TG_CONFIG_MAX_DEPTH) {
+		fail(c, ev->start_mark.line + 1, ev->start_mark.column + 1, NULL,
+		    "nested deeper than %d levels", TG_CONFIG_MAX_DEPTH);
+		yaml_event_delete(ev);
+		return NULL;
+	}
+	n = new_node(map ? Y_MAP : Y_SEQ, ev);
+	yaml_event_delete(ev);
+	c->depth++;
+	n = map ? parse_map(p, n, c) : parse_seq(p, n, c);
+	c->depth--;
+	return n;
+}
+
 /* Consumes ev. */
 static struct ynode *
 parse_node(yaml_parser_t *p, yaml_event_t *ev, struct ctx *c)
@@ -193,13 +221,8 @@ parse_node(yaml_parser_t *p, yaml_event_t *ev, struct ctx *c)
 		yaml_event_delete(ev);
 		return n;
 	case YAML_MAPPING_START_EVENT:
-		n = new_node(Y_MAP, ev);
-		yaml_event_delete(ev);
-		return parse_map(p, n, c);
 	case YAML_SEQUENCE_START_EVENT:
-		n = new_node(Y_SEQ, ev);
-		yaml_event_delete(ev);
-		return parse_seq(p, n, c);
+		return parse_collection(p, ev, c);
 	case YAML_ALIAS_EVENT:
 		fail(c, ev->start_mark.line + 1, ev->start_mark.column + 1, NULL,
 		    "anchors and aliases are not supported");
@@ -731,7 +754,7 @@ static int
 load(yaml_parser_t *p, const char *name, const struct tg_cfg_key *keys, size_t nkeys,
     void *out, struct tg_err *err)
 {
-	struct ctx c = { name, err };
+	struct ctx c = { name, err, 0 };
 	struct ynode *root = parse_doc(p, &c);
 	int rc;
 

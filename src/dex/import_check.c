@@ -22,6 +22,7 @@
  * Verdicts never depend on where the body's chains end (the unit tests cut
  * bodies everywhere; the fuzz target compares whole and cut bodies).
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -151,15 +152,23 @@ siphash13(const unsigned char *p, size_t len)
 }
 
 static void
-sip_key(void)
+sip_key_once(void)
 {
 	uint64_t k[2];
 
-	if (sip_k0 != 0 || sip_k1 != 0)
-		return;
 	tg_id_random(k, sizeof(k));
 	sip_k0 = k[0];
-	sip_k1 = k[1] | 1;	/* never both zero: that means "not keyed yet" */
+	sip_k1 = k[1];
+}
+
+/* Checks run on the loop and on the validation worker (src/core/worker.c):
+ * the key is made once, whichever thread comes first. */
+static void
+sip_key(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, sip_key_once);
 }
 
 /*

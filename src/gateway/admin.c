@@ -31,6 +31,8 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Request targets refused before routing, by rule (400; reserved: 404).");
 	tg_metrics_help(m, "tidegate_validation_failures_total", "counter",
 	    "Requests refused with 400 VALIDATION_FAILED before reaching the vendor.");
+	tg_metrics_help(m, "tidegate_validation_offloaded_total", "counter",
+	    "Request bodies checked on the worker thread (validation.worker_min_body or more).");
 	tg_metrics_help(m, "tidegate_poll_requests_total", "counter",
 	    "Polls by how they were answered: cached, coalesced, fetched, long-poll, passthrough.");
 	tg_metrics_help(m, "tidegate_poll_upstream_total", "counter",

@@ -13,7 +13,9 @@
  * - forward: nothing here, the URL goes to the vendor untouched.
  *
  * Called from proxy.c (gw_hook_prepare before the vendor call,
- * gw_hook_done at its end, gw_hook_relay for the inbound endpoint).
+ * gw_hook_done at its end, gw_hook_relay for the inbound endpoint) and
+ * validate.c (gw_hook_check; gw_hook_scan, which reads an export body once
+ * for both, and runs on the validation worker thread for a large body).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,13 +86,14 @@ callback_url(yajl_val v, const char **member)
 	return NULL;
 }
 
-/* The body without its callbackUrl, or with relay_url in its place. */
-static void
-rewrite_body(struct gw_req *r, yajl_val v, const char *relay_url)
+/* The body (an object) without its callbackUrl members. */
+static char *
+strip_callback(yajl_val v, size_t *len)
 {
 	yajl_gen g = tg_json_gen_new();
-	struct evbuffer *b = evbuffer_new();
+	const unsigned char *buf;
 	const char *k;
+	char *out;
 	size_t i;
 
 	yajl_gen_map_open(g);
@@ -101,11 +104,94 @@ rewrite_body(struct gw_req *r, yajl_val v, const char *relay_url)
 		tg_json_str(g, k);
 		tg_json_gen_val(g, v->u.object.values[i]);
 	}
-	if (relay_url != NULL)
-		tg_json_kv_str(g, "callbackUrl", relay_url);
 	yajl_gen_map_close(g);
-	tg_json_gen_flush(g, b);
+	yajl_gen_get_buf(g, &buf, len);
+	out = tg_xmalloc(*len + 1);
+	memcpy(out, buf, *len + 1);
 	yajl_gen_free(g);
+	return out;
+}
+
+static char *
+object_callback(yajl_val v, const char **member)
+{
+	const char *url;
+
+	if (v == NULL || !YAJL_IS_OBJECT(v) || (url = callback_url(v, member)) == NULL)
+		return NULL;
+	return tg_xstrdup(url);
+}
+
+/*
+ * Everything the webhook code reads of an export body, from one parse of
+ * the caller's body (raw) and one of the body sent (body; NULL: not
+ * wanted). Reads only its arguments, so validate.c runs it on the worker
+ * thread for a large body.
+ */
+void
+gw_hook_scan(struct gw_hook_scan *s, const char *raw, size_t rawlen, const char *body,
+    size_t bodylen)
+{
+	yajl_val v;
+
+	memset(s, 0, sizeof(*s));
+	s->sent = body != NULL;
+	if (raw != NULL) {
+		v = tg_json_parse(raw, rawlen, NULL);
+		s->raw_url = object_callback(v, &s->raw_member);
+		yajl_tree_free(v);
+	}
+	if (body == NULL)
+		return;
+	v = tg_json_parse(body, bodylen, NULL);
+	if ((s->url = object_callback(v, &s->member)) != NULL)
+		s->stripped = strip_callback(v, &s->stripped_len);
+	yajl_tree_free(v);
+}
+
+void
+gw_hook_scan_free(struct gw_hook_scan *s)
+{
+	if (s == NULL)
+		return;
+	free(s->raw_url);
+	free(s->url);
+	free(s->stripped);
+	free(s);
+}
+
+static void
+free_ref(const void *data, size_t len, void *arg)
+{
+	free(arg);
+}
+
+/* The body without its callbackUrl, or with relay_url in its place: the
+ * stripped body (taken from s, not copied), its closing brace replaced by
+ * the relay member. */
+static void
+rewrite_body(struct gw_req *r, struct gw_hook_scan *s, const char *relay_url)
+{
+	struct evbuffer *b = evbuffer_new();
+	const unsigned char *tail;
+	yajl_gen g;
+	size_t n;
+
+	if (relay_url == NULL) {
+		evbuffer_add_reference(b, s->stripped, s->stripped_len, free_ref, s->stripped);
+	} else {
+		g = tg_json_gen_new();
+		yajl_gen_map_open(g);
+		tg_json_kv_str(g, "callbackUrl", relay_url);
+		yajl_gen_map_close(g);
+		yajl_gen_get_buf(g, &tail, &n);		/* {"callbackUrl":"…"} */
+		evbuffer_add_reference(b, s->stripped, s->stripped_len - 1, free_ref, s->stripped);
+		if (s->stripped_len > 2)
+			evbuffer_add(b, ",", 1);
+		evbuffer_add(b, tail + 1, n - 1);
+		yajl_gen_free(g);
+	}
+	s->stripped = NULL;
 	if (r->body != NULL)
 		evbuffer_free(r->body);
 	r->body = b;
@@ -214,19 +300,36 @@ refused_already(const struct tg_problems *p)
 	return 0;
 }
 
+/* The caller's callbackUrl: from the scan validation made, else read here. */
+static const char *
+raw_callback(struct gw_req *r, const char **member, struct gw_hook_scan **own)
+{
+	struct evbuffer *in;
+
+	*own = NULL;
+	if (r->hook_scan != NULL) {
+		*member = r->hook_scan->raw_member;
+		return r->hook_scan->raw_url;
+	}
+	in = evhttp_request_get_input_buffer(r->req);
+	*own = tg_xmalloc(sizeof(**own));
+	gw_hook_scan(*own, (const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), NULL,
+	    0);
+	*member = (*own)->raw_member;
+	return (*own)->raw_url;
+}
+
 void
 gw_hook_check(struct gw_req *r, struct tg_problems *p)
 {
-	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+	struct gw_hook_scan *own;
 	const char *url, *member;
 	struct tg_err why;
 	char path[32];
-	yajl_val v;
 
 	if (!hooked_op(r) || refused_already(p))
 		return;
-	v = tg_json_parse((const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), NULL);
-	if (v != NULL && YAJL_IS_OBJECT(v) && (url = callback_url(v, &member)) != NULL) {
+	if ((url = raw_callback(r, &member, &own)) != NULL) {
 		snprintf(path, sizeof(path), "/%s", member);
 		if (secret_ref(r) == NULL)
 			tg_problems_add(p, path, "no_secret", "%s", NO_SECRET_MSG);
@@ -236,32 +339,48 @@ gw_hook_check(struct gw_req *r, struct tg_problems *p)
 			tg_problems_add(p, path, "egress", "%s", why.msg);
 		}
 	}
-	yajl_tree_free(v);
+	gw_hook_scan_free(own);
+}
+
+/* The scan of the body sent: validation's, else made here (dex.validate off). */
+static struct gw_hook_scan *
+sent_scan(struct gw_req *r)
+{
+	struct gw_hook_scan *s = r->hook_scan;
+	struct evbuffer *b;
+
+	r->hook_scan = NULL;
+	if (s == NULL || !s->sent) {
+		gw_hook_scan_free(s);
+		b = body_of(r);
+		s = tg_xmalloc(sizeof(*s));
+		gw_hook_scan(s, NULL, 0, (const char *)evbuffer_pullup(b, -1),
+		    evbuffer_get_length(b));
+	}
+	return s;
 }
 
 int
 gw_hook_prepare(struct gw_req *r)
 {
 	const struct gw_config *c = &r->rt->cfg;
-	struct evbuffer *b;
+	struct gw_hook_scan *s;
 	struct gw_hook *hk;
-	const char *url, *member, *ref;
+	const char *ref;
 	char *relay = NULL;
-	yajl_val v = NULL;
 	int rc = 0;
 
 	if (!hooked_op(r))
 		return 0;
-	b = body_of(r);
-	v = tg_json_parse((const char *)evbuffer_pullup(b, -1), evbuffer_get_length(b), NULL);
-	if (v == NULL || !YAJL_IS_OBJECT(v) || (url = callback_url(v, &member)) == NULL)
+	s = sent_scan(r);
+	if (s->url == NULL)
 		goto done;	/* no callback, or a body the vendor will refuse */
-	if (check_url(r, url, member, &ref) != 0) {
+	if (check_url(r, s->url, s->member, &ref) != 0) {
 		rc = -1;
 		goto done;
 	}
 	hk = tg_xcalloc(1, sizeof(*hk));
-	hk->url = tg_xstrdup(url);
+	hk->url = tg_xstrdup(s->url);
 	hk->secret_ref = ref;
 	r->hook = hk;
 	if (c->wh_mode == GW_WH_RELAY) {
@@ -271,11 +390,17 @@ gw_hook_prepare(struct gw_req *r)
 		}
 		relay = relay_url(c, hk->id);
 	}
-	rewrite_body(r, v, relay);
+	rewrite_body(r, s, relay);
 done:
 	free(relay);
-	yajl_tree_free(v);
+	gw_hook_scan_free(s);
 	return rc;
+}
+
+int
+gw_hook_wanted(const struct gw_req *r)
+{
+	return hooked_op(r);
 }
 
 /* ---- the vendor's answer ---- */

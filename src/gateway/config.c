@@ -118,6 +118,9 @@ const struct tg_cfg_key gw_config_keys[] = {
 	K("tls.ca_file", TG_CFG_STR, tls_ca_file, NULL, "PEM CA bundle (default: system)"),
 	KB("max_problems", TG_CFG_INT, max_problems, "200", 1, 100000,
 	   "problems listed in one 400 (all are counted)"),
+	KB("validation.worker_min_body", TG_CFG_SIZE, check_worker_min, "256KB", 0, 4294967296.0,
+	   "request bodies this large are checked on the worker thread, so the event loop "
+	   "keeps serving (smaller: checked inline)"),
 	K("poll.enabled", TG_CFG_BOOL, poll_enabled, "true",
 	  "share upstream polls of one job among all its callers"),
 	KB("poll.interval", TG_CFG_DURATION, poll_interval, "1s", 10, 3.6e6,

@@ -56,6 +56,7 @@ struct gw_config {
 	struct gw_key_cfg *keys;
 	size_t nkeys;
 	long long max_problems;	/* problems listed in one 400 */
+	int64_t check_worker_min;	/* bodies this large are checked off the loop */
 	int poll_enabled, poll_ownership;
 	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
 	int64_t poll_cache_max_body, poll_cache_max_bytes, poll_terminal_ttl;

@@ -95,6 +95,7 @@ struct gw {
 	struct tg_runs *runs;		/* simulation run registry (runs.c) */
 	struct gw_tracker *tracker;	/* status checks of in-progress runs (tracker.c) */
 	struct gw_sweeper *sweeper;	/* submits the variants of sweeps (sweeper.c) */
+	struct tg_worker *worker;	/* checks large bodies off the loop (validate.c) */
 	int exit_code;
 };
 
@@ -135,6 +136,9 @@ struct gw_req {
 					 * webhook job is durable */
 	char *run_callback;		/* a submission's callback URL (runs.c) */
 	struct gw_sweep_post *sweep;	/* a sweep being created (sweeps.c) */
+	struct gw_check *check;		/* its body checked on the worker (validate.c) */
+	char *case_id, *case_sha256;	/* of a checked submission, for the run registry */
+	struct gw_hook_scan *hook_scan;	/* an export body as validation read it */
 };
 
 /* server.c */
@@ -158,6 +162,8 @@ void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct ev
 /** Reply with what g generated (g stays the caller's); frees r. */
 void gw_req_reply_json(struct gw_req *r, int status, yajl_gen g);
 void gw_req_proxy(struct gw_req *r);
+/** The rest of r's way once gw_validate has passed it (inline or later). */
+void gw_req_validated(struct gw_req *r);
 /** Upstream path and query for r (malloc'd): route template, minus drop_query. */
 char *gw_upstream_uri(struct gw_req *r);
 
@@ -212,9 +218,14 @@ void gw_job_created(struct gw_req *r, struct evbuffer *body);
 void gw_jobs_metrics(struct gw *gw, struct evbuffer *out);
 
 /* validate.c */
-/** Check (and normalise) the request of r's operation: 0 to proceed, -1 when
- * it has replied (400/413, or the verdict of a dry run). */
+/**
+ * Check (and normalise) the request of r's operation: 0 to proceed, -1 when
+ * it has replied (400/413, or the verdict of a dry run) or when its body
+ * went to the worker thread, which then replies or calls gw_req_validated.
+ */
 int gw_validate(struct gw_req *r);
+/** r ends: a check still running for it is cancelled (it never touches r). */
+void gw_validate_forget(struct gw_req *r);
 /** A served partial case, to diff later submissions against (takes body). */
 void gw_case_served(struct gw_req *r, struct evbuffer *body);
 /** Reply 400 VALIDATION_FAILED listing p (borrowed); frees r. */
@@ -234,14 +245,37 @@ void gw_hooks_metrics(struct gw *gw, struct evbuffer *out);
 
 /* callbacks.c */
 #define GW_RELAY_PREFIX "/__tidegate/callbacks/"
+/** What the webhook code reads of an export body (gw_hook_scan). */
+struct gw_hook_scan {
+	char *raw_url;			/* the caller's callbackUrl (either spelling) or NULL */
+	const char *raw_member;		/* its member name (static) */
+	int sent;			/* the body sent was scanned: the fields below hold */
+	char *url;			/* the callbackUrl of the body sent, or NULL */
+	const char *member;
+	char *stripped;			/* the body sent without its callbackUrl members */
+	size_t stripped_len;
+};
+/**
+ * Fill s (its strings owned) from the caller's body raw (NULL: skip) and the
+ * body to be sent (NULL: skip), both borrowed. Reads nothing else: safe on
+ * the worker thread.
+ */
+void gw_hook_scan(struct gw_hook_scan *s, const char *raw, size_t rawlen, const char *body,
+    size_t bodylen);
+/** Free a heap scan (takes ownership; NULL-safe). */
+void gw_hook_scan_free(struct gw_hook_scan *s);
+/** 1 when r is an export whose callbackUrl the gateway handles (a scan is wanted). */
+int gw_hook_wanted(const struct gw_req *r);
 /**
  * An export request with a callbackUrl (deliver, relay): egress and secret
  * checks (400), the URL taken out of r->body (relay: replaced by the
- * gateway's inbound endpoint, the job added first). 0 to proceed, -1 when
- * it has replied.
+ * gateway's inbound endpoint, the job added first). Reads r->hook_scan
+ * (and frees it) when validation made one, else parses the body. 0 to
+ * proceed, -1 when it has replied.
  */
 int gw_hook_prepare(struct gw_req *r);
-/** The same checks as problems of a validated export (one 400 lists all). */
+/** The same checks as problems of a validated export (one 400 lists all);
+ * the caller's URL from r->hook_scan when set, else parsed from the body. */
 void gw_hook_check(struct gw_req *r, struct tg_problems *p);
 /**
  * The vendor's exchange for a request with r->hook ended: a held 200 adds

@@ -142,6 +142,7 @@ finish(struct gw_req *r)
 
 	access_log(r);
 	gw_poll_forget(r);
+	gw_validate_forget(r);
 	if (r->conn != NULL)
 		tg_frontdoor_set_closecb(r->conn, r->flush ? on_flush_conn_close : NULL,
 		    r->flush);
@@ -673,8 +674,16 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_login_handle(r);
 		return;
 	}
-	if (gw_validate(r) != 0 || gw_hook_prepare(r) != 0 || gw_run_prepare(r) != 0 ||
-	    gw_run_gone(r) != 0 || gw_poll_handle(r))
+	if (gw_validate(r) != 0)
+		return;
+	gw_req_validated(r);
+}
+
+void
+gw_req_validated(struct gw_req *r)
+{
+	if (gw_hook_prepare(r) != 0 || gw_run_prepare(r) != 0 || gw_run_gone(r) != 0 ||
+	    gw_poll_handle(r))
 		return;
 	gw_req_proxy(r);
 }

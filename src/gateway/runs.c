@@ -76,13 +76,41 @@ iso_member(yajl_val v, const char *name)
 	return ms;
 }
 
+/*
+ * The case's id (the answer's, else the body's) and digest. A checked
+ * submission has them from its check (validate.c, perhaps off the loop):
+ * a large case is not parsed and hashed again on the loop. *cs is the
+ * parsed body when it had to be read here.
+ */
+static void
+sent_case(struct gw_req *r, yajl_val ans, struct tg_run_new *n, char *sha, yajl_val *cs)
+{
+	struct evbuffer *sent = r->body ? r->body : evhttp_request_get_input_buffer(r->req);
+	const void *bytes;
+	size_t len;
+
+	n->case_id = tg_json_get_str(ans, "caseId");
+	if (r->case_sha256 != NULL) {
+		n->case_sha256 = r->case_sha256;
+		if (n->case_id == NULL)
+			n->case_id = r->case_id;
+	} else {
+		bytes = evbuffer_pullup(sent, -1);
+		len = evbuffer_get_length(sent);
+		*cs = tg_json_parse(bytes, len, NULL);
+		if (n->case_id == NULL)
+			n->case_id = tg_json_get_str(*cs, "caseId");
+		tg_runs_case_digest(bytes, len, sha);
+		n->case_sha256 = sha;
+	}
+	if (n->case_id == NULL)
+		n->case_id = "";
+}
+
 /* Record the run of the held answer; 0, or -1 with err. */
 static int
 record(struct gw_req *r, yajl_val ans, struct tg_err *err)
 {
-	struct evbuffer *sent = r->body ? r->body : evhttp_request_get_input_buffer(r->req);
-	const void *bytes = evbuffer_pullup(sent, -1);
-	size_t len = evbuffer_get_length(sent);
 	char sha[TG_RUNS_SHA_LEN];
 	struct tg_run_new n;
 	yajl_val cs = NULL;
@@ -95,14 +123,7 @@ record(struct gw_req *r, yajl_val ans, struct tg_err *err)
 		tg_err_set(err, "the vendor's answer carried no simulationId");
 		goto done;
 	}
-	cs = tg_json_parse(bytes, len, NULL);
-	n.case_id = tg_json_get_str(ans, "caseId");
-	if (n.case_id == NULL)
-		n.case_id = tg_json_get_str(cs, "caseId");
-	if (n.case_id == NULL)
-		n.case_id = "";
-	tg_runs_case_digest(bytes, len, sha);
-	n.case_sha256 = sha;
+	sent_case(r, ans, &n, sha, &cs);
 	n.api_key = r->key ? r->key->name : NULL;
 	n.host = r->origin ? r->origin : "primary";
 	n.submitted_at = iso_member(ans, "submittedAt");

@@ -3,9 +3,10 @@
  * sources, keys) from a configuration, bind the listeners (refusing
  * non-loopback addresses when no API keys are configured), start the
  * embedded emulator when asked, open the webhook outbox (hooks.c), the
- * run registry (runs.c) and the job owner store (jobs.c), reload on SIGHUP
- * without dropping connections, and drain on SIGTERM (requests and
- * webhook attempts in flight). Called by src/tidegate.c.
+ * run registry (runs.c) and the job owner store (jobs.c), start the
+ * validation worker (validate.c), reload on SIGHUP without dropping
+ * connections, and drain on SIGTERM (requests, checks and webhook attempts
+ * in flight). Called by src/tidegate.c.
  */
 #include <arpa/inet.h>
 #include <libgen.h>
@@ -22,6 +23,7 @@
 #include "tidegate/log.h"
 #include "gateway.h"
 #include "tidegate/runs.h"
+#include "tidegate/worker.h"
 #include "gw.h"
 
 static void
@@ -316,7 +318,8 @@ void
 gw_maybe_exit(struct gw *gw)
 {
 	if (gw->draining && gw->inflight == 0 && gw->unflushed == 0 &&
-	    (gw->hooks == NULL || gw->hooks->drained) && gw_sweeper_idle(gw->sweeper))
+	    (gw->hooks == NULL || gw->hooks->drained) && gw_sweeper_idle(gw->sweeper) &&
+	    tg_worker_busy(gw->worker) == 0)
 		event_base_loopexit(gw->base, NULL);
 }
 
@@ -342,6 +345,10 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	gw->metrics = tg_metrics_new();
 	gw_metrics_declare(gw->metrics);
 	gw->reap_ev = event_new(base, -1, 0, on_reap, gw);
+	if ((gw->worker = tg_worker_new(base, err)) == NULL) {
+		gw_free(gw);
+		return NULL;
+	}
 	gw->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (strcmp(cfg->upstream, "embedded") == 0 && start_emulator(gw, cfg, err) != 0) {
@@ -388,6 +395,10 @@ gw_free(struct gw *gw)
 	for (i = 0; i < GW_NLISTENERS; i++)
 		if (gw->http[i] != NULL)
 			evhttp_free(gw->http[i]);
+	/* Checks still owed (their requests are gone with the listeners): the
+	 * running one ends first; they release runtimes, so before the reap. */
+	tg_worker_free(gw->worker);
+	gw->worker = NULL;
 	gw_hooks_free(gw->hooks);	/* its fetches use the runtimes' upstreams */
 	gw_tracker_free(gw->tracker);
 	gw_sweeper_free(gw->sweeper);

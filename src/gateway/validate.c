@@ -5,6 +5,15 @@
  * normalised form, serves dry runs, and remembers the partial cases the
  * vendor served so submissions can be diffed against them. Called from
  * proxy.c before a request is sent upstream.
+ *
+ * A body of validation.worker_min_body or more is checked on the worker
+ * thread (src/core/worker.c), so a 20 MB case does not hold up /healthz and
+ * every other request while it is parsed and diffed. The check then owns
+ * everything it reads: the body (moved out of the request, so a client
+ * that goes away cannot free it underneath), a reference to the runtime
+ * whose configuration it reads, and a reference to the served case it
+ * diffs against. Inline and off the loop the same functions run on the
+ * same inputs, so the answers are the same; only where they run differs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +25,8 @@
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
+#include "tidegate/runs.h"
+#include "tidegate/worker.h"
 #include "gw.h"
 
 void
@@ -38,25 +49,149 @@ gw_reply_problems(struct gw_req *r, struct tg_problems *p)
 	evbuffer_free(b);
 }
 
-static int
-check_export(struct gw_req *r, struct tg_problems *p)
-{
-	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-	struct tg_export_opts o = { r->svc->cfg->strict, r->svc->cfg->wp_status_field };
-	const char *kind = tg_route_param(&r->m, "kind");
-	size_t len = evbuffer_get_length(in), outlen;
-	char *out = NULL;
+/* One request's check: its inputs, taken on the loop, and its results. */
+struct gw_check {
+	struct gw_req *r;		/* the request; NULL once it ended */
+	struct gw *gw;
+	struct gw_runtime *rt;		/* held: the configuration the check reads */
+	struct tg_job *job;		/* on the worker; NULL when inline */
+	enum tg_op op;
+	struct evbuffer *body;		/* the body: owned off the loop, else borrowed */
+	int owns_body;
+	int rc;				/* the check function's verdict */
+	struct tg_problems p;
+	/* exports */
+	char *kind;
+	int skip;			/* an export kind newer than this gateway */
+	struct tg_export_opts eo;
+	char *out;			/* the normalised body */
+	size_t outlen;
+	int hooked;			/* the gateway handles its callbackUrl */
+	struct gw_hook_scan *scan;
+	/* imports */
+	int file, dry, too_large;
+	char *ctype;
+	size_t max_part;
+	struct tg_import_result res;
+	/* cases: parsed (phase 0), then checked against the base (phase 1) */
+	int phase;
+	struct tg_case_kinds k;
+	yajl_val tree;			/* the submission, until checked */
+	int parsed;
+	struct tg_case_ref *base;
+	int digest;			/* the run registry records the body's SHA-256 */
+	char sha[TG_RUNS_SHA_LEN];
+	char *case_id;
+};
 
-	if (!tg_export_kind_known(kind) && !o.strict)
-		return 0;	/* an export kind newer than this gateway: the vendor decides */
-	if (tg_export_check(kind, (const char *)evbuffer_pullup(in, -1), len, &o, &out, &outlen,
-	    p) != 0)
-		return -1;
-	r->body = evbuffer_new();
-	evbuffer_add(r->body, out, outlen);
-	free(out);
-	return 0;
+static void
+check_free(struct gw_check *c)
+{
+	if (c->owns_body && c->body != NULL)
+		evbuffer_free(c->body);
+	free(c->kind);
+	free(c->out);
+	free(c->ctype);
+	free(c->case_id);
+	gw_hook_scan_free(c->scan);
+	yajl_tree_free(c->tree);
+	tg_case_ref_release(c->base);
+	tg_problems_cleanup(&c->p);
+	gw_runtime_unref(c->rt);
+	free(c);
 }
+
+/* ---- the checks: on the worker thread or inline; they read only c ---- */
+
+/* The export check, and what the webhook code will read of the body. */
+static void
+run_export(struct gw_check *c)
+{
+	size_t len = evbuffer_get_length(c->body);
+	const char *raw = (const char *)evbuffer_pullup(c->body, -1), *sent = raw;
+	size_t sentlen = len;
+
+	if (!c->skip) {
+		c->rc = tg_export_check(c->kind, raw, len, &c->eo, &c->out, &c->outlen, &c->p);
+		sent = c->rc == 0 ? c->out : NULL;
+		sentlen = c->outlen;
+	}
+	if (c->hooked) {
+		c->scan = tg_xmalloc(sizeof(*c->scan));
+		gw_hook_scan(c->scan, raw, len, sent, sentlen);
+	}
+}
+
+static void
+run_case(struct gw_check *c)
+{
+	struct tg_err err;
+	enum tg_case_type type;
+	const char *id;
+	size_t len = evbuffer_get_length(c->body);
+	const char *bytes = (const char *)evbuffer_pullup(c->body, -1);
+
+	if (c->phase == 0) {
+		if ((c->tree = tg_json_parse(bytes, len, &err)) == NULL) {
+			tg_problems_add(&c->p, "", "json", "%s", err.msg);
+			c->rc = -1;
+		}
+		c->parsed = c->tree != NULL;
+		return;
+	}
+	c->rc = tg_case_check(c->tree, tg_case_ref_tree(c->base), &c->k, &type, &c->p);
+	if (c->rc == 0 && c->digest) {
+		tg_runs_case_digest(bytes, len, c->sha);
+		id = tg_json_get_str(c->tree, "caseId");
+		c->case_id = id ? tg_xstrdup(id) : NULL;
+	}
+	/* Freeing a large tree takes long too: here, not on the loop. */
+	yajl_tree_free(c->tree);
+	c->tree = NULL;
+}
+
+static void
+check_run(void *arg)
+{
+	struct gw_check *c = arg;
+
+	switch (c->op) {
+	case TG_OP_DEX_EXPORT:
+		run_export(c);
+		break;
+	case TG_OP_DEX_IMPORT_JSON:
+		c->rc = tg_import_check_json(c->body, &c->res, &c->p);
+		break;
+	case TG_OP_DEX_IMPORT_FILE:
+		c->rc = tg_import_check_multipart(c->body, c->ctype, c->max_part, &c->res, &c->p,
+		    &c->too_large);
+		break;
+	case TG_OP_SIM_SUBMIT:
+		run_case(c);
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * On the loop between two runs: a parsed case is given the served case its
+ * caseId names (the store is the loop's). 1 when another run is needed.
+ */
+static int
+check_between(struct gw_check *c)
+{
+	const char *id;
+
+	if (c->op != TG_OP_SIM_SUBMIT || c->phase != 0 || c->tree == NULL)
+		return 0;
+	if ((id = tg_json_get_str(c->tree, "caseId")) != NULL && c->gw->cases != NULL)
+		c->base = tg_case_store_ref(c->gw->cases, id);
+	c->phase = 1;
+	return 1;
+}
+
+/* ---- inputs, taken on the loop ---- */
 
 /* The import endpoints name the project in the query string. */
 static void
@@ -71,6 +206,53 @@ require_project(struct gw_req *r, int file, struct tg_problems *p)
 		    file ? " (or 'correlationId', as the spec's table names it)" : "");
 	free(v);
 }
+
+static void
+import_inputs(struct gw_check *c, struct gw_req *r)
+{
+	const char *ct = tg_http_header(r->req, "Content-Type");
+	char *dry = tg_http_query(r->req, "dryRun");
+
+	c->dry = dry && strcmp(dry, "true") == 0;
+	free(dry);
+	r->drop_query = "dryRun";
+	c->file = c->op == TG_OP_DEX_IMPORT_FILE;
+	require_project(r, c->file, &c->p);
+	c->ctype = ct ? tg_xstrdup(ct) : NULL;
+	c->max_part = (size_t)r->rt->cfg.max_body;
+}
+
+/* Strings of the configuration are borrowed: c holds the runtime. */
+static struct gw_check *
+check_new(struct gw_req *r, enum tg_op op)
+{
+	struct gw_check *c = tg_xcalloc(1, sizeof(*c));
+	const char *kind;
+
+	c->r = r;
+	c->gw = r->gw;
+	c->rt = r->rt;
+	c->rt->refs++;
+	c->op = op;
+	c->p.max = (size_t)r->rt->cfg.max_problems;
+	if (op == TG_OP_DEX_EXPORT) {
+		kind = tg_route_param(&r->m, "kind");
+		c->kind = kind ? tg_xstrdup(kind) : NULL;
+		c->eo.strict = r->svc->cfg->strict;
+		c->eo.wp_status_field = r->svc->cfg->wp_status_field;
+		c->skip = !tg_export_kind_known(kind) && !c->eo.strict;
+		c->hooked = gw_hook_wanted(r);
+	} else if (op == TG_OP_SIM_SUBMIT) {
+		c->k.construction = r->svc->cfg->construction_types;
+		c->k.om = r->svc->cfg->om_types;
+		c->digest = r->gw->runs != NULL;
+	} else {
+		import_inputs(c, r);
+	}
+	return c;
+}
+
+/* ---- verdicts, on the loop ---- */
 
 static void
 reply_dry_run(struct gw_req *r, const struct tg_import_result *res)
@@ -90,93 +272,161 @@ reply_dry_run(struct gw_req *r, const struct tg_import_result *res)
 	evbuffer_free(b);
 }
 
-/* 0: proceed; -1: problems in p; 1: replied (413 or dry run). */
-static int
-check_import(struct gw_req *r, int file, struct tg_problems *p)
+static void
+free_ref(const void *data, size_t len, void *arg)
 {
-	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-	struct tg_import_result res = { 0, 0 };
-	char *dry = tg_http_query(r->req, "dryRun");
-	int too_large = 0, is_dry = dry && strcmp(dry, "true") == 0, rc;
+	free(arg);
+}
 
-	free(dry);
-	r->drop_query = "dryRun";
-	require_project(r, file, p);
-	if (file)
-		rc = tg_import_check_multipart(in, tg_http_header(r->req, "Content-Type"),
-		    (size_t)r->rt->cfg.max_body, &res, p, &too_large);
-	else
-		rc = tg_import_check_json(in, &res, p);
-	if (too_large) {
+/* 0: proceed; -1: problems in c->p; 1: replied (413 or dry run). */
+static int
+import_verdict(struct gw_check *c, struct gw_req *r)
+{
+	if (c->too_large) {
 		gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE", "the uploaded file is too large");
 		return 1;
 	}
-	if (rc != 0 || p->total > 0)
+	if (c->rc != 0 || c->p.total > 0)
 		return -1;
-	if (is_dry) {
-		reply_dry_run(r, &res);
+	if (c->dry) {
+		reply_dry_run(r, &c->res);
 		return 1;
 	}
 	return 0;
 }
 
 static int
-check_case(struct gw_req *r, struct tg_problems *p)
+case_verdict(struct gw_check *c, struct gw_req *r)
 {
-	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-	struct tg_case_kinds k = { r->svc->cfg->construction_types, r->svc->cfg->om_types };
-	struct tg_err err;
-	enum tg_case_type type;
-	const char *id;
-	yajl_val v, base = NULL;
+	if (!c->parsed)
+		return -1;	/* not JSON: no diff header */
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Case-Diff",
+	    c->base ? "checked" : "skipped (base case not served through this gateway)");
+	if (c->rc != 0)
+		return -1;
+	if (c->digest) {	/* for the run registry: no second pass over the body */
+		r->case_sha256 = tg_xstrdup(c->sha);
+		r->case_id = c->case_id;
+		c->case_id = NULL;
+	}
+	return 0;
+}
+
+/* The body is where the rest of the request's way reads it. 0: proceed;
+ * -1: replied. */
+static int
+check_verdict(struct gw_check *c)
+{
+	struct gw_req *r = c->r;
+	int rc = 0;
+
+	switch (c->op) {
+	case TG_OP_DEX_EXPORT:
+		if (!c->skip && c->rc != 0)
+			rc = -1;
+		else if (!c->skip) {
+			r->body = evbuffer_new();	/* by reference: no copy */
+			evbuffer_add_reference(r->body, c->out, c->outlen, free_ref, c->out);
+			c->out = NULL;
+		}
+		r->hook_scan = c->scan;		/* read by gw_hook_check and _prepare */
+		c->scan = NULL;
+		gw_hook_check(r, &c->p);
+		if (c->p.total > 0)
+			rc = -1;
+		break;
+	case TG_OP_SIM_SUBMIT:
+		rc = case_verdict(c, r);
+		break;
+	default:
+		rc = import_verdict(c, r);
+		break;
+	}
+	if (rc < 0)
+		gw_reply_problems(r, &c->p);
+	return rc == 0 ? 0 : -1;
+}
+
+/* ---- inline, or on the worker ---- */
+
+static void
+on_check_done(void *arg, int cancelled)
+{
+	struct gw_check *c = arg;
+	struct gw_req *r = c->r;
+	struct gw *gw = c->gw;
 	int rc;
 
-	v = tg_json_parse((const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), &err);
-	if (v == NULL) {
-		tg_problems_add(p, "", "json", "%s", err.msg);
-		return -1;
+	c->job = NULL;
+	if (cancelled || r == NULL) {	/* the request ended, or the worker stops */
+		check_free(c);
+		gw_maybe_exit(gw);
+		return;
 	}
-	if ((id = tg_json_get_str(v, "caseId")) != NULL && r->gw->cases != NULL)
-		base = tg_case_store_get(r->gw->cases, id);
-	rc = tg_case_check(v, base, &k, &type, p);
-	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Case-Diff",
-	    base ? "checked" : "skipped (base case not served through this gateway)");
-	yajl_tree_free(v);
-	return rc;
+	if (check_between(c)) {
+		c->job = tg_worker_submit(gw->worker, check_run, on_check_done, c);
+		return;
+	}
+	r->check = NULL;
+	evbuffer_add_buffer(evhttp_request_get_input_buffer(r->req), c->body);
+	rc = check_verdict(c);
+	check_free(c);
+	if (rc == 0)
+		gw_req_validated(r);
+}
+
+static int
+checked_op(enum tg_op op)
+{
+	return op == TG_OP_DEX_EXPORT || op == TG_OP_DEX_IMPORT_JSON ||
+	    op == TG_OP_DEX_IMPORT_FILE || op == TG_OP_SIM_SUBMIT;
 }
 
 int
 gw_validate(struct gw_req *r)
 {
-	struct tg_problems p;
 	enum tg_op op = r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH;
-	int rc = 0;
+	struct evbuffer *in;
+	struct gw_check *c;
+	int rc;
 
-	if (!r->svc->cfg->validate)
+	if (!r->svc->cfg->validate || !checked_op(op))
 		return 0;
-	memset(&p, 0, sizeof(p));
-	p.max = (size_t)r->rt->cfg.max_problems;
-	switch (op) {
-	case TG_OP_DEX_EXPORT:
-		rc = check_export(r, &p);
-		gw_hook_check(r, &p);
-		if (p.total > 0)
-			rc = -1;
-		break;
-	case TG_OP_DEX_IMPORT_JSON:
-	case TG_OP_DEX_IMPORT_FILE:
-		rc = check_import(r, op == TG_OP_DEX_IMPORT_FILE, &p);
-		break;
-	case TG_OP_SIM_SUBMIT:
-		rc = check_case(r, &p);
-		break;
-	default:
-		break;
+	in = evhttp_request_get_input_buffer(r->req);
+	c = check_new(r, op);
+	if (r->gw->worker != NULL &&
+	    evbuffer_get_length(in) >= (size_t)r->rt->cfg.check_worker_min) {
+		c->body = evbuffer_new();
+		c->owns_body = 1;
+		evbuffer_add_buffer(c->body, in);	/* moves the chains: no copy */
+		tg_metrics_inc(r->gw->metrics, "tidegate_validation_offloaded_total",
+		    r->svc->index == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
+		r->check = c;
+		c->job = tg_worker_submit(r->gw->worker, check_run, on_check_done, c);
+		return -1;	/* on_check_done goes on with the request */
 	}
-	if (rc < 0)
-		gw_reply_problems(r, &p);
-	tg_problems_cleanup(&p);
-	return rc == 0 ? 0 : -1;
+	c->body = in;
+	do
+		check_run(c);
+	while (check_between(c));
+	rc = check_verdict(c);
+	check_free(c);
+	return rc;
+}
+
+void
+gw_validate_forget(struct gw_req *r)
+{
+	if (r->check != NULL) {
+		r->check->r = NULL;
+		tg_worker_cancel(r->check->job);
+		r->check = NULL;
+	}
+	free(r->case_id);
+	free(r->case_sha256);
+	r->case_id = r->case_sha256 = NULL;
+	gw_hook_scan_free(r->hook_scan);
+	r->hook_scan = NULL;
 }
 
 void

@@ -8,6 +8,12 @@
  * dropped, so a case an analyst keeps submitting variants of stays while
  * cases looked at once age out. A dropped case only costs the diff: the
  * submission is still checked for structure and case type.
+ *
+ * A check that runs off the event loop (src/gateway/validate.c) holds a
+ * struct tg_case_ref: the tree stays valid, and is never changed, until the
+ * reference is released, even if the store drops or replaces the case
+ * meanwhile. Counts are only touched on the loop thread; the trees are only
+ * read, so the worker may read one while the loop reads it too.
  */
 #include <stdlib.h>
 
@@ -16,9 +22,14 @@
 
 #define DEFAULT_MAX 256
 
+struct tg_case_ref {
+	yajl_val tree;
+	size_t refs;			/* the store's entry, and each holder */
+};
+
 struct entry {
 	char *id;
-	yajl_val tree;
+	struct tg_case_ref *shared;
 	struct entry *prev, *next;	/* most recently used first */
 };
 
@@ -28,12 +39,27 @@ struct tg_case_store {
 	size_t max;
 };
 
+void
+tg_case_ref_release(struct tg_case_ref *ref)
+{
+	if (ref == NULL || --ref->refs > 0)
+		return;
+	yajl_tree_free(ref->tree);
+	free(ref);
+}
+
+yajl_val
+tg_case_ref_tree(const struct tg_case_ref *ref)
+{
+	return ref == NULL ? NULL : ref->tree;
+}
+
 static void
 entry_free(void *p)
 {
 	struct entry *e = p;
 
-	yajl_tree_free(e->tree);
+	tg_case_ref_release(e->shared);
 	free(e->id);
 	free(e);
 }
@@ -95,7 +121,7 @@ tg_case_store_put(struct tg_case_store *cs, const char *case_id, yajl_val tree)
 	}
 	if ((e = tg_map_get(cs->by_id, case_id)) != NULL) {
 		unlink_entry(cs, e);
-		if (tree != NULL && tree == e->tree) {
+		if (tree != NULL && tree == e->shared->tree) {
 			push_front(cs, e);
 			return;
 		}
@@ -110,13 +136,15 @@ tg_case_store_put(struct tg_case_store *cs, const char *case_id, yajl_val tree)
 	}
 	e = tg_xcalloc(1, sizeof(*e));
 	e->id = tg_xstrdup(case_id);
-	e->tree = tree;
+	e->shared = tg_xcalloc(1, sizeof(*e->shared));
+	e->shared->tree = tree;
+	e->shared->refs = 1;
 	push_front(cs, e);
 	tg_map_put(cs->by_id, case_id, e);
 }
 
-yajl_val
-tg_case_store_get(struct tg_case_store *cs, const char *case_id)
+static struct entry *
+touch(struct tg_case_store *cs, const char *case_id)
 {
 	struct entry *e;
 
@@ -124,5 +152,24 @@ tg_case_store_get(struct tg_case_store *cs, const char *case_id)
 		return NULL;
 	unlink_entry(cs, e);
 	push_front(cs, e);
-	return e->tree;
+	return e;
+}
+
+yajl_val
+tg_case_store_get(struct tg_case_store *cs, const char *case_id)
+{
+	struct entry *e = touch(cs, case_id);
+
+	return e == NULL ? NULL : e->shared->tree;
+}
+
+struct tg_case_ref *
+tg_case_store_ref(struct tg_case_store *cs, const char *case_id)
+{
+	struct entry *e = touch(cs, case_id);
+
+	if (e == NULL)
+		return NULL;
+	e->shared->refs++;
+	return e->shared;
 }

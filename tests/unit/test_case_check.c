@@ -808,6 +808,40 @@ test_store(void **state)
 	tg_case_store_free(cs);
 }
 
+/* A reference outlives the store's entry: dropped, replaced or the store
+ * freed, the tree stays (ASan would report a use after free) until the last
+ * holder lets go (the leak checker would report it never freed). */
+static void
+test_store_refs(void **state)
+{
+	struct tg_case_store *cs = tg_case_store_new(1);
+	yajl_val a = parse("{'v': 1}"), b = parse("{'v': 2}");
+	struct tg_case_ref *r1, *r2, *r3;
+
+	assert_null(tg_case_store_ref(cs, "A"));
+	assert_null(tg_case_ref_tree(NULL));
+	tg_case_store_put(cs, "A", a);
+	r1 = tg_case_store_ref(cs, "A");
+	r2 = tg_case_store_ref(cs, "A");
+	assert_ptr_equal(tg_case_ref_tree(r1), a);
+	assert_ptr_equal(r1, r2);
+	tg_case_store_put(cs, "B", b);				/* drops A */
+	assert_null(tg_case_store_get(cs, "A"));
+	assert_int_equal(tg_json_get(tg_case_ref_tree(r1), "v")->u.number.i, 1);
+	tg_case_ref_release(r1);
+	assert_int_equal(tg_json_get(tg_case_ref_tree(r2), "v")->u.number.i, 1);
+	tg_case_ref_release(r2);				/* frees a */
+	r3 = tg_case_store_ref(cs, "B");
+	tg_case_store_put(cs, "B", parse("{'v': 3}"));		/* replaced */
+	assert_int_equal(tg_json_get(tg_case_ref_tree(r3), "v")->u.number.i, 2);
+	r1 = tg_case_store_ref(cs, "B");
+	tg_case_store_free(cs);
+	assert_int_equal(tg_json_get(tg_case_ref_tree(r1), "v")->u.number.i, 3);
+	tg_case_ref_release(r3);
+	tg_case_ref_release(r1);
+	tg_case_ref_release(NULL);
+}
+
 /* ---- garbage ---- */
 
 static void
@@ -874,6 +908,7 @@ main(void)
 		cmocka_unit_test(test_deep),
 		cmocka_unit_test(test_duplicate_members),
 		cmocka_unit_test(test_store),
+		cmocka_unit_test(test_store_refs),
 		cmocka_unit_test(test_garbage),
 	};
 

@@ -168,6 +168,71 @@ test_null_means_default(void **state)
 	done(&c);
 }
 
+/* "name: " then n opening brackets (closed when close is set). */
+static char *
+nested(size_t n, int close)
+{
+	char *s = malloc(6 + 2 * n + 2), *o = s;
+
+	memcpy(o, "name: ", 6);
+	o += 6;
+	memset(o, '[', n);
+	o += n;
+	if (close) {
+		memset(o, ']', n);
+		o += n;
+	}
+	strcpy(o, "\n");
+	return s;
+}
+
+/*
+ * A file nested 100,000 deep once overflowed the loader's stack (tidegate
+ * -t crashed, and so did a SIGHUP reload). It is refused at the first level
+ * past TG_CONFIG_MAX_DEPTH, with its position; 64 levels still parse.
+ */
+static void
+test_deep_nesting(void **state)
+{
+	char path[] = "/tmp/tg_deep_XXXXXX", *yaml, want[128];
+	struct tg_err err;
+	struct cfg c;
+	FILE *f;
+	int fd;
+
+	assert_int_equal(TG_CONFIG_MAX_DEPTH, 64);
+	yaml = nested(100000, 1);
+	expect_error(yaml, "t.yaml:1:70: nested deeper than 64 levels");
+	free(yaml);
+	yaml = nested(100000, 0);	/* never closed: refused before the end */
+	expect_error(yaml, "t.yaml:1:70: nested deeper than 64 levels");
+	free(yaml);
+	yaml = nested(64, 1);		/* the mapping and 64 sequences: 65 levels */
+	expect_error(yaml, "t.yaml:1:70: nested deeper than 64 levels");
+	free(yaml);
+	yaml = nested(63, 1);		/* 64 levels: parsed, then bound */
+	expect_error(yaml, "t.yaml:1:7: name: expected a scalar value");
+	free(yaml);
+	expect_error("a:\n b:\n  c: {d: {e: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+	    "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]\n",
+	    "t.yaml:3:73: nested deeper than 64 levels");
+	/* the same through a file, as tidegate -t and SIGHUP read it */
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	fputs("name: ", f);
+	for (int i = 0; i < 100000; i++)
+		fputs("{a: ", f);
+	fputs("1\n", f);
+	fclose(f);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(tg_config_load(path, keys, TG_NELEM(keys), &c, &err), -1);
+	snprintf(want, sizeof(want), "%s:1:259: nested deeper than 64 levels", path);
+	assert_string_equal(err.msg, want);
+	done(&c);
+	unlink(path);
+}
+
 static void
 test_secret(void **state)
 {
@@ -240,6 +305,7 @@ main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_null_means_default),
 		cmocka_unit_test(test_secret),
+		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_parsers),
 	};
 
