@@ -14,6 +14,7 @@
 /** Why a head is refused; 0 is none. Stable numbers: the front door hands
  * them to the listener's handler (tg_frontdoor_refusal). */
 enum tg_head_fault {
+	TG_HEAD_INCOMPLETE = -1,	/* not a fault: the head has not ended yet */
 	TG_HEAD_OK = 0,
 	TG_HEAD_BAD_LINE,	/* request line not "method SP target SP version" */
 	TG_HEAD_BAD_METHOD,	/* a method this server does not implement */
@@ -68,6 +69,13 @@ struct tg_head {
  * the first fault found.
  */
 int tg_head_parse(const char *buf, size_t len, struct tg_head *h);
+/**
+ * Parse the head at the start of buf[0..avail), which may hold less (then
+ * TG_HEAD_INCOMPLETE) or more (the body, the next request): a fault is
+ * found as soon as its bytes are there. On TG_HEAD_OK *hlen is the head's
+ * length, empty line included. *h as for tg_head_parse.
+ */
+int tg_head_scan(const char *buf, size_t avail, struct tg_head *h, size_t *hlen);
 /** The field named name (ASCII case-insensitive), or NULL; borrowed from h. */
 const struct tg_head_field *tg_head_get(const struct tg_head *h, const char *name);
 /** Status code answered for fault (400, 401, 408, 413, 431, 501, 505). */

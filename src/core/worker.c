@@ -188,9 +188,9 @@ tg_worker_new(struct event_base *base, struct tg_err *err)
 		tg_err_set(err, "worker wake-up event could not be added");
 		goto err;
 	}
-	if (start_thread(w, err) != 0)
-		goto err;
-	return w;
+	return w;	/* the thread starts with the first job: until then the
+			 * process stays single-threaded, and glibc skips the
+			 * cancellation bookkeeping around every system call */
 err:
 	tg_worker_free(w);
 	return NULL;
@@ -229,12 +229,20 @@ struct tg_job *
 tg_worker_submit(struct tg_worker *w, tg_job_run_fn run, tg_job_done_fn done, void *arg)
 {
 	struct tg_job *j = tg_xcalloc(1, sizeof(*j));
+	struct tg_err err;
 
 	j->w = w;
 	j->run = run;
 	j->done = done;
 	j->arg = arg;
 	w->busy++;
+	if (!w->started && start_thread(w, &err) != 0) {
+		/* no thread to be had: run it here, still answered from the loop */
+		j->run(j->arg);
+		list_push(&w->finished, j);
+		wake_loop(w, 1);
+		return j;
+	}
 	pthread_mutex_lock(&w->lock);
 	list_push(&w->todo, j);
 	pthread_cond_signal(&w->cond);

@@ -39,11 +39,11 @@ enum { ST_HEAD, ST_BODY, ST_CHUNK_SIZE, ST_CHUNK_DATA, ST_CHUNK_END, ST_TRAILER,
 /* The front door's state of one live connection, found by its socket. */
 struct conn {
 	struct bufferevent *bev;		/* NULL: the slot is free */
+	struct evhttp_connection *evcon;	/* evhttp's connection on it */
 	const struct tg_frontdoor *door;	/* borrowed from the listener */
 	struct evbuffer *hold;			/* received, not yet passed on */
 	int st;
 	uint64_t left;				/* bytes left of a body or chunk */
-	size_t scanned;				/* head bytes searched for its end */
 	int busy;				/* inside on_input: ignore our own moves */
 	void (*user_cb)(struct evhttp_connection *, void *);
 	void *user_arg;
@@ -57,6 +57,8 @@ struct conn {
  * ever open at once. */
 static struct conn **slots;
 static size_t nslots;
+static struct conn *last_hit;	/* of tg_frontdoor_set_closecb: a request's
+				 * connection is asked for more than once */
 
 /* A connection being set up: the bufferevent evhttp asked for, not yet
  * given its descriptor. */
@@ -113,43 +115,39 @@ skip_empty_lines(struct evbuffer *src)
 		evbuffer_drain(src, 2);
 }
 
+/* What the listener says of a head that parsed: 0 or a fault. */
 static int
-head_fault(struct conn *c, const char *buf, size_t hlen, struct tg_head *h)
+door_fault(struct conn *c, const struct tg_head *h)
 {
-	int fault = tg_head_parse(buf, hlen, h);
-
-	if (fault == TG_HEAD_OK && h->length >= 0 && (uint64_t)h->length > c->door->max_body)
-		fault = TG_HEAD_BODY_TOO_LARGE;
-	if (fault == TG_HEAD_OK && c->door->check != NULL && (h->length > 0 || h->chunked))
-		fault = c->door->check(h, c->door->arg);
-	return fault;
+	if (h->length >= 0 && (uint64_t)h->length > c->door->max_body)
+		return TG_HEAD_BODY_TOO_LARGE;
+	if (c->door->check != NULL && (h->length > 0 || h->chunked))
+		return c->door->check(h, c->door->arg);
+	return TG_HEAD_OK;
 }
 
-/* A complete head: check it, then pass it on or refuse it. 1 done, 0 more. */
+/* A head in src: refused as soon as a fault shows, passed on once whole
+ * and checked. 1 done, 0 more bytes needed. */
 static int
 step_head(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
-	struct evbuffer_ptr from, at;
+	size_t n, hlen = 0;
 	struct tg_head h;
-	size_t n, hlen;
 	int fault;
 
 	skip_empty_lines(src);
-	n = evbuffer_get_length(src);
-	evbuffer_ptr_set(src, &from, c->scanned > 3 ? c->scanned - 3 : 0, EVBUFFER_PTR_SET);
-	at = evbuffer_search(src, "\r\n\r\n", 4, &from);
-	if (at.pos < 0) {
-		c->scanned = n;
-		if (n > c->door->max_head)
-			refuse(c, src, dst, NULL, TG_HEAD_TOO_LARGE);
-		else if (evbuffer_search(src, "\n\n", 2, NULL).pos >= 0)
-			refuse(c, src, dst, NULL, TG_HEAD_BAD_EOL);	/* bare LF lines */
-		return c->st == ST_DISCARD;
+	if ((n = evbuffer_get_length(src)) == 0)
+		return 0;
+	if (n > c->door->max_head)
+		n = c->door->max_head;
+	fault = tg_head_scan((const char *)evbuffer_pullup(src, (ev_ssize_t)n), n, &h, &hlen);
+	if (fault == TG_HEAD_INCOMPLETE) {
+		if (n < c->door->max_head)
+			return 0;
+		fault = TG_HEAD_TOO_LARGE;
 	}
-	hlen = (size_t)at.pos + 4;
-	c->scanned = 0;
-	fault = hlen > c->door->max_head ? TG_HEAD_TOO_LARGE :
-	    head_fault(c, (const char *)evbuffer_pullup(src, (ev_ssize_t)hlen), hlen, &h);
+	if (fault == TG_HEAD_OK)
+		fault = door_fault(c, &h);
 	if (fault != TG_HEAD_OK) {
 		refuse(c, src, dst, fault == TG_HEAD_TOO_LARGE ? NULL : &h, fault);
 		return 1;
@@ -277,39 +275,78 @@ step(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 	}
 }
 
-/* Move the n_added bytes at the end of in (the new ones) into c->hold;
- * bytes before them were framed already and wait for evhttp. */
+/* Move the bytes of in from offset off on into c->hold; the bytes before
+ * off were framed already and wait for evhttp. */
 static void
-take_new(struct conn *c, struct evbuffer *in, size_t added)
+hold_from(struct conn *c, struct evbuffer *in, size_t off)
 {
-	size_t len = evbuffer_get_length(in), keep = len > added ? len - added : 0;
 	struct evbuffer *tmp;
 
-	if (keep == 0) {
+	if (off == 0) {
 		evbuffer_add_buffer(c->hold, in);
 		return;
 	}
 	tmp = evbuffer_new();
-	evbuffer_remove_buffer(in, tmp, keep);
+	evbuffer_remove_buffer(in, tmp, off);
 	evbuffer_add_buffer(c->hold, in);
 	evbuffer_add_buffer(in, tmp);
 	evbuffer_free(tmp);
 }
 
+/* The common case, framed where the bytes lie (no move, no copy): whole
+ * heads that pass, inside one chain of the buffer, and Content-Length
+ * bodies. Returns the offset where it stopped: the end of in, or the first
+ * byte that needs the careful path (a head split over chains or reads, a
+ * refused head, a chunked body, empty lines). */
+static size_t
+frame_in_place(struct conn *c, struct evbuffer *in, size_t off)
+{
+	size_t len = evbuffer_get_length(in), n, hlen;
+	struct evbuffer_iovec v;
+	struct evbuffer_ptr at;
+	struct tg_head h;
+
+	while (off < len) {
+		if (c->st == ST_BODY) {
+			n = (uint64_t)(len - off) < c->left ? len - off : (size_t)c->left;
+			c->left -= n;
+			off += n;
+			c->st = c->left == 0 ? ST_HEAD : ST_BODY;
+			continue;
+		}
+		evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET);
+		if (c->st != ST_HEAD || evbuffer_peek(in, -1, &at, &v, 1) < 1 ||
+		    tg_head_scan(v.iov_base, v.iov_len, &h, &hlen) != TG_HEAD_OK ||
+		    hlen > c->door->max_head || door_fault(c, &h) != TG_HEAD_OK)
+			break;
+		off += hlen;
+		c->st = h.chunked ? ST_CHUNK_SIZE : h.length > 0 ? ST_BODY : ST_HEAD;
+		c->left = h.length > 0 ? (uint64_t)h.length : 0;
+	}
+	return off;
+}
+
 /* Inside each read into the connection's input buffer, before evhttp reads
- * it: frame the new bytes and put back what may pass. A body evhttp would
- * misread (a bad chunk) drops the connection: the bytes are kept back and
- * the socket is reset, as a request smuggled in a body must not land. */
+ * it: frame the new bytes and keep back what may not pass yet. A body
+ * evhttp would misread (a bad chunk) drops the connection: the bytes are
+ * kept back and the socket is reset, as a request smuggled in a body must
+ * not land. */
 static void
 on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct conn *c = arg;
+	size_t len, off;
 	int rc = 1;
 
 	if (c->busy || info->n_added == 0)
 		return;
 	c->busy = 1;
-	take_new(c, in, info->n_added);
+	len = evbuffer_get_length(in);
+	off = len - info->n_added;
+	if (evbuffer_get_length(c->hold) == 0 && c->st != ST_DISCARD)
+		off = frame_in_place(c, in, off);
+	if (off < len)
+		hold_from(c, in, off);
 	while (rc > 0 && evbuffer_get_length(c->hold) > 0)
 		rc = step(c, c->hold, in);
 	if (rc < 0) {
@@ -338,7 +375,6 @@ claim(evutil_socket_t fd)
 	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
 	c->st = ST_HEAD;
 	c->left = 0;
-	c->scanned = 0;
 	c->busy = 0;
 	c->user_cb = NULL;
 	c->user_arg = NULL;
@@ -353,6 +389,7 @@ on_close(struct evhttp_connection *evcon, void *arg)
 	if (c->user_cb != NULL)
 		c->user_cb(evcon, c->user_arg);
 	c->bev = NULL;
+	c->evcon = NULL;
 	c->user_cb = NULL;
 	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
 }
@@ -372,6 +409,7 @@ on_setup(evutil_socket_t unused, short what, void *arg)
 	if (fd >= 0 && evcon != NULL) {	/* else evhttp gave the connection up */
 		c = claim(fd);
 		c->bev = p->bev;
+		c->evcon = evcon;
 		c->door = p->door;
 		/* replies are written whole: no 40 ms wait for a delayed ACK */
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -407,12 +445,18 @@ void
 tg_frontdoor_set_closecb(struct evhttp_connection *conn,
     void (*cb)(struct evhttp_connection *, void *), void *arg)
 {
-	struct bufferevent *bev = evhttp_connection_get_bufferevent(conn);
-	evutil_socket_t fd = bev != NULL ? bufferevent_getfd(bev) : -1;
+	struct bufferevent *bev;
+	evutil_socket_t fd;
 
-	if (fd >= 0 && (size_t)fd < nslots && slots[fd] != NULL && slots[fd]->bev == bev) {
-		slots[fd]->user_cb = cb;
-		slots[fd]->user_arg = arg;
+	if (last_hit == NULL || last_hit->evcon != conn) {
+		bev = evhttp_connection_get_bufferevent(conn);
+		fd = bev != NULL ? bufferevent_getfd(bev) : -1;
+		last_hit = fd >= 0 && (size_t)fd < nslots && slots[fd] != NULL &&
+		    slots[fd]->evcon == conn ? slots[fd] : NULL;
+	}
+	if (last_hit != NULL) {
+		last_hit->user_cb = cb;
+		last_hit->user_arg = arg;
 	} else {
 		evhttp_connection_set_closecb(conn, cb, arg);	/* no front door */
 	}

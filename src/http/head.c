@@ -73,23 +73,64 @@ tg_head_fault_message(int fault)
 	return fault > 0 && fault < TG_HEAD_NFAULTS ? faults[fault].msg : "malformed request";
 }
 
+/* Byte classes, one table lookup per byte: RFC 9110 tchar (ALPHA / DIGIT /
+ * "!#$%&'*+-.^_`|~"), and field-value bytes (VCHAR, SP, HTAB, obs-text). */
+enum { C_TCHAR = 1, C_VALUE = 2 };
+static unsigned char classes[256];
+
+static void
+init_classes(void)
+{
+	static const char extra[] = "!#$%&'*+-.^_`|~";
+	int c;
+
+	for (c = 0; c < 256; c++) {
+		classes[c] = (c >= 0x20 && c != 0x7f) || c == '\t' ? C_VALUE : 0;
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    (c != 0 && memchr(extra, c, sizeof(extra) - 1) != NULL))
+			classes[c] |= C_TCHAR;
+	}
+}
+
 static int
 is_tchar(unsigned char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	    (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+	return classes[c] & C_TCHAR;
 }
 
-/* The end of the line at p (just past its CRLF), or NULL for a bare CR or LF. */
-static const char *
-line_end(const char *p, const char *end, const char **eol)
+static int
+is_ctl(unsigned char c)
 {
-	const char *nl = memchr(p, '\n', (size_t)(end - p));
+	return !(classes[c] & C_VALUE);
+}
 
-	if (nl == NULL || nl == p || nl[-1] != '\r' || memchr(p, '\r', (size_t)(nl - 1 - p)))
-		return NULL;
-	*eol = nl - 1;
-	return nl + 1;
+/* Skip field-value bytes from c: eight at a time while none is below 0x20
+ * or 0x7f (SWAR; a word with a tab or DEL is left to the byte loop). */
+static const char *
+skip_value(const char *c, const char *end)
+{
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	uint64_t x, del;
+
+	while (end - c >= 8) {
+		memcpy(&x, c, 8);
+		del = x ^ (0x7f * ones);
+		if ((((x - 0x20 * ones) & ~x) | ((del - ones) & ~del)) & highs)
+			break;
+		c += 8;
+	}
+	while (c < end && !is_ctl((unsigned char)*c))
+		c++;
+	return c;
+}
+
+/* CRLF at p: 1; incomplete: 0; anything else: -1 (a bare CR). */
+static int
+crlf(const char *p, const char *end)
+{
+	if (p + 1 >= end)
+		return 0;
+	return p[0] == '\r' && p[1] == '\n' ? 1 : -1;
 }
 
 static int
@@ -106,58 +147,84 @@ parse_version(const char *v, size_t n, int *minor)
 }
 
 static int
-parse_request_line(const char *p, const char *eol, struct tg_head *h)
+known_method(const char *m, size_t n)
 {
-	const char *sp1 = memchr(p, ' ', (size_t)(eol - p)), *sp2, *c;
 	size_t i;
-	int rc;
 
-	if (sp1 == NULL || sp1 == p || (sp2 = memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1))) ==
-	    NULL || sp2 == sp1 + 1)
-		return TG_HEAD_BAD_LINE;
-	for (c = p; c < sp1; c++)
-		if (!is_tchar((unsigned char)*c))
-			return TG_HEAD_BAD_LINE;
-	for (c = sp1 + 1; c < sp2; c++)	/* VCHAR only: no CTL, no obs-text */
-		if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
-			return TG_HEAD_BAD_LINE;
-	h->method = p;
-	h->mlen = (size_t)(sp1 - p);
-	h->target = sp1 + 1;
-	h->tlen = (size_t)(sp2 - sp1 - 1);
-	if ((rc = parse_version(sp2 + 1, (size_t)(eol - sp2 - 1), &h->minor)) != TG_HEAD_OK)
-		return rc;
 	for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		if (strlen(methods[i]) == h->mlen && memcmp(methods[i], p, h->mlen) == 0)
-			return TG_HEAD_OK;
-	return TG_HEAD_BAD_METHOD;
+		if (strlen(methods[i]) == n && memcmp(methods[i], m, n) == 0)
+			return 1;
+	return 0;
 }
 
-/* One field line [p, eol): name, ':', OWS, value, OWS. */
+/* "method SP target SP version CRLF" from p, in one pass; *next past it. */
 static int
-parse_field(const char *p, const char *eol, struct tg_head_field *f)
+scan_request_line(const char *p, const char *end, struct tg_head *h, const char **next)
+{
+	const char *c = p, *v;
+	int rc;
+
+	while (c < end && is_tchar((unsigned char)*c))
+		c++;
+	if (c == end)
+		return TG_HEAD_INCOMPLETE;
+	if (c == p || *c != ' ')
+		return *c == '\r' || *c == '\n' ? TG_HEAD_BAD_EOL : TG_HEAD_BAD_LINE;
+	h->method = p;
+	h->mlen = (size_t)(c - p);
+	for (h->target = ++c; c < end && (unsigned char)*c > 0x20 && (unsigned char)*c < 0x7f; c++)
+		;		/* VCHAR only: no CTL, no space, no obs-text */
+	if (c == end)
+		return TG_HEAD_INCOMPLETE;
+	if (c == h->target || *c != ' ')
+		return *c == '\r' || *c == '\n' ? TG_HEAD_BAD_EOL : TG_HEAD_BAD_LINE;
+	h->tlen = (size_t)(c - h->target);
+	for (v = ++c; c < end && !is_ctl((unsigned char)*c) && *c != ' '; c++)
+		;
+	if ((rc = crlf(c, end)) <= 0)
+		return rc == 0 ? TG_HEAD_INCOMPLETE : *c == ' ' || (*c != '\r' && *c != '\n') ?
+		    TG_HEAD_BAD_LINE : TG_HEAD_BAD_EOL;
+	*next = c + 2;
+	if ((rc = parse_version(v, (size_t)(c - v), &h->minor)) != TG_HEAD_OK)
+		return rc;
+	return known_method(h->method, h->mlen) ? TG_HEAD_OK : TG_HEAD_BAD_METHOD;
+}
+
+/* One field line from p (name, ':', OWS, value, OWS, CRLF) in one pass. */
+static int
+scan_field(const char *p, const char *end, struct tg_head_field *f, const char **next)
 {
 	const char *c = p, *v, *ve;
+	int rc;
 
 	if (*p == ' ' || *p == '\t')
 		return TG_HEAD_OBS_FOLD;
-	while (c < eol && is_tchar((unsigned char)*c))
+	while (c < end && is_tchar((unsigned char)*c))
 		c++;
-	if (c == p || c == eol || *c != ':')
+	if (c == end)
+		return TG_HEAD_INCOMPLETE;
+	if (c == p || *c != ':')
 		return TG_HEAD_BAD_NAME;
-	for (v = c + 1; v < eol && (*v == ' ' || *v == '\t'); v++)
-		;
-	for (ve = eol; ve > v && (ve[-1] == ' ' || ve[-1] == '\t'); ve--)
-		;
 	f->name = p;
 	f->nlen = (size_t)(c - p);
+	for (c++; c < end && (*c == ' ' || *c == '\t'); c++)
+		;
+	v = c;
+	c = skip_value(c, end);
+	if ((rc = crlf(c, end)) <= 0)
+		return rc == 0 ? TG_HEAD_INCOMPLETE : *c == '\r' || *c == '\n' ?
+		    TG_HEAD_BAD_EOL : TG_HEAD_BAD_VALUE;
+	for (ve = c; ve > v && (ve[-1] == ' ' || ve[-1] == '\t'); ve--)
+		;
 	f->value = v;
 	f->vlen = (size_t)(ve - v);
-	for (; v < ve; v++)
-		if (((unsigned char)*v < 0x20 && *v != '\t') || (unsigned char)*v == 0x7f)
-			return TG_HEAD_BAD_VALUE;
+	*next = c + 2;
 	return TG_HEAD_OK;
 }
+
+/* Length first: most fields are ruled out without touching their bytes. */
+#define NAME_IS(f, lit) ((f)->nlen == sizeof(lit) - 1 && \
+	strncasecmp((f)->name, (lit), sizeof(lit) - 1) == 0)
 
 static int
 name_is(const struct tg_head_field *f, const char *name)
@@ -194,16 +261,16 @@ check_fields(struct tg_head *h)
 	for (i = 0; i < h->nfields; i++) {
 		const struct tg_head_field *f = &h->f[i];
 
-		if (name_is(f, "Content-Length") && (rc = parse_length(f, &h->length)) != 0)
+		if (NAME_IS(f, "Content-Length") && (rc = parse_length(f, &h->length)) != 0)
 			return rc;
-		if (name_is(f, "Transfer-Encoding")) {
+		if (NAME_IS(f, "Transfer-Encoding")) {
 			if (tes++ > 0 || f->vlen != 7 || strncasecmp(f->value, "chunked", 7) != 0)
 				return TG_HEAD_BAD_TE;
 			h->chunked = 1;
 		}
-		if (name_is(f, "Host"))
+		if (NAME_IS(f, "Host"))
 			hosts++;
-		if (name_is(f, TG_HEAD_REFUSAL_FIELD))
+		if (NAME_IS(f, TG_HEAD_REFUSAL_FIELD))
 			return TG_HEAD_RESERVED;
 	}
 	if (h->chunked && h->length >= 0)
@@ -216,28 +283,43 @@ check_fields(struct tg_head *h)
 }
 
 int
-tg_head_parse(const char *buf, size_t len, struct tg_head *h)
+tg_head_scan(const char *buf, size_t avail, struct tg_head *h, size_t *hlen)
 {
-	const char *p = buf, *end = buf + len, *eol, *next;
+	const char *p = buf, *end = buf + avail, *next = NULL;
 	int rc;
 
+	if (classes['a'] == 0)
+		init_classes();
 	memset(h, 0, offsetof(struct tg_head, f));
 	h->length = -1;
-	if ((next = line_end(p, end, &eol)) == NULL)
-		return TG_HEAD_BAD_EOL;
-	if ((rc = parse_request_line(p, eol, h)) != TG_HEAD_OK)
+	if ((rc = scan_request_line(p, end, h, &next)) != TG_HEAD_OK)
 		return rc;
 	for (p = next; p < end; p = next) {
-		if ((next = line_end(p, end, &eol)) == NULL)
+		if ((rc = crlf(p, end)) == 1) {		/* the empty line: end of the head */
+			*hlen = (size_t)(p + 2 - buf);
+			return check_fields(h);
+		}
+		if (rc == 0)
+			return TG_HEAD_INCOMPLETE;
+		if (*p == '\r' || *p == '\n')
 			return TG_HEAD_BAD_EOL;
-		if (eol == p)		/* the empty line: end of the head */
-			return next == end ? check_fields(h) : TG_HEAD_BAD_LINE;
 		if (h->nfields == TG_HEAD_MAX_FIELDS)
 			return TG_HEAD_TOO_LARGE;
-		if ((rc = parse_field(p, eol, &h->f[h->nfields++])) != TG_HEAD_OK)
+		if ((rc = scan_field(p, end, &h->f[h->nfields++], &next)) != TG_HEAD_OK)
 			return rc;
 	}
-	return TG_HEAD_BAD_EOL;
+	return TG_HEAD_INCOMPLETE;
+}
+
+int
+tg_head_parse(const char *buf, size_t len, struct tg_head *h)
+{
+	size_t hlen = 0;
+	int rc = tg_head_scan(buf, len, h, &hlen);
+
+	if (rc == TG_HEAD_INCOMPLETE)
+		return TG_HEAD_BAD_EOL;
+	return rc == TG_HEAD_OK && hlen != len ? TG_HEAD_BAD_LINE : rc;
 }
 
 const struct tg_head_field *
