@@ -21,9 +21,24 @@
 
 #include "tidegate/head.h"
 
+/** Counters of a listener's front door (the listener's, written by the
+ * front door). */
+struct tg_frontdoor_stats {
+	uint64_t open;		/* connections open now */
+	uint64_t refused_max;	/* refused: max_conns open */
+	uint64_t refused_addr;	/* refused: max_conns_per_addr from that address */
+	uint64_t header_timeouts, body_timeouts, idle_closed;
+};
+
 struct tg_frontdoor {
 	size_t max_head;	/* bytes of one request head (431 above) */
 	uint64_t max_body;	/* a larger Content-Length is refused with 413 */
+	uint64_t max_conns;	/* open connections of the listener; 0: no limit */
+	uint64_t max_conns_per_addr;	/* from one client address; 0: no limit */
+	int64_t header_timeout_ms;	/* a whole request head; 0: no limit */
+	int64_t body_timeout_ms;	/* between two reads of a body; 0: none */
+	int64_t idle_timeout_ms;	/* a keep-alive connection between requests */
+	struct tg_frontdoor_stats *stats;	/* borrowed; may be NULL */
 	/**
 	 * Optional: asked for every head that announces a body (h borrowed, for
 	 * the call only); returns 0 to let it in or a TG_HEAD_* fault to refuse
@@ -44,8 +59,20 @@ void tg_frontdoor_attach(struct evhttp *http, const struct tg_frontdoor *door);
  */
 void tg_frontdoor_set_closecb(struct evhttp_connection *conn,
     void (*cb)(struct evhttp_connection *, void *), void *arg);
-/** The fault of a refused request's stand-in (req borrowed), or 0 for a
- * request that passed the front door. */
+/**
+ * The completion callback of a server request (req borrowed): the front
+ * door owns evhttp's one slot (it learns there that the connection is idle
+ * again) and calls cb from it. Falls back to
+ * evhttp_request_set_on_complete_cb for other requests.
+ */
+void tg_frontdoor_set_on_complete(struct evhttp_request *req,
+    void (*cb)(struct evhttp_request *, void *), void *arg);
+/**
+ * Called first by every handler of a framed listener (req borrowed): the
+ * request is in flight from now until its answer is written (no time limit
+ * of the front door's meanwhile). Returns the fault of a refused request's
+ * stand-in, or 0 for a request that passed the front door.
+ */
 int tg_frontdoor_refusal(struct evhttp_request *req);
 /** Mark the reply to req (borrowed) as the connection's last: the front
  * door discards what else the client sends. */

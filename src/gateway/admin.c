@@ -74,6 +74,38 @@ family(struct evbuffer *out, const char *name, const char *type, const char *hel
 	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* The listeners' front doors (frontdoor.h): connections open, refused
+ * and closed for a time limit, per listener. */
+static void
+render_clients(struct gw *gw, struct evbuffer *out)
+{
+	static const char *const ln[GW_NLISTENERS] = { "dex", "sim", "admin" };
+	int l;
+
+	family(out, "tidegate_client_connections", "gauge", "Client connections open.");
+	for (l = 0; l < GW_NLISTENERS; l++)
+		evbuffer_add_printf(out, "tidegate_client_connections{listener=\"%s\"} %llu\n",
+		    ln[l], (unsigned long long)gw->lctx[l].stats.open);
+	family(out, "tidegate_client_connections_refused_total", "counter",
+	    "Client connections refused at accept: max_clients or max_clients_per_ip.");
+	for (l = 0; l < GW_NLISTENERS; l++)
+		evbuffer_add_printf(out, "tidegate_client_connections_refused_total{listener=\"%s\","
+		    "reason=\"max_clients\"} %llu\n"
+		    "tidegate_client_connections_refused_total{listener=\"%s\","
+		    "reason=\"max_clients_per_ip\"} %llu\n", ln[l],
+		    (unsigned long long)gw->lctx[l].stats.refused_max, ln[l],
+		    (unsigned long long)gw->lctx[l].stats.refused_addr);
+	family(out, "tidegate_client_timeouts_total", "counter",
+	    "Client connections closed for a time limit (header, body, keepalive).");
+	for (l = 0; l < GW_NLISTENERS; l++)
+		evbuffer_add_printf(out, "tidegate_client_timeouts_total{listener=\"%s\",kind=\"header\"}"
+		    " %llu\ntidegate_client_timeouts_total{listener=\"%s\",kind=\"body\"} %llu\n"
+		    "tidegate_client_timeouts_total{listener=\"%s\",kind=\"keepalive\"} %llu\n",
+		    ln[l], (unsigned long long)gw->lctx[l].stats.header_timeouts, ln[l],
+		    (unsigned long long)gw->lctx[l].stats.body_timeouts, ln[l],
+		    (unsigned long long)gw->lctx[l].stats.idle_closed);
+}
+
 /* Series read from the pools and token sources at scrape time, one family
  * at a time (the text format wants a family's samples together). */
 static void
@@ -134,6 +166,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 
 	tg_metrics_render(gw->metrics, b);
 	render_gauges(gw, b);
+	render_clients(gw, b);
 	gw_runs_metrics(gw, b);
 	gw_poll_metrics(gw, b);
 	gw_jobs_metrics(gw, b);

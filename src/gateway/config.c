@@ -65,6 +65,21 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "largest request body accepted from callers (413 above)"),
 	KB("drain_timeout", TG_CFG_DURATION, drain_timeout, "30s", 0, 3.6e6,
 	   "on SIGTERM, wait this long for in-flight requests"),
+	KB("client_header_timeout", TG_CFG_DURATION, client_header_timeout, "60s", 0, 3.6e6,
+	   "a client's whole request head must arrive within this (from the connection's "
+	   "start, or from the first byte of a later head); else the connection is reset; 0: "
+	   "no limit"),
+	KB("client_body_timeout", TG_CFG_DURATION, client_body_timeout, "60s", 0, 3.6e6,
+	   "longest gap between two reads of a request body; else the connection is reset; "
+	   "0: no limit"),
+	KB("keepalive_timeout", TG_CFG_DURATION, keepalive_timeout, "75s", 0, 3.6e6,
+	   "an idle keep-alive client connection is closed after this (a request being "
+	   "answered, a long-poll included, is never idle); 0: no limit"),
+	KB("max_clients", TG_CFG_INT, max_clients, "4096", 0, 1e6,
+	   "open client connections per listener; more are reset at accept; 0: no limit"),
+	KB("max_clients_per_ip", TG_CFG_INT, max_clients_per_ip, "0", 0, 1e6,
+	   "open client connections per listener from one address; 0: no limit (a sidecar's "
+	   "callers all come from 127.0.0.1)"),
 	K("upstream", TG_CFG_STR, upstream, "remote",
 	  "remote, or embedded: run tidegate-emulator in this process"),
 	K("emulator_config", TG_CFG_STR, emulator_config, "emulator.yaml",

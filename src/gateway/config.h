@@ -46,6 +46,8 @@ struct gw_config {
 	int access_log;
 	int64_t max_body;
 	int64_t drain_timeout;
+	int64_t client_header_timeout, client_body_timeout, keepalive_timeout;
+	long long max_clients, max_clients_per_ip;
 	char *upstream;		/* "embedded" or "remote" */
 	char *emulator_config;	/* relative to this file's directory */
 	struct gw_service_cfg dex, sim;

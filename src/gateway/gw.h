@@ -68,6 +68,7 @@ struct gw_lctx {
 	struct gw *gw;
 	int listener;
 	struct tg_frontdoor door;	/* the listener's front door (frontdoor.h) */
+	struct tg_frontdoor_stats stats;	/* its counters, for /metrics */
 };
 
 struct gw {

@@ -83,7 +83,7 @@ track_flush(struct gw_req *r)
 	f->conn = r->conn;
 	r->gw->unflushed++;
 	r->flush = f;
-	evhttp_request_set_on_complete_cb(r->req, on_flushed, f);
+	tg_frontdoor_set_on_complete(r->req, on_flushed, f);
 }
 
 

@@ -195,6 +195,12 @@ bind_listeners(struct gw *gw, struct tg_err *err)
 		gw->lctx[l].listener = l;
 		gw->lctx[l].door.max_head = TG_HTTP_MAX_HEAD;
 		gw->lctx[l].door.max_body = (uint64_t)c->max_body;
+		gw->lctx[l].door.max_conns = (uint64_t)c->max_clients;
+		gw->lctx[l].door.max_conns_per_addr = (uint64_t)c->max_clients_per_ip;
+		gw->lctx[l].door.header_timeout_ms = c->client_header_timeout;
+		gw->lctx[l].door.body_timeout_ms = c->client_body_timeout;
+		gw->lctx[l].door.idle_timeout_ms = c->keepalive_timeout;
+		gw->lctx[l].door.stats = &gw->lctx[l].stats;
 		gw->lctx[l].door.check = l == GW_ADMIN ? NULL : gw_head_check;
 		gw->lctx[l].door.arg = &gw->lctx[l];
 		tg_frontdoor_attach(gw->http[l], &gw->lctx[l].door);

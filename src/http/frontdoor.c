@@ -31,41 +31,11 @@
 #include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "tidegate/util.h"
+#include "door.h"
 
-enum { ST_HEAD, ST_BODY, ST_CHUNK_SIZE, ST_CHUNK_DATA, ST_CHUNK_END, ST_TRAILER, ST_DISCARD };
+
 
 #define LINE_MAX_BYTES 8192	/* a chunk-size or trailer line */
-
-/* The front door's state of one live connection, found by its socket. */
-struct conn {
-	struct bufferevent *bev;		/* NULL: the slot is free */
-	struct evhttp_connection *evcon;	/* evhttp's connection on it */
-	const struct tg_frontdoor *door;	/* borrowed from the listener */
-	struct evbuffer *hold;			/* received, not yet passed on */
-	int st;
-	uint64_t left;				/* bytes left of a body or chunk */
-	int busy;				/* inside on_input: ignore our own moves */
-	void (*user_cb)(struct evhttp_connection *, void *);
-	void *user_arg;
-};
-
-/* Slots by file descriptor: a descriptor names one live connection, and a
- * slot is claimed when libevent sets up the connection, so a later
- * connection on a reused descriptor starts from a clean slot. A slot is
- * allocated once and kept (callbacks hold its address); the table grows
- * with the highest descriptor, so it is as large as the most connections
- * ever open at once. */
-static struct conn **slots;
-static size_t nslots;
-static struct conn *last_hit;	/* of tg_frontdoor_set_closecb: a request's
-				 * connection is asked for more than once */
-
-/* A connection being set up: the bufferevent evhttp asked for, not yet
- * given its descriptor. */
-struct pending {
-	struct bufferevent *bev;
-	const struct tg_frontdoor *door;
-};
 
 static int
 safe_id(const struct tg_head_field *f)
@@ -153,6 +123,8 @@ step_head(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 		return 1;
 	}
 	evbuffer_remove_buffer(src, dst, hlen);
+	c->requests++;
+	tg_door_touch(c);
 	c->st = h.chunked ? ST_CHUNK_SIZE : h.length > 0 ? ST_BODY : ST_HEAD;
 	c->left = h.length > 0 ? (uint64_t)h.length : 0;
 	return 1;
@@ -320,6 +292,7 @@ frame_in_place(struct conn *c, struct evbuffer *in, size_t off)
 		    hlen > c->door->max_head || door_fault(c, &h) != TG_HEAD_OK)
 			break;
 		off += hlen;
+		c->requests++;
 		c->st = h.chunked ? ST_CHUNK_SIZE : h.length > 0 ? ST_BODY : ST_HEAD;
 		c->left = h.length > 0 ? (uint64_t)h.length : 0;
 	}
@@ -331,8 +304,8 @@ frame_in_place(struct conn *c, struct evbuffer *in, size_t off)
  * evhttp would misread (a bad chunk) drops the connection: the bytes are
  * kept back and the socket is reset, as a request smuggled in a body must
  * not land. */
-static void
-on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+void
+tg_door_on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct conn *c = arg;
 	size_t len, off;
@@ -343,6 +316,8 @@ on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
 	c->busy = 1;
 	len = evbuffer_get_length(in);
 	off = len - info->n_added;
+	if (c->st != ST_HEAD || (evbuffer_get_length(c->hold) == 0 && c->requests > 0))
+		tg_door_touch(c);	/* body bytes, or a new head begins */
 	if (evbuffer_get_length(c->hold) == 0 && c->st != ST_DISCARD)
 		off = frame_in_place(c, in, off);
 	if (off < len)
@@ -357,117 +332,15 @@ on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
 	c->busy = 0;
 }
 
-static struct conn *
-claim(evutil_socket_t fd)
-{
-	size_t n = nslots;
-	struct conn *c;
-
-	if ((size_t)fd >= nslots) {
-		nslots = (size_t)fd + 1 > 2 * nslots ? (size_t)fd + 1 : 2 * nslots;
-		slots = tg_xrealloc(slots, nslots * sizeof(*slots));
-		memset(slots + n, 0, (nslots - n) * sizeof(*slots));
-	}
-	if ((c = slots[fd]) == NULL) {
-		c = slots[fd] = tg_xcalloc(1, sizeof(*c));
-		c->hold = evbuffer_new();
-	}
-	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
-	c->st = ST_HEAD;
-	c->left = 0;
-	c->busy = 0;
-	c->user_cb = NULL;
-	c->user_arg = NULL;
-	return c;
-}
-
-static void
-on_close(struct evhttp_connection *evcon, void *arg)
-{
-	struct conn *c = arg;
-
-	if (c->user_cb != NULL)
-		c->user_cb(evcon, c->user_arg);
-	c->bev = NULL;
-	c->evcon = NULL;
-	c->user_cb = NULL;
-	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
-}
-
-/* Runs once evhttp has given the connection its descriptor, before any
- * read: claim the slot, hook the input buffer and the close callback. */
-static void
-on_setup(evutil_socket_t unused, short what, void *arg)
-{
-	struct pending *p = arg;
-	evutil_socket_t fd = bufferevent_getfd(p->bev);
-	void *evcon = NULL;
-	struct conn *c;
-	int one = 1;
-
-	bufferevent_getcb(p->bev, NULL, NULL, NULL, &evcon);
-	if (fd >= 0 && evcon != NULL) {	/* else evhttp gave the connection up */
-		c = claim(fd);
-		c->bev = p->bev;
-		c->evcon = evcon;
-		c->door = p->door;
-		/* replies are written whole: no 40 ms wait for a delayed ACK */
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		evbuffer_add_cb(bufferevent_get_input(p->bev), on_input, c);
-		evhttp_connection_set_closecb(evcon, on_close, c);
-	}
-	free(p);
-}
-
-static struct bufferevent *
-on_bev(struct event_base *base, void *arg)
-{
-	struct pending *p = tg_xcalloc(1, sizeof(*p));
-
-	p->door = arg;
-	p->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-	if (p->bev == NULL || event_base_once(base, -1, EV_TIMEOUT, on_setup, p, NULL) != 0) {
-		if (p->bev != NULL)
-			bufferevent_free(p->bev);
-		free(p);
-		return NULL;
-	}
-	return p->bev;
-}
-
-void
-tg_frontdoor_attach(struct evhttp *http, const struct tg_frontdoor *door)
-{
-	evhttp_set_bevcb(http, on_bev, (void *)door);
-}
-
-void
-tg_frontdoor_set_closecb(struct evhttp_connection *conn,
-    void (*cb)(struct evhttp_connection *, void *), void *arg)
-{
-	struct bufferevent *bev;
-	evutil_socket_t fd;
-
-	if (last_hit == NULL || last_hit->evcon != conn) {
-		bev = evhttp_connection_get_bufferevent(conn);
-		fd = bev != NULL ? bufferevent_getfd(bev) : -1;
-		last_hit = fd >= 0 && (size_t)fd < nslots && slots[fd] != NULL &&
-		    slots[fd]->evcon == conn ? slots[fd] : NULL;
-	}
-	if (last_hit != NULL) {
-		last_hit->user_cb = cb;
-		last_hit->user_arg = arg;
-	} else {
-		evhttp_connection_set_closecb(conn, cb, arg);	/* no front door */
-	}
-}
-
 int
 tg_frontdoor_refusal(struct evhttp_request *req)
 {
-	const char *v = evhttp_find_header(evhttp_request_get_input_headers(req),
-	    TG_HEAD_REFUSAL_FIELD);
-	int fault = v != NULL ? atoi(v) : 0;
+	const char *v;
+	int fault;
+
+	tg_door_request_begins(req);
+	v = evhttp_find_header(evhttp_request_get_input_headers(req), TG_HEAD_REFUSAL_FIELD);
+	fault = v != NULL ? atoi(v) : 0;
 
 	return fault > 0 && fault < TG_HEAD_NFAULTS ? fault : 0;
 }

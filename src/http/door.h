@@ -1,0 +1,50 @@
+/*
+ * door.h - what the two halves of the front door share (private to
+ * src/http): frontdoor.c frames the bytes of a connection, door_conns.c
+ * keeps the connections themselves (slots by descriptor, limits, timeouts,
+ * the close and completion callbacks it owns).
+ */
+#ifndef TIDEGATE_DOOR_H
+#define TIDEGATE_DOOR_H
+
+#include <stdint.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+
+#include "tidegate/frontdoor.h"
+
+enum { ST_HEAD, ST_BODY, ST_CHUNK_SIZE, ST_CHUNK_DATA, ST_CHUNK_END, ST_TRAILER, ST_DISCARD };
+
+/* The front door's state of one live connection, found by its socket. */
+struct conn {
+	struct bufferevent *bev;		/* NULL: the slot is free */
+	struct evhttp_connection *evcon;	/* evhttp's connection on it */
+	const struct tg_frontdoor *door;	/* borrowed from the listener */
+	struct evbuffer *hold;			/* received, not yet passed on */
+	int st;
+	uint64_t left;				/* bytes left of a body or chunk */
+	int busy;				/* inside on_input: ignore our own moves */
+	int inflight;				/* a request handed to the handler,
+						 * its answer not yet written */
+	uint64_t requests;			/* heads passed on */
+	int64_t since;				/* ms: start of the head being read,
+						 * last body bytes, or idle since */
+	char addr[48];				/* the client's address ("" unknown) */
+	void (*user_cb)(struct evhttp_connection *, void *);
+	void *user_arg;
+	void (*done_cb)(struct evhttp_request *, void *);
+	void *done_arg;
+};
+
+/** Frame the new bytes of a connection's input buffer (an evbuffer
+ * callback; arg is the struct conn, borrowed). */
+void tg_door_on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg);
+/** A handler took req (borrowed): its connection has a request in flight
+ * until the answer is written. */
+void tg_door_request_begins(struct evhttp_request *req);
+/** Note progress on c (borrowed): a head began, body bytes passed. */
+void tg_door_touch(struct conn *c);
+
+#endif

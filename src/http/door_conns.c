@@ -1,0 +1,343 @@
+/*
+ * door_conns.c - the connections behind the front door (frontdoor.h):
+ * each live connection's slot, claimed when evhttp sets the connection up
+ * and released by its close callback (which the front door owns and
+ * chains, tg_frontdoor_set_closecb), the per-listener and per-address
+ * limits on open connections, and the time limits nginx has: the whole
+ * request head within client_header_timeout, no gap between body reads
+ * longer than client_body_timeout, an idle keep-alive connection closed
+ * after keepalive_timeout. One timer a second walks the live slots.
+ * Called by libevent (connection set-up, close, the timer) and by the
+ * listeners' handlers (tg_frontdoor_refusal, the callbacks they chain).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/http.h"
+#include "tidegate/map.h"
+#include "tidegate/util.h"
+#include "door.h"
+
+/* Slots by file descriptor: a descriptor names one live connection, and a
+ * slot is claimed when libevent sets up the connection, so a later
+ * connection on a reused descriptor starts from a clean slot. A slot is
+ * allocated once and kept (callbacks hold its address); the table grows
+ * with the highest descriptor, so it is as large as the most connections
+ * ever open at once. */
+static struct conn **slots;
+static size_t nslots;
+static struct conn *last_hit;	/* a request's connection is asked for more
+				 * than once: the last one found */
+static struct event *sweep_ev;	/* the one-second walk of the slots */
+static struct tg_map *per_addr;	/* client address -> open connections */
+
+/* A connection being set up: the bufferevent evhttp asked for, not yet
+ * given its descriptor. */
+struct pending {
+	struct bufferevent *bev;
+	const struct tg_frontdoor *door;
+};
+
+static struct conn *
+claim(evutil_socket_t fd)
+{
+	size_t n = nslots;
+	struct conn *c;
+
+	if ((size_t)fd >= nslots) {
+		nslots = (size_t)fd + 1 > 2 * nslots ? (size_t)fd + 1 : 2 * nslots;
+		slots = tg_xrealloc(slots, nslots * sizeof(*slots));
+		memset(slots + n, 0, (nslots - n) * sizeof(*slots));
+	}
+	if ((c = slots[fd]) == NULL) {
+		c = slots[fd] = tg_xcalloc(1, sizeof(*c));
+		c->hold = evbuffer_new();
+	}
+	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
+	c->st = ST_HEAD;
+	c->left = c->requests = 0;
+	c->busy = c->inflight = 0;
+	c->since = tg_clock_mono_ms();	/* the first head is due from now */
+	c->addr[0] = '\0';
+	c->user_cb = NULL;
+	c->user_arg = c->done_arg = NULL;
+	c->done_cb = NULL;
+	return c;
+}
+
+static size_t
+addr_count(const char *addr, int delta)
+{
+	uintptr_t n;
+
+	if (addr[0] == '\0')
+		return 0;
+	if (per_addr == NULL)
+		per_addr = tg_map_new(NULL);
+	n = (uintptr_t)tg_map_get(per_addr, addr) + (uintptr_t)(intptr_t)delta;
+	if (n == 0)
+		tg_map_del(per_addr, addr);
+	else
+		tg_map_put(per_addr, addr, (void *)n);
+	return (size_t)n;
+}
+
+static void
+on_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->user_cb != NULL)
+		c->user_cb(evcon, c->user_arg);
+	if (c->door->stats != NULL)
+		c->door->stats->open--;
+	addr_count(c->addr, -1);
+	c->bev = NULL;
+	c->evcon = NULL;
+	c->user_cb = NULL;
+	c->done_cb = NULL;
+	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
+}
+
+static void
+peer_addr(evutil_socket_t fd, char *out, size_t size)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	out[0] = '\0';
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+		return;
+	if (ss.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)size);
+	else if (ss.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, out,
+		    (socklen_t)size);
+}
+
+/* Over a limit: refused at once, before a byte is read (the reset costs
+ * the established connections nothing). */
+static int
+over_limit(const struct tg_frontdoor *d, struct conn *c)
+{
+	struct tg_frontdoor_stats *st = d->stats;
+
+	if (d->max_conns > 0 && st != NULL && st->open >= d->max_conns) {
+		st->refused_max++;
+		return 1;
+	}
+	if (d->max_conns_per_addr > 0 && addr_count(c->addr, 0) >= d->max_conns_per_addr) {
+		if (st != NULL)
+			st->refused_addr++;
+		return 1;
+	}
+	return 0;
+}
+
+/* Close c's connection for a time limit: a reset for a client that stalls
+ * mid-request (its request can only be cut), an orderly close for an idle
+ * keep-alive connection (the client sees the end of the stream). */
+static void
+expire(struct conn *c, int64_t now)
+{
+	struct tg_frontdoor_stats *st = c->door->stats;
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+	int idle = c->st == ST_HEAD && evbuffer_get_length(c->hold) == 0 && c->requests > 0;
+
+	if (st != NULL)
+		idle ? st->idle_closed++ : c->st == ST_HEAD ? st->header_timeouts++ :
+		    st->body_timeouts++;
+	if (idle)
+		shutdown(fd, SHUT_RDWR);	/* evhttp reads the end and frees it */
+	else
+		tg_http_fd_reset(fd);
+	c->since = now;			/* once: evhttp frees it from the loop */
+}
+
+/* The limit that applies to c now, in ms; 0: none (a request being
+ * answered has none here: client_send_timeout is the gateway's). */
+static int64_t
+limit_of(const struct conn *c)
+{
+	if (c->inflight || c->st == ST_DISCARD)
+		return 0;
+	if (c->st != ST_HEAD)
+		return c->door->body_timeout_ms;
+	if (evbuffer_get_length(c->hold) > 0 || c->requests == 0)
+		return c->door->header_timeout_ms;
+	return c->door->idle_timeout_ms;
+}
+
+static void
+on_sweep(evutil_socket_t unused, short what, void *arg)
+{
+	int64_t now = tg_clock_mono_ms(), lim;
+	size_t i;
+
+	for (i = 0; i < nslots; i++) {
+		struct conn *c = slots[i];
+
+		if (c == NULL || c->bev == NULL || (lim = limit_of(c)) <= 0)
+			continue;
+		if (now - c->since >= lim)
+			expire(c, now);
+	}
+}
+
+static void
+sweep_start(struct event_base *base)
+{
+	struct timeval one = { 1, 0 };
+
+	if (sweep_ev != NULL)
+		return;
+	sweep_ev = event_new(base, -1, EV_PERSIST, on_sweep, NULL);
+	event_add(sweep_ev, &one);
+}
+
+static void
+admit(struct pending *p, evutil_socket_t fd, struct evhttp_connection *evcon)
+{
+	struct conn *c = claim(fd);
+	int one = 1;
+
+	c->door = p->door;
+	peer_addr(fd, c->addr, sizeof(c->addr));
+	if (over_limit(p->door, c)) {
+		tg_http_fd_reset(fd);	/* evhttp sees the error and frees it */
+		return;
+	}
+	c->bev = p->bev;
+	c->evcon = evcon;
+	if (p->door->stats != NULL)
+		p->door->stats->open++;
+	addr_count(c->addr, 1);
+	/* replies are written whole: no 40 ms wait for a delayed ACK */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	evbuffer_add_cb(bufferevent_get_input(p->bev), tg_door_on_input, c);
+	evhttp_connection_set_closecb(evcon, on_close, c);
+	sweep_start(bufferevent_get_base(p->bev));
+}
+
+/* Runs once evhttp has given the connection its descriptor, before any
+ * read: claim the slot, hook the input buffer and the close callback. */
+static void
+on_setup(evutil_socket_t unused, short what, void *arg)
+{
+	struct pending *p = arg;
+	evutil_socket_t fd = bufferevent_getfd(p->bev);
+	void *evcon = NULL;
+
+	bufferevent_getcb(p->bev, NULL, NULL, NULL, &evcon);
+	if (fd >= 0 && evcon != NULL)	/* else evhttp gave the connection up */
+		admit(p, fd, evcon);
+	free(p);
+}
+
+static struct bufferevent *
+on_bev(struct event_base *base, void *arg)
+{
+	struct pending *p = tg_xcalloc(1, sizeof(*p));
+
+	p->door = arg;
+	p->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (p->bev == NULL || event_base_once(base, -1, EV_TIMEOUT, on_setup, p, NULL) != 0) {
+		if (p->bev != NULL)
+			bufferevent_free(p->bev);
+		free(p);
+		return NULL;
+	}
+	return p->bev;
+}
+
+void
+tg_frontdoor_attach(struct evhttp *http, const struct tg_frontdoor *door)
+{
+	evhttp_set_bevcb(http, on_bev, (void *)door);
+}
+
+void
+tg_door_touch(struct conn *c)
+{
+	c->since = tg_clock_mono_ms();
+}
+
+static struct conn *
+find(struct evhttp_connection *conn)
+{
+	struct bufferevent *bev;
+	evutil_socket_t fd;
+
+	if (last_hit == NULL || last_hit->evcon != conn) {
+		bev = evhttp_connection_get_bufferevent(conn);
+		fd = bev != NULL ? bufferevent_getfd(bev) : -1;
+		last_hit = fd >= 0 && (size_t)fd < nslots && slots[fd] != NULL &&
+		    slots[fd]->evcon == conn ? slots[fd] : NULL;
+	}
+	return last_hit;
+}
+
+void
+tg_frontdoor_set_closecb(struct evhttp_connection *conn,
+    void (*cb)(struct evhttp_connection *, void *), void *arg)
+{
+	struct conn *c = find(conn);
+
+	if (c != NULL) {
+		c->user_cb = cb;
+		c->user_arg = arg;
+	} else {
+		evhttp_connection_set_closecb(conn, cb, arg);	/* no front door */
+	}
+}
+
+/* The answer to the connection's request is written: it is idle from now
+ * (keepalive_timeout) until the next head passes. */
+static void
+on_done(struct evhttp_request *req, void *arg)
+{
+	struct conn *c = arg;
+	void (*cb)(struct evhttp_request *, void *) = c->done_cb;
+
+	c->inflight = 0;
+	c->since = tg_clock_mono_ms();
+	c->done_cb = NULL;
+	if (cb != NULL)
+		cb(req, c->done_arg);
+}
+
+void
+tg_frontdoor_set_on_complete(struct evhttp_request *req,
+    void (*cb)(struct evhttp_request *, void *), void *arg)
+{
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	struct conn *c = conn != NULL ? find(conn) : NULL;
+
+	if (c != NULL && c->inflight) {
+		c->done_cb = cb;
+		c->done_arg = arg;
+	} else {
+		evhttp_request_set_on_complete_cb(req, cb, arg);
+	}
+}
+
+/* A handler took req: no time limit of the front door's until answered. */
+void
+tg_door_request_begins(struct evhttp_request *req)
+{
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	struct conn *c = conn != NULL ? find(conn) : NULL;
+
+	if (c == NULL)
+		return;
+	c->inflight = 1;
+	c->done_cb = NULL;
+	evhttp_request_set_on_complete_cb(req, on_done, c);
+}

@@ -1,0 +1,154 @@
+"""
+Slow, idle and numerous clients at the front door: the time limits
+(client_header_timeout, client_body_timeout, keepalive_timeout) and the
+connection limits (max_clients, max_clients_per_ip), with their metrics.
+Every loop is bounded in rounds and seconds; all traffic is on loopback.
+"""
+import socket
+import time
+
+import requests
+
+from conftest import TEST_KEY
+
+FAST = {"client_header_timeout": "2s", "client_body_timeout": "1s", "keepalive_timeout": "1s"}
+
+
+def closed_within(s, seconds):
+    """True when the peer closes or resets s within seconds."""
+    s.settimeout(0.2)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            data = s.recv(65536)
+            if not data:
+                return True
+        except socket.timeout:
+            continue
+        except OSError:
+            return True
+    return False
+
+
+def test_slowloris_closed_after_header_timeout_normal_client_unaffected(emulator, make_gateway):
+    gw = make_gateway(emulator, FAST)
+    s = requests.Session()
+    h = {"Authorization": f"Bearer {TEST_KEY}"}
+    url = gw.dex + "/public/v1/import/status?correlationId=nope"
+
+    def p99(n=40):
+        t = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            s.get(url, headers=h, timeout=5)
+            t.append(time.perf_counter() - t0)
+        t.sort()
+        return t[int(len(t) * 0.99) - 1]
+
+    quiet = p99()
+    head = b"GET /public/v1/import/status?correlationId=x HTTP/1.1\r\nHost: x\r\nX-A: "
+    socks = [socket.create_connection(("127.0.0.1", gw.ports["dex"]), timeout=5)
+             for _ in range(300)]
+    t0 = time.monotonic()
+    alive = list(socks)
+    attacked = []
+    for i in range(16):                     # one byte per socket every 0.25 s, 4 s at most
+        nxt = []
+        for sk in alive:
+            try:
+                sk.send(head[i:i + 1] if i < len(head) else b"a")
+                nxt.append(sk)
+            except OSError:
+                pass
+        alive = nxt
+        attacked.append(p99(5))
+        if not alive:
+            break
+        time.sleep(0.25)
+    still = sum(1 for sk in alive if not closed_within(sk, 0.01))
+    for sk in socks:
+        sk.close()
+    assert still == 0 and time.monotonic() - t0 < 6, (still, time.monotonic() - t0)
+    assert gw.metric("tidegate_client_timeouts_total", listener="dex", kind="header") >= 300
+    # the normal client kept its latency (bound far above it, far below the limits)
+    assert max(attacked) < max(0.25, 20 * quiet), (quiet, attacked)
+
+
+def test_body_stall_reset_after_body_timeout(emulator, make_gateway):
+    gw = make_gateway(emulator, FAST)
+    sk = socket.create_connection(("127.0.0.1", gw.ports["dex"]), timeout=5)
+    sk.sendall("POST /public/v1/export/activities HTTP/1.1\r\nHost: x\r\n"
+               f"Authorization: Bearer {TEST_KEY}\r\nContent-Type: application/json\r\n"
+               "Content-Length: 100\r\n\r\n{\"proj".encode())
+    t0 = time.monotonic()
+    assert closed_within(sk, 4)
+    assert time.monotonic() - t0 >= 0.5
+    sk.close()
+    assert gw.metric("tidegate_client_timeouts_total", listener="dex", kind="body") == 1
+
+
+def test_idle_keepalive_closed_but_long_poll_is_not(make_emulator, make_gateway):
+    emu = make_emulator({"export": {"delay": "30s"}})
+    gw = make_gateway(emu, FAST)
+    h = {"Authorization": f"Bearer {TEST_KEY}"}
+    cid = requests.post(gw.dex + "/public/v1/export/activities", headers=h,
+                        json={"projectId": "P-DEMO"}, timeout=5).json()["correlationId"]
+    # a long-poll of 3 s on a connection whose keep-alive limit is 1 s
+    t0 = time.monotonic()
+    r = requests.get(gw.dex + f"/public/export?correlationId={cid}&wait=3", headers=h,
+                     timeout=10)
+    assert r.status_code == 202 and time.monotonic() - t0 >= 2.5
+    # an idle keep-alive connection is closed in an orderly way
+    sk = socket.create_connection(("127.0.0.1", gw.ports["dex"]), timeout=5)
+    sk.sendall(f"GET /public/v1/import/status?correlationId=x HTTP/1.1\r\nHost: x\r\n"
+               f"Authorization: Bearer {TEST_KEY}\r\n\r\n".encode())
+    sk.settimeout(5)
+    first = sk.recv(65536)
+    assert first.startswith(b"HTTP/1.1 ")
+    assert closed_within(sk, 4)
+    sk.close()
+    assert gw.metric("tidegate_client_timeouts_total", listener="dex", kind="keepalive") >= 1
+
+
+def test_max_clients_refuses_new_connections_not_open_ones(emulator, make_gateway):
+    gw = make_gateway(emulator, {"max_clients": 10})
+    h = f"GET /public/v1/import/status?correlationId=x HTTP/1.1\r\nHost: x\r\n" \
+        f"Authorization: Bearer {TEST_KEY}\r\n\r\n".encode()
+    held = [socket.create_connection(("127.0.0.1", gw.ports["dex"]), timeout=5)
+            for _ in range(10)]
+    time.sleep(0.2)
+    extra = socket.create_connection(("127.0.0.1", gw.ports["dex"]), timeout=5)
+    assert closed_within(extra, 2)
+    extra.close()
+    for sk in held:                         # the open ones are served as before
+        sk.sendall(h)
+        assert sk.recv(65536).startswith(b"HTTP/1.1 ")
+    held.pop().close()
+    time.sleep(0.3)
+    r = requests.get(gw.dex + "/public/v1/import/status?correlationId=x",
+                     headers={"Authorization": f"Bearer {TEST_KEY}"}, timeout=5)
+    assert r.status_code in (200, 404)
+    for sk in held:
+        sk.close()
+    assert gw.metric("tidegate_client_connections_refused_total", listener="dex",
+                     reason="max_clients") == 1
+
+
+def test_max_clients_per_ip(emulator, make_gateway):
+    gw = make_gateway(emulator, {"max_clients_per_ip": 3})
+    held = [socket.create_connection(("127.0.0.1", gw.ports["dex"]), timeout=5)
+            for _ in range(3)]
+    time.sleep(0.2)
+    extra = socket.create_connection(("127.0.0.1", gw.ports["dex"]), timeout=5)
+    assert closed_within(extra, 2)
+    other = socket.create_connection(("127.0.0.1", gw.ports["dex"]), timeout=5,
+                                     source_address=("127.0.0.2", 0))
+    other.sendall(f"GET /public/v1/import/status?correlationId=x HTTP/1.1\r\nHost: x\r\n"
+                  f"Authorization: Bearer {TEST_KEY}\r\n\r\n".encode())
+    other.settimeout(5)
+    assert other.recv(65536).startswith(b"HTTP/1.1 ")
+    for sk in held + [extra, other]:
+        sk.close()
+    assert gw.metric("tidegate_client_connections_refused_total", listener="dex",
+                     reason="max_clients_per_ip") == 1
+    assert gw.metric("tidegate_client_connections", listener="dex") >= 0
