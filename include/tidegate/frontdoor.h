@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 
 #include "tidegate/head.h"
@@ -39,6 +40,10 @@ struct tg_frontdoor {
 	int64_t body_timeout_ms;	/* between two reads of a body; 0: none */
 	int64_t idle_timeout_ms;	/* a keep-alive connection between requests */
 	struct tg_frontdoor_stats *stats;	/* borrowed; may be NULL */
+	/** Optional: the connection's bufferevent (a TLS one), made without a
+	 * descriptor, as evhttp_set_bevcb's callback; NULL: a plain socket. */
+	struct bufferevent *(*make_bev)(struct event_base *base, void *arg);
+	void *make_arg;		/* borrowed, handed to make_bev */
 	/**
 	 * Optional: asked for every head that announces a body (h borrowed, for
 	 * the call only); returns 0 to let it in or a TG_HEAD_* fault to refuse

@@ -74,6 +74,7 @@ static const char *const lnames[] = { "dex", "sim", "design", "auth" };
 /* The TLS copy of the dex listener; kept here, like lctx, per process. */
 static struct {
 	struct evhttp *http;
+	struct tg_frontdoor door;
 	SSL_CTX *ctx;
 	int port;
 } tls_dex;
@@ -353,7 +354,10 @@ tls_listen(struct event_base *base, const struct tg_emu_config *cfg, struct tg_e
 	    &tls_dex.port, err);
 	if (tls_dex.http == NULL)
 		return -1;
-	evhttp_set_bevcb(tls_dex.http, on_tls_accept, tls_dex.ctx);
+	tls_dex.door = lctx[EMU_DEX].door;	/* framed like the plain listener */
+	tls_dex.door.make_bev = on_tls_accept;
+	tls_dex.door.make_arg = tls_dex.ctx;
+	tg_frontdoor_attach(tls_dex.http, &tls_dex.door);
 	evhttp_set_gencb(tls_dex.http, on_request, &lctx[EMU_DEX]);
 	tg_log(TG_LOG_INFO, "listening", TG_LS("listener", "dex_tls"),
 	    TG_LS("addr", cfg->listen_dex_tls), TG_LI("port", tls_dex.port));

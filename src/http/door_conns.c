@@ -247,7 +247,8 @@ on_bev(struct event_base *base, void *arg)
 	struct pending *p = tg_xcalloc(1, sizeof(*p));
 
 	p->door = arg;
-	p->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	p->bev = p->door->make_bev != NULL ? p->door->make_bev(base, p->door->make_arg) :
+	    bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (p->bev == NULL || event_base_once(base, -1, EV_TIMEOUT, on_setup, p, NULL) != 0) {
 		if (p->bev != NULL)
 			bufferevent_free(p->bev);

@@ -37,7 +37,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct event_base *base;
-	static const struct tg_frontdoor door = { 4096, 1 << 20, 0, 0, 0, 0, 0, NULL, NULL, NULL };
+	static const struct tg_frontdoor door = { .max_head = 4096, .max_body = 1 << 20 };
 	struct evbuffer *in = evbuffer_new(), *passed = evbuffer_new(), *fed = evbuffer_new();
 	struct conn c;
 	size_t off = 0, n;
