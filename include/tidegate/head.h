@@ -57,6 +57,7 @@ struct tg_head {
 	const char *target;
 	size_t tlen;
 	int minor;		/* HTTP/1.<minor> */
+	int line_ok;		/* the request line parsed whole, method known */
 	int chunked;		/* Transfer-Encoding: chunked */
 	int64_t length;		/* Content-Length, -1 when absent */
 	size_t nfields;

@@ -60,8 +60,7 @@ refuse(struct conn *c, struct evbuffer *src, struct evbuffer *dst, const struct 
 {
 	const struct tg_head_field *rid = h != NULL ? tg_head_get(h, "X-Request-Id") : NULL;
 
-	if (h != NULL && h->mlen > 0 && h->tlen > 0 && fault != TG_HEAD_BAD_METHOD &&
-	    fault != TG_HEAD_BAD_VERSION)
+	if (h != NULL && h->line_ok)
 		evbuffer_add_printf(dst, "%.*s %.*s HTTP/1.1\r\n", (int)h->mlen, h->method,
 		    (int)h->tlen, h->target);
 	else

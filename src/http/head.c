@@ -294,6 +294,7 @@ tg_head_scan(const char *buf, size_t avail, struct tg_head *h, size_t *hlen)
 	h->length = -1;
 	if ((rc = scan_request_line(p, end, h, &next)) != TG_HEAD_OK)
 		return rc;
+	h->line_ok = 1;
 	for (p = next; p < end; p = next) {
 		if ((rc = crlf(p, end)) == 1) {		/* the empty line: end of the head */
 			*hlen = (size_t)(p + 2 - buf);
@@ -305,8 +306,9 @@ tg_head_scan(const char *buf, size_t avail, struct tg_head *h, size_t *hlen)
 			return TG_HEAD_BAD_EOL;
 		if (h->nfields == TG_HEAD_MAX_FIELDS)
 			return TG_HEAD_TOO_LARGE;
-		if ((rc = scan_field(p, end, &h->f[h->nfields++], &next)) != TG_HEAD_OK)
-			return rc;
+		if ((rc = scan_field(p, end, &h->f[h->nfields], &next)) != TG_HEAD_OK)
+			return rc;	/* h->f[] holds only the fields scanned whole */
+		h->nfields++;
 	}
 	return TG_HEAD_INCOMPLETE;
 }

@@ -146,6 +146,7 @@ SMUGGLING = [
      400, b"reserved"),
     ("bad-version", b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505, b"HTTP/1.0"),
     ("bad-method", b"BREW / HTTP/1.1\r\nHost: x\r\n\r\n", 501, b"method"),
+    ("bad-method-bare-lf", b"BREW /x HTTP/1.1\nHost: x\n\n", 400, b"bare CR or LF"),
     ("too-large", b"POST /public/v1/export/activities HTTP/1.1\r\nHost: x\r\n"
      b"Authorization: Bearer test-key\r\nContent-Length: 999999999999\r\n\r\n", 413,
      b"max_body"),
