@@ -128,6 +128,11 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "connections per upstream origin (more requests queue)"),
 	KB("pool.max_idle", TG_CFG_INT, max_idle, "32", 0, 65536,
 	   "idle keep-alive connections kept per origin"),
+	KB("pool.max_conns_per_key", TG_CFG_INT, max_conns_per_key, "0", 0, 65536,
+	   "connections per origin one API key may hold (callers' own tokens share one "
+	   "allowance); 0: half of pool.max_conns"),
+	KB("pool.queue_timeout", TG_CFG_DURATION, queue_timeout, "10s", 10, 3.6e6,
+	   "a request waiting this long for a connection is answered 503 UPSTREAM_BUSY"),
 	K("tls.verify", TG_CFG_BOOL, tls_verify, "true",
 	  "verify upstream certificates and host names"),
 	K("tls.ca_file", TG_CFG_STR, tls_ca_file, NULL, "PEM CA bundle (default: system)"),

@@ -51,8 +51,8 @@ struct gw_config {
 	char *upstream;		/* "embedded" or "remote" */
 	char *emulator_config;	/* relative to this file's directory */
 	struct gw_service_cfg dex, sim;
-	int64_t connect_timeout, read_timeout;
-	long long max_conns, max_idle;
+	int64_t connect_timeout, read_timeout, queue_timeout;
+	long long max_conns, max_idle, max_conns_per_key;
 	int tls_verify;
 	char *tls_ca_file;
 	struct gw_key_cfg *keys;
