@@ -398,6 +398,11 @@ check(struct gw_config *c, struct tg_err *err)
 		return -1;
 	}
 	for (i = 0; i < (int)c->nkeys; i++) {
+		if (c->keys[i].name[0] == '(') {
+			tg_err_set(err, "%s: keys[%d].name: names starting with '(' are reserved "
+			    "(they tag callers without a key in metrics)", c->path, i);
+			return -1;
+		}
 		if (strlen(c->keys[i].sha256) != 64 ||
 		    strspn(c->keys[i].sha256, "0123456789abcdefABCDEF") != 64) {
 			tg_err_set(err, "%s: keys[%d].sha256: expected 64 hex digits (the SHA-256 "

@@ -3,11 +3,13 @@
  * caller authentication, vendor token, upstream exchange, and the reply
  * relayed to the client as it arrives (backpressure both ways: the vendor
  * connection is paused while the client's output buffer is above a high
- * mark). A vendor 401 on a gateway-held token invalidates it and replays
- * the request once. An export with a callbackUrl has its 200 held until
- * the webhook job is durable (callbacks.c). Called by the dex and sim
- * listeners; handlers for specific operations (logins) hand back to
- * gw_req_proxy().
+ * mark). Requests are tagged with their caller (gw_req_owner) so that one
+ * API key cannot hold every vendor connection; one that waited the pool's
+ * queue timeout is answered 503 UPSTREAM_BUSY. A vendor 401 on a
+ * gateway-held token invalidates it and replays the request once. An
+ * export with a callbackUrl has its 200 held until the webhook job is
+ * durable (callbacks.c). Called by the dex and sim listeners; handlers for
+ * specific operations (logins) hand back to gw_req_proxy().
  */
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +204,31 @@ gw_req_reply_json(struct gw_req *r, int status, yajl_gen g)
 	evbuffer_add(b, buf, len);
 	gw_req_reply_buf(r, status, "application/json", b);
 	evbuffer_free(b);
+}
+
+const char *
+gw_req_owner(const struct gw_req *r)
+{
+	if (r->auth == GW_AUTH_CALLER)
+		return GW_OWNER_CALLERS;
+	return r->key != NULL ? r->key->name : GW_OWNER_NO_KEY;
+}
+
+/* Retry-After: the queue just waited queue_timeout without a connection
+ * coming free, so sooner is unlikely to fare better. */
+void
+gw_req_reply_busy(struct gw_req *r, const struct tg_up_req *u)
+{
+	int64_t s = (r->rt->cfg.queue_timeout + 999) / 1000;
+	char ra[24], msg[320];
+
+	if (r->req != NULL) {
+		snprintf(ra, sizeof(ra), "%lld", (long long)(s > 0 ? s : 1));
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
+	}
+	snprintf(msg, sizeof(msg), "the %s vendor API is busy: %s", r->svc->name,
+	    u != NULL ? tg_up_req_detail(u) : "no connection came free");
+	gw_req_reply_error(r, 503, "UPSTREAM_BUSY", msg);
 }
 
 void
@@ -446,6 +473,8 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 		r->error = tg_up_error_str(err);
 		abort_client(r);
 		finish(r);
+	} else if (err == TG_UP_BUSY) {
+		gw_req_reply_busy(r, u);
 	} else {
 		status = error_status(err, &code);
 		snprintf(msg, sizeof(msg), "the %s vendor API could not be reached: %s",
@@ -502,6 +531,7 @@ send_upstream(struct gw_req *r)
 	u = tg_upstream_send(r->svc->api, evhttp_request_get_command(r->req), r->uri, NULL,
 	    r->body ? r->body : evhttp_request_get_input_buffer(r->req), &up_cbs, r);
 	copy_request_headers(r, tg_up_req_headers(u));	/* before the loop starts it */
+	tg_up_req_set_owner(u, gw_req_owner(r));
 	r->up = u;
 }
 
