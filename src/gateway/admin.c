@@ -67,6 +67,8 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Sweeps whose every variant has ended.");
 	tg_metrics_help(m, "tidegate_sweep_submissions_total", "counter",
 	    "Submissions of sweep variants: accepted, rejected (4xx), failed (no verdict).");
+	tg_metrics_help(m, "tidegate_client_send_timeouts_total", "counter",
+	    "Clients reset because they took no byte of their answer for client_send_timeout.");
 }
 
 static void

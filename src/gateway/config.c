@@ -80,6 +80,9 @@ const struct tg_cfg_key gw_config_keys[] = {
 	KB("max_clients_per_ip", TG_CFG_INT, max_clients_per_ip, "0", 0, 1e6,
 	   "open client connections per listener from one address; 0: no limit (a sidecar's "
 	   "callers all come from 127.0.0.1)"),
+	KB("client_send_timeout", TG_CFG_DURATION, client_send_timeout, "60s", 0, 8.64e7,
+	   "reset a client that takes no byte of its answer for this long, and cancel the "
+	   "vendor request feeding it (0: never)"),
 	K("upstream", TG_CFG_STR, upstream, "remote",
 	  "remote, or embedded: run tidegate-emulator in this process"),
 	K("emulator_config", TG_CFG_STR, emulator_config, "emulator.yaml",

@@ -48,6 +48,7 @@ struct gw_config {
 	int64_t drain_timeout;
 	int64_t client_header_timeout, client_body_timeout, keepalive_timeout;
 	long long max_clients, max_clients_per_ip;
+	int64_t client_send_timeout;	/* 0: never */
 	char *upstream;		/* "embedded" or "remote" */
 	char *emulator_config;	/* relative to this file's directory */
 	struct gw_service_cfg dex, sim;

@@ -180,6 +180,20 @@ void gw_req_validated(struct gw_req *r);
 /** Upstream path and query for r (malloc'd): route template, minus drop_query. */
 char *gw_upstream_uri(struct gw_req *r);
 
+/* flush.c */
+/**
+ * The reply of r (borrowed) is being handed to libevent: count it until it
+ * is written or its connection closes (drain waits for it), and reset a
+ * client that takes none of it for client_send_timeout. Sets r->flush.
+ */
+void gw_flush_start(struct gw_req *r);
+/** r ends: its reply's tracker (if any) takes over the connection's close
+ * callback, which is cleared otherwise. */
+void gw_flush_handover(struct gw_req *r);
+/** r's connection closed while r lived: its tracker ends; 1 when the
+ * tracker had reset the client for its send timeout. */
+int gw_flush_closed(struct gw_req *r);
+
 /* paths.c */
 /**
  * Check and normalise r's request target into r->path (r borrowed): 0 to
