@@ -6,7 +6,9 @@
  * TLS through bufferevent_openssl with certificate and host verification,
  * evdns for names, TCP_NODELAY, connect/read timeouts, one retry on a fresh
  * connection for idempotent requests that failed before any response byte,
- * and streaming of response bodies with backpressure (pause/resume).
+ * streaming of response bodies with backpressure (pause/resume), a cap
+ * on the connections one owner (a caller, by its tag) may hold, and a
+ * deadline on the wait in the queue.
  *
  * Used by the proxy path (streaming), the token cache and the poll
  * multiplexer (tg_upstream_fetch, buffered), and webhook deliveries (file
@@ -34,8 +36,10 @@ struct evkeyvalq;
 
 /*
  * A zero number takes its default (connect 10 s, read 30 s, max_conns 32,
- * max_idle = max_conns). tls_verify is used as given (0 turns verification
- * off, logged at warn); passing opts NULL means all defaults, verify on.
+ * max_idle = max_conns, max_conns_per_owner = half of max_conns but at
+ * least 1, queue timeout 10 s; a negative queue timeout: no deadline).
+ * tls_verify is used as given (0 turns verification off, logged at warn);
+ * passing opts NULL means all defaults, verify on.
  */
 struct tg_upstream_opts {
 	int64_t connect_timeout_ms;	/* per connection attempt: DNS, TCP and TLS handshake */
@@ -45,6 +49,9 @@ struct tg_upstream_opts {
 	size_t max_idle;		/* idle connections kept per origin */
 	int tls_verify;			/* verify certificate chain and host name */
 	const char *ca_file;		/* PEM bundle (copied); NULL: system default paths */
+	size_t max_conns_per_owner;	/* connections of one origin one owner may hold at
+					 * once (tg_up_req_set_owner); capped at max_conns */
+	int64_t queue_timeout_ms;	/* longest wait in the queue for a connection */
 };
 
 enum tg_up_error {
@@ -57,6 +64,9 @@ enum tg_up_error {
 	TG_UP_TOO_LARGE,	/* tg_upstream_fetch: body over its max */
 	TG_UP_BAD_TARGET,	/* uri holds a CTL, space or non-ASCII byte: refused,
 				 * nothing sent */
+	TG_UP_BUSY,		/* no connection came free within the queue timeout
+				 * (every one busy, or the owner at its cap): nothing
+				 * was sent */
 };
 
 struct tg_upstream;
@@ -112,6 +122,12 @@ const char *tg_upstream_base_path(const struct tg_upstream *u);
  * DELETE, OPTIONS) or nothing was sent; timeouts and rejected
  * certificates are not retried. A uri holding a CTL, space or non-ASCII
  * byte is never sent: on_done gets TG_UP_BAD_TARGET.
+ *
+ * Requests wait in the queue while the origin holds max_conns connections
+ * or while their owner holds max_conns_per_owner of them; the oldest
+ * request whose owner is under its cap goes first. One that waited
+ * queue_timeout gets TG_UP_BUSY (nothing sent; tg_up_req_detail says
+ * which limit held it back).
  */
 struct tg_up_req *tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method,
     const char *uri, const struct evkeyvalq *headers, struct evbuffer *body,
@@ -141,6 +157,15 @@ void tg_up_req_resume(struct tg_up_req *r);
  * inside the request's callbacks; a no-op inside on_done.
  */
 void tg_up_req_cancel(struct tg_up_req *r);
+/**
+ * Tag r (borrowed) with the owner its connection counts against: owner
+ * (copied) names a caller, e.g. an API key. Call right after send, before
+ * the loop runs. Untagged requests (the default, or owner NULL) belong to
+ * the upstream's own user: they wait in the same FIFO but are never held
+ * back by the per-owner cap. Tags are kept, with their statistics, for the
+ * upstream's life: take them from a bounded set.
+ */
+void tg_up_req_set_owner(struct tg_up_req *r, const char *owner);
 /** "primary" or "fallback": which origin answered (valid from on_head). */
 const char *tg_up_req_origin(const struct tg_up_req *r);
 /**
@@ -167,13 +192,30 @@ struct tg_up_req *tg_upstream_fetch(struct tg_upstream *u, enum evhttp_cmd_type 
     tg_up_fetch_cb cb, void *arg);
 
 /* idle/busy/queued: now, both origins; the rest count since _new:
- * requests sent, retries, failovers to the fallback, and attempts that
- * failed before a connection was up (connect_errors). */
+ * requests sent, retries, failovers to the fallback, attempts that
+ * failed before a connection was up (connect_errors), and requests failed
+ * with TG_UP_BUSY (queue_timeouts). */
 struct tg_upstream_stats {
 	size_t idle, busy, queued;
-	unsigned long long requests, retries, failovers, connect_errors;
+	unsigned long long requests, retries, failovers, connect_errors, queue_timeouts;
 };
+/** st is filled (borrowed; u borrowed). */
 void tg_upstream_get_stats(const struct tg_upstream *u, struct tg_upstream_stats *st);
+
+/* One owner's share: connections held and requests queued now (both
+ * origins); since _new, requests that were next in line for their owner
+ * but passed over because it held its cap of connections (waits), and
+ * requests failed with TG_UP_BUSY (timeouts). */
+struct tg_upstream_owner_stats {
+	const char *owner;	/* borrowed; NULL: untagged requests */
+	size_t busy, queued;
+	unsigned long long waits, timeouts;
+};
+typedef void (*tg_upstream_owner_cb)(const struct tg_upstream_owner_stats *st, void *arg);
+/** cb once per owner seen since _new, untagged first (st borrowed for the
+ * call; u and arg borrowed). */
+void tg_upstream_foreach_owner(const struct tg_upstream *u, tg_upstream_owner_cb cb,
+    void *arg);
 const char *tg_up_error_str(enum tg_up_error err);
 
 #endif

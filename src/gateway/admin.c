@@ -1,7 +1,8 @@
 /*
  * admin.c - the admin listener: /healthz (the process answers), /readyz
  * (every service with credentials holds a vendor token, which proves the
- * vendor reachable and the credentials good), /metrics (Prometheus text),
+ * vendor reachable and the credentials good), /metrics (Prometheus text,
+ * with the pools' per-owner series),
  * and /webhooks… (admin_webhooks.c).
  */
 #include <stdio.h>
@@ -66,6 +67,8 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Sweeps whose every variant has ended.");
 	tg_metrics_help(m, "tidegate_sweep_submissions_total", "counter",
 	    "Submissions of sweep variants: accepted, rejected (4xx), failed (no verdict).");
+	tg_metrics_help(m, "tidegate_client_send_timeouts_total", "counter",
+	    "Clients reset because they took no byte of their answer for client_send_timeout.");
 }
 
 static void
@@ -159,6 +162,83 @@ render_gauges(struct gw *gw, struct evbuffer *out)
 		    (ts[i].expires_at_ms - now) / 1000 : 0));
 }
 
+/* The per-owner pool series: connections (busy and queued), waits, queue
+ * timeouts; struct owner_family says which one is being written. */
+static const char *const owner_series[] = { "tidegate_upstream_owner_connections",
+	"tidegate_upstream_owner_waits_total", "tidegate_upstream_owner_queue_timeouts_total" };
+
+struct owner_family {
+	struct evbuffer *out;
+	const char *service;
+	int which;
+};
+
+/* A label value: key names come from the configuration and may hold any
+ * character; the text format escapes backslash, quote and newline. */
+static void
+label_value(struct evbuffer *out, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			evbuffer_add_printf(out, "\\%c", *v);
+		else if (*v == '\n')
+			evbuffer_add(out, "\\n", 2);
+		else
+			evbuffer_add(out, v, 1);
+	}
+}
+
+static void
+on_owner(const struct tg_upstream_owner_stats *st, void *arg)
+{
+	struct owner_family *f = arg;
+	int k;
+
+	for (k = 0; k < (f->which == 0 ? 2 : 1); k++) {
+		evbuffer_add_printf(f->out, "%s{service=\"%s\",owner=\"", owner_series[f->which],
+		    f->service);
+		label_value(f->out, st->owner != NULL ? st->owner : "(gateway)");
+		if (f->which == 0)
+			evbuffer_add_printf(f->out, "\",state=\"%s\"} %zu\n", k ? "queued" : "busy",
+			    k ? st->queued : st->busy);
+		else
+			evbuffer_add_printf(f->out, "\"} %llu\n", f->which == 1 ? st->waits :
+			    st->timeouts);
+	}
+}
+
+/* The pools' queues: totals per service, then each owner's share (owner
+ * names are the configured keys plus the fixed buckets: bounded). */
+static void
+render_owners(struct gw *gw, struct evbuffer *out)
+{
+	static const char *const help[] = {
+		"Upstream connections held (busy) and requests queued, by owner: API key, "
+		"(caller tokens), (no key), or (gateway) for the gateway's own calls.",
+		"Requests passed over in the queue because their owner held pool.max_conns_per_key "
+		"connections.",
+		"Requests answered 503 UPSTREAM_BUSY after pool.queue_timeout, by owner." };
+	struct tg_upstream_stats us;
+	struct owner_family f = { out, NULL, 0 };
+	int i;
+
+	family(out, "tidegate_upstream_queue_timeouts_total", "counter",
+	    "Requests that waited pool.queue_timeout for a connection (answered 503).");
+	for (i = 0; i < 2; i++) {
+		tg_upstream_get_stats(gw->rt->svc[i].api, &us);
+		evbuffer_add_printf(out, "tidegate_upstream_queue_timeouts_total{service=\"%s\"} "
+		    "%llu\n", gw->rt->svc[i].name, us.queue_timeouts);
+	}
+	for (f.which = 0; f.which < 3; f.which++) {
+		family(out, owner_series[f.which], f.which == 0 ? "gauge" : "counter",
+		    help[f.which]);
+		for (i = 0; i < 2; i++) {
+			f.service = gw->rt->svc[i].name;
+			tg_upstream_foreach_owner(gw->rt->svc[i].api, on_owner, &f);
+		}
+	}
+}
+
 static void
 metrics(struct gw *gw, struct evhttp_request *req)
 {
@@ -167,6 +247,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	tg_metrics_render(gw->metrics, b);
 	render_gauges(gw, b);
 	render_clients(gw, b);
+	render_owners(gw, b);
 	gw_runs_metrics(gw, b);
 	gw_poll_metrics(gw, b);
 	gw_jobs_metrics(gw, b);

@@ -80,6 +80,9 @@ const struct tg_cfg_key gw_config_keys[] = {
 	KB("max_clients_per_ip", TG_CFG_INT, max_clients_per_ip, "0", 0, 1e6,
 	   "open client connections per listener from one address; 0: no limit (a sidecar's "
 	   "callers all come from 127.0.0.1)"),
+	KB("client_send_timeout", TG_CFG_DURATION, client_send_timeout, "60s", 0, 8.64e7,
+	   "reset a client that takes no byte of its answer for this long, and cancel the "
+	   "vendor request feeding it (0: never)"),
 	K("upstream", TG_CFG_STR, upstream, "remote",
 	  "remote, or embedded: run tidegate-emulator in this process"),
 	K("emulator_config", TG_CFG_STR, emulator_config, "emulator.yaml",
@@ -128,6 +131,11 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "connections per upstream origin (more requests queue)"),
 	KB("pool.max_idle", TG_CFG_INT, max_idle, "32", 0, 65536,
 	   "idle keep-alive connections kept per origin"),
+	KB("pool.max_conns_per_key", TG_CFG_INT, max_conns_per_key, "0", 0, 65536,
+	   "connections per origin one API key may hold (callers' own tokens share one "
+	   "allowance); 0: half of pool.max_conns"),
+	KB("pool.queue_timeout", TG_CFG_DURATION, queue_timeout, "10s", 10, 3.6e6,
+	   "a request waiting this long for a connection is answered 503 UPSTREAM_BUSY"),
 	K("tls.verify", TG_CFG_BOOL, tls_verify, "true",
 	  "verify upstream certificates and host names"),
 	K("tls.ca_file", TG_CFG_STR, tls_ca_file, NULL, "PEM CA bundle (default: system)"),
@@ -393,6 +401,11 @@ check(struct gw_config *c, struct tg_err *err)
 		return -1;
 	}
 	for (i = 0; i < (int)c->nkeys; i++) {
+		if (c->keys[i].name[0] == '(') {
+			tg_err_set(err, "%s: keys[%d].name: names starting with '(' are reserved "
+			    "(they tag callers without a key in metrics)", c->path, i);
+			return -1;
+		}
 		if (strlen(c->keys[i].sha256) != 64 ||
 		    strspn(c->keys[i].sha256, "0123456789abcdefABCDEF") != 64) {
 			tg_err_set(err, "%s: keys[%d].sha256: expected 64 hex digits (the SHA-256 "

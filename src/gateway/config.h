@@ -48,11 +48,12 @@ struct gw_config {
 	int64_t drain_timeout;
 	int64_t client_header_timeout, client_body_timeout, keepalive_timeout;
 	long long max_clients, max_clients_per_ip;
+	int64_t client_send_timeout;	/* 0: never */
 	char *upstream;		/* "embedded" or "remote" */
 	char *emulator_config;	/* relative to this file's directory */
 	struct gw_service_cfg dex, sim;
-	int64_t connect_timeout, read_timeout;
-	long long max_conns, max_idle;
+	int64_t connect_timeout, read_timeout, queue_timeout;
+	long long max_conns, max_idle, max_conns_per_key;
 	int tls_verify;
 	char *tls_ca_file;
 	struct gw_key_cfg *keys;

@@ -150,8 +150,20 @@ struct gw_runtime *gw_runtime_new(struct gw *gw, const struct gw_config *cfg,
     struct tg_err *err);
 
 /* proxy.c */
+/* Owner tags of callers without an API key (tg_up_req_set_owner): key
+ * names cannot start with '(' (config.c). The gateway's own calls (its
+ * vendor logins, shared polls, the tracker, webhook payload fetches, sweep
+ * submissions) go untagged. */
+#define GW_OWNER_CALLERS "(caller tokens)"	/* callers' own bearer tokens */
+#define GW_OWNER_NO_KEY "(no key)"		/* loopback mode without keys */
 void gw_on_request(struct evhttp_request *req, void *arg);
 void gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg);
+/** The owner tag r's upstream requests count against (borrowed from r's
+ * runtime): its API key's name, or one of the GW_OWNER_* buckets. */
+const char *gw_req_owner(const struct gw_req *r);
+/** Reply 503 UPSTREAM_BUSY with Retry-After to r (freed) whose upstream
+ * request u (borrowed, may be NULL) ended with TG_UP_BUSY. */
+void gw_req_reply_busy(struct gw_req *r, const struct tg_up_req *u);
 /** Authenticate the caller of r (borrowed): 0, or -1 after replying 401/403. */
 int gw_req_authenticate(struct gw_req *r);
 /** The front door's check (frontdoor.h) of a listener's heads with a body:
@@ -167,6 +179,20 @@ void gw_req_proxy(struct gw_req *r);
 void gw_req_validated(struct gw_req *r);
 /** Upstream path and query for r (malloc'd): route template, minus drop_query. */
 char *gw_upstream_uri(struct gw_req *r);
+
+/* flush.c */
+/**
+ * The reply of r (borrowed) is being handed to libevent: count it until it
+ * is written or its connection closes (drain waits for it), and reset a
+ * client that takes none of it for client_send_timeout. Sets r->flush.
+ */
+void gw_flush_start(struct gw_req *r);
+/** r ends: its reply's tracker (if any) takes over the connection's close
+ * callback, which is cleared otherwise. */
+void gw_flush_handover(struct gw_req *r);
+/** r's connection closed while r lived: its tracker ends; 1 when the
+ * tracker had reset the client for its send timeout. */
+int gw_flush_closed(struct gw_req *r);
 
 /* paths.c */
 /**

@@ -100,12 +100,17 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
 {
 	struct login *l = arg;
 	struct gw_req *r = l->r;
+	struct tg_up_req *u = r->up;	/* valid until this returns */
 	size_t len = body ? evbuffer_get_length(body) : 0;
 	char *buf = tg_xmalloc(len + 1);
 	int64_t until;
 
 	r->up = NULL;
 	r->upstream_status = status;
+	if (err == TG_UP_BUSY) {
+		gw_req_reply_busy(r, u);
+		goto done;
+	}
 	if (err != TG_UP_OK) {
 		gw_req_reply_error(r, err == TG_UP_TIMEOUT ? 504 : 502, "UPSTREAM_UNREACHABLE",
 		    "the vendor login endpoint could not be reached");
@@ -214,6 +219,7 @@ gw_login_handle(struct gw_req *r)
 	    r->svc->cfg->routes[r->m.route->op]);
 	r->up = tg_upstream_fetch(r->svc->auth, EVHTTP_REQ_POST, uri, login_headers(r, &h),
 	    evhttp_request_get_input_buffer(r->req), 64 * 1024, on_login_done, l);
+	tg_up_req_set_owner(r->up, gw_req_owner(r));
 	evhttp_clear_headers(&h);
 	free(uri);
 }

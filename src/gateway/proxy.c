@@ -3,11 +3,15 @@
  * caller authentication, vendor token, upstream exchange, and the reply
  * relayed to the client as it arrives (backpressure both ways: the vendor
  * connection is paused while the client's output buffer is above a high
- * mark). A vendor 401 on a gateway-held token invalidates it and replays
- * the request once. An export with a callbackUrl has its 200 held until
- * the webhook job is durable (callbacks.c). Called by the dex and sim
- * listeners; handlers for specific operations (logins) hand back to
- * gw_req_proxy().
+ * mark; a client that stalls for client_send_timeout is dropped by the
+ * reply's tracker, flush.c, and its vendor request cancelled). Requests
+ * are tagged with their caller (gw_req_owner) so that one API key cannot
+ * hold every vendor connection; one that waited the pool's queue timeout
+ * is answered 503 UPSTREAM_BUSY. A vendor 401 on a gateway-held token
+ * invalidates it and replays the request once. An export with a
+ * callbackUrl has its 200 held until the webhook job is durable
+ * (callbacks.c). Called by the dex and sim listeners; handlers for
+ * specific operations (logins) hand back to gw_req_proxy().
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,56 +40,6 @@ static const char *const hop_by_hop[] = {
 static void send_upstream(struct gw_req *r);
 
 /* ---- lifetime ---- */
-
-/*
- * A drain must not end the process while a reply still sits in a buffer.
- * Each reply handed to libevent is counted until it is written
- * (on_complete) or its connection closes; after finish() the connection's
- * close callback belongs to this tracker.
- */
-struct gw_flush {
-	struct gw *gw;
-	struct evhttp_connection *conn;
-};
-
-static void
-flush_done(struct gw_flush *f)
-{
-	struct gw *gw = f->gw;
-
-	gw->unflushed--;
-	free(f);
-	gw_maybe_exit(gw);
-}
-
-static void
-on_flushed(struct evhttp_request *req, void *arg)
-{
-	struct gw_flush *f = arg;
-
-	if (f->conn != NULL)
-		tg_frontdoor_set_closecb(f->conn, NULL, NULL);
-	flush_done(f);
-}
-
-static void
-on_flush_conn_close(struct evhttp_connection *conn, void *arg)
-{
-	flush_done(arg);
-}
-
-static void
-track_flush(struct gw_req *r)
-{
-	struct gw_flush *f = tg_xcalloc(1, sizeof(*f));
-
-	f->gw = r->gw;
-	f->conn = r->conn;
-	r->gw->unflushed++;
-	r->flush = f;
-	tg_frontdoor_set_on_complete(r->req, on_flushed, f);
-}
-
 
 /* service="dex",op="export": made once per service and operation, as every
  * request is counted under it. */
@@ -143,9 +97,7 @@ finish(struct gw_req *r)
 	access_log(r);
 	gw_poll_forget(r);
 	gw_validate_forget(r);
-	if (r->conn != NULL)
-		tg_frontdoor_set_closecb(r->conn, r->flush ? on_flush_conn_close : NULL,
-		    r->flush);
+	gw_flush_handover(r);	/* the reply's tracker (flush.c) owns the connection now */
 	if (r->up != NULL)
 		tg_up_req_cancel(r->up);
 	if (r->tw != NULL)
@@ -184,7 +136,7 @@ gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffe
 	if (r->req != NULL) {
 		r->bytes += b ? evbuffer_get_length(b) : 0;
 		add_common_headers(r);
-		track_flush(r);
+		gw_flush_start(r);
 		tg_reply_buf(r->req, status, ctype, b);
 		r->req = NULL;
 	}
@@ -202,6 +154,31 @@ gw_req_reply_json(struct gw_req *r, int status, yajl_gen g)
 	evbuffer_add(b, buf, len);
 	gw_req_reply_buf(r, status, "application/json", b);
 	evbuffer_free(b);
+}
+
+const char *
+gw_req_owner(const struct gw_req *r)
+{
+	if (r->auth == GW_AUTH_CALLER)
+		return GW_OWNER_CALLERS;
+	return r->key != NULL ? r->key->name : GW_OWNER_NO_KEY;
+}
+
+/* Retry-After: the queue just waited queue_timeout without a connection
+ * coming free, so sooner is unlikely to fare better. */
+void
+gw_req_reply_busy(struct gw_req *r, const struct tg_up_req *u)
+{
+	int64_t s = (r->rt->cfg.queue_timeout + 999) / 1000;
+	char ra[24], msg[320];
+
+	if (r->req != NULL) {
+		snprintf(ra, sizeof(ra), "%lld", (long long)(s > 0 ? s : 1));
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
+	}
+	snprintf(msg, sizeof(msg), "the %s vendor API is busy: %s", r->svc->name,
+	    u != NULL ? tg_up_req_detail(u) : "no connection came free");
+	gw_req_reply_error(r, 503, "UPSTREAM_BUSY", msg);
 }
 
 void
@@ -227,11 +204,8 @@ on_client_close(struct evhttp_connection *conn, void *arg)
 	r->conn = NULL;
 	r->req = NULL;
 	r->client_gone = 1;
-	if (r->flush != NULL) {		/* the reply will never be written */
-		flush_done(r->flush);
-		r->flush = NULL;
-	}
-	r->error = "client_closed";
+	/* the reply will never be written; flush.c may have dropped the client */
+	r->error = gw_flush_closed(r) ? "client_send_timeout" : "client_closed";
 	if (r->status == 0 || r->started)
 		r->status = r->started ? r->status : 499;
 	if (req != NULL && evhttp_request_get_connection(req) == NULL) {
@@ -245,13 +219,24 @@ on_client_close(struct evhttp_connection *conn, void *arg)
 
 /* ---- upstream exchange ---- */
 
-/* A truncated body must not look complete: reset rather than end the stream. */
+/*
+ * The relayed reply ends: r is finished first (its connection handed to
+ * the reply's tracker, flush.c), then the reply is ended, because evhttp
+ * may write the end, report the reply complete and free the connection
+ * all inside evhttp_send_reply_end (a body without chunked framing whose
+ * bytes already left). A truncated body must not look complete: abort
+ * resets the connection rather than ending the stream.
+ */
 static void
-abort_client(struct gw_req *r)
+end_reply(struct gw_req *r, int abort)
 {
-	tg_http_conn_reset(r->conn);
-	evhttp_send_reply_end(r->req);
+	struct evhttp_request *req = r->req;
+
+	if (abort)
+		tg_http_conn_reset(r->conn);
 	r->req = NULL;
+	finish(r);
+	evhttp_send_reply_end(req);
 }
 
 static int
@@ -335,7 +320,7 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 		return;		/* no body: replied in on_done */
 	if (status == 200 && wants_capture(r))
 		r->capture = evbuffer_new();
-	track_flush(r);
+	gw_flush_start(r);
 	evhttp_send_reply_start(r->req, status, tg_http_reason(status));
 	r->started = 1;
 }
@@ -437,15 +422,14 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 		r->capture = NULL;
 	}
 	if (err == TG_UP_OK && r->started) {
-		evhttp_send_reply_end(r->req);
-		r->req = NULL;
-		finish(r);
+		end_reply(r, 0);
 	} else if (err == TG_UP_OK) {
 		gw_req_reply_buf(r, r->status ? r->status : r->upstream_status, NULL, NULL);
 	} else if (r->started) {
 		r->error = tg_up_error_str(err);
-		abort_client(r);
-		finish(r);
+		end_reply(r, 1);
+	} else if (err == TG_UP_BUSY) {
+		gw_req_reply_busy(r, u);
 	} else {
 		status = error_status(err, &code);
 		snprintf(msg, sizeof(msg), "the %s vendor API could not be reached: %s",
@@ -502,6 +486,7 @@ send_upstream(struct gw_req *r)
 	u = tg_upstream_send(r->svc->api, evhttp_request_get_command(r->req), r->uri, NULL,
 	    r->body ? r->body : evhttp_request_get_input_buffer(r->req), &up_cbs, r);
 	copy_request_headers(r, tg_up_req_headers(u));	/* before the loop starts it */
+	tg_up_req_set_owner(u, gw_req_owner(r));
 	r->up = u;
 }
 

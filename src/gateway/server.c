@@ -83,7 +83,8 @@ service_init(struct gw *gw, struct gw_runtime *rt, int i, struct tg_err *err)
 	struct gw_service *s = &rt->svc[i];
 	const struct gw_config *c = &rt->cfg;
 	struct tg_upstream_opts o = { c->connect_timeout, c->read_timeout, (size_t)c->max_conns,
-		(size_t)c->max_idle, c->tls_verify, c->tls_ca_file };
+		(size_t)c->max_idle, c->tls_verify, c->tls_ca_file, (size_t)c->max_conns_per_key,
+		c->queue_timeout };
 	struct tg_token_opts to;
 	char *path;
 

@@ -235,6 +235,7 @@ on_case(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up
     void *arg)
 {
 	struct gw_req *r = arg;
+	struct tg_up_req *u = r->up;	/* the fetch: valid until this returns */
 	const char *id = r->sweep->req.base_case_id;
 	char msg[384];
 	yajl_val base;
@@ -242,7 +243,9 @@ on_case(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up
 	(void)h;
 	r->up = NULL;
 	r->upstream_status = status;
-	if (uerr != TG_UP_OK) {
+	if (uerr == TG_UP_BUSY) {
+		gw_req_reply_busy(r, u);
+	} else if (uerr != TG_UP_OK) {
 		snprintf(msg, sizeof(msg), "the base case could not be fetched: %s",
 		    tg_up_error_str(uerr));
 		gw_req_reply_error(r, 502, "UPSTREAM_ERROR", msg);
@@ -291,6 +294,7 @@ fetch_case(struct gw_req *r, const char *token)
 	}
 	r->up = tg_upstream_fetch(s->api, EVHTTP_REQ_GET, r->uri, &h, NULL, CASE_MAX_BODY,
 	    on_case, r);
+	tg_up_req_set_owner(r->up, gw_req_owner(r));
 	evhttp_clear_headers(&h);
 }
 

@@ -1,10 +1,12 @@
 /*
  * pool.c - the upstream object and its per-origin connection pools: URL
  * parsing, options, the idle list and busy set of evhttp connections, the
- * FIFO of requests waiting for a connection, and the "pump", one event per
- * upstream that starts queued requests and frees dead connections outside
- * of their own callbacks. Called by request.c and by the public API users
- * (proxy path, token cache, poll multiplexer).
+ * queue of requests waiting for a connection (one FIFO per owner tag,
+ * served oldest first among the owners under their cap), the queue
+ * deadline, and the "pump", one event per upstream that starts queued
+ * requests and frees dead connections outside of their own callbacks.
+ * Called by request.c and by the public API users (proxy path, token
+ * cache, poll multiplexer).
  *
  * Connections are never reconnected by libevent: once closed, for any
  * reason, a connection is discarded and replaced (bufferevent_openssl keeps
@@ -20,6 +22,7 @@
 
 #include <event2/bufferevent_ssl.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/log.h"
 #include "up.h"
 
@@ -27,6 +30,7 @@
 #define UP_READ_TIMEOUT_MS	30000
 #define UP_MAX_CONNS		32
 #define UP_MAX_HEADERS		(64 * 1024)
+#define UP_QUEUE_TIMEOUT_MS	10000
 /* libevent's own connect timeout, a backstop behind ours (see conn_new). */
 #define UP_BACKSTOP_MS		1000
 
@@ -54,17 +58,65 @@ up_pump_kick(struct tg_upstream *u)
 	event_active(u->pump, EV_TIMEOUT, 0);
 }
 
+/* The queue deadline follows the oldest waiting request (the aging list is
+ * in enqueue order, and every request gets the same timeout). */
+static void
+deadline_arm(struct tg_upstream *u)
+{
+	struct tg_up_req *r = TAILQ_FIRST(&u->aging);
+	int64_t ms;
+	struct timeval tv;
+
+	if (r == NULL || u->opts.queue_timeout_ms < 0) {
+		evtimer_del(u->deadline);
+		return;
+	}
+	ms = r->queued_at + u->opts.queue_timeout_ms - tg_clock_mono_ms();
+	ms_to_tv(ms > 0 ? ms : 0, &tv);
+	evtimer_add(u->deadline, &tv);
+}
+
+static void
+on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct tg_upstream *u = arg;
+	struct tg_up_req *r;
+	int64_t now = tg_clock_mono_ms();
+
+	/* on_done may cancel or queue requests: the head is read afresh. */
+	while ((r = TAILQ_FIRST(&u->aging)) != NULL && u->opts.queue_timeout_ms >= 0 &&
+	    now - r->queued_at >= u->opts.queue_timeout_ms)
+		up_req_expire(r);
+	deadline_arm(u);
+}
+
+int
+up_owner_capped(const struct tg_up_req *r, const struct up_origin *o)
+{
+	return r->w->name != NULL && r->w->busy[o->index] >= o->u->opts.max_conns_per_owner;
+}
+
 void
 up_enqueue(struct up_origin *o, struct tg_up_req *r, int head)
 {
+	struct tg_upstream *u = o->u;
+	struct up_owner *w = r->w;
+
 	r->o = o;
+	if (r->seq == 0)
+		r->seq = ++u->seq;
 	if (head)
-		TAILQ_INSERT_HEAD(&o->queue, r, qentry);
+		TAILQ_INSERT_HEAD(&w->queue[o->index], r, qentry);
 	else
-		TAILQ_INSERT_TAIL(&o->queue, r, qentry);
+		TAILQ_INSERT_TAIL(&w->queue[o->index], r, qentry);
+	r->queued_at = tg_clock_mono_ms();
+	TAILQ_INSERT_TAIL(&u->aging, r, aentry);
 	r->queued = 1;
+	w->nqueued[o->index]++;
 	o->nqueued++;
-	up_pump_kick(o->u);
+	if (!evtimer_pending(u->deadline, NULL))
+		deadline_arm(u);
+	up_pump_kick(u);
 }
 
 void
@@ -72,9 +124,33 @@ up_dequeue(struct tg_up_req *r)
 {
 	if (!r->queued)
 		return;
-	TAILQ_REMOVE(&r->o->queue, r, qentry);
+	TAILQ_REMOVE(&r->w->queue[r->o->index], r, qentry);
+	TAILQ_REMOVE(&r->u->aging, r, aentry);
+	r->w->nqueued[r->o->index]--;
 	r->o->nqueued--;
 	r->queued = 0;
+}
+
+void
+up_req_bind(struct tg_up_req *r, struct up_conn *c)
+{
+	r->c = c;
+	c->r = r;
+	r->w->busy[c->o->index]++;
+}
+
+struct up_conn *
+up_req_unbind(struct tg_up_req *r)
+{
+	struct up_conn *c = r->c;
+
+	if (c == NULL)
+		return NULL;
+	r->w->busy[c->o->index]--;
+	r->c = NULL;
+	if (c->r == r)
+		c->r = NULL;
+	return c;
 }
 
 /*
@@ -299,13 +375,36 @@ pick(struct up_origin *o, int fresh, struct up_conn **cp)
 	return 1;
 }
 
+/* The request to start next on o: the oldest at the head of an owner's
+ * queue whose owner is under its cap; NULL when none may start. A head
+ * passed over because of its owner's cap is counted as a wait, once. */
+static struct tg_up_req *
+next_eligible(struct up_origin *o)
+{
+	struct tg_up_req *best = NULL, *r;
+	struct up_owner *w;
+
+	TAILQ_FOREACH(w, &o->u->owners, entry) {
+		if ((r = TAILQ_FIRST(&w->queue[o->index])) == NULL)
+			continue;
+		if (up_owner_capped(r, o)) {
+			if (!r->capped)
+				w->waits++;
+			r->capped = 1;
+		} else if (best == NULL || r->seq < best->seq) {
+			best = r;
+		}
+	}
+	return best;
+}
+
 static void
 dispatch(struct up_origin *o)
 {
 	struct tg_up_req *r;
 	struct up_conn *c;
 
-	while ((r = TAILQ_FIRST(&o->queue)) != NULL) {
+	while ((r = next_eligible(o)) != NULL) {
 		if (!pick(o, r->fresh, &c))
 			break;
 		up_dequeue(r);
@@ -387,6 +486,7 @@ origin_init(struct tg_upstream *u, int i, const char *url, struct tg_err *err)
 	int rc;
 
 	o->name = i == 0 ? "primary" : "fallback";
+	o->index = i;
 	if ((uri = evhttp_uri_parse(url)) == NULL) {
 		tg_err_set(err, "%s URL '%s' does not parse", o->name, url);
 		return -1;
@@ -417,8 +517,55 @@ opts_init(struct tg_upstream *u, const struct tg_upstream_opts *opts)
 		o->max_conns = UP_MAX_CONNS;
 	if (o->max_idle == 0 || o->max_idle > o->max_conns)
 		o->max_idle = o->max_conns;
+	if (o->max_conns_per_owner == 0)
+		o->max_conns_per_owner = o->max_conns > 1 ? o->max_conns / 2 : 1;
+	if (o->max_conns_per_owner > o->max_conns)
+		o->max_conns_per_owner = o->max_conns;
+	if (o->queue_timeout_ms == 0)
+		o->queue_timeout_ms = UP_QUEUE_TIMEOUT_MS;
 	u->ca_file = o->ca_file ? tg_xstrdup(o->ca_file) : NULL;
 	o->ca_file = u->ca_file;
+}
+
+static struct up_owner *
+owner_new(struct tg_upstream *u, const char *name)
+{
+	struct up_owner *w = tg_xcalloc(1, sizeof(*w));
+
+	w->name = name != NULL ? tg_xstrdup(name) : NULL;
+	TAILQ_INIT(&w->queue[0]);
+	TAILQ_INIT(&w->queue[1]);
+	TAILQ_INSERT_TAIL(&u->owners, w, entry);
+	return w;
+}
+
+/* Owners are few (the tags come from a bounded set): a list will do. */
+static struct up_owner *
+owner_get(struct tg_upstream *u, const char *name)
+{
+	struct up_owner *w;
+
+	if (name == NULL)
+		return u->untagged;
+	TAILQ_FOREACH(w, &u->owners, entry)
+		if (w->name != NULL && strcmp(w->name, name) == 0)
+			return w;
+	return owner_new(u, name);
+}
+
+void
+tg_up_req_set_owner(struct tg_up_req *r, const char *owner)
+{
+	struct up_origin *o = r->o;
+	int queued = r->queued;
+
+	if (r->c != NULL || r->done || r->cancelled)
+		return;		/* started already: too late to count it */
+	if (queued)
+		up_dequeue(r);
+	r->w = owner_get(r->u, owner);
+	if (queued)
+		up_enqueue(o, r, 0);
 }
 
 struct tg_upstream *
@@ -432,14 +579,17 @@ tg_upstream_new(struct event_base *base, struct evdns_base *dns, const char *url
 	u->dns = dns;
 	TAILQ_INIT(&u->dead);
 	TAILQ_INIT(&u->live);
+	TAILQ_INIT(&u->owners);
+	TAILQ_INIT(&u->aging);
 	for (i = 0; i < 2; i++) {
 		u->origin[i].u = u;
 		TAILQ_INIT(&u->origin[i].idle);
 		TAILQ_INIT(&u->origin[i].busy);
-		TAILQ_INIT(&u->origin[i].queue);
 	}
+	u->untagged = owner_new(u, NULL);
 	opts_init(u, opts);
 	u->pump = event_new(base, -1, 0, on_pump, u);
+	u->deadline = evtimer_new(base, on_deadline, u);
 	if (origin_init(u, 0, url, err) != 0)
 		goto fail;
 	u->norigins = 1;
@@ -482,6 +632,7 @@ void
 tg_upstream_free(struct tg_upstream *u)
 {
 	struct tg_up_req *r;
+	struct up_owner *w;
 	struct up_conn *c;
 	int i;
 
@@ -497,6 +648,13 @@ tg_upstream_free(struct tg_upstream *u)
 	}
 	if (u->pump != NULL)
 		event_free(u->pump);
+	if (u->deadline != NULL)
+		event_free(u->deadline);
+	while ((w = TAILQ_FIRST(&u->owners)) != NULL) {
+		TAILQ_REMOVE(&u->owners, w, entry);
+		free(w->name);
+		free(w);
+	}
 	SSL_CTX_free(u->ssl_ctx);
 	free(u->ca_file);
 	free(u);
@@ -537,4 +695,21 @@ tg_upstream_get_stats(const struct tg_upstream *u, struct tg_upstream_stats *st)
 	st->retries = u->retries;
 	st->failovers = u->failovers;
 	st->connect_errors = u->connect_errors;
+	st->queue_timeouts = u->queue_timeouts;
+}
+
+void
+tg_upstream_foreach_owner(const struct tg_upstream *u, tg_upstream_owner_cb cb, void *arg)
+{
+	struct tg_upstream_owner_stats st;
+	const struct up_owner *w;
+
+	TAILQ_FOREACH(w, &u->owners, entry) {
+		st.owner = w->name;
+		st.busy = w->busy[0] + w->busy[1];
+		st.queued = w->nqueued[0] + w->nqueued[1];
+		st.waits = w->waits;
+		st.timeouts = w->timeouts;
+		cb(&st, arg);
+	}
 }

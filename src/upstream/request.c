@@ -2,8 +2,9 @@
  * request.c - one upstream request from tg_upstream_send to on_done: the
  * evhttp request built for each attempt, libevent's callbacks mapped to
  * on_head / on_body / on_done, the outcome of a failed attempt (failover,
- * one retry, or the error), and pause / resume / cancel. Called by the
- * pool's pump (up_req_start) and by the users of upstream.h.
+ * one retry, or the error), the queue deadline's TG_UP_BUSY, and pause /
+ * resume / cancel. Called by the pool's pump (up_req_start) and by the
+ * users of upstream.h.
  *
  * libevent reports failures three ways: a done callback with response code
  * 0 (connect failed or timed out, no error callback), an error callback
@@ -23,6 +24,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/util.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/log.h"
 #include "up.h"
 
@@ -200,7 +202,7 @@ failure(struct tg_up_req *r, struct up_conn *c)
 	int established = c->established, sent = c->sent;
 
 	describe(r, c, err);
-	r->c = NULL;
+	up_req_unbind(r);
 	up_conn_kill(c);
 	if (!established)
 		r->u->connect_errors++;
@@ -223,7 +225,7 @@ reusable(const struct tg_up_req *r)
 static void
 success(struct tg_up_req *r, struct up_conn *c)
 {
-	r->c = NULL;
+	up_req_unbind(r);
 	up_conn_release(c, reusable(r));
 	r->finished = 1;
 	hold(r);
@@ -358,8 +360,7 @@ up_req_start(struct tg_up_req *r, struct up_conn *c)
 	char *uri = uri_for(r);
 	int rc;
 
-	r->c = c;
-	c->r = r;
+	up_req_bind(r, c);
 	c->sent = 0;
 	c->has_lerr = 0;
 	/* Callbacks may run (and finish r) before this returns: r and c are
@@ -385,6 +386,33 @@ void
 up_req_connect_timeout(struct up_conn *c)
 {
 	failure(c->r, c);
+}
+
+void
+up_req_expire(struct tg_up_req *r)
+{
+	struct tg_upstream *u = r->u;
+	struct up_origin *o = r->o;
+	int64_t waited = tg_clock_mono_ms() - r->queued_at;
+	char path[128];
+
+	/* An owner whose cap is the whole pool is held back by the pool. */
+	if (up_owner_capped(r, o) && r->w->busy[o->index] < u->opts.max_conns)
+		snprintf(r->detail, sizeof(r->detail), "its caller holds %zu of the %zu "
+		    "connections, the most one caller may hold, and none came free within %lld ms",
+		    r->w->busy[o->index], u->opts.max_conns, (long long)waited);
+	else
+		snprintf(r->detail, sizeof(r->detail), "all %zu connections are busy and none "
+		    "came free within %lld ms", u->opts.max_conns, (long long)waited);
+	up_dequeue(r);
+	r->w->timeouts++;
+	u->queue_timeouts++;
+	log_path(r, path, sizeof(path));
+	tg_log(TG_LOG_WARN, "upstream_busy", TG_LS("origin", o->name), TG_LS("path", path),
+	    TG_LS("owner", r->w->name), TG_LS("reason", r->detail));
+	hold(r);
+	complete(r, TG_UP_BUSY);
+	release(r);
 }
 
 struct evkeyvalq *
@@ -439,6 +467,7 @@ tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method, const char 
 	r->arg = arg;
 	r->in = evbuffer_new();
 	r->o = &u->origin[0];
+	r->w = u->untagged;
 	TAILQ_INSERT_TAIL(&u->live, r, lentry);
 	u->requests++;
 	/* Started by the pump: no callback runs before send returns. */
@@ -467,14 +496,11 @@ tg_upstream_send_file(struct tg_upstream *u, enum evhttp_cmd_type method, const 
 void
 up_req_free(struct tg_up_req *r)
 {
-	struct up_conn *c = r->c;
+	struct up_conn *c;
 
 	up_dequeue(r);
-	if (c != NULL) {
-		r->c = NULL;
-		c->r = NULL;
+	if ((c = up_req_unbind(r)) != NULL)
 		up_conn_kill(c);
-	}
 	TAILQ_REMOVE(&r->u->live, r, lentry);
 	free(r->uri);
 	evhttp_clear_headers(&r->headers);
@@ -523,12 +549,10 @@ tg_up_req_cancel(struct tg_up_req *r)
 		return;
 	r->cancelled = 1;
 	up_dequeue(r);
-	if ((c = r->c) != NULL) {
-		/* Never reused with a half-read response. */
-		r->c = NULL;
-		c->r = NULL;
+	/* Never reused with a half-read response: closed, and its slot (and
+	 * the owner's) goes to the next request in the queue. */
+	if ((c = up_req_unbind(r)) != NULL)
 		up_conn_kill(c);
-	}
 	if (r->kick != NULL)
 		event_del(r->kick);
 	if (r->depth == 0)
@@ -558,6 +582,7 @@ tg_up_error_str(enum tg_up_error err)
 	case TG_UP_PROTOCOL: return "protocol";
 	case TG_UP_TOO_LARGE: return "too_large";
 	case TG_UP_BAD_TARGET: return "bad_target";
+	case TG_UP_BUSY: return "busy";
 	}
 	return "unknown";
 }

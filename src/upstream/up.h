@@ -10,6 +10,12 @@
  * live list from tg_upstream_send until it is freed, which happens when no
  * callback of it is on the stack any more (depth == 0) after on_done or a
  * cancel.
+ *
+ * Queueing: a waiting request sits in its owner's queue for its origin
+ * (struct up_owner, one per tag seen, kept for the upstream's life) and in
+ * the upstream's aging list (oldest first, for the queue deadline). An
+ * owner counts the connections its requests hold: r->c is set and cleared
+ * only through up_req_bind / up_req_unbind.
  */
 #ifndef TG_UPSTREAM_UP_H
 #define TG_UPSTREAM_UP_H
@@ -29,6 +35,21 @@
 enum up_conn_state { UP_CONN_IDLE, UP_CONN_BUSY, UP_CONN_DEAD };
 
 struct up_origin;
+
+TAILQ_HEAD(up_reqq, tg_up_req);
+
+/* The requests of one owner tag (name NULL: untagged, never capped). */
+struct up_owner {
+	TAILQ_ENTRY(up_owner) entry;	/* upstream's owners, untagged first */
+	char *name;
+	size_t busy[2];			/* connections held, by origin index */
+	size_t nqueued[2];
+	struct up_reqq queue[2];	/* waiting for origin i, in order */
+	unsigned long long waits;	/* requests passed over for the cap */
+	unsigned long long timeouts;	/* requests failed with TG_UP_BUSY */
+};
+
+TAILQ_HEAD(up_ownerq, up_owner);
 
 struct up_conn {
 	TAILQ_ENTRY(up_conn) entry;	/* origin idle/busy list or upstream dead list */
@@ -51,11 +72,11 @@ struct up_conn {
 };
 
 TAILQ_HEAD(up_connq, up_conn);
-TAILQ_HEAD(up_reqq, tg_up_req);
 
 struct up_origin {
 	struct tg_upstream *u;
 	const char *name;		/* "primary" or "fallback" */
+	int index;			/* 0 or 1: in u->origin and owner arrays */
 	char *host;			/* the URL's: IPv6 without brackets */
 	char *connect;			/* address to connect to instead of host, or NULL */
 	char *hosthdr;			/* Host header: host[:port] */
@@ -65,8 +86,7 @@ struct up_origin {
 	int is_ip;			/* literal address: no SNI, IP SAN check */
 	struct up_connq idle, busy;
 	size_t nidle, nbusy;
-	struct up_reqq queue;
-	size_t nqueued;
+	size_t nqueued;			/* in the owners' queues of this origin */
 };
 
 struct tg_upstream {
@@ -79,14 +99,23 @@ struct tg_upstream {
 	SSL_CTX *ssl_ctx;		/* NULL when no origin is https */
 	struct up_connq dead;
 	struct up_reqq live;
+	struct up_ownerq owners;
+	struct up_owner *untagged;	/* first of owners */
+	struct up_reqq aging;		/* queued requests, oldest first */
 	struct event *pump;
-	unsigned long long requests, retries, failovers, connect_errors;
+	struct event *deadline;		/* the oldest queued request's queue timeout */
+	unsigned long long seq;		/* order of first enqueue */
+	unsigned long long requests, retries, failovers, connect_errors, queue_timeouts;
 };
 
 struct tg_up_req {
-	TAILQ_ENTRY(tg_up_req) qentry;	/* origin queue while waiting */
+	TAILQ_ENTRY(tg_up_req) qentry;	/* owner's queue while waiting */
+	TAILQ_ENTRY(tg_up_req) aentry;	/* upstream aging list while waiting */
 	TAILQ_ENTRY(tg_up_req) lentry;	/* upstream live list */
 	struct tg_upstream *u;
+	struct up_owner *w;		/* whose connections it counts against */
+	unsigned long long seq;		/* FIFO position across owners */
+	int64_t queued_at;		/* monotonic ms of the last enqueue */
 	struct up_origin *o;		/* origin of the current attempt */
 	struct up_conn *c;		/* connection of the current attempt */
 	enum evhttp_cmd_type method;
@@ -107,14 +136,22 @@ struct tg_up_req {
 	int queued, fresh, retried, failed_over;
 	int got_bytes, head, paused, finished, cancelled, done;
 	int refused;			/* never sent: TG_UP_BAD_TARGET from the loop */
+	int capped;			/* passed over for its owner's cap (counted) */
 	char detail[200];		/* why it failed, for logs */
 };
 
 /* ---- pool.c ---- */
 void up_pump_kick(struct tg_upstream *u);
-/** Queue r on o (at the head for retries and failovers, which waited longest). */
+/** Queue r on o (at the head of its owner's queue for retries and
+ * failovers, which keep their place in the FIFO: they waited longest). */
 void up_enqueue(struct up_origin *o, struct tg_up_req *r, int head);
 void up_dequeue(struct tg_up_req *r);
+/** r holds c now: counted against r's owner. */
+void up_req_bind(struct tg_up_req *r, struct up_conn *c);
+/** r lets go of its connection (if any), which is returned: c->r cleared. */
+struct up_conn *up_req_unbind(struct tg_up_req *r);
+/** Whether r's owner holds its cap of o's connections. */
+int up_owner_capped(const struct tg_up_req *r, const struct up_origin *o);
 /** Close c for good: off its list, reads/writes off, freed later by the pump. */
 void up_conn_kill(struct up_conn *c);
 /** The request on c finished cleanly; keep c idle if it can carry another. */
@@ -129,6 +166,8 @@ void up_req_fail_start(struct tg_up_req *r);
 void up_req_connect_timeout(struct up_conn *c);
 /** Free r now (no callbacks): upstream teardown. */
 void up_req_free(struct tg_up_req *r);
+/** r waited its queue timeout: off the queue, on_done with TG_UP_BUSY. */
+void up_req_expire(struct tg_up_req *r);
 
 /* ---- tls.c ---- */
 SSL_CTX *up_tls_ctx_new(const struct tg_upstream_opts *opts, struct tg_err *err);

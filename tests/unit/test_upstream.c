@@ -7,7 +7,10 @@
  * and TLS verification (good chain, wrong host, unknown CA) with throwaway
  * certificates made by the openssl CLI in a temporary directory; file
  * bodies (tg_upstream_send_file) and the connect-address override;
- * targets with CTLs or spaces refused before anything is sent.
+ * targets with CTLs or spaces refused before anything is sent; owner
+ * tags (the per-owner cap, FIFO among the owners under it, untagged
+ * requests never capped), the queue deadline (TG_UP_BUSY, nothing sent)
+ * and a cancel giving the connection and the owner's slot back.
  */
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -65,6 +68,7 @@ static struct {
 	int cur, max_cur;		/* /slow requests in progress */
 	int order[16], norder;
 	int drop_hits, drop_post_hits;
+	int ok_hits, hang_hits;
 	struct stream st;
 } T;
 
@@ -222,8 +226,10 @@ on_server(struct evhttp_request *req, void *arg)
 	const char *path = tg_http_path(req), *host = tg_http_header(req, "Host");
 	char len[32];
 
-	if (strcmp(path, "/ok") == 0)
+	if (strcmp(path, "/ok") == 0) {
+		T.ok_hits++;
 		reply_text(req, 200, host ? host : "-");
+	}
 	else if (strcmp(path, "/len") == 0) {
 		snprintf(len, sizeof(len), "%zu",
 		    evbuffer_get_length(evhttp_request_get_input_buffer(req)));
@@ -234,7 +240,7 @@ on_server(struct evhttp_request *req, void *arg)
 		h_drop(req, evhttp_request_get_command(req) == EVHTTP_REQ_POST ?
 		    &T.drop_post_hits : &T.drop_hits);
 	else if (strcmp(path, "/hang") == 0)
-		;	/* never answered; freed with the server */
+		T.hang_hits++;	/* never answered; freed with the server */
 	else if (strcmp(path, "/big") == 0)
 		h_big(req);
 	else if (strcmp(path, "/sized") == 0 || strcmp(path, "/chunked") == 0)
@@ -867,6 +873,250 @@ test_cancel_queued(void **state)
 	free(url);
 }
 
+/* ---- owners and the queue deadline ---- */
+
+struct owners {
+	struct tg_upstream_owner_stats st[4];
+	char name[4][16];
+	int n;
+};
+
+static void
+on_owner(const struct tg_upstream_owner_stats *st, void *arg)
+{
+	struct owners *w = arg;
+
+	if (w->n >= 4)
+		return;
+	w->st[w->n] = *st;
+	snprintf(w->name[w->n], sizeof(w->name[0]), "%s", st->owner ? st->owner : "-");
+	w->n++;
+}
+
+/* The stats of owner name ("-": untagged); fails the test when absent. */
+static struct tg_upstream_owner_stats
+owner_stats(struct tg_upstream *u, const char *name)
+{
+	struct owners w;
+	int i;
+
+	memset(&w, 0, sizeof(w));
+	tg_upstream_foreach_owner(u, on_owner, &w);
+	for (i = 0; i < w.n; i++)
+		if (strcmp(w.name[i], name) == 0)
+			return w.st[i];
+	fail_msg("no owner %s", name);
+	return w.st[0];
+}
+
+static struct tg_up_req *
+call_owned(struct tg_upstream *u, struct call *c, const char *uri, const char *owner)
+{
+	struct tg_up_req *r = call_send(u, c, EVHTTP_REQ_GET, uri, NULL);
+
+	tg_up_req_set_owner(r, owner);
+	return r;
+}
+
+/*
+ * max_conns 2, one per owner: a0 a1 b0 b1 queued in that order. Plain FIFO
+ * would start a0 and a1; with the cap a1 waits for a0 and b0 goes first,
+ * then a1 and b1. Each owner's second request was passed over once.
+ */
+static void
+test_owner_cap_fifo(void **state)
+{
+	struct tg_upstream_opts o = { .max_conns = 2, .max_conns_per_owner = 1,
+		.tls_verify = 1 };
+	static const char *const own[4] = { "a", "a", "b", "b" };
+	struct tg_upstream_owner_stats a, b;
+	struct tg_upstream *u;
+	struct call c[4];
+	char *url, uri[32];
+	int i;
+
+	server_start(NULL);
+	url = url_of("http", T.port);
+	u = up_new(url, NULL, &o);
+	for (i = 0; i < 4; i++) {
+		snprintf(uri, sizeof(uri), "/slow?i=%d", i);
+		call_owned(u, &c[i], uri, own[i]);
+	}
+	run_for(20);
+	a = owner_stats(u, "a");
+	b = owner_stats(u, "b");
+	assert_int_equal(a.busy, 1);
+	assert_int_equal(a.queued, 1);
+	assert_int_equal(b.busy, 1);
+	assert_int_equal(b.queued, 1);
+	for (i = 0; i < 4; i++)
+		run_until(&c[i].done, 3000);
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(c[i].err, TG_UP_OK);
+		call_done(&c[i]);
+	}
+	assert_int_equal(T.norder, 4);
+	assert_int_equal(T.order[0] + T.order[1], 0 + 2);	/* a0 and b0 first */
+	assert_int_equal(T.order[2] + T.order[3], 1 + 3);
+	assert_int_equal(T.max_cur, 2);
+	a = owner_stats(u, "a");
+	assert_int_equal(a.busy, 0);
+	assert_int_equal(a.waits, 1);
+	assert_int_equal(owner_stats(u, "b").waits, 1);
+	assert_int_equal(owner_stats(u, "-").waits, 0);
+	free(url);
+	tg_upstream_free(u);
+}
+
+/* An owner at its cap does not hold back untagged requests (the caller's
+ * own calls) or other owners, even when they come later. */
+static void
+test_owner_cap_others_pass(void **state)
+{
+	struct tg_upstream_opts o = { .max_conns = 4, .max_conns_per_owner = 2,
+		.tls_verify = 1 };
+	struct tg_upstream_stats st;
+	struct tg_upstream *u;
+	struct call hang[4], mine, other;
+	char *url;
+	int i;
+
+	server_start(NULL);
+	url = url_of("http", T.port);
+	u = up_new(url, NULL, &o);
+	for (i = 0; i < 4; i++)
+		call_owned(u, &hang[i], "/hang", "greedy");
+	run_for(50);
+	assert_int_equal(T.hang_hits, 2);	/* its cap: two of the four */
+	call_send(u, &mine, EVHTTP_REQ_GET, "/ok", NULL);
+	run_until(&mine.done, 3000);
+	assert_int_equal(mine.err, TG_UP_OK);
+	call_owned(u, &other, "/ok", "other");
+	run_until(&other.done, 3000);
+	assert_int_equal(other.err, TG_UP_OK);
+	assert_int_equal(T.ok_hits, 2);
+	tg_upstream_get_stats(u, &st);
+	assert_int_equal(st.queued, 2);
+	assert_int_equal(owner_stats(u, "greedy").busy, 2);
+	assert_int_equal(owner_stats(u, "greedy").queued, 2);
+	assert_true(owner_stats(u, "greedy").waits >= 1);
+	tg_upstream_free(u);	/* the hanging ones go without callbacks */
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(hang[i].dones, 0);
+		call_done(&hang[i]);
+	}
+	call_done(&mine);
+	call_done(&other);
+	free(url);
+}
+
+/* Every connection busy: a queued request fails with TG_UP_BUSY after the
+ * queue timeout, and nothing of it reaches the server. */
+static void
+test_queue_deadline(void **state)
+{
+	struct tg_upstream_opts o = { .max_conns = 1, .queue_timeout_ms = 150, .tls_verify = 1 };
+	struct tg_upstream_stats st;
+	struct tg_upstream *u;
+	struct call h, q;
+	int64_t t0;
+	char *url;
+
+	server_start(NULL);
+	url = url_of("http", T.port);
+	u = up_new(url, NULL, &o);
+	call_send(u, &h, EVHTTP_REQ_GET, "/hang", NULL);
+	run_for(20);
+	t0 = now_ms();
+	call_send(u, &q, EVHTTP_REQ_GET, "/ok", NULL);
+	run_until(&q.done, 3000);
+	assert_int_equal(q.err, TG_UP_BUSY);
+	assert_true(now_ms() - t0 >= 140);
+	assert_true(now_ms() - t0 < 1000);
+	assert_int_equal(q.heads, 0);
+	assert_non_null(strstr(q.detail, "all 1 connections are busy"));
+	assert_int_equal(T.ok_hits, 0);
+	assert_int_equal(T.conns, 1);
+	tg_upstream_get_stats(u, &st);
+	assert_int_equal(st.queue_timeouts, 1);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.busy, 1);
+	assert_int_equal(owner_stats(u, "-").timeouts, 1);
+	assert_string_equal(tg_up_error_str(TG_UP_BUSY), "busy");
+	assert_int_equal(h.dones, 0);	/* the one in flight is untouched */
+	tg_upstream_free(u);
+	call_done(&h);
+	call_done(&q);
+	free(url);
+}
+
+/* The deadline of an owner held back by its own cap, while the pool has a
+ * free connection: the detail says so. */
+static void
+test_queue_deadline_owner(void **state)
+{
+	struct tg_upstream_opts o = { .max_conns = 2, .max_conns_per_owner = 1,
+		.queue_timeout_ms = 100, .tls_verify = 1 };
+	struct tg_upstream *u;
+	struct call h, q;
+	char *url;
+
+	server_start(NULL);
+	url = url_of("http", T.port);
+	u = up_new(url, NULL, &o);
+	call_owned(u, &h, "/hang", "k");
+	call_owned(u, &q, "/ok", "k");
+	run_until(&q.done, 3000);
+	assert_int_equal(q.err, TG_UP_BUSY);
+	assert_non_null(strstr(q.detail, "holds 1 of the 2 connections"));
+	assert_int_equal(T.ok_hits, 0);
+	assert_int_equal(owner_stats(u, "k").timeouts, 1);
+	assert_int_equal(owner_stats(u, "k").waits, 1);
+	tg_upstream_free(u);
+	call_done(&h);
+	call_done(&q);
+	free(url);
+}
+
+/* Cancelling a request in flight closes its connection and gives its
+ * owner's slot back: the owner's next request is served at once, on a new
+ * connection (the old one is never reused half-read). */
+static void
+test_cancel_releases(void **state)
+{
+	struct tg_upstream_opts o = { .max_conns = 2, .max_conns_per_owner = 1,
+		.tls_verify = 1 };
+	struct tg_upstream_stats st;
+	struct tg_upstream *u;
+	struct tg_up_req *r;
+	struct call h, q;
+	char *url;
+
+	server_start(NULL);
+	url = url_of("http", T.port);
+	u = up_new(url, NULL, &o);
+	r = call_owned(u, &h, "/hang", "k");
+	call_owned(u, &q, "/ok", "k");
+	run_for(50);
+	assert_int_equal(T.hang_hits, 1);
+	assert_int_equal(owner_stats(u, "k").queued, 1);
+	assert_int_equal(q.done, 0);
+	tg_up_req_cancel(r);
+	run_until(&q.done, 3000);
+	assert_int_equal(q.err, TG_UP_OK);
+	assert_int_equal(T.ok_hits, 1);
+	assert_int_equal(T.conns, 2);
+	assert_int_equal(h.dones, 0);
+	tg_upstream_get_stats(u, &st);
+	assert_int_equal(st.busy, 0);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(owner_stats(u, "k").busy, 0);
+	call_done(&h);
+	call_done(&q);
+	free(url);
+	tg_upstream_free(u);
+}
+
 /* ---- fetch ---- */
 
 struct fres {
@@ -1268,6 +1518,11 @@ main(void)
 		T_(test_stream_backpressure),
 		T_(test_cancel_mid_stream),
 		T_(test_cancel_queued),
+		T_(test_owner_cap_fifo),
+		T_(test_owner_cap_others_pass),
+		T_(test_queue_deadline),
+		T_(test_queue_deadline_owner),
+		T_(test_cancel_releases),
 		T_(test_fetch_max_body),
 		T_(test_body_by_reference),
 		T_(test_send_file),
