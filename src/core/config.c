@@ -174,6 +174,26 @@ record_pos(struct ctx *c, const char *key, size_t line, size_t col)
 }
 
 void
+tg_config_report_merge(struct tg_cfg_report *dst, struct tg_cfg_report *src)
+{
+	size_t i;
+
+	for (i = 0; i < src->n; i++) {
+		if (dst->n >= TG_CONFIG_MAX_PROBLEMS) {
+			dst->dropped++;
+			free(src->v[i].msg);
+			continue;
+		}
+		dst->v = tg_xrealloc(dst->v, (dst->n + 1) * sizeof(*dst->v));
+		dst->v[dst->n].line = (size_t)-1;	/* after every problem of dst's file */
+		dst->v[dst->n].col = 0;
+		dst->v[dst->n++].msg = src->v[i].msg;
+	}
+	dst->dropped += src->dropped;
+	src->n = src->dropped = 0;
+}
+
+void
 tg_config_report_cleanup(struct tg_cfg_report *rep)
 {
 	size_t i;
