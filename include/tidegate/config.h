@@ -113,6 +113,8 @@ void tg_config_report_add_at(struct tg_cfg_report *rep, size_t line, size_t col,
 /** The position of key as set in the file; -1 when the file did not set it. */
 int tg_config_report_pos(const struct tg_cfg_report *rep, const char *key, size_t *line,
     size_t *col);
+/** Move src's problems (another file's, borrowed) after dst's own, as they are. */
+void tg_config_report_merge(struct tg_cfg_report *dst, struct tg_cfg_report *src);
 /** Free what rep holds (not rep itself). */
 void tg_config_report_cleanup(struct tg_cfg_report *rep);
 

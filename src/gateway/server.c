@@ -222,21 +222,22 @@ same_listeners(const struct gw_config *a, const struct gw_config *b)
 	return 1;
 }
 
-/* Every problem of a refused file, joined with "; " into err. */
-static int
-load_for_reload(const char *path, struct gw_config *cfg, struct tg_err *err)
+/* Every problem of a refused file, joined with "; " (NULL when none). */
+static char *
+load_for_reload(const char *path, struct gw_config *cfg)
 {
 	struct tg_cfg_report rep = { 0 };
-	size_t i, len = 0;
-	int rc;
+	char *all = NULL, *next;
+	size_t i;
 
-	rc = gw_config_load(path, cfg, &rep);
-	err->msg[0] = '\0';
-	for (i = 0; i < rep.n && len < sizeof(err->msg); i++)
-		len += (size_t)snprintf(err->msg + len, sizeof(err->msg) - len, "%s%s",
-		    i ? "; " : "", rep.v[i].msg);
+	gw_config_load(path, cfg, &rep);
+	for (i = 0; i < rep.n; i++) {
+		next = tg_xasprintf("%s%s%s", all ? all : "", all ? "; " : "", rep.v[i].msg);
+		free(all);
+		all = next;
+	}
 	tg_config_report_cleanup(&rep);
-	return rc;
+	return all;
 }
 
 static void
@@ -245,9 +246,11 @@ reload(struct gw *gw)
 	struct gw_runtime *rt, *old;
 	struct gw_config cfg;
 	struct tg_err err;
+	char *why;
 
-	if (load_for_reload(gw->config_path, &cfg, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", err.msg));
+	if ((why = load_for_reload(gw->config_path, &cfg)) != NULL) {
+		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", why));
+		free(why);
 		gw_config_free(&cfg);
 		return;
 	}
