@@ -745,7 +745,7 @@ static int
 bind_secret(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const char *name,
     void *base)
 {
-	char alt[160];
+	char alt[240];
 	struct yent *e[3];
 	const char *var;
 	char *val;
