@@ -25,6 +25,24 @@ usage(void)
 	exit(2);
 }
 
+/* The one check of the configuration, for -t and the start alike: every
+ * problem is printed, one "file:line:col: key: message" a line. */
+static int
+load_config(const char *path, struct gw_config *cfg)
+{
+	struct tg_cfg_report rep = { 0 };
+	size_t i;
+	int rc;
+
+	rc = gw_config_load(path, cfg, &rep);
+	for (i = 0; i < rep.n; i++)
+		fprintf(stderr, "%s\n", rep.v[i].msg);
+	if (rep.dropped > 0)
+		fprintf(stderr, "%s: %zu more problems not shown\n", path, rep.dropped);
+	tg_config_report_cleanup(&rep);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -47,16 +65,11 @@ main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (gw_config_load(path, &cfg, &err) != 0) {
-		fprintf(stderr, "%s\n", err.msg);
+	if (load_config(path, &cfg) != 0) {
 		gw_config_free(&cfg);
 		return 1;
 	}
-	if ((lvl = tg_log_level_parse(cfg.log_level)) < 0) {
-		fprintf(stderr, "%s: log_level: unknown level '%s'\n", path, cfg.log_level);
-		gw_config_free(&cfg);
-		return 1;
-	}
+	lvl = tg_log_level_parse(cfg.log_level);	/* checked by gw_config_load */
 	if (test) {
 		puts("configuration OK");
 		gw_config_free(&cfg);

@@ -4,8 +4,11 @@
  * A binary describes its configuration as a table of keys (dotted path,
  * type, offset into its struct, default, bounds). tg_config_load parses
  * the file, checks every key against the table (unknown keys are errors,
- * with a "did you mean"), fills defaults, and reports the first problem as
- * "file:line:col: key: message". Lists of maps use a sub-table.
+ * with a "did you mean" at any level), fills defaults, and reports problems
+ * as "file:line:col: key: message". tg_config_load_report collects every
+ * problem of a file (not only the first) and where each key was set, so a
+ * binary's own cross-key checks can report with positions too (the
+ * gateway's -t, start and SIGHUP use it). Lists of maps use a sub-table.
  */
 #ifndef TIDEGATE_CONFIG_H
 #define TIDEGATE_CONFIG_H
@@ -57,9 +60,68 @@ struct tg_cfg_key {
 	const char *doc;	/* one line, for docs/configuration.md */
 };
 
+/* One problem found in a configuration file. */
+struct tg_cfg_problem {
+	size_t line, col;	/* 0:0 sorts first (problems without a position) */
+	char *msg;		/* "file:line:col: key: message" */
+};
+
+/* Where a key was set in the file: its value's position. */
+struct tg_cfg_pos {
+	char *key;		/* "webhooks.mode", "keys[0].sha256", "keys[0].services[1]" */
+	size_t line, col;
+};
+
+/* At most this many problems are kept (a final one says how many more). */
+#define TG_CONFIG_MAX_PROBLEMS 100
+
+/*
+ * Every problem of one load, in file order, and the position of every key
+ * the file set. Zero it, set file (borrowed), load, then release with
+ * tg_config_report_cleanup.
+ */
+struct tg_cfg_report {
+	const char *file;		/* borrowed: the name used in messages */
+	struct tg_cfg_problem *v;
+	size_t n, dropped;
+	struct tg_cfg_pos *pos;
+	size_t npos;
+	int bound;			/* the YAML parsed and the keys were bound */
+	int empty;			/* the file held no document, or only null */
+};
+
+/**
+ * Load path into out (zeroed by the caller) using the table, adding every
+ * problem to rep (borrowed; rep->file is set to path when NULL). Returns
+ * -1 when rep holds a problem. out must be released with tg_config_free.
+ */
+int tg_config_load_report(const char *path, const struct tg_cfg_key *keys, size_t nkeys,
+    void *out, struct tg_cfg_report *rep);
+/** Same, from a string; name is used in messages. */
+int tg_config_load_string_report(const char *name, const char *yaml,
+    const struct tg_cfg_key *keys, size_t nkeys, void *out, struct tg_cfg_report *rep);
+/**
+ * Add "file:line:col: key: message" to rep, at the position of the key at
+ * (key itself when at is NULL; else its nearest enclosing section the file
+ * set; else 1:1). key and at are borrowed.
+ */
+void tg_config_report_add(struct tg_cfg_report *rep, const char *at, const char *key,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/** Same at an explicit position (line 0: "file: key: message"). */
+void tg_config_report_add_at(struct tg_cfg_report *rep, size_t line, size_t col,
+    const char *key, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/** The position of key as set in the file; -1 when the file did not set it. */
+int tg_config_report_pos(const struct tg_cfg_report *rep, const char *key, size_t *line,
+    size_t *col);
+/** Move src's problems (another file's, borrowed) after dst's own, as they are. */
+void tg_config_report_merge(struct tg_cfg_report *dst, struct tg_cfg_report *src);
+/** Free what rep holds (not rep itself). */
+void tg_config_report_cleanup(struct tg_cfg_report *rep);
+
 /**
  * Load path into out (zeroed by the caller) using the table. On error
- * returns -1 with "file:line:col: key: message" in err; out must still be
+ * returns -1 with the first problem, "file:line:col: key: message", in
+ * err; out must still be
  * released with tg_config_free.
  */
 int tg_config_load(const char *path, const struct tg_cfg_key *keys, size_t nkeys,

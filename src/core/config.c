@@ -3,7 +3,11 @@
  * small tree that keeps each node's line and column; a key table then binds
  * the tree into the caller's plain struct. Every key in the file must be in
  * the table, so a typo is an error with a "did you mean", never a silently
- * ignored setting. Called by both entry points at start-up and on SIGHUP.
+ * ignored setting, and a section given as a scalar or a list is an error,
+ * never a silent default. Binding goes on after a problem, so one run
+ * reports every problem of a file, each as "file:line:col: key: message",
+ * and records where each key was set for the callers' own checks. Called
+ * by both entry points at start-up, by -t and on SIGHUP.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -40,7 +44,7 @@ struct ynode {
 
 struct ctx {
 	const char *file;
-	struct tg_err *err;
+	struct tg_cfg_report *rep;
 	int depth;		/* mappings and sequences open around the node parsed */
 };
 
@@ -72,17 +76,137 @@ fail(struct ctx *c, size_t line, size_t col, const char *key, const char *fmt, .
 static int
 fail(struct ctx *c, size_t line, size_t col, const char *key, const char *fmt, ...)
 {
-	char msg[200];
+	char msg[400];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (key != NULL && *key)
-		tg_err_set(c->err, "%s:%zu:%zu: %s: %s", c->file, line, col, key, msg);
-	else
-		tg_err_set(c->err, "%s:%zu:%zu: %s", c->file, line, col, msg);
+	tg_config_report_add_at(c->rep, line, col, key, "%s", msg);
 	return -1;
+}
+
+/* ---- the report ---- */
+
+/* Problems are kept in file order (stable for equal positions), so a
+ * file's problems read top to bottom whichever check found them. */
+void
+tg_config_report_add_at(struct tg_cfg_report *rep, size_t line, size_t col, const char *key,
+    const char *fmt, ...)
+{
+	char msg[400], *full;
+	va_list ap;
+	size_t i;
+
+	if (rep->n >= TG_CONFIG_MAX_PROBLEMS) {
+		rep->dropped++;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line == 0)
+		full = key != NULL && *key ? tg_xasprintf("%s: %s: %s", rep->file, key, msg) :
+		    tg_xasprintf("%s: %s", rep->file, msg);
+	else if (key != NULL && *key)
+		full = tg_xasprintf("%s:%zu:%zu: %s: %s", rep->file, line, col, key, msg);
+	else
+		full = tg_xasprintf("%s:%zu:%zu: %s", rep->file, line, col, msg);
+	for (i = rep->n; i > 0 && (rep->v[i - 1].line > line ||
+	    (rep->v[i - 1].line == line && rep->v[i - 1].col > col)); i--)
+		;
+	rep->v = tg_xrealloc(rep->v, (rep->n + 1) * sizeof(*rep->v));
+	memmove(&rep->v[i + 1], &rep->v[i], (rep->n - i) * sizeof(*rep->v));
+	rep->v[i].line = line;
+	rep->v[i].col = col;
+	rep->v[i].msg = full;
+	rep->n++;
+}
+
+int
+tg_config_report_pos(const struct tg_cfg_report *rep, const char *key, size_t *line,
+    size_t *col)
+{
+	size_t i;
+
+	for (i = 0; i < rep->npos; i++) {
+		if (strcmp(rep->pos[i].key, key) == 0) {
+			*line = rep->pos[i].line;
+			*col = rep->pos[i].col;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+void
+tg_config_report_add(struct tg_cfg_report *rep, const char *at, const char *key,
+    const char *fmt, ...)
+{
+	char where[200], msg[400], *cut;
+	size_t line = 1, col = 1;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(where, sizeof(where), "%s", at != NULL ? at : key);
+	while (tg_config_report_pos(rep, where, &line, &col) != 0) {
+		line = col = 1;
+		cut = strrchr(where, '.');
+		if (cut == NULL)
+			break;
+		*cut = '\0';
+	}
+	tg_config_report_add_at(rep, line, col, key, "%s", msg);
+}
+
+static void
+record_pos(struct ctx *c, const char *key, size_t line, size_t col)
+{
+	struct tg_cfg_report *r = c->rep;
+
+	r->pos = tg_xrealloc(r->pos, (r->npos + 1) * sizeof(*r->pos));
+	r->pos[r->npos].key = tg_xstrdup(key);
+	r->pos[r->npos].line = line;
+	r->pos[r->npos].col = col;
+	r->npos++;
+}
+
+void
+tg_config_report_merge(struct tg_cfg_report *dst, struct tg_cfg_report *src)
+{
+	size_t i;
+
+	for (i = 0; i < src->n; i++) {
+		if (dst->n >= TG_CONFIG_MAX_PROBLEMS) {
+			dst->dropped++;
+			free(src->v[i].msg);
+			continue;
+		}
+		dst->v = tg_xrealloc(dst->v, (dst->n + 1) * sizeof(*dst->v));
+		dst->v[dst->n].line = (size_t)-1;	/* after every problem of dst's file */
+		dst->v[dst->n].col = 0;
+		dst->v[dst->n++].msg = src->v[i].msg;
+	}
+	dst->dropped += src->dropped;
+	src->n = src->dropped = 0;
+}
+
+void
+tg_config_report_cleanup(struct tg_cfg_report *rep)
+{
+	size_t i;
+
+	for (i = 0; i < rep->n; i++)
+		free(rep->v[i].msg);
+	for (i = 0; i < rep->npos; i++)
+		free(rep->pos[i].key);
+	free(rep->v);
+	free(rep->pos);
+	rep->v = NULL;
+	rep->pos = NULL;
+	rep->n = rep->npos = rep->dropped = 0;
 }
 
 /* ---- YAML events -> tree ---- */
@@ -268,13 +392,16 @@ parse_doc(yaml_parser_t *p, struct ctx *c)
 		    strcmp(root->s, "~") == 0 || strcmp(root->s, "null") == 0)) {
 			node_free(root);
 			root = NULL;
+			c->rep->empty = 1;
 		} else if (root->t != Y_MAP) {
 			fail(c, root->line, root->col, NULL, "the top level must be a mapping");
 			goto err;
 		}
 	}
-	if (root == NULL)
+	if (root == NULL) {
 		root = tg_xcalloc(1, sizeof(*root));
+		c->rep->empty = 1;
+	}
 	root->t = Y_MAP;
 	if (root->line == 0)
 		root->line = root->col = 1;
@@ -458,7 +585,9 @@ set_strlist(struct ctx *c, const struct tg_cfg_key *k, const char *name, struct 
     const char *def, void *base)
 {
 	struct tg_strlist *l = FIELD(base, k->off, struct tg_strlist);
+	char sub[240];
 	size_t i;
+	int rc = 0;
 
 	if (v == NULL) {	/* default: comma separated */
 		const char *p = def, *e;
@@ -476,13 +605,16 @@ set_strlist(struct ctx *c, const struct tg_cfg_key *k, const char *name, struct 
 	if (v->t != Y_SEQ)
 		return fail(c, v->line, v->col, name, "expected a list of strings");
 	for (i = 0; i < v->n; i++) {
-		if (v->items[i]->t != Y_SCALAR)
-			return fail(c, v->items[i]->line, v->items[i]->col, name,
-			    "expected a string");
+		snprintf(sub, sizeof(sub), "%s[%zu]", name, i);
+		if (v->items[i]->t != Y_SCALAR) {
+			rc = fail(c, v->items[i]->line, v->items[i]->col, sub, "expected a string");
+			continue;
+		}
+		record_pos(c, sub, v->items[i]->line, v->items[i]->col);
 		l->v = tg_xrealloc(l->v, (l->n + 1) * sizeof(char *));
 		l->v[l->n++] = tg_xstrdup(v->items[i]->s);
 	}
-	return 0;
+	return rc;
 }
 
 static int
@@ -492,6 +624,7 @@ set_list(struct ctx *c, const struct tg_cfg_key *k, const char *name, struct yno
 	void **arr = FIELD(base, k->off, void *);
 	size_t *count = FIELD(base, k->count_off, size_t), i;
 	char sub[240];
+	int rc = 0;
 
 	if (v == NULL)
 		return 0;
@@ -501,14 +634,17 @@ set_list(struct ctx *c, const struct tg_cfg_key *k, const char *name, struct yno
 	*count = v->n;
 	for (i = 0; i < v->n; i++) {
 		snprintf(sub, sizeof(sub), "%s[%zu]", name, i);
-		if (v->items[i]->t != Y_MAP)
-			return fail(c, v->items[i]->line, v->items[i]->col, sub,
+		record_pos(c, sub, v->items[i]->line, v->items[i]->col);
+		if (v->items[i]->t != Y_MAP) {
+			rc = fail(c, v->items[i]->line, v->items[i]->col, sub,
 			    "expected a mapping");
+			continue;
+		}
 		if (bind_table(c, v->items[i], k->sub, k->nsub, (char *)*arr + i * k->elem_size,
 		    sub))
-			return -1;
+			rc = -1;
 	}
-	return 0;
+	return rc;
 }
 
 /* Convert one scalar (text s at line:col, or the default when line == 0). */
@@ -609,7 +745,7 @@ static int
 bind_secret(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const char *name,
     void *base)
 {
-	char alt[160];
+	char alt[240];
 	struct yent *e[3];
 	const char *var;
 	char *val;
@@ -634,21 +770,28 @@ bind_secret(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const 
 		if (e[i]->val->t != Y_SCALAR)
 			return fail(c, e[i]->val->line, e[i]->val->col, name, "expected a string");
 	}
+	for (i = 0; i < 3; i++)
+		if (e[i] != NULL)
+			record_pos(c, name, e[i]->val->line, e[i]->val->col);
 	if (e[0] != NULL)
 		return set_scalar(c, k, name, e[0]->val->s, e[0]->val->line, e[0]->val->col,
 		    base);
 	if (e[1] != NULL) {
 		var = getenv(e[1]->val->s);
-		if (var == NULL)
-			return fail(c, e[1]->val->line, e[1]->val->col, name,
+		if (var == NULL) {
+			snprintf(alt, sizeof(alt), "%s_env", name);
+			return fail(c, e[1]->val->line, e[1]->val->col, alt,
 			    "environment variable %s is not set", e[1]->val->s);
+		}
 		return set_scalar(c, k, name, var, 0, 0, base);
 	}
 	if (e[2] != NULL) {
 		val = read_secret_file(e[2]->val->s, c->file);
-		if (val == NULL)
-			return fail(c, e[2]->val->line, e[2]->val->col, name,
+		if (val == NULL) {
+			snprintf(alt, sizeof(alt), "%s_file", name);
+			return fail(c, e[2]->val->line, e[2]->val->col, alt,
 			    "cannot read %s: %s", e[2]->val->s, strerror(errno));
+		}
 		*FIELD(base, k->off, char *) = val;
 		return 0;
 	}
@@ -683,6 +826,7 @@ bind_key(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const cha
 		return set_scalar(c, k, name, k->def, 0, 0, base);
 	}
 	e->used = 1;
+	record_pos(c, name, e->val->line, e->val->col);
 	if (k->type == TG_CFG_STRLIST)
 		return set_strlist(c, k, name, e->val, NULL, base);
 	if (k->type == TG_CFG_LIST)
@@ -692,50 +836,101 @@ bind_key(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const cha
 	return set_scalar(c, k, name, e->val->s, e->val->line, e->val->col, base);
 }
 
-static const char *
-suggest(const char *bad, const struct tg_cfg_key *keys, size_t nkeys)
+/* Keep cand as the best hint so far when it is within 2 edits of bad. */
+static void
+consider(const char *bad, const char *cand, size_t len, char *best, size_t bestsz, int *bestd)
 {
-	const char *best = NULL;
-	int bestd = 3, d;
+	char buf[200];
+	int d;
+
+	if (len >= sizeof(buf))
+		return;
+	memcpy(buf, cand, len);
+	buf[len] = '\0';
+	d = tg_str_distance(bad, buf, 2);
+	if (d < *bestd) {
+		*bestd = d;
+		snprintf(best, bestsz, "%s", buf);
+	}
+}
+
+/*
+ * The nearest spelling of an unknown key among the table's keys, their
+ * _env and _file forms (secrets), and the sections that hold them, so a
+ * misspelt section ("webhook") is matched as well as a misspelt leaf.
+ */
+static int
+suggest(const char *bad, const struct tg_cfg_key *keys, size_t nkeys, char *best,
+    size_t bestsz)
+{
+	char alt[200];
+	const char *p, *dot;
+	int bestd = 3;
 	size_t i;
 
 	for (i = 0; i < nkeys; i++) {
-		d = tg_str_distance(bad, keys[i].path, 2);
-		if (d < bestd) {
-			bestd = d;
-			best = keys[i].path;
-		}
+		p = keys[i].path;
+		consider(bad, p, strlen(p), best, bestsz, &bestd);
+		for (dot = strchr(p, '.'); dot != NULL; dot = strchr(dot + 1, '.'))
+			consider(bad, p, (size_t)(dot - p), best, bestsz, &bestd);
+		if (keys[i].type != TG_CFG_SECRET)
+			continue;
+		snprintf(alt, sizeof(alt), "%s_env", p);
+		consider(bad, alt, strlen(alt), best, bestsz, &bestd);
+		snprintf(alt, sizeof(alt), "%s_file", p);
+		consider(bad, alt, strlen(alt), best, bestsz, &bestd);
 	}
-	return best;
+	return bestd < 3 ? 0 : -1;
+}
+
+static const char *
+kind_name(const struct ynode *n)
+{
+	return n->t == Y_SEQ ? "a list" : n->t == Y_MAP ? "a mapping" : "a scalar";
+}
+
+/* A section (a key the table only names as a prefix) must be a mapping. */
+static int
+check_section(struct ctx *c, const struct yent *e, const char *name)
+{
+	if (e->val->t == Y_MAP || is_null(e->val))
+		return 0;
+	return fail(c, e->val->line, e->val->col, name, "must be a mapping of keys "
+	    "(%s.<key>: value, one per line), not %s", name, kind_name(e->val));
 }
 
 static int
 check_unknown(struct ctx *c, struct ynode *map, const char *rel, const char *prefix,
     const struct tg_cfg_key *keys, size_t nkeys)
 {
-	char path[200], name[240];
-	const char *hint;
+	char path[200], name[240], hint[200];
 	size_t i;
+	int rc = 0;
 
 	for (i = 0; i < map->n; i++) {
 		struct yent *e = &map->ents[i];
 
 		snprintf(path, sizeof(path), "%s%s%s", rel, *rel ? "." : "", e->key);
+		snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? "." : "", path);
 		if (e->used == 2 && e->val->t == Y_MAP) {
 			if (check_unknown(c, e->val, path, prefix, keys, nkeys))
-				return -1;
+				rc = -1;
+			continue;
+		}
+		if (e->used == 2) {
+			if (check_section(c, e, name))
+				rc = -1;
 			continue;
 		}
 		if (e->used)
 			continue;
-		snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? "." : "", path);
-		hint = suggest(path, keys, nkeys);
-		if (hint)
-			return fail(c, e->line, e->col, name, "unknown key (did you mean '%s'?)",
-			    hint);
-		return fail(c, e->line, e->col, name, "unknown key");
+		if (suggest(path, keys, nkeys, hint, sizeof(hint)) == 0)
+			rc = fail(c, e->line, e->col, name, "unknown key (did you mean '%s%s%s'?)",
+			    prefix, *prefix ? "." : "", hint);
+		else
+			rc = fail(c, e->line, e->col, name, "unknown key");
 	}
-	return 0;
+	return rc;
 }
 
 static int
@@ -743,25 +938,89 @@ bind_table(struct ctx *c, struct ynode *map, const struct tg_cfg_key *keys, size
     void *base, const char *prefix)
 {
 	size_t i;
+	int rc = 0;
 
 	for (i = 0; i < nkeys; i++)
 		if (bind_key(c, &keys[i], map, prefix, base))
-			return -1;
-	return check_unknown(c, map, "", prefix, keys, nkeys);
+			rc = -1;
+	if (check_unknown(c, map, "", prefix, keys, nkeys))
+		rc = -1;
+	return rc;
+}
+
+/* Sections the file set are recorded too, so a cross-key check on a key
+ * the file left to its default can point at its section. */
+static void
+record_sections(struct ctx *c, const struct ynode *root)
+{
+	size_t i;
+
+	for (i = 0; i < root->n; i++)
+		if (root->ents[i].val->t == Y_MAP)
+			record_pos(c, root->ents[i].key, root->ents[i].line, root->ents[i].col);
 }
 
 static int
-load(yaml_parser_t *p, const char *name, const struct tg_cfg_key *keys, size_t nkeys,
-    void *out, struct tg_err *err)
+load(yaml_parser_t *p, const struct tg_cfg_key *keys, size_t nkeys, void *out,
+    struct tg_cfg_report *rep)
 {
-	struct ctx c = { name, err, 0 };
+	struct ctx c = { rep->file, rep, 0 };
 	struct ynode *root = parse_doc(p, &c);
-	int rc;
 
 	if (root == NULL)
 		return -1;
-	rc = bind_table(&c, root, keys, nkeys, out, "");
+	record_sections(&c, root);
+	bind_table(&c, root, keys, nkeys, out, "");
+	rep->bound = 1;
 	node_free(root);
+	return rep->n > 0 ? -1 : 0;
+}
+
+int
+tg_config_load_string_report(const char *name, const char *yaml,
+    const struct tg_cfg_key *keys, size_t nkeys, void *out, struct tg_cfg_report *rep)
+{
+	yaml_parser_t p;
+	int rc;
+
+	if (rep->file == NULL)
+		rep->file = name;
+	yaml_parser_initialize(&p);
+	yaml_parser_set_input_string(&p, (const unsigned char *)yaml, strlen(yaml));
+	rc = load(&p, keys, nkeys, out, rep);
+	yaml_parser_delete(&p);
+	return rc;
+}
+
+int
+tg_config_load_report(const char *path, const struct tg_cfg_key *keys, size_t nkeys,
+    void *out, struct tg_cfg_report *rep)
+{
+	yaml_parser_t p;
+	FILE *f;
+	int rc;
+
+	if (rep->file == NULL)
+		rep->file = path;
+	if ((f = fopen(path, "rb")) == NULL) {
+		tg_config_report_add_at(rep, 0, 0, NULL, "%s", strerror(errno));
+		return -1;
+	}
+	yaml_parser_initialize(&p);
+	yaml_parser_set_input_file(&p, f);
+	rc = load(&p, keys, nkeys, out, rep);
+	yaml_parser_delete(&p);
+	fclose(f);
+	return rc;
+}
+
+/* The first problem into err, for callers that stop at one. */
+static int
+first_problem(struct tg_cfg_report *rep, int rc, struct tg_err *err)
+{
+	if (rc != 0)
+		tg_err_set(err, "%s", rep->n > 0 ? rep->v[0].msg : "configuration refused");
+	tg_config_report_cleanup(rep);
 	return rc;
 }
 
@@ -769,34 +1028,19 @@ int
 tg_config_load_string(const char *name, const char *yaml, const struct tg_cfg_key *keys,
     size_t nkeys, void *out, struct tg_err *err)
 {
-	yaml_parser_t p;
-	int rc;
+	struct tg_cfg_report rep = { 0 };
 
-	yaml_parser_initialize(&p);
-	yaml_parser_set_input_string(&p, (const unsigned char *)yaml, strlen(yaml));
-	rc = load(&p, name, keys, nkeys, out, err);
-	yaml_parser_delete(&p);
-	return rc;
+	return first_problem(&rep, tg_config_load_string_report(name, yaml, keys, nkeys, out,
+	    &rep), err);
 }
 
 int
 tg_config_load(const char *path, const struct tg_cfg_key *keys, size_t nkeys, void *out,
     struct tg_err *err)
 {
-	yaml_parser_t p;
-	FILE *f = fopen(path, "rb");
-	int rc;
+	struct tg_cfg_report rep = { 0 };
 
-	if (f == NULL) {
-		tg_err_set(err, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	yaml_parser_initialize(&p);
-	yaml_parser_set_input_file(&p, f);
-	rc = load(&p, path, keys, nkeys, out, err);
-	yaml_parser_delete(&p);
-	fclose(f);
-	return rc;
+	return first_problem(&rep, tg_config_load_report(path, keys, nkeys, out, &rep), err);
 }
 
 int

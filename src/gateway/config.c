@@ -2,9 +2,10 @@
  * config.c - the gateway's configuration keys, defaults and bounds, and
  * the checks that span keys (addresses, key digests, webhook mode,
  * schedule, allow-list and signing secrets, which are parsed here once;
- * database files resolved against the file's directory; the loopback rule
- * is in server.c). Loaded at start-up, by -t, and again
- * on SIGHUP.
+ * files, URLs, routes, databases and the embedded emulator's file are
+ * checked in config_check.c). Every problem is collected with its
+ * position; the same path serves the start, -t and SIGHUP, so "-t" passing
+ * means the configuration will load.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -244,9 +245,9 @@ strlist_wipe(struct tg_strlist *l)
 
 /* One whsec_ secret per line (current first), each checked by decoding it;
  * messages name the line, never its content. */
-static int
-split_secrets(const char *file, const char *key, const char *v, struct tg_strlist *out,
-    struct tg_err *err)
+static void
+split_secrets(struct tg_cfg_report *rep, const char *key, const char *v,
+    struct tg_strlist *out)
 {
 	const char *p = v, *e;
 	struct tg_err why;
@@ -269,8 +270,8 @@ split_secrets(const char *file, const char *key, const char *v, struct tg_strlis
 			if ((k = tg_webhook_secret_decode(s, &klen, &why)) == NULL) {
 				explicit_bzero(s, n);
 				free(s);
-				tg_err_set(err, "%s: %s: line %zu: %s", file, key, line, why.msg);
-				return -1;
+				tg_config_report_add(rep, NULL, key, "line %zu: %s", line, why.msg);
+				return;
 			}
 			explicit_bzero(k, klen);
 			free(k);
@@ -279,102 +280,66 @@ split_secrets(const char *file, const char *key, const char *v, struct tg_strlis
 		}
 		p = e != NULL ? e + 1 : NULL;
 	}
-	return 0;
 }
 
-static int
-check_wh_secrets(struct gw_config *c, struct tg_err *err)
+static void
+check_wh_secrets(struct gw_config *c, struct tg_cfg_report *rep)
 {
 	char key[64];
 	size_t i;
 
-	if (c->wh_secret != NULL &&
-	    split_secrets(c->path, "webhooks.secret", c->wh_secret, &c->wh_secrets, err) != 0)
-		return -1;
+	if (c->wh_secret != NULL)
+		split_secrets(rep, "webhooks.secret", c->wh_secret, &c->wh_secrets);
 	for (i = 0; i < c->nkeys; i++) {
 		struct gw_key_cfg *k = &c->keys[i];
 
 		if (k->webhook_secret == NULL)
 			continue;
 		snprintf(key, sizeof(key), "keys[%zu].webhook_secret", i);
-		if (split_secrets(c->path, key, k->webhook_secret, &k->wh_secrets, err) != 0)
-			return -1;
-		if (strcmp(k->name, "global") == 0) {
-			tg_err_set(err, "%s: keys[%zu].name: 'global' names webhooks.secret; rename "
-			    "this key to give it its own webhook_secret", c->path, i);
-			return -1;
+		split_secrets(rep, key, k->webhook_secret, &k->wh_secrets);
+		if (k->name != NULL && strcmp(k->name, "global") == 0) {
+			snprintf(key, sizeof(key), "keys[%zu].name", i);
+			tg_config_report_add(rep, NULL, key, "'global' names webhooks.secret; "
+			    "rename this key to give it its own webhook_secret");
 		}
 	}
-	return 0;
 }
 
-static int
-check_wh_mode(struct gw_config *c, struct tg_err *err)
+static void
+check_wh_mode(struct gw_config *c, struct tg_cfg_report *rep)
 {
+	static const char *const modes[] = { "deliver", "forward", "relay", NULL };
 	const char *u = c->wh_public_url;
 
-	if (strcmp(c->wh_mode_str, "deliver") == 0)
-		c->wh_mode = GW_WH_DELIVER;
-	else if (strcmp(c->wh_mode_str, "forward") == 0)
-		c->wh_mode = GW_WH_FORWARD;
-	else if (strcmp(c->wh_mode_str, "relay") == 0)
-		c->wh_mode = GW_WH_RELAY;
-	else {
-		tg_err_set(err, "%s: webhooks.mode: must be deliver, forward or relay", c->path);
-		return -1;
-	}
-	if (u != NULL && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
-		tg_err_set(err, "%s: webhooks.public_url: must be an http:// or https:// URL",
-		    c->path);
-		return -1;
-	}
-	if (c->wh_mode == GW_WH_RELAY && u == NULL) {
-		tg_err_set(err, "%s: webhooks.public_url: required with mode relay (how the "
-		    "vendor reaches this gateway)", c->path);
-		return -1;
-	}
-	return 0;
-}
-
-/* A file named in the configuration, resolved against its directory. */
-static char *
-beside(const struct gw_config *c, const char *file)
-{
-	const char *slash = strrchr(c->path, '/');
-
-	if (file[0] == '/' || slash == NULL)
-		return tg_xstrdup(file);
-	return tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path, file);
+	if (gw_config_check_choice(rep, "webhooks.mode", c->wh_mode_str, modes) == 0)
+		c->wh_mode = strcmp(c->wh_mode_str, "deliver") == 0 ? GW_WH_DELIVER :
+		    strcmp(c->wh_mode_str, "forward") == 0 ? GW_WH_FORWARD : GW_WH_RELAY;
+	if (u != NULL && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
+		tg_config_report_add(rep, NULL, "webhooks.public_url",
+		    "must be an http:// or https:// URL");
+	if (c->wh_mode == GW_WH_RELAY && u == NULL)
+		tg_config_report_add(rep, "webhooks.mode", "webhooks.public_url",
+		    "required with mode relay (how the vendor reaches this gateway)");
 }
 
 /* Webhook keys: mode, schedule, allow-list and secrets parsed once here, so a
  * reload with a bad value fails as a whole. */
-static int
-check_webhooks(struct gw_config *c, struct tg_err *err)
+static void
+check_webhooks(struct gw_config *c, struct tg_cfg_report *rep)
 {
+	static const char *const syncs[] = { "full", "normal", NULL };
 	struct tg_egress *pol;
 	struct tg_err why;
 
-	if (check_wh_mode(c, err) != 0)
-		return -1;
+	check_wh_mode(c, rep);
 	if (tg_outbox_schedule_parse(&c->wh_schedule, &c->wh_schedule_ms, &c->wh_nschedule,
-	    &why) != 0) {
-		tg_err_set(err, "%s: webhooks.schedule: %s", c->path, why.msg);
-		return -1;
-	}
-	if ((pol = tg_egress_new(&c->wh_allow, &why)) == NULL) {
-		tg_err_set(err, "%s: webhooks.allow: %s", c->path, why.msg);
-		return -1;
-	}
+	    &why) != 0)
+		tg_config_report_add(rep, NULL, "webhooks.schedule", "%s", why.msg);
+	if ((pol = tg_egress_new(&c->wh_allow, &why)) == NULL)
+		tg_config_report_add(rep, NULL, "webhooks.allow", "%s", why.msg);
 	tg_egress_free(pol);
-	c->wh_db_path = beside(c, c->wh_db);
-	c->runs_db_path = beside(c, c->runs_db);
-	c->owners_db_path = beside(c, c->owners_db);
-	if (strcmp(c->runs_sync, "full") != 0 && strcmp(c->runs_sync, "normal") != 0) {
-		tg_err_set(err, "%s: runs.sync: must be full or normal", c->path);
-		return -1;
-	}
-	return check_wh_secrets(c, err);
+	gw_config_check_choice(rep, "runs.sync", c->runs_sync, syncs);
+	check_wh_secrets(c, rep);
 }
 
 const struct tg_strlist *
@@ -385,58 +350,69 @@ gw_config_wh_secrets(const struct gw_config *cfg, const char *name)
 	if (name != NULL && strcmp(name, "global") == 0)
 		return cfg->wh_secrets.n > 0 ? &cfg->wh_secrets : NULL;
 	for (i = 0; name != NULL && i < cfg->nkeys; i++)
-		if (strcmp(cfg->keys[i].name, name) == 0)
+		if (cfg->keys[i].name != NULL && strcmp(cfg->keys[i].name, name) == 0)
 			return cfg->keys[i].wh_secrets.n > 0 ? &cfg->keys[i].wh_secrets : NULL;
 	return NULL;
 }
 
-static int
-check(struct gw_config *c, struct tg_err *err)
+static void
+check_keys(struct gw_config *c, struct tg_cfg_report *rep)
 {
+	char key[64];
+	size_t i;
+
+	for (i = 0; i < c->nkeys; i++) {
+		const char *name = c->keys[i].name, *sha = c->keys[i].sha256;
+
+		snprintf(key, sizeof(key), "keys[%zu].name", i);
+		if (name != NULL && name[0] == '(')
+			tg_config_report_add(rep, NULL, key, "names starting with '(' are reserved "
+			    "(they tag callers without a key in metrics)");
+		snprintf(key, sizeof(key), "keys[%zu].sha256", i);
+		if (sha != NULL && (strlen(sha) != 64 || strspn(sha, "0123456789abcdefABCDEF") != 64))
+			tg_config_report_add(rep, NULL, key, "expected 64 hex digits (the SHA-256 "
+			    "of the key, e.g. printf %%s KEY | sha256sum)");
+		gw_config_check_services(c, i, rep);
+	}
+}
+
+static void
+check(struct gw_config *c, struct tg_cfg_report *rep)
+{
+	static const char *const upstreams[] = { "remote", "embedded", NULL };
+	static const char *const levels[] = { "debug", "info", "warn", "error", "off", NULL };
+	static const char *const spellings[] = { "status", "statuses", NULL };
 	const struct gw_service_cfg *s[2] = { &c->dex, &c->sim };
 	int i;
 
-	if (strcmp(c->upstream, "embedded") != 0 && strcmp(c->upstream, "remote") != 0) {
-		tg_err_set(err, "%s: upstream: must be remote or embedded", c->path);
-		return -1;
-	}
-	for (i = 0; i < (int)c->nkeys; i++) {
-		if (c->keys[i].name[0] == '(') {
-			tg_err_set(err, "%s: keys[%d].name: names starting with '(' are reserved "
-			    "(they tag callers without a key in metrics)", c->path, i);
-			return -1;
-		}
-		if (strlen(c->keys[i].sha256) != 64 ||
-		    strspn(c->keys[i].sha256, "0123456789abcdefABCDEF") != 64) {
-			tg_err_set(err, "%s: keys[%d].sha256: expected 64 hex digits (the SHA-256 "
-			    "of the key, e.g. printf %%s KEY | sha256sum)", c->path, i);
-			return -1;
-		}
-	}
-	if (strcmp(c->dex.wp_status_field, "status") != 0 &&
-	    strcmp(c->dex.wp_status_field, "statuses") != 0) {
-		tg_err_set(err, "%s: dex.work_packages_status_field: must be status or statuses",
-		    c->path);
-		return -1;
-	}
+	if (rep->empty)
+		tg_config_report_add_at(rep, 1, 1, NULL, "the file sets nothing (an empty "
+		    "configuration is refused; start from conf/tidegate.yaml)");
+	gw_config_check_choice(rep, "log_level", c->log_level, levels);
+	gw_config_check_choice(rep, "upstream", c->upstream, upstreams);
+	check_keys(c, rep);
+	gw_config_check_choice(rep, "dex.work_packages_status_field", c->dex.wp_status_field,
+	    spellings);
 	for (i = 0; i < 2; i++) {
-		if ((s[i]->id == NULL) != (s[i]->secret == NULL)) {
-			tg_err_set(err, "%s: %s: give both %s and its secret, or neither", c->path,
-			    i ? "sim" : "dex", i ? "client_id" : "username");
-			return -1;
-		}
+		if ((s[i]->id == NULL) != (s[i]->secret == NULL))
+			tg_config_report_add(rep, NULL, i ? "sim" : "dex", "give both %s and its "
+			    "secret, or neither", i ? "client_id" : "username");
 	}
-	return check_webhooks(c, err);
+	check_webhooks(c, rep);
+	gw_config_check_more(c, rep);
 }
 
 int
-gw_config_load(const char *path, struct gw_config *cfg, struct tg_err *err)
+gw_config_load(const char *path, struct gw_config *cfg, struct tg_cfg_report *rep)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->path = tg_xstrdup(path);
-	if (tg_config_load(path, gw_config_keys, gw_config_nkeys, cfg, err) != 0)
-		return -1;
-	return check(cfg, err);
+	if (rep->file == NULL)
+		rep->file = path;
+	tg_config_load_report(path, gw_config_keys, gw_config_nkeys, cfg, rep);
+	if (rep->bound)
+		check(cfg, rep);
+	return rep->n > 0 ? -1 : 0;
 }
 
 void

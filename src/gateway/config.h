@@ -91,10 +91,27 @@ struct gw_config {
 	struct tg_strlist wh_secrets;	/* wh_secret split into lines, current first */
 };
 
-int gw_config_load(const char *path, struct gw_config *cfg, struct tg_err *err);
+/**
+ * Load and check path into cfg (zeroed here), adding every problem to rep
+ * (borrowed; rep->file defaults to path): the one path of the start, -t
+ * and SIGHUP. Returns -1 when rep holds a problem; cfg must still be freed.
+ */
+int gw_config_load(const char *path, struct gw_config *cfg, struct tg_cfg_report *rep);
 void gw_config_free(struct gw_config *cfg);
 /** The webhook secrets of key name ("global": webhooks.secret); NULL when none. */
 const struct tg_strlist *gw_config_wh_secrets(const struct gw_config *cfg, const char *name);
+/* config_check.c: checks that look past the key table. */
+/** 0 when v (borrowed) is one of choices (NULL-terminated); else a problem at key. */
+int gw_config_check_choice(struct tg_cfg_report *rep, const char *key, const char *v,
+    const char *const *choices);
+/** keys[i].services: known names, at least one. */
+void gw_config_check_services(const struct gw_config *c, size_t i, struct tg_cfg_report *rep);
+/** Files, databases, URLs, route templates, listeners, the embedded emulator's
+ * file; resolves tls.ca_file, webhooks.ca_file and the databases against the
+ * file's directory. */
+void gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep);
+/** 1 when addr ("host:port", borrowed) is a loopback address. */
+int gw_config_addr_loopback(const char *addr);
 extern const struct tg_cfg_key gw_config_keys[];
 extern const size_t gw_config_nkeys;
 

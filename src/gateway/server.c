@@ -149,26 +149,6 @@ err:
 	return NULL;
 }
 
-static int
-is_loopback(const char *addr)
-{
-	struct in6_addr a6;
-	struct in_addr a4;
-	char *host = NULL;
-	int port, rc = 0;
-
-	if (tg_config_parse_addr(addr, &host, &port) != 0)
-		return 0;
-	if (strcmp(host, "localhost") == 0)
-		rc = 1;
-	else if (inet_pton(AF_INET, host, &a4) == 1)
-		rc = (ntohl(a4.s_addr) >> 24) == 127;
-	else if (inet_pton(AF_INET6, host, &a6) == 1)
-		rc = IN6_IS_ADDR_LOOPBACK(&a6);
-	free(host);
-	return rc;
-}
-
 static const char *
 listen_addr(const struct gw_config *c, int l)
 {
@@ -182,7 +162,7 @@ bind_listeners(struct gw *gw, struct tg_err *err)
 	int l, port;
 
 	for (l = 0; l < GW_NLISTENERS; l++) {
-		if (c->nkeys == 0 && !is_loopback(listen_addr(c, l))) {
+		if (c->nkeys == 0 && !gw_config_addr_loopback(listen_addr(c, l))) {
 			tg_err_set(err, "%s: listen.%s: %s is not a loopback address and no API "
 			    "keys are configured (add keys, or listen on 127.0.0.1)", c->path,
 			    l == GW_DEX ? "dex" : l == GW_SIM ? "sim" : "admin", listen_addr(c, l));
@@ -242,15 +222,35 @@ same_listeners(const struct gw_config *a, const struct gw_config *b)
 	return 1;
 }
 
+/* Every problem of a refused file, joined with "; " (NULL when none). */
+static char *
+load_for_reload(const char *path, struct gw_config *cfg)
+{
+	struct tg_cfg_report rep = { 0 };
+	char *all = NULL, *next;
+	size_t i;
+
+	gw_config_load(path, cfg, &rep);
+	for (i = 0; i < rep.n; i++) {
+		next = tg_xasprintf("%s%s%s", all ? all : "", all ? "; " : "", rep.v[i].msg);
+		free(all);
+		all = next;
+	}
+	tg_config_report_cleanup(&rep);
+	return all;
+}
+
 static void
 reload(struct gw *gw)
 {
 	struct gw_runtime *rt, *old;
 	struct gw_config cfg;
 	struct tg_err err;
+	char *why;
 
-	if (gw_config_load(gw->config_path, &cfg, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", err.msg));
+	if ((why = load_for_reload(gw->config_path, &cfg)) != NULL) {
+		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", why));
+		free(why);
 		gw_config_free(&cfg);
 		return;
 	}

@@ -113,6 +113,11 @@ expect_error(const char *yaml, const char *msg)
 	struct cfg c;
 
 	err.msg[0] = '\0';
+	if (msg == NULL) {	/* no problem expected */
+		assert_int_equal(load(yaml, &c, &err), 0);
+		done(&c);
+		return;
+	}
 	assert_int_equal(load(yaml, &c, &err), -1);
 	if (strcmp(err.msg, msg) != 0)
 		fail_msg("got '%s', want '%s'", err.msg, msg);
@@ -138,7 +143,7 @@ test_errors(void **state)
 	    "got '5 parsecs'");
 	expect_error("items:\n  - n: 1\n", "t.yaml:2:5: items[0].name: required");
 	expect_error("items:\n  - name: a\n    m: 1\n",
-	    "t.yaml:3:5: items[0].m: unknown key (did you mean 'n'?)");
+	    "t.yaml:3:5: items[0].m: unknown key (did you mean 'items[0].n'?)");
 	expect_error("items: 3\n", "t.yaml:1:8: items: expected a list");
 	expect_error("name: a\nname: b\n", "t.yaml:2:1: name: duplicate key");
 	expect_error("- 1\n- 2\n", "t.yaml:1:1: the top level must be a mapping");
@@ -263,9 +268,95 @@ test_secret(void **state)
 	unlink(path);
 	unsetenv("TG_TEST_UNSET");
 	expect_error("secret_env: TG_TEST_UNSET\n",
-	    "t.yaml:1:13: secret: environment variable TG_TEST_UNSET is not set");
+	    "t.yaml:1:13: secret_env: environment variable TG_TEST_UNSET is not set");
 	expect_error("secret: a\nsecret_env: B\n",
 	    "t.yaml:2:1: secret: give only one of secret, secret_env and secret_file");
+}
+
+/* Every problem of a file is reported in one load, in file order. */
+static void
+test_report_collects_all(void **state)
+{
+	struct tg_cfg_report rep = { 0 };
+	struct cfg c;
+
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(tg_config_load_string_report("t.yaml", "zzz: 1\nworkers: 65\n"
+	    "flag: maybe\nitems:\n  - n: 1\n  - 3\ntags: [a, [b]]\n", keys, TG_NELEM(keys),
+	    &c, &rep), -1);
+	assert_int_equal(rep.n, 6);
+	assert_true(rep.bound);
+	assert_string_equal(rep.v[0].msg, "t.yaml:1:1: zzz: unknown key");
+	assert_string_equal(rep.v[1].msg, "t.yaml:2:10: workers: must be between 1 and 64");
+	assert_string_equal(rep.v[2].msg, "t.yaml:3:7: flag: expected true or false, got 'maybe'");
+	assert_string_equal(rep.v[3].msg, "t.yaml:5:5: items[0].name: required");
+	assert_string_equal(rep.v[4].msg, "t.yaml:6:5: items[1]: expected a mapping");
+	assert_string_equal(rep.v[5].msg, "t.yaml:7:11: tags[1]: expected a string");
+	tg_config_report_cleanup(&rep);
+	done(&c);
+}
+
+/* A section given as a scalar or a list is refused, not defaulted. */
+static void
+test_section_types(void **state)
+{
+	expect_error("listen: 8080\n", "t.yaml:1:9: listen: must be a mapping of keys "
+	    "(listen.<key>: value, one per line), not a scalar");
+	expect_error("limits: [a, b]\n", "t.yaml:1:9: limits: must be a mapping of keys "
+	    "(limits.<key>: value, one per line), not a list");
+	expect_error("listen: {}\nlimits: ~\n", NULL);
+}
+
+/* "did you mean" at every level: sections, leaves, _env and _file forms. */
+static void
+test_suggestions(void **state)
+{
+	expect_error("limit:\n  size: 1\n",
+	    "t.yaml:1:1: limit: unknown key (did you mean 'limits'?)");
+	expect_error("secret_fil: x\n",
+	    "t.yaml:1:1: secret_fil: unknown key (did you mean 'secret_file'?)");
+	expect_error("secrt_env: X\n",
+	    "t.yaml:1:1: secrt_env: unknown key (did you mean 'secret_env'?)");
+	expect_error("limits:\n  tmeout: 1\n",
+	    "t.yaml:2:3: limits.tmeout: unknown key (did you mean 'limits.timeout'?)");
+}
+
+/* Positions of the keys set are kept for the caller's own checks. */
+static void
+test_report_positions(void **state)
+{
+	struct tg_cfg_report rep = { 0 };
+	size_t line = 0, col = 0;
+	struct cfg c;
+
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(tg_config_load_string_report("t.yaml", "limits:\n  size: 1k\n"
+	    "tags: [x, y]\nitems:\n  - name: a\n", keys, TG_NELEM(keys), &c, &rep), 0);
+	assert_int_equal(tg_config_report_pos(&rep, "limits.size", &line, &col), 0);
+	assert_true(line == 2 && col == 9);
+	assert_int_equal(tg_config_report_pos(&rep, "tags[1]", &line, &col), 0);
+	assert_true(line == 3 && col == 11);
+	assert_int_equal(tg_config_report_pos(&rep, "items[0].name", &line, &col), 0);
+	assert_true(line == 5 && col == 11);
+	assert_int_equal(tg_config_report_pos(&rep, "workers", &line, &col), -1);
+	tg_config_report_add(&rep, NULL, "tags", "bad");
+	tg_config_report_add(&rep, NULL, "limits.timeout", "near its section");
+	tg_config_report_add(&rep, "limits.size", "workers", "at another key");
+	tg_config_report_add(&rep, NULL, "workers", "nowhere");
+	assert_int_equal(rep.n, 4);
+	assert_string_equal(rep.v[0].msg, "t.yaml:1:1: limits.timeout: near its section");
+	assert_string_equal(rep.v[1].msg, "t.yaml:1:1: workers: nowhere");
+	assert_string_equal(rep.v[2].msg, "t.yaml:2:9: workers: at another key");
+	assert_string_equal(rep.v[3].msg, "t.yaml:3:7: tags: bad");
+	assert_false(rep.empty);
+	tg_config_report_cleanup(&rep);
+	done(&c);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(tg_config_load_string_report("e.yaml", "# nothing\n", keys,
+	    TG_NELEM(keys), &c, &rep), 0);
+	assert_true(rep.empty);
+	tg_config_report_cleanup(&rep);
+	done(&c);
 }
 
 static void
@@ -306,6 +397,10 @@ main(void)
 		cmocka_unit_test(test_null_means_default),
 		cmocka_unit_test(test_secret),
 		cmocka_unit_test(test_deep_nesting),
+		cmocka_unit_test(test_report_collects_all),
+		cmocka_unit_test(test_section_types),
+		cmocka_unit_test(test_suggestions),
+		cmocka_unit_test(test_report_positions),
 		cmocka_unit_test(test_parsers),
 	};
 

@@ -1,0 +1,273 @@
+/*
+ * config_check.c - the gateway's configuration checks that look past the
+ * key table: files named by the configuration (CA bundles, the embedded
+ * emulator's file) exist and are readable, relative paths resolved against
+ * the configuration file's directory; database directories exist and are
+ * writable; vendor URLs and route templates have the shape the upstream
+ * code needs; listeners obey the no-keys loopback rule; enumerated values
+ * and key services are known, with a "did you mean". Called by
+ * gw_config_load (config.c), so the start, -t and SIGHUP all run them.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/http.h>
+
+#include "tidegate/emulator.h"
+#include "config.h"
+
+int
+gw_config_check_choice(struct tg_cfg_report *rep, const char *key, const char *v,
+    const char *const *choices)
+{
+	char list[200] = "";
+	const char *hint = NULL;
+	size_t i, n;
+	int best = 3, d;
+
+	if (v == NULL)
+		return -1;
+	for (n = 0; choices[n] != NULL; n++)
+		if (strcmp(v, choices[n]) == 0)
+			return 0;
+	for (i = 0; i < n; i++) {
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+		    i == 0 ? "" : i + 1 == n ? " or " : ", ", choices[i]);
+		if ((d = tg_str_distance(v, choices[i], 2)) < best) {
+			best = d;
+			hint = choices[i];
+		}
+	}
+	if (hint != NULL)
+		tg_config_report_add(rep, NULL, key, "must be %s, got '%s' (did you mean '%s'?)",
+		    list, v, hint);
+	else
+		tg_config_report_add(rep, NULL, key, "must be %s, got '%s'", list, v);
+	return -1;
+}
+
+void
+gw_config_check_services(const struct gw_config *c, size_t i, struct tg_cfg_report *rep)
+{
+	static const char *const names[] = { "dex", "sim", "admin", NULL };
+	const struct tg_strlist *l = &c->keys[i].services;
+	char key[64];
+	size_t j;
+
+	if (l->n == 0) {
+		snprintf(key, sizeof(key), "keys[%zu].services", i);
+		tg_config_report_add(rep, NULL, key, "list at least one of dex, sim, admin");
+	}
+	for (j = 0; j < l->n; j++) {
+		snprintf(key, sizeof(key), "keys[%zu].services[%zu]", i, j);
+		gw_config_check_choice(rep, key, l->v[j], names);
+	}
+}
+
+/* A file named in the configuration, resolved against its directory. */
+static char *
+beside(const struct gw_config *c, const char *file)
+{
+	const char *slash = strrchr(c->path, '/');
+
+	if (file[0] == '/' || slash == NULL)
+		return tg_xstrdup(file);
+	return tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path, file);
+}
+
+/* *field becomes its resolved path; a file that cannot be read is a problem. */
+static void
+check_readable(struct gw_config *c, char **field, const char *key, const char *at,
+    struct tg_cfg_report *rep)
+{
+	char *full;
+	struct stat st;
+	int fd;
+
+	if (*field == NULL || **field == '\0')
+		return;
+	full = beside(c, *field);
+	if ((fd = open(full, O_RDONLY)) < 0)
+		tg_config_report_add(rep, at, key, "cannot read %s: %s", full, strerror(errno));
+	else if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+		tg_config_report_add(rep, at, key, "%s is a directory, not a file", full);
+	if (fd >= 0)
+		close(fd);
+	free(*field);
+	*field = full;
+}
+
+/* A SQLite database: its directory must exist and be writable, and so must
+ * the file when it exists (the journal and WAL files sit beside it). */
+static char *
+check_db(const struct gw_config *c, const char *file, const char *key,
+    struct tg_cfg_report *rep)
+{
+	char *full = beside(c, file), *dir;
+	const char *slash = strrchr(full, '/');
+	struct stat st;
+
+	dir = slash == NULL ? tg_xstrdup(".") : slash == full ? tg_xstrdup("/") :
+	    tg_xstrndup(full, (size_t)(slash - full));
+	if (stat(dir, &st) != 0)
+		tg_config_report_add(rep, NULL, key, "directory %s %s", dir, errno == ENOENT ?
+		    "does not exist" : strerror(errno));
+	else if (!S_ISDIR(st.st_mode))
+		tg_config_report_add(rep, NULL, key, "%s (the directory of %s) is not a directory",
+		    dir, full);
+	else if (access(dir, W_OK | X_OK) != 0)
+		tg_config_report_add(rep, NULL, key, "directory %s is not writable: %s", dir,
+		    strerror(errno));
+	else if (stat(full, &st) == 0 && (S_ISDIR(st.st_mode) || access(full, R_OK | W_OK)))
+		tg_config_report_add(rep, NULL, key, "%s is %s", full, S_ISDIR(st.st_mode) ?
+		    "a directory, not a database file" : "not writable");
+	free(dir);
+	return full;
+}
+
+/* The shape the upstream pool accepts: http(s)://host[:port][/path], nothing
+ * else (a query or fragment would be dropped or sent as part of a path). */
+static void
+check_url(const char *url, const char *key, int required, struct tg_cfg_report *rep)
+{
+	const char *want = "want http://host[:port][/path] or https://…";
+	struct evhttp_uri *u;
+	const char *scheme, *host;
+
+	if (url == NULL || *url == '\0') {
+		if (required)
+			tg_config_report_add(rep, NULL, key, "required (%s)", want);
+		return;
+	}
+	if ((u = evhttp_uri_parse(url)) == NULL) {
+		tg_config_report_add(rep, NULL, key, "'%s' is not a URL (%s)", url, want);
+		return;
+	}
+	scheme = evhttp_uri_get_scheme(u);
+	host = evhttp_uri_get_host(u);
+	if (scheme == NULL || (strcasecmp(scheme, "http") && strcasecmp(scheme, "https")))
+		tg_config_report_add(rep, NULL, key, "scheme must be http or https, got '%s' (%s)",
+		    url, want);
+	else if (host == NULL || *host == '\0')
+		tg_config_report_add(rep, NULL, key, "'%s' has no host (%s)", url, want);
+	else if (evhttp_uri_get_query(u) != NULL)
+		tg_config_report_add(rep, NULL, key, "'%s' has a query; give no '?…' (%s)", url,
+		    strncmp(key, "sim.auth_url", 12) == 0 ? "the token path is sim.routes.token" :
+		    want);
+	else if (evhttp_uri_get_fragment(u) != NULL || evhttp_uri_get_userinfo(u) != NULL)
+		tg_config_report_add(rep, NULL, key, "'%s' has a %s (%s)", url,
+		    evhttp_uri_get_fragment(u) != NULL ? "fragment" : "user name", want);
+	else if (evhttp_uri_get_port(u) == 0)
+		tg_config_report_add(rep, NULL, key, "'%s': port 0 (%s)", url, want);
+	evhttp_uri_free(u);
+}
+
+/* Route templates are request targets: a path from '/', never a URL. */
+static void
+check_routes(const struct gw_config *c, struct tg_cfg_report *rep)
+{
+	const char *v, *svc;
+	size_t i;
+
+	for (i = 0; i < gw_config_nkeys; i++) {
+		if (strstr(gw_config_keys[i].path, ".routes.") == NULL)
+			continue;
+		v = *(char *const *)((const char *)c + gw_config_keys[i].off);
+		svc = strncmp(gw_config_keys[i].path, "dex.", 4) == 0 ? "dex.url" : "sim.url";
+		if (v == NULL || v[0] == '/')
+			continue;
+		if (strstr(v, "://") != NULL)
+			tg_config_report_add(rep, NULL, gw_config_keys[i].path, "must be a path "
+			    "starting with '/', not a URL (the origin belongs in %s)", svc);
+		else
+			tg_config_report_add(rep, NULL, gw_config_keys[i].path, "must start with "
+			    "'/' (did you mean '/%s'?)", v);
+	}
+}
+
+int
+gw_config_addr_loopback(const char *addr)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+	char *host = NULL;
+	int port, rc = 0;
+
+	if (addr == NULL || tg_config_parse_addr(addr, &host, &port) != 0)
+		return 0;
+	if (strcmp(host, "localhost") == 0)
+		rc = 1;
+	else if (inet_pton(AF_INET, host, &a4) == 1)
+		rc = (ntohl(a4.s_addr) >> 24) == 127;
+	else if (inet_pton(AF_INET6, host, &a6) == 1)
+		rc = IN6_IS_ADDR_LOOPBACK(&a6);
+	free(host);
+	return rc;
+}
+
+static void
+check_listeners(const struct gw_config *c, struct tg_cfg_report *rep)
+{
+	const char *addr[3] = { c->listen_dex, c->listen_sim, c->listen_admin };
+	const char *key[3] = { "listen.dex", "listen.sim", "listen.admin" };
+	int i;
+
+	for (i = 0; c->nkeys == 0 && i < 3; i++)
+		if (addr[i] != NULL && !gw_config_addr_loopback(addr[i]))
+			tg_config_report_add(rep, NULL, key[i], "%s is not a loopback address and "
+			    "no API keys are configured (add keys, or listen on 127.0.0.1)",
+			    addr[i]);
+}
+
+/* upstream: embedded loads this file at start: load it here the same way,
+ * its own problems reported with its own file:line:col. */
+static void
+check_emulator(struct gw_config *c, struct tg_cfg_report *rep)
+{
+	struct tg_cfg_report sub = { 0 };
+	struct tg_emu_config ecfg;
+	char *full;
+	size_t i;
+
+	if (c->upstream == NULL || strcmp(c->upstream, "embedded") != 0)
+		return;
+	full = beside(c, c->emulator_config);
+	if (access(full, R_OK) != 0) {
+		tg_config_report_add(rep, tg_config_report_pos(rep, "emulator_config", &i, &i) ?
+		    "upstream" : NULL, "emulator_config", "cannot read %s: %s (needed by "
+		    "upstream: embedded)", full, strerror(errno));
+		free(full);
+		return;
+	}
+	memset(&ecfg, 0, sizeof(ecfg));
+	sub.file = full;
+	tg_config_load_report(full, tg_emu_config_keys, tg_emu_config_nkeys, &ecfg, &sub);
+	tg_config_report_merge(rep, &sub);
+	tg_config_report_cleanup(&sub);
+	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
+	free(full);
+}
+
+void
+gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
+{
+	check_readable(c, &c->tls_ca_file, "tls.ca_file", NULL, rep);
+	check_readable(c, &c->wh_ca_file, "webhooks.ca_file", NULL, rep);
+	c->wh_db_path = check_db(c, c->wh_db, "webhooks.db", rep);
+	c->runs_db_path = check_db(c, c->runs_db, "runs.db", rep);
+	c->owners_db_path = check_db(c, c->owners_db, "poll.ownership_db", rep);
+	check_url(c->dex.url, "dex.url", 1, rep);
+	check_url(c->dex.fallback_url, "dex.fallback_url", 0, rep);
+	check_url(c->sim.url, "sim.url", 1, rep);
+	check_url(c->sim.fallback_url, "sim.fallback_url", 0, rep);
+	check_url(c->sim.auth_url, "sim.auth_url", 1, rep);
+	check_routes(c, rep);
+	check_listeners(c, rep);
+	check_emulator(c, rep);
+}
