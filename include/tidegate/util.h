@@ -37,4 +37,7 @@ int tg_str_distance(const char *a, const char *b, int cap);
 /** Constant-time comparison of two equal-length buffers; 1 when equal. */
 int tg_mem_equal_ct(const void *a, const void *b, size_t n);
 
+/** The value of hex digit c (either case), or -1. */
+int tg_hexval(int c);
+
 #endif

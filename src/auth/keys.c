@@ -24,18 +24,6 @@ static const struct {
 };
 
 static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-static int
 parse_digest(const char *hex, unsigned char out[TG_SHA256_LEN])
 {
 	size_t i;
@@ -44,7 +32,7 @@ parse_digest(const char *hex, unsigned char out[TG_SHA256_LEN])
 	if (hex == NULL || strlen(hex) != 2 * TG_SHA256_LEN)
 		return -1;
 	for (i = 0; i < TG_SHA256_LEN; i++) {
-		if ((hi = hexval(hex[2 * i])) < 0 || (lo = hexval(hex[2 * i + 1])) < 0)
+		if ((hi = tg_hexval(hex[2 * i])) < 0 || (lo = tg_hexval(hex[2 * i + 1])) < 0)
 			return -1;
 		out[i] = (unsigned char)(hi << 4 | lo);
 	}

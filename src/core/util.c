@@ -146,3 +146,15 @@ tg_mem_equal_ct(const void *a, const void *b, size_t n)
 		acc |= x[i] ^ y[i];
 	return acc == 0;
 }
+
+int
+tg_hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -13,18 +13,6 @@
 #include "tidegate/routes.h"
 #include "tidegate/util.h"
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Form decoding of s[0..n) (percent escapes, '+' as space) into a malloc'd
  * string; NULL when an escape is broken. *bytes gets the decoded length,
  * which is shorter than strlen() of the result when it holds %00. */
@@ -40,8 +28,8 @@ decode(const char *s, size_t n, size_t *bytes)
 			out[k++] = ' ';
 		} else if (s[i] != '%') {
 			out[k++] = s[i];
-		} else if (i + 2 < n && (hi = hexval(s[i + 1])) >= 0 &&
-		    (lo = hexval(s[i + 2])) >= 0) {
+		} else if (i + 2 < n && (hi = tg_hexval(s[i + 1])) >= 0 &&
+		    (lo = tg_hexval(s[i + 2])) >= 0) {
 			out[k++] = (char)(hi << 4 | lo);
 			i += 2;
 		} else {

@@ -178,9 +178,7 @@ step_chunk_size(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 	if (len < 3 || len > 2 + 15)
 		return -1;
 	for (i = 0; i < len - 2; i++) {
-		char ch = line[i];
-		int d = ch >= '0' && ch <= '9' ? ch - '0' : (ch | 0x20) >= 'a' &&
-		    (ch | 0x20) <= 'f' ? (ch | 0x20) - 'a' + 10 : -1;
+		int d = tg_hexval((unsigned char)line[i]);
 
 		if (d < 0)
 			return -1;

@@ -42,18 +42,6 @@ allowed(unsigned char c)
 	}
 }
 
-static int
-hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Only origin-form ("/path?query") is served: this is not a forward proxy
  * (absolute-form), has no server-wide OPTIONS ("*") and no CONNECT. */
 static int
@@ -115,8 +103,8 @@ put_char(const char *p, size_t len, size_t *i, char *out, size_t *n, struct tg_t
 		out[(*n)++] = p[(*i)++];
 		return 0;
 	}
-	if (*i + 2 >= len || (hi = hexval((unsigned char)p[*i + 1])) < 0 ||
-	    (lo = hexval((unsigned char)p[*i + 2])) < 0) {
+	if (*i + 2 >= len || (hi = tg_hexval((unsigned char)p[*i + 1])) < 0 ||
+	    (lo = tg_hexval((unsigned char)p[*i + 2])) < 0) {
 		t->rule = "percent";
 		tg_err_set(err, "'%%' at offset %zu of the path is not followed by two hex digits",
 		    *i);
