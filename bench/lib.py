@@ -1,9 +1,10 @@
 """
 bench/lib.py - what the benchmark scenarios share: the systems under test
-(tidegate, nginx, HAProxy) and the fixed-answer nginx stub upstream, each
-on free loopback ports and pinned to a core; wrk runs with their parsed
-figures; callgrind instruction counts; medians with min-max; Markdown
-tables; a description of the machine.
+(tidegate; nginx as a proxy, plain or caching; HAProxy) and the
+fixed-answer nginx stub upstream, each on free loopback ports and pinned to
+a core; wrk runs with their parsed figures; callgrind instruction counts;
+syscall counts (strace -c); medians with min-max; Markdown tables; a
+description of the machine.
 
 Core assignment (2 cores): the system under test on SUT_CPU, the load
 generator and the upstream on LOAD_CPU.
@@ -97,7 +98,15 @@ class Daemon:
 
     @property
     def worker(self):
-        """The pid doing the work (nginx's single worker, else the process)."""
+        """The pid doing the work (nginx's single worker, not its cache
+        manager or loader; else the process)."""
+        for pid in self.pids[1:]:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"worker process" in f.read():
+                        return pid
+            except OSError:
+                pass
         return self.pids[-1]
 
     def rss_kb(self, field="VmRSS"):
@@ -117,6 +126,7 @@ class Daemon:
 
 def _nginx(name, server_block, cpu, port, ready_path="/", master=True, prefix=None, main=""):
     tmp = tempfile.mkdtemp(prefix=f"tg-bench-{name}-")
+    os.chmod(tmp, 0o755)     # run as root, the worker is nobody: it writes its cache here
     conf = f"""{main}worker_processes 1;
 daemon off;
 master_process {"on" if master else "off"};
@@ -136,6 +146,7 @@ http {{
 {server_block}
 }}
 """
+    conf = conf.replace("@TMP@", tmp)        # the block may name its own directory
     with open(os.path.join(tmp, "nginx.conf"), "w") as f:
         f.write(conf)
     argv = (prefix or []) + ["nginx", "-p", tmp, "-c", os.path.join(tmp, "nginx.conf")]
@@ -145,13 +156,15 @@ http {{
 ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
 
 
-def stub(cpu=None, port=None, read_body=False):
+def stub(cpu=None, port=None, read_body=False, files_dir=None):
     """The fixed-answer upstream: nginx `return 200` for every path, a
     vendor login that hands out STUB_JWT, request bodies discarded.
     read_body: answer only once the whole body is read (as a real vendor
     does; else nginx answers first and proxies streaming the body cannot
     keep the connection), with the echo module of nginx-light; the answer
-    is then chunked."""
+    is then chunked. files_dir: GET /public/v1/size/<name> answers the file
+    files_dir/<name> as application/json with its Content-Length (sendfile,
+    so the stub beside wrk spends little on large answers)."""
     port = port or free_port()
     answer = f"default_type application/json; return 200 '{STUB_BODY}';"
     main = ""
@@ -159,12 +172,16 @@ def stub(cpu=None, port=None, read_body=False):
         answer = (f"client_body_buffer_size 2m; default_type application/json; "
                   f"echo_read_request_body; echo -n '{STUB_BODY}';")
         main = f"load_module {ECHO_MODULE};\n"
+    files = ""
+    if files_dir:
+        files = (f"\n    location /public/v1/size/ {{ alias {files_dir.rstrip('/')}/; "
+                 f"default_type application/json; sendfile on; }}")
     block = f"""  server {{
     listen 127.0.0.1:{port} backlog=4096;
     client_max_body_size 0;
     location = /public/v1/authenticate {{
       default_type application/json; return 200 '{{"token":"{STUB_JWT}"}}'; }}
-    location / {{ {answer} }}
+    location / {{ {answer} }}{files}
   }}"""
     d = _nginx("stub", block, LOAD_CPU if cpu is None else cpu, port, main=main)
     d.port = port
@@ -191,6 +208,37 @@ def nginx_proxy(upstream_port, cpu=None, port=None, master=True, prefix=None):
     }}
   }}"""
     d = _nginx("nginx", block, SUT_CPU if cpu is None else cpu, port, "/healthz-probe",
+               master, prefix)
+    d.port = port
+    d.url = f"http://127.0.0.1:{port}"
+    return d
+
+
+def nginx_cache(upstream_port, cpu=None, port=None, master=True, prefix=None):
+    """nginx as a caching reverse proxy: nginx_proxy's upstream keep-alive,
+    proxy_cache in a zone in its own directory, 200 answers kept 10 min
+    whatever the upstream's caching headers say (the key is the request
+    URI, query included), sendfile on as Debian's nginx.conf ships it.
+    Answers carry X-Cache-Status (MISS, HIT, ...)."""
+    port = port or free_port()
+    block = f"""  proxy_cache_path @TMP@/cache levels=1:2 keys_zone=bench:10m max_size=1g
+                   inactive=1h use_temp_path=off;
+  upstream origin {{ server 127.0.0.1:{upstream_port}; keepalive {KEEPALIVE}; }}
+  server {{
+    listen 127.0.0.1:{port} backlog=4096;
+    sendfile on;
+    location / {{
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_cache bench;
+      proxy_cache_valid 200 10m;
+      proxy_ignore_headers Cache-Control Expires Set-Cookie X-Accel-Expires;
+      add_header X-Cache-Status $upstream_cache_status;
+      proxy_read_timeout 600s;
+    }}
+  }}"""
+    d = _nginx("nginx-cache", block, SUT_CPU if cpu is None else cpu, port, "/healthz-probe",
                master, prefix)
     d.port = port
     d.url = f"http://127.0.0.1:{port}"
@@ -359,11 +407,35 @@ def wrk(url, conns, seconds, headers=None, script=None, rate=None, threads=1, cp
     return res
 
 
-def callgrind_ir(argv_fn, load_fn, n_small, n_large, cpu=None):
+def syscalls(pid, load_fn):
+    """{syscall: count} of pid's threads while load_fn() runs (strace -c -f)."""
+    out = tempfile.mktemp(prefix="tg-bench-strace-")
+    st = subprocess.Popen(["strace", "-c", "-f", "-o", out, "-p", str(pid)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)                  # attached
+        load_fn()
+        time.sleep(0.2)
+    finally:
+        st.send_signal(signal.SIGINT)
+        st.wait(timeout=30)
+    counts = {}
+    with open(out) as f:
+        for line in f:
+            s = line.split()
+            # % time, seconds, usecs/call, calls, [errors,] syscall
+            if len(s) >= 5 and s[3].isdigit() and s[-1] != "total":
+                counts[s[-1]] = int(s[3])
+    os.unlink(out)
+    return counts
+
+
+def callgrind_ir(argv_fn, load_fn, n_small, n_large, cpu=None, keep=None):
     """Instructions per request, startup cancelled out: run the system under
     valgrind --tool=callgrind twice, sending n_small then n_large requests
     (load_fn(daemon, n)), and divide the difference of the totals.
-    argv_fn(prefix) starts the daemon with prefix prepended to its argv."""
+    argv_fn(prefix) starts the daemon with prefix prepended to its argv.
+    keep: a path where the larger run's callgrind file is kept."""
     totals = []
     for n in (n_small, n_large):
         out = tempfile.mktemp(prefix="tg-bench-callgrind-")
@@ -373,8 +445,27 @@ def callgrind_ir(argv_fn, load_fn, n_small, n_large, cpu=None):
         finally:
             d.stop()
         totals.append(_callgrind_total(out))
-        os.unlink(out)
+        if keep and n == n_large:
+            shutil.move(out, keep)
+        else:
+            os.unlink(out)
     return (totals[1] - totals[0]) / float(n_large - n_small)
+
+
+def callgrind_top(path, n):
+    """The n functions with the most instructions in a callgrind file:
+    [(name, share of the total)]."""
+    ann = subprocess.run(["callgrind_annotate", path], capture_output=True, text=True).stdout
+    share = {}                       # a function's lines may come from several files
+    for line in ann.splitlines():
+        m = re.match(r"\s*[\d,]+ \(\s*([\d.]+)%\)\s+(.*?)(?: \[(.*)\])?$", line)
+        if not m or "PROGRAM TOTALS" in line:
+            continue
+        name = m.group(2).rsplit(":", 1)[-1]
+        if name.startswith("0x") and m.group(3):
+            name = f"{os.path.basename(m.group(3))} {name}"
+        share[name] = share.get(name, 0.0) + float(m.group(1))
+    return sorted(share.items(), key=lambda kv: -kv[1])[:n]
 
 
 def _callgrind_total(path):
