@@ -24,6 +24,7 @@
  * entries, which outlive the requests and are swept when idle.
  */
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -84,12 +85,49 @@ static void fetch(struct poll_entry *e);
 
 /* ---- answers ---- */
 
+/* A held body is shared with the replies being written from it (by
+ * reference, never copied per caller): freed when the answer and every
+ * such reply have let go of it. */
+struct body_ref {
+	size_t refs;
+	char data[];
+};
+
+static char *
+body_new(size_t len)
+{
+	struct body_ref *b = tg_xmalloc(sizeof(*b) + len + 1);
+
+	b->refs = 1;
+	return b->data;
+}
+
+static struct body_ref *
+body_of(char *data)
+{
+	return (struct body_ref *)(void *)(data - offsetof(struct body_ref, data));
+}
+
+static void
+body_unref(char *data)
+{
+	if (data != NULL && --body_of(data)->refs == 0)
+		free(body_of(data));
+}
+
+/* evbuffer_add_reference's cleanup: the reply's bytes are written or gone. */
+static void
+on_body_sent(const void *data, size_t len, void *arg)
+{
+	body_unref(arg);
+}
+
 static void
 answer_clear(struct poll_answer *a)
 {
 	free(a->ctype);
 	free(a->retry_after);
-	free(a->body);
+	body_unref(a->body);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -243,7 +281,10 @@ reply_answer(struct gw_req *r, const struct poll_answer *a, const char *how)
 	char age[24];
 
 	waiter_remove(r);
-	evbuffer_add(b, a->body, a->len);
+	if (a->len > 0) {
+		body_of(a->body)->refs++;
+		evbuffer_add_reference(b, a->body, a->len, on_body_sent, a->body);
+	}
 	snprintf(age, sizeof(age), "%lld", (long long)((tg_clock_mono_ms() - a->at) / 1000));
 	evhttp_add_header(h, "Age", age);
 	evhttp_add_header(h, "X-Tidegate-Poll", how);
@@ -353,7 +394,7 @@ store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuff
 	e->ans.status = status;
 	e->ans.ctype = ct ? tg_xstrdup(ct) : NULL;
 	e->ans.retry_after = ra ? tg_xstrdup(ra) : NULL;
-	e->ans.body = tg_xmalloc(len + 1);
+	e->ans.body = body_new(len);
 	evbuffer_copyout(body, e->ans.body, len);
 	e->ans.body[len] = '\0';
 	e->ans.len = len;
