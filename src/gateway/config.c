@@ -152,8 +152,12 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "longest reuse as a job ages"),
 	KB("poll.backoff_after", TG_CFG_DURATION, poll_backoff_after, "30s", 1000, 8.64e7,
 	   "job age after which the interval grows (by interval per backoff_after)"),
-	KB("poll.max_wait", TG_CFG_DURATION, poll_max_wait, "60s", 0, 3.6e6,
-	   "longest long-poll (?wait=N seconds is capped to this)"),
+	KB("poll.max_wait", TG_CFG_DURATION, poll_max_wait, "50s", 0, 3.6e6,
+	   "longest long-poll (?wait=N seconds is capped to this); keep it under the "
+	   "read/idle timeout of any proxy or load balancer in front (nginx 60s)"),
+	KB("poll.wait_margin", TG_CFG_DURATION, poll_wait_margin, "500ms", 0, 60000,
+	   "a long-poll answers this much before min(wait, max_wait) (at most a quarter "
+	   "of the wait), so a proxy whose timeout equals the wait sees the answer first"),
 	KB("poll.cache_max_body", TG_CFG_SIZE, poll_cache_max_body, "1MB", 1024, 1073741824.0,
 	   "largest answer shared from memory (bigger: each caller streams its own)"),
 	KB("poll.cache_max_bytes", TG_CFG_SIZE, poll_cache_max_bytes, "64MB", 0,

@@ -62,6 +62,7 @@ struct gw_config {
 	int64_t check_worker_min;	/* bodies this large are checked off the loop */
 	int poll_enabled, poll_ownership;
 	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
+	int64_t poll_wait_margin;
 	int64_t poll_cache_max_body, poll_cache_max_bytes, poll_terminal_ttl;
 	long long poll_max_entries;
 	char *owners_db;	/* correlation ownership (poll.ownership_db) */

@@ -631,13 +631,17 @@ wait_ms(struct gw_req *r)
 {
 	char *w = tg_http_query(r->req, "wait"), *end;
 	double s = w ? strtod(w, &end) : 0;
-	int64_t ms, cap = r->rt->cfg.poll_max_wait;
+	int64_t ms, margin, cap = r->rt->cfg.poll_max_wait;
 
 	if (w != NULL && (end == w || *end != '\0' || s < 0))
 		s = 0;
 	free(w);
 	ms = (int64_t)(s * 1000);
-	return ms > cap ? cap : ms;
+	if (ms > cap)
+		ms = cap;
+	/* answer before a proxy whose timeout equals the wait gives up */
+	margin = r->rt->cfg.poll_wait_margin;
+	return ms - (margin < ms / 4 ? margin : ms / 4);
 }
 
 static void
