@@ -163,6 +163,14 @@ const struct tg_cfg_key gw_config_keys[] = {
 	KB("poll.cache_max_bytes", TG_CFG_SIZE, poll_cache_max_bytes, "64MB", 0,
 	   1099511627776.0, "bytes of answers held in all; the least recently used answer no "
 	   "request waits on is evicted first (0: none kept)"),
+	KB("poll.spool_max_bytes", TG_CFG_SIZE, poll_spool_max_bytes, "4GB", 0,
+	   1099511627776.0, "final answers larger than cache_max_body are written once to "
+	   "files in spool_dir and every caller is served from there; bytes of all spool "
+	   "files at once (an answer that outgrows it: each caller streams its own; 0: no "
+	   "spool)"),
+	K("poll.spool_dir", TG_CFG_STR, poll_spool_dir, "spool",
+	  "directory of the spool files (relative to this file; created 0700, files 0600, "
+	  "leftovers removed at start)"),
 	KB("poll.terminal_ttl", TG_CFG_DURATION, poll_terminal_ttl, "10m", 1000, 8.64e7,
 	   "how long a final answer is served without asking the vendor"),
 	KB("poll.max_entries", TG_CFG_INT, poll_max_entries, "10000", 1, 1e7,
@@ -374,6 +382,7 @@ check_webhooks(struct gw_config *c, struct tg_err *err)
 	c->wh_db_path = beside(c, c->wh_db);
 	c->runs_db_path = beside(c, c->runs_db);
 	c->owners_db_path = beside(c, c->owners_db);
+	c->spool_dir_path = beside(c, c->poll_spool_dir);
 	if (strcmp(c->runs_sync, "full") != 0 && strcmp(c->runs_sync, "normal") != 0) {
 		tg_err_set(err, "%s: runs.sync: must be full or normal", c->path);
 		return -1;
@@ -465,6 +474,8 @@ gw_config_free(struct gw_config *cfg)
 	cfg->runs_db_path = NULL;
 	free(cfg->owners_db_path);
 	cfg->owners_db_path = NULL;
+	free(cfg->spool_dir_path);
+	cfg->spool_dir_path = NULL;
 	tg_config_free(gw_config_keys, gw_config_nkeys, cfg);
 	free(cfg->path);
 	cfg->path = NULL;
