@@ -44,6 +44,7 @@ struct gw_spool_rd {
 	struct gw_spool *s;
 	struct gw_req *r;
 	int64_t off;
+	int sending;		/* a chunk is with the client: wait for its drain */
 	struct event *ev;	/* pump: from the loop, never inside a callback */
 	TAILQ_ENTRY(gw_spool_rd) next;
 };
@@ -113,7 +114,8 @@ wake_readers(struct gw_spool *s)
 	struct gw_spool_rd *rd;
 
 	TAILQ_FOREACH(rd, &s->readers, next)
-		event_active(rd->ev, EV_TIMEOUT, 0);
+		if (!rd->sending || s->failed)
+			event_active(rd->ev, EV_TIMEOUT, 0);
 }
 
 static void
@@ -209,6 +211,7 @@ on_client_drained(struct evhttp_connection *conn, void *arg)
 {
 	struct gw_spool_rd *rd = arg;
 
+	rd->sending = 0;
 	event_active(rd->ev, EV_TIMEOUT, 0);
 }
 
@@ -233,8 +236,8 @@ on_pump(evutil_socket_t fd, short what, void *arg)
 		gw_req_reply_end(r, failed);
 		return;
 	}
-	if (avail == 0)
-		return;		/* caught up with the writer: the next append wakes us */
+	if (avail == 0 || rd->sending)
+		return;		/* caught up with the writer, or the client is busy */
 	b = evbuffer_new();
 	if (evbuffer_reserve_space(b, SPOOL_CHUNK, &v, 1) < 1)
 		abort();
@@ -249,6 +252,7 @@ on_pump(evutil_socket_t fd, short what, void *arg)
 	evbuffer_commit_space(b, &v, 1);
 	rd->off += n;
 	r->bytes += (uint64_t)n;
+	rd->sending = 1;
 	evhttp_send_reply_chunk_with_cb(r->req, b, on_client_drained, rd);
 	evbuffer_free(b);
 }

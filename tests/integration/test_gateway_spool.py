@@ -118,3 +118,25 @@ def test_spooled_callers_memory_stays_flat(make_emulator, make_gateway):
     assert size > 50 << 20
     assert emu.calls("GET /public/export") == 1
     assert peak - base < 24 * 1024, (base, peak)
+
+
+def test_slow_reader_of_the_spool_holds_only_a_chunk(make_emulator, make_gateway):
+    emu = make_emulator(MB55, build=RELEASE_BUILD)
+    gw = make_gateway(emu, {"log_level": "warn"}, build=RELEASE_BUILD)
+    cid = ready_export(gw, emu)
+    base = gw.rss_kb()
+    got = 0
+    with requests.get(gw.dex + "/public/export", params={"correlationId": cid},
+                      headers=gw.headers(), stream=True, timeout=60) as r:
+        assert r.status_code == 200
+        deadline = time.monotonic() + 3
+        for chunk in r.iter_content(64 * 1024):
+            got += len(chunk)
+            time.sleep(0.01)                  # about 6 MB/s
+            if time.monotonic() > deadline:
+                break
+        # the vendor's 55 MB went to the spool; the gateway holds a chunk per reader
+        assert gw.metric("tidegate_poll_spool_bytes") > 50 << 20
+        peak = gw.hwm_kb()
+    assert got < 40 << 20
+    assert peak - base < 16 * 1024, (base, peak)
