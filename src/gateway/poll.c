@@ -14,6 +14,9 @@
  *   to make room the least recently used answer no request waits on is
  *   evicted (its entry asks the vendor again when next polled), and an
  *   answer that still does not fit is served to its waiters and dropped;
+ * - a final answer over poll.cache_max_body is spooled to a file once
+ *   (spool.c) and every caller streams it from there, even while it is
+ *   written; other answers that large are streamed by each caller;
  * - 429 + Retry-After from the vendor holds every caller of that entry back;
  * - `?wait=N` long-polls: the request is held until the job is terminal or N
  *   seconds pass, and all waiters wake on one upstream answer.
