@@ -3,7 +3,7 @@
 # Only as root (CI and the project's machines); otherwise it says what is missing.
 TG_PACKAGES="build-essential pkg-config meson ninja-build libevent-dev libyajl-dev libssl-dev
 libyaml-dev libsqlite3-dev libcmocka-dev libmimalloc-dev python3-pytest python3-requests curl
-openssl"
+openssl nginx-light haproxy"
 
 tg_install_deps() {
 	local missing="" p

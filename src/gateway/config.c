@@ -153,13 +153,25 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "longest reuse as a job ages"),
 	KB("poll.backoff_after", TG_CFG_DURATION, poll_backoff_after, "30s", 1000, 8.64e7,
 	   "job age after which the interval grows (by interval per backoff_after)"),
-	KB("poll.max_wait", TG_CFG_DURATION, poll_max_wait, "60s", 0, 3.6e6,
-	   "longest long-poll (?wait=N seconds is capped to this)"),
+	KB("poll.max_wait", TG_CFG_DURATION, poll_max_wait, "50s", 0, 3.6e6,
+	   "longest long-poll (?wait=N seconds is capped to this); keep it under the "
+	   "read/idle timeout of any proxy or load balancer in front (nginx 60s)"),
+	KB("poll.wait_margin", TG_CFG_DURATION, poll_wait_margin, "500ms", 0, 60000,
+	   "a long-poll answers this much before min(wait, max_wait) (at most a quarter "
+	   "of the wait), so a proxy whose timeout equals the wait sees the answer first"),
 	KB("poll.cache_max_body", TG_CFG_SIZE, poll_cache_max_body, "1MB", 1024, 1073741824.0,
 	   "largest answer shared from memory (bigger: each caller streams its own)"),
 	KB("poll.cache_max_bytes", TG_CFG_SIZE, poll_cache_max_bytes, "64MB", 0,
 	   1099511627776.0, "bytes of answers held in all; the least recently used answer no "
 	   "request waits on is evicted first (0: none kept)"),
+	KB("poll.spool_max_bytes", TG_CFG_SIZE, poll_spool_max_bytes, "4GB", 0,
+	   1099511627776.0, "final answers larger than cache_max_body are written once to "
+	   "files in spool_dir and every caller is served from there; bytes of all spool "
+	   "files at once (an answer that outgrows it: each caller streams its own; 0: no "
+	   "spool)"),
+	K("poll.spool_dir", TG_CFG_STR, poll_spool_dir, "spool",
+	  "directory of the spool files (relative to this file; created 0700, files 0600, "
+	  "leftovers removed at start)"),
 	KB("poll.terminal_ttl", TG_CFG_DURATION, poll_terminal_ttl, "10m", 1000, 8.64e7,
 	   "how long a final answer is served without asking the vendor"),
 	KB("poll.max_entries", TG_CFG_INT, poll_max_entries, "10000", 1, 1e7,
@@ -437,6 +449,8 @@ gw_config_free(struct gw_config *cfg)
 	cfg->runs_db_path = NULL;
 	free(cfg->owners_db_path);
 	cfg->owners_db_path = NULL;
+	free(cfg->spool_dir_path);
+	cfg->spool_dir_path = NULL;
 	tg_config_free(gw_config_keys, gw_config_nkeys, cfg);
 	free(cfg->path);
 	cfg->path = NULL;

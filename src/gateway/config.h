@@ -62,6 +62,8 @@ struct gw_config {
 	int64_t check_worker_min;	/* bodies this large are checked off the loop */
 	int poll_enabled, poll_ownership;
 	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
+	int64_t poll_wait_margin, poll_spool_max_bytes;
+	char *poll_spool_dir;	/* large final answers (poll.spool_dir) */
 	int64_t poll_cache_max_body, poll_cache_max_bytes, poll_terminal_ttl;
 	long long poll_max_entries;
 	char *owners_db;	/* correlation ownership (poll.ownership_db) */
@@ -86,6 +88,7 @@ struct gw_config {
 	char *wh_db_path;		/* wh_db resolved against the file's directory */
 	char *runs_db_path;		/* runs_db resolved likewise */
 	char *owners_db_path;		/* owners_db resolved likewise */
+	char *spool_dir_path;		/* poll_spool_dir resolved likewise */
 	int64_t *wh_schedule_ms;
 	size_t wh_nschedule;
 	struct tg_strlist wh_secrets;	/* wh_secret split into lines, current first */

@@ -262,6 +262,7 @@ gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
 	c->wh_db_path = check_db(c, c->wh_db, "webhooks.db", rep);
 	c->runs_db_path = check_db(c, c->runs_db, "runs.db", rep);
 	c->owners_db_path = check_db(c, c->owners_db, "poll.ownership_db", rep);
+	c->spool_dir_path = beside(c, c->poll_spool_dir);	/* made at start, 0700 */
 	check_url(c->dex.url, "dex.url", 1, rep);
 	check_url(c->dex.fallback_url, "dex.fallback_url", 0, rep);
 	check_url(c->sim.url, "sim.url", 1, rep);

@@ -129,6 +129,7 @@ struct gw_req {
 	struct evbuffer *capture;	/* copy of a served partial case (sim) */
 	const char *drop_query;		/* query parameter not to forward (dryRun, wait) */
 	struct poll_entry *poll;	/* waiting on a shared poll (poll.c) */
+	struct gw_spool_rd *spool_rd;	/* reading a spooled answer (spool.c) */
 	TAILQ_ENTRY(gw_req) poll_next;
 	int64_t wait_until;		/* long-poll deadline (monotonic ms), 0: none */
 	struct event *wait_timer;
@@ -175,6 +176,12 @@ void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct ev
 /** Reply with what g generated (g stays the caller's); frees r. */
 void gw_req_reply_json(struct gw_req *r, int status, yajl_gen g);
 void gw_req_proxy(struct gw_req *r);
+/** Start a streamed reply of status to r (borrowed; headers added before
+ * are sent); the body follows with evhttp_send_reply_chunk_with_cb. */
+void gw_req_reply_start(struct gw_req *r, int status);
+/** End the streamed reply of r (freed): abort resets the connection, so a
+ * truncated body never looks complete. */
+void gw_req_reply_end(struct gw_req *r, int abort);
 /** The rest of r's way once gw_validate has passed it (inline or later). */
 void gw_req_validated(struct gw_req *r);
 /** Upstream path and query for r (malloc'd): route template, minus drop_query. */
@@ -210,7 +217,9 @@ struct gw_poll_peek {
 	size_t len;
 	int terminal;
 };
-struct gw_poll *gw_poll_new(struct gw *gw);
+/** The multiplexer of gw (borrowed); c (borrowed) sets its sweep period and
+ * spool directory, which a reload does not change. */
+struct gw_poll *gw_poll_new(struct gw *gw, const struct gw_config *c);
 void gw_poll_free(struct gw_poll *p);
 /** Serve a pollable GET from the multiplexer: 1 when handled, 0 to proxy. */
 int gw_poll_handle(struct gw_req *r);
@@ -224,6 +233,35 @@ void gw_poll_forget(struct gw_req *r);
 int gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *out);
 /** /metrics: bytes of answers held (gauge) and the budget. */
 void gw_poll_metrics(struct gw *gw, struct evbuffer *out);
+
+/* spool.c */
+/* Bytes and files of all spools at once (owned by the poll multiplexer). */
+struct gw_spool_stats {
+	int64_t bytes, max;
+	long files;
+};
+/**
+ * A new spool file in dir (borrowed) for a final answer of status and
+ * ctype (copied): NULL with err when it cannot be created. st is borrowed
+ * and must outlive the spool. The caller holds one reference.
+ */
+struct gw_spool *gw_spool_new(struct gw *gw, const char *dir, int status, const char *ctype,
+    struct gw_spool_stats *st, struct tg_err *err);
+/** Append buf's bytes (drained): 0, or -1 over st->max or on a write
+ * error (the spool has failed then). */
+int gw_spool_append(struct gw_spool *s, struct evbuffer *buf);
+/** The answer is whole (ok) or never will be: readers finish or are reset. */
+void gw_spool_end(struct gw_spool *s, int ok);
+/** Drop a reference (NULL-safe): the file is removed at once, its bytes
+ * freed when the last reader is done. An unfinished spool fails. */
+void gw_spool_unref(struct gw_spool *s);
+/** Stream the spool to r (borrowed until its reply ends), following it
+ * while it is written; how is the X-Tidegate-Poll value (static). */
+void gw_spool_serve(struct gw_spool *s, struct gw_req *r, const char *how);
+/** r ends: stop reading. */
+void gw_spool_forget(struct gw_req *r);
+/** Create dir (0700) and remove spool files left by an earlier run. */
+void gw_spool_dir_prepare(const char *dir);
 
 /* jobs.c */
 /** Open the owner store (poll.ownership_db) and its prune timer: 0, or -1

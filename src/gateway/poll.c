@@ -14,6 +14,9 @@
  *   to make room the least recently used answer no request waits on is
  *   evicted (its entry asks the vendor again when next polled), and an
  *   answer that still does not fit is served to its waiters and dropped;
+ * - a final answer over poll.cache_max_body is spooled to a file once
+ *   (spool.c) and every caller streams it from there, even while it is
+ *   written; other answers that large are streamed by each caller;
  * - 429 + Retry-After from the vendor holds every caller of that entry back;
  * - `?wait=N` long-polls: the request is held until the job is terminal or N
  *   seconds pass, and all waiters wake on one upstream answer.
@@ -50,6 +53,7 @@ struct poll_answer {
 	int64_t at;		/* monotonic ms; 0 when none */
 	int terminal;
 	int held;		/* counted in the budget, on the LRU list */
+	struct gw_spool *spool;	/* a final answer too large for memory (spool.c) */
 };
 
 struct poll_entry {
@@ -64,6 +68,10 @@ struct poll_entry {
 	int64_t created, not_before, used;	/* monotonic ms */
 	struct gw_runtime *rt;	/* held while a fetch is in flight */
 	struct tg_up_req *inflight;
+	struct evbuffer *fbuf;	/* the answer in flight, up to cache_max_body */
+	int f_status;
+	const struct evkeyvalq *f_hdr;	/* borrowed from on_f_head to on_f_done */
+	struct gw_spool *writing;	/* the answer in flight, spooled */
 	struct tg_token_wait *tw;
 	char *token;
 	int replayed, passthrough;
@@ -79,6 +87,7 @@ struct gw_poll {
 	struct event *sweep;
 	TAILQ_HEAD(, poll_entry) lru;	/* held answers, least recently used first */
 	size_t bytes;			/* body bytes of the held answers */
+	struct gw_spool_stats spool;	/* spool files, all entries */
 };
 
 static void fetch(struct poll_entry *e);
@@ -128,6 +137,7 @@ answer_clear(struct poll_answer *a)
 	free(a->ctype);
 	free(a->retry_after);
 	body_unref(a->body);
+	gw_spool_unref(a->spool);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -277,10 +287,15 @@ static void
 reply_answer(struct gw_req *r, const struct poll_answer *a, const char *how)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
-	struct evbuffer *b = evbuffer_new();
+	struct evbuffer *b;
 	char age[24];
 
 	waiter_remove(r);
+	if (a->spool != NULL) {
+		gw_spool_serve(a->spool, r, how);
+		return;
+	}
+	b = evbuffer_new();
 	if (a->len > 0) {
 		body_of(a->body)->refs++;
 		evbuffer_add_reference(b, a->body, a->len, on_body_sent, a->body);
@@ -465,6 +480,128 @@ on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg
 	}
 }
 
+/* ---- the shared fetch, streamed: kept in memory up to cache_max_body,
+ * then spooled (a final answer) or abandoned to pass-through ---- */
+
+static void
+on_f_head(struct tg_up_req *u, int status, const struct evkeyvalq *h, void *arg)
+{
+	struct poll_entry *e = arg;
+
+	e->f_status = status;
+	e->f_hdr = h;
+}
+
+/* A final answer by its status alone, so it can be spooled before it is whole. */
+static int
+spoolable(const struct poll_entry *e)
+{
+	if (e->f_status != 200 || e->p->gw->rt->cfg.poll_spool_max_bytes <= 0)
+		return 0;
+	if (e->op == TG_OP_DEX_EXPORT_GET || e->op == TG_OP_SIM_RESULTS)
+		return 1;
+	return (e->op == TG_OP_DEX_IMPORT_RESULT || e->op == TG_OP_DEX_IMPORT_FAILED) &&
+	    tg_map_get(e->p->imports_done, e->job) != NULL;
+}
+
+/* Every caller waiting on e follows the spool from now on. */
+static int
+spool_start(struct poll_entry *e)
+{
+	const struct gw_config *c = &e->p->gw->rt->cfg;
+	const char *ct = e->f_hdr ? evhttp_find_header(e->f_hdr, "Content-Type") : NULL;
+	struct gw_req *r;
+	struct tg_err err;
+
+	e->p->spool.max = c->poll_spool_max_bytes;
+	e->writing = gw_spool_new(e->p->gw, c->spool_dir_path, e->f_status, ct, &e->p->spool,
+	    &err);
+	if (e->writing == NULL) {
+		tg_log(TG_LOG_WARN, "spool_failed", TG_LS("reason", err.msg));
+		return -1;
+	}
+	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_spooled_total", "", 1);
+	if (gw_spool_append(e->writing, e->fbuf) != 0)
+		return -1;
+	while ((r = TAILQ_FIRST(&e->waiters)) != NULL) {
+		waiter_remove(r);
+		gw_spool_serve(e->writing, r, r->wait_until ? "long-poll" : "spool");
+	}
+	return 0;
+}
+
+/* The answer cannot be shared: every caller streams its own copy. */
+static void
+give_up(struct poll_entry *e, struct tg_up_req *u)
+{
+	tg_up_req_cancel(u);
+	e->inflight = NULL;
+	gw_spool_unref(e->writing);	/* its readers are reset */
+	e->writing = NULL;
+	fetch_done(e);
+	proxy_waiters(e);
+}
+
+static void
+on_f_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
+{
+	struct poll_entry *e = arg;
+	size_t max = (size_t)e->p->gw->rt->cfg.poll_cache_max_body;
+
+	if (e->writing != NULL) {
+		if (gw_spool_append(e->writing, buf) != 0)
+			give_up(e, u);
+		return;
+	}
+	if (evbuffer_get_length(e->fbuf) + evbuffer_get_length(buf) <= max) {
+		evbuffer_add_buffer(e->fbuf, buf);
+		return;
+	}
+	evbuffer_add_buffer(e->fbuf, buf);
+	if (!spoolable(e) || spool_start(e) != 0)
+		give_up(e, u);
+}
+
+/* The spooled answer is whole: it is the entry's answer now. */
+static void
+spool_done(struct poll_entry *e, enum tg_up_error err)
+{
+	struct gw_spool *s = e->writing;
+
+	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_upstream_total",
+	    e->service == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
+	e->inflight = NULL;
+	e->writing = NULL;
+	fetch_done(e);
+	gw_spool_end(s, err == TG_UP_OK);
+	if (err != TG_UP_OK) {
+		gw_spool_unref(s);
+		return;
+	}
+	answer_drop(e);
+	e->ans.status = e->f_status;
+	e->ans.spool = s;
+	e->ans.at = tg_clock_mono_ms();
+	e->ans.terminal = 1;
+	(void)hold(e);		/* no bytes in memory: only its place on the LRU list */
+}
+
+static void
+on_f_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
+{
+	struct poll_entry *e = arg;
+
+	if (e->writing != NULL) {
+		spool_done(e, err);
+		return;
+	}
+	on_fetched(e->f_status, err == TG_UP_OK ? e->f_hdr : NULL,
+	    err == TG_UP_OK ? e->fbuf : NULL, err, e);
+	evbuffer_drain(e->fbuf, evbuffer_get_length(e->fbuf));
+}
+
+static const struct tg_up_cbs fetch_cbs = { on_f_head, on_f_body, on_f_done };
+
 static void
 send_fetch(struct poll_entry *e, const char *token)
 {
@@ -479,8 +616,10 @@ send_fetch(struct poll_entry *e, const char *token)
 		evhttp_add_header(&h, "Authorization", auth);
 		free(auth);
 	}
-	e->inflight = tg_upstream_fetch(s->api, EVHTTP_REQ_GET, e->uri, &h,
-	    NULL, (size_t)e->p->gw->rt->cfg.poll_cache_max_body, on_fetched, e);
+	e->f_status = 0;
+	e->f_hdr = NULL;
+	evbuffer_drain(e->fbuf, evbuffer_get_length(e->fbuf));
+	e->inflight = tg_upstream_send(s->api, EVHTTP_REQ_GET, e->uri, &h, NULL, &fetch_cbs, e);
 	evhttp_clear_headers(&h);
 }
 
@@ -532,6 +671,8 @@ entry_free(void *arg)
 	if (e->tw != NULL)
 		tg_token_wait_cancel(e->tw);
 	gw_runtime_unref(e->rt);
+	gw_spool_unref(e->writing);
+	evbuffer_free(e->fbuf);
 	answer_drop(e);
 	event_free(e->timer);
 	free(e->key);
@@ -613,6 +754,7 @@ entry_get(struct gw_poll *p, struct gw_req *r, const char *job, const char *iden
 	e->created = tg_clock_mono_ms();
 	TAILQ_INIT(&e->waiters);
 	e->timer = evtimer_new(p->gw->base, on_poll_timer, e);
+	e->fbuf = evbuffer_new();
 	tg_map_put(p->entries, key, e);
 	return e;
 }
@@ -672,13 +814,17 @@ wait_ms(struct gw_req *r)
 {
 	char *w = tg_http_query(r->req, "wait"), *end;
 	double s = w ? strtod(w, &end) : 0;
-	int64_t ms, cap = r->rt->cfg.poll_max_wait;
+	int64_t ms, margin, cap = r->rt->cfg.poll_max_wait;
 
 	if (w != NULL && (end == w || *end != '\0' || s < 0))
 		s = 0;
 	free(w);
 	ms = (int64_t)(s * 1000);
-	return ms > cap ? cap : ms;
+	if (ms > cap)
+		ms = cap;
+	/* answer before a proxy whose timeout equals the wait gives up */
+	margin = r->rt->cfg.poll_wait_margin;
+	return ms - (margin < ms / 4 ? margin : ms / 4);
 }
 
 static void
@@ -732,6 +878,11 @@ gw_poll_handle(struct gw_req *r)
 	}
 	e->used = tg_clock_mono_ms();
 	touch(e);
+	if (e->writing != NULL) {
+		count(r, "spool");	/* follows the spool being written */
+		gw_spool_serve(e->writing, r, "spool");
+		goto done;
+	}
 	if (fresh(e) && (e->ans.terminal || wms == 0)) {
 		count(r, "cached");
 		reply_answer(r, &e->ans, "cached");
@@ -754,6 +905,7 @@ void
 gw_poll_forget(struct gw_req *r)
 {
 	waiter_remove(r);
+	gw_spool_forget(r);
 }
 
 /* The key entry_get gives a gateway-token caller's poll of uri. */
@@ -769,8 +921,8 @@ gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *o
 	key = tg_xasprintf("%s|gateway|%s", service == GW_DEX ? "dex" : "sim", uri);
 	e = tg_map_get(p->entries, key);
 	free(key);
-	if (e == NULL || e->passthrough || !fresh(e))
-		return 0;
+	if (e == NULL || e->passthrough || !fresh(e) || e->ans.spool != NULL)
+		return 0;	/* a spooled answer is streamed, never handed out whole */
 	touch(e);
 	out->status = e->ans.status;
 	out->body = e->ans.body;
@@ -780,11 +932,17 @@ gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *o
 }
 
 struct gw_poll *
-gw_poll_new(struct gw *gw)
+gw_poll_new(struct gw *gw, const struct gw_config *c)
 {
 	struct gw_poll *p = tg_xcalloc(1, sizeof(*p));
 	struct timeval tv = { 30, 0 };
 
+	if (c->poll_terminal_ttl < 30000) {	/* spool files go soon after expiry */
+		tv.tv_sec = c->poll_terminal_ttl / 1000;
+		tv.tv_usec = (c->poll_terminal_ttl % 1000) * 1000;
+	}
+	if (c->poll_spool_max_bytes > 0)
+		gw_spool_dir_prepare(c->spool_dir_path);
 	p->gw = gw;
 	p->entries = tg_map_new(entry_free);
 	p->imports_done = tg_map_new(NULL);
@@ -822,4 +980,9 @@ gw_poll_metrics(struct gw *gw, struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tidegate_poll_entries Jobs the poll multiplexer "
 	    "tracks.\n# TYPE tidegate_poll_entries gauge\ntidegate_poll_entries %zu\n",
 	    tg_map_count(p->entries));
+	evbuffer_add_printf(out, "# HELP tidegate_poll_spool_bytes Bytes of the spool files "
+	    "(final answers over poll.cache_max_body).\n# TYPE tidegate_poll_spool_bytes gauge\n"
+	    "tidegate_poll_spool_bytes %lld\n# HELP tidegate_poll_spool_files Spool files open "
+	    "(removed ones still read included).\n# TYPE tidegate_poll_spool_files gauge\n"
+	    "tidegate_poll_spool_files %ld\n", (long long)p->spool.bytes, p->spool.files);
 }

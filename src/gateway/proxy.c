@@ -239,6 +239,22 @@ end_reply(struct gw_req *r, int abort)
 	evhttp_send_reply_end(req);
 }
 
+void
+gw_req_reply_start(struct gw_req *r, int status)
+{
+	add_common_headers(r);
+	r->status = status;
+	gw_flush_start(r);
+	evhttp_send_reply_start(r->req, status, tg_http_reason(status));
+	r->started = 1;
+}
+
+void
+gw_req_reply_end(struct gw_req *r, int abort)
+{
+	end_reply(r, abort);
+}
+
 static int
 is_hop_by_hop(const char *name, const char *connection)
 {

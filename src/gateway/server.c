@@ -365,7 +365,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	if (cfg->sim.remember_cases > 0)
 		gw->cases = tg_case_store_new((size_t)cfg->sim.remember_cases);
 	if (cfg->poll_enabled)
-		gw->poll = gw_poll_new(gw);
+		gw->poll = gw_poll_new(gw, cfg);
 	if ((gw->runs = gw_runs_open(cfg, err)) == NULL || gw_jobs_open(gw, cfg, err) != 0) {
 		gw_free(gw);
 		return NULL;

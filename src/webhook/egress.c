@@ -490,7 +490,9 @@ check_name(const struct tg_egress *p, const char *host, struct tg_err *why)
 		tg_err_set(why, "callback URL host '%s' is a numeric name, not an address", h);
 	else if (!host_allowed(p, h) && (strcmp(h, "localhost") == 0 ||
 	    (n > 10 && strcmp(h + n - 10, ".localhost") == 0)))
-		tg_err_set(why, "callback URL host '%s' is loopback (not allowed)", h);
+		tg_err_set(why, "callback URL host '%s' is loopback (not allowed; an allowed "
+		    "address range does not cover names: list '%s' itself in webhooks.allow)", h,
+		    h);
 	else
 		rc = 0;
 	free(h);

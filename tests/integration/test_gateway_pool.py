@@ -98,7 +98,9 @@ def test_stalled_readers_of_one_key_cannot_starve_another(make_emulator, make_ga
     emu = make_emulator(BIG)
     gw = make_gateway(emu, {"keys": KEYS, "client_send_timeout": "1500ms",
                             "pool": {"max_conns": 4, "max_conns_per_key": 2,
-                                     "queue_timeout": "60s"}})
+                                     "queue_timeout": "60s"},
+                            # each reader streams its own copy (no shared spool)
+                            "poll": {"spool_max_bytes": 0}})
     gw.wait_tokens()
     cid = export(gw, GREEDY_KEY, "P-BIG")
     requests.delete(emu.dex + "/__emulator/stats")

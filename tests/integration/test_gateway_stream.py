@@ -16,7 +16,9 @@ BIG = {"projects": [{"id": "P-BIG", "seed": 7, "activities": 2900000}],
 
 def start(make_emulator, make_gateway):
     emu = make_emulator(BIG, build=RELEASE_BUILD)
-    gw = make_gateway(emu, {"log_level": "warn"}, build=RELEASE_BUILD)
+    # the relay from the vendor: no spool (test_gateway_spool.py covers that)
+    gw = make_gateway(emu, {"log_level": "warn", "poll": {"spool_max_bytes": 0}},
+                      build=RELEASE_BUILD)
     r = requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-BIG"},
                       headers=gw.headers(), timeout=10)
     assert r.status_code == 200, r.text

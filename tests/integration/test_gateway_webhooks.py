@@ -471,3 +471,22 @@ def test_sigterm_waits_for_the_attempt_in_flight(make_emulator, make_gateway, re
     events = [e for e in gw.log_lines() if e.get("event") in ("webhook_attempt", "stopped")]
     assert [(e["event"], e.get("id"), e.get("state")) for e in events] == [
         ("webhook_attempt", wid, "delivered"), ("stopped", None, None)]
+
+
+def test_localhost_callback_refused_by_address_range_delivered_when_named(
+        make_emulator, make_gateway, receiver, secret_file):
+    emu = make_emulator()
+    url = receiver.url("/hook").replace("127.0.0.1", "localhost")
+    assert url.startswith("http://localhost:")
+    # 127.0.0.1/32 allowed: the name is still refused, and the error says what to allow
+    gw = make_gateway(emu, hooks(secret_file))
+    r = export(gw, url, expect=400)
+    (d,) = r.json()["details"]
+    assert (d["path"], d["code"]) == ("/callbackUrl", "egress")
+    assert "list 'localhost' itself in webhooks.allow" in d["message"], d
+    assert emu.calls("POST " + EXPORT) == 0
+    # allowed by name: accepted and delivered there
+    gw2 = make_gateway(emu, hooks(secret_file, allow=["localhost"]))
+    export(gw2, url)
+    receiver.wait(lambda: len(receiver.seen()) == 1)
+    assert verified(receiver.seen()[0])

@@ -184,6 +184,24 @@ policy(const char *const *v, size_t n)
 	return p;
 }
 
+/* A refused localhost says what to allow: an allowed 127.0.0.1/32 does
+ * not cover the name (it may resolve to ::1 too); the name itself does. */
+static void
+test_localhost_names_what_to_allow(void **state)
+{
+	static const char *const loop[] = { "127.0.0.1/32" }, *const name[] = { "localhost" };
+	struct tg_egress *p = policy(loop, 1), *q = policy(name, 1);
+	struct tg_err why;
+
+	assert_int_equal(tg_egress_check_url(p, "http://localhost:8000/hook", &why), -1);
+	assert_non_null(strstr(why.msg, "list 'localhost' itself in webhooks.allow"));
+	assert_int_equal(url_ok(p, "http://127.0.0.1:8000/hook"), 0);
+	assert_int_equal(url_ok(q, "http://localhost:8000/hook"), 0);
+	tg_egress_free(p);
+	tg_egress_free(q);
+	(void)state;
+}
+
 static int
 addr_ok(const struct tg_egress *p, const char *host, const char *ip)
 {
@@ -393,6 +411,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ranges),
 		cmocka_unit_test(test_urls),
+		cmocka_unit_test(test_localhost_names_what_to_allow),
 		cmocka_unit_test(test_allow_list),
 		cmocka_unit_test(test_dns),
 		cmocka_unit_test(test_dns_timeout_and_cancel),
