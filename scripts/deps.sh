@@ -5,7 +5,7 @@
 # tests use into $TG_NPM_DIR (default build-npm/ in the repository).
 TG_PACKAGES="build-essential pkg-config meson ninja-build libevent-dev libyajl-dev libssl-dev
 libyaml-dev libsqlite3-dev libcmocka-dev libmimalloc-dev python3-pytest python3-requests curl
-openssl nodejs npm"
+openssl nodejs"
 
 tg_install_deps() {
 	local missing="" p
@@ -34,6 +34,8 @@ tg_install_npm() {
 	done
 	export TG_NPM_DIR="$dir"
 	[ -z "$missing" ] && return 0
+	# Debian's nodejs comes without npm; NodeSource's nodejs brings its own.
+	command -v npm >/dev/null || tg_install_deps npm || return 1
 	echo "npm installing:$missing into $dir" >&2
 	mkdir -p "$dir" && npm install --prefix "$dir" --no-save --no-audit --no-fund \
 		--loglevel=error $missing >/dev/null
