@@ -1,9 +1,11 @@
 # scripts/deps.sh - sourced by scripts/run, scripts/test and bench/run:
 # installs the Debian packages the project needs when they are missing.
 # Only as root (CI and the project's machines); otherwise it says what is missing.
+# tg_install_npm (scripts/test) installs the npm packages the integration
+# tests use into $TG_NPM_DIR (default build-npm/ in the repository).
 TG_PACKAGES="build-essential pkg-config meson ninja-build libevent-dev libyajl-dev libssl-dev
 libyaml-dev libsqlite3-dev libcmocka-dev libmimalloc-dev python3-pytest python3-requests curl
-openssl nginx-light haproxy"
+openssl nginx-light haproxy nodejs"
 
 tg_install_deps() {
 	local missing="" p
@@ -19,4 +21,22 @@ tg_install_deps() {
 	echo "installing:$missing" >&2
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq >/dev/null && apt-get install -y -qq $missing >/dev/null
+}
+
+# Test-only npm packages: oauth2-mock-server (a real OAuth2 authorization
+# server for the vendor token tests, tests/integration/oauth2_mock.mjs).
+TG_NPM_PACKAGES="oauth2-mock-server@7"
+
+tg_install_npm() {
+	local dir="${TG_NPM_DIR:-$PWD/build-npm}" missing="" p
+	for p in $TG_NPM_PACKAGES; do
+		[ -f "$dir/node_modules/${p%@*}/package.json" ] || missing="$missing $p"
+	done
+	export TG_NPM_DIR="$dir"
+	[ -z "$missing" ] && return 0
+	# Debian's nodejs comes without npm; NodeSource's nodejs brings its own.
+	command -v npm >/dev/null || tg_install_deps npm || return 1
+	echo "npm installing:$missing into $dir" >&2
+	mkdir -p "$dir" && npm install --prefix "$dir" --no-save --no-audit --no-fund \
+		--loglevel=error $missing >/dev/null
 }

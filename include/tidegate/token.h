@@ -4,7 +4,8 @@
  * struct tg_token_src is one credential: the data exchange password flow
  * (POST JSON {username, password} -> {token}: a JWT whose exp is read) or
  * the simulation client-credentials flow (form-urlencoded -> access_token,
- * expires_in). It logs in lazily, refreshes ahead of expiry with jitter,
+ * expires_in; optional scope and audience; client authentication in the
+ * body or by HTTP Basic, RFC 6749 2.3.1). It logs in lazily, refreshes ahead of expiry with jitter,
  * and is single-flight: any number of waiters share one login. A 401 from
  * the vendor invalidates the token (once per token). While the login
  * endpoint fails, waiters get an error with a Retry-After instead of a hang.
@@ -30,8 +31,14 @@ enum tg_token_flow { TG_FLOW_PASSWORD, TG_FLOW_CLIENT_CREDENTIALS };
 struct tg_token_opts {
 	enum tg_token_flow flow;
 	const char *path;		/* login path on the upstream, base path included */
+	const char *url;		/* the login endpoint's whole URL, for messages and
+					 * logs (holds no secret); NULL: path */
 	const char *id;			/* username or client_id */
 	const char *secret;		/* password or client_secret */
+	const char *scope;		/* client credentials: scope parameter, or NULL */
+	const char *audience;		/* client credentials: audience parameter, or NULL */
+	int client_basic;		/* client credentials: id and secret in HTTP Basic
+					 * (client_secret_basic) instead of the form body */
 	int64_t refresh_before_ms;	/* refresh this long before expiry */
 	int64_t jitter_ms;		/* random extra lead, 0..jitter */
 	int64_t default_lifetime_ms;	/* when the vendor states no expiry */
@@ -74,6 +81,12 @@ void tg_token_wait_cancel(struct tg_token_wait *w);
  * for the same token cost one login.
  */
 void tg_token_invalidate(struct tg_token_src *ts, const char *token);
+/**
+ * How the last login failed: TG_UP_TLS when the login endpoint's
+ * certificate or handshake was refused, another tg_up_error when it could
+ * not be reached, TG_UP_OK when it answered (or no login failed yet).
+ */
+int tg_token_last_error(const struct tg_token_src *ts);
 /** Current token or NULL (no login is started). */
 const char *tg_token_peek(const struct tg_token_src *ts);
 /** Start a login now if none is cached (readiness checks, start-up). */

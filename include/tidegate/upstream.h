@@ -56,8 +56,8 @@ struct tg_upstream_opts {
 
 enum tg_up_error {
 	TG_UP_OK = 0,
-	TG_UP_CONNECT,		/* no connection could be made (refused, DNS, TLS
-				 * handshake or verification): nothing was sent */
+	TG_UP_CONNECT,		/* no connection could be made (refused, DNS):
+				 * nothing was sent */
 	TG_UP_TIMEOUT,		/* connect or read timeout */
 	TG_UP_RESET,		/* connection failed after the request was (partly) sent */
 	TG_UP_PROTOCOL,		/* malformed response */
@@ -67,6 +67,10 @@ enum tg_up_error {
 	TG_UP_BUSY,		/* no connection came free within the queue timeout
 				 * (every one busy, or the owner at its cap): nothing
 				 * was sent */
+	TG_UP_TLS,		/* the TLS handshake failed or the vendor's
+				 * certificate was refused (chain, host name, IP
+				 * address): nothing was sent; tg_up_req_detail
+				 * names the reason */
 };
 
 struct tg_upstream;

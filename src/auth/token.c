@@ -32,6 +32,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/crypto.h"
 #include "tidegate/ids.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
@@ -41,7 +42,7 @@
 #define LOGIN_MAX_BODY		(64 * 1024)
 #define BACKOFF_FIRST_MS	1000
 #define BACKOFF_MAX_MS		30000
-#define WHY_LEN			200
+#define WHY_LEN			480
 
 struct tg_token_wait {
 	TAILQ_ENTRY(tg_token_wait) entry;
@@ -75,6 +76,7 @@ struct tg_token_src {
 	int64_t backoff_ms;		/* length of the current window, 0 when healthy */
 	int64_t retry_at_mono;		/* end of the window */
 	char last_why[WHY_LEN];
+	int last_err;			/* enum tg_up_error of the last failed login */
 	struct guard *guards;
 	struct tg_token_stats st;
 };
@@ -136,8 +138,11 @@ tg_token_src_new(struct event_base *base, struct tg_upstream *login,
 	ts->up = login;
 	ts->o = *opts;
 	ts->o.path = tg_xstrdup(opts->path);
+	ts->o.url = tg_xstrdup(opts->url != NULL ? opts->url : opts->path);
 	ts->o.id = tg_xstrdup(opts->id);
 	ts->o.secret = tg_xstrdup(opts->secret);
+	ts->o.scope = opts->scope != NULL ? tg_xstrdup(opts->scope) : NULL;
+	ts->o.audience = opts->audience != NULL ? tg_xstrdup(opts->audience) : NULL;
 	TAILQ_INIT(&ts->waiters);
 	return ts;
 }
@@ -176,6 +181,9 @@ tg_token_src_free(struct tg_token_src *ts)
 	free((char *)ts->o.secret);
 	free((char *)ts->o.id);
 	free((char *)ts->o.path);
+	free((char *)ts->o.url);
+	free((char *)ts->o.scope);
+	free((char *)ts->o.audience);
 	free(ts);
 }
 
@@ -266,6 +274,12 @@ tg_token_invalidate(struct tg_token_src *ts, const char *token)
 	    TG_LS("flow", flow_name(ts)));
 }
 
+int
+tg_token_last_error(const struct tg_token_src *ts)
+{
+	return ts->st.failing ? ts->last_err : TG_UP_OK;
+}
+
 const char *
 tg_token_peek(const struct tg_token_src *ts)
 {
@@ -304,24 +318,78 @@ password_body(const struct tg_token_src *ts, struct evbuffer *out)
 
 /* %20 rather than '+' for spaces: libevent's form parser keeps '+' as is. */
 static void
+add_param(struct evbuffer *out, const char *name, const char *value)
+{
+	char *v = evhttp_uriencode(value, -1, 0);
+
+	if (v == NULL)
+		abort();
+	evbuffer_add_printf(out, "&%s=%s", name, v);
+	explicit_bzero(v, strlen(v));
+	free(v);
+}
+
+static void
 client_credentials_body(const struct tg_token_src *ts, struct evbuffer *out)
 {
-	char *id = evhttp_uriencode(ts->o.id, -1, 0);
-	char *secret = evhttp_uriencode(ts->o.secret, -1, 0);
+	evbuffer_add_printf(out, "grant_type=client_credentials");
+	if (!ts->o.client_basic) {
+		add_param(out, "client_id", ts->o.id);
+		add_param(out, "client_secret", ts->o.secret);
+	}
+	if (ts->o.scope != NULL)
+		add_param(out, "scope", ts->o.scope);
+	if (ts->o.audience != NULL)
+		add_param(out, "audience", ts->o.audience);
+}
 
-	if (id == NULL || secret == NULL)
-		abort();
-	evbuffer_add_printf(out, "grant_type=client_credentials&client_id=%s&client_secret=%s",
-	    id, secret);
-	explicit_bzero(secret, strlen(secret));
-	free(secret);
-	free(id);
+/* RFC 6749 2.3.1 wants id and secret form-urlencoded (Appendix B: the
+ * HTML form serialisation, space as '+') before they are joined with ':',
+ * so a ':' in the id survives the Basic scheme. */
+static void
+form_encode(struct evbuffer *out, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	unsigned char c;
+
+	for (; (c = (unsigned char)*s) != '\0'; s++) {
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '*' || c == '-' || c == '.' || c == '_')
+			evbuffer_add(out, s, 1);
+		else if (c == ' ')
+			evbuffer_add(out, "+", 1);
+		else
+			evbuffer_add_printf(out, "%%%c%c", hex[c >> 4], hex[c & 15]);
+	}
+}
+
+static void
+add_basic_auth(const struct tg_token_src *ts, struct evkeyvalq *hdrs)
+{
+	struct evbuffer *b = evbuffer_new();
+	size_t n;
+	char *raw, *b64, *val;
+
+	form_encode(b, ts->o.id);
+	evbuffer_add(b, ":", 1);
+	form_encode(b, ts->o.secret);
+	n = evbuffer_get_length(b);
+	raw = (char *)evbuffer_pullup(b, -1);
+	b64 = tg_b64_encode(raw, n);
+	val = tg_xasprintf("Basic %s", b64);
+	evhttp_add_header(hdrs, "Authorization", val);
+	explicit_bzero(raw, n);
+	explicit_bzero(b64, strlen(b64));
+	explicit_bzero(val, strlen(val));
+	free(b64);
+	free(val);
+	evbuffer_free(b);
 }
 
 static void on_login_done(int, const struct evkeyvalq *, struct evbuffer *, enum tg_up_error,
     void *);
 static void on_login_timeout(evutil_socket_t, short, void *);
-static void login_failed(struct tg_token_src *, int, const char *);
+static void login_failed(struct tg_token_src *, int, int, const char *);
 
 /* The request is over (answered or cancelled): nothing reads the body now. */
 static void
@@ -346,8 +414,21 @@ login_request(struct tg_token_src *ts, struct evkeyvalq *hdrs)
 	} else {
 		client_credentials_body(ts, ts->login_body);
 		evhttp_add_header(hdrs, "Content-Type", "application/x-www-form-urlencoded");
+		if (ts->o.client_basic)
+			add_basic_auth(ts, hdrs);
 	}
 	evhttp_add_header(hdrs, "Accept", "application/json");
+}
+
+/* The upstream has copied them; the Basic credentials go no further. */
+static void
+wipe_headers(struct evkeyvalq *hdrs)
+{
+	struct evkeyval *h;
+
+	TAILQ_FOREACH(h, hdrs, next)
+		explicit_bzero(h->value, strlen(h->value));
+	evhttp_clear_headers(hdrs);
 }
 
 static void
@@ -383,10 +464,10 @@ start_login(struct tg_token_src *ts)
 	ts->guards = &g;
 	r = tg_upstream_fetch(ts->up, EVHTTP_REQ_POST, ts->o.path, &hdrs, ts->login_body,
 	    LOGIN_MAX_BODY, on_login_done, ts);
-	evhttp_clear_headers(&hdrs);
+	wipe_headers(&hdrs);
 	if (g.alive && ts->login_pending && r == NULL) {
 		end_login(ts);
-		login_failed(ts, 0, "the vendor login request could not be sent");
+		login_failed(ts, 0, TG_UP_CONNECT, "the vendor login request could not be sent");
 	}
 	if (!g.alive)
 		return -1;
@@ -470,7 +551,7 @@ login_succeeded(struct tg_token_src *ts, const char *token, int64_t lifetime_ms)
  * window closes.
  */
 static void
-login_failed(struct tg_token_src *ts, int status, const char *why)
+login_failed(struct tg_token_src *ts, int status, int uperr, const char *why)
 {
 	int ra;
 
@@ -481,10 +562,12 @@ login_failed(struct tg_token_src *ts, int status, const char *why)
 	ts->retry_at_mono = tg_clock_mono_ms() + ts->backoff_ms;
 	ts->st.login_failures++;
 	ts->st.failing = 1;
+	ts->last_err = uperr;
 	snprintf(ts->last_why, sizeof(ts->last_why), "%s", why);
 	ra = retry_after(ts);
 	tg_log(TG_LOG_WARN, "token_login_failed", TG_LS("id", ts->o.id),
-	    TG_LS("flow", flow_name(ts)), TG_LI("status", status), TG_LS("error", why),
+	    TG_LS("flow", flow_name(ts)), TG_LS("url", ts->o.url), TG_LI("status", status),
+	    TG_LS("error", why),
 	    TG_LI("retry_after", ra));
 	if (token_valid(ts))
 		arm_refresh(ts, ts->backoff_ms);
@@ -569,7 +652,8 @@ parse_reply(struct tg_token_src *ts, struct evbuffer *body, yajl_val *root,
 
 /* An OAuth error code ("invalid_client") helps the operator and is not secret. */
 static void
-refusal_why(struct evbuffer *body, int status, char *why, size_t whylen)
+refusal_why(const struct tg_token_src *ts, struct evbuffer *body, int status, char *why,
+    size_t whylen)
 {
 	size_t len = body ? evbuffer_get_length(body) : 0;
 	yajl_val root = len ? tg_json_parse((const char *)evbuffer_pullup(body, -1), len, NULL)
@@ -579,10 +663,26 @@ refusal_why(struct evbuffer *body, int status, char *why, size_t whylen)
 	if (code != NULL && (strlen(code) > 40 || strspn(code, "abcdefghijklmnopqrstuvwxyz_") !=
 	    strlen(code)))
 		code = NULL;
-	snprintf(why, whylen, "%s (HTTP %d%s%s)",
+	snprintf(why, whylen, "%s (HTTP %d from POST %s%s%s)",
 	    status == 401 || status == 403 ? "the vendor rejected the configured credentials" :
-	    "the vendor login failed", status, code ? ", " : "", code ? code : "");
+	    "the vendor login failed", status, ts->o.url, code ? ", " : "", code ? code : "");
 	yajl_tree_free(root);
+}
+
+/* detail (the upstream's words: host, port, certificate check) is borrowed
+ * from the request, which lives until on_login_done returns. */
+static void
+unreached_why(const struct tg_token_src *ts, enum tg_up_error err, const char *detail,
+    char *why, size_t whylen)
+{
+	if (detail == NULL || detail[0] == '\0')
+		detail = tg_up_error_str(err);
+	if (err == TG_UP_TLS)
+		snprintf(why, whylen, "the vendor login endpoint %s failed TLS verification: %s",
+		    ts->o.url, detail);
+	else
+		snprintf(why, whylen, "the vendor login endpoint %s could not be reached (%s: %s)",
+		    ts->o.url, tg_up_error_str(err), detail);
 }
 
 static void
@@ -590,6 +690,8 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
     enum tg_up_error err, void *arg)
 {
 	struct tg_token_src *ts = arg;
+	/* Read before end_login forgets the request (still alive until we return). */
+	const char *detail = ts->login != NULL ? tg_up_req_detail(ts->login) : NULL;
 	char why[WHY_LEN];
 	const char *tok = NULL;
 	yajl_val root = NULL;
@@ -597,16 +699,15 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
 
 	end_login(ts);
 	if (err != TG_UP_OK)
-		snprintf(why, sizeof(why), "the vendor login endpoint could not be reached (%s)",
-		    tg_up_error_str(err));
+		unreached_why(ts, err, detail, why, sizeof(why));
 	else if (status < 200 || status > 299)
-		refusal_why(body, status, why, sizeof(why));
+		refusal_why(ts, body, status, why, sizeof(why));
 	else
 		tok = parse_reply(ts, body, &root, &life, why, sizeof(why));
 	if (tok != NULL)
 		login_succeeded(ts, tok, life);
 	else
-		login_failed(ts, err != TG_UP_OK ? 0 : status, why);
+		login_failed(ts, err != TG_UP_OK ? 0 : status, err, why);
 	yajl_tree_free(root);
 }
 
@@ -619,7 +720,7 @@ on_login_timeout(evutil_socket_t fd, short what, void *arg)
 	if (ts->login != NULL)
 		tg_up_req_cancel(ts->login);
 	end_login(ts);
-	snprintf(why, sizeof(why), "the vendor login did not answer within %lld ms",
-	    (long long)ts->o.login_timeout_ms);
-	login_failed(ts, 0, why);
+	snprintf(why, sizeof(why), "the vendor login at %s did not answer within %lld ms",
+	    ts->o.url, (long long)ts->o.login_timeout_ms);
+	login_failed(ts, 0, TG_UP_TIMEOUT, why);
 }

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/http.h>
+
 #include "tidegate/webhook.h"
 #include "config.h"
 
@@ -106,7 +108,20 @@ const struct tg_cfg_key gw_config_keys[] = {
 	R(dex, "import_failed", TG_OP_DEX_IMPORT_FAILED, "/public/v1/import/activities/failed"),
 	SERVICE_KEYS(sim, "http://127.0.0.1:7081"),
 	K("sim.auth_url", TG_CFG_STR, sim.auth_url, "http://127.0.0.1:7083",
-	  "origin of the OAuth2 token endpoint ({auth_url})"),
+	  "base URL of the OAuth2 token endpoint: the token request goes to auth_url followed "
+	  "by sim.routes.token (a path in auth_url is kept); unused when sim.token_url is set"),
+	K("sim.token_url", TG_CFG_STR, sim.token_url, NULL,
+	  "the OAuth2 token endpoint's whole URL (http or https, no query), e.g. "
+	  "https://login.example.com/tenant/oauth2/v2.0/token; replaces sim.auth_url + "
+	  "sim.routes.token for the gateway's own logins"),
+	K("sim.scope", TG_CFG_STR, sim.scope, NULL,
+	  "scope sent with the gateway's token request (e.g. api://ID/.default); unset: none"),
+	K("sim.audience", TG_CFG_STR, sim.audience, NULL,
+	  "audience sent with the gateway's token request (e.g. an Auth0 API identifier); "
+	  "unset: none"),
+	K("sim.client_auth", TG_CFG_STR, sim.client_auth, "client_secret_post",
+	  "how the gateway authenticates to the token endpoint: client_secret_post (id and "
+	  "secret in the form body) or client_secret_basic (HTTP Basic, RFC 6749 2.3.1)"),
 	K("sim.client_id", TG_CFG_STR, sim.id, NULL, "API client the gateway uses"),
 	K("sim.client_secret", TG_CFG_SECRET, sim.secret, NULL,
 	  "its secret: client_secret_env or client_secret_file"),
@@ -367,6 +382,32 @@ gw_config_wh_secrets(const struct gw_config *cfg, const char *name)
 	return NULL;
 }
 
+/* The same rules as the upstream's URL parser, so -t catches what start-up
+ * would refuse. */
+static void
+check_token(const struct gw_config *c, struct tg_cfg_report *rep)
+{
+	static const char *const auths[] = { "client_secret_post", "client_secret_basic", NULL };
+	const char *u = c->sim.token_url, *scheme, *host;
+	struct evhttp_uri *uri;
+	int ok;
+
+	gw_config_check_choice(rep, "sim.client_auth", c->sim.client_auth, auths);
+	if (u == NULL)
+		return;
+	uri = evhttp_uri_parse(u);
+	scheme = uri ? evhttp_uri_get_scheme(uri) : NULL;
+	host = uri ? evhttp_uri_get_host(uri) : NULL;
+	ok = scheme != NULL && (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0) &&
+	    host != NULL && *host != '\0' && evhttp_uri_get_userinfo(uri) == NULL &&
+	    evhttp_uri_get_query(uri) == NULL && evhttp_uri_get_fragment(uri) == NULL;
+	if (uri != NULL)
+		evhttp_uri_free(uri);
+	if (!ok)
+		tg_config_report_add(rep, NULL, "sim.token_url", "expected "
+		    "http(s)://host[:port]/path, without user, query or fragment");
+}
+
 static void
 check_keys(struct gw_config *c, struct tg_cfg_report *rep)
 {
@@ -410,6 +451,7 @@ check(struct gw_config *c, struct tg_cfg_report *rep)
 			tg_config_report_add(rep, NULL, i ? "sim" : "dex", "give both %s and its "
 			    "secret, or neither", i ? "client_id" : "username");
 	}
+	check_token(c, rep);
 	check_webhooks(c, rep);
 	gw_config_check_more(c, rep);
 }

@@ -23,7 +23,10 @@ enum gw_wh_mode { GW_WH_DELIVER, GW_WH_FORWARD, GW_WH_RELAY };
 
 struct gw_service_cfg {
 	char *url, *fallback_url;
-	char *auth_url;		/* simulation: origin of the token endpoint */
+	char *auth_url;		/* simulation: base URL of the token endpoint */
+	char *token_url;	/* simulation: the token endpoint's whole URL, or NULL */
+	char *scope, *audience;	/* simulation: sent with the token request, or NULL */
+	char *client_auth;	/* simulation: client_secret_post or client_secret_basic */
 	char *id;		/* username / client_id */
 	char *secret;		/* password / client_secret */
 	int caller_tokens;	/* forward bearers that are not gateway keys */

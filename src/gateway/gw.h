@@ -165,6 +165,26 @@ const char *gw_req_owner(const struct gw_req *r);
 /** Reply 503 UPSTREAM_BUSY with Retry-After to r (freed) whose upstream
  * request u (borrowed, may be NULL) ended with TG_UP_BUSY. */
 void gw_req_reply_busy(struct gw_req *r, const struct tg_up_req *u);
+/** Reply to r (freed) whose upstream request u (borrowed, may be NULL)
+ * ended with err before any response: 502 UPSTREAM_TLS_FAILED naming the
+ * certificate problem, 502 UPSTREAM_UNREACHABLE, 504 UPSTREAM_TIMEOUT or
+ * 502 UPSTREAM_ERROR; what (borrowed) names the endpoint ("API"). */
+void gw_req_reply_upstream(struct gw_req *r, const struct tg_up_req *u, enum tg_up_error err,
+    const char *what);
+/** Reply to r (freed) that got no vendor token: what (borrowed) and why
+ * (borrowed, the token source's words) make the message; 502
+ * UPSTREAM_TLS_FAILED when the login endpoint's certificate was refused,
+ * else 503 TOKEN_UNAVAILABLE; Retry-After either way. */
+void gw_req_reply_token_error(struct gw_req *r, const char *what, const char *why,
+    int retry_after);
+/** The status, code (static) and message (into msg) of an upstream error
+ * err of service svc; detail (borrowed, may be NULL) is the request's
+ * tg_up_req_detail. For callers that answer several requests at once. */
+int gw_upstream_error(enum tg_up_error err, const char *detail, const char *svc,
+    const char *what, char *msg, size_t len, const char **code);
+/** The same for a failed vendor token of ts (borrowed, may be NULL). */
+int gw_token_error(struct tg_token_src *ts, const char *what, const char *why, char *msg,
+    size_t len, const char **code);
 /** Authenticate the caller of r (borrowed): 0, or -1 after replying 401/403. */
 int gw_req_authenticate(struct gw_req *r);
 /** The front door's check (frontdoor.h) of a listener's heads with a body:

@@ -112,8 +112,7 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
 		goto done;
 	}
 	if (err != TG_UP_OK) {
-		gw_req_reply_error(r, err == TG_UP_TIMEOUT ? 504 : 502, "UPSTREAM_UNREACHABLE",
-		    "the vendor login endpoint could not be reached");
+		gw_req_reply_upstream(r, u, err, "login endpoint");
 		goto done;
 	}
 	evbuffer_copyout(body, buf, len);
@@ -215,7 +214,10 @@ gw_login_handle(struct gw_req *r)
 	l->id = id;
 	l->secret = secret;
 	l->sim = sim;
-	uri = tg_xasprintf("%s%s", tg_upstream_base_path(r->svc->auth),
+	/* sim.token_url: the auth upstream's URL is the endpoint itself. */
+	uri = sim && r->svc->cfg->token_url != NULL ?
+	    tg_xstrdup(*tg_upstream_base_path(r->svc->auth) ? tg_upstream_base_path(r->svc->auth) :
+	    "/") : tg_xasprintf("%s%s", tg_upstream_base_path(r->svc->auth),
 	    r->svc->cfg->routes[r->m.route->op]);
 	r->up = tg_upstream_fetch(r->svc->auth, EVHTTP_REQ_POST, uri, login_headers(r, &h),
 	    evhttp_request_get_input_buffer(r->req), 64 * 1024, on_login_done, l);

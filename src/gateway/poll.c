@@ -449,6 +449,8 @@ on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg
 {
 	struct poll_entry *e = arg;
 	struct gw_service *s = &e->rt->svc[e->service];
+	const char *detail = e->inflight != NULL ? tg_up_req_detail(e->inflight) : NULL, *code;
+	char msg[400];
 
 	e->inflight = NULL;
 	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_upstream_total",
@@ -466,9 +468,9 @@ on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg
 	if (err == TG_UP_TOO_LARGE) {
 		proxy_waiters(e);
 	} else if (err != TG_UP_OK) {
-		fail_waiters(e, err == TG_UP_TIMEOUT ? 504 : 502,
-		    err == TG_UP_TIMEOUT ? "UPSTREAM_TIMEOUT" : "UPSTREAM_UNREACHABLE",
-		    "the vendor API could not be reached", 0);
+		status = gw_upstream_error(err, detail, e->service == GW_DEX ? "dex" : "sim", "API",
+		    msg, sizeof(msg), &code);
+		fail_waiters(e, status, code, msg, 0);
 	} else {
 		store(e, status, h, body);
 		if (e->ans.at != 0 && !e->ans.held) {
@@ -627,14 +629,18 @@ static void
 on_fetch_token(const char *token, const char *why, int retry_after, void *arg)
 {
 	struct poll_entry *e = arg;
-	char msg[300];
+	const char *code;
+	char what[48], msg[640];
+	int status;
 
 	e->tw = NULL;
 	if (token == NULL) {
+		snprintf(what, sizeof(what), "could not obtain a %s vendor token",
+		    e->service == GW_DEX ? "dex" : "sim");
+		status = gw_token_error(e->rt->svc[e->service].tokens, what, why, msg, sizeof(msg),
+		    &code);
 		fetch_done(e);
-		snprintf(msg, sizeof(msg), "could not obtain a %s vendor token: %s",
-		    e->service == GW_DEX ? "dex" : "sim", why ? why : "login failed");
-		fail_waiters(e, 503, "TOKEN_UNAVAILABLE", msg, retry_after > 0 ? retry_after : 1);
+		fail_waiters(e, status, code, msg, retry_after > 0 ? retry_after : 1);
 		return;
 	}
 	e->token = tg_xstrdup(token);

@@ -401,6 +401,9 @@ error_status(enum tg_up_error err, const char **code)
 	case TG_UP_CONNECT:
 		*code = "UPSTREAM_UNREACHABLE";
 		return 502;
+	case TG_UP_TLS:
+		*code = "UPSTREAM_TLS_FAILED";
+		return 502;
 	default:
 		*code = "UPSTREAM_ERROR";
 		return 502;
@@ -411,9 +414,6 @@ static void
 on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 {
 	struct gw_req *r = arg;
-	const char *code;
-	char msg[200];
-	int status;
 
 	r->up = NULL;
 	if (r->retry_401 && err == TG_UP_OK) {
@@ -447,11 +447,61 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 	} else if (err == TG_UP_BUSY) {
 		gw_req_reply_busy(r, u);
 	} else {
-		status = error_status(err, &code);
-		snprintf(msg, sizeof(msg), "the %s vendor API could not be reached: %s",
-		    r->svc->name, tg_up_error_str(err));
-		gw_req_reply_error(r, status, code, msg);
+		gw_req_reply_upstream(r, u, err, "API");
 	}
+}
+
+int
+gw_upstream_error(enum tg_up_error err, const char *detail, const char *svc, const char *what,
+    char *msg, size_t len, const char **code)
+{
+	int status = error_status(err, code);
+
+	if (err == TG_UP_TLS)
+		snprintf(msg, len, "the %s vendor %s failed TLS verification: %s", svc, what,
+		    detail != NULL && *detail != '\0' ? detail : "handshake failed");
+	else
+		snprintf(msg, len, "the %s vendor %s could not be reached: %s", svc, what,
+		    tg_up_error_str(err));
+	return status;
+}
+
+void
+gw_req_reply_upstream(struct gw_req *r, const struct tg_up_req *u, enum tg_up_error err,
+    const char *what)
+{
+	const char *code;
+	char msg[400];
+	int status = gw_upstream_error(err, u != NULL ? tg_up_req_detail(u) : NULL, r->svc->name,
+	    what, msg, sizeof(msg), &code);
+
+	gw_req_reply_error(r, status, code, msg);
+}
+
+/* A certificate the gateway refused is not the vendor being down for a
+ * while: its own code, 502, like the proxied request that met it. */
+int
+gw_token_error(struct tg_token_src *ts, const char *what, const char *why, char *msg,
+    size_t len, const char **code)
+{
+	int tls = ts != NULL && tg_token_last_error(ts) == TG_UP_TLS;
+
+	snprintf(msg, len, "%s: %s", what, why ? why : "login failed");
+	*code = tls ? "UPSTREAM_TLS_FAILED" : "TOKEN_UNAVAILABLE";
+	return tls ? 502 : 503;
+}
+
+void
+gw_req_reply_token_error(struct gw_req *r, const char *what, const char *why,
+    int retry_after)
+{
+	const char *code;
+	char ra[16], msg[640];
+	int status = gw_token_error(r->svc->tokens, what, why, msg, sizeof(msg), &code);
+
+	snprintf(ra, sizeof(ra), "%d", retry_after > 0 ? retry_after : 1);
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
+	gw_req_reply_error(r, status, code, msg);
 }
 
 static const struct tg_up_cbs up_cbs = { on_head, on_body, on_done };
@@ -510,15 +560,12 @@ static void
 on_token(const char *token, const char *why, int retry_after, void *arg)
 {
 	struct gw_req *r = arg;
-	char ra[16], msg[300];
+	char what[64];
 
 	r->tw = NULL;
 	if (token == NULL) {
-		snprintf(ra, sizeof(ra), "%d", retry_after > 0 ? retry_after : 1);
-		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
-		snprintf(msg, sizeof(msg), "could not obtain a %s vendor token: %s", r->svc->name,
-		    why ? why : "login failed");
-		gw_req_reply_error(r, 503, "TOKEN_UNAVAILABLE", msg);
+		snprintf(what, sizeof(what), "could not obtain a %s vendor token", r->svc->name);
+		gw_req_reply_token_error(r, what, why, retry_after);
 		return;
 	}
 	free(r->token);

@@ -302,18 +302,14 @@ static void
 on_token(const char *token, const char *why, int retry_after_s, void *arg)
 {
 	struct gw_req *r = arg;
-	char msg[256], ra[16];
 
 	r->tw = NULL;
 	if (token != NULL) {
 		fetch_case(r, token);
 		return;
 	}
-	snprintf(ra, sizeof(ra), "%d", retry_after_s > 0 ? retry_after_s : 1);
-	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
-	snprintf(msg, sizeof(msg), "no vendor token to fetch the base case: %s",
-	    why ? why : "login failed");
-	gw_req_reply_error(r, 503, "TOKEN_UNAVAILABLE", msg);
+	gw_req_reply_token_error(r, "no vendor token to fetch the base case", why,
+	    retry_after_s);
 }
 
 static void

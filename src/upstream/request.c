@@ -123,7 +123,8 @@ classify(const struct up_conn *c)
 	return TG_UP_RESET;
 }
 
-static void
+/* Returns TG_UP_TLS when the handshake is what failed, else err. */
+static enum tg_up_error
 describe(struct tg_up_req *r, const struct up_conn *c, enum tg_up_error err)
 {
 	struct up_origin *o = c->o;
@@ -134,7 +135,9 @@ describe(struct tg_up_req *r, const struct up_conn *c, enum tg_up_error err)
 		snprintf(r->detail, sizeof(r->detail), "TLS with %s: %s", o->hosthdr, tls);
 		tg_log(TG_LOG_WARN, "upstream_tls_failed", TG_LS("origin", o->name),
 		    TG_LS("host", o->hosthdr), TG_LS("reason", tls));
-	} else if (dns != 0)
+		return TG_UP_TLS;
+	}
+	if (dns != 0)
 		snprintf(r->detail, sizeof(r->detail), "cannot resolve %s: %s", o->host,
 		    evutil_gai_strerror(dns));
 	else if (err == TG_UP_TIMEOUT)
@@ -149,6 +152,7 @@ describe(struct tg_up_req *r, const struct up_conn *c, enum tg_up_error err)
 	else
 		snprintf(r->detail, sizeof(r->detail), "%s from %s", err == TG_UP_PROTOCOL ?
 		    "malformed response" : "connection closed mid-exchange", o->hosthdr);
+	return err;
 }
 
 /*
@@ -201,7 +205,7 @@ failure(struct tg_up_req *r, struct up_conn *c)
 	enum tg_up_error err = classify(c);
 	int established = c->established, sent = c->sent;
 
-	describe(r, c, err);
+	err = describe(r, c, err);
 	up_req_unbind(r);
 	up_conn_kill(c);
 	if (!established)
@@ -583,6 +587,7 @@ tg_up_error_str(enum tg_up_error err)
 	case TG_UP_TOO_LARGE: return "too_large";
 	case TG_UP_BAD_TARGET: return "bad_target";
 	case TG_UP_BUSY: return "busy";
+	case TG_UP_TLS: return "tls";
 	}
 	return "unknown";
 }

@@ -417,3 +417,57 @@ def pki(tmp_path):
     return {"ca": ca, "other": other, "cert": os.path.join(d, "server.pem"),
             "key": os.path.join(d, "server.key"), "wrong_cert": os.path.join(d, "wrong.pem"),
             "wrong_key": os.path.join(d, "wrong.key")}
+
+
+# ---- a real OAuth2 server (npm oauth2-mock-server) ----
+
+NPM_DIR = os.environ.get("TG_NPM_DIR", os.path.join(ROOT, "build-npm"))
+
+
+class OAuth2Mock(Process):
+    """tests/integration/oauth2_mock.mjs on a free loopback port: issues
+    client-credentials tokens at /token to client_id with the secret in
+    secret_file, and records every token request (requests())."""
+
+    def __init__(self, tmp_path, client_id, secret_file):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.record = os.path.join(tmp_path, "token-requests.jsonl")
+        open(self.record, "w").close()
+        os.environ.setdefault("TG_NPM_DIR", NPM_DIR)
+        super().__init__(["node", os.path.join(ROOT, "tests", "integration", "oauth2_mock.mjs"),
+                          str(self.port), self.record, client_id, secret_file],
+                         os.path.join(tmp_path, "oauth2-mock.log"),
+                         self.url + "/.well-known/openid-configuration")
+
+    def requests(self):
+        with open(self.record) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture
+def make_oauth2_server(tmp_path, request):
+    """Factory: make_oauth2_server(client_id, secret) starts the mock OAuth2
+    server (the secret goes through a file); all stop at teardown. Needs
+    node and oauth2-mock-server in $TG_NPM_DIR (scripts/deps.sh:
+    tg_install_npm, which scripts/test runs)."""
+    if not os.path.isfile(os.path.join(NPM_DIR, "node_modules", "oauth2-mock-server",
+                                       "package.json")):
+        pytest.fail(f"oauth2-mock-server is not installed in {NPM_DIR}: "
+                    "run . scripts/deps.sh && tg_install_npm")
+    started = []
+
+    def make(client_id, secret):
+        d = tmp_path / f"oauth{len(started)}"
+        d.mkdir()
+        secret_file = str(d / "client-secret")
+        with open(secret_file, "w") as f:
+            f.write(secret + "\n")
+        srv = OAuth2Mock(str(d), client_id, secret_file)
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        _attach_log_on_failure(request, srv)
+        srv.stop()

@@ -48,7 +48,7 @@ static struct {
 	const char *sync_body;		/* answer 200 with it before returning */
 	int refuse;			/* return NULL without a callback */
 	enum evhttp_cmd_type method;
-	char *uri, *ctype, *body;
+	char *uri, *ctype, *body, *authz;
 } fake;
 
 static char *logbuf;
@@ -70,6 +70,9 @@ tg_upstream_fetch(struct tg_upstream *u, enum evhttp_cmd_type method, const char
 	free(fake.uri);
 	free(fake.ctype);
 	free(fake.body);
+	free(fake.authz);
+	fake.authz = evhttp_find_header(headers, "Authorization") ?
+	    strdup(evhttp_find_header(headers, "Authorization")) : NULL;
 	fake.uri = strdup(uri);
 	fake.ctype = strdup(ct ? ct : "");
 	fake.body = n ? strndup((const char *)evbuffer_pullup(body, -1), n) : strdup("");
@@ -103,7 +106,16 @@ tg_up_req_cancel(struct tg_up_req *r)
 const char *
 tg_up_error_str(enum tg_up_error err)
 {
-	return err == TG_UP_CONNECT ? "connection refused" : "upstream error";
+	return err == TG_UP_CONNECT ? "connect" : err == TG_UP_TLS ? "tls" : "upstream error";
+}
+
+/* What the real upstream says about a failed login request. */
+static const char *fake_detail = "";
+
+const char *
+tg_up_req_detail(const struct tg_up_req *r)
+{
+	return fake_detail;
 }
 
 static void
@@ -118,6 +130,7 @@ fake_clear(void)
 	free(fake.uri);
 	free(fake.ctype);
 	free(fake.body);
+	free(fake.authz);
 	memset(&fake, 0, sizeof(fake));
 	TAILQ_INIT(&fake.pending);
 }
@@ -214,6 +227,7 @@ cc_opts(void)
 
 	o.flow = TG_FLOW_CLIENT_CREDENTIALS;
 	o.path = "/api/oauth2/token";
+	o.url = "https://auth.example:8443/api/oauth2/token";
 	o.id = "cli ent&x";
 	o.secret = CC_SECRET;
 	return o;
@@ -552,10 +566,50 @@ test_transport_error_and_floor(void **state)
 	fake_reset();
 	ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
 	tg_token_get(ts, on_token, &g);
+	fake_detail = "cannot connect to auth.example:8443";
 	fake_reply(0, NULL, TG_UP_CONNECT);
+	fake_detail = "";
 	assert_int_equal(g.calls, 1);
-	assert_non_null(strstr(g.why, "could not be reached"));
+	assert_string_equal(g.why, "the vendor login endpoint "
+	    "https://auth.example:8443/api/oauth2/token could not be reached (connect: "
+	    "cannot connect to auth.example:8443)");
 	assert_int_equal(g.retry_after, 5);
+	assert_int_equal(tg_token_last_error(ts), TG_UP_CONNECT);
+	tg_token_src_free(ts);
+	event_base_free(base);
+}
+
+/* A refused certificate is told apart from an unreachable host, with the
+ * upstream's reason, and forgotten once a login succeeds. */
+static void
+test_tls_failure_named(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct tg_token_opts o = cc_opts();
+	struct tg_token_src *ts;
+	struct got g = { 0 }, g2 = { 0 };
+
+	fake_reset();
+	ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
+	assert_int_equal(tg_token_last_error(ts), TG_UP_OK);
+	tg_token_get(ts, on_token, &g);
+	fake_detail = "TLS with auth.example:8443: certificate verify failed: "
+	    "Hostname mismatch";
+	fake_reply(0, NULL, TG_UP_TLS);
+	fake_detail = "";
+	assert_int_equal(g.calls, 1);
+	assert_string_equal(g.why, "the vendor login endpoint "
+	    "https://auth.example:8443/api/oauth2/token failed TLS verification: TLS with "
+	    "auth.example:8443: certificate verify failed: Hostname mismatch");
+	assert_int_equal(tg_token_last_error(ts), TG_UP_TLS);
+	assert_null(strstr(g.why, SECRET_MARK));
+	fflush(logfp);
+	assert_non_null(strstr(logbuf, "\"url\":\"https://auth.example:8443/api/oauth2/token\""));
+	usleep(1100 * 1000);	/* the first backoff window */
+	tg_token_get(ts, on_token, &g2);
+	fake_reply(200, "{\"access_token\":\"tok\",\"expires_in\":60}", TG_UP_OK);
+	assert_string_equal(g2.token, "tok");
+	assert_int_equal(tg_token_last_error(ts), TG_UP_OK);
 	tg_token_src_free(ts);
 	event_base_free(base);
 }
@@ -593,11 +647,17 @@ test_malformed_and_refused(void **state)
 	expect_bad_reply(&c, 200, "{\"token\":\"x\"}",
 	    "the vendor login reply has no usable access_token");
 	expect_bad_reply(&p, 401, "{\"statusCode\":401}",
-	    "the vendor rejected the configured credentials (HTTP 401)");
+	    "the vendor rejected the configured credentials (HTTP 401 from POST "
+	    "/public/v1/authenticate)");
 	expect_bad_reply(&c, 401, "{\"error\":\"invalid_client\"}",
-	    "the vendor rejected the configured credentials (HTTP 401, invalid_client)");
+	    "the vendor rejected the configured credentials (HTTP 401 from POST "
+	    "https://auth.example:8443/api/oauth2/token, invalid_client)");
 	expect_bad_reply(&c, 400, "{\"error\":\"Bad \\\"stuff\\\"\"}",
-	    "the vendor login failed (HTTP 400)");
+	    "the vendor login failed (HTTP 400 from POST "
+	    "https://auth.example:8443/api/oauth2/token)");
+	expect_bad_reply(&c, 404, "<html>Not Found</html>",
+	    "the vendor login failed (HTTP 404 from POST "
+	    "https://auth.example:8443/api/oauth2/token)");
 }
 
 static void
@@ -615,12 +675,61 @@ test_login_timeout(void **state)
 	assert_non_null(tg_token_get(ts, on_token, &g));
 	run_loop(base, 400);
 	assert_int_equal(g.calls, 1);
-	assert_string_equal(g.why, "the vendor login did not answer within 200 ms");
+	assert_string_equal(g.why,
+	    "the vendor login at /public/v1/authenticate did not answer within 200 ms");
+	assert_int_equal(tg_token_last_error(ts), TG_UP_TIMEOUT);
 	assert_int_equal(fake.cancels, 1);
 	assert_true(TAILQ_EMPTY(&fake.pending));
 	tg_token_get_stats(ts, &st);
 	assert_int_equal(st.login_failures, 1);
 	assert_int_equal(st.failing, 1);
+	tg_token_src_free(ts);
+	event_base_free(base);
+}
+
+/* client_secret_basic: RFC 6749 2.3.1 form-urlencodes id and secret
+ * (space as '+', ':' escaped) before base64; scope and audience ride in
+ * the body, which then carries no credentials. */
+static void
+test_client_secret_basic_scope_audience(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct tg_token_opts o = cc_opts();
+	struct tg_token_src *ts;
+	struct got g = { 0 };
+	size_t n;
+	char *raw;
+
+	o.id = "app id:1";
+	o.secret = "p@ss w:rd~" SECRET_MARK;
+	o.scope = "api://x/.default openid";
+	o.audience = "https://api.example/";
+	o.client_basic = 1;
+	fake_reset();
+	ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
+	tg_token_get(ts, on_token, &g);
+	assert_string_equal(fake.body, "grant_type=client_credentials"
+	    "&scope=api%3A%2F%2Fx%2F.default%20openid&audience=https%3A%2F%2Fapi.example%2F");
+	assert_non_null(fake.authz);
+	assert_memory_equal(fake.authz, "Basic ", 6);
+	raw = (char *)tg_b64_decode(fake.authz + 6, strlen(fake.authz + 6), &n);
+	assert_non_null(raw);
+	assert_int_equal(n, strlen("app+id%3A1:p%40ss+w%3Ard%7E" SECRET_MARK));
+	assert_memory_equal(raw, "app+id%3A1:p%40ss+w%3Ard%7E" SECRET_MARK, n);
+	free(raw);
+	fake_reply(200, "{\"access_token\":\"tok\",\"expires_in\":60}", TG_UP_OK);
+	assert_string_equal(g.token, "tok");
+	tg_token_src_free(ts);
+
+	/* client_secret_post (the default) sends no Authorization header */
+	o.client_basic = 0;
+	o.scope = o.audience = NULL;
+	ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
+	tg_token_get(ts, on_token, &g);
+	assert_null(fake.authz);
+	assert_string_equal(fake.body, "grant_type=client_credentials"
+	    "&client_id=app%20id%3A1&client_secret=p%40ss%20w%3Ard~" SECRET_MARK);
+	fake_reply(200, "{\"access_token\":\"tok\",\"expires_in\":60}", TG_UP_OK);
 	tg_token_src_free(ts);
 	event_base_free(base);
 }
@@ -871,6 +980,8 @@ main(void)
 		cmocka_unit_test(test_reentrant_invalidate),
 		cmocka_unit_test(test_sync_completion),
 		cmocka_unit_test(test_clock_advance_expires),
+		cmocka_unit_test(test_tls_failure_named),
+		cmocka_unit_test(test_client_secret_basic_scope_audience),
 		cmocka_unit_test(test_secret_never_logged),
 	};
 	int rc;

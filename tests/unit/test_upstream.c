@@ -1330,7 +1330,7 @@ tls_refused(const char *cert, const char *ca, const char *reason)
 	u = tls_client(T.port, ca, 0);
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
 	run_until(&c.done, 3000);
-	assert_int_equal(c.err, TG_UP_CONNECT);
+	assert_int_equal(c.err, TG_UP_TLS);
 	assert_int_equal(c.heads, 0);
 	if (strstr(c.detail, reason) == NULL)
 		fail_msg("detail '%s' lacks '%s'", c.detail, reason);
@@ -1427,7 +1427,7 @@ test_connect_addr(void **state)
 	u = named_client("other.example", T.port, "127.0.0.1");
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
 	run_until(&c.done, 3000);
-	assert_int_equal(c.err, TG_UP_CONNECT);
+	assert_int_equal(c.err, TG_UP_TLS);
 	assert_non_null(strstr(c.detail, "mismatch"));
 	call_done(&c);
 	tg_upstream_free(u);
@@ -1499,6 +1499,7 @@ test_bad_target_refused(void **state)
 	assert_int_equal(T.conns, 1);
 	call_done(&c);
 	assert_string_equal(tg_up_error_str(TG_UP_BAD_TARGET), "bad_target");
+	assert_string_equal(tg_up_error_str(TG_UP_TLS), "tls");
 	free(url);
 	tg_upstream_free(u);
 }
