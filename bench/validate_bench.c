@@ -28,7 +28,7 @@
 #include <event2/buffer.h>
 #include <yajl/yajl_parse.h>
 
-#include "tidegate/validate.h"
+#include "tidegate/dex.h"
 
 #define CHAIN 4096
 #define BND "bench-bnd-5d1c"

@@ -30,7 +30,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "tidegate/util.h"
-#include "tidegate/validate.h"
+#include "tidegate/sim.h"
 
 struct evbuffer;
 

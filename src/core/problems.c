@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#include "tidegate/validate.h"
+#include "tidegate/problems.h"
+#include "tidegate/util.h"
 
 void
 tg_problems_add(struct tg_problems *p, const char *path, const char *code, const char *fmt,

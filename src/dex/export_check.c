@@ -19,7 +19,7 @@
 
 #include "tidegate/clock.h"
 #include "tidegate/json.h"
-#include "tidegate/validate.h"
+#include "tidegate/dex.h"
 
 #define MAX_MEMBERS	16	/* common members plus the longest table (E4) */
 #define NCOMMON		3

@@ -38,7 +38,7 @@
 #include "tidegate/clock.h"
 #include "tidegate/ids.h"
 #include "tidegate/multipart.h"
-#include "tidegate/validate.h"
+#include "tidegate/dex.h"
 
 /* Hashes and timestamps are read a word at a time. */
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

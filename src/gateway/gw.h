@@ -13,15 +13,17 @@
 
 #include <event2/http.h>
 
+#include "tidegate/dex.h"
 #include "tidegate/emulator.h"
 #include "tidegate/frontdoor.h"
 #include "tidegate/ids.h"
 #include "tidegate/keys.h"
 #include "tidegate/metrics.h"
+#include "tidegate/problems.h"
 #include "tidegate/routes.h"
+#include "tidegate/sim.h"
 #include "tidegate/token.h"
 #include "tidegate/upstream.h"
-#include "tidegate/validate.h"
 #include "tidegate/webhook.h"
 #include "config.h"
 

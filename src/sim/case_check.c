@@ -15,7 +15,7 @@
 
 #include "tidegate/json.h"
 #include "tidegate/map.h"
-#include "tidegate/validate.h"
+#include "tidegate/sim.h"
 
 /* Base trees are walked quietly: their flaws are not the caller's. */
 #define ADD(p, ...) do {					\

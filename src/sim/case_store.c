@@ -18,7 +18,7 @@
 #include <stdlib.h>
 
 #include "tidegate/map.h"
-#include "tidegate/validate.h"
+#include "tidegate/sim.h"
 
 #define DEFAULT_MAX 256
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "tidegate/json.h"
-#include "tidegate/validate.h"
+#include "tidegate/sim.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

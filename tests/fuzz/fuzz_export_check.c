@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tidegate/validate.h"
+#include "tidegate/dex.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,7 +16,7 @@
 
 #include <event2/buffer.h>
 
-#include "tidegate/validate.h"
+#include "tidegate/dex.h"
 
 #define CTYPE "multipart/form-data; boundary=fuzzbnd"
 

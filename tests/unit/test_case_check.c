@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "tidegate/json.h"
-#include "tidegate/validate.h"
+#include "tidegate/sim.h"
 
 static const char CON[] =
     "{'caseId': 'CASE-CON-T', 'name': 'Test construction', 'currency': 'EUR',"

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "tidegate/validate.h"
+#include "tidegate/dex.h"
 
 static const struct tg_export_opts lax = { 0, NULL };
 static const struct tg_export_opts strict = { 1, NULL };

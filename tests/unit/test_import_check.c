@@ -17,7 +17,7 @@
 #include <event2/buffer.h>
 
 #include "tidegate/clock.h"
-#include "tidegate/validate.h"
+#include "tidegate/dex.h"
 
 /* One run of a validator, flattened into text so runs can be compared. */
 struct run {

@@ -1,0 +1,58 @@
+/*
+ * dex.h - the data exchange API's own knowledge: request checks before
+ * anything reaches the vendor. Problems go into struct tg_problems
+ * (problems.h).
+ *
+ * - exports (src/dex/export_check.c): tree-based (bodies are small);
+ *   checks tables E1-E7 and returns the body normalised to the vendor's
+ *   spelling.
+ * - activity imports (src/dex/import_check.c): streaming over yajl's event
+ *   parser, so a 200 MB import is checked at parser speed in bounded memory;
+ *   JSON bodies and multipart uploads.
+ */
+#ifndef TIDEGATE_DEX_H
+#define TIDEGATE_DEX_H
+
+#include <stddef.h>
+
+#include "tidegate/problems.h"
+
+struct evbuffer;
+
+/* ---- data exchange: export requests (E1-E7) ---- */
+
+struct tg_export_opts {
+	int strict;			/* unknown members are problems (else kept) */
+	const char *wp_status_field;	/* work packages: "status" (default) or "statuses" */
+};
+
+/**
+ * Check the body of POST /export/<kind> and normalise it: projectID ->
+ * projectId, callbackURL -> callbackUrl, status/statuses as configured.
+ * Returns 0 with *out a malloc'd normalised JSON body (*outlen bytes), or -1
+ * with problems recorded in p (an unknown kind is a problem at path "").
+ */
+int tg_export_check(const char *kind, const char *body, size_t len,
+    const struct tg_export_opts *o, char **out, size_t *outlen, struct tg_problems *p);
+/** 1 if kind is one of the seven export kinds. */
+int tg_export_kind_known(const char *kind);
+
+/* ---- data exchange: activity imports (streaming) ---- */
+
+struct tg_import_result {
+	size_t rows;		/* activities seen */
+	size_t bytes;		/* JSON bytes checked */
+};
+
+/** Check a JSON body (an array of activities, or one object), chunk by chunk. */
+int tg_import_check_json(struct evbuffer *body, struct tg_import_result *res,
+    struct tg_problems *p);
+/**
+ * Check a multipart/form-data upload: its `file` part must hold the JSON.
+ * Returns -1 with problems; *too_large is set when a part exceeded
+ * max_part (the caller answers 413).
+ */
+int tg_import_check_multipart(struct evbuffer *body, const char *content_type,
+    size_t max_part, struct tg_import_result *res, struct tg_problems *p, int *too_large);
+
+#endif

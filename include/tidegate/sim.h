@@ -1,0 +1,59 @@
+/*
+ * sim.h - the simulation API's own knowledge: the check of a submitted
+ * case (src/sim/case_check.c: structure, case type from the fixableTypes,
+ * and a diff against the partial case the gateway served) and the store of
+ * served cases (src/sim/case_store.c). Problems go into struct tg_problems
+ * (problems.h).
+ */
+#ifndef TIDEGATE_SIM_H
+#define TIDEGATE_SIM_H
+
+#include <stddef.h>
+
+#include <yajl/yajl_tree.h>
+
+#include "tidegate/config.h"
+#include "tidegate/problems.h"
+
+/* ---- simulation: cases ---- */
+
+struct tg_case_kinds {
+	struct tg_strlist construction;	/* fixableTypes of Construction cases */
+	struct tg_strlist om;		/* fixableTypes of O&M cases */
+};
+
+enum tg_case_type { TG_CASE_UNKNOWN, TG_CASE_CONSTRUCTION, TG_CASE_OM };
+
+/**
+ * Check a submitted case: structure of a partial case, one case type across
+ * its fixables (each offending fixable named), and, when base (the partial
+ * case the gateway served for this caseId) is given, no change outside
+ * vesselList, personnelList and windFarms[].infrastructureList[].fixable,
+ * no fixableType moved to the other kind. Returns 0 or -1 with problems;
+ * *type receives the detected type.
+ */
+int tg_case_check(yajl_val submitted, yajl_val base, const struct tg_case_kinds *k,
+    enum tg_case_type *type, struct tg_problems *p);
+
+/** Partial cases the gateway served, by case id (bounded, oldest dropped). */
+struct tg_case_store;
+struct tg_case_store *tg_case_store_new(size_t max_cases);
+void tg_case_store_free(struct tg_case_store *cs);
+/** Remember a served case (takes ownership of tree). */
+void tg_case_store_put(struct tg_case_store *cs, const char *case_id, yajl_val tree);
+/** Borrowed tree, or NULL. */
+yajl_val tg_case_store_get(struct tg_case_store *cs, const char *case_id);
+/**
+ * A served case held beyond the store's say (a check off the event loop):
+ * the tree stays valid and unchanged until tg_case_ref_release, even if the
+ * store drops or replaces the case. Touches the case as get does. NULL when
+ * not stored. Taken and released on the loop thread only.
+ */
+struct tg_case_ref;
+struct tg_case_ref *tg_case_store_ref(struct tg_case_store *cs, const char *case_id);
+/** The held tree (borrowed while the reference is held; read it, never change it). */
+yajl_val tg_case_ref_tree(const struct tg_case_ref *ref);
+/** Release a reference (NULL-safe); the last one frees the tree. */
+void tg_case_ref_release(struct tg_case_ref *ref);
+
+#endif
