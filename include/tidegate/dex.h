@@ -6,6 +6,8 @@
  * - exports (src/dex/export_check.c): tree-based (bodies are small);
  *   checks tables E1-E7 and returns the body normalised to the vendor's
  *   spelling.
+ * - routes (src/dex/routes.c): the service's route table for the router.
+ * - job reads (src/dex/job_query.c): the one correlationId of a query.
  * - activity imports (src/dex/import_check.c): streaming over yajl's event
  *   parser, so a 200 MB import is checked at parser speed in bounded memory;
  *   JSON bodies and multipart uploads.
@@ -15,9 +17,28 @@
 
 #include <stddef.h>
 
+#include "tidegate/ops.h"
 #include "tidegate/problems.h"
+#include "tidegate/routes.h"
 
 struct evbuffer;
+
+/* ---- data exchange: routes ---- */
+
+/** The data exchange service's routes (operations TG_OP_DEX_*) and prefixes. */
+extern const struct tg_service_routes tg_dex_service_routes;
+
+/**
+ * The one value of query parameter name in the raw query string q (both
+ * borrowed; q may be NULL), read as a vendor would: names and values
+ * percent-decoded ('+' is a space), names compared without regard to case.
+ * 0 with *out (malloc'd, the caller frees; NULL when the parameter is
+ * absent), or -1 with why when the query could be read more than one way:
+ * the parameter given twice in any spelling, empty, with a broken escape,
+ * a control character (%00 included) or more than TG_ROUTE_PARAMLEN bytes.
+ * Implemented in src/dex/job_query.c.
+ */
+int tg_route_query_one(const char *q, const char *name, char **out, struct tg_err *why);
 
 /* ---- data exchange: export requests (E1-E7) ---- */
 

@@ -3,7 +3,7 @@
  * case (src/sim/case_check.c: structure, case type from the fixableTypes,
  * and a diff against the partial case the gateway served) and the store of
  * served cases (src/sim/case_store.c). Problems go into struct tg_problems
- * (problems.h).
+ * (problems.h). The route table is src/sim/routes.c.
  */
 #ifndef TIDEGATE_SIM_H
 #define TIDEGATE_SIM_H
@@ -13,7 +13,14 @@
 #include <yajl/yajl_tree.h>
 
 #include "tidegate/config.h"
+#include "tidegate/ops.h"
 #include "tidegate/problems.h"
+#include "tidegate/routes.h"
+
+/* ---- simulation: routes ---- */
+
+/** The simulation service's routes (operations TG_OP_SIM_*) and prefixes. */
+extern const struct tg_service_routes tg_sim_service_routes;
 
 /* ---- simulation: cases ---- */
 

@@ -1,6 +1,6 @@
 /*
  * job_query.c - the one value of a query parameter as the vendor would read
- * it (tg_route_query_one in include/tidegate/routes.h). A job id decides
+ * it (tg_route_query_one in include/tidegate/dex.h). A job id decides
  * whose job is read, so a query that could be read two ways is refused
  * instead of guessed at: the gateway checks ownership of this value and
  * sends the vendor only this value. Called by the gateway for the polls of
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "tidegate/routes.h"
+#include "tidegate/dex.h"
 #include "tidegate/util.h"
 
 /* Form decoding of s[0..n) (percent escapes, '+' as space) into a malloc'd

@@ -4,7 +4,7 @@
  * example addresses, including its two exceptions: GET /public/export and
  * /public/v1/import/activities/failed).
  */
-#include "tidegate/routes.h"
+#include "tidegate/dex.h"
 #include "tidegate/util.h"
 
 static const struct tg_route dex_routes[] = {

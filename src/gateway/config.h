@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "tidegate/config.h"
+#include "tidegate/ops.h"
 #include "tidegate/routes.h"
 
 struct gw_key_cfg {

@@ -128,14 +128,12 @@ tg_route_expand(const char *tmpl, const struct tg_route_match *m)
 }
 
 const char *
-tg_op_name(enum tg_op op)
+tg_route_op_name(const struct tg_service_routes *sr, int op)
 {
-	static const char *const names[TG_OP_COUNT] = {
-		"passthrough", "authenticate", "export", "export_get", "import_activities",
-		"import_file", "import_status", "import_result", "import_failed",
-		"token", "cases", "case", "simulations", "simulation_list", "simulation",
-		"results",
-	};
+	size_t i;
 
-	return op < TG_OP_COUNT ? names[op] : "unknown";
+	for (i = 0; i < sr->nroutes; i++)
+		if (sr->routes[i].op == op)
+			return sr->routes[i].name;
+	return NULL;
 }

@@ -3,7 +3,7 @@
  * submit, status, results), the prefixes tools use, and the default
  * upstream paths of tidegate-emulator (docs/emulator.md).
  */
-#include "tidegate/routes.h"
+#include "tidegate/sim.h"
 #include "tidegate/util.h"
 
 static const struct tg_route sim_routes[] = {

@@ -13,7 +13,8 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "tidegate/routes.h"
+#include "tidegate/dex.h"
+#include "tidegate/sim.h"
 #include "tidegate/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

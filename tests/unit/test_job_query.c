@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "tidegate/routes.h"
+#include "tidegate/dex.h"
 #include "tidegate/util.h"
 
 static const char *

@@ -11,7 +11,10 @@
 
 #include <cmocka.h>
 
+#include "tidegate/dex.h"
+#include "tidegate/ops.h"
 #include "tidegate/routes.h"
+#include "tidegate/sim.h"
 
 static enum tg_op
 op(const struct tg_service_routes *sr, const char *method, const char *path, int *rc)
