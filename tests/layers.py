@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""layers.py - checks that includes point down the layers of DESIGN.md.
+
+Reads the #include "..." lines of every src/<module>/*.c (and src/tidegate.c,
+the entry point), follows them through the headers they reach, and checks
+each module it lands in against ALLOWED below; then checks that the folders
+form no cycle. Prints each offending chain and exits 1.
+
+Run: python3 tests/layers.py [SOURCE_ROOT]   (meson test layers runs it)
+The table is documented in docs/architecture.md (Modules).
+"""
+import os
+import re
+import sys
+
+# Owner of each public header (include/tidegate/); a header beside a
+# module's sources belongs to that module.
+OWNER = {
+    'clock.h': 'core', 'config.h': 'core', 'crypto.h': 'core', 'errors.h': 'core',
+    'ids.h': 'core', 'log.h': 'core', 'map.h': 'core', 'metrics.h': 'core',
+    'problems.h': 'core', 'util.h': 'core', 'worker.h': 'core',
+    'json.h': 'json',
+    'http.h': 'http', 'frontdoor.h': 'http', 'head.h': 'http', 'target.h': 'http',
+    'multipart.h': 'http', 'routes.h': 'http',
+    'upstream.h': 'upstream',
+    'token.h': 'auth', 'keys.h': 'auth',
+    'ops.h': 'ops',
+    'dex.h': 'dex', 'owners.h': 'dex',
+    'sim.h': 'sim', 'runs.h': 'sim',
+    'webhook.h': 'webhook',
+    'emulator.h': 'emulator',
+}
+
+# What each module may include besides itself. core <- json <- http/upstream
+# /auth (auth uses upstream) <- ops (the canonical operation numbers) <-
+# dex/sim <- webhook <- gateway <- entry points; the emulator uses core,
+# json, http only.
+BASE = {'core', 'json'}
+ALLOWED = {
+    'core': set(),
+    'json': {'core'},
+    'http': BASE,
+    'upstream': BASE,
+    'auth': BASE | {'upstream'},
+    'ops': set(),
+    'dex': BASE | {'http', 'upstream', 'auth', 'ops'},
+    'sim': BASE | {'http', 'upstream', 'auth', 'ops'},
+    'webhook': BASE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim'},
+    'emulator': BASE | {'http'},
+    'gateway': BASE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'webhook',
+                       'emulator'},
+    'entry': set(OWNER.values()) | {'gateway'},
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def resolve(root, here, name):
+    """Path of an #include "name" seen in directory here, or None."""
+    for base in (here, os.path.join(root, 'include'), os.path.join(root, 'src')):
+        p = os.path.normpath(os.path.join(base, name))
+        if os.path.isfile(p):
+            return p
+    return None
+
+
+def owner(root, path):
+    rel = os.path.relpath(path, root)
+    parts = rel.split(os.sep)
+    if parts[0] == 'include':
+        return OWNER.get(parts[-1], '?' + rel)
+    if parts == ['src', 'tidegate.c'] or parts[-2:] == ['emulator', 'main.c']:
+        return 'entry'
+    return parts[1]
+
+
+def reached(root, path, seen):
+    """Every file path includes, directly or through headers (DFS chains)."""
+    with open(path, encoding='utf-8') as f:
+        text = f.read()
+    for name in INCLUDE.findall(text):
+        p = resolve(root, os.path.dirname(path), name)
+        if p is None or p in seen:
+            continue
+        seen[p] = path
+        reached(root, p, seen)
+    return seen
+
+
+def chain(seen, start, p):
+    out = [p]
+    while out[-1] != start:
+        out.append(seen[out[-1]])
+    return ' <- '.join(os.path.basename(x) for x in out)
+
+
+def main():
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                           os.path.join(os.path.dirname(__file__), '..'))
+    sources = [os.path.join(root, 'src', 'tidegate.c')]
+    for d in sorted(os.listdir(os.path.join(root, 'src'))):
+        full = os.path.join(root, 'src', d)
+        if os.path.isdir(full):
+            sources += [os.path.join(full, f) for f in sorted(os.listdir(full))
+                        if f.endswith('.c')]
+    bad = []
+    edges = {}
+    for src in sources:
+        mod = owner(root, src)
+        if mod not in ALLOWED:
+            bad.append('%s: module %s is not in the layer table' %
+                       (os.path.relpath(src, root), mod))
+            continue
+        seen = reached(root, src, {})
+        for p in seen:
+            to = owner(root, p)
+            if to == mod:
+                continue
+            if mod != 'entry':
+                edges.setdefault(mod, set()).add(to)
+            if to not in ALLOWED[mod]:
+                bad.append('%s (%s) reaches %s (%s): %s' %
+                           (os.path.relpath(src, root), mod, os.path.relpath(p, root), to,
+                            chain(seen, src, p)))
+    # No cycle between folders (ALLOWED has none, but say so if it gets one).
+    state = {}
+
+    def visit(m, stack):
+        state[m] = 1
+        for n in sorted(edges.get(m, ())):
+            if state.get(n) == 1:
+                bad.append('cycle: ' + ' -> '.join(stack[stack.index(n):] + [n]))
+            elif n not in state:
+                visit(n, stack + [n])
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [m])
+    for line in bad:
+        print(line)
+    if bad:
+        return 1
+    print('layers OK: %d sources, %d modules' % (len(sources), len(edges)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
