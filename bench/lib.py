@@ -9,6 +9,7 @@ description of the machine.
 Core assignment (2 cores): the system under test on SUT_CPU, the load
 generator and the upstream on LOAD_CPU.
 """
+import http.client
 import json
 import os
 import platform
@@ -19,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import requests
@@ -528,3 +530,32 @@ def save(name, data):
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", name + ".json"), "w") as f:
         json.dump(data, f, indent=1, default=str)
+
+
+def send_n(port, path, headers, n, conns=4):
+    """n GETs of path over `conns` keep-alive connections; all must be 200
+    (the load of the callgrind counts of s1 and s7)."""
+    errors = []
+
+    def worker(count):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        try:
+            for _ in range(count):
+                c.request("GET", path, headers=headers)
+                r = c.getresponse()
+                r.read()
+                if r.status != 200:
+                    errors.append(r.status)
+        except OSError as e:
+            errors.append(repr(e))
+        finally:
+            c.close()
+
+    ts = [threading.Thread(target=worker, args=(n // conns + (i < n % conns),))
+          for i in range(conns)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=900)
+    if errors:
+        raise RuntimeError(f"{len(errors)} failed requests, first {errors[0]}")

@@ -27,11 +27,9 @@ stderr; raw figures in bench/results/s1_proxy.json. Loopback only.
 a minute).
 """
 import argparse
-import http.client
 import os
 import statistics
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,34 +48,6 @@ def log(*a):
     print(f"[{time.monotonic() - T0:5.1f}s]", *a, file=sys.stderr, flush=True)
 
 
-def send_n(port, n, headers, conns=4):
-    """Send n GETs over `conns` keep-alive connections; all must be 200."""
-    errors = []
-
-    def worker(count):
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        try:
-            for _ in range(count):
-                c.request("GET", PATH, headers=headers)
-                r = c.getresponse()
-                r.read()
-                if r.status != 200:
-                    errors.append(r.status)
-        except OSError as e:
-            errors.append(repr(e))
-        finally:
-            c.close()
-
-    ts = [threading.Thread(target=worker, args=(n // conns + (i < n % conns),))
-          for i in range(conns)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout=600)
-    if errors:
-        raise RuntimeError(f"{len(errors)} failed requests, first {errors[0]}")
-
-
 def callgrind(stub, headers):
     """Instructions per request of each proxy."""
     starters = {
@@ -88,7 +58,7 @@ def callgrind(stub, headers):
     out = {}
     for name, start in starters.items():
         log(f"s1: callgrind {name}")
-        out[name] = lib.callgrind_ir(start, lambda d, n: send_n(d.port, n, headers),
+        out[name] = lib.callgrind_ir(start, lambda d, n: lib.send_n(d.port, PATH, headers, n),
                                      CG_SMALL, CG_LARGE)
     return out
 

@@ -52,14 +52,12 @@ bench/results/s7_sizes.json. Loopback only.
 --quick: 2 rounds of 1 s, no callgrind (about two minutes).
 """
 import argparse
-import http.client
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 
@@ -162,34 +160,6 @@ def read_export(emu, hdr, project):
     raise RuntimeError(f"export of {project} not ready")
 
 
-def send_n(port, path, headers, n, conns=4):
-    """n GETs of path over `conns` keep-alive connections; all must be 200."""
-    errors = []
-
-    def worker(count):
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        try:
-            for _ in range(count):
-                c.request("GET", path, headers=headers)
-                r = c.getresponse()
-                r.read()
-                if r.status != 200:
-                    errors.append(r.status)
-        except OSError as e:
-            errors.append(repr(e))
-        finally:
-            c.close()
-
-    ts = [threading.Thread(target=worker, args=(n // conns + (i < n % conns),))
-          for i in range(conns)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout=900)
-    if errors:
-        raise RuntimeError(f"{len(errors)} failed requests, first {errors[0]}")
-
-
 def callgrind(stub, emu, emu_hdr, name, project):
     """Instructions per request of nginx and tidegate for the 16 KB answer,
     proxied and cached."""
@@ -199,8 +169,8 @@ def callgrind(stub, emu, emu_hdr, name, project):
         def load(d, n):
             cid = new_job(job_base(d), hdr, project)
             p = f"/public/export?correlationId={cid}"
-            send_n(d.port, p, hdr, 2, conns=1)          # fetched, then from the cache
-            send_n(d.port, p, hdr, n)
+            lib.send_n(d.port, p, hdr, 2, conns=1)          # fetched, then from the cache
+            lib.send_n(d.port, p, hdr, n)
         return load
 
     def tg_cached(pre):
@@ -211,9 +181,9 @@ def callgrind(stub, emu, emu_hdr, name, project):
 
     runs = {
         ("proxied", "nginx"): (lambda pre: lib.nginx_proxy(stub.port, master=False, prefix=pre),
-                               lambda d, n: send_n(d.port, path, HEADERS, n)),
+                               lambda d, n: lib.send_n(d.port, path, HEADERS, n)),
         ("proxied", "tidegate"): (lambda pre: lib.tidegate(stub.url, prefix=pre),
-                                  lambda d, n: send_n(d.port, path, HEADERS, n)),
+                                  lambda d, n: lib.send_n(d.port, path, HEADERS, n)),
         ("cached", "nginx"): (lambda pre: lib.nginx_cache(emu.ports["dex"], master=False,
                                                           prefix=pre),
                               cached_load(emu_hdr, lambda d: emu.dex)),
@@ -246,7 +216,7 @@ def syscalls(cells, bodies):
         n = STRACE_N[c.size]
         log(f"s7: strace {c.kind} {c.size} {c.system}")
         counts = lib.syscalls(c.daemon.worker,
-                              lambda: send_n(u.port, path, c.headers, n, conns=1))
+                              lambda: lib.send_n(u.port, path, c.headers, n, conns=1))
         out[(c.kind, c.size, c.system)] = {k: v / n for k, v in counts.items()}
     return out
 
