@@ -196,6 +196,27 @@ listen_addr(const struct gw_config *c, int l)
 	return l == GW_DEX ? c->listen_dex : l == GW_SIM ? c->listen_sim : c->listen_admin;
 }
 
+/* The listener's front door from a configuration: at bind and on SIGHUP
+ * (the listeners stay; their limits follow the configuration). */
+static void
+set_door(struct gw *gw, int l, const struct gw_config *c)
+{
+	struct tg_frontdoor *d = &gw->lctx[l].door;
+
+	d->max_head = TG_HTTP_MAX_HEAD;
+	d->max_body = (uint64_t)c->max_body;
+	d->max_conns = (uint64_t)c->max_clients;
+	d->max_conns_per_addr = (uint64_t)c->max_clients_per_ip;
+	d->header_timeout_ms = c->client_header_timeout;
+	d->body_timeout_ms = c->client_body_timeout;
+	d->idle_timeout_ms = c->keepalive_timeout;
+	d->stats = &gw->lctx[l].stats;
+	d->check = l == GW_ADMIN ? NULL : gw_head_check;
+	d->arg = &gw->lctx[l];
+	if (gw->http[l] != NULL)
+		evhttp_set_max_body_size(gw->http[l], (ev_ssize_t)c->max_body);
+}
+
 static int
 bind_listeners(struct gw *gw, struct tg_err *err)
 {
@@ -215,16 +236,7 @@ bind_listeners(struct gw *gw, struct tg_err *err)
 			return -1;
 		gw->lctx[l].gw = gw;
 		gw->lctx[l].listener = l;
-		gw->lctx[l].door.max_head = TG_HTTP_MAX_HEAD;
-		gw->lctx[l].door.max_body = (uint64_t)c->max_body;
-		gw->lctx[l].door.max_conns = (uint64_t)c->max_clients;
-		gw->lctx[l].door.max_conns_per_addr = (uint64_t)c->max_clients_per_ip;
-		gw->lctx[l].door.header_timeout_ms = c->client_header_timeout;
-		gw->lctx[l].door.body_timeout_ms = c->client_body_timeout;
-		gw->lctx[l].door.idle_timeout_ms = c->keepalive_timeout;
-		gw->lctx[l].door.stats = &gw->lctx[l].stats;
-		gw->lctx[l].door.check = l == GW_ADMIN ? NULL : gw_head_check;
-		gw->lctx[l].door.arg = &gw->lctx[l];
+		set_door(gw, l, c);
 		tg_frontdoor_attach(gw->http[l], &gw->lctx[l].door);
 		evhttp_set_gencb(gw->http[l], l == GW_ADMIN ? gw_admin_on_request : gw_on_request,
 		    &gw->lctx[l]);
@@ -288,6 +300,7 @@ reload(struct gw *gw)
 	struct gw_config cfg;
 	struct tg_err err;
 	char *why;
+	int l;
 
 	if ((why = load_for_reload(gw->config_path, &cfg)) != NULL) {
 		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", why));
@@ -311,6 +324,8 @@ reload(struct gw *gw)
 	}
 	old = gw->rt;
 	gw->rt = rt;
+	for (l = 0; l < GW_NLISTENERS; l++)
+		set_door(gw, l, &rt->cfg);
 	gw_hooks_reload(gw, &old->cfg);
 	gw_runtime_unref(old);
 	tg_log(TG_LOG_INFO, "reloaded", TG_LS("config", gw->config_path));

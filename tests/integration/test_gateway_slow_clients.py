@@ -4,6 +4,7 @@ Slow, idle and numerous clients at the front door: the time limits
 connection limits (max_clients, max_clients_per_ip), with their metrics.
 Every loop is bounded in rounds and seconds; all traffic is on loopback.
 """
+import signal
 import socket
 import time
 
@@ -163,3 +164,22 @@ def test_max_clients_per_ip(emulator, make_gateway):
     assert gw.metric("tidegate_client_connections_refused_total", listener="dex",
                      reason="max_clients_per_ip") == 1
     assert gw.metric("tidegate_client_connections", listener="dex") >= 0
+
+
+def test_limits_follow_a_reload(emulator, make_gateway):
+    gw = make_gateway(emulator)
+    gw.cfg["max_clients"] = 2
+    gw.write_config(gw.cfg)
+    gw.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while not any(ln.get("event") == "reloaded" for ln in gw.log_lines()):
+        assert time.monotonic() < deadline, "no reload"
+        time.sleep(0.05)
+    held = [socket.create_connection(("127.0.0.1", gw.ports["dex"]), timeout=5)
+            for _ in range(2)]
+    time.sleep(0.2)
+    assert refused(gw.ports["dex"])
+    for sk in held:
+        sk.close()
+    assert gw.metric("tidegate_client_connections_refused_total", listener="dex",
+                     reason="max_clients") == 1
