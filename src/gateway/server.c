@@ -21,7 +21,7 @@
 #include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "gateway.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "tidegate/worker.h"
 #include "gw.h"
 

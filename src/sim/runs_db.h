@@ -2,14 +2,14 @@
  * runs_db.h - private contract between the files of the run registry:
  * the SQLite handle and its prepared statements (registry.c), and the
  * helpers retention.c and sweep_store.c share with it. Not for other
- * modules: they call include/tidegate/runs.h.
+ * modules: they call include/tidegate/registry.h.
  */
 #ifndef TG_SIM_RUNS_DB_H
 #define TG_SIM_RUNS_DB_H
 
 #include <sqlite3.h>
 
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 
 enum runs_stmt {
 	S_BEGIN, S_COMMIT, S_ROLLBACK,

@@ -14,7 +14,7 @@
 
 #include "tidegate/json.h"
 #include "tidegate/map.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "runs_db.h"
 
 #define NAME_MAX_LEN		64
