@@ -1,8 +1,10 @@
 /*
  * tidegate.c - the gateway's entry point: options, configuration check
- * (-t), logging, the event loop. SIGHUP reloads, SIGTERM/SIGINT drain and
- * exit 0 (src/gateway/server.c).
+ * (-t), logging, the embedded emulator (upstream: embedded), the gateway,
+ * the event loop. SIGHUP reloads, SIGTERM/SIGINT drain and exit 0
+ * (src/gateway/server.c).
  */
+#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,14 +45,35 @@ load_config(const char *path, struct gw_config *cfg)
 	return rc;
 }
 
+/* upstream: embedded runs the emulator on the gateway's event base; its
+ * config path is relative to the gateway's config file. ecfg is filled
+ * even on failure (tg_config_free is NULL-safe on it). */
+static struct tg_emu *
+start_emulator(struct event_base *base, const struct gw_config *c,
+    struct tg_emu_config *ecfg, struct tg_err *err)
+{
+	char *dir = tg_xstrdup(c->path), *path;
+	struct tg_emu *emu = NULL;
+
+	path = c->emulator_config[0] == '/' ? tg_xstrdup(c->emulator_config) :
+	    tg_xasprintf("%s/%s", dirname(dir), c->emulator_config);
+	if (tg_config_load(path, tg_emu_config_keys, tg_emu_config_nkeys, ecfg, err) == 0)
+		emu = tg_emu_new(base, ecfg, err);
+	free(path);
+	free(dir);
+	return emu;
+}
+
 int
 main(int argc, char **argv)
 {
 	const char *path = "conf/tidegate.yaml";
 	struct event_base *base;
+	struct tg_emu_config ecfg;
+	struct tg_emu *emu = NULL;
 	struct gw_config cfg;
 	struct tg_err err;
-	struct gw *gw;
+	struct gw *gw = NULL;
 	int test = 0, ch, lvl;
 
 	while ((ch = getopt(argc, argv, "tc:K")) != -1) {
@@ -78,15 +101,22 @@ main(int argc, char **argv)
 	tg_log_init(stderr, (enum tg_log_level)lvl);
 	signal(SIGPIPE, SIG_IGN);
 	base = tg_event_base_new();
-	if ((gw = gw_new(base, path, &cfg, &err)) == NULL) {
+	memset(&ecfg, 0, sizeof(ecfg));
+	if ((strcmp(cfg.upstream, "embedded") == 0 &&
+	    (emu = start_emulator(base, &cfg, &ecfg, &err)) == NULL) ||
+	    (gw = gw_new(base, path, &cfg, &err)) == NULL) {
 		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));
 		gw_config_free(&cfg);
+		tg_emu_free(emu);
+		tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
 		event_base_free(base);
 		return 1;
 	}
 	event_base_dispatch(base);
 	tg_log(TG_LOG_INFO, "stopped", TG_LS("config", path));
-	gw_free(gw);
+	gw_free(gw);	/* the gateway's upstreams may still talk to the emulator */
+	tg_emu_free(emu);
+	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
 	event_base_free(base);
 	return 0;
 }

@@ -26,7 +26,7 @@ OWNER = {
     'token.h': 'auth', 'keys.h': 'auth',
     'ops.h': 'ops',
     'dex.h': 'dex', 'owners.h': 'dex',
-    'sim.h': 'sim', 'runs.h': 'sim',
+    'sim.h': 'sim', 'registry.h': 'sim',
     'webhook.h': 'webhook',
     'emulator.h': 'emulator',
 }

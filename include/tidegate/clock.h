@@ -20,17 +20,18 @@ void tg_clock_advance_ms(int64_t ms);
 int64_t tg_clock_offset_ms(void);
 
 #define TG_ISO_LEN 32
-/** Format ms as "YYYY-MM-DDTHH:MM:SS.mmmZ" (millis omitted when 0). */
+/** Format ms as "YYYY-MM-DDTHH:MM:SS.mmmZ" (millis omitted when 0) into out
+ * (borrowed). */
 void tg_clock_iso(int64_t ms, char out[TG_ISO_LEN]);
 /**
  * Parse a strict ISO 8601 UTC timestamp: YYYY-MM-DDTHH:MM[:SS[.fff]]
  * followed by Z or +hh:mm/-hh:mm. Calendar-checked (no 2024-02-30).
- * Returns 0 and the epoch ms, or -1.
+ * Returns 0 and the epoch ms, or -1. s and ms are borrowed.
  */
 int tg_clock_parse_iso(const char *s, int64_t *ms);
 /** Days since the epoch for a civil date (proleptic Gregorian). */
 int64_t tg_clock_days_from_civil(int y, unsigned m, unsigned d);
-/** Civil date of an epoch ms. */
+/** Civil date of an epoch ms, into the borrowed y, mo, d, h, mi and s. */
 void tg_clock_civil(int64_t ms, int *y, int *mo, int *d, int *h, int *mi, int *s);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * emulator.h - tidegate-emulator as a library: the vendor's data exchange
  * and simulation APIs on their own listeners, on the caller's event loop.
- * Used by src/emulator/main.c and, embedded, by the gateway.
+ * Used by src/emulator/main.c and, embedded, by src/tidegate.c (the gateway
+ * checks the embedded emulator's config file with its key table).
  */
 #ifndef TIDEGATE_EMULATOR_H
 #define TIDEGATE_EMULATOR_H

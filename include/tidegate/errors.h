@@ -20,13 +20,15 @@ struct tg_detail {
 };
 
 /**
- * Append the error body to out. request_id and details may be NULL/0;
+ * Append the error body to out. Every pointer is borrowed (out is written,
+ * the strings and details are read). request_id and details may be NULL/0;
  * details, when given, are written even if empty-array semantics matter
  * to the caller (n == 0 with d != NULL writes "details": []).
  */
 void tg_error_body(struct evbuffer *out, int status, const char *code, const char *message,
     const char *request_id, const struct tg_detail *d, size_t n);
-/** Stable code for a status: 400 BAD_REQUEST, 401 UNAUTHORIZED ... */
+/** Stable code for a status: 400 BAD_REQUEST, 401 UNAUTHORIZED ... (a static
+ * string: borrowed, never freed). */
 const char *tg_error_code(int status);
 
 #endif

@@ -9,11 +9,11 @@
 #include <stddef.h>
 
 #define TG_UUID_LEN 37
-/** Random RFC 4122 version 4 UUID, lower-case, NUL-terminated. */
+/** Random RFC 4122 version 4 UUID, lower-case, NUL-terminated, into out (borrowed). */
 void tg_id_uuid4(char out[TG_UUID_LEN]);
-/** nbytes random bytes as 2*nbytes hex characters plus NUL. */
+/** nbytes random bytes as 2*nbytes hex characters plus NUL, into out (borrowed). */
 void tg_id_hex(char *out, size_t nbytes);
-/** Fill buf with cryptographically strong random bytes (aborts on failure). */
+/** Fill buf (borrowed) with cryptographically strong random bytes (aborts on failure). */
 void tg_id_random(void *buf, size_t n);
 
 #endif

@@ -24,10 +24,11 @@ struct tg_log_kv {
 
 /** Send logs to out (borrowed; default stderr) at or above min. */
 void tg_log_init(FILE *out, enum tg_log_level min);
-/** Parse "debug|info|warn|error|off"; -1 when unknown. */
+/** Parse "debug|info|warn|error|off" (s borrowed); -1 when unknown. */
 int tg_log_level_parse(const char *s);
 int tg_log_enabled(enum tg_log_level lvl);
-/** Write one line; kv is terminated by an entry with k == NULL. */
+/** Write one line; kv is terminated by an entry with k == NULL. event and kv
+ * (with its strings) are borrowed. */
 void tg_log_kvs(enum tg_log_level lvl, const char *event, const struct tg_log_kv *kv);
 
 #define tg_log(lvl, ev, ...) \

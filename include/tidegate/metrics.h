@@ -11,19 +11,26 @@
 struct evbuffer;
 struct tg_metrics;
 
+/** A new registry; the caller takes ownership (tg_metrics_free). */
 struct tg_metrics *tg_metrics_new(void);
+/** Takes ownership of m and frees it (NULL-safe). */
 void tg_metrics_free(struct tg_metrics *m);
-/** Add delta to counter name{labels}; labels like `service="dex",code="200"` or "". */
+/**
+ * Add delta to counter name{labels}; labels like `service="dex",code="200"` or "".
+ * m, name and labels are borrowed (copied when the series is new).
+ */
 void tg_metrics_inc(struct tg_metrics *m, const char *name, const char *labels, double delta);
-/** Record seconds in histogram name{labels} (fixed buckets 1 ms .. 60 s). */
+/** Record seconds in histogram name{labels} (fixed buckets 1 ms .. 60 s); m, name
+ * and labels are borrowed (copied when the series is new). */
 void tg_metrics_observe(struct tg_metrics *m, const char *name, const char *labels,
     double seconds);
-/** Declare a metric's help text (once, at start-up); type "counter" or "histogram". */
+/** Declare a metric's help text (once, at start-up); type "counter" or "histogram".
+ * m, name, type and help are borrowed (copied). */
 void tg_metrics_help(struct tg_metrics *m, const char *name, const char *type,
     const char *help);
-/** Append every series in text format, grouped by name. */
+/** Append every series in text format, grouped by name; m and out are borrowed. */
 void tg_metrics_render(const struct tg_metrics *m, struct evbuffer *out);
-/** Value of a counter (tests and readiness), 0 when absent. */
+/** Value of a counter (tests and readiness), 0 when absent; arguments borrowed. */
 double tg_metrics_value(const struct tg_metrics *m, const char *name, const char *labels);
 
 #endif

@@ -16,18 +16,21 @@
 #include "tidegate/util.h"
 
 struct tg_problems {
-	struct tg_detail *v;	/* path, message and code are owned (malloc'd) */
+	struct tg_detail *v;	/* path and message owned (malloc'd); code borrowed */
 	size_t n, cap;
 	size_t max;		/* stop recording past this many (0: 1000) */
 	size_t total;		/* problems found, recorded or not */
 };
 
-/** Record a problem (path is a JSON Pointer, copied; code a static string). */
+/** Record a problem (path is a JSON Pointer, borrowed and copied; code a static
+ * string, borrowed; fmt borrowed). p is borrowed. */
 void tg_problems_add(struct tg_problems *p, const char *path, const char *code,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/** Free what p owns (the details and their strings); p itself is borrowed. */
 void tg_problems_cleanup(struct tg_problems *p);
 /** "did you mean" target for name among candidates (case-insensitive equality,
- * or edit distance <= 2), or NULL. */
+ * or edit distance <= 2), or NULL. Everything is borrowed; the result points
+ * into candidates. */
 const char *tg_did_you_mean(const char *name, const char *const *candidates, size_t n);
 
 #endif

@@ -87,7 +87,10 @@ typedef void (*emu_handler)(struct tg_emu *emu, struct evhttp_request *req,
 
 /* ---- server.c ---- */
 const char *emu_listener_name(int l);
-/** Reply with the emulator's error shape {statusCode, error, message}. */
+
+/* ---- reply.c ---- */
+/** Reply with the emulator's error shape {statusCode, error, message}.
+ * req is borrowed (answered here); message is borrowed. */
 void emu_reply_error(struct evhttp_request *req, int status, const char *message);
 
 /* ---- auth.c ---- */

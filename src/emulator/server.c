@@ -85,16 +85,6 @@ emu_listener_name(int l)
 	return l >= 0 && l < EMU_NLISTENERS ? lnames[l] : "?";
 }
 
-void
-emu_reply_error(struct evhttp_request *req, int status, const char *message)
-{
-	struct evbuffer *b = evbuffer_new();
-
-	tg_error_body(b, status, NULL, message, NULL, NULL, 0);
-	tg_reply_buf(req, status, "application/json", b);
-	evbuffer_free(b);
-}
-
 /* Match path against pattern, capturing '*' segments (max 4, 128 bytes each). */
 static int
 match(const char *pattern, const char *path, char caps[][128], int *ncap)

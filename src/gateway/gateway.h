@@ -10,7 +10,7 @@
 struct event_base;
 struct gw;
 
-/** Start on base: embedded emulator, runtime, listeners, signals. Takes cfg. */
+/** Start on base: runtime, listeners, signals. Takes cfg. */
 struct gw *gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
     struct tg_err *err);
 void gw_free(struct gw *gw);

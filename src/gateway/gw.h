@@ -14,7 +14,6 @@
 #include <event2/http.h>
 
 #include "tidegate/dex.h"
-#include "tidegate/emulator.h"
 #include "tidegate/frontdoor.h"
 #include "tidegate/ids.h"
 #include "tidegate/keys.h"
@@ -82,8 +81,6 @@ struct gw {
 	struct evhttp_bound_socket *bound[GW_NLISTENERS];
 	struct gw_lctx lctx[GW_NLISTENERS];
 	struct tg_metrics *metrics;
-	struct tg_emu_config emu_cfg;
-	struct tg_emu *emu;
 	size_t inflight;		/* client requests being handled */
 	size_t unflushed;		/* replies handed to libevent, not yet written */
 	int draining;

@@ -1,6 +1,6 @@
 /*
  * runs.c - the gateway's side of the simulation run registry
- * (include/tidegate/runs.h): opened at start with struct gw, closed at
+ * (include/tidegate/registry.h): opened at start with struct gw, closed at
  * shutdown. A POST /simulations the vendor accepts (201) is held until
  * the run is committed to the registry, then answered, so that every
  * simulationId a client has seen is tracked.
@@ -17,7 +17,7 @@
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/metrics.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "tidegate/webhook.h"
 #include "gw.h"
 

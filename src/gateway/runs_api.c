@@ -17,7 +17,7 @@
 #include "tidegate/clock.h"
 #include "tidegate/http.h"
 #include "tidegate/json.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "gw.h"
 
 #define RUNS_PATH	GW_API_PREFIX "runs"

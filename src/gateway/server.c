@@ -1,15 +1,14 @@
 /*
  * server.c - the gateway's lifecycle: build a runtime (upstreams, token
  * sources, keys) from a configuration, bind the listeners (refusing
- * non-loopback addresses when no API keys are configured), start the
- * embedded emulator when asked, open the webhook outbox (hooks.c), the
+ * non-loopback addresses when no API keys are configured), open the
+ * webhook outbox (hooks.c), the
  * run registry (runs.c) and the job owner store (jobs.c), start the
  * validation worker (validate.c), reload on SIGHUP without dropping
  * connections, and drain on SIGTERM (requests, checks and webhook attempts
  * in flight). Called by src/tidegate.c.
  */
 #include <arpa/inet.h>
-#include <libgen.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -22,7 +21,7 @@
 #include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "gateway.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "tidegate/worker.h"
 #include "gw.h"
 
@@ -247,23 +246,6 @@ bind_listeners(struct gw *gw, struct tg_err *err)
 	return 0;
 }
 
-/* The emulator's config path is relative to the gateway's config file. */
-static int
-start_emulator(struct gw *gw, const struct gw_config *c, struct tg_err *err)
-{
-	char *dir = tg_xstrdup(c->path), *path;
-	int rc = -1;
-
-	path = c->emulator_config[0] == '/' ? tg_xstrdup(c->emulator_config) :
-	    tg_xasprintf("%s/%s", dirname(dir), c->emulator_config);
-	if (tg_config_load(path, tg_emu_config_keys, tg_emu_config_nkeys, &gw->emu_cfg,
-	    err) == 0 && (gw->emu = tg_emu_new(gw->base, &gw->emu_cfg, err)) != NULL)
-		rc = 0;
-	free(path);
-	free(dir);
-	return rc;
-}
-
 static int
 same_listeners(const struct gw_config *a, const struct gw_config *b)
 {
@@ -414,10 +396,6 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	}
 	gw->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-	if (strcmp(cfg->upstream, "embedded") == 0 && start_emulator(gw, cfg, err) != 0) {
-		gw_free(gw);
-		return NULL;
-	}
 	if (cfg->sim.remember_cases > 0)
 		gw->cases = tg_case_store_new((size_t)cfg->sim.remember_cases);
 	if (cfg->poll_enabled)
@@ -472,8 +450,6 @@ gw_free(struct gw *gw)
 	gw_poll_free(gw->poll);
 	gw_jobs_close(gw);
 	tg_runs_close(gw->runs);
-	tg_emu_free(gw->emu);
-	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &gw->emu_cfg);
 	if (gw->dns != NULL)
 		evdns_base_free(gw->dns, 0);
 	tg_metrics_free(gw->metrics);

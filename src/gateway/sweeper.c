@@ -30,7 +30,7 @@
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/map.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "gw.h"
 
 #define ANSWER_MAX_BODY	(1024 * 1024)

@@ -24,7 +24,7 @@
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "tidegate/webhook.h"
 #include "gw.h"
 

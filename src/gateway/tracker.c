@@ -23,7 +23,7 @@
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "gw.h"
 
 #define IDLE_RECHECK_MS		60000		/* re-read the schedule at least this often */

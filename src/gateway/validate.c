@@ -25,7 +25,7 @@
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "tidegate/worker.h"
 #include "gw.h"
 

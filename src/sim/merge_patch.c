@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "tidegate/json.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 
 #define EDITABLE "a variant may change vesselList, personnelList and " \
 	"windFarms[].infrastructureList[].fixable"

@@ -87,7 +87,7 @@ static const struct {
 	" checks, validation, failure, last_error, callback_url, sweep_id, variant," \
 	" archived, results_size, figures"
 
-const char *const runs_sql[S_COUNT] = {
+const char *const tg_runs_sql[S_COUNT] = {
 	[S_BEGIN] = "BEGIN IMMEDIATE",
 	[S_COMMIT] = "COMMIT",
 	[S_ROLLBACK] = "ROLLBACK",
@@ -232,13 +232,13 @@ tg_runs_case_digest(const void *body, size_t len, char out[TG_RUNS_SHA_LEN])
 /* ---- shared helpers (runs_db.h) ---- */
 
 void
-runs_sql_err(struct tg_runs *r, struct tg_err *err, const char *what)
+tg_runs_sql_err(struct tg_runs *r, struct tg_err *err, const char *what)
 {
 	tg_err_set(err, "run registry %s: %s", what, sqlite3_errmsg(r->db));
 }
 
 sqlite3_stmt *
-runs_stmt(struct tg_runs *r, enum runs_stmt i)
+tg_runs_stmt(struct tg_runs *r, enum runs_stmt i)
 {
 	sqlite3_stmt *s = r->st[i];
 
@@ -248,40 +248,40 @@ runs_stmt(struct tg_runs *r, enum runs_stmt i)
 }
 
 int
-runs_step_done(struct tg_runs *r, sqlite3_stmt *s, struct tg_err *err)
+tg_runs_step_done(struct tg_runs *r, sqlite3_stmt *s, struct tg_err *err)
 {
 	int rc = sqlite3_step(s);
 
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-		runs_sql_err(r, err, "write");
+		tg_runs_sql_err(r, err, "write");
 	sqlite3_reset(s);
 	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
 }
 
 int
-runs_begin(struct tg_runs *r, struct tg_err *err)
+tg_runs_begin(struct tg_runs *r, struct tg_err *err)
 {
-	return runs_step_done(r, runs_stmt(r, S_BEGIN), err);
+	return tg_runs_step_done(r, tg_runs_stmt(r, S_BEGIN), err);
 }
 
 int
-runs_commit(struct tg_runs *r, struct tg_err *err)
+tg_runs_commit(struct tg_runs *r, struct tg_err *err)
 {
-	if (runs_step_done(r, runs_stmt(r, S_COMMIT), err) == 0)
+	if (tg_runs_step_done(r, tg_runs_stmt(r, S_COMMIT), err) == 0)
 		return 0;
-	runs_rollback(r);
+	tg_runs_rollback(r);
 	return -1;
 }
 
 void
-runs_rollback(struct tg_runs *r)
+tg_runs_rollback(struct tg_runs *r)
 {
 	if (!sqlite3_get_autocommit(r->db))
-		(void)runs_step_done(r, runs_stmt(r, S_ROLLBACK), NULL);
+		(void)tg_runs_step_done(r, tg_runs_stmt(r, S_ROLLBACK), NULL);
 }
 
 char *
-runs_col_str(sqlite3_stmt *s, int col)
+tg_runs_col_str(sqlite3_stmt *s, int col)
 {
 	const unsigned char *t = sqlite3_column_text(s, col);
 
@@ -289,19 +289,19 @@ runs_col_str(sqlite3_stmt *s, int col)
 }
 
 int64_t
-runs_col_time(sqlite3_stmt *s, int col)
+tg_runs_col_time(sqlite3_stmt *s, int col)
 {
 	return sqlite3_column_type(s, col) == SQLITE_NULL ? 0 : sqlite3_column_int64(s, col);
 }
 
 int
-runs_col_status(sqlite3_stmt *s, int col)
+tg_runs_col_status(sqlite3_stmt *s, int col)
 {
 	return tg_runs_status_parse((const char *)sqlite3_column_text(s, col));
 }
 
 yajl_val
-runs_col_json(sqlite3_stmt *s, int col)
+tg_runs_col_json(sqlite3_stmt *s, int col)
 {
 	const char *t = (const char *)sqlite3_column_text(s, col);
 
@@ -311,7 +311,7 @@ runs_col_json(sqlite3_stmt *s, int col)
 }
 
 void
-runs_bind_str(sqlite3_stmt *s, int i, const char *v)
+tg_runs_bind_str(sqlite3_stmt *s, int i, const char *v)
 {
 	if (v != NULL)
 		sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
@@ -320,7 +320,7 @@ runs_bind_str(sqlite3_stmt *s, int i, const char *v)
 }
 
 void
-runs_bind_time(sqlite3_stmt *s, int i, int64_t t)
+tg_runs_bind_time(sqlite3_stmt *s, int i, int64_t t)
 {
 	if (t != 0)
 		sqlite3_bind_int64(s, i, t);
@@ -329,7 +329,7 @@ runs_bind_time(sqlite3_stmt *s, int i, int64_t t)
 }
 
 char *
-runs_url_redact(const char *url)
+tg_runs_url_redact(const char *url)
 {
 	size_t n = strcspn(url, "?#");
 
@@ -337,7 +337,7 @@ runs_url_redact(const char *url)
 }
 
 void
-runs_kv_time(yajl_gen g, const char *k, int64_t ms)
+tg_runs_kv_time(yajl_gen g, const char *k, int64_t ms)
 {
 	char iso[TG_ISO_LEN];
 
@@ -360,7 +360,7 @@ exec1(struct tg_runs *r, const char *q, struct tg_err *err)
 	int rc;
 
 	if (sqlite3_prepare_v2(r->db, q, -1, &s, NULL) != SQLITE_OK) {
-		runs_sql_err(r, err, "setup");
+		tg_runs_sql_err(r, err, "setup");
 		return -1;
 	}
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
@@ -368,7 +368,7 @@ exec1(struct tg_runs *r, const char *q, struct tg_err *err)
 	sqlite3_finalize(s);
 	if (rc == SQLITE_DONE)
 		return 0;
-	runs_sql_err(r, err, "setup");
+	tg_runs_sql_err(r, err, "setup");
 	return -1;
 }
 
@@ -379,14 +379,14 @@ user_version(struct tg_runs *r, int *v, struct tg_err *err)
 	int rc = -1;
 
 	if (sqlite3_prepare_v2(r->db, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK) {
-		runs_sql_err(r, err, "setup");
+		tg_runs_sql_err(r, err, "setup");
 		return -1;
 	}
 	if (sqlite3_step(s) == SQLITE_ROW) {
 		*v = sqlite3_column_int(s, 0);
 		rc = 0;
 	} else {
-		runs_sql_err(r, err, "setup");
+		tg_runs_sql_err(r, err, "setup");
 	}
 	sqlite3_finalize(s);
 	return rc;
@@ -435,14 +435,14 @@ db_setup(struct tg_runs *r, int sync_normal, struct tg_err *err)
 	    exec1(r, "PRAGMA foreign_keys = ON", err) != 0 || migrate(r, err) != 0)
 		return -1;
 	for (i = 0; i < S_COUNT; i++) {
-		if (sqlite3_prepare_v3(r->db, runs_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+		if (sqlite3_prepare_v3(r->db, tg_runs_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 		    &r->st[i], NULL) != SQLITE_OK) {
-			runs_sql_err(r, err, "prepare");
+			tg_runs_sql_err(r, err, "prepare");
 			return -1;
 		}
 	}
 	/* A claim that never heard back: the variant is submitted again. */
-	return runs_step_done(r, runs_stmt(r, S_SWV_RECOVER), err);
+	return tg_runs_step_done(r, tg_runs_stmt(r, S_SWV_RECOVER), err);
 }
 
 static int64_t
@@ -507,7 +507,7 @@ run_new_ok(const struct tg_run_new *run, struct tg_err *err)
 }
 
 int
-runs_insert(struct tg_runs *r, const struct tg_run_new *run, const char *sweep_id,
+tg_runs_insert(struct tg_runs *r, const struct tg_run_new *run, const char *sweep_id,
     const char *variant, int64_t now_ms, struct tg_err *err)
 {
 	int64_t sub = run->submitted_at ? run->submitted_at : now_ms;
@@ -520,23 +520,23 @@ runs_insert(struct tg_runs *r, const struct tg_run_new *run, const char *sweep_i
 
 	if (run_new_ok(run, err) != 0)
 		return -1;
-	s = runs_stmt(r, S_RUN_INSERT);
-	runs_bind_str(s, 1, run->simulation_id);
-	runs_bind_str(s, 2, run->api_key);
-	runs_bind_str(s, 3, run->host);
-	runs_bind_str(s, 4, run->case_id);
-	runs_bind_str(s, 5, run->case_sha256);
+	s = tg_runs_stmt(r, S_RUN_INSERT);
+	tg_runs_bind_str(s, 1, run->simulation_id);
+	tg_runs_bind_str(s, 2, run->api_key);
+	tg_runs_bind_str(s, 3, run->host);
+	tg_runs_bind_str(s, 4, run->case_id);
+	tg_runs_bind_str(s, 5, run->case_sha256);
 	sqlite3_bind_int64(s, 6, sub);
 	sqlite3_bind_int64(s, 7, exp);
-	runs_bind_str(s, 8, status_names[st]);
-	runs_bind_str(s, 9, vendor ? status_names[st] : NULL);
+	tg_runs_bind_str(s, 8, status_names[st]);
+	tg_runs_bind_str(s, 9, vendor ? status_names[st] : NULL);
 	sqlite3_bind_int64(s, 10, now_ms);
-	runs_bind_time(s, 11, st == TG_RUN_COMPLETED || st == TG_RUN_FAILED ? now_ms : 0);
-	runs_bind_time(s, 12, terminal ? 0 : sub + tg_runs_check_delay(0));
-	runs_bind_str(s, 13, run->validation);
-	runs_bind_str(s, 14, sweep_id != NULL ? NULL : run->callback_url);
-	runs_bind_str(s, 15, sweep_id);
-	runs_bind_str(s, 16, variant);
+	tg_runs_bind_time(s, 11, st == TG_RUN_COMPLETED || st == TG_RUN_FAILED ? now_ms : 0);
+	tg_runs_bind_time(s, 12, terminal ? 0 : sub + tg_runs_check_delay(0));
+	tg_runs_bind_str(s, 13, run->validation);
+	tg_runs_bind_str(s, 14, sweep_id != NULL ? NULL : run->callback_url);
+	tg_runs_bind_str(s, 15, sweep_id);
+	tg_runs_bind_str(s, 16, variant);
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)
@@ -545,7 +545,7 @@ runs_insert(struct tg_runs *r, const struct tg_run_new *run, const char *sweep_i
 		tg_err_set(err, "simulation %s is already recorded", run->simulation_id);
 		return TG_RUNS_CONFLICT;
 	}
-	runs_sql_err(r, err, "insert");
+	tg_runs_sql_err(r, err, "insert");
 	return -1;
 }
 
@@ -554,7 +554,7 @@ tg_runs_add(struct tg_runs *r, const struct tg_run_new *run, int64_t now_ms,
     struct tg_err *err)
 {
 	/* Autocommit: the insert is its own durable transaction. */
-	return runs_insert(r, run, NULL, NULL, now_ms, err);
+	return tg_runs_insert(r, run, NULL, NULL, now_ms, err);
 }
 
 /* ---- status checks ---- */
@@ -570,25 +570,25 @@ struct brief {
 static int
 brief_get(struct tg_runs *r, const char *id, struct brief *b, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_RUN_BRIEF);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_RUN_BRIEF);
 	int rc, st;
 
 	memset(b, 0, sizeof(*b));
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
-		st = runs_col_status(s, 0);
+		st = tg_runs_col_status(s, 0);
 		b->status = st < 0 ? TG_RUN_UNKNOWN : st;
 		b->submitted_at = sqlite3_column_int64(s, 1);
-		b->host = runs_col_str(s, 2);
-		b->validation = runs_col_str(s, 3);
+		b->host = tg_runs_col_str(s, 2);
+		b->validation = tg_runs_col_str(s, 3);
 		b->checks = sqlite3_column_int(s, 4);
 		rc = 0;
 	} else if (rc == SQLITE_DONE) {
 		tg_err_set(err, "no simulation run %s", id);
 		rc = TG_RUNS_NOT_FOUND;
 	} else {
-		runs_sql_err(r, err, "read");
+		tg_runs_sql_err(r, err, "read");
 		rc = -1;
 	}
 	sqlite3_reset(s);
@@ -634,7 +634,7 @@ static int
 apply_status(struct tg_runs *r, const char *id, const struct brief *b,
     enum tg_run_status st, int64_t completed_at, int64_t now_ms, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_RUN_UPDATE);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_RUN_UPDATE);
 	int terminal = tg_runs_status_terminal(st), ended;
 	int64_t done = completed_at ? completed_at : now_ms;
 	char *failure = NULL;
@@ -644,13 +644,13 @@ apply_status(struct tg_runs *r, const char *id, const struct brief *b,
 	if (st == TG_RUN_FAILED)
 		failure = failure_text(b, done);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	runs_bind_str(s, 2, status_names[st]);
-	runs_bind_str(s, 3, st <= TG_RUN_FAILED ? status_names[st] : NULL);
+	tg_runs_bind_str(s, 2, status_names[st]);
+	tg_runs_bind_str(s, 3, st <= TG_RUN_FAILED ? status_names[st] : NULL);
 	sqlite3_bind_int64(s, 4, now_ms);
-	runs_bind_time(s, 5, ended ? done : 0);
-	runs_bind_time(s, 6, terminal ? 0 : now_ms + tg_runs_check_delay(b->checks + 1));
-	runs_bind_str(s, 7, failure);
-	rc = runs_step_done(r, s, err);
+	tg_runs_bind_time(s, 5, ended ? done : 0);
+	tg_runs_bind_time(s, 6, terminal ? 0 : now_ms + tg_runs_check_delay(b->checks + 1));
+	tg_runs_bind_str(s, 7, failure);
+	rc = tg_runs_step_done(r, s, err);
 	free(failure);
 	if (rc != 0)
 		return -1;
@@ -660,10 +660,10 @@ apply_status(struct tg_runs *r, const char *id, const struct brief *b,
 static int
 count_check(struct tg_runs *r, const char *id, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_RUN_COUNT_CHECK);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_RUN_COUNT_CHECK);
 
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	return runs_step_done(r, s, err);
+	return tg_runs_step_done(r, s, err);
 }
 
 /* Commit when rc says the work is done (>= 0), else roll back; keeps rc. */
@@ -671,10 +671,10 @@ static int
 finish(struct tg_runs *r, int rc, struct tg_err *err)
 {
 	if (rc < 0) {
-		runs_rollback(r);
+		tg_runs_rollback(r);
 		return rc;
 	}
-	return runs_commit(r, err) == 0 ? rc : -1;
+	return tg_runs_commit(r, err) == 0 ? rc : -1;
 }
 
 int
@@ -688,7 +688,7 @@ tg_runs_set_status(struct tg_runs *r, const char *id, enum tg_run_status st,
 		tg_err_set(err, "run status %d is not a status", (int)st);
 		return -1;
 	}
-	if (runs_begin(r, err) != 0)
+	if (tg_runs_begin(r, err) != 0)
 		return -1;
 	if ((rc = brief_get(r, id, &b, err)) != 0)
 		goto done;
@@ -711,7 +711,7 @@ tg_runs_check_failed(struct tg_runs *r, const char *id, const char *why,
 	int64_t delay;
 	int rc;
 
-	if (runs_begin(r, err) != 0)
+	if (tg_runs_begin(r, err) != 0)
 		return -1;
 	if ((rc = brief_get(r, id, &b, err)) != 0)
 		goto done;
@@ -720,11 +720,11 @@ tg_runs_check_failed(struct tg_runs *r, const char *id, const char *why,
 		retry_after_ms = RETRY_AFTER_MAX_MS;
 	if (retry_after_ms > delay)
 		delay = retry_after_ms;
-	s = runs_stmt(r, S_RUN_CHECK_FAILED);
+	s = tg_runs_stmt(r, S_RUN_CHECK_FAILED);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	runs_bind_str(s, 2, why != NULL && *why != '\0' ? why : "no answer");
+	tg_runs_bind_str(s, 2, why != NULL && *why != '\0' ? why : "no answer");
 	sqlite3_bind_int64(s, 3, now_ms + delay);
-	rc = runs_step_done(r, s, err);
+	rc = tg_runs_step_done(r, s, err);
 done:
 	brief_cleanup(&b);
 	return finish(r, rc, err);
@@ -766,35 +766,35 @@ static void
 run_from_row(sqlite3_stmt *s, struct tg_run *run)
 {
 	const unsigned char *sha = sqlite3_column_text(s, 4);
-	int st = runs_col_status(s, 5);
+	int st = tg_runs_col_status(s, 5);
 
 	memset(run, 0, sizeof(*run));
-	run->simulation_id = runs_col_str(s, 0);
-	run->api_key = runs_col_str(s, 1);
-	run->host = runs_col_str(s, 2);
-	run->case_id = runs_col_str(s, 3);
+	run->simulation_id = tg_runs_col_str(s, 0);
+	run->api_key = tg_runs_col_str(s, 1);
+	run->host = tg_runs_col_str(s, 2);
+	run->case_id = tg_runs_col_str(s, 3);
 	snprintf(run->case_sha256, sizeof(run->case_sha256), "%s", sha ? (const char *)sha : "");
 	run->status = st < 0 ? TG_RUN_UNKNOWN : st;
-	run->vendor_status = runs_col_status(s, 6);
-	run->submitted_at = runs_col_time(s, 7);
-	run->expires_at = runs_col_time(s, 8);
-	run->status_at = runs_col_time(s, 9);
-	run->completed_at = runs_col_time(s, 10);
-	run->next_check_at = runs_col_time(s, 11);
+	run->vendor_status = tg_runs_col_status(s, 6);
+	run->submitted_at = tg_runs_col_time(s, 7);
+	run->expires_at = tg_runs_col_time(s, 8);
+	run->status_at = tg_runs_col_time(s, 9);
+	run->completed_at = tg_runs_col_time(s, 10);
+	run->next_check_at = tg_runs_col_time(s, 11);
 	run->checks = sqlite3_column_int(s, 12);
-	run->validation = runs_col_str(s, 13);
-	run->failure = runs_col_str(s, 14);
-	run->last_error = runs_col_str(s, 15);
-	run->callback_url = runs_col_str(s, 16);
-	run->sweep_id = runs_col_str(s, 17);
-	run->variant = runs_col_str(s, 18);
+	run->validation = tg_runs_col_str(s, 13);
+	run->failure = tg_runs_col_str(s, 14);
+	run->last_error = tg_runs_col_str(s, 15);
+	run->callback_url = tg_runs_col_str(s, 16);
+	run->sweep_id = tg_runs_col_str(s, 17);
+	run->variant = tg_runs_col_str(s, 18);
 	run->archived = sqlite3_column_int(s, 19) != 0;
 	run->results_size = sqlite3_column_int64(s, 20);
-	run->figures = runs_col_json(s, 21);
+	run->figures = tg_runs_col_json(s, 21);
 }
 
 int
-runs_read_rows(struct tg_runs *r, sqlite3_stmt *s, size_t size,
+tg_runs_read_rows(struct tg_runs *r, sqlite3_stmt *s, size_t size,
     void (*read)(sqlite3_stmt *, void *), void **out, size_t *n, struct tg_err *err)
 {
 	size_t cap = 0;
@@ -812,7 +812,7 @@ runs_read_rows(struct tg_runs *r, sqlite3_stmt *s, size_t size,
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)
 		return 0;
-	runs_sql_err(r, err, "read");
+	tg_runs_sql_err(r, err, "read");
 	return -1;
 }
 
@@ -827,7 +827,7 @@ static int
 read_runs(struct tg_runs *r, sqlite3_stmt *s, struct tg_run **runs, size_t *n,
     struct tg_err *err)
 {
-	if (runs_read_rows(r, s, sizeof(**runs), read_run, (void **)runs, n, err) == 0)
+	if (tg_runs_read_rows(r, s, sizeof(**runs), read_run, (void **)runs, n, err) == 0)
 		return 0;
 	tg_runs_free(*runs, *n);
 	*runs = NULL;
@@ -836,10 +836,10 @@ read_runs(struct tg_runs *r, sqlite3_stmt *s, struct tg_run **runs, size_t *n,
 }
 
 int
-runs_get_row(struct tg_runs *r, enum runs_stmt st, const char *id, const char *what,
+tg_runs_get_row(struct tg_runs *r, enum runs_stmt st, const char *id, const char *what,
     void (*read)(sqlite3_stmt *, void *), void *out, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, st);
+	sqlite3_stmt *s = tg_runs_stmt(r, st);
 	int rc;
 
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
@@ -851,7 +851,7 @@ runs_get_row(struct tg_runs *r, enum runs_stmt st, const char *id, const char *w
 		tg_err_set(err, "no %s %s", what, id);
 		rc = TG_RUNS_NOT_FOUND;
 	} else {
-		runs_sql_err(r, err, "read");
+		tg_runs_sql_err(r, err, "read");
 		rc = -1;
 	}
 	sqlite3_reset(s);
@@ -862,14 +862,14 @@ int
 tg_runs_get(struct tg_runs *r, const char *id, struct tg_run *run, struct tg_err *err)
 {
 	memset(run, 0, sizeof(*run));
-	return runs_get_row(r, S_RUN_GET, id, "simulation run", read_run, run, err);
+	return tg_runs_get_row(r, S_RUN_GET, id, "simulation run", read_run, run, err);
 }
 
 int
 tg_runs_due(struct tg_runs *r, int64_t now_ms, size_t max, struct tg_run **runs,
     size_t *n, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_RUN_DUE);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_RUN_DUE);
 
 	sqlite3_bind_int64(s, 1, now_ms);
 	sqlite3_bind_int64(s, 2, max > 0 && max < INT64_MAX ? (int64_t)max : INT64_MAX);
@@ -879,7 +879,7 @@ tg_runs_due(struct tg_runs *r, int64_t now_ms, size_t max, struct tg_run **runs,
 int64_t
 tg_runs_next_due(struct tg_runs *r, int64_t now_ms)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_RUN_NEXT_DUE);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_RUN_NEXT_DUE);
 	int64_t due = INT64_MAX;
 
 	sqlite3_bind_int64(s, 1, now_ms);
@@ -893,13 +893,13 @@ int
 tg_runs_next_unhandled(struct tg_runs *r, char **id, enum tg_run_status *st,
     struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_RUN_UNHANDLED);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_RUN_UNHANDLED);
 	int rc;
 
 	*id = NULL;
 	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		*id = runs_col_str(s, 0);
-		rc = runs_col_status(s, 1);
+		*id = tg_runs_col_str(s, 0);
+		rc = tg_runs_col_status(s, 1);
 		*st = rc >= 0 ? (enum tg_run_status)rc : TG_RUN_UNKNOWN;
 		sqlite3_reset(s);
 		return *id != NULL ? 1 : 0;
@@ -907,17 +907,17 @@ tg_runs_next_unhandled(struct tg_runs *r, char **id, enum tg_run_status *st,
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)
 		return 0;
-	runs_sql_err(r, err, "unhandled runs");
+	tg_runs_sql_err(r, err, "unhandled runs");
 	return -1;
 }
 
 int
 tg_runs_set_handled(struct tg_runs *r, const char *id, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_RUN_HANDLED);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_RUN_HANDLED);
 
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	return runs_step_done(r, s, err);
+	return tg_runs_step_done(r, s, err);
 }
 
 int
@@ -934,11 +934,11 @@ tg_runs_list(struct tg_runs *r, const struct tg_runs_query *q, struct tg_run **r
 		    "EXPIRED, UNKNOWN)", q->status);
 		return -1;
 	}
-	s = runs_stmt(r, S_RUN_LIST);
-	runs_bind_str(s, 1, q->status);
-	runs_bind_str(s, 2, q->case_id);
-	runs_bind_str(s, 3, q->sweep_id);
-	runs_bind_str(s, 4, q->api_key);
+	s = tg_runs_stmt(r, S_RUN_LIST);
+	tg_runs_bind_str(s, 1, q->status);
+	tg_runs_bind_str(s, 2, q->case_id);
+	tg_runs_bind_str(s, 3, q->sweep_id);
+	tg_runs_bind_str(s, 4, q->api_key);
 	sqlite3_bind_int64(s, 5, q->from_ms);
 	sqlite3_bind_int64(s, 6, q->to_ms > 0 ? q->to_ms : INT64_MAX);
 	/* One row past the page tells whether there are more. */
@@ -960,7 +960,7 @@ tg_runs_list(struct tg_runs *r, const struct tg_runs_query *q, struct tg_run **r
 void
 tg_run_json(yajl_gen g, const struct tg_run *run)
 {
-	char *url = run->callback_url ? runs_url_redact(run->callback_url) : NULL;
+	char *url = run->callback_url ? tg_runs_url_redact(run->callback_url) : NULL;
 
 	yajl_gen_map_open(g);
 	tg_json_kv_str(g, "simulationId", run->simulation_id);
@@ -971,11 +971,11 @@ tg_run_json(yajl_gen g, const struct tg_run *run)
 	tg_json_kv_str(g, "status", tg_runs_status_str(run->status));
 	tg_json_kv_str(g, "vendorStatus", run->vendor_status >= 0 ?
 	    tg_runs_status_str(run->vendor_status) : NULL);
-	runs_kv_time(g, "submittedAt", run->submitted_at);
-	runs_kv_time(g, "expiresAt", run->expires_at);
-	runs_kv_time(g, "statusAt", run->status_at);
-	runs_kv_time(g, "completedAt", run->completed_at);
-	runs_kv_time(g, "nextCheckAt", run->next_check_at);
+	tg_runs_kv_time(g, "submittedAt", run->submitted_at);
+	tg_runs_kv_time(g, "expiresAt", run->expires_at);
+	tg_runs_kv_time(g, "statusAt", run->status_at);
+	tg_runs_kv_time(g, "completedAt", run->completed_at);
+	tg_runs_kv_time(g, "nextCheckAt", run->next_check_at);
 	tg_json_kv_int(g, "checks", run->checks);
 	tg_json_kv_str(g, "validation", run->validation);
 	tg_json_kv_str(g, "failure", run->failure);
@@ -1027,7 +1027,7 @@ tg_runs_event_json(yajl_gen g, const struct tg_run *run, int64_t now_ms)
 	yajl_gen_map_open(g);
 	tg_json_kv_str(g, "type", types[(unsigned)run->status < TG_RUN_NSTATUS ?
 	    run->status : TG_RUN_UNKNOWN]);
-	runs_kv_time(g, "timestamp", now_ms);
+	tg_runs_kv_time(g, "timestamp", now_ms);
 	tg_json_str(g, "data");
 	tg_run_json(g, run);
 	yajl_gen_map_close(g);
@@ -1059,10 +1059,10 @@ tg_runs_set_figures(struct tg_runs *r, const char *id, yajl_val results,
 	}
 	yajl_gen_map_close(g);
 	yajl_gen_get_buf(g, &buf, &len);
-	s = runs_stmt(r, S_RUN_FIGURES);
+	s = tg_runs_stmt(r, S_RUN_FIGURES);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(s, 2, (const char *)buf, (int)len, SQLITE_TRANSIENT);
-	rc = runs_step_done(r, s, err);
+	rc = tg_runs_step_done(r, s, err);
 	yajl_gen_free(g);
 	if (rc == 0 && sqlite3_changes(r->db) == 0) {
 		tg_err_set(err, "no simulation run %s", id);
@@ -1077,11 +1077,11 @@ tg_runs_set_figures(struct tg_runs *r, const char *id, yajl_val results,
 static int
 stats_runs(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_STATS_RUNS);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_STATS_RUNS);
 	int rc, i;
 
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if ((i = runs_col_status(s, 0)) >= 0)
+		if ((i = tg_runs_col_status(s, 0)) >= 0)
 			st->runs[i] = (uint64_t)sqlite3_column_int64(s, 1);
 		st->archived += (uint64_t)sqlite3_column_int64(s, 2);
 		st->archived_bytes += (uint64_t)sqlite3_column_int64(s, 3);
@@ -1089,7 +1089,7 @@ stats_runs(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err)
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)
 		return 0;
-	runs_sql_err(r, err, "read");
+	tg_runs_sql_err(r, err, "read");
 	return -1;
 }
 
@@ -1115,7 +1115,7 @@ sweep_counter(struct tg_runs_stats *st, const char *name)
 static int
 stats_sweeps(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_STATS_SWEEPS);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_STATS_SWEEPS);
 	uint64_t *c;
 	int rc;
 
@@ -1125,7 +1125,7 @@ stats_sweeps(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err)
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)
 		return 0;
-	runs_sql_err(r, err, "read");
+	tg_runs_sql_err(r, err, "read");
 	return -1;
 }
 

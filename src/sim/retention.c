@@ -54,14 +54,14 @@ tg_runs_retention_message(yajl_gen g, const struct tg_run *run, const char *requ
 static int
 archive_info(struct tg_runs *r, const char *id, int64_t *size, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_ARCH_INFO);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_ARCH_INFO);
 	int rc, st, vst;
 
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
-		st = runs_col_status(s, 0);
-		vst = runs_col_status(s, 1);
+		st = tg_runs_col_status(s, 0);
+		vst = tg_runs_col_status(s, 1);
 		*size = sqlite3_column_int64(s, 2);
 		rc = 0;
 		/* Expired while its results were fetched: still worth keeping. */
@@ -74,7 +74,7 @@ archive_info(struct tg_runs *r, const char *id, int64_t *size, struct tg_err *er
 		tg_err_set(err, "no simulation run %s", id);
 		rc = TG_RUNS_NOT_FOUND;
 	} else {
-		runs_sql_err(r, err, "read");
+		tg_runs_sql_err(r, err, "read");
 		rc = -1;
 	}
 	sqlite3_reset(s);
@@ -84,7 +84,7 @@ archive_info(struct tg_runs *r, const char *id, int64_t *size, struct tg_err *er
 int
 tg_runs_archive_usage(struct tg_runs *r, int64_t *bytes, int64_t *runs, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_ARCH_TOTAL);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_ARCH_TOTAL);
 	int rc = sqlite3_step(s);
 
 	if (rc == SQLITE_ROW) {
@@ -93,7 +93,7 @@ tg_runs_archive_usage(struct tg_runs *r, int64_t *bytes, int64_t *runs, struct t
 		if (runs != NULL)
 			*runs = sqlite3_column_int64(s, 1);
 	} else {
-		runs_sql_err(r, err, "read");
+		tg_runs_sql_err(r, err, "read");
 	}
 	sqlite3_reset(s);
 	return rc == SQLITE_ROW ? 0 : -1;
@@ -131,29 +131,29 @@ tg_runs_archive(struct tg_runs *r, const char *id, const void *results, size_t l
 		tg_err_set(err, "no results to archive");
 		return -1;
 	}
-	if (runs_begin(r, err) != 0)
+	if (tg_runs_begin(r, err) != 0)
 		return -1;
 	if ((rc = archive_info(r, id, &old, err)) != 0 ||
 	    (rc = within_caps(r, id, len, old, err)) != 0)
 		goto done;
-	s = runs_stmt(r, S_ARCH_SET);
+	s = tg_runs_stmt(r, S_ARCH_SET);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_blob64(s, 2, len > 0 ? results : "", len, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, (int64_t)len);
-	rc = runs_step_done(r, s, err);
+	rc = tg_runs_step_done(r, s, err);
 done:
 	if (rc != 0) {
-		runs_rollback(r);
+		tg_runs_rollback(r);
 		return rc;
 	}
-	return runs_commit(r, err);
+	return tg_runs_commit(r, err);
 }
 
 int
 tg_runs_archived(struct tg_runs *r, const char *id, void **data, size_t *len,
     struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_ARCH_GET);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_ARCH_GET);
 	const void *blob;
 	int rc;
 
@@ -174,7 +174,7 @@ tg_runs_archived(struct tg_runs *r, const char *id, void **data, size_t *len,
 		tg_err_set(err, "no archived results for simulation %s", id);
 		rc = TG_RUNS_NOT_FOUND;
 	} else {
-		runs_sql_err(r, err, "read");
+		tg_runs_sql_err(r, err, "read");
 		rc = -1;
 	}
 	sqlite3_reset(s);
@@ -186,10 +186,10 @@ tg_runs_archived(struct tg_runs *r, const char *id, void **data, size_t *len,
 int
 tg_runs_expire(struct tg_runs *r, int64_t now_ms, size_t *n, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_EXPIRE);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_EXPIRE);
 
 	sqlite3_bind_int64(s, 1, now_ms);
-	if (runs_step_done(r, s, err) != 0)
+	if (tg_runs_step_done(r, s, err) != 0)
 		return -1;
 	if (n != NULL)
 		*n = (size_t)sqlite3_changes(r->db);
@@ -203,24 +203,24 @@ tg_runs_purge(struct tg_runs *r, int64_t now_ms, size_t *nruns, size_t *nsweeps,
 	sqlite3_stmt *s;
 	size_t runs = 0, sweeps = 0;
 
-	if (runs_begin(r, err) != 0)
+	if (tg_runs_begin(r, err) != 0)
 		return -1;
-	s = runs_stmt(r, S_PURGE_RUNS);
+	s = tg_runs_stmt(r, S_PURGE_RUNS);
 	sqlite3_bind_int64(s, 1, now_ms);
 	sqlite3_bind_int64(s, 2, r->grace_ms);
 	sqlite3_bind_int64(s, 3, r->archive_keep_ms);
-	if (runs_step_done(r, s, err) != 0)
+	if (tg_runs_step_done(r, s, err) != 0)
 		goto fail;
 	runs = (size_t)sqlite3_changes(r->db);
 	/* The sweep's variants go with it (ON DELETE CASCADE). */
-	s = runs_stmt(r, S_PURGE_SWEEPS);
+	s = tg_runs_stmt(r, S_PURGE_SWEEPS);
 	sqlite3_bind_int64(s, 1, now_ms);
 	sqlite3_bind_int64(s, 2, r->retention_ms);
 	sqlite3_bind_int64(s, 3, r->grace_ms);
-	if (runs_step_done(r, s, err) != 0)
+	if (tg_runs_step_done(r, s, err) != 0)
 		goto fail;
 	sweeps = (size_t)sqlite3_changes(r->db);
-	if (runs_commit(r, err) != 0)
+	if (tg_runs_commit(r, err) != 0)
 		return -1;
 	if (nruns != NULL)
 		*nruns = runs;
@@ -228,6 +228,6 @@ tg_runs_purge(struct tg_runs *r, int64_t now_ms, size_t *nruns, size_t *nsweeps,
 		*nsweeps = sweeps;
 	return 0;
 fail:
-	runs_rollback(r);
+	tg_runs_rollback(r);
 	return -1;
 }

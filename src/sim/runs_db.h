@@ -2,14 +2,14 @@
  * runs_db.h - private contract between the files of the run registry:
  * the SQLite handle and its prepared statements (registry.c), and the
  * helpers retention.c and sweep_store.c share with it. Not for other
- * modules: they call include/tidegate/runs.h.
+ * modules: they call include/tidegate/registry.h.
  */
 #ifndef TG_SIM_RUNS_DB_H
 #define TG_SIM_RUNS_DB_H
 
 #include <sqlite3.h>
 
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 
 enum runs_stmt {
 	S_BEGIN, S_COMMIT, S_ROLLBACK,
@@ -36,54 +36,54 @@ struct tg_runs {
 };
 
 /** The SQL text of statement i (prepared once at open). */
-extern const char *const runs_sql[S_COUNT];
+extern const char *const tg_runs_sql[S_COUNT];
 
 /** The prepared statement i, reset and unbound, ready for binds. */
-sqlite3_stmt *runs_stmt(struct tg_runs *r, enum runs_stmt i);
+sqlite3_stmt *tg_runs_stmt(struct tg_runs *r, enum runs_stmt i);
 /** Step a statement expected to finish; 0 or -1 with err. Resets it. */
-int runs_step_done(struct tg_runs *r, sqlite3_stmt *s, struct tg_err *err);
+int tg_runs_step_done(struct tg_runs *r, sqlite3_stmt *s, struct tg_err *err);
 /** BEGIN IMMEDIATE / COMMIT (rolls back when it fails) / ROLLBACK if open. */
-int runs_begin(struct tg_runs *r, struct tg_err *err);
-int runs_commit(struct tg_runs *r, struct tg_err *err);
-void runs_rollback(struct tg_runs *r);
-void runs_sql_err(struct tg_runs *r, struct tg_err *err, const char *what);
+int tg_runs_begin(struct tg_runs *r, struct tg_err *err);
+int tg_runs_commit(struct tg_runs *r, struct tg_err *err);
+void tg_runs_rollback(struct tg_runs *r);
+void tg_runs_sql_err(struct tg_runs *r, struct tg_err *err, const char *what);
 
 /**
  * The row of statement st whose first parameter is id, read into out by
  * read: 0, TG_RUNS_NOT_FOUND (err: "no <what> <id>") or -1 with err.
  */
-int runs_get_row(struct tg_runs *r, enum runs_stmt st, const char *id, const char *what,
+int tg_runs_get_row(struct tg_runs *r, enum runs_stmt st, const char *id, const char *what,
     void (*read)(sqlite3_stmt *, void *), void *out, struct tg_err *err);
 /**
  * Every row s yields, each read by read into a new element of size bytes
  * of the array *out (malloc'd) with *n elements; resets s. -1 with err on a
  * database error, *out then holding the *n rows read (the caller frees).
  */
-int runs_read_rows(struct tg_runs *r, sqlite3_stmt *s, size_t size,
+int tg_runs_read_rows(struct tg_runs *r, sqlite3_stmt *s, size_t size,
     void (*read)(sqlite3_stmt *, void *), void **out, size_t *n, struct tg_err *err);
 /** Text column (copied) or NULL. */
-char *runs_col_str(sqlite3_stmt *s, int col);
+char *tg_runs_col_str(sqlite3_stmt *s, int col);
 /** Integer column; 0 for NULL. */
-int64_t runs_col_time(sqlite3_stmt *s, int col);
+int64_t tg_runs_col_time(sqlite3_stmt *s, int col);
 /** A status name column as its enum, or -1 (NULL, unknown). */
-int runs_col_status(sqlite3_stmt *s, int col);
+int tg_runs_col_status(sqlite3_stmt *s, int col);
 /** Parse a stored figures column (NULL when absent or unreadable). */
-yajl_val runs_col_json(sqlite3_stmt *s, int col);
+yajl_val tg_runs_col_json(sqlite3_stmt *s, int col);
 /** Bind text or NULL (copied); a time, 0 binding NULL. */
-void runs_bind_str(sqlite3_stmt *s, int i, const char *v);
-void runs_bind_time(sqlite3_stmt *s, int i, int64_t t);
+void tg_runs_bind_str(sqlite3_stmt *s, int i, const char *v);
+void tg_runs_bind_time(sqlite3_stmt *s, int i, int64_t t);
 
 /**
  * Insert a run (registry.c), with the sweep it belongs to (NULLs when
  * none); part of the caller's transaction if one is open.
  * TG_RUNS_CONFLICT for a known id, -1 with err.
  */
-int runs_insert(struct tg_runs *r, const struct tg_run_new *run, const char *sweep_id,
+int tg_runs_insert(struct tg_runs *r, const struct tg_run_new *run, const char *sweep_id,
     const char *variant, int64_t now_ms, struct tg_err *err);
 
 /** Copy of url with its query replaced by "?…" and its fragment dropped. */
-char *runs_url_redact(const char *url);
+char *tg_runs_url_redact(const char *url);
 /** ISO 8601 member, or null for 0. */
-void runs_kv_time(yajl_gen g, const char *k, int64_t ms);
+void tg_runs_kv_time(yajl_gen g, const char *k, int64_t ms);
 
 #endif

@@ -14,7 +14,7 @@
 
 #include "tidegate/json.h"
 #include "tidegate/map.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "runs_db.h"
 
 #define NAME_MAX_LEN		64
@@ -429,7 +429,7 @@ gen_variant(yajl_gen g, const struct tg_sweep_variant *v, const char **cols, siz
 	tg_json_kv_str(g, "name", v->name);
 	tg_json_kv_str(g, "status", tg_sweep_variant_status(v));
 	tg_json_kv_str(g, "simulationId", v->simulation_id);
-	runs_kv_time(g, "submittedAt", v->submitted_at);
+	tg_runs_kv_time(g, "submittedAt", v->submitted_at);
 	tg_json_kv_str(g, "error", v->error);
 	tg_json_kv_str(g, "failure", v->failure);
 	tg_json_str(g, "figures");
@@ -448,13 +448,13 @@ gen_variant(yajl_gen g, const struct tg_sweep_variant *v, const char **cols, siz
 static void
 gen_record(yajl_gen g, const struct tg_sweep *s)
 {
-	char *url = s->callback_url ? runs_url_redact(s->callback_url) : NULL;
+	char *url = s->callback_url ? tg_runs_url_redact(s->callback_url) : NULL;
 
 	tg_json_kv_str(g, "sweepId", s->id);
 	tg_json_kv_str(g, "baseCaseId", s->base_case_id);
 	tg_json_kv_str(g, "state", tg_sweep_state_str(s->state));
-	runs_kv_time(g, "createdAt", s->created_at);
-	runs_kv_time(g, "doneAt", s->done_at);
+	tg_runs_kv_time(g, "createdAt", s->created_at);
+	tg_runs_kv_time(g, "doneAt", s->done_at);
 	tg_json_kv_int(g, "concurrency", s->concurrency);
 	tg_json_kv_str(g, "callbackUrl", url);
 	free(url);

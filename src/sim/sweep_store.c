@@ -88,7 +88,7 @@ static int
 insert_variant(struct tg_runs *r, const char *id, size_t pos,
     const struct tg_sweep_variant_new *v, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_SWV_INSERT);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_SWV_INSERT);
 	char sha[TG_RUNS_SHA_LEN];
 	int rc;
 
@@ -105,7 +105,7 @@ insert_variant(struct tg_runs *r, const char *id, size_t pos,
 	if (rc == SQLITE_CONSTRAINT)
 		tg_err_set(err, "sweep variant name '%.64s' is given twice", v->name);
 	else
-		runs_sql_err(r, err, "insert");
+		tg_runs_sql_err(r, err, "insert");
 	return -1;
 }
 
@@ -121,24 +121,24 @@ tg_runs_sweep_create(struct tg_runs *r, const struct tg_sweep_new *sw, int64_t n
 		return -1;
 	tg_id_hex(hex, 16);
 	snprintf(id, TG_SWEEP_ID_LEN, "swp_%s", hex);
-	if (runs_begin(r, err) != 0)
+	if (tg_runs_begin(r, err) != 0)
 		return -1;
-	s = runs_stmt(r, S_SW_INSERT);
+	s = tg_runs_stmt(r, S_SW_INSERT);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	runs_bind_str(s, 2, sw->api_key);
-	runs_bind_str(s, 3, sw->base_case_id);
+	tg_runs_bind_str(s, 2, sw->api_key);
+	tg_runs_bind_str(s, 3, sw->base_case_id);
 	sqlite3_bind_int64(s, 4, now_ms);
 	sqlite3_bind_int(s, 5, sw->concurrency > 0 ? sw->concurrency : TG_SWEEP_CONCURRENCY);
-	runs_bind_str(s, 6, sw->callback_url);
+	tg_runs_bind_str(s, 6, sw->callback_url);
 	sqlite3_bind_int64(s, 7, (int64_t)sw->nvariants);
-	if (runs_step_done(r, s, err) != 0)
+	if (tg_runs_step_done(r, s, err) != 0)
 		goto fail;
 	for (i = 0; i < sw->nvariants; i++)
 		if (insert_variant(r, id, i, &sw->variants[i], err) != 0)
 			goto fail;
-	return runs_commit(r, err);
+	return tg_runs_commit(r, err);
 fail:
-	runs_rollback(r);
+	tg_runs_rollback(r);
 	return -1;
 }
 
@@ -165,14 +165,14 @@ read_sweep(sqlite3_stmt *s, void *out)
 
 	memset(sw, 0, sizeof(*sw));
 	snprintf(sw->id, sizeof(sw->id), "%s", id ? id : "");
-	sw->api_key = runs_col_str(s, 0);
-	sw->base_case_id = runs_col_str(s, 1);
-	sw->created_at = runs_col_time(s, 2);
+	sw->api_key = tg_runs_col_str(s, 0);
+	sw->base_case_id = tg_runs_col_str(s, 1);
+	sw->created_at = tg_runs_col_time(s, 2);
 	sw->concurrency = sqlite3_column_int(s, 3);
-	sw->callback_url = runs_col_str(s, 4);
+	sw->callback_url = tg_runs_col_str(s, 4);
 	sw->state = state && strcmp(state, "done") == 0 ? TG_SWEEP_DONE : TG_SWEEP_RUNNING;
 	sw->nvariants = (size_t)sqlite3_column_int64(s, 6);
-	sw->done_at = runs_col_time(s, 7);
+	sw->done_at = tg_runs_col_time(s, 7);
 }
 
 int
@@ -180,7 +180,7 @@ tg_runs_sweep_get(struct tg_runs *r, const char *id, struct tg_sweep *sw,
     struct tg_err *err)
 {
 	memset(sw, 0, sizeof(*sw));
-	return runs_get_row(r, S_SW_GET, id, "sweep", read_sweep, sw, err);
+	return tg_runs_get_row(r, S_SW_GET, id, "sweep", read_sweep, sw, err);
 }
 
 int
@@ -196,12 +196,12 @@ tg_runs_sweep_list(struct tg_runs *r, const char *api_key, const char *state, si
 		return -1;
 	}
 	limit = limit == 0 ? 100 : limit > 1000 ? 1000 : limit;
-	s = runs_stmt(r, S_SW_LIST);
-	runs_bind_str(s, 1, api_key);
-	runs_bind_str(s, 2, state);
+	s = tg_runs_stmt(r, S_SW_LIST);
+	tg_runs_bind_str(s, 1, api_key);
+	tg_runs_bind_str(s, 2, state);
 	sqlite3_bind_int64(s, 3, (int64_t)limit + 1);	/* one past: more? */
 	sqlite3_bind_int64(s, 4, offset < INT64_MAX ? (int64_t)offset : INT64_MAX);
-	if (runs_read_rows(r, s, sizeof(**out), read_sweep, (void **)out, n, err) != 0) {
+	if (tg_runs_read_rows(r, s, sizeof(**out), read_sweep, (void **)out, n, err) != 0) {
 		tg_sweeps_free(*out, *n);
 		*out = NULL;
 		*n = 0;
@@ -250,18 +250,18 @@ variant_from_row(sqlite3_stmt *s, void *out)
 	int st;
 
 	memset(v, 0, sizeof(*v));
-	v->name = runs_col_str(s, 0);
+	v->name = tg_runs_col_str(s, 0);
 	v->state = variant_state_parse((const char *)sqlite3_column_text(s, 1));
 	snprintf(v->case_sha256, sizeof(v->case_sha256), "%s", sha ? (const char *)sha : "");
-	v->simulation_id = runs_col_str(s, 3);
-	v->error = runs_col_str(s, 4);
+	v->simulation_id = tg_runs_col_str(s, 3);
+	v->error = tg_runs_col_str(s, 4);
 	v->attempts = sqlite3_column_int(s, 5);
-	v->submitted_at = runs_col_time(s, 6);
+	v->submitted_at = tg_runs_col_time(s, 6);
 	/* A run purged from the registry has long expired. */
-	st = sqlite3_column_type(s, 7) == SQLITE_NULL ? TG_RUN_EXPIRED : runs_col_status(s, 7);
+	st = sqlite3_column_type(s, 7) == SQLITE_NULL ? TG_RUN_EXPIRED : tg_runs_col_status(s, 7);
 	v->run_status = st < 0 ? TG_RUN_UNKNOWN : st;
-	v->failure = runs_col_str(s, 8);
-	v->figures = runs_col_json(s, 9);
+	v->failure = tg_runs_col_str(s, 8);
+	v->figures = tg_runs_col_json(s, 9);
 }
 
 int
@@ -277,9 +277,9 @@ tg_runs_sweep_variants(struct tg_runs *r, const char *id, struct tg_sweep_varian
 	if ((rc = tg_runs_sweep_get(r, id, &sw, err)) != 0)
 		return rc;
 	tg_sweep_cleanup(&sw);
-	s = runs_stmt(r, S_SWV_LIST);
+	s = tg_runs_stmt(r, S_SWV_LIST);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	if (runs_read_rows(r, s, sizeof(**v), variant_from_row, (void **)v, n, err) == 0)
+	if (tg_runs_read_rows(r, s, sizeof(**v), variant_from_row, (void **)v, n, err) == 0)
 		return 0;
 	tg_sweep_variants_free(*v, *n);
 	*v = NULL;
@@ -291,13 +291,13 @@ tg_runs_sweep_variants(struct tg_runs *r, const char *id, struct tg_sweep_varian
 static void
 read_id(sqlite3_stmt *s, void *out)
 {
-	*(char **)out = runs_col_str(s, 0);
+	*(char **)out = tg_runs_col_str(s, 0);
 }
 
 int
 tg_runs_sweeps_running(struct tg_runs *r, char ***ids, size_t *n, struct tg_err *err)
 {
-	if (runs_read_rows(r, runs_stmt(r, S_SW_RUNNING), sizeof(**ids), read_id, (void **)ids,
+	if (tg_runs_read_rows(r, tg_runs_stmt(r, S_SW_RUNNING), sizeof(**ids), read_id, (void **)ids,
 	    n, err) == 0)
 		return 0;
 	tg_runs_ids_free(*ids, *n);
@@ -333,7 +333,7 @@ tg_sweep_claim_cleanup(struct tg_sweep_claim *c)
 static int
 has_room(struct tg_runs *r, const char *id, char **api_key, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_SW_INFLIGHT);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_SW_INFLIGHT);
 	const char *state;
 	int rc;
 
@@ -341,14 +341,14 @@ has_room(struct tg_runs *r, const char *id, char **api_key, struct tg_err *err)
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
 		state = (const char *)sqlite3_column_text(s, 1);
-		*api_key = runs_col_str(s, 2);
+		*api_key = tg_runs_col_str(s, 2);
 		rc = (state == NULL || strcmp(state, "running") == 0) &&
 		    sqlite3_column_int64(s, 3) < sqlite3_column_int64(s, 0);
 	} else if (rc == SQLITE_DONE) {
 		tg_err_set(err, "no sweep %s", id);
 		rc = TG_RUNS_NOT_FOUND;
 	} else {
-		runs_sql_err(r, err, "read");
+		tg_runs_sql_err(r, err, "read");
 		rc = -1;
 	}
 	sqlite3_reset(s);
@@ -359,7 +359,7 @@ has_room(struct tg_runs *r, const char *id, char **api_key, struct tg_err *err)
 static int
 take_next(struct tg_runs *r, const char *id, struct tg_sweep_claim *c, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_SWV_NEXT), *u;
+	sqlite3_stmt *s = tg_runs_stmt(r, S_SWV_NEXT), *u;
 	const unsigned char *sha;
 	int64_t pos;
 	int rc;
@@ -369,11 +369,11 @@ take_next(struct tg_runs *r, const char *id, struct tg_sweep_claim *c, struct tg
 		sqlite3_reset(s);
 		if (rc == SQLITE_DONE)
 			return 0;
-		runs_sql_err(r, err, "read");
+		tg_runs_sql_err(r, err, "read");
 		return -1;
 	}
 	pos = sqlite3_column_int64(s, 0);
-	c->name = runs_col_str(s, 1);
+	c->name = tg_runs_col_str(s, 1);
 	c->len = (size_t)sqlite3_column_bytes(s, 2);
 	c->body = tg_xmalloc(c->len + 1);
 	if (c->len > 0)
@@ -382,10 +382,10 @@ take_next(struct tg_runs *r, const char *id, struct tg_sweep_claim *c, struct tg
 	sha = sqlite3_column_text(s, 3);
 	snprintf(c->case_sha256, sizeof(c->case_sha256), "%s", sha ? (const char *)sha : "");
 	sqlite3_reset(s);
-	u = runs_stmt(r, S_SWV_CLAIM);
+	u = tg_runs_stmt(r, S_SWV_CLAIM);
 	sqlite3_bind_text(u, 1, id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(u, 2, pos);
-	return runs_step_done(r, u, err) == 0 ? 1 : -1;
+	return tg_runs_step_done(r, u, err) == 0 ? 1 : -1;
 }
 
 int
@@ -396,7 +396,7 @@ tg_runs_sweep_claim(struct tg_runs *r, const char *id, int64_t now_ms,
 	int rc;
 
 	memset(c, 0, sizeof(*c));
-	if (runs_begin(r, err) != 0)
+	if (tg_runs_begin(r, err) != 0)
 		return -1;
 	rc = has_room(r, id, &api_key, err);
 	if (rc == 1)
@@ -407,11 +407,11 @@ tg_runs_sweep_claim(struct tg_runs *r, const char *id, int64_t now_ms,
 	}
 	free(api_key);
 	if (rc != 1) {
-		runs_rollback(r);
+		tg_runs_rollback(r);
 		tg_sweep_claim_cleanup(c);
 		return rc;
 	}
-	if (runs_commit(r, err) != 0) {
+	if (tg_runs_commit(r, err) != 0) {
 		tg_sweep_claim_cleanup(c);
 		return -1;
 	}
@@ -422,7 +422,7 @@ tg_runs_sweep_claim(struct tg_runs *r, const char *id, int64_t now_ms,
 static int
 expect_submitting(struct tg_runs *r, const char *id, const char *name, struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_SWV_STATE);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_SWV_STATE);
 	int rc;
 
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
@@ -441,7 +441,7 @@ expect_submitting(struct tg_runs *r, const char *id, const char *name, struct tg
 		tg_err_set(err, "no variant %.64s in sweep %s", name, id);
 		rc = TG_RUNS_NOT_FOUND;
 	} else {
-		runs_sql_err(r, err, "read");
+		tg_runs_sql_err(r, err, "read");
 		rc = -1;
 	}
 	sqlite3_reset(s);
@@ -455,21 +455,21 @@ tg_runs_sweep_submitted(struct tg_runs *r, const char *id, const char *name,
 	sqlite3_stmt *s;
 	int rc;
 
-	if (runs_begin(r, err) != 0)
+	if (tg_runs_begin(r, err) != 0)
 		return -1;
 	if ((rc = expect_submitting(r, id, name, err)) != 0 ||
-	    (rc = runs_insert(r, run, id, name, now_ms, err)) != 0)
+	    (rc = tg_runs_insert(r, run, id, name, now_ms, err)) != 0)
 		goto fail;
-	s = runs_stmt(r, S_SWV_SUBMITTED);
+	s = tg_runs_stmt(r, S_SWV_SUBMITTED);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(s, 3, run->simulation_id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(s, 4, run->submitted_at ? run->submitted_at : now_ms);
-	if ((rc = runs_step_done(r, s, err)) != 0)
+	if ((rc = tg_runs_step_done(r, s, err)) != 0)
 		goto fail;
-	return runs_commit(r, err);
+	return tg_runs_commit(r, err);
 fail:
-	runs_rollback(r);
+	tg_runs_rollback(r);
 	return rc;
 }
 
@@ -480,20 +480,20 @@ tg_runs_sweep_unclaim(struct tg_runs *r, const char *id, const char *name,
 	sqlite3_stmt *s;
 	int rc;
 
-	if (runs_begin(r, err) != 0)
+	if (tg_runs_begin(r, err) != 0)
 		return -1;
 	if ((rc = expect_submitting(r, id, name, err)) != 0)
 		goto fail;
-	s = runs_stmt(r, S_SWV_UNCLAIM);
+	s = tg_runs_stmt(r, S_SWV_UNCLAIM);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(s, 3, final ? "rejected" : "pending", -1, SQLITE_STATIC);
-	runs_bind_str(s, 4, why != NULL && *why != '\0' ? why : "submission failed");
-	if ((rc = runs_step_done(r, s, err)) != 0)
+	tg_runs_bind_str(s, 4, why != NULL && *why != '\0' ? why : "submission failed");
+	if ((rc = tg_runs_step_done(r, s, err)) != 0)
 		goto fail;
-	return runs_commit(r, err);
+	return tg_runs_commit(r, err);
 fail:
-	runs_rollback(r);
+	tg_runs_rollback(r);
 	return rc;
 }
 
@@ -501,7 +501,7 @@ int
 tg_runs_sweep_settle(struct tg_runs *r, const char *id, int64_t now_ms,
     struct tg_err *err)
 {
-	sqlite3_stmt *s = runs_stmt(r, S_SW_OPEN);
+	sqlite3_stmt *s = tg_runs_stmt(r, S_SW_OPEN);
 	const char *state;
 	int rc, busy;
 
@@ -510,7 +510,7 @@ tg_runs_sweep_settle(struct tg_runs *r, const char *id, int64_t now_ms,
 	if (rc != SQLITE_ROW) {
 		sqlite3_reset(s);
 		if (rc != SQLITE_DONE) {
-			runs_sql_err(r, err, "read");
+			tg_runs_sql_err(r, err, "read");
 			return -1;
 		}
 		tg_err_set(err, "no sweep %s", id);
@@ -521,10 +521,10 @@ tg_runs_sweep_settle(struct tg_runs *r, const char *id, int64_t now_ms,
 	sqlite3_reset(s);
 	if (busy)
 		return 0;
-	s = runs_stmt(r, S_SW_DONE);
+	s = tg_runs_stmt(r, S_SW_DONE);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(s, 2, now_ms);
-	if (runs_step_done(r, s, err) != 0)
+	if (tg_runs_step_done(r, s, err) != 0)
 		return -1;
 	return sqlite3_changes(r->db) > 0 ? 1 : 0;
 }

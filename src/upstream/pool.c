@@ -42,7 +42,7 @@ ms_to_tv(int64_t ms, struct timeval *tv)
 }
 
 void
-up_conn_nodelay(struct up_conn *c, evutil_socket_t fd)
+tg_upstream_conn_nodelay(struct up_conn *c, evutil_socket_t fd)
 {
 	int one = 1;
 
@@ -53,7 +53,7 @@ up_conn_nodelay(struct up_conn *c, evutil_socket_t fd)
 }
 
 void
-up_pump_kick(struct tg_upstream *u)
+tg_upstream_pump_kick(struct tg_upstream *u)
 {
 	event_active(u->pump, EV_TIMEOUT, 0);
 }
@@ -86,18 +86,18 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 	/* on_done may cancel or queue requests: the head is read afresh. */
 	while ((r = TAILQ_FIRST(&u->aging)) != NULL && u->opts.queue_timeout_ms >= 0 &&
 	    now - r->queued_at >= u->opts.queue_timeout_ms)
-		up_req_expire(r);
+		tg_upstream_req_expire(r);
 	deadline_arm(u);
 }
 
 int
-up_owner_capped(const struct tg_up_req *r, const struct up_origin *o)
+tg_upstream_owner_capped(const struct tg_up_req *r, const struct up_origin *o)
 {
 	return r->w->name != NULL && r->w->busy[o->index] >= o->u->opts.max_conns_per_owner;
 }
 
 void
-up_enqueue(struct up_origin *o, struct tg_up_req *r, int head)
+tg_upstream_enqueue(struct up_origin *o, struct tg_up_req *r, int head)
 {
 	struct tg_upstream *u = o->u;
 	struct up_owner *w = r->w;
@@ -116,11 +116,11 @@ up_enqueue(struct up_origin *o, struct tg_up_req *r, int head)
 	o->nqueued++;
 	if (!evtimer_pending(u->deadline, NULL))
 		deadline_arm(u);
-	up_pump_kick(u);
+	tg_upstream_pump_kick(u);
 }
 
 void
-up_dequeue(struct tg_up_req *r)
+tg_upstream_dequeue(struct tg_up_req *r)
 {
 	if (!r->queued)
 		return;
@@ -132,7 +132,7 @@ up_dequeue(struct tg_up_req *r)
 }
 
 void
-up_req_bind(struct tg_up_req *r, struct up_conn *c)
+tg_upstream_req_bind(struct tg_up_req *r, struct up_conn *c)
 {
 	r->c = c;
 	c->r = r;
@@ -140,7 +140,7 @@ up_req_bind(struct tg_up_req *r, struct up_conn *c)
 }
 
 struct up_conn *
-up_req_unbind(struct tg_up_req *r)
+tg_upstream_req_unbind(struct tg_up_req *r)
 {
 	struct up_conn *c = r->c;
 
@@ -174,7 +174,7 @@ on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 	if (info->n_added > 0 && !c->established) {
 		c->established = 1;
 		evtimer_del(c->ctimer);
-		up_conn_nodelay(c, fd);
+		tg_upstream_conn_nodelay(c, fd);
 		evhttp_connection_set_timeout_tv(c->evcon, &tv);
 	}
 	if (info->n_deleted > 0) {
@@ -204,7 +204,7 @@ on_conn_close(struct evhttp_connection *evcon, void *arg)
 
 	c->closed = 1;
 	if (c->state == UP_CONN_IDLE)
-		up_conn_kill(c);
+		tg_upstream_conn_kill(c);
 }
 
 static void
@@ -214,9 +214,9 @@ on_connect_timer(evutil_socket_t fd, short what, void *arg)
 
 	c->timed_out = 1;
 	if (c->state == UP_CONN_BUSY && c->r != NULL)
-		up_req_connect_timeout(c);
+		tg_upstream_req_connect_timeout(c);
 	else
-		up_conn_kill(c);
+		tg_upstream_conn_kill(c);
 }
 
 static struct bufferevent *
@@ -229,7 +229,7 @@ conn_bev(struct up_conn *c)
 	if (!c->o->tls)
 		return bufferevent_socket_new(u->base, -1,
 		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if ((ssl = up_tls_ssl_new(u, c->o, c)) == NULL)
+	if ((ssl = tg_upstream_tls_ssl_new(u, c->o, c)) == NULL)
 		return NULL;
 	bev = bufferevent_openssl_socket_new(u->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
 	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
@@ -307,7 +307,7 @@ conn_free(struct up_conn *c)
 }
 
 void
-up_conn_kill(struct up_conn *c)
+tg_upstream_conn_kill(struct up_conn *c)
 {
 	struct up_origin *o = c->o;
 
@@ -328,18 +328,18 @@ up_conn_kill(struct up_conn *c)
 	TAILQ_INSERT_TAIL(&o->u->dead, c, entry);
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 	evtimer_del(c->ctimer);
-	up_pump_kick(o->u);
+	tg_upstream_pump_kick(o->u);
 }
 
 void
-up_conn_release(struct up_conn *c, int reusable)
+tg_upstream_conn_release(struct up_conn *c, int reusable)
 {
 	struct up_origin *o = c->o;
 
 	c->r = NULL;
 	c->nreq++;
 	if (!reusable || c->closed || o->nidle >= o->u->opts.max_idle) {
-		up_conn_kill(c);
+		tg_upstream_conn_kill(c);
 		return;
 	}
 	TAILQ_REMOVE(&o->busy, c, entry);
@@ -349,7 +349,7 @@ up_conn_release(struct up_conn *c, int reusable)
 	o->nidle++;
 	c->state = UP_CONN_IDLE;
 	if (o->nqueued > 0)
-		up_pump_kick(o->u);
+		tg_upstream_pump_kick(o->u);
 }
 
 /* A connection for the head request: 1 with *cp set (NULL if one could
@@ -369,7 +369,7 @@ pick(struct up_origin *o, int fresh, struct up_conn **cp)
 	if (o->nidle + o->nbusy >= o->u->opts.max_conns) {
 		if (o->nidle == 0)
 			return 0;
-		up_conn_kill(TAILQ_LAST(&o->idle, up_connq));
+		tg_upstream_conn_kill(TAILQ_LAST(&o->idle, up_connq));
 	}
 	*cp = conn_new(o);
 	return 1;
@@ -387,7 +387,7 @@ next_eligible(struct up_origin *o)
 	TAILQ_FOREACH(w, &o->u->owners, entry) {
 		if ((r = TAILQ_FIRST(&w->queue[o->index])) == NULL)
 			continue;
-		if (up_owner_capped(r, o)) {
+		if (tg_upstream_owner_capped(r, o)) {
 			if (!r->capped)
 				w->waits++;
 			r->capped = 1;
@@ -407,15 +407,15 @@ dispatch(struct up_origin *o)
 	while ((r = next_eligible(o)) != NULL) {
 		if (!pick(o, r->fresh, &c))
 			break;
-		up_dequeue(r);
+		tg_upstream_dequeue(r);
 		if (c == NULL) {
-			up_req_fail_start(r);
+			tg_upstream_req_fail_start(r);
 			continue;
 		}
 		c->state = UP_CONN_BUSY;
 		TAILQ_INSERT_TAIL(&o->busy, c, entry);
 		o->nbusy++;
-		up_req_start(r, c);
+		tg_upstream_req_start(r, c);
 	}
 }
 
@@ -562,10 +562,10 @@ tg_up_req_set_owner(struct tg_up_req *r, const char *owner)
 	if (r->c != NULL || r->done || r->cancelled)
 		return;		/* started already: too late to count it */
 	if (queued)
-		up_dequeue(r);
+		tg_upstream_dequeue(r);
 	r->w = owner_get(r->u, owner);
 	if (queued)
-		up_enqueue(o, r, 0);
+		tg_upstream_enqueue(o, r, 0);
 }
 
 struct tg_upstream *
@@ -599,7 +599,7 @@ tg_upstream_new(struct event_base *base, struct evdns_base *dns, const char *url
 		u->norigins = 2;
 	}
 	if ((u->origin[0].tls || u->origin[1].tls) &&
-	    (u->ssl_ctx = up_tls_ctx_new(&u->opts, err)) == NULL)
+	    (u->ssl_ctx = tg_upstream_tls_ctx_new(&u->opts, err)) == NULL)
 		goto fail;
 	if (u->ssl_ctx != NULL && !u->opts.tls_verify)
 		tg_log(TG_LOG_WARN, "upstream_tls_verify_off", TG_LS("host", u->origin[0].hosthdr));
@@ -639,7 +639,7 @@ tg_upstream_free(struct tg_upstream *u)
 	if (u == NULL)
 		return;
 	while ((r = TAILQ_FIRST(&u->live)) != NULL)
-		up_req_free(r);
+		tg_upstream_req_free(r);
 	for (i = 0; i < 2; i++)
 		origin_free(&u->origin[i]);
 	while ((c = TAILQ_FIRST(&u->dead)) != NULL) {

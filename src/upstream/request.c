@@ -3,7 +3,7 @@
  * evhttp request built for each attempt, libevent's callbacks mapped to
  * on_head / on_body / on_done, the outcome of a failed attempt (failover,
  * one retry, or the error), the queue deadline's TG_UP_BUSY, and pause /
- * resume / cancel. Called by the pool's pump (up_req_start) and by the
+ * resume / cancel. Called by the pool's pump (tg_upstream_req_start) and by the
  * users of upstream.h.
  *
  * libevent reports failures three ways: a done callback with response code
@@ -40,7 +40,7 @@ static void
 release(struct tg_up_req *r)
 {
 	if (--r->depth == 0 && (r->done || r->cancelled))
-		up_req_free(r);
+		tg_upstream_req_free(r);
 }
 
 static int
@@ -131,7 +131,7 @@ describe(struct tg_up_req *r, const struct up_conn *c, enum tg_up_error err)
 	int dns = bufferevent_socket_get_dns_error(c->bev);
 	char tls[160];
 
-	if (!c->established && up_tls_describe((struct up_conn *)c, tls, sizeof(tls))) {
+	if (!c->established && tg_upstream_tls_describe((struct up_conn *)c, tls, sizeof(tls))) {
 		snprintf(r->detail, sizeof(r->detail), "TLS with %s: %s", o->hosthdr, tls);
 		tg_log(TG_LOG_WARN, "upstream_tls_failed", TG_LS("origin", o->name),
 		    TG_LS("host", o->hosthdr), TG_LS("reason", tls));
@@ -178,7 +178,7 @@ attempt_failed(struct tg_up_req *r, enum tg_up_error err, int established, int s
 			u->failovers++;
 			tg_log(TG_LOG_INFO, "upstream_failover", TG_LS("path", path),
 			    TG_LS("reason", r->detail));
-			up_enqueue(&u->origin[1], r, 1);
+			tg_upstream_enqueue(&u->origin[1], r, 1);
 			return;
 		}
 		if (retryable && !r->retried && err != TG_UP_TIMEOUT &&
@@ -188,7 +188,7 @@ attempt_failed(struct tg_up_req *r, enum tg_up_error err, int established, int s
 			u->retries++;
 			tg_log(TG_LOG_INFO, "upstream_retry", TG_LS("origin", r->o->name),
 			    TG_LS("path", path), TG_LS("reason", r->detail));
-			up_enqueue(r->o, r, 1);
+			tg_upstream_enqueue(r->o, r, 1);
 			return;
 		}
 	}
@@ -206,8 +206,8 @@ failure(struct tg_up_req *r, struct up_conn *c)
 	int established = c->established, sent = c->sent;
 
 	err = describe(r, c, err);
-	up_req_unbind(r);
-	up_conn_kill(c);
+	tg_upstream_req_unbind(r);
+	tg_upstream_conn_kill(c);
 	if (!established)
 		r->u->connect_errors++;
 	attempt_failed(r, err, established, sent, c->tls_verify_err == 0);
@@ -229,8 +229,8 @@ reusable(const struct tg_up_req *r)
 static void
 success(struct tg_up_req *r, struct up_conn *c)
 {
-	up_req_unbind(r);
-	up_conn_release(c, reusable(r));
+	tg_upstream_req_unbind(r);
+	tg_upstream_conn_release(c, reusable(r));
 	r->finished = 1;
 	hold(r);
 	deliver(r);
@@ -253,7 +253,7 @@ on_req_done(struct evhttp_request *ereq, void *arg)
 	struct tg_up_req *r = c->r;
 
 	if (r == NULL) {
-		up_conn_kill(c);
+		tg_upstream_conn_kill(c);
 		return;
 	}
 	if (ereq != NULL && evhttp_request_get_response_code(ereq) > 0 && !c->has_lerr &&
@@ -358,13 +358,13 @@ build(struct tg_up_req *r, struct up_conn *c)
 }
 
 void
-up_req_start(struct tg_up_req *r, struct up_conn *c)
+tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c)
 {
 	struct evhttp_request *ereq = build(r, c);
 	char *uri = uri_for(r);
 	int rc;
 
-	up_req_bind(r, c);
+	tg_upstream_req_bind(r, c);
 	c->sent = 0;
 	c->has_lerr = 0;
 	/* Callbacks may run (and finish r) before this returns: r and c are
@@ -378,7 +378,7 @@ up_req_start(struct tg_up_req *r, struct up_conn *c)
 }
 
 void
-up_req_fail_start(struct tg_up_req *r)
+tg_upstream_req_fail_start(struct tg_up_req *r)
 {
 	snprintf(r->detail, sizeof(r->detail), "cannot set up a connection to %s",
 	    r->o->hosthdr);
@@ -387,13 +387,13 @@ up_req_fail_start(struct tg_up_req *r)
 }
 
 void
-up_req_connect_timeout(struct up_conn *c)
+tg_upstream_req_connect_timeout(struct up_conn *c)
 {
 	failure(c->r, c);
 }
 
 void
-up_req_expire(struct tg_up_req *r)
+tg_upstream_req_expire(struct tg_up_req *r)
 {
 	struct tg_upstream *u = r->u;
 	struct up_origin *o = r->o;
@@ -401,14 +401,14 @@ up_req_expire(struct tg_up_req *r)
 	char path[128];
 
 	/* An owner whose cap is the whole pool is held back by the pool. */
-	if (up_owner_capped(r, o) && r->w->busy[o->index] < u->opts.max_conns)
+	if (tg_upstream_owner_capped(r, o) && r->w->busy[o->index] < u->opts.max_conns)
 		snprintf(r->detail, sizeof(r->detail), "its caller holds %zu of the %zu "
 		    "connections, the most one caller may hold, and none came free within %lld ms",
 		    r->w->busy[o->index], u->opts.max_conns, (long long)waited);
 	else
 		snprintf(r->detail, sizeof(r->detail), "all %zu connections are busy and none "
 		    "came free within %lld ms", u->opts.max_conns, (long long)waited);
-	up_dequeue(r);
+	tg_upstream_dequeue(r);
 	r->w->timeouts++;
 	u->queue_timeouts++;
 	log_path(r, path, sizeof(path));
@@ -476,7 +476,7 @@ tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method, const char 
 	u->requests++;
 	/* Started by the pump: no callback runs before send returns. */
 	if (!refuse_target(r))
-		up_enqueue(&u->origin[0], r, 0);
+		tg_upstream_enqueue(&u->origin[0], r, 0);
 	return r;
 }
 
@@ -498,13 +498,13 @@ tg_upstream_send_file(struct tg_upstream *u, enum evhttp_cmd_type method, const 
 }
 
 void
-up_req_free(struct tg_up_req *r)
+tg_upstream_req_free(struct tg_up_req *r)
 {
 	struct up_conn *c;
 
-	up_dequeue(r);
-	if ((c = up_req_unbind(r)) != NULL)
-		up_conn_kill(c);
+	tg_upstream_dequeue(r);
+	if ((c = tg_upstream_req_unbind(r)) != NULL)
+		tg_upstream_conn_kill(c);
 	TAILQ_REMOVE(&r->u->live, r, lentry);
 	free(r->uri);
 	evhttp_clear_headers(&r->headers);
@@ -552,15 +552,15 @@ tg_up_req_cancel(struct tg_up_req *r)
 	if (r == NULL || r->cancelled || r->done)
 		return;
 	r->cancelled = 1;
-	up_dequeue(r);
+	tg_upstream_dequeue(r);
 	/* Never reused with a half-read response: closed, and its slot (and
 	 * the owner's) goes to the next request in the queue. */
-	if ((c = up_req_unbind(r)) != NULL)
-		up_conn_kill(c);
+	if ((c = tg_upstream_req_unbind(r)) != NULL)
+		tg_upstream_conn_kill(c);
 	if (r->kick != NULL)
 		event_del(r->kick);
 	if (r->depth == 0)
-		up_req_free(r);
+		tg_upstream_req_free(r);
 }
 
 const char *

@@ -26,7 +26,7 @@ ssl_error(struct tg_err *err, const char *what, const char *arg)
 }
 
 SSL_CTX *
-up_tls_ctx_new(const struct tg_upstream_opts *opts, struct tg_err *err)
+tg_upstream_tls_ctx_new(const struct tg_upstream_opts *opts, struct tg_err *err)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 
@@ -72,11 +72,11 @@ on_info(const SSL *ssl, int where, int ret)
 	struct up_conn *c;
 
 	if ((where & SSL_CB_HANDSHAKE_START) && (c = SSL_get_app_data(ssl)) != NULL)
-		up_conn_nodelay(c, SSL_get_fd(ssl));
+		tg_upstream_conn_nodelay(c, SSL_get_fd(ssl));
 }
 
 SSL *
-up_tls_ssl_new(struct tg_upstream *u, struct up_origin *o, struct up_conn *c)
+tg_upstream_tls_ssl_new(struct tg_upstream *u, struct up_origin *o, struct up_conn *c)
 {
 	SSL *ssl = SSL_new(u->ssl_ctx);
 	int ok = 1;
@@ -103,7 +103,7 @@ fail:
 }
 
 int
-up_tls_describe(struct up_conn *c, char *buf, size_t len)
+tg_upstream_tls_describe(struct up_conn *c, char *buf, size_t len)
 {
 	unsigned long e, first = 0;
 

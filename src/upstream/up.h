@@ -15,7 +15,7 @@
  * (struct up_owner, one per tag seen, kept for the upstream's life) and in
  * the upstream's aging list (oldest first, for the queue deadline). An
  * owner counts the connections its requests hold: r->c is set and cleared
- * only through up_req_bind / up_req_unbind.
+ * only through tg_upstream_req_bind / tg_upstream_req_unbind.
  */
 #ifndef TG_UPSTREAM_UP_H
 #define TG_UPSTREAM_UP_H
@@ -141,42 +141,42 @@ struct tg_up_req {
 };
 
 /* ---- pool.c ---- */
-void up_pump_kick(struct tg_upstream *u);
+void tg_upstream_pump_kick(struct tg_upstream *u);
 /** Queue r on o (at the head of its owner's queue for retries and
  * failovers, which keep their place in the FIFO: they waited longest). */
-void up_enqueue(struct up_origin *o, struct tg_up_req *r, int head);
-void up_dequeue(struct tg_up_req *r);
+void tg_upstream_enqueue(struct up_origin *o, struct tg_up_req *r, int head);
+void tg_upstream_dequeue(struct tg_up_req *r);
 /** r holds c now: counted against r's owner. */
-void up_req_bind(struct tg_up_req *r, struct up_conn *c);
+void tg_upstream_req_bind(struct tg_up_req *r, struct up_conn *c);
 /** r lets go of its connection (if any), which is returned: c->r cleared. */
-struct up_conn *up_req_unbind(struct tg_up_req *r);
+struct up_conn *tg_upstream_req_unbind(struct tg_up_req *r);
 /** Whether r's owner holds its cap of o's connections. */
-int up_owner_capped(const struct tg_up_req *r, const struct up_origin *o);
+int tg_upstream_owner_capped(const struct tg_up_req *r, const struct up_origin *o);
 /** Close c for good: off its list, reads/writes off, freed later by the pump. */
-void up_conn_kill(struct up_conn *c);
+void tg_upstream_conn_kill(struct up_conn *c);
 /** The request on c finished cleanly; keep c idle if it can carry another. */
-void up_conn_release(struct up_conn *c, int reusable);
+void tg_upstream_conn_release(struct up_conn *c, int reusable);
 
 /* ---- request.c ---- */
 /** Put r on c (busy, fresh or idle) and hand it to libevent. */
-void up_req_start(struct tg_up_req *r, struct up_conn *c);
+void tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c);
 /** Attempt on c failed before it could start (no connection object). */
-void up_req_fail_start(struct tg_up_req *r);
+void tg_upstream_req_fail_start(struct tg_up_req *r);
 /** c's connect timer fired while r was on it. */
-void up_req_connect_timeout(struct up_conn *c);
+void tg_upstream_req_connect_timeout(struct up_conn *c);
 /** Free r now (no callbacks): upstream teardown. */
-void up_req_free(struct tg_up_req *r);
+void tg_upstream_req_free(struct tg_up_req *r);
 /** r waited its queue timeout: off the queue, on_done with TG_UP_BUSY. */
-void up_req_expire(struct tg_up_req *r);
+void tg_upstream_req_expire(struct tg_up_req *r);
 
 /* ---- tls.c ---- */
-SSL_CTX *up_tls_ctx_new(const struct tg_upstream_opts *opts, struct tg_err *err);
+SSL_CTX *tg_upstream_tls_ctx_new(const struct tg_upstream_opts *opts, struct tg_err *err);
 /** A client SSL for one connection to o: SNI, host check, verify callback. */
-SSL *up_tls_ssl_new(struct tg_upstream *u, struct up_origin *o, struct up_conn *c);
+SSL *tg_upstream_tls_ssl_new(struct tg_upstream *u, struct up_origin *o, struct up_conn *c);
 /** Why the TLS side of c failed into buf; 0 when there is no TLS reason. */
-int up_tls_describe(struct up_conn *c, char *buf, size_t len);
+int tg_upstream_tls_describe(struct up_conn *c, char *buf, size_t len);
 
 /** TCP_NODELAY once per connection: requests are written whole, answers wanted now. */
-void up_conn_nodelay(struct up_conn *c, evutil_socket_t fd);
+void tg_upstream_conn_nodelay(struct up_conn *c, evutil_socket_t fd);
 
 #endif

@@ -80,7 +80,7 @@ end_with(struct wh_attempt *a, const char *fmt, ...)
 }
 
 int64_t
-wh_retry_after_parse(const char *v, int64_t now_ms)
+tg_webhook_retry_after_parse(const char *v, int64_t now_ms)
 {
 	struct tm tm;
 	const char *end;
@@ -114,7 +114,7 @@ on_head(struct tg_up_req *r, int status, const struct evkeyvalq *headers, void *
 	struct wh_attempt *a = arg;
 
 	a->status = status;
-	a->retry_after_ms = wh_retry_after_parse(evhttp_find_header(headers, "Retry-After"),
+	a->retry_after_ms = tg_webhook_retry_after_parse(evhttp_find_header(headers, "Retry-After"),
 	    tg_clock_now_ms());
 }
 
@@ -294,7 +294,7 @@ attempt_free(struct wh_attempt *a)
 	if (a->fd >= 0)
 		close(a->fd);
 	event_free(a->step);
-	wh_url_cleanup(&a->url);
+	tg_webhook_url_cleanup(&a->url);
 	tg_outbox_lease_free(a->l);
 	free(a);
 }
@@ -342,7 +342,7 @@ finish(struct wh_attempt *a)
 	TAILQ_REMOVE(&w->attempts, a, entry);
 	w->inflight--;
 	attempt_free(a);
-	wh_worker_attempt_over(w);
+	tg_webhook_worker_attempt_over(w);
 }
 
 static void
@@ -357,7 +357,7 @@ on_step(evutil_socket_t fd, short what, void *arg)
 }
 
 struct wh_attempt *
-wh_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l)
+tg_webhook_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l)
 {
 	struct wh_attempt *a = tg_xcalloc(1, sizeof(*a));
 	struct tg_err why;
@@ -370,7 +370,7 @@ wh_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l)
 	a->step = event_new(w->base, -1, 0, on_step, a);
 	TAILQ_INSERT_TAIL(&w->attempts, a, entry);
 	w->inflight++;
-	if (wh_url_parse(l->url, &a->url, &why) != 0)
+	if (tg_webhook_url_parse(l->url, &a->url, &why) != 0)
 		end_with(a, "%s", why.msg);
 	else
 		a->lookup = tg_egress_resolve(w->pol, w->base, w->dns, a->url.host,
@@ -379,7 +379,7 @@ wh_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l)
 }
 
 void
-wh_attempts_abandon(struct tg_webhook *w)
+tg_webhook_attempts_abandon(struct tg_webhook *w)
 {
 	struct wh_attempt *a;
 	struct tg_err err;
@@ -395,7 +395,7 @@ wh_attempts_abandon(struct tg_webhook *w)
 }
 
 void
-wh_attempts_renew(struct tg_webhook *w, int64_t now_ms)
+tg_webhook_attempts_renew(struct tg_webhook *w, int64_t now_ms)
 {
 	struct wh_attempt *a;
 	struct tg_err err;

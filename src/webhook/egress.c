@@ -372,7 +372,7 @@ tg_egress_check_addr(const struct tg_egress *p, const char *host, const struct s
 /* ---- callback URLs ---- */
 
 void
-wh_url_cleanup(struct wh_url *u)
+tg_webhook_url_cleanup(struct wh_url *u)
 {
 	free(u->scheme);
 	free(u->host);
@@ -415,7 +415,7 @@ url_fields(const struct evhttp_uri *e, struct wh_url *u, struct tg_err *why)
 }
 
 int
-wh_url_parse(const char *url, struct wh_url *u, struct tg_err *why)
+tg_webhook_url_parse(const char *url, struct wh_url *u, struct tg_err *why)
 {
 	struct evhttp_uri *e;
 	int rc;
@@ -428,12 +428,12 @@ wh_url_parse(const char *url, struct wh_url *u, struct tg_err *why)
 	rc = url_fields(e, u, why);
 	evhttp_uri_free(e);
 	if (rc != 0)
-		wh_url_cleanup(u);
+		tg_webhook_url_cleanup(u);
 	return rc;
 }
 
 char *
-wh_url_redact(const char *url)
+tg_webhook_url_redact(const char *url)
 {
 	size_t n = strcspn(url, "?#");
 
@@ -500,7 +500,7 @@ check_name(const struct tg_egress *p, const char *host, struct tg_err *why)
 }
 
 int
-wh_check_host(const struct tg_egress *p, const char *host, struct tg_err *why)
+tg_webhook_check_host(const struct tg_egress *p, const char *host, struct tg_err *why)
 {
 	struct sockaddr_storage ss;
 	struct tg_err e;
@@ -520,9 +520,9 @@ tg_egress_check_url(const struct tg_egress *p, const char *url, struct tg_err *w
 	struct wh_url u;
 	int rc;
 
-	if (wh_url_parse(url, &u, why) != 0)
+	if (tg_webhook_url_parse(url, &u, why) != 0)
 		return -1;
-	rc = wh_check_host(p, u.host, why);
-	wh_url_cleanup(&u);
+	rc = tg_webhook_check_host(p, u.host, why);
+	tg_webhook_url_cleanup(&u);
 	return rc;
 }

@@ -176,7 +176,7 @@ tg_egress_resolve(const struct tg_egress *p, struct event_base *base, struct evd
 	l->ev = evtimer_new(base, on_ev, l);
 	is_ip = inet_pton(AF_INET, host, &s4.sin_addr) == 1 ||
 	    inet_pton(AF_INET6, host, &s6.sin6_addr) == 1;
-	if (wh_check_host(p, host, &l->why) != 0 || is_ip || dns == NULL) {
+	if (tg_webhook_check_host(p, host, &l->why) != 0 || is_ip || dns == NULL) {
 		if (l->why.msg[0] == '\0' && !is_ip)
 			tg_err_set(&l->why, "no resolver for %s", host);
 		else if (l->why.msg[0] == '\0') {

@@ -39,30 +39,30 @@ struct tg_outbox {
 };
 
 /** The prepared statement i, reset and unbound, ready for binds. */
-sqlite3_stmt *wh_stmt(struct tg_outbox *ob, enum wh_stmt i);
+sqlite3_stmt *tg_webhook_stmt(struct tg_outbox *ob, enum wh_stmt i);
 /** Step a statement expected to finish (no rows); 0 or -1 with err. */
-int wh_step_done(struct tg_outbox *ob, sqlite3_stmt *s, struct tg_err *err);
+int tg_webhook_step_done(struct tg_outbox *ob, sqlite3_stmt *s, struct tg_err *err);
 /** BEGIN IMMEDIATE / COMMIT / ROLLBACK; 0 or -1 with err. */
-int wh_begin(struct tg_outbox *ob, struct tg_err *err);
-int wh_commit(struct tg_outbox *ob, struct tg_err *err);
-void wh_rollback(struct tg_outbox *ob);
-void wh_sql_err(struct tg_outbox *ob, struct tg_err *err, const char *what);
+int tg_webhook_begin(struct tg_outbox *ob, struct tg_err *err);
+int tg_webhook_commit(struct tg_outbox *ob, struct tg_err *err);
+void tg_webhook_rollback(struct tg_outbox *ob);
+void tg_webhook_sql_err(struct tg_outbox *ob, struct tg_err *err, const char *what);
 /** Text column or NULL, copied. */
-char *wh_col_str(sqlite3_stmt *s, int col);
+char *tg_webhook_col_str(sqlite3_stmt *s, int col);
 /** The job's state, or TG_OUTBOX_NOT_FOUND / -1. */
-int wh_job_state(struct tg_outbox *ob, const char *id, struct tg_err *err);
-void wh_notify(struct tg_outbox *ob);
+int tg_webhook_job_state(struct tg_outbox *ob, const char *id, struct tg_err *err);
+void tg_webhook_notify(struct tg_outbox *ob);
 /** Called by the worker: fn(arg) whenever a job becomes due. */
-void wh_outbox_set_notify(struct tg_outbox *ob, void (*fn)(void *), void *arg);
+void tg_webhook_outbox_set_notify(struct tg_outbox *ob, void (*fn)(void *), void *arg);
 
 /* ---- payload.c ---- */
 
 /** "<dir>/<id>.body" (malloc'd). */
-char *wh_payload_path(const struct tg_outbox *ob, const char *id);
+char *tg_webhook_payload_path(const struct tg_outbox *ob, const char *id);
 /** Remove the payload file of id (missing is fine). */
-void wh_payload_remove(const struct tg_outbox *ob, const char *id);
+void tg_webhook_payload_remove(const struct tg_outbox *ob, const char *id);
 /** Remove files of the payload directory that no job needs. */
-int wh_payload_sweep(struct tg_outbox *ob, struct tg_err *err);
+int tg_webhook_payload_sweep(struct tg_outbox *ob, struct tg_err *err);
 
 /* ---- egress.c: callback URLs ---- */
 
@@ -74,17 +74,17 @@ struct wh_url {
 	char *target;		/* "/path?query" for the request line */
 };
 /** Parse a callback URL (shape only, no policy); -1 with why. */
-int wh_url_parse(const char *url, struct wh_url *u, struct tg_err *why);
-void wh_url_cleanup(struct wh_url *u);
+int tg_webhook_url_parse(const char *url, struct wh_url *u, struct tg_err *why);
+void tg_webhook_url_cleanup(struct wh_url *u);
 /** The host part of the URL check: a literal's range, or a name's shape; -1 with why. */
-int wh_check_host(const struct tg_egress *p, const char *host, struct tg_err *why);
+int tg_webhook_check_host(const struct tg_egress *p, const char *host, struct tg_err *why);
 /** The URL with any query replaced by "?…" for logs and listings (malloc'd). */
-char *wh_url_redact(const char *url);
+char *tg_webhook_url_redact(const char *url);
 
 /* ---- deliver.c ---- */
 
 /** Retry-After (delta seconds or HTTP-date) in ms from now_ms; -1 when absent/invalid. */
-int64_t wh_retry_after_parse(const char *v, int64_t now_ms);
+int64_t tg_webhook_retry_after_parse(const char *v, int64_t now_ms);
 
 struct wh_attempt;
 TAILQ_HEAD(wh_attemptq, wh_attempt);
@@ -92,13 +92,13 @@ TAILQ_HEAD(wh_attemptq, wh_attempt);
 /**
  * Start an attempt for lease l (taken over) and put it on w's list; when
  * it is over (outcome recorded) it leaves the list and calls
- * wh_worker_attempt_over, from the loop.
+ * tg_webhook_worker_attempt_over, from the loop.
  */
-struct wh_attempt *wh_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l);
+struct wh_attempt *tg_webhook_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l);
 /** Drop every attempt of w without an outcome, releasing the leases (teardown). */
-void wh_attempts_abandon(struct tg_webhook *w);
+void tg_webhook_attempts_abandon(struct tg_webhook *w);
 /** Renew the leases of w's attempts in flight. */
-void wh_attempts_renew(struct tg_webhook *w, int64_t now_ms);
+void tg_webhook_attempts_renew(struct tg_webhook *w, int64_t now_ms);
 
 /* ---- worker.c ---- */
 
@@ -122,6 +122,6 @@ struct tg_webhook {
 };
 
 /** An attempt is over and gone: look for more work, or report the drain. */
-void wh_worker_attempt_over(struct tg_webhook *w);
+void tg_webhook_worker_attempt_over(struct tg_webhook *w);
 
 #endif

@@ -66,7 +66,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 		}
 		if (rc == 0)
 			break;
-		wh_attempt_start(w, l);
+		tg_webhook_attempt_start(w, l);
 	}
 	schedule(w, -1);
 }
@@ -76,7 +76,7 @@ on_renew(evutil_socket_t fd, short what, void *arg)
 {
 	struct tg_webhook *w = arg;
 
-	wh_attempts_renew(w, tg_clock_now_ms());
+	tg_webhook_attempts_renew(w, tg_clock_now_ms());
 }
 
 static void
@@ -97,7 +97,7 @@ on_notify(void *arg)
 }
 
 void
-wh_worker_attempt_over(struct tg_webhook *w)
+tg_webhook_worker_attempt_over(struct tg_webhook *w)
 {
 	if (w->draining) {
 		if (w->inflight == 0)
@@ -149,7 +149,7 @@ tg_webhook_new(struct event_base *base, struct evdns_base *dns, struct tg_outbox
 	w->renew = event_new(base, -1, EV_PERSIST, on_renew, w);
 	ms_tv(ob->lease_ms / 3, &tv);
 	evtimer_add(w->renew, &tv);
-	wh_outbox_set_notify(ob, on_notify, w);
+	tg_webhook_outbox_set_notify(ob, on_notify, w);
 	tg_webhook_kick(w);
 	return w;
 }
@@ -189,8 +189,8 @@ tg_webhook_free(struct tg_webhook *w)
 {
 	if (w == NULL)
 		return;
-	wh_outbox_set_notify(w->ob, NULL, NULL);
-	wh_attempts_abandon(w);
+	tg_webhook_outbox_set_notify(w->ob, NULL, NULL);
+	tg_webhook_attempts_abandon(w);
 	event_free(w->tick);
 	event_free(w->renew);
 	event_free(w->drained_ev);

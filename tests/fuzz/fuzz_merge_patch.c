@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "tidegate/json.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

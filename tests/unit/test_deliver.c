@@ -428,17 +428,18 @@ test_retry_after_parse(void **state)
 {
 	int64_t t = 784111777000LL;	/* Sun, 06 Nov 1994 08:49:37 GMT */
 
-	assert_int_equal(wh_retry_after_parse("120", 0), 120000);
-	assert_int_equal(wh_retry_after_parse(" 5 ", 0), 5000);
-	assert_int_equal(wh_retry_after_parse("0", 0), 0);
-	assert_int_equal(wh_retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT", t - 10000), 10000);
-	assert_int_equal(wh_retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT", t + 5000), 0);
-	assert_int_equal(wh_retry_after_parse("Sun, 06 Nov 1994 08:49:37", t), -1);
-	assert_int_equal(wh_retry_after_parse("soon", 0), -1);
-	assert_int_equal(wh_retry_after_parse("-5", 0), -1);
-	assert_int_equal(wh_retry_after_parse("5s", 0), -1);
-	assert_int_equal(wh_retry_after_parse("12345678901", 0), -1);
-	assert_int_equal(wh_retry_after_parse(NULL, 0), -1);
+	assert_int_equal(tg_webhook_retry_after_parse("120", 0), 120000);
+	assert_int_equal(tg_webhook_retry_after_parse(" 5 ", 0), 5000);
+	assert_int_equal(tg_webhook_retry_after_parse("0", 0), 0);
+	assert_int_equal(tg_webhook_retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT",
+	    t - 10000), 10000);
+	assert_int_equal(tg_webhook_retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT", t + 5000), 0);
+	assert_int_equal(tg_webhook_retry_after_parse("Sun, 06 Nov 1994 08:49:37", t), -1);
+	assert_int_equal(tg_webhook_retry_after_parse("soon", 0), -1);
+	assert_int_equal(tg_webhook_retry_after_parse("-5", 0), -1);
+	assert_int_equal(tg_webhook_retry_after_parse("5s", 0), -1);
+	assert_int_equal(tg_webhook_retry_after_parse("12345678901", 0), -1);
+	assert_int_equal(tg_webhook_retry_after_parse(NULL, 0), -1);
 }
 
 /* A listener that never accepts: connections complete in the backlog,

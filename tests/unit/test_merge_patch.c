@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "tidegate/json.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 
 static const char BASE[] =
     "{'caseId': 'CASE-OM-T', 'name': 'Two farms', 'currency': 'EUR',"

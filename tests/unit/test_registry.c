@@ -22,7 +22,7 @@
 
 #include "tidegate/clock.h"
 #include "tidegate/json.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "gen_tree.h"
 
 #define T0	1700000000000LL		/* 2023-11-14T22:13:20Z */

@@ -19,7 +19,7 @@
 #include <event2/buffer.h>
 
 #include "tidegate/json.h"
-#include "tidegate/runs.h"
+#include "tidegate/registry.h"
 #include "gen_tree.h"
 
 #define T0	1700000000000LL

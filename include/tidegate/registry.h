@@ -1,5 +1,5 @@
 /*
- * runs.h - the simulation workflow's durable state and its pure helpers:
+ * registry.h - the simulation workflow's durable state and its pure helpers:
  * the run registry (every accepted POST /simulations, tracked until
  * terminal, expired after the vendor's 30-day retention, archived results),
  * sweeps of case variants (a queue of patched cases that survives a
@@ -20,8 +20,8 @@
  * in the gateway, fixed values in tests); 0 means "none" in every time
  * field.
  */
-#ifndef TIDEGATE_RUNS_H
-#define TIDEGATE_RUNS_H
+#ifndef TIDEGATE_REGISTRY_H
+#define TIDEGATE_REGISTRY_H
 
 #include <stddef.h>
 #include <stdint.h>
