@@ -20,7 +20,7 @@
 #include "tidegate/util.h"
 
 enum tg_cfg_type {
-	TG_CFG_STR,		/* char *, malloc'd */
+	TG_CFG_STR,		/* char *, malloc'd (the struct owns it) */
 	TG_CFG_INT,		/* long long, bounded by min/max */
 	TG_CFG_BOOL,		/* int 0/1: true/false/yes/no/on/off */
 	TG_CFG_DOUBLE,		/* double, bounded by min/max */
@@ -39,11 +39,13 @@ enum tg_cfg_type {
  */
 #define TG_CONFIG_MAX_DEPTH 64
 
+/* Owns v and its strings (tg_config_free of the enclosing struct). */
 struct tg_strlist {
 	char **v;
 	size_t n;
 };
 
+/* A table row; tables are static and everything in them is borrowed. */
 struct tg_cfg_key {
 	const char *path;	/* dotted, relative to the enclosing map */
 	enum tg_cfg_type type;
@@ -63,12 +65,13 @@ struct tg_cfg_key {
 /* One problem found in a configuration file. */
 struct tg_cfg_problem {
 	size_t line, col;	/* 0:0 sorts first (problems without a position) */
-	char *msg;		/* "file:line:col: key: message" */
+	char *msg;		/* "file:line:col: key: message" (owned by the report) */
 };
 
 /* Where a key was set in the file: its value's position. */
 struct tg_cfg_pos {
-	char *key;		/* "webhooks.mode", "keys[0].sha256", "keys[0].services[1]" */
+	char *key;		/* "webhooks.mode", "keys[0].sha256", "keys[0].services[1]"
+				 * (owned by the report) */
 	size_t line, col;
 };
 
@@ -92,57 +95,69 @@ struct tg_cfg_report {
 
 /**
  * Load path into out (zeroed by the caller) using the table, adding every
- * problem to rep (borrowed; rep->file is set to path when NULL). Returns
- * -1 when rep holds a problem. out must be released with tg_config_free.
+ * problem to rep (borrowed; rep->file is set to path when NULL, so path must
+ * then outlive rep's use). keys is borrowed. Returns -1 when rep holds a
+ * problem. out (borrowed) owns what is filled in, either way: release it
+ * with tg_config_free.
  */
 int tg_config_load_report(const char *path, const struct tg_cfg_key *keys, size_t nkeys,
     void *out, struct tg_cfg_report *rep);
-/** Same, from a string; name is used in messages. */
+/** Same, from a string (yaml borrowed for the call); name is used in messages
+ * (and kept in rep->file like path). */
 int tg_config_load_string_report(const char *name, const char *yaml,
     const struct tg_cfg_key *keys, size_t nkeys, void *out, struct tg_cfg_report *rep);
 /**
  * Add "file:line:col: key: message" to rep, at the position of the key at
  * (key itself when at is NULL; else its nearest enclosing section the file
- * set; else 1:1). key and at are borrowed.
+ * set; else 1:1). rep is borrowed and owns the message; key, at and fmt are
+ * borrowed (copied into the message).
  */
 void tg_config_report_add(struct tg_cfg_report *rep, const char *at, const char *key,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/** Same at an explicit position (line 0: "file: key: message"). */
+/** Same at an explicit position (line 0: "file: key: message"); pointers as
+ * for tg_config_report_add. */
 void tg_config_report_add_at(struct tg_cfg_report *rep, size_t line, size_t col,
     const char *key, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/** The position of key as set in the file; -1 when the file did not set it. */
+/** The position of key as set in the file; -1 when the file did not set it.
+ * rep and key are borrowed. */
 int tg_config_report_pos(const struct tg_cfg_report *rep, const char *key, size_t *line,
     size_t *col);
-/** Move src's problems (another file's, borrowed) after dst's own, as they are. */
+/** Move src's problems (another file's) after dst's own, as they are: dst
+ * takes ownership of the messages. Both are borrowed; src keeps its arrays and
+ * positions, so it still needs tg_config_report_cleanup. */
 void tg_config_report_merge(struct tg_cfg_report *dst, struct tg_cfg_report *src);
-/** Free what rep holds (not rep itself). */
+/** Free what rep holds (rep itself is borrowed; file is not freed). */
 void tg_config_report_cleanup(struct tg_cfg_report *rep);
 
 /**
  * Load path into out (zeroed by the caller) using the table. On error
  * returns -1 with the first problem, "file:line:col: key: message", in
- * err; out must still be
- * released with tg_config_free.
+ * err; out (borrowed) owns what is filled in either way and must be
+ * released with tg_config_free. path and keys are borrowed.
  */
 int tg_config_load(const char *path, const struct tg_cfg_key *keys, size_t nkeys,
     void *out, struct tg_err *err);
-/** Same, from a string (name is used in messages). */
+/** Same, from a string (name is used in messages; name and yaml borrowed). */
 int tg_config_load_string(const char *name, const char *yaml, const struct tg_cfg_key *keys,
     size_t nkeys, void *out, struct tg_err *err);
-/** Fill defaults only (no file). */
+/** Fill defaults only (no file); out as for tg_config_load. */
 int tg_config_defaults(const struct tg_cfg_key *keys, size_t nkeys, void *out,
     struct tg_err *err);
-/** Free every heap field the table describes. */
+/** Free every heap field of out the table describes (out itself is borrowed);
+ * keys is borrowed. */
 void tg_config_free(const struct tg_cfg_key *keys, size_t nkeys, void *out);
 
-/** Write the table as Markdown rows (key, type, default, meaning) to out. */
+/** Write the table as Markdown rows (key, type, default, meaning) to out;
+ * both borrowed. */
 void tg_config_doc(const struct tg_cfg_key *keys, size_t nkeys, FILE *out);
 
-/** Parse helpers, exposed for tests and for query parameters. */
+/** Parse helpers, exposed for tests and for query parameters; s and the
+ * outputs are borrowed. */
 int tg_config_parse_duration(const char *s, int64_t *ms);
 int tg_config_parse_size(const char *s, int64_t *bytes);
 int tg_config_parse_bool(const char *s, int *b);
-/** Split "host:port" / "[v6]:port"; host and port are malloc'd. */
+/** Split "host:port" / "[v6]:port" (s borrowed); on 0 the caller takes
+ * ownership of *host (free()), *port is the number. -1: nothing allocated. */
 int tg_config_parse_addr(const char *s, char **host, int *port);
 
 #endif

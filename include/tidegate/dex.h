@@ -25,14 +25,15 @@ struct evbuffer;
 
 /* ---- data exchange: routes ---- */
 
-/** The data exchange service's routes (operations TG_OP_DEX_*) and prefixes. */
+/** The data exchange service's routes (operations TG_OP_DEX_*) and prefixes;
+ * static, borrowed. */
 extern const struct tg_service_routes tg_dex_service_routes;
 
 /**
  * The one value of query parameter name in the raw query string q (both
  * borrowed; q may be NULL), read as a vendor would: names and values
  * percent-decoded ('+' is a space), names compared without regard to case.
- * 0 with *out (malloc'd, the caller frees; NULL when the parameter is
+ * 0 with *out (the caller takes ownership: free(); NULL when the parameter is
  * absent), or -1 with why when the query could be read more than one way:
  * the parameter given twice in any spelling, empty, with a broken escape,
  * a control character (%00 included) or more than TG_ROUTE_PARAMLEN bytes.
@@ -44,18 +45,21 @@ int tg_route_query_one(const char *q, const char *name, char **out, struct tg_er
 
 struct tg_export_opts {
 	int strict;			/* unknown members are problems (else kept) */
-	const char *wp_status_field;	/* work packages: "status" (default) or "statuses" */
+	const char *wp_status_field;	/* work packages: "status" (default) or "statuses";
+					 * borrowed */
 };
 
 /**
  * Check the body of POST /export/<kind> and normalise it: projectID ->
  * projectId, callbackURL -> callbackUrl, status/statuses as configured.
- * Returns 0 with *out a malloc'd normalised JSON body (*outlen bytes), or -1
- * with problems recorded in p (an unknown kind is a problem at path "").
+ * Returns 0 with *out the normalised JSON body (*outlen bytes, NUL-terminated;
+ * the caller takes ownership: free()), or -1 (*out NULL) with problems
+ * recorded in p (an unknown kind is a problem at path ""). kind, body, o and
+ * p are borrowed; nothing is kept.
  */
 int tg_export_check(const char *kind, const char *body, size_t len,
     const struct tg_export_opts *o, char **out, size_t *outlen, struct tg_problems *p);
-/** 1 if kind is one of the seven export kinds. */
+/** 1 if kind (borrowed) is one of the seven export kinds. */
 int tg_export_kind_known(const char *kind);
 
 /* ---- data exchange: activity imports (streaming) ---- */
@@ -65,13 +69,15 @@ struct tg_import_result {
 	size_t bytes;		/* JSON bytes checked */
 };
 
-/** Check a JSON body (an array of activities, or one object), chunk by chunk. */
+/** Check a JSON body (an array of activities, or one object), chunk by chunk.
+ * body, res and p are borrowed; body is read in place, not drained. */
 int tg_import_check_json(struct evbuffer *body, struct tg_import_result *res,
     struct tg_problems *p);
 /**
  * Check a multipart/form-data upload: its `file` part must hold the JSON.
  * Returns -1 with problems; *too_large is set when a part exceeded
- * max_part (the caller answers 413).
+ * max_part (the caller answers 413). All pointers are borrowed; body is read
+ * in place, not drained.
  */
 int tg_import_check_multipart(struct evbuffer *body, const char *content_type,
     size_t max_part, struct tg_import_result *res, struct tg_problems *p, int *too_large);

@@ -34,6 +34,8 @@ struct tg_emu_project {
 	long long work_order_sequences, work_orders, work_packages, activities;
 };
 
+/* Filled by tg_config_load with tg_emu_config_keys; owns its strings and
+ * arrays: tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, cfg). */
 struct tg_emu_config {
 	char *listen_dex, *listen_sim, *listen_design, *listen_auth;
 	char *listen_dex_tls;		/* data exchange over TLS; NULL: off */
@@ -56,15 +58,18 @@ struct tg_emu_config {
 	double sim_failure_rate;	/* share of valid runs that fail anyway */
 };
 
+/* The key table (static, borrowed). */
 extern const struct tg_cfg_key tg_emu_config_keys[];
 extern const size_t tg_emu_config_nkeys;
 
-/** Start the listeners on base. cfg is borrowed and must outlive the emulator. */
+/** Start the listeners on base. base and cfg are borrowed and must outlive the
+ * emulator; the caller owns the result: tg_emu_free(). NULL with err. */
 struct tg_emu *tg_emu_new(struct event_base *base, const struct tg_emu_config *cfg,
     struct tg_err *err);
+/** Takes ownership of emu: closes its listeners and frees it; NULL-safe. */
 void tg_emu_free(struct tg_emu *emu);
 /** Bound port of a listener: "dex", "sim", "design", "auth" or "dex_tls";
- * -1 if unknown or not listening. */
+ * -1 if unknown or not listening. emu and listener are borrowed. */
 int tg_emu_port(const struct tg_emu *emu, const char *listener);
 
 #endif

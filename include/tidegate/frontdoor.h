@@ -41,7 +41,8 @@ struct tg_frontdoor {
 	int64_t idle_timeout_ms;	/* a keep-alive connection between requests */
 	struct tg_frontdoor_stats *stats;	/* borrowed; may be NULL */
 	/** Optional: the connection's bufferevent (a TLS one), made without a
-	 * descriptor, as evhttp_set_bevcb's callback; NULL: a plain socket. */
+	 * descriptor, as evhttp_set_bevcb's callback; NULL: a plain socket.
+	 * base is borrowed; the front door takes ownership of the result. */
 	struct bufferevent *(*make_bev)(struct event_base *base, void *arg);
 	void *make_arg;		/* borrowed, handed to make_bev */
 	/**
@@ -53,19 +54,20 @@ struct tg_frontdoor {
 	void *arg;		/* borrowed, handed to check */
 };
 
-/** Frame every connection http accepts through door (borrowed: it must
- * outlive http). */
+/** Frame every connection http (borrowed) accepts through door (borrowed: it
+ * must outlive http). */
 void tg_frontdoor_attach(struct evhttp *http, const struct tg_frontdoor *door);
 /**
  * The close callback of a server connection (conn borrowed; cb may be
- * NULL): the front door owns evhttp's one close callback slot of the
+ * NULL; arg borrowed, handed to cb): the front door owns evhttp's one
+ * close callback slot of the
  * connections it frames and calls cb from it. Falls back to
  * evhttp_connection_set_closecb for other connections.
  */
 void tg_frontdoor_set_closecb(struct evhttp_connection *conn,
     void (*cb)(struct evhttp_connection *, void *), void *arg);
 /**
- * The completion callback of a server request (req borrowed): the front
+ * The completion callback of a server request (req and arg borrowed): the front
  * door owns evhttp's one slot (it learns there that the connection is idle
  * again) and calls cb from it. Falls back to
  * evhttp_request_set_on_complete_cb for other requests.
@@ -82,8 +84,8 @@ int tg_frontdoor_refusal(struct evhttp_request *req);
 /** Mark the reply to req (borrowed) as the connection's last: the front
  * door discards what else the client sends. */
 void tg_frontdoor_close_after(struct evhttp_request *req);
-/** Answer a refused request (req borrowed) with the JSON error body of
- * fault and close the connection. */
+/** Answer a refused request with the JSON error body of fault and close the
+ * connection; req is handed back to libevent (as by tg_reply_error). */
 void tg_frontdoor_reply(struct evhttp_request *req, int fault);
 
 #endif

@@ -66,8 +66,9 @@ struct tg_head {
 
 /**
  * Parse buf[0..len), one request head ending with its empty line (CRLF
- * CRLF included). Fills *h (pointers borrow buf) and returns TG_HEAD_OK or
- * the first fault found.
+ * CRLF included). Fills *h (the caller's, borrowed; its pointers borrow buf,
+ * valid while buf is unchanged) and returns TG_HEAD_OK or the first fault
+ * found. Nothing is allocated.
  */
 int tg_head_parse(const char *buf, size_t len, struct tg_head *h);
 /**
@@ -77,11 +78,12 @@ int tg_head_parse(const char *buf, size_t len, struct tg_head *h);
  * length, empty line included. *h as for tg_head_parse.
  */
 int tg_head_scan(const char *buf, size_t avail, struct tg_head *h, size_t *hlen);
-/** The field named name (ASCII case-insensitive), or NULL; borrowed from h. */
+/** The field named name (ASCII case-insensitive, borrowed), or NULL; borrowed
+ * from h. */
 const struct tg_head_field *tg_head_get(const struct tg_head *h, const char *name);
 /** Status code answered for fault (400, 401, 408, 413, 431, 501, 505). */
 int tg_head_fault_status(int fault);
-/** Stable error code and message for fault (static strings). */
+/** Stable error code and message for fault (static strings, borrowed). */
 const char *tg_head_fault_code(int fault);
 const char *tg_head_fault_message(int fault);
 

@@ -22,54 +22,68 @@ struct event_base;
 #define TG_HTTP_MAX_HEAD (64 * 1024)
 
 /**
+ * The event base of a binary: epoll's change list on, so that the many
+ * enable/disable calls evhttp makes on one connection within a loop turn
+ * cost one epoll_ctl (or none) instead of one each. The caller owns it:
+ * event_base_free().
+ */
+struct event_base *tg_event_base_new(void);
+/**
  * Bind a new evhttp on addr ("127.0.0.1:7080", "[::1]:0"); max_body bytes
  * for request bodies (larger ones get a 413 from libevent before any
  * handler runs). Returns NULL with err set. *port_out (may be NULL)
- * receives the bound port (useful with port 0).
+ * receives the bound port (useful with port 0). base (must outlive the
+ * evhttp) and addr are borrowed; the caller owns the result: evhttp_free().
  */
-/**
- * The event base of a binary: epoll's change list on, so that the many
- * enable/disable calls evhttp makes on one connection within a loop turn
- * cost one epoll_ctl (or none) instead of one each.
- */
-struct event_base *tg_event_base_new(void);
 struct evhttp *tg_http_listen(struct event_base *base, const char *addr, size_t max_body,
     int *port_out, struct tg_err *err);
 
-/** Path of the request without query, percent-decoded is NOT applied (borrowed). */
+/* Below, req is borrowed; results marked borrowed live as long as req. */
+/** Path of the request without query, not percent-decoded (borrowed). */
 const char *tg_http_path(struct evhttp_request *req);
-/** Decoded value of query parameter name (malloc'd), or NULL if absent. */
+/** Decoded value of query parameter name (borrowed), or NULL if absent; the
+ * caller takes ownership of the result (free()). */
 char *tg_http_query(struct evhttp_request *req, const char *name);
-/** Request body copied into a NUL-terminated malloc'd buffer; *len its size. */
+/** Request body copied into a NUL-terminated buffer; *len its size. The
+ * caller takes ownership of it (free()). */
 char *tg_http_body(struct evhttp_request *req, size_t *len);
-/** Method as text ("GET"); "OTHER" for methods evhttp does not name. */
+/** Method as text ("GET"); "OTHER" for methods evhttp does not name. Static,
+ * borrowed. */
 const char *tg_http_method(struct evhttp_request *req);
-/** Request header value (borrowed) or NULL. */
+/** Request header value (borrowed) or NULL; name is borrowed. */
 const char *tg_http_header(struct evhttp_request *req, const char *name);
 /** Bearer token of the Authorization header (borrowed, after "Bearer "), or NULL. */
 const char *tg_http_bearer(struct evhttp_request *req);
 /**
  * Make the kernel send an RST on conn's socket (SO_LINGER 0 and, on Linux,
  * connect(AF_UNSPEC)); libevent then sees the error and frees the
- * connection itself. For truncated bodies that must not look complete.
+ * connection itself (conn is borrowed). For truncated bodies that must not
+ * look complete.
  */
 void tg_http_conn_reset(struct evhttp_connection *conn);
 /** The same on a socket descriptor (-1: nothing). */
 void tg_http_fd_reset(evutil_socket_t fd);
-/** Standard reason phrase for a status. */
+/** Standard reason phrase for a status (static, borrowed). */
 const char *tg_http_reason(int status);
 
-/** Send what g generated as application/json with status. */
+/*
+ * The replies: req is handed back to libevent, which frees it once sent;
+ * do not use it afterwards. Every other pointer is borrowed for the call.
+ */
+/** Send what g generated as application/json with status. g is borrowed (its
+ * buffer is copied, not cleared; the caller still frees g). */
 void tg_reply_json(struct evhttp_request *req, int status, yajl_gen g);
 /** Retry-After in delta-seconds (0 to 86399) as ms; -1 when absent or
- * anything else. h may be NULL. */
+ * anything else. h (borrowed) may be NULL. */
 int64_t tg_http_retry_after_ms(const struct evkeyvalq *h);
-/** Send body (drained) with content type ctype. */
+/** Send body (borrowed; drained) with content type ctype (borrowed, may be
+ * NULL: the Content-Type already set stays). */
 void tg_reply_buf(struct evhttp_request *req, int status, const char *ctype,
     struct evbuffer *body);
 /**
  * Send the JSON error body (errors.h); the request id is taken from the
- * request's X-Request-Id header when present.
+ * request's X-Request-Id header when present. code, message and d[0..n)
+ * are borrowed.
  */
 void tg_reply_error(struct evhttp_request *req, int status, const char *code,
     const char *message, const struct tg_detail *d, size_t n);

@@ -21,16 +21,26 @@ struct tg_key {
 	unsigned services;	/* TG_SVC_* mask */
 };
 
+/** Zero-initialise; owns its keys and their names: tg_keyring_cleanup(). */
 struct tg_keyring {
-	struct tg_key *keys;
+	struct tg_key *keys;	/* owned array; each name owned */
 	size_t n;
 };
 
-/** Add a key from its hex digest and service names; -1 with err when malformed. */
+/**
+ * Add a key from its hex digest and service names; -1 with err when
+ * malformed. kr is borrowed and owns the new key; name, sha256_hex and
+ * services are borrowed (name is copied).
+ */
 int tg_keyring_add(struct tg_keyring *kr, const char *name, const char *sha256_hex,
     const char *const *services, size_t nservices, struct tg_err *err);
+/** Free what kr owns (kr itself is borrowed, not NULL). */
 void tg_keyring_cleanup(struct tg_keyring *kr);
-/** The key matching presented (hashed, constant-time over all keys), or NULL. */
+/**
+ * The key matching presented (hashed, constant-time over all keys), or NULL.
+ * kr and presented are borrowed; the result is borrowed from kr, valid until
+ * the next tg_keyring_add or tg_keyring_cleanup.
+ */
 const struct tg_key *tg_keyring_match(const struct tg_keyring *kr, const char *presented);
 
 #endif

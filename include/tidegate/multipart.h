@@ -17,30 +17,41 @@ struct tg_multipart;
 
 struct tg_multipart_cbs {
 	/* A part starts: name and filename from Content-Disposition (filename may
-	 * be NULL), content type or NULL. Return non-zero to abort. */
+	 * be NULL), content type or NULL; all borrowed for the call only.
+	 * Return non-zero to abort. */
 	int (*on_part_begin)(void *arg, const char *name, const char *filename,
 	    const char *content_type);
+	/* data is borrowed for the call only. */
 	int (*on_part_data)(void *arg, const char *data, size_t len);
 	/* Only for parts whose closing delimiter was seen. */
 	int (*on_part_end)(void *arg);
 };
 
-/** Boundary parameter of a multipart/form-data Content-Type (malloc'd), or NULL. */
+/**
+ * Boundary parameter of a multipart/form-data Content-Type, or NULL with err.
+ * content_type is borrowed; the caller takes ownership of the result (free()).
+ */
 char *tg_multipart_boundary(const char *content_type, struct tg_err *err);
 /**
- * New parser; cbs and arg are borrowed; max_part_size 0 means unlimited.
+ * New parser, owned by the caller: tg_multipart_free(). boundary is borrowed
+ * (copied); cbs and arg are borrowed and must outlive the parser.
+ * max_part_size 0 means unlimited.
  * An invalid boundary (RFC 2046: 1..70 bchars) gives a parser whose first
  * feed or finish fails.
  */
 struct tg_multipart *tg_multipart_new(const char *boundary, const struct tg_multipart_cbs *cbs,
     void *arg, size_t max_part_size);
-/** Feed bytes: 0, or -1 with err (malformed, part too large, aborted by a callback). */
+/**
+ * Feed bytes: 0, or -1 with err (malformed, part too large, aborted by a
+ * callback). mp and data are borrowed; data is not kept after the call.
+ */
 int tg_multipart_feed(struct tg_multipart *mp, const char *data, size_t len,
     struct tg_err *err);
-/** End of input: 0 if the closing boundary was seen, else -1 with err. */
+/** End of input: 0 if the closing boundary was seen, else -1 with err. mp is borrowed. */
 int tg_multipart_finish(struct tg_multipart *mp, struct tg_err *err);
-/** 1 if a part exceeded max_part_size (so the caller can answer 413). */
+/** 1 if a part exceeded max_part_size (so the caller can answer 413); mp is borrowed. */
 int tg_multipart_too_large(const struct tg_multipart *mp);
+/** Takes ownership of mp and frees it; NULL-safe. */
 void tg_multipart_free(struct tg_multipart *mp);
 
 #endif

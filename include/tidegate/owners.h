@@ -37,25 +37,26 @@ struct tg_owners_opts {
 	long long max_rows;	/* rows kept at most; <= 0: 1,000,000 */
 };
 
-/** Open or create the table (opts and its path borrowed); NULL with err. */
+/** Open or create the table (opts and its path borrowed for the call); NULL
+ * with err. The caller owns the store: tg_owners_close(). */
 struct tg_owners *tg_owners_open(const struct tg_owners_opts *opts, struct tg_err *err);
-/** Close; NULL-safe. */
+/** Takes ownership of o: closes and frees it; NULL-safe. */
 void tg_owners_close(struct tg_owners *o);
 /**
- * Job cid of family was created by key (all borrowed, copied). Past
+ * Job cid of family was created by key (o borrowed; strings borrowed, copied). Past
  * max_rows the oldest rows are pruned. 0, or -1 with err.
  */
 int tg_owners_record(struct tg_owners *o, const char *family, const char *cid,
     const char *key, int64_t now_ms, struct tg_err *err);
 /**
- * The key that created job cid of family (borrowed): 0 and *key (malloc'd;
- * the caller takes ownership), TG_OWNERS_NONE when no live row names it
- * (*key NULL), -1 with err.
+ * The key that created job cid of family (o, family and cid borrowed): 0 and
+ * *key (malloc'd; the caller takes ownership: free()), TG_OWNERS_NONE when no
+ * live row names it (*key NULL), -1 with err.
  */
 int tg_owners_lookup(struct tg_owners *o, const char *family, const char *cid,
     int64_t now_ms, char **key, struct tg_err *err);
 /** Remove rows older than keep_ms (and any past max_rows): the number
- * removed, or -1 with err. */
+ * removed, or -1 with err. o is borrowed. */
 long long tg_owners_prune(struct tg_owners *o, int64_t now_ms, struct tg_err *err);
 /** Rows in the table (borrowed handle). */
 long long tg_owners_count(const struct tg_owners *o);

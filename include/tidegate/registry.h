@@ -19,6 +19,11 @@
  * milliseconds since the epoch, passed in by the caller (tg_clock_now_ms()
  * in the gateway, fixed values in tests); 0 means "none" in every time
  * field.
+ *
+ * Ownership: the struct tg_runs *r, ids, names and other const char *
+ * arguments, queries and yajl_gen g arguments are borrowed for the call
+ * only (strings are copied into the database); what a call hands back is
+ * said at the call.
  */
 #ifndef TIDEGATE_REGISTRY_H
 #define TIDEGATE_REGISTRY_H
@@ -44,9 +49,9 @@ enum tg_run_status {
 	TG_RUN_UNKNOWN,		/* the vendor answered 404 before expiry */
 	TG_RUN_NSTATUS
 };
-/** "IN_PROGRESS", "COMPLETED", … (static). */
+/** "IN_PROGRESS", "COMPLETED", … (static, borrowed). */
 const char *tg_runs_status_str(enum tg_run_status s);
-/** The status named s (exact, upper case), or -1. */
+/** The status named s (exact, upper case; borrowed), or -1. */
 int tg_runs_status_parse(const char *s);
 /** 1 for every status but IN_PROGRESS: no more checks are made. */
 int tg_runs_status_terminal(enum tg_run_status s);
@@ -70,7 +75,7 @@ int64_t tg_runs_check_delay(int checks);
 
 /** Zero fields take their defaults. */
 struct tg_runs_opts {
-	const char *path;		/* SQLite file (copied); required */
+	const char *path;		/* SQLite file (borrowed for the open); required */
 	int64_t retention_ms;		/* expires_at when the vendor gave none; 0: 30 d */
 	int64_t grace_ms;		/* rows kept after expires_at; 0: 7 d */
 	int64_t archive_keep_ms;	/* archived rows kept after expires_at; 0: 90 d */
@@ -85,10 +90,11 @@ struct tg_runs;
  * mode. Sweep variants left "submitting" by a stopped process go back to
  * "pending" (the interrupted submission may have reached the vendor:
  * docs/simulations.md). NULL with err, also for a database written by a
- * newer schema. Free with tg_runs_close.
+ * newer schema; opts is borrowed for the call. The caller owns the
+ * registry: tg_runs_close.
  */
 struct tg_runs *tg_runs_open(const struct tg_runs_opts *opts, struct tg_err *err);
-/** NULL-safe. */
+/** Takes ownership of r and closes it; NULL-safe. */
 void tg_runs_close(struct tg_runs *r);
 
 #define TG_RUNS_SHA_LEN	65	/* 64 hex digits and NUL */
@@ -118,7 +124,7 @@ struct tg_run_new {
 int tg_runs_add(struct tg_runs *r, const struct tg_run_new *run, int64_t now_ms,
     struct tg_err *err);
 
-/** One run as stored; strings and figures owned (tg_run_cleanup). */
+/** One run as stored; strings and figures owned by it (tg_run_cleanup). */
 struct tg_run {
 	char *simulation_id, *api_key, *host, *case_id;
 	char case_sha256[TG_RUNS_SHA_LEN];
@@ -134,8 +140,10 @@ struct tg_run {
 	int64_t results_size;		/* bytes archived (0 when not) */
 	yajl_val figures;		/* key result figures (tg_runs_set_figures), or NULL */
 };
+/** Free what run owns (run itself is borrowed); NULL-safe. */
 void tg_run_cleanup(struct tg_run *run);
-/** Free an array from tg_runs_list or tg_runs_due; NULL-safe. */
+/** Takes ownership of an array from tg_runs_list or tg_runs_due: cleans up
+ * each run and frees it; NULL-safe. */
 void tg_runs_free(struct tg_run *runs, size_t n);
 
 /**
@@ -161,7 +169,7 @@ int tg_runs_check_failed(struct tg_runs *r, const char *id, const char *why,
 /**
  * Up to max in-progress runs whose check is due (next_check_at <= now,
  * not past expiry), most overdue first (then oldest submission), into
- * *runs (caller frees with tg_runs_free) and *n. -1 with err.
+ * *runs (the caller takes ownership: tg_runs_free) and *n. -1 with err.
  */
 int tg_runs_due(struct tg_runs *r, int64_t now_ms, size_t max, struct tg_run **runs,
     size_t *n, struct tg_err *err);
@@ -173,7 +181,8 @@ int64_t tg_runs_next_due(struct tg_runs *r, int64_t now_ms);
 /**
  * The run that ended (any terminal status, EXPIRED included) longest ago
  * whose end the gateway has not handled yet (figures, archive, webhook,
- * sweep): 1 with *id (malloc'd) and *st, 0 when none, -1 with err. The
+ * sweep): 1 with *id (the caller takes ownership: free()) and *st, 0 when
+ * none (*id NULL), -1 with err. The
  * mark survives restarts, so an end is handled at least once.
  */
 int tg_runs_next_unhandled(struct tg_runs *r, char **id, enum tg_run_status *st,
@@ -181,7 +190,8 @@ int tg_runs_next_unhandled(struct tg_runs *r, char **id, enum tg_run_status *st,
 /** The end of run id is handled. 0 or -1 with err. */
 int tg_runs_set_handled(struct tg_runs *r, const char *id, struct tg_err *err);
 
-/** One run into *run (tg_run_cleanup after). 0, TG_RUNS_NOT_FOUND or -1. */
+/** One run into *run (the caller's; on 0 it owns what run holds:
+ * tg_run_cleanup). 0, TG_RUNS_NOT_FOUND or -1. */
 int tg_runs_get(struct tg_runs *r, const char *id, struct tg_run *run, struct tg_err *err);
 
 /** Filters of the run list; zero fields match everything; strings borrowed. */
@@ -193,7 +203,8 @@ struct tg_runs_query {
 	size_t offset;
 };
 /**
- * Runs matching q, newest submission first, into *runs (tg_runs_free)
+ * Runs matching q, newest submission first, into *runs (the caller takes
+ * ownership: tg_runs_free)
  * and *n; *more (may be NULL) is set when further runs match beyond the
  * page. -1 with err (an unknown status name included: answer 400).
  */
@@ -211,19 +222,19 @@ int tg_runs_list_json(struct tg_runs *r, const struct tg_runs_query *q, yajl_gen
  * status, vendorStatus, submittedAt, expiresAt, statusAt, completedAt,
  * nextCheckAt (ISO 8601 or null), checks, validation, failure,
  * lastCheckError, callbackUrl (query redacted), sweepId, variant,
- * archived, resultsSize, figures.
+ * archived, resultsSize, figures. g and run are borrowed.
  */
 void tg_run_json(yajl_gen g, const struct tg_run *run);
 /**
  * The webhook payload of a run that became terminal:
  * {"type": "simulation.completed" | "simulation.failed" | …,
- *  "timestamp": ISO(now), "data": run}.
+ *  "timestamp": ISO(now), "data": run}. g and run are borrowed.
  */
 void tg_runs_event_json(yajl_gen g, const struct tg_run *run, int64_t now_ms);
 
 /**
  * Keep the key figures of a completed run's results (the numeric
- * top-level members of results, borrowed) for run lists and sweep
+ * top-level members of results, borrowed and copied) for run lists and sweep
  * summaries; they outlive the vendor's retention. 0, TG_RUNS_NOT_FOUND,
  * -1 (results not an object).
  */
@@ -237,18 +248,20 @@ struct tg_runs_stats {
 	uint64_t sweeps_running, sweeps_done;
 	uint64_t variants_pending, variants_submitting; /* sweep variants not yet submitted */
 };
-/** Counts of the registry (a few aggregate queries). 0 or -1 with err. */
+/** Counts of the registry (a few aggregate queries) into st (borrowed). 0 or
+ * -1 with err. */
 int tg_runs_stats(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err);
 
 /* ---- retention and archive (retention.c) ---- */
 
-/** 1 when run is past its expires_at at now_ms: status and results answer 410. */
+/** 1 when run (borrowed) is past its expires_at at now_ms: status and results
+ * answer 410. */
 int tg_runs_expired(const struct tg_run *run, int64_t now_ms);
 /**
  * The 410 body for a run past expiry into g: statusCode, error ("GONE"),
  * message (saying when it was submitted and when it expired), requestId
  * (when not NULL), simulationId, submittedAt, expiredAt, status (the last
- * vendor status) and archived.
+ * vendor status) and archived. g, run and request_id are borrowed.
  */
 void tg_runs_retention_message(yajl_gen g, const struct tg_run *run, const char *request_id);
 /**
@@ -261,8 +274,8 @@ void tg_runs_retention_message(yajl_gen g, const struct tg_run *run, const char 
 int tg_runs_archive(struct tg_runs *r, const char *id, const void *results, size_t len,
     int64_t now_ms, struct tg_err *err);
 /**
- * The archived results of run id into *data (malloc'd, caller frees) and
- * *len. TG_RUNS_NOT_FOUND when there is no such run or nothing archived.
+ * The archived results of run id into *data (the caller takes ownership:
+ * free()) and *len. TG_RUNS_NOT_FOUND when there is no such run or nothing archived.
  */
 int tg_runs_archived(struct tg_runs *r, const char *id, void **data, size_t *len,
     struct tg_err *err);
@@ -291,10 +304,12 @@ int tg_runs_purge(struct tg_runs *r, int64_t now_ms, size_t *nruns, size_t *nswe
 #define TG_SWEEP_MAX_VARIANTS	1000	/* hard upper bound of one sweep */
 
 enum tg_sweep_state { TG_SWEEP_RUNNING, TG_SWEEP_DONE };
-/** "running" / "done" (static). */
+/** "running" / "done" (static, borrowed). */
 const char *tg_sweep_state_str(enum tg_sweep_state s);
 
-/** A variant ready to queue: its name and the patched case to submit. */
+/** A variant ready to queue: its name and the patched case to submit. From
+ * tg_sweep_build its strings are owned (tg_sweep_built_free); in a
+ * tg_sweep_new they are borrowed. */
 struct tg_sweep_variant_new {
 	char *name;
 	char *body;			/* serialised case JSON */
@@ -318,7 +333,7 @@ struct tg_sweep_new {
 int tg_runs_sweep_create(struct tg_runs *r, const struct tg_sweep_new *s, int64_t now_ms,
     char id[TG_SWEEP_ID_LEN], struct tg_err *err);
 
-/** A sweep's own record; strings owned (tg_sweep_cleanup). */
+/** A sweep's own record; strings owned by it (tg_sweep_cleanup). */
 struct tg_sweep {
 	char id[TG_SWEEP_ID_LEN];
 	char *api_key, *base_case_id, *callback_url;
@@ -327,18 +342,22 @@ struct tg_sweep {
 	size_t nvariants;
 	int64_t created_at, done_at;
 };
+/** Free what s owns (s itself is borrowed); NULL-safe. */
 void tg_sweep_cleanup(struct tg_sweep *s);
-/** 0, TG_RUNS_NOT_FOUND or -1. */
+/** Sweep id into *s (the caller's; on 0 it owns what s holds:
+ * tg_sweep_cleanup). 0, TG_RUNS_NOT_FOUND or -1. */
 int tg_runs_sweep_get(struct tg_runs *r, const char *id, struct tg_sweep *s,
     struct tg_err *err);
 /**
  * Sweeps of api_key (NULL: all) in state ("running", "done"; NULL: both),
  * newest first, at most limit (0: 100; capped at 1000) from offset, into
- * *out (tg_sweeps_free) and *n; *more (may be NULL) when there are more.
+ * *out (the caller takes ownership: tg_sweeps_free) and *n; *more (may be
+ * NULL) when there are more.
  * -1 with err for an unknown state or a database error.
  */
 int tg_runs_sweep_list(struct tg_runs *r, const char *api_key, const char *state, size_t limit,
     size_t offset, struct tg_sweep **out, size_t *n, int *more, struct tg_err *err);
+/** Takes ownership of the array s[0..n): cleans up each and frees it; NULL-safe. */
 void tg_sweeps_free(struct tg_sweep *s, size_t n);
 
 enum tg_variant_state {
@@ -360,14 +379,16 @@ struct tg_sweep_variant {
 	int64_t submitted_at;
 	yajl_val figures;		/* the run's key figures, or NULL */
 };
-/** "PENDING", "SUBMITTING", "REJECTED", or the run's status once submitted. */
+/** "PENDING", "SUBMITTING", "REJECTED", or the run's status once submitted
+ * (static, borrowed); v is borrowed. */
 const char *tg_sweep_variant_status(const struct tg_sweep_variant *v);
 /**
- * The variants of sweep id in their request order into *v (free with
- * tg_sweep_variants_free) and *n. TG_RUNS_NOT_FOUND or -1.
+ * The variants of sweep id in their request order into *v (the caller takes
+ * ownership: tg_sweep_variants_free) and *n. TG_RUNS_NOT_FOUND or -1.
  */
 int tg_runs_sweep_variants(struct tg_runs *r, const char *id, struct tg_sweep_variant **v,
     size_t *n, struct tg_err *err);
+/** Takes ownership of the array v[0..n) and frees it with what it owns; NULL-safe. */
 void tg_sweep_variants_free(struct tg_sweep_variant *v, size_t n);
 
 /** A claimed variant: what to POST and under which key; owned strings. */
@@ -378,13 +399,15 @@ struct tg_sweep_claim {
 	char case_sha256[TG_RUNS_SHA_LEN];
 	char *api_key;			/* the sweep's, or NULL */
 };
+/** Free what c owns (c itself is borrowed); NULL-safe. */
 void tg_sweep_claim_cleanup(struct tg_sweep_claim *c);
 /**
  * Take the next pending variant of sweep id (request order) for
  * submission when fewer than the sweep's concurrency are in flight
  * (submitting, or submitted and in progress); it turns "submitting".
- * 1 with *c filled, 0 when nothing may be submitted now, TG_RUNS_NOT_FOUND,
- * or -1 with err.
+ * 1 with *c filled (the caller's; it then owns what c holds:
+ * tg_sweep_claim_cleanup), 0 when nothing may be submitted now,
+ * TG_RUNS_NOT_FOUND, or -1 with err.
  */
 int tg_runs_sweep_claim(struct tg_runs *r, const char *id, int64_t now_ms,
     struct tg_sweep_claim *c, struct tg_err *err);
@@ -413,10 +436,11 @@ int tg_runs_sweep_settle(struct tg_runs *r, const char *id, int64_t now_ms,
     struct tg_err *err);
 /**
  * Ids of the sweeps still running, oldest first (at start-up: continue
- * submitting; after tg_runs_expire: settle). *ids is a malloc'd array of
- * malloc'd strings; free with tg_runs_ids_free.
+ * submitting; after tg_runs_expire: settle). The caller takes ownership of
+ * *ids, an array of strings: tg_runs_ids_free.
  */
 int tg_runs_sweeps_running(struct tg_runs *r, char ***ids, size_t *n, struct tg_err *err);
+/** Takes ownership of ids[0..n) and frees the strings and the array; NULL-safe. */
 void tg_runs_ids_free(char **ids, size_t n);
 
 /* ---- JSON Merge Patch, restricted to a case's editable sections (merge_patch.c) ---- */
@@ -451,16 +475,18 @@ int tg_merge_patch_check(yajl_val target, yajl_val patch, const char *at,
  * tg_merge_patch_check, then apply: 0 with *result a new tree (caller
  * frees; the windFarms arrays merged element by element as described
  * above, everything else pure RFC 7396), or -1 with problems and *result
- * NULL. target and patch borrowed.
+ * NULL. target, patch and at borrowed; nothing of them is kept.
  */
 int tg_merge_patch_apply(yajl_val target, yajl_val patch, const char *at, yajl_val *result,
     struct tg_problems *p);
-/** A deep copy of v (NULL for NULL); yajl_tree_free it. */
+/** A deep copy of v (borrowed; NULL for NULL); the caller takes ownership:
+ * yajl_tree_free. */
 yajl_val tg_merge_patch_copy(yajl_val v);
 
 /* ---- sweep requests and summaries (sweep.c) ---- */
 
-/** A parsed POST sweep body; owns tree, the rest points into it. */
+/** A parsed POST sweep body; owns tree and the names and patches arrays,
+ * whose elements (like the strings) point into tree: tg_sweep_request_cleanup. */
 struct tg_sweep_request {
 	yajl_val tree;
 	const char *base_case_id;
@@ -476,29 +502,34 @@ struct tg_sweep_request {
  *    "variants": [{"name": "base", "patch": {}}, …]}
  * (names: 1-64 of [A-Za-z0-9._-], starting with a letter or digit, unique;
  * 1…max_variants variants; concurrency 1-64). Every problem into p with
- * its pointer; 0 or -1 (req then holds nothing). body borrowed. The
+ * its pointer; 0 or -1 (req then holds nothing). body and p borrowed; req
+ * is the caller's, owning what it holds on 0. The
  * callback URL is only type-checked: apply the egress policy after.
  */
 int tg_sweep_request_parse(const char *body, size_t len, size_t max_variants,
     struct tg_sweep_request *req, struct tg_problems *p);
+/** Free what req owns (req itself is borrowed); NULL-safe. */
 void tg_sweep_request_cleanup(struct tg_sweep_request *req);
 /**
  * Apply every variant's patch to base (the partial case fetched for
  * base_case_id, borrowed) and check each result with tg_case_check
  * against base. All problems of all variants are collected (patch
  * problems at /variants/i/patch…, case problems at /variants/i/case…)
- * before anything is returned: 0 with *out (tg_sweep_built_free) holding
- * req->n serialised cases, or -1 with problems and *out NULL.
+ * before anything is returned: 0 with *out (the caller takes ownership:
+ * tg_sweep_built_free) holding req->n serialised cases, or -1 with problems
+ * and *out NULL. req, k and p are borrowed.
  */
 int tg_sweep_build(const struct tg_sweep_request *req, yajl_val base,
     const struct tg_case_kinds *k, struct tg_sweep_variant_new **out, struct tg_problems *p);
+/** Takes ownership of v[0..n) and frees the strings and the array; NULL-safe. */
 void tg_sweep_built_free(struct tg_sweep_variant_new *v, size_t n);
 
 /**
  * Summary columns: the numeric top-level members of the variants'
  * figures, preferred ones first in a fixed order (docs/simulations.md),
  * then the rest in byte order. *cols is a malloc'd array of names
- * borrowed from the figures; free(*cols) only.
+ * borrowed from the figures (valid while v is); the caller takes ownership
+ * of the array only: free(*cols). v is borrowed.
  */
 void tg_sweep_columns(const struct tg_sweep_variant *v, size_t n, const char ***cols,
     size_t *ncols);
@@ -512,13 +543,13 @@ void tg_sweep_json(yajl_gen g, const struct tg_sweep *s, const struct tg_sweep_v
     size_t n);
 /** A sweep's own record as JSON (for lists): sweepId, baseCaseId, state,
  * createdAt, doneAt, concurrency, callbackUrl (query redacted), variants
- * (their number). */
+ * (their number). g and s are borrowed. */
 void tg_sweep_brief_json(yajl_gen g, const struct tg_sweep *s);
 /**
  * The same as CSV (RFC 4180: CRLF, fields quoted when needed) appended
  * to out: a header row "variant,status,<columns…>" and one row per
  * variant; figures as the vendor wrote them (locale-free), empty when
- * absent.
+ * absent. out and v are borrowed.
  */
 void tg_sweep_csv(struct evbuffer *out, const struct tg_sweep_variant *v, size_t n);
 

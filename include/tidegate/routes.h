@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+/* A route table entry; its strings are static, borrowed. */
 struct tg_route {
 	int op;			/* the service's operation number (never 0: 0 is pass-through) */
 	const char *method;
@@ -22,12 +23,14 @@ struct tg_route {
 #define TG_ROUTE_PARAMLEN 256
 
 struct tg_route_match {
-	const struct tg_route *route;	/* NULL: no canonical route (pass through) */
+	const struct tg_route *route;	/* borrowed from the table; NULL: no canonical
+					 * route (pass through) */
 	char param_name[TG_ROUTE_MAXPARAM][32];
 	char param[TG_ROUTE_MAXPARAM][TG_ROUTE_PARAMLEN];
 	int nparam;
 };
 
+/* A service's table (dex.h, sim.h): static; everything in it is borrowed. */
 struct tg_service_routes {
 	const struct tg_route *routes;
 	size_t nroutes;
@@ -38,15 +41,22 @@ struct tg_service_routes {
 /**
  * Match method and path (no query). Returns 1 with m filled when a canonical
  * route matched; 0 when the path is unknown (m->route NULL); -1 when the
- * path is known but not for this method (405).
+ * path is known but not for this method (405). sr, method, path and m are
+ * borrowed; m->route then points into sr (valid while sr is), parameters are
+ * copied into m.
  */
 int tg_route_match(const struct tg_service_routes *sr, const char *method, const char *path,
     struct tg_route_match *m);
-/** Expand "{name}" in tmpl from m's parameters; malloc'd, NULL if one is missing. */
+/**
+ * Expand "{name}" in tmpl from m's parameters, or NULL if one is missing.
+ * tmpl and m are borrowed; the caller takes ownership of the result (free()).
+ */
 char *tg_route_expand(const char *tmpl, const struct tg_route_match *m);
-/** Value of parameter name, or NULL. */
+/** Value of parameter name, or NULL; m and name are borrowed, the result is
+ * borrowed from m. */
 const char *tg_route_param(const struct tg_route_match *m, const char *name);
-/** Name of the first route of sr with operation op (borrowed), or NULL. */
+/** Name of the first route of sr (borrowed) with operation op, or NULL; the
+ * name is borrowed from sr's table. */
 const char *tg_route_op_name(const struct tg_service_routes *sr, int op);
 
 #endif

@@ -19,11 +19,13 @@
 
 /* ---- simulation: routes ---- */
 
-/** The simulation service's routes (operations TG_OP_SIM_*) and prefixes. */
+/** The simulation service's routes (operations TG_OP_SIM_*) and prefixes;
+ * static, borrowed. */
 extern const struct tg_service_routes tg_sim_service_routes;
 
 /* ---- simulation: cases ---- */
 
+/* Shallow copies of the configured lists: borrows their strings, frees nothing. */
 struct tg_case_kinds {
 	struct tg_strlist construction;	/* fixableTypes of Construction cases */
 	struct tg_strlist om;		/* fixableTypes of O&M cases */
@@ -37,30 +39,38 @@ enum tg_case_type { TG_CASE_UNKNOWN, TG_CASE_CONSTRUCTION, TG_CASE_OM };
  * case the gateway served for this caseId) is given, no change outside
  * vesselList, personnelList and windFarms[].infrastructureList[].fixable,
  * no fixableType moved to the other kind. Returns 0 or -1 with problems;
- * *type receives the detected type.
+ * *type receives the detected type. submitted, base, k, type and p are
+ * borrowed; nothing is kept.
  */
 int tg_case_check(yajl_val submitted, yajl_val base, const struct tg_case_kinds *k,
     enum tg_case_type *type, struct tg_problems *p);
 
 /** Partial cases the gateway served, by case id (bounded, oldest dropped). */
 struct tg_case_store;
+/** New store, owned by the caller: tg_case_store_free(). max_cases 0: 256. */
 struct tg_case_store *tg_case_store_new(size_t max_cases);
+/** Takes ownership of cs: frees it and its trees (those still referenced
+ * live on until released); NULL-safe. */
 void tg_case_store_free(struct tg_case_store *cs);
-/** Remember a served case (takes ownership of tree). */
+/** Remember a served case: takes ownership of tree (freed at once when cs or
+ * case_id is NULL; a NULL tree forgets the case). cs and case_id are borrowed
+ * (case_id is copied). */
 void tg_case_store_put(struct tg_case_store *cs, const char *case_id, yajl_val tree);
-/** Borrowed tree, or NULL. */
+/** The stored tree, or NULL; cs and case_id are borrowed, the tree is
+ * borrowed until the next put (any case) or tg_case_store_free. */
 yajl_val tg_case_store_get(struct tg_case_store *cs, const char *case_id);
 /**
  * A served case held beyond the store's say (a check off the event loop):
  * the tree stays valid and unchanged until tg_case_ref_release, even if the
  * store drops or replaces the case. Touches the case as get does. NULL when
- * not stored. Taken and released on the loop thread only.
+ * not stored; cs and case_id are borrowed. The caller owns the reference:
+ * tg_case_ref_release(). Taken and released on the loop thread only.
  */
 struct tg_case_ref;
 struct tg_case_ref *tg_case_store_ref(struct tg_case_store *cs, const char *case_id);
 /** The held tree (borrowed while the reference is held; read it, never change it). */
 yajl_val tg_case_ref_tree(const struct tg_case_ref *ref);
-/** Release a reference (NULL-safe); the last one frees the tree. */
+/** Takes ownership of ref and releases it (NULL-safe); the last one frees the tree. */
 void tg_case_ref_release(struct tg_case_ref *ref);
 
 #endif

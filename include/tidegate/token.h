@@ -28,6 +28,7 @@ struct evbuffer;
 
 enum tg_token_flow { TG_FLOW_PASSWORD, TG_FLOW_CLIENT_CREDENTIALS };
 
+/* Strings borrowed by the struct; tg_token_src_new copies them. */
 struct tg_token_opts {
 	enum tg_token_flow flow;
 	const char *path;		/* login path on the upstream, base path included */
@@ -50,7 +51,8 @@ struct tg_token_src;
 struct tg_token_wait;
 
 /**
- * token is borrowed for the duration of the call; NULL on failure with why
+ * token and why are borrowed for the duration of the call (copy to keep),
+ * arg is the caller's; token is NULL on failure with why
  * (a sentence for the client, never containing the secret) and
  * retry_after_s (>= 1): the seconds left in the login backoff window
  * (1 s after the first failure, doubling up to 30 s, reset by a success),
@@ -58,38 +60,47 @@ struct tg_token_wait;
  */
 typedef void (*tg_token_cb)(const char *token, const char *why, int retry_after_s, void *arg);
 
-/** opts strings are copied. login is borrowed and must outlive the source. */
+/** New source, owned by the caller: tg_token_src_free(). opts and its strings
+ * are borrowed (copied). base and login are borrowed and must outlive the
+ * source. */
 struct tg_token_src *tg_token_src_new(struct event_base *base, struct tg_upstream *login,
     const struct tg_token_opts *opts);
 /**
- * Cancels the login in flight and drops waiters without calling them;
- * safe from inside a tg_token_cb.
+ * Takes ownership of ts and frees it: cancels the login in flight and drops
+ * (frees) waiters without calling them; NULL-safe; safe from inside a
+ * tg_token_cb.
  */
 void tg_token_src_free(struct tg_token_src *ts);
 /**
  * Call cb with a valid token. Returns NULL when cb has already been called:
  * a cached token, or a failure inside the backoff window (no login is
  * sent). Otherwise cb is called after the shared login and the returned
- * wait handle (valid until cb is called) can cancel it.
+ * wait handle can cancel it: owned by ts (borrowed; freed just before cb
+ * runs, by tg_token_wait_cancel or tg_token_src_free). ts is borrowed; arg is
+ * handed to cb, never freed.
  */
 struct tg_token_wait *tg_token_get(struct tg_token_src *ts, tg_token_cb cb, void *arg);
-/** Forget a waiter (its client went away); the login itself goes on. */
+/** Forget a waiter (its client went away) and free it (w is no longer valid;
+ * NULL-safe); the login itself goes on. */
 void tg_token_wait_cancel(struct tg_token_wait *w);
 /**
  * The vendor refused token (401): drop it if it is still the current one,
  * so the next get logs in. A stale token is ignored, so any number of 401s
- * for the same token cost one login.
+ * for the same token cost one login. ts and token are borrowed.
  */
 void tg_token_invalidate(struct tg_token_src *ts, const char *token);
 /**
  * How the last login failed: TG_UP_TLS when the login endpoint's
  * certificate or handshake was refused, another tg_up_error when it could
- * not be reached, TG_UP_OK when it answered (or no login failed yet).
+ * not be reached, TG_UP_OK when it answered (or no login failed yet). ts is
+ * borrowed.
  */
 int tg_token_last_error(const struct tg_token_src *ts);
-/** Current token or NULL (no login is started). */
+/** Current token or NULL (no login is started). ts is borrowed; the token is
+ * borrowed from ts until the next call on it or the next loop turn. */
 const char *tg_token_peek(const struct tg_token_src *ts);
-/** Start a login now if none is cached (readiness checks, start-up). */
+/** Start a login now if none is cached (readiness checks, start-up); ts is
+ * borrowed. */
 void tg_token_prefetch(struct tg_token_src *ts);
 
 struct tg_token_stats {
@@ -99,12 +110,13 @@ struct tg_token_stats {
 	int64_t expires_at_ms;		/* 0 when none */
 	int failing;			/* the last login failed */
 };
+/** Copy ts's counters into st (both borrowed). */
 void tg_token_get_stats(const struct tg_token_src *ts, struct tg_token_stats *st);
 
 /**
  * exp claim of a JWT (seconds), without verifying it; -1 when absent,
  * negative or not a number, or when the token is malformed. A fractional
- * NumericDate is truncated.
+ * NumericDate is truncated. jwt is borrowed.
  */
 int64_t tg_jwt_exp(const char *jwt);
 
@@ -113,24 +125,29 @@ int64_t tg_jwt_exp(const char *jwt);
 struct tg_login_cache;
 /**
  * At most max_entries (0 disables the cache). When full, expired entries
- * are evicted first, else the one closest to expiry.
+ * are evicted first, else the one closest to expiry. The caller owns the
+ * cache: tg_login_cache_free().
  */
 struct tg_login_cache *tg_login_cache_new(size_t max_entries);
+/** Takes ownership of lc and frees it with its entries; NULL-safe. */
 void tg_login_cache_free(struct tg_login_cache *lc);
 /**
  * Cached vendor response body for (id, secret) while valid at now_ms, or
- * NULL. The body is borrowed until the next call on the cache. When
+ * NULL. lc, id and secret are borrowed; the body is borrowed from lc until
+ * the next call on the cache. When
  * expires_at_ms is not NULL it receives the entry's expiry.
  */
 const char *tg_login_cache_get(struct tg_login_cache *lc, const char *id, const char *secret,
     int64_t now_ms, int64_t *expires_at_ms);
 /**
- * Remember body (copied) for (id, secret) until expires_at_ms (wall clock,
+ * Remember body for (id, secret) until expires_at_ms (wall clock,
  * compared with tg_clock_now_ms; an already expired body is not stored).
+ * lc, id, secret and body are borrowed (body is copied; only a salted hash of
+ * id and secret is kept).
  */
 void tg_login_cache_put(struct tg_login_cache *lc, const char *id, const char *secret,
     const char *body, int64_t expires_at_ms);
-/** Entries held (some may have expired and not been dropped yet). */
+/** Entries held (some may have expired and not been dropped yet); lc is borrowed. */
 size_t tg_login_cache_count(const struct tg_login_cache *lc);
 
 #endif

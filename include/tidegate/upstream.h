@@ -93,7 +93,9 @@ struct tg_up_cbs {
 
 /**
  * url: "http://host:port[/base]" or "https://…"; fallback_url may be NULL.
- * opts is copied. Returns NULL with err for a bad URL or TLS setup failure.
+ * url, fallback_url and opts are borrowed (copied); base and dns are
+ * borrowed and must outlive the upstream. Returns NULL with err for a bad
+ * URL or TLS setup failure; else the caller owns it: tg_upstream_free().
  */
 struct tg_upstream *tg_upstream_new(struct event_base *base, struct evdns_base *dns,
     const char *url, const char *fallback_url, const struct tg_upstream_opts *opts,
@@ -103,21 +105,24 @@ struct tg_upstream *tg_upstream_new(struct event_base *base, struct evdns_base *
  * instead of resolving the URL's host: Host, SNI and the certificate check
  * keep the URL's host, so a caller can check an address and then use
  * exactly that one. Call before the first request. -1 with err when addr
- * is not an IP address.
+ * is not an IP address. u is borrowed.
  */
 int tg_upstream_set_connect_addr(struct tg_upstream *u, const char *addr, struct tg_err *err);
-/** Frees the pool; requests still in flight are cancelled without callbacks. */
+/** Takes ownership of u and frees it with its pool; requests still in flight
+ * are cancelled (and freed) without callbacks. */
 void tg_upstream_free(struct tg_upstream *u);
 /** Path prefix of the primary URL ("" or "/base"), borrowed. */
 const char *tg_upstream_base_path(const struct tg_upstream *u);
 
 /**
  * Send method uri (path and query, already including the base path) with
- * headers (copied; Host and Content-Length are set by the pool) and body
+ * headers (borrowed, copied; Host and Content-Length are set by the pool), uri
+ * (borrowed, copied), and body
  * (borrowed by reference: it must stay alive and unchanged until on_done;
  * NULL for none). Hop-by-hop headers in headers are the caller's
- * responsibility. cbs is copied, arg borrowed. Returns the request, owned
- * by the pool: valid until on_done returns or tg_up_req_cancel.
+ * responsibility. u is borrowed; cbs is copied, arg borrowed. Returns the
+ * request, owned by the pool (borrowed): valid until on_done returns or
+ * tg_up_req_cancel.
  *
  * A primary that cannot be connected to (nothing sent) hands the request
  * to the fallback, with the primary's base path swapped for the
@@ -153,7 +158,7 @@ struct tg_up_req *tg_upstream_send_file(struct tg_upstream *u, enum evhttp_cmd_t
  * already read wait in the request and come with the next on_body after
  * resume. While paused the read timeout does not run.
  */
-void tg_up_req_pause(struct tg_up_req *r);
+void tg_up_req_pause(struct tg_up_req *r);	/* r borrowed */
 void tg_up_req_resume(struct tg_up_req *r);
 /**
  * Abort (the client went away): no callback is called after this, r is
@@ -170,7 +175,8 @@ void tg_up_req_cancel(struct tg_up_req *r);
  * upstream's life: take them from a bounded set.
  */
 void tg_up_req_set_owner(struct tg_up_req *r, const char *owner);
-/** "primary" or "fallback": which origin answered (valid from on_head). */
+/** "primary" or "fallback": which origin answered (valid from on_head);
+ * static, borrowed; r is borrowed. */
 const char *tg_up_req_origin(const struct tg_up_req *r);
 /**
  * The request headers r will send (borrowed): a caller may add to them
@@ -189,7 +195,8 @@ typedef void (*tg_up_fetch_cb)(int status, const struct evkeyvalq *headers,
  * body (borrowed) or an error; at most max_body bytes (TG_UP_TOO_LARGE).
  * cb is called exactly once unless the request is cancelled; status and
  * headers are 0/NULL when no response head arrived, body is NULL on any
- * error. All three are borrowed until cb returns.
+ * error. All three are borrowed until cb returns. Pointers as for
+ * tg_upstream_send (body borrowed until cb; the request is freed after cb).
  */
 struct tg_up_req *tg_upstream_fetch(struct tg_upstream *u, enum evhttp_cmd_type method,
     const char *uri, const struct evkeyvalq *headers, struct evbuffer *body, size_t max_body,
@@ -220,6 +227,7 @@ typedef void (*tg_upstream_owner_cb)(const struct tg_upstream_owner_stats *st, v
  * call; u and arg borrowed). */
 void tg_upstream_foreach_owner(const struct tg_upstream *u, tg_upstream_owner_cb cb,
     void *arg);
+/** Name of err (static, borrowed). */
 const char *tg_up_error_str(enum tg_up_error err);
 
 #endif

@@ -41,8 +41,8 @@ struct sockaddr;
 #define TG_WEBHOOK_KEY_MAX	512
 
 /**
- * Decode "whsec_<base64>" into its key: a malloc'd buffer the caller frees,
- * its length in *len. NULL with err for anything malformed; err never
+ * Decode "whsec_<base64>" (borrowed) into its key: the caller takes ownership
+ * of the buffer (free()), its length in *len. NULL with err for anything malformed; err never
  * quotes the secret.
  */
 uint8_t *tg_webhook_secret_decode(const char *secret, size_t *len, struct tg_err *err);
@@ -52,18 +52,23 @@ struct tg_webhook_signer;
  * A streaming signer over "id.ts." followed by the body bytes given to
  * _update, one HMAC-SHA256 per secret (secrets borrowed, decoded now; the
  * caller keeps nothing alive). NULL with err when a secret is malformed or
- * id is empty or contains '.'. Free with tg_webhook_signer_free.
+ * id is empty or contains '.'; id is borrowed (copied). The caller owns the
+ * signer: tg_webhook_signer_free.
  */
 struct tg_webhook_signer *tg_webhook_signer_new(const char *const *secrets, size_t nsecrets,
     const char *id, int64_t ts, struct tg_err *err);
+/** s and data are borrowed; data is not kept. */
 void tg_webhook_signer_update(struct tg_webhook_signer *s, const void *data, size_t n);
 /**
  * The webhook-signature header value, "v1,<base64>" per secret in the
- * order given, space-separated; malloc'd, caller frees. Call once.
+ * order given, space-separated; the caller takes ownership (free()). s is
+ * borrowed (still freed with tg_webhook_signer_free). Call once.
  */
 char *tg_webhook_signer_final(struct tg_webhook_signer *s);
+/** Takes ownership of s and frees it; NULL-safe. */
 void tg_webhook_signer_free(struct tg_webhook_signer *s);
-/** One-shot signature of a body in memory (borrowed); malloc'd or NULL with err. */
+/** One-shot signature of a body in memory; secrets, id and body borrowed; the
+ * caller takes ownership of the result (free()), or NULL with err. */
 char *tg_webhook_sign(const char *const *secrets, size_t nsecrets, const char *id, int64_t ts,
     const void *body, size_t len, struct tg_err *err);
 /**
@@ -84,21 +89,24 @@ struct tg_egress;
  * docs/webhooks.md) except what allow names: CIDRs ("10.0.0.0/8",
  * "fd00::/8"), single addresses, host names ("hooks.internal") and name
  * suffixes ("*.svc.cluster.local"); borrowed, copied; NULL means none.
- * NULL with err naming a bad entry. Free with tg_egress_free.
+ * NULL with err naming a bad entry. The caller owns the policy:
+ * tg_egress_free.
  */
 struct tg_egress *tg_egress_new(const struct tg_strlist *allow, struct tg_err *err);
+/** Takes ownership of p and frees it; NULL-safe. */
 void tg_egress_free(struct tg_egress *p);
 /**
  * The synchronous check at request time. 0 when url may be used: http or
  * https, a host, no user info, and the host either an allowed literal
  * address or a name (whose addresses are checked by DNS at each attempt).
  * -1 with the reason in why (which may quote the URL's host, never its
- * query).
+ * query). p and url are borrowed.
  */
 int tg_egress_check_url(const struct tg_egress *p, const char *url, struct tg_err *why);
 /**
  * One resolved address of host (may be NULL): 0 when allowed (public, in
- * an allowed CIDR, or host allow-listed by name), -1 with why.
+ * an allowed CIDR, or host allow-listed by name), -1 with why. p, host and
+ * sa are borrowed.
  */
 int tg_egress_check_addr(const struct tg_egress *p, const char *host, const struct sockaddr *sa,
     struct tg_err *why);
@@ -106,7 +114,7 @@ int tg_egress_check_addr(const struct tg_egress *p, const char *host, const stru
  * The special-purpose range sa falls in ("loopback", "private", …), or
  * NULL for a public address. IPv6 forms embedding an IPv4 address
  * (mapped, compatible, NAT64, 6to4) report the embedded address's range.
- * Static string.
+ * Static string (borrowed); sa is borrowed.
  */
 const char *tg_egress_range(const struct sockaddr *sa);
 
@@ -119,12 +127,14 @@ typedef void (*tg_egress_cb)(const char *addr, const char *why, void *arg);
  * exactly once, from the loop (never inside this call), unless the
  * lookup is cancelled; timeout_ms bounds the DNS wait. p, base and dns
  * are borrowed and must outlive the lookup; host is copied. The lookup
- * is freed after cb returns.
+ * is freed after cb returns. The returned handle stays owned by the
+ * lookup (borrowed): valid until cb is called or tg_egress_lookup_cancel.
  */
 struct tg_egress_lookup *tg_egress_resolve(const struct tg_egress *p, struct event_base *base,
     struct evdns_base *dns, const char *host, int64_t timeout_ms, tg_egress_cb cb, void *arg);
 /**
- * No callback after this. A DNS query still in flight is cancelled and
+ * No callback after this; l (borrowed) is no longer valid (it is freed now
+ * or by evdns). A DNS query still in flight is cancelled and
  * its memory released when evdns reports the cancel, so the loop must run
  * once more before the evdns_base is freed.
  */
@@ -140,9 +150,9 @@ enum tg_outbox_state {
 	TG_OUTBOX_DEAD,		/* schedule exhausted, or abandoned while waiting */
 	TG_OUTBOX_NSTATES
 };
-/** "waiting", "ready", … (static). */
+/** "waiting", "ready", … (static, borrowed). */
 const char *tg_outbox_state_str(enum tg_outbox_state s);
-/** The state named s, or -1. */
+/** The state named s (borrowed), or -1. */
 int tg_outbox_state_parse(const char *s);
 
 /** Return codes of the calls that name one job (besides 0 and -1). */
@@ -169,10 +179,12 @@ struct tg_outbox;
 /**
  * Open (creating) the database in WAL mode, create the payload directory,
  * and remove payload files no job needs (unfinished writes, delivered or
- * gone jobs, unknown ids). NULL with err. Free with tg_outbox_close.
+ * gone jobs, unknown ids). opts is borrowed (what it points to is copied).
+ * NULL with err; else the caller owns the outbox: tg_outbox_close.
  */
 struct tg_outbox *tg_outbox_open(const struct tg_outbox_opts *opts, struct tg_err *err);
-/** NULL-safe. Payload writers still open are the caller's bug. */
+/** Takes ownership of ob and closes it; NULL-safe. Payload writers still
+ * open are the caller's bug. */
 void tg_outbox_close(struct tg_outbox *ob);
 
 /** A new job; every string borrowed (copied into the database). */
@@ -188,7 +200,8 @@ struct tg_outbox_new {
 };
 /**
  * Store a job in state waiting and write its webhook-id into id. The
- * transaction is committed (durable) when this returns 0; -1 with err.
+ * transaction is committed (durable) when this returns 0; -1 with err. ob
+ * and job are borrowed; id is the caller's buffer.
  */
 int tg_outbox_add(struct tg_outbox *ob, const struct tg_outbox_new *job, int64_t now_ms,
     char id[TG_WEBHOOK_ID_LEN], struct tg_err *err);
@@ -196,7 +209,7 @@ int tg_outbox_add(struct tg_outbox *ob, const struct tg_outbox_new *job, int64_t
 /**
  * Set the correlationId of job id when it was added before the vendor
  * named it (relay mode: the callback URL given to the vendor carries the
- * job's id). cid borrowed. 0, TG_OUTBOX_NOT_FOUND or -1 with err.
+ * job's id). ob, id and cid borrowed. 0, TG_OUTBOX_NOT_FOUND or -1 with err.
  */
 int tg_outbox_set_correlation_id(struct tg_outbox *ob, const char *id, const char *cid,
     struct tg_err *err);
@@ -205,33 +218,38 @@ struct tg_outbox_payload;
 /**
  * Start writing the payload of waiting job id into a new file beside the
  * database (an unfinished earlier one is replaced). Returns a writer the
- * caller owns and ends with _commit or _abort; the outbox must outlive it.
+ * caller owns and ends with _commit or _abort; ob (borrowed) must outlive
+ * it; id is borrowed (copied).
  * NULL with TG_OUTBOX_NOT_FOUND/CONFLICT/-1 in *rc (rc may be NULL) and err.
  */
 struct tg_outbox_payload *tg_outbox_payload_open(struct tg_outbox *ob, const char *id, int *rc,
     struct tg_err *err);
 /** The file's descriptor for direct writes (borrowed: never close it). */
 int tg_outbox_payload_fd(const struct tg_outbox_payload *p);
-/** Write all of buf to the file, draining it; -1 with err (then abort). */
+/** Write all of buf (borrowed) to the file, draining it; -1 with err (then
+ * abort). p is borrowed. */
 int tg_outbox_payload_write(struct tg_outbox_payload *p, struct evbuffer *buf,
     struct tg_err *err);
-/** Write n bytes (borrowed); -1 with err. */
+/** Write n bytes of data (borrowed, not kept); p is borrowed. -1 with err. */
 int tg_outbox_payload_append(struct tg_outbox_payload *p, const void *data, size_t n,
     struct tg_err *err);
 /**
  * fsync the file, move it into place and mark the job ready, due now;
- * durable when it returns 0. Frees p in every case; on -1 the job stays
+ * durable when it returns 0. Takes ownership of p: frees it in every case;
+ * on -1 the job stays
  * waiting and the file is removed.
  */
 int tg_outbox_payload_commit(struct tg_outbox_payload *p, int64_t now_ms, struct tg_err *err);
-/** Drop the file; the job stays waiting. Frees p; NULL-safe. */
+/** Drop the file; the job stays waiting. Takes ownership of p and frees it;
+ * NULL-safe. */
 void tg_outbox_payload_abort(struct tg_outbox_payload *p);
-/** open + append + commit for a payload in memory (borrowed). Codes as _open. */
+/** open + append + commit for a payload in memory; ob, id and data borrowed.
+ * Codes as _open. */
 int tg_outbox_payload_set(struct tg_outbox *ob, const char *id, const void *data, size_t n,
     int64_t now_ms, struct tg_err *err);
 /**
  * A waiting job whose payload will never come (the export failed): dead,
- * with reason (borrowed, stored as its last error). 0, NOT_FOUND,
+ * with reason (borrowed, stored as its last error); ob and id borrowed. 0, NOT_FOUND,
  * CONFLICT (not waiting) or -1.
  */
 int tg_outbox_abandon(struct tg_outbox *ob, const char *id, const char *reason, int64_t now_ms,
@@ -240,7 +258,8 @@ int tg_outbox_abandon(struct tg_outbox *ob, const char *id, const char *reason, 
 /* Leases: how the worker takes a job for one attempt. Public so that
  * tests (and any other worker) can drive the outbox without the loop. */
 
-/** One leased attempt; owned by the caller, freed with tg_outbox_lease_free. */
+/** One leased attempt; owned by the caller, freed with tg_outbox_lease_free
+ * (which frees its strings too). */
 struct tg_outbox_lease {
 	char id[TG_WEBHOOK_ID_LEN];
 	char token[33];			/* this lease's secret handle */
@@ -254,17 +273,21 @@ struct tg_outbox_lease {
 /**
  * Lease the most overdue ready job whose next attempt is due at now_ms
  * and that holds no live lease (an expired lease is taken over: at least
- * once after a crash). Counts the attempt. 1 with *out set, 0 when none
- * is due, -1 with err.
+ * once after a crash). Counts the attempt. 1 with *out set (the caller takes
+ * ownership: tg_outbox_lease_free), 0 when none is due, -1 with err. ob is
+ * borrowed.
  */
 int tg_outbox_lease(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_lease **out,
     struct tg_err *err);
-/** Push the lease's expiry to now_ms + lease length. -1 when it was lost. */
+/** Push the lease's expiry to now_ms + lease length. -1 when it was lost.
+ * ob and l are borrowed. */
 int tg_outbox_lease_renew(struct tg_outbox *ob, struct tg_outbox_lease *l, int64_t now_ms,
     struct tg_err *err);
-/** Give the lease up without an outcome (shutdown): the job is due again at once. */
+/** Give the lease up without an outcome (shutdown): the job is due again at
+ * once. ob and l are borrowed (still freed with tg_outbox_lease_free). */
 int tg_outbox_lease_release(struct tg_outbox *ob, const struct tg_outbox_lease *l,
     struct tg_err *err);
+/** Takes ownership of l and frees it; NULL-safe. */
 void tg_outbox_lease_free(struct tg_outbox_lease *l);
 
 /** What one attempt came to; error borrowed ("" or NULL on success). */
@@ -279,7 +302,7 @@ struct tg_outbox_result {
  * stretching the delay, capped) or, after the last attempt, dead. The new
  * state and (for ready) the next attempt time go to *state / *next_at
  * (either may be NULL). -1 with err when the lease was lost (nothing
- * changed) or SQLite failed.
+ * changed) or SQLite failed. ob, l and res are borrowed.
  */
 int tg_outbox_complete(struct tg_outbox *ob, const struct tg_outbox_lease *l,
     const struct tg_outbox_result *res, int64_t now_ms, enum tg_outbox_state *state,
@@ -287,10 +310,11 @@ int tg_outbox_complete(struct tg_outbox *ob, const struct tg_outbox_lease *l,
 /**
  * The delay after `failed` failed attempts (1…): the schedule's entry plus
  * jitter, stretched to retry_after_ms (>= 0) up to the cap; -1 when the
- * schedule is exhausted (dead letter).
+ * schedule is exhausted (dead letter). ob is borrowed.
  */
 int64_t tg_outbox_delay(const struct tg_outbox *ob, int failed, int64_t retry_after_ms);
-/** Earliest time (ms) a job may become leasable; INT64_MAX when none can. */
+/** Earliest time (ms) a job may become leasable; INT64_MAX when none can. ob
+ * is borrowed. */
 int64_t tg_outbox_next_due(struct tg_outbox *ob);
 
 /* ---- admin (admin.c) ---- */
@@ -307,7 +331,9 @@ struct tg_outbox_job {
 	int64_t created_at, ready_at, next_at, first_attempt_at, last_attempt_at, done_at;
 					/* ms; 0 when not (yet) */
 };
+/** Free the strings j owns (j itself is borrowed). */
 void tg_outbox_job_cleanup(struct tg_outbox_job *j);
+/** Takes ownership of the array jobs[0..n): cleans up each and frees it. */
 void tg_outbox_jobs_free(struct tg_outbox_job *jobs, size_t n);
 
 /** Filters; zero fields match everything. */
@@ -320,34 +346,38 @@ struct tg_outbox_query {
 };
 /**
  * Jobs matching q, newest first, into *jobs (malloc'd array the caller
- * frees with tg_outbox_jobs_free) and *n. -1 with err.
+ * frees with tg_outbox_jobs_free) and *n. -1 with err. ob and q are
+ * borrowed.
  */
 int tg_outbox_list(struct tg_outbox *ob, const struct tg_outbox_query *q,
     struct tg_outbox_job **jobs, size_t *n, struct tg_err *err);
-/** One job into *job (cleanup after). 0, TG_OUTBOX_NOT_FOUND or -1. */
+/** One job into *job (the caller's; on 0 it owns the strings:
+ * tg_outbox_job_cleanup). ob and id borrowed. 0, TG_OUTBOX_NOT_FOUND or -1. */
 int tg_outbox_get(struct tg_outbox *ob, const char *id, struct tg_outbox_job *job,
     struct tg_err *err);
 /**
  * A job as JSON into g: id, state, url (query redacted), kind,
  * correlationId, service, apiKey, attempts, lastStatus, lastError, size,
- * leased, and ISO 8601 times (null when not yet).
+ * leased, and ISO 8601 times (null when not yet). g and job are borrowed.
  */
 void tg_outbox_job_json(yajl_gen g, const struct tg_outbox_job *job);
 /**
  * Deliver job id again from scratch: ready, due now_ms, attempt count
  * reset. For ready (pulled forward) and dead jobs; CONFLICT for waiting,
  * leased, delivered and gone jobs (the payload of the last two is gone),
- * NOT_FOUND, or -1.
+ * NOT_FOUND, or -1. ob and id are borrowed.
  */
 int tg_outbox_redeliver(struct tg_outbox *ob, const char *id, int64_t now_ms,
     struct tg_err *err);
 /**
  * The same for every job that failed at or after since_ms: dead ones with
- * a payload, and ready ones retrying (not leased). Their number in *n.
+ * a payload, and ready ones retrying (not leased). Their number in *n. ob is
+ * borrowed.
  */
 int tg_outbox_redeliver_since(struct tg_outbox *ob, int64_t since_ms, int64_t now_ms,
     size_t *n, struct tg_err *err);
-/** Delete finished jobs (delivered, gone, dead) done before before_ms and their files. */
+/** Delete finished jobs (delivered, gone, dead) done before before_ms and their
+ * files; their number in *n. ob is borrowed. */
 int tg_outbox_purge(struct tg_outbox *ob, int64_t before_ms, size_t *n, struct tg_err *err);
 
 /** Counters for /metrics: depth now, the rest since the outbox was opened. */
@@ -359,11 +389,12 @@ struct tg_outbox_stats {
 	uint64_t first_delay_count;		/* time to first attempt: number … */
 	int64_t first_delay_sum_ms;		/* … and sum (ready → first lease) */
 };
+/** Fill st (borrowed) from ob (borrowed); -1 with err. */
 int tg_outbox_get_stats(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_stats *st,
     struct tg_err *err);
 /**
- * Parse a schedule of durations ("0", "5s", "5m" …) into a malloc'd array
- * (caller frees) for tg_outbox_opts. -1 with err for an empty list or a
+ * Parse a schedule of durations ("0", "5s", "5m" …; list borrowed) into an
+ * array for tg_outbox_opts: the caller takes ownership of *ms (free()). -1 with err for an empty list or a
  * bad duration.
  */
 int tg_outbox_schedule_parse(const struct tg_strlist *list, int64_t **ms, size_t *n,
@@ -409,12 +440,14 @@ struct tg_webhook;
 /**
  * Start delivering the outbox's due jobs on base. base, dns, ob and pol
  * are borrowed and must outlive the worker; opts (may be NULL) and cbs are
- * copied; arg is passed to the callbacks. NULL with err.
+ * copied (with the strings opts points to); arg is passed to the callbacks.
+ * NULL with err; else the caller owns the worker: tg_webhook_free.
  */
 struct tg_webhook *tg_webhook_new(struct event_base *base, struct evdns_base *dns,
     struct tg_outbox *ob, const struct tg_egress *pol, const struct tg_webhook_opts *opts,
     const struct tg_webhook_cbs *cbs, void *arg, struct tg_err *err);
-/** Look for due jobs now (the outbox already does this on commit and redeliver). */
+/** Look for due jobs now (the outbox already does this on commit and
+ * redeliver). w is borrowed. */
 void tg_webhook_kick(struct tg_webhook *w);
 /**
  * Use pol (borrowed) from the next attempt on, e.g. after a configuration
@@ -424,14 +457,15 @@ void tg_webhook_kick(struct tg_webhook *w);
 void tg_webhook_set_policy(struct tg_webhook *w, const struct tg_egress *pol);
 /**
  * Stop taking jobs; on_drained(arg) runs from the loop once no attempt is
- * in flight (at most about one attempt timeout later).
+ * in flight (at most about one attempt timeout later). w and arg borrowed.
  */
 void tg_webhook_drain(struct tg_webhook *w, void (*on_drained)(void *arg), void *arg);
-/** Attempts in flight now. */
+/** Attempts in flight now; w is borrowed. */
 size_t tg_webhook_inflight(const struct tg_webhook *w);
 /**
  * Stop at once: attempts in flight are abandoned and their leases
- * released (due again at the next start: at least once). NULL-safe; not
+ * released (due again at the next start: at least once). Takes ownership of
+ * w and frees it; NULL-safe; not
  * from inside on_outcome. Run the loop once more before freeing dns.
  */
 void tg_webhook_free(struct tg_webhook *w);

@@ -32,18 +32,22 @@ typedef void (*tg_job_run_fn)(void *arg);
  */
 typedef void (*tg_job_done_fn)(void *arg, int cancelled);
 
-/** Start the worker thread; base is borrowed and must outlive the worker. */
+/**
+ * New worker, owned by the caller: tg_worker_free(). base is borrowed and
+ * must outlive the worker. The thread starts with the first job.
+ */
 struct tg_worker *tg_worker_new(struct event_base *base, struct tg_err *err);
 /**
  * Stop: waits for the job running now, then calls done (cancelled 1) for
  * every job whose done has not run, and joins the thread. NULL-safe. Not
  * from inside a done callback.
  */
-void tg_worker_free(struct tg_worker *w);
+void tg_worker_free(struct tg_worker *w);	/* takes ownership of w */
 /**
  * Queue run(arg) and, later on the loop, done(arg, cancelled). arg is
- * borrowed (the job never frees it; done does). Returns a handle, valid
- * until done is called: never calls done before returning.
+ * borrowed (the job never frees it; done does); w is borrowed. Returns a
+ * handle owned by the worker (borrowed, freed right after done returns):
+ * never calls done before returning.
  */
 struct tg_job *tg_worker_submit(struct tg_worker *w, tg_job_run_fn run, tg_job_done_fn done,
     void *arg);
@@ -53,7 +57,8 @@ struct tg_job *tg_worker_submit(struct tg_worker *w, tg_job_run_fn run, tg_job_d
  * from the loop later, never from inside this call.
  */
 void tg_worker_cancel(struct tg_job *j);
-/** Jobs submitted whose done has not run yet (a drain waits for 0). */
+/** Jobs submitted whose done has not run yet (a drain waits for 0); w is
+ * borrowed, NULL gives 0. */
 size_t tg_worker_busy(const struct tg_worker *w);
 
 #endif
