@@ -470,7 +470,9 @@ on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg
 	} else if (err != TG_UP_OK) {
 		status = gw_upstream_error(err, detail, e->service == GW_DEX ? "dex" : "sim", "API",
 		    msg, sizeof(msg), &code);
-		fail_waiters(e, status, code, msg, 0);
+		/* a queue deadline: sooner than queue_timeout is unlikely to fare better */
+		fail_waiters(e, status, code, msg, err == TG_UP_BUSY ?
+		    (int)((e->p->gw->rt->cfg.queue_timeout + 999) / 1000) : 0);
 	} else {
 		store(e, status, h, body);
 		if (e->ans.at != 0 && !e->ans.held) {

@@ -404,6 +404,9 @@ error_status(enum tg_up_error err, const char **code)
 	case TG_UP_TLS:
 		*code = "UPSTREAM_TLS_FAILED";
 		return 502;
+	case TG_UP_BUSY:
+		*code = "UPSTREAM_BUSY";
+		return 503;
 	default:
 		*code = "UPSTREAM_ERROR";
 		return 502;
@@ -460,6 +463,9 @@ gw_upstream_error(enum tg_up_error err, const char *detail, const char *svc, con
 	if (err == TG_UP_TLS)
 		snprintf(msg, len, "the %s vendor %s failed TLS verification: %s", svc, what,
 		    detail != NULL && *detail != '\0' ? detail : "handshake failed");
+	else if (err == TG_UP_BUSY)
+		snprintf(msg, len, "the %s vendor %s is busy: %s", svc, what,
+		    detail != NULL && *detail != '\0' ? detail : "no connection came free");
 	else
 		snprintf(msg, len, "the %s vendor %s could not be reached: %s", svc, what,
 		    tg_up_error_str(err));

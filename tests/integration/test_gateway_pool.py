@@ -237,3 +237,26 @@ def test_key_names_in_parentheses_are_reserved(tmp_path):
     r = subprocess.run([os.path.join(BUILD, "tidegate"), "-t", "-c", str(cfg)],
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 0 and r.stdout.strip() == "configuration OK", r.stderr
+
+
+def test_poll_past_the_queue_deadline_is_503_upstream_busy(make_emulator, make_gateway):
+    """A shared poll that waits out queue_timeout answers its waiters as a
+    proxied request would: 503 UPSTREAM_BUSY with Retry-After."""
+    emu = make_emulator({"export": {"delay": "30s"}})
+    gw = make_gateway(emu, {"pool": {"max_conns": 2, "max_conns_per_key": 2,
+                                     "queue_timeout": "1s"}})
+    gw.wait_tokens()
+    cid = export(gw, TEST_KEY)
+    emu.fault(method="POST", path="/public/v1/export", latencyMs=4000)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        slow = [pool.submit(export, gw, TEST_KEY) for _ in range(2)]
+        until(lambda: gw.metric("tidegate_upstream_connections", service="dex",
+                                state="busy") == 2, 5, "both connections busy")
+        r = requests.get(gw.dex + f"/public/export?correlationId={cid}",
+                         headers=gw.headers(), timeout=10)
+        assert r.status_code == 503, r.text
+        assert r.headers["Retry-After"] == "1"
+        body = r.json()
+        assert body["error"] == "UPSTREAM_BUSY" and "busy" in body["message"], body
+        for f in slow:
+            assert f.result()
