@@ -63,6 +63,9 @@ const char *tg_http_bearer(struct evhttp_request *req);
 void tg_http_conn_reset(struct evhttp_connection *conn);
 /** The same on a socket descriptor (-1: nothing). */
 void tg_http_fd_reset(evutil_socket_t fd);
+/** A caller's X-Request-Id worth keeping: s[0..n) (borrowed) is 1 to 128
+ * of [A-Za-z0-9._:-]. */
+int tg_http_request_id_valid(const char *s, size_t n);
 /** Standard reason phrase for a status (static, borrowed). */
 const char *tg_http_reason(int status);
 

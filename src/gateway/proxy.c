@@ -646,19 +646,6 @@ gw_req_proxy(struct gw_req *r)
 
 /* ---- arrival ---- */
 
-static int
-valid_request_id(const char *s)
-{
-	size_t n = 0;
-
-	for (; s[n]; n++)
-		if (n >= 128 || !(s[n] == '-' || s[n] == '_' || s[n] == '.' || s[n] == ':' ||
-		    (s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'z') ||
-		    (s[n] >= 'A' && s[n] <= 'Z')))
-			return 0;
-	return n > 0;
-}
-
 static struct gw_req *
 req_new(struct gw *gw, int listener, struct evhttp_request *req)
 {
@@ -674,7 +661,7 @@ req_new(struct gw *gw, int listener, struct evhttp_request *req)
 	r->method = tg_http_method(req);
 	r->path = tg_xstrdup(tg_http_path(req));
 	r->t0 = tg_clock_mono_ms();
-	if (rid != NULL && valid_request_id(rid))
+	if (rid != NULL && tg_http_request_id_valid(rid, strlen(rid)))
 		snprintf(r->id, sizeof(r->id), "%s", rid);
 	else
 		tg_id_uuid4(r->id);

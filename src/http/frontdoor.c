@@ -37,21 +37,6 @@
 
 #define LINE_MAX_BYTES 8192	/* a chunk-size or trailer line */
 
-static int
-safe_id(const struct tg_head_field *f)
-{
-	size_t i;
-
-	if (f == NULL || f->vlen == 0 || f->vlen > 64)
-		return 0;
-	for (i = 0; i < f->vlen; i++)
-		if (!((f->value[i] >= '0' && f->value[i] <= '9') || f->value[i] == '-' ||
-		    f->value[i] == '_' || f->value[i] == '.' ||
-		    ((f->value[i] | 0x20) >= 'a' && (f->value[i] | 0x20) <= 'z')))
-			return 0;
-	return 1;
-}
-
 /* Replace the head (hlen bytes of src) by a bodiless stand-in that carries
  * the fault, keep the method and target when they parsed, drop the rest. */
 static void
@@ -67,7 +52,7 @@ refuse(struct conn *c, struct evbuffer *src, struct evbuffer *dst, const struct 
 		evbuffer_add_printf(dst, "GET / HTTP/1.1\r\n");
 	evbuffer_add_printf(dst, "Host: refused\r\nConnection: close\r\nContent-Length: 0\r\n"
 	    TG_HEAD_REFUSAL_FIELD ": %d\r\n", fault);
-	if (safe_id(rid))
+	if (rid != NULL && tg_http_request_id_valid(rid->value, rid->vlen))
 		evbuffer_add_printf(dst, "X-Request-Id: %.*s\r\n", (int)rid->vlen, rid->value);
 	evbuffer_add(dst, "\r\n", 2);
 	evbuffer_drain(src, evbuffer_get_length(src));
@@ -82,6 +67,16 @@ skip_empty_lines(struct evbuffer *src)
 
 	while (evbuffer_copyout(src, two, 2) == 2 && two[0] == '\r' && two[1] == '\n')
 		evbuffer_drain(src, 2);
+}
+
+/* A head went on to evhttp: its body (if any) is framed next. */
+static void
+head_passed(struct conn *c, const struct tg_head *h)
+{
+	c->requests++;
+	tg_door_touch(c);
+	c->st = h->chunked ? ST_CHUNK_SIZE : h->length > 0 ? ST_BODY : ST_HEAD;
+	c->left = h->length > 0 ? (uint64_t)h->length : 0;
 }
 
 /* What the listener says of a head that parsed: 0 or a fault. */
@@ -122,10 +117,7 @@ step_head(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 		return 1;
 	}
 	evbuffer_remove_buffer(src, dst, hlen);
-	c->requests++;
-	tg_door_touch(c);
-	c->st = h.chunked ? ST_CHUNK_SIZE : h.length > 0 ? ST_BODY : ST_HEAD;
-	c->left = h.length > 0 ? (uint64_t)h.length : 0;
+	head_passed(c, &h);
 	return 1;
 }
 
@@ -289,9 +281,7 @@ frame_in_place(struct conn *c, struct evbuffer *in, size_t off)
 		    hlen > c->door->max_head || door_fault(c, &h) != TG_HEAD_OK)
 			break;
 		off += hlen;
-		c->requests++;
-		c->st = h.chunked ? ST_CHUNK_SIZE : h.length > 0 ? ST_BODY : ST_HEAD;
-		c->left = h.length > 0 ? (uint64_t)h.length : 0;
+		head_passed(c, &h);
 	}
 	return off;
 }

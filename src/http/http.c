@@ -242,3 +242,18 @@ tg_reply_error(struct evhttp_request *req, int status, const char *code, const c
 	tg_reply_buf(req, status, "application/json", b);
 	evbuffer_free(b);
 }
+
+int
+tg_http_request_id_valid(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > 128)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!(s[i] == '-' || s[i] == '_' || s[i] == '.' || s[i] == ':' ||
+		    (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= 'A' && s[i] <= 'Z')))
+			return 0;
+	return 1;
+}
