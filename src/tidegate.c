@@ -1,7 +1,8 @@
 /*
  * tidegate.c - the gateway's entry point: options, configuration check
- * (-t), logging, the embedded emulator (upstream: embedded), the gateway,
- * the event loop. SIGHUP reloads, SIGTERM/SIGINT drain and exit 0
+ * (-t), logging, the embedded emulator (upstream: embedded), the gateway's
+ * request core and the features it serves (jobs, webhook, runs), the
+ * event loop. SIGHUP reloads, SIGTERM/SIGINT drain and exit 0
  * (src/gateway/server.c).
  */
 #include <libgen.h>
@@ -14,9 +15,12 @@
 #include <event2/event.h>
 
 #include "tidegate/emulator.h"
+#include "tidegate/gateway.h"
 #include "tidegate/http.h"
+#include "tidegate/jobs.h"
 #include "tidegate/log.h"
-#include "gateway/gateway.h"
+#include "tidegate/runs.h"
+#include "tidegate/webhook.h"
 
 static void
 usage(void)
@@ -64,6 +68,21 @@ start_emulator(struct event_base *base, const struct gw_config *c,
 	return emu;
 }
 
+/*
+ * The features, in the order the core calls them for an operation several
+ * serve: the run registry answers expired runs before the poll
+ * multiplexer, which records a job's owner before the webhook feature
+ * answers a held export.
+ */
+static int
+add_features(struct gw *gw, struct tg_err *err)
+{
+	if (tg_runs_register(gw, err) != 0 || tg_jobs_register(gw, err) != 0 ||
+	    tg_webhook_register(gw, err) != 0)
+		return -1;
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -76,6 +95,7 @@ main(int argc, char **argv)
 	struct gw *gw = NULL;
 	int test = 0, ch, lvl;
 
+	gw_config_add_check(tg_webhook_config_check);
 	while ((ch = getopt(argc, argv, "tc:K")) != -1) {
 		if (ch == 'K') {
 			tg_config_doc(gw_config_keys, gw_config_nkeys, stdout);
@@ -104,8 +124,10 @@ main(int argc, char **argv)
 	memset(&ecfg, 0, sizeof(ecfg));
 	if ((strcmp(cfg.upstream, "embedded") == 0 &&
 	    (emu = start_emulator(base, &cfg, &ecfg, &err)) == NULL) ||
-	    (gw = gw_new(base, path, &cfg, &err)) == NULL) {
+	    (gw = gw_new(base, path, &cfg, &err)) == NULL || add_features(gw, &err) != 0 ||
+	    gw_start(gw, &err) != 0) {
 		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));
+		gw_free(gw);
 		gw_config_free(&cfg);
 		tg_emu_free(emu);
 		tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);

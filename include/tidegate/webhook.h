@@ -470,4 +470,21 @@ size_t tg_webhook_inflight(const struct tg_webhook *w);
  */
 void tg_webhook_free(struct tg_webhook *w);
 
+/* ---- the feature (src/webhook/feature.c) ---- */
+
+struct gw;
+struct gw_config;
+struct tg_cfg_report;
+/** The feature's keys (webhooks.*, keys[].webhook_secret) in c (borrowed;
+ * parsed fields filled), problems into rep: gw_config_add_check. */
+void tg_webhook_config_check(struct gw_config *c, struct tg_cfg_report *rep);
+/**
+ * Register the webhook feature with gw (borrowed), configured by gw's
+ * running configuration: callbackUrl on exports (deliver and relay modes),
+ * the relay endpoint, callback URL checks for other features, the admin
+ * API under /webhooks, the delivery worker. 0, or -1 with err (the outbox
+ * could not be opened). gw owns the feature from then on (gw_free).
+ */
+int tg_webhook_register(struct gw *gw, struct tg_err *err);
+
 #endif

@@ -2,8 +2,8 @@
  * admin.c - the admin listener: /healthz (the process answers), /readyz
  * (every service with credentials holds a vendor token, which proves the
  * vendor reachable and the credentials good), /metrics (Prometheus text,
- * with the pools' per-owner series),
- * and /webhooks… (admin_webhooks.c).
+ * with the pools' per-owner series, then each feature's), and the
+ * features' admin APIs (gw_feature.admin_prefix: /webhooks…).
  */
 #include <stdio.h>
 #include <string.h>
@@ -34,39 +34,6 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Requests refused with 400 VALIDATION_FAILED before reaching the vendor.");
 	tg_metrics_help(m, "tidegate_validation_offloaded_total", "counter",
 	    "Request bodies checked on the worker thread (validation.worker_min_body or more).");
-	tg_metrics_help(m, "tidegate_poll_requests_total", "counter",
-	    "Polls by how they were answered: cached, coalesced, fetched, long-poll, passthrough.");
-	tg_metrics_help(m, "tidegate_poll_upstream_total", "counter",
-	    "Upstream polls made by the multiplexer.");
-	tg_metrics_help(m, "tidegate_poll_cache_evictions_total", "counter",
-	    "Answers evicted (least recently used first) to keep poll.cache_max_bytes.");
-	tg_metrics_help(m, "tidegate_poll_cache_unkept_total", "counter",
-	    "Answers served to their waiting callers but not kept: larger than the room "
-	    "eviction could make within poll.cache_max_bytes.");
-	tg_metrics_help(m, "tidegate_job_owner_refusals_total", "counter",
-	    "Reads of a job refused (404) because another API key created it.");
-	tg_metrics_help(m, "tidegate_job_owner_errors_total", "counter",
-	    "Job creations whose owner could not be recorded (the job is then unowned).");
-	tg_metrics_help(m, "tidegate_webhook_attempts_total", "counter",
-	    "Webhook delivery attempts by result: delivered, retry, gone (410), dead (last).");
-	tg_metrics_help(m, "tidegate_webhook_dead_letters_total", "counter",
-	    "Webhook jobs given up: schedule exhausted, or abandoned before their data came.");
-	tg_metrics_help(m, "tidegate_webhook_first_attempt_seconds", "histogram",
-	    "Time from a webhook's data being ready to its first attempt.");
-	tg_metrics_help(m, "tidegate_webhook_attempt_duration_seconds", "histogram",
-	    "Duration of one delivery attempt, DNS to answer.");
-	tg_metrics_help(m, "tidegate_webhook_egress_refusals_total", "counter",
-	    "Callback URLs refused by the egress policy, at request time or at an attempt.");
-	tg_metrics_help(m, "tidegate_webhook_payload_polls_total", "counter",
-	    "Polls for webhook export data: ready, pending, cached, failed, abandoned.");
-	tg_metrics_help(m, "tidegate_webhook_relay_deliveries_total", "counter",
-	    "Export data the vendor delivered to the relay endpoint.");
-	tg_metrics_help(m, "tidegate_sweeps_created_total", "counter",
-	    "Sweeps stored (every variant checked).");
-	tg_metrics_help(m, "tidegate_sweeps_done_total", "counter",
-	    "Sweeps whose every variant has ended.");
-	tg_metrics_help(m, "tidegate_sweep_submissions_total", "counter",
-	    "Submissions of sweep variants: accepted, rejected (4xx), failed (no verdict).");
 	tg_metrics_help(m, "tidegate_client_send_timeouts_total", "counter",
 	    "Clients reset because they took no byte of their answer for client_send_timeout.");
 }
@@ -248,10 +215,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	render_gauges(gw, b);
 	render_clients(gw, b);
 	render_owners(gw, b);
-	gw_runs_metrics(gw, b);
-	gw_poll_metrics(gw, b);
-	gw_jobs_metrics(gw, b);
-	gw_hooks_metrics(gw, b);
+	gw_feat_metrics(gw, b);
 	tg_reply_buf(req, 200, "text/plain; version=0.0.4", b);
 	evbuffer_free(b);
 }
@@ -300,9 +264,9 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 
 	if (fault != 0)
 		tg_frontdoor_reply(req, fault);
-	else if (strncmp(path, "/webhooks", 9) == 0 && (path[9] == '\0' || path[9] == '/')) {
-		gw_admin_webhooks(lc->gw, req, path);
-	} else if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+	else if (gw_feat_admin(lc->gw, req, path))
+		;	/* a feature's admin API (/webhooks…) */
+	else if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
 		tg_reply_error(req, 405, NULL, "only GET here (POST: /webhooks/…)", NULL, 0);
 	} else if (strcmp(path, "/healthz") == 0) {
 		g = tg_json_gen_new();

@@ -103,8 +103,7 @@ gw_head_check(const struct tg_head *h, void *arg)
 		return TG_HEAD_BAD_TARGET;	/* as gw_on_request would, body unread */
 	snprintf(method, sizeof(method), "%.*s", (int)h->mlen, h->method);
 	memset(&m, 0, sizeof(m));
-	if (gw_path_reserved(t.path) ||
-	    (lc->listener == GW_DEX && tg_str_startswith(t.path, GW_RELAY_PREFIX))) {
+	if (gw_path_reserved(t.path) || gw_feat_prefix_open(lc->gw, lc->listener, t.path)) {
 		v = gw_path_reserved(t.path);
 		tg_http_target_cleanup(&t);	/* 404 without the body, or the vendor's */
 		return v ? TG_HEAD_NOT_FOUND : 0;	/* deliveries (the path is their key) */

@@ -13,8 +13,7 @@
 
 #include <event2/http.h>
 
-#include "tidegate/webhook.h"
-#include "config.h"
+#include "tidegate/gateway_config.h"
 
 #define O(f) offsetof(struct gw_config, f)
 #define K(p, t, f, d, doc) { p, t, O(f), d, 0, 0, 0, NULL, 0, 0, 0, doc }
@@ -270,103 +269,20 @@ strlist_wipe(struct tg_strlist *l)
 	l->n = 0;
 }
 
-/* One whsec_ secret per line (current first), each checked by decoding it;
- * messages name the line, never its content. */
-static void
-split_secrets(struct tg_cfg_report *rep, const char *key, const char *v,
-    struct tg_strlist *out)
-{
-	const char *p = v, *e;
-	struct tg_err why;
-	size_t n, line = 0, klen;
-	uint8_t *k;
-	char *s;
+/* The features' checks of their keys (gw_config_add_check), in order. */
+static gw_config_check_fn checks[8];
+static size_t nchecks;
 
-	while (p != NULL && *p != '\0') {
-		e = strchr(p, '\n');
-		n = e != NULL ? (size_t)(e - p) : strlen(p);
-		line++;
-		while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t'))
-			n--;
-		while (n > 0 && (*p == ' ' || *p == '\t')) {
-			p++;
-			n--;
-		}
-		if (n > 0) {
-			s = tg_xstrndup(p, n);
-			if ((k = tg_webhook_secret_decode(s, &klen, &why)) == NULL) {
-				explicit_bzero(s, n);
-				free(s);
-				tg_config_report_add(rep, NULL, key, "line %zu: %s", line, why.msg);
-				return;
-			}
-			explicit_bzero(k, klen);
-			free(k);
-			out->v = tg_xrealloc(out->v, (out->n + 1) * sizeof(*out->v));
-			out->v[out->n++] = s;
-		}
-		p = e != NULL ? e + 1 : NULL;
-	}
-}
-
-static void
-check_wh_secrets(struct gw_config *c, struct tg_cfg_report *rep)
+void
+gw_config_add_check(gw_config_check_fn fn)
 {
-	char key[64];
 	size_t i;
 
-	if (c->wh_secret != NULL)
-		split_secrets(rep, "webhooks.secret", c->wh_secret, &c->wh_secrets);
-	for (i = 0; i < c->nkeys; i++) {
-		struct gw_key_cfg *k = &c->keys[i];
-
-		if (k->webhook_secret == NULL)
-			continue;
-		snprintf(key, sizeof(key), "keys[%zu].webhook_secret", i);
-		split_secrets(rep, key, k->webhook_secret, &k->wh_secrets);
-		if (k->name != NULL && strcmp(k->name, "global") == 0) {
-			snprintf(key, sizeof(key), "keys[%zu].name", i);
-			tg_config_report_add(rep, NULL, key, "'global' names webhooks.secret; "
-			    "rename this key to give it its own webhook_secret");
-		}
-	}
-}
-
-static void
-check_wh_mode(struct gw_config *c, struct tg_cfg_report *rep)
-{
-	static const char *const modes[] = { "deliver", "forward", "relay", NULL };
-	const char *u = c->wh_public_url;
-
-	if (gw_config_check_choice(rep, "webhooks.mode", c->wh_mode_str, modes) == 0)
-		c->wh_mode = strcmp(c->wh_mode_str, "deliver") == 0 ? GW_WH_DELIVER :
-		    strcmp(c->wh_mode_str, "forward") == 0 ? GW_WH_FORWARD : GW_WH_RELAY;
-	if (u != NULL && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
-		tg_config_report_add(rep, NULL, "webhooks.public_url",
-		    "must be an http:// or https:// URL");
-	if (c->wh_mode == GW_WH_RELAY && u == NULL)
-		tg_config_report_add(rep, "webhooks.mode", "webhooks.public_url",
-		    "required with mode relay (how the vendor reaches this gateway)");
-}
-
-/* Webhook keys: mode, schedule, allow-list and secrets parsed once here, so a
- * reload with a bad value fails as a whole. */
-static void
-check_webhooks(struct gw_config *c, struct tg_cfg_report *rep)
-{
-	static const char *const syncs[] = { "full", "normal", NULL };
-	struct tg_egress *pol;
-	struct tg_err why;
-
-	check_wh_mode(c, rep);
-	if (tg_outbox_schedule_parse(&c->wh_schedule, &c->wh_schedule_ms, &c->wh_nschedule,
-	    &why) != 0)
-		tg_config_report_add(rep, NULL, "webhooks.schedule", "%s", why.msg);
-	if ((pol = tg_egress_new(&c->wh_allow, &why)) == NULL)
-		tg_config_report_add(rep, NULL, "webhooks.allow", "%s", why.msg);
-	tg_egress_free(pol);
-	gw_config_check_choice(rep, "runs.sync", c->runs_sync, syncs);
-	check_wh_secrets(c, rep);
+	for (i = 0; i < nchecks; i++)
+		if (checks[i] == fn)
+			return;
+	if (nchecks < TG_NELEM(checks))
+		checks[nchecks++] = fn;
 }
 
 const struct tg_strlist *
@@ -380,6 +296,14 @@ gw_config_wh_secrets(const struct gw_config *cfg, const char *name)
 		if (cfg->keys[i].name != NULL && strcmp(cfg->keys[i].name, name) == 0)
 			return cfg->keys[i].wh_secrets.n > 0 ? &cfg->keys[i].wh_secrets : NULL;
 	return NULL;
+}
+
+const char *
+gw_config_wh_secret_ref(const struct gw_config *cfg, const char *key)
+{
+	if (key != NULL && gw_config_wh_secrets(cfg, key) != NULL)
+		return key;
+	return gw_config_wh_secrets(cfg, "global") != NULL ? "global" : NULL;
 }
 
 /* The same rules as the upstream's URL parser, so -t catches what start-up
@@ -435,8 +359,9 @@ check(struct gw_config *c, struct tg_cfg_report *rep)
 	static const char *const upstreams[] = { "remote", "embedded", NULL };
 	static const char *const levels[] = { "debug", "info", "warn", "error", "off", NULL };
 	static const char *const spellings[] = { "status", "statuses", NULL };
+	static const char *const syncs[] = { "full", "normal", NULL };
 	const struct gw_service_cfg *s[2] = { &c->dex, &c->sim };
-	int i;
+	size_t i;
 
 	if (rep->empty)
 		tg_config_report_add_at(rep, 1, 1, NULL, "the file sets nothing (an empty "
@@ -452,7 +377,9 @@ check(struct gw_config *c, struct tg_cfg_report *rep)
 			    "secret, or neither", i ? "client_id" : "username");
 	}
 	check_token(c, rep);
-	check_webhooks(c, rep);
+	gw_config_check_choice(rep, "runs.sync", c->runs_sync, syncs);
+	for (i = 0; i < nchecks; i++)
+		checks[i](c, rep);	/* the features' own keys */
 	gw_config_check_more(c, rep);
 }
 

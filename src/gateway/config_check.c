@@ -20,7 +20,7 @@
 #include <event2/http.h>
 
 #include "tidegate/emulator.h"
-#include "config.h"
+#include "tidegate/gateway_config.h"
 
 int
 gw_config_check_choice(struct tg_cfg_report *rep, const char *key, const char *v,

@@ -8,10 +8,12 @@
  * are tagged with their caller (gw_req_owner) so that one API key cannot
  * hold every vendor connection; one that waited the pool's queue timeout
  * is answered 503 UPSTREAM_BUSY. A vendor 401 on a gateway-held token
- * invalidates it and replays the request once. An export with a
- * callbackUrl has its 200 held until the webhook job is durable
- * (callbacks.c). Called by the dex and sim listeners; handlers for
- * specific operations (logins) hand back to gw_req_proxy().
+ * invalidates it and replays the request once. Features registered for
+ * a request's operation (feature.c) are asked at each step: they may
+ * answer it themselves, keep a copy of the vendor's answer, or hold the
+ * answer until their own work is done (an export's webhook job made
+ * durable). Called by the dex and sim listeners; handlers for specific
+ * operations (logins) hand back to gw_req_proxy().
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,9 @@
 
 #define CLIENT_HIGH_WATER (1024 * 1024)
 
+/* Any feature registered for r's operation. */
+#define NOPFEAT_ANY(r)	((r)->gw->nby_op[(r)->op] != 0)
+
 static const char *const hop_by_hop[] = {
 	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE",
 	"Trailer", "Transfer-Encoding", "Upgrade", "Proxy-Connection",
@@ -48,7 +53,7 @@ op_labels(const struct gw_req *r, size_t *len)
 {
 	static char *cache[2][TG_OP_COUNT];
 	static size_t lens[2][TG_OP_COUNT];
-	enum tg_op op = r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH;
+	enum tg_op op = r->op;
 	int s = r->svc->index == GW_SIM;
 
 	if (cache[s][op] == NULL) {
@@ -82,7 +87,7 @@ access_log(struct gw_req *r)
 	if (!r->rt->cfg.access_log)
 		return;
 	tg_log(TG_LOG_INFO, "access", TG_LS("id", r->id), TG_LS("service", r->svc->name),
-	    TG_LS("op", tg_op_name(r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH)),
+	    TG_LS("op", tg_op_name(r->op)),
 	    TG_LS("method", r->method), TG_LS("path", r->path), TG_LI("status", r->status),
 	    TG_LI("upstream_status", r->upstream_status), TG_LI("bytes", r->bytes),
 	    TG_LI("ms", ms), TG_LS("key", r->key ? r->key->name : NULL),
@@ -95,7 +100,7 @@ finish(struct gw_req *r)
 	struct gw *gw = r->gw;
 
 	access_log(r);
-	gw_poll_forget(r);
+	gw_feat_free(r);
 	gw_validate_forget(r);
 	gw_flush_handover(r);	/* the reply's tracker (flush.c) owns the connection now */
 	if (r->up != NULL)
@@ -107,9 +112,6 @@ finish(struct gw_req *r)
 		evbuffer_free(r->body);
 	if (r->capture != NULL)
 		evbuffer_free(r->capture);
-	gw_hook_free(r->hook);
-	free(r->run_callback);
-	gw_sweep_post_free(r->sweep);
 	free(r->path);
 	free(r->token);
 	free(r->uri);
@@ -280,20 +282,17 @@ is_hop_by_hop(const char *name, const char *connection)
 	return 0;
 }
 
-/* Answers the gateway keeps a copy of: served partial cases (for the diff),
- * run statuses (for the registry) and job creations (for correlationId
- * ownership). */
-static int
-wants_capture(const struct gw_req *r)
+/* What becomes of the vendor's answer: the served partial cases are kept
+ * by the core (for the diff); features of the operation ask the rest. */
+static enum gw_head
+head_action(struct gw_req *r, int status)
 {
-	enum tg_op op = r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH;
+	enum gw_head h = NOPFEAT_ANY(r) ? gw_feat_head(r, status) : GW_HEAD_RELAY;
 
-	if (op == TG_OP_SIM_CASE)
-		return r->gw->cases != NULL;
-	if (op == TG_OP_SIM_STATUS)
-		return r->gw->runs != NULL;
-	return (op == TG_OP_DEX_EXPORT || op == TG_OP_DEX_IMPORT_JSON ||
-	    op == TG_OP_DEX_IMPORT_FILE) && r->key != NULL && r->gw->owners != NULL;
+	if (h == GW_HEAD_RELAY && status == 200 && r->op == TG_OP_SIM_CASE &&
+	    r->gw->cases != NULL)
+		h = GW_HEAD_CAPTURE;
+	return h;
 }
 
 static void
@@ -302,7 +301,8 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 	struct gw_req *r = arg;
 	struct evkeyvalq *out;
 	const char *conn = evhttp_find_header(headers, "Connection");
-	struct evkeyval *h;
+	struct evkeyval *kv;
+	enum gw_head h;
 
 	r->upstream_status = status;
 	r->origin = tg_up_req_origin(u);
@@ -314,17 +314,14 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 		return;
 	}
 	out = evhttp_request_get_output_headers(r->req);
-	TAILQ_FOREACH(h, headers, next)
-		if (!is_hop_by_hop(h->key, conn))
-			evhttp_add_header(out, h->key, h->value);
+	TAILQ_FOREACH(kv, headers, next)
+		if (!is_hop_by_hop(kv->key, conn))
+			evhttp_add_header(out, kv->key, kv->value);
 	/* A held answer keeps the vendor's headers (Location …); its length is
-	 * set again when the captured body is sent. */
-	if (gw_run_hold(r, status)) {
-		evhttp_remove_header(out, "Content-Length");
-		return;
-	}
-	if (status == 200 && r->hook != NULL) {
-		r->held = 1;	/* answered by gw_hook_done once the job is durable */
+	 * set again when the feature holding it sends the captured body. */
+	h = head_action(r, status);
+	if (h == GW_HEAD_HOLD) {
+		r->held = 1;
 		r->capture = evbuffer_new();
 		evhttp_remove_header(out, "Content-Length");
 		return;
@@ -334,7 +331,7 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 	if (evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD || status == 204 ||
 	    status == 304 || status < 200)
 		return;		/* no body: replied in on_done */
-	if (status == 200 && wants_capture(r))
+	if (h == GW_HEAD_CAPTURE)
 		r->capture = evbuffer_new();
 	gw_flush_start(r);
 	evhttp_send_reply_start(r->req, status, tg_http_reason(status));
@@ -427,17 +424,10 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 		gw_req_proxy(r);
 		return;
 	}
-	if (r->hook != NULL && gw_hook_done(r, err))
-		return;
-	if (r->held && r->hook == NULL && gw_run_done(r, err))
-		return;
-	if (err == TG_UP_OK && r->capture != NULL) {
-		if (r->m.route->op == TG_OP_SIM_CASE)
-			gw_case_served(r, r->capture);
-		else if (r->m.route->op == TG_OP_SIM_STATUS)
-			gw_run_seen(r, r->capture);
-		else
-			gw_job_created(r, r->capture);
+	if (NOPFEAT_ANY(r) && gw_feat_done(r, err, r->capture))
+		return;		/* a feature held the answer and replied */
+	if (err == TG_UP_OK && r->capture != NULL && r->op == TG_OP_SIM_CASE) {
+		gw_case_served(r, r->capture);
 		r->capture = NULL;
 	}
 	if (err == TG_UP_OK && r->started) {
@@ -690,16 +680,10 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		gw_req_reply_error(r, 400, "BAD_REQUEST_TARGET", tg_head_fault_message(fault));
 		return;
 	}
-	if (lc->listener == GW_DEX && tg_str_startswith(r->path, GW_RELAY_PREFIX)) {
-		gw_hook_relay(r);	/* the vendor calls: no API key, never upstream */
-		return;
-	}
-	if (lc->listener == GW_SIM && tg_str_startswith(r->path, GW_API_PREFIX)) {
-		if (gw_req_authenticate(r) == 0)
-			gw_runs_api(r);	/* the registry answers: never upstream */
-		return;
-	}
+	if (gw_feat_prefix(r))
+		return;		/* a feature's own endpoint: never upstream */
 	rc = tg_route_match(r->svc->routes, r->method, r->path, &r->m);
+	r->op = r->m.route != NULL ? r->m.route->op : TG_OP_PASSTHROUGH;
 	if (rc < 0) {
 		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "method not allowed on this path");
 		return;
@@ -710,8 +694,7 @@ gw_on_request(struct evhttp_request *req, void *arg)
 	}
 	if (gw_req_authenticate(r) != 0)
 		return;
-	if (r->m.route && (r->m.route->op == TG_OP_DEX_AUTHENTICATE ||
-	    r->m.route->op == TG_OP_SIM_TOKEN)) {
+	if (r->op == TG_OP_DEX_AUTHENTICATE || r->op == TG_OP_SIM_TOKEN) {
 		gw_login_handle(r);
 		return;
 	}
@@ -723,8 +706,7 @@ gw_on_request(struct evhttp_request *req, void *arg)
 void
 gw_req_validated(struct gw_req *r)
 {
-	if (gw_hook_prepare(r) != 0 || gw_run_prepare(r) != 0 || gw_run_gone(r) != 0 ||
-	    gw_poll_handle(r))
-		return;
+	if (NOPFEAT_ANY(r) && gw_feat_request(r) != 0)
+		return;		/* a feature answers */
 	gw_req_proxy(r);
 }

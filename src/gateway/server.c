@@ -1,12 +1,11 @@
 /*
  * server.c - the gateway's lifecycle: build a runtime (upstreams, token
- * sources, keys) from a configuration, bind the listeners (refusing
- * non-loopback addresses when no API keys are configured), open the
- * webhook outbox (hooks.c), the
- * run registry (runs.c) and the job owner store (jobs.c), start the
- * validation worker (validate.c), reload on SIGHUP without dropping
- * connections, and drain on SIGTERM (requests, checks and webhook attempts
- * in flight). Called by src/tidegate.c.
+ * sources, keys) from a configuration, start the validation worker
+ * (validate.c), bind the listeners once the entry point has registered the
+ * features (refusing non-loopback addresses when no API keys are
+ * configured), reload on SIGHUP without dropping connections, and drain on
+ * SIGTERM (requests, checks, and whatever each feature waits for: its idle
+ * callback). Called by src/tidegate.c.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -20,8 +19,7 @@
 
 #include "tidegate/http.h"
 #include "tidegate/log.h"
-#include "gateway.h"
-#include "tidegate/registry.h"
+#include "tidegate/sim.h"
 #include "tidegate/worker.h"
 #include "gw.h"
 
@@ -62,6 +60,13 @@ static void
 on_reap(evutil_socket_t fd, short what, void *arg)
 {
 	reap(arg);
+}
+
+struct gw_runtime *
+gw_runtime_ref(struct gw *gw)
+{
+	gw->rt->refs++;
+	return gw->rt;
 }
 
 /* The last reference often goes from inside an upstream callback, where the
@@ -308,7 +313,7 @@ reload(struct gw *gw)
 	gw->rt = rt;
 	for (l = 0; l < GW_NLISTENERS; l++)
 		set_door(gw, l, &rt->cfg);
-	gw_hooks_reload(gw, &old->cfg);
+	gw_feat_reload(gw, &old->cfg);
 	gw_runtime_unref(old);
 	tg_log(TG_LOG_INFO, "reloaded", TG_LS("config", gw->config_path));
 }
@@ -351,7 +356,7 @@ drain(struct gw *gw)
 			evhttp_del_accept_socket(gw->http[l], bs[i]);
 	}
 	tg_log(TG_LOG_INFO, "draining", TG_LI("inflight", gw->inflight));
-	gw_hooks_drain(gw);
+	gw_feat_drain(gw);
 	gw_maybe_exit(gw);
 	gw->drain_timer = evtimer_new(gw->base, on_drain_timeout, gw);
 	tv.tv_sec = gw->rt->cfg.drain_timeout / 1000;
@@ -363,8 +368,7 @@ void
 gw_maybe_exit(struct gw *gw)
 {
 	if (gw->draining && gw->inflight == 0 && gw->unflushed == 0 &&
-	    (gw->hooks == NULL || gw->hooks->drained) && gw_sweeper_idle(gw->sweeper) &&
-	    tg_worker_busy(gw->worker) == 0)
+	    tg_worker_busy(gw->worker) == 0 && gw_feat_idle(gw))
 		event_base_loopexit(gw->base, NULL);
 }
 
@@ -398,14 +402,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (cfg->sim.remember_cases > 0)
 		gw->cases = tg_case_store_new((size_t)cfg->sim.remember_cases);
-	if (cfg->poll_enabled)
-		gw->poll = gw_poll_new(gw, cfg);
-	if ((gw->runs = gw_runs_open(cfg, err)) == NULL || gw_jobs_open(gw, cfg, err) != 0) {
-		gw_free(gw);
-		return NULL;
-	}
-	if ((gw->rt = runtime_new(gw, cfg, err)) == NULL ||
-	    (gw->hooks = gw_hooks_new(gw, err)) == NULL || bind_listeners(gw, err) != 0) {
+	if ((gw->rt = runtime_new(gw, cfg, err)) == NULL) {
 		gw_free(gw);
 		return NULL;
 	}
@@ -413,12 +410,20 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 		gw->sig[i] = evsignal_new(base, sigs[i], on_signal, gw);
 		evsignal_add(gw->sig[i], NULL);
 	}
+	return gw;
+}
+
+int
+gw_start(struct gw *gw, struct tg_err *err)
+{
+	int i;
+
+	if (bind_listeners(gw, err) != 0)
+		return -1;
 	for (i = 0; i < 2; i++)
 		if (gw->rt->svc[i].tokens != NULL)
 			tg_token_prefetch(gw->rt->svc[i].tokens);
-	gw->tracker = gw_tracker_new(gw);
-	gw->sweeper = gw_sweeper_new(gw);
-	return gw;
+	return 0;
 }
 
 void
@@ -440,16 +445,11 @@ gw_free(struct gw *gw)
 	 * running one ends first; they release runtimes, so before the reap. */
 	tg_worker_free(gw->worker);
 	gw->worker = NULL;
-	gw_hooks_free(gw->hooks);	/* its fetches use the runtimes' upstreams */
-	gw_tracker_free(gw->tracker);
-	gw_sweeper_free(gw->sweeper);
+	gw_feat_stop(gw);	/* they may use the runtimes' upstreams */
 	gw_runtime_unref(gw->rt);
 	reap(gw);
 	event_free(gw->reap_ev);
 	tg_case_store_free(gw->cases);
-	gw_poll_free(gw->poll);
-	gw_jobs_close(gw);
-	tg_runs_close(gw->runs);
 	if (gw->dns != NULL)
 		evdns_base_free(gw->dns, 0);
 	tg_metrics_free(gw->metrics);

@@ -25,7 +25,7 @@
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
-#include "tidegate/registry.h"
+#include "tidegate/crypto.h"
 #include "tidegate/worker.h"
 #include "gw.h"
 
@@ -66,8 +66,8 @@ struct gw_check {
 	struct tg_export_opts eo;
 	char *out;			/* the normalised body */
 	size_t outlen;
-	int hooked;			/* the gateway handles its callbackUrl */
-	struct gw_hook_scan *scan;
+	int scan_id;			/* the feature reading the body too, or -1 */
+	void *scan;			/* what it read (gw_feature.scan) */
 	/* imports */
 	int file, dry, too_large;
 	char *ctype;
@@ -80,7 +80,7 @@ struct gw_check {
 	int parsed;
 	struct tg_case_ref *base;
 	int digest;			/* the run registry records the body's SHA-256 */
-	char sha[TG_RUNS_SHA_LEN];
+	char sha[2 * TG_SHA256_LEN + 1];	/* hex */
 	char *case_id;
 };
 
@@ -93,7 +93,7 @@ check_free(struct gw_check *c)
 	free(c->out);
 	free(c->ctype);
 	free(c->case_id);
-	gw_hook_scan_free(c->scan);
+	gw_feat_scan_free(c->gw, c->scan_id, c->scan);
 	yajl_tree_free(c->tree);
 	tg_case_ref_release(c->base);
 	tg_problems_cleanup(&c->p);
@@ -103,7 +103,8 @@ check_free(struct gw_check *c)
 
 /* ---- the checks: on the worker thread or inline; they read only c ---- */
 
-/* The export check, and what the webhook code will read of the body. */
+/* The export check, and what a feature (the webhook's callbackUrl) reads
+ * of the same body: the caller's and the normalised one. */
 static void
 run_export(struct gw_check *c)
 {
@@ -116,10 +117,8 @@ run_export(struct gw_check *c)
 		sent = c->rc == 0 ? c->out : NULL;
 		sentlen = c->outlen;
 	}
-	if (c->hooked) {
-		c->scan = tg_xmalloc(sizeof(*c->scan));
-		gw_hook_scan(c->scan, raw, len, sent, sentlen);
-	}
+	if (c->scan_id >= 0)
+		c->scan = gw_feat_scan(c->gw, c->scan_id, raw, len, sent, sentlen);
 }
 
 static void
@@ -141,7 +140,10 @@ run_case(struct gw_check *c)
 	}
 	c->rc = tg_case_check(c->tree, tg_case_ref_tree(c->base), &c->k, &type, &c->p);
 	if (c->rc == 0 && c->digest) {
-		tg_runs_case_digest(bytes, len, c->sha);
+		uint8_t md[TG_SHA256_LEN];
+
+		tg_sha256_oneshot(bytes, len, md);
+		tg_hex(md, sizeof(md), c->sha);
 		id = tg_json_get_str(c->tree, "caseId");
 		c->case_id = id ? tg_xstrdup(id) : NULL;
 	}
@@ -234,6 +236,7 @@ check_new(struct gw_req *r, enum tg_op op)
 	c->rt = r->rt;
 	c->rt->refs++;
 	c->op = op;
+	c->scan_id = -1;
 	c->p.max = (size_t)r->rt->cfg.max_problems;
 	if (op == TG_OP_DEX_EXPORT) {
 		kind = tg_route_param(&r->m, "kind");
@@ -241,11 +244,11 @@ check_new(struct gw_req *r, enum tg_op op)
 		c->eo.strict = r->svc->cfg->strict;
 		c->eo.wp_status_field = r->svc->cfg->wp_status_field;
 		c->skip = !tg_export_kind_known(kind) && !c->eo.strict;
-		c->hooked = gw_hook_wanted(r);
+		(void)gw_feat_wants_scan(r, &c->scan_id);
 	} else if (op == TG_OP_SIM_SUBMIT) {
 		c->k.construction = r->svc->cfg->construction_types;
 		c->k.om = r->svc->cfg->om_types;
-		c->digest = r->gw->runs != NULL;
+		c->digest = r->gw->case_digest;
 	} else {
 		import_inputs(c, r);
 	}
@@ -329,9 +332,8 @@ check_verdict(struct gw_check *c)
 			evbuffer_add_reference(r->body, c->out, c->outlen, free_ref, c->out);
 			c->out = NULL;
 		}
-		r->hook_scan = c->scan;		/* read by gw_hook_check and _prepare */
+		gw_feat_check(r, c->scan_id, c->scan, &c->p);	/* takes the scan */
 		c->scan = NULL;
-		gw_hook_check(r, &c->p);
 		if (c->p.total > 0)
 			rc = -1;
 		break;
@@ -385,7 +387,7 @@ checked_op(enum tg_op op)
 int
 gw_validate(struct gw_req *r)
 {
-	enum tg_op op = r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH;
+	enum tg_op op = r->op;
 	struct evbuffer *in;
 	struct gw_check *c;
 	int rc;
@@ -425,8 +427,6 @@ gw_validate_forget(struct gw_req *r)
 	free(r->case_id);
 	free(r->case_sha256);
 	r->case_id = r->case_sha256 = NULL;
-	gw_hook_scan_free(r->hook_scan);
-	r->hook_scan = NULL;
 }
 
 void

@@ -9,7 +9,7 @@
 
 #include "tidegate/config.h"
 #include "tidegate/emulator.h"
-#include "gateway/config.h"
+#include "tidegate/gateway_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,13 +18,13 @@
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/registry.h"
-#include "gw.h"
+#include "runs_int.h"
 
-#define RUNS_PATH	GW_API_PREFIX "runs"
-#define SWEEPS_PATH	GW_API_PREFIX "sweeps"
+#define RUNS_PATH	RUNS_API_PREFIX "runs"
+#define SWEEPS_PATH	RUNS_API_PREFIX "sweeps"
 
 int
-gw_api_paging(struct gw_req *r, size_t *limit, size_t *offset, char *why, size_t n)
+runs_api_paging(struct gw_req *r, size_t *limit, size_t *offset, char *why, size_t n)
 {
 	static const char *const names[2] = { "limit", "offset" };
 	unsigned long long v;
@@ -67,7 +67,7 @@ parse_query(struct gw_req *r, struct tg_runs_query *q, char *s[5], char *why, si
 			snprintf(why, n, "%s: not an ISO 8601 timestamp", names[i]);
 			return -1;
 		}
-	return gw_api_paging(r, &q->limit, &q->offset, why, n);
+	return runs_api_paging(r, &q->limit, &q->offset, why, n);
 }
 
 static void
@@ -86,7 +86,7 @@ list_runs(struct gw_req *r)
 	}
 	q.api_key = r->key->name;
 	g = tg_json_gen_new();
-	if (tg_runs_list_json(r->gw->runs, &q, g, &err) != 0)
+	if (tg_runs_list_json(RUNS(r->gw)->reg, &q, g, &err) != 0)
 		gw_req_reply_error(r, 400, "BAD_REQUEST", err.msg);
 	else
 		gw_req_reply_json(r, 200, g);
@@ -105,7 +105,7 @@ get_run(struct gw_req *r, const char *id)
 	int rc;
 
 	memset(&run, 0, sizeof(run));
-	rc = tg_runs_get(r->gw->runs, id, &run, &err);
+	rc = tg_runs_get(RUNS(r->gw)->reg, id, &run, &err);
 	if (rc == -1) {
 		gw_req_reply_error(r, 503, "REGISTRY_UNAVAILABLE", "the run registry failed");
 	} else if (rc != 0 || run.api_key == NULL || strcmp(run.api_key, r->key->name) != 0) {
@@ -120,7 +120,7 @@ get_run(struct gw_req *r, const char *id)
 }
 
 void
-gw_runs_api(struct gw_req *r)
+runs_api(struct gw_req *r)
 {
 	const char *p = r->path;
 	size_t n = strlen(RUNS_PATH);
@@ -129,12 +129,12 @@ gw_runs_api(struct gw_req *r)
 		gw_req_reply_error(r, 401, "UNAUTHORIZED", "a gateway API key is required");
 		return;
 	}
-	if (r->gw->runs != NULL && strncmp(p, SWEEPS_PATH, strlen(SWEEPS_PATH)) == 0 &&
+	if (RUNS(r->gw)->reg != NULL && strncmp(p, SWEEPS_PATH, strlen(SWEEPS_PATH)) == 0 &&
 	    (p[strlen(SWEEPS_PATH)] == '\0' || p[strlen(SWEEPS_PATH)] == '/')) {
-		gw_sweeps_api(r, p + strlen(SWEEPS_PATH));
+		runs_sweeps_api(r, p + strlen(SWEEPS_PATH));
 		return;
 	}
-	if (r->gw->runs == NULL || strncmp(p, RUNS_PATH, n) != 0 ||
+	if (RUNS(r->gw)->reg == NULL || strncmp(p, RUNS_PATH, n) != 0 ||
 	    (p[n] != '\0' && (p[n] != '/' || p[n + 1] == '\0' || strchr(p + n + 1, '/')))) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such endpoint");
 		return;

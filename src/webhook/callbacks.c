@@ -12,9 +12,9 @@
  *   webhooks.public_url) instead; its delivery fills the job's payload;
  * - forward: nothing here, the URL goes to the vendor untouched.
  *
- * Called from proxy.c (gw_hook_prepare before the vendor call,
- * gw_hook_done at its end, gw_hook_relay for the inbound endpoint) and
- * validate.c (gw_hook_check; gw_hook_scan, which reads an export body once
+ * Called from proxy.c (wh_hook_prepare before the vendor call,
+ * wh_hook_done at its end, wh_hook_relay for the inbound endpoint) and
+ * validate.c (wh_hook_check; wh_scan_fill, which reads an export body once
  * for both, and runs on the validation worker thread for a large body).
  */
 #include <stdio.h>
@@ -29,17 +29,10 @@
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
-#include "gw.h"
-
-/* The callbackUrl of one request; owned by its struct gw_req. */
-struct gw_hook {
-	char *url;			/* as the caller gave it */
-	const char *secret_ref;		/* "global" or the key's name (r->rt keeps it) */
-	char id[TG_WEBHOOK_ID_LEN];	/* relay: the job added before the vendor call */
-};
+#include "hooks_int.h"
 
 void
-gw_hook_free(struct gw_hook *hk)
+wh_hook_free(struct wh_hook *hk)
 {
 	if (hk == NULL)
 		return;
@@ -129,7 +122,7 @@ object_callback(yajl_val v, const char **member)
  * thread for a large body.
  */
 void
-gw_hook_scan(struct gw_hook_scan *s, const char *raw, size_t rawlen, const char *body,
+wh_scan_fill(struct wh_scan *s, const char *raw, size_t rawlen, const char *body,
     size_t bodylen)
 {
 	yajl_val v;
@@ -150,7 +143,7 @@ gw_hook_scan(struct gw_hook_scan *s, const char *raw, size_t rawlen, const char 
 }
 
 void
-gw_hook_scan_free(struct gw_hook_scan *s)
+wh_scan_free(struct wh_scan *s)
 {
 	if (s == NULL)
 		return;
@@ -170,7 +163,7 @@ free_ref(const void *data, size_t len, void *arg)
  * stripped body (taken from s, not copied), its closing brace replaced by
  * the relay member. */
 static void
-rewrite_body(struct gw_req *r, struct gw_hook_scan *s, const char *relay_url)
+rewrite_body(struct gw_req *r, struct wh_scan *s, const char *relay_url)
 {
 	struct evbuffer *b = evbuffer_new();
 	const unsigned char *tail;
@@ -202,11 +195,7 @@ rewrite_body(struct gw_req *r, struct gw_hook_scan *s, const char *relay_url)
 static const char *
 secret_ref(struct gw_req *r)
 {
-	const struct gw_config *c = &r->rt->cfg;
-
-	if (r->key != NULL && gw_config_wh_secrets(c, r->key->name) != NULL)
-		return r->key->name;
-	return gw_config_wh_secrets(c, "global") != NULL ? "global" : NULL;
+	return gw_config_wh_secret_ref(&r->rt->cfg, r->key != NULL ? r->key->name : NULL);
 }
 
 static void
@@ -226,9 +215,9 @@ refuse(struct gw_req *r, const char *member, const char *code, const char *msg)
 /* Relay: the job exists before the vendor hears of it, since the URL the
  * vendor gets names it. -1 when it has replied. */
 static int
-relay_add(struct gw_req *r, struct gw_hook *hk)
+relay_add(struct gw_req *r, struct wh_hook *hk)
 {
-	struct gw_hooks *h = r->gw->hooks;
+	struct wh_hooks *h = WH(r->gw);
 	struct tg_outbox_new j = { hk->url, hk->secret_ref, r->key ? r->key->name : NULL,
 		"export", NULL, "dex", NULL };
 	int64_t now = tg_clock_now_ms();
@@ -241,7 +230,7 @@ relay_add(struct gw_req *r, struct gw_hook *hk)
 		    "stored, so nothing was sent to the vendor; try again");
 		return -1;
 	}
-	gw_fetch_start(h, hk->id, NULL, now, 0);
+	wh_fetch_start(h, hk->id, NULL, now, 0);
 	return 0;
 }
 
@@ -252,7 +241,7 @@ relay_url(const struct gw_config *c, const char *id)
 
 	while (n > 0 && c->wh_public_url[n - 1] == '/')
 		n--;
-	return tg_xasprintf("%.*s%s%s", (int)n, c->wh_public_url, GW_RELAY_PREFIX, id);
+	return tg_xasprintf("%.*s%s%s", (int)n, c->wh_public_url, WH_RELAY_PREFIX, id);
 }
 
 #define NO_SECRET_MSG "no webhook signing secret is configured for this API key " \
@@ -269,7 +258,7 @@ check_url(struct gw_req *r, const char *url, const char *member, const char **re
 		refuse(r, member, "no_secret", NO_SECRET_MSG);
 		return -1;
 	}
-	if (tg_egress_check_url(r->gw->hooks->pol, url, &why) != 0) {
+	if (tg_egress_check_url(WH(r->gw)->pol, url, &why) != 0) {
 		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_egress_refusals_total",
 		    "stage=\"request\"", 1);
 		refuse(r, member, "egress", why.msg);
@@ -282,8 +271,7 @@ check_url(struct gw_req *r, const char *url, const char *member, const char **re
 static int
 hooked_op(const struct gw_req *r)
 {
-	return r->gw->hooks != NULL && r->rt->cfg.wh_mode != GW_WH_FORWARD &&
-	    r->m.route != NULL && r->m.route->op == TG_OP_DEX_EXPORT &&
+	return r->rt->cfg.wh_mode != GW_WH_FORWARD && r->op == TG_OP_DEX_EXPORT &&
 	    evhttp_request_get_command(r->req) == EVHTTP_REQ_POST;
 }
 
@@ -302,27 +290,27 @@ refused_already(const struct tg_problems *p)
 
 /* The caller's callbackUrl: from the scan validation made, else read here. */
 static const char *
-raw_callback(struct gw_req *r, const char **member, struct gw_hook_scan **own)
+raw_callback(struct gw_req *r, const char **member, struct wh_scan **own)
 {
 	struct evbuffer *in;
 
 	*own = NULL;
-	if (r->hook_scan != NULL) {
-		*member = r->hook_scan->raw_member;
-		return r->hook_scan->raw_url;
+	if (wh_req_find(r) != NULL && wh_req_find(r)->scan != NULL) {
+		*member = wh_req_find(r)->scan->raw_member;
+		return wh_req_find(r)->scan->raw_url;
 	}
 	in = evhttp_request_get_input_buffer(r->req);
 	*own = tg_xmalloc(sizeof(**own));
-	gw_hook_scan(*own, (const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), NULL,
+	wh_scan_fill(*own, (const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), NULL,
 	    0);
 	*member = (*own)->raw_member;
 	return (*own)->raw_url;
 }
 
 void
-gw_hook_check(struct gw_req *r, struct tg_problems *p)
+wh_hook_check(struct gw_req *r, struct tg_problems *p)
 {
-	struct gw_hook_scan *own;
+	struct wh_scan *own;
 	const char *url, *member;
 	struct tg_err why;
 	char path[32];
@@ -333,39 +321,41 @@ gw_hook_check(struct gw_req *r, struct tg_problems *p)
 		snprintf(path, sizeof(path), "/%s", member);
 		if (secret_ref(r) == NULL)
 			tg_problems_add(p, path, "no_secret", "%s", NO_SECRET_MSG);
-		if (tg_egress_check_url(r->gw->hooks->pol, url, &why) != 0) {
+		if (tg_egress_check_url(WH(r->gw)->pol, url, &why) != 0) {
 			tg_metrics_inc(r->gw->metrics, "tidegate_webhook_egress_refusals_total",
 			    "stage=\"request\"", 1);
 			tg_problems_add(p, path, "egress", "%s", why.msg);
 		}
 	}
-	gw_hook_scan_free(own);
+	wh_scan_free(own);
 }
 
 /* The scan of the body sent: validation's, else made here (dex.validate off). */
-static struct gw_hook_scan *
+static struct wh_scan *
 sent_scan(struct gw_req *r)
 {
-	struct gw_hook_scan *s = r->hook_scan;
+	struct wh_req *q = wh_req_find(r);
+	struct wh_scan *s = q != NULL ? q->scan : NULL;
 	struct evbuffer *b;
 
-	r->hook_scan = NULL;
+	if (q != NULL)
+		q->scan = NULL;
 	if (s == NULL || !s->sent) {
-		gw_hook_scan_free(s);
+		wh_scan_free(s);
 		b = body_of(r);
 		s = tg_xmalloc(sizeof(*s));
-		gw_hook_scan(s, NULL, 0, (const char *)evbuffer_pullup(b, -1),
+		wh_scan_fill(s, NULL, 0, (const char *)evbuffer_pullup(b, -1),
 		    evbuffer_get_length(b));
 	}
 	return s;
 }
 
 int
-gw_hook_prepare(struct gw_req *r)
+wh_hook_prepare(struct gw_req *r)
 {
 	const struct gw_config *c = &r->rt->cfg;
-	struct gw_hook_scan *s;
-	struct gw_hook *hk;
+	struct wh_scan *s;
+	struct wh_hook *hk;
 	const char *ref;
 	char *relay = NULL;
 	int rc = 0;
@@ -382,7 +372,7 @@ gw_hook_prepare(struct gw_req *r)
 	hk = tg_xcalloc(1, sizeof(*hk));
 	hk->url = tg_xstrdup(s->url);
 	hk->secret_ref = ref;
-	r->hook = hk;
+	wh_req_of(r)->hook = hk;
 	if (c->wh_mode == GW_WH_RELAY) {
 		if (relay_add(r, hk) != 0) {
 			rc = -1;
@@ -393,12 +383,12 @@ gw_hook_prepare(struct gw_req *r)
 	rewrite_body(r, s, relay);
 done:
 	free(relay);
-	gw_hook_scan_free(s);
+	wh_scan_free(s);
 	return rc;
 }
 
 int
-gw_hook_wanted(const struct gw_req *r)
+wh_hook_wanted(const struct gw_req *r)
 {
 	return hooked_op(r);
 }
@@ -408,14 +398,14 @@ gw_hook_wanted(const struct gw_req *r)
 static void
 relay_abandon(struct gw_req *r, const char *reason)
 {
-	struct gw_hooks *h = r->gw->hooks;
+	struct wh_hooks *h = WH(r->gw);
 	struct tg_err err;
 
-	if (r->hook->id[0] == '\0')
+	if (HOOK(r)->id[0] == '\0')
 		return;
-	gw_fetch_stop(h, r->hook->id);
-	if (tg_outbox_abandon(h->ob, r->hook->id, reason, tg_clock_now_ms(), &err) != 0)
-		tg_log(TG_LOG_ERROR, "webhook_abandon_failed", TG_LS("id", r->hook->id),
+	wh_fetch_stop(h, HOOK(r)->id);
+	if (tg_outbox_abandon(h->ob, HOOK(r)->id, reason, tg_clock_now_ms(), &err) != 0)
+		tg_log(TG_LOG_ERROR, "webhook_abandon_failed", TG_LS("id", HOOK(r)->id),
 		    TG_LS("error", err.msg));
 }
 
@@ -423,8 +413,8 @@ relay_abandon(struct gw_req *r, const char *reason)
 static int
 commit_job(struct gw_req *r, const char *cid, struct tg_err *err)
 {
-	struct gw_hooks *h = r->gw->hooks;
-	struct gw_hook *hk = r->hook;
+	struct wh_hooks *h = WH(r->gw);
+	struct wh_hook *hk = HOOK(r);
 	struct tg_outbox_new j = { hk->url, hk->secret_ref, r->key ? r->key->name : NULL,
 		"export", cid, "dex", NULL };
 	int64_t now = tg_clock_now_ms();
@@ -437,7 +427,7 @@ commit_job(struct gw_req *r, const char *cid, struct tg_err *err)
 	}
 	if (tg_outbox_add(h->ob, &j, now, hk->id, err) != 0)
 		return -1;
-	gw_fetch_start(h, hk->id, cid, now, r->rt->cfg.wh_poll_interval);
+	wh_fetch_start(h, hk->id, cid, now, r->rt->cfg.wh_poll_interval);
 	return 0;
 }
 
@@ -446,18 +436,12 @@ reply_held(struct gw_req *r, const char *cid)
 {
 	char host[256];
 
-	url_host(r->hook->url, host, sizeof(host));
-	tg_log(TG_LOG_INFO, "webhook_job_added", TG_LS("id", r->hook->id),
+	url_host(HOOK(r)->url, host, sizeof(host));
+	tg_log(TG_LOG_INFO, "webhook_job_added", TG_LS("id", HOOK(r)->id),
 	    TG_LS("correlationId", cid), TG_LS("key", r->key ? r->key->name : NULL),
 	    TG_LS("host", host), TG_LS("mode", r->rt->cfg.wh_mode_str));
-	if (r->key != NULL && r->gw->owners != NULL) {	/* ownership of the job's polls */
-		struct evbuffer *copy = evbuffer_new();
-
-		evbuffer_add(copy, evbuffer_pullup(r->capture, -1), evbuffer_get_length(r->capture));
-		gw_job_created(r, copy);
-	}
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Webhook-Id",
-	    r->hook->id);
+	    HOOK(r)->id);
 	gw_req_reply_buf(r, 200, "application/json", r->capture);
 }
 
@@ -489,7 +473,7 @@ answer_held(struct gw_req *r)
 }
 
 int
-gw_hook_done(struct gw_req *r, enum tg_up_error err)
+wh_hook_done(struct gw_req *r, enum tg_up_error err)
 {
 	char why[160];
 
@@ -546,7 +530,7 @@ relay_conflict(struct gw_req *r, const char *id)
 	struct tg_outbox_job j;
 	struct tg_err err;
 
-	if (tg_outbox_get(r->gw->hooks->ob, id, &j, &err) != 0) {
+	if (tg_outbox_get(WH(r->gw)->ob, id, &j, &err) != 0) {
 		gw_req_reply_error(r, 500, "INTERNAL", "the webhook outbox could not be read");
 		return;
 	}
@@ -572,7 +556,7 @@ relay_store(struct gw_req *r, const char *id, struct tg_outbox_payload *p)
 		rc = tg_outbox_payload_commit(p, tg_clock_now_ms(), &err);
 	}
 	if (rc == 0) {
-		gw_fetch_stop(r->gw->hooks, id);
+		wh_fetch_stop(WH(r->gw), id);
 		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_relay_deliveries_total", "", 1);
 		tg_log(TG_LOG_INFO, "webhook_payload_ready", TG_LS("id", id),
 		    TG_LI("bytes", n), TG_LS("from", "relay"));
@@ -587,14 +571,14 @@ relay_store(struct gw_req *r, const char *id, struct tg_outbox_payload *p)
 }
 
 void
-gw_hook_relay(struct gw_req *r)
+wh_hook_relay(struct gw_req *r)
 {
-	const char *id = r->path + strlen(GW_RELAY_PREFIX);
+	const char *id = r->path + strlen(WH_RELAY_PREFIX);
 	struct tg_outbox_payload *p;
 	struct tg_err err;
 	int rc;
 
-	if (r->gw->hooks == NULL || !job_id_valid(id)) {
+	if (!job_id_valid(id)) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
 	} else if (evhttp_request_get_command(r->req) != EVHTTP_REQ_POST) {
 		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "deliveries are POSTed");
@@ -602,7 +586,7 @@ gw_hook_relay(struct gw_req *r)
 	    r->rt->cfg.wh_max_payload) {
 		gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE",
 		    "the export is larger than webhooks.max_payload");
-	} else if ((p = tg_outbox_payload_open(r->gw->hooks->ob, id, &rc, &err)) != NULL) {
+	} else if ((p = tg_outbox_payload_open(WH(r->gw)->ob, id, &rc, &err)) != NULL) {
 		relay_store(r, id, p);
 	} else if (rc == TG_OUTBOX_NOT_FOUND) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");

@@ -23,7 +23,7 @@
  *
  * Called from proxy.c for the pollable GET operations (after jobs.c has
  * read the job id and checked who may read it), and by the webhook payload
- * fetcher (gw_poll_peek) before it polls the vendor itself; owns its
+ * fetcher (gw_peek) before it polls the vendor itself; owns its
  * entries, which outlive the requests and are swept when idle.
  */
 #include <stdio.h>
@@ -43,7 +43,7 @@
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/map.h"
-#include "gw.h"
+#include "jobs_int.h"
 
 struct poll_answer {
 	int status;
@@ -53,12 +53,12 @@ struct poll_answer {
 	int64_t at;		/* monotonic ms; 0 when none */
 	int terminal;
 	int held;		/* counted in the budget, on the LRU list */
-	struct gw_spool *spool;	/* a final answer too large for memory (spool.c) */
+	struct jobs_spool *spool;	/* a final answer too large for memory (spool.c) */
 };
 
 struct poll_entry {
 	char *key;
-	struct gw_poll *p;
+	struct jobs_poll *p;
 	int service;		/* GW_DEX / GW_SIM: the runtime is looked up at fetch time */
 	enum tg_op op;
 	char *uri;		/* upstream path and query */
@@ -71,23 +71,23 @@ struct poll_entry {
 	struct evbuffer *fbuf;	/* the answer in flight, up to cache_max_body */
 	int f_status;
 	const struct evkeyvalq *f_hdr;	/* borrowed from on_f_head to on_f_done */
-	struct gw_spool *writing;	/* the answer in flight, spooled */
+	struct jobs_spool *writing;	/* the answer in flight, spooled */
 	struct tg_token_wait *tw;
 	char *token;
 	int replayed, passthrough;
-	TAILQ_HEAD(, gw_req) waiters;
+	TAILQ_HEAD(, jobs_req) waiters;
 	struct event *timer;	/* next poll for long-poll waiters */
 	TAILQ_ENTRY(poll_entry) lru;	/* while ans.held */
 };
 
-struct gw_poll {
+struct jobs_poll {
 	struct gw *gw;
 	struct tg_map *entries;		/* key -> struct poll_entry */
 	struct tg_map *imports_done;	/* correlationId -> (void *)1 */
 	struct event *sweep;
 	TAILQ_HEAD(, poll_entry) lru;	/* held answers, least recently used first */
 	size_t bytes;			/* body bytes of the held answers */
-	struct gw_spool_stats spool;	/* spool files, all entries */
+	struct jobs_spool_stats spool;	/* spool files, all entries */
 };
 
 static void fetch(struct poll_entry *e);
@@ -137,7 +137,7 @@ answer_clear(struct poll_answer *a)
 	free(a->ctype);
 	free(a->retry_after);
 	body_unref(a->body);
-	gw_spool_unref(a->spool);
+	jobs_spool_unref(a->spool);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -168,7 +168,7 @@ touch(struct poll_entry *e)
  * waiters stay (a long-poll is answered from its entry's answer).
  */
 static int
-make_room(struct gw_poll *p, size_t need)
+make_room(struct jobs_poll *p, size_t need)
 {
 	size_t max = (size_t)p->gw->rt->cfg.poll_cache_max_bytes;
 	struct poll_entry *e, *next;
@@ -268,19 +268,39 @@ fresh(const struct poll_entry *e)
 
 /* ---- waiters ---- */
 
-static void
-waiter_remove(struct gw_req *r)
+/* Waiters are the jobs_req slots of their requests. */
+#define WAITER(r)	jobs_req_of(r)
+
+static struct gw_req *
+first_waiter(struct poll_entry *e)
 {
-	struct poll_entry *e = r->poll;
+	struct jobs_req *q = TAILQ_FIRST(&e->waiters);
+
+	return q != NULL ? q->r : NULL;
+}
+
+static void
+waiter_unlink(struct jobs_req *q)
+{
+	struct poll_entry *e = q->poll;
 
 	if (e == NULL)
 		return;
-	TAILQ_REMOVE(&e->waiters, r, poll_next);
-	r->poll = NULL;
-	if (r->wait_timer != NULL) {
-		event_free(r->wait_timer);
-		r->wait_timer = NULL;
+	TAILQ_REMOVE(&e->waiters, q, next);
+	q->poll = NULL;
+	if (q->wait_timer != NULL) {
+		event_free(q->wait_timer);
+		q->wait_timer = NULL;
 	}
+}
+
+static void
+waiter_remove(struct gw_req *r)
+{
+	struct jobs_req *q = jobs_req_find(r);
+
+	if (q != NULL)
+		waiter_unlink(q);
 }
 
 static void
@@ -292,7 +312,7 @@ reply_answer(struct gw_req *r, const struct poll_answer *a, const char *how)
 
 	waiter_remove(r);
 	if (a->spool != NULL) {
-		gw_spool_serve(a->spool, r, how);
+		jobs_spool_serve(a->spool, r, how);
 		return;
 	}
 	b = evbuffer_new();
@@ -316,12 +336,12 @@ reply_answer(struct gw_req *r, const struct poll_answer *a, const char *how)
 static void
 wake(struct poll_entry *e)
 {
-	struct gw_req *r, *next;
+	struct jobs_req *q, *next;
 
-	for (r = TAILQ_FIRST(&e->waiters); r != NULL; r = next) {
-		next = TAILQ_NEXT(r, poll_next);
-		if (e->ans.terminal || r->wait_until == 0 || e->passthrough)
-			reply_answer(r, &e->ans, r->wait_until ? "long-poll" : "fetched");
+	for (q = TAILQ_FIRST(&e->waiters); q != NULL; q = next) {
+		next = TAILQ_NEXT(q, next);
+		if (e->ans.terminal || q->wait_until == 0 || e->passthrough)
+			reply_answer(q->r, &e->ans, q->wait_until ? "long-poll" : "fetched");
 	}
 }
 
@@ -333,7 +353,7 @@ fail_waiters(struct poll_entry *e, int status, const char *code, const char *msg
 	char ra[16];
 
 	snprintf(ra, sizeof(ra), "%d", retry_after);
-	while ((r = TAILQ_FIRST(&e->waiters)) != NULL) {
+	while ((r = first_waiter(e)) != NULL) {
 		waiter_remove(r);
 		if (retry_after > 0)
 			evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After",
@@ -349,7 +369,7 @@ proxy_waiters(struct poll_entry *e)
 	struct gw_req *r;
 
 	e->passthrough = 1;
-	while ((r = TAILQ_FIRST(&e->waiters)) != NULL) {
+	while ((r = first_waiter(e)) != NULL) {
 		waiter_remove(r);
 		gw_req_proxy(r);
 	}
@@ -415,8 +435,11 @@ store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuff
 	e->ans.len = len;
 	e->ans.at = tg_clock_mono_ms();
 	e->ans.terminal = is_terminal(e, status, e->ans.body, len);
-	if (status == 200 && e->op == TG_OP_SIM_STATUS && e->job != NULL)
-		gw_run_status_seen(e->p->gw, e->job, e->ans.body, len);
+	if (e->job != NULL) {	/* observers: the run registry reads statuses */
+		struct gw_answer a = { e->service, e->op, e->job, status, e->ans.body, len };
+
+		gw_answer_seen(e->p->gw, &a);
+	}
 	(void)hold(e);
 }
 
@@ -428,8 +451,8 @@ serve_unkept(struct poll_entry *e)
 {
 	struct gw_req *r;
 
-	while ((r = TAILQ_FIRST(&e->waiters)) != NULL)
-		reply_answer(r, &e->ans, r->wait_until ? "long-poll" : "fetched");
+	while ((r = first_waiter(e)) != NULL)
+		reply_answer(r, &e->ans, WAITER(r)->wait_until ? "long-poll" : "fetched");
 	answer_clear(&e->ans);
 	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_cache_unkept_total", "", 1);
 }
@@ -518,18 +541,18 @@ spool_start(struct poll_entry *e)
 	struct tg_err err;
 
 	e->p->spool.max = c->poll_spool_max_bytes;
-	e->writing = gw_spool_new(e->p->gw, c->spool_dir_path, e->f_status, ct, &e->p->spool,
+	e->writing = jobs_spool_new(e->p->gw, c->spool_dir_path, e->f_status, ct, &e->p->spool,
 	    &err);
 	if (e->writing == NULL) {
 		tg_log(TG_LOG_WARN, "spool_failed", TG_LS("reason", err.msg));
 		return -1;
 	}
 	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_spooled_total", "", 1);
-	if (gw_spool_append(e->writing, e->fbuf) != 0)
+	if (jobs_spool_append(e->writing, e->fbuf) != 0)
 		return -1;
-	while ((r = TAILQ_FIRST(&e->waiters)) != NULL) {
+	while ((r = first_waiter(e)) != NULL) {
 		waiter_remove(r);
-		gw_spool_serve(e->writing, r, r->wait_until ? "long-poll" : "spool");
+		jobs_spool_serve(e->writing, r, WAITER(r)->wait_until ? "long-poll" : "spool");
 	}
 	return 0;
 }
@@ -540,7 +563,7 @@ give_up(struct poll_entry *e, struct tg_up_req *u)
 {
 	tg_up_req_cancel(u);
 	e->inflight = NULL;
-	gw_spool_unref(e->writing);	/* its readers are reset */
+	jobs_spool_unref(e->writing);	/* its readers are reset */
 	e->writing = NULL;
 	fetch_done(e);
 	proxy_waiters(e);
@@ -553,7 +576,7 @@ on_f_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
 	size_t max = (size_t)e->p->gw->rt->cfg.poll_cache_max_body;
 
 	if (e->writing != NULL) {
-		if (gw_spool_append(e->writing, buf) != 0)
+		if (jobs_spool_append(e->writing, buf) != 0)
 			give_up(e, u);
 		return;
 	}
@@ -570,16 +593,16 @@ on_f_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
 static void
 spool_done(struct poll_entry *e, enum tg_up_error err)
 {
-	struct gw_spool *s = e->writing;
+	struct jobs_spool *s = e->writing;
 
 	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_upstream_total",
 	    e->service == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
 	e->inflight = NULL;
 	e->writing = NULL;
 	fetch_done(e);
-	gw_spool_end(s, err == TG_UP_OK);
+	jobs_spool_end(s, err == TG_UP_OK);
 	if (err != TG_UP_OK) {
-		gw_spool_unref(s);
+		jobs_spool_unref(s);
 		return;
 	}
 	answer_drop(e);
@@ -679,7 +702,7 @@ entry_free(void *arg)
 	if (e->tw != NULL)
 		tg_token_wait_cancel(e->tw);
 	gw_runtime_unref(e->rt);
-	gw_spool_unref(e->writing);
+	jobs_spool_unref(e->writing);
 	evbuffer_free(e->fbuf);
 	answer_drop(e);
 	event_free(e->timer);
@@ -701,7 +724,7 @@ idle(const struct poll_entry *e)
 
 /* Drop idle entries whose answer is stale for good (all: under pressure). */
 static void
-sweep(struct gw_poll *p, int all)
+sweep(struct jobs_poll *p, int all)
 {
 	const struct gw_config *c = &p->gw->rt->cfg;
 	int64_t now = tg_clock_mono_ms();
@@ -733,7 +756,7 @@ on_sweep(evutil_socket_t fd, short what, void *arg)
 }
 
 static struct poll_entry *
-entry_get(struct gw_poll *p, struct gw_req *r, const char *job, const char *identity)
+entry_get(struct jobs_poll *p, struct gw_req *r, const char *job, const char *identity)
 {
 	char *uri = r->uri != NULL ? tg_xstrdup(r->uri) : gw_upstream_uri(r), *key;
 	struct poll_entry *e;
@@ -755,7 +778,7 @@ entry_get(struct gw_poll *p, struct gw_req *r, const char *job, const char *iden
 	e->key = key;
 	e->p = p;
 	e->service = r->svc->index;
-	e->op = r->m.route->op;
+	e->op = r->op;
 	e->uri = uri;
 	e->job = tg_xstrdup(job);
 	e->bearer = r->auth == GW_AUTH_CALLER ? tg_xstrdup(tg_http_bearer(r->req)) : NULL;
@@ -785,28 +808,29 @@ identity(struct gw_req *r, char out[33])
 static void
 on_wait_deadline(evutil_socket_t fd, short what, void *arg)
 {
-	struct gw_req *r = arg;
-	struct poll_entry *e = r->poll;
+	struct jobs_req *q = arg;
+	struct poll_entry *e = q->poll;
 
-	r->wait_until = 0;	/* from now on an ordinary poll */
+	q->wait_until = 0;	/* from now on an ordinary poll */
 	if (e->ans.at != 0 && e->inflight == NULL && e->tw == NULL)
-		reply_answer(r, &e->ans, "long-poll");
+		reply_answer(q->r, &e->ans, "long-poll");
 }
 
 static void
 add_waiter(struct poll_entry *e, struct gw_req *r, int64_t wait_ms)
 {
+	struct jobs_req *q = WAITER(r);
 	struct timeval tv;
 
-	r->poll = e;
-	TAILQ_INSERT_TAIL(&e->waiters, r, poll_next);
+	q->poll = e;
+	TAILQ_INSERT_TAIL(&e->waiters, q, next);
 	if (wait_ms <= 0)
 		return;
-	r->wait_until = tg_clock_mono_ms() + wait_ms;
-	r->wait_timer = evtimer_new(e->p->gw->base, on_wait_deadline, r);
+	q->wait_until = tg_clock_mono_ms() + wait_ms;
+	q->wait_timer = evtimer_new(e->p->gw->base, on_wait_deadline, q);
 	tv.tv_sec = wait_ms / 1000;
 	tv.tv_usec = (wait_ms % 1000) * 1000;
-	evtimer_add(r->wait_timer, &tv);
+	evtimer_add(q->wait_timer, &tv);
 }
 
 static int
@@ -848,7 +872,7 @@ count(struct gw_req *r, const char *result)
 static int
 job_of(struct gw_req *r, char **job)
 {
-	if (gw_job_id(r, job) != 0)
+	if (jobs_owner_check(r, job) != 0)
 		return -1;	/* ambiguous, or another key's job */
 	if (*job == NULL && r->svc->index == GW_SIM)
 		*job = tg_xstrdup(tg_route_param(&r->m, "id"));
@@ -860,15 +884,14 @@ job_of(struct gw_req *r, char **job)
 }
 
 int
-gw_poll_handle(struct gw_req *r)
+jobs_poll_handle(struct jobs_poll *p, struct gw_req *r)
 {
-	struct gw_poll *p = r->gw->poll;
 	struct poll_entry *e;
 	char *job, id[33];
 	int64_t wms;
 	int rc = 1;
 
-	if (r->m.route == NULL || !pollable(r->m.route->op))
+	if (!pollable(r->op))
 		return 0;
 	if (job_of(r, &job) != 0)
 		return 1;
@@ -888,7 +911,7 @@ gw_poll_handle(struct gw_req *r)
 	touch(e);
 	if (e->writing != NULL) {
 		count(r, "spool");	/* follows the spool being written */
-		gw_spool_serve(e->writing, r, "spool");
+		jobs_spool_serve(e->writing, r, "spool");
 		goto done;
 	}
 	if (fresh(e) && (e->ans.terminal || wms == 0)) {
@@ -910,17 +933,16 @@ done:
 }
 
 void
-gw_poll_forget(struct gw_req *r)
+jobs_poll_forget(struct jobs_req *q)
 {
-	waiter_remove(r);
-	gw_spool_forget(r);
+	waiter_unlink(q);
+	jobs_spool_forget(q);
 }
 
 /* The key entry_get gives a gateway-token caller's poll of uri. */
 int
-gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *out)
+jobs_poll_peek(struct jobs_poll *p, int service, const char *uri, struct gw_peek *out)
 {
-	struct gw_poll *p = gw->poll;
 	struct poll_entry *e;
 	char *key;
 
@@ -939,10 +961,10 @@ gw_poll_peek(struct gw *gw, int service, const char *uri, struct gw_poll_peek *o
 	return 1;
 }
 
-struct gw_poll *
-gw_poll_new(struct gw *gw, const struct gw_config *c)
+struct jobs_poll *
+jobs_poll_new(struct gw *gw, const struct gw_config *c)
 {
-	struct gw_poll *p = tg_xcalloc(1, sizeof(*p));
+	struct jobs_poll *p = tg_xcalloc(1, sizeof(*p));
 	struct timeval tv = { 30, 0 };
 
 	if (c->poll_terminal_ttl < 30000) {	/* spool files go soon after expiry */
@@ -950,7 +972,7 @@ gw_poll_new(struct gw *gw, const struct gw_config *c)
 		tv.tv_usec = (c->poll_terminal_ttl % 1000) * 1000;
 	}
 	if (c->poll_spool_max_bytes > 0)
-		gw_spool_dir_prepare(c->spool_dir_path);
+		jobs_spool_dir_prepare(c->spool_dir_path);
 	p->gw = gw;
 	p->entries = tg_map_new(entry_free);
 	p->imports_done = tg_map_new(NULL);
@@ -961,7 +983,7 @@ gw_poll_new(struct gw *gw, const struct gw_config *c)
 }
 
 void
-gw_poll_free(struct gw_poll *p)
+jobs_poll_free(struct jobs_poll *p)
 {
 	if (p == NULL)
 		return;
@@ -972,12 +994,10 @@ gw_poll_free(struct gw_poll *p)
 }
 
 void
-gw_poll_metrics(struct gw *gw, struct evbuffer *out)
+jobs_poll_metrics(struct jobs_poll *p, struct evbuffer *out)
 {
-	struct gw_poll *p = gw->poll;
+	struct gw *gw = p->gw;
 
-	if (p == NULL)
-		return;
 	evbuffer_add_printf(out, "# HELP tidegate_poll_cache_bytes Body bytes of the answers "
 	    "the poll multiplexer holds.\n# TYPE tidegate_poll_cache_bytes gauge\n"
 	    "tidegate_poll_cache_bytes %zu\n", p->bytes);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -24,14 +25,14 @@
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/registry.h"
-#include "gw.h"
+#include "runs_int.h"
 
 #define IDLE_RECHECK_MS		60000		/* re-read the schedule at least this often */
 #define STATUS_MAX_BODY		(1024 * 1024)
 
 enum { PHASE_STATUS, PHASE_RESULTS };
 
-struct gw_tracker {
+struct runs_tracker {
 	struct gw *gw;
 	struct event *timer;
 	struct event *retention;	/* expiry and purge of the registry */
@@ -43,10 +44,10 @@ struct gw_tracker {
 	int stuck;			/* the registry failed: slow down */
 };
 
-static void start(struct gw_tracker *t);
+static void start(struct runs_tracker *t);
 
 static void
-arm(struct gw_tracker *t, int64_t ms)
+arm(struct runs_tracker *t, int64_t ms)
 {
 	struct timeval tv;
 
@@ -58,7 +59,7 @@ arm(struct gw_tracker *t, int64_t ms)
 }
 
 void
-gw_tracker_kick(struct gw_tracker *t)
+runs_tracker_kick(struct runs_tracker *t)
 {
 	enum tg_run_status st;
 	struct tg_err err;
@@ -71,18 +72,18 @@ gw_tracker_kick(struct gw_tracker *t)
 		arm(t, 1000);
 		return;
 	}
-	if (tg_runs_next_unhandled(t->gw->runs, &id, &st, &err) == 1) {
+	if (tg_runs_next_unhandled(RUNS(t->gw)->reg, &id, &st, &err) == 1) {
 		free(id);
 		arm(t, 0);		/* an end to handle first */
 		return;
 	}
 	now = tg_clock_now_ms();
-	next = tg_runs_next_due(t->gw->runs, now);
+	next = tg_runs_next_due(RUNS(t->gw)->reg, now);
 	arm(t, next == INT64_MAX || next - now > IDLE_RECHECK_MS ? IDLE_RECHECK_MS : next - now);
 }
 
 static void
-release(struct gw_tracker *t)
+release(struct runs_tracker *t)
 {
 	gw_runtime_unref(t->rt);
 	t->rt = NULL;
@@ -90,21 +91,21 @@ release(struct gw_tracker *t)
 
 /* The check of t->id is over: on to the next due run. */
 static void
-end(struct gw_tracker *t)
+end(struct runs_tracker *t)
 {
 	free(t->id);
 	t->id = NULL;
-	gw_tracker_kick(t);
+	runs_tracker_kick(t);
 }
 
 /* The end of t->id is handled: webhook, sweep, then the mark. */
 static void
-handled(struct gw_tracker *t)
+handled(struct runs_tracker *t)
 {
 	struct tg_err err;
 
-	gw_run_notify(t->gw, t->id);
-	t->stuck = tg_runs_set_handled(t->gw->runs, t->id, &err) != 0;
+	runs_notify(t->gw, t->id);
+	t->stuck = tg_runs_set_handled(RUNS(t->gw)->reg, t->id, &err) != 0;
 	if (t->stuck)
 		tg_log(TG_LOG_ERROR, "run_handled_failed", TG_LS("simulationId", t->id),
 		    TG_LS("error", err.msg));
@@ -112,11 +113,11 @@ handled(struct gw_tracker *t)
 }
 
 static void
-check_failed(struct gw_tracker *t, const char *why, int64_t ra)
+check_failed(struct runs_tracker *t, const char *why, int64_t ra)
 {
 	struct tg_err err;
 
-	if (tg_runs_check_failed(t->gw->runs, t->id, why, ra, tg_clock_now_ms(), &err) == -1)
+	if (tg_runs_check_failed(RUNS(t->gw)->reg, t->id, why, ra, tg_clock_now_ms(), &err) == -1)
 		tg_log(TG_LOG_ERROR, "run_check_record_failed", TG_LS("simulationId", t->id),
 		    TG_LS("error", err.msg));
 	tg_log(TG_LOG_WARN, "run_check_failed", TG_LS("simulationId", t->id),
@@ -125,7 +126,7 @@ check_failed(struct gw_tracker *t, const char *why, int64_t ra)
 
 /* The run became terminal: results of a completed run, then its webhook. */
 static void
-ended(struct gw_tracker *t, enum tg_run_status st)
+ended(struct runs_tracker *t, enum tg_run_status st)
 {
 	tg_log(TG_LOG_INFO, "run_ended", TG_LS("simulationId", t->id),
 	    TG_LS("status", tg_runs_status_str(st)));
@@ -138,7 +139,7 @@ ended(struct gw_tracker *t, enum tg_run_status st)
 }
 
 static void
-got_status(struct gw_tracker *t, int status, const struct evkeyvalq *h, struct evbuffer *body)
+got_status(struct runs_tracker *t, int status, const struct evkeyvalq *h, struct evbuffer *body)
 {
 	yajl_val v = NULL;
 	const char *s, *c;
@@ -164,7 +165,7 @@ got_status(struct gw_tracker *t, int status, const struct evkeyvalq *h, struct e
 		if ((c = tg_json_get_str(v, "completedAt")) != NULL)
 			(void)tg_clock_parse_iso(c, &done);
 	}
-	rc = tg_runs_set_status(t->gw->runs, t->id, st, done, tg_clock_now_ms(), &err);
+	rc = tg_runs_set_status(RUNS(t->gw)->reg, t->id, st, done, tg_clock_now_ms(), &err);
 	if (rc == -1)
 		tg_log(TG_LOG_ERROR, "run_status_record_failed", TG_LS("simulationId", t->id),
 		    TG_LS("error", err.msg));
@@ -181,7 +182,7 @@ next:
 }
 
 static void
-got_results(struct gw_tracker *t, int status, struct evbuffer *body)
+got_results(struct runs_tracker *t, int status, struct evbuffer *body)
 {
 	const struct gw_config *c = &t->gw->rt->cfg;
 	const char *data;
@@ -198,12 +199,12 @@ got_results(struct gw_tracker *t, int status, struct evbuffer *body)
 	len = evbuffer_get_length(body);
 	data = (const char *)evbuffer_pullup(body, -1);
 	if ((v = tg_json_parse(data, len, NULL)) != NULL &&
-	    tg_runs_set_figures(t->gw->runs, t->id, v, &err) == -1)
+	    tg_runs_set_figures(RUNS(t->gw)->reg, t->id, v, &err) == -1)
 		tg_log(TG_LOG_WARN, "run_figures_failed", TG_LS("simulationId", t->id),
 		    TG_LS("error", err.msg));
 	yajl_tree_free(v);
 	if (c->runs_archive) {
-		rc = tg_runs_archive(t->gw->runs, t->id, data, len, tg_clock_now_ms(), &err);
+		rc = tg_runs_archive(RUNS(t->gw)->reg, t->id, data, len, tg_clock_now_ms(), &err);
 		if (rc != 0)
 			tg_log(TG_LOG_WARN, "run_archive_failed", TG_LS("simulationId", t->id),
 			    TG_LS("error", rc == -1 || rc == TG_RUNS_REFUSED ? err.msg :
@@ -217,7 +218,7 @@ static void
 on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up_error err,
     void *arg)
 {
-	struct gw_tracker *t = arg;
+	struct runs_tracker *t = arg;
 	char why[96];
 
 	t->up = NULL;
@@ -235,7 +236,7 @@ on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg
 }
 
 static void
-send_check(struct gw_tracker *t, const char *token)
+send_check(struct runs_tracker *t, const char *token)
 {
 	const struct gw_service *s = &t->rt->svc[GW_SIM];
 	struct tg_route_match m;
@@ -268,7 +269,7 @@ send_check(struct gw_tracker *t, const char *token)
 static void
 on_token(const char *token, const char *why, int retry_after_s, void *arg)
 {
-	struct gw_tracker *t = arg;
+	struct runs_tracker *t = arg;
 	char msg[160];
 
 	t->tw = NULL;
@@ -287,7 +288,7 @@ on_token(const char *token, const char *why, int retry_after_s, void *arg)
 }
 
 static void
-start(struct gw_tracker *t)
+start(struct runs_tracker *t)
 {
 	struct tg_token_wait *w;
 
@@ -305,12 +306,12 @@ start(struct gw_tracker *t)
 
 /* The run that ended longest ago without being handled: 1 when started. */
 static int
-take_ended(struct gw_tracker *t)
+take_ended(struct runs_tracker *t)
 {
 	enum tg_run_status st;
 	struct tg_err err;
 	char *id;
-	int rc = tg_runs_next_unhandled(t->gw->runs, &id, &st, &err);
+	int rc = tg_runs_next_unhandled(RUNS(t->gw)->reg, &id, &st, &err);
 
 	t->stuck = rc == -1;
 	if (rc == -1)
@@ -325,7 +326,7 @@ take_ended(struct gw_tracker *t)
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
-	struct gw_tracker *t = arg;
+	struct runs_tracker *t = arg;
 	struct tg_run *due = NULL;
 	struct tg_err err;
 	size_t n = 0;
@@ -340,13 +341,13 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	}
 	if (take_ended(t))
 		return;
-	if (tg_runs_due(t->gw->runs, tg_clock_now_ms(), 1, &due, &n, &err) != 0) {
+	if (tg_runs_due(RUNS(t->gw)->reg, tg_clock_now_ms(), 1, &due, &n, &err) != 0) {
 		tg_log(TG_LOG_ERROR, "run_tracker_failed", TG_LS("error", err.msg));
 		n = 0;
 	}
 	if (n == 0) {
 		tg_runs_free(due, n);
-		gw_tracker_kick(t);
+		runs_tracker_kick(t);
 		return;
 	}
 	t->id = tg_xstrdup(due[0].simulation_id);
@@ -358,7 +359,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 static void
 on_retention(evutil_socket_t fd, short what, void *arg)
 {
-	struct gw_tracker *t = arg;
+	struct runs_tracker *t = arg;
 	int64_t every = t->gw->rt->cfg.runs_retention_interval, now = tg_clock_now_ms();
 	struct timeval tv = { (time_t)(every / 1000), (suseconds_t)(every % 1000) * 1000 };
 	size_t expired = 0, runs = 0, sweeps = 0;
@@ -366,33 +367,33 @@ on_retention(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (tg_runs_expire(t->gw->runs, now, &expired, &err) != 0 ||
-	    tg_runs_purge(t->gw->runs, now, &runs, &sweeps, &err) != 0)
+	if (tg_runs_expire(RUNS(t->gw)->reg, now, &expired, &err) != 0 ||
+	    tg_runs_purge(RUNS(t->gw)->reg, now, &runs, &sweeps, &err) != 0)
 		tg_log(TG_LOG_ERROR, "run_retention_failed", TG_LS("error", err.msg));
 	else if (expired > 0 || runs > 0 || sweeps > 0)
 		tg_log(TG_LOG_INFO, "run_retention", TG_LI("expired", expired),
 		    TG_LI("purged_runs", runs), TG_LI("purged_sweeps", sweeps));
 	if (expired > 0)
-		gw_tracker_kick(t);	/* their ends are handled like any other */
+		runs_tracker_kick(t);	/* their ends are handled like any other */
 	evtimer_add(t->retention, &tv);
 }
 
-struct gw_tracker *
-gw_tracker_new(struct gw *gw)
+struct runs_tracker *
+runs_tracker_new(struct gw *gw)
 {
-	struct gw_tracker *t = tg_xcalloc(1, sizeof(*t));
+	struct runs_tracker *t = tg_xcalloc(1, sizeof(*t));
 	struct timeval tv = { 1, 0 };
 
 	t->gw = gw;
 	t->timer = evtimer_new(gw->base, on_timer, t);
 	t->retention = evtimer_new(gw->base, on_retention, t);
 	evtimer_add(t->retention, &tv);
-	gw_tracker_kick(t);
+	runs_tracker_kick(t);
 	return t;
 }
 
 void
-gw_tracker_free(struct gw_tracker *t)
+runs_tracker_free(struct runs_tracker *t)
 {
 	if (t == NULL)
 		return;

@@ -35,34 +35,34 @@
 #include "tidegate/clock.h"
 #include "tidegate/ids.h"
 #include "tidegate/log.h"
-#include "gw.h"
+#include "jobs_int.h"
 
 #define SPOOL_CHUNK (64 * 1024)
 #define SPOOL_PREFIX "tg-spool-"
 
-struct gw_spool_rd {
-	struct gw_spool *s;
+struct jobs_spool_rd {
+	struct jobs_spool *s;
 	struct gw_req *r;
 	int64_t off;
 	int sending;		/* a chunk is with the client: wait for its drain */
 	struct event *ev;	/* pump: from the loop, never inside a callback */
-	TAILQ_ENTRY(gw_spool_rd) next;
+	TAILQ_ENTRY(jobs_spool_rd) next;
 };
 
-struct gw_spool {
+struct jobs_spool {
 	struct gw *gw;
-	struct gw_spool_stats *st;
+	struct jobs_spool_stats *st;
 	char *path;		/* NULL once removed */
 	int fd;
 	int refs;		/* the entry's, plus one per reader */
 	int status, done, failed;
 	char *ctype;
 	int64_t size;
-	TAILQ_HEAD(, gw_spool_rd) readers;
+	TAILQ_HEAD(, jobs_spool_rd) readers;
 };
 
 static void
-spool_remove(struct gw_spool *s)
+spool_remove(struct jobs_spool *s)
 {
 	if (s->path == NULL)
 		return;
@@ -71,11 +71,11 @@ spool_remove(struct gw_spool *s)
 	s->path = NULL;
 }
 
-struct gw_spool *
-gw_spool_new(struct gw *gw, const char *dir, int status, const char *ctype,
-    struct gw_spool_stats *st, struct tg_err *err)
+struct jobs_spool *
+jobs_spool_new(struct gw *gw, const char *dir, int status, const char *ctype,
+    struct jobs_spool_stats *st, struct tg_err *err)
 {
-	struct gw_spool *s = tg_xcalloc(1, sizeof(*s));
+	struct jobs_spool *s = tg_xcalloc(1, sizeof(*s));
 	char id[TG_UUID_LEN];
 
 	tg_id_uuid4(id);
@@ -98,7 +98,7 @@ gw_spool_new(struct gw *gw, const char *dir, int status, const char *ctype,
 }
 
 static void
-spool_free(struct gw_spool *s)
+spool_free(struct jobs_spool *s)
 {
 	spool_remove(s);
 	close(s->fd);
@@ -109,9 +109,9 @@ spool_free(struct gw_spool *s)
 }
 
 static void
-wake_readers(struct gw_spool *s)
+wake_readers(struct jobs_spool *s)
 {
-	struct gw_spool_rd *rd;
+	struct jobs_spool_rd *rd;
 
 	TAILQ_FOREACH(rd, &s->readers, next)
 		if (!rd->sending || s->failed)
@@ -119,7 +119,7 @@ wake_readers(struct gw_spool *s)
 }
 
 static void
-spool_fail(struct gw_spool *s, const char *why)
+spool_fail(struct jobs_spool *s, const char *why)
 {
 	if (s->failed)
 		return;
@@ -130,7 +130,7 @@ spool_fail(struct gw_spool *s, const char *why)
 }
 
 int
-gw_spool_append(struct gw_spool *s, struct evbuffer *buf)
+jobs_spool_append(struct jobs_spool *s, struct evbuffer *buf)
 {
 	size_t len = evbuffer_get_length(buf);
 	int n;
@@ -159,7 +159,7 @@ gw_spool_append(struct gw_spool *s, struct evbuffer *buf)
 }
 
 void
-gw_spool_end(struct gw_spool *s, int ok)
+jobs_spool_end(struct jobs_spool *s, int ok)
 {
 	if (!ok) {
 		spool_fail(s, "the vendor's answer was cut short");
@@ -170,14 +170,14 @@ gw_spool_end(struct gw_spool *s, int ok)
 }
 
 static void
-spool_unref(struct gw_spool *s)
+spool_unref(struct jobs_spool *s)
 {
 	if (--s->refs == 0)
 		spool_free(s);
 }
 
 void
-gw_spool_unref(struct gw_spool *s)
+jobs_spool_unref(struct jobs_spool *s)
 {
 	if (s == NULL)
 		return;
@@ -188,28 +188,28 @@ gw_spool_unref(struct gw_spool *s)
 }
 
 static void
-reader_free(struct gw_spool_rd *rd)
+reader_free(struct jobs_spool_rd *rd)
 {
-	struct gw_spool *s = rd->s;
+	struct jobs_spool *s = rd->s;
 
 	TAILQ_REMOVE(&s->readers, rd, next);
-	rd->r->spool_rd = NULL;
+	jobs_req_of(rd->r)->spool_rd = NULL;
 	event_free(rd->ev);
 	free(rd);
 	spool_unref(s);
 }
 
 void
-gw_spool_forget(struct gw_req *r)
+jobs_spool_forget(struct jobs_req *q)
 {
-	if (r->spool_rd != NULL)
-		reader_free(r->spool_rd);
+	if (q->spool_rd != NULL)
+		reader_free(q->spool_rd);
 }
 
 static void
 on_client_drained(struct evhttp_connection *conn, void *arg)
 {
-	struct gw_spool_rd *rd = arg;
+	struct jobs_spool_rd *rd = arg;
 
 	rd->sending = 0;
 	event_active(rd->ev, EV_TIMEOUT, 0);
@@ -219,8 +219,8 @@ on_client_drained(struct evhttp_connection *conn, void *arg)
 static void
 on_pump(evutil_socket_t fd, short what, void *arg)
 {
-	struct gw_spool_rd *rd = arg;
-	struct gw_spool *s = rd->s;
+	struct jobs_spool_rd *rd = arg;
+	struct jobs_spool *s = rd->s;
 	struct gw_req *r = rd->r;
 	int64_t avail = s->size - rd->off;
 	struct evbuffer *b;
@@ -258,10 +258,10 @@ on_pump(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-gw_spool_serve(struct gw_spool *s, struct gw_req *r, const char *how)
+jobs_spool_serve(struct jobs_spool *s, struct gw_req *r, const char *how)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
-	struct gw_spool_rd *rd = tg_xcalloc(1, sizeof(*rd));
+	struct jobs_spool_rd *rd = tg_xcalloc(1, sizeof(*rd));
 	char len[24];
 
 	rd->s = s;
@@ -269,7 +269,7 @@ gw_spool_serve(struct gw_spool *s, struct gw_req *r, const char *how)
 	rd->ev = event_new(s->gw->base, -1, 0, on_pump, rd);
 	s->refs++;
 	TAILQ_INSERT_TAIL(&s->readers, rd, next);
-	r->spool_rd = rd;
+	jobs_req_of(r)->spool_rd = rd;
 	evhttp_add_header(h, "Content-Type", s->ctype);
 	evhttp_add_header(h, "X-Tidegate-Poll", how);
 	if (s->done) {
@@ -283,7 +283,7 @@ gw_spool_serve(struct gw_spool *s, struct gw_req *r, const char *how)
 }
 
 void
-gw_spool_dir_prepare(const char *dir)
+jobs_spool_dir_prepare(const char *dir)
 {
 	struct dirent *d;
 	DIR *dp;

@@ -1,9 +1,11 @@
 /*
- * runs.c - the gateway's side of the simulation run registry
- * (include/tidegate/registry.h): opened at start with struct gw, closed at
- * shutdown. A POST /simulations the vendor accepts (201) is held until
- * the run is committed to the registry, then answered, so that every
- * simulationId a client has seen is tracked.
+ * runs.c - the requests of the runs feature that go to the vendor: a POST
+ * /simulations the vendor accepts (201) is held until the run is committed
+ * to the registry (include/tidegate/registry.h), then answered, so that
+ * every simulationId a client has seen is tracked; the statuses clients
+ * see are recorded; GETs of a run the vendor has deleted are answered 410
+ * (or from the archive); a run that ended with a callback URL gets its
+ * webhook queued. Called by feature.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +21,10 @@
 #include "tidegate/metrics.h"
 #include "tidegate/registry.h"
 #include "tidegate/webhook.h"
-#include "gw.h"
+#include "runs_int.h"
 
 struct tg_runs *
-gw_runs_open(const struct gw_config *c, struct tg_err *err)
+runs_registry_open(const struct gw_config *c, struct tg_err *err)
 {
 	struct tg_runs_opts o;
 	struct tg_runs *runs;
@@ -40,16 +42,6 @@ gw_runs_open(const struct gw_config *c, struct tg_err *err)
 	return runs;
 }
 
-int
-gw_run_hold(struct gw_req *r, int status)
-{
-	if (status != 201 || r->gw->runs == NULL || r->m.route == NULL ||
-	    r->m.route->op != TG_OP_SIM_SUBMIT || r->hook != NULL)
-		return 0;
-	r->held = 1;	/* answered by gw_run_done once the run is recorded */
-	r->capture = evbuffer_new();
-	return 1;
-}
 
 /* The gateway's verdict on the case, as X-Tidegate-Case-Diff told the client. */
 static const char *
@@ -132,12 +124,12 @@ record(struct gw_req *r, yajl_val ans, struct tg_err *err)
 	n.status = st && tg_runs_status_parse(st) >= 0 ?
 	    (enum tg_run_status)tg_runs_status_parse(st) : TG_RUN_IN_PROGRESS;
 	n.validation = verdict(r);
-	n.callback_url = r->run_callback;
-	rc = tg_runs_add(r->gw->runs, &n, tg_clock_now_ms(), err);
+	n.callback_url = runs_req_find(r) != NULL ? runs_req_find(r)->callback : NULL;
+	rc = tg_runs_add(RUNS(r->gw)->reg, &n, tg_clock_now_ms(), err);
 	if (rc == TG_RUNS_CONFLICT)
 		rc = 0;		/* already recorded: the vendor repeated an id */
 	if (rc == 0)
-		gw_tracker_kick(r->gw->tracker);
+		runs_tracker_kick(RUNS(r->gw)->tracker);
 	if (rc == 0)
 		tg_log(TG_LOG_INFO, "run_recorded", TG_LS("id", r->id),
 		    TG_LS("simulationId", n.simulation_id), TG_LS("key", n.api_key),
@@ -148,19 +140,19 @@ done:
 }
 
 int
-gw_run_done(struct gw_req *r, enum tg_up_error uerr)
+runs_done(struct gw_req *r, enum tg_up_error uerr, struct evbuffer *capture)
 {
 	struct tg_err err;
 	yajl_val ans;
 
-	if (uerr != TG_UP_OK || r->capture == NULL) {
+	if (uerr != TG_UP_OK || capture == NULL) {
 		gw_req_reply_error(r, 502, "UPSTREAM_ERROR", "the vendor's answer to the "
 		    "submission broke off: the simulation may have been accepted, but it is "
 		    "not tracked");
 		return 1;
 	}
-	ans = tg_json_parse((const char *)evbuffer_pullup(r->capture, -1),
-	    evbuffer_get_length(r->capture), NULL);
+	ans = tg_json_parse((const char *)evbuffer_pullup(capture, -1),
+	    evbuffer_get_length(capture), NULL);
 	if (record(r, ans, &err) != 0) {
 		tg_log(TG_LOG_ERROR, "run_record_failed", TG_LS("id", r->id),
 		    TG_LS("error", err.msg));
@@ -168,14 +160,14 @@ gw_run_done(struct gw_req *r, enum tg_up_error uerr)
 		    "X-Tidegate-Run-Tracked", "false");
 	}
 	yajl_tree_free(ans);
-	gw_req_reply_buf(r, 201, "application/json", r->capture);	/* frees r */
+	gw_req_reply_buf(r, 201, "application/json", capture);	/* frees r */
 	return 1;
 }
 
 /* ---- statuses clients saw ---- */
 
 void
-gw_run_status_seen(struct gw *gw, const char *id, const char *body, size_t len)
+runs_status_seen(struct gw *gw, const char *id, const char *body, size_t len)
 {
 	yajl_val v;
 	const char *s, *c;
@@ -183,72 +175,34 @@ gw_run_status_seen(struct gw *gw, const char *id, const char *body, size_t len)
 	int64_t done = 0;
 	int st, rc;
 
-	if (gw->runs == NULL || (v = tg_json_parse(body, len, NULL)) == NULL)
+	if (RUNS(gw)->reg == NULL || (v = tg_json_parse(body, len, NULL)) == NULL)
 		return;
 	s = tg_json_get_str(v, "status");
 	if (s == NULL || (st = tg_runs_status_parse(s)) < 0)
 		goto done;
 	if ((c = tg_json_get_str(v, "completedAt")) != NULL)
 		(void)tg_clock_parse_iso(c, &done);
-	rc = tg_runs_set_status(gw->runs, id, st, done, tg_clock_now_ms(), &err);
+	rc = tg_runs_set_status(RUNS(gw)->reg, id, st, done, tg_clock_now_ms(), &err);
 	if (rc == -1)
 		tg_log(TG_LOG_ERROR, "run_status_record_failed", TG_LS("simulationId", id),
 		    TG_LS("error", err.msg));
 	else if (rc == 1)
-		gw_tracker_kick(gw->tracker);	/* the tracker handles the end */
+		runs_tracker_kick(RUNS(gw)->tracker);	/* the tracker handles the end */
 done:
 	yajl_tree_free(v);
 }
 
-void
-gw_run_seen(struct gw_req *r, struct evbuffer *body)
-{
-	const char *id = tg_route_param(&r->m, "id");
-
-	if (id != NULL)
-		gw_run_status_seen(r->gw, id, (const char *)evbuffer_pullup(body, -1),
-		    evbuffer_get_length(body));
-	evbuffer_free(body);
-}
 
 /* ---- completion webhooks ---- */
 
-const char *
-gw_run_secret_ref(const struct gw_config *c, const char *key)
-{
-	if (key != NULL && gw_config_wh_secrets(c, key) != NULL)
-		return key;
-	return gw_config_wh_secrets(c, "global") != NULL ? "global" : NULL;
-}
-
 int
-gw_callback_check(struct gw_req *r, const char *url, struct tg_problems *p)
-{
-	struct tg_err why;
-
-	if (r->gw->hooks == NULL || gw_run_secret_ref(&r->rt->cfg,
-	    r->key ? r->key->name : NULL) == NULL) {
-		tg_problems_add(p, "/callbackUrl", "no_secret", "no webhook signing secret is "
-		    "configured for this API key (webhooks.secret or keys[].webhook_secret)");
-		return -1;
-	}
-	if (tg_egress_check_url(r->gw->hooks->pol, url, &why) != 0) {
-		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_egress_refusals_total",
-		    "stage=\"request\"", 1);
-		tg_problems_add(p, "/callbackUrl", "egress", "%s", why.msg);
-		return -1;
-	}
-	return 0;
-}
-
-int
-gw_run_prepare(struct gw_req *r)
+runs_prepare(struct gw_req *r)
 {
 	const char *hdr = tg_http_header(r->req, "X-Tidegate-Callback-Url");
 	struct tg_problems p;
 	char *url;
 
-	if (r->gw->runs == NULL || r->m.route == NULL || r->m.route->op != TG_OP_SIM_SUBMIT)
+	if (RUNS(r->gw)->reg == NULL || r->op != TG_OP_SIM_SUBMIT)
 		return 0;
 	url = hdr != NULL ? tg_xstrdup(hdr) : tg_http_query(r->req, "callbackUrl");
 	if (url == NULL)
@@ -257,20 +211,20 @@ gw_run_prepare(struct gw_req *r)
 		r->drop_query = "callbackUrl";
 	memset(&p, 0, sizeof(p));
 	p.max = 1;
-	if (gw_callback_check(r, url, &p) != 0) {
+	if (gw_callback_check(r, url, r->key ? r->key->name : NULL, &p) != 0) {
 		free(url);
 		gw_reply_problems(r, &p);
 		tg_problems_cleanup(&p);
 		return -1;
 	}
-	r->run_callback = url;
+	runs_req_of(r)->callback = url;
 	return 0;
 }
 
 /* Enqueue the webhook of a run that ended, when its submission named one;
  * a run of a sweep moves its sweep on instead. */
 void
-gw_run_notify(struct gw *gw, const char *id)
+runs_notify(struct gw *gw, const char *id)
 {
 	struct tg_outbox_new j;
 	char wid[TG_WEBHOOK_ID_LEN];
@@ -282,15 +236,15 @@ gw_run_notify(struct gw *gw, const char *id)
 	int64_t now = tg_clock_now_ms();
 
 	memset(&run, 0, sizeof(run));
-	if (tg_runs_get(gw->runs, id, &run, &err) != 0)
+	if (tg_runs_get(RUNS(gw)->reg, id, &run, &err) != 0)
 		goto done;
 	if (run.sweep_id != NULL)	/* a sweep's runs report through the sweep */
-		gw_sweeper_run_ended(gw->sweeper, run.sweep_id);
-	if (gw->hooks == NULL || run.callback_url == NULL)
+		runs_sweeper_run_ended(RUNS(gw)->sweeper, run.sweep_id);
+	if (gw->outbox == NULL || run.callback_url == NULL)
 		goto done;
 	memset(&j, 0, sizeof(j));
 	j.url = run.callback_url;
-	j.secret_ref = gw_run_secret_ref(&gw->rt->cfg, run.api_key);
+	j.secret_ref = gw_config_wh_secret_ref(&gw->rt->cfg, run.api_key);
 	j.api_key = run.api_key;
 	j.kind = "simulation";
 	j.correlation_id = run.simulation_id;
@@ -303,8 +257,8 @@ gw_run_notify(struct gw *gw, const char *id)
 	g = tg_json_gen_new();
 	tg_runs_event_json(g, &run, now);
 	yajl_gen_get_buf(g, &buf, &len);
-	if (tg_outbox_add(gw->hooks->ob, &j, now, wid, &err) != 0 ||
-	    tg_outbox_payload_set(gw->hooks->ob, wid, buf, len, now, &err) != 0) {
+	if (tg_outbox_add(gw->outbox, &j, now, wid, &err) != 0 ||
+	    tg_outbox_payload_set(gw->outbox, wid, buf, len, now, &err) != 0) {
 		tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", id),
 		    TG_LS("error", err.msg));
 		goto done;
@@ -327,7 +281,7 @@ reply_archived(struct gw_req *r, const struct tg_run *run)
 	size_t len;
 	void *data;
 
-	if (tg_runs_archived(r->gw->runs, run->simulation_id, &data, &len, &err) != 0) {
+	if (tg_runs_archived(RUNS(r->gw)->reg, run->simulation_id, &data, &len, &err) != 0) {
 		gw_req_reply_error(r, 503, "ARCHIVE_UNAVAILABLE",
 		    "the archived results could not be read");
 		return;
@@ -352,19 +306,19 @@ reply_gone(struct gw_req *r, const struct tg_run *run)
 }
 
 int
-gw_run_gone(struct gw_req *r)
+runs_gone(struct gw_req *r)
 {
-	enum tg_op op = r->m.route ? r->m.route->op : TG_OP_PASSTHROUGH;
+	enum tg_op op = r->op;
 	const char *id = tg_route_param(&r->m, "id");
 	struct tg_run run;
 	struct tg_err err;
 	int rc = 0;
 
-	if (r->gw->runs == NULL || id == NULL ||
+	if (RUNS(r->gw)->reg == NULL || id == NULL ||
 	    (op != TG_OP_SIM_STATUS && op != TG_OP_SIM_RESULTS))
 		return 0;
 	memset(&run, 0, sizeof(run));
-	if (tg_runs_get(r->gw->runs, id, &run, &err) != 0 ||
+	if (tg_runs_get(RUNS(r->gw)->reg, id, &run, &err) != 0 ||
 	    !tg_runs_expired(&run, tg_clock_now_ms()))
 		goto done;
 	rc = -1;
@@ -378,15 +332,15 @@ done:
 }
 
 void
-gw_runs_metrics(struct gw *gw, struct evbuffer *out)
+runs_metrics(struct gw *gw, struct evbuffer *out)
 {
 	struct tg_runs_stats st;
 	struct tg_err err;
 	int i;
 
-	if (gw->runs == NULL)
+	if (RUNS(gw)->reg == NULL)
 		return;
-	if (tg_runs_stats(gw->runs, &st, &err) != 0) {
+	if (tg_runs_stats(RUNS(gw)->reg, &st, &err) != 0) {
 		tg_log(TG_LOG_WARN, "runs_metrics_failed", TG_LS("error", err.msg));
 		return;
 	}

@@ -8,7 +8,7 @@
  *
  * When API keys are configured these need a key with the admin service
  * (Authorization: Bearer or X-Api-Key): 401 without a known key, 403 for
- * a key without it. Called by admin.c; the outbox (struct gw_hooks) is
+ * a key without it. Called by admin.c; the outbox (struct wh_hooks) is
  * borrowed for each call.
  */
 #include <stdio.h>
@@ -22,7 +22,7 @@
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
-#include "gw.h"
+#include "hooks_int.h"
 
 #define LIST_MAX	1000
 
@@ -131,7 +131,7 @@ list_query(struct evhttp_request *req, struct tg_outbox_query *q, char **cid)
 /* ---- handlers ---- */
 
 static void
-list(struct gw_hooks *h, struct evhttp_request *req)
+list(struct wh_hooks *h, struct evhttp_request *req)
 {
 	struct tg_outbox_query q;
 	struct tg_outbox_job *jobs = NULL;
@@ -162,7 +162,7 @@ done:
 }
 
 static void
-get_one(struct gw_hooks *h, struct evhttp_request *req, const char *id)
+get_one(struct wh_hooks *h, struct evhttp_request *req, const char *id)
 {
 	struct tg_outbox_job j;
 	struct tg_err err;
@@ -179,7 +179,7 @@ get_one(struct gw_hooks *h, struct evhttp_request *req, const char *id)
 }
 
 static void
-redeliver_one(struct gw_hooks *h, struct evhttp_request *req, const char *id)
+redeliver_one(struct wh_hooks *h, struct evhttp_request *req, const char *id)
 {
 	struct tg_err err;
 
@@ -190,7 +190,7 @@ redeliver_one(struct gw_hooks *h, struct evhttp_request *req, const char *id)
 }
 
 static void
-redeliver_since(struct gw_hooks *h, struct evhttp_request *req)
+redeliver_since(struct wh_hooks *h, struct evhttp_request *req)
 {
 	struct tg_err err;
 	int64_t since = 0;
@@ -217,7 +217,7 @@ redeliver_since(struct gw_hooks *h, struct evhttp_request *req)
 
 /* path is "/webhooks" or below it. */
 void
-gw_admin_webhooks(struct gw *gw, struct evhttp_request *req, const char *path)
+wh_admin(struct wh_hooks *h, struct evhttp_request *req, const char *path)
 {
 	enum evhttp_cmd_type m = evhttp_request_get_command(req);
 	const char *rest = path[9] == '/' ? path + 10 : "";
@@ -226,7 +226,7 @@ gw_admin_webhooks(struct gw *gw, struct evhttp_request *req, const char *path)
 	size_t n;
 	int post;
 
-	if (!authorized(gw, req))
+	if (!authorized(h->gw, req))
 		return;
 	post = strcmp(rest, "redeliver") == 0 ||
 	    (slash != NULL && strcmp(slash, "/redeliver") == 0);
@@ -245,11 +245,11 @@ gw_admin_webhooks(struct gw *gw, struct evhttp_request *req, const char *path)
 	}
 	snprintf(id, sizeof(id), "%.*s", (int)n, rest);
 	if (*rest == '\0')
-		list(gw->hooks, req);
+		list(h, req);
 	else if (strcmp(rest, "redeliver") == 0)
-		redeliver_since(gw->hooks, req);
+		redeliver_since(h, req);
 	else if (slash != NULL)
-		redeliver_one(gw->hooks, req, id);
+		redeliver_one(h, req, id);
 	else
-		get_one(gw->hooks, req, id);
+		get_one(h, req, id);
 }

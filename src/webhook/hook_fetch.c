@@ -11,7 +11,7 @@
  * the fetcher only keeps the deadline: the vendor's delivery arrives at
  * callbacks.c.
  *
- * One struct gw_fetch per waiting job, owned by h->fetches (keyed by job
+ * One struct wh_fetch per waiting job, owned by h->fetches (keyed by job
  * id); it ends by removing itself from the map from its own timer, never
  * inside an upstream callback.
  */
@@ -28,14 +28,14 @@
 #include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "tidegate/map.h"
-#include "gw.h"
+#include "hooks_int.h"
 
 #define GROWTH_DIVISOR	10			/* interval: at least age / 10 … */
 #define MAX_INTERVAL_MS	(5 * 60 * 1000)		/* … up to 5 minutes */
 #define RETRY_AFTER_MAX	(3600 * 1000)
 
-struct gw_fetch {
-	struct gw_hooks *h;
+struct wh_fetch {
+	struct wh_hooks *h;
 	char id[TG_WEBHOOK_ID_LEN];
 	char *cid;			/* NULL: wait for the vendor's relay delivery */
 	int64_t created;		/* wall ms: when the job was added */
@@ -60,16 +60,16 @@ static const char *const result_labels[] = {
 enum { R_READY, R_PENDING, R_CACHED, R_FAILED, R_ABANDONED };
 
 static void
-count(struct gw_fetch *f, int r)
+count(struct wh_fetch *f, int r)
 {
 	tg_metrics_inc(f->h->gw->metrics, "tidegate_webhook_payload_polls_total",
 	    result_labels[r], 1);
 }
 
 void
-gw_fetch_free(void *arg)
+wh_fetch_free(void *arg)
 {
-	struct gw_fetch *f = arg;
+	struct wh_fetch *f = arg;
 
 	if (f->tw != NULL)
 		tg_token_wait_cancel(f->tw);
@@ -84,7 +84,7 @@ gw_fetch_free(void *arg)
 }
 
 static void
-arm(struct gw_fetch *f, int64_t ms)
+arm(struct wh_fetch *f, int64_t ms)
 {
 	struct timeval tv;
 
@@ -97,14 +97,14 @@ arm(struct gw_fetch *f, int64_t ms)
 
 /* Removal happens from the timer, outside any upstream callback. */
 static void
-end(struct gw_fetch *f)
+end(struct wh_fetch *f)
 {
 	f->over = 1;
 	arm(f, 0);
 }
 
 static int64_t
-deadline(const struct gw_fetch *f)
+deadline(const struct wh_fetch *f)
 {
 	return f->created + f->h->gw->rt->cfg.wh_payload_timeout;
 }
@@ -113,7 +113,7 @@ deadline(const struct gw_fetch *f)
  * 503), else the interval grown with the job's age; never past the
  * deadline. */
 static void
-again(struct gw_fetch *f, int64_t retry_after_ms)
+again(struct wh_fetch *f, int64_t retry_after_ms)
 {
 	const struct gw_config *c = &f->h->gw->rt->cfg;
 	int64_t now = tg_clock_now_ms(), d = c->wh_poll_interval;
@@ -132,7 +132,7 @@ again(struct gw_fetch *f, int64_t retry_after_ms)
 }
 
 static void
-abandon(struct gw_fetch *f, const char *reason)
+abandon(struct wh_fetch *f, const char *reason)
 {
 	struct tg_err err;
 	int rc;
@@ -155,7 +155,7 @@ abandon(struct gw_fetch *f, const char *reason)
 }
 
 static void
-ready(struct gw_fetch *f, int64_t bytes, int cached)
+ready(struct wh_fetch *f, int64_t bytes, int cached)
 {
 	count(f, cached ? R_CACHED : R_READY);
 	tg_log(TG_LOG_INFO, "webhook_payload_ready", TG_LS("id", f->id),
@@ -167,7 +167,7 @@ ready(struct gw_fetch *f, int64_t bytes, int cached)
 /* ---- the vendor's answer ---- */
 
 static void
-release(struct gw_fetch *f)
+release(struct wh_fetch *f)
 {
 	gw_runtime_unref(f->rt);
 	f->rt = NULL;
@@ -178,7 +178,7 @@ release(struct gw_fetch *f)
 static void
 on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *arg)
 {
-	struct gw_fetch *f = arg;
+	struct wh_fetch *f = arg;
 	struct tg_err err;
 	int rc;
 
@@ -195,7 +195,7 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 }
 
 static void
-too_large(struct gw_fetch *f, struct tg_up_req *u)
+too_large(struct wh_fetch *f, struct tg_up_req *u)
 {
 	char why[120];
 
@@ -212,7 +212,7 @@ too_large(struct gw_fetch *f, struct tg_up_req *u)
 static void
 on_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
 {
-	struct gw_fetch *f = arg;
+	struct wh_fetch *f = arg;
 	struct tg_err err;
 
 	if (f->p == NULL) {
@@ -235,7 +235,7 @@ on_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
 }
 
 static void
-commit(struct gw_fetch *f)
+commit(struct wh_fetch *f)
 {
 	struct tg_err err;
 	int64_t bytes = f->bytes;
@@ -258,7 +258,7 @@ commit(struct gw_fetch *f)
 static void
 on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 {
-	struct gw_fetch *f = arg;
+	struct wh_fetch *f = arg;
 	char why[160];
 
 	f->up = NULL;
@@ -295,7 +295,7 @@ static const struct tg_up_cbs up_cbs = { on_head, on_body, on_done };
 
 /* What the multiplexer keys a gateway-token poll of this export by. */
 static char *
-export_uri(const struct gw_fetch *f, const struct gw_runtime *rt)
+export_uri(const struct wh_fetch *f, const struct gw_runtime *rt)
 {
 	const struct gw_service *s = &rt->svc[GW_DEX];
 	char *enc = evhttp_uriencode(f->cid, -1, 0);
@@ -307,7 +307,7 @@ export_uri(const struct gw_fetch *f, const struct gw_runtime *rt)
 }
 
 static void
-send_poll(struct gw_fetch *f, const char *token)
+send_poll(struct wh_fetch *f, const char *token)
 {
 	struct evkeyvalq h;
 	char *uri = export_uri(f, f->rt), *auth;
@@ -331,7 +331,7 @@ send_poll(struct gw_fetch *f, const char *token)
 static void
 on_token(const char *token, const char *why, int retry_after_s, void *arg)
 {
-	struct gw_fetch *f = arg;
+	struct wh_fetch *f = arg;
 
 	f->tw = NULL;
 	if (token == NULL) {
@@ -347,7 +347,7 @@ on_token(const char *token, const char *why, int retry_after_s, void *arg)
 }
 
 static void
-poll_vendor(struct gw_fetch *f)
+poll_vendor(struct wh_fetch *f)
 {
 	struct tg_token_wait *w;
 
@@ -365,12 +365,12 @@ poll_vendor(struct gw_fetch *f)
 
 /* 1 when the multiplexer's fresh answer decided this turn. */
 static int
-from_cache(struct gw_fetch *f)
+from_cache(struct wh_fetch *f)
 {
-	struct gw_poll_peek pk;
+	struct gw_peek pk;
 	struct tg_err err;
 	char *uri = export_uri(f, f->h->gw->rt);
-	int hit = gw_poll_peek(f->h->gw, GW_DEX, uri, &pk), rc;
+	int hit = gw_answer_peek(f->h->gw, GW_DEX, uri, &pk), rc;
 
 	free(uri);
 	if (!hit || (pk.status != 200 && pk.status != 202 && pk.status != 429))
@@ -395,7 +395,7 @@ from_cache(struct gw_fetch *f)
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
-	struct gw_fetch *f = arg;
+	struct wh_fetch *f = arg;
 	char id[TG_WEBHOOK_ID_LEN];
 
 	if (f->over) {
@@ -420,10 +420,10 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 /* ---- API ---- */
 
 void
-gw_fetch_start(struct gw_hooks *h, const char *id, const char *cid, int64_t created_ms,
+wh_fetch_start(struct wh_hooks *h, const char *id, const char *cid, int64_t created_ms,
     int64_t delay_ms)
 {
-	struct gw_fetch *f;
+	struct wh_fetch *f;
 
 	if (h->gw->draining || tg_map_get(h->fetches, id) != NULL)
 		return;		/* the next start resumes it */
@@ -439,9 +439,9 @@ gw_fetch_start(struct gw_hooks *h, const char *id, const char *cid, int64_t crea
 }
 
 void
-gw_fetch_stop(struct gw_hooks *h, const char *id)
+wh_fetch_stop(struct wh_hooks *h, const char *id)
 {
-	struct gw_fetch *f = tg_map_get(h->fetches, id);
+	struct wh_fetch *f = tg_map_get(h->fetches, id);
 
 	if (f != NULL && f->up == NULL && f->tw == NULL)
 		tg_map_del(h->fetches, id);

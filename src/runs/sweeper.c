@@ -5,7 +5,7 @@
  * patched case to the vendor's submission route with the gateway's token.
  *   - 2xx with a simulationId: the variant becomes a tracked run (its
  *     status checks are tracker.c's); the sweep is kicked again when one
- *     of its runs ends (gw_sweeper_run_ended).
+ *     of its runs ends (runs_sweeper_run_ended).
  *   - 4xx other than 401/408/429: the vendor refused the case; the variant
  *     is rejected for good.
  *   - no answer, 5xx, 401, 408, 429: no verdict; the variant is pending
@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/queue.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -31,14 +32,14 @@
 #include "tidegate/log.h"
 #include "tidegate/map.h"
 #include "tidegate/registry.h"
-#include "gw.h"
+#include "runs_int.h"
 
 #define ANSWER_MAX_BODY	(1024 * 1024)
 #define WAIT_MIN_MS	2000
 #define WAIT_MAX_MS	300000
 
 struct sub {				/* one submission in flight */
-	struct gw_sweeper *sw;
+	struct runs_sweeper *sw;
 	char *sweep_id;
 	struct tg_sweep_claim c;
 	struct gw_runtime *rt;
@@ -54,7 +55,7 @@ struct hold {				/* a sweep waiting after a failed submission */
 	int fails;
 };
 
-struct gw_sweeper {
+struct runs_sweeper {
 	struct gw *gw;
 	struct event *timer;
 	struct tg_map *holds;		/* sweep id -> struct hold */
@@ -62,10 +63,10 @@ struct gw_sweeper {
 	size_t nsubs;
 };
 
-static void submit(struct gw_sweeper *sw, const char *id);
+static void submit(struct runs_sweeper *sw, const char *id);
 
 static void
-arm(struct gw_sweeper *sw, int64_t ms)
+arm(struct runs_sweeper *sw, int64_t ms)
 {
 	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
 
@@ -76,7 +77,7 @@ arm(struct gw_sweeper *sw, int64_t ms)
 static void
 sub_free(struct sub *s)
 {
-	struct gw_sweeper *sw = s->sw;
+	struct runs_sweeper *sw = s->sw;
 
 	LIST_REMOVE(s, link);
 	sw->nsubs--;
@@ -98,7 +99,7 @@ sub_free(struct sub *s)
 static void
 sub_end(struct sub *s)
 {
-	struct gw_sweeper *sw = s->sw;
+	struct runs_sweeper *sw = s->sw;
 	char *id = s->sweep_id;
 
 	s->sweep_id = NULL;
@@ -111,7 +112,7 @@ sub_end(struct sub *s)
 }
 
 static void
-hold(struct gw_sweeper *sw, const char *id, int64_t retry_after_ms)
+hold(struct runs_sweeper *sw, const char *id, int64_t retry_after_ms)
 {
 	struct hold *h = tg_map_get(sw->holds, id);
 	int64_t wait;
@@ -138,14 +139,14 @@ unclaim(struct sub *s, const char *why, int final, int64_t retry_after_ms)
 	tg_log(final ? TG_LOG_INFO : TG_LOG_WARN, final ? "sweep_variant_rejected" :
 	    "sweep_submit_failed", TG_LS("sweepId", s->sweep_id), TG_LS("variant", s->c.name),
 	    TG_LS("error", why));
-	if (tg_runs_sweep_unclaim(s->sw->gw->runs, s->sweep_id, s->c.name, why, final,
+	if (tg_runs_sweep_unclaim(RUNS(s->sw->gw)->reg, s->sweep_id, s->c.name, why, final,
 	    tg_clock_now_ms(), &err) != 0)
 		tg_log(TG_LOG_ERROR, "sweep_unclaim_failed", TG_LS("sweepId", s->sweep_id),
 		    TG_LS("error", err.msg));
 	tg_metrics_inc(s->sw->gw->metrics, "tidegate_sweep_submissions_total",
 	    final ? "result=\"rejected\"" : "result=\"failed\"", 1);
 	if (final)
-		(void)gw_sweep_settle(s->sw->gw, s->sweep_id);
+		(void)runs_sweep_settle(s->sw->gw, s->sweep_id);
 	else
 		hold(s->sw, s->sweep_id, retry_after_ms);
 }
@@ -185,7 +186,7 @@ accepted(struct sub *s, yajl_val ans, const char *origin)
 	n.status = st != NULL && tg_runs_status_parse(st) >= 0 ?
 	    (enum tg_run_status)tg_runs_status_parse(st) : TG_RUN_IN_PROGRESS;
 	n.validation = "passed (sweep variant: patch and case checked against the base case)";
-	rc = tg_runs_sweep_submitted(gw->runs, s->sweep_id, s->c.name, &n, tg_clock_now_ms(),
+	rc = tg_runs_sweep_submitted(RUNS(gw)->reg, s->sweep_id, s->c.name, &n, tg_clock_now_ms(),
 	    &err);
 	if (rc != 0) {
 		tg_log(TG_LOG_ERROR, "sweep_record_failed", TG_LS("sweepId", s->sweep_id),
@@ -198,9 +199,9 @@ accepted(struct sub *s, yajl_val ans, const char *origin)
 	    1);
 	tg_log(TG_LOG_INFO, "sweep_variant_submitted", TG_LS("sweepId", s->sweep_id),
 	    TG_LS("variant", s->c.name), TG_LS("simulationId", n.simulation_id));
-	gw_tracker_kick(gw->tracker);
+	runs_tracker_kick(RUNS(gw)->tracker);
 	if (n.status != TG_RUN_IN_PROGRESS)
-		(void)gw_sweep_settle(gw, s->sweep_id);
+		(void)runs_sweep_settle(gw, s->sweep_id);
 }
 
 /* The vendor's message of a refusal, for the variant's error. */
@@ -296,7 +297,7 @@ on_token(const char *token, const char *why, int retry_after_s, void *arg)
 
 /* Start the submission of claim c of sweep id (takes c). */
 static void
-start(struct gw_sweeper *sw, const char *id, struct tg_sweep_claim *c)
+start(struct runs_sweeper *sw, const char *id, struct tg_sweep_claim *c)
 {
 	struct sub *s = tg_xcalloc(1, sizeof(*s));
 	struct tg_token_wait *w;
@@ -321,20 +322,20 @@ start(struct gw_sweeper *sw, const char *id, struct tg_sweep_claim *c)
 
 /* Claim and start what sweep id may submit now. */
 static void
-submit(struct gw_sweeper *sw, const char *id)
+submit(struct runs_sweeper *sw, const char *id)
 {
 	struct hold *h = tg_map_get(sw->holds, id);
 	struct tg_sweep_claim c;
 	struct tg_err err;
 	int rc;
 
-	if (sw->gw->draining || sw->gw->runs == NULL)
+	if (sw->gw->draining || RUNS(sw->gw)->reg == NULL)
 		return;
 	if (h != NULL && h->until > tg_clock_now_ms())
 		return;			/* the timer comes back for it */
 	for (;;) {
 		memset(&c, 0, sizeof(c));
-		rc = tg_runs_sweep_claim(sw->gw->runs, id, tg_clock_now_ms(), &c, &err);
+		rc = tg_runs_sweep_claim(RUNS(sw->gw)->reg, id, tg_clock_now_ms(), &c, &err);
 		if (rc != 1)
 			break;
 		start(sw, id, &c);
@@ -349,7 +350,7 @@ submit(struct gw_sweeper *sw, const char *id)
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
-	struct gw_sweeper *sw = arg;
+	struct runs_sweeper *sw = arg;
 	struct tg_map *kept = tg_map_new(free);
 	struct tg_err err;
 	char **ids = NULL;
@@ -358,7 +359,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (tg_runs_sweeps_running(sw->gw->runs, &ids, &n, &err) != 0) {
+	if (tg_runs_sweeps_running(RUNS(sw->gw)->reg, &ids, &n, &err) != 0) {
 		tg_log(TG_LOG_ERROR, "sweep_list_failed", TG_LS("error", err.msg));
 		n = 0;
 	}
@@ -368,37 +369,37 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	tg_map_free(sw->holds);
 	sw->holds = kept;
 	for (i = 0; i < n; i++)
-		gw_sweeper_run_ended(sw, ids[i]);	/* settle, or submit */
+		runs_sweeper_run_ended(sw, ids[i]);	/* settle, or submit */
 	tg_runs_ids_free(ids, n);
 	if (tg_map_count(sw->holds) > 0)
 		arm(sw, WAIT_MIN_MS);
 }
 
 void
-gw_sweeper_kick(struct gw_sweeper *sw, const char *id)
+runs_sweeper_kick(struct runs_sweeper *sw, const char *id)
 {
 	if (sw != NULL)
 		submit(sw, id);
 }
 
 void
-gw_sweeper_run_ended(struct gw_sweeper *sw, const char *id)
+runs_sweeper_run_ended(struct runs_sweeper *sw, const char *id)
 {
-	if (sw == NULL || gw_sweep_settle(sw->gw, id) != 0)
+	if (sw == NULL || runs_sweep_settle(sw->gw, id) != 0)
 		return;
 	submit(sw, id);		/* a slot came free */
 }
 
 int
-gw_sweeper_idle(const struct gw_sweeper *sw)
+runs_sweeper_idle(const struct runs_sweeper *sw)
 {
 	return sw == NULL || sw->nsubs == 0;
 }
 
-struct gw_sweeper *
-gw_sweeper_new(struct gw *gw)
+struct runs_sweeper *
+runs_sweeper_new(struct gw *gw)
 {
-	struct gw_sweeper *sw = tg_xcalloc(1, sizeof(*sw));
+	struct runs_sweeper *sw = tg_xcalloc(1, sizeof(*sw));
 
 	sw->gw = gw;
 	sw->timer = evtimer_new(gw->base, on_timer, sw);
@@ -409,7 +410,7 @@ gw_sweeper_new(struct gw *gw)
 }
 
 void
-gw_sweeper_free(struct gw_sweeper *sw)
+runs_sweeper_free(struct runs_sweeper *sw)
 {
 	if (sw == NULL)
 		return;

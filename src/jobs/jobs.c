@@ -10,9 +10,9 @@
  * The job id is read from the query once (tg_route_query_one): a query the
  * vendor could read another way is refused, and the upstream request is
  * built from that one decoded value alone, so what was checked is what the
- * vendor reads. Called from poll.c (gw_job_id, first thing for those
- * operations), proxy.c and callbacks.c (gw_job_created), server.c (open,
- * close) and admin.c (metrics).
+ * vendor reads. Called from poll.c (jobs_owner_check, first thing for
+ * those operations) and feature.c (the creations' answers, open, close,
+ * metrics).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +24,11 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/dex.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/owners.h"
-#include "gw.h"
+#include "jobs_int.h"
 
 #define PRUNE_EVERY_S 60
 
@@ -58,16 +59,16 @@ reads_job(enum tg_op op)
 }
 
 static void
-prune(struct gw *gw)
+prune(struct jobs *j)
 {
 	struct tg_err err;
-	long long n = tg_owners_prune(gw->owners, tg_clock_now_ms(), &err);
+	long long n = tg_owners_prune(j->owners, tg_clock_now_ms(), &err);
 
 	if (n < 0)
 		tg_log(TG_LOG_ERROR, "owners_prune_failed", TG_LS("error", err.msg));
 	else if (n > 0)
 		tg_log(TG_LOG_INFO, "owners_pruned", TG_LI("rows", n),
-		    TG_LI("left", tg_owners_count(gw->owners)));
+		    TG_LI("left", tg_owners_count(j->owners)));
 }
 
 static void
@@ -77,29 +78,29 @@ on_prune(evutil_socket_t fd, short what, void *arg)
 }
 
 int
-gw_jobs_open(struct gw *gw, const struct gw_config *c, struct tg_err *err)
+jobs_owners_open(struct jobs *j, const struct gw_config *c, struct tg_err *err)
 {
 	struct tg_owners_opts o = { c->owners_db_path, c->owners_keep, c->owners_max };
 	struct timeval tv = { PRUNE_EVERY_S, 0 };
 
-	if ((gw->owners = tg_owners_open(&o, err)) == NULL)
+	if ((j->owners = tg_owners_open(&o, err)) == NULL)
 		return -1;
-	prune(gw);
-	gw->owners_prune = event_new(gw->base, -1, EV_PERSIST, on_prune, gw);
-	evtimer_add(gw->owners_prune, &tv);
+	prune(j);
+	j->owners_prune = event_new(j->gw->base, -1, EV_PERSIST, on_prune, j);
+	evtimer_add(j->owners_prune, &tv);
 	tg_log(TG_LOG_INFO, "owners_open", TG_LS("db", c->owners_db_path),
-	    TG_LI("rows", tg_owners_count(gw->owners)));
+	    TG_LI("rows", tg_owners_count(j->owners)));
 	return 0;
 }
 
 void
-gw_jobs_close(struct gw *gw)
+jobs_owners_close(struct jobs *j)
 {
-	if (gw->owners_prune != NULL)
-		event_free(gw->owners_prune);
-	gw->owners_prune = NULL;
-	tg_owners_close(gw->owners);
-	gw->owners = NULL;
+	if (j->owners_prune != NULL)
+		event_free(j->owners_prune);
+	j->owners_prune = NULL;
+	tg_owners_close(j->owners);
+	j->owners = NULL;
 }
 
 /* 400 VALIDATION_FAILED naming the query (path ""), as for other query
@@ -120,7 +121,7 @@ refuse(struct gw_req *r, const char *code, const char *msg)
 static char *
 job_uri(struct gw_req *r, const char *cid)
 {
-	const char *tmpl = r->svc->cfg->routes[r->m.route->op];
+	const char *tmpl = r->svc->cfg->routes[r->op];
 	char *path = tg_route_expand(tmpl, &r->m);
 	char *enc = evhttp_uriencode(cid, -1, 0);
 	char *uri = tg_xasprintf("%s%s?correlationId=%s", tg_upstream_base_path(r->svc->api),
@@ -141,7 +142,7 @@ check_owner(struct gw_req *r, const char *fam, const char *cid)
 
 	if (!r->rt->cfg.poll_ownership)
 		return 0;
-	rc = tg_owners_lookup(r->gw->owners, fam, cid, tg_clock_now_ms(), &owner, &err);
+	rc = tg_owners_lookup(jobs_of(r)->owners, fam, cid, tg_clock_now_ms(), &owner, &err);
 	if (rc < 0) {
 		tg_log(TG_LOG_ERROR, "owners_lookup_failed", TG_LS("id", r->id),
 		    TG_LS("error", err.msg));
@@ -161,14 +162,14 @@ check_owner(struct gw_req *r, const char *fam, const char *cid)
 }
 
 int
-gw_job_id(struct gw_req *r, char **job)
+jobs_owner_check(struct gw_req *r, char **job)
 {
 	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(r->req);
-	enum tg_op op = r->m.route != NULL ? r->m.route->op : TG_OP_PASSTHROUGH;
+	enum tg_op op = r->op;
 	struct tg_err why;
 
 	*job = NULL;
-	if (r->gw->owners == NULL || !reads_job(op))
+	if (jobs_of(r)->owners == NULL || !reads_job(op))
 		return 0;
 	if (tg_route_query_one(u ? evhttp_uri_get_query(u) : NULL, "correlationId", job,
 	    &why) != 0) {
@@ -190,31 +191,31 @@ gw_job_id(struct gw_req *r, char **job)
 }
 
 void
-gw_job_created(struct gw_req *r, struct evbuffer *body)
+jobs_owner_record(struct gw_req *r, struct evbuffer *body)
 {
 	yajl_val v = tg_json_parse((const char *)evbuffer_pullup(body, -1),
 	    evbuffer_get_length(body), NULL);
 	const char *cid = tg_json_get_str(v, "correlationId");
-	const char *fam = r->m.route != NULL ? family(r->m.route->op) : NULL;
+	const char *fam = family(r->op);
+	struct tg_owners *o = jobs_of(r)->owners;
 	struct tg_err err;
 
-	if (r->gw->owners != NULL && r->key != NULL && fam != NULL && cid != NULL &&
-	    *cid != '\0' && tg_owners_record(r->gw->owners, fam, cid, r->key->name,
+	if (o != NULL && r->key != NULL && fam != NULL && cid != NULL &&
+	    *cid != '\0' && tg_owners_record(o, fam, cid, r->key->name,
 	    tg_clock_now_ms(), &err) != 0) {
 		tg_log(TG_LOG_ERROR, "owners_record_failed", TG_LS("id", r->id),
 		    TG_LS("correlationId", cid), TG_LS("error", err.msg));
 		tg_metrics_inc(r->gw->metrics, "tidegate_job_owner_errors_total", "", 1);
 	}
 	yajl_tree_free(v);
-	evbuffer_free(body);
 }
 
 void
-gw_jobs_metrics(struct gw *gw, struct evbuffer *out)
+jobs_owners_metrics(struct jobs *j, struct evbuffer *out)
 {
-	if (gw->owners == NULL)
+	if (j->owners == NULL)
 		return;
 	evbuffer_add_printf(out, "# HELP tidegate_job_owners Jobs whose creating API key is "
 	    "remembered (poll.ownership).\n# TYPE tidegate_job_owners gauge\n"
-	    "tidegate_job_owners %lld\n", tg_owners_count(gw->owners));
+	    "tidegate_job_owners %lld\n", tg_owners_count(j->owners));
 }

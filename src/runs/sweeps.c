@@ -9,12 +9,13 @@
  *                                  (state=running|done, limit, offset)
  *   GET  /tidegate/v1/sweeps/{id}  the summary, JSON or CSV
  *                                  (Accept: text/csv)
- * and the sweep webhook once every variant has ended (gw_sweep_settle).
+ * and the sweep webhook once every variant has ended (runs_sweep_settle).
  * Submitting the variants is sweeper.c's.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -26,19 +27,19 @@
 #include "tidegate/log.h"
 #include "tidegate/registry.h"
 #include "tidegate/webhook.h"
-#include "gw.h"
+#include "runs_int.h"
 
-#define SWEEPS_PATH	GW_API_PREFIX "sweeps"
+#define SWEEPS_PATH	RUNS_API_PREFIX "sweeps"
 #define CASE_MAX_BODY	(16 * 1024 * 1024)
 
 /* A POST in progress: the parsed request while the base case is fetched. */
-struct gw_sweep_post {
+struct runs_sweep_post {
 	struct tg_sweep_request req;
 	char *callback;			/* checked callback URL, or NULL */
 };
 
 void
-gw_sweep_post_free(struct gw_sweep_post *sp)
+runs_sweep_post_free(struct runs_sweep_post *sp)
 {
 	if (sp == NULL)
 		return;
@@ -59,11 +60,11 @@ load(struct gw *gw, const char *id, const char *key, struct tg_sweep *s,
 	memset(s, 0, sizeof(*s));
 	*v = NULL;
 	*n = 0;
-	if ((rc = tg_runs_sweep_get(gw->runs, id, s, err)) != 0)
+	if ((rc = tg_runs_sweep_get(RUNS(gw)->reg, id, s, err)) != 0)
 		return rc;
 	if (key != NULL && (s->api_key == NULL || strcmp(s->api_key, key) != 0))
 		return TG_RUNS_NOT_FOUND;
-	return tg_runs_sweep_variants(gw->runs, id, v, n, err);
+	return tg_runs_sweep_variants(RUNS(gw)->reg, id, v, n, err);
 }
 
 static int
@@ -121,12 +122,12 @@ enqueue_hook(struct gw *gw, const struct tg_sweep *s, const struct tg_sweep_vari
 
 	memset(&j, 0, sizeof(j));
 	j.url = s->callback_url;
-	j.secret_ref = gw_run_secret_ref(&gw->rt->cfg, s->api_key);
+	j.secret_ref = gw_config_wh_secret_ref(&gw->rt->cfg, s->api_key);
 	j.api_key = s->api_key;
 	j.kind = "sweep";
 	j.correlation_id = s->id;
 	j.service = "sim";
-	if (gw->hooks == NULL || j.secret_ref == NULL) {
+	if (gw->outbox == NULL || j.secret_ref == NULL) {
 		tg_log(TG_LOG_WARN, "sweep_webhook_skipped", TG_LS("sweepId", s->id),
 		    TG_LS("error", "no webhook signing secret"));
 		return;
@@ -140,8 +141,8 @@ enqueue_hook(struct gw *gw, const struct tg_sweep *s, const struct tg_sweep_vari
 	tg_sweep_json(g, s, v, n);
 	yajl_gen_map_close(g);
 	yajl_gen_get_buf(g, &buf, &len);
-	if (tg_outbox_add(gw->hooks->ob, &j, now, wid, &err) != 0 ||
-	    tg_outbox_payload_set(gw->hooks->ob, wid, buf, len, now, &err) != 0)
+	if (tg_outbox_add(gw->outbox, &j, now, wid, &err) != 0 ||
+	    tg_outbox_payload_set(gw->outbox, wid, buf, len, now, &err) != 0)
 		tg_log(TG_LOG_ERROR, "sweep_webhook_failed", TG_LS("sweepId", s->id),
 		    TG_LS("error", err.msg));
 	else
@@ -151,7 +152,7 @@ enqueue_hook(struct gw *gw, const struct tg_sweep *s, const struct tg_sweep_vari
 }
 
 int
-gw_sweep_settle(struct gw *gw, const char *id)
+runs_sweep_settle(struct gw *gw, const char *id)
 {
 	struct tg_sweep_variant *v;
 	struct tg_sweep s;
@@ -159,7 +160,7 @@ gw_sweep_settle(struct gw *gw, const char *id)
 	size_t n;
 	int rc;
 
-	rc = tg_runs_sweep_settle(gw->runs, id, tg_clock_now_ms(), &err);
+	rc = tg_runs_sweep_settle(RUNS(gw)->reg, id, tg_clock_now_ms(), &err);
 	if (rc == -1)
 		tg_log(TG_LOG_ERROR, "sweep_settle_failed", TG_LS("sweepId", id),
 		    TG_LS("error", err.msg));
@@ -185,7 +186,7 @@ gw_sweep_settle(struct gw *gw, const char *id)
 static void
 create(struct gw_req *r, yajl_val base)
 {
-	struct gw_sweep_post *sp = r->sweep;
+	struct runs_sweep_post *sp = runs_req_of(r)->sweep;
 	struct tg_case_kinds k = { r->svc->cfg->construction_types, r->svc->cfg->om_types };
 	struct tg_sweep_variant_new *built = NULL;
 	char id[TG_SWEEP_ID_LEN], *loc;
@@ -209,7 +210,7 @@ create(struct gw_req *r, yajl_val base)
 	    (int)r->rt->cfg.runs_sweep_concurrency;
 	s.variants = built;
 	s.nvariants = sp->req.n;
-	if (tg_runs_sweep_create(r->gw->runs, &s, tg_clock_now_ms(), id, &err) != 0) {
+	if (tg_runs_sweep_create(RUNS(r->gw)->reg, &s, tg_clock_now_ms(), id, &err) != 0) {
 		tg_log(TG_LOG_ERROR, "sweep_create_failed", TG_LS("id", r->id),
 		    TG_LS("error", err.msg));
 		gw_req_reply_error(r, 503, "REGISTRY_UNAVAILABLE",
@@ -223,7 +224,7 @@ create(struct gw_req *r, yajl_val base)
 	loc = tg_xasprintf("%s/%s", SWEEPS_PATH, id);
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Location", loc);
 	free(loc);
-	gw_sweeper_kick(r->gw->sweeper, id);
+	runs_sweeper_kick(RUNS(r->gw)->sweeper, id);
 	reply_summary(r, id, 201);
 done:
 	tg_sweep_built_free(built, n);
@@ -236,7 +237,7 @@ on_case(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up
 {
 	struct gw_req *r = arg;
 	struct tg_up_req *u = r->up;	/* the fetch: valid until this returns */
-	const char *id = r->sweep->req.base_case_id;
+	const char *id = runs_req_of(r)->sweep->req.base_case_id;
 	char msg[384];
 	yajl_val base;
 
@@ -275,7 +276,7 @@ fetch_case(struct gw_req *r, const char *token)
 	char *enc, *path, *auth;
 
 	memset(&m, 0, sizeof(m));
-	enc = evhttp_uriencode(r->sweep->req.base_case_id, -1, 0);
+	enc = evhttp_uriencode(runs_req_of(r)->sweep->req.base_case_id, -1, 0);
 	snprintf(m.param_name[0], sizeof(m.param_name[0]), "id");
 	snprintf(m.param[0], sizeof(m.param[0]), "%s", enc);
 	m.nparam = 1;
@@ -316,20 +317,20 @@ static void
 post_sweep(struct gw_req *r)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-	struct gw_sweep_post *sp = tg_xcalloc(1, sizeof(*sp));
+	struct runs_sweep_post *sp = tg_xcalloc(1, sizeof(*sp));
 	struct tg_token_wait *w;
 	struct tg_problems p;
 	const char *url;
 
 	memset(&p, 0, sizeof(p));
 	p.max = (size_t)r->rt->cfg.max_problems;
-	r->sweep = sp;
+	runs_req_of(r)->sweep = sp;
 	if (tg_sweep_request_parse((const char *)evbuffer_pullup(in, -1),
 	    evbuffer_get_length(in), (size_t)r->rt->cfg.runs_sweep_max_variants, &sp->req,
 	    &p) != 0)
 		goto refuse;
 	url = sp->req.callback_url;
-	if (url != NULL && gw_callback_check(r, url, &p) != 0)
+	if (url != NULL && gw_callback_check(r, url, r->key ? r->key->name : NULL, &p) != 0)
 		goto refuse;
 	if (strlen(sp->req.base_case_id) * 3 >= TG_ROUTE_PARAMLEN) {
 		tg_problems_add(&p, "/baseCaseId", "range", "baseCaseId is too long");
@@ -359,11 +360,11 @@ list_sweeps(struct gw_req *r)
 	yajl_gen g;
 	int more = 0;
 
-	if (gw_api_paging(r, &limit, &offset, why, sizeof(why)) != 0) {
+	if (runs_api_paging(r, &limit, &offset, why, sizeof(why)) != 0) {
 		gw_req_reply_error(r, 400, "BAD_REQUEST", why);
 		goto done;
 	}
-	if (tg_runs_sweep_list(r->gw->runs, r->key->name, state, limit, offset, &s, &n, &more,
+	if (tg_runs_sweep_list(RUNS(r->gw)->reg, r->key->name, state, limit, offset, &s, &n, &more,
 	    &err) != 0) {
 		gw_req_reply_error(r, 400, "BAD_REQUEST", err.msg);
 		goto done;
@@ -387,7 +388,7 @@ done:
 }
 
 void
-gw_sweeps_api(struct gw_req *r, const char *rest)
+runs_sweeps_api(struct gw_req *r, const char *rest)
 {
 	enum evhttp_cmd_type m = evhttp_request_get_command(r->req);
 

@@ -5,8 +5,8 @@
  * secrets from the running configuration (so a SIGHUP rotates them),
  * turns attempt outcomes into metrics, swaps the egress policy on reload,
  * drains on SIGTERM and purges finished jobs after webhooks.retention.
- * Called by server.c (lifecycle) and admin.c (metrics); the request side
- * is callbacks.c, the payload fetcher hook_fetch.c.
+ * Called by feature.c (lifecycle, metrics); the request side is
+ * callbacks.c, the payload fetcher hook_fetch.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@
 #include "tidegate/clock.h"
 #include "tidegate/log.h"
 #include "tidegate/map.h"
-#include "gw.h"
+#include "hooks_int.h"
 
 #define PURGE_EVERY_MS	(3600 * 1000)
 #define RESUME_PAGE	500
@@ -30,7 +30,7 @@
 static const struct tg_strlist *
 on_secrets(const char *ref, void *arg)
 {
-	struct gw_hooks *h = arg;
+	struct wh_hooks *h = arg;
 
 	return gw_config_wh_secrets(&h->gw->rt->cfg, ref);
 }
@@ -53,7 +53,7 @@ result_of(enum tg_outbox_state st)
 static void
 on_outcome(const struct tg_webhook_outcome *o, void *arg)
 {
-	struct gw_hooks *h = arg;
+	struct wh_hooks *h = arg;
 	struct tg_metrics *m = h->gw->metrics;
 	char labels[48];
 
@@ -74,7 +74,7 @@ on_outcome(const struct tg_webhook_outcome *o, void *arg)
 static void
 on_drained(void *arg)
 {
-	struct gw_hooks *h = arg;
+	struct wh_hooks *h = arg;
 
 	h->drained = 1;
 	gw_maybe_exit(h->gw);
@@ -85,7 +85,7 @@ on_drained(void *arg)
 static void
 on_purge(evutil_socket_t fd, short what, void *arg)
 {
-	struct gw_hooks *h = arg;
+	struct wh_hooks *h = arg;
 	struct tg_err err;
 	size_t n;
 
@@ -100,7 +100,7 @@ on_purge(evutil_socket_t fd, short what, void *arg)
 
 /* Jobs a previous run left waiting for their export data. */
 static int
-resume(struct gw_hooks *h, struct tg_err *err)
+resume(struct wh_hooks *h, struct tg_err *err)
 {
 	const struct gw_config *c = &h->gw->rt->cfg;
 	struct tg_outbox_query q = { TG_OUTBOX_WAITING, 0, NULL, RESUME_PAGE, 0 };
@@ -111,7 +111,7 @@ resume(struct gw_hooks *h, struct tg_err *err)
 		if (tg_outbox_list(h->ob, &q, &jobs, &n, err) != 0)
 			return -1;
 		for (i = 0; i < n; i++)
-			gw_fetch_start(h, jobs[i].id, c->wh_mode == GW_WH_RELAY ? NULL :
+			wh_fetch_start(h, jobs[i].id, c->wh_mode == GW_WH_RELAY ? NULL :
 			    jobs[i].correlation_id, jobs[i].created_at, 0);
 		tg_outbox_jobs_free(jobs, n);
 		total += n;
@@ -123,7 +123,7 @@ resume(struct gw_hooks *h, struct tg_err *err)
 }
 
 static int
-open_outbox(struct gw_hooks *h, const struct gw_config *c, struct tg_err *err)
+open_outbox(struct wh_hooks *h, const struct gw_config *c, struct tg_err *err)
 {
 	struct tg_outbox_opts o;
 
@@ -136,18 +136,18 @@ open_outbox(struct gw_hooks *h, const struct gw_config *c, struct tg_err *err)
 	return h->ob != NULL ? 0 : -1;
 }
 
-struct gw_hooks *
-gw_hooks_new(struct gw *gw, struct tg_err *err)
+struct wh_hooks *
+wh_hooks_new(struct gw *gw, struct tg_err *err)
 {
 	const struct gw_config *c = &gw->rt->cfg;
-	struct gw_hooks *h = tg_xcalloc(1, sizeof(*h));
+	struct wh_hooks *h = tg_xcalloc(1, sizeof(*h));
 	struct tg_webhook_opts wo = { c->wh_attempt_timeout, (size_t)c->wh_max_inflight, 0,
 		c->wh_ca_file, NULL };
 	struct tg_webhook_cbs cbs = { on_secrets, on_outcome };
 	struct timeval tv = { PURGE_EVERY_MS / 1000, 0 };
 
 	h->gw = gw;
-	h->fetches = tg_map_new(gw_fetch_free);
+	h->fetches = tg_map_new(wh_fetch_free);
 	if ((h->pol = tg_egress_new(&c->wh_allow, err)) == NULL || open_outbox(h, c, err) != 0)
 		goto fail;
 	if ((h->w = tg_webhook_new(gw->base, gw->dns, h->ob, h->pol, &wo, &cbs, h, err)) == NULL)
@@ -161,14 +161,14 @@ gw_hooks_new(struct gw *gw, struct tg_err *err)
 	    TG_LS("db", c->wh_db_path), TG_LI("schedule", c->wh_nschedule));
 	return h;
 fail:
-	gw_hooks_free(h);
+	wh_hooks_free(h);
 	return NULL;
 }
 
 /* ---- reload, drain, stop ---- */
 
 static void
-retired_free(struct gw_hooks *h)
+retired_free(struct wh_hooks *h)
 {
 	size_t i;
 
@@ -180,10 +180,9 @@ retired_free(struct gw_hooks *h)
 }
 
 void
-gw_hooks_reload(struct gw *gw, const struct gw_config *old)
+wh_hooks_reload(struct wh_hooks *h, const struct gw_config *old)
 {
-	struct gw_hooks *h = gw->hooks;
-	const struct gw_config *c = &gw->rt->cfg;
+	const struct gw_config *c = &h->gw->rt->cfg;
 	struct tg_egress *pol;
 	struct tg_err err;
 	size_t i;
@@ -217,20 +216,16 @@ restart:
 }
 
 void
-gw_hooks_drain(struct gw *gw)
+wh_hooks_drain(struct wh_hooks *h)
 {
-	struct gw_hooks *h = gw->hooks;
-
-	if (h == NULL)
-		return;
 	/* Waiting jobs stay waiting: the next start polls them again. */
 	tg_map_free(h->fetches);
-	h->fetches = tg_map_new(gw_fetch_free);
+	h->fetches = tg_map_new(wh_fetch_free);
 	tg_webhook_drain(h->w, on_drained, h);
 }
 
 void
-gw_hooks_free(struct gw_hooks *h)
+wh_hooks_free(struct wh_hooks *h)
 {
 	int flush;
 
@@ -253,13 +248,13 @@ gw_hooks_free(struct gw_hooks *h)
 /* ---- metrics ---- */
 
 void
-gw_hooks_metrics(struct gw *gw, struct evbuffer *out)
+wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out)
 {
 	struct tg_outbox_stats st;
 	struct tg_err err;
 	int i;
 
-	if (gw->hooks == NULL || tg_outbox_get_stats(gw->hooks->ob, tg_clock_now_ms(), &st,
+	if (tg_outbox_get_stats(h->ob, tg_clock_now_ms(), &st,
 	    &err) != 0)
 		return;
 	evbuffer_add_printf(out, "# HELP tidegate_webhook_jobs Webhook jobs in the outbox by "

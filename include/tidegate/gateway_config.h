@@ -1,5 +1,5 @@
 /*
- * config.h - the gateway's configuration (conf/tidegate.yaml): a plain
+ * gateway_config.h - the gateway's configuration (conf/tidegate.yaml): a plain
  * struct filled by the core loader from the key table in config.c, which
  * is also the source of docs/configuration.md.
  */
@@ -107,6 +107,15 @@ int gw_config_load(const char *path, struct gw_config *cfg, struct tg_cfg_report
 void gw_config_free(struct gw_config *cfg);
 /** The webhook secrets of key name ("global": webhooks.secret); NULL when none. */
 const struct tg_strlist *gw_config_wh_secrets(const struct gw_config *cfg, const char *name);
+/** Whose webhook secrets sign for API key (borrowed, may be NULL): its
+ * own, "global", or NULL when none is configured (borrowed from cfg or key). */
+const char *gw_config_wh_secret_ref(const struct gw_config *cfg, const char *key);
+/** A feature's check of its own keys: problems into rep (borrowed); it may
+ * fill the parsed fields of c (borrowed) its keys feed. */
+typedef void (*gw_config_check_fn)(struct gw_config *c, struct tg_cfg_report *rep);
+/** Run fn in every later gw_config_load (once per process, before the
+ * first load: the entry point adds each feature's check). */
+void gw_config_add_check(gw_config_check_fn fn);
 /* config_check.c: checks that look past the key table. */
 /** 0 when v (borrowed) is one of choices (NULL-terminated); else a problem at key. */
 int gw_config_check_choice(struct tg_cfg_report *rep, const char *key, const char *v,

@@ -1,0 +1,320 @@
+/*
+ * gateway.h - the request core, as the entry point and the features see it.
+ *
+ * The core (src/gateway/) owns the process: listeners, the reloadable
+ * runtime (services, upstreams, vendor token sources, API keys), the proxy
+ * path of one request (route -> caller authentication -> request check ->
+ * vendor token -> upstream -> relay), replies and the access log, the
+ * admin listener and drain. It names no feature. A feature (src/jobs/,
+ * src/webhook/, src/runs/) registers a struct gw_feature at start-up: the
+ * canonical operations and path prefixes it serves and the callbacks the
+ * core calls at each step of a request of those operations, with a slot
+ * in every request for its own state (h2o's handlers and relayd's se_priv
+ * are the models). Features never call each other: they meet through the
+ * core's observers (answers seen, callback URL checks, cached answers) and
+ * through the state seam.
+ *
+ * Structs here are the core's; features read their fields and write only
+ * the ones marked "features may set".
+ */
+#ifndef TIDEGATE_GATEWAY_H
+#define TIDEGATE_GATEWAY_H
+
+#include <stdint.h>
+
+#include <event2/http.h>
+#include <yajl/yajl_gen.h>
+
+#include "tidegate/frontdoor.h"
+#include "tidegate/gateway_config.h"
+#include "tidegate/ids.h"
+#include "tidegate/keys.h"
+#include "tidegate/metrics.h"
+#include "tidegate/problems.h"
+#include "tidegate/routes.h"
+#include "tidegate/token.h"
+#include "tidegate/upstream.h"
+
+struct evbuffer;
+struct evdns_base;
+struct tg_case_store;
+struct tg_outbox;
+struct tg_worker;
+
+enum gw_listener { GW_DEX, GW_SIM, GW_ADMIN, GW_NLISTENERS };
+
+/* Features a process may register; each has one slot per request. */
+#define GW_MAX_FEATURES 8
+
+struct gw_service {
+	int index;			/* GW_DEX or GW_SIM */
+	const char *name;		/* "dex", "sim" */
+	unsigned mask;			/* TG_SVC_DEX / TG_SVC_SIM */
+	const struct tg_service_routes *routes;
+	const struct gw_service_cfg *cfg;
+	struct tg_upstream *api;	/* vendor API (with fallback host) */
+	struct tg_upstream *auth;	/* login endpoint's origin (may equal api) */
+	struct tg_token_src *tokens;	/* NULL without configured credentials */
+	struct tg_login_cache *logins;	/* callers' own logins */
+};
+
+/* Everything one configuration builds; a reload swaps it while requests
+ * that started under the old one keep their reference until they end. */
+struct gw_runtime {
+	int refs;
+	struct gw *gw;
+	struct gw_runtime *next_dying;
+	struct gw_config cfg;
+	struct gw_service svc[2];
+	struct tg_keyring keys;
+};
+
+struct gw_lctx {
+	struct gw *gw;
+	int listener;
+	struct tg_frontdoor door;	/* the listener's front door (frontdoor.h) */
+	struct tg_frontdoor_stats stats;	/* its counters, for /metrics */
+};
+
+struct gw_feature;
+
+struct gw {
+	struct event_base *base;
+	struct evdns_base *dns;
+	char *config_path;
+	struct gw_runtime *rt;
+	struct evhttp *http[GW_NLISTENERS];
+	struct evhttp_bound_socket *bound[GW_NLISTENERS];
+	struct gw_lctx lctx[GW_NLISTENERS];
+	struct tg_metrics *metrics;
+	size_t inflight;		/* client requests being handled */
+	size_t unflushed;		/* replies handed to libevent, not yet written */
+	int draining;
+	struct event *sig[3], *drain_timer;
+	struct gw_runtime *dying;	/* released, freed from reap_ev */
+	struct event *reap_ev;
+	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
+	struct tg_worker *worker;	/* checks large bodies off the loop */
+	int case_digest;		/* a feature reads submissions' SHA-256 (features may set) */
+	struct tg_outbox *outbox;	/* the durable webhook store: opened by the feature
+					 * that delivers webhooks, which every feature may
+					 * queue into (features may set) */
+	/* registered features (feature.c) */
+	const struct gw_feature *feat[GW_MAX_FEATURES];
+	void *feat_ctx[GW_MAX_FEATURES];
+	int nfeat;
+	unsigned char by_op[TG_OP_COUNT][GW_MAX_FEATURES];	/* feature ids per op */
+	unsigned char nby_op[TG_OP_COUNT];
+	int exit_code;
+};
+
+enum gw_auth { GW_AUTH_NONE, GW_AUTH_GATEWAY, GW_AUTH_CALLER };
+
+struct gw_req {
+	struct gw *gw;
+	struct gw_runtime *rt;
+	struct gw_service *svc;
+	struct evhttp_request *req;	/* NULL once released to libevent */
+	struct evhttp_connection *conn;
+	struct tg_route_match m;
+	enum tg_op op;			/* m's operation, TG_OP_PASSTHROUGH when none */
+	const char *method;
+	char *path;			/* without query, normalised */
+	char id[TG_UUID_LEN];
+	enum gw_auth auth;
+	const struct tg_key *key;
+	struct tg_up_req *up;
+	struct tg_token_wait *tw;
+	char *token;			/* vendor token injected (for 401 handling) */
+	char *uri;			/* upstream path and query (features may set) */
+	int status, upstream_status;
+	int replayed, started, paused, client_gone, retry_401;
+	uint64_t bytes;
+	int64_t t0;
+	const char *origin;		/* features may set */
+	const char *error;		/* short reason for the access log (features may set) */
+	struct gw_flush *flush;		/* reply handed over, not yet written */
+	struct evbuffer *body;		/* normalised body sent instead of the client's
+					 * (features may set: owned by r) */
+	struct evbuffer *capture;	/* copy of the vendor's answer for on_done */
+	const char *drop_query;		/* query parameter not to forward (features may set) */
+	int held;			/* a feature holds the vendor's answer (GW_HEAD_HOLD) */
+	struct gw_check *check;		/* its body checked on the worker */
+	char *case_id, *case_sha256;	/* of a checked submission (gw->case_digest) */
+	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_feature.on_free) */
+};
+
+/* What on_head asks of the core for the vendor's answer. */
+enum gw_head {
+	GW_HEAD_RELAY = 0,	/* relay it to the client */
+	GW_HEAD_CAPTURE,	/* relay it and keep a copy for on_done */
+	GW_HEAD_HOLD,		/* keep it whole, unsent: on_done answers the client */
+};
+
+/* An answer of the vendor that a feature saw (gw_answer_seen). */
+struct gw_answer {
+	int service;			/* GW_DEX / GW_SIM */
+	enum tg_op op;
+	const char *job;		/* correlationId or run id (borrowed) */
+	int status;
+	const char *body;		/* borrowed for the call */
+	size_t len;
+};
+
+/* An answer a feature holds for GET uri (gw_answer_peek), borrowed until
+ * the loop runs again. */
+struct gw_peek {
+	int status;
+	const char *body;
+	size_t len;
+	int terminal;
+};
+
+/*
+ * A feature: every callback is optional; ctx is what gw_feature_register
+ * was given (borrowed by the core). Callbacks named on_* run for requests
+ * of the feature's ops in registration order, each with the request r
+ * (borrowed) whose slot[id] the feature may fill.
+ */
+struct gw_feature {
+	const char *name;
+	const enum tg_op *ops;		/* operations served; terminated by TG_OP_COUNT */
+	/* A path prefix claimed before routing on listener (never upstream);
+	 * prefix_open: its requests carry no API key (the path is their
+	 * credential), so bodies are not refused before they are read. */
+	int prefix_listener;
+	const char *prefix;
+	int prefix_open;
+	void (*on_prefix)(struct gw_req *r, void *ctx);
+	/* The request check: scan runs beside the body's check (maybe on the
+	 * worker thread: it reads only its arguments) when wants_scan says so;
+	 * check then runs on the loop with its result (takes ownership) and may
+	 * add problems to the one 400. */
+	int (*wants_scan)(const struct gw_req *r, void *ctx);
+	void *(*scan)(const char *raw, size_t rawlen, const char *sent, size_t sentlen);
+	void (*scan_free)(void *scan);
+	void (*check)(struct gw_req *r, void *ctx, void *scan, struct tg_problems *p);
+	/* After the check: 0 to go on, -1 when the feature has replied or
+	 * will reply (the request is then the feature's until it replies). */
+	int (*on_request)(struct gw_req *r, void *ctx);
+	/* The vendor's status line and headers came: what the core does with
+	 * the answer (the highest ask of all features wins). */
+	enum gw_head (*on_head)(struct gw_req *r, void *ctx, int status);
+	/* The vendor exchange ended (err TG_UP_OK: whole). capture (borrowed)
+	 * is the copy kept for CAPTURE or HOLD, or NULL. 1 when the feature
+	 * has replied (only for a request it held). */
+	int (*on_done)(struct gw_req *r, void *ctx, enum tg_up_error err,
+	    struct evbuffer *capture);
+	/* r ends: free slot (its own state); r's fields are still valid. */
+	void (*on_free)(struct gw_req *r, void *ctx, void *slot);
+	/* Observers and capabilities. */
+	void (*on_answer)(void *ctx, const struct gw_answer *a);
+	int (*peek)(void *ctx, int service, const char *uri, struct gw_peek *out);
+	int (*callback_check)(void *ctx, const struct gw_req *r, const char *url,
+	    const char *key, struct tg_problems *p);
+	/* The admin listener: path prefix and handler. */
+	const char *admin_prefix;
+	void (*on_admin)(void *ctx, struct evhttp_request *req, const char *path);
+	/* Process: scrape-time metrics, reload (old configuration borrowed),
+	 * drain (SIGTERM), idle (drain may end), stop (free ctx). */
+	void (*metrics)(void *ctx, struct evbuffer *out);
+	void (*reload)(void *ctx, const struct gw_config *old);
+	void (*drain)(void *ctx);
+	int (*idle)(void *ctx);
+	void (*stop)(void *ctx);
+};
+
+/* ---- process (src/tidegate.c) ---- */
+
+/** Start on base: runtime, listeners, signals. Takes cfg. NULL with err. */
+struct gw *gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
+    struct tg_err *err);
+/** Open the listeners once every feature is registered: 0, or -1 with err. */
+int gw_start(struct gw *gw, struct tg_err *err);
+/** Stop every feature (their stop callbacks) and free gw (takes ownership). */
+void gw_free(struct gw *gw);
+/**
+ * Register feature f (borrowed, static) with its context ctx (borrowed;
+ * f->stop frees it) before gw_start: its id (the index of its request
+ * slot), or -1 with err when GW_MAX_FEATURES are registered.
+ */
+int gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
+    struct tg_err *err);
+
+/* ---- the runtime ---- */
+
+/** Take a reference to gw's running runtime (borrowed gw). */
+struct gw_runtime *gw_runtime_ref(struct gw *gw);
+/** Drop a reference (NULL-safe); freed from the loop after the last. */
+void gw_runtime_unref(struct gw_runtime *rt);
+/** Stop the loop once draining and every reply has been written. */
+void gw_maybe_exit(struct gw *gw);
+
+/* ---- observers ---- */
+
+/** Tell every feature with on_answer of a (borrowed). */
+void gw_answer_seen(struct gw *gw, const struct gw_answer *a);
+/** The first registered peek's answer for GET uri (borrowed) of service:
+ * 1 and *out, or 0. */
+int gw_answer_peek(struct gw *gw, int service, const char *uri, struct gw_peek *out);
+/**
+ * A callback URL (borrowed) given by r's caller (borrowed) for API key
+ * (borrowed, may be NULL): checked by the feature that delivers webhooks
+ * (secret configured, egress policy), problems at /callbackUrl. 0, or -1
+ * with a problem added (also when no feature delivers webhooks).
+ */
+int gw_callback_check(const struct gw_req *r, const char *url, const char *key,
+    struct tg_problems *p);
+
+/* ---- replies: each frees r ---- */
+
+/* Owner tags of callers without an API key (tg_up_req_set_owner): key
+ * names cannot start with '(' (config.c). The gateway's own calls go
+ * untagged. */
+#define GW_OWNER_CALLERS "(caller tokens)"	/* callers' own bearer tokens */
+#define GW_OWNER_NO_KEY "(no key)"		/* loopback mode without keys */
+/** The owner tag r's upstream requests count against (borrowed from r's
+ * runtime): its API key's name, or one of the GW_OWNER_* buckets. */
+const char *gw_req_owner(const struct gw_req *r);
+/** Reply with b (borrowed, may be NULL) as the body; ctype borrowed. */
+void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffer *b);
+/** Reply with what g generated (g stays the caller's). */
+void gw_req_reply_json(struct gw_req *r, int status, yajl_gen g);
+/** The JSON error body of DESIGN.md; code and msg borrowed. */
+void gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg);
+/** 400 VALIDATION_FAILED listing p (borrowed). */
+void gw_reply_problems(struct gw_req *r, struct tg_problems *p);
+/** 503 UPSTREAM_BUSY with Retry-After; u borrowed, may be NULL. */
+void gw_req_reply_busy(struct gw_req *r, const struct tg_up_req *u);
+/** 502/504 for an upstream error err before any response; u borrowed (may
+ * be NULL), what (borrowed) names the endpoint ("API"). */
+void gw_req_reply_upstream(struct gw_req *r, const struct tg_up_req *u, enum tg_up_error err,
+    const char *what);
+/** No vendor token: 503 TOKEN_UNAVAILABLE (502 UPSTREAM_TLS_FAILED for a
+ * refused certificate) with Retry-After; what and why borrowed. */
+void gw_req_reply_token_error(struct gw_req *r, const char *what, const char *why,
+    int retry_after);
+/** The status, code (static) and message (into msg) of an upstream error
+ * err of service svc (borrowed); detail (borrowed, may be NULL). For
+ * callers that answer several requests at once. */
+int gw_upstream_error(enum tg_up_error err, const char *detail, const char *svc,
+    const char *what, char *msg, size_t len, const char **code);
+/** The same for a failed vendor token of ts (borrowed, may be NULL). */
+int gw_token_error(struct tg_token_src *ts, const char *what, const char *why, char *msg,
+    size_t len, const char **code);
+/** Start a streamed reply of status to r (borrowed until the end); the
+ * body follows with evhttp_send_reply_chunk_with_cb. */
+void gw_req_reply_start(struct gw_req *r, int status);
+/** End the streamed reply of r (freed): abort resets the connection. */
+void gw_req_reply_end(struct gw_req *r, int abort);
+
+/* ---- the proxy path ---- */
+
+/** Authenticate the caller of r (borrowed): 0, or -1 after replying 401/403. */
+int gw_req_authenticate(struct gw_req *r);
+/** Send r upstream (its vendor token first) and relay the answer. */
+void gw_req_proxy(struct gw_req *r);
+/** Upstream path and query for r (malloc'd): route template, minus drop_query. */
+char *gw_upstream_uri(struct gw_req *r);
+
+#endif

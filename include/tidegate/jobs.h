@@ -1,0 +1,21 @@
+/*
+ * jobs.h - the jobs feature (src/jobs/): the poll multiplexer with
+ * long-poll and a spool for large final answers, and the correlation
+ * ownership of data exchange jobs. It serves the job reads (GET /export,
+ * /import/status|result|failed, simulation status and results) and
+ * records who created each export and import. It publishes every status
+ * answer it gets to the core's observers (gw_answer_seen) and offers its
+ * fresh answers to gw_answer_peek.
+ */
+#ifndef TIDEGATE_JOBS_H
+#define TIDEGATE_JOBS_H
+
+struct gw;
+struct tg_err;
+
+/** Register the feature with gw (borrowed), configured by gw's running
+ * configuration: 0, or -1 with err (the owner store could not be opened).
+ * gw owns the feature from then on (freed by gw_free). */
+int tg_jobs_register(struct gw *gw, struct tg_err *err);
+
+#endif

@@ -1,0 +1,21 @@
+/*
+ * runs.h - the runs feature (src/runs/): the simulation run registry's
+ * requests (submissions held until recorded, statuses seen, runs past the
+ * vendor's retention answered 410 or from the archive, completion
+ * webhooks), the run tracker, the sweeper, retention, and the runs and
+ * sweeps API under /tidegate/v1/ on the simulation listener. It learns of
+ * statuses other features fetched through the core's observers
+ * (gw_answer_seen).
+ */
+#ifndef TIDEGATE_RUNS_H
+#define TIDEGATE_RUNS_H
+
+struct gw;
+struct tg_err;
+
+/** Register the feature with gw (borrowed), configured by gw's running
+ * configuration: 0, or -1 with err (the registry could not be opened).
+ * gw owns the feature from then on (freed by gw_free). */
+int tg_runs_register(struct gw *gw, struct tg_err *err);
+
+#endif

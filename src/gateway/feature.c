@@ -1,0 +1,289 @@
+/*
+ * feature.c - the features registered with the core and the calls into
+ * them. A request meets only the features registered for its operation
+ * (gw->by_op, filled at registration): a plain proxied request, whose
+ * operation no feature serves, costs one array length read at each step.
+ * Features are called in registration order; the entry point fixes it.
+ */
+#include <string.h>
+
+#include "tidegate/util.h"
+#include "gw.h"
+
+int
+gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
+    struct tg_err *err)
+{
+	const enum tg_op *op;
+	int id = gw->nfeat;
+
+	if (id >= GW_MAX_FEATURES) {
+		tg_err_set(err, "feature %s: at most %d features", f->name, GW_MAX_FEATURES);
+		return -1;
+	}
+	gw->feat[id] = f;
+	gw->feat_ctx[id] = ctx;
+	gw->nfeat++;
+	for (op = f->ops; op != NULL && *op != TG_OP_COUNT; op++)
+		gw->by_op[*op][gw->nby_op[*op]++] = (unsigned char)id;
+	return id;
+}
+
+/* Features of r's operation, in order: for (i...) { id = OP_FEAT(r, i) } */
+#define NOPFEAT(r)	((r)->gw->nby_op[(r)->op])
+#define OPFEAT(r, i)	((r)->gw->by_op[(r)->op][i])
+
+int
+gw_feat_prefix(struct gw_req *r)
+{
+	struct gw *gw = r->gw;
+	const struct gw_feature *f;
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++) {
+		f = gw->feat[id];
+		if (f->on_prefix != NULL && f->prefix_listener == r->svc->index &&
+		    tg_str_startswith(r->path, f->prefix)) {
+			f->on_prefix(r, gw->feat_ctx[id]);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int
+gw_feat_prefix_open(struct gw *gw, int listener, const char *path)
+{
+	const struct gw_feature *f;
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++) {
+		f = gw->feat[id];
+		if (f->on_prefix != NULL && f->prefix_open && f->prefix_listener == listener &&
+		    tg_str_startswith(path, f->prefix))
+			return 1;
+	}
+	return 0;
+}
+
+int
+gw_feat_request(struct gw_req *r)
+{
+	const struct gw_feature *f;
+	int i, id;
+
+	for (i = 0; i < NOPFEAT(r); i++) {
+		id = OPFEAT(r, i);
+		f = r->gw->feat[id];
+		if (f->on_request != NULL && f->on_request(r, r->gw->feat_ctx[id]) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+enum gw_head
+gw_feat_head(struct gw_req *r, int status)
+{
+	const struct gw_feature *f;
+	enum gw_head h = GW_HEAD_RELAY, a;
+	int i, id;
+
+	for (i = 0; i < NOPFEAT(r); i++) {
+		id = OPFEAT(r, i);
+		f = r->gw->feat[id];
+		if (f->on_head != NULL && (a = f->on_head(r, r->gw->feat_ctx[id], status)) > h)
+			h = a;
+	}
+	return h;
+}
+
+int
+gw_feat_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture)
+{
+	const struct gw_feature *f;
+	int i, id;
+
+	for (i = 0; i < NOPFEAT(r); i++) {
+		id = OPFEAT(r, i);
+		f = r->gw->feat[id];
+		if (f->on_done != NULL && f->on_done(r, r->gw->feat_ctx[id], err, capture))
+			return 1;
+	}
+	return 0;
+}
+
+void
+gw_feat_free(struct gw_req *r)
+{
+	struct gw *gw = r->gw;
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++) {
+		if (r->slot[id] == NULL)
+			continue;
+		if (gw->feat[id]->on_free != NULL)
+			gw->feat[id]->on_free(r, gw->feat_ctx[id], r->slot[id]);
+		r->slot[id] = NULL;
+	}
+}
+
+int
+gw_feat_wants_scan(const struct gw_req *r, int *id)
+{
+	const struct gw_feature *f;
+	int i;
+
+	for (i = 0; i < NOPFEAT(r); i++) {
+		*id = OPFEAT(r, i);
+		f = r->gw->feat[*id];
+		if (f->wants_scan != NULL && f->scan != NULL &&
+		    f->wants_scan(r, r->gw->feat_ctx[*id]))
+			return 1;
+	}
+	*id = -1;
+	return 0;
+}
+
+void *
+gw_feat_scan(struct gw *gw, int id, const char *raw, size_t rawlen, const char *sent,
+    size_t sentlen)
+{
+	return id < 0 ? NULL : gw->feat[id]->scan(raw, rawlen, sent, sentlen);
+}
+
+void
+gw_feat_scan_free(struct gw *gw, int id, void *scan)
+{
+	if (id >= 0 && scan != NULL && gw->feat[id]->scan_free != NULL)
+		gw->feat[id]->scan_free(scan);
+}
+
+void
+gw_feat_check(struct gw_req *r, int sid, void *scan, struct tg_problems *p)
+{
+	const struct gw_feature *f;
+	int i, id;
+
+	for (i = 0; i < NOPFEAT(r); i++) {
+		id = OPFEAT(r, i);
+		f = r->gw->feat[id];
+		if (f->check != NULL)
+			f->check(r, r->gw->feat_ctx[id], id == sid ? scan : NULL, p);
+		if (id == sid)
+			scan = NULL;
+	}
+	gw_feat_scan_free(r->gw, sid, scan);
+}
+
+/* ---- observers and capabilities ---- */
+
+void
+gw_answer_seen(struct gw *gw, const struct gw_answer *a)
+{
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++)
+		if (gw->feat[id]->on_answer != NULL)
+			gw->feat[id]->on_answer(gw->feat_ctx[id], a);
+}
+
+int
+gw_answer_peek(struct gw *gw, int service, const char *uri, struct gw_peek *out)
+{
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++)
+		if (gw->feat[id]->peek != NULL)
+			return gw->feat[id]->peek(gw->feat_ctx[id], service, uri, out);
+	return 0;
+}
+
+int
+gw_callback_check(const struct gw_req *r, const char *url, const char *key,
+    struct tg_problems *p)
+{
+	struct gw *gw = r->gw;
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++)
+		if (gw->feat[id]->callback_check != NULL)
+			return gw->feat[id]->callback_check(gw->feat_ctx[id], r, url, key, p);
+	tg_problems_add(p, "/callbackUrl", "no_secret", "no webhook signing secret is "
+	    "configured for this API key (webhooks.secret or keys[].webhook_secret)");
+	return -1;
+}
+
+/* ---- the process ---- */
+
+int
+gw_feat_admin(struct gw *gw, struct evhttp_request *req, const char *path)
+{
+	const struct gw_feature *f;
+	size_t n;
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++) {
+		f = gw->feat[id];
+		if (f->on_admin == NULL || f->admin_prefix == NULL)
+			continue;
+		n = strlen(f->admin_prefix);
+		if (strncmp(path, f->admin_prefix, n) == 0 && (path[n] == '\0' || path[n] == '/')) {
+			f->on_admin(gw->feat_ctx[id], req, path);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void
+gw_feat_metrics(struct gw *gw, struct evbuffer *out)
+{
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++)
+		if (gw->feat[id]->metrics != NULL)
+			gw->feat[id]->metrics(gw->feat_ctx[id], out);
+}
+
+void
+gw_feat_reload(struct gw *gw, const struct gw_config *old)
+{
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++)
+		if (gw->feat[id]->reload != NULL)
+			gw->feat[id]->reload(gw->feat_ctx[id], old);
+}
+
+void
+gw_feat_drain(struct gw *gw)
+{
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++)
+		if (gw->feat[id]->drain != NULL)
+			gw->feat[id]->drain(gw->feat_ctx[id]);
+}
+
+int
+gw_feat_idle(struct gw *gw)
+{
+	int id;
+
+	for (id = 0; id < gw->nfeat; id++)
+		if (gw->feat[id]->idle != NULL && !gw->feat[id]->idle(gw->feat_ctx[id]))
+			return 0;
+	return 1;
+}
+
+/* In reverse: a feature registered later may use an earlier one's work. */
+void
+gw_feat_stop(struct gw *gw)
+{
+	int id;
+
+	for (id = gw->nfeat - 1; id >= 0; id--)
+		if (gw->feat[id]->stop != NULL)
+			gw->feat[id]->stop(gw->feat_ctx[id]);
+	gw->nfeat = 0;
+}

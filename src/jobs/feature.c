@@ -1,0 +1,172 @@
+/*
+ * feature.c - the jobs feature as the request core sees it: the
+ * operations it serves, its callbacks (job reads answered by the poll
+ * multiplexer, creations' answers recorded for ownership), its metrics,
+ * and each request's slot (struct jobs_req), freed when the request ends.
+ */
+#include <stdlib.h>
+
+#include <event2/buffer.h>
+
+#include "tidegate/log.h"
+#include "jobs_int.h"
+
+/* The slot index is the same for every gateway of the process: features
+ * register in one fixed order (src/tidegate.c). */
+static int slot_id = -1;
+
+static const enum tg_op ops[] = {
+	TG_OP_DEX_EXPORT, TG_OP_DEX_IMPORT_JSON, TG_OP_DEX_IMPORT_FILE,	/* creations */
+	TG_OP_DEX_EXPORT_GET, TG_OP_DEX_IMPORT_STATUS, TG_OP_DEX_IMPORT_RESULT,
+	TG_OP_DEX_IMPORT_FAILED, TG_OP_SIM_STATUS, TG_OP_SIM_RESULTS,	/* reads */
+	TG_OP_COUNT
+};
+
+struct jobs *
+jobs_of(const struct gw_req *r)
+{
+	return r->gw->feat_ctx[slot_id];
+}
+
+struct jobs_req *
+jobs_req_find(const struct gw_req *r)
+{
+	return r->slot[slot_id];
+}
+
+struct jobs_req *
+jobs_req_of(struct gw_req *r)
+{
+	struct jobs_req *q = r->slot[slot_id];
+
+	if (q == NULL) {
+		q = tg_xcalloc(1, sizeof(*q));
+		q->r = r;
+		r->slot[slot_id] = q;
+	}
+	return q;
+}
+
+static int
+creates_job(enum tg_op op)
+{
+	return op == TG_OP_DEX_EXPORT || op == TG_OP_DEX_IMPORT_JSON ||
+	    op == TG_OP_DEX_IMPORT_FILE;
+}
+
+static int
+on_request(struct gw_req *r, void *ctx)
+{
+	struct jobs *j = ctx;
+
+	if (creates_job(r->op))
+		return 0;
+	return jobs_poll_handle(j->poll, r) ? -1 : 0;
+}
+
+/* A creation's answer names the job: kept for its owner record. */
+static enum gw_head
+on_head(struct gw_req *r, void *ctx, int status)
+{
+	struct jobs *j = ctx;
+
+	return status == 200 && creates_job(r->op) && r->key != NULL && j->owners != NULL ?
+	    GW_HEAD_CAPTURE : GW_HEAD_RELAY;
+}
+
+static int
+on_done(struct gw_req *r, void *ctx, enum tg_up_error err, struct evbuffer *capture)
+{
+	if (err == TG_UP_OK && capture != NULL && r->upstream_status == 200 &&
+	    creates_job(r->op))
+		jobs_owner_record(r, capture);
+	return 0;
+}
+
+static void
+on_free(struct gw_req *r, void *ctx, void *slot)
+{
+	jobs_poll_forget(slot);
+	free(slot);
+}
+
+static int
+peek(void *ctx, int service, const char *uri, struct gw_peek *out)
+{
+	struct jobs *j = ctx;
+
+	return j->poll != NULL && jobs_poll_peek(j->poll, service, uri, out);
+}
+
+static void
+metrics(void *ctx, struct evbuffer *out)
+{
+	struct jobs *j = ctx;
+
+	if (j->poll != NULL)
+		jobs_poll_metrics(j->poll, out);
+	jobs_owners_metrics(j, out);
+}
+
+static void
+stop(void *ctx)
+{
+	struct jobs *j = ctx;
+
+	jobs_poll_free(j->poll);
+	jobs_owners_close(j);
+	free(j);
+}
+
+static const struct gw_feature feature = {
+	.name = "jobs",
+	.ops = ops,
+	.on_request = on_request,
+	.on_head = on_head,
+	.on_done = on_done,
+	.on_free = on_free,
+	.peek = peek,
+	.metrics = metrics,
+	.stop = stop,
+};
+
+static void
+declare_metrics(struct tg_metrics *m)
+{
+	tg_metrics_help(m, "tidegate_poll_requests_total", "counter",
+	    "Polls by how they were answered: cached, coalesced, fetched, long-poll, passthrough.");
+	tg_metrics_help(m, "tidegate_poll_upstream_total", "counter",
+	    "Upstream polls made by the multiplexer.");
+	tg_metrics_help(m, "tidegate_poll_cache_evictions_total", "counter",
+	    "Answers evicted (least recently used first) to keep poll.cache_max_bytes.");
+	tg_metrics_help(m, "tidegate_poll_cache_unkept_total", "counter",
+	    "Answers served to their waiting callers but not kept: larger than the room "
+	    "eviction could make within poll.cache_max_bytes.");
+	tg_metrics_help(m, "tidegate_job_owner_refusals_total", "counter",
+	    "Reads of a job refused (404) because another API key created it.");
+	tg_metrics_help(m, "tidegate_job_owner_errors_total", "counter",
+	    "Job creations whose owner could not be recorded (the job is then unowned).");
+}
+
+int
+tg_jobs_register(struct gw *gw, struct tg_err *err)
+{
+	struct jobs *j = tg_xcalloc(1, sizeof(*j));
+	const struct gw_config *c = &gw->rt->cfg;
+	int id;
+
+	j->gw = gw;
+	if (jobs_owners_open(j, c, err) != 0) {
+		free(j);
+		return -1;
+	}
+	if (c->poll_enabled)
+		j->poll = jobs_poll_new(gw, c);
+	if ((id = gw_feature_register(gw, &feature, j, err)) < 0) {
+		stop(j);
+		return -1;
+	}
+	j->id = slot_id = id;
+	declare_metrics(gw->metrics);
+	return 0;
+}

@@ -1,0 +1,119 @@
+/*
+ * jobs_int.h - private contract between the jobs feature's files: the poll
+ * multiplexer (poll.c), its spool of large final answers (spool.c), the
+ * correlation ownership of data exchange jobs (jobs.c), and the feature's
+ * registration with the request core (feature.c), which owns struct jobs
+ * and each request's struct jobs_req slot.
+ */
+#ifndef TIDEGATE_JOBS_INT_H
+#define TIDEGATE_JOBS_INT_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "tidegate/gateway.h"
+#include "tidegate/jobs.h"
+
+struct event;
+struct jobs_poll;
+struct jobs_spool;
+struct jobs_spool_rd;
+struct poll_entry;
+struct tg_owners;
+
+/* The feature: created by tg_jobs_register, freed by its stop callback. */
+struct jobs {
+	struct gw *gw;
+	int id;				/* the request slot of this feature */
+	struct jobs_poll *poll;		/* NULL when poll.enabled is false */
+	struct tg_owners *owners;	/* NULL when poll.ownership is false */
+	struct event *owners_prune;
+};
+
+/* One request's part in the feature (r->slot[id]), made on first use. */
+struct jobs_req {
+	struct gw_req *r;
+	struct poll_entry *poll;	/* waiting on a shared poll (poll.c) */
+	TAILQ_ENTRY(jobs_req) next;
+	int64_t wait_until;		/* long-poll deadline (monotonic ms), 0: none */
+	struct event *wait_timer;
+	struct jobs_spool_rd *spool_rd;	/* reading a spooled answer (spool.c) */
+};
+
+/* feature.c */
+/** r's slot (borrowed; r owns it), made when absent. */
+struct jobs_req *jobs_req_of(struct gw_req *r);
+/** r's slot (borrowed), or NULL when the feature never used r. */
+struct jobs_req *jobs_req_find(const struct gw_req *r);
+/** The feature of r's gateway (borrowed). */
+struct jobs *jobs_of(const struct gw_req *r);
+
+/* poll.c */
+/** The multiplexer of gw (borrowed); c (borrowed) sets its sweep period and
+ * spool directory, which a reload does not change. Owned by the caller. */
+struct jobs_poll *jobs_poll_new(struct gw *gw, const struct gw_config *c);
+void jobs_poll_free(struct jobs_poll *p);	/* takes ownership; NULL-safe */
+/** Serve a pollable GET from the multiplexer p (borrowed): 1 when handled
+ * (replied or waiting), 0 to proxy. */
+int jobs_poll_handle(struct jobs_poll *p, struct gw_req *r);
+/** The request of q (borrowed) ends: stop waiting. */
+void jobs_poll_forget(struct jobs_req *q);
+/**
+ * The multiplexer's answer to GET uri (borrowed, upstream path and query)
+ * of service, polled with the gateway's own token: 1 and *out when it holds
+ * a fresh one (what it would serve a caller without asking the vendor).
+ */
+int jobs_poll_peek(struct jobs_poll *p, int service, const char *uri, struct gw_peek *out);
+/** /metrics: bytes of answers held (gauge) and the budget. */
+void jobs_poll_metrics(struct jobs_poll *p, struct evbuffer *out);
+
+/* spool.c */
+/* Bytes and files of all spools at once (owned by the poll multiplexer). */
+struct jobs_spool_stats {
+	int64_t bytes, max;
+	long files;
+};
+/**
+ * A new spool file in dir (borrowed) for a final answer of status and
+ * ctype (copied): NULL with err when it cannot be created. gw and st are
+ * borrowed and must outlive the spool. The caller holds one reference.
+ */
+struct jobs_spool *jobs_spool_new(struct gw *gw, const char *dir, int status,
+    const char *ctype, struct jobs_spool_stats *st, struct tg_err *err);
+/** Append buf's bytes (drained; s and buf borrowed): 0, or -1 over st->max
+ * or on a write error (the spool has failed then). */
+int jobs_spool_append(struct jobs_spool *s, struct evbuffer *buf);
+/** The answer is whole (ok) or never will be: readers finish or are reset. */
+void jobs_spool_end(struct jobs_spool *s, int ok);
+/** Drop a reference (takes it; NULL-safe): the file is removed at once,
+ * its bytes freed when the last reader is done. An unfinished spool fails. */
+void jobs_spool_unref(struct jobs_spool *s);
+/** Stream the spool (borrowed) to r (borrowed until its reply ends),
+ * following it while it is written; how is the X-Tidegate-Poll value (static). */
+void jobs_spool_serve(struct jobs_spool *s, struct gw_req *r, const char *how);
+/** The request of q (borrowed) ends: stop reading. */
+void jobs_spool_forget(struct jobs_req *q);
+/** Create dir (borrowed; 0700) and remove spool files left by an earlier run. */
+void jobs_spool_dir_prepare(const char *dir);
+
+/* jobs.c */
+/** Open the owner store (poll.ownership_db) of j (borrowed) and its prune
+ * timer: 0, or -1 with err. c is borrowed. */
+int jobs_owners_open(struct jobs *j, const struct gw_config *c, struct tg_err *err);
+/** Close the owner store; safe when it was never opened. */
+void jobs_owners_close(struct jobs *j);
+/**
+ * A read of a data exchange job (GET /export, /import/…): its one
+ * correlationId into *job (malloc'd, the caller frees), ownership checked,
+ * r->uri built from that value alone. 0 to go on (*job NULL for other
+ * operations), -1 when it has replied (400 ambiguous or missing id, 404
+ * another key's job, 503 store failure). r borrowed.
+ */
+int jobs_owner_check(struct gw_req *r, char **job);
+/** The vendor answered a job creation for r's key (r borrowed): record the
+ * owner read from body (borrowed). */
+void jobs_owner_record(struct gw_req *r, struct evbuffer *body);
+/** /metrics: the owner records held (gauge); j and out borrowed. */
+void jobs_owners_metrics(struct jobs *j, struct evbuffer *out);
+
+#endif

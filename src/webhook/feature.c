@@ -1,0 +1,233 @@
+/*
+ * feature.c - the webhook feature as the request core sees it: exports
+ * with a callbackUrl (their body scanned beside the request check, the
+ * URL checked and taken out, the vendor's 200 held until the job is
+ * durable), the relay endpoint the vendor delivers to, callback URL checks
+ * for other features (gw_callback_check), the admin API under /webhooks,
+ * metrics, reload, drain, and each request's slot (struct wh_req).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tidegate/log.h"
+#include "hooks_int.h"
+
+/* The slot index is the same for every gateway of the process: features
+ * register in one fixed order (src/tidegate.c). */
+static int slot_id = -1;
+
+static const enum tg_op ops[] = { TG_OP_DEX_EXPORT, TG_OP_COUNT };
+
+struct wh_hooks *
+wh_ctx(const struct gw *gw)
+{
+	return gw->feat_ctx[slot_id];
+}
+
+struct wh_req *
+wh_req_find(const struct gw_req *r)
+{
+	return r->slot[slot_id];
+}
+
+struct wh_req *
+wh_req_of(struct gw_req *r)
+{
+	if (r->slot[slot_id] == NULL)
+		r->slot[slot_id] = tg_xcalloc(1, sizeof(struct wh_req));
+	return r->slot[slot_id];
+}
+
+static void
+on_prefix(struct gw_req *r, void *ctx)
+{
+	wh_hook_relay(r);	/* the vendor calls: no API key, never upstream */
+}
+
+static int
+wants_scan(const struct gw_req *r, void *ctx)
+{
+	return wh_hook_wanted(r);
+}
+
+static void *
+scan(const char *raw, size_t rawlen, const char *sent, size_t sentlen)
+{
+	struct wh_scan *s = tg_xmalloc(sizeof(*s));
+
+	wh_scan_fill(s, raw, rawlen, sent, sentlen);
+	return s;
+}
+
+static void
+scan_free(void *s)
+{
+	wh_scan_free(s);
+}
+
+static void
+check(struct gw_req *r, void *ctx, void *s, struct tg_problems *p)
+{
+	if (s != NULL) {
+		wh_scan_free(wh_req_of(r)->scan);
+		wh_req_of(r)->scan = s;		/* read again by wh_hook_prepare */
+	}
+	wh_hook_check(r, p);
+}
+
+static int
+on_request(struct gw_req *r, void *ctx)
+{
+	return wh_hook_prepare(r);
+}
+
+static enum gw_head
+on_head(struct gw_req *r, void *ctx, int status)
+{
+	struct wh_req *q = wh_req_find(r);
+
+	/* answered by wh_hook_done once the job is durable */
+	return status == 200 && q != NULL && q->hook != NULL ? GW_HEAD_HOLD : GW_HEAD_RELAY;
+}
+
+static int
+on_done(struct gw_req *r, void *ctx, enum tg_up_error err, struct evbuffer *capture)
+{
+	struct wh_req *q = wh_req_find(r);
+
+	return q != NULL && q->hook != NULL && wh_hook_done(r, err);
+}
+
+static void
+on_free(struct gw_req *r, void *ctx, void *slot)
+{
+	struct wh_req *q = slot;
+
+	wh_scan_free(q->scan);
+	wh_hook_free(q->hook);
+	free(q);
+}
+
+/* A callback URL another feature was given: a secret to sign with, and
+ * the egress policy's consent. */
+static int
+callback_check(void *ctx, const struct gw_req *r, const char *url, const char *key,
+    struct tg_problems *p)
+{
+	struct wh_hooks *h = ctx;
+	struct tg_err why;
+
+	if (gw_config_wh_secret_ref(&r->rt->cfg, key) == NULL) {
+		tg_problems_add(p, "/callbackUrl", "no_secret", "no webhook signing secret is "
+		    "configured for this API key (webhooks.secret or keys[].webhook_secret)");
+		return -1;
+	}
+	if (tg_egress_check_url(h->pol, url, &why) != 0) {
+		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_egress_refusals_total",
+		    "stage=\"request\"", 1);
+		tg_problems_add(p, "/callbackUrl", "egress", "%s", why.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+on_admin(void *ctx, struct evhttp_request *req, const char *path)
+{
+	wh_admin(ctx, req, path);
+}
+
+static void
+metrics(void *ctx, struct evbuffer *out)
+{
+	wh_hooks_metrics(ctx, out);
+}
+
+static void
+reload(void *ctx, const struct gw_config *old)
+{
+	wh_hooks_reload(ctx, old);
+}
+
+static void
+drain(void *ctx)
+{
+	wh_hooks_drain(ctx);
+}
+
+static int
+idle(void *ctx)
+{
+	return ((struct wh_hooks *)ctx)->drained;
+}
+
+static void
+stop(void *ctx)
+{
+	struct wh_hooks *h = ctx;
+
+	h->gw->outbox = NULL;
+	wh_hooks_free(h);
+}
+
+static const struct gw_feature feature = {
+	.name = "webhook",
+	.ops = ops,
+	.prefix_listener = GW_DEX,
+	.prefix = WH_RELAY_PREFIX,
+	.prefix_open = 1,
+	.on_prefix = on_prefix,
+	.wants_scan = wants_scan,
+	.scan = scan,
+	.scan_free = scan_free,
+	.check = check,
+	.on_request = on_request,
+	.on_head = on_head,
+	.on_done = on_done,
+	.on_free = on_free,
+	.callback_check = callback_check,
+	.admin_prefix = "/webhooks",
+	.on_admin = on_admin,
+	.metrics = metrics,
+	.reload = reload,
+	.drain = drain,
+	.idle = idle,
+	.stop = stop,
+};
+
+static void
+declare_metrics(struct tg_metrics *m)
+{
+	tg_metrics_help(m, "tidegate_webhook_attempts_total", "counter",
+	    "Webhook delivery attempts by result: delivered, retry, gone (410), dead (last).");
+	tg_metrics_help(m, "tidegate_webhook_dead_letters_total", "counter",
+	    "Webhook jobs given up: schedule exhausted, or abandoned before their data came.");
+	tg_metrics_help(m, "tidegate_webhook_first_attempt_seconds", "histogram",
+	    "Time from a webhook's data being ready to its first attempt.");
+	tg_metrics_help(m, "tidegate_webhook_attempt_duration_seconds", "histogram",
+	    "Duration of one delivery attempt, DNS to answer.");
+	tg_metrics_help(m, "tidegate_webhook_egress_refusals_total", "counter",
+	    "Callback URLs refused by the egress policy, at request time or at an attempt.");
+	tg_metrics_help(m, "tidegate_webhook_payload_polls_total", "counter",
+	    "Polls for webhook export data: ready, pending, cached, failed, abandoned.");
+	tg_metrics_help(m, "tidegate_webhook_relay_deliveries_total", "counter",
+	    "Export data the vendor delivered to the relay endpoint.");
+}
+
+int
+tg_webhook_register(struct gw *gw, struct tg_err *err)
+{
+	struct wh_hooks *h;
+	int id;
+
+	if ((h = wh_hooks_new(gw, err)) == NULL)
+		return -1;
+	if ((id = gw_feature_register(gw, &feature, h, err)) < 0) {
+		wh_hooks_free(h);
+		return -1;
+	}
+	slot_id = id;
+	gw->outbox = h->ob;
+	declare_metrics(gw->metrics);
+	return 0;
+}

@@ -1,0 +1,132 @@
+/*
+ * hooks_int.h - private contract between the webhook feature's files, the
+ * part above the request core: the callbackUrl of export requests
+ * (callbacks.c), the payload fetcher (hook_fetch.c), the outbox and
+ * worker's lifecycle (hooks.c), the admin API (admin_webhooks.c), and the
+ * registration with the core (feature.c), which owns each request's
+ * struct wh_req slot. The delivery library below them (outbox, worker,
+ * signing, egress) is include/tidegate/webhook.h.
+ */
+#ifndef TIDEGATE_HOOKS_INT_H
+#define TIDEGATE_HOOKS_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "tidegate/gateway.h"
+#include "tidegate/webhook.h"
+
+/* The feature: created at registration with struct gw and kept across
+ * reloads; the outbox and the worker are not reloadable. */
+struct wh_hooks {
+	struct gw *gw;
+	struct tg_outbox *ob;
+	struct tg_webhook *w;
+	struct tg_egress *pol;		/* built from the running configuration */
+	struct tg_egress **retired;	/* earlier policies attempts may still read */
+	size_t nretired;
+	struct tg_map *fetches;		/* job id -> struct wh_fetch (hook_fetch.c) */
+	struct event *purge;		/* retention of finished jobs */
+	int drained;			/* SIGTERM: no delivery attempt left in flight */
+};
+
+/* The callbackUrl of one request. */
+struct wh_hook {
+	char *url;			/* as the caller gave it */
+	const char *secret_ref;		/* "global" or the key's name (r->rt keeps it) */
+	char id[TG_WEBHOOK_ID_LEN];	/* relay: the job added before the vendor call */
+};
+
+/* What the webhook code reads of an export body (wh_scan_fill). */
+struct wh_scan {
+	char *raw_url;			/* the caller's callbackUrl (either spelling) or NULL */
+	const char *raw_member;		/* its member name (static) */
+	int sent;			/* the body sent was scanned: the fields below hold */
+	char *url;			/* the callbackUrl of the body sent, or NULL */
+	const char *member;
+	char *stripped;			/* the body sent without its callbackUrl members */
+	size_t stripped_len;
+};
+
+/* One request's part in the feature (r->slot[id]), made on first use. */
+struct wh_req {
+	struct wh_scan *scan;		/* the body as the request check read it */
+	struct wh_hook *hook;		/* its callbackUrl, once accepted */
+};
+
+/* feature.c */
+/** The feature of gw (borrowed). */
+struct wh_hooks *wh_ctx(const struct gw *gw);
+#define WH(gw) wh_ctx(gw)
+/** r's slot (borrowed; r owns it), made when absent. */
+struct wh_req *wh_req_of(struct gw_req *r);
+/** r's slot (borrowed), or NULL when the feature never used r. */
+struct wh_req *wh_req_find(const struct gw_req *r);
+/** r's accepted callback (borrowed), or NULL. */
+#define HOOK(r) (wh_req_find(r)->hook)
+
+/* hooks.c */
+/** Open the outbox, start the worker, resume waiting jobs: the feature's
+ * context (owned by the caller: wh_hooks_free), or NULL with err. */
+struct wh_hooks *wh_hooks_new(struct gw *gw, struct tg_err *err);
+/** Stop at once (leases released: due again at the next start); takes h; NULL-safe. */
+void wh_hooks_free(struct wh_hooks *h);
+/** After a reload: the new egress policy; old (borrowed) is the previous configuration. */
+void wh_hooks_reload(struct wh_hooks *h, const struct gw_config *old);
+/** SIGTERM: stop polling, let attempts in flight end, then gw_maybe_exit. */
+void wh_hooks_drain(struct wh_hooks *h);
+/** Scrape-time webhook series (queue depth by state, attempts in flight). */
+void wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out);
+
+/* callbacks.c */
+#define WH_RELAY_PREFIX "/__tidegate/callbacks/"
+/**
+ * Fill s (its strings owned) from the caller's body raw (NULL: skip) and the
+ * body to be sent (NULL: skip), both borrowed. Reads nothing else: safe on
+ * the worker thread.
+ */
+void wh_scan_fill(struct wh_scan *s, const char *raw, size_t rawlen, const char *body,
+    size_t bodylen);
+/** Free a heap scan (takes ownership; NULL-safe). */
+void wh_scan_free(struct wh_scan *s);
+/** 1 when r (borrowed) is an export whose callbackUrl the gateway handles. */
+int wh_hook_wanted(const struct gw_req *r);
+/**
+ * An export request with a callbackUrl (deliver, relay): egress and secret
+ * checks (400), the URL taken out of r->body (relay: replaced by the
+ * gateway's inbound endpoint, the job added first). Reads the slot's scan
+ * when the check made one, else parses the body. 0 to proceed, -1 when it
+ * has replied.
+ */
+int wh_hook_prepare(struct gw_req *r);
+/** The same checks as problems of a checked export (one 400 lists all);
+ * the caller's URL from the slot's scan when set, else parsed from the body. */
+void wh_hook_check(struct gw_req *r, struct tg_problems *p);
+/**
+ * The vendor's exchange for a request with a hook ended: a held 200 adds
+ * the job and answers (1: replied); otherwise 0 and the proxy goes on.
+ */
+int wh_hook_done(struct gw_req *r, enum tg_up_error err);
+void wh_hook_free(struct wh_hook *hk);	/* takes ownership; NULL-safe */
+/** POST /__tidegate/callbacks/{id}: the vendor's delivery in relay mode. */
+void wh_hook_relay(struct gw_req *r);
+
+/* hook_fetch.c */
+/**
+ * Obtain the payload of waiting job id (borrowed): poll the vendor's export
+ * cid (borrowed; NULL: only wait for a relay delivery), first after
+ * delay_ms; the job is given up payload_timeout after created_ms (wall clock).
+ */
+void wh_fetch_start(struct wh_hooks *h, const char *id, const char *cid, int64_t created_ms,
+    int64_t delay_ms);
+/** Stop obtaining id's payload (it arrived another way). */
+void wh_fetch_stop(struct wh_hooks *h, const char *id);
+/** Map value destructor for h->fetches (takes ownership). */
+void wh_fetch_free(void *f);
+
+/* admin_webhooks.c */
+/** /webhooks… on the admin listener: list, read, redeliver (all borrowed). */
+void wh_admin(struct wh_hooks *h, struct evhttp_request *req, const char *path);
+
+#endif
