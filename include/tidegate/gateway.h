@@ -77,6 +77,7 @@ struct gw_lctx {
 };
 
 struct gw_feature;
+struct gw_vcall;
 
 struct gw {
 	struct event_base *base;
@@ -123,12 +124,11 @@ struct gw_req {
 	char id[TG_UUID_LEN];
 	enum gw_auth auth;
 	const struct tg_key *key;
-	struct tg_up_req *up;
-	struct tg_token_wait *tw;
-	char *token;			/* vendor token injected (for 401 handling) */
+	struct tg_up_req *up;		/* a caller's own login (logins.c) */
+	struct gw_vcall *call;		/* the vendor call relayed (vendor.c) */
 	char *uri;			/* upstream path and query (features may set) */
 	int status, upstream_status;
-	int replayed, started, paused, client_gone, retry_401;
+	int started, paused, client_gone;
 	uint64_t bytes;
 	int64_t t0;
 	const char *origin;		/* features may set */
@@ -307,6 +307,69 @@ int gw_token_error(struct tg_token_src *ts, const char *what, const char *why, c
 void gw_req_reply_start(struct gw_req *r, int status);
 /** End the streamed reply of r (freed): abort resets the connection. */
 void gw_req_reply_end(struct gw_req *r, int abort);
+
+/* ---- calls to the vendor (vendor.c) ---- */
+
+/*
+ * One call of the gateway to a vendor service, for a client or for itself:
+ * it holds a reference to rt, waits for the gateway's vendor token (unless
+ * it brings a bearer or none), sends, and answers a 401 on the gateway's
+ * token once by invalidating it and sending again (never shown to the
+ * callbacks). No callback runs before gw_vcall_start returns.
+ */
+struct gw_vcall;
+struct gw_vcall_req {
+	struct gw_runtime *rt;		/* borrowed; the call holds a reference */
+	int service;			/* GW_DEX / GW_SIM */
+	enum evhttp_cmd_type method;
+	const char *uri;		/* path and query with the base path (copied) */
+	struct evbuffer *body;		/* borrowed until the call ends (replays resend it) */
+	const char *bearer;		/* the caller's own token (copied): no gateway token */
+	int no_token;			/* send without a token (add_headers brings one) */
+	const char *owner;		/* pool owner tag (borrowed: static or rt's) */
+	size_t replay_max;		/* a 401 is replayed for a body up to this size */
+};
+struct gw_vcall_cbs {
+	/* The answer, as tg_up_cbs: headers borrowed until on_done returns. */
+	void (*on_head)(struct gw_vcall *c, int status, const struct evkeyvalq *h, void *arg);
+	void (*on_body)(struct gw_vcall *c, struct evbuffer *buf, void *arg);
+	/* The call is over (err TG_UP_OK: whole); the caller then cancels or
+	 * drops it: gw_vcall_cancel frees it. */
+	void (*on_done)(struct gw_vcall *c, enum tg_up_error err, void *arg);
+	/* No vendor token came: why (borrowed) and a Retry-After in seconds. */
+	void (*on_no_token)(struct gw_vcall *c, const char *why, int retry_after, void *arg);
+	/* Headers of each attempt (out borrowed), before Authorization is set. */
+	void (*add_headers)(struct gw_vcall *c, struct evkeyvalq *out, void *arg);
+};
+/** Start a streamed call: q and cbs borrowed (copied), arg borrowed. The
+ * caller owns the call: gw_vcall_cancel, after on_done or instead of it. */
+struct gw_vcall *gw_vcall_start(const struct gw_vcall_req *q, const struct gw_vcall_cbs *cbs,
+    void *arg);
+/** Stop the call (no callback after this) and free it; takes c; NULL-safe. */
+void gw_vcall_cancel(struct gw_vcall *c);
+/** Stop / resume reading the answer's body (the sink is full); c borrowed. */
+void gw_vcall_pause(struct gw_vcall *c);
+void gw_vcall_resume(struct gw_vcall *c);
+/** The attempt in flight (borrowed; valid inside the callbacks): its
+ * origin and failure detail (tg_up_req_origin, tg_up_req_detail). */
+const struct tg_up_req *gw_vcall_upstream(const struct gw_vcall *c);
+
+/* A whole answer (gw_vcall_fetch): everything borrowed for the callback. */
+struct gw_vfetch {
+	int status;			/* 0 when no answer came */
+	const struct evkeyvalq *headers;
+	struct evbuffer *body;		/* NULL on any error */
+	enum tg_up_error err;		/* TG_UP_TOO_LARGE over max_body */
+	const char *token_why;		/* no vendor token: why (err TG_UP_CONNECT) */
+	int retry_after;		/* with token_why: seconds */
+	const struct tg_up_req *u;	/* the attempt (detail, origin), or NULL */
+};
+typedef void (*gw_vfetch_cb)(struct gw_vcall *c, const struct gw_vfetch *res, void *arg);
+/** The call with its body collected up to max_body: cb once, then the call
+ * is freed (never cancel it after cb). add_headers may be NULL. */
+struct gw_vcall *gw_vcall_fetch(const struct gw_vcall_req *q, size_t max_body,
+    void (*add_headers)(struct gw_vcall *, struct evkeyvalq *, void *), gw_vfetch_cb cb,
+    void *arg);
 
 /* ---- the proxy path ---- */
 

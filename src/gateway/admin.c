@@ -90,9 +90,7 @@ render_gauges(struct gw *gw, struct evbuffer *out)
 
 	for (i = 0; i < 2; i++) {
 		tg_upstream_get_stats(gw->rt->svc[i].api, &us[i]);
-		memset(&ts[i], 0, sizeof(ts[i]));
-		if (gw->rt->svc[i].tokens != NULL)
-			tg_token_get_stats(gw->rt->svc[i].tokens, &ts[i]);
+		gw_vendor_stats(&gw->rt->svc[i], &ts[i]);
 	}
 	family(out, "tidegate_inflight_requests", "gauge", "Client requests being processed.");
 	evbuffer_add_printf(out, "tidegate_inflight_requests %zu\n", gw->inflight);
@@ -224,8 +222,7 @@ static void
 readyz(struct gw *gw, struct evhttp_request *req)
 {
 	yajl_gen g = tg_json_gen_new();
-	struct tg_token_stats ts;
-	int ready = !gw->draining, i;
+	int ready = !gw->draining, i, ok;
 	const char *state;
 
 	yajl_gen_map_open(g);
@@ -234,16 +231,8 @@ readyz(struct gw *gw, struct evhttp_request *req)
 	for (i = 0; i < 2; i++) {
 		struct gw_service *s = &gw->rt->svc[i];
 
-		if (s->tokens == NULL) {
-			state = "no credentials (callers bring their own)";
-		} else if (tg_token_peek(s->tokens) != NULL) {
-			state = "token held";
-		} else {
-			tg_token_get_stats(s->tokens, &ts);
-			state = ts.failing ? "vendor login failing" : "logging in";
-			tg_token_prefetch(s->tokens);
-			ready = 0;
-		}
+		state = gw_vendor_state(s, &ok);
+		ready = ready && ok;
 		tg_json_kv_str(g, s->name, state);
 	}
 	yajl_gen_map_close(g);

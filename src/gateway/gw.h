@@ -55,6 +55,20 @@ void gw_feat_scan_free(struct gw *gw, int id, void *scan);
 /** check of every feature of r's op; scan (taken) goes to feature id (-1: none). */
 void gw_feat_check(struct gw_req *r, int id, void *scan, struct tg_problems *p);
 
+/* vendor.c: the services' token sources (the core's only use of the
+ * token API besides the calls). */
+/** The login endpoint's upstream and the token source of s (borrowed),
+ * made with o (borrowed): 0, or -1 with err. */
+int gw_vendor_init(struct gw *gw, struct gw_service *s, const struct tg_upstream_opts *o,
+    struct tg_err *err);
+void gw_vendor_cleanup(struct gw_service *s);
+/** Log in ahead of the first request (a service without credentials: nothing). */
+void gw_vendor_prefetch(struct gw_service *s);
+/** s's login counters into st (zero without credentials). */
+void gw_vendor_stats(const struct gw_service *s, struct tg_token_stats *st);
+/** /readyz: s's token state in words (static) and *ready. */
+const char *gw_vendor_state(struct gw_service *s, int *ready);
+
 /* flush.c */
 /**
  * The reply of r (borrowed) is being handed to libevent: count it until it

@@ -42,7 +42,6 @@ static const char *const hop_by_hop[] = {
 	"Trailer", "Transfer-Encoding", "Upgrade", "Proxy-Connection",
 };
 
-static void send_upstream(struct gw_req *r);
 
 /* ---- lifetime ---- */
 
@@ -105,15 +104,13 @@ finish(struct gw_req *r)
 	gw_flush_handover(r);	/* the reply's tracker (flush.c) owns the connection now */
 	if (r->up != NULL)
 		tg_up_req_cancel(r->up);
-	if (r->tw != NULL)
-		tg_token_wait_cancel(r->tw);
+	gw_vcall_cancel(r->call);
 	gw_runtime_unref(r->rt);
 	if (r->body != NULL)
 		evbuffer_free(r->body);
 	if (r->capture != NULL)
 		evbuffer_free(r->capture);
 	free(r->path);
-	free(r->token);
 	free(r->uri);
 	free(r);
 	gw->inflight--;
@@ -296,7 +293,7 @@ head_action(struct gw_req *r, int status)
 }
 
 static void
-on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *arg)
+on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *arg)
 {
 	struct gw_req *r = arg;
 	struct evkeyvalq *out;
@@ -305,14 +302,7 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 	enum gw_head h;
 
 	r->upstream_status = status;
-	r->origin = tg_up_req_origin(u);
-	if (status == 401 && r->auth == GW_AUTH_GATEWAY && r->svc->tokens && !r->replayed &&
-	    (int64_t)evbuffer_get_length(r->body ? r->body :
-	    evhttp_request_get_input_buffer(r->req)) <=
-	    r->svc->cfg->replay_max_body) {
-		r->retry_401 = 1;
-		return;
-	}
+	r->origin = tg_up_req_origin(gw_vcall_upstream(c));
 	out = evhttp_request_get_output_headers(r->req);
 	TAILQ_FOREACH(kv, headers, next)
 		if (!is_hop_by_hop(kv->key, conn))
@@ -343,9 +333,9 @@ on_client_drained(struct evhttp_connection *conn, void *arg)
 {
 	struct gw_req *r = arg;
 
-	if (r->paused && r->up != NULL) {
+	if (r->paused && r->call != NULL) {
 		r->paused = 0;
-		tg_up_req_resume(r->up);
+		gw_vcall_resume(r->call);
 	}
 }
 
@@ -366,7 +356,7 @@ capture(struct gw_req *r, struct evbuffer *buf)
 }
 
 static void
-on_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
+on_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
 {
 	struct gw_req *r = arg;
 	struct bufferevent *bev;
@@ -384,7 +374,7 @@ on_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
 	bev = evhttp_connection_get_bufferevent(r->conn);
 	if (!r->paused && evbuffer_get_length(bufferevent_get_output(bev)) > CLIENT_HIGH_WATER) {
 		r->paused = 1;
-		tg_up_req_pause(u);
+		gw_vcall_pause(c);
 	}
 }
 
@@ -410,20 +400,10 @@ error_status(enum tg_up_error err, const char **code)
 	}
 }
 
+/* The vendor's answer ended; u (the attempt, borrowed) words its failure. */
 static void
-on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
+answered(struct gw_req *r, const struct tg_up_req *u, enum tg_up_error err)
 {
-	struct gw_req *r = arg;
-
-	r->up = NULL;
-	if (r->retry_401 && err == TG_UP_OK) {
-		r->retry_401 = 0;
-		r->replayed = 1;
-		tg_token_invalidate(r->svc->tokens, r->token);
-		tg_metrics_inc(r->gw->metrics, "tidegate_token_replays_total", "", 1);
-		gw_req_proxy(r);
-		return;
-	}
 	if (NOPFEAT_ANY(r) && gw_feat_done(r, err, r->capture))
 		return;		/* a feature held the answer and replied */
 	if (err == TG_UP_OK && r->capture != NULL && r->op == TG_OP_SIM_CASE) {
@@ -442,6 +422,16 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 	} else {
 		gw_req_reply_upstream(r, u, err, "API");
 	}
+}
+
+static void
+on_done(struct gw_vcall *c, enum tg_up_error err, void *arg)
+{
+	struct gw_req *r = arg;
+
+	r->call = NULL;		/* freed below, once r is answered */
+	answered(r, gw_vcall_upstream(c), err);
+	gw_vcall_cancel(c);
 }
 
 int
@@ -474,19 +464,6 @@ gw_req_reply_upstream(struct gw_req *r, const struct tg_up_req *u, enum tg_up_er
 	gw_req_reply_error(r, status, code, msg);
 }
 
-/* A certificate the gateway refused is not the vendor being down for a
- * while: its own code, 502, like the proxied request that met it. */
-int
-gw_token_error(struct tg_token_src *ts, const char *what, const char *why, char *msg,
-    size_t len, const char **code)
-{
-	int tls = ts != NULL && tg_token_last_error(ts) == TG_UP_TLS;
-
-	snprintf(msg, len, "%s: %s", what, why ? why : "login failed");
-	*code = tls ? "UPSTREAM_TLS_FAILED" : "TOKEN_UNAVAILABLE";
-	return tls ? 502 : 503;
-}
-
 void
 gw_req_reply_token_error(struct gw_req *r, const char *what, const char *why,
     int retry_after)
@@ -500,11 +477,13 @@ gw_req_reply_token_error(struct gw_req *r, const char *what, const char *why,
 	gw_req_reply_error(r, status, code, msg);
 }
 
-static const struct tg_up_cbs up_cbs = { on_head, on_body, on_done };
-
+/* The client's headers for the vendor, each attempt (Authorization: the
+ * caller's own in caller-token mode; the gateway's token is set by the
+ * call). */
 static void
-copy_request_headers(struct gw_req *r, struct evkeyvalq *out)
+copy_request_headers(struct gw_vcall *c, struct evkeyvalq *out, void *arg)
 {
+	struct gw_req *r = arg;
 	struct evkeyvalq *in = evhttp_request_get_input_headers(r->req);
 	const char *conn = evhttp_find_header(in, "Connection");
 	char addr[128], *fwd;
@@ -532,42 +511,22 @@ copy_request_headers(struct gw_req *r, struct evkeyvalq *out)
 	fwd = prev ? tg_xasprintf("%s, %s", prev, addr) : tg_xstrdup(addr);
 	evhttp_add_header(out, "X-Forwarded-For", fwd);
 	free(fwd);
-	if (r->token != NULL) {
-		char *bearer = tg_xasprintf("Bearer %s", r->token);
-
-		evhttp_add_header(out, "Authorization", bearer);
-		free(bearer);
-	}
 }
 
 static void
-send_upstream(struct gw_req *r)
-{
-	struct tg_up_req *u;
-
-	u = tg_upstream_send(r->svc->api, evhttp_request_get_command(r->req), r->uri, NULL,
-	    r->body ? r->body : evhttp_request_get_input_buffer(r->req), &up_cbs, r);
-	copy_request_headers(r, tg_up_req_headers(u));	/* before the loop starts it */
-	tg_up_req_set_owner(u, gw_req_owner(r));
-	r->up = u;
-}
-
-static void
-on_token(const char *token, const char *why, int retry_after, void *arg)
+on_no_token(struct gw_vcall *c, const char *why, int retry_after, void *arg)
 {
 	struct gw_req *r = arg;
 	char what[64];
 
-	r->tw = NULL;
-	if (token == NULL) {
-		snprintf(what, sizeof(what), "could not obtain a %s vendor token", r->svc->name);
-		gw_req_reply_token_error(r, what, why, retry_after);
-		return;
-	}
-	free(r->token);
-	r->token = tg_xstrdup(token);
-	send_upstream(r);
+	r->call = NULL;
+	snprintf(what, sizeof(what), "could not obtain a %s vendor token", r->svc->name);
+	gw_req_reply_token_error(r, what, why, retry_after);
+	gw_vcall_cancel(c);
 }
+
+static const struct gw_vcall_cbs call_cbs = { on_head, on_body, on_done, on_no_token,
+	copy_request_headers };
 
 /* The client's query string without the parameter the gateway consumed
  * (dryRun): segments are copied as sent, so encoding is untouched. */
@@ -620,18 +579,20 @@ gw_upstream_uri(struct gw_req *r)
 void
 gw_req_proxy(struct gw_req *r)
 {
-	struct tg_token_wait *w;
+	struct gw_vcall_req q;
 
 	if (r->uri == NULL)
 		r->uri = gw_upstream_uri(r);
-	if (r->auth != GW_AUTH_GATEWAY || r->svc->tokens == NULL) {
-		send_upstream(r);
-		return;
-	}
-	/* on_token may run before tg_token_get returns (cached token). */
-	w = tg_token_get(r->svc->tokens, on_token, r);
-	if (w != NULL)
-		r->tw = w;
+	memset(&q, 0, sizeof(q));
+	q.rt = r->rt;
+	q.service = r->svc->index;
+	q.method = evhttp_request_get_command(r->req);
+	q.uri = r->uri;
+	q.body = r->body ? r->body : evhttp_request_get_input_buffer(r->req);
+	q.no_token = r->auth != GW_AUTH_GATEWAY;	/* the caller's own Authorization */
+	q.owner = gw_req_owner(r);
+	q.replay_max = (size_t)r->svc->cfg->replay_max_body;
+	r->call = gw_vcall_start(&q, &call_cbs, r);
 }
 
 /* ---- arrival ---- */

@@ -26,7 +26,7 @@
 static void
 service_cleanup(struct gw_service *s)
 {
-	tg_token_src_free(s->tokens);
+	gw_vendor_cleanup(s);
 	tg_login_cache_free(s->logins);
 	if (s->auth != s->api)
 		tg_upstream_free(s->auth);
@@ -81,70 +81,6 @@ gw_runtime_unref(struct gw_runtime *rt)
 	event_active(rt->gw->reap_ev, EV_TIMEOUT, 0);
 }
 
-/* The login endpoint's URL for messages: base's scheme, host and port
- * with path. Config URLs hold no user info (the upstream refuses it). */
-static char *
-login_url(const char *base, const char *path)
-{
-	struct evhttp_uri *u = evhttp_uri_parse(base);
-	char buf[512], *out;
-
-	if (u == NULL)
-		return tg_xstrdup(path);
-	evhttp_uri_set_path(u, path);
-	evhttp_uri_set_query(u, NULL);
-	out = tg_xstrdup(evhttp_uri_join(u, buf, sizeof(buf)) ? buf : path);
-	evhttp_uri_free(u);
-	return out;
-}
-
-/* sim.token_url names the endpoint whole; else auth_url (sim) or url (dex)
- * plus the login route. */
-static int
-login_init(struct gw *gw, struct gw_service *s, const struct tg_upstream_opts *o,
-    struct tg_err *err)
-{
-	const char *base = s->index == GW_DEX ? s->cfg->url :
-	    s->cfg->token_url != NULL ? s->cfg->token_url : s->cfg->auth_url;
-	const char *route = s->cfg->token_url != NULL ? "" :
-	    s->cfg->routes[s->index == GW_DEX ? TG_OP_DEX_AUTHENTICATE : TG_OP_SIM_TOKEN];
-	struct tg_token_opts to;
-	char *path, *url;
-
-	s->auth = s->api;
-	if (s->index == GW_SIM && (s->auth = tg_upstream_new(gw->base, gw->dns, base, NULL, o,
-	    err)) == NULL)
-		return -1;
-	s->logins = tg_login_cache_new(4096);
-	if (s->cfg->id == NULL)
-		return 0;
-	memset(&to, 0, sizeof(to));
-	to.flow = s->index == GW_DEX ? TG_FLOW_PASSWORD : TG_FLOW_CLIENT_CREDENTIALS;
-	path = tg_xasprintf("%s%s", tg_upstream_base_path(s->auth), route);
-	if (*path == '\0') {
-		free(path);
-		path = tg_xstrdup("/");
-	}
-	url = login_url(base, path);
-	to.path = path;
-	to.url = url;
-	to.id = s->cfg->id;
-	to.secret = s->cfg->secret;
-	to.scope = s->cfg->scope;
-	to.audience = s->cfg->audience;
-	to.client_basic = s->cfg->client_auth != NULL &&
-	    strcmp(s->cfg->client_auth, "client_secret_basic") == 0;
-	to.refresh_before_ms = s->cfg->refresh_before;
-	to.jitter_ms = s->cfg->refresh_jitter;
-	to.default_lifetime_ms = 300000;
-	to.login_timeout_ms = s->cfg->login_timeout;
-	to.retry_after_s = (int)(s->cfg->login_retry_after / 1000);
-	s->tokens = tg_token_src_new(gw->base, s->auth, &to);
-	free(path);
-	free(url);
-	return 0;
-}
-
 static int
 service_init(struct gw *gw, struct gw_runtime *rt, int i, struct tg_err *err)
 {
@@ -162,7 +98,7 @@ service_init(struct gw *gw, struct gw_runtime *rt, int i, struct tg_err *err)
 	s->api = tg_upstream_new(gw->base, gw->dns, s->cfg->url, s->cfg->fallback_url, &o, err);
 	if (s->api == NULL)
 		return -1;
-	return login_init(gw, s, &o, err);
+	return gw_vendor_init(gw, s, &o, err);
 }
 
 /* Takes ownership of *cfg (it is zeroed). */
@@ -421,8 +357,7 @@ gw_start(struct gw *gw, struct tg_err *err)
 	if (bind_listeners(gw, err) != 0)
 		return -1;
 	for (i = 0; i < 2; i++)
-		if (gw->rt->svc[i].tokens != NULL)
-			tg_token_prefetch(gw->rt->svc[i].tokens);
+		gw_vendor_prefetch(&gw->rt->svc[i]);
 	return 0;
 }
 

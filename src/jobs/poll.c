@@ -66,15 +66,12 @@ struct poll_entry {
 	char *job;		/* correlationId or simulation id */
 	struct poll_answer ans;
 	int64_t created, not_before, used;	/* monotonic ms */
-	struct gw_runtime *rt;	/* held while a fetch is in flight */
-	struct tg_up_req *inflight;
+	struct gw_vcall *call;	/* the fetch in flight (it holds the runtime) */
 	struct evbuffer *fbuf;	/* the answer in flight, up to cache_max_body */
 	int f_status;
 	const struct evkeyvalq *f_hdr;	/* borrowed from on_f_head to on_f_done */
 	struct jobs_spool *writing;	/* the answer in flight, spooled */
-	struct tg_token_wait *tw;
-	char *token;
-	int replayed, passthrough;
+	int passthrough;
 	TAILQ_HEAD(, jobs_req) waiters;
 	struct event *timer;	/* next poll for long-poll waiters */
 	TAILQ_ENTRY(poll_entry) lru;	/* while ans.held */
@@ -380,7 +377,7 @@ on_poll_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct poll_entry *e = arg;
 
-	if (!TAILQ_EMPTY(&e->waiters) && e->inflight == NULL && e->tw == NULL)
+	if (!TAILQ_EMPTY(&e->waiters) && e->call == NULL)
 		fetch(e);
 }
 
@@ -457,36 +454,23 @@ serve_unkept(struct poll_entry *e)
 	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_cache_unkept_total", "", 1);
 }
 
+/* The fetch is over (its last callback runs: freeing it there is safe). */
 static void
 fetch_done(struct poll_entry *e)
 {
-	gw_runtime_unref(e->rt);
-	e->rt = NULL;
-	free(e->token);
-	e->token = NULL;
+	gw_vcall_cancel(e->call);
+	e->call = NULL;
 }
 
 static void
-on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up_error err,
-    void *arg)
+on_fetched(struct poll_entry *e, int status, const struct evkeyvalq *h,
+    struct evbuffer *body, enum tg_up_error err, const char *detail)
 {
-	struct poll_entry *e = arg;
-	struct gw_service *s = &e->rt->svc[e->service];
-	const char *detail = e->inflight != NULL ? tg_up_req_detail(e->inflight) : NULL, *code;
+	const char *code;
 	char msg[400];
 
-	e->inflight = NULL;
 	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_upstream_total",
 	    e->service == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
-	if (err == TG_UP_OK && status == 401 && e->bearer == NULL && s->tokens && !e->replayed) {
-		e->replayed = 1;
-		tg_token_invalidate(s->tokens, e->token);
-		tg_metrics_inc(e->p->gw->metrics, "tidegate_token_replays_total", "", 1);
-		fetch_done(e);
-		fetch(e);
-		return;
-	}
-	e->replayed = 0;
 	fetch_done(e);
 	if (err == TG_UP_TOO_LARGE) {
 		proxy_waiters(e);
@@ -511,7 +495,7 @@ on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg
  * then spooled (a final answer) or abandoned to pass-through ---- */
 
 static void
-on_f_head(struct tg_up_req *u, int status, const struct evkeyvalq *h, void *arg)
+on_f_head(struct gw_vcall *c, int status, const struct evkeyvalq *h, void *arg)
 {
 	struct poll_entry *e = arg;
 
@@ -559,25 +543,24 @@ spool_start(struct poll_entry *e)
 
 /* The answer cannot be shared: every caller streams its own copy. */
 static void
-give_up(struct poll_entry *e, struct tg_up_req *u)
+give_up(struct poll_entry *e)
 {
-	tg_up_req_cancel(u);
-	e->inflight = NULL;
+	gw_vcall_cancel(e->call);
+	e->call = NULL;
 	jobs_spool_unref(e->writing);	/* its readers are reset */
 	e->writing = NULL;
-	fetch_done(e);
 	proxy_waiters(e);
 }
 
 static void
-on_f_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
+on_f_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
 {
 	struct poll_entry *e = arg;
 	size_t max = (size_t)e->p->gw->rt->cfg.poll_cache_max_body;
 
 	if (e->writing != NULL) {
 		if (jobs_spool_append(e->writing, buf) != 0)
-			give_up(e, u);
+			give_up(e);
 		return;
 	}
 	if (evbuffer_get_length(e->fbuf) + evbuffer_get_length(buf) <= max) {
@@ -586,7 +569,7 @@ on_f_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
 	}
 	evbuffer_add_buffer(e->fbuf, buf);
 	if (!spoolable(e) || spool_start(e) != 0)
-		give_up(e, u);
+		give_up(e);
 }
 
 /* The spooled answer is whole: it is the entry's answer now. */
@@ -597,7 +580,6 @@ spool_done(struct poll_entry *e, enum tg_up_error err)
 
 	tg_metrics_inc(e->p->gw->metrics, "tidegate_poll_upstream_total",
 	    e->service == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
-	e->inflight = NULL;
 	e->writing = NULL;
 	fetch_done(e);
 	jobs_spool_end(s, err == TG_UP_OK);
@@ -614,80 +596,64 @@ spool_done(struct poll_entry *e, enum tg_up_error err)
 }
 
 static void
-on_f_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
+on_f_done(struct gw_vcall *c, enum tg_up_error err, void *arg)
 {
 	struct poll_entry *e = arg;
+	const struct tg_up_req *u = gw_vcall_upstream(c);
 
 	if (e->writing != NULL) {
 		spool_done(e, err);
 		return;
 	}
-	on_fetched(e->f_status, err == TG_UP_OK ? e->f_hdr : NULL,
-	    err == TG_UP_OK ? e->fbuf : NULL, err, e);
+	on_fetched(e, e->f_status, err == TG_UP_OK ? e->f_hdr : NULL,
+	    err == TG_UP_OK ? e->fbuf : NULL, err, u != NULL ? tg_up_req_detail(u) : NULL);
 	evbuffer_drain(e->fbuf, evbuffer_get_length(e->fbuf));
 }
 
-static const struct tg_up_cbs fetch_cbs = { on_f_head, on_f_body, on_f_done };
-
 static void
-send_fetch(struct poll_entry *e, const char *token)
-{
-	struct gw_service *s = &e->rt->svc[e->service];
-	struct evkeyvalq h;
-	char *auth;
-
-	TAILQ_INIT(&h);
-	evhttp_add_header(&h, "Accept", "application/json");
-	if (token != NULL || e->bearer != NULL) {
-		auth = tg_xasprintf("Bearer %s", token ? token : e->bearer);
-		evhttp_add_header(&h, "Authorization", auth);
-		free(auth);
-	}
-	e->f_status = 0;
-	e->f_hdr = NULL;
-	evbuffer_drain(e->fbuf, evbuffer_get_length(e->fbuf));
-	e->inflight = tg_upstream_send(s->api, EVHTTP_REQ_GET, e->uri, &h, NULL, &fetch_cbs, e);
-	evhttp_clear_headers(&h);
-}
-
-static void
-on_fetch_token(const char *token, const char *why, int retry_after, void *arg)
+on_f_no_token(struct gw_vcall *c, const char *why, int retry_after, void *arg)
 {
 	struct poll_entry *e = arg;
 	const char *code;
 	char what[48], msg[640];
 	int status;
 
-	e->tw = NULL;
-	if (token == NULL) {
-		snprintf(what, sizeof(what), "could not obtain a %s vendor token",
-		    e->service == GW_DEX ? "dex" : "sim");
-		status = gw_token_error(e->rt->svc[e->service].tokens, what, why, msg, sizeof(msg),
-		    &code);
-		fetch_done(e);
-		fail_waiters(e, status, code, msg, retry_after > 0 ? retry_after : 1);
-		return;
-	}
-	e->token = tg_xstrdup(token);
-	send_fetch(e, token);
+	snprintf(what, sizeof(what), "could not obtain a %s vendor token",
+	    e->service == GW_DEX ? "dex" : "sim");
+	status = gw_token_error(e->p->gw->rt->svc[e->service].tokens, what, why, msg,
+	    sizeof(msg), &code);
+	fetch_done(e);
+	fail_waiters(e, status, code, msg, retry_after > 0 ? retry_after : 1);
 }
 
 static void
+f_headers(struct gw_vcall *c, struct evkeyvalq *h, void *arg)
+{
+	struct poll_entry *e = arg;
+
+	evhttp_add_header(h, "Accept", "application/json");
+	e->f_status = 0;	/* a new attempt (a 401 replayed) starts afresh */
+	e->f_hdr = NULL;
+	evbuffer_drain(e->fbuf, evbuffer_get_length(e->fbuf));
+}
+
+static const struct gw_vcall_cbs fetch_cbs = { on_f_head, on_f_body, on_f_done,
+	on_f_no_token, f_headers };
+
+/* One GET for every caller of e, with the gateway's token (or the caller's
+ * own, in caller-token mode). */
+static void
 fetch(struct poll_entry *e)
 {
-	struct tg_token_wait *w;
-	struct gw_service *s;
+	struct gw_vcall_req q;
 
-	e->rt = e->p->gw->rt;
-	e->rt->refs++;
-	s = &e->rt->svc[e->service];
-	if (e->bearer != NULL || s->tokens == NULL) {
-		send_fetch(e, NULL);
-		return;
-	}
-	w = tg_token_get(s->tokens, on_fetch_token, e);
-	if (w != NULL)
-		e->tw = w;
+	memset(&q, 0, sizeof(q));
+	q.rt = e->p->gw->rt;
+	q.service = e->service;
+	q.method = EVHTTP_REQ_GET;
+	q.uri = e->uri;
+	q.bearer = e->bearer;
+	e->call = gw_vcall_start(&q, &fetch_cbs, e);
 }
 
 /* ---- entries ---- */
@@ -697,11 +663,7 @@ entry_free(void *arg)
 {
 	struct poll_entry *e = arg;
 
-	if (e->inflight != NULL)
-		tg_up_req_cancel(e->inflight);
-	if (e->tw != NULL)
-		tg_token_wait_cancel(e->tw);
-	gw_runtime_unref(e->rt);
+	gw_vcall_cancel(e->call);
 	jobs_spool_unref(e->writing);
 	evbuffer_free(e->fbuf);
 	answer_drop(e);
@@ -711,7 +673,6 @@ entry_free(void *arg)
 	if (e->bearer != NULL)
 		explicit_bzero(e->bearer, strlen(e->bearer));
 	free(e->bearer);
-	free(e->token);
 	free(e->job);
 	free(e);
 }
@@ -719,7 +680,7 @@ entry_free(void *arg)
 static int
 idle(const struct poll_entry *e)
 {
-	return TAILQ_EMPTY(&e->waiters) && e->inflight == NULL && e->tw == NULL;
+	return TAILQ_EMPTY(&e->waiters) && e->call == NULL;
 }
 
 /* Drop idle entries whose answer is stale for good (all: under pressure). */
@@ -812,7 +773,7 @@ on_wait_deadline(evutil_socket_t fd, short what, void *arg)
 	struct poll_entry *e = q->poll;
 
 	q->wait_until = 0;	/* from now on an ordinary poll */
-	if (e->ans.at != 0 && e->inflight == NULL && e->tw == NULL)
+	if (e->ans.at != 0 && e->call == NULL)
 		reply_answer(q->r, &e->ans, "long-poll");
 }
 
@@ -919,9 +880,9 @@ jobs_poll_handle(struct jobs_poll *p, struct gw_req *r)
 		reply_answer(r, &e->ans, "cached");
 		goto done;
 	}
-	count(r, e->inflight || e->tw ? "coalesced" : wms ? "long-poll" : "fetched");
+	count(r, e->call != NULL ? "coalesced" : wms ? "long-poll" : "fetched");
 	add_waiter(e, r, wms);
-	if (e->inflight == NULL && e->tw == NULL) {
+	if (e->call == NULL) {
 		if (fresh(e))
 			schedule(e);	/* long-poll on a recent answer: poll on time */
 		else

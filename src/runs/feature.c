@@ -84,6 +84,7 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 {
 	struct runs_req *q = slot;
 
+	gw_vcall_cancel(q->call);
 	free(q->callback);
 	runs_sweep_post_free(q->sweep);
 	free(q);

@@ -29,6 +29,7 @@ struct runs {
 struct runs_req {
 	char *callback;			/* a submission's callback URL */
 	struct runs_sweep_post *sweep;	/* a sweep being created (sweeps.c) */
+	struct gw_vcall *call;		/* its base case being fetched */
 };
 
 /* feature.c */

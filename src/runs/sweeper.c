@@ -42,11 +42,8 @@ struct sub {				/* one submission in flight */
 	struct runs_sweeper *sw;
 	char *sweep_id;
 	struct tg_sweep_claim c;
-	struct gw_runtime *rt;
-	struct tg_token_wait *tw;
-	struct tg_up_req *up;
-	struct evbuffer *body;		/* borrowed by the upstream until it answers */
-	char *token;
+	struct gw_vcall *call;
+	struct evbuffer *body;		/* borrowed by the call until it answers */
 	LIST_ENTRY(sub) link;
 };
 
@@ -81,16 +78,10 @@ sub_free(struct sub *s)
 
 	LIST_REMOVE(s, link);
 	sw->nsubs--;
-	if (s->up != NULL)
-		tg_up_req_cancel(s->up);
-	if (s->tw != NULL)
-		tg_token_wait_cancel(s->tw);
-	if (s->rt != NULL)
-		gw_runtime_unref(s->rt);
+	gw_vcall_cancel(s->call);
 	if (s->body != NULL)
 		evbuffer_free(s->body);
 	tg_sweep_claim_cleanup(&s->c);
-	free(s->token);
 	free(s->sweep_id);
 	free(s);
 }
@@ -217,24 +208,28 @@ refusal(int status, struct evbuffer *body, char *out, size_t n)
 	yajl_tree_free(v);
 }
 
+/* A 401 here came after the call's one replay with a fresh token. */
 static void
-on_answer(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up_error uerr,
-    void *arg)
+on_answer(struct gw_vcall *c, const struct gw_vfetch *res, void *arg)
 {
 	struct sub *s = arg;
-	const char *origin = status > 0 ? tg_up_req_origin(s->up) : NULL;
+	int status = res->status;
+	const char *origin = status > 0 && res->u != NULL ? tg_up_req_origin(res->u) : NULL;
+	struct evbuffer *body = res->body;
+	enum tg_up_error uerr = res->err;
 	char why[400];
 	yajl_val ans;
 
-	s->up = NULL;
-	if (uerr != TG_UP_OK) {
+	s->call = NULL;		/* freed after this returns */
+	if (res->token_why != NULL) {
+		snprintf(why, sizeof(why), "no vendor token: %s", res->token_why);
+		unclaim(s, why, 0, res->retry_after > 0 ? (int64_t)res->retry_after * 1000 : -1);
+	} else if (uerr != TG_UP_OK) {
 		snprintf(why, sizeof(why), "no answer from the vendor: %s", tg_up_error_str(uerr));
 		unclaim(s, why, 0, -1);
 	} else if (status == 401 || status == 408 || status == 429 || status >= 500) {
-		if (status == 401 && s->token != NULL)
-			tg_token_invalidate(s->rt->svc[GW_SIM].tokens, s->token);
 		snprintf(why, sizeof(why), "the vendor answered HTTP %d", status);
-		unclaim(s, why, 0, tg_http_retry_after_ms(h));
+		unclaim(s, why, 0, tg_http_retry_after_ms(res->headers));
 	} else if (status >= 400) {
 		refusal(status, body, why, sizeof(why));
 		unclaim(s, why, 1, -1);
@@ -251,73 +246,45 @@ on_answer(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_
 }
 
 static void
-send_case(struct sub *s)
+case_headers(struct gw_vcall *c, struct evkeyvalq *h, void *arg)
 {
-	const struct gw_service *svc = &s->rt->svc[GW_SIM];
-	struct tg_route_match m;
-	struct evkeyvalq h;
-	char *path, *uri, *auth;
-
-	memset(&m, 0, sizeof(m));
-	path = tg_route_expand(svc->cfg->routes[TG_OP_SIM_SUBMIT], &m);
-	uri = tg_xasprintf("%s%s", tg_upstream_base_path(svc->api), path ? path : "/");
-	TAILQ_INIT(&h);
-	evhttp_add_header(&h, "Accept", "application/json");
-	evhttp_add_header(&h, "Content-Type", "application/json");
-	if (s->token != NULL) {
-		auth = tg_xasprintf("Bearer %s", s->token);
-		evhttp_add_header(&h, "Authorization", auth);
-		free(auth);
-	}
-	s->body = evbuffer_new();
-	evbuffer_add_reference(s->body, s->c.body, s->c.len, NULL, NULL);
-	s->up = tg_upstream_fetch(svc->api, EVHTTP_REQ_POST, uri, &h, s->body, ANSWER_MAX_BODY,
-	    on_answer, s);
-	evhttp_clear_headers(&h);
-	free(uri);
-	free(path);
+	evhttp_add_header(h, "Accept", "application/json");
+	evhttp_add_header(h, "Content-Type", "application/json");
 }
 
-static void
-on_token(const char *token, const char *why, int retry_after_s, void *arg)
-{
-	struct sub *s = arg;
-	char msg[200];
-
-	s->tw = NULL;
-	if (token != NULL) {
-		s->token = tg_xstrdup(token);
-		send_case(s);
-		return;
-	}
-	snprintf(msg, sizeof(msg), "no vendor token: %s", why ? why : "login failed");
-	unclaim(s, msg, 0, retry_after_s > 0 ? (int64_t)retry_after_s * 1000 : -1);
-	sub_end(s);
-}
-
-/* Start the submission of claim c of sweep id (takes c). */
+/* Start the submission of claim c of sweep id (takes c): POST the
+ * variant's case with the gateway's token. */
 static void
 start(struct runs_sweeper *sw, const char *id, struct tg_sweep_claim *c)
 {
 	struct sub *s = tg_xcalloc(1, sizeof(*s));
-	struct tg_token_wait *w;
+	const struct gw_service *svc = &sw->gw->rt->svc[GW_SIM];
+	struct tg_route_match m;
+	struct gw_vcall_req q;
+	char *path, *uri;
 
 	s->sw = sw;
 	s->sweep_id = tg_xstrdup(id);
 	s->c = *c;
-	s->rt = sw->gw->rt;
-	s->rt->refs++;
 	LIST_INSERT_HEAD(&sw->subs, s, link);
 	sw->nsubs++;
 	tg_log(TG_LOG_INFO, "sweep_variant_claimed", TG_LS("sweepId", id),
 	    TG_LS("variant", c->name));
-	if (s->rt->svc[GW_SIM].tokens == NULL) {
-		send_case(s);
-		return;
-	}
-	/* on_token may run before tg_token_get returns (cached token). */
-	if ((w = tg_token_get(s->rt->svc[GW_SIM].tokens, on_token, s)) != NULL)
-		s->tw = w;
+	memset(&m, 0, sizeof(m));
+	path = tg_route_expand(svc->cfg->routes[TG_OP_SIM_SUBMIT], &m);
+	uri = tg_xasprintf("%s%s", tg_upstream_base_path(svc->api), path ? path : "/");
+	s->body = evbuffer_new();
+	evbuffer_add_reference(s->body, s->c.body, s->c.len, NULL, NULL);
+	memset(&q, 0, sizeof(q));
+	q.rt = sw->gw->rt;
+	q.service = GW_SIM;
+	q.method = EVHTTP_REQ_POST;
+	q.uri = uri;
+	q.body = s->body;
+	q.replay_max = SIZE_MAX;	/* a refused token: nothing was created */
+	s->call = gw_vcall_fetch(&q, ANSWER_MAX_BODY, case_headers, on_answer, s);
+	free(uri);
+	free(path);
 }
 
 /* Claim and start what sweep id may submit now. */

@@ -232,20 +232,23 @@ done:
 }
 
 static void
-on_case(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up_error uerr,
-    void *arg)
+on_case(struct gw_vcall *c, const struct gw_vfetch *res, void *arg)
 {
 	struct gw_req *r = arg;
-	struct tg_up_req *u = r->up;	/* the fetch: valid until this returns */
 	const char *id = runs_req_of(r)->sweep->req.base_case_id;
+	enum tg_up_error uerr = res->err;
+	int status = res->status;
+	struct evbuffer *body = res->body;
 	char msg[384];
 	yajl_val base;
 
-	(void)h;
-	r->up = NULL;
+	runs_req_of(r)->call = NULL;	/* freed after this returns */
 	r->upstream_status = status;
-	if (uerr == TG_UP_BUSY) {
-		gw_req_reply_busy(r, u);
+	if (res->token_why != NULL) {
+		gw_req_reply_token_error(r, "no vendor token to fetch the base case",
+		    res->token_why, res->retry_after);
+	} else if (uerr == TG_UP_BUSY) {
+		gw_req_reply_busy(r, res->u);
 	} else if (uerr != TG_UP_OK) {
 		snprintf(msg, sizeof(msg), "the base case could not be fetched: %s",
 		    tg_up_error_str(uerr));
@@ -268,12 +271,21 @@ on_case(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up
 }
 
 static void
-fetch_case(struct gw_req *r, const char *token)
+case_headers(struct gw_vcall *c, struct evkeyvalq *h, void *arg)
+{
+	struct gw_req *r = arg;
+
+	evhttp_add_header(h, "Accept", "application/json");
+	evhttp_add_header(h, "X-Request-Id", r->id);
+}
+
+static void
+fetch_case(struct gw_req *r)
 {
 	const struct gw_service *s = &r->rt->svc[GW_SIM];
 	struct tg_route_match m;
-	struct evkeyvalq h;
-	char *enc, *path, *auth;
+	struct gw_vcall_req q;
+	char *enc, *path;
 
 	memset(&m, 0, sizeof(m));
 	enc = evhttp_uriencode(runs_req_of(r)->sweep->req.base_case_id, -1, 0);
@@ -285,32 +297,13 @@ fetch_case(struct gw_req *r, const char *token)
 	free(r->uri);
 	r->uri = tg_xasprintf("%s%s", tg_upstream_base_path(s->api), path ? path : "/");
 	free(path);
-	TAILQ_INIT(&h);
-	evhttp_add_header(&h, "Accept", "application/json");
-	evhttp_add_header(&h, "X-Request-Id", r->id);
-	if (token != NULL) {
-		auth = tg_xasprintf("Bearer %s", token);
-		evhttp_add_header(&h, "Authorization", auth);
-		free(auth);
-	}
-	r->up = tg_upstream_fetch(s->api, EVHTTP_REQ_GET, r->uri, &h, NULL, CASE_MAX_BODY,
-	    on_case, r);
-	tg_up_req_set_owner(r->up, gw_req_owner(r));
-	evhttp_clear_headers(&h);
-}
-
-static void
-on_token(const char *token, const char *why, int retry_after_s, void *arg)
-{
-	struct gw_req *r = arg;
-
-	r->tw = NULL;
-	if (token != NULL) {
-		fetch_case(r, token);
-		return;
-	}
-	gw_req_reply_token_error(r, "no vendor token to fetch the base case", why,
-	    retry_after_s);
+	memset(&q, 0, sizeof(q));
+	q.rt = r->rt;
+	q.service = GW_SIM;
+	q.method = EVHTTP_REQ_GET;
+	q.uri = r->uri;
+	q.owner = gw_req_owner(r);
+	runs_req_of(r)->call = gw_vcall_fetch(&q, CASE_MAX_BODY, case_headers, on_case, r);
 }
 
 static void
@@ -318,7 +311,6 @@ post_sweep(struct gw_req *r)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
 	struct runs_sweep_post *sp = tg_xcalloc(1, sizeof(*sp));
-	struct tg_token_wait *w;
 	struct tg_problems p;
 	const char *url;
 
@@ -337,13 +329,7 @@ post_sweep(struct gw_req *r)
 		goto refuse;
 	}
 	sp->callback = url != NULL ? tg_xstrdup(url) : NULL;
-	if (r->rt->svc[GW_SIM].tokens == NULL) {
-		fetch_case(r, NULL);
-		return;
-	}
-	/* on_token may run before tg_token_get returns (cached token). */
-	if ((w = tg_token_get(r->rt->svc[GW_SIM].tokens, on_token, r)) != NULL)
-		r->tw = w;
+	fetch_case(r);
 	return;
 refuse:
 	gw_reply_problems(r, &p);

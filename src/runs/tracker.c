@@ -36,9 +36,7 @@ struct runs_tracker {
 	struct gw *gw;
 	struct event *timer;
 	struct event *retention;	/* expiry and purge of the registry */
-	struct gw_runtime *rt;		/* held while a check is under way */
-	struct tg_token_wait *tw;
-	struct tg_up_req *up;
+	struct gw_vcall *call;		/* the check under way */
 	char *id;			/* the run being checked, or NULL */
 	int phase;
 	int stuck;			/* the registry failed: slow down */
@@ -80,13 +78,6 @@ runs_tracker_kick(struct runs_tracker *t)
 	now = tg_clock_now_ms();
 	next = tg_runs_next_due(RUNS(t->gw)->reg, now);
 	arm(t, next == INT64_MAX || next - now > IDLE_RECHECK_MS ? IDLE_RECHECK_MS : next - now);
-}
-
-static void
-release(struct runs_tracker *t)
-{
-	gw_runtime_unref(t->rt);
-	t->rt = NULL;
 }
 
 /* The check of t->id is over: on to the next due run. */
@@ -215,33 +206,44 @@ done:
 }
 
 static void
-on_fetched(int status, const struct evkeyvalq *h, struct evbuffer *body, enum tg_up_error err,
-    void *arg)
+on_fetched(struct gw_vcall *c, const struct gw_vfetch *res, void *arg)
 {
 	struct runs_tracker *t = arg;
-	char why[96];
+	enum tg_up_error err = res->err;
+	char why[160];
 
-	t->up = NULL;
-	release(t);
+	t->call = NULL;		/* freed after this returns */
 	if (t->phase == PHASE_RESULTS) {
-		got_results(t, err == TG_UP_OK ? status : 0, body);
+		got_results(t, err == TG_UP_OK ? res->status : 0, res->body);
+	} else if (res->token_why != NULL) {
+		snprintf(why, sizeof(why), "no vendor token: %s", res->token_why);
+		check_failed(t, why, res->retry_after > 0 ? (int64_t)res->retry_after * 1000 : -1);
+		end(t);
 	} else if (err != TG_UP_OK) {
 		snprintf(why, sizeof(why), "the vendor could not be reached: %s",
 		    tg_up_error_str(err));
 		check_failed(t, why, -1);
 		end(t);
 	} else {
-		got_status(t, status, h, body);
+		got_status(t, res->status, res->headers, res->body);
 	}
 }
 
 static void
-send_check(struct runs_tracker *t, const char *token)
+check_headers(struct gw_vcall *c, struct evkeyvalq *h, void *arg)
 {
-	const struct gw_service *s = &t->rt->svc[GW_SIM];
+	evhttp_add_header(h, "Accept", "application/json");
+}
+
+/* GET the status (or the results) of t->id with the gateway's token. */
+static void
+start(struct runs_tracker *t)
+{
+	struct gw_runtime *rt = t->gw->rt;
+	const struct gw_service *s = &rt->svc[GW_SIM];
 	struct tg_route_match m;
-	struct evkeyvalq h;
-	char *path, *uri, *auth;
+	struct gw_vcall_req q;
+	char *path, *uri;
 	size_t max;
 
 	memset(&m, 0, sizeof(m));
@@ -251,57 +253,15 @@ send_check(struct runs_tracker *t, const char *token)
 	path = tg_route_expand(s->cfg->routes[t->phase == PHASE_STATUS ? TG_OP_SIM_STATUS :
 	    TG_OP_SIM_RESULTS], &m);
 	uri = tg_xasprintf("%s%s", tg_upstream_base_path(s->api), path ? path : "/");
-	TAILQ_INIT(&h);
-	evhttp_add_header(&h, "Accept", "application/json");
-	if (token != NULL) {
-		auth = tg_xasprintf("Bearer %s", token);
-		evhttp_add_header(&h, "Authorization", auth);
-		free(auth);
-	}
-	max = t->phase == PHASE_STATUS ? STATUS_MAX_BODY :
-	    (size_t)t->rt->cfg.runs_archive_max;
-	t->up = tg_upstream_fetch(s->api, EVHTTP_REQ_GET, uri, &h, NULL, max, on_fetched, t);
-	evhttp_clear_headers(&h);
+	max = t->phase == PHASE_STATUS ? STATUS_MAX_BODY : (size_t)rt->cfg.runs_archive_max;
+	memset(&q, 0, sizeof(q));
+	q.rt = rt;
+	q.service = GW_SIM;
+	q.method = EVHTTP_REQ_GET;
+	q.uri = uri;
+	t->call = gw_vcall_fetch(&q, max, check_headers, on_fetched, t);
 	free(uri);
 	free(path);
-}
-
-static void
-on_token(const char *token, const char *why, int retry_after_s, void *arg)
-{
-	struct runs_tracker *t = arg;
-	char msg[160];
-
-	t->tw = NULL;
-	if (token != NULL) {
-		send_check(t, token);
-		return;
-	}
-	release(t);
-	if (t->phase == PHASE_RESULTS) {
-		got_results(t, 0, NULL);
-		return;
-	}
-	snprintf(msg, sizeof(msg), "no vendor token: %s", why ? why : "login failed");
-	check_failed(t, msg, retry_after_s > 0 ? (int64_t)retry_after_s * 1000 : -1);
-	end(t);
-}
-
-static void
-start(struct runs_tracker *t)
-{
-	struct tg_token_wait *w;
-
-	t->rt = t->gw->rt;
-	t->rt->refs++;
-	if (t->rt->svc[GW_SIM].tokens == NULL) {
-		send_check(t, NULL);
-		return;
-	}
-	/* on_token may run before tg_token_get returns (cached token). */
-	w = tg_token_get(t->rt->svc[GW_SIM].tokens, on_token, t);
-	if (w != NULL)
-		t->tw = w;
 }
 
 /* The run that ended longest ago without being handled: 1 when started. */
@@ -397,11 +357,7 @@ runs_tracker_free(struct runs_tracker *t)
 {
 	if (t == NULL)
 		return;
-	if (t->up != NULL)
-		tg_up_req_cancel(t->up);
-	if (t->tw != NULL)
-		tg_token_wait_cancel(t->tw);
-	release(t);
+	gw_vcall_cancel(t->call);
 	event_free(t->timer);
 	event_free(t->retention);
 	free(t->id);

@@ -40,10 +40,7 @@ struct wh_fetch {
 	char *cid;			/* NULL: wait for the vendor's relay delivery */
 	int64_t created;		/* wall ms: when the job was added */
 	struct event *timer;
-	struct gw_runtime *rt;		/* held while a poll is in flight */
-	struct tg_token_wait *tw;
-	struct tg_up_req *up;
-	char *token;			/* the vendor token this poll carries */
+	struct gw_vcall *call;		/* the poll in flight */
 	struct tg_outbox_payload *p;	/* open while a 200 streams in */
 	int status;
 	int over;			/* ended: the timer removes it */
@@ -71,14 +68,9 @@ wh_fetch_free(void *arg)
 {
 	struct wh_fetch *f = arg;
 
-	if (f->tw != NULL)
-		tg_token_wait_cancel(f->tw);
-	if (f->up != NULL)
-		tg_up_req_cancel(f->up);
+	gw_vcall_cancel(f->call);
 	tg_outbox_payload_abort(f->p);
-	gw_runtime_unref(f->rt);
 	event_free(f->timer);
-	free(f->token);
 	free(f->cid);
 	free(f);
 }
@@ -166,17 +158,16 @@ ready(struct wh_fetch *f, int64_t bytes, int cached)
 
 /* ---- the vendor's answer ---- */
 
+/* The poll is over (from its last callback, where freeing it is safe). */
 static void
 release(struct wh_fetch *f)
 {
-	gw_runtime_unref(f->rt);
-	f->rt = NULL;
-	free(f->token);
-	f->token = NULL;
+	gw_vcall_cancel(f->call);
+	f->call = NULL;
 }
 
 static void
-on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *arg)
+on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *arg)
 {
 	struct wh_fetch *f = arg;
 	struct tg_err err;
@@ -195,12 +186,10 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *headers, void *
 }
 
 static void
-too_large(struct wh_fetch *f, struct tg_up_req *u)
+too_large(struct wh_fetch *f)
 {
 	char why[120];
 
-	tg_up_req_cancel(u);
-	f->up = NULL;
 	release(f);
 	tg_outbox_payload_abort(f->p);
 	f->p = NULL;
@@ -210,7 +199,7 @@ too_large(struct wh_fetch *f, struct tg_up_req *u)
 }
 
 static void
-on_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
+on_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
 {
 	struct wh_fetch *f = arg;
 	struct tg_err err;
@@ -221,7 +210,7 @@ on_body(struct tg_up_req *u, struct evbuffer *buf, void *arg)
 	}
 	f->bytes += (int64_t)evbuffer_get_length(buf);
 	if (f->bytes > f->h->gw->rt->cfg.wh_max_payload) {
-		too_large(f, u);
+		too_large(f);
 		return;
 	}
 	if (tg_outbox_payload_write(f->p, buf, &err) != 0) {
@@ -255,15 +244,13 @@ commit(struct wh_fetch *f)
 	}
 }
 
+/* A 401 here came after the call's one replay with a fresh token. */
 static void
-on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
+on_done(struct gw_vcall *c, enum tg_up_error err, void *arg)
 {
 	struct wh_fetch *f = arg;
 	char why[160];
 
-	f->up = NULL;
-	if (err == TG_UP_OK && f->status == 401 && f->token != NULL)
-		tg_token_invalidate(f->rt->svc[GW_DEX].tokens, f->token);
 	release(f);
 	if (err == TG_UP_OK && f->status == 200 && f->p != NULL) {
 		commit(f);
@@ -289,7 +276,6 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 	}
 }
 
-static const struct tg_up_cbs up_cbs = { on_head, on_body, on_done };
 
 /* ---- polling ---- */
 
@@ -307,60 +293,45 @@ export_uri(const struct wh_fetch *f, const struct gw_runtime *rt)
 }
 
 static void
-send_poll(struct wh_fetch *f, const char *token)
-{
-	struct evkeyvalq h;
-	char *uri = export_uri(f, f->rt), *auth;
-
-	TAILQ_INIT(&h);
-	evhttp_add_header(&h, "Accept", "application/json");
-	if (token != NULL) {
-		auth = tg_xasprintf("Bearer %s", token);
-		evhttp_add_header(&h, "Authorization", auth);
-		free(auth);
-	}
-	f->status = 0;
-	f->bytes = 0;
-	f->job_gone = f->write_failed = 0;
-	f->up = tg_upstream_send(f->rt->svc[GW_DEX].api, EVHTTP_REQ_GET, uri, &h, NULL,
-	    &up_cbs, f);
-	evhttp_clear_headers(&h);
-	free(uri);
-}
-
-static void
-on_token(const char *token, const char *why, int retry_after_s, void *arg)
+on_no_token(struct gw_vcall *c, const char *why, int retry_after_s, void *arg)
 {
 	struct wh_fetch *f = arg;
 
-	f->tw = NULL;
-	if (token == NULL) {
-		release(f);
-		count(f, R_FAILED);
-		tg_log(TG_LOG_WARN, "webhook_payload_poll_failed", TG_LS("id", f->id),
-		    TG_LS("correlationId", f->cid), TG_LS("error", why));
-		again(f, retry_after_s > 0 ? (int64_t)retry_after_s * 1000 : -1);
-		return;
-	}
-	f->token = tg_xstrdup(token);
-	send_poll(f, token);
+	release(f);
+	count(f, R_FAILED);
+	tg_log(TG_LOG_WARN, "webhook_payload_poll_failed", TG_LS("id", f->id),
+	    TG_LS("correlationId", f->cid), TG_LS("error", why));
+	again(f, retry_after_s > 0 ? (int64_t)retry_after_s * 1000 : -1);
 }
+
+/* Each attempt (a 401 replayed is a second one) starts afresh. */
+static void
+poll_headers(struct gw_vcall *c, struct evkeyvalq *h, void *arg)
+{
+	struct wh_fetch *f = arg;
+
+	evhttp_add_header(h, "Accept", "application/json");
+	f->status = 0;
+	f->bytes = 0;
+	f->job_gone = f->write_failed = 0;
+}
+
+static const struct gw_vcall_cbs call_cbs = { on_head, on_body, on_done, on_no_token,
+	poll_headers };
 
 static void
 poll_vendor(struct wh_fetch *f)
 {
-	struct tg_token_wait *w;
+	struct gw_vcall_req q;
+	char *uri = export_uri(f, f->h->gw->rt);
 
-	f->rt = f->h->gw->rt;
-	f->rt->refs++;
-	if (f->rt->svc[GW_DEX].tokens == NULL) {
-		send_poll(f, NULL);
-		return;
-	}
-	/* on_token may run before tg_token_get returns (cached token). */
-	w = tg_token_get(f->rt->svc[GW_DEX].tokens, on_token, f);
-	if (w != NULL)
-		f->tw = w;
+	memset(&q, 0, sizeof(q));
+	q.rt = f->h->gw->rt;
+	q.service = GW_DEX;
+	q.method = EVHTTP_REQ_GET;
+	q.uri = uri;
+	f->call = gw_vcall_start(&q, &call_cbs, f);
+	free(uri);
 }
 
 /* 1 when the multiplexer's fresh answer decided this turn. */
@@ -443,7 +414,7 @@ wh_fetch_stop(struct wh_hooks *h, const char *id)
 {
 	struct wh_fetch *f = tg_map_get(h->fetches, id);
 
-	if (f != NULL && f->up == NULL && f->tw == NULL)
+	if (f != NULL && f->call == NULL)
 		tg_map_del(h->fetches, id);
 	else if (f != NULL && !f->over)
 		f->over = 1;	/* its poll's end removes it */
