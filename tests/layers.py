@@ -20,34 +20,37 @@ OWNER = {
     'ids.h': 'core', 'log.h': 'core', 'map.h': 'core', 'metrics.h': 'core',
     'problems.h': 'core', 'util.h': 'core', 'worker.h': 'core',
     'json.h': 'json',
+    'state.h': 'state', 'outbox.h': 'state', 'runs_store.h': 'state', 'owners.h': 'state',
     'http.h': 'http', 'frontdoor.h': 'http', 'head.h': 'http', 'target.h': 'http',
     'multipart.h': 'http', 'routes.h': 'http',
     'upstream.h': 'upstream',
     'token.h': 'auth', 'keys.h': 'auth',
     'ops.h': 'ops',
-    'dex.h': 'dex', 'owners.h': 'dex',
+    'dex.h': 'dex',
     'sim.h': 'sim', 'registry.h': 'sim',
     'webhook.h': 'webhook',
     'emulator.h': 'emulator',
 }
 
-# What each module may include besides itself. core <- json <- http/upstream
-# /auth (auth uses upstream) <- ops (the canonical operation numbers) <-
+# What each module may include besides itself. core <- json <- state (the
+# only SQL) <- http/upstream/auth (auth uses upstream) <- ops (the canonical operation numbers) <-
 # dex/sim <- webhook <- gateway <- entry points; the emulator uses core,
 # json, http only.
 BASE = {'core', 'json'}
+STATE = BASE | {'state'}
 ALLOWED = {
     'core': set(),
     'json': {'core'},
-    'http': BASE,
-    'upstream': BASE,
-    'auth': BASE | {'upstream'},
+    'state': BASE,
+    'http': STATE,
+    'upstream': STATE,
+    'auth': STATE | {'upstream'},
     'ops': set(),
-    'dex': BASE | {'http', 'upstream', 'auth', 'ops'},
-    'sim': BASE | {'http', 'upstream', 'auth', 'ops'},
-    'webhook': BASE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim'},
+    'dex': STATE | {'http', 'upstream', 'auth', 'ops'},
+    'sim': STATE | {'http', 'upstream', 'auth', 'ops'},
+    'webhook': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim'},
     'emulator': BASE | {'http'},
-    'gateway': BASE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'webhook',
+    'gateway': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'webhook',
                        'emulator'},
     'entry': set(OWNER.values()) | {'gateway'},
 }
