@@ -24,8 +24,9 @@
  *     TG_STATE_UNAVAILABLE (the backend cannot be reached, or is closing,
  *     or the domain is not configured: callers answer 503 + Retry-After)
  *     or TG_STATE_ERROR; res->err says why (never a secret).
- *   - Operations on one struct tg_state are answered in the order their
- *     writes were issued; a read issued after a write's callback sees it.
+ *   - Writes on one struct tg_state are answered in the order they were
+ *     issued. A read issued after a write's callback sees that write; a
+ *     read issued while the write is still pending may not.
  *
  * Threads: all functions here are for the loop thread. The SQLite backend
  * answers reads synchronously on the loop (its own read connection, WAL)

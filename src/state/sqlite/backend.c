@@ -21,8 +21,8 @@
 #include "sq.h"
 
 struct sq_op *
-sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer, void (*cb)(void),
-    void *arg)
+tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer,
+    void (*cb)(void), void *arg)
 {
 	struct sq_op *o = tg_xcalloc(1, sizeof(*o));
 
@@ -37,13 +37,13 @@ sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer, void (*cb)
 }
 
 char *
-sq_dup(const char *s)
+tg_state_sq_dup(const char *s)
 {
 	return s != NULL ? tg_xstrdup(s) : NULL;
 }
 
 int
-sq_rc(struct sq_op *o, int rc)
+tg_state_sq_rc(struct sq_op *o, int rc)
 {
 	switch (rc) {
 	case -2:	/* TG_OUTBOX_NOT_FOUND, TG_RUNS_NOT_FOUND */
@@ -87,7 +87,8 @@ configured(struct sq_op *o)
 	const struct sq *sq = o->sq;
 
 	if (o->dom == SQ_NONE || (o->dom == SQ_OUTBOX && sq->wob != NULL) ||
-	    (o->dom == SQ_RUNS && sq->wruns != NULL) || (o->dom == SQ_OWNERS && sq->wown != NULL))
+	    (o->dom == SQ_RUNS && sq->wruns != NULL) ||
+	    (o->dom == SQ_OWNERS && sq->wown != NULL))
 		return 1;
 	o->res.rc = TG_STATE_UNAVAILABLE;
 	tg_err_set(&o->res.err, "state: no %s is configured", names[o->dom]);
@@ -95,7 +96,7 @@ configured(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_read(struct sq_op *o)
+tg_state_sq_read(struct sq_op *o)
 {
 	if (configured(o))
 		o->run(o);
@@ -130,10 +131,10 @@ on_done(void *arg, int cancelled)
 }
 
 struct tg_state_op *
-sq_write(struct sq_op *o)
+tg_state_sq_write(struct sq_op *o)
 {
 	if (!configured(o))
-		return sq_read(o);
+		return tg_state_sq_read(o);
 	o->job = tg_worker_submit(o->sq->w, on_run, on_done, o);
 	return &o->pub;
 }
@@ -149,26 +150,26 @@ sq_cancel(struct tg_state_op *op)
 }
 
 void
-sq_answer_done(struct sq_op *o)
+tg_state_sq_answer_done(struct sq_op *o)
 {
 	((tg_state_done_cb)o->cb)(&o->res, o->arg);
 }
 
 void
-sq_answer_num(struct sq_op *o)
+tg_state_sq_answer_num(struct sq_op *o)
 {
 	((tg_state_num_cb)o->cb)(&o->res, o->res.rc == 0 ? o->n1 : 0, o->arg);
 }
 
 void
-sq_answer_pair(struct sq_op *o)
+tg_state_sq_answer_pair(struct sq_op *o)
 {
 	((tg_state_pair_cb)o->cb)(&o->res, o->res.rc == 0 ? o->n1 : 0,
 	    o->res.rc == 0 ? o->n2 : 0, o->arg);
 }
 
 void
-sq_answer_str(struct sq_op *o)
+tg_state_sq_answer_str(struct sq_op *o)
 {
 	((tg_state_str_cb)o->cb)(&o->res, o->res.rc == 0 ? o->out : NULL, o->arg);
 }
@@ -232,7 +233,7 @@ sq_close(void *impl)
 	sq->closing = 1;
 	tg_worker_free(sq->w);
 	stores_close(sq);
-	sq_tokens_free(sq);
+	tg_state_sq_tokens_free(sq);
 	free(sq);
 }
 
@@ -241,58 +242,58 @@ const struct tg_state_backend tg_state_sqlite_backend = {
 	.open = sq_open,
 	.close = sq_close,
 	.cancel = sq_cancel,
-	.outbox_add = sq_outbox_add,
-	.outbox_set_cid = sq_outbox_set_cid,
-	.outbox_abandon = sq_outbox_abandon,
-	.outbox_lease = sq_outbox_lease,
-	.outbox_renew = sq_outbox_renew,
-	.outbox_release = sq_outbox_release,
-	.outbox_complete = sq_outbox_complete,
-	.outbox_next_due = sq_outbox_next_due,
-	.payload_open = sq_payload_open,
-	.payload_append = sq_payload_append,
-	.payload_commit = sq_payload_commit,
-	.payload_abort = sq_payload_abort,
-	.payload_set = sq_payload_set,
-	.outbox_list = sq_outbox_list,
-	.outbox_get = sq_outbox_get,
-	.outbox_redeliver = sq_outbox_redeliver,
-	.outbox_redeliver_since = sq_outbox_redeliver_since,
-	.outbox_purge = sq_outbox_purge,
-	.outbox_stats = sq_outbox_stats,
-	.runs_add = sq_runs_add,
-	.runs_set_status = sq_runs_set_status,
-	.runs_check_failed = sq_runs_check_failed,
-	.runs_due = sq_runs_due,
-	.runs_next_due = sq_runs_next_due,
-	.runs_next_unhandled = sq_runs_next_unhandled,
-	.runs_set_handled = sq_runs_set_handled,
-	.runs_get = sq_runs_get,
-	.runs_list = sq_runs_list,
-	.runs_set_figures = sq_runs_set_figures,
-	.runs_stats = sq_runs_stats,
-	.runs_archive = sq_runs_archive,
-	.runs_archived = sq_runs_archived,
-	.runs_archive_usage = sq_runs_archive_usage,
-	.runs_expire = sq_runs_expire,
-	.runs_purge = sq_runs_purge,
-	.sweep_create = sq_sweep_create,
-	.sweep_get = sq_sweep_get,
-	.sweep_list = sq_sweep_list,
-	.sweep_variants = sq_sweep_variants,
-	.sweep_claim = sq_sweep_claim,
-	.sweep_submitted = sq_sweep_submitted,
-	.sweep_unclaim = sq_sweep_unclaim,
-	.sweep_settle = sq_sweep_settle,
-	.sweep_running = sq_sweep_running,
-	.owners_record = sq_owners_record,
-	.owners_lookup = sq_owners_lookup,
-	.owners_prune = sq_owners_prune,
-	.owners_count = sq_owners_count,
-	.token_get = sq_token_get,
-	.token_put = sq_token_put,
-	.token_invalidate = sq_token_invalidate,
-	.poll_lead = sq_poll_lead,
-	.poll_publish = sq_poll_publish,
-	.poll_fetch = sq_poll_fetch,
+	.outbox_add = tg_state_sq_outbox_add,
+	.outbox_set_cid = tg_state_sq_outbox_set_cid,
+	.outbox_abandon = tg_state_sq_outbox_abandon,
+	.outbox_lease = tg_state_sq_outbox_lease,
+	.outbox_renew = tg_state_sq_outbox_renew,
+	.outbox_release = tg_state_sq_outbox_release,
+	.outbox_complete = tg_state_sq_outbox_complete,
+	.outbox_next_due = tg_state_sq_outbox_next_due,
+	.payload_open = tg_state_sq_payload_open,
+	.payload_append = tg_state_sq_payload_append,
+	.payload_commit = tg_state_sq_payload_commit,
+	.payload_abort = tg_state_sq_payload_abort,
+	.payload_set = tg_state_sq_payload_set,
+	.outbox_list = tg_state_sq_outbox_list,
+	.outbox_get = tg_state_sq_outbox_get,
+	.outbox_redeliver = tg_state_sq_outbox_redeliver,
+	.outbox_redeliver_since = tg_state_sq_outbox_redeliver_since,
+	.outbox_purge = tg_state_sq_outbox_purge,
+	.outbox_stats = tg_state_sq_outbox_stats,
+	.runs_add = tg_state_sq_runs_add,
+	.runs_set_status = tg_state_sq_runs_set_status,
+	.runs_check_failed = tg_state_sq_runs_check_failed,
+	.runs_due = tg_state_sq_runs_due,
+	.runs_next_due = tg_state_sq_runs_next_due,
+	.runs_next_unhandled = tg_state_sq_runs_next_unhandled,
+	.runs_set_handled = tg_state_sq_runs_set_handled,
+	.runs_get = tg_state_sq_runs_get,
+	.runs_list = tg_state_sq_runs_list,
+	.runs_set_figures = tg_state_sq_runs_set_figures,
+	.runs_stats = tg_state_sq_runs_stats,
+	.runs_archive = tg_state_sq_runs_archive,
+	.runs_archived = tg_state_sq_runs_archived,
+	.runs_archive_usage = tg_state_sq_runs_archive_usage,
+	.runs_expire = tg_state_sq_runs_expire,
+	.runs_purge = tg_state_sq_runs_purge,
+	.sweep_create = tg_state_sq_sweep_create,
+	.sweep_get = tg_state_sq_sweep_get,
+	.sweep_list = tg_state_sq_sweep_list,
+	.sweep_variants = tg_state_sq_sweep_variants,
+	.sweep_claim = tg_state_sq_sweep_claim,
+	.sweep_submitted = tg_state_sq_sweep_submitted,
+	.sweep_unclaim = tg_state_sq_sweep_unclaim,
+	.sweep_settle = tg_state_sq_sweep_settle,
+	.sweep_running = tg_state_sq_sweep_running,
+	.owners_record = tg_state_sq_owners_record,
+	.owners_lookup = tg_state_sq_owners_lookup,
+	.owners_prune = tg_state_sq_owners_prune,
+	.owners_count = tg_state_sq_owners_count,
+	.token_get = tg_state_sq_token_get,
+	.token_put = tg_state_sq_token_put,
+	.token_invalidate = tg_state_sq_token_invalidate,
+	.poll_lead = tg_state_sq_poll_lead,
+	.poll_publish = tg_state_sq_poll_publish,
+	.poll_fetch = tg_state_sq_poll_fetch,
 };

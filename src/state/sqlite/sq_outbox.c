@@ -36,29 +36,29 @@ run_add(struct sq_op *o)
 {
 	char id[TG_WEBHOOK_ID_LEN];
 
-	if (sq_rc(o, tg_outbox_add(o->sq->wob, o->in, o->t1, id, &o->res.err)) == 0)
+	if (tg_state_sq_rc(o, tg_outbox_add(o->sq->wob, o->in, o->t1, id, &o->res.err)) == 0)
 		o->out = tg_xstrdup(id);
 }
 
 struct tg_state_op *
-sq_outbox_add(void *impl, const struct tg_outbox_new *job, int64_t now_ms, tg_state_str_cb cb,
-    void *arg)
+tg_state_sq_outbox_add(void *impl, const struct tg_outbox_new *job, int64_t now_ms,
+    tg_state_str_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_add, sq_answer_str, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_add, tg_state_sq_answer_str,
+	    (void (*)(void))cb, arg);
 	struct tg_outbox_new *j = tg_xcalloc(1, sizeof(*j));
 
-	j->url = sq_dup(job->url);
-	j->secret_ref = sq_dup(job->secret_ref);
-	j->api_key = sq_dup(job->api_key);
-	j->kind = sq_dup(job->kind);
-	j->correlation_id = sq_dup(job->correlation_id);
-	j->service = sq_dup(job->service);
-	j->content_type = sq_dup(job->content_type);
+	j->url = tg_state_sq_dup(job->url);
+	j->secret_ref = tg_state_sq_dup(job->secret_ref);
+	j->api_key = tg_state_sq_dup(job->api_key);
+	j->kind = tg_state_sq_dup(job->kind);
+	j->correlation_id = tg_state_sq_dup(job->correlation_id);
+	j->service = tg_state_sq_dup(job->service);
+	j->content_type = tg_state_sq_dup(job->content_type);
 	o->in = j;
 	o->cleanup = free_new;
 	o->t1 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 /* ---- one job by id ---- */
@@ -66,54 +66,56 @@ sq_outbox_add(void *impl, const struct tg_outbox_new *job, int64_t now_ms, tg_st
 static void
 run_set_cid(struct sq_op *o)
 {
-	sq_rc(o, tg_outbox_set_correlation_id(o->sq->wob, o->s1, o->s2, &o->res.err));
+	tg_state_sq_rc(o, tg_outbox_set_correlation_id(o->sq->wob, o->s1, o->s2, &o->res.err));
 }
 
 struct tg_state_op *
-sq_outbox_set_cid(void *impl, const char *id, const char *cid, tg_state_done_cb cb, void *arg)
+tg_state_sq_outbox_set_cid(void *impl, const char *id, const char *cid, tg_state_done_cb cb,
+    void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_set_cid, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_set_cid,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
-	o->s2 = sq_dup(cid);
-	return sq_write(o);
+	o->s1 = tg_state_sq_dup(id);
+	o->s2 = tg_state_sq_dup(cid);
+	return tg_state_sq_write(o);
 }
 
 static void
 run_abandon(struct sq_op *o)
 {
-	sq_rc(o, tg_outbox_abandon(o->sq->wob, o->s1, o->s2, o->t1, &o->res.err));
+	tg_state_sq_rc(o, tg_outbox_abandon(o->sq->wob, o->s1, o->s2, o->t1, &o->res.err));
 }
 
 struct tg_state_op *
-sq_outbox_abandon(void *impl, const char *id, const char *reason, int64_t now_ms,
+tg_state_sq_outbox_abandon(void *impl, const char *id, const char *reason, int64_t now_ms,
     tg_state_done_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_abandon, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_abandon,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
-	o->s2 = sq_dup(reason);
+	o->s1 = tg_state_sq_dup(id);
+	o->s2 = tg_state_sq_dup(reason);
 	o->t1 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 static void
 run_redeliver(struct sq_op *o)
 {
-	sq_rc(o, tg_outbox_redeliver(o->sq->wob, o->s1, o->t1, &o->res.err));
+	tg_state_sq_rc(o, tg_outbox_redeliver(o->sq->wob, o->s1, o->t1, &o->res.err));
 }
 
 struct tg_state_op *
-sq_outbox_redeliver(void *impl, const char *id, int64_t now_ms, tg_state_done_cb cb, void *arg)
+tg_state_sq_outbox_redeliver(void *impl, const char *id, int64_t now_ms, tg_state_done_cb cb,
+    void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_redeliver, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_redeliver,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
+	o->s1 = tg_state_sq_dup(id);
 	o->t1 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 /* ---- leases ---- */
@@ -123,7 +125,7 @@ run_lease(struct sq_op *o)
 {
 	struct tg_outbox_lease *l = NULL;
 
-	if (sq_rc(o, tg_outbox_lease(o->sq->wob, o->t1, &l, &o->res.err)) == 1)
+	if (tg_state_sq_rc(o, tg_outbox_lease(o->sq->wob, o->t1, &l, &o->res.err)) == 1)
 		o->p = l;
 }
 
@@ -145,14 +147,14 @@ drop_lease(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_outbox_lease(void *impl, int64_t now_ms, tg_state_lease_cb cb, void *arg)
+tg_state_sq_outbox_lease(void *impl, int64_t now_ms, tg_state_lease_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_lease, answer_lease, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_lease, answer_lease,
+	    (void (*)(void))cb, arg);
 
 	o->t1 = now_ms;
 	o->cleanup = drop_lease;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 /* What the store reads of a lease: its job, token and attempt. */
@@ -163,14 +165,14 @@ lease_dup(const struct tg_outbox_lease *l)
 
 	memcpy(c->id, l->id, sizeof(c->id));
 	memcpy(c->token, l->token, sizeof(c->token));
-	c->url = sq_dup(l->url);
-	c->secret_ref = sq_dup(l->secret_ref);
-	c->content_type = sq_dup(l->content_type);
-	c->kind = sq_dup(l->kind);
-	c->correlation_id = sq_dup(l->correlation_id);
-	c->service = sq_dup(l->service);
-	c->api_key = sq_dup(l->api_key);
-	c->payload_path = sq_dup(l->payload_path);
+	c->url = tg_state_sq_dup(l->url);
+	c->secret_ref = tg_state_sq_dup(l->secret_ref);
+	c->content_type = tg_state_sq_dup(l->content_type);
+	c->kind = tg_state_sq_dup(l->kind);
+	c->correlation_id = tg_state_sq_dup(l->correlation_id);
+	c->service = tg_state_sq_dup(l->service);
+	c->api_key = tg_state_sq_dup(l->api_key);
+	c->payload_path = tg_state_sq_dup(l->payload_path);
 	c->size = l->size;
 	c->attempt = l->attempt;
 	c->expires_at = l->expires_at;
@@ -197,38 +199,40 @@ run_renew(struct sq_op *o)
 {
 	struct tg_outbox_lease *l = o->in;
 
-	lease_lost(o, sq_rc(o, tg_outbox_lease_renew(o->sq->wob, l, o->t1, &o->res.err)));
+	lease_lost(o, tg_state_sq_rc(o, tg_outbox_lease_renew(o->sq->wob, l, o->t1,
+	    &o->res.err)));
 	o->n1 = l->expires_at;
 }
 
 struct tg_state_op *
-sq_outbox_renew(void *impl, const struct tg_outbox_lease *l, int64_t now_ms,
+tg_state_sq_outbox_renew(void *impl, const struct tg_outbox_lease *l, int64_t now_ms,
     tg_state_num_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_renew, sq_answer_num, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_renew,
+	    tg_state_sq_answer_num, (void (*)(void))cb, arg);
 
 	o->in = lease_dup(l);
 	o->cleanup = free_lease_in;
 	o->t1 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 static void
 run_release(struct sq_op *o)
 {
-	sq_rc(o, tg_outbox_lease_release(o->sq->wob, o->in, &o->res.err));
+	tg_state_sq_rc(o, tg_outbox_lease_release(o->sq->wob, o->in, &o->res.err));
 }
 
 struct tg_state_op *
-sq_outbox_release(void *impl, const struct tg_outbox_lease *l, tg_state_done_cb cb, void *arg)
+tg_state_sq_outbox_release(void *impl, const struct tg_outbox_lease *l, tg_state_done_cb cb,
+    void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_release, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_release,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
 	o->in = lease_dup(l);
 	o->cleanup = free_lease_in;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 /* ---- complete ---- */
@@ -242,7 +246,7 @@ run_complete(struct sq_op *o)
 	int rc;
 
 	rc = tg_outbox_complete(o->sq->wob, o->in, &r, o->t1, &st, &next, &o->res.err);
-	lease_lost(o, sq_rc(o, rc));
+	lease_lost(o, tg_state_sq_rc(o, rc));
 	o->n1 = st;
 	o->n2 = next;
 }
@@ -254,10 +258,10 @@ answer_outcome(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_outbox_complete(void *impl, const struct tg_outbox_lease *l,
+tg_state_sq_outbox_complete(void *impl, const struct tg_outbox_lease *l,
     const struct tg_outbox_result *r, int64_t now_ms, tg_state_outcome_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_complete, answer_outcome,
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_complete, answer_outcome,
 	    (void (*)(void))cb, arg);
 
 	o->in = lease_dup(l);
@@ -265,8 +269,8 @@ sq_outbox_complete(void *impl, const struct tg_outbox_lease *l,
 	o->t1 = now_ms;
 	o->t2 = r->status;
 	o->t3 = r->retry_after_ms;
-	o->s1 = sq_dup(r->error);
-	return sq_write(o);
+	o->s1 = tg_state_sq_dup(r->error);
+	return tg_state_sq_write(o);
 }
 
 /* ---- reads ---- */
@@ -279,10 +283,10 @@ run_next_due(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_outbox_next_due(void *impl, tg_state_num_cb cb, void *arg)
+tg_state_sq_outbox_next_due(void *impl, tg_state_num_cb cb, void *arg)
 {
-	return sq_read(sq_op_new(impl, SQ_OUTBOX, run_next_due, sq_answer_num,
-	    (void (*)(void))cb, arg));
+	return tg_state_sq_read(tg_state_sq_op_new(impl, SQ_OUTBOX, run_next_due,
+	    tg_state_sq_answer_num, (void (*)(void))cb, arg));
 }
 
 static void
@@ -303,21 +307,23 @@ run_list(struct sq_op *o)
 	struct tg_outbox_job *jobs = NULL;
 	size_t n = 0;
 
-	if (sq_rc(o, tg_outbox_list(o->sq->rob, o->in, &jobs, &n, &o->res.err)) == 0) {
+	if (tg_state_sq_rc(o, tg_outbox_list(o->sq->rob, o->in, &jobs, &n,
+	    &o->res.err)) == 0) {
 		o->p = jobs;
 		o->np = n;
 	}
 }
 
 struct tg_state_op *
-sq_outbox_list(void *impl, const struct tg_outbox_query *q, tg_state_jobs_cb cb, void *arg)
+tg_state_sq_outbox_list(void *impl, const struct tg_outbox_query *q, tg_state_jobs_cb cb,
+    void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_list, answer_jobs, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_list, answer_jobs,
+	    (void (*)(void))cb, arg);
 
 	o->in = (void *)q;	/* a read: used before this returns */
 	o->cleanup = free_jobs;
-	return sq_read(o);
+	return tg_state_sq_read(o);
 }
 
 static void
@@ -326,19 +332,19 @@ run_get(struct sq_op *o)
 	struct tg_outbox_job *j = tg_xcalloc(1, sizeof(*j));
 
 	o->p = j;
-	if (sq_rc(o, tg_outbox_get(o->sq->rob, o->s1, j, &o->res.err)) == 0)
+	if (tg_state_sq_rc(o, tg_outbox_get(o->sq->rob, o->s1, j, &o->res.err)) == 0)
 		o->np = 1;
 }
 
 struct tg_state_op *
-sq_outbox_get(void *impl, const char *id, tg_state_jobs_cb cb, void *arg)
+tg_state_sq_outbox_get(void *impl, const char *id, tg_state_jobs_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_get, answer_jobs, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_get, answer_jobs,
+	    (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
+	o->s1 = tg_state_sq_dup(id);
 	o->cleanup = free_jobs;
-	return sq_read(o);
+	return tg_state_sq_read(o);
 }
 
 /* ---- bulk admin ---- */
@@ -348,20 +354,21 @@ run_redeliver_since(struct sq_op *o)
 {
 	size_t n = 0;
 
-	sq_rc(o, tg_outbox_redeliver_since(o->sq->wob, o->t1, o->t2, &n, &o->res.err));
+	tg_state_sq_rc(o, tg_outbox_redeliver_since(o->sq->wob, o->t1, o->t2, &n,
+	    &o->res.err));
 	o->n1 = (int64_t)n;
 }
 
 struct tg_state_op *
-sq_outbox_redeliver_since(void *impl, int64_t since_ms, int64_t now_ms, tg_state_num_cb cb,
-    void *arg)
+tg_state_sq_outbox_redeliver_since(void *impl, int64_t since_ms, int64_t now_ms,
+    tg_state_num_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_redeliver_since, sq_answer_num,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_redeliver_since,
+	    tg_state_sq_answer_num, (void (*)(void))cb, arg);
 
 	o->t1 = since_ms;
 	o->t2 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 static void
@@ -369,18 +376,18 @@ run_purge(struct sq_op *o)
 {
 	size_t n = 0;
 
-	sq_rc(o, tg_outbox_purge(o->sq->wob, o->t1, &n, &o->res.err));
+	tg_state_sq_rc(o, tg_outbox_purge(o->sq->wob, o->t1, &n, &o->res.err));
 	o->n1 = (int64_t)n;
 }
 
 struct tg_state_op *
-sq_outbox_purge(void *impl, int64_t before_ms, tg_state_num_cb cb, void *arg)
+tg_state_sq_outbox_purge(void *impl, int64_t before_ms, tg_state_num_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_purge, sq_answer_num,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_purge,
+	    tg_state_sq_answer_num, (void (*)(void))cb, arg);
 
 	o->t1 = before_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 static void
@@ -389,7 +396,7 @@ run_stats(struct sq_op *o)
 	struct tg_outbox_stats *s = tg_xcalloc(1, sizeof(*s));
 
 	o->p = s;
-	sq_rc(o, tg_outbox_get_stats(o->sq->wob, o->t1, s, &o->res.err));
+	tg_state_sq_rc(o, tg_outbox_get_stats(o->sq->wob, o->t1, s, &o->res.err));
 }
 
 static void
@@ -405,12 +412,12 @@ free_p(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_outbox_stats(void *impl, int64_t now_ms, tg_state_outbox_stats_cb cb, void *arg)
+tg_state_sq_outbox_stats(void *impl, int64_t now_ms, tg_state_outbox_stats_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_stats, answer_stats,
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_stats, answer_stats,
 	    (void (*)(void))cb, arg);
 
 	o->t1 = now_ms;
 	o->cleanup = free_p;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }

@@ -37,7 +37,7 @@ on_dropped(void *arg, int cancelled)
 }
 
 void
-sq_payload_drop(struct sq *sq, struct tg_outbox_payload *p)
+tg_state_sq_payload_drop(struct sq *sq, struct tg_outbox_payload *p)
 {
 	if (p == NULL)
 		return;
@@ -55,7 +55,7 @@ run_open(struct sq_op *o)
 	int rc = -1;
 
 	o->p = tg_outbox_payload_open(o->sq->wob, o->s1, &rc, &o->res.err);
-	sq_rc(o, o->p != NULL ? 0 : rc);
+	tg_state_sq_rc(o, o->p != NULL ? 0 : rc);
 }
 
 static void
@@ -76,18 +76,18 @@ answer_open(struct sq_op *o)
 static void
 drop_open(struct sq_op *o)
 {
-	sq_payload_drop(o->sq, o->p);
+	tg_state_sq_payload_drop(o->sq, o->p);
 }
 
 struct tg_state_op *
-sq_payload_open(void *impl, const char *id, tg_state_payload_cb cb, void *arg)
+tg_state_sq_payload_open(void *impl, const char *id, tg_state_payload_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_open, answer_open, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_open, answer_open,
+	    (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
+	o->s1 = tg_state_sq_dup(id);
 	o->cleanup = drop_open;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 /* ---- append ---- */
@@ -97,7 +97,7 @@ run_append(struct sq_op *o)
 {
 	struct sq_payload *w = o->in;
 
-	sq_rc(o, tg_outbox_payload_write(w->p, o->p, &o->res.err));
+	tg_state_sq_rc(o, tg_outbox_payload_write(w->p, o->p, &o->res.err));
 }
 
 static void
@@ -107,19 +107,19 @@ free_buf(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_payload_append(struct tg_state_payload *pw, struct evbuffer *buf, tg_state_done_cb cb,
-    void *arg)
+tg_state_sq_payload_append(struct tg_state_payload *pw, struct evbuffer *buf,
+    tg_state_done_cb cb, void *arg)
 {
 	struct sq_payload *w = (struct sq_payload *)pw;
-	struct sq_op *o = sq_op_new(w->sq, SQ_OUTBOX, run_append, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(w->sq, SQ_OUTBOX, run_append,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
 	o->p = evbuffer_new();
 	evbuffer_add_buffer(o->p, buf);
 	o->in = w;
 	o->keep = 1;
 	o->cleanup = free_buf;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 /* ---- commit / abort: both end the writer ---- */
@@ -129,7 +129,7 @@ run_commit(struct sq_op *o)
 {
 	struct sq_payload *w = o->in;
 
-	sq_rc(o, tg_outbox_payload_commit(w->p, o->t1, &o->res.err));
+	tg_state_sq_rc(o, tg_outbox_payload_commit(w->p, o->t1, &o->res.err));
 	w->p = NULL;	/* commit frees it in every case */
 }
 
@@ -140,22 +140,23 @@ free_writer(struct sq_op *o)
 {
 	struct sq_payload *w = o->in;
 
-	sq_payload_drop(o->sq, w->p);
+	tg_state_sq_payload_drop(o->sq, w->p);
 	free(w);
 }
 
 struct tg_state_op *
-sq_payload_commit(struct tg_state_payload *pw, int64_t now_ms, tg_state_done_cb cb, void *arg)
+tg_state_sq_payload_commit(struct tg_state_payload *pw, int64_t now_ms, tg_state_done_cb cb,
+    void *arg)
 {
 	struct sq_payload *w = (struct sq_payload *)pw;
-	struct sq_op *o = sq_op_new(w->sq, SQ_OUTBOX, run_commit, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(w->sq, SQ_OUTBOX, run_commit,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
 	o->in = w;
 	o->t1 = now_ms;
 	o->keep = 1;
 	o->cleanup = free_writer;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 static void
@@ -173,15 +174,16 @@ answer_nothing(struct sq_op *o)
 }
 
 void
-sq_payload_abort(struct tg_state_payload *pw)
+tg_state_sq_payload_abort(struct tg_state_payload *pw)
 {
 	struct sq_payload *w = (struct sq_payload *)pw;
-	struct sq_op *o = sq_op_new(w->sq, SQ_OUTBOX, run_abort, answer_nothing, NULL, NULL);
+	struct sq_op *o = tg_state_sq_op_new(w->sq, SQ_OUTBOX, run_abort, answer_nothing,
+	    NULL, NULL);
 
 	o->in = w;
 	o->keep = 1;
 	o->cleanup = free_writer;
-	sq_write(o);
+	tg_state_sq_write(o);
 }
 
 /* ---- a payload in memory ---- */
@@ -189,7 +191,8 @@ sq_payload_abort(struct tg_state_payload *pw)
 static void
 run_set(struct sq_op *o)
 {
-	sq_rc(o, tg_outbox_payload_set(o->sq->wob, o->s1, o->p, o->np, o->t1, &o->res.err));
+	tg_state_sq_rc(o, tg_outbox_payload_set(o->sq->wob, o->s1, o->p, o->np, o->t1,
+	    &o->res.err));
 }
 
 static void
@@ -199,18 +202,18 @@ free_data(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_payload_set(void *impl, const char *id, const void *data, size_t len, int64_t now_ms,
-    tg_state_done_cb cb, void *arg)
+tg_state_sq_payload_set(void *impl, const char *id, const void *data, size_t len,
+    int64_t now_ms, tg_state_done_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OUTBOX, run_set, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_set,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
+	o->s1 = tg_state_sq_dup(id);
 	o->p = tg_xmalloc(len > 0 ? len : 1);
 	if (len > 0)
 		memcpy(o->p, data, len);
 	o->np = len;
 	o->t1 = now_ms;
 	o->cleanup = free_data;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }

@@ -18,21 +18,22 @@
 static void
 run_record(struct sq_op *o)
 {
-	sq_rc(o, tg_owners_record(o->sq->wown, o->s1, o->s2, o->s3, o->t1, &o->res.err));
+	tg_state_sq_rc(o, tg_owners_record(o->sq->wown, o->s1, o->s2, o->s3, o->t1,
+	    &o->res.err));
 }
 
 struct tg_state_op *
-sq_owners_record(void *impl, const char *family, const char *cid, const char *key,
+tg_state_sq_owners_record(void *impl, const char *family, const char *cid, const char *key,
     int64_t now_ms, tg_state_done_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OWNERS, run_record, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OWNERS, run_record,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(family);
-	o->s2 = sq_dup(cid);
-	o->s3 = sq_dup(key);
+	o->s1 = tg_state_sq_dup(family);
+	o->s2 = tg_state_sq_dup(cid);
+	o->s3 = tg_state_sq_dup(key);
 	o->t1 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 static void
@@ -45,20 +46,20 @@ run_lookup(struct sq_op *o)
 		tg_err_set(&o->res.err, "no owner recorded for %s %s", o->s1, o->s2);
 		return;
 	}
-	sq_rc(o, rc);
+	tg_state_sq_rc(o, rc);
 }
 
 struct tg_state_op *
-sq_owners_lookup(void *impl, const char *family, const char *cid, int64_t now_ms,
+tg_state_sq_owners_lookup(void *impl, const char *family, const char *cid, int64_t now_ms,
     tg_state_str_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OWNERS, run_lookup, sq_answer_str,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OWNERS, run_lookup,
+	    tg_state_sq_answer_str, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(family);
-	o->s2 = sq_dup(cid);
+	o->s1 = tg_state_sq_dup(family);
+	o->s2 = tg_state_sq_dup(cid);
 	o->t1 = now_ms;
-	return sq_read(o);
+	return tg_state_sq_read(o);
 }
 
 static void
@@ -66,18 +67,18 @@ run_prune(struct sq_op *o)
 {
 	long long n = tg_owners_prune(o->sq->wown, o->t1, &o->res.err);
 
-	sq_rc(o, n < 0 ? -1 : 0);
+	tg_state_sq_rc(o, n < 0 ? -1 : 0);
 	o->n1 = n;
 }
 
 struct tg_state_op *
-sq_owners_prune(void *impl, int64_t now_ms, tg_state_num_cb cb, void *arg)
+tg_state_sq_owners_prune(void *impl, int64_t now_ms, tg_state_num_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_OWNERS, run_prune, sq_answer_num,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OWNERS, run_prune,
+	    tg_state_sq_answer_num, (void (*)(void))cb, arg);
 
 	o->t1 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 static void
@@ -88,10 +89,10 @@ run_count(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_owners_count(void *impl, tg_state_num_cb cb, void *arg)
+tg_state_sq_owners_count(void *impl, tg_state_num_cb cb, void *arg)
 {
-	return sq_write(sq_op_new(impl, SQ_OWNERS, run_count, sq_answer_num,
-	    (void (*)(void))cb, arg));
+	return tg_state_sq_write(tg_state_sq_op_new(impl, SQ_OWNERS, run_count,
+	    tg_state_sq_answer_num, (void (*)(void))cb, arg));
 }
 
 /* ---- vendor token records (in memory, loop thread only) ---- */
@@ -122,7 +123,7 @@ token_free(struct sq_token *t)
 }
 
 void
-sq_tokens_free(struct sq *sq)
+tg_state_sq_tokens_free(struct sq *sq)
 {
 	struct sq_token *t;
 
@@ -156,13 +157,13 @@ answer_token(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_token_get(void *impl, const char *service, tg_state_token_cb cb, void *arg)
+tg_state_sq_token_get(void *impl, const char *service, tg_state_token_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_NONE, run_token_get, answer_token,
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_NONE, run_token_get, answer_token,
 	    (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(service);
-	return sq_read(o);
+	o->s1 = tg_state_sq_dup(service);
+	return tg_state_sq_read(o);
 }
 
 static void
@@ -181,16 +182,16 @@ run_token_put(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_token_put(void *impl, const char *service, const struct tg_state_token *t,
+tg_state_sq_token_put(void *impl, const char *service, const struct tg_state_token *t,
     tg_state_done_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_NONE, run_token_put, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_NONE, run_token_put,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(service);
-	o->s2 = sq_dup(t->token != NULL ? t->token : "");
+	o->s1 = tg_state_sq_dup(service);
+	o->s2 = tg_state_sq_dup(t->token != NULL ? t->token : "");
 	o->t1 = t->expires_at;
-	return sq_read(o);
+	return tg_state_sq_read(o);
 }
 
 static void
@@ -209,15 +210,15 @@ run_token_invalidate(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_token_invalidate(void *impl, const char *service, const char *token, tg_state_done_cb cb,
-    void *arg)
+tg_state_sq_token_invalidate(void *impl, const char *service, const char *token,
+    tg_state_done_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_NONE, run_token_invalidate, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_NONE, run_token_invalidate,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(service);
-	o->s2 = sq_dup(token);
-	return sq_read(o);
+	o->s1 = tg_state_sq_dup(service);
+	o->s2 = tg_state_sq_dup(token);
+	return tg_state_sq_read(o);
 }
 
 /* ---- poll entries: one instance ---- */
@@ -230,11 +231,11 @@ run_lead(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_poll_lead(void *impl, const char *key, int64_t now_ms, int64_t ttl_ms, tg_state_num_cb cb,
-    void *arg)
+tg_state_sq_poll_lead(void *impl, const char *key, int64_t now_ms, int64_t ttl_ms,
+    tg_state_num_cb cb, void *arg)
 {
-	return sq_read(sq_op_new(impl, SQ_NONE, run_lead, sq_answer_num, (void (*)(void))cb,
-	    arg));
+	return tg_state_sq_read(tg_state_sq_op_new(impl, SQ_NONE, run_lead,
+	    tg_state_sq_answer_num, (void (*)(void))cb, arg));
 }
 
 static void
@@ -244,11 +245,11 @@ run_publish(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_poll_publish(void *impl, const char *key, const struct tg_state_answer *a, int64_t now_ms,
-    int64_t ttl_ms, tg_state_done_cb cb, void *arg)
+tg_state_sq_poll_publish(void *impl, const char *key, const struct tg_state_answer *a,
+    int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb, void *arg)
 {
-	return sq_read(sq_op_new(impl, SQ_NONE, run_publish, sq_answer_done, (void (*)(void))cb,
-	    arg));
+	return tg_state_sq_read(tg_state_sq_op_new(impl, SQ_NONE, run_publish,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg));
 }
 
 static void
@@ -265,11 +266,12 @@ answer_fetch(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_poll_fetch(void *impl, const char *key, int64_t now_ms, tg_state_answer_cb cb, void *arg)
+tg_state_sq_poll_fetch(void *impl, const char *key, int64_t now_ms, tg_state_answer_cb cb,
+    void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_NONE, run_fetch, answer_fetch, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_NONE, run_fetch, answer_fetch,
+	    (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(key);
-	return sq_read(o);
+	o->s1 = tg_state_sq_dup(key);
+	return tg_state_sq_read(o);
 }

@@ -39,11 +39,11 @@ sweep_new_dup(const struct tg_sweep_new *s)
 	size_t i;
 
 	*c = *s;
-	c->api_key = sq_dup(s->api_key);
-	c->base_case_id = sq_dup(s->base_case_id);
-	c->callback_url = sq_dup(s->callback_url);
+	c->api_key = tg_state_sq_dup(s->api_key);
+	c->base_case_id = tg_state_sq_dup(s->base_case_id);
+	c->callback_url = tg_state_sq_dup(s->callback_url);
 	for (i = 0; i < s->nvariants; i++) {
-		v[i].name = sq_dup(s->variants[i].name);
+		v[i].name = tg_state_sq_dup(s->variants[i].name);
 		v[i].body = tg_xstrndup(s->variants[i].body, s->variants[i].len);
 		v[i].len = s->variants[i].len;
 	}
@@ -56,21 +56,22 @@ run_create(struct sq_op *o)
 {
 	char id[TG_SWEEP_ID_LEN];
 
-	if (sq_rc(o, tg_runs_sweep_create(o->sq->wruns, o->in, o->t1, id, &o->res.err)) == 0)
+	if (tg_state_sq_rc(o, tg_runs_sweep_create(o->sq->wruns, o->in, o->t1, id,
+	    &o->res.err)) == 0)
 		o->out = tg_xstrdup(id);
 }
 
 struct tg_state_op *
-sq_sweep_create(void *impl, const struct tg_sweep_new *s, int64_t now_ms, tg_state_str_cb cb,
-    void *arg)
+tg_state_sq_sweep_create(void *impl, const struct tg_sweep_new *s, int64_t now_ms,
+    tg_state_str_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_RUNS, run_create, sq_answer_str,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_RUNS, run_create,
+	    tg_state_sq_answer_str, (void (*)(void))cb, arg);
 
 	o->in = sweep_new_dup(s);
 	o->cleanup = free_sweep_new;
 	o->t1 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 /* ---- reads of sweeps ---- */
@@ -94,19 +95,19 @@ run_get(struct sq_op *o)
 	struct tg_sweep *s = tg_xcalloc(1, sizeof(*s));
 
 	o->p = s;
-	if (sq_rc(o, tg_runs_sweep_get(o->sq->rruns, o->s1, s, &o->res.err)) == 0)
+	if (tg_state_sq_rc(o, tg_runs_sweep_get(o->sq->rruns, o->s1, s, &o->res.err)) == 0)
 		o->np = 1;
 }
 
 struct tg_state_op *
-sq_sweep_get(void *impl, const char *id, tg_state_sweeps_cb cb, void *arg)
+tg_state_sq_sweep_get(void *impl, const char *id, tg_state_sweeps_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_RUNS, run_get, answer_sweeps, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_RUNS, run_get, answer_sweeps,
+	    (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
+	o->s1 = tg_state_sq_dup(id);
 	o->cleanup = free_sweeps;
-	return sq_read(o);
+	return tg_state_sq_read(o);
 }
 
 static void
@@ -115,7 +116,7 @@ run_list(struct sq_op *o)
 	struct tg_sweep *s = NULL;
 	size_t n = 0;
 
-	if (sq_rc(o, tg_runs_sweep_list(o->sq->rruns, o->s1, o->s2, (size_t)o->t1,
+	if (tg_state_sq_rc(o, tg_runs_sweep_list(o->sq->rruns, o->s1, o->s2, (size_t)o->t1,
 	    (size_t)o->t2, &s, &n, &o->more, &o->res.err)) == 0) {
 		o->p = s;
 		o->np = n;
@@ -123,18 +124,18 @@ run_list(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_sweep_list(void *impl, const char *api_key, const char *state, size_t limit, size_t offset,
-    tg_state_sweeps_cb cb, void *arg)
+tg_state_sq_sweep_list(void *impl, const char *api_key, const char *state, size_t limit,
+    size_t offset, tg_state_sweeps_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_RUNS, run_list, answer_sweeps, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_RUNS, run_list, answer_sweeps,
+	    (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(api_key);
-	o->s2 = sq_dup(state);
+	o->s1 = tg_state_sq_dup(api_key);
+	o->s2 = tg_state_sq_dup(state);
 	o->t1 = (int64_t)limit;
 	o->t2 = (int64_t)offset;
 	o->cleanup = free_sweeps;
-	return sq_read(o);
+	return tg_state_sq_read(o);
 }
 
 static void
@@ -143,7 +144,8 @@ run_variants(struct sq_op *o)
 	struct tg_sweep_variant *v = NULL;
 	size_t n = 0;
 
-	if (sq_rc(o, tg_runs_sweep_variants(o->sq->rruns, o->s1, &v, &n, &o->res.err)) == 0) {
+	if (tg_state_sq_rc(o, tg_runs_sweep_variants(o->sq->rruns, o->s1, &v, &n,
+	    &o->res.err)) == 0) {
 		o->p = v;
 		o->np = n;
 	}
@@ -162,14 +164,14 @@ free_variants(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_sweep_variants(void *impl, const char *id, tg_state_variants_cb cb, void *arg)
+tg_state_sq_sweep_variants(void *impl, const char *id, tg_state_variants_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_RUNS, run_variants, answer_variants,
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_RUNS, run_variants, answer_variants,
 	    (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
+	o->s1 = tg_state_sq_dup(id);
 	o->cleanup = free_variants;
-	return sq_read(o);
+	return tg_state_sq_read(o);
 }
 
 static void
@@ -178,7 +180,8 @@ run_running(struct sq_op *o)
 	char **ids = NULL;
 	size_t n = 0;
 
-	if (sq_rc(o, tg_runs_sweeps_running(o->sq->rruns, &ids, &n, &o->res.err)) == 0) {
+	if (tg_state_sq_rc(o, tg_runs_sweeps_running(o->sq->rruns, &ids, &n,
+	    &o->res.err)) == 0) {
 		o->p = ids;
 		o->np = n;
 	}
@@ -198,13 +201,13 @@ free_ids(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_sweep_running(void *impl, tg_state_strs_cb cb, void *arg)
+tg_state_sq_sweep_running(void *impl, tg_state_strs_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_RUNS, run_running, answer_ids, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_RUNS, run_running, answer_ids,
+	    (void (*)(void))cb, arg);
 
 	o->cleanup = free_ids;
-	return sq_read(o);
+	return tg_state_sq_read(o);
 }
 
 /* ---- the variant queue ---- */
@@ -215,13 +218,15 @@ run_claim(struct sq_op *o)
 	struct tg_sweep_claim *c = tg_xcalloc(1, sizeof(*c));
 
 	o->p = c;
-	o->n1 = sq_rc(o, tg_runs_sweep_claim(o->sq->wruns, o->s1, o->t1, c, &o->res.err));
+	o->n1 = tg_state_sq_rc(o, tg_runs_sweep_claim(o->sq->wruns, o->s1, o->t1, c,
+	    &o->res.err));
 }
 
 static void
 answer_claim(struct sq_op *o)
 {
-	((tg_state_claim_cb)o->cb)(&o->res, o->res.rc == 0 && o->n1 == 1 ? o->p : NULL, o->arg);
+	((tg_state_claim_cb)o->cb)(&o->res, o->res.rc == 0 && o->n1 == 1 ? o->p : NULL,
+	    o->arg);
 }
 
 static void
@@ -232,80 +237,83 @@ free_claim(struct sq_op *o)
 }
 
 struct tg_state_op *
-sq_sweep_claim(void *impl, const char *id, int64_t now_ms, tg_state_claim_cb cb, void *arg)
+tg_state_sq_sweep_claim(void *impl, const char *id, int64_t now_ms, tg_state_claim_cb cb,
+    void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_RUNS, run_claim, answer_claim, (void (*)(void))cb,
-	    arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_RUNS, run_claim, answer_claim,
+	    (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
+	o->s1 = tg_state_sq_dup(id);
 	o->t1 = now_ms;
 	o->cleanup = free_claim;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 static void
 run_submitted(struct sq_op *o)
 {
-	sq_rc(o, tg_runs_sweep_submitted(o->sq->wruns, o->s1, o->s2, o->in, o->t1,
+	tg_state_sq_rc(o, tg_runs_sweep_submitted(o->sq->wruns, o->s1, o->s2, o->in, o->t1,
 	    &o->res.err));
 }
 
 static void
 free_run_new(struct sq_op *o)
 {
-	sq_run_new_free(o->in);
+	tg_state_sq_run_new_free(o->in);
 }
 
 struct tg_state_op *
-sq_sweep_submitted(void *impl, const char *id, const char *name, const struct tg_run_new *run,
-    int64_t now_ms, tg_state_done_cb cb, void *arg)
+tg_state_sq_sweep_submitted(void *impl, const char *id, const char *name,
+    const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_RUNS, run_submitted, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_RUNS, run_submitted,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
-	o->s2 = sq_dup(name);
-	o->in = sq_run_new_dup(run);
+	o->s1 = tg_state_sq_dup(id);
+	o->s2 = tg_state_sq_dup(name);
+	o->in = tg_state_sq_run_new_dup(run);
 	o->cleanup = free_run_new;
 	o->t1 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 static void
 run_unclaim(struct sq_op *o)
 {
-	sq_rc(o, tg_runs_sweep_unclaim(o->sq->wruns, o->s1, o->s2, o->s3, (int)o->t1, o->t2,
-	    &o->res.err));
+	tg_state_sq_rc(o, tg_runs_sweep_unclaim(o->sq->wruns, o->s1, o->s2, o->s3, (int)o->t1,
+	    o->t2, &o->res.err));
 }
 
 struct tg_state_op *
-sq_sweep_unclaim(void *impl, const char *id, const char *name, const char *why, int final,
-    int64_t now_ms, tg_state_done_cb cb, void *arg)
+tg_state_sq_sweep_unclaim(void *impl, const char *id, const char *name, const char *why,
+    int final, int64_t now_ms, tg_state_done_cb cb, void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_RUNS, run_unclaim, sq_answer_done,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_RUNS, run_unclaim,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
-	o->s2 = sq_dup(name);
-	o->s3 = sq_dup(why);
+	o->s1 = tg_state_sq_dup(id);
+	o->s2 = tg_state_sq_dup(name);
+	o->s3 = tg_state_sq_dup(why);
 	o->t1 = final;
 	o->t2 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
 
 static void
 run_settle(struct sq_op *o)
 {
-	o->n1 = sq_rc(o, tg_runs_sweep_settle(o->sq->wruns, o->s1, o->t1, &o->res.err));
+	o->n1 = tg_state_sq_rc(o, tg_runs_sweep_settle(o->sq->wruns, o->s1, o->t1,
+	    &o->res.err));
 }
 
 struct tg_state_op *
-sq_sweep_settle(void *impl, const char *id, int64_t now_ms, tg_state_num_cb cb, void *arg)
+tg_state_sq_sweep_settle(void *impl, const char *id, int64_t now_ms, tg_state_num_cb cb,
+    void *arg)
 {
-	struct sq_op *o = sq_op_new(impl, SQ_RUNS, run_settle, sq_answer_num,
-	    (void (*)(void))cb, arg);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_RUNS, run_settle,
+	    tg_state_sq_answer_num, (void (*)(void))cb, arg);
 
-	o->s1 = sq_dup(id);
+	o->s1 = tg_state_sq_dup(id);
 	o->t1 = now_ms;
-	return sq_write(o);
+	return tg_state_sq_write(o);
 }
