@@ -6,8 +6,8 @@
  * restart forgets nothing, and bounded: a row counts for keep_ms, and
  * past max_rows the oldest rows are pruned first.
  *
- * File: src/dex/owners.c, the only SQL of correlation ownership (it can
- * move behind a state backend as one piece). Called by the gateway
+ * File: src/state/sqlite/owners.c, the SQLite backend's correlation
+ * ownership (the state seam, tidegate/state.h, wraps it). Called by the gateway
  * (src/gateway/jobs.c): tg_owners_record when the vendor answers a job
  * creation made with a key, tg_owners_lookup before every read of a job,
  * tg_owners_prune from a timer. Runs on the loop thread and blocks on

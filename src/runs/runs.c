@@ -20,7 +20,7 @@
 #include "tidegate/log.h"
 #include "tidegate/metrics.h"
 #include "tidegate/registry.h"
-#include "tidegate/webhook.h"
+#include "tidegate/outbox.h"
 #include "runs_int.h"
 
 struct tg_runs *

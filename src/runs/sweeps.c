@@ -26,7 +26,7 @@
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/registry.h"
-#include "tidegate/webhook.h"
+#include "tidegate/outbox.h"
 #include "runs_int.h"
 
 #define SWEEPS_PATH	RUNS_API_PREFIX "sweeps"

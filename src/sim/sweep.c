@@ -15,7 +15,8 @@
 #include "tidegate/json.h"
 #include "tidegate/map.h"
 #include "tidegate/registry.h"
-#include "runs_db.h"
+#include "tidegate/registry.h"
+#include "runs_json.h"
 
 #define NAME_MAX_LEN		64
 #define CONCURRENCY_MAX		64

@@ -147,9 +147,9 @@ tg_webhook_new(struct event_base *base, struct evdns_base *dns, struct tg_outbox
 	w->tick = evtimer_new(base, on_tick, w);
 	w->drained_ev = event_new(base, -1, 0, on_drained, w);
 	w->renew = event_new(base, -1, EV_PERSIST, on_renew, w);
-	ms_tv(ob->lease_ms / 3, &tv);
+	ms_tv(tg_outbox_lease_ms(ob) / 3, &tv);
 	evtimer_add(w->renew, &tv);
-	tg_webhook_outbox_set_notify(ob, on_notify, w);
+	tg_outbox_set_notify(ob, on_notify, w);
 	tg_webhook_kick(w);
 	return w;
 }
@@ -189,7 +189,7 @@ tg_webhook_free(struct tg_webhook *w)
 {
 	if (w == NULL)
 		return;
-	tg_webhook_outbox_set_notify(w->ob, NULL, NULL);
+	tg_outbox_set_notify(w->ob, NULL, NULL);
 	tg_webhook_attempts_abandon(w);
 	event_free(w->tick);
 	event_free(w->renew);

@@ -27,8 +27,6 @@
 #define ARCHIVE_MAX_RUN		(16LL << 20)
 #define ARCHIVE_MAX_TOTAL	(1LL << 30)
 #define RETRY_AFTER_MAX_MS	(3600LL * 1000)
-#define LIST_LIMIT		100
-#define LIST_MAX		1000
 
 /* Version 1. A later version appends its own list; old ones never change. */
 static const char *const schema_v1[] = {
@@ -326,28 +324,6 @@ tg_runs_bind_time(sqlite3_stmt *s, int i, int64_t t)
 		sqlite3_bind_int64(s, i, t);
 	else
 		sqlite3_bind_null(s, i);
-}
-
-char *
-tg_runs_url_redact(const char *url)
-{
-	size_t n = strcspn(url, "?#");
-
-	return url[n] == '?' ? tg_xasprintf("%.*s?…", (int)n, url) : tg_xstrndup(url, n);
-}
-
-void
-tg_runs_kv_time(yajl_gen g, const char *k, int64_t ms)
-{
-	char iso[TG_ISO_LEN];
-
-	tg_json_str(g, k);
-	if (ms == 0) {
-		yajl_gen_null(g);
-		return;
-	}
-	tg_clock_iso(ms, iso);
-	tg_json_str(g, iso);
 }
 
 /* ---- open / close ---- */
@@ -924,7 +900,7 @@ int
 tg_runs_list(struct tg_runs *r, const struct tg_runs_query *q, struct tg_run **runs,
     size_t *n, int *more, struct tg_err *err)
 {
-	size_t limit = q->limit == 0 ? LIST_LIMIT : q->limit > LIST_MAX ? LIST_MAX : q->limit;
+	size_t limit = q->limit == 0 ? TG_RUNS_LIST_LIMIT : q->limit > TG_RUNS_LIST_MAX ? TG_RUNS_LIST_MAX : q->limit;
 	sqlite3_stmt *s;
 
 	*runs = NULL;
@@ -953,84 +929,6 @@ tg_runs_list(struct tg_runs *r, const struct tg_runs_query *q, struct tg_run **r
 		*n = limit;
 	}
 	return 0;
-}
-
-/* ---- JSON ---- */
-
-void
-tg_run_json(yajl_gen g, const struct tg_run *run)
-{
-	char *url = run->callback_url ? tg_runs_url_redact(run->callback_url) : NULL;
-
-	yajl_gen_map_open(g);
-	tg_json_kv_str(g, "simulationId", run->simulation_id);
-	tg_json_kv_str(g, "caseId", run->case_id);
-	tg_json_kv_str(g, "caseSha256", run->case_sha256);
-	tg_json_kv_str(g, "host", run->host);
-	tg_json_kv_str(g, "apiKey", run->api_key);
-	tg_json_kv_str(g, "status", tg_runs_status_str(run->status));
-	tg_json_kv_str(g, "vendorStatus", run->vendor_status >= 0 ?
-	    tg_runs_status_str(run->vendor_status) : NULL);
-	tg_runs_kv_time(g, "submittedAt", run->submitted_at);
-	tg_runs_kv_time(g, "expiresAt", run->expires_at);
-	tg_runs_kv_time(g, "statusAt", run->status_at);
-	tg_runs_kv_time(g, "completedAt", run->completed_at);
-	tg_runs_kv_time(g, "nextCheckAt", run->next_check_at);
-	tg_json_kv_int(g, "checks", run->checks);
-	tg_json_kv_str(g, "validation", run->validation);
-	tg_json_kv_str(g, "failure", run->failure);
-	tg_json_kv_str(g, "lastCheckError", run->last_error);
-	tg_json_kv_str(g, "callbackUrl", url);
-	tg_json_kv_str(g, "sweepId", run->sweep_id);
-	tg_json_kv_str(g, "variant", run->variant);
-	tg_json_kv_bool(g, "archived", run->archived);
-	tg_json_kv_int(g, "resultsSize", run->results_size);
-	tg_json_str(g, "figures");
-	tg_json_gen_val(g, run->figures);
-	yajl_gen_map_close(g);
-	free(url);
-}
-
-int
-tg_runs_list_json(struct tg_runs *r, const struct tg_runs_query *q, yajl_gen g,
-    struct tg_err *err)
-{
-	struct tg_run *runs;
-	size_t i, n;
-	int more;
-
-	if (tg_runs_list(r, q, &runs, &n, &more, err) != 0)
-		return -1;
-	yajl_gen_map_open(g);
-	tg_json_str(g, "runs");
-	yajl_gen_array_open(g);
-	for (i = 0; i < n; i++)
-		tg_run_json(g, &runs[i]);
-	yajl_gen_array_close(g);
-	tg_json_kv_int(g, "limit", q->limit == 0 ? LIST_LIMIT : q->limit > LIST_MAX ?
-	    LIST_MAX : (long long)q->limit);
-	tg_json_kv_int(g, "offset", (long long)q->offset);
-	tg_json_kv_bool(g, "more", more);
-	yajl_gen_map_close(g);
-	tg_runs_free(runs, n);
-	return 0;
-}
-
-void
-tg_runs_event_json(yajl_gen g, const struct tg_run *run, int64_t now_ms)
-{
-	static const char *const types[TG_RUN_NSTATUS] = {
-		"simulation.in_progress", "simulation.completed", "simulation.failed",
-		"simulation.expired", "simulation.unknown",
-	};
-
-	yajl_gen_map_open(g);
-	tg_json_kv_str(g, "type", types[(unsigned)run->status < TG_RUN_NSTATUS ?
-	    run->status : TG_RUN_UNKNOWN]);
-	tg_runs_kv_time(g, "timestamp", now_ms);
-	tg_json_str(g, "data");
-	tg_run_json(g, run);
-	yajl_gen_map_close(g);
 }
 
 /* ---- key figures ---- */

@@ -1,5 +1,5 @@
 /*
- * admin.c - what operators see and do with the outbox: list and read jobs
+ * outbox_admin.c - what operators see and do with the outbox: list and read jobs
  * (and their JSON for the admin API), redeliver one job or every failure
  * since a time, purge finished jobs, and the counters behind /metrics.
  * Called by the gateway's admin listener and metrics endpoint.
@@ -9,8 +9,8 @@
 
 #include "tidegate/clock.h"
 #include "tidegate/json.h"
-#include "tidegate/webhook.h"
-#include "wh.h"
+#include "tidegate/outbox.h"
+#include "outbox_db.h"
 
 #define LIST_LIMIT	100
 
@@ -52,13 +52,13 @@ row(sqlite3_stmt *s, struct tg_outbox_job *j)
 	memset(j, 0, sizeof(*j));
 	snprintf(j->id, sizeof(j->id), "%s", (const char *)sqlite3_column_text(s, 0));
 	j->state = tg_outbox_state_parse((const char *)sqlite3_column_text(s, 1));
-	j->url = tg_webhook_col_str(s, 2);
-	j->kind = tg_webhook_col_str(s, 3);
-	j->correlation_id = tg_webhook_col_str(s, 4);
-	j->service = tg_webhook_col_str(s, 5);
-	j->api_key = tg_webhook_col_str(s, 6);
-	j->secret_ref = tg_webhook_col_str(s, 7);
-	j->last_error = tg_webhook_col_str(s, 8);
+	j->url = tg_state_ob_col_str(s, 2);
+	j->kind = tg_state_ob_col_str(s, 3);
+	j->correlation_id = tg_state_ob_col_str(s, 4);
+	j->service = tg_state_ob_col_str(s, 5);
+	j->api_key = tg_state_ob_col_str(s, 6);
+	j->secret_ref = tg_state_ob_col_str(s, 7);
+	j->last_error = tg_state_ob_col_str(s, 8);
 	j->attempts = sqlite3_column_int(s, 9);
 	j->last_status = sqlite3_column_int(s, 10);
 	j->size = sqlite3_column_type(s, 11) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 11);
@@ -76,7 +76,7 @@ static int
 get_at(struct tg_outbox *ob, const char *id, int64_t now_ms, struct tg_outbox_job *job,
     struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_GET);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_GET);
 	int rc;
 
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -89,7 +89,7 @@ get_at(struct tg_outbox *ob, const char *id, int64_t now_ms, struct tg_outbox_jo
 		tg_err_set(err, "no webhook job %s", id);
 		rc = TG_OUTBOX_NOT_FOUND;
 	} else {
-		tg_webhook_sql_err(ob, err, "read");
+		tg_state_ob_sql_err(ob, err, "read");
 		rc = -1;
 	}
 	sqlite3_reset(s);
@@ -107,7 +107,7 @@ int
 tg_outbox_list(struct tg_outbox *ob, const struct tg_outbox_query *q,
     struct tg_outbox_job **jobs, size_t *n, struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_LIST);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_LIST);
 	size_t cap = 0;
 	int rc;
 
@@ -131,60 +131,11 @@ tg_outbox_list(struct tg_outbox *ob, const struct tg_outbox_query *q,
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)
 		return 0;
-	tg_webhook_sql_err(ob, err, "list");
+	tg_state_ob_sql_err(ob, err, "list");
 	tg_outbox_jobs_free(*jobs, *n);
 	*jobs = NULL;
 	*n = 0;
 	return -1;
-}
-
-static void
-kv_time(yajl_gen g, const char *k, int64_t ms)
-{
-	char iso[TG_ISO_LEN];
-
-	if (ms <= 0) {
-		tg_json_kv_str(g, k, NULL);
-		return;
-	}
-	tg_clock_iso(ms, iso);
-	tg_json_kv_str(g, k, iso);
-}
-
-void
-tg_outbox_job_json(yajl_gen g, const struct tg_outbox_job *j)
-{
-	char *url = tg_webhook_url_redact(j->url ? j->url : "");
-
-	yajl_gen_map_open(g);
-	tg_json_kv_str(g, "id", j->id);
-	tg_json_kv_str(g, "state", tg_outbox_state_str(j->state));
-	tg_json_kv_str(g, "url", url);
-	tg_json_kv_str(g, "kind", j->kind);
-	tg_json_kv_str(g, "correlationId", j->correlation_id);
-	tg_json_kv_str(g, "service", j->service);
-	tg_json_kv_str(g, "apiKey", j->api_key);
-	tg_json_kv_int(g, "attempts", j->attempts);
-	tg_json_str(g, "lastStatus");
-	if (j->last_status > 0)
-		yajl_gen_integer(g, j->last_status);
-	else
-		yajl_gen_null(g);
-	tg_json_kv_str(g, "lastError", j->last_error);
-	tg_json_str(g, "size");
-	if (j->size >= 0)
-		yajl_gen_integer(g, j->size);
-	else
-		yajl_gen_null(g);
-	tg_json_kv_bool(g, "leased", j->leased);
-	kv_time(g, "createdAt", j->created_at);
-	kv_time(g, "readyAt", j->ready_at);
-	kv_time(g, "nextAttemptAt", j->state == TG_OUTBOX_READY ? j->next_at : 0);
-	kv_time(g, "firstAttemptAt", j->first_attempt_at);
-	kv_time(g, "lastAttemptAt", j->last_attempt_at);
-	kv_time(g, "doneAt", j->done_at);
-	yajl_gen_map_close(g);
-	free(url);
 }
 
 /* Why job j cannot be redelivered, or NULL when it can. */
@@ -223,11 +174,11 @@ tg_outbox_redeliver(struct tg_outbox *ob, const char *id, int64_t now_ms,
 		rc = TG_OUTBOX_CONFLICT;
 		goto done;
 	}
-	s = tg_webhook_stmt(ob, S_REDELIVER);
+	s = tg_state_ob_stmt(ob, S_REDELIVER);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, now_ms);
-	if ((rc = tg_webhook_step_done(ob, s, err)) == 0)
-		tg_webhook_notify(ob);
+	if ((rc = tg_state_ob_step_done(ob, s, err)) == 0)
+		tg_state_ob_notify(ob);
 done:
 	tg_outbox_job_cleanup(&j);
 	return rc;
@@ -237,16 +188,16 @@ int
 tg_outbox_redeliver_since(struct tg_outbox *ob, int64_t since_ms, int64_t now_ms,
     size_t *n, struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_REDELIVER_SINCE);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_REDELIVER_SINCE);
 
 	*n = 0;
 	sqlite3_bind_int64(s, 1, since_ms);
 	sqlite3_bind_int64(s, 2, now_ms);
-	if (tg_webhook_step_done(ob, s, err) != 0)
+	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	*n = (size_t)sqlite3_changes(ob->db);
 	if (*n > 0)
-		tg_webhook_notify(ob);
+		tg_state_ob_notify(ob);
 	return 0;
 }
 
@@ -255,18 +206,18 @@ static int
 purge_ids(struct tg_outbox *ob, int64_t before_ms, struct tg_strlist *ids,
     struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_PURGE_SEL);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_PURGE_SEL);
 	int rc;
 
 	sqlite3_bind_int64(s, 1, before_ms);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		ids->v = tg_xrealloc(ids->v, (ids->n + 1) * sizeof(*ids->v));
-		ids->v[ids->n++] = tg_webhook_col_str(s, 0);
+		ids->v[ids->n++] = tg_state_ob_col_str(s, 0);
 	}
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)
 		return 0;
-	tg_webhook_sql_err(ob, err, "purge");
+	tg_state_ob_sql_err(ob, err, "purge");
 	return -1;
 }
 
@@ -279,25 +230,25 @@ tg_outbox_purge(struct tg_outbox *ob, int64_t before_ms, size_t *n, struct tg_er
 	int rc = -1;
 
 	*n = 0;
-	if (tg_webhook_begin(ob, err) != 0)
+	if (tg_state_ob_begin(ob, err) != 0)
 		goto done;
 	if (purge_ids(ob, before_ms, &ids, err) != 0)
 		goto rollback;
 	for (i = 0; i < ids.n; i++) {
-		s = tg_webhook_stmt(ob, S_DELETE);
+		s = tg_state_ob_stmt(ob, S_DELETE);
 		sqlite3_bind_text(s, 1, ids.v[i], -1, SQLITE_STATIC);
-		if (tg_webhook_step_done(ob, s, err) != 0)
+		if (tg_state_ob_step_done(ob, s, err) != 0)
 			goto rollback;
 	}
-	if (tg_webhook_commit(ob, err) != 0)
+	if (tg_state_ob_commit(ob, err) != 0)
 		goto done;
 	for (i = 0; i < ids.n; i++)
-		tg_webhook_payload_remove(ob, ids.v[i]);
+		tg_state_ob_payload_remove(ob, ids.v[i]);
 	*n = ids.n;
 	rc = 0;
 	goto done;
 rollback:
-	tg_webhook_rollback(ob);
+	tg_state_ob_rollback(ob);
 done:
 	for (i = 0; i < ids.n; i++)
 		free(ids.v[i]);
@@ -309,7 +260,7 @@ int
 tg_outbox_get_stats(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_stats *st,
     struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_DEPTH);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_DEPTH);
 	int rc, i;
 
 	*st = ob->ctr;
@@ -320,7 +271,7 @@ tg_outbox_get_stats(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_stats
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)
 		goto fail;
-	s = tg_webhook_stmt(ob, S_LEASED);
+	s = tg_state_ob_stmt(ob, S_LEASED);
 	sqlite3_bind_int64(s, 1, now_ms);
 	if (sqlite3_step(s) != SQLITE_ROW) {
 		sqlite3_reset(s);
@@ -330,6 +281,6 @@ tg_outbox_get_stats(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_stats
 	sqlite3_reset(s);
 	return 0;
 fail:
-	tg_webhook_sql_err(ob, err, "stats");
+	tg_state_ob_sql_err(ob, err, "stats");
 	return -1;
 }

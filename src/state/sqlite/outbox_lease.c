@@ -1,5 +1,5 @@
 /*
- * lease.c - attempts under lease: taking the most overdue job (an expired
+ * outbox_lease.c - attempts under lease: taking the most overdue job (an expired
  * lease is taken over), renewing and releasing, and completing an attempt
  * with its outcome, which decides delivered / gone / dead or the next
  * attempt time from the schedule and Retry-After. Called by the worker
@@ -11,8 +11,8 @@
 
 #include "tidegate/ids.h"
 #include "tidegate/log.h"
-#include "tidegate/webhook.h"
-#include "wh.h"
+#include "tidegate/outbox.h"
+#include "outbox_db.h"
 
 void
 tg_outbox_lease_free(struct tg_outbox_lease *l)
@@ -34,21 +34,21 @@ tg_outbox_lease_free(struct tg_outbox_lease *l)
 static int
 load(struct tg_outbox *ob, struct tg_outbox_lease *l, int64_t now_ms, struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_JOB_FOR_LEASE);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_JOB_FOR_LEASE);
 	int rc = -1;
 
 	sqlite3_bind_text(s, 1, l->id, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) != SQLITE_ROW) {
-		tg_webhook_sql_err(ob, err, "lease");
+		tg_state_ob_sql_err(ob, err, "lease");
 		goto done;
 	}
-	l->url = tg_webhook_col_str(s, 0);
-	l->secret_ref = tg_webhook_col_str(s, 1);
-	l->content_type = tg_webhook_col_str(s, 2);
-	l->kind = tg_webhook_col_str(s, 3);
-	l->correlation_id = tg_webhook_col_str(s, 4);
-	l->service = tg_webhook_col_str(s, 5);
-	l->api_key = tg_webhook_col_str(s, 6);
+	l->url = tg_state_ob_col_str(s, 0);
+	l->secret_ref = tg_state_ob_col_str(s, 1);
+	l->content_type = tg_state_ob_col_str(s, 2);
+	l->kind = tg_state_ob_col_str(s, 3);
+	l->correlation_id = tg_state_ob_col_str(s, 4);
+	l->service = tg_state_ob_col_str(s, 5);
+	l->api_key = tg_state_ob_col_str(s, 6);
 	l->size = sqlite3_column_int64(s, 7);
 	l->attempt = sqlite3_column_int(s, 8) + 1;
 	l->first_delay_ms = sqlite3_column_type(s, 10) == SQLITE_NULL ?
@@ -66,26 +66,26 @@ take(struct tg_outbox *ob, struct tg_outbox_lease *l, int64_t now_ms, struct tg_
 
 	if (load(ob, l, now_ms, err) != 0)
 		return -1;
-	s = tg_webhook_stmt(ob, S_COUNT_ATTEMPT);
+	s = tg_state_ob_stmt(ob, S_COUNT_ATTEMPT);
 	sqlite3_bind_text(s, 1, l->id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, now_ms);
-	if (tg_webhook_step_done(ob, s, err) != 0)
+	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	tg_id_hex(l->token, 16);
 	l->expires_at = now_ms + ob->lease_ms;
-	s = tg_webhook_stmt(ob, S_LEASE_PUT);
+	s = tg_state_ob_stmt(ob, S_LEASE_PUT);
 	sqlite3_bind_text(s, 1, l->id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, l->token, -1, SQLITE_STATIC);
 	sqlite3_bind_int(s, 3, l->attempt);
 	sqlite3_bind_int64(s, 4, l->expires_at);
-	return tg_webhook_step_done(ob, s, err);
+	return tg_state_ob_step_done(ob, s, err);
 }
 
 /* The id of the most overdue leasable job into id: 1, 0 (none) or -1. */
 static int
 pick(struct tg_outbox *ob, int64_t now_ms, char id[TG_WEBHOOK_ID_LEN], struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_PICK);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_PICK);
 	int rc;
 
 	sqlite3_bind_int64(s, 1, now_ms);
@@ -96,7 +96,7 @@ pick(struct tg_outbox *ob, int64_t now_ms, char id[TG_WEBHOOK_ID_LEN], struct tg
 	} else if (rc == SQLITE_DONE)
 		rc = 0;
 	else {
-		tg_webhook_sql_err(ob, err, "lease");
+		tg_state_ob_sql_err(ob, err, "lease");
 		rc = -1;
 	}
 	sqlite3_reset(s);
@@ -111,20 +111,20 @@ tg_outbox_lease(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_lease **o
 	int rc;
 
 	*out = NULL;
-	if (tg_webhook_begin(ob, err) != 0) {
+	if (tg_state_ob_begin(ob, err) != 0) {
 		rc = -1;
 		goto done;
 	}
 	if ((rc = pick(ob, now_ms, l->id, err)) != 1) {
-		tg_webhook_rollback(ob);
+		tg_state_ob_rollback(ob);
 		goto done;
 	}
-	if (take(ob, l, now_ms, err) != 0 || tg_webhook_commit(ob, err) != 0) {
-		tg_webhook_rollback(ob);
+	if (take(ob, l, now_ms, err) != 0 || tg_state_ob_commit(ob, err) != 0) {
+		tg_state_ob_rollback(ob);
 		rc = -1;
 		goto done;
 	}
-	l->payload_path = tg_webhook_payload_path(ob, l->id);
+	l->payload_path = tg_state_ob_payload_path(ob, l->id);
 	ob->ctr.attempts++;
 	if (l->first_delay_ms >= 0) {
 		ob->ctr.first_delay_count++;
@@ -141,12 +141,12 @@ int
 tg_outbox_lease_renew(struct tg_outbox *ob, struct tg_outbox_lease *l, int64_t now_ms,
     struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_LEASE_RENEW);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_LEASE_RENEW);
 
 	sqlite3_bind_text(s, 1, l->id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, l->token, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, now_ms + ob->lease_ms);
-	if (tg_webhook_step_done(ob, s, err) != 0)
+	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	if (sqlite3_changes(ob->db) != 1) {
 		tg_err_set(err, "lease of %s was lost", l->id);
@@ -160,18 +160,18 @@ int
 tg_outbox_lease_release(struct tg_outbox *ob, const struct tg_outbox_lease *l,
     struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_LEASE_DEL);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_LEASE_DEL);
 
 	sqlite3_bind_text(s, 1, l->id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, l->token, -1, SQLITE_STATIC);
-	return tg_webhook_step_done(ob, s, err);
+	return tg_state_ob_step_done(ob, s, err);
 }
 
 /* 0 when l still holds its job's lease. */
 static int
 lease_held(struct tg_outbox *ob, const struct tg_outbox_lease *l, struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_LEASE_TOKEN);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_LEASE_TOKEN);
 	int rc = -1;
 
 	sqlite3_bind_text(s, 1, l->id, -1, SQLITE_STATIC);
@@ -209,7 +209,7 @@ finish(struct tg_outbox *ob, const struct tg_outbox_lease *l,
     const struct tg_outbox_result *res, enum tg_outbox_state st, int64_t next_at,
     int64_t now_ms, struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_FINISH);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_FINISH);
 
 	sqlite3_bind_text(s, 1, l->id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, tg_outbox_state_str(st), -1, SQLITE_STATIC);
@@ -221,7 +221,7 @@ finish(struct tg_outbox *ob, const struct tg_outbox_lease *l,
 		sqlite3_bind_text(s, 5, res->error, -1, SQLITE_STATIC);
 	if (st != TG_OUTBOX_READY)
 		sqlite3_bind_int64(s, 6, now_ms);
-	if (tg_webhook_step_done(ob, s, err) != 0)
+	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	return tg_outbox_lease_release(ob, l, err);
 }
@@ -246,17 +246,17 @@ tg_outbox_complete(struct tg_outbox *ob, const struct tg_outbox_lease *l,
 	enum tg_outbox_state st;
 	int64_t next;
 
-	if (tg_webhook_begin(ob, err) != 0)
+	if (tg_state_ob_begin(ob, err) != 0)
 		return -1;
 	st = judge(ob, l, res, now_ms, &next);
 	if (lease_held(ob, l, err) != 0 || finish(ob, l, res, st, next, now_ms, err) != 0 ||
-	    tg_webhook_commit(ob, err) != 0) {
-		tg_webhook_rollback(ob);
+	    tg_state_ob_commit(ob, err) != 0) {
+		tg_state_ob_rollback(ob);
 		return -1;
 	}
 	/* After the commit: a crash in between leaves a file the next open sweeps. */
 	if (st == TG_OUTBOX_DELIVERED || st == TG_OUTBOX_GONE)
-		tg_webhook_payload_remove(ob, l->id);
+		tg_state_ob_payload_remove(ob, l->id);
 	count(ob, st);
 	if (state != NULL)
 		*state = st;

@@ -1,5 +1,5 @@
 /*
- * payload.c - payload files beside the database: "<id>.part" while the
+ * outbox_payload.c - payload files beside the database: "<id>.part" while the
  * gateway streams an export into it, "<id>.body" once committed (fsync,
  * rename, directory fsync, then the job turns ready in SQLite), removed
  * when the job is delivered, gone or purged, and swept at open when no
@@ -21,8 +21,8 @@
 #include <event2/buffer.h>
 
 #include "tidegate/log.h"
-#include "tidegate/webhook.h"
-#include "wh.h"
+#include "tidegate/outbox.h"
+#include "outbox_db.h"
 
 struct tg_outbox_payload {
 	struct tg_outbox *ob;
@@ -33,15 +33,15 @@ struct tg_outbox_payload {
 };
 
 char *
-tg_webhook_payload_path(const struct tg_outbox *ob, const char *id)
+tg_state_ob_payload_path(const struct tg_outbox *ob, const char *id)
 {
 	return tg_xasprintf("%s/%s.body", ob->dir, id);
 }
 
 void
-tg_webhook_payload_remove(const struct tg_outbox *ob, const char *id)
+tg_state_ob_payload_remove(const struct tg_outbox *ob, const char *id)
 {
-	char *p = tg_webhook_payload_path(ob, id);
+	char *p = tg_state_ob_payload_path(ob, id);
 
 	if (unlink(p) != 0 && errno != ENOENT)
 		tg_log(TG_LOG_WARN, "webhook_payload_unlink", TG_LS("id", id),
@@ -63,7 +63,7 @@ struct tg_outbox_payload *
 tg_outbox_payload_open(struct tg_outbox *ob, const char *id, int *rc, struct tg_err *err)
 {
 	struct tg_outbox_payload *p = NULL;
-	int st = id_valid(id) ? tg_webhook_job_state(ob, id, err) : TG_OUTBOX_NOT_FOUND;
+	int st = id_valid(id) ? tg_state_ob_job_state(ob, id, err) : TG_OUTBOX_NOT_FOUND;
 
 	if (st == TG_OUTBOX_NOT_FOUND)
 		tg_err_set(err, "no webhook job %s", id_valid(id) ? id : "(malformed id)");
@@ -151,7 +151,7 @@ fsync_dir(const char *dir)
 static int
 publish(struct tg_outbox_payload *p, struct tg_err *err)
 {
-	char *final = tg_webhook_payload_path(p->ob, p->id);
+	char *final = tg_state_ob_payload_path(p->ob, p->id);
 	struct stat st;
 	int rc = -1;
 
@@ -178,13 +178,13 @@ static int
 mark_ready(struct tg_outbox_payload *p, int64_t now_ms, struct tg_err *err)
 {
 	struct tg_outbox *ob = p->ob;
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_SET_READY);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_SET_READY);
 
 	sqlite3_bind_text(s, 1, p->id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, p->size);
 	sqlite3_bind_int64(s, 3, now_ms);
 	sqlite3_bind_int64(s, 4, now_ms + ob->schedule[0]);
-	if (tg_webhook_step_done(ob, s, err) != 0)
+	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	if (sqlite3_changes(ob->db) != 1) {
 		tg_err_set(err, "webhook job %s is no longer waiting", p->id);
@@ -210,10 +210,10 @@ tg_outbox_payload_commit(struct tg_outbox_payload *p, int64_t now_ms, struct tg_
 	int rc;
 
 	if ((rc = publish(p, err)) == 0 && (rc = mark_ready(p, now_ms, err)) != 0)
-		tg_webhook_payload_remove(ob, p->id);
+		tg_state_ob_payload_remove(ob, p->id);
 	payload_free(p);
 	if (rc == 0)
-		tg_webhook_notify(ob);
+		tg_state_ob_notify(ob);
 	return rc;
 }
 
@@ -254,7 +254,7 @@ needed(struct tg_outbox *ob, const char *name)
 	id[n] = '\0';
 	if (!id_valid(id))
 		return 1;	/* not one of ours: leave it */
-	st = tg_webhook_job_state(ob, id, NULL);
+	st = tg_state_ob_job_state(ob, id, NULL);
 	return st == TG_OUTBOX_WAITING || st == TG_OUTBOX_READY || st == TG_OUTBOX_DEAD ||
 	    st == -1;
 }
@@ -268,7 +268,7 @@ has_suffix(const char *s, const char *suffix)
 }
 
 int
-tg_webhook_payload_sweep(struct tg_outbox *ob, struct tg_err *err)
+tg_state_ob_payload_sweep(struct tg_outbox *ob, struct tg_err *err)
 {
 	DIR *d = opendir(ob->dir);
 	struct dirent *e;

@@ -4,7 +4,7 @@
  * prepared once at open. Jobs are added (committed before the caller
  * answers its client), leased for an attempt, and completed with the
  * attempt's outcome, which applies the retry schedule. Called by the
- * gateway (add), the worker (lease, renew, complete) and admin.c.
+ * gateway (add), the worker (lease, renew, complete) and outbox_admin.c.
  *
  * Durability: synchronous=FULL by default, so a commit is on disk (WAL
  * fsynced) when the call returns and survives power loss, not only a
@@ -20,8 +20,8 @@
 
 #include "tidegate/ids.h"
 #include "tidegate/log.h"
-#include "tidegate/webhook.h"
-#include "wh.h"
+#include "tidegate/outbox.h"
+#include "outbox_db.h"
 
 #define LEASE_MS		60000
 #define JITTER_PCT		10
@@ -127,13 +127,13 @@ tg_outbox_state_parse(const char *s)
 }
 
 void
-tg_webhook_sql_err(struct tg_outbox *ob, struct tg_err *err, const char *what)
+tg_state_ob_sql_err(struct tg_outbox *ob, struct tg_err *err, const char *what)
 {
 	tg_err_set(err, "outbox %s: %s", what, sqlite3_errmsg(ob->db));
 }
 
 sqlite3_stmt *
-tg_webhook_stmt(struct tg_outbox *ob, enum wh_stmt i)
+tg_state_ob_stmt(struct tg_outbox *ob, enum wh_stmt i)
 {
 	sqlite3_stmt *s = ob->st[i];
 
@@ -143,41 +143,41 @@ tg_webhook_stmt(struct tg_outbox *ob, enum wh_stmt i)
 }
 
 int
-tg_webhook_step_done(struct tg_outbox *ob, sqlite3_stmt *s, struct tg_err *err)
+tg_state_ob_step_done(struct tg_outbox *ob, sqlite3_stmt *s, struct tg_err *err)
 {
 	int rc = sqlite3_step(s);
 
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE || rc == SQLITE_ROW)
 		return 0;
-	tg_webhook_sql_err(ob, err, "write");
+	tg_state_ob_sql_err(ob, err, "write");
 	return -1;
 }
 
 int
-tg_webhook_begin(struct tg_outbox *ob, struct tg_err *err)
+tg_state_ob_begin(struct tg_outbox *ob, struct tg_err *err)
 {
-	return tg_webhook_step_done(ob, tg_webhook_stmt(ob, S_BEGIN), err);
+	return tg_state_ob_step_done(ob, tg_state_ob_stmt(ob, S_BEGIN), err);
 }
 
 int
-tg_webhook_commit(struct tg_outbox *ob, struct tg_err *err)
+tg_state_ob_commit(struct tg_outbox *ob, struct tg_err *err)
 {
-	if (tg_webhook_step_done(ob, tg_webhook_stmt(ob, S_COMMIT), err) == 0)
+	if (tg_state_ob_step_done(ob, tg_state_ob_stmt(ob, S_COMMIT), err) == 0)
 		return 0;
-	tg_webhook_rollback(ob);
+	tg_state_ob_rollback(ob);
 	return -1;
 }
 
 void
-tg_webhook_rollback(struct tg_outbox *ob)
+tg_state_ob_rollback(struct tg_outbox *ob)
 {
 	if (!sqlite3_get_autocommit(ob->db))
-		(void)tg_webhook_step_done(ob, tg_webhook_stmt(ob, S_ROLLBACK), NULL);
+		(void)tg_state_ob_step_done(ob, tg_state_ob_stmt(ob, S_ROLLBACK), NULL);
 }
 
 char *
-tg_webhook_col_str(sqlite3_stmt *s, int col)
+tg_state_ob_col_str(sqlite3_stmt *s, int col)
 {
 	const unsigned char *t = sqlite3_column_text(s, col);
 
@@ -185,9 +185,9 @@ tg_webhook_col_str(sqlite3_stmt *s, int col)
 }
 
 int
-tg_webhook_job_state(struct tg_outbox *ob, const char *id, struct tg_err *err)
+tg_state_ob_job_state(struct tg_outbox *ob, const char *id, struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_STATE);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_STATE);
 	int rc;
 
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -198,22 +198,28 @@ tg_webhook_job_state(struct tg_outbox *ob, const char *id, struct tg_err *err)
 		tg_err_set(err, "no webhook job %s", id);
 		rc = TG_OUTBOX_NOT_FOUND;
 	} else {
-		tg_webhook_sql_err(ob, err, "read");
+		tg_state_ob_sql_err(ob, err, "read");
 		rc = -1;
 	}
 	sqlite3_reset(s);
 	return rc;
 }
 
+int64_t
+tg_outbox_lease_ms(const struct tg_outbox *ob)
+{
+	return ob->lease_ms;
+}
+
 void
-tg_webhook_outbox_set_notify(struct tg_outbox *ob, void (*fn)(void *), void *arg)
+tg_outbox_set_notify(struct tg_outbox *ob, void (*fn)(void *), void *arg)
 {
 	ob->notify = fn;
 	ob->notify_arg = arg;
 }
 
 void
-tg_webhook_notify(struct tg_outbox *ob)
+tg_state_ob_notify(struct tg_outbox *ob)
 {
 	if (ob->notify != NULL)
 		ob->notify(ob->notify_arg);
@@ -229,7 +235,7 @@ exec1(struct tg_outbox *ob, const char *q, struct tg_err *err)
 	int rc;
 
 	if (sqlite3_prepare_v2(ob->db, q, -1, &s, NULL) != SQLITE_OK) {
-		tg_webhook_sql_err(ob, err, "setup");
+		tg_state_ob_sql_err(ob, err, "setup");
 		return -1;
 	}
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
@@ -237,7 +243,7 @@ exec1(struct tg_outbox *ob, const char *q, struct tg_err *err)
 	sqlite3_finalize(s);
 	if (rc == SQLITE_DONE)
 		return 0;
-	tg_webhook_sql_err(ob, err, "setup");
+	tg_state_ob_sql_err(ob, err, "setup");
 	return -1;
 }
 
@@ -262,7 +268,7 @@ db_setup(struct tg_outbox *ob, int sync_normal, struct tg_err *err)
 	for (i = 0; i < S_COUNT; i++) {
 		if (sqlite3_prepare_v3(ob->db, sql[i], -1, SQLITE_PREPARE_PERSISTENT, &ob->st[i],
 		    NULL) != SQLITE_OK) {
-			tg_webhook_sql_err(ob, err, "prepare");
+			tg_state_ob_sql_err(ob, err, "prepare");
 			return -1;
 		}
 	}
@@ -308,7 +314,7 @@ tg_outbox_open(const struct tg_outbox_opts *opts, struct tg_err *err)
 		    ob->db ? sqlite3_errmsg(ob->db) : "out of memory");
 		goto fail;
 	}
-	if (db_setup(ob, opts->sync_normal, err) != 0 || tg_webhook_payload_sweep(ob, err) != 0)
+	if (db_setup(ob, opts->sync_normal, err) != 0 || tg_state_ob_payload_sweep(ob, err) != 0)
 		goto fail;
 	return ob;
 fail:
@@ -357,7 +363,7 @@ tg_outbox_add(struct tg_outbox *ob, const struct tg_outbox_new *job, int64_t now
 	}
 	tg_id_hex(hex, 16);
 	snprintf(id, TG_WEBHOOK_ID_LEN, "msg_%s", hex);
-	s = tg_webhook_stmt(ob, S_INSERT);
+	s = tg_state_ob_stmt(ob, S_INSERT);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(s, 2, job->url, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(s, 3, job->secret_ref, -1, SQLITE_TRANSIENT);
@@ -369,18 +375,18 @@ tg_outbox_add(struct tg_outbox *ob, const struct tg_outbox_new *job, int64_t now
 	    SQLITE_TRANSIENT);
 	sqlite3_bind_int64(s, 9, now_ms);
 	/* Autocommit: the insert is its own durable transaction. */
-	return tg_webhook_step_done(ob, s, err);
+	return tg_state_ob_step_done(ob, s, err);
 }
 
 int
 tg_outbox_set_correlation_id(struct tg_outbox *ob, const char *id, const char *cid,
     struct tg_err *err)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_SET_CID);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_SET_CID);
 
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
 	bind_opt(s, 2, cid);
-	if (tg_webhook_step_done(ob, s, err) != 0)
+	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	if (sqlite3_changes(ob->db) != 1) {
 		tg_err_set(err, "no webhook job %s", id);
@@ -394,7 +400,7 @@ tg_outbox_abandon(struct tg_outbox *ob, const char *id, const char *reason, int6
     struct tg_err *err)
 {
 	sqlite3_stmt *s;
-	int rc = tg_webhook_job_state(ob, id, err);
+	int rc = tg_state_ob_job_state(ob, id, err);
 
 	if (rc < 0)
 		return rc;
@@ -402,11 +408,11 @@ tg_outbox_abandon(struct tg_outbox *ob, const char *id, const char *reason, int6
 		tg_err_set(err, "webhook job %s is %s, not waiting", id, tg_outbox_state_str(rc));
 		return TG_OUTBOX_CONFLICT;
 	}
-	s = tg_webhook_stmt(ob, S_ABANDON);
+	s = tg_state_ob_stmt(ob, S_ABANDON);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
 	bind_opt(s, 2, reason != NULL ? reason : "abandoned");
 	sqlite3_bind_int64(s, 3, now_ms);
-	if (tg_webhook_step_done(ob, s, err) != 0)
+	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	ob->ctr.dead++;
 	return 0;
@@ -441,7 +447,7 @@ tg_outbox_delay(const struct tg_outbox *ob, int failed, int64_t retry_after_ms)
 int64_t
 tg_outbox_next_due(struct tg_outbox *ob)
 {
-	sqlite3_stmt *s = tg_webhook_stmt(ob, S_NEXT_DUE);
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_NEXT_DUE);
 	int64_t due = INT64_MAX;
 
 	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)

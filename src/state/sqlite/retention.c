@@ -22,32 +22,6 @@ tg_runs_expired(const struct tg_run *run, int64_t now_ms)
 	return run->expires_at != 0 && run->expires_at <= now_ms;
 }
 
-void
-tg_runs_retention_message(yajl_gen g, const struct tg_run *run, const char *request_id)
-{
-	char sub[TG_ISO_LEN], exp[TG_ISO_LEN], *msg;
-	int st = run->vendor_status >= 0 ? run->vendor_status : (int)run->status;
-
-	tg_clock_iso(run->submitted_at, sub);
-	tg_clock_iso(run->expires_at, exp);
-	msg = tg_xasprintf("simulation %s was submitted at %s; the vendor deleted its status "
-	    "and results when it expired at %s%s", run->simulation_id, sub, exp,
-	    run->archived ? "; the gateway kept its results (archived)" : "");
-	yajl_gen_map_open(g);
-	tg_json_kv_int(g, "statusCode", 410);
-	tg_json_kv_str(g, "error", "GONE");
-	tg_json_kv_str(g, "message", msg);
-	if (request_id != NULL)
-		tg_json_kv_str(g, "requestId", request_id);
-	tg_json_kv_str(g, "simulationId", run->simulation_id);
-	tg_json_kv_str(g, "submittedAt", sub);
-	tg_json_kv_str(g, "expiredAt", exp);
-	tg_json_kv_str(g, "status", tg_runs_status_str(st));
-	tg_json_kv_bool(g, "archived", run->archived);
-	yajl_gen_map_close(g);
-	free(msg);
-}
-
 /* ---- archive ---- */
 
 /* The run's completion and its current archive size; 0 or a code. */

@@ -2,14 +2,14 @@
  * runs_db.h - private contract between the files of the run registry:
  * the SQLite handle and its prepared statements (registry.c), and the
  * helpers retention.c and sweep_store.c share with it. Not for other
- * modules: they call include/tidegate/registry.h.
+ * modules: they call include/tidegate/runs_store.h (or the state seam).
  */
 #ifndef TG_SIM_RUNS_DB_H
 #define TG_SIM_RUNS_DB_H
 
 #include <sqlite3.h>
 
-#include "tidegate/registry.h"
+#include "tidegate/runs_store.h"
 
 enum runs_stmt {
 	S_BEGIN, S_COMMIT, S_ROLLBACK,
@@ -80,10 +80,5 @@ void tg_runs_bind_time(sqlite3_stmt *s, int i, int64_t t);
  */
 int tg_runs_insert(struct tg_runs *r, const struct tg_run_new *run, const char *sweep_id,
     const char *variant, int64_t now_ms, struct tg_err *err);
-
-/** Copy of url with its query replaced by "?…" and its fragment dropped. */
-char *tg_runs_url_redact(const char *url);
-/** ISO 8601 member, or null for 0. */
-void tg_runs_kv_time(yajl_gen g, const char *k, int64_t ms);
 
 #endif

@@ -1,0 +1,410 @@
+/*
+ * state.h - the state seam: the one way to durable or shared state
+ * (webhook outbox jobs, leases and payloads; the run registry and sweeps;
+ * correlation ownership; vendor token records; poll-entry leadership and
+ * cached terminal answers). Implemented by src/state/ (dispatch, state.c)
+ * and its backends: src/state/sqlite/ (one instance, the default) and, for
+ * a fleet, a PostgreSQL backend driven by libpq on the event loop. Callers
+ * never learn which backend answers.
+ *
+ * Contract of every operation
+ *   struct tg_state_op *tg_state_<domain>_<verb>(st, <args>, cb, arg)
+ *   - Arguments are borrowed for the call only: the seam copies what it
+ *     needs before returning (an evbuffer handed to an append is drained).
+ *   - cb(res, <results>, arg) is called exactly once, on the loop thread,
+ *     unless the operation is cancelled first with tg_state_cancel(): then
+ *     never, and the seam frees what it holds.
+ *   - cb may run before the call returns (the SQLite backend answers reads
+ *     at once); the call then returns NULL. Otherwise it returns a handle
+ *     (borrowed, owned by the seam) valid until cb has been called.
+ *   - Results handed to cb are borrowed for the duration of cb, unless the
+ *     callback type says it takes ownership.
+ *   - res->rc is 0, TG_STATE_NOT_FOUND, TG_STATE_CONFLICT (the record's
+ *     state forbids it), TG_STATE_REFUSED (over a configured cap),
+ *     TG_STATE_UNAVAILABLE (the backend cannot be reached, or is closing,
+ *     or the domain is not configured: callers answer 503 + Retry-After)
+ *     or TG_STATE_ERROR; res->err says why (never a secret).
+ *   - Writes on one struct tg_state are answered in the order they were
+ *     issued. A read issued after a write's callback sees that write; a
+ *     read issued while the write is still pending may not.
+ *
+ * Threads: all functions here are for the loop thread. The SQLite backend
+ * answers reads synchronously on the loop (its own read connection, WAL)
+ * and runs every write (a commit, an fsync, a payload file write) on one
+ * writer thread with its own connections, in FIFO order, answering later
+ * on the loop (src/core/worker.c). Token records and poll leadership live
+ * in memory with SQLite (one instance always leads; nothing is shared).
+ *
+ * Times are milliseconds since the epoch, passed in by the caller.
+ */
+#ifndef TIDEGATE_STATE_H
+#define TIDEGATE_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <yajl/yajl_tree.h>
+
+#include "tidegate/outbox.h"
+#include "tidegate/owners.h"
+#include "tidegate/runs_store.h"
+#include "tidegate/util.h"
+
+struct event_base;
+struct evbuffer;
+
+/* ---- results ---- */
+
+enum tg_state_rc {
+	TG_STATE_OK = 0,
+	TG_STATE_NOT_FOUND,	/* no such record: 404 */
+	TG_STATE_CONFLICT,	/* its state forbids it: 409 */
+	TG_STATE_REFUSED,	/* over a cap (err says which) */
+	TG_STATE_UNAVAILABLE,	/* backend unreachable or closing: 503 + Retry-After */
+	TG_STATE_ERROR		/* anything else */
+};
+/** "ok", "not found", … (static, borrowed). */
+const char *tg_state_rc_str(int rc);
+
+/** What every callback gets first (borrowed for the callback). */
+struct tg_state_res {
+	int rc;			/* enum tg_state_rc */
+	struct tg_err err;	/* why, when rc != 0 */
+};
+
+struct tg_state;		/* one opened backend */
+struct tg_state_op;		/* an operation not answered yet */
+struct tg_state_payload;	/* a payload being written */
+
+/* ---- open / close ---- */
+
+/** Which backend and what it keeps; every pointer borrowed for the open. */
+struct tg_state_opts {
+	const char *url;			/* NULL or "": SQLite; "postgresql://…": a fleet */
+	const struct tg_runs_opts *runs;	/* run registry and sweeps; NULL: none */
+	const struct tg_outbox_opts *outbox;	/* webhook outbox; NULL: none */
+	const struct tg_owners_opts *owners;	/* correlation ownership; NULL: none */
+};
+
+/**
+ * Open the backend opts->url names (base borrowed, must outlive the
+ * state; opts borrowed). NULL with err for an unknown scheme, a backend
+ * not built in, or a store that cannot be opened. The caller owns the
+ * state: tg_state_close.
+ */
+struct tg_state *tg_state_open(struct event_base *base, const struct tg_state_opts *opts,
+    struct tg_err *err);
+/**
+ * Takes ownership of st and closes it; NULL-safe. Operations not answered
+ * yet are answered now with TG_STATE_UNAVAILABLE (a write among them may
+ * have committed). Payload writers still open are the caller's bug.
+ */
+void tg_state_close(struct tg_state *st);
+/** The backend's name ("sqlite", …; static, borrowed); st is borrowed. */
+const char *tg_state_backend_name(const struct tg_state *st);
+/**
+ * Forget op (borrowed; no longer valid after this call): its callback is
+ * never called. A write already under way may still commit; a payload
+ * append or commit still happens (the payload stays whole), only its
+ * callback is dropped. NULL-safe.
+ */
+void tg_state_cancel(struct tg_state_op *op);
+
+/* ---- callback types (res borrowed; arg is the caller's, passed back) ---- */
+
+/** No result beyond res. */
+typedef void (*tg_state_done_cb)(const struct tg_state_res *res, void *arg);
+/** A number: a count, a time, or a flag; said at each operation. */
+typedef void (*tg_state_num_cb)(const struct tg_state_res *res, int64_t n, void *arg);
+/** Two numbers, said at each operation. */
+typedef void (*tg_state_pair_cb)(const struct tg_state_res *res, int64_t a, int64_t b,
+    void *arg);
+/** A string (borrowed; NULL when rc != 0), said at each operation. */
+typedef void (*tg_state_str_cb)(const struct tg_state_res *res, const char *s, void *arg);
+/** Bytes (borrowed; NULL when rc != 0), said at each operation. */
+typedef void (*tg_state_blob_cb)(const struct tg_state_res *res, const void *data, size_t len,
+    void *arg);
+/** Strings (borrowed, each and the array), said at each operation. */
+typedef void (*tg_state_strs_cb)(const struct tg_state_res *res, const char *const *s,
+    size_t n, void *arg);
+
+/** A leased job; the callback takes ownership of l (tg_outbox_lease_free);
+ * l is NULL when rc != 0 or no job is due. */
+typedef void (*tg_state_lease_cb)(const struct tg_state_res *res, struct tg_outbox_lease *l,
+    void *arg);
+/** The state a completed attempt left its job in, and (READY) its next time. */
+typedef void (*tg_state_outcome_cb)(const struct tg_state_res *res,
+    enum tg_outbox_state state, int64_t next_at, void *arg);
+/** Jobs (borrowed array; a get gives n 1). */
+typedef void (*tg_state_jobs_cb)(const struct tg_state_res *res,
+    const struct tg_outbox_job *jobs, size_t n, void *arg);
+/** Outbox counters (borrowed; NULL when rc != 0). */
+typedef void (*tg_state_outbox_stats_cb)(const struct tg_state_res *res,
+    const struct tg_outbox_stats *st, void *arg);
+/** A payload writer; the callback takes ownership of w (NULL when rc != 0)
+ * and ends it with tg_state_payload_commit or tg_state_payload_abort. */
+typedef void (*tg_state_payload_cb)(const struct tg_state_res *res,
+    struct tg_state_payload *w, void *arg);
+/** Runs (borrowed array; a get gives n 1); more: further runs match. */
+typedef void (*tg_state_runs_cb)(const struct tg_state_res *res, const struct tg_run *runs,
+    size_t n, int more, void *arg);
+/** Registry counters (borrowed; NULL when rc != 0). */
+typedef void (*tg_state_runs_stats_cb)(const struct tg_state_res *res,
+    const struct tg_runs_stats *st, void *arg);
+/** A run whose end is not handled yet: id borrowed, NULL when none. */
+typedef void (*tg_state_unhandled_cb)(const struct tg_state_res *res, const char *id,
+    enum tg_run_status status, void *arg);
+/** Sweeps (borrowed array; a get gives n 1); more: further sweeps match. */
+typedef void (*tg_state_sweeps_cb)(const struct tg_state_res *res,
+    const struct tg_sweep *sweeps, size_t n, int more, void *arg);
+/** A sweep's variants (borrowed array). */
+typedef void (*tg_state_variants_cb)(const struct tg_state_res *res,
+    const struct tg_sweep_variant *v, size_t n, void *arg);
+/** A claimed variant (borrowed), NULL when nothing may be submitted now. */
+typedef void (*tg_state_claim_cb)(const struct tg_state_res *res,
+    const struct tg_sweep_claim *c, void *arg);
+
+/** A vendor token record (strings borrowed). */
+struct tg_state_token {
+	const char *token;
+	int64_t expires_at;	/* ms; 0: unknown */
+};
+/** The token of a service (borrowed; NULL when rc != 0). */
+typedef void (*tg_state_token_cb)(const struct tg_state_res *res,
+    const struct tg_state_token *t, void *arg);
+
+/** A poll entry's terminal answer (body and content_type borrowed). */
+struct tg_state_answer {
+	int status;		/* HTTP status the vendor gave */
+	const char *content_type;	/* or NULL */
+	const void *body;
+	size_t len;
+};
+/** A cached answer (borrowed; NULL when rc != 0). */
+typedef void (*tg_state_answer_cb)(const struct tg_state_res *res,
+    const struct tg_state_answer *a, void *arg);
+
+/* ---- webhook outbox: jobs ---- */
+
+/** Store a waiting job (st and job borrowed, copied); cb gets its
+ * webhook-id (borrowed) once durable. */
+struct tg_state_op *tg_state_outbox_add(struct tg_state *st, const struct tg_outbox_new *job,
+    int64_t now_ms, tg_state_str_cb cb, void *arg);
+/** Name the correlationId of job id (st, id, cid borrowed). NOT_FOUND. */
+struct tg_state_op *tg_state_outbox_set_cid(struct tg_state *st, const char *id,
+    const char *cid, tg_state_done_cb cb, void *arg);
+/** A waiting job whose payload will never come: dead with reason (st, id,
+ * reason borrowed). NOT_FOUND, CONFLICT (not waiting). */
+struct tg_state_op *tg_state_outbox_abandon(struct tg_state *st, const char *id,
+    const char *reason, int64_t now_ms, tg_state_done_cb cb, void *arg);
+/** Lease the most overdue due job (st borrowed); see tg_state_lease_cb. */
+struct tg_state_op *tg_state_outbox_lease(struct tg_state *st, int64_t now_ms,
+    tg_state_lease_cb cb, void *arg);
+/** Push lease l's expiry on (st, l borrowed); cb's n: the new expiry (set
+ * l->expires_at to it). CONFLICT when the lease was lost. */
+struct tg_state_op *tg_state_outbox_renew(struct tg_state *st, const struct tg_outbox_lease *l,
+    int64_t now_ms, tg_state_num_cb cb, void *arg);
+/** Give lease l up without an outcome (st, l borrowed): due again at once. */
+struct tg_state_op *tg_state_outbox_release(struct tg_state *st,
+    const struct tg_outbox_lease *l, tg_state_done_cb cb, void *arg);
+/** Record the attempt's outcome under lease l (st, l, r borrowed).
+ * CONFLICT when the lease was lost. */
+struct tg_state_op *tg_state_outbox_complete(struct tg_state *st,
+    const struct tg_outbox_lease *l, const struct tg_outbox_result *r, int64_t now_ms,
+    tg_state_outcome_cb cb, void *arg);
+/** cb's n: earliest time a job may become leasable, INT64_MAX when none
+ * (st borrowed). */
+struct tg_state_op *tg_state_outbox_next_due(struct tg_state *st, tg_state_num_cb cb,
+    void *arg);
+
+/* ---- webhook outbox: payloads (streamed: bounded memory) ---- */
+
+/** Start writing the payload of waiting job id (st, id borrowed); see
+ * tg_state_payload_cb. NOT_FOUND, CONFLICT (not waiting). */
+struct tg_state_op *tg_state_payload_open(struct tg_state *st, const char *id,
+    tg_state_payload_cb cb, void *arg);
+/**
+ * Append what buf holds (borrowed; drained now, its bytes moved without a
+ * copy) to the payload (w borrowed). cb says they are written. Keep one
+ * append in flight per writer (wait for cb) so memory stays bounded by
+ * one chunk.
+ */
+struct tg_state_op *tg_state_payload_append(struct tg_state_payload *w, struct evbuffer *buf,
+    tg_state_done_cb cb, void *arg);
+/** Make the payload durable and the job ready, due now. Takes ownership of
+ * w (gone when this returns). On failure the job stays waiting. */
+struct tg_state_op *tg_state_payload_commit(struct tg_state_payload *w, int64_t now_ms,
+    tg_state_done_cb cb, void *arg);
+/** Drop the payload; the job stays waiting. Takes ownership of w; NULL-safe. */
+void tg_state_payload_abort(struct tg_state_payload *w);
+/** Open, append and commit a small payload in memory (st, id, data
+ * borrowed; data copied). Codes as tg_state_payload_open. */
+struct tg_state_op *tg_state_payload_set(struct tg_state *st, const char *id,
+    const void *data, size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+
+/* ---- webhook outbox: admin ---- */
+
+/** Jobs matching q (st, q borrowed), newest first. */
+struct tg_state_op *tg_state_outbox_list(struct tg_state *st, const struct tg_outbox_query *q,
+    tg_state_jobs_cb cb, void *arg);
+/** Job id (st, id borrowed); NOT_FOUND. */
+struct tg_state_op *tg_state_outbox_get(struct tg_state *st, const char *id,
+    tg_state_jobs_cb cb, void *arg);
+/** Deliver job id again from scratch (st, id borrowed). NOT_FOUND, CONFLICT. */
+struct tg_state_op *tg_state_outbox_redeliver(struct tg_state *st, const char *id,
+    int64_t now_ms, tg_state_done_cb cb, void *arg);
+/** The same for every job that failed at or after since_ms (st borrowed);
+ * cb's n: their number. */
+struct tg_state_op *tg_state_outbox_redeliver_since(struct tg_state *st, int64_t since_ms,
+    int64_t now_ms, tg_state_num_cb cb, void *arg);
+/** Delete finished jobs done before before_ms (st borrowed); cb's n: their
+ * number. */
+struct tg_state_op *tg_state_outbox_purge(struct tg_state *st, int64_t before_ms,
+    tg_state_num_cb cb, void *arg);
+/** Depth by state and the counters (st borrowed). */
+struct tg_state_op *tg_state_outbox_stats(struct tg_state *st, int64_t now_ms,
+    tg_state_outbox_stats_cb cb, void *arg);
+
+/* ---- run registry ---- */
+
+/** Record a submission (st, run borrowed, copied); durable when cb runs
+ * with 0. CONFLICT: the simulation id is known. */
+struct tg_state_op *tg_state_runs_add(struct tg_state *st, const struct tg_run_new *run,
+    int64_t now_ms, tg_state_done_cb cb, void *arg);
+/** What a status check found (st, id borrowed; tg_runs_set_status). cb's
+ * n: 1 when the run became terminal with this call. NOT_FOUND. */
+struct tg_state_op *tg_state_runs_set_status(struct tg_state *st, const char *id,
+    enum tg_run_status status, int64_t completed_at, int64_t now_ms, tg_state_num_cb cb,
+    void *arg);
+/** A check without a usable answer (st, id, why borrowed;
+ * tg_runs_check_failed). NOT_FOUND. */
+struct tg_state_op *tg_state_runs_check_failed(struct tg_state *st, const char *id,
+    const char *why, int64_t retry_after_ms, int64_t now_ms, tg_state_done_cb cb, void *arg);
+/** Up to max in-progress runs whose check is due (st borrowed). */
+struct tg_state_op *tg_state_runs_due(struct tg_state *st, int64_t now_ms, size_t max,
+    tg_state_runs_cb cb, void *arg);
+/** cb's n: the earliest next check, INT64_MAX when none (st borrowed). */
+struct tg_state_op *tg_state_runs_next_due(struct tg_state *st, int64_t now_ms,
+    tg_state_num_cb cb, void *arg);
+/** The run that ended longest ago whose end is not handled (st borrowed). */
+struct tg_state_op *tg_state_runs_next_unhandled(struct tg_state *st,
+    tg_state_unhandled_cb cb, void *arg);
+/** The end of run id is handled (st, id borrowed). */
+struct tg_state_op *tg_state_runs_set_handled(struct tg_state *st, const char *id,
+    tg_state_done_cb cb, void *arg);
+/** Run id (st, id borrowed); NOT_FOUND. */
+struct tg_state_op *tg_state_runs_get(struct tg_state *st, const char *id,
+    tg_state_runs_cb cb, void *arg);
+/** Runs matching q (st, q borrowed), newest first; ERROR for an unknown
+ * status name (answer 400). */
+struct tg_state_op *tg_state_runs_list(struct tg_state *st, const struct tg_runs_query *q,
+    tg_state_runs_cb cb, void *arg);
+/** Keep the key figures of results (st, id, results borrowed, copied).
+ * NOT_FOUND; ERROR when results is not an object. */
+struct tg_state_op *tg_state_runs_set_figures(struct tg_state *st, const char *id,
+    yajl_val results, tg_state_done_cb cb, void *arg);
+/** Registry counters (st borrowed). */
+struct tg_state_op *tg_state_runs_stats(struct tg_state *st, tg_state_runs_stats_cb cb,
+    void *arg);
+/** Archive the results of a completed run (st, id, data borrowed, copied;
+ * len is capped by the archive limits). REFUSED over a cap, CONFLICT when
+ * the run has not completed, NOT_FOUND. */
+struct tg_state_op *tg_state_runs_archive(struct tg_state *st, const char *id,
+    const void *data, size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+/** The archived results of run id (st, id borrowed); NOT_FOUND when none. */
+struct tg_state_op *tg_state_runs_archived(struct tg_state *st, const char *id,
+    tg_state_blob_cb cb, void *arg);
+/** cb's a, b: archived bytes and runs (st borrowed). */
+struct tg_state_op *tg_state_runs_archive_usage(struct tg_state *st, tg_state_pair_cb cb,
+    void *arg);
+/** Mark runs past expiry EXPIRED (st borrowed); cb's n: their number. */
+struct tg_state_op *tg_state_runs_expire(struct tg_state *st, int64_t now_ms,
+    tg_state_num_cb cb, void *arg);
+/** Delete runs and sweeps past retention (st borrowed); cb's a, b: runs and
+ * sweeps removed. */
+struct tg_state_op *tg_state_runs_purge(struct tg_state *st, int64_t now_ms,
+    tg_state_pair_cb cb, void *arg);
+
+/* ---- sweeps ---- */
+
+/** Store a sweep with every variant pending (st, s borrowed, copied); cb
+ * gets its id (borrowed) once durable. */
+struct tg_state_op *tg_state_sweep_create(struct tg_state *st, const struct tg_sweep_new *s,
+    int64_t now_ms, tg_state_str_cb cb, void *arg);
+/** Sweep id (st, id borrowed); NOT_FOUND. */
+struct tg_state_op *tg_state_sweep_get(struct tg_state *st, const char *id,
+    tg_state_sweeps_cb cb, void *arg);
+/** Sweeps of api_key (NULL: all) in state (NULL: both), newest first (all
+ * borrowed). */
+struct tg_state_op *tg_state_sweep_list(struct tg_state *st, const char *api_key,
+    const char *state, size_t limit, size_t offset, tg_state_sweeps_cb cb, void *arg);
+/** The variants of sweep id in request order (st, id borrowed). */
+struct tg_state_op *tg_state_sweep_variants(struct tg_state *st, const char *id,
+    tg_state_variants_cb cb, void *arg);
+/** Claim the next pending variant of sweep id (st, id borrowed). */
+struct tg_state_op *tg_state_sweep_claim(struct tg_state *st, const char *id, int64_t now_ms,
+    tg_state_claim_cb cb, void *arg);
+/** The vendor accepted claimed variant name: record run (all borrowed,
+ * copied). CONFLICT when not submitting. */
+struct tg_state_op *tg_state_sweep_submitted(struct tg_state *st, const char *id,
+    const char *name, const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb,
+    void *arg);
+/** The submission of variant name failed (all borrowed); final: rejected
+ * for good. CONFLICT when not submitting. */
+struct tg_state_op *tg_state_sweep_unclaim(struct tg_state *st, const char *id,
+    const char *name, const char *why, int final, int64_t now_ms, tg_state_done_cb cb,
+    void *arg);
+/** Mark sweep id done when every variant ended (st, id borrowed); cb's n:
+ * 1 when it became done with this call. */
+struct tg_state_op *tg_state_sweep_settle(struct tg_state *st, const char *id,
+    int64_t now_ms, tg_state_num_cb cb, void *arg);
+/** Ids of the sweeps still running, oldest first (st borrowed). */
+struct tg_state_op *tg_state_sweep_running(struct tg_state *st, tg_state_strs_cb cb,
+    void *arg);
+
+/* ---- correlation ownership ---- */
+
+/** Job cid of family was created by key (all borrowed, copied). */
+struct tg_state_op *tg_state_owners_record(struct tg_state *st, const char *family,
+    const char *cid, const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg);
+/** cb's s: the key that created job cid of family (all borrowed);
+ * NOT_FOUND when no live record names it. */
+struct tg_state_op *tg_state_owners_lookup(struct tg_state *st, const char *family,
+    const char *cid, int64_t now_ms, tg_state_str_cb cb, void *arg);
+/** Remove records past their age or count (st borrowed); cb's n: removed. */
+struct tg_state_op *tg_state_owners_prune(struct tg_state *st, int64_t now_ms,
+    tg_state_num_cb cb, void *arg);
+/** cb's n: records held (st borrowed). */
+struct tg_state_op *tg_state_owners_count(struct tg_state *st, tg_state_num_cb cb, void *arg);
+
+/* ---- vendor token records ---- */
+
+/** The token held for service (st, service borrowed); NOT_FOUND when none. */
+struct tg_state_op *tg_state_token_get(struct tg_state *st, const char *service,
+    tg_state_token_cb cb, void *arg);
+/** Hold t for service, replacing any (all borrowed, copied). */
+struct tg_state_op *tg_state_token_put(struct tg_state *st, const char *service,
+    const struct tg_state_token *t, tg_state_done_cb cb, void *arg);
+/** A vendor refused token (all borrowed; NULL: whatever is held): drop the
+ * record if it still holds that token. NOT_FOUND when it holds another
+ * (already replaced) or none. */
+struct tg_state_op *tg_state_token_invalidate(struct tg_state *st, const char *service,
+    const char *token, tg_state_done_cb cb, void *arg);
+
+/* ---- poll entries ---- */
+
+/** Become (or stay) the instance polling key upstream for ttl_ms (st, key
+ * borrowed); cb's n: 1 when this instance leads, 0 when another does. */
+struct tg_state_op *tg_state_poll_lead(struct tg_state *st, const char *key, int64_t now_ms,
+    int64_t ttl_ms, tg_state_num_cb cb, void *arg);
+/** Publish key's terminal answer for ttl_ms to the other instances (all
+ * borrowed, copied when kept). */
+struct tg_state_op *tg_state_poll_publish(struct tg_state *st, const char *key,
+    const struct tg_state_answer *a, int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb,
+    void *arg);
+/** The terminal answer another instance published for key (st, key
+ * borrowed); NOT_FOUND when none is live. */
+struct tg_state_op *tg_state_poll_fetch(struct tg_state *st, const char *key, int64_t now_ms,
+    tg_state_answer_cb cb, void *arg);
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * backend.h - what a state backend provides to the seam (state.c): its
+ * name, open and close, and one entry per operation of
+ * include/tidegate/state.h with the same arguments, the backend's own
+ * handle (impl) standing for struct tg_state. Private to src/state/: a
+ * backend (sqlite/, a PostgreSQL one) fills a struct tg_state_backend and
+ * is listed in state.c's table; callers never change.
+ *
+ * Operation handles and payload writers begin with the backend that made
+ * them, so tg_state_cancel and the payload calls reach it.
+ */
+#ifndef TG_STATE_BACKEND_H
+#define TG_STATE_BACKEND_H
+
+#include "tidegate/state.h"
+
+struct tg_state_backend;
+
+/** The head of every backend's operation handle. */
+struct tg_state_op {
+	const struct tg_state_backend *be;
+};
+
+/** The head of every backend's payload writer. */
+struct tg_state_payload {
+	const struct tg_state_backend *be;
+};
+
+struct tg_state_backend {
+	const char *name;		/* "sqlite", … */
+	/** The backend's handle (the caller, state.c, owns it: close), or NULL
+	 * with err. base and opts borrowed. */
+	void *(*open)(struct event_base *base, const struct tg_state_opts *opts,
+	    struct tg_err *err);
+	/** Takes ownership of impl. */
+	void (*close)(void *impl);
+	/** op borrowed; see tg_state_cancel. */
+	void (*cancel)(struct tg_state_op *op);
+	/* Operations: see include/tidegate/state.h; every pointer as there. */
+	struct tg_state_op *(*outbox_add)(void *impl, const struct tg_outbox_new *job,
+	    int64_t now_ms, tg_state_str_cb cb, void *arg);
+	struct tg_state_op *(*outbox_set_cid)(void *impl, const char *id, const char *cid,
+	    tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*outbox_abandon)(void *impl, const char *id, const char *reason,
+	    int64_t now_ms, tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*outbox_lease)(void *impl, int64_t now_ms, tg_state_lease_cb cb,
+	    void *arg);
+	struct tg_state_op *(*outbox_renew)(void *impl, const struct tg_outbox_lease *l,
+	    int64_t now_ms, tg_state_num_cb cb, void *arg);
+	struct tg_state_op *(*outbox_release)(void *impl, const struct tg_outbox_lease *l,
+	    tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*outbox_complete)(void *impl, const struct tg_outbox_lease *l,
+	    const struct tg_outbox_result *r, int64_t now_ms, tg_state_outcome_cb cb, void *arg);
+	struct tg_state_op *(*outbox_next_due)(void *impl, tg_state_num_cb cb, void *arg);
+	struct tg_state_op *(*payload_open)(void *impl, const char *id, tg_state_payload_cb cb,
+	    void *arg);
+	struct tg_state_op *(*payload_append)(struct tg_state_payload *w, struct evbuffer *buf,
+	    tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*payload_commit)(struct tg_state_payload *w, int64_t now_ms,
+	    tg_state_done_cb cb, void *arg);
+	void (*payload_abort)(struct tg_state_payload *w);
+	struct tg_state_op *(*payload_set)(void *impl, const char *id, const void *data, size_t len,
+	    int64_t now_ms, tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*outbox_list)(void *impl, const struct tg_outbox_query *q,
+	    tg_state_jobs_cb cb, void *arg);
+	struct tg_state_op *(*outbox_get)(void *impl, const char *id, tg_state_jobs_cb cb,
+	    void *arg);
+	struct tg_state_op *(*outbox_redeliver)(void *impl, const char *id, int64_t now_ms,
+	    tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*outbox_redeliver_since)(void *impl, int64_t since_ms, int64_t now_ms,
+	    tg_state_num_cb cb, void *arg);
+	struct tg_state_op *(*outbox_purge)(void *impl, int64_t before_ms, tg_state_num_cb cb,
+	    void *arg);
+	struct tg_state_op *(*outbox_stats)(void *impl, int64_t now_ms, tg_state_outbox_stats_cb cb,
+	    void *arg);
+	struct tg_state_op *(*runs_add)(void *impl, const struct tg_run_new *run, int64_t now_ms,
+	    tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*runs_set_status)(void *impl, const char *id,
+	    enum tg_run_status status, int64_t completed_at, int64_t now_ms, tg_state_num_cb cb,
+	    void *arg);
+	struct tg_state_op *(*runs_check_failed)(void *impl, const char *id, const char *why,
+	    int64_t retry_after_ms, int64_t now_ms, tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*runs_due)(void *impl, int64_t now_ms, size_t max, tg_state_runs_cb cb,
+	    void *arg);
+	struct tg_state_op *(*runs_next_due)(void *impl, int64_t now_ms, tg_state_num_cb cb,
+	    void *arg);
+	struct tg_state_op *(*runs_next_unhandled)(void *impl, tg_state_unhandled_cb cb, void *arg);
+	struct tg_state_op *(*runs_set_handled)(void *impl, const char *id, tg_state_done_cb cb,
+	    void *arg);
+	struct tg_state_op *(*runs_get)(void *impl, const char *id, tg_state_runs_cb cb, void *arg);
+	struct tg_state_op *(*runs_list)(void *impl, const struct tg_runs_query *q,
+	    tg_state_runs_cb cb, void *arg);
+	struct tg_state_op *(*runs_set_figures)(void *impl, const char *id, yajl_val results,
+	    tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*runs_stats)(void *impl, tg_state_runs_stats_cb cb, void *arg);
+	struct tg_state_op *(*runs_archive)(void *impl, const char *id, const void *data,
+	    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*runs_archived)(void *impl, const char *id, tg_state_blob_cb cb,
+	    void *arg);
+	struct tg_state_op *(*runs_archive_usage)(void *impl, tg_state_pair_cb cb, void *arg);
+	struct tg_state_op *(*runs_expire)(void *impl, int64_t now_ms, tg_state_num_cb cb,
+	    void *arg);
+	struct tg_state_op *(*runs_purge)(void *impl, int64_t now_ms, tg_state_pair_cb cb,
+	    void *arg);
+	struct tg_state_op *(*sweep_create)(void *impl, const struct tg_sweep_new *s,
+	    int64_t now_ms, tg_state_str_cb cb, void *arg);
+	struct tg_state_op *(*sweep_get)(void *impl, const char *id, tg_state_sweeps_cb cb,
+	    void *arg);
+	struct tg_state_op *(*sweep_list)(void *impl, const char *api_key, const char *state,
+	    size_t limit, size_t offset, tg_state_sweeps_cb cb, void *arg);
+	struct tg_state_op *(*sweep_variants)(void *impl, const char *id, tg_state_variants_cb cb,
+	    void *arg);
+	struct tg_state_op *(*sweep_claim)(void *impl, const char *id, int64_t now_ms,
+	    tg_state_claim_cb cb, void *arg);
+	struct tg_state_op *(*sweep_submitted)(void *impl, const char *id, const char *name,
+	    const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*sweep_unclaim)(void *impl, const char *id, const char *name,
+	    const char *why, int final, int64_t now_ms, tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*sweep_settle)(void *impl, const char *id, int64_t now_ms,
+	    tg_state_num_cb cb, void *arg);
+	struct tg_state_op *(*sweep_running)(void *impl, tg_state_strs_cb cb, void *arg);
+	struct tg_state_op *(*owners_record)(void *impl, const char *family, const char *cid,
+	    const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*owners_lookup)(void *impl, const char *family, const char *cid,
+	    int64_t now_ms, tg_state_str_cb cb, void *arg);
+	struct tg_state_op *(*owners_prune)(void *impl, int64_t now_ms, tg_state_num_cb cb,
+	    void *arg);
+	struct tg_state_op *(*owners_count)(void *impl, tg_state_num_cb cb, void *arg);
+	struct tg_state_op *(*token_get)(void *impl, const char *service, tg_state_token_cb cb,
+	    void *arg);
+	struct tg_state_op *(*token_put)(void *impl, const char *service,
+	    const struct tg_state_token *t, tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*token_invalidate)(void *impl, const char *service, const char *token,
+	    tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*poll_lead)(void *impl, const char *key, int64_t now_ms,
+	    int64_t ttl_ms, tg_state_num_cb cb, void *arg);
+	struct tg_state_op *(*poll_publish)(void *impl, const char *key,
+	    const struct tg_state_answer *a, int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb,
+	    void *arg);
+	struct tg_state_op *(*poll_fetch)(void *impl, const char *key, int64_t now_ms,
+	    tg_state_answer_cb cb, void *arg);
+};
+
+/** The SQLite backend (src/state/sqlite/backend.c). */
+extern const struct tg_state_backend tg_state_sqlite_backend;
+
+#endif

@@ -1,0 +1,299 @@
+/*
+ * backend.c - the SQLite state backend's handle and machinery (sq.h):
+ * open and close (two connections per configured store: the loop reads
+ * on one, the writer thread commits on the other), the operation record's
+ * life (run now for a read; queued on the writer thread for a write;
+ * answered once on the loop unless cancelled) and its vtable for the seam
+ * (src/state/state.c).
+ *
+ * SQLite is used in multi-thread mode (SQLITE_OPEN_NOMUTEX): each
+ * connection is used by one thread at a time. The write connections are
+ * opened here on the loop before the writer thread exists and touched only
+ * by it afterwards; the worker's queue lock orders the hand-over. The
+ * library must be built thread-safe (sqlite3_threadsafe() != 0), checked
+ * at open.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "sq.h"
+
+struct sq_op *
+tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer,
+    void (*cb)(void), void *arg)
+{
+	struct sq_op *o = tg_xcalloc(1, sizeof(*o));
+
+	o->pub.be = &tg_state_sqlite_backend;
+	o->sq = sq;
+	o->dom = dom;
+	o->run = run;
+	o->answer = answer;
+	o->cb = cb;
+	o->arg = arg;
+	return o;
+}
+
+char *
+tg_state_sq_dup(const char *s)
+{
+	return s != NULL ? tg_xstrdup(s) : NULL;
+}
+
+int
+tg_state_sq_rc(struct sq_op *o, int rc)
+{
+	switch (rc) {
+	case -2:	/* TG_OUTBOX_NOT_FOUND, TG_RUNS_NOT_FOUND */
+		o->res.rc = TG_STATE_NOT_FOUND;
+		break;
+	case -3:	/* TG_OUTBOX_CONFLICT, TG_RUNS_CONFLICT */
+		o->res.rc = TG_STATE_CONFLICT;
+		break;
+	case -4:	/* TG_RUNS_REFUSED */
+		o->res.rc = TG_STATE_REFUSED;
+		break;
+	default:
+		o->res.rc = rc < 0 ? TG_STATE_ERROR : TG_STATE_OK;
+		break;
+	}
+	if (o->res.rc == TG_STATE_OK)
+		o->res.err.msg[0] = '\0';
+	return rc;
+}
+
+static void
+op_free(struct sq_op *o)
+{
+	if (o->cleanup != NULL)
+		o->cleanup(o);
+	free(o->s1);
+	free(o->s2);
+	free(o->s3);
+	free(o->out);
+	free(o);
+}
+
+/* 1 when the store o needs is open; else o answers UNAVAILABLE. */
+static int
+configured(struct sq_op *o)
+{
+	static const char *const names[] = {
+		[SQ_OUTBOX] = "webhook outbox", [SQ_RUNS] = "run registry",
+		[SQ_OWNERS] = "correlation ownership store",
+	};
+	const struct sq *sq = o->sq;
+
+	if (o->dom == SQ_NONE || (o->dom == SQ_OUTBOX && sq->wob != NULL) ||
+	    (o->dom == SQ_RUNS && sq->wruns != NULL) ||
+	    (o->dom == SQ_OWNERS && sq->wown != NULL))
+		return 1;
+	o->res.rc = TG_STATE_UNAVAILABLE;
+	tg_err_set(&o->res.err, "state: no %s is configured", names[o->dom]);
+	return 0;
+}
+
+struct tg_state_op *
+tg_state_sq_read(struct sq_op *o)
+{
+	if (configured(o))
+		o->run(o);
+	o->answer(o);
+	op_free(o);
+	return NULL;
+}
+
+static void
+on_run(void *arg)
+{
+	struct sq_op *o = arg;
+
+	o->run(o);
+}
+
+/* Answers, on the loop. cancelled: the worker skipped run or is stopping. */
+static void
+on_done(void *arg, int cancelled)
+{
+	struct sq_op *o = arg;
+
+	o->job = NULL;
+	if (!o->cancelled) {
+		if (cancelled) {
+			o->res.rc = TG_STATE_UNAVAILABLE;
+			tg_err_set(&o->res.err, "state: closing");
+		}
+		o->answer(o);
+	}
+	op_free(o);
+}
+
+struct tg_state_op *
+tg_state_sq_write(struct sq_op *o)
+{
+	if (!configured(o))
+		return tg_state_sq_read(o);
+	o->job = tg_worker_submit(o->sq->w, on_run, on_done, o);
+	return &o->pub;
+}
+
+static void
+sq_cancel(struct tg_state_op *op)
+{
+	struct sq_op *o = (struct sq_op *)op;
+
+	o->cancelled = 1;
+	if (o->job != NULL && !o->keep)
+		tg_worker_cancel(o->job);
+}
+
+void
+tg_state_sq_answer_done(struct sq_op *o)
+{
+	((tg_state_done_cb)o->cb)(&o->res, o->arg);
+}
+
+void
+tg_state_sq_answer_num(struct sq_op *o)
+{
+	((tg_state_num_cb)o->cb)(&o->res, o->res.rc == 0 ? o->n1 : 0, o->arg);
+}
+
+void
+tg_state_sq_answer_pair(struct sq_op *o)
+{
+	((tg_state_pair_cb)o->cb)(&o->res, o->res.rc == 0 ? o->n1 : 0,
+	    o->res.rc == 0 ? o->n2 : 0, o->arg);
+}
+
+void
+tg_state_sq_answer_str(struct sq_op *o)
+{
+	((tg_state_str_cb)o->cb)(&o->res, o->res.rc == 0 ? o->out : NULL, o->arg);
+}
+
+/* ---- open / close ---- */
+
+static void
+stores_close(struct sq *sq)
+{
+	tg_outbox_close(sq->rob);
+	tg_outbox_close(sq->wob);
+	tg_runs_close(sq->rruns);
+	tg_runs_close(sq->wruns);
+	tg_owners_close(sq->rown);
+	tg_owners_close(sq->wown);
+}
+
+/* The write connection first: it creates and migrates; the read one then
+ * finds the schema in place. */
+static int
+stores_open(struct sq *sq, const struct tg_state_opts *opts, struct tg_err *err)
+{
+	if (opts->outbox != NULL && ((sq->wob = tg_outbox_open(opts->outbox, err)) == NULL ||
+	    (sq->rob = tg_outbox_open(opts->outbox, err)) == NULL))
+		return -1;
+	if (opts->runs != NULL && ((sq->wruns = tg_runs_open(opts->runs, err)) == NULL ||
+	    (sq->rruns = tg_runs_open(opts->runs, err)) == NULL))
+		return -1;
+	if (opts->owners != NULL && ((sq->wown = tg_owners_open(opts->owners, err)) == NULL ||
+	    (sq->rown = tg_owners_open(opts->owners, err)) == NULL))
+		return -1;
+	return 0;
+}
+
+static void *
+sq_open(struct event_base *base, const struct tg_state_opts *opts, struct tg_err *err)
+{
+	struct sq *sq;
+
+	if (!sqlite3_threadsafe()) {
+		tg_err_set(err, "state: this SQLite library is built without thread support");
+		return NULL;
+	}
+	sq = tg_xcalloc(1, sizeof(*sq));
+	if ((sq->w = tg_worker_new(base, err)) == NULL || stores_open(sq, opts, err) != 0) {
+		tg_worker_free(sq->w);
+		stores_close(sq);
+		free(sq);
+		return NULL;
+	}
+	return sq;
+}
+
+/* The worker stops first (pending operations answer UNAVAILABLE), then
+ * the connections close on the loop: nothing else uses them by then. */
+static void
+sq_close(void *impl)
+{
+	struct sq *sq = impl;
+
+	sq->closing = 1;
+	tg_worker_free(sq->w);
+	stores_close(sq);
+	tg_state_sq_tokens_free(sq);
+	free(sq);
+}
+
+const struct tg_state_backend tg_state_sqlite_backend = {
+	.name = "sqlite",
+	.open = sq_open,
+	.close = sq_close,
+	.cancel = sq_cancel,
+	.outbox_add = tg_state_sq_outbox_add,
+	.outbox_set_cid = tg_state_sq_outbox_set_cid,
+	.outbox_abandon = tg_state_sq_outbox_abandon,
+	.outbox_lease = tg_state_sq_outbox_lease,
+	.outbox_renew = tg_state_sq_outbox_renew,
+	.outbox_release = tg_state_sq_outbox_release,
+	.outbox_complete = tg_state_sq_outbox_complete,
+	.outbox_next_due = tg_state_sq_outbox_next_due,
+	.payload_open = tg_state_sq_payload_open,
+	.payload_append = tg_state_sq_payload_append,
+	.payload_commit = tg_state_sq_payload_commit,
+	.payload_abort = tg_state_sq_payload_abort,
+	.payload_set = tg_state_sq_payload_set,
+	.outbox_list = tg_state_sq_outbox_list,
+	.outbox_get = tg_state_sq_outbox_get,
+	.outbox_redeliver = tg_state_sq_outbox_redeliver,
+	.outbox_redeliver_since = tg_state_sq_outbox_redeliver_since,
+	.outbox_purge = tg_state_sq_outbox_purge,
+	.outbox_stats = tg_state_sq_outbox_stats,
+	.runs_add = tg_state_sq_runs_add,
+	.runs_set_status = tg_state_sq_runs_set_status,
+	.runs_check_failed = tg_state_sq_runs_check_failed,
+	.runs_due = tg_state_sq_runs_due,
+	.runs_next_due = tg_state_sq_runs_next_due,
+	.runs_next_unhandled = tg_state_sq_runs_next_unhandled,
+	.runs_set_handled = tg_state_sq_runs_set_handled,
+	.runs_get = tg_state_sq_runs_get,
+	.runs_list = tg_state_sq_runs_list,
+	.runs_set_figures = tg_state_sq_runs_set_figures,
+	.runs_stats = tg_state_sq_runs_stats,
+	.runs_archive = tg_state_sq_runs_archive,
+	.runs_archived = tg_state_sq_runs_archived,
+	.runs_archive_usage = tg_state_sq_runs_archive_usage,
+	.runs_expire = tg_state_sq_runs_expire,
+	.runs_purge = tg_state_sq_runs_purge,
+	.sweep_create = tg_state_sq_sweep_create,
+	.sweep_get = tg_state_sq_sweep_get,
+	.sweep_list = tg_state_sq_sweep_list,
+	.sweep_variants = tg_state_sq_sweep_variants,
+	.sweep_claim = tg_state_sq_sweep_claim,
+	.sweep_submitted = tg_state_sq_sweep_submitted,
+	.sweep_unclaim = tg_state_sq_sweep_unclaim,
+	.sweep_settle = tg_state_sq_sweep_settle,
+	.sweep_running = tg_state_sq_sweep_running,
+	.owners_record = tg_state_sq_owners_record,
+	.owners_lookup = tg_state_sq_owners_lookup,
+	.owners_prune = tg_state_sq_owners_prune,
+	.owners_count = tg_state_sq_owners_count,
+	.token_get = tg_state_sq_token_get,
+	.token_put = tg_state_sq_token_put,
+	.token_invalidate = tg_state_sq_token_invalidate,
+	.poll_lead = tg_state_sq_poll_lead,
+	.poll_publish = tg_state_sq_poll_publish,
+	.poll_fetch = tg_state_sq_poll_fetch,
+};

@@ -1,0 +1,202 @@
+/*
+ * sq.h - private contract between the files of the SQLite state backend:
+ * the backend's handle (two connections per store: one read on the loop,
+ * one write on the writer thread), the operation record every seam call
+ * fills, and the machinery that answers it (backend.c). The per-domain
+ * files (sq_outbox.c, sq_payload.c, sq_runs.c, sq_sweeps.c, sq_shared.c)
+ * build operations on it.
+ *
+ * Threads: a read operation runs and answers on the loop before its call
+ * returns, on the read connections. A write operation is queued on the
+ * writer thread (src/core/worker.c, FIFO), runs there on the write
+ * connections, and answers later on the loop. Only run touches the write
+ * connections; answer and cleanup run on the loop.
+ */
+#ifndef TG_STATE_SQ_H
+#define TG_STATE_SQ_H
+
+#include <stdint.h>
+
+#include "tidegate/outbox.h"
+#include "tidegate/owners.h"
+#include "tidegate/runs_store.h"
+#include "tidegate/state.h"
+#include "tidegate/worker.h"
+#include "../backend.h"
+
+struct sq_token;
+struct sq_op;
+
+/** What an operation needs configured. */
+enum sq_domain { SQ_NONE, SQ_OUTBOX, SQ_RUNS, SQ_OWNERS };
+
+struct sq {
+	struct tg_worker *w;			/* the writer thread */
+	struct tg_outbox *rob, *wob;		/* read / write connections; NULL: none */
+	struct tg_runs *rruns, *wruns;
+	struct tg_owners *rown, *wown;
+	struct sq_token *tokens;		/* vendor token records (in memory) */
+	int closing;				/* the writer thread is stopping */
+};
+
+typedef void (*sq_fn)(struct sq_op *o);
+
+/** One operation; freed by the machinery after answer and cleanup. */
+struct sq_op {
+	struct tg_state_op pub;
+	struct sq *sq;
+	enum sq_domain dom;
+	struct tg_job *job;		/* while queued */
+	int cancelled;			/* no callback */
+	int keep;			/* runs even when cancelled (payload writes) */
+	sq_fn run;			/* the work; sets res */
+	sq_fn answer;			/* calls cb with res and the results */
+	sq_fn cleanup;			/* frees what in / p hold; may be NULL */
+	void (*cb)(void);		/* the typed callback, cast back by answer */
+	void *arg;
+	struct tg_state_res res;
+	char *s1, *s2, *s3;		/* string arguments (copies; freed here) */
+	int64_t t1, t2, t3;		/* number arguments */
+	void *in;			/* an op's own copied input (cleanup frees) */
+	int64_t n1, n2;			/* number results */
+	char *out;			/* string result (freed here) */
+	void *p;			/* an op's own result (cleanup frees) */
+	size_t np;
+	int more;
+};
+
+/** A new operation of sq for domain dom; cb is the typed callback, cast. */
+struct sq_op *tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer,
+    void (*cb)(void), void *arg);
+/** Run o now on the loop (a read), answer and free it: NULL. */
+struct tg_state_op *tg_state_sq_read(struct sq_op *o);
+/** Queue o on the writer thread: its handle, or NULL when answered at once. */
+struct tg_state_op *tg_state_sq_write(struct sq_op *o);
+/** Map a store's return code into o->res (err already set); the code back. */
+int tg_state_sq_rc(struct sq_op *o, int rc);
+/** Copy of s, NULL for NULL. */
+char *tg_state_sq_dup(const char *s);
+
+/* Answers shared by several operations. */
+void tg_state_sq_answer_done(struct sq_op *o);
+void tg_state_sq_answer_num(struct sq_op *o);	/* n1 */
+void tg_state_sq_answer_pair(struct sq_op *o);	/* n1, n2 */
+void tg_state_sq_answer_str(struct sq_op *o);	/* out */
+
+/** A copy of r (borrowed): the caller takes ownership (tg_state_sq_run_new_free). */
+struct tg_run_new *tg_state_sq_run_new_dup(const struct tg_run_new *r);
+/** Takes ownership of r and frees it with its strings; NULL-safe. */
+void tg_state_sq_run_new_free(struct tg_run_new *r);
+/** In-memory records: free the token table of sq. */
+void tg_state_sq_tokens_free(struct sq *sq);
+/** The payload writer of a payload_open that nobody took (cancelled or
+ * closing): dropped on the writer thread, or here once it has stopped. */
+void tg_state_sq_payload_drop(struct sq *sq, struct tg_outbox_payload *p);
+
+/* The operations (include/tidegate/state.h; impl is the struct sq *). */
+struct tg_state_op *tg_state_sq_outbox_add(void *impl, const struct tg_outbox_new *job,
+    int64_t now_ms, tg_state_str_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_set_cid(void *impl, const char *id, const char *cid,
+    tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_abandon(void *impl, const char *id, const char *reason,
+    int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_lease(void *impl, int64_t now_ms, tg_state_lease_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_outbox_renew(void *impl, const struct tg_outbox_lease *l,
+    int64_t now_ms, tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_release(void *impl, const struct tg_outbox_lease *l,
+    tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_complete(void *impl, const struct tg_outbox_lease *l,
+    const struct tg_outbox_result *r, int64_t now_ms, tg_state_outcome_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_next_due(void *impl, tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_payload_open(void *impl, const char *id,
+    tg_state_payload_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_payload_append(struct tg_state_payload *w,
+    struct evbuffer *buf, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_payload_commit(struct tg_state_payload *w, int64_t now_ms,
+    tg_state_done_cb cb, void *arg);
+void tg_state_sq_payload_abort(struct tg_state_payload *w);
+struct tg_state_op *tg_state_sq_payload_set(void *impl, const char *id, const void *data,
+    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_list(void *impl, const struct tg_outbox_query *q,
+    tg_state_jobs_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_get(void *impl, const char *id, tg_state_jobs_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_outbox_redeliver(void *impl, const char *id, int64_t now_ms,
+    tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_redeliver_since(void *impl, int64_t since_ms,
+    int64_t now_ms, tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_purge(void *impl, int64_t before_ms,
+    tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_stats(void *impl, int64_t now_ms,
+    tg_state_outbox_stats_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_runs_add(void *impl, const struct tg_run_new *run,
+    int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_runs_set_status(void *impl, const char *id,
+    enum tg_run_status status, int64_t completed_at, int64_t now_ms, tg_state_num_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_runs_check_failed(void *impl, const char *id, const char *why,
+    int64_t retry_after_ms, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_runs_due(void *impl, int64_t now_ms, size_t max,
+    tg_state_runs_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_runs_next_due(void *impl, int64_t now_ms, tg_state_num_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_runs_next_unhandled(void *impl, tg_state_unhandled_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_runs_set_handled(void *impl, const char *id,
+    tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_runs_get(void *impl, const char *id, tg_state_runs_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_runs_list(void *impl, const struct tg_runs_query *q,
+    tg_state_runs_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_runs_set_figures(void *impl, const char *id, yajl_val results,
+    tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_runs_stats(void *impl, tg_state_runs_stats_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_runs_archive(void *impl, const char *id, const void *data,
+    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_runs_archived(void *impl, const char *id, tg_state_blob_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_runs_archive_usage(void *impl, tg_state_pair_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_runs_expire(void *impl, int64_t now_ms, tg_state_num_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_runs_purge(void *impl, int64_t now_ms, tg_state_pair_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_sweep_create(void *impl, const struct tg_sweep_new *s,
+    int64_t now_ms, tg_state_str_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_sweep_get(void *impl, const char *id, tg_state_sweeps_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_sweep_list(void *impl, const char *api_key, const char *state,
+    size_t limit, size_t offset, tg_state_sweeps_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_sweep_variants(void *impl, const char *id,
+    tg_state_variants_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_sweep_claim(void *impl, const char *id, int64_t now_ms,
+    tg_state_claim_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_sweep_submitted(void *impl, const char *id, const char *name,
+    const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_sweep_unclaim(void *impl, const char *id, const char *name,
+    const char *why, int final, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_sweep_settle(void *impl, const char *id, int64_t now_ms,
+    tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_sweep_running(void *impl, tg_state_strs_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_owners_record(void *impl, const char *family, const char *cid,
+    const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_owners_lookup(void *impl, const char *family, const char *cid,
+    int64_t now_ms, tg_state_str_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_owners_prune(void *impl, int64_t now_ms, tg_state_num_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_owners_count(void *impl, tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_token_get(void *impl, const char *service,
+    tg_state_token_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_token_put(void *impl, const char *service,
+    const struct tg_state_token *t, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_token_invalidate(void *impl, const char *service,
+    const char *token, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_poll_lead(void *impl, const char *key, int64_t now_ms,
+    int64_t ttl_ms, tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_poll_publish(void *impl, const char *key,
+    const struct tg_state_answer *a, int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_sq_poll_fetch(void *impl, const char *key, int64_t now_ms,
+    tg_state_answer_cb cb, void *arg);
+
+#endif

@@ -1,0 +1,457 @@
+/*
+ * state.c - the state seam's dispatch (include/tidegate/state.h): picks a
+ * backend by the URL's scheme from one table at open, and hands every
+ * operation to it. Called by whatever needs durable or shared state; the
+ * backends are in src/state/<name>/ (backend.h says what they provide).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tidegate/state.h"
+#include "backend.h"
+
+struct tg_state {
+	const struct tg_state_backend *be;
+	void *impl;
+};
+
+/* Schemes of state.url. A NULL backend is known but not built in. */
+static const struct {
+	const char *scheme;
+	const struct tg_state_backend *be;
+} backends[] = {
+	{ "sqlite", &tg_state_sqlite_backend },
+	{ "postgresql", NULL },
+	{ "postgres", NULL },
+};
+
+const char *
+tg_state_rc_str(int rc)
+{
+	static const char *const names[] = {
+		"ok", "not found", "conflict", "refused", "unavailable", "error",
+	};
+
+	return rc >= 0 && (size_t)rc < sizeof(names) / sizeof(names[0]) ? names[rc] : "error";
+}
+
+/* The backend url names, or NULL with err. */
+static const struct tg_state_backend *
+pick(const char *url, struct tg_err *err)
+{
+	size_t i, n;
+
+	if (url == NULL || *url == '\0')
+		return &tg_state_sqlite_backend;
+	n = strcspn(url, ":");
+	for (i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+		if (strlen(backends[i].scheme) != n || strncmp(url, backends[i].scheme, n) != 0)
+			continue;
+		if (backends[i].be == NULL)
+			tg_err_set(err, "state.url: the %s backend is not built into this "
+			    "tidegate", backends[i].scheme);
+		return backends[i].be;
+	}
+	tg_err_set(err, "state.url: unknown scheme \"%.*s\" (expected postgresql:// or "
+	    "none for SQLite)", (int)(n > 32 ? 32 : n), url);
+	return NULL;
+}
+
+struct tg_state *
+tg_state_open(struct event_base *base, const struct tg_state_opts *opts, struct tg_err *err)
+{
+	const struct tg_state_backend *be = pick(opts->url, err);
+	struct tg_state *st;
+	void *impl;
+
+	if (be == NULL || (impl = be->open(base, opts, err)) == NULL)
+		return NULL;
+	st = tg_xcalloc(1, sizeof(*st));
+	st->be = be;
+	st->impl = impl;
+	return st;
+}
+
+void
+tg_state_close(struct tg_state *st)
+{
+	if (st == NULL)
+		return;
+	st->be->close(st->impl);
+	free(st);
+}
+
+const char *
+tg_state_backend_name(const struct tg_state *st)
+{
+	return st->be->name;
+}
+
+void
+tg_state_cancel(struct tg_state_op *op)
+{
+	if (op != NULL)
+		op->be->cancel(op);
+}
+
+/* ---- operations: straight to the backend ---- */
+
+struct tg_state_op *
+tg_state_outbox_add(struct tg_state *st, const struct tg_outbox_new *job, int64_t now_ms,
+    tg_state_str_cb cb, void *arg)
+{
+	return st->be->outbox_add(st->impl, job, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_set_cid(struct tg_state *st, const char *id, const char *cid,
+    tg_state_done_cb cb, void *arg)
+{
+	return st->be->outbox_set_cid(st->impl, id, cid, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_abandon(struct tg_state *st, const char *id, const char *reason,
+    int64_t now_ms, tg_state_done_cb cb, void *arg)
+{
+	return st->be->outbox_abandon(st->impl, id, reason, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_lease(struct tg_state *st, int64_t now_ms, tg_state_lease_cb cb, void *arg)
+{
+	return st->be->outbox_lease(st->impl, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_renew(struct tg_state *st, const struct tg_outbox_lease *l, int64_t now_ms,
+    tg_state_num_cb cb, void *arg)
+{
+	return st->be->outbox_renew(st->impl, l, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_release(struct tg_state *st, const struct tg_outbox_lease *l,
+    tg_state_done_cb cb, void *arg)
+{
+	return st->be->outbox_release(st->impl, l, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_complete(struct tg_state *st, const struct tg_outbox_lease *l,
+    const struct tg_outbox_result *r, int64_t now_ms, tg_state_outcome_cb cb, void *arg)
+{
+	return st->be->outbox_complete(st->impl, l, r, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_next_due(struct tg_state *st, tg_state_num_cb cb, void *arg)
+{
+	return st->be->outbox_next_due(st->impl, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_payload_open(struct tg_state *st, const char *id, tg_state_payload_cb cb, void *arg)
+{
+	return st->be->payload_open(st->impl, id, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_payload_append(struct tg_state_payload *w, struct evbuffer *buf,
+    tg_state_done_cb cb, void *arg)
+{
+	return w->be->payload_append(w, buf, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_payload_commit(struct tg_state_payload *w, int64_t now_ms, tg_state_done_cb cb,
+    void *arg)
+{
+	return w->be->payload_commit(w, now_ms, cb, arg);
+}
+
+void
+tg_state_payload_abort(struct tg_state_payload *w)
+{
+	if (w == NULL)
+		return;
+	w->be->payload_abort(w);
+}
+
+struct tg_state_op *
+tg_state_payload_set(struct tg_state *st, const char *id, const void *data, size_t len,
+    int64_t now_ms, tg_state_done_cb cb, void *arg)
+{
+	return st->be->payload_set(st->impl, id, data, len, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_list(struct tg_state *st, const struct tg_outbox_query *q,
+    tg_state_jobs_cb cb, void *arg)
+{
+	return st->be->outbox_list(st->impl, q, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_get(struct tg_state *st, const char *id, tg_state_jobs_cb cb, void *arg)
+{
+	return st->be->outbox_get(st->impl, id, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_redeliver(struct tg_state *st, const char *id, int64_t now_ms,
+    tg_state_done_cb cb, void *arg)
+{
+	return st->be->outbox_redeliver(st->impl, id, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_redeliver_since(struct tg_state *st, int64_t since_ms, int64_t now_ms,
+    tg_state_num_cb cb, void *arg)
+{
+	return st->be->outbox_redeliver_since(st->impl, since_ms, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_purge(struct tg_state *st, int64_t before_ms, tg_state_num_cb cb, void *arg)
+{
+	return st->be->outbox_purge(st->impl, before_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_stats(struct tg_state *st, int64_t now_ms, tg_state_outbox_stats_cb cb,
+    void *arg)
+{
+	return st->be->outbox_stats(st->impl, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_add(struct tg_state *st, const struct tg_run_new *run, int64_t now_ms,
+    tg_state_done_cb cb, void *arg)
+{
+	return st->be->runs_add(st->impl, run, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_set_status(struct tg_state *st, const char *id, enum tg_run_status status,
+    int64_t completed_at, int64_t now_ms, tg_state_num_cb cb, void *arg)
+{
+	return st->be->runs_set_status(st->impl, id, status, completed_at, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_check_failed(struct tg_state *st, const char *id, const char *why,
+    int64_t retry_after_ms, int64_t now_ms, tg_state_done_cb cb, void *arg)
+{
+	return st->be->runs_check_failed(st->impl, id, why, retry_after_ms, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_due(struct tg_state *st, int64_t now_ms, size_t max, tg_state_runs_cb cb,
+    void *arg)
+{
+	return st->be->runs_due(st->impl, now_ms, max, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_next_due(struct tg_state *st, int64_t now_ms, tg_state_num_cb cb, void *arg)
+{
+	return st->be->runs_next_due(st->impl, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_next_unhandled(struct tg_state *st, tg_state_unhandled_cb cb, void *arg)
+{
+	return st->be->runs_next_unhandled(st->impl, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_set_handled(struct tg_state *st, const char *id, tg_state_done_cb cb, void *arg)
+{
+	return st->be->runs_set_handled(st->impl, id, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_get(struct tg_state *st, const char *id, tg_state_runs_cb cb, void *arg)
+{
+	return st->be->runs_get(st->impl, id, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_list(struct tg_state *st, const struct tg_runs_query *q, tg_state_runs_cb cb,
+    void *arg)
+{
+	return st->be->runs_list(st->impl, q, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_set_figures(struct tg_state *st, const char *id, yajl_val results,
+    tg_state_done_cb cb, void *arg)
+{
+	return st->be->runs_set_figures(st->impl, id, results, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_stats(struct tg_state *st, tg_state_runs_stats_cb cb, void *arg)
+{
+	return st->be->runs_stats(st->impl, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_archive(struct tg_state *st, const char *id, const void *data, size_t len,
+    int64_t now_ms, tg_state_done_cb cb, void *arg)
+{
+	return st->be->runs_archive(st->impl, id, data, len, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_archived(struct tg_state *st, const char *id, tg_state_blob_cb cb, void *arg)
+{
+	return st->be->runs_archived(st->impl, id, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_archive_usage(struct tg_state *st, tg_state_pair_cb cb, void *arg)
+{
+	return st->be->runs_archive_usage(st->impl, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_expire(struct tg_state *st, int64_t now_ms, tg_state_num_cb cb, void *arg)
+{
+	return st->be->runs_expire(st->impl, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_runs_purge(struct tg_state *st, int64_t now_ms, tg_state_pair_cb cb, void *arg)
+{
+	return st->be->runs_purge(st->impl, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_sweep_create(struct tg_state *st, const struct tg_sweep_new *s, int64_t now_ms,
+    tg_state_str_cb cb, void *arg)
+{
+	return st->be->sweep_create(st->impl, s, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_sweep_get(struct tg_state *st, const char *id, tg_state_sweeps_cb cb, void *arg)
+{
+	return st->be->sweep_get(st->impl, id, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_sweep_list(struct tg_state *st, const char *api_key, const char *state,
+    size_t limit, size_t offset, tg_state_sweeps_cb cb, void *arg)
+{
+	return st->be->sweep_list(st->impl, api_key, state, limit, offset, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_sweep_variants(struct tg_state *st, const char *id, tg_state_variants_cb cb,
+    void *arg)
+{
+	return st->be->sweep_variants(st->impl, id, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_sweep_claim(struct tg_state *st, const char *id, int64_t now_ms,
+    tg_state_claim_cb cb, void *arg)
+{
+	return st->be->sweep_claim(st->impl, id, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_sweep_submitted(struct tg_state *st, const char *id, const char *name,
+    const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb, void *arg)
+{
+	return st->be->sweep_submitted(st->impl, id, name, run, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_sweep_unclaim(struct tg_state *st, const char *id, const char *name,
+    const char *why, int final, int64_t now_ms, tg_state_done_cb cb, void *arg)
+{
+	return st->be->sweep_unclaim(st->impl, id, name, why, final, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_sweep_settle(struct tg_state *st, const char *id, int64_t now_ms,
+    tg_state_num_cb cb, void *arg)
+{
+	return st->be->sweep_settle(st->impl, id, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_sweep_running(struct tg_state *st, tg_state_strs_cb cb, void *arg)
+{
+	return st->be->sweep_running(st->impl, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_owners_record(struct tg_state *st, const char *family, const char *cid,
+    const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg)
+{
+	return st->be->owners_record(st->impl, family, cid, key, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_owners_lookup(struct tg_state *st, const char *family, const char *cid,
+    int64_t now_ms, tg_state_str_cb cb, void *arg)
+{
+	return st->be->owners_lookup(st->impl, family, cid, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_owners_prune(struct tg_state *st, int64_t now_ms, tg_state_num_cb cb, void *arg)
+{
+	return st->be->owners_prune(st->impl, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_owners_count(struct tg_state *st, tg_state_num_cb cb, void *arg)
+{
+	return st->be->owners_count(st->impl, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_token_get(struct tg_state *st, const char *service, tg_state_token_cb cb, void *arg)
+{
+	return st->be->token_get(st->impl, service, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_token_put(struct tg_state *st, const char *service, const struct tg_state_token *t,
+    tg_state_done_cb cb, void *arg)
+{
+	return st->be->token_put(st->impl, service, t, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_token_invalidate(struct tg_state *st, const char *service, const char *token,
+    tg_state_done_cb cb, void *arg)
+{
+	return st->be->token_invalidate(st->impl, service, token, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_poll_lead(struct tg_state *st, const char *key, int64_t now_ms, int64_t ttl_ms,
+    tg_state_num_cb cb, void *arg)
+{
+	return st->be->poll_lead(st->impl, key, now_ms, ttl_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_poll_publish(struct tg_state *st, const char *key, const struct tg_state_answer *a,
+    int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb, void *arg)
+{
+	return st->be->poll_publish(st->impl, key, a, now_ms, ttl_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_poll_fetch(struct tg_state *st, const char *key, int64_t now_ms,
+    tg_state_answer_cb cb, void *arg)
+{
+	return st->be->poll_fetch(st->impl, key, now_ms, cb, arg);
+}

@@ -1,0 +1,972 @@
+/*
+ * test_state.c - the state seam (include/tidegate/state.h) driven through
+ * its asynchronous API on a real event base, once per backend of the
+ * table below (each entry opens a fresh backend and closes it): outbox
+ * add, lease and complete; a payload of several MB streamed in chunks;
+ * redelivery; the NOT_FOUND, CONFLICT and UNAVAILABLE codes; runs add,
+ * get, list, status and due; sweeps create, claim and settle; ownership
+ * record, lookup and prune; token records; poll leadership; cancel before
+ * completion (never called back, nothing leaked under ASan); reads that
+ * answer before their call returns and writes that answer later.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "tidegate/log.h"
+#include "tidegate/state.h"
+
+#define T0	1700000000000LL		/* a fixed "now" */
+#define MB	(1024 * 1024)
+
+static const int64_t sched[] = { 0 };	/* one attempt: a failure is a dead letter */
+
+/* One backend under test: opens F.st on F.base, or fails the test. */
+struct backend {
+	const char *name;
+	int (*setup)(void);
+	void (*teardown)(void);
+};
+
+static struct {
+	struct event_base *base;
+	struct tg_state *st;
+	char dir[64];
+	char runs[96], outbox[96], owners[96];
+} F;
+
+static int
+sqlite_setup(void)
+{
+	struct tg_runs_opts ro = { .path = F.runs, .sync_normal = 1 };
+	struct tg_outbox_opts oo = {
+		.path = F.outbox, .schedule_ms = sched, .nschedule = TG_NELEM(sched),
+		.jitter_pct = -1, .lease_ms = 60000, .sync_normal = 1,
+	};
+	struct tg_owners_opts wo = { .path = F.owners };
+	struct tg_state_opts opts = { .url = NULL, .runs = &ro, .outbox = &oo, .owners = &wo };
+	struct tg_err err;
+
+	snprintf(F.dir, sizeof(F.dir), "/tmp/tg-state-XXXXXX");
+	if (mkdtemp(F.dir) == NULL)
+		return -1;
+	snprintf(F.runs, sizeof(F.runs), "%s/runs.db", F.dir);
+	snprintf(F.outbox, sizeof(F.outbox), "%s/outbox.db", F.dir);
+	snprintf(F.owners, sizeof(F.owners), "%s/owners.db", F.dir);
+	F.st = tg_state_open(F.base, &opts, &err);
+	if (F.st == NULL)
+		print_error("open: %s\n", err.msg);
+	return F.st != NULL ? 0 : -1;
+}
+
+static void
+sqlite_teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", F.dir);
+	if (system(cmd) != 0)
+		print_error("cannot remove %s\n", F.dir);
+}
+
+/* The table: a backend added here runs every case below. */
+static const struct backend backends[] = {
+	{ "sqlite", sqlite_setup, sqlite_teardown },
+};
+
+static int
+setup(void **state)
+{
+	const struct backend *b = *state;
+
+	F.base = event_base_new();
+	return F.base != NULL ? b->setup() : -1;
+}
+
+static int
+teardown(void **state)
+{
+	const struct backend *b = *state;
+
+	tg_state_close(F.st);
+	F.st = NULL;
+	event_base_loop(F.base, EVLOOP_NONBLOCK);
+	b->teardown();
+	event_base_free(F.base);
+	return 0;
+}
+
+/* ---- waiting for one callback ---- */
+
+struct wait {
+	int called;
+	struct tg_state_res res;
+	int64_t n, n2;
+	char *s;
+	size_t count;
+	int more;
+	struct tg_outbox_lease *lease;
+	struct tg_state_payload *w;
+	void *p;			/* a copy of what the callback saw */
+};
+
+static void
+wait_clear(struct wait *w)
+{
+	free(w->s);
+	free(w->p);
+	tg_outbox_lease_free(w->lease);
+	memset(w, 0, sizeof(*w));
+}
+
+static void
+got(struct wait *w, const struct tg_state_res *res)
+{
+	assert_int_equal(w->called, 0);	/* exactly once */
+	w->called = 1;
+	w->res = *res;
+}
+
+/* Run the loop until w was called back (at most ~10 s). */
+static void
+wait_for(struct wait *w)
+{
+	int i;
+
+	for (i = 0; i < 10000 && !w->called; i++) {
+		struct timeval tv = { 0, 1000 };
+
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, EVLOOP_ONCE);
+	}
+	assert_int_equal(w->called, 1);
+}
+
+static void
+on_done(const struct tg_state_res *res, void *arg)
+{
+	got(arg, res);
+}
+
+static void
+on_num(const struct tg_state_res *res, int64_t n, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->n = n;
+}
+
+static void
+on_pair(const struct tg_state_res *res, int64_t a, int64_t b, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->n = a;
+	w->n2 = b;
+}
+
+static void
+on_str(const struct tg_state_res *res, const char *s, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->s = s != NULL ? strdup(s) : NULL;
+}
+
+/* Write operations answer later, reads at once: check either way. */
+static void
+expect_later(struct tg_state_op *op, struct wait *w)
+{
+	assert_non_null(op);
+	assert_int_equal(w->called, 0);
+	wait_for(w);
+}
+
+static void
+expect_now(struct tg_state_op *op, struct wait *w)
+{
+	assert_null(op);
+	assert_int_equal(w->called, 1);
+}
+
+/* ---- outbox ---- */
+
+static void
+on_lease(const struct tg_state_res *res, struct tg_outbox_lease *l, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->lease = l;
+}
+
+static void
+on_outcome(const struct tg_state_res *res, enum tg_outbox_state st, int64_t next, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->n = st;
+	w->n2 = next;
+}
+
+static void
+on_jobs(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->count = n;
+	if (n > 0) {
+		w->n = jobs[0].state;
+		w->n2 = jobs[0].attempts;
+		w->s = jobs[0].correlation_id ? strdup(jobs[0].correlation_id) : NULL;
+	}
+}
+
+static void
+on_payload(const struct tg_state_res *res, struct tg_state_payload *p, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->w = p;
+}
+
+/* A job added through the seam: its id into id. */
+static void
+add_job(const char *cid, char id[TG_WEBHOOK_ID_LEN])
+{
+	struct tg_outbox_new j = {
+		.url = "https://hooks.example/in", .secret_ref = "main", .kind = "export",
+		.correlation_id = cid,
+	};
+	struct wait w = { 0 };
+
+	expect_later(tg_state_outbox_add(F.st, &j, T0, on_str, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_non_null(w.s);
+	assert_int_equal(strncmp(w.s, "msg_", 4), 0);
+	snprintf(id, TG_WEBHOOK_ID_LEN, "%s", w.s);
+	wait_clear(&w);
+}
+
+static void
+set_payload(const char *id, const char *body)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_payload_set(F.st, id, body, strlen(body), T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+}
+
+static struct tg_outbox_lease *
+lease(int64_t now)
+{
+	struct wait w = { 0 };
+	struct tg_outbox_lease *l;
+
+	expect_later(tg_state_outbox_lease(F.st, now, on_lease, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	l = w.lease;
+	w.lease = NULL;
+	return l;
+}
+
+static void
+test_outbox_flow(void **state)
+{
+	char id[TG_WEBHOOK_ID_LEN];
+	struct tg_outbox_result ok = { 200, -1, "" };
+	struct tg_outbox_lease *l;
+	struct wait w = { 0 };
+
+	add_job("corr-1", id);
+	expect_now(tg_state_outbox_get(F.st, id, on_jobs, &w), &w);
+	assert_int_equal(w.count, 1);
+	assert_int_equal(w.n, TG_OUTBOX_WAITING);
+	assert_string_equal(w.s, "corr-1");
+	wait_clear(&w);
+	expect_later(tg_state_outbox_set_cid(F.st, id, "corr-2", on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	set_payload(id, "{\"x\":1}");
+	expect_now(tg_state_outbox_next_due(F.st, on_num, &w), &w);
+	assert_true(w.n <= T0);
+	wait_clear(&w);
+	l = lease(T0 + 1);
+	assert_non_null(l);
+	assert_string_equal(l->id, id);
+	assert_string_equal(l->correlation_id, "corr-2");
+	assert_int_equal(l->attempt, 1);
+	assert_int_equal(l->size, 7);
+	expect_later(tg_state_outbox_renew(F.st, l, T0 + 2, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, T0 + 2 + 60000);
+	wait_clear(&w);
+	expect_later(tg_state_outbox_complete(F.st, l, &ok, T0 + 3, on_outcome, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, TG_OUTBOX_DELIVERED);
+	wait_clear(&w);
+	expect_later(tg_state_outbox_complete(F.st, l, &ok, T0 + 4, on_outcome, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_CONFLICT);	/* the lease is gone */
+	wait_clear(&w);
+	tg_outbox_lease_free(l);
+	assert_null(lease(T0 + 5));			/* nothing else is due */
+}
+
+/* Chunks of 64 KiB, one append in flight: the caller's buffer is empty
+ * after every call, so nothing beyond one chunk is held. */
+static void
+stream(struct tg_state_payload *p, size_t total)
+{
+	static char chunk[64 * 1024];
+	struct evbuffer *buf = evbuffer_new();
+	size_t done = 0;
+
+	while (done < total) {
+		struct wait w = { 0 };
+
+		memset(chunk, 'a' + (int)(done / sizeof(chunk)) % 26, sizeof(chunk));
+		evbuffer_add(buf, chunk, sizeof(chunk));
+		expect_later(tg_state_payload_append(p, buf, on_done, &w), &w);
+		assert_int_equal(evbuffer_get_length(buf), 0);
+		assert_int_equal(w.res.rc, TG_STATE_OK);
+		done += sizeof(chunk);
+	}
+	evbuffer_free(buf);
+}
+
+static void
+test_payload_stream(void **state)
+{
+	char id[TG_WEBHOOK_ID_LEN];
+	struct tg_outbox_lease *l;
+	struct wait w = { 0 };
+	struct stat sb;
+
+	add_job(NULL, id);
+	expect_later(tg_state_payload_open(F.st, id, on_payload, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_non_null(w.w);
+	stream(w.w, 8 * MB);
+	w.called = 0;
+	expect_later(tg_state_payload_commit(w.w, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	l = lease(T0 + 1);
+	assert_non_null(l);
+	assert_int_equal(l->size, 8 * MB);
+	assert_int_equal(stat(l->payload_path, &sb), 0);
+	assert_int_equal(sb.st_size, 8 * MB);
+	tg_outbox_lease_free(l);
+	/* an aborted writer leaves the job waiting */
+	add_job(NULL, id);
+	memset(&w, 0, sizeof(w));
+	expect_later(tg_state_payload_open(F.st, id, on_payload, &w), &w);
+	stream(w.w, 128 * 1024);
+	tg_state_payload_abort(w.w);
+	memset(&w, 0, sizeof(w));
+	expect_now(tg_state_outbox_get(F.st, id, on_jobs, &w), &w);
+	assert_int_equal(w.n, TG_OUTBOX_WAITING);
+	wait_clear(&w);
+}
+
+static void
+test_redeliver(void **state)
+{
+	char id[TG_WEBHOOK_ID_LEN];
+	struct tg_outbox_result bad = { 500, -1, "server error" };
+	struct tg_outbox_lease *l;
+	struct wait w = { 0 };
+
+	add_job(NULL, id);
+	set_payload(id, "{}");
+	l = lease(T0 + 1);
+	expect_later(tg_state_outbox_complete(F.st, l, &bad, T0 + 2, on_outcome, &w), &w);
+	assert_int_equal(w.n, TG_OUTBOX_DEAD);	/* a one-entry schedule */
+	wait_clear(&w);
+	tg_outbox_lease_free(l);
+	expect_later(tg_state_outbox_redeliver(F.st, id, T0 + 3, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	l = lease(T0 + 4);
+	assert_non_null(l);
+	assert_string_equal(l->id, id);
+	assert_int_equal(l->attempt, 1);
+	expect_later(tg_state_outbox_release(F.st, l, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	tg_outbox_lease_free(l);
+	expect_later(tg_state_outbox_redeliver_since(F.st, T0, T0 + 5, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 1);		/* ready again, its last attempt failed */
+	wait_clear(&w);
+}
+
+static void
+on_stats(const struct tg_state_res *res, const struct tg_outbox_stats *st, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->n = (int64_t)st->depth[TG_OUTBOX_READY];
+	w->n2 = (int64_t)st->attempts;
+}
+
+static void
+test_outbox_admin(void **state)
+{
+	char a[TG_WEBHOOK_ID_LEN], b[TG_WEBHOOK_ID_LEN];
+	struct tg_outbox_query q = { .state = -1 };
+	struct tg_outbox_result ok = { 204, -1, "" };
+	struct tg_outbox_lease *l;
+	struct wait w = { 0 };
+
+	add_job("one", a);
+	add_job("two", b);
+	set_payload(b, "{}");
+	expect_now(tg_state_outbox_list(F.st, &q, on_jobs, &w), &w);
+	assert_int_equal(w.count, 2);
+	wait_clear(&w);
+	expect_later(tg_state_outbox_stats(F.st, T0, on_stats, &w), &w);
+	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+	l = lease(T0 + 1);
+	expect_later(tg_state_outbox_complete(F.st, l, &ok, T0 + 2, on_outcome, &w), &w);
+	wait_clear(&w);
+	tg_outbox_lease_free(l);
+	expect_later(tg_state_outbox_abandon(F.st, a, "export failed", T0 + 3, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	expect_later(tg_state_outbox_purge(F.st, T0 + 10, on_num, &w), &w);
+	assert_int_equal(w.n, 2);
+	wait_clear(&w);
+	expect_now(tg_state_outbox_list(F.st, &q, on_jobs, &w), &w);
+	assert_int_equal(w.count, 0);
+	wait_clear(&w);
+}
+
+static void
+test_codes(void **state)
+{
+	char id[TG_WEBHOOK_ID_LEN];
+	struct wait w = { 0 };
+
+	expect_now(tg_state_outbox_get(F.st, "msg_nope", on_jobs, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	assert_int_equal(w.count, 0);
+	wait_clear(&w);
+	expect_later(tg_state_outbox_set_cid(F.st, "msg_nope", "c", on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	expect_later(tg_state_outbox_redeliver(F.st, "msg_nope", T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	add_job(NULL, id);
+	expect_later(tg_state_outbox_redeliver(F.st, id, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_CONFLICT);	/* still waiting for its payload */
+	assert_true(w.res.err.msg[0] != '\0');
+	wait_clear(&w);
+	set_payload(id, "{}");
+	expect_later(tg_state_payload_open(F.st, id, on_payload, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_CONFLICT);	/* ready: no second payload */
+	assert_null(w.w);
+	wait_clear(&w);
+}
+
+/* ---- runs and sweeps ---- */
+
+static void
+on_runs(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
+    void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->count = n;
+	w->more = more;
+	if (n > 0) {
+		w->s = strdup(runs[0].simulation_id);
+		w->n = runs[0].status;
+		w->n2 = runs[0].checks;
+	}
+}
+
+static void
+add_run(const char *sim, int64_t submitted, int want)
+{
+	struct tg_run_new r = {
+		.simulation_id = sim, .host = "primary", .case_id = "CASE-1",
+		.case_sha256 = "00", .submitted_at = submitted,
+	};
+	struct wait w = { 0 };
+
+	expect_later(tg_state_runs_add(F.st, &r, submitted, on_done, &w), &w);
+	assert_int_equal(w.res.rc, want);
+}
+
+static void
+test_runs(void **state)
+{
+	struct tg_runs_query q = { 0 };
+	struct wait w = { 0 };
+
+	add_run("sim-a", T0, TG_STATE_OK);
+	add_run("sim-b", T0 + 1000, TG_STATE_OK);
+	add_run("sim-a", T0, TG_STATE_CONFLICT);
+	expect_now(tg_state_runs_get(F.st, "sim-a", on_runs, &w), &w);
+	assert_int_equal(w.count, 1);
+	assert_string_equal(w.s, "sim-a");
+	assert_int_equal(w.n, TG_RUN_IN_PROGRESS);
+	wait_clear(&w);
+	expect_now(tg_state_runs_list(F.st, &q, on_runs, &w), &w);
+	assert_int_equal(w.count, 2);
+	assert_string_equal(w.s, "sim-b");	/* newest first */
+	wait_clear(&w);
+	expect_now(tg_state_runs_due(F.st, T0 + 60000, 10, on_runs, &w), &w);
+	assert_int_equal(w.count, 2);
+	wait_clear(&w);
+	expect_now(tg_state_runs_next_due(F.st, T0, on_num, &w), &w);
+	assert_int_equal(w.n, T0 + TG_RUNS_CHECK_MIN_MS);
+	wait_clear(&w);
+	expect_later(tg_state_runs_set_status(F.st, "sim-a", TG_RUN_COMPLETED, 0, T0 + 5000,
+	    on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 1);		/* became terminal now */
+	wait_clear(&w);
+	expect_later(tg_state_runs_set_status(F.st, "sim-x", TG_RUN_COMPLETED, 0, T0, on_num,
+	    &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	expect_now(tg_state_runs_get(F.st, "sim-a", on_runs, &w), &w);
+	assert_int_equal(w.n, TG_RUN_COMPLETED);
+	assert_int_equal(w.n2, 1);
+	wait_clear(&w);
+}
+
+static void
+on_unhandled(const struct tg_state_res *res, const char *id, enum tg_run_status st,
+    void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->s = id != NULL ? strdup(id) : NULL;
+	w->n = st;
+}
+
+static void
+on_blob(const struct tg_state_res *res, const void *data, size_t len, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->count = len;
+	w->s = data != NULL ? strndup(data, len) : NULL;
+}
+
+static void
+test_run_end_and_archive(void **state)
+{
+	yajl_val fig = yajl_tree_parse("{\"cost\": 12.5, \"name\": \"x\"}", NULL, 0);
+	struct wait w = { 0 };
+
+	add_run("sim-c", T0, TG_STATE_OK);
+	expect_later(tg_state_runs_set_status(F.st, "sim-c", TG_RUN_COMPLETED, 0, T0 + 1,
+	    on_num, &w), &w);
+	wait_clear(&w);
+	expect_now(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
+	assert_string_equal(w.s, "sim-c");
+	assert_int_equal(w.n, TG_RUN_COMPLETED);
+	wait_clear(&w);
+	expect_later(tg_state_runs_set_handled(F.st, "sim-c", on_done, &w), &w);
+	wait_clear(&w);
+	expect_now(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_null(w.s);
+	wait_clear(&w);
+	expect_later(tg_state_runs_set_figures(F.st, "sim-c", fig, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	yajl_tree_free(fig);
+	expect_later(tg_state_runs_archive(F.st, "sim-c", "{\"r\":1}", 7, T0 + 2, on_done, &w),
+	    &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	expect_now(tg_state_runs_archived(F.st, "sim-c", on_blob, &w), &w);
+	assert_int_equal(w.count, 7);
+	assert_string_equal(w.s, "{\"r\":1}");
+	wait_clear(&w);
+	expect_now(tg_state_runs_archive_usage(F.st, on_pair, &w), &w);
+	assert_int_equal(w.n, 7);
+	assert_int_equal(w.n2, 1);
+	wait_clear(&w);
+	expect_later(tg_state_runs_expire(F.st, T0 + 40LL * 86400000, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	expect_later(tg_state_runs_purge(F.st, T0 + 400LL * 86400000, on_pair, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+}
+
+static void
+on_sweeps(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, int more,
+    void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->count = n;
+	if (n > 0)
+		w->n = (int64_t)s[0].nvariants;
+}
+
+static void
+on_claim(const struct tg_state_res *res, const struct tg_sweep_claim *c, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->s = c != NULL ? strdup(c->name) : NULL;
+	w->count = c != NULL ? c->len : 0;
+}
+
+static void
+on_variants(const struct tg_state_res *res, const struct tg_sweep_variant *v, size_t n,
+    void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->count = n;
+	if (n > 0)
+		w->n = v[0].state;
+}
+
+static void
+on_strs(const struct tg_state_res *res, const char *const *s, size_t n, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->count = n;
+	w->s = n > 0 ? strdup(s[0]) : NULL;
+}
+
+static char *
+create_sweep(void)
+{
+	struct tg_sweep_variant_new v[] = {
+		{ "a", "{\"case\":1}", 10 }, { "b", "{\"case\":2}", 10 },
+	};
+	struct tg_sweep_new s = {
+		.base_case_id = "CASE-1", .concurrency = 1, .variants = v, .nvariants = 2,
+	};
+	struct wait w = { 0 };
+	char *id;
+
+	expect_later(tg_state_sweep_create(F.st, &s, T0, on_str, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(strncmp(w.s, "swp_", 4), 0);
+	id = w.s;
+	w.s = NULL;
+	return id;
+}
+
+static void
+test_sweeps(void **state)
+{
+	struct tg_run_new r = {
+		.simulation_id = "sim-s1", .host = "primary", .case_id = "CASE-1",
+		.case_sha256 = "00",
+	};
+	char *id = create_sweep();
+	struct wait w = { 0 };
+
+	expect_now(tg_state_sweep_get(F.st, id, on_sweeps, &w), &w);
+	assert_int_equal(w.count, 1);
+	assert_int_equal(w.n, 2);
+	wait_clear(&w);
+	expect_now(tg_state_sweep_list(F.st, NULL, "running", 0, 0, on_sweeps, &w), &w);
+	assert_int_equal(w.count, 1);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_claim(F.st, id, T0 + 1, on_claim, &w), &w);
+	assert_string_equal(w.s, "a");
+	assert_int_equal(w.count, 10);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_claim(F.st, id, T0 + 2, on_claim, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_null(w.s);			/* concurrency 1: nothing more now */
+	wait_clear(&w);
+	expect_later(tg_state_sweep_submitted(F.st, id, "a", &r, T0 + 3, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_submitted(F.st, id, "a", &r, T0 + 3, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_CONFLICT);
+	wait_clear(&w);
+	expect_later(tg_state_runs_set_status(F.st, "sim-s1", TG_RUN_COMPLETED, 0, T0 + 4,
+	    on_num, &w), &w);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_claim(F.st, id, T0 + 5, on_claim, &w), &w);
+	assert_string_equal(w.s, "b");
+	wait_clear(&w);
+	expect_later(tg_state_sweep_unclaim(F.st, id, "b", "refused", 1, T0 + 6, on_done, &w),
+	    &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	expect_now(tg_state_sweep_variants(F.st, id, on_variants, &w), &w);
+	assert_int_equal(w.count, 2);
+	assert_int_equal(w.n, TG_VARIANT_SUBMITTED);
+	wait_clear(&w);
+	expect_now(tg_state_sweep_running(F.st, on_strs, &w), &w);
+	assert_int_equal(w.count, 1);
+	assert_string_equal(w.s, id);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_settle(F.st, id, T0 + 7, on_num, &w), &w);
+	assert_int_equal(w.n, 1);		/* done with this call */
+	wait_clear(&w);
+	expect_now(tg_state_sweep_running(F.st, on_strs, &w), &w);
+	assert_int_equal(w.count, 0);
+	wait_clear(&w);
+	free(id);
+}
+
+/* ---- ownership, tokens, poll entries ---- */
+
+static void
+test_owners(void **state)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_owners_record(F.st, "export", "ABC-1", "key-a", T0, on_done, &w),
+	    &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	expect_now(tg_state_owners_lookup(F.st, "export", "abc-1", T0 + 1, on_str, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_string_equal(w.s, "key-a");
+	wait_clear(&w);
+	expect_now(tg_state_owners_lookup(F.st, "import", "ABC-1", T0 + 1, on_str, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	assert_null(w.s);
+	wait_clear(&w);
+	expect_later(tg_state_owners_count(F.st, on_num, &w), &w);
+	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+	expect_later(tg_state_owners_prune(F.st, T0 + 31LL * 86400000, on_num, &w), &w);
+	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+	expect_later(tg_state_owners_count(F.st, on_num, &w), &w);
+	assert_int_equal(w.n, 0);
+	wait_clear(&w);
+}
+
+static void
+on_token(const struct tg_state_res *res, const struct tg_state_token *t, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->s = t != NULL ? strdup(t->token) : NULL;
+	w->n = t != NULL ? t->expires_at : 0;
+}
+
+static void
+token_call(struct tg_state_op *op, struct wait *w, int want)
+{
+	if (op != NULL)
+		wait_for(w);
+	assert_int_equal(w->res.rc, want);
+}
+
+static void
+test_tokens(void **state)
+{
+	struct tg_state_token t1 = { "tok-1", T0 + 3600000 }, t2 = { "tok-2", T0 + 7200000 };
+	struct wait w = { 0 };
+
+	token_call(tg_state_token_get(F.st, "dex", on_token, &w), &w, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	token_call(tg_state_token_put(F.st, "dex", &t1, on_done, &w), &w, TG_STATE_OK);
+	wait_clear(&w);
+	token_call(tg_state_token_get(F.st, "dex", on_token, &w), &w, TG_STATE_OK);
+	assert_string_equal(w.s, "tok-1");
+	assert_int_equal(w.n, T0 + 3600000);
+	wait_clear(&w);
+	token_call(tg_state_token_put(F.st, "dex", &t2, on_done, &w), &w, TG_STATE_OK);
+	wait_clear(&w);
+	token_call(tg_state_token_invalidate(F.st, "dex", "tok-1", on_done, &w), &w,
+	    TG_STATE_NOT_FOUND);		/* a stale 401 keeps the new token */
+	wait_clear(&w);
+	token_call(tg_state_token_invalidate(F.st, "dex", "tok-2", on_done, &w), &w,
+	    TG_STATE_OK);
+	wait_clear(&w);
+	token_call(tg_state_token_get(F.st, "dex", on_token, &w), &w, TG_STATE_NOT_FOUND);
+	assert_null(w.s);
+	wait_clear(&w);
+}
+
+static void
+on_answer(const struct tg_state_res *res, const struct tg_state_answer *a, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->n = a != NULL ? a->status : -1;
+}
+
+static void
+test_poll(void **state)
+{
+	struct tg_state_answer a = { 200, "application/json", "{}", 2 };
+	struct wait w = { 0 };
+
+	token_call(tg_state_poll_lead(F.st, "dex/export/1", T0, 5000, on_num, &w), &w,
+	    TG_STATE_OK);
+	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+	token_call(tg_state_poll_publish(F.st, "dex/export/1", &a, T0, 5000, on_done, &w), &w,
+	    TG_STATE_OK);
+	wait_clear(&w);
+	token_call(tg_state_poll_fetch(F.st, "dex/export/1", T0, on_answer, &w), &w,
+	    TG_STATE_NOT_FOUND);
+	assert_int_equal(w.n, -1);
+	wait_clear(&w);
+}
+
+/* ---- cancel, close, open ---- */
+
+static void
+never(const struct tg_state_res *res, const char *s, void *arg)
+{
+	fail_msg("a cancelled operation was answered");
+}
+
+static void
+never_payload(const struct tg_state_res *res, struct tg_state_payload *p, void *arg)
+{
+	fail_msg("a cancelled operation was answered");
+}
+
+static void
+test_cancel(void **state)
+{
+	struct tg_outbox_new j = {
+		.url = "https://hooks.example/in", .secret_ref = "main", .kind = "export",
+	};
+	char id[TG_WEBHOOK_ID_LEN], id2[TG_WEBHOOK_ID_LEN];
+	struct tg_state_op *op;
+	struct wait w = { 0 };
+	int i;
+
+	add_job(NULL, id);
+	add_job(NULL, id2);
+	for (i = 0; i < 4; i++) {
+		op = tg_state_outbox_add(F.st, &j, T0, never, NULL);
+		assert_non_null(op);
+		tg_state_cancel(op);
+	}
+	op = tg_state_payload_open(F.st, id, never_payload, NULL);
+	assert_non_null(op);
+	tg_state_cancel(op);
+	/* most likely run by now: the writer it opened is dropped, not leaked */
+	op = tg_state_payload_open(F.st, id2, never_payload, NULL);
+	usleep(100000);
+	tg_state_cancel(op);
+	/* FIFO: once this is answered, the cancelled ones are done with */
+	expect_later(tg_state_outbox_purge(F.st, 0, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	expect_now(tg_state_outbox_get(F.st, id2, on_jobs, &w), &w);
+	assert_int_equal(w.n, TG_OUTBOX_WAITING);
+	wait_clear(&w);
+	set_payload(id2, "{}");			/* a new writer replaces the dropped one */
+}
+
+static void
+test_close_pending(void **state)
+{
+	struct tg_outbox_new j = {
+		.url = "https://hooks.example/in", .secret_ref = "main", .kind = "export",
+	};
+	struct wait w[3] = { { 0 } };
+	int i;
+
+	for (i = 0; i < 3; i++)
+		assert_non_null(tg_state_outbox_add(F.st, &j, T0, on_str, &w[i]));
+	tg_state_close(F.st);
+	F.st = NULL;
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(w[i].called, 1);
+		assert_true(w[i].res.rc == TG_STATE_OK || w[i].res.rc == TG_STATE_UNAVAILABLE);
+		wait_clear(&w[i]);
+	}
+}
+
+static void
+test_open_errors(void **state)
+{
+	struct tg_state_opts pg = { .url = "postgresql://db.internal/tidegate" };
+	struct tg_state_opts odd = { .url = "redis://localhost" };
+	struct tg_state_opts none = { .url = "" };
+	struct tg_state *st;
+	struct tg_err err;
+	struct wait w = { 0 };
+
+	assert_null(tg_state_open(F.base, &pg, &err));
+	assert_non_null(strstr(err.msg, "postgresql"));
+	assert_null(tg_state_open(F.base, &odd, &err));
+	assert_non_null(strstr(err.msg, "redis"));
+	st = tg_state_open(F.base, &none, &err);	/* SQLite, nothing configured */
+	assert_non_null(st);
+	assert_string_equal(tg_state_backend_name(st), "sqlite");
+	expect_now(tg_state_runs_get(st, "sim-a", on_runs, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	wait_clear(&w);
+	assert_null(tg_state_outbox_add(st, &(struct tg_outbox_new){ 0 }, T0, on_str, &w));
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	wait_clear(&w);
+	tg_state_close(st);
+	assert_string_equal(tg_state_rc_str(TG_STATE_CONFLICT), "conflict");
+}
+
+#define T_(f)	{ #f, f, setup, teardown, NULL }
+
+int
+main(void)
+{
+	static const struct CMUnitTest cases[] = {
+		T_(test_outbox_flow), T_(test_payload_stream), T_(test_redeliver),
+		T_(test_outbox_admin), T_(test_codes), T_(test_runs),
+		T_(test_run_end_and_archive), T_(test_sweeps), T_(test_owners), T_(test_tokens),
+		T_(test_poll), T_(test_cancel), T_(test_close_pending), T_(test_open_errors),
+	};
+	struct CMUnitTest tests[TG_NELEM(cases)];
+	size_t b, i;
+	int rc = 0;
+
+	tg_log_init(stderr, getenv("TG_TEST_LOG") ? TG_LOG_DEBUG : TG_LOG_OFF);
+	for (b = 0; b < TG_NELEM(backends); b++) {
+		for (i = 0; i < TG_NELEM(cases); i++) {
+			tests[i] = cases[i];
+			tests[i].initial_state = (void *)&backends[b];
+		}
+		rc |= _cmocka_run_group_tests(backends[b].name, tests, TG_NELEM(tests), NULL,
+		    NULL);
+	}
+	return rc;
+}
