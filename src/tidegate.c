@@ -20,6 +20,7 @@
 #include "tidegate/jobs.h"
 #include "tidegate/log.h"
 #include "tidegate/runs.h"
+#include "tidegate/state.h"
 #include "tidegate/webhook.h"
 
 static void
@@ -68,6 +69,22 @@ start_emulator(struct event_base *base, const struct gw_config *c,
 	return emu;
 }
 
+/* The state seam with every store the features keep (each feature says
+ * how its store is configured). */
+static struct tg_state *
+open_state(struct event_base *base, const struct gw_config *c, struct tg_err *err)
+{
+	struct tg_runs_opts ro;
+	struct tg_outbox_opts oo;
+	struct tg_owners_opts wo;
+	struct tg_state_opts so = { NULL, &ro, &oo, &wo };
+
+	tg_runs_store_opts(c, &ro);
+	tg_webhook_outbox_opts(c, &oo);
+	tg_jobs_owners_opts(c, &wo);
+	return tg_state_open(base, &so, err);
+}
+
 /*
  * The features, in the order the core calls them for an operation several
  * serve: the run registry answers expired runs before the poll
@@ -93,6 +110,7 @@ main(int argc, char **argv)
 	struct gw_config cfg;
 	struct tg_err err;
 	struct gw *gw = NULL;
+	struct tg_state *st = NULL;
 	int test = 0, ch, lvl;
 
 	gw_config_add_check(tg_webhook_config_check);
@@ -124,10 +142,12 @@ main(int argc, char **argv)
 	memset(&ecfg, 0, sizeof(ecfg));
 	if ((strcmp(cfg.upstream, "embedded") == 0 &&
 	    (emu = start_emulator(base, &cfg, &ecfg, &err)) == NULL) ||
-	    (gw = gw_new(base, path, &cfg, &err)) == NULL || add_features(gw, &err) != 0 ||
+	    (st = open_state(base, &cfg, &err)) == NULL ||
+	    (gw = gw_new(base, path, &cfg, st, &err)) == NULL || add_features(gw, &err) != 0 ||
 	    gw_start(gw, &err) != 0) {
 		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));
 		gw_free(gw);
+		tg_state_close(st);
 		gw_config_free(&cfg);
 		tg_emu_free(emu);
 		tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
@@ -137,6 +157,7 @@ main(int argc, char **argv)
 	event_base_dispatch(base);
 	tg_log(TG_LOG_INFO, "stopped", TG_LS("config", path));
 	gw_free(gw);	/* the gateway's upstreams may still talk to the emulator */
+	tg_state_close(st);	/* after the features: their operations are over */
 	tg_emu_free(emu);
 	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
 	event_base_free(base);

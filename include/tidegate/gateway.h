@@ -39,6 +39,7 @@ struct evbuffer;
 struct evdns_base;
 struct tg_case_store;
 struct tg_outbox;
+struct tg_state;
 struct tg_worker;
 
 enum gw_listener { GW_DEX, GW_SIM, GW_ADMIN, GW_NLISTENERS };
@@ -97,6 +98,8 @@ struct gw {
 	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
 	struct tg_worker *worker;	/* checks large bodies off the loop */
 	int case_digest;		/* a feature reads submissions' SHA-256 (features may set) */
+	struct tg_state *state;		/* durable and shared state (state.h), borrowed:
+					 * the entry point opens and closes it */
 	struct tg_outbox *outbox;	/* the durable webhook store: opened by the feature
 					 * that delivers webhooks, which every feature may
 					 * queue into (features may set) */
@@ -226,9 +229,11 @@ struct gw_feature {
 
 /* ---- process (src/tidegate.c) ---- */
 
-/** Start on base: runtime, listeners, signals. Takes cfg. NULL with err. */
+/** Start on base: runtime, signals; the features then register and
+ * gw_start opens the listeners. Takes cfg; st (borrowed, may be NULL) is
+ * the state seam the features use and must outlive gw. NULL with err. */
 struct gw *gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
-    struct tg_err *err);
+    struct tg_state *st, struct tg_err *err);
 /** Open the listeners once every feature is registered: 0, or -1 with err. */
 int gw_start(struct gw *gw, struct tg_err *err);
 /** Stop every feature (their stop callbacks) and free gw (takes ownership). */

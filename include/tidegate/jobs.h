@@ -11,7 +11,13 @@
 #define TIDEGATE_JOBS_H
 
 struct gw;
+struct gw_config;
 struct tg_err;
+struct tg_owners_opts;
+
+/** The ownership store's options from c (borrowed; o borrows from c): for
+ * the state seam's open (tg_state_opts.owners). */
+void tg_jobs_owners_opts(const struct gw_config *c, struct tg_owners_opts *o);
 
 /** Register the feature with gw (borrowed), configured by gw's running
  * configuration: 0, or -1 with err (the owner store could not be opened).

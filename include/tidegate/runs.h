@@ -11,7 +11,13 @@
 #define TIDEGATE_RUNS_H
 
 struct gw;
+struct gw_config;
 struct tg_err;
+struct tg_runs_opts;
+
+/** The run registry's store options from c (borrowed; o's strings borrow
+ * from c): for the state seam's open (tg_state_opts.runs). */
+void tg_runs_store_opts(const struct gw_config *c, struct tg_runs_opts *o);
 
 /** Register the feature with gw (borrowed), configured by gw's running
  * configuration: 0, or -1 with err (the registry could not be opened).

@@ -319,13 +319,14 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 
 struct gw *
 gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
-    struct tg_err *err)
+    struct tg_state *st, struct tg_err *err)
 {
 	struct gw *gw = tg_xcalloc(1, sizeof(*gw));
 	static const int sigs[3] = { SIGHUP, SIGTERM, SIGINT };
 	int i;
 
 	gw->base = base;
+	gw->state = st;
 	gw->config_path = tg_xstrdup(config_path);
 	gw->metrics = tg_metrics_new();
 	gw_metrics_declare(gw->metrics);

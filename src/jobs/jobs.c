@@ -77,12 +77,21 @@ on_prune(evutil_socket_t fd, short what, void *arg)
 	prune(arg);
 }
 
+void
+tg_jobs_owners_opts(const struct gw_config *c, struct tg_owners_opts *o)
+{
+	o->path = c->owners_db_path;
+	o->keep_ms = c->owners_keep;
+	o->max_rows = c->owners_max;
+}
+
 int
 jobs_owners_open(struct jobs *j, const struct gw_config *c, struct tg_err *err)
 {
-	struct tg_owners_opts o = { c->owners_db_path, c->owners_keep, c->owners_max };
+	struct tg_owners_opts o;
 	struct timeval tv = { PRUNE_EVERY_S, 0 };
 
+	tg_jobs_owners_opts(c, &o);
 	if ((j->owners = tg_owners_open(&o, err)) == NULL)
 		return -1;
 	prune(j);

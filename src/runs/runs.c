@@ -23,19 +23,25 @@
 #include "tidegate/outbox.h"
 #include "runs_int.h"
 
+void
+tg_runs_store_opts(const struct gw_config *c, struct tg_runs_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->path = c->runs_db_path;
+	o->archive_max_run = c->runs_archive_max;
+	o->archive_max_total = c->runs_archive_max_total;
+	o->archive_keep_ms = c->runs_archive_keep;
+	o->grace_ms = c->runs_grace > 0 ? c->runs_grace : 1;	/* 0 would mean the default */
+	o->sync_normal = strcmp(c->runs_sync, "normal") == 0;
+}
+
 struct tg_runs *
 runs_registry_open(const struct gw_config *c, struct tg_err *err)
 {
 	struct tg_runs_opts o;
 	struct tg_runs *runs;
 
-	memset(&o, 0, sizeof(o));
-	o.path = c->runs_db_path;
-	o.archive_max_run = c->runs_archive_max;
-	o.archive_max_total = c->runs_archive_max_total;
-	o.archive_keep_ms = c->runs_archive_keep;
-	o.grace_ms = c->runs_grace > 0 ? c->runs_grace : 1;	/* 0 would mean the default */
-	o.sync_normal = strcmp(c->runs_sync, "normal") == 0;
+	tg_runs_store_opts(c, &o);
 	if ((runs = tg_runs_open(&o, err)) != NULL)
 		tg_log(TG_LOG_INFO, "runs_open", TG_LS("db", c->runs_db_path),
 		    TG_LI("archive", c->runs_archive));

@@ -122,16 +122,22 @@ resume(struct wh_hooks *h, struct tg_err *err)
 	return 0;
 }
 
+void
+tg_webhook_outbox_opts(const struct gw_config *c, struct tg_outbox_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->path = c->wh_db_path;
+	o->schedule_ms = c->wh_schedule_ms;
+	o->nschedule = c->wh_nschedule;
+	o->lease_ms = c->wh_lease;
+}
+
 static int
 open_outbox(struct wh_hooks *h, const struct gw_config *c, struct tg_err *err)
 {
 	struct tg_outbox_opts o;
 
-	memset(&o, 0, sizeof(o));
-	o.path = c->wh_db_path;
-	o.schedule_ms = c->wh_schedule_ms;
-	o.nschedule = c->wh_nschedule;
-	o.lease_ms = c->wh_lease;
+	tg_webhook_outbox_opts(c, &o);
 	h->ob = tg_outbox_open(&o, err);
 	return h->ob != NULL ? 0 : -1;
 }
