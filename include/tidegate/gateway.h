@@ -78,6 +78,7 @@ struct gw_lctx {
 };
 
 struct gw_feature;
+struct gw_scrape;
 struct gw_vcall;
 
 struct gw {
@@ -218,9 +219,11 @@ struct gw_feature {
 	/* The admin listener: path prefix and handler. */
 	const char *admin_prefix;
 	void (*on_admin)(void *ctx, struct evhttp_request *req, const char *path);
-	/* Process: scrape-time metrics, reload (old configuration borrowed),
-	 * drain (SIGTERM), idle (drain may end), stop (free ctx). */
-	void (*metrics)(void *ctx, struct evbuffer *out);
+	/* Process: scrape-time metrics into out (borrowed; a part written
+	 * later holds s: gw_scrape_hold / gw_scrape_release), reload (old
+	 * configuration borrowed), drain (SIGTERM), idle (drain may end),
+	 * stop (free ctx). */
+	void (*metrics)(void *ctx, struct evbuffer *out, struct gw_scrape *s);
 	void (*reload)(void *ctx, const struct gw_config *old);
 	void (*drain)(void *ctx);
 	int (*idle)(void *ctx);
@@ -270,6 +273,18 @@ int gw_answer_peek(struct gw *gw, int service, const char *uri, struct gw_peek *
  */
 int gw_callback_check(const struct gw_req *r, const char *url, const char *key,
     struct tg_problems *p);
+
+/* ---- admin requests answered later (held.c) ---- */
+
+struct gw_held;
+/** Hold req (borrowed) for an answer that comes later; the caller owns the
+ * hold and ends it with gw_held_take. */
+struct gw_held *gw_held_new(struct evhttp_request *req);
+/** End the hold (takes h): req to answer now, or NULL when the client went. */
+struct evhttp_request *gw_held_take(struct gw_held *h);
+/** A scrape part written later (s borrowed): the reply waits for the release. */
+void gw_scrape_hold(struct gw_scrape *s);
+void gw_scrape_release(struct gw_scrape *s);
 
 /* ---- replies: each frees r ---- */
 

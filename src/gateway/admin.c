@@ -213,9 +213,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	render_gauges(gw, b);
 	render_clients(gw, b);
 	render_owners(gw, b);
-	gw_feat_metrics(gw, b);
-	tg_reply_buf(req, 200, "text/plain; version=0.0.4", b);
-	evbuffer_free(b);
+	gw_scrape(gw, req, b);	/* takes b; replies once every feature's part is in */
 }
 
 static void

@@ -236,16 +236,6 @@ gw_feat_admin(struct gw *gw, struct evhttp_request *req, const char *path)
 }
 
 void
-gw_feat_metrics(struct gw *gw, struct evbuffer *out)
-{
-	int id;
-
-	for (id = 0; id < gw->nfeat; id++)
-		if (gw->feat[id]->metrics != NULL)
-			gw->feat[id]->metrics(gw->feat_ctx[id], out);
-}
-
-void
 gw_feat_reload(struct gw *gw, const struct gw_config *old)
 {
 	int id;

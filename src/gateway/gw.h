@@ -40,8 +40,7 @@ int gw_feat_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *captur
 void gw_feat_free(struct gw_req *r);
 /** The admin listener: a feature's admin prefix matched path: 1, handled. */
 int gw_feat_admin(struct gw *gw, struct evhttp_request *req, const char *path);
-/** Scrape, reload, drain, idle and stop of every feature. */
-void gw_feat_metrics(struct gw *gw, struct evbuffer *out);
+/** Reload, drain, idle and stop of every feature. */
 void gw_feat_reload(struct gw *gw, const struct gw_config *old);
 void gw_feat_drain(struct gw *gw);
 int gw_feat_idle(struct gw *gw);
@@ -102,6 +101,11 @@ int gw_validate(struct gw_req *r);
 void gw_validate_forget(struct gw_req *r);
 /** A served partial case, to diff later submissions against (takes body). */
 void gw_case_served(struct gw_req *r, struct evbuffer *body);
+
+/* held.c */
+/** /metrics: the core's series (takes core), then each feature's part
+ * (gw_feature.metrics), replied to req (borrowed) once all are in. */
+void gw_scrape(struct gw *gw, struct evhttp_request *req, struct evbuffer *core);
 
 /* logins.c */
 void gw_login_handle(struct gw_req *r);

@@ -99,7 +99,7 @@ peek(void *ctx, int service, const char *uri, struct gw_peek *out)
 }
 
 static void
-metrics(void *ctx, struct evbuffer *out)
+metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 {
 	struct jobs *j = ctx;
 

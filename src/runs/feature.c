@@ -101,7 +101,7 @@ on_answer(void *ctx, const struct gw_answer *a)
 }
 
 static void
-metrics(void *ctx, struct evbuffer *out)
+metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 {
 	runs_metrics(((struct runs *)ctx)->gw, out);
 }

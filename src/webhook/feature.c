@@ -138,7 +138,7 @@ on_admin(void *ctx, struct evhttp_request *req, const char *path)
 }
 
 static void
-metrics(void *ctx, struct evbuffer *out)
+metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 {
 	wh_hooks_metrics(ctx, out);
 }
