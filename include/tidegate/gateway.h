@@ -255,7 +255,7 @@ int gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
 struct gw_runtime *gw_runtime_ref(struct gw *gw);
 /** Drop a reference (NULL-safe); freed from the loop after the last. */
 void gw_runtime_unref(struct gw_runtime *rt);
-/** Stop the loop once draining and every reply has been written. */
+/** Stop the loop once draining and every reply has been written (gw borrowed). */
 void gw_maybe_exit(struct gw *gw);
 
 /* ---- observers ---- */
@@ -386,7 +386,8 @@ struct gw_vfetch {
 };
 typedef void (*gw_vfetch_cb)(struct gw_vcall *c, const struct gw_vfetch *res, void *arg);
 /** The call with its body collected up to max_body: cb once, then the call
- * is freed (never cancel it after cb). add_headers may be NULL. */
+ * is freed (never cancel it after cb). q borrowed (copied), arg borrowed;
+ * add_headers may be NULL. The caller owns the call until cb. */
 struct gw_vcall *gw_vcall_fetch(const struct gw_vcall_req *q, size_t max_body,
     void (*add_headers)(struct gw_vcall *, struct evkeyvalq *, void *), gw_vfetch_cb cb,
     void *arg);
@@ -397,7 +398,8 @@ struct gw_vcall *gw_vcall_fetch(const struct gw_vcall_req *q, size_t max_body,
 int gw_req_authenticate(struct gw_req *r);
 /** Send r upstream (its vendor token first) and relay the answer. */
 void gw_req_proxy(struct gw_req *r);
-/** Upstream path and query for r (malloc'd): route template, minus drop_query. */
+/** Upstream path and query for r (borrowed; the string is malloc'd, the
+ * caller owns it): route template, minus drop_query. */
 char *gw_upstream_uri(struct gw_req *r);
 
 #endif

@@ -124,7 +124,7 @@ int gw_config_check_choice(struct tg_cfg_report *rep, const char *key, const cha
 void gw_config_check_services(const struct gw_config *c, size_t i, struct tg_cfg_report *rep);
 /** Files, databases, URLs, route templates, listeners, the embedded emulator's
  * file; resolves tls.ca_file, webhooks.ca_file and the databases against the
- * file's directory. */
+ * file's directory (c and rep borrowed; c's resolved paths are owned by c). */
 void gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep);
 /** 1 when addr ("host:port", borrowed) is a loopback address. */
 int gw_config_addr_loopback(const char *addr);

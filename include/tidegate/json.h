@@ -58,9 +58,10 @@ void tg_json_path_cleanup(struct tg_json_path *p);
 /** New generator (beautify off, no validation of UTF-8 input), owned by the
  * caller: yajl_gen_free(). */
 yajl_gen tg_json_gen_new(void);
-/* The writers below borrow g and their strings (yajl copies them). */
+/* The writers below borrow g and their strings (yajl copies them);
+ * tg_json_kv_str writes null for a NULL v. */
 void tg_json_str(yajl_gen g, const char *s);
-void tg_json_kv_str(yajl_gen g, const char *k, const char *v);	/* v NULL -> null */
+void tg_json_kv_str(yajl_gen g, const char *k, const char *v);
 void tg_json_kv_int(yajl_gen g, const char *k, long long v);
 void tg_json_kv_bool(yajl_gen g, const char *k, int v);
 void tg_json_kv_double(yajl_gen g, const char *k, double v);

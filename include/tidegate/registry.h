@@ -45,7 +45,7 @@ struct evbuffer;
 /**
  * The list as the extension API's body into g:
  * {"runs": [run…], "limit": n, "offset": n, "more": bool}. -1 with err
- * (nothing written).
+ * (nothing written). r, q and g borrowed.
  */
 int tg_runs_list_json(struct tg_runs *r, const struct tg_runs_query *q, yajl_gen g,
     struct tg_err *err);

@@ -107,6 +107,7 @@ struct tg_run_new {
  * before the client is answered. The first check is due at
  * submitted_at + tg_runs_check_delay(0) while the run is in progress.
  * TG_RUNS_CONFLICT when the simulation id is already recorded, -1 with err.
+ * r and run borrowed (run's strings copied).
  */
 int tg_runs_add(struct tg_runs *r, const struct tg_run_new *run, int64_t now_ms,
     struct tg_err *err);
@@ -245,13 +246,14 @@ int tg_runs_archive_usage(struct tg_runs *r, int64_t *bytes, int64_t *runs,
  * Mark every run whose expires_at <= now (and not yet EXPIRED) EXPIRED:
  * no more checks, vendor status kept. Count in *n (may be NULL). Runs of
  * running sweeps may have ended: settle them (tg_runs_sweeps_running).
+ * r borrowed; n is the caller's.
  */
 int tg_runs_expire(struct tg_runs *r, int64_t now_ms, size_t *n, struct tg_err *err);
 /**
  * Delete runs past expires_at + grace (archived ones: + archive_keep),
  * with their archived results, and finished sweeps with no runs left
  * (and past created_at + retention + grace). Counts in *nruns / *nsweeps
- * (either may be NULL). -1 with err.
+ * (either may be NULL; the caller's). r borrowed. -1 with err.
  */
 int tg_runs_purge(struct tg_runs *r, int64_t now_ms, size_t *nruns, size_t *nsweeps,
     struct tg_err *err);
@@ -287,7 +289,8 @@ struct tg_sweep_new {
 /**
  * Store a sweep, state running, with every variant pending and its case
  * held in the registry until submitted. One transaction: durable when it
- * returns 0, with the new id in id. -1 with err.
+ * returns 0, with the new id in id (the caller's buffer). r and s
+ * borrowed (copied). -1 with err.
  */
 int tg_runs_sweep_create(struct tg_runs *r, const struct tg_sweep_new *s, int64_t now_ms,
     char id[TG_SWEEP_ID_LEN], struct tg_err *err);

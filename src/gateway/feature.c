@@ -7,7 +7,10 @@
  */
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "tidegate/util.h"
+#include "tidegate/worker.h"
 #include "gw.h"
 
 int
@@ -214,6 +217,16 @@ gw_callback_check(const struct gw_req *r, const char *url, const char *key,
 }
 
 /* ---- the process ---- */
+
+/* Stop the loop once draining and every reply, check and feature's work
+ * is done. */
+void
+gw_maybe_exit(struct gw *gw)
+{
+	if (gw->draining && gw->inflight == 0 && gw->unflushed == 0 &&
+	    tg_worker_busy(gw->worker) == 0 && gw_feat_idle(gw))
+		event_base_loopexit(gw->base, NULL);
+}
 
 int
 gw_feat_admin(struct gw *gw, struct evhttp_request *req, const char *path)

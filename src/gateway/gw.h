@@ -15,10 +15,29 @@
 #include "tidegate/gateway.h"
 #include "tidegate/sim.h"
 
+/* runtime.c */
+/** Build a runtime from cfg (takes *cfg, zeroed): services, upstreams,
+ * token sources, keys; one reference, the caller's. NULL with err. */
+struct gw_runtime *gw_runtime_new(struct gw *gw, struct gw_config *cfg, struct tg_err *err);
+/** Free the released runtimes now (gw borrowed). */
+void gw_runtime_reap(struct gw *gw);
+/** gw->reap_ev's callback (arg: the struct gw, borrowed). */
+void gw_runtime_on_reap(evutil_socket_t fd, short what, void *arg);
+
 /* proxy.c */
 void gw_on_request(struct evhttp_request *req, void *arg);
-/** The rest of r's way once the request check has passed it (inline or later). */
+
+/* relay.c */
+/** The rest of r's way once the request check has passed it (inline or
+ * later): the features of its operation, then the vendor. */
 void gw_req_validated(struct gw_req *r);
+
+/* reply.c */
+/** r ends (takes r): access log, metrics, features' slots, its call;
+ * the reply's tracker owns the connection from here. */
+void gw_req_finish(struct gw_req *r);
+/** X-Request-Id (and Connection: close while draining) on r's reply. */
+void gw_req_common_headers(struct gw_req *r);
 /** The front door's check (frontdoor.h) of a listener's heads with a body:
  * h borrowed, arg the listener's struct gw_lctx (borrowed). */
 int gw_head_check(const struct tg_head *h, void *arg);

@@ -23,113 +23,6 @@
 #include "tidegate/worker.h"
 #include "gw.h"
 
-static void
-service_cleanup(struct gw_service *s)
-{
-	gw_vendor_cleanup(s);
-	tg_login_cache_free(s->logins);
-	if (s->auth != s->api)
-		tg_upstream_free(s->auth);
-	tg_upstream_free(s->api);
-}
-
-static void
-runtime_free(struct gw_runtime *rt)
-{
-	int i;
-
-	for (i = 0; i < 2; i++)
-		service_cleanup(&rt->svc[i]);
-	tg_keyring_cleanup(&rt->keys);
-	gw_config_free(&rt->cfg);
-	free(rt);
-}
-
-static void
-reap(struct gw *gw)
-{
-	struct gw_runtime *rt;
-
-	while ((rt = gw->dying) != NULL) {
-		gw->dying = rt->next_dying;
-		runtime_free(rt);
-	}
-}
-
-static void
-on_reap(evutil_socket_t fd, short what, void *arg)
-{
-	reap(arg);
-}
-
-struct gw_runtime *
-gw_runtime_ref(struct gw *gw)
-{
-	gw->rt->refs++;
-	return gw->rt;
-}
-
-/* The last reference often goes from inside an upstream callback, where the
- * upstreams must not be freed: park the runtime and free it from the loop. */
-void
-gw_runtime_unref(struct gw_runtime *rt)
-{
-	if (rt == NULL || --rt->refs > 0)
-		return;
-	rt->next_dying = rt->gw->dying;
-	rt->gw->dying = rt;
-	event_active(rt->gw->reap_ev, EV_TIMEOUT, 0);
-}
-
-static int
-service_init(struct gw *gw, struct gw_runtime *rt, int i, struct tg_err *err)
-{
-	struct gw_service *s = &rt->svc[i];
-	const struct gw_config *c = &rt->cfg;
-	struct tg_upstream_opts o = { c->connect_timeout, c->read_timeout, (size_t)c->max_conns,
-		(size_t)c->max_idle, c->tls_verify, c->tls_ca_file, (size_t)c->max_conns_per_key,
-		c->queue_timeout };
-
-	s->index = i;
-	s->name = i == GW_DEX ? "dex" : "sim";
-	s->mask = i == GW_DEX ? TG_SVC_DEX : TG_SVC_SIM;
-	s->routes = i == GW_DEX ? &tg_dex_service_routes : &tg_sim_service_routes;
-	s->cfg = i == GW_DEX ? &c->dex : &c->sim;
-	s->api = tg_upstream_new(gw->base, gw->dns, s->cfg->url, s->cfg->fallback_url, &o, err);
-	if (s->api == NULL)
-		return -1;
-	return gw_vendor_init(gw, s, &o, err);
-}
-
-/* Takes ownership of *cfg (it is zeroed). */
-static struct gw_runtime *
-runtime_new(struct gw *gw, struct gw_config *cfg, struct tg_err *err)
-{
-	struct gw_runtime *rt = tg_xcalloc(1, sizeof(*rt));
-	const char *svc[3];
-	size_t i, j;
-
-	rt->refs = 1;
-	rt->gw = gw;
-	rt->cfg = *cfg;
-	memset(cfg, 0, sizeof(*cfg));
-	for (i = 0; i < rt->cfg.nkeys; i++) {
-		const struct gw_key_cfg *k = &rt->cfg.keys[i];
-
-		for (j = 0; j < k->services.n && j < 3; j++)
-			svc[j] = k->services.v[j];
-		if (tg_keyring_add(&rt->keys, k->name, k->sha256, svc, j, err) != 0)
-			goto err;
-	}
-	for (i = 0; i < 2; i++)
-		if (service_init(gw, rt, (int)i, err) != 0)
-			goto err;
-	return rt;
-err:
-	gw_runtime_unref(rt);
-	return NULL;
-}
-
 static const char *
 listen_addr(const struct gw_config *c, int l)
 {
@@ -240,7 +133,7 @@ reload(struct gw *gw)
 		gw_config_free(&cfg);
 		return;
 	}
-	if ((rt = runtime_new(gw, &cfg, &err)) == NULL) {
+	if ((rt = gw_runtime_new(gw, &cfg, &err)) == NULL) {
 		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", err.msg));
 		gw_config_free(&cfg);
 		return;
@@ -300,14 +193,6 @@ drain(struct gw *gw)
 	evtimer_add(gw->drain_timer, &tv);
 }
 
-void
-gw_maybe_exit(struct gw *gw)
-{
-	if (gw->draining && gw->inflight == 0 && gw->unflushed == 0 &&
-	    tg_worker_busy(gw->worker) == 0 && gw_feat_idle(gw))
-		event_base_loopexit(gw->base, NULL);
-}
-
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -330,7 +215,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	gw->config_path = tg_xstrdup(config_path);
 	gw->metrics = tg_metrics_new();
 	gw_metrics_declare(gw->metrics);
-	gw->reap_ev = event_new(base, -1, 0, on_reap, gw);
+	gw->reap_ev = event_new(base, -1, 0, gw_runtime_on_reap, gw);
 	if ((gw->worker = tg_worker_new(base, err)) == NULL) {
 		gw_free(gw);
 		return NULL;
@@ -339,7 +224,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 	if (cfg->sim.remember_cases > 0)
 		gw->cases = tg_case_store_new((size_t)cfg->sim.remember_cases);
-	if ((gw->rt = runtime_new(gw, cfg, err)) == NULL) {
+	if ((gw->rt = gw_runtime_new(gw, cfg, err)) == NULL) {
 		gw_free(gw);
 		return NULL;
 	}
@@ -383,7 +268,7 @@ gw_free(struct gw *gw)
 	gw->worker = NULL;
 	gw_feat_stop(gw);	/* they may use the runtimes' upstreams */
 	gw_runtime_unref(gw->rt);
-	reap(gw);
+	gw_runtime_reap(gw);
 	event_free(gw->reap_ev);
 	tg_case_store_free(gw->cases);
 	if (gw->dns != NULL)
@@ -392,3 +277,4 @@ gw_free(struct gw *gw)
 	free(gw->config_path);
 	free(gw);
 }
+

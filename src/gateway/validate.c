@@ -29,26 +29,6 @@
 #include "tidegate/worker.h"
 #include "gw.h"
 
-void
-gw_reply_problems(struct gw_req *r, struct tg_problems *p)
-{
-	struct evbuffer *b = evbuffer_new();
-	char msg[160];
-
-	if (p->total > p->n)
-		snprintf(msg, sizeof(msg), "%zu problems in the request (the first %zu listed)",
-		    p->total, p->n);
-	else
-		snprintf(msg, sizeof(msg), "%zu problem%s in the request", p->total,
-		    p->total == 1 ? "" : "s");
-	r->error = "VALIDATION_FAILED";
-	tg_metrics_inc(r->gw->metrics, "tidegate_validation_failures_total",
-	    r->svc->index == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
-	tg_error_body(b, 400, "VALIDATION_FAILED", msg, r->id, p->v, p->n);
-	gw_req_reply_buf(r, 400, "application/json", b);	/* frees r */
-	evbuffer_free(b);
-}
-
 /* One request's check: its inputs, taken on the loop, and its results. */
 struct gw_check {
 	struct gw_req *r;		/* the request; NULL once it ended */
@@ -427,19 +407,4 @@ gw_validate_forget(struct gw_req *r)
 	free(r->case_id);
 	free(r->case_sha256);
 	r->case_id = r->case_sha256 = NULL;
-}
-
-void
-gw_case_served(struct gw_req *r, struct evbuffer *body)
-{
-	const char *id = tg_route_param(&r->m, "id");
-	yajl_val v = tg_json_parse((const char *)evbuffer_pullup(body, -1),
-	    evbuffer_get_length(body), NULL);
-
-	evbuffer_free(body);
-	if (v == NULL || !YAJL_IS_OBJECT(v) || id == NULL || r->gw->cases == NULL) {
-		yajl_tree_free(v);
-		return;
-	}
-	tg_case_store_put(r->gw->cases, id, v);
 }

@@ -31,6 +31,7 @@ struct sq_op;
 enum sq_domain { SQ_NONE, SQ_OUTBOX, SQ_RUNS, SQ_OWNERS };
 
 struct sq {
+	const struct tg_state_backend *be;	/* this backend's vtable (backend.c) */
 	struct tg_worker *w;			/* the writer thread */
 	struct tg_outbox *rob, *wob;		/* read / write connections; NULL: none */
 	struct tg_runs *rruns, *wruns;
@@ -72,6 +73,8 @@ struct sq_op *tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, s
 struct tg_state_op *tg_state_sq_read(struct sq_op *o);
 /** Queue o on the writer thread: its handle, or NULL when answered at once. */
 struct tg_state_op *tg_state_sq_write(struct sq_op *o);
+/** The seam's cancel (state.h tg_state_cancel) for this backend; op borrowed. */
+void tg_state_sq_cancel(struct tg_state_op *op);
 /** Map a store's return code into o->res (err already set); the code back. */
 int tg_state_sq_rc(struct sq_op *o, int rc);
 /** Copy of s, NULL for NULL. */

@@ -65,7 +65,7 @@ answer_open(struct sq_op *o)
 
 	if (o->p != NULL) {
 		w = tg_xcalloc(1, sizeof(*w));
-		w->pub.be = &tg_state_sqlite_backend;
+		w->pub.be = o->sq->be;
 		w->sq = o->sq;
 		w->p = o->p;
 		o->p = NULL;

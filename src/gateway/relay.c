@@ -1,0 +1,322 @@
+/*
+ * relay.c - a client request sent to the vendor and its answer relayed as
+ * it arrives: the upstream path and query from the route template, the
+ * client's headers minus hop-by-hop ones, the call (vendor.c: token, one
+ * replay of a 401), and backpressure both ways (the vendor is paused while
+ * more than CLIENT_HIGH_WATER waits for the client; a client that takes no
+ * byte for client_send_timeout is dropped by flush.c and its call
+ * cancelled). Features of the operation decide at the head whether the
+ * answer is relayed, copied for them, or held until they answer
+ * (feature.c). Called by proxy.c, by logins that are not cached, by the
+ * request check when it passes a request (gw_req_validated), and by
+ * features that hand a request back (gw_req_proxy).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/frontdoor.h"
+#include "tidegate/http.h"
+#include "tidegate/log.h"
+#include "gw.h"
+
+#define CLIENT_HIGH_WATER (1024 * 1024)
+
+/* Any feature registered for r's operation. */
+#define NOPFEAT_ANY(r)	((r)->gw->nby_op[(r)->op] != 0)
+
+static const char *const hop_by_hop[] = {
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE",
+	"Trailer", "Transfer-Encoding", "Upgrade", "Proxy-Connection",
+};
+
+
+static int
+is_hop_by_hop(const char *name, const char *connection)
+{
+	const char *p;
+	size_t i, n = strlen(name);
+
+	switch (name[0] | 0x20) {	/* the list's initials: most names skip it */
+	case 'c': case 'k': case 'p': case 't': case 'u':
+		for (i = 0; i < TG_NELEM(hop_by_hop); i++)
+			if (strcasecmp(name, hop_by_hop[i]) == 0)
+				return 1;
+	}
+	/* Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1). */
+	for (p = connection; p != NULL && *p; p++) {
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (strncasecmp(p, name, n) == 0 && (p[n] == '\0' || p[n] == ',' || p[n] == ' '))
+			return 1;
+		p = strchr(p, ',');
+		if (p == NULL)
+			break;
+	}
+	return 0;
+}
+
+/* What becomes of the vendor's answer: the served partial cases are kept
+ * by the core (for the diff); features of the operation ask the rest. */
+static enum gw_head
+head_action(struct gw_req *r, int status)
+{
+	enum gw_head h = NOPFEAT_ANY(r) ? gw_feat_head(r, status) : GW_HEAD_RELAY;
+
+	if (h == GW_HEAD_RELAY && status == 200 && r->op == TG_OP_SIM_CASE &&
+	    r->gw->cases != NULL)
+		h = GW_HEAD_CAPTURE;
+	return h;
+}
+
+static void
+on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *arg)
+{
+	struct gw_req *r = arg;
+	struct evkeyvalq *out;
+	const char *conn = evhttp_find_header(headers, "Connection");
+	struct evkeyval *kv;
+	enum gw_head h;
+
+	r->upstream_status = status;
+	r->origin = tg_up_req_origin(gw_vcall_upstream(c));
+	out = evhttp_request_get_output_headers(r->req);
+	TAILQ_FOREACH(kv, headers, next)
+		if (!is_hop_by_hop(kv->key, conn))
+			evhttp_add_header(out, kv->key, kv->value);
+	/* A held answer keeps the vendor's headers (Location …); its length is
+	 * set again when the feature holding it sends the captured body. */
+	h = head_action(r, status);
+	if (h == GW_HEAD_HOLD) {
+		r->held = 1;
+		r->capture = evbuffer_new();
+		evhttp_remove_header(out, "Content-Length");
+		return;
+	}
+	gw_req_common_headers(r);
+	r->status = status;
+	if (evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD || status == 204 ||
+	    status == 304 || status < 200)
+		return;		/* no body: replied in on_done */
+	if (h == GW_HEAD_CAPTURE)
+		r->capture = evbuffer_new();
+	gw_flush_start(r);
+	evhttp_send_reply_start(r->req, status, tg_http_reason(status));
+	r->started = 1;
+}
+
+static void
+on_client_drained(struct evhttp_connection *conn, void *arg)
+{
+	struct gw_req *r = arg;
+
+	if (r->paused && r->call != NULL) {
+		r->paused = 0;
+		gw_vcall_resume(r->call);
+	}
+}
+
+/* Partial cases and creation answers are small; past this nothing is kept. */
+#define CAPTURE_MAX (16 * 1024 * 1024)
+
+static void
+capture(struct gw_req *r, struct evbuffer *buf)
+{
+	size_t n = evbuffer_get_length(buf);
+
+	if (evbuffer_get_length(r->capture) + n > CAPTURE_MAX) {
+		evbuffer_free(r->capture);
+		r->capture = NULL;
+		return;
+	}
+	evbuffer_add(r->capture, evbuffer_pullup(buf, -1), n);
+}
+
+static void
+on_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
+{
+	struct gw_req *r = arg;
+	struct bufferevent *bev;
+
+	if (r->held && r->capture != NULL)
+		capture(r, buf);
+	if (!r->started || r->req == NULL) {
+		evbuffer_drain(buf, evbuffer_get_length(buf));
+		return;
+	}
+	r->bytes += evbuffer_get_length(buf);
+	if (r->capture != NULL)
+		capture(r, buf);
+	evhttp_send_reply_chunk_with_cb(r->req, buf, on_client_drained, r);
+	bev = evhttp_connection_get_bufferevent(r->conn);
+	if (!r->paused && evbuffer_get_length(bufferevent_get_output(bev)) > CLIENT_HIGH_WATER) {
+		r->paused = 1;
+		gw_vcall_pause(c);
+	}
+}
+
+static void
+answered(struct gw_req *r, const struct tg_up_req *u, enum tg_up_error err)
+{
+	if (NOPFEAT_ANY(r) && gw_feat_done(r, err, r->capture))
+		return;		/* a feature held the answer and replied */
+	if (err == TG_UP_OK && r->capture != NULL && r->op == TG_OP_SIM_CASE) {
+		gw_case_served(r, r->capture);
+		r->capture = NULL;
+	}
+	if (err == TG_UP_OK && r->started) {
+		gw_req_reply_end(r, 0);
+	} else if (err == TG_UP_OK) {
+		gw_req_reply_buf(r, r->status ? r->status : r->upstream_status, NULL, NULL);
+	} else if (r->started) {
+		r->error = tg_up_error_str(err);
+		gw_req_reply_end(r, 1);
+	} else if (err == TG_UP_BUSY) {
+		gw_req_reply_busy(r, u);
+	} else {
+		gw_req_reply_upstream(r, u, err, "API");
+	}
+}
+
+static void
+on_done(struct gw_vcall *c, enum tg_up_error err, void *arg)
+{
+	struct gw_req *r = arg;
+
+	r->call = NULL;		/* freed below, once r is answered */
+	answered(r, gw_vcall_upstream(c), err);
+	gw_vcall_cancel(c);
+}
+
+static void
+copy_request_headers(struct gw_vcall *c, struct evkeyvalq *out, void *arg)
+{
+	struct gw_req *r = arg;
+	struct evkeyvalq *in = evhttp_request_get_input_headers(r->req);
+	const char *conn = evhttp_find_header(in, "Connection");
+	char addr[128], *fwd;
+	const char *prev;
+	struct evkeyval *h;
+	ev_uint16_t port;
+	char *host = NULL;
+
+	TAILQ_FOREACH(h, in, next) {
+		if (is_hop_by_hop(h->key, conn) || strcasecmp(h->key, "Host") == 0 ||
+		    strcasecmp(h->key, "Content-Length") == 0 ||
+		    strcasecmp(h->key, "Expect") == 0 ||
+		    strcasecmp(h->key, "X-Api-Key") == 0 ||
+		    strcasecmp(h->key, "X-Request-Id") == 0 ||
+		    strcasecmp(h->key, "X-Forwarded-For") == 0 ||
+		    strcasecmp(h->key, "X-Tidegate-Callback-Url") == 0 ||
+		    (r->auth != GW_AUTH_CALLER && strcasecmp(h->key, "Authorization") == 0))
+			continue;
+		evhttp_add_header(out, h->key, h->value);
+	}
+	evhttp_add_header(out, "X-Request-Id", r->id);
+	evhttp_connection_get_peer(r->conn, &host, &port);
+	snprintf(addr, sizeof(addr), "%s", host ? host : "unknown");
+	prev = evhttp_find_header(in, "X-Forwarded-For");
+	fwd = prev ? tg_xasprintf("%s, %s", prev, addr) : tg_xstrdup(addr);
+	evhttp_add_header(out, "X-Forwarded-For", fwd);
+	free(fwd);
+}
+
+static void
+on_no_token(struct gw_vcall *c, const char *why, int retry_after, void *arg)
+{
+	struct gw_req *r = arg;
+	char what[64];
+
+	r->call = NULL;
+	snprintf(what, sizeof(what), "could not obtain a %s vendor token", r->svc->name);
+	gw_req_reply_token_error(r, what, why, retry_after);
+	gw_vcall_cancel(c);
+}
+
+static const struct gw_vcall_cbs call_cbs = { on_head, on_body, on_done, on_no_token,
+	copy_request_headers };
+
+/* The client's query string without the parameter the gateway consumed
+ * (dryRun): segments are copied as sent, so encoding is untouched. */
+static char *
+forward_query(const char *q, const char *drop)
+{
+	size_t dl = drop ? strlen(drop) : 0, n = 0, len;
+	char *out = tg_xmalloc(strlen(q) + 1);
+	const char *seg = q, *amp;
+
+	while (*seg) {
+		amp = strchr(seg, '&');
+		len = amp ? (size_t)(amp - seg) : strlen(seg);
+		if (!(dl && len >= dl && strncmp(seg, drop, dl) == 0 &&
+		    (len == dl || seg[dl] == '='))) {
+			if (n > 0)
+				out[n++] = '&';
+			memcpy(out + n, seg, len);
+			n += len;
+		}
+		seg += len + (amp != NULL);
+	}
+	out[n] = '\0';
+	return out;
+}
+
+/* Upstream URI: base path + the op's template (or the client's path when
+ * passing through) + the client's query string. */
+char *
+gw_upstream_uri(struct gw_req *r)
+{
+	const struct evhttp_uri *cu = evhttp_request_get_evhttp_uri(r->req);
+	const char *q = cu ? evhttp_uri_get_query(cu) : NULL;
+	const char *base = tg_upstream_base_path(r->svc->api);
+	char *path, *uri, *fq;
+
+	if (r->m.route != NULL)
+		path = tg_route_expand(r->svc->cfg->routes[r->m.route->op], &r->m);
+	else
+		path = tg_xstrdup(r->path);
+	if (path == NULL)
+		path = tg_xstrdup(r->path);
+	fq = forward_query(q ? q : "", r->drop_query);
+	uri = tg_xasprintf("%s%s%s%s", base, path, *fq ? "?" : "", fq);
+	free(fq);
+	free(path);
+	return uri;
+}
+
+void
+gw_req_proxy(struct gw_req *r)
+{
+	struct gw_vcall_req q;
+
+	if (r->uri == NULL)
+		r->uri = gw_upstream_uri(r);
+	memset(&q, 0, sizeof(q));
+	q.rt = r->rt;
+	q.service = r->svc->index;
+	q.method = evhttp_request_get_command(r->req);
+	q.uri = r->uri;
+	q.body = r->body ? r->body : evhttp_request_get_input_buffer(r->req);
+	q.no_token = r->auth != GW_AUTH_GATEWAY;	/* the caller's own Authorization */
+	q.owner = gw_req_owner(r);
+	q.replay_max = (size_t)r->svc->cfg->replay_max_body;
+	r->call = gw_vcall_start(&q, &call_cbs, r);
+}
+
+
+void
+gw_req_validated(struct gw_req *r)
+{
+	if (NOPFEAT_ANY(r) && gw_feat_request(r) != 0)
+		return;		/* a feature answers */
+	gw_req_proxy(r);
+}
+

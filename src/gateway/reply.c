@@ -1,0 +1,301 @@
+/*
+ * reply.c - the end of one client request: the replies every part of the
+ * gateway sends (JSON errors of DESIGN.md, buffers, generated JSON, the
+ * start and end of a streamed relay), the words for upstream and token
+ * failures, the access log line and the request's metrics, and freeing
+ * the request (gw_req_finish), after which its reply's tracker (flush.c)
+ * owns the connection until the reply is written.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/frontdoor.h"
+#include "tidegate/http.h"
+#include "tidegate/log.h"
+#include "gw.h"
+
+/* ---- lifetime ---- */
+
+/* service="dex",op="export": made once per service and operation, as every
+ * request is counted under it. */
+static const char *
+op_labels(const struct gw_req *r, size_t *len)
+{
+	static char *cache[2][TG_OP_COUNT];
+	static size_t lens[2][TG_OP_COUNT];
+	enum tg_op op = r->op;
+	int s = r->svc->index == GW_SIM;
+
+	if (cache[s][op] == NULL) {
+		cache[s][op] = tg_xasprintf("service=\"%s\",op=\"%s\"", r->svc->name,
+		    tg_op_name(op));
+		lens[s][op] = strlen(cache[s][op]);
+	}
+	*len = lens[s][op];
+	return cache[s][op];
+}
+
+static void
+access_log(struct gw_req *r)
+{
+	int64_t ms = tg_clock_mono_ms() - r->t0;
+	char labels[160];
+	const char *base;
+	size_t n;
+	int code = r->status >= 100 && r->status <= 999 ? r->status : 0;
+
+	base = op_labels(r, &n);
+	memcpy(labels, base, n);		/* base + ,code="NNN" */
+	memcpy(labels + n, ",code=\"", 7);
+	labels[n + 7] = (char)('0' + code / 100);
+	labels[n + 8] = (char)('0' + code / 10 % 10);
+	labels[n + 9] = (char)('0' + code % 10);
+	memcpy(labels + n + 10, "\"", 2);
+	tg_metrics_inc(r->gw->metrics, "tidegate_requests_total", labels, 1);
+	tg_metrics_observe(r->gw->metrics, "tidegate_request_duration_seconds", base,
+	    (double)ms / 1000.0);
+	if (!r->rt->cfg.access_log)
+		return;
+	tg_log(TG_LOG_INFO, "access", TG_LS("id", r->id), TG_LS("service", r->svc->name),
+	    TG_LS("op", tg_op_name(r->op)),
+	    TG_LS("method", r->method), TG_LS("path", r->path), TG_LI("status", r->status),
+	    TG_LI("upstream_status", r->upstream_status), TG_LI("bytes", r->bytes),
+	    TG_LI("ms", ms), TG_LS("key", r->key ? r->key->name : NULL),
+	    TG_LS("origin", r->origin), TG_LS("error", r->error));
+}
+
+void
+gw_req_finish(struct gw_req *r)
+{
+	struct gw *gw = r->gw;
+
+	access_log(r);
+	gw_feat_free(r);
+	gw_validate_forget(r);
+	gw_flush_handover(r);	/* the reply's tracker (flush.c) owns the connection now */
+	if (r->up != NULL)
+		tg_up_req_cancel(r->up);
+	gw_vcall_cancel(r->call);
+	gw_runtime_unref(r->rt);
+	if (r->body != NULL)
+		evbuffer_free(r->body);
+	if (r->capture != NULL)
+		evbuffer_free(r->capture);
+	free(r->path);
+	free(r->uri);
+	free(r);
+	gw->inflight--;
+	gw_maybe_exit(gw);
+}
+
+void
+gw_req_common_headers(struct gw_req *r)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
+
+	evhttp_remove_header(h, "X-Request-Id");
+	evhttp_add_header(h, "X-Request-Id", r->id);
+	if (r->gw->draining)
+		evhttp_add_header(h, "Connection", "close");
+}
+
+void
+gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffer *b)
+{
+	r->status = status;
+	if (r->req != NULL) {
+		r->bytes += b ? evbuffer_get_length(b) : 0;
+		gw_req_common_headers(r);
+		gw_flush_start(r);
+		tg_reply_buf(r->req, status, ctype, b);
+		r->req = NULL;
+	}
+	gw_req_finish(r);
+}
+
+void
+gw_req_reply_json(struct gw_req *r, int status, yajl_gen g)
+{
+	struct evbuffer *b = evbuffer_new();
+	const unsigned char *buf;
+	size_t len;
+
+	yajl_gen_get_buf(g, &buf, &len);
+	evbuffer_add(b, buf, len);
+	gw_req_reply_buf(r, status, "application/json", b);
+	evbuffer_free(b);
+}
+
+const char *
+gw_req_owner(const struct gw_req *r)
+{
+	if (r->auth == GW_AUTH_CALLER)
+		return GW_OWNER_CALLERS;
+	return r->key != NULL ? r->key->name : GW_OWNER_NO_KEY;
+}
+
+/* Retry-After: the queue just waited queue_timeout without a connection
+ * coming free, so sooner is unlikely to fare better. */
+void
+gw_req_reply_busy(struct gw_req *r, const struct tg_up_req *u)
+{
+	int64_t s = (r->rt->cfg.queue_timeout + 999) / 1000;
+	char ra[24], msg[320];
+
+	if (r->req != NULL) {
+		snprintf(ra, sizeof(ra), "%lld", (long long)(s > 0 ? s : 1));
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
+	}
+	snprintf(msg, sizeof(msg), "the %s vendor API is busy: %s", r->svc->name,
+	    u != NULL ? tg_up_req_detail(u) : "no connection came free");
+	gw_req_reply_error(r, 503, "UPSTREAM_BUSY", msg);
+}
+
+void
+gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	r->error = code;
+	tg_error_body(b, status, code, msg, r->id, NULL, 0);
+	gw_req_reply_buf(r, status, "application/json", b);
+	evbuffer_free(b);
+}
+
+/* ---- upstream exchange ---- */
+
+/*
+ * The relayed reply ends: r is finished first (its connection handed to
+ * the reply's tracker, flush.c), then the reply is ended, because evhttp
+ * may write the end, report the reply complete and free the connection
+ * all inside evhttp_send_reply_end (a body without chunked framing whose
+ * bytes already left). A truncated body must not look complete: abort
+ * resets the connection rather than ending the stream.
+ */
+static void
+end_reply(struct gw_req *r, int abort)
+{
+	struct evhttp_request *req = r->req;
+
+	if (abort)
+		tg_http_conn_reset(r->conn);
+	r->req = NULL;
+	gw_req_finish(r);
+	evhttp_send_reply_end(req);
+}
+
+void
+gw_req_reply_start(struct gw_req *r, int status)
+{
+	gw_req_common_headers(r);
+	r->status = status;
+	gw_flush_start(r);
+	evhttp_send_reply_start(r->req, status, tg_http_reason(status));
+	r->started = 1;
+}
+
+void
+gw_req_reply_end(struct gw_req *r, int abort)
+{
+	end_reply(r, abort);
+}
+
+static int
+error_status(enum tg_up_error err, const char **code)
+{
+	switch (err) {
+	case TG_UP_TIMEOUT:
+		*code = "UPSTREAM_TIMEOUT";
+		return 504;
+	case TG_UP_CONNECT:
+		*code = "UPSTREAM_UNREACHABLE";
+		return 502;
+	case TG_UP_TLS:
+		*code = "UPSTREAM_TLS_FAILED";
+		return 502;
+	case TG_UP_BUSY:
+		*code = "UPSTREAM_BUSY";
+		return 503;
+	default:
+		*code = "UPSTREAM_ERROR";
+		return 502;
+	}
+}
+
+/* The vendor's answer ended; u (the attempt, borrowed) words its failure. */
+int
+gw_upstream_error(enum tg_up_error err, const char *detail, const char *svc, const char *what,
+    char *msg, size_t len, const char **code)
+{
+	int status = error_status(err, code);
+
+	if (err == TG_UP_TLS)
+		snprintf(msg, len, "the %s vendor %s failed TLS verification: %s", svc, what,
+		    detail != NULL && *detail != '\0' ? detail : "handshake failed");
+	else if (err == TG_UP_BUSY)
+		snprintf(msg, len, "the %s vendor %s is busy: %s", svc, what,
+		    detail != NULL && *detail != '\0' ? detail : "no connection came free");
+	else
+		snprintf(msg, len, "the %s vendor %s could not be reached: %s", svc, what,
+		    tg_up_error_str(err));
+	return status;
+}
+
+void
+gw_req_reply_upstream(struct gw_req *r, const struct tg_up_req *u, enum tg_up_error err,
+    const char *what)
+{
+	const char *code;
+	char msg[400];
+	int status = gw_upstream_error(err, u != NULL ? tg_up_req_detail(u) : NULL, r->svc->name,
+	    what, msg, sizeof(msg), &code);
+
+	gw_req_reply_error(r, status, code, msg);
+}
+
+void
+gw_req_reply_token_error(struct gw_req *r, const char *what, const char *why,
+    int retry_after)
+{
+	const char *code;
+	char ra[16], msg[640];
+	int status = gw_token_error(r->svc->tokens, what, why, msg, sizeof(msg), &code);
+
+	snprintf(ra, sizeof(ra), "%d", retry_after > 0 ? retry_after : 1);
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
+	gw_req_reply_error(r, status, code, msg);
+}
+
+/* The client's headers for the vendor, each attempt (Authorization: the
+ * caller's own in caller-token mode; the gateway's token is set by the
+ * call). */
+
+/* 400 VALIDATION_FAILED with every problem, counted per service. */
+void
+gw_reply_problems(struct gw_req *r, struct tg_problems *p)
+{
+	struct evbuffer *b = evbuffer_new();
+	char msg[160];
+
+	if (p->total > p->n)
+		snprintf(msg, sizeof(msg), "%zu problems in the request (the first %zu listed)",
+		    p->total, p->n);
+	else
+		snprintf(msg, sizeof(msg), "%zu problem%s in the request", p->total,
+		    p->total == 1 ? "" : "s");
+	r->error = "VALIDATION_FAILED";
+	tg_metrics_inc(r->gw->metrics, "tidegate_validation_failures_total",
+	    r->svc->index == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
+	tg_error_body(b, 400, "VALIDATION_FAILED", msg, r->id, p->v, p->n);
+	gw_req_reply_buf(r, 400, "application/json", b);	/* frees r */
+	evbuffer_free(b);
+}

@@ -1,0 +1,168 @@
+/*
+ * sq_op.c - the life of one operation of the SQLite backend (sq.h): made
+ * by an sq_*.c operation, run now on the loop's connection for a read or
+ * queued on the writer thread for a write (src/core/worker.c), answered
+ * once on the loop unless cancelled, then freed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "sq.h"
+
+struct sq_op *
+tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer,
+    void (*cb)(void), void *arg)
+{
+	struct sq_op *o = tg_xcalloc(1, sizeof(*o));
+
+	o->pub.be = sq->be;
+	o->sq = sq;
+	o->dom = dom;
+	o->run = run;
+	o->answer = answer;
+	o->cb = cb;
+	o->arg = arg;
+	return o;
+}
+
+char *
+tg_state_sq_dup(const char *s)
+{
+	return s != NULL ? tg_xstrdup(s) : NULL;
+}
+
+int
+tg_state_sq_rc(struct sq_op *o, int rc)
+{
+	switch (rc) {
+	case -2:	/* TG_OUTBOX_NOT_FOUND, TG_RUNS_NOT_FOUND */
+		o->res.rc = TG_STATE_NOT_FOUND;
+		break;
+	case -3:	/* TG_OUTBOX_CONFLICT, TG_RUNS_CONFLICT */
+		o->res.rc = TG_STATE_CONFLICT;
+		break;
+	case -4:	/* TG_RUNS_REFUSED */
+		o->res.rc = TG_STATE_REFUSED;
+		break;
+	default:
+		o->res.rc = rc < 0 ? TG_STATE_ERROR : TG_STATE_OK;
+		break;
+	}
+	if (o->res.rc == TG_STATE_OK)
+		o->res.err.msg[0] = '\0';
+	return rc;
+}
+
+static void
+op_free(struct sq_op *o)
+{
+	if (o->cleanup != NULL)
+		o->cleanup(o);
+	free(o->s1);
+	free(o->s2);
+	free(o->s3);
+	free(o->out);
+	free(o);
+}
+
+/* 1 when the store o needs is open; else o answers UNAVAILABLE. */
+static int
+configured(struct sq_op *o)
+{
+	static const char *const names[] = {
+		[SQ_OUTBOX] = "webhook outbox", [SQ_RUNS] = "run registry",
+		[SQ_OWNERS] = "correlation ownership store",
+	};
+	const struct sq *sq = o->sq;
+
+	if (o->dom == SQ_NONE || (o->dom == SQ_OUTBOX && sq->wob != NULL) ||
+	    (o->dom == SQ_RUNS && sq->wruns != NULL) ||
+	    (o->dom == SQ_OWNERS && sq->wown != NULL))
+		return 1;
+	o->res.rc = TG_STATE_UNAVAILABLE;
+	tg_err_set(&o->res.err, "state: no %s is configured", names[o->dom]);
+	return 0;
+}
+
+struct tg_state_op *
+tg_state_sq_read(struct sq_op *o)
+{
+	if (configured(o))
+		o->run(o);
+	o->answer(o);
+	op_free(o);
+	return NULL;
+}
+
+static void
+on_run(void *arg)
+{
+	struct sq_op *o = arg;
+
+	o->run(o);
+}
+
+/* Answers, on the loop. cancelled: the worker skipped run or is stopping. */
+static void
+on_done(void *arg, int cancelled)
+{
+	struct sq_op *o = arg;
+
+	o->job = NULL;
+	if (!o->cancelled) {
+		if (cancelled) {
+			o->res.rc = TG_STATE_UNAVAILABLE;
+			tg_err_set(&o->res.err, "state: closing");
+		}
+		o->answer(o);
+	}
+	op_free(o);
+}
+
+struct tg_state_op *
+tg_state_sq_write(struct sq_op *o)
+{
+	if (!configured(o))
+		return tg_state_sq_read(o);
+	o->job = tg_worker_submit(o->sq->w, on_run, on_done, o);
+	return &o->pub;
+}
+
+void
+tg_state_sq_cancel(struct tg_state_op *op)
+{
+	struct sq_op *o = (struct sq_op *)op;
+
+	o->cancelled = 1;
+	if (o->job != NULL && !o->keep)
+		tg_worker_cancel(o->job);
+}
+
+void
+tg_state_sq_answer_done(struct sq_op *o)
+{
+	((tg_state_done_cb)o->cb)(&o->res, o->arg);
+}
+
+void
+tg_state_sq_answer_num(struct sq_op *o)
+{
+	((tg_state_num_cb)o->cb)(&o->res, o->res.rc == 0 ? o->n1 : 0, o->arg);
+}
+
+void
+tg_state_sq_answer_pair(struct sq_op *o)
+{
+	((tg_state_pair_cb)o->cb)(&o->res, o->res.rc == 0 ? o->n1 : 0,
+	    o->res.rc == 0 ? o->n2 : 0, o->arg);
+}
+
+void
+tg_state_sq_answer_str(struct sq_op *o)
+{
+	((tg_state_str_cb)o->cb)(&o->res, o->res.rc == 0 ? o->out : NULL, o->arg);
+}
+
+/* ---- open / close ---- */

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""style.py - the house rules a compiler does not check.
+
+Run: python3 tests/style.py SOURCE_ROOT BUILD_ROOT   (meson test style)
+
+1. Every .c and .h under src/ and include/ starts with a block comment.
+2. No function body in src/ is longer than 60 lines (opening to closing
+   brace of a definition that starts at column 0).
+3. Every exported symbol of a module's library carries one of the
+   module's prefixes (PREFIXES below), read with nm from BUILD_ROOT.
+4. Inside a module's library no cycle of calls runs through more than
+   three files: the files whose objects reach each other through their
+   undefined symbols form strongly connected groups of at most three.
+5. Every declaration in include/tidegate/*.h that takes or returns a
+   pointer says who owns it: "borrowed", "takes ownership", "owned",
+   "owns" or "frees" in its comment or in the comment of its block.
+
+Prints every offence and exits 1.
+"""
+import os
+import re
+import subprocess
+import sys
+
+MAX_LINES = 60
+MAX_CYCLE = 3
+
+PREFIXES = {
+    'core': ('tg_',),
+    'json': ('tg_json_',),
+    'state': ('tg_state_', 'tg_outbox_', 'tg_runs_', 'tg_run_', 'tg_sweep_', 'tg_sweeps_',
+              'tg_owners_'),
+    'http': ('tg_http_', 'tg_multipart_', 'tg_head_', 'tg_frontdoor_', 'tg_route_',
+             'tg_reply_', 'tg_door_', 'tg_event_'),
+    'upstream': ('tg_upstream_', 'tg_up_'),
+    'auth': ('tg_token_', 'tg_login_', 'tg_keyring_', 'tg_jwt_'),
+    'dex': ('tg_dex_', 'tg_export_', 'tg_import_', 'tg_route_query_'),
+    'sim': ('tg_sim_', 'tg_case_', 'tg_sweep_', 'tg_merge_', 'tg_runs_', 'tg_run_'),
+    'webhook': ('tg_webhook_', 'tg_egress_', 'tg_outbox_job_', 'wh_'),
+    'gateway': ('gw_', 'tg_op_'),
+    'jobs': ('tg_jobs_', 'jobs_'),
+    'runs': ('tg_runs_', 'runs_'),
+    'emulator': ('tg_emu_', 'emu_'),
+}
+
+OWNERSHIP = re.compile(r'borrow|takes\s+(?:\*\s+)?ownership|owned|owns|frees|caller\'s|static', re.I)
+
+
+def sources(root, exts):
+    for top in ('src', 'include'):
+        for d, _, files in os.walk(os.path.join(root, top)):
+            for f in sorted(files):
+                if f.endswith(exts):
+                    yield os.path.join(d, f)
+
+
+def check_headers(root, bad):
+    for p in sources(root, ('.c', '.h')):
+        with open(p, encoding='utf-8') as f:
+            if not f.read(2) == '/*':
+                bad.append('%s: no block comment at the top' % os.path.relpath(p, root))
+
+
+DEF = re.compile(r'^[a-z_][a-z0-9_ \*]*\(|^[a-z_][a-z0-9_]*\(')
+
+
+def check_lengths(root, bad):
+    for p in sources(root, ('.c',)):
+        lines = open(p, encoding='utf-8').read().split('\n')
+        for i, line in enumerate(lines):
+            if line != '{' or i == 0:
+                continue
+            j = i - 1
+            while j > 0 and not DEF.match(lines[j]) and lines[j].startswith((' ', '\t')):
+                j -= 1
+            if not DEF.match(lines[j]):
+                continue
+            end = lines.index('}', i)
+            if end - i - 1 > MAX_LINES:
+                name = lines[j].split('(')[0]
+                bad.append('%s:%d: %s is %d lines (at most %d)' % (
+                    os.path.relpath(p, root), j + 1, name, end - i - 1, MAX_LINES))
+
+
+def nm(lib):
+    """{object: (defined set, undefined set)} of a static library."""
+    out = subprocess.run(['nm', '-A', lib], capture_output=True, text=True,
+                         check=True).stdout
+    objs = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        obj = parts[0].rsplit(':', 1)[0].rsplit(':', 1)[-1]
+        d, u = objs.setdefault(obj, (set(), set()))
+        if parts[-2] == 'U':
+            u.add(parts[-1])
+        elif parts[-2] in 'TDBR':
+            d.add(parts[-1])
+    return objs
+
+
+def sccs(graph):
+    """Strongly connected components (Tarjan), iterative enough for ~50 nodes."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(comp)
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def check_libs(build, bad):
+    for mod, prefixes in PREFIXES.items():
+        lib = os.path.join(build, 'src', mod, 'libtg_%s.a' % mod)
+        if not os.path.exists(lib):
+            bad.append('%s: not built' % lib)
+            continue
+        objs = nm(lib)
+        owner = {}
+        for obj, (d, _) in objs.items():
+            for s in d:
+                owner[s] = obj
+                if not s.startswith(prefixes) and not s.startswith(('__', '.')):
+                    bad.append('%s: %s exports %s (prefixes: %s)' % (
+                        mod, obj, s, ' '.join(prefixes)))
+        graph = {o: {owner[s] for s in u if s in owner and owner[s] != o}
+                 for o, (_, u) in objs.items()}
+        for comp in sccs(graph):
+            if len(comp) > MAX_CYCLE:
+                bad.append('%s: %d files call each other in a circle: %s' % (
+                    mod, len(comp), ' '.join(sorted(c.replace('.c.o', '.c') for c in comp))))
+
+
+def check_ownership(root, bad):
+    for p in sorted(os.listdir(os.path.join(root, 'include', 'tidegate'))):
+        path = os.path.join(root, 'include', 'tidegate', p)
+        text = open(path, encoding='utf-8').read()
+        # declarations: from the end of the previous ; } or */ to the ;
+        for m in re.finditer(r'(/\*(?:[^*]|\*(?!/))*\*/\s*)?'
+                             r'(^[a-z][^;{}#/]*\([^;{}]*\)\s*;[^\n]*)', text, re.M):
+            comment, decl = m.group(1) or '', m.group(2)
+            if '*' not in decl.split('/*')[0] or decl.startswith(('typedef', 'extern')):
+                continue
+            if not OWNERSHIP.search(comment + decl) and not block_says(text, m.start()):
+                line = text.count('\n', 0, m.start(2)) + 1
+                bad.append('include/tidegate/%s:%d: %s: who owns the pointers?' % (
+                    p, line, decl.split('(')[0].split()[-1].lstrip('*')))
+
+
+def block_says(text, pos):
+    """The nearest comment above pos, within a run of declarations, names ownership."""
+    start = text.rfind('/*', 0, pos)
+    if start < 0:
+        return False
+    between = text[text.find('*/', start) + 2:pos]
+    return OWNERSHIP.search(text[start:pos]) is not None and '\n\n\n' not in between
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else '.'
+    build = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, 'build-test')
+    bad = []
+    check_headers(root, bad)
+    check_lengths(root, bad)
+    check_libs(build, bad)
+    check_ownership(root, bad)
+    for b in bad:
+        print(b)
+    print('style %s: %d problems' % ('OK' if not bad else 'FAILED', len(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
