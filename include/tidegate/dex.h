@@ -17,6 +17,8 @@
 
 #include <stddef.h>
 
+#include <yajl/yajl_tree.h>
+
 #include "tidegate/ops.h"
 #include "tidegate/problems.h"
 #include "tidegate/routes.h"
@@ -59,6 +61,25 @@ struct tg_export_opts {
  */
 int tg_export_check(const char *kind, const char *body, size_t len,
     const struct tg_export_opts *o, char **out, size_t *outlen, struct tg_problems *p);
+/* A checked export body (tg_export_check_tree). */
+struct tg_export_out {
+	char *body;			/* the normalised body, NUL-terminated (owned) */
+	size_t len;
+	char *stripped;			/* the same without callbackUrl (owned), if asked */
+	size_t stripped_len;
+	const char *callback;		/* the callbackUrl sent: borrowed from the tree */
+};
+/**
+ * tg_export_check on a body already parsed (root borrowed; NULL when it
+ * was not JSON, whose problem the caller records), so that a body is
+ * parsed once for everything that reads it. With want_stripped, out also
+ * holds the normalised body without its callbackUrl and that URL's value.
+ * 0 with out filled (free with tg_export_out_cleanup), or -1 with problems.
+ */
+int tg_export_check_tree(const char *kind, yajl_val root, const struct tg_export_opts *o,
+    int want_stripped, struct tg_export_out *out, struct tg_problems *p);
+/** Free what out holds (out itself is the caller's); NULL members are fine. */
+void tg_export_out_cleanup(struct tg_export_out *out);
 /** 1 if kind (borrowed) is one of the seven export kinds. */
 int tg_export_kind_known(const char *kind);
 

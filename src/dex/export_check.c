@@ -131,6 +131,8 @@ struct check {
 	const struct tg_export_opts *o;
 	struct tg_problems *p;
 	yajl_gen g;
+	yajl_gen g2;				/* the same without callbackUrl, or NULL */
+	const char *callback;			/* the callbackUrl value sent, or NULL */
 	const struct member *m[MAX_MEMBERS];	/* common, then the kind's */
 	size_t nm;
 	const char *given[MAX_MEMBERS];		/* caller's spelling of a non-null value */
@@ -397,6 +399,23 @@ sent_name(const struct check *c, const struct member *m)
 	return (m->flags & MF_WP_FIELD) ? wp_field(c->o) : m->name;
 }
 
+/* One member into the normalised body, and into the stripped one unless
+ * it is the callbackUrl (whose value is kept aside). */
+static void
+emit(struct check *c, const char *name, yajl_val v)
+{
+	tg_json_str(c->g, name);
+	tg_json_gen_val(c->g, v);
+	if (strcmp(name, common[1].name) == 0 && YAJL_IS_STRING(v)) {
+		c->callback = YAJL_GET_STRING(v);
+		return;
+	}
+	if (c->g2 != NULL) {
+		tg_json_str(c->g2, name);
+		tg_json_gen_val(c->g2, v);
+	}
+}
+
 static void
 check_members(struct check *c, yajl_val body)
 {
@@ -405,18 +424,20 @@ check_members(struct check *c, yajl_val body)
 	int i;
 
 	yajl_gen_map_open(c->g);
+	if (c->g2 != NULL)
+		yajl_gen_map_open(c->g2);
 	for (j = 0; j < body->u.object.len; j++) {
 		name = body->u.object.keys[j];
 		if ((i = member_find(c, name)) < 0) {
 			unknown(c, name);
-			tg_json_str(c->g, name);
-			tg_json_gen_val(c->g, body->u.object.values[j]);
+			emit(c, name, body->u.object.values[j]);
 		} else if (check_member(c, i, name, body->u.object.values[j])) {
-			tg_json_str(c->g, sent_name(c, c->m[i]));
-			tg_json_gen_val(c->g, body->u.object.values[j]);
+			emit(c, sent_name(c, c->m[i]), body->u.object.values[j]);
 		}
 	}
 	yajl_gen_map_close(c->g);
+	if (c->g2 != NULL)
+		yajl_gen_map_close(c->g2);
 	if (c->given[0] == NULL)
 		report(c, c->nulled[0] != NULL ? c->nulled[0] : common[0].name, -1, "required",
 		    "%s is required", common[0].name);
@@ -468,41 +489,68 @@ take_output(yajl_gen g, char **out, size_t *outlen)
 	*outlen = len;
 }
 
+void
+tg_export_out_cleanup(struct tg_export_out *out)
+{
+	free(out->body);
+	free(out->stripped);
+	memset(out, 0, sizeof(*out));
+}
+
 int
-tg_export_check(const char *kind, const char *body, size_t len,
-    const struct tg_export_opts *o, char **out, size_t *outlen, struct tg_problems *p)
+tg_export_check_tree(const char *kind, yajl_val root, const struct tg_export_opts *o,
+    int want_stripped, struct tg_export_out *out, struct tg_problems *p)
 {
 	const struct kind *k = kind_find(kind);
 	size_t before = p->total;
-	yajl_val root = NULL;
-	struct tg_err err;
 	struct check c;
 
-	*out = NULL;
-	*outlen = 0;
+	memset(out, 0, sizeof(*out));
 	memset(&c, 0, sizeof(c));
 	c.p = p;
 	if (k == NULL)
 		unknown_kind(&c, kind);
-	if ((root = tg_json_parse(body != NULL ? body : "", body != NULL ? len : 0,
-	    &err)) == NULL) {
-		report(&c, NULL, -1, "json", "%s", err.msg);
-		goto done;
-	}
-	if (!YAJL_IS_OBJECT(root)) {
+	if (root != NULL && !YAJL_IS_OBJECT(root))
 		report(&c, NULL, -1, "type", "body must be a JSON object, not %s", jtype(root));
-		goto done;
-	}
-	if (k == NULL)
-		goto done;
+	if (k == NULL || root == NULL || !YAJL_IS_OBJECT(root))
+		return -1;
 	check_init(&c, k, o, p);
 	c.g = tg_json_gen_new();
+	c.g2 = want_stripped ? tg_json_gen_new() : NULL;
 	check_members(&c, root);
-	if (p->total == before)
-		take_output(c.g, out, outlen);
-done:
-	if (c.g != NULL)
-		yajl_gen_free(c.g);
-	yajl_tree_free(root);
+	if (p->total == before) {
+		take_output(c.g, &out->body, &out->len);
+		if (c.g2 != NULL)
+			take_output(c.g2, &out->stripped, &out->stripped_len);
+		out->callback = c.callback;
+	}
+	yajl_gen_free(c.g);
+	if (c.g2 != NULL)
+		yajl_gen_free(c.g2);
 	return p->total == before ? 0 : -1;
+}
+
+int
+tg_export_check(const char *kind, const char *body, size_t len,
+    const struct tg_export_opts *o, char **out, size_t *outlen, struct tg_problems *p)
+{
+	struct tg_export_out eo;
+	yajl_val root;
+	struct tg_err err;
+	int rc;
+
+	*out = NULL;
+	*outlen = 0;
+	root = tg_json_parse(body != NULL ? body : "", body != NULL ? len : 0, &err);
+	if (root == NULL) {
+		if (kind_find(kind) == NULL)
+			(void)tg_export_check_tree(kind, NULL, o, 0, &eo, p);
+		tg_problems_add(p, "", "json", "%s", err.msg);
+		return -1;
+	}
+	rc = tg_export_check_tree(kind, root, o, 0, &eo, p);
+	*out = eo.body;
+	*outlen = eo.len;
+	yajl_tree_free(root);
+	return rc;
 }
