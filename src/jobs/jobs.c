@@ -81,6 +81,7 @@ reads_job(enum tg_op op)
 
 /* ---- the prune timer ---- */
 
+/* Rows removed are logged with the rows left (counted behind the prune). */
 static void
 on_counted_after_prune(const struct tg_state_res *res, int64_t n, void *arg)
 {
@@ -88,7 +89,9 @@ on_counted_after_prune(const struct tg_state_res *res, int64_t n, void *arg)
 
 	j->prune_op = NULL;
 	if (res->rc == TG_STATE_OK)
-		tg_log(TG_LOG_INFO, "owners_left", TG_LI("rows", n));
+		tg_log(TG_LOG_INFO, "owners_pruned", TG_LI("rows", j->pruned), TG_LI("left", n));
+	else
+		tg_log(TG_LOG_INFO, "owners_pruned", TG_LI("rows", j->pruned));
 }
 
 static void
@@ -102,9 +105,8 @@ on_pruned(const struct tg_state_res *res, int64_t n, void *arg)
 		tg_log(TG_LOG_ERROR, "owners_prune_failed", TG_LS("error", res->err.msg));
 		return;
 	}
-	if (n <= 0)
+	if ((j->pruned = n) <= 0)
 		return;
-	tg_log(TG_LOG_INFO, "owners_pruned", TG_LI("rows", n));
 	if ((op = tg_state_owners_count(j->state, on_counted_after_prune, j)) != NULL)
 		j->prune_op = op;
 }

@@ -31,6 +31,7 @@ struct jobs {
 	struct tg_state *state;		/* gw->state (borrowed); NULL: no ownership */
 	struct event *owners_prune;
 	struct tg_state_op *prune_op;	/* the prune (or its count) in flight */
+	int64_t pruned;			/* rows the last prune removed */
 	TAILQ_HEAD(, jobs_record) records;	/* owner records not yet durable */
 	TAILQ_HEAD(, jobs_req) deferred;	/* job reads waiting for them (jobs.c) */
 };
