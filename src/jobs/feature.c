@@ -1,8 +1,9 @@
 /*
  * feature.c - the jobs feature as the request core sees it: the
  * operations it serves, its callbacks (job reads answered by the poll
- * multiplexer, creations' answers recorded for ownership), its metrics,
- * and each request's slot (struct jobs_req), freed when the request ends.
+ * multiplexer, creations' answers recorded for ownership through the
+ * state seam), its metrics, and each request's slot (struct jobs_req),
+ * freed when the request ends.
  */
 #include <stdlib.h>
 
@@ -70,7 +71,7 @@ on_head(struct gw_req *r, void *ctx, int status)
 {
 	struct jobs *j = ctx;
 
-	return status == 200 && creates_job(r->op) && r->key != NULL && j->owners != NULL ?
+	return status == 200 && creates_job(r->op) && r->key != NULL && j->state != NULL ?
 	    GW_HEAD_CAPTURE : GW_HEAD_RELAY;
 }
 
@@ -87,6 +88,7 @@ static void
 on_free(struct gw_req *r, void *ctx, void *slot)
 {
 	jobs_poll_forget(slot);
+	jobs_owner_forget(slot);
 	free(slot);
 }
 
@@ -105,7 +107,7 @@ metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 
 	if (j->poll != NULL)
 		jobs_poll_metrics(j->poll, out);
-	jobs_owners_metrics(j, out);
+	jobs_owners_metrics(j, out, s);
 }
 
 static void
@@ -114,7 +116,7 @@ stop(void *ctx)
 	struct jobs *j = ctx;
 
 	jobs_poll_free(j->poll);
-	jobs_owners_close(j);
+	jobs_owners_stop(j);
 	free(j);
 }
 
@@ -156,10 +158,7 @@ tg_jobs_register(struct gw *gw, struct tg_err *err)
 	int id;
 
 	j->gw = gw;
-	if (jobs_owners_open(j, c, err) != 0) {
-		free(j);
-		return -1;
-	}
+	jobs_owners_start(j);
 	if (c->poll_enabled)
 		j->poll = jobs_poll_new(gw, c);
 	if ((id = gw_feature_register(gw, &feature, j, err)) < 0) {

@@ -18,16 +18,22 @@ struct event;
 struct jobs_poll;
 struct jobs_spool;
 struct jobs_spool_rd;
+struct jobs_record;
 struct poll_entry;
-struct tg_owners;
+struct tg_state;
+struct tg_state_op;
 
 /* The feature: created by tg_jobs_register, freed by its stop callback. */
 struct jobs {
 	struct gw *gw;
 	int id;				/* the request slot of this feature */
 	struct jobs_poll *poll;		/* NULL when poll.enabled is false */
-	struct tg_owners *owners;	/* NULL when poll.ownership is false */
+	struct tg_state *state;		/* gw->state (borrowed); NULL: no ownership */
 	struct event *owners_prune;
+	struct tg_state_op *prune_op;	/* the prune (or its count) in flight */
+	int64_t pruned;			/* rows the last prune removed */
+	TAILQ_HEAD(, jobs_record) records;	/* owner records not yet durable */
+	TAILQ_HEAD(, jobs_req) deferred;	/* job reads waiting for them (jobs.c) */
 };
 
 /* One request's part in the feature (r->slot[id]), made on first use. */
@@ -38,6 +44,16 @@ struct jobs_req {
 	int64_t wait_until;		/* long-poll deadline (monotonic ms), 0: none */
 	struct event *wait_timer;
 	struct jobs_spool_rd *spool_rd;	/* reading a spooled answer (spool.c) */
+	/* the owner check of a job read answered later (jobs.c) */
+	char *job;			/* the job id read, while its owner is looked up */
+	const char *fam;		/* its family (static) */
+	struct tg_state_op *owner_op;	/* the lookup in flight (owned by the seam) */
+	int deferred;			/* on jobs.deferred */
+	TAILQ_ENTRY(jobs_req) defer_next;
+	int in_lookup, looked;		/* the lookup is being called / has answered */
+	int look_rc;			/* its enum tg_state_rc */
+	char *owner;			/* its key (malloc'd), when look_rc is 0 */
+	struct tg_err look_err;
 };
 
 /* feature.c */
@@ -54,8 +70,11 @@ struct jobs *jobs_of(const struct gw_req *r);
 struct jobs_poll *jobs_poll_new(struct gw *gw, const struct gw_config *c);
 void jobs_poll_free(struct jobs_poll *p);	/* takes ownership; NULL-safe */
 /** Serve a pollable GET from the multiplexer p (borrowed): 1 when handled
- * (replied or waiting), 0 to proxy. */
+ * (replied, waiting, or its owner check answers later), 0 to proxy. */
 int jobs_poll_handle(struct jobs_poll *p, struct gw_req *r);
+/** The owner check of r (borrowed) allowed it later: serve r from the
+ * multiplexer or proxy it. Takes ownership of job (the id read, or NULL). */
+void jobs_poll_resume(struct gw_req *r, char *job);
 /** The request of q (borrowed) ends: stop waiting. */
 void jobs_poll_forget(struct jobs_req *q);
 /**
@@ -97,23 +116,28 @@ void jobs_spool_forget(struct jobs_req *q);
 void jobs_spool_dir_prepare(const char *dir);
 
 /* jobs.c */
-/** Open the owner store (poll.ownership_db) of j (borrowed) and its prune
- * timer: 0, or -1 with err. c is borrowed. */
-int jobs_owners_open(struct jobs *j, const struct gw_config *c, struct tg_err *err);
-/** Close the owner store; safe when it was never opened. */
-void jobs_owners_close(struct jobs *j);
+/** Ownership through gw's state seam (j borrowed): the prune timer, and a
+ * first prune now. Nothing when gw has no state. */
+void jobs_owners_start(struct jobs *j);
+/** Stop the timer and drop the operations in flight; safe when never started. */
+void jobs_owners_stop(struct jobs *j);
 /**
  * A read of a data exchange job (GET /export, /import/…): its one
  * correlationId into *job (malloc'd, the caller frees), ownership checked,
  * r->uri built from that value alone. 0 to go on (*job NULL for other
  * operations), -1 when it has replied (400 ambiguous or missing id, 404
- * another key's job, 503 store failure). r borrowed.
+ * another key's job, 503 store failure), 1 when the check answers later
+ * (r's slot keeps the id; then it replies or calls jobs_poll_resume).
+ * r borrowed.
  */
 int jobs_owner_check(struct gw_req *r, char **job);
+/** The request of q (borrowed) ends: its lookup is dropped. */
+void jobs_owner_forget(struct jobs_req *q);
 /** The vendor answered a job creation for r's key (r borrowed): record the
  * owner read from body (borrowed). */
 void jobs_owner_record(struct gw_req *r, struct evbuffer *body);
-/** /metrics: the owner records held (gauge); j and out borrowed. */
-void jobs_owners_metrics(struct jobs *j, struct evbuffer *out);
+/** /metrics: the owner records held (gauge), written later into out
+ * (borrowed until s, borrowed, is released); j borrowed. */
+void jobs_owners_metrics(struct jobs *j, struct evbuffer *out, struct gw_scrape *s);
 
 #endif

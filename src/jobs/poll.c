@@ -20,9 +20,14 @@
  * - 429 + Retry-After from the vendor holds every caller of that entry back;
  * - `?wait=N` long-polls: the request is held until the job is terminal or N
  *   seconds pass, and all waiters wake on one upstream answer.
+ * - through the state seam (tidegate/state.h) an entry's vendor poll is
+ *   made by the instance that leads its key, the others taking the
+ *   leader's published terminal answer (with SQLite one instance always
+ *   leads and nothing is published: the seam answers at once).
  *
- * Called from proxy.c for the pollable GET operations (after jobs.c has
- * read the job id and checked who may read it), and by the webhook payload
+ * Called from feature.c for the pollable GET operations (after jobs.c has
+ * read the job id and checked who may read it, maybe later:
+ * jobs_poll_resume), and by the webhook payload
  * fetcher (gw_peek) before it polls the vendor itself; owns its
  * entries, which outlive the requests and are swept when idle.
  */
@@ -43,6 +48,7 @@
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/map.h"
+#include "tidegate/state.h"
 #include "jobs_int.h"
 
 struct poll_answer {
@@ -67,6 +73,7 @@ struct poll_entry {
 	struct poll_answer ans;
 	int64_t created, not_before, used;	/* monotonic ms */
 	struct gw_vcall *call;	/* the fetch in flight (it holds the runtime) */
+	struct tg_state_op *lead_op;	/* asking the state seam who polls (lead()) */
 	struct evbuffer *fbuf;	/* the answer in flight, up to cache_max_body */
 	int f_status;
 	const struct evkeyvalq *f_hdr;	/* borrowed from on_f_head to on_f_done */
@@ -88,6 +95,14 @@ struct jobs_poll {
 };
 
 static void fetch(struct poll_entry *e);
+static void lead(struct poll_entry *e);
+
+/* A fetch (or the question who makes it) is under way. */
+static int
+busy(const struct poll_entry *e)
+{
+	return e->call != NULL || e->lead_op != NULL;
+}
 
 /* ---- answers ---- */
 
@@ -377,8 +392,8 @@ on_poll_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct poll_entry *e = arg;
 
-	if (!TAILQ_EMPTY(&e->waiters) && e->call == NULL)
-		fetch(e);
+	if (!TAILQ_EMPTY(&e->waiters) && !busy(e))
+		lead(e);
 }
 
 static void
@@ -411,8 +426,28 @@ retry_after_ms(const char *ra)
 	return end != ra && *end == '\0' && v >= 0 && v < 86400 ? v * 1000 : 1000;
 }
 
+/* A terminal answer, offered to the other instances (state seam; with
+ * SQLite nothing is kept). */
 static void
-store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuffer *body)
+on_published(const struct tg_state_res *res, void *arg)
+{
+}
+
+static void
+publish(struct poll_entry *e)
+{
+	struct tg_state *st = e->p->gw->state;
+	struct tg_state_answer a = { e->ans.status, e->ans.ctype, e->ans.body, e->ans.len };
+
+	if (st != NULL)
+		(void)tg_state_poll_publish(st, e->key, &a, tg_clock_now_ms(),
+		    e->p->gw->rt->cfg.poll_terminal_ttl, on_published, NULL);
+}
+
+/* Keep the vendor's answer (shared: another instance's, not published again). */
+static void
+store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuffer *body,
+    int shared)
 {
 	const char *ra = h ? evhttp_find_header(h, "Retry-After") : NULL;
 	const char *ct = h ? evhttp_find_header(h, "Content-Type") : NULL;
@@ -432,6 +467,8 @@ store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuff
 	e->ans.len = len;
 	e->ans.at = tg_clock_mono_ms();
 	e->ans.terminal = is_terminal(e, status, e->ans.body, len);
+	if (e->ans.terminal && !shared)
+		publish(e);
 	if (e->job != NULL) {	/* observers: the run registry reads statuses */
 		struct gw_answer a = { e->service, e->op, e->job, status, e->ans.body, len };
 
@@ -462,6 +499,18 @@ fetch_done(struct poll_entry *e)
 	e->call = NULL;
 }
 
+/* A new answer is the entry's: its waiters are answered. */
+static void
+answered(struct poll_entry *e)
+{
+	if (e->ans.at != 0 && !e->ans.held) {
+		serve_unkept(e);
+		return;
+	}
+	wake(e);
+	schedule(e);
+}
+
 static void
 on_fetched(struct poll_entry *e, int status, const struct evkeyvalq *h,
     struct evbuffer *body, enum tg_up_error err, const char *detail)
@@ -481,13 +530,8 @@ on_fetched(struct poll_entry *e, int status, const struct evkeyvalq *h,
 		fail_waiters(e, status, code, msg, err == TG_UP_BUSY ?
 		    (int)((e->p->gw->rt->cfg.queue_timeout + 999) / 1000) : 0);
 	} else {
-		store(e, status, h, body);
-		if (e->ans.at != 0 && !e->ans.held) {
-			serve_unkept(e);
-			return;
-		}
-		wake(e);
-		schedule(e);
+		store(e, status, h, body, 0);
+		answered(e);
 	}
 }
 
@@ -656,6 +700,64 @@ fetch(struct poll_entry *e)
 	e->call = gw_vcall_start(&q, &fetch_cbs, e);
 }
 
+/* Another instance's terminal answer for e, or none: then e's own fetch. */
+static void
+on_shared(const struct tg_state_res *res, const struct tg_state_answer *a, void *arg)
+{
+	struct poll_entry *e = arg;
+	struct evkeyvalq h;
+	struct evbuffer *b;
+
+	e->lead_op = NULL;
+	if (res->rc != TG_STATE_OK || a == NULL) {
+		fetch(e);
+		return;
+	}
+	TAILQ_INIT(&h);
+	if (a->content_type != NULL)
+		evhttp_add_header(&h, "Content-Type", a->content_type);
+	b = evbuffer_new();
+	evbuffer_add(b, a->body, a->len);
+	store(e, a->status, &h, b, 1);
+	evbuffer_free(b);
+	evhttp_clear_headers(&h);
+	answered(e);
+}
+
+static void
+on_lead(const struct tg_state_res *res, int64_t n, void *arg)
+{
+	struct poll_entry *e = arg;
+	struct tg_state_op *op;
+
+	e->lead_op = NULL;
+	if (res->rc != TG_STATE_OK || n == 1) {
+		fetch(e);	/* this instance polls (or the seam cannot say) */
+		return;
+	}
+	op = tg_state_poll_fetch(e->p->gw->state, e->key, tg_clock_now_ms(), on_shared, e);
+	if (op != NULL)
+		e->lead_op = op;
+}
+
+/* The vendor is to be asked for e: by this instance when it leads e's key
+ * (the state seam; with SQLite always), else the leader's answer is used. */
+static void
+lead(struct poll_entry *e)
+{
+	struct tg_state *st = e->p->gw->state;
+	struct tg_state_op *op;
+
+	if (st == NULL) {
+		fetch(e);
+		return;
+	}
+	op = tg_state_poll_lead(st, e->key, tg_clock_now_ms(),
+	    e->p->gw->rt->cfg.poll_max_interval, on_lead, e);
+	if (op != NULL)
+		e->lead_op = op;	/* answered later */
+}
+
 /* ---- entries ---- */
 
 static void
@@ -664,6 +766,7 @@ entry_free(void *arg)
 	struct poll_entry *e = arg;
 
 	gw_vcall_cancel(e->call);
+	tg_state_cancel(e->lead_op);
 	jobs_spool_unref(e->writing);
 	evbuffer_free(e->fbuf);
 	answer_drop(e);
@@ -680,7 +783,7 @@ entry_free(void *arg)
 static int
 idle(const struct poll_entry *e)
 {
-	return TAILQ_EMPTY(&e->waiters) && e->call == NULL;
+	return TAILQ_EMPTY(&e->waiters) && !busy(e);
 }
 
 /* Drop idle entries whose answer is stale for good (all: under pressure). */
@@ -773,7 +876,7 @@ on_wait_deadline(evutil_socket_t fd, short what, void *arg)
 	struct poll_entry *e = q->poll;
 
 	q->wait_until = 0;	/* from now on an ordinary poll */
-	if (e->ans.at != 0 && e->call == NULL)
+	if (e->ans.at != 0 && !busy(e))
 		reply_answer(q->r, &e->ans, "long-poll");
 }
 
@@ -829,33 +932,22 @@ count(struct gw_req *r, const char *result)
 	tg_metrics_inc(r->gw->metrics, "tidegate_poll_requests_total", labels, 1);
 }
 
-/* The job r polls: 0 with *job (NULL: not one to multiplex), -1 replied. */
+/* Serve r's poll of job (taken; NULL: not one to multiplex) from p: 1 when
+ * handled (replied or waiting), 0 to proxy. */
 static int
-job_of(struct gw_req *r, char **job)
-{
-	if (jobs_owner_check(r, job) != 0)
-		return -1;	/* ambiguous, or another key's job */
-	if (*job == NULL && r->svc->index == GW_SIM)
-		*job = tg_xstrdup(tg_route_param(&r->m, "id"));
-	if (*job != NULL && **job == '\0') {
-		free(*job);
-		*job = NULL;	/* the vendor explains what is missing */
-	}
-	return 0;
-}
-
-int
-jobs_poll_handle(struct jobs_poll *p, struct gw_req *r)
+poll_job(struct jobs_poll *p, struct gw_req *r, char *job)
 {
 	struct poll_entry *e;
-	char *job, id[33];
+	char id[33];
 	int64_t wms;
 	int rc = 1;
 
-	if (!pollable(r->op))
-		return 0;
-	if (job_of(r, &job) != 0)
-		return 1;
+	if (job == NULL && r->svc->index == GW_SIM)
+		job = tg_xstrdup(tg_route_param(&r->m, "id"));
+	if (job != NULL && *job == '\0') {
+		free(job);
+		job = NULL;	/* the vendor explains what is missing */
+	}
 	if (p == NULL || job == NULL || evhttp_request_get_command(r->req) != EVHTTP_REQ_GET) {
 		free(job);
 		return 0;
@@ -880,17 +972,36 @@ jobs_poll_handle(struct jobs_poll *p, struct gw_req *r)
 		reply_answer(r, &e->ans, "cached");
 		goto done;
 	}
-	count(r, e->call != NULL ? "coalesced" : wms ? "long-poll" : "fetched");
+	count(r, busy(e) ? "coalesced" : wms ? "long-poll" : "fetched");
 	add_waiter(e, r, wms);
-	if (e->call == NULL) {
+	if (!busy(e)) {
 		if (fresh(e))
 			schedule(e);	/* long-poll on a recent answer: poll on time */
 		else
-			fetch(e);
+			lead(e);
 	}
 done:
 	free(job);
 	return rc;
+}
+
+int
+jobs_poll_handle(struct jobs_poll *p, struct gw_req *r)
+{
+	char *job;
+
+	if (!pollable(r->op))
+		return 0;
+	if (jobs_owner_check(r, &job) != 0)
+		return 1;	/* ambiguous, another key's job, or checked later */
+	return poll_job(p, r, job);
+}
+
+void
+jobs_poll_resume(struct gw_req *r, char *job)
+{
+	if (!poll_job(jobs_of(r)->poll, r, job))
+		gw_req_proxy(r);
 }
 
 void
