@@ -20,8 +20,9 @@ struct tg_owners_opts;
 void tg_jobs_owners_opts(const struct gw_config *c, struct tg_owners_opts *o);
 
 /** Register the feature with gw (borrowed), configured by gw's running
- * configuration: 0, or -1 with err (the owner store could not be opened).
- * gw owns the feature from then on (freed by gw_free). */
+ * configuration; ownership is kept through gw's state seam (none without
+ * one). 0, or -1 with err when no feature slot is left. gw owns the
+ * feature from then on (freed by gw_free). */
 int tg_jobs_register(struct gw *gw, struct tg_err *err);
 
 #endif

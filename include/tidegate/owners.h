@@ -7,11 +7,10 @@
  * past max_rows the oldest rows are pruned first.
  *
  * File: src/state/sqlite/owners.c, the SQLite backend's correlation
- * ownership (the state seam, tidegate/state.h, wraps it). Called by the gateway
- * (src/gateway/jobs.c): tg_owners_record when the vendor answers a job
- * creation made with a key, tg_owners_lookup before every read of a job,
- * tg_owners_prune from a timer. Runs on the loop thread and blocks on
- * SQLite. Times are milliseconds since the epoch, passed in by the caller.
+ * ownership. Only the backend calls it (features use the state seam,
+ * tidegate/state.h: tg_state_owners_*): lookups on the loop's connection,
+ * records and prunes on the writer thread. Each call blocks on SQLite.
+ * Times are milliseconds since the epoch, passed in by the caller.
  *
  * Job ids are compared in a folded form, so that no spelling a vendor may
  * read as the same job escapes its owner: spaces and tabs around the id

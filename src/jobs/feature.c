@@ -12,41 +12,12 @@
 #include "tidegate/log.h"
 #include "jobs_int.h"
 
-/* The slot index is the same for every gateway of the process: features
- * register in one fixed order (src/tidegate.c). */
-static int slot_id = -1;
-
 static const enum tg_op ops[] = {
 	TG_OP_DEX_EXPORT, TG_OP_DEX_IMPORT_JSON, TG_OP_DEX_IMPORT_FILE,	/* creations */
 	TG_OP_DEX_EXPORT_GET, TG_OP_DEX_IMPORT_STATUS, TG_OP_DEX_IMPORT_RESULT,
 	TG_OP_DEX_IMPORT_FAILED, TG_OP_SIM_STATUS, TG_OP_SIM_RESULTS,	/* reads */
 	TG_OP_COUNT
 };
-
-struct jobs *
-jobs_of(const struct gw_req *r)
-{
-	return r->gw->feat_ctx[slot_id];
-}
-
-struct jobs_req *
-jobs_req_find(const struct gw_req *r)
-{
-	return r->slot[slot_id];
-}
-
-struct jobs_req *
-jobs_req_of(struct gw_req *r)
-{
-	struct jobs_req *q = r->slot[slot_id];
-
-	if (q == NULL) {
-		q = tg_xcalloc(1, sizeof(*q));
-		q->r = r;
-		r->slot[slot_id] = q;
-	}
-	return q;
-}
 
 static int
 creates_job(enum tg_op op)
@@ -165,7 +136,8 @@ tg_jobs_register(struct gw *gw, struct tg_err *err)
 		stop(j);
 		return -1;
 	}
-	j->id = slot_id = id;
+	j->id = id;
+	jobs_slot_set(id);
 	declare_metrics(gw->metrics);
 	return 0;
 }

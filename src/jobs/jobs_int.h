@@ -56,7 +56,9 @@ struct jobs_req {
 	struct tg_err look_err;
 };
 
-/* feature.c */
+/* slot.c */
+/** The request slot the core gave the feature (gw_feature_register). */
+void jobs_slot_set(int id);
 /** r's slot (borrowed; r owns it), made when absent. */
 struct jobs_req *jobs_req_of(struct gw_req *r);
 /** r's slot (borrowed), or NULL when the feature never used r. */
