@@ -2,12 +2,16 @@
  * feature.c - the runs feature as the request core sees it: the
  * operations it takes part in (submissions, run statuses and results),
  * its own API prefix on the simulation listener, the statuses other
- * features saw, its metrics and drain, and each request's slot (struct
- * runs_req), freed when the request ends.
+ * features saw, its metrics and drain, each request's slot (struct
+ * runs_req), freed when the request ends (its state operation cancelled),
+ * and the state operations tied to no request (struct runs_bg), cancelled
+ * when the feature stops.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <event2/buffer.h>
+#include <event2/http.h>
 
 #include "tidegate/log.h"
 #include "runs_int.h"
@@ -40,6 +44,65 @@ runs_req_of(struct gw_req *r)
 	return r->slot[slot_id];
 }
 
+void
+runs_req_wait(struct gw_req *r, struct tg_state_op *op)
+{
+	if (op != NULL)
+		runs_req_of(r)->op = op;
+}
+
+/* Seconds a client is asked to wait when the state cannot be reached. */
+#define STATE_RETRY_AFTER	"5"
+
+void
+runs_reply_state(struct gw_req *r, const struct tg_state_res *res, int status,
+    const char *code, const char *msg)
+{
+	char why[320];
+
+	if (res->rc != TG_STATE_UNAVAILABLE) {
+		gw_req_reply_error(r, status, code, msg);
+		return;
+	}
+	snprintf(why, sizeof(why), "the gateway's state is unavailable: %s",
+	    res->err.msg[0] != '\0' ? res->err.msg : tg_state_rc_str(res->rc));
+	if (r->req != NULL)
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After",
+		    STATE_RETRY_AFTER);
+	gw_req_reply_error(r, 503, "STATE_UNAVAILABLE", why);
+}
+
+struct runs_bg *
+runs_bg_new(struct gw *gw, const char *id)
+{
+	struct runs_bg *b = tg_xcalloc(1, sizeof(*b));
+
+	b->gw = gw;
+	b->id = id != NULL ? tg_xstrdup(id) : NULL;
+	LIST_INSERT_HEAD(&RUNS(gw)->bgs, b, link);
+	return b;
+}
+
+void
+runs_bg_wait(struct runs_bg *b, struct tg_state_op *op)
+{
+	if (op != NULL)
+		b->op = op;
+}
+
+void
+runs_bg_free(struct runs_bg *b)
+{
+	if (b == NULL)
+		return;
+	LIST_REMOVE(b, link);
+	free(b->id);
+	free(b->key);
+	free(b->data);
+	tg_sweep_cleanup(&b->sweep);
+	free(b);
+}
+
 /* /tidegate/v1/…: the registry answers, never the vendor. */
 static void
 on_prefix(struct gw_req *r, void *ctx)
@@ -54,29 +117,27 @@ on_request(struct gw_req *r, void *ctx)
 	return r->op == TG_OP_SIM_SUBMIT ? runs_prepare(r) : runs_gone(r);
 }
 
-/* A submission's 201 is held until the run is recorded; a status is kept. */
+/* A submission's 201 is held until the run is recorded, a status's 200
+ * until the status is. */
 static enum gw_head
 on_head(struct gw_req *r, void *ctx, int status)
 {
 	if (r->op == TG_OP_SIM_SUBMIT && status == 201)
 		return GW_HEAD_HOLD;
-	if (r->op == TG_OP_SIM_STATUS && status == 200)
-		return GW_HEAD_CAPTURE;
+	if (r->op == TG_OP_SIM_STATUS && status == 200 && r->gw->state != NULL &&
+	    evhttp_request_get_command(r->req) == EVHTTP_REQ_GET)
+		return GW_HEAD_HOLD;
 	return GW_HEAD_RELAY;
 }
 
 static int
 on_done(struct gw_req *r, void *ctx, enum tg_up_error err, struct evbuffer *capture)
 {
-	const char *id;
-
+	if (!r->held)
+		return 0;
 	if (r->op == TG_OP_SIM_SUBMIT)
-		return r->held ? runs_done(r, err, capture) : 0;
-	id = tg_route_param(&r->m, "id");
-	if (r->op == TG_OP_SIM_STATUS && err == TG_UP_OK && capture != NULL && id != NULL)
-		runs_status_seen(r->gw, id, (const char *)evbuffer_pullup(capture, -1),
-		    evbuffer_get_length(capture));
-	return 0;
+		return runs_done(r, err, capture);
+	return r->op == TG_OP_SIM_STATUS ? runs_status_done(r, err, capture) : 0;
 }
 
 static void
@@ -84,8 +145,11 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 {
 	struct runs_req *q = slot;
 
+	tg_state_cancel(q->op);
 	gw_vcall_cancel(q->call);
 	free(q->callback);
+	free(q->sim_id);
+	tg_sweep_cleanup(&q->sweep_rec);
 	runs_sweep_post_free(q->sweep);
 	free(q);
 }
@@ -103,7 +167,7 @@ on_answer(void *ctx, const struct gw_answer *a)
 static void
 metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 {
-	runs_metrics(((struct runs *)ctx)->gw, out);
+	runs_metrics(((struct runs *)ctx)->gw, out, s);
 }
 
 static int
@@ -116,10 +180,16 @@ static void
 stop(void *ctx)
 {
 	struct runs *rn = ctx;
+	struct runs_bg *b;
 
 	runs_tracker_free(rn->tracker);
 	runs_sweeper_free(rn->sweeper);
-	tg_runs_close(rn->reg);
+	while ((b = LIST_FIRST(&rn->bgs)) != NULL) {
+		tg_state_cancel(b->op);
+		if (b->scrape != NULL)
+			gw_scrape_release(b->scrape);	/* without the registry's part */
+		runs_bg_free(b);
+	}
 	free(rn);
 }
 
@@ -157,12 +227,8 @@ tg_runs_register(struct gw *gw, struct tg_err *err)
 	int id;
 
 	rn->gw = gw;
-	if ((rn->reg = runs_registry_open(&gw->rt->cfg, err)) == NULL) {
-		free(rn);
-		return -1;
-	}
+	LIST_INIT(&rn->bgs);
 	if ((id = gw_feature_register(gw, &feature, rn, err)) < 0) {
-		tg_runs_close(rn->reg);
 		free(rn);
 		return -1;
 	}

@@ -5,7 +5,9 @@
  * every simulationId a client has seen is tracked; the statuses clients
  * see are recorded; GETs of a run the vendor has deleted are answered 410
  * (or from the archive); a run that ended with a callback URL gets its
- * webhook queued. Called by feature.c.
+ * webhook queued. Every registry and outbox operation goes through the
+ * state seam (tidegate/state.h) and is answered in a callback, perhaps
+ * before the call returns. Called by feature.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +22,6 @@
 #include "tidegate/log.h"
 #include "tidegate/metrics.h"
 #include "tidegate/registry.h"
-#include "tidegate/outbox.h"
 #include "runs_int.h"
 
 void
@@ -34,20 +35,6 @@ tg_runs_store_opts(const struct gw_config *c, struct tg_runs_opts *o)
 	o->grace_ms = c->runs_grace > 0 ? c->runs_grace : 1;	/* 0 would mean the default */
 	o->sync_normal = strcmp(c->runs_sync, "normal") == 0;
 }
-
-struct tg_runs *
-runs_registry_open(const struct gw_config *c, struct tg_err *err)
-{
-	struct tg_runs_opts o;
-	struct tg_runs *runs;
-
-	tg_runs_store_opts(c, &o);
-	if ((runs = tg_runs_open(&o, err)) != NULL)
-		tg_log(TG_LOG_INFO, "runs_open", TG_LS("db", c->runs_db_path),
-		    TG_LI("archive", c->runs_archive));
-	return runs;
-}
-
 
 /* The gateway's verdict on the case, as X-Tidegate-Case-Diff told the client. */
 static const char *
@@ -105,7 +92,31 @@ sent_case(struct gw_req *r, yajl_val ans, struct tg_run_new *n, char *sha, yajl_
 		n->case_id = "";
 }
 
-/* Record the run of the held answer; 0, or -1 with err. */
+/* The run is recorded (or not): answer the held 201. */
+static void
+on_recorded(const struct tg_state_res *res, void *arg)
+{
+	struct gw_req *r = arg;
+	struct runs_req *q = runs_req_of(r);
+
+	q->op = NULL;
+	if (res->rc == 0 || res->rc == TG_STATE_CONFLICT) {	/* CONFLICT: the vendor
+								 * repeated an id */
+		runs_tracker_kick(RUNS(r->gw)->tracker);
+		tg_log(TG_LOG_INFO, "run_recorded", TG_LS("id", r->id),
+		    TG_LS("simulationId", q->sim_id), TG_LS("key", r->key ? r->key->name : NULL),
+		    TG_LS("host", r->origin ? r->origin : "primary"));
+	} else {
+		tg_log(TG_LOG_ERROR, "run_record_failed", TG_LS("id", r->id),
+		    TG_LS("error", res->err.msg));
+		evhttp_add_header(evhttp_request_get_output_headers(r->req),
+		    "X-Tidegate-Run-Tracked", "false");
+	}
+	gw_req_reply_buf(r, 201, "application/json", r->capture);	/* frees r */
+}
+
+/* Record the run of the held answer, then answer r (from on_recorded);
+ * -1 with err when there is nothing to record (r not answered). */
 static int
 record(struct gw_req *r, yajl_val ans, struct tg_err *err)
 {
@@ -113,13 +124,12 @@ record(struct gw_req *r, yajl_val ans, struct tg_err *err)
 	struct tg_run_new n;
 	yajl_val cs = NULL;
 	const char *st;
-	int rc = -1;
 
 	memset(&n, 0, sizeof(n));
 	n.simulation_id = tg_json_get_str(ans, "simulationId");
 	if (n.simulation_id == NULL || *n.simulation_id == '\0') {
 		tg_err_set(err, "the vendor's answer carried no simulationId");
-		goto done;
+		return -1;
 	}
 	sent_case(r, ans, &n, sha, &cs);
 	n.api_key = r->key ? r->key->name : NULL;
@@ -130,19 +140,14 @@ record(struct gw_req *r, yajl_val ans, struct tg_err *err)
 	n.status = st && tg_runs_status_parse(st) >= 0 ?
 	    (enum tg_run_status)tg_runs_status_parse(st) : TG_RUN_IN_PROGRESS;
 	n.validation = verdict(r);
-	n.callback_url = runs_req_find(r) != NULL ? runs_req_find(r)->callback : NULL;
-	rc = tg_runs_add(RUNS(r->gw)->reg, &n, tg_clock_now_ms(), err);
-	if (rc == TG_RUNS_CONFLICT)
-		rc = 0;		/* already recorded: the vendor repeated an id */
-	if (rc == 0)
-		runs_tracker_kick(RUNS(r->gw)->tracker);
-	if (rc == 0)
-		tg_log(TG_LOG_INFO, "run_recorded", TG_LS("id", r->id),
-		    TG_LS("simulationId", n.simulation_id), TG_LS("key", n.api_key),
-		    TG_LS("host", n.host));
-done:
+	n.callback_url = runs_req_of(r)->callback;
+	free(runs_req_of(r)->sim_id);
+	runs_req_of(r)->sim_id = tg_xstrdup(n.simulation_id);
+	/* n's strings are copied by the call; r may be gone when it returns */
+	runs_req_wait(r, tg_state_runs_add(r->gw->state, &n, tg_clock_now_ms(), on_recorded,
+	    r));
 	yajl_tree_free(cs);
-	return rc;
+	return 0;
 }
 
 int
@@ -150,6 +155,7 @@ runs_done(struct gw_req *r, enum tg_up_error uerr, struct evbuffer *capture)
 {
 	struct tg_err err;
 	yajl_val ans;
+	int rc;
 
 	if (uerr != TG_UP_OK || capture == NULL) {
 		gw_req_reply_error(r, 502, "UPSTREAM_ERROR", "the vendor's answer to the "
@@ -159,45 +165,107 @@ runs_done(struct gw_req *r, enum tg_up_error uerr, struct evbuffer *capture)
 	}
 	ans = tg_json_parse((const char *)evbuffer_pullup(capture, -1),
 	    evbuffer_get_length(capture), NULL);
-	if (record(r, ans, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "run_record_failed", TG_LS("id", r->id),
-		    TG_LS("error", err.msg));
-		evhttp_add_header(evhttp_request_get_output_headers(r->req),
-		    "X-Tidegate-Run-Tracked", "false");
-	}
+	rc = r->gw->state != NULL ? record(r, ans, &err) : -1;
+	if (r->gw->state == NULL)
+		tg_err_set(&err, "no run registry");
 	yajl_tree_free(ans);
+	if (rc == 0)
+		return 1;	/* answered when the run is recorded */
+	tg_log(TG_LOG_ERROR, "run_record_failed", TG_LS("id", r->id), TG_LS("error", err.msg));
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Run-Tracked",
+	    "false");
 	gw_req_reply_buf(r, 201, "application/json", capture);	/* frees r */
 	return 1;
 }
 
 /* ---- statuses clients saw ---- */
 
+/* The status and completedAt of a vendor's status answer: 0, or -1 when
+ * it names no status the registry knows. */
+static int
+status_parse(const char *body, size_t len, enum tg_run_status *st, int64_t *done)
+{
+	yajl_val v = tg_json_parse(body, len, NULL);
+	const char *s = tg_json_get_str(v, "status"), *c;
+	int n = s != NULL ? tg_runs_status_parse(s) : -1;
+
+	*done = 0;
+	if (n >= 0 && (c = tg_json_get_str(v, "completedAt")) != NULL)
+		(void)tg_clock_parse_iso(c, done);
+	yajl_tree_free(v);
+	*st = (enum tg_run_status)n;
+	return n >= 0 ? 0 : -1;
+}
+
+/* A status is recorded (or not): the tracker handles an end. */
+static void
+status_recorded(struct gw *gw, const struct tg_state_res *res, int64_t ended, const char *id)
+{
+	if (res->rc != 0 && res->rc != TG_STATE_NOT_FOUND)
+		tg_log(TG_LOG_ERROR, "run_status_record_failed", TG_LS("simulationId", id),
+		    TG_LS("error", res->err.msg));
+	else if (res->rc == 0 && ended == 1)
+		runs_tracker_kick(RUNS(gw)->tracker);	/* the tracker handles the end */
+}
+
+static void
+on_status_set(const struct tg_state_res *res, int64_t ended, void *arg)
+{
+	struct runs_bg *b = arg;
+
+	b->op = NULL;
+	status_recorded(b->gw, res, ended, b->id);
+	runs_bg_free(b);
+}
+
 void
 runs_status_seen(struct gw *gw, const char *id, const char *body, size_t len)
 {
-	yajl_val v;
-	const char *s, *c;
-	struct tg_err err;
-	int64_t done = 0;
-	int st, rc;
+	enum tg_run_status st;
+	struct runs_bg *b;
+	int64_t done;
 
-	if (RUNS(gw)->reg == NULL || (v = tg_json_parse(body, len, NULL)) == NULL)
+	if (gw->state == NULL || status_parse(body, len, &st, &done) != 0)
 		return;
-	s = tg_json_get_str(v, "status");
-	if (s == NULL || (st = tg_runs_status_parse(s)) < 0)
-		goto done;
-	if ((c = tg_json_get_str(v, "completedAt")) != NULL)
-		(void)tg_clock_parse_iso(c, &done);
-	rc = tg_runs_set_status(RUNS(gw)->reg, id, st, done, tg_clock_now_ms(), &err);
-	if (rc == -1)
-		tg_log(TG_LOG_ERROR, "run_status_record_failed", TG_LS("simulationId", id),
-		    TG_LS("error", err.msg));
-	else if (rc == 1)
-		runs_tracker_kick(RUNS(gw)->tracker);	/* the tracker handles the end */
-done:
-	yajl_tree_free(v);
+	b = runs_bg_new(gw, id);
+	runs_bg_wait(b, tg_state_runs_set_status(gw->state, id, st, done, tg_clock_now_ms(),
+	    on_status_set, b));
 }
 
+/* The held status answer is recorded: relayed as the vendor gave it. */
+static void
+on_status_held(const struct tg_state_res *res, int64_t ended, void *arg)
+{
+	struct gw_req *r = arg;
+
+	runs_req_of(r)->op = NULL;
+	status_recorded(r->gw, res, ended, tg_route_param(&r->m, "id"));
+	gw_req_reply_buf(r, r->upstream_status, NULL, r->capture);	/* frees r */
+}
+
+int
+runs_status_done(struct gw_req *r, enum tg_up_error uerr, struct evbuffer *capture)
+{
+	const char *id = tg_route_param(&r->m, "id");
+	enum tg_run_status st;
+	int64_t done;
+
+	if (uerr != TG_UP_OK)
+		return 0;		/* the core answers a broken answer */
+	if (capture == NULL) {
+		gw_req_reply_error(r, 502, "UPSTREAM_ERROR",
+		    "the vendor's status answer was too large to keep");
+		return 1;
+	}
+	if (id == NULL || status_parse((const char *)evbuffer_pullup(capture, -1),
+	    evbuffer_get_length(capture), &st, &done) != 0) {
+		gw_req_reply_buf(r, r->upstream_status, NULL, capture);	/* frees r */
+		return 1;
+	}
+	runs_req_wait(r, tg_state_runs_set_status(r->gw->state, id, st, done,
+	    tg_clock_now_ms(), on_status_held, r));
+	return 1;
+}
 
 /* ---- completion webhooks ---- */
 
@@ -208,7 +276,7 @@ runs_prepare(struct gw_req *r)
 	struct tg_problems p;
 	char *url;
 
-	if (RUNS(r->gw)->reg == NULL || r->op != TG_OP_SIM_SUBMIT)
+	if (r->gw->state == NULL || r->op != TG_OP_SIM_SUBMIT)
 		return 0;
 	url = hdr != NULL ? tg_xstrdup(hdr) : tg_http_query(r->req, "callbackUrl");
 	if (url == NULL)
@@ -227,74 +295,139 @@ runs_prepare(struct gw_req *r)
 	return 0;
 }
 
-/* Enqueue the webhook of a run that ended, when its submission named one;
- * a run of a sweep moves its sweep on instead. */
-void
-runs_notify(struct gw *gw, const char *id)
+/* The notification is over: tell the one waiting, then forget it. */
+static void
+notified(struct runs_bg *b)
 {
+	void (*done)(void *) = b->done;
+	void *arg = b->done_arg;
+
+	runs_bg_free(b);
+	if (done != NULL)
+		done(arg);
+}
+
+static void
+on_hook_payload(const struct tg_state_res *res, void *arg)
+{
+	struct runs_bg *b = arg;
+
+	b->op = NULL;
+	if (res->rc != 0)
+		tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", b->id),
+		    TG_LS("error", res->err.msg));
+	notified(b);
+}
+
+/* The job is stored, waiting: its payload next. */
+static void
+on_hook_added(const struct tg_state_res *res, const char *wid, void *arg)
+{
+	struct runs_bg *b = arg;
+
+	b->op = NULL;
+	if (res->rc != 0) {
+		tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", b->id),
+		    TG_LS("error", res->err.msg));
+		notified(b);
+		return;
+	}
+	tg_log(TG_LOG_INFO, "run_webhook_added", TG_LS("id", wid), TG_LS("simulationId", b->id),
+	    TG_LS("key", b->key));
+	runs_bg_wait(b, tg_state_payload_set(b->gw->state, wid, b->data, b->len,
+	    tg_clock_now_ms(), on_hook_payload, b));
+}
+
+/* Queue the webhook of run (borrowed) with b: 0, or -1 when it has none. */
+static int
+enqueue_run_hook(struct runs_bg *b, const struct tg_run *run)
+{
+	struct gw *gw = b->gw;
 	struct tg_outbox_new j;
-	char wid[TG_WEBHOOK_ID_LEN];
 	const unsigned char *buf;
-	struct tg_run run;
-	struct tg_err err;
-	yajl_gen g = NULL;
-	size_t len;
+	yajl_gen g;
 	int64_t now = tg_clock_now_ms();
 
-	memset(&run, 0, sizeof(run));
-	if (tg_runs_get(RUNS(gw)->reg, id, &run, &err) != 0)
-		goto done;
-	if (run.sweep_id != NULL)	/* a sweep's runs report through the sweep */
-		runs_sweeper_run_ended(RUNS(gw)->sweeper, run.sweep_id);
-	if (gw->outbox == NULL || run.callback_url == NULL)
-		goto done;
+	if (run->callback_url == NULL)
+		return -1;
 	memset(&j, 0, sizeof(j));
-	j.url = run.callback_url;
-	j.secret_ref = gw_config_wh_secret_ref(&gw->rt->cfg, run.api_key);
-	j.api_key = run.api_key;
+	j.url = run->callback_url;
+	j.secret_ref = gw_config_wh_secret_ref(&gw->rt->cfg, run->api_key);
+	j.api_key = run->api_key;
 	j.kind = "simulation";
-	j.correlation_id = run.simulation_id;
+	j.correlation_id = run->simulation_id;
 	j.service = "sim";
 	if (j.secret_ref == NULL) {
-		tg_log(TG_LOG_WARN, "run_webhook_skipped", TG_LS("simulationId", id),
+		tg_log(TG_LOG_WARN, "run_webhook_skipped", TG_LS("simulationId", b->id),
 		    TG_LS("error", "no webhook signing secret"));
-		goto done;
+		return -1;
 	}
 	g = tg_json_gen_new();
-	tg_runs_event_json(g, &run, now);
-	yajl_gen_get_buf(g, &buf, &len);
-	if (tg_outbox_add(gw->outbox, &j, now, wid, &err) != 0 ||
-	    tg_outbox_payload_set(gw->outbox, wid, buf, len, now, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", id),
-		    TG_LS("error", err.msg));
-		goto done;
+	tg_runs_event_json(g, run, now);
+	yajl_gen_get_buf(g, &buf, &b->len);
+	b->data = tg_xmalloc(b->len > 0 ? b->len : 1);
+	memcpy(b->data, buf, b->len);
+	yajl_gen_free(g);
+	b->key = run->api_key != NULL ? tg_xstrdup(run->api_key) : NULL;
+	runs_bg_wait(b, tg_state_outbox_add(gw->state, &j, now, on_hook_added, b));
+	return 0;
+}
+
+/* The run that ended: its sweep moves on, its webhook is queued. */
+static void
+on_notify_run(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
+    void *arg)
+{
+	struct runs_bg *b = arg;
+
+	b->op = NULL;
+	if (res->rc != 0 || n == 0) {
+		if (res->rc != TG_STATE_NOT_FOUND)
+			tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", b->id),
+			    TG_LS("error", res->err.msg));
+		notified(b);
+		return;
 	}
-	tg_log(TG_LOG_INFO, "run_webhook_added", TG_LS("id", wid), TG_LS("simulationId", id),
-	    TG_LS("key", run.api_key));
-done:
-	if (g != NULL)
-		yajl_gen_free(g);
-	tg_run_cleanup(&run);
+	if (runs[0].sweep_id != NULL)	/* a sweep's runs report through the sweep */
+		runs_sweeper_run_ended(RUNS(b->gw)->sweeper, runs[0].sweep_id);
+	if (enqueue_run_hook(b, &runs[0]) != 0)
+		notified(b);
+}
+
+/* Enqueue the webhook of a run that ended, when its submission named one
+ * (the job, then its payload); a run of a sweep moves its sweep on instead. */
+void
+runs_notify(struct gw *gw, const char *id, void (*done)(void *arg), void *arg)
+{
+	struct runs_bg *b;
+
+	if (gw->state == NULL) {
+		if (done != NULL)
+			done(arg);
+		return;
+	}
+	b = runs_bg_new(gw, id);
+	b->done = done;
+	b->done_arg = arg;
+	runs_bg_wait(b, tg_state_runs_get(gw->state, id, on_notify_run, b));
 }
 
 /* ---- retention: runs the vendor has deleted ---- */
 
 static void
-reply_archived(struct gw_req *r, const struct tg_run *run)
+on_archived(const struct tg_state_res *res, const void *data, size_t len, void *arg)
 {
+	struct gw_req *r = arg;
 	struct evbuffer *b;
-	struct tg_err err;
-	size_t len;
-	void *data;
 
-	if (tg_runs_archived(RUNS(r->gw)->reg, run->simulation_id, &data, &len, &err) != 0) {
-		gw_req_reply_error(r, 503, "ARCHIVE_UNAVAILABLE",
+	runs_req_of(r)->op = NULL;
+	if (res->rc != 0) {
+		runs_reply_state(r, res, 503, "ARCHIVE_UNAVAILABLE",
 		    "the archived results could not be read");
 		return;
 	}
 	b = evbuffer_new();
 	evbuffer_add(b, data, len);
-	free(data);
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Archived",
 	    "true");
 	gw_req_reply_buf(r, 200, "application/json", b);
@@ -311,65 +444,117 @@ reply_gone(struct gw_req *r, const struct tg_run *run)
 	yajl_gen_free(g);
 }
 
+/*
+ * What the registry knows of the run r asks for: go on to the vendor
+ * (unknown, or not expired), or answer 410 or from the archive. While
+ * runs_gone's call is under way q->verdict takes the answer of its
+ * on_request hook; later the request goes on with gw_req_proxy.
+ */
+static void
+on_gone_run(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
+    void *arg)
+{
+	struct gw_req *r = arg;
+	struct runs_req *q = runs_req_of(r);
+	int *verdict = q->verdict;
+
+	q->op = NULL;
+	q->verdict = NULL;
+	if (res->rc != TG_STATE_UNAVAILABLE &&
+	    (res->rc != 0 || n == 0 || !tg_runs_expired(&runs[0], tg_clock_now_ms()))) {
+		if (verdict != NULL)
+			*verdict = 0;
+		else
+			gw_req_proxy(r);
+		return;
+	}
+	if (verdict != NULL)
+		*verdict = -1;		/* the feature replies */
+	if (res->rc == TG_STATE_UNAVAILABLE)
+		runs_reply_state(r, res, 503, "REGISTRY_UNAVAILABLE", "the run registry failed");
+	else if (r->op == TG_OP_SIM_RESULTS && runs[0].archived)
+		runs_req_wait(r, tg_state_runs_archived(r->gw->state, runs[0].simulation_id,
+		    on_archived, r));
+	else
+		reply_gone(r, &runs[0]);
+}
+
 int
 runs_gone(struct gw_req *r)
 {
 	enum tg_op op = r->op;
 	const char *id = tg_route_param(&r->m, "id");
-	struct tg_run run;
-	struct tg_err err;
-	int rc = 0;
+	struct tg_state_op *o;
+	int verdict = 0;
 
-	if (RUNS(r->gw)->reg == NULL || id == NULL ||
+	if (r->gw->state == NULL || id == NULL ||
 	    (op != TG_OP_SIM_STATUS && op != TG_OP_SIM_RESULTS))
 		return 0;
-	memset(&run, 0, sizeof(run));
-	if (tg_runs_get(RUNS(r->gw)->reg, id, &run, &err) != 0 ||
-	    !tg_runs_expired(&run, tg_clock_now_ms()))
-		goto done;
-	rc = -1;
-	if (op == TG_OP_SIM_RESULTS && run.archived)
-		reply_archived(r, &run);
-	else
-		reply_gone(r, &run);
-done:
-	tg_run_cleanup(&run);
-	return rc;
+	runs_req_of(r)->verdict = &verdict;
+	if ((o = tg_state_runs_get(r->gw->state, id, on_gone_run, r)) == NULL)
+		return verdict;		/* answered at once (r is gone when -1) */
+	runs_req_of(r)->verdict = NULL;
+	runs_req_of(r)->op = o;
+	return -1;			/* on_gone_run goes on or replies */
 }
 
-void
-runs_metrics(struct gw *gw, struct evbuffer *out)
+/* ---- metrics ---- */
+
+static void
+metrics_write(struct evbuffer *out, const struct tg_runs_stats *st)
 {
-	struct tg_runs_stats st;
-	struct tg_err err;
 	int i;
 
-	if (RUNS(gw)->reg == NULL)
-		return;
-	if (tg_runs_stats(RUNS(gw)->reg, &st, &err) != 0) {
-		tg_log(TG_LOG_WARN, "runs_metrics_failed", TG_LS("error", err.msg));
-		return;
-	}
 	evbuffer_add_printf(out, "# HELP tidegate_runs Simulation runs in the registry by "
 	    "status.\n# TYPE tidegate_runs gauge\n");
 	for (i = 0; i < TG_RUN_NSTATUS; i++)
 		evbuffer_add_printf(out, "tidegate_runs{status=\"%s\"} %llu\n",
-		    tg_runs_status_str((enum tg_run_status)i), (unsigned long long)st.runs[i]);
+		    tg_runs_status_str((enum tg_run_status)i), (unsigned long long)st->runs[i]);
 	evbuffer_add_printf(out, "# HELP tidegate_runs_archived Runs whose results the "
 	    "registry keeps.\n# TYPE tidegate_runs_archived gauge\n"
 	    "tidegate_runs_archived %llu\n"
 	    "# HELP tidegate_runs_archived_bytes Bytes of the archived results.\n"
 	    "# TYPE tidegate_runs_archived_bytes gauge\n"
 	    "tidegate_runs_archived_bytes %llu\n",
-	    (unsigned long long)st.archived, (unsigned long long)st.archived_bytes);
+	    (unsigned long long)st->archived, (unsigned long long)st->archived_bytes);
 	evbuffer_add_printf(out, "# HELP tidegate_sweeps Sweeps by state.\n"
 	    "# TYPE tidegate_sweeps gauge\n"
 	    "tidegate_sweeps{state=\"running\"} %llu\ntidegate_sweeps{state=\"done\"} %llu\n",
-	    (unsigned long long)st.sweeps_running, (unsigned long long)st.sweeps_done);
+	    (unsigned long long)st->sweeps_running, (unsigned long long)st->sweeps_done);
 	evbuffer_add_printf(out, "# HELP tidegate_sweep_variants_unsubmitted Sweep variants "
 	    "not submitted yet: pending, or being submitted.\n"
 	    "# TYPE tidegate_sweep_variants_unsubmitted gauge\n"
 	    "tidegate_sweep_variants_unsubmitted{state=\"pending\"} %llu\n"
 	    "tidegate_sweep_variants_unsubmitted{state=\"submitting\"} %llu\n",
-	    (unsigned long long)st.variants_pending, (unsigned long long)st.variants_submitting);
+	    (unsigned long long)st->variants_pending,
+	    (unsigned long long)st->variants_submitting);
+}
+
+static void
+on_stats(const struct tg_state_res *res, const struct tg_runs_stats *st, void *arg)
+{
+	struct runs_bg *b = arg;
+	struct gw_scrape *s = b->scrape;
+
+	b->op = NULL;
+	if (res->rc != 0)
+		tg_log(TG_LOG_WARN, "runs_metrics_failed", TG_LS("error", res->err.msg));
+	else
+		metrics_write(b->out, st);
+	runs_bg_free(b);
+	gw_scrape_release(s);
+}
+
+void
+runs_metrics(struct gw *gw, struct evbuffer *out, struct gw_scrape *s)
+{
+	struct runs_bg *b;
+
+	if (gw->state == NULL)
+		return;
+	b = runs_bg_new(gw, NULL);
+	b->scrape = s;
+	b->out = out;
+	gw_scrape_hold(s);
+	runs_bg_wait(b, tg_state_runs_stats(gw->state, on_stats, b));
 }

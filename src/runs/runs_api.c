@@ -3,7 +3,8 @@
  * answered from the run registry (never routed upstream):
  *   GET /tidegate/v1/runs?status=&caseId=&sweepId=&from=&to=&limit=&offset=
  *   GET /tidegate/v1/runs/{id}
- * and hands /tidegate/v1/sweeps… to sweeps.c.
+ * and hands /tidegate/v1/sweeps… to sweeps.c. The registry answers
+ * through the state seam, in a callback that replies.
  * A gateway API key is required; a key sees only its own runs.
  */
 #include <errno.h>
@@ -71,12 +72,40 @@ parse_query(struct gw_req *r, struct tg_runs_query *q, char *s[5], char *why, si
 }
 
 static void
+on_list(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
+    void *arg)
+{
+	struct gw_req *r = arg;
+	struct runs_req *q = runs_req_of(r);
+	yajl_gen g;
+	size_t i;
+
+	q->op = NULL;
+	if (res->rc != 0) {
+		runs_reply_state(r, res, 400, "BAD_REQUEST", res->err.msg);
+		return;
+	}
+	g = tg_json_gen_new();
+	yajl_gen_map_open(g);
+	tg_json_str(g, "runs");
+	yajl_gen_array_open(g);
+	for (i = 0; i < n; i++)
+		tg_run_json(g, &runs[i]);
+	yajl_gen_array_close(g);
+	tg_json_kv_int(g, "limit", q->limit == 0 ? TG_RUNS_LIST_LIMIT :
+	    q->limit > TG_RUNS_LIST_MAX ? TG_RUNS_LIST_MAX : (long long)q->limit);
+	tg_json_kv_int(g, "offset", (long long)q->offset);
+	tg_json_kv_bool(g, "more", more);
+	yajl_gen_map_close(g);
+	gw_req_reply_json(r, 200, g);
+	yajl_gen_free(g);
+}
+
+static void
 list_runs(struct gw_req *r)
 {
 	struct tg_runs_query q;
-	struct tg_err err;
 	char *s[5], why[128];
-	yajl_gen g;
 	int i;
 
 	memset(&q, 0, sizeof(q));
@@ -85,38 +114,40 @@ list_runs(struct gw_req *r)
 		goto done;
 	}
 	q.api_key = r->key->name;
-	g = tg_json_gen_new();
-	if (tg_runs_list_json(RUNS(r->gw)->reg, &q, g, &err) != 0)
-		gw_req_reply_error(r, 400, "BAD_REQUEST", err.msg);
-	else
-		gw_req_reply_json(r, 200, g);
-	yajl_gen_free(g);
+	runs_req_of(r)->limit = q.limit;
+	runs_req_of(r)->offset = q.offset;
+	/* q's strings are s[], freed below: the call copies what it keeps */
+	runs_req_wait(r, tg_state_runs_list(r->gw->state, &q, on_list, r));
 done:
 	for (i = 0; i < 5; i++)
 		free(s[i]);
 }
 
 static void
-get_run(struct gw_req *r, const char *id)
+on_run(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
+    void *arg)
 {
-	struct tg_run run;
-	struct tg_err err;
+	struct gw_req *r = arg;
 	yajl_gen g;
-	int rc;
 
-	memset(&run, 0, sizeof(run));
-	rc = tg_runs_get(RUNS(r->gw)->reg, id, &run, &err);
-	if (rc == -1) {
-		gw_req_reply_error(r, 503, "REGISTRY_UNAVAILABLE", "the run registry failed");
-	} else if (rc != 0 || run.api_key == NULL || strcmp(run.api_key, r->key->name) != 0) {
+	runs_req_of(r)->op = NULL;
+	if (res->rc != 0 && res->rc != TG_STATE_NOT_FOUND) {
+		runs_reply_state(r, res, 503, "REGISTRY_UNAVAILABLE", "the run registry failed");
+	} else if (res->rc != 0 || n == 0 || runs[0].api_key == NULL ||
+	    strcmp(runs[0].api_key, r->key->name) != 0) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such run");
 	} else {
 		g = tg_json_gen_new();
-		tg_run_json(g, &run);
+		tg_run_json(g, &runs[0]);
 		gw_req_reply_json(r, 200, g);
 		yajl_gen_free(g);
 	}
-	tg_run_cleanup(&run);
+}
+
+static void
+get_run(struct gw_req *r, const char *id)
+{
+	runs_req_wait(r, tg_state_runs_get(r->gw->state, id, on_run, r));
 }
 
 void
@@ -129,12 +160,12 @@ runs_api(struct gw_req *r)
 		gw_req_reply_error(r, 401, "UNAUTHORIZED", "a gateway API key is required");
 		return;
 	}
-	if (RUNS(r->gw)->reg != NULL && strncmp(p, SWEEPS_PATH, strlen(SWEEPS_PATH)) == 0 &&
+	if (r->gw->state != NULL && strncmp(p, SWEEPS_PATH, strlen(SWEEPS_PATH)) == 0 &&
 	    (p[strlen(SWEEPS_PATH)] == '\0' || p[strlen(SWEEPS_PATH)] == '/')) {
 		runs_sweeps_api(r, p + strlen(SWEEPS_PATH));
 		return;
 	}
-	if (RUNS(r->gw)->reg == NULL || strncmp(p, RUNS_PATH, n) != 0 ||
+	if (r->gw->state == NULL || strncmp(p, RUNS_PATH, n) != 0 ||
 	    (p[n] != '\0' && (p[n] != '/' || p[n + 1] == '\0' || strchr(p + n + 1, '/')))) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such endpoint");
 		return;

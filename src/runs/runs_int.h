@@ -14,15 +14,40 @@
 #include "tidegate/gateway.h"
 #include "tidegate/registry.h"
 #include "tidegate/runs.h"
+#include "tidegate/state.h"
 
 struct runs_sweep_post;
+
+/*
+ * A state operation of the feature tied to no request (a status a client
+ * saw, a webhook being queued, a sweep settling, a scrape's counters):
+ * listed in struct runs so that stop cancels what is still under way.
+ * Its callbacks set op to NULL first and end with runs_bg_free or the
+ * next operation of the chain.
+ */
+struct runs_bg {
+	LIST_ENTRY(runs_bg) link;
+	struct gw *gw;			/* borrowed */
+	struct tg_state_op *op;		/* the operation under way (borrowed), or NULL */
+	char *id;			/* the run or sweep it is about (owned) */
+	char *key;			/* its API key for the logs (owned), or NULL */
+	unsigned char *data;		/* a webhook payload (owned), or NULL */
+	size_t len;
+	enum tg_run_status status;	/* a status seen */
+	int then_submit;		/* a settle: submit into the free slot after */
+	struct tg_sweep sweep;		/* a settle: the sweep read (owns its strings) */
+	void (*done)(void *arg);	/* a notification: called once when over */
+	void *done_arg;
+	struct gw_scrape *scrape;	/* a scrape part (borrowed until released) */
+	struct evbuffer *out;		/* borrowed from the scrape */
+};
 
 /* The feature: created by tg_runs_register, freed by its stop callback. */
 struct runs {
 	struct gw *gw;
-	struct tg_runs *reg;		/* the run registry (owned) */
 	struct runs_tracker *tracker;
 	struct runs_sweeper *sweeper;
+	LIST_HEAD(, runs_bg) bgs;	/* operations tied to no request */
 };
 
 /* One request's part in the feature (r->slot[id]), made on first use. */
@@ -30,6 +55,13 @@ struct runs_req {
 	char *callback;			/* a submission's callback URL */
 	struct runs_sweep_post *sweep;	/* a sweep being created (sweeps.c) */
 	struct gw_vcall *call;		/* its base case being fetched */
+	struct tg_state_op *op;		/* the state operation r waits on (borrowed) */
+	int *verdict;			/* on_request's answer while its read runs at
+					 * once (borrowed from its frame), or NULL */
+	char *sim_id;			/* the run being recorded (owned) */
+	struct tg_sweep sweep_rec;	/* a summary: the sweep read (owns its strings) */
+	int status;			/* a summary's HTTP status */
+	size_t limit, offset;		/* a list's page */
 };
 
 /* feature.c */
@@ -41,9 +73,22 @@ struct runs_req *runs_req_of(struct gw_req *r);
 /** r's slot (borrowed), or NULL when the feature never used r. */
 struct runs_req *runs_req_find(const struct gw_req *r);
 
+/** A background operation about id (both borrowed; id copied, may be
+ * NULL), listed in gw's feature until runs_bg_free. */
+struct runs_bg *runs_bg_new(struct gw *gw, const char *id);
+/** b (borrowed) now waits on op (borrowed); op NULL (answered at once):
+ * nothing, b is not touched. */
+void runs_bg_wait(struct runs_bg *b, struct tg_state_op *op);
+void runs_bg_free(struct runs_bg *b);	/* takes ownership; NULL-safe */
+/** r (borrowed) now waits on op (borrowed); op NULL: nothing, r is not touched. */
+void runs_req_wait(struct gw_req *r, struct tg_state_op *op);
+/** Answer r (borrowed; freed by the reply) for a failed operation (res
+ * borrowed): 503 with Retry-After naming the cause when the state is
+ * unavailable, else status with code and msg (borrowed). */
+void runs_reply_state(struct gw_req *r, const struct tg_state_res *res, int status,
+    const char *code, const char *msg);
+
 /* runs.c */
-/** The registry configured by c (borrowed), owned by the caller; NULL with err. */
-struct tg_runs *runs_registry_open(const struct gw_config *c, struct tg_err *err);
 /** A submission's callback URL checked (400 when refused): 0, or -1 replied. */
 int runs_prepare(struct gw_req *r);
 /** GET of an expired run's status or results: 410 (or the archive); -1 replied. */
@@ -51,12 +96,19 @@ int runs_gone(struct gw_req *r);
 /** The held 201 of a submission (capture borrowed, NULL when it broke off):
  * record the run, then answer r. Always replies: 1. */
 int runs_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture);
+/** The held 200 of a GET of a run's status (capture borrowed, NULL when
+ * over the core's cap): record the status, then relay it. 0 when the core
+ * answers (the exchange broke off), else 1: replied, or will reply. */
+int runs_status_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture);
 /** The vendor answered 200 to a GET of run id's status: record it (all borrowed). */
 void runs_status_seen(struct gw *gw, const char *id, const char *body, size_t len);
-/** Run id (borrowed) ended: enqueue its webhook when its submission named a callback. */
-void runs_notify(struct gw *gw, const char *id);
-/** /metrics: the registry's counts as gauges. */
-void runs_metrics(struct gw *gw, struct evbuffer *out);
+/** Run id (borrowed) ended: enqueue its webhook when its submission named
+ * a callback; done(arg) (arg borrowed) once that is durable or given up,
+ * never when the feature stops first. */
+void runs_notify(struct gw *gw, const char *id, void (*done)(void *arg), void *arg);
+/** /metrics: the registry's counts as gauges into out (borrowed), perhaps
+ * later: s (borrowed) is held until then. */
+void runs_metrics(struct gw *gw, struct evbuffer *out, struct gw_scrape *s);
 
 /* runs_api.c */
 #define RUNS_API_PREFIX "/tidegate/v1/"
@@ -71,9 +123,10 @@ int runs_api_paging(struct gw_req *r, size_t *limit, size_t *offset, char *why, 
  * "/{id}", borrowed). */
 void runs_sweeps_api(struct gw_req *r, const char *rest);
 void runs_sweep_post_free(struct runs_sweep_post *sp);	/* takes ownership; NULL-safe */
-/** Mark sweep id done if every variant has ended, then its webhook:
- * 1 when it became done now, 0 when not, -1 on a registry error. */
-int runs_sweep_settle(struct gw *gw, const char *id);
+/** Mark sweep id (borrowed) done if every variant has ended, then its
+ * webhook; when it is not done yet and then_submit, submit into the free
+ * slot (runs_sweeper_kick). Answered later. */
+void runs_sweep_settle(struct gw *gw, const char *id, int then_submit);
 
 /* sweeper.c */
 /** The sweeper of gw (borrowed), owned by the caller. */

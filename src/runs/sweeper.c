@@ -14,11 +14,13 @@
  * At start every running sweep is settled (its runs may have ended while the
  * gateway was down) or resumed; a timer retries waiting ones.
  * SIGTERM starts no new submission and lets those in flight finish.
+ * The registry answers through the state seam: a submission ends once its
+ * outcome is recorded; claims, the running list and their callbacks are
+ * cancelled when the sweeper is freed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/queue.h>
 #include <sys/queue.h>
 
 #include <event2/buffer.h>
@@ -43,6 +45,11 @@ struct sub {				/* one submission in flight */
 	char *sweep_id;
 	struct tg_sweep_claim c;
 	struct gw_vcall *call;
+	struct tg_state_op *op;		/* its outcome being recorded */
+	int final;			/* unclaimed: rejected for good */
+	int64_t retry_after_ms;		/* unclaimed: the vendor's wait */
+	int in_progress;		/* accepted: the run is in progress */
+	char *sim_id;			/* accepted: its run (owned) */
 	struct evbuffer *body;		/* borrowed by the call until it answers */
 	LIST_ENTRY(sub) link;
 };
@@ -52,12 +59,21 @@ struct hold {				/* a sweep waiting after a failed submission */
 	int fails;
 };
 
+struct claim {				/* a claim being asked for */
+	struct runs_sweeper *sw;
+	char *sweep_id;
+	struct tg_state_op *op;
+	LIST_ENTRY(claim) link;
+};
+
 struct runs_sweeper {
 	struct gw *gw;
 	struct event *timer;
 	struct tg_map *holds;		/* sweep id -> struct hold */
 	LIST_HEAD(, sub) subs;
 	size_t nsubs;
+	LIST_HEAD(, claim) claims;
+	struct tg_state_op *op;		/* the running sweeps being listed */
 };
 
 static void submit(struct runs_sweeper *sw, const char *id);
@@ -79,9 +95,11 @@ sub_free(struct sub *s)
 	LIST_REMOVE(s, link);
 	sw->nsubs--;
 	gw_vcall_cancel(s->call);
+	tg_state_cancel(s->op);
 	if (s->body != NULL)
 		evbuffer_free(s->body);
 	tg_sweep_claim_cleanup(&s->c);
+	free(s->sim_id);
 	free(s->sweep_id);
 	free(s);
 }
@@ -123,23 +141,38 @@ hold(struct runs_sweeper *sw, const char *id, int64_t retry_after_ms)
 }
 
 static void
+on_unclaimed(const struct tg_state_res *res, void *arg)
+{
+	struct sub *s = arg;
+
+	s->op = NULL;
+	if (res->rc != 0)
+		tg_log(TG_LOG_ERROR, "sweep_unclaim_failed", TG_LS("sweepId", s->sweep_id),
+		    TG_LS("error", res->err.msg));
+	if (s->final)
+		runs_sweep_settle(s->sw->gw, s->sweep_id, 0);
+	else
+		hold(s->sw, s->sweep_id, s->retry_after_ms);
+	sub_end(s);
+}
+
+/* The submission failed: the variant goes back (or is rejected), then s ends. */
+static void
 unclaim(struct sub *s, const char *why, int final, int64_t retry_after_ms)
 {
-	struct tg_err err;
+	struct tg_state_op *op;
 
 	tg_log(final ? TG_LOG_INFO : TG_LOG_WARN, final ? "sweep_variant_rejected" :
 	    "sweep_submit_failed", TG_LS("sweepId", s->sweep_id), TG_LS("variant", s->c.name),
 	    TG_LS("error", why));
-	if (tg_runs_sweep_unclaim(RUNS(s->sw->gw)->reg, s->sweep_id, s->c.name, why, final,
-	    tg_clock_now_ms(), &err) != 0)
-		tg_log(TG_LOG_ERROR, "sweep_unclaim_failed", TG_LS("sweepId", s->sweep_id),
-		    TG_LS("error", err.msg));
 	tg_metrics_inc(s->sw->gw->metrics, "tidegate_sweep_submissions_total",
 	    final ? "result=\"rejected\"" : "result=\"failed\"", 1);
-	if (final)
-		(void)runs_sweep_settle(s->sw->gw, s->sweep_id);
-	else
-		hold(s->sw, s->sweep_id, retry_after_ms);
+	s->final = final;
+	s->retry_after_ms = retry_after_ms;
+	op = tg_state_sweep_unclaim(s->sw->gw->state, s->sweep_id, s->c.name, why, final,
+	    tg_clock_now_ms(), on_unclaimed, s);
+	if (op != NULL)
+		s->op = op;
 }
 
 static int64_t
@@ -151,15 +184,38 @@ iso_member(yajl_val v, const char *name)
 	return s != NULL && tg_clock_parse_iso(s, &ms) == 0 ? ms : 0;
 }
 
-/* The vendor accepted the case: record the run. */
+static void
+on_submitted(const struct tg_state_res *res, void *arg)
+{
+	struct sub *s = arg;
+	struct gw *gw = s->sw->gw;
+
+	s->op = NULL;
+	if (res->rc != 0) {
+		tg_log(TG_LOG_ERROR, "sweep_record_failed", TG_LS("sweepId", s->sweep_id),
+		    TG_LS("variant", s->c.name), TG_LS("simulationId", s->sim_id),
+		    TG_LS("error", res->err.msg));
+		sub_end(s);
+		return;
+	}
+	tg_map_del(s->sw->holds, s->sweep_id);
+	tg_metrics_inc(gw->metrics, "tidegate_sweep_submissions_total", "result=\"accepted\"",
+	    1);
+	tg_log(TG_LOG_INFO, "sweep_variant_submitted", TG_LS("sweepId", s->sweep_id),
+	    TG_LS("variant", s->c.name), TG_LS("simulationId", s->sim_id));
+	runs_tracker_kick(RUNS(gw)->tracker);
+	if (!s->in_progress)
+		runs_sweep_settle(gw, s->sweep_id, 0);
+	sub_end(s);
+}
+
+/* The vendor accepted the case: record the run, then s ends. */
 static void
 accepted(struct sub *s, yajl_val ans, const char *origin)
 {
-	struct gw *gw = s->sw->gw;
+	struct tg_state_op *op;
 	struct tg_run_new n;
-	struct tg_err err;
 	const char *st;
-	int rc;
 
 	memset(&n, 0, sizeof(n));
 	n.simulation_id = tg_json_get_str(ans, "simulationId");
@@ -177,22 +233,12 @@ accepted(struct sub *s, yajl_val ans, const char *origin)
 	n.status = st != NULL && tg_runs_status_parse(st) >= 0 ?
 	    (enum tg_run_status)tg_runs_status_parse(st) : TG_RUN_IN_PROGRESS;
 	n.validation = "passed (sweep variant: patch and case checked against the base case)";
-	rc = tg_runs_sweep_submitted(RUNS(gw)->reg, s->sweep_id, s->c.name, &n, tg_clock_now_ms(),
-	    &err);
-	if (rc != 0) {
-		tg_log(TG_LOG_ERROR, "sweep_record_failed", TG_LS("sweepId", s->sweep_id),
-		    TG_LS("variant", s->c.name), TG_LS("simulationId", n.simulation_id),
-		    TG_LS("error", err.msg));
-		return;
-	}
-	tg_map_del(s->sw->holds, s->sweep_id);
-	tg_metrics_inc(gw->metrics, "tidegate_sweep_submissions_total", "result=\"accepted\"",
-	    1);
-	tg_log(TG_LOG_INFO, "sweep_variant_submitted", TG_LS("sweepId", s->sweep_id),
-	    TG_LS("variant", s->c.name), TG_LS("simulationId", n.simulation_id));
-	runs_tracker_kick(RUNS(gw)->tracker);
-	if (n.status != TG_RUN_IN_PROGRESS)
-		(void)runs_sweep_settle(gw, s->sweep_id);
+	s->in_progress = n.status == TG_RUN_IN_PROGRESS;
+	s->sim_id = tg_xstrdup(n.simulation_id);
+	op = tg_state_sweep_submitted(s->sw->gw->state, s->sweep_id, s->c.name, &n,
+	    tg_clock_now_ms(), on_submitted, s);
+	if (op != NULL)
+		s->op = op;
 }
 
 /* The vendor's message of a refusal, for the variant's error. */
@@ -208,7 +254,8 @@ refusal(int status, struct evbuffer *body, char *out, size_t n)
 	yajl_tree_free(v);
 }
 
-/* A 401 here came after the call's one replay with a fresh token. */
+/* A 401 here came after the call's one replay with a fresh token. The
+ * outcome is recorded next; s ends in its callback. */
 static void
 on_answer(struct gw_vcall *c, const struct gw_vfetch *res, void *arg)
 {
@@ -242,7 +289,6 @@ on_answer(struct gw_vcall *c, const struct gw_vfetch *res, void *arg)
 		accepted(s, ans, origin);
 		yajl_tree_free(ans);
 	}
-	sub_end(s);
 }
 
 static void
@@ -287,47 +333,85 @@ start(struct runs_sweeper *sw, const char *id, struct tg_sweep_claim *c)
 	free(path);
 }
 
-/* Claim and start what sweep id may submit now. */
+static void
+claim_free(struct claim *k)
+{
+	LIST_REMOVE(k, link);
+	tg_state_cancel(k->op);
+	free(k->sweep_id);
+	free(k);
+}
+
+static void ask_claim(struct claim *k);
+
+/* A claim (borrowed; copied) starts its submission and the next is asked
+ * for; none (or a failure) ends k. */
+static void
+on_claim(const struct tg_state_res *res, const struct tg_sweep_claim *c, void *arg)
+{
+	struct claim *k = arg;
+	struct tg_sweep_claim own;
+
+	k->op = NULL;
+	if (res->rc != 0 && res->rc != TG_STATE_NOT_FOUND)
+		tg_log(TG_LOG_ERROR, "sweep_claim_failed", TG_LS("sweepId", k->sweep_id),
+		    TG_LS("error", res->err.msg));
+	if (res->rc != 0 || c == NULL || k->sw->gw->draining) {
+		claim_free(k);
+		return;
+	}
+	memset(&own, 0, sizeof(own));
+	own.name = tg_xstrdup(c->name);
+	own.body = tg_xmalloc(c->len > 0 ? c->len : 1);
+	memcpy(own.body, c->body, c->len);
+	own.len = c->len;
+	memcpy(own.case_sha256, c->case_sha256, sizeof(own.case_sha256));
+	own.api_key = c->api_key != NULL ? tg_xstrdup(c->api_key) : NULL;
+	start(k->sw, k->sweep_id, &own);
+	ask_claim(k);
+}
+
+static void
+ask_claim(struct claim *k)
+{
+	struct tg_state_op *op = tg_state_sweep_claim(k->sw->gw->state, k->sweep_id,
+	    tg_clock_now_ms(), on_claim, k);
+
+	if (op != NULL)
+		k->op = op;
+}
+
+/* Claim and start what sweep id may submit now, one claim after another. */
 static void
 submit(struct runs_sweeper *sw, const char *id)
 {
 	struct hold *h = tg_map_get(sw->holds, id);
-	struct tg_sweep_claim c;
-	struct tg_err err;
-	int rc;
+	struct claim *k;
 
-	if (sw->gw->draining || RUNS(sw->gw)->reg == NULL)
+	if (sw->gw->draining || sw->gw->state == NULL)
 		return;
 	if (h != NULL && h->until > tg_clock_now_ms())
 		return;			/* the timer comes back for it */
-	for (;;) {
-		memset(&c, 0, sizeof(c));
-		rc = tg_runs_sweep_claim(RUNS(sw->gw)->reg, id, tg_clock_now_ms(), &c, &err);
-		if (rc != 1)
-			break;
-		start(sw, id, &c);
-	}
-	if (rc == -1)
-		tg_log(TG_LOG_ERROR, "sweep_claim_failed", TG_LS("sweepId", id),
-		    TG_LS("error", err.msg));
+	k = tg_xcalloc(1, sizeof(*k));
+	k->sw = sw;
+	k->sweep_id = tg_xstrdup(id);
+	LIST_INSERT_HEAD(&sw->claims, k, link);
+	ask_claim(k);
 }
 
 /* Every running sweep: resume after a start, retry those that waited.
  * Holds of sweeps no longer running are dropped. */
 static void
-on_timer(evutil_socket_t fd, short what, void *arg)
+on_running(const struct tg_state_res *res, const char *const *ids, size_t n, void *arg)
 {
 	struct runs_sweeper *sw = arg;
 	struct tg_map *kept = tg_map_new(free);
-	struct tg_err err;
-	char **ids = NULL;
-	size_t n = 0, i;
 	struct hold *h;
+	size_t i;
 
-	(void)fd;
-	(void)what;
-	if (tg_runs_sweeps_running(RUNS(sw->gw)->reg, &ids, &n, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "sweep_list_failed", TG_LS("error", err.msg));
+	sw->op = NULL;
+	if (res->rc != 0) {
+		tg_log(TG_LOG_ERROR, "sweep_list_failed", TG_LS("error", res->err.msg));
 		n = 0;
 	}
 	for (i = 0; i < n; i++)
@@ -337,9 +421,22 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	sw->holds = kept;
 	for (i = 0; i < n; i++)
 		runs_sweeper_run_ended(sw, ids[i]);	/* settle, or submit */
-	tg_runs_ids_free(ids, n);
 	if (tg_map_count(sw->holds) > 0)
 		arm(sw, WAIT_MIN_MS);
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct runs_sweeper *sw = arg;
+	struct tg_state_op *op;
+
+	(void)fd;
+	(void)what;
+	if (sw->op != NULL || sw->gw->state == NULL)
+		return;			/* the list under way re-arms */
+	if ((op = tg_state_sweep_running(sw->gw->state, on_running, sw)) != NULL)
+		sw->op = op;
 }
 
 void
@@ -352,9 +449,8 @@ runs_sweeper_kick(struct runs_sweeper *sw, const char *id)
 void
 runs_sweeper_run_ended(struct runs_sweeper *sw, const char *id)
 {
-	if (sw == NULL || runs_sweep_settle(sw->gw, id) != 0)
-		return;
-	submit(sw, id);		/* a slot came free */
+	if (sw != NULL)
+		runs_sweep_settle(sw->gw, id, 1);	/* not done: submit into the free slot */
 }
 
 int
@@ -372,6 +468,7 @@ runs_sweeper_new(struct gw *gw)
 	sw->timer = evtimer_new(gw->base, on_timer, sw);
 	sw->holds = tg_map_new(free);
 	LIST_INIT(&sw->subs);
+	LIST_INIT(&sw->claims);
 	arm(sw, 0);		/* resume the sweeps a stopped process left running */
 	return sw;
 }
@@ -383,6 +480,9 @@ runs_sweeper_free(struct runs_sweeper *sw)
 		return;
 	while (!LIST_EMPTY(&sw->subs))
 		sub_free(LIST_FIRST(&sw->subs));
+	while (!LIST_EMPTY(&sw->claims))
+		claim_free(LIST_FIRST(&sw->claims));
+	tg_state_cancel(sw->op);
 	event_free(sw->timer);
 	tg_map_free(sw->holds);
 	free(sw);

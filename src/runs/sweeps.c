@@ -10,7 +10,8 @@
  *   GET  /tidegate/v1/sweeps/{id}  the summary, JSON or CSV
  *                                  (Accept: text/csv)
  * and the sweep webhook once every variant has ended (runs_sweep_settle).
- * Submitting the variants is sweeper.c's.
+ * Submitting the variants is sweeper.c's. The registry and the outbox
+ * answer through the state seam, in callbacks.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,6 @@
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/registry.h"
-#include "tidegate/outbox.h"
 #include "runs_int.h"
 
 #define SWEEPS_PATH	RUNS_API_PREFIX "sweeps"
@@ -50,21 +50,15 @@ runs_sweep_post_free(struct runs_sweep_post *sp)
 
 /* ---- the summary ---- */
 
-/* Sweep id and its variants: 0, TG_RUNS_NOT_FOUND (or another key's), -1. */
-static int
-load(struct gw *gw, const char *id, const char *key, struct tg_sweep *s,
-    struct tg_sweep_variant **v, size_t *n, struct tg_err *err)
+/* A deep copy of sweep s (borrowed) into d (the caller's; it then owns
+ * what d holds: tg_sweep_cleanup). */
+static void
+sweep_copy(struct tg_sweep *d, const struct tg_sweep *s)
 {
-	int rc;
-
-	memset(s, 0, sizeof(*s));
-	*v = NULL;
-	*n = 0;
-	if ((rc = tg_runs_sweep_get(RUNS(gw)->reg, id, s, err)) != 0)
-		return rc;
-	if (key != NULL && (s->api_key == NULL || strcmp(s->api_key, key) != 0))
-		return TG_RUNS_NOT_FOUND;
-	return tg_runs_sweep_variants(RUNS(gw)->reg, id, v, n, err);
+	*d = *s;
+	d->api_key = s->api_key != NULL ? tg_xstrdup(s->api_key) : NULL;
+	d->base_case_id = s->base_case_id != NULL ? tg_xstrdup(s->base_case_id) : NULL;
+	d->callback_url = s->callback_url != NULL ? tg_xstrdup(s->callback_url) : NULL;
 }
 
 static int
@@ -76,48 +70,108 @@ wants_csv(struct gw_req *r)
 }
 
 static void
-reply_summary(struct gw_req *r, const char *id, int status)
+on_summary_variants(const struct tg_state_res *res, const struct tg_sweep_variant *v,
+    size_t n, void *arg)
 {
-	struct tg_sweep_variant *v;
+	struct gw_req *r = arg;
+	struct runs_req *q = runs_req_of(r);
 	struct evbuffer *b;
-	struct tg_sweep s;
-	struct tg_err err;
 	yajl_gen g;
-	size_t n;
-	int rc;
 
-	rc = load(r->gw, id, r->key->name, &s, &v, &n, &err);
-	if (rc == TG_RUNS_NOT_FOUND) {
+	q->op = NULL;
+	if (res->rc == TG_STATE_NOT_FOUND) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such sweep");
-	} else if (rc != 0) {
-		gw_req_reply_error(r, 503, "REGISTRY_UNAVAILABLE", "the run registry failed");
-	} else if (status == 200 && wants_csv(r)) {
+	} else if (res->rc != 0) {
+		runs_reply_state(r, res, 503, "REGISTRY_UNAVAILABLE", "the run registry failed");
+	} else if (q->status == 200 && wants_csv(r)) {
 		b = evbuffer_new();
 		tg_sweep_csv(b, v, n);
 		gw_req_reply_buf(r, 200, "text/csv; charset=utf-8", b);
 		evbuffer_free(b);
 	} else {
 		g = tg_json_gen_new();
-		tg_sweep_json(g, &s, v, n);
-		gw_req_reply_json(r, status, g);
+		tg_sweep_json(g, &q->sweep_rec, v, n);
+		gw_req_reply_json(r, q->status, g);
 		yajl_gen_free(g);
 	}
-	tg_sweep_variants_free(v, n);
-	tg_sweep_cleanup(&s);
+}
+
+/* Sweep id of r's key (another key's is not found): its variants next. */
+static void
+on_summary_sweep(const struct tg_state_res *res, const struct tg_sweep *s, size_t n,
+    int more, void *arg)
+{
+	struct gw_req *r = arg;
+	struct runs_req *q = runs_req_of(r);
+
+	q->op = NULL;
+	if (res->rc == TG_STATE_NOT_FOUND || (res->rc == 0 && (n == 0 ||
+	    s[0].api_key == NULL || strcmp(s[0].api_key, r->key->name) != 0))) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such sweep");
+		return;
+	}
+	if (res->rc != 0) {
+		runs_reply_state(r, res, 503, "REGISTRY_UNAVAILABLE", "the run registry failed");
+		return;
+	}
+	tg_sweep_cleanup(&q->sweep_rec);
+	sweep_copy(&q->sweep_rec, &s[0]);
+	runs_req_wait(r, tg_state_sweep_variants(r->gw->state, s[0].id, on_summary_variants,
+	    r));
+}
+
+/* Answer r with the summary of sweep id (borrowed), HTTP status. */
+static void
+reply_summary(struct gw_req *r, const char *id, int status)
+{
+	runs_req_of(r)->status = status;
+	runs_req_wait(r, tg_state_sweep_get(r->gw->state, id, on_summary_sweep, r));
 }
 
 /* ---- the sweep webhook ---- */
 
 static void
-enqueue_hook(struct gw *gw, const struct tg_sweep *s, const struct tg_sweep_variant *v,
-    size_t n)
+on_hook_payload(const struct tg_state_res *res, void *arg)
 {
-	char wid[TG_WEBHOOK_ID_LEN], ts[TG_ISO_LEN];
+	struct runs_bg *b = arg;
+
+	b->op = NULL;
+	if (res->rc != 0)
+		tg_log(TG_LOG_ERROR, "sweep_webhook_failed", TG_LS("sweepId", b->id),
+		    TG_LS("error", res->err.msg));
+	runs_bg_free(b);
+}
+
+/* The job is stored, waiting: its payload next. */
+static void
+on_hook_added(const struct tg_state_res *res, const char *wid, void *arg)
+{
+	struct runs_bg *b = arg;
+
+	b->op = NULL;
+	if (res->rc != 0) {
+		tg_log(TG_LOG_ERROR, "sweep_webhook_failed", TG_LS("sweepId", b->id),
+		    TG_LS("error", res->err.msg));
+		runs_bg_free(b);
+		return;
+	}
+	tg_log(TG_LOG_INFO, "sweep_webhook_added", TG_LS("id", wid), TG_LS("sweepId", b->id),
+	    TG_LS("key", b->sweep.api_key));
+	runs_bg_wait(b, tg_state_payload_set(b->gw->state, wid, b->data, b->len,
+	    tg_clock_now_ms(), on_hook_payload, b));
+}
+
+/* Queue the webhook of b's sweep with its variants v (borrowed): 0, or -1
+ * when it is skipped (b not used). */
+static int
+enqueue_hook(struct runs_bg *b, const struct tg_sweep_variant *v, size_t n)
+{
+	const struct tg_sweep *s = &b->sweep;
+	struct gw *gw = b->gw;
 	const unsigned char *buf;
 	struct tg_outbox_new j;
-	struct tg_err err;
+	char ts[TG_ISO_LEN];
 	yajl_gen g;
-	size_t len;
 	int64_t now = tg_clock_now_ms();
 
 	memset(&j, 0, sizeof(j));
@@ -127,10 +181,10 @@ enqueue_hook(struct gw *gw, const struct tg_sweep *s, const struct tg_sweep_vari
 	j.kind = "sweep";
 	j.correlation_id = s->id;
 	j.service = "sim";
-	if (gw->outbox == NULL || j.secret_ref == NULL) {
+	if (j.secret_ref == NULL) {
 		tg_log(TG_LOG_WARN, "sweep_webhook_skipped", TG_LS("sweepId", s->id),
 		    TG_LS("error", "no webhook signing secret"));
-		return;
+		return -1;
 	}
 	tg_clock_iso(now, ts);
 	g = tg_json_gen_new();
@@ -140,48 +194,117 @@ enqueue_hook(struct gw *gw, const struct tg_sweep *s, const struct tg_sweep_vari
 	tg_json_str(g, "data");
 	tg_sweep_json(g, s, v, n);
 	yajl_gen_map_close(g);
-	yajl_gen_get_buf(g, &buf, &len);
-	if (tg_outbox_add(gw->outbox, &j, now, wid, &err) != 0 ||
-	    tg_outbox_payload_set(gw->outbox, wid, buf, len, now, &err) != 0)
-		tg_log(TG_LOG_ERROR, "sweep_webhook_failed", TG_LS("sweepId", s->id),
-		    TG_LS("error", err.msg));
-	else
-		tg_log(TG_LOG_INFO, "sweep_webhook_added", TG_LS("id", wid),
-		    TG_LS("sweepId", s->id), TG_LS("key", s->api_key));
+	yajl_gen_get_buf(g, &buf, &b->len);
+	b->data = tg_xmalloc(b->len > 0 ? b->len : 1);
+	memcpy(b->data, buf, b->len);
 	yajl_gen_free(g);
+	runs_bg_wait(b, tg_state_outbox_add(gw->state, &j, now, on_hook_added, b));
+	return 0;
 }
 
-int
-runs_sweep_settle(struct gw *gw, const char *id)
+static void
+on_done_variants(const struct tg_state_res *res, const struct tg_sweep_variant *v, size_t n,
+    void *arg)
 {
-	struct tg_sweep_variant *v;
-	struct tg_sweep s;
-	struct tg_err err;
-	size_t n;
-	int rc;
+	struct runs_bg *b = arg;
 
-	rc = tg_runs_sweep_settle(RUNS(gw)->reg, id, tg_clock_now_ms(), &err);
-	if (rc == -1)
-		tg_log(TG_LOG_ERROR, "sweep_settle_failed", TG_LS("sweepId", id),
-		    TG_LS("error", err.msg));
-	if (rc != 1)
-		return rc == 0 ? 0 : -1;
-	tg_metrics_inc(gw->metrics, "tidegate_sweeps_done_total", "", 1);
-	if (load(gw, id, NULL, &s, &v, &n, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "sweep_read_failed", TG_LS("sweepId", id),
-		    TG_LS("error", err.msg));
-		tg_sweep_cleanup(&s);
-		return 1;
+	b->op = NULL;
+	if (res->rc != 0) {
+		tg_log(TG_LOG_ERROR, "sweep_read_failed", TG_LS("sweepId", b->id),
+		    TG_LS("error", res->err.msg));
+		runs_bg_free(b);
+		return;
 	}
-	tg_log(TG_LOG_INFO, "sweep_done", TG_LS("sweepId", id), TG_LI("variants", n));
-	if (s.callback_url != NULL)
-		enqueue_hook(gw, &s, v, n);
-	tg_sweep_variants_free(v, n);
-	tg_sweep_cleanup(&s);
-	return 1;
+	tg_log(TG_LOG_INFO, "sweep_done", TG_LS("sweepId", b->id), TG_LI("variants", n));
+	if (b->sweep.callback_url == NULL || enqueue_hook(b, v, n) != 0)
+		runs_bg_free(b);
+}
+
+static void
+on_done_sweep(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, int more,
+    void *arg)
+{
+	struct runs_bg *b = arg;
+
+	b->op = NULL;
+	if (res->rc != 0 || n == 0) {
+		tg_log(TG_LOG_ERROR, "sweep_read_failed", TG_LS("sweepId", b->id),
+		    TG_LS("error", res->rc != 0 ? res->err.msg : "no such sweep"));
+		runs_bg_free(b);
+		return;
+	}
+	sweep_copy(&b->sweep, &s[0]);
+	runs_bg_wait(b, tg_state_sweep_variants(b->gw->state, b->id, on_done_variants, b));
+}
+
+static void
+on_settled(const struct tg_state_res *res, int64_t done, void *arg)
+{
+	struct runs_bg *b = arg;
+	struct gw *gw = b->gw;
+	int submit;
+	char *id;
+
+	b->op = NULL;
+	if (res->rc != 0)
+		tg_log(TG_LOG_ERROR, "sweep_settle_failed", TG_LS("sweepId", b->id),
+		    TG_LS("error", res->err.msg));
+	if (res->rc == 0 && done == 1) {
+		tg_metrics_inc(gw->metrics, "tidegate_sweeps_done_total", "", 1);
+		runs_bg_wait(b, tg_state_sweep_get(gw->state, b->id, on_done_sweep, b));
+		return;
+	}
+	submit = res->rc == 0 && b->then_submit;
+	id = b->id;
+	b->id = NULL;
+	runs_bg_free(b);
+	if (submit)
+		runs_sweeper_kick(RUNS(gw)->sweeper, id);	/* a slot came free */
+	free(id);
+}
+
+void
+runs_sweep_settle(struct gw *gw, const char *id, int then_submit)
+{
+	struct runs_bg *b;
+
+	if (gw->state == NULL)
+		return;
+	b = runs_bg_new(gw, id);
+	b->then_submit = then_submit;
+	runs_bg_wait(b, tg_state_sweep_settle(gw->state, id, tg_clock_now_ms(), on_settled, b));
 }
 
 /* ---- POST: request, base case, variants, store ---- */
+
+/* The sweep is stored (durable): its variants go, and r gets the summary. */
+static void
+on_created(const struct tg_state_res *res, const char *id, void *arg)
+{
+	struct gw_req *r = arg;
+	struct runs_req *q = runs_req_of(r);
+	struct runs_sweep_post *sp = q->sweep;
+	char *loc;
+
+	q->op = NULL;
+	if (res->rc != 0) {
+		tg_log(TG_LOG_ERROR, "sweep_create_failed", TG_LS("id", r->id),
+		    TG_LS("error", res->err.msg));
+		runs_reply_state(r, res, 503, "REGISTRY_UNAVAILABLE",
+		    "the sweep could not be stored; nothing was submitted");
+		return;
+	}
+	tg_metrics_inc(r->gw->metrics, "tidegate_sweeps_created_total", "", 1);
+	tg_log(TG_LOG_INFO, "sweep_created", TG_LS("id", r->id), TG_LS("sweepId", id),
+	    TG_LS("key", r->key->name), TG_LI("variants", sp->req.n),
+	    TG_LI("concurrency", sp->req.concurrency > 0 ? sp->req.concurrency :
+	    (int)r->rt->cfg.runs_sweep_concurrency));
+	loc = tg_xasprintf("%s/%s", SWEEPS_PATH, id);
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Location", loc);
+	free(loc);
+	runs_sweeper_kick(RUNS(r->gw)->sweeper, id);
+	reply_summary(r, id, 201);
+}
 
 static void
 create(struct gw_req *r, yajl_val base)
@@ -189,11 +312,9 @@ create(struct gw_req *r, yajl_val base)
 	struct runs_sweep_post *sp = runs_req_of(r)->sweep;
 	struct tg_case_kinds k = { r->svc->cfg->construction_types, r->svc->cfg->om_types };
 	struct tg_sweep_variant_new *built = NULL;
-	char id[TG_SWEEP_ID_LEN], *loc;
 	struct tg_problems p;
 	struct tg_sweep_new s;
-	struct tg_err err;
-	size_t n = sp->req.n;		/* r and sp are freed by the reply */
+	size_t n = sp->req.n;		/* r and sp may be freed by the reply */
 
 	memset(&p, 0, sizeof(p));
 	p.max = (size_t)r->rt->cfg.max_problems;
@@ -210,23 +331,9 @@ create(struct gw_req *r, yajl_val base)
 	    (int)r->rt->cfg.runs_sweep_concurrency;
 	s.variants = built;
 	s.nvariants = sp->req.n;
-	if (tg_runs_sweep_create(RUNS(r->gw)->reg, &s, tg_clock_now_ms(), id, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "sweep_create_failed", TG_LS("id", r->id),
-		    TG_LS("error", err.msg));
-		gw_req_reply_error(r, 503, "REGISTRY_UNAVAILABLE",
-		    "the sweep could not be stored; nothing was submitted");
-		goto done;
-	}
-	tg_metrics_inc(r->gw->metrics, "tidegate_sweeps_created_total", "", 1);
-	tg_log(TG_LOG_INFO, "sweep_created", TG_LS("id", r->id), TG_LS("sweepId", id),
-	    TG_LS("key", s.api_key), TG_LI("variants", s.nvariants),
-	    TG_LI("concurrency", s.concurrency));
-	loc = tg_xasprintf("%s/%s", SWEEPS_PATH, id);
-	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Location", loc);
-	free(loc);
-	runs_sweeper_kick(RUNS(r->gw)->sweeper, id);
-	reply_summary(r, id, 201);
-done:
+	/* s is copied by the call; r may be gone when it returns */
+	runs_req_wait(r, tg_state_sweep_create(r->gw->state, &s, tg_clock_now_ms(), on_created,
+	    r));
 	tg_sweep_built_free(built, n);
 	tg_problems_cleanup(&p);
 }
@@ -337,23 +444,18 @@ refuse:
 }
 
 static void
-list_sweeps(struct gw_req *r)
+on_list(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, int more,
+    void *arg)
 {
-	char *state = tg_http_query(r->req, "state"), why[128];
-	size_t limit = 100, offset = 0, n = 0, i;
-	struct tg_sweep *s = NULL;
-	struct tg_err err;
+	struct gw_req *r = arg;
+	struct runs_req *q = runs_req_of(r);
 	yajl_gen g;
-	int more = 0;
+	size_t i;
 
-	if (runs_api_paging(r, &limit, &offset, why, sizeof(why)) != 0) {
-		gw_req_reply_error(r, 400, "BAD_REQUEST", why);
-		goto done;
-	}
-	if (tg_runs_sweep_list(RUNS(r->gw)->reg, r->key->name, state, limit, offset, &s, &n, &more,
-	    &err) != 0) {
-		gw_req_reply_error(r, 400, "BAD_REQUEST", err.msg);
-		goto done;
+	q->op = NULL;
+	if (res->rc != 0) {
+		runs_reply_state(r, res, 400, "BAD_REQUEST", res->err.msg);
+		return;
 	}
 	g = tg_json_gen_new();
 	yajl_gen_map_open(g);
@@ -362,14 +464,29 @@ list_sweeps(struct gw_req *r)
 	for (i = 0; i < n; i++)
 		tg_sweep_brief_json(g, &s[i]);
 	yajl_gen_array_close(g);
-	tg_json_kv_int(g, "limit", (long long)limit);
-	tg_json_kv_int(g, "offset", (long long)offset);
+	tg_json_kv_int(g, "limit", (long long)q->limit);
+	tg_json_kv_int(g, "offset", (long long)q->offset);
 	tg_json_kv_bool(g, "more", more);
 	yajl_gen_map_close(g);
 	gw_req_reply_json(r, 200, g);
 	yajl_gen_free(g);
-done:
-	tg_sweeps_free(s, n);
+}
+
+static void
+list_sweeps(struct gw_req *r)
+{
+	char *state = tg_http_query(r->req, "state"), why[128];
+	size_t limit = 100, offset = 0;
+
+	if (runs_api_paging(r, &limit, &offset, why, sizeof(why)) != 0) {
+		gw_req_reply_error(r, 400, "BAD_REQUEST", why);
+		free(state);
+		return;
+	}
+	runs_req_of(r)->limit = limit;
+	runs_req_of(r)->offset = offset;
+	runs_req_wait(r, tg_state_sweep_list(r->gw->state, r->key->name, state, limit, offset,
+	    on_list, r));
 	free(state);
 }
 

@@ -9,6 +9,9 @@
  * expiry): the registry marks ends handled only afterwards
  * (tg_runs_next_unhandled), so a restart in between loses none. A second
  * timer expires runs past the vendor's retention and purges old ones.
+ * The registry answers through the state seam: each step of a check goes
+ * on from its callback (t->op), the schedule is read with t->kop, the
+ * retention runs with t->rop; freeing the tracker cancels them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +40,18 @@ struct runs_tracker {
 	struct event *timer;
 	struct event *retention;	/* expiry and purge of the registry */
 	struct gw_vcall *call;		/* the check under way */
+	struct tg_state_op *op;		/* the check's registry step under way */
+	struct tg_state_op *fop;	/* a completed run's figures being kept */
+	struct tg_state_op *kop;	/* the schedule being read (kick) */
+	struct tg_state_op *rop;	/* the retention under way */
 	char *id;			/* the run being checked, or NULL */
 	int phase;
+	int notifying;			/* runs_notify of t->id under way */
+	int pending;			/* a completed run's writes not answered yet */
+	int rekick;			/* kicked while the schedule was read */
 	int stuck;			/* the registry failed: slow down */
+	enum tg_run_status st;		/* the status that ended t->id */
+	size_t expired;			/* the retention's expiry count */
 };
 
 static void start(struct runs_tracker *t);
@@ -56,28 +68,79 @@ arm(struct runs_tracker *t, int64_t ms)
 	evtimer_add(t->timer, &tv);
 }
 
+/* A check, or the schedule's read, is under way: it kicks when it ends. */
+static int
+busy(const struct runs_tracker *t)
+{
+	return t->id != NULL || t->op != NULL;
+}
+
+static void kick_read(struct runs_tracker *t);
+
+static void
+on_next_due(const struct tg_state_res *res, int64_t next, void *arg)
+{
+	struct runs_tracker *t = arg;
+	int64_t now = tg_clock_now_ms();
+
+	t->kop = NULL;
+	if (t->rekick) {
+		kick_read(t);
+		return;
+	}
+	if (busy(t))
+		return;
+	if (res->rc != 0)
+		next = INT64_MAX;
+	arm(t, next == INT64_MAX || next - now > IDLE_RECHECK_MS ? IDLE_RECHECK_MS : next - now);
+}
+
+static void
+on_kick_unhandled(const struct tg_state_res *res, const char *id, enum tg_run_status st,
+    void *arg)
+{
+	struct runs_tracker *t = arg;
+	struct tg_state_op *op;
+
+	t->kop = NULL;
+	if (t->rekick) {
+		kick_read(t);
+		return;
+	}
+	if (busy(t))
+		return;
+	if (res->rc == 0 && id != NULL) {
+		arm(t, 0);		/* an end to handle first */
+		return;
+	}
+	if ((op = tg_state_runs_next_due(t->gw->state, tg_clock_now_ms(), on_next_due, t)) != NULL)
+		t->kop = op;
+}
+
+static void
+kick_read(struct runs_tracker *t)
+{
+	struct tg_state_op *op;
+
+	t->rekick = 0;
+	if ((op = tg_state_runs_next_unhandled(t->gw->state, on_kick_unhandled, t)) != NULL)
+		t->kop = op;
+}
+
 void
 runs_tracker_kick(struct runs_tracker *t)
 {
-	enum tg_run_status st;
-	struct tg_err err;
-	int64_t now, next;
-	char *id;
-
-	if (t == NULL || t->id != NULL)
+	if (t == NULL || busy(t) || t->gw->state == NULL)
 		return;
 	if (t->stuck) {
 		arm(t, 1000);
 		return;
 	}
-	if (tg_runs_next_unhandled(RUNS(t->gw)->reg, &id, &st, &err) == 1) {
-		free(id);
-		arm(t, 0);		/* an end to handle first */
+	if (t->kop != NULL) {
+		t->rekick = 1;	/* read again when this read ends */
 		return;
 	}
-	now = tg_clock_now_ms();
-	next = tg_runs_next_due(RUNS(t->gw)->reg, now);
-	arm(t, next == INT64_MAX || next - now > IDLE_RECHECK_MS ? IDLE_RECHECK_MS : next - now);
+	kick_read(t);
 }
 
 /* The check of t->id is over: on to the next due run. */
@@ -89,30 +152,63 @@ end(struct runs_tracker *t)
 	runs_tracker_kick(t);
 }
 
+static void
+on_handled(const struct tg_state_res *res, void *arg)
+{
+	struct runs_tracker *t = arg;
+
+	t->op = NULL;
+	t->stuck = res->rc != 0;
+	if (t->stuck)
+		tg_log(TG_LOG_ERROR, "run_handled_failed", TG_LS("simulationId", t->id),
+		    TG_LS("error", res->err.msg));
+	end(t);
+}
+
+/* The webhook of t->id is queued (or given up): mark its end handled. */
+static void
+on_notified(void *arg)
+{
+	struct runs_tracker *t = arg;
+	struct tg_state_op *op;
+
+	t->notifying = 0;
+	if ((op = tg_state_runs_set_handled(t->gw->state, t->id, on_handled, t)) != NULL)
+		t->op = op;
+}
+
 /* The end of t->id is handled: webhook, sweep, then the mark. */
 static void
 handled(struct runs_tracker *t)
 {
-	struct tg_err err;
-
-	runs_notify(t->gw, t->id);
-	t->stuck = tg_runs_set_handled(RUNS(t->gw)->reg, t->id, &err) != 0;
-	if (t->stuck)
-		tg_log(TG_LOG_ERROR, "run_handled_failed", TG_LS("simulationId", t->id),
-		    TG_LS("error", err.msg));
-	end(t);
+	t->notifying = 1;
+	runs_notify(t->gw, t->id, on_notified, t);
 }
 
 static void
+on_check_failed(const struct tg_state_res *res, void *arg)
+{
+	struct runs_tracker *t = arg;
+
+	t->op = NULL;
+	if (res->rc != 0 && res->rc != TG_STATE_NOT_FOUND)
+		tg_log(TG_LOG_ERROR, "run_check_record_failed", TG_LS("simulationId", t->id),
+		    TG_LS("error", res->err.msg));
+	end(t);
+}
+
+/* A check without a usable answer: recorded, then the check of t->id ends. */
+static void
 check_failed(struct runs_tracker *t, const char *why, int64_t ra)
 {
-	struct tg_err err;
+	struct tg_state_op *op;
 
-	if (tg_runs_check_failed(RUNS(t->gw)->reg, t->id, why, ra, tg_clock_now_ms(), &err) == -1)
-		tg_log(TG_LOG_ERROR, "run_check_record_failed", TG_LS("simulationId", t->id),
-		    TG_LS("error", err.msg));
 	tg_log(TG_LOG_WARN, "run_check_failed", TG_LS("simulationId", t->id),
 	    TG_LS("error", why));
+	op = tg_state_runs_check_failed(t->gw->state, t->id, why, ra, tg_clock_now_ms(),
+	    on_check_failed, t);
+	if (op != NULL)
+		t->op = op;
 }
 
 /* The run became terminal: results of a completed run, then its webhook. */
@@ -130,79 +226,126 @@ ended(struct runs_tracker *t, enum tg_run_status st)
 }
 
 static void
+on_status_set(const struct tg_state_res *res, int64_t became, void *arg)
+{
+	struct runs_tracker *t = arg;
+
+	t->op = NULL;
+	if (res->rc != 0 && res->rc != TG_STATE_NOT_FOUND)
+		tg_log(TG_LOG_ERROR, "run_status_record_failed", TG_LS("simulationId", t->id),
+		    TG_LS("error", res->err.msg));
+	if (res->rc == 0 && became == 1)
+		ended(t, t->st);
+	else
+		end(t);
+}
+
+/* The vendor's status of t->id: recorded, then on (on_status_set). */
+static void
 got_status(struct runs_tracker *t, int status, const struct evkeyvalq *h, struct evbuffer *body)
 {
+	struct tg_state_op *op;
 	yajl_val v = NULL;
 	const char *s, *c;
-	struct tg_err err;
 	int64_t done = 0;
 	char why[64];
-	int st, rc;
+	int st;
 
 	if (status == 404) {
 		st = TG_RUN_UNKNOWN;
 	} else if (status != 200) {
 		snprintf(why, sizeof(why), "the vendor answered HTTP %d", status);
 		check_failed(t, why, status == 429 || status == 503 ? tg_http_retry_after_ms(h) : -1);
-		goto next;
+		return;
 	} else {
 		v = tg_json_parse((const char *)evbuffer_pullup(body, -1),
 		    evbuffer_get_length(body), NULL);
 		s = tg_json_get_str(v, "status");
 		if (s == NULL || (st = tg_runs_status_parse(s)) < 0) {
+			yajl_tree_free(v);
 			check_failed(t, "the vendor's status answer could not be read", -1);
-			goto next;
+			return;
 		}
 		if ((c = tg_json_get_str(v, "completedAt")) != NULL)
 			(void)tg_clock_parse_iso(c, &done);
+		yajl_tree_free(v);
 	}
-	rc = tg_runs_set_status(RUNS(t->gw)->reg, t->id, st, done, tg_clock_now_ms(), &err);
-	if (rc == -1)
-		tg_log(TG_LOG_ERROR, "run_status_record_failed", TG_LS("simulationId", t->id),
-		    TG_LS("error", err.msg));
-	yajl_tree_free(v);
-	if (rc == 1) {
-		ended(t, st);
-		return;
-	}
-	end(t);
-	return;
-next:
-	yajl_tree_free(v);
-	end(t);
+	t->st = (enum tg_run_status)st;
+	op = tg_state_runs_set_status(t->gw->state, t->id, t->st, done, tg_clock_now_ms(),
+	    on_status_set, t);
+	if (op != NULL)
+		t->op = op;
 }
 
+/* One of the results' writes (or their issuing) is over: handled after the last. */
+static void
+results_step(struct runs_tracker *t)
+{
+	if (--t->pending == 0)
+		handled(t);
+}
+
+static void
+on_figures(const struct tg_state_res *res, void *arg)
+{
+	struct runs_tracker *t = arg;
+
+	t->fop = NULL;
+	if (res->rc != 0 && res->rc != TG_STATE_NOT_FOUND)
+		tg_log(TG_LOG_WARN, "run_figures_failed", TG_LS("simulationId", t->id),
+		    TG_LS("error", res->err.msg));
+	results_step(t);
+}
+
+static void
+on_archive(const struct tg_state_res *res, void *arg)
+{
+	struct runs_tracker *t = arg;
+
+	t->op = NULL;
+	if (res->rc != 0)
+		tg_log(TG_LOG_WARN, "run_archive_failed", TG_LS("simulationId", t->id),
+		    TG_LS("error", res->rc == TG_STATE_CONFLICT || res->rc == TG_STATE_NOT_FOUND ?
+		    "the run cannot be archived" : res->err.msg));
+	results_step(t);
+}
+
+/* The results of a completed t->id: its figures kept, then (runs.archive)
+ * the body archived, both issued at once (answered in that order), then
+ * its end handled once both are answered. */
 static void
 got_results(struct runs_tracker *t, int status, struct evbuffer *body)
 {
 	const struct gw_config *c = &t->gw->rt->cfg;
+	struct tg_state_op *op;
 	const char *data;
-	struct tg_err err;
 	size_t len;
 	yajl_val v;
-	int rc;
 
+	t->pending = 1;		/* until both are issued */
 	if (status != 200 || body == NULL) {
 		tg_log(TG_LOG_WARN, "run_results_unavailable", TG_LS("simulationId", t->id),
 		    TG_LI("status", status));
-		goto done;
+		results_step(t);
+		return;
 	}
 	len = evbuffer_get_length(body);
 	data = (const char *)evbuffer_pullup(body, -1);
-	if ((v = tg_json_parse(data, len, NULL)) != NULL &&
-	    tg_runs_set_figures(RUNS(t->gw)->reg, t->id, v, &err) == -1)
-		tg_log(TG_LOG_WARN, "run_figures_failed", TG_LS("simulationId", t->id),
-		    TG_LS("error", err.msg));
-	yajl_tree_free(v);
-	if (c->runs_archive) {
-		rc = tg_runs_archive(RUNS(t->gw)->reg, t->id, data, len, tg_clock_now_ms(), &err);
-		if (rc != 0)
-			tg_log(TG_LOG_WARN, "run_archive_failed", TG_LS("simulationId", t->id),
-			    TG_LS("error", rc == -1 || rc == TG_RUNS_REFUSED ? err.msg :
-			    "the run cannot be archived"));
+	if ((v = tg_json_parse(data, len, NULL)) != NULL) {
+		t->pending++;
+		op = tg_state_runs_set_figures(t->gw->state, t->id, v, on_figures, t);
+		if (op != NULL)
+			t->fop = op;
+		yajl_tree_free(v);
 	}
-done:
-	handled(t);
+	if (c->runs_archive) {
+		t->pending++;
+		op = tg_state_runs_archive(t->gw->state, t->id, data, len, tg_clock_now_ms(),
+		    on_archive, t);
+		if (op != NULL)
+			t->op = op;
+	}
+	results_step(t);
 }
 
 static void
@@ -218,12 +361,10 @@ on_fetched(struct gw_vcall *c, const struct gw_vfetch *res, void *arg)
 	} else if (res->token_why != NULL) {
 		snprintf(why, sizeof(why), "no vendor token: %s", res->token_why);
 		check_failed(t, why, res->retry_after > 0 ? (int64_t)res->retry_after * 1000 : -1);
-		end(t);
 	} else if (err != TG_UP_OK) {
 		snprintf(why, sizeof(why), "the vendor could not be reached: %s",
 		    tg_up_error_str(err));
 		check_failed(t, why, -1);
-		end(t);
 	} else {
 		got_status(t, res->status, res->headers, res->body);
 	}
@@ -264,78 +405,124 @@ start(struct runs_tracker *t)
 	free(path);
 }
 
-/* The run that ended longest ago without being handled: 1 when started. */
-static int
-take_ended(struct runs_tracker *t)
+static void
+on_due(const struct tg_state_res *res, const struct tg_run *due, size_t n, int more,
+    void *arg)
 {
-	enum tg_run_status st;
-	struct tg_err err;
-	char *id;
-	int rc = tg_runs_next_unhandled(RUNS(t->gw)->reg, &id, &st, &err);
+	struct runs_tracker *t = arg;
 
-	t->stuck = rc == -1;
-	if (rc == -1)
-		tg_log(TG_LOG_ERROR, "run_tracker_failed", TG_LS("error", err.msg));
-	if (rc != 1)
-		return 0;
-	t->id = id;
-	ended(t, st);
-	return 1;
+	t->op = NULL;
+	if (res->rc != 0) {
+		tg_log(TG_LOG_ERROR, "run_tracker_failed", TG_LS("error", res->err.msg));
+		n = 0;
+	}
+	if (n == 0) {
+		runs_tracker_kick(t);
+		return;
+	}
+	t->id = tg_xstrdup(due[0].simulation_id);
+	t->phase = PHASE_STATUS;
+	start(t);
+}
+
+/* The run that ended longest ago without being handled first, else the
+ * run whose check is most overdue. */
+static void
+on_unhandled(const struct tg_state_res *res, const char *id, enum tg_run_status st,
+    void *arg)
+{
+	struct runs_tracker *t = arg;
+	struct tg_state_op *op;
+
+	t->op = NULL;
+	t->stuck = res->rc != 0 && res->rc != TG_STATE_NOT_FOUND;
+	if (t->stuck)
+		tg_log(TG_LOG_ERROR, "run_tracker_failed", TG_LS("error", res->err.msg));
+	if (res->rc == 0 && id != NULL) {
+		t->id = tg_xstrdup(id);
+		ended(t, st);
+		return;
+	}
+	if ((op = tg_state_runs_due(t->gw->state, tg_clock_now_ms(), 1, on_due, t)) != NULL)
+		t->op = op;
 }
 
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct runs_tracker *t = arg;
-	struct tg_run *due = NULL;
-	struct tg_err err;
-	size_t n = 0;
+	struct tg_state_op *op;
 
 	(void)fd;
 	(void)what;
-	if (t->gw->draining)
-		return;
+	if (t->gw->draining || t->op != NULL || t->fop != NULL || t->call != NULL ||
+	    t->notifying || t->gw->state == NULL)
+		return;			/* what is under way kicks when it ends */
 	if (t->id != NULL) {		/* a completed run's results */
 		start(t);
 		return;
 	}
-	if (take_ended(t))
+	if ((op = tg_state_runs_next_unhandled(t->gw->state, on_unhandled, t)) != NULL)
+		t->op = op;
+}
+
+static void
+retention_again(struct runs_tracker *t)
+{
+	int64_t every = t->gw->rt->cfg.runs_retention_interval;
+	struct timeval tv = { (time_t)(every / 1000), (suseconds_t)(every % 1000) * 1000 };
+
+	evtimer_add(t->retention, &tv);
+}
+
+static void
+on_purged(const struct tg_state_res *res, int64_t runs, int64_t sweeps, void *arg)
+{
+	struct runs_tracker *t = arg;
+
+	t->rop = NULL;
+	if (res->rc != 0)
+		tg_log(TG_LOG_ERROR, "run_retention_failed", TG_LS("error", res->err.msg));
+	else if (t->expired > 0 || runs > 0 || sweeps > 0)
+		tg_log(TG_LOG_INFO, "run_retention", TG_LI("expired", t->expired),
+		    TG_LI("purged_runs", runs), TG_LI("purged_sweeps", sweeps));
+	if (t->expired > 0)
+		runs_tracker_kick(t);	/* their ends are handled like any other */
+	retention_again(t);
+}
+
+static void
+on_expired(const struct tg_state_res *res, int64_t n, void *arg)
+{
+	struct runs_tracker *t = arg;
+	struct tg_state_op *op;
+
+	t->rop = NULL;
+	if (res->rc != 0) {
+		tg_log(TG_LOG_ERROR, "run_retention_failed", TG_LS("error", res->err.msg));
+		retention_again(t);
 		return;
-	if (tg_runs_due(RUNS(t->gw)->reg, tg_clock_now_ms(), 1, &due, &n, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "run_tracker_failed", TG_LS("error", err.msg));
-		n = 0;
 	}
-	if (n == 0) {
-		tg_runs_free(due, n);
-		runs_tracker_kick(t);
-		return;
-	}
-	t->id = tg_xstrdup(due[0].simulation_id);
-	t->phase = PHASE_STATUS;
-	tg_runs_free(due, n);
-	start(t);
+	t->expired = (size_t)n;
+	op = tg_state_runs_purge(t->gw->state, tg_clock_now_ms(), on_purged, t);
+	if (op != NULL)
+		t->rop = op;
 }
 
 static void
 on_retention(evutil_socket_t fd, short what, void *arg)
 {
 	struct runs_tracker *t = arg;
-	int64_t every = t->gw->rt->cfg.runs_retention_interval, now = tg_clock_now_ms();
-	struct timeval tv = { (time_t)(every / 1000), (suseconds_t)(every % 1000) * 1000 };
-	size_t expired = 0, runs = 0, sweeps = 0;
-	struct tg_err err;
+	struct tg_state_op *op;
 
 	(void)fd;
 	(void)what;
-	if (tg_runs_expire(RUNS(t->gw)->reg, now, &expired, &err) != 0 ||
-	    tg_runs_purge(RUNS(t->gw)->reg, now, &runs, &sweeps, &err) != 0)
-		tg_log(TG_LOG_ERROR, "run_retention_failed", TG_LS("error", err.msg));
-	else if (expired > 0 || runs > 0 || sweeps > 0)
-		tg_log(TG_LOG_INFO, "run_retention", TG_LI("expired", expired),
-		    TG_LI("purged_runs", runs), TG_LI("purged_sweeps", sweeps));
-	if (expired > 0)
-		runs_tracker_kick(t);	/* their ends are handled like any other */
-	evtimer_add(t->retention, &tv);
+	if (t->gw->state == NULL)
+		return;
+	t->expired = 0;
+	op = tg_state_runs_expire(t->gw->state, tg_clock_now_ms(), on_expired, t);
+	if (op != NULL)
+		t->rop = op;
 }
 
 struct runs_tracker *
@@ -358,6 +545,10 @@ runs_tracker_free(struct runs_tracker *t)
 	if (t == NULL)
 		return;
 	gw_vcall_cancel(t->call);
+	tg_state_cancel(t->op);
+	tg_state_cancel(t->fop);
+	tg_state_cancel(t->kop);
+	tg_state_cancel(t->rop);
 	event_free(t->timer);
 	event_free(t->retention);
 	free(t->id);

@@ -1,0 +1,282 @@
+/*
+ * test_runs_feature.c - the runs feature over a real state seam (SQLite
+ * files in a temporary directory) and a gateway that never listens: a run
+ * that ended with a callback URL, recorded before the feature starts, is
+ * handled by the tracker on its own: its webhook job is stored, then its
+ * payload (the job is ready), then the end is marked handled. A run that
+ * ended without one is marked handled with no job.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/config.h"
+#include "tidegate/gateway.h"
+#include "tidegate/gateway_config.h"
+#include "tidegate/runs.h"
+#include "tidegate/state.h"
+
+#define DEADLINE_MS	15000
+
+struct fx {
+	char dir[64];
+	char cfg_path[128];
+	struct event_base *base;
+	struct gw_config cfg;
+	struct tg_state *st;
+	struct gw *gw;
+};
+
+/* What a callback answered; done once it did. */
+struct got {
+	int done, rc;
+	int64_t n;
+	char id[128];
+	size_t njobs;
+	int state;
+	char kind[32], cid[128];
+};
+
+static void
+on_done(const struct tg_state_res *res, void *arg)
+{
+	struct got *g = arg;
+
+	g->rc = res->rc;
+	g->done = 1;
+}
+
+static void
+on_num(const struct tg_state_res *res, int64_t n, void *arg)
+{
+	struct got *g = arg;
+
+	g->rc = res->rc;
+	g->n = n;
+	g->done = 1;
+}
+
+static void
+on_unhandled(const struct tg_state_res *res, const char *id, enum tg_run_status st,
+    void *arg)
+{
+	struct got *g = arg;
+
+	g->rc = res->rc;
+	snprintf(g->id, sizeof(g->id), "%s", id != NULL ? id : "");
+	g->done = 1;
+}
+
+static void
+on_jobs(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n,
+    void *arg)
+{
+	struct got *g = arg;
+
+	g->rc = res->rc;
+	g->njobs = n;
+	if (n > 0) {
+		g->state = (int)jobs[0].state;
+		snprintf(g->kind, sizeof(g->kind), "%s", jobs[0].kind ? jobs[0].kind : "");
+		snprintf(g->cid, sizeof(g->cid), "%s",
+		    jobs[0].correlation_id ? jobs[0].correlation_id : "");
+	}
+	g->done = 1;
+}
+
+/* Run the loop until g is answered (or the deadline passes). */
+static void
+wait_for(struct fx *f, struct got *g)
+{
+	int64_t end = tg_clock_now_ms() + DEADLINE_MS;
+
+	while (!g->done && tg_clock_now_ms() < end)
+		event_base_loop(f->base, EVLOOP_ONCE);
+	assert_true(g->done);
+}
+
+static void
+write_config(const char *path)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	fputs("listen:\n  dex: 127.0.0.1:0\n  sim: 127.0.0.1:0\n  admin: 127.0.0.1:0\n"
+	    "log_level: error\n"
+	    "dex:\n  url: http://127.0.0.1:9\n  username: u\n  password: p\n"
+	    "sim:\n  url: http://127.0.0.1:9\n  auth_url: http://127.0.0.1:9\n"
+	    "  client_id: c\n  client_secret: s\n"
+	    "keys:\n  - name: k1\n    sha256: "
+	    "c48a01f49fd0f2cc404bc3cbbc80e91457a3d41bb429a695243de4c61794155c\n"
+	    "    services: [sim]\n"
+	    "runs:\n  db: runs.db\n  sync: normal\n"
+	    "webhooks:\n  db: outbox.db\n", fp);
+	fclose(fp);
+}
+
+static int
+setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct tg_runs_opts ro;
+	struct tg_outbox_opts oo;
+	struct tg_state_opts so;
+	struct tg_cfg_report rep = { 0 };
+	struct tg_err err;
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/tg_runs_feature_XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->cfg_path, sizeof(f->cfg_path), "%s/tidegate.yaml", f->dir);
+	write_config(f->cfg_path);
+	assert_int_equal(gw_config_load(f->cfg_path, &f->cfg, &rep), 0);
+	tg_config_report_cleanup(&rep);
+	/* the webhook feature splits the secrets; here one global secret */
+	f->cfg.wh_secrets.v = calloc(1, sizeof(char *));
+	f->cfg.wh_secrets.v[0] = strdup("whsec_dGVzdA==");
+	f->cfg.wh_secrets.n = 1;
+	f->base = event_base_new();
+	tg_runs_store_opts(&f->cfg, &ro);
+	memset(&oo, 0, sizeof(oo));
+	oo.path = f->cfg.wh_db_path;
+	memset(&so, 0, sizeof(so));
+	so.runs = &ro;
+	so.outbox = &oo;
+	f->st = tg_state_open(f->base, &so, &err);
+	assert_non_null(f->st);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+
+	gw_free(f->gw);
+	tg_state_close(f->st);
+	gw_config_free(&f->cfg);
+	event_base_free(f->base);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+/* A run as a submission records it, then the status that ended it. */
+static void
+ended_run(struct fx *f, const char *id, const char *callback)
+{
+	struct tg_run_new n;
+	struct got g;
+	int64_t now = tg_clock_now_ms();
+
+	memset(&n, 0, sizeof(n));
+	n.simulation_id = id;
+	n.api_key = "k1";
+	n.host = "primary";
+	n.case_id = "CASE-1";
+	n.case_sha256 = "0000000000000000000000000000000000000000000000000000000000000000";
+	n.callback_url = callback;
+	memset(&g, 0, sizeof(g));
+	(void)tg_state_runs_add(f->st, &n, now, on_done, &g);
+	wait_for(f, &g);
+	assert_int_equal(g.rc, 0);
+	memset(&g, 0, sizeof(g));
+	(void)tg_state_runs_set_status(f->st, id, TG_RUN_FAILED, now, now, on_num, &g);
+	wait_for(f, &g);
+	assert_int_equal(g.rc, 0);
+	assert_int_equal(g.n, 1);	/* terminal with this call: an end to handle */
+}
+
+static void
+start_feature(struct fx *f)
+{
+	struct tg_err err;
+
+	f->gw = gw_new(f->base, f->cfg_path, &f->cfg, f->st, &err);
+	assert_non_null(f->gw);
+	assert_int_equal(tg_runs_register(f->gw, &err), 0);
+}
+
+/* Loop until no end is left unhandled. */
+static void
+wait_handled(struct fx *f)
+{
+	int64_t end = tg_clock_now_ms() + DEADLINE_MS;
+	struct got g;
+
+	for (;;) {
+		memset(&g, 0, sizeof(g));
+		(void)tg_state_runs_next_unhandled(f->st, on_unhandled, &g);
+		wait_for(f, &g);
+		assert_int_equal(g.rc, 0);
+		if (g.id[0] == '\0')
+			return;
+		assert_true(tg_clock_now_ms() < end);
+		event_base_loop(f->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+		usleep(10000);
+	}
+}
+
+static void
+list_jobs(struct fx *f, struct got *g)
+{
+	struct tg_outbox_query q;
+
+	memset(&q, 0, sizeof(q));
+	q.state = -1;
+	memset(g, 0, sizeof(*g));
+	(void)tg_state_outbox_list(f->st, &q, on_jobs, g);
+	wait_for(f, g);
+	assert_int_equal(g->rc, 0);
+}
+
+static void
+test_run_webhook_enqueued(void **state)
+{
+	struct fx *f = *state;
+	struct got g;
+
+	ended_run(f, "sim-hook", "https://receiver.example/hook");
+	start_feature(f);
+	wait_handled(f);
+	list_jobs(f, &g);
+	assert_int_equal(g.njobs, 1);
+	assert_string_equal(g.kind, "simulation");
+	assert_string_equal(g.cid, "sim-hook");
+	assert_int_equal(g.state, TG_OUTBOX_READY);	/* the payload came after the job */
+}
+
+static void
+test_run_without_callback(void **state)
+{
+	struct fx *f = *state;
+	struct got g;
+
+	ended_run(f, "sim-quiet", NULL);
+	start_feature(f);
+	wait_handled(f);
+	list_jobs(f, &g);
+	assert_int_equal(g.njobs, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_run_webhook_enqueued, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_without_callback, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
