@@ -146,6 +146,7 @@ struct gw_req {
 	struct gw_check *check;		/* its body checked on the worker */
 	char *case_id, *case_sha256;	/* of a checked submission (gw->case_digest) */
 	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_feature.on_free) */
+	int feat_next;			/* the next feature of the op to ask (feature.c) */
 };
 
 /* What on_head asks of the core for the vendor's answer. */
@@ -156,6 +157,7 @@ enum gw_head {
 };
 
 /* An answer of the vendor that a feature saw (gw_answer_seen). */
+struct gw_observed;
 struct gw_answer {
 	int service;			/* GW_DEX / GW_SIM */
 	enum tg_op op;
@@ -163,6 +165,7 @@ struct gw_answer {
 	int status;
 	const char *body;		/* borrowed for the call */
 	size_t len;
+	struct gw_observed *obs;	/* set by the core: gw_answer_hold */
 };
 
 /* An answer a feature holds for GET uri (gw_answer_peek), borrowed until
@@ -260,8 +263,22 @@ void gw_maybe_exit(struct gw *gw);
 
 /* ---- observers ---- */
 
-/** Tell every feature with on_answer of a (borrowed). */
-void gw_answer_seen(struct gw *gw, const struct gw_answer *a);
+/**
+ * Tell every feature with on_answer of a (borrowed). done(arg) runs once
+ * every observer that held the answer (gw_answer_hold) has let it go:
+ * before this returns when none held it (NULL is returned then), else
+ * later, and the returned handle (owned by the core) lets the publisher
+ * go away first: gw_observed_cancel. done may be NULL.
+ */
+struct gw_observed *gw_answer_seen(struct gw *gw, struct gw_answer *a,
+    void (*done)(void *arg), void *arg);
+/** The publisher is gone: done is never called (o borrowed; NULL-safe). */
+void gw_observed_cancel(struct gw_observed *o);
+/** In on_answer: keep the publisher of a (borrowed) from going on with the
+ * answer (e.g. answering the clients it was fetched for) until the
+ * returned handle is released (gw_answer_release, exactly once). */
+struct gw_observed *gw_answer_hold(const struct gw_answer *a);
+void gw_answer_release(struct gw_observed *o);
 /** The first registered peek's answer for GET uri (borrowed) of service:
  * 1 and *out, or 0. */
 int gw_answer_peek(struct gw *gw, int service, const char *uri, struct gw_peek *out);
@@ -398,6 +415,9 @@ struct gw_vcall *gw_vcall_fetch(const struct gw_vcall_req *q, size_t max_body,
 int gw_req_authenticate(struct gw_req *r);
 /** Send r upstream (its vendor token first) and relay the answer. */
 void gw_req_proxy(struct gw_req *r);
+/** r (borrowed), taken by a feature's on_request (-1), goes on: the
+ * features after that one, then the vendor. */
+void gw_req_continue(struct gw_req *r);
 /** Upstream path and query for r (borrowed; the string is malloc'd, the
  * caller owns it): route template, minus drop_query. */
 char *gw_upstream_uri(struct gw_req *r);

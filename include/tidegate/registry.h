@@ -10,12 +10,9 @@
  * (tidegate/runs_store.h, included here); src/sim/runs_json.c (runs as
  * JSON, the 410 body), src/sim/merge_patch.c, src/sim/sweep.c (sweep
  * requests, summaries).
- * Called by the gateway: the submit handler records runs, the run tracker
- * polls the vendor for due runs, the retention sweeper expires and
- * purges, the extension API (docs/simulations.md) lists runs and sweeps.
- *
- * Everything runs on the one loop thread; registry calls block on SQLite
- * (one fsync per write transaction with synchronous=FULL). Times are
+ * The registry itself (runs_store.h) is the state seam's: the runs
+ * feature (src/runs/) reaches it through tidegate/state.h, whose SQLite
+ * backend commits on its writer thread. Times are
  * milliseconds since the epoch, passed in by the caller (tg_clock_now_ms()
  * in the gateway, fixed values in tests); 0 means "none" in every time
  * field.

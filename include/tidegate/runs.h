@@ -20,8 +20,9 @@ struct tg_runs_opts;
 void tg_runs_store_opts(const struct gw_config *c, struct tg_runs_opts *o);
 
 /** Register the feature with gw (borrowed), configured by gw's running
- * configuration: 0, or -1 with err (the registry could not be opened).
- * gw owns the feature from then on (freed by gw_free). */
+ * configuration; the registry is reached through gw's state seam. 0, or
+ * -1 with err when no feature slot is left. gw owns the feature from then
+ * on (freed by gw_free). */
 int tg_runs_register(struct gw *gw, struct tg_err *err);
 
 #endif

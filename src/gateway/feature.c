@@ -5,6 +5,7 @@
  * operation no feature serves, costs one array length read at each step.
  * Features are called in registration order; the entry point fixes it.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/event.h>
@@ -69,14 +70,17 @@ gw_feat_prefix_open(struct gw *gw, int listener, const char *path)
 	return 0;
 }
 
+/* From the feature after the last one asked: a feature that took r and
+ * lets it go on later (gw_req_continue) resumes the chain after itself. */
 int
 gw_feat_request(struct gw_req *r)
 {
 	const struct gw_feature *f;
-	int i, id;
+	int id;
 
-	for (i = 0; i < NOPFEAT(r); i++) {
-		id = OPFEAT(r, i);
+	while (r->feat_next < NOPFEAT(r)) {
+		id = OPFEAT(r, r->feat_next);
+		r->feat_next++;
 		f = r->gw->feat[id];
 		if (f->on_request != NULL && f->on_request(r, r->gw->feat_ctx[id]) != 0)
 			return -1;
@@ -180,14 +184,62 @@ gw_feat_check(struct gw_req *r, int sid, void *scan, struct tg_problems *p)
 
 /* ---- observers and capabilities ---- */
 
-void
-gw_answer_seen(struct gw *gw, const struct gw_answer *a)
+/* An answer's observers: its publisher goes on when the count drops to 0. */
+struct gw_observed {
+	int pending;
+	void (*done)(void *arg);	/* NULL once cancelled */
+	void *arg;
+};
+
+struct gw_observed *
+gw_answer_seen(struct gw *gw, struct gw_answer *a, void (*done)(void *arg), void *arg)
 {
+	struct gw_observed *o = tg_xcalloc(1, sizeof(*o));
 	int id;
 
+	o->pending = 1;		/* until every observer has been told */
+	o->done = done;
+	o->arg = arg;
+	a->obs = o;
 	for (id = 0; id < gw->nfeat; id++)
 		if (gw->feat[id]->on_answer != NULL)
 			gw->feat[id]->on_answer(gw->feat_ctx[id], a);
+	a->obs = NULL;
+	if (o->pending == 1) {
+		free(o);
+		if (done != NULL)
+			done(arg);
+		return NULL;
+	}
+	o->pending--;
+	return o;
+}
+
+struct gw_observed *
+gw_answer_hold(const struct gw_answer *a)
+{
+	a->obs->pending++;
+	return a->obs;
+}
+
+void
+gw_answer_release(struct gw_observed *o)
+{
+	void (*done)(void *) = o->done;
+
+	if (--o->pending > 0)
+		return;
+	o->done = NULL;
+	if (done != NULL)
+		done(o->arg);
+	free(o);
+}
+
+void
+gw_observed_cancel(struct gw_observed *o)
+{
+	if (o != NULL)
+		o->done = NULL;	/* freed by the last release */
 }
 
 int

@@ -313,6 +313,14 @@ gw_req_proxy(struct gw_req *r)
 
 
 void
+gw_req_continue(struct gw_req *r)
+{
+	if (gw_feat_request(r) != 0)
+		return;		/* a later feature answers */
+	gw_req_proxy(r);
+}
+
+void
 gw_req_validated(struct gw_req *r)
 {
 	if (NOPFEAT_ANY(r) && gw_feat_request(r) != 0)

@@ -74,6 +74,7 @@ struct poll_entry {
 	int64_t created, not_before, used;	/* monotonic ms */
 	struct gw_vcall *call;	/* the fetch in flight (it holds the runtime) */
 	struct tg_state_op *lead_op;	/* asking the state seam who polls (lead()) */
+	struct gw_observed *observed;	/* observers still hold the new answer */
 	struct evbuffer *fbuf;	/* the answer in flight, up to cache_max_body */
 	int f_status;
 	const struct evkeyvalq *f_hdr;	/* borrowed from on_f_head to on_f_done */
@@ -101,7 +102,7 @@ static void lead(struct poll_entry *e);
 static int
 busy(const struct poll_entry *e)
 {
-	return e->call != NULL || e->lead_op != NULL;
+	return e->call != NULL || e->lead_op != NULL || e->observed != NULL;
 }
 
 /* ---- answers ---- */
@@ -272,8 +273,8 @@ interval(const struct poll_entry *e)
 static int
 fresh(const struct poll_entry *e)
 {
-	if (e->ans.at == 0)
-		return 0;
+	if (e->ans.at == 0 || e->observed != NULL)
+		return 0;	/* none yet, or not served before its observers have it */
 	return e->ans.terminal || tg_clock_mono_ms() - e->ans.at < interval(e) ||
 	    tg_clock_mono_ms() < e->not_before;
 }
@@ -383,7 +384,7 @@ proxy_waiters(struct poll_entry *e)
 	e->passthrough = 1;
 	while ((r = first_waiter(e)) != NULL) {
 		waiter_remove(r);
-		gw_req_proxy(r);
+		gw_req_continue(r);
 	}
 }
 
@@ -469,11 +470,6 @@ store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuff
 	e->ans.terminal = is_terminal(e, status, e->ans.body, len);
 	if (e->ans.terminal && !shared)
 		publish(e);
-	if (e->job != NULL) {	/* observers: the run registry reads statuses */
-		struct gw_answer a = { e->service, e->op, e->job, status, e->ans.body, len };
-
-		gw_answer_seen(e->p->gw, &a);
-	}
 	(void)hold(e);
 }
 
@@ -501,7 +497,7 @@ fetch_done(struct poll_entry *e)
 
 /* A new answer is the entry's: its waiters are answered. */
 static void
-answered(struct poll_entry *e)
+serve(struct poll_entry *e)
 {
 	if (e->ans.at != 0 && !e->ans.held) {
 		serve_unkept(e);
@@ -509,6 +505,30 @@ answered(struct poll_entry *e)
 	}
 	wake(e);
 	schedule(e);
+}
+
+static void
+on_observed(void *arg)
+{
+	struct poll_entry *e = arg;
+
+	e->observed = NULL;
+	serve(e);
+}
+
+/* Observers (the run registry records statuses) have the answer before
+ * any caller does; then the waiters are answered. */
+static void
+answered(struct poll_entry *e)
+{
+	struct gw_answer a = { e->service, e->op, e->job, e->ans.status, e->ans.body,
+		e->ans.len, NULL };
+
+	if (e->job == NULL || e->ans.at == 0) {
+		serve(e);
+		return;
+	}
+	e->observed = gw_answer_seen(e->p->gw, &a, on_observed, e);
 }
 
 static void
@@ -767,6 +787,7 @@ entry_free(void *arg)
 
 	gw_vcall_cancel(e->call);
 	tg_state_cancel(e->lead_op);
+	gw_observed_cancel(e->observed);
 	jobs_spool_unref(e->writing);
 	evbuffer_free(e->fbuf);
 	answer_drop(e);
@@ -1001,7 +1022,7 @@ void
 jobs_poll_resume(struct gw_req *r, char *job)
 {
 	if (!poll_job(jobs_of(r)->poll, r, job))
-		gw_req_proxy(r);
+		gw_req_continue(r);
 }
 
 void

@@ -16,92 +16,9 @@
 #include "tidegate/log.h"
 #include "runs_int.h"
 
-/* The slot index is the same for every gateway of the process: features
- * register in one fixed order (src/tidegate.c). */
-static int slot_id = -1;
-
 static const enum tg_op ops[] = {
 	TG_OP_SIM_SUBMIT, TG_OP_SIM_STATUS, TG_OP_SIM_RESULTS, TG_OP_COUNT
 };
-
-struct runs *
-runs_ctx(const struct gw *gw)
-{
-	return gw->feat_ctx[slot_id];
-}
-
-struct runs_req *
-runs_req_find(const struct gw_req *r)
-{
-	return r->slot[slot_id];
-}
-
-struct runs_req *
-runs_req_of(struct gw_req *r)
-{
-	if (r->slot[slot_id] == NULL)
-		r->slot[slot_id] = tg_xcalloc(1, sizeof(struct runs_req));
-	return r->slot[slot_id];
-}
-
-void
-runs_req_wait(struct gw_req *r, struct tg_state_op *op)
-{
-	if (op != NULL)
-		runs_req_of(r)->op = op;
-}
-
-/* Seconds a client is asked to wait when the state cannot be reached. */
-#define STATE_RETRY_AFTER	"5"
-
-void
-runs_reply_state(struct gw_req *r, const struct tg_state_res *res, int status,
-    const char *code, const char *msg)
-{
-	char why[320];
-
-	if (res->rc != TG_STATE_UNAVAILABLE) {
-		gw_req_reply_error(r, status, code, msg);
-		return;
-	}
-	snprintf(why, sizeof(why), "the gateway's state is unavailable: %s",
-	    res->err.msg[0] != '\0' ? res->err.msg : tg_state_rc_str(res->rc));
-	if (r->req != NULL)
-		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After",
-		    STATE_RETRY_AFTER);
-	gw_req_reply_error(r, 503, "STATE_UNAVAILABLE", why);
-}
-
-struct runs_bg *
-runs_bg_new(struct gw *gw, const char *id)
-{
-	struct runs_bg *b = tg_xcalloc(1, sizeof(*b));
-
-	b->gw = gw;
-	b->id = id != NULL ? tg_xstrdup(id) : NULL;
-	LIST_INSERT_HEAD(&RUNS(gw)->bgs, b, link);
-	return b;
-}
-
-void
-runs_bg_wait(struct runs_bg *b, struct tg_state_op *op)
-{
-	if (op != NULL)
-		b->op = op;
-}
-
-void
-runs_bg_free(struct runs_bg *b)
-{
-	if (b == NULL)
-		return;
-	LIST_REMOVE(b, link);
-	free(b->id);
-	free(b->key);
-	free(b->data);
-	tg_sweep_cleanup(&b->sweep);
-	free(b);
-}
 
 /* /tidegate/v1/…: the registry answers, never the vendor. */
 static void
@@ -161,7 +78,7 @@ on_answer(void *ctx, const struct gw_answer *a)
 	struct runs *rn = ctx;
 
 	if (a->op == TG_OP_SIM_STATUS && a->status == 200 && a->job != NULL)
-		runs_status_seen(rn->gw, a->job, a->body, a->len);
+		runs_status_seen(rn->gw, a, a->job, a->body, a->len);
 }
 
 static void
@@ -232,7 +149,7 @@ tg_runs_register(struct gw *gw, struct tg_err *err)
 		free(rn);
 		return -1;
 	}
-	slot_id = id;
+	runs_slot_set(id);
 	declare_metrics(gw->metrics);
 	gw->case_digest = 1;	/* submissions' SHA-256 from their check */
 	rn->tracker = runs_tracker_new(gw);

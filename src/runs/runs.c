@@ -219,7 +219,8 @@ on_status_set(const struct tg_state_res *res, int64_t ended, void *arg)
 }
 
 void
-runs_status_seen(struct gw *gw, const char *id, const char *body, size_t len)
+runs_status_seen(struct gw *gw, const struct gw_answer *a, const char *id, const char *body,
+    size_t len)
 {
 	enum tg_run_status st;
 	struct runs_bg *b;
@@ -228,6 +229,8 @@ runs_status_seen(struct gw *gw, const char *id, const char *body, size_t len)
 	if (gw->state == NULL || status_parse(body, len, &st, &done) != 0)
 		return;
 	b = runs_bg_new(gw, id);
+	if (a != NULL)
+		b->obs = gw_answer_hold(a);	/* its clients wait until it is recorded */
 	runs_bg_wait(b, tg_state_runs_set_status(gw->state, id, st, done, tg_clock_now_ms(),
 	    on_status_set, b));
 }
@@ -295,123 +298,6 @@ runs_prepare(struct gw_req *r)
 	return 0;
 }
 
-/* The notification is over: tell the one waiting, then forget it. */
-static void
-notified(struct runs_bg *b)
-{
-	void (*done)(void *) = b->done;
-	void *arg = b->done_arg;
-
-	runs_bg_free(b);
-	if (done != NULL)
-		done(arg);
-}
-
-static void
-on_hook_payload(const struct tg_state_res *res, void *arg)
-{
-	struct runs_bg *b = arg;
-
-	b->op = NULL;
-	if (res->rc != 0)
-		tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", b->id),
-		    TG_LS("error", res->err.msg));
-	notified(b);
-}
-
-/* The job is stored, waiting: its payload next. */
-static void
-on_hook_added(const struct tg_state_res *res, const char *wid, void *arg)
-{
-	struct runs_bg *b = arg;
-
-	b->op = NULL;
-	if (res->rc != 0) {
-		tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", b->id),
-		    TG_LS("error", res->err.msg));
-		notified(b);
-		return;
-	}
-	tg_log(TG_LOG_INFO, "run_webhook_added", TG_LS("id", wid), TG_LS("simulationId", b->id),
-	    TG_LS("key", b->key));
-	runs_bg_wait(b, tg_state_payload_set(b->gw->state, wid, b->data, b->len,
-	    tg_clock_now_ms(), on_hook_payload, b));
-}
-
-/* Queue the webhook of run (borrowed) with b: 0, or -1 when it has none. */
-static int
-enqueue_run_hook(struct runs_bg *b, const struct tg_run *run)
-{
-	struct gw *gw = b->gw;
-	struct tg_outbox_new j;
-	const unsigned char *buf;
-	yajl_gen g;
-	int64_t now = tg_clock_now_ms();
-
-	if (run->callback_url == NULL)
-		return -1;
-	memset(&j, 0, sizeof(j));
-	j.url = run->callback_url;
-	j.secret_ref = gw_config_wh_secret_ref(&gw->rt->cfg, run->api_key);
-	j.api_key = run->api_key;
-	j.kind = "simulation";
-	j.correlation_id = run->simulation_id;
-	j.service = "sim";
-	if (j.secret_ref == NULL) {
-		tg_log(TG_LOG_WARN, "run_webhook_skipped", TG_LS("simulationId", b->id),
-		    TG_LS("error", "no webhook signing secret"));
-		return -1;
-	}
-	g = tg_json_gen_new();
-	tg_runs_event_json(g, run, now);
-	yajl_gen_get_buf(g, &buf, &b->len);
-	b->data = tg_xmalloc(b->len > 0 ? b->len : 1);
-	memcpy(b->data, buf, b->len);
-	yajl_gen_free(g);
-	b->key = run->api_key != NULL ? tg_xstrdup(run->api_key) : NULL;
-	runs_bg_wait(b, tg_state_outbox_add(gw->state, &j, now, on_hook_added, b));
-	return 0;
-}
-
-/* The run that ended: its sweep moves on, its webhook is queued. */
-static void
-on_notify_run(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
-    void *arg)
-{
-	struct runs_bg *b = arg;
-
-	b->op = NULL;
-	if (res->rc != 0 || n == 0) {
-		if (res->rc != TG_STATE_NOT_FOUND)
-			tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", b->id),
-			    TG_LS("error", res->err.msg));
-		notified(b);
-		return;
-	}
-	if (runs[0].sweep_id != NULL)	/* a sweep's runs report through the sweep */
-		runs_sweeper_run_ended(RUNS(b->gw)->sweeper, runs[0].sweep_id);
-	if (enqueue_run_hook(b, &runs[0]) != 0)
-		notified(b);
-}
-
-/* Enqueue the webhook of a run that ended, when its submission named one
- * (the job, then its payload); a run of a sweep moves its sweep on instead. */
-void
-runs_notify(struct gw *gw, const char *id, void (*done)(void *arg), void *arg)
-{
-	struct runs_bg *b;
-
-	if (gw->state == NULL) {
-		if (done != NULL)
-			done(arg);
-		return;
-	}
-	b = runs_bg_new(gw, id);
-	b->done = done;
-	b->done_arg = arg;
-	runs_bg_wait(b, tg_state_runs_get(gw->state, id, on_notify_run, b));
-}
-
 /* ---- retention: runs the vendor has deleted ---- */
 
 static void
@@ -448,7 +334,7 @@ reply_gone(struct gw_req *r, const struct tg_run *run)
  * What the registry knows of the run r asks for: go on to the vendor
  * (unknown, or not expired), or answer 410 or from the archive. While
  * runs_gone's call is under way q->verdict takes the answer of its
- * on_request hook; later the request goes on with gw_req_proxy.
+ * on_request hook; later the request goes on with gw_req_continue.
  */
 static void
 on_gone_run(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
@@ -465,7 +351,7 @@ on_gone_run(const struct tg_state_res *res, const struct tg_run *runs, size_t n,
 		if (verdict != NULL)
 			*verdict = 0;
 		else
-			gw_req_proxy(r);
+			gw_req_continue(r);
 		return;
 	}
 	if (verdict != NULL)

@@ -24,32 +24,6 @@
 #define RUNS_PATH	RUNS_API_PREFIX "runs"
 #define SWEEPS_PATH	RUNS_API_PREFIX "sweeps"
 
-int
-runs_api_paging(struct gw_req *r, size_t *limit, size_t *offset, char *why, size_t n)
-{
-	static const char *const names[2] = { "limit", "offset" };
-	unsigned long long v;
-	char *s, *e;
-	int i, bad;
-
-	for (i = 0; i < 2; i++) {
-		if ((s = tg_http_query(r->req, names[i])) == NULL)
-			continue;
-		errno = 0;
-		v = strtoull(s, &e, 10);
-		bad = *s < '0' || *s > '9' || *e != '\0' || errno != 0 ||
-		    (i == 0 && (v < 1 || v > 1000)) || v > 1000000000ULL;
-		free(s);
-		if (bad) {
-			snprintf(why, n, "%s: %s", names[i], i == 0 ?
-			    "a whole number from 1 to 1000" : "a whole number");
-			return -1;
-		}
-		*(i == 0 ? limit : offset) = (size_t)v;
-	}
-	return 0;
-}
-
 /* Query parameters into q; the strings are kept in s[] (caller frees). */
 static int
 parse_query(struct gw_req *r, struct tg_runs_query *q, char *s[5], char *why, size_t n)

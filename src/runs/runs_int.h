@@ -36,6 +36,8 @@ struct runs_bg {
 	enum tg_run_status status;	/* a status seen */
 	int then_submit;		/* a settle: submit into the free slot after */
 	struct tg_sweep sweep;		/* a settle: the sweep read (owns its strings) */
+	struct gw_observed *obs;	/* a status another feature fetched: its
+					 * publisher waits until it is recorded */
 	void (*done)(void *arg);	/* a notification: called once when over */
 	void *done_arg;
 	struct gw_scrape *scrape;	/* a scrape part (borrowed until released) */
@@ -64,7 +66,9 @@ struct runs_req {
 	size_t limit, offset;		/* a list's page */
 };
 
-/* feature.c */
+/* slot.c */
+/** The request slot the core gave the feature (gw_feature_register). */
+void runs_slot_set(int id);
 /** The feature of gw (borrowed). */
 struct runs *runs_ctx(const struct gw *gw);
 #define RUNS(gw) runs_ctx(gw)
@@ -87,6 +91,21 @@ void runs_req_wait(struct gw_req *r, struct tg_state_op *op);
  * unavailable, else status with code and msg (borrowed). */
 void runs_reply_state(struct gw_req *r, const struct tg_state_res *res, int status,
     const char *code, const char *msg);
+/** Query limit (1-1000) and offset of a list into *limit / *offset (left as
+ * they are when absent; r borrowed): 0, or -1 with why (the caller's buffer). */
+int runs_api_paging(struct gw_req *r, size_t *limit, size_t *offset, char *why, size_t n);
+/** Copy sweep record s (borrowed) into d (the caller's; it owns the strings). */
+void runs_sweep_copy(struct tg_sweep *d, const struct tg_sweep *s);
+
+/* hooks.c */
+/** The notification of b (takes b) is over: b is freed, then its done. */
+void runs_notified(struct runs_bg *b);
+/** Queue the webhook of run (borrowed) with b (taken when 0 is returned:
+ * b ends with runs_notified): 0, or -1 when the run has none (b untouched). */
+int runs_hook_run(struct runs_bg *b, const struct tg_run *run);
+/** Queue the webhook of b's sweep with its variants v (borrowed; b taken
+ * when 0 is returned): 0, or -1 when it is skipped (b untouched). */
+int runs_hook_sweep(struct runs_bg *b, const struct tg_sweep_variant *v, size_t n);
 
 /* runs.c */
 /** A submission's callback URL checked (400 when refused): 0, or -1 replied. */
@@ -100,12 +119,11 @@ int runs_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture);
  * over the core's cap): record the status, then relay it. 0 when the core
  * answers (the exchange broke off), else 1: replied, or will reply. */
 int runs_status_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture);
-/** The vendor answered 200 to a GET of run id's status: record it (all borrowed). */
-void runs_status_seen(struct gw *gw, const char *id, const char *body, size_t len);
-/** Run id (borrowed) ended: enqueue its webhook when its submission named
- * a callback; done(arg) (arg borrowed) once that is durable or given up,
- * never when the feature stops first. */
-void runs_notify(struct gw *gw, const char *id, void (*done)(void *arg), void *arg);
+/** The vendor answered 200 to a GET of run id's status: record it (all
+ * borrowed). a, when another feature published the answer (may be NULL),
+ * is held until the status is recorded (gw_answer_hold). */
+void runs_status_seen(struct gw *gw, const struct gw_answer *a, const char *id,
+    const char *body, size_t len);
 /** /metrics: the registry's counts as gauges into out (borrowed), perhaps
  * later: s (borrowed) is held until then. */
 void runs_metrics(struct gw *gw, struct evbuffer *out, struct gw_scrape *s);
@@ -114,21 +132,16 @@ void runs_metrics(struct gw *gw, struct evbuffer *out, struct gw_scrape *s);
 #define RUNS_API_PREFIX "/tidegate/v1/"
 /** The extension API on the simulation listener (never routed upstream). */
 void runs_api(struct gw_req *r);
-/** Query limit (1-1000) and offset of a list into *limit / *offset (left as
- * they are when absent): 0, or -1 with why. */
-int runs_api_paging(struct gw_req *r, size_t *limit, size_t *offset, char *why, size_t n);
-
 /* sweeps.c */
 /** POST and GET /tidegate/v1/sweeps (rest "") and GET …/sweeps/{id} (rest
  * "/{id}", borrowed). */
 void runs_sweeps_api(struct gw_req *r, const char *rest);
 void runs_sweep_post_free(struct runs_sweep_post *sp);	/* takes ownership; NULL-safe */
+/* sweeper.c */
 /** Mark sweep id (borrowed) done if every variant has ended, then its
  * webhook; when it is not done yet and then_submit, submit into the free
  * slot (runs_sweeper_kick). Answered later. */
 void runs_sweep_settle(struct gw *gw, const char *id, int then_submit);
-
-/* sweeper.c */
 /** The sweeper of gw (borrowed), owned by the caller. */
 struct runs_sweeper *runs_sweeper_new(struct gw *gw);
 void runs_sweeper_free(struct runs_sweeper *sw);	/* takes ownership; NULL-safe */
@@ -145,5 +158,9 @@ struct runs_tracker *runs_tracker_new(struct gw *gw);
 void runs_tracker_free(struct runs_tracker *t);	/* takes ownership; NULL-safe */
 /** Re-read the schedule and the unhandled ends (a run was added or ended); NULL-safe. */
 void runs_tracker_kick(struct runs_tracker *t);
+/** Run id (borrowed) ended: enqueue its webhook when its submission named
+ * a callback; done(arg) (arg borrowed) once that is durable or given up,
+ * never when the feature stops first. */
+void runs_notify(struct gw *gw, const char *id, void (*done)(void *arg), void *arg);
 
 #endif

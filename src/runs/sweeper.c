@@ -487,3 +487,79 @@ runs_sweeper_free(struct runs_sweeper *sw)
 	tg_map_free(sw->holds);
 	free(sw);
 }
+
+/* ---- a sweep whose every variant has ended ---- */
+
+static void
+on_done_variants(const struct tg_state_res *res, const struct tg_sweep_variant *v, size_t n,
+    void *arg)
+{
+	struct runs_bg *b = arg;
+
+	b->op = NULL;
+	if (res->rc != 0) {
+		tg_log(TG_LOG_ERROR, "sweep_read_failed", TG_LS("sweepId", b->id),
+		    TG_LS("error", res->err.msg));
+		runs_bg_free(b);
+		return;
+	}
+	tg_log(TG_LOG_INFO, "sweep_done", TG_LS("sweepId", b->id), TG_LI("variants", n));
+	if (b->sweep.callback_url == NULL || runs_hook_sweep(b, v, n) != 0)
+		runs_bg_free(b);
+}
+
+static void
+on_done_sweep(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, int more,
+    void *arg)
+{
+	struct runs_bg *b = arg;
+
+	b->op = NULL;
+	if (res->rc != 0 || n == 0) {
+		tg_log(TG_LOG_ERROR, "sweep_read_failed", TG_LS("sweepId", b->id),
+		    TG_LS("error", res->rc != 0 ? res->err.msg : "no such sweep"));
+		runs_bg_free(b);
+		return;
+	}
+	runs_sweep_copy(&b->sweep, &s[0]);
+	runs_bg_wait(b, tg_state_sweep_variants(b->gw->state, b->id, on_done_variants, b));
+}
+
+static void
+on_settled(const struct tg_state_res *res, int64_t done, void *arg)
+{
+	struct runs_bg *b = arg;
+	struct gw *gw = b->gw;
+	int submit;
+	char *id;
+
+	b->op = NULL;
+	if (res->rc != 0)
+		tg_log(TG_LOG_ERROR, "sweep_settle_failed", TG_LS("sweepId", b->id),
+		    TG_LS("error", res->err.msg));
+	if (res->rc == 0 && done == 1) {
+		tg_metrics_inc(gw->metrics, "tidegate_sweeps_done_total", "", 1);
+		runs_bg_wait(b, tg_state_sweep_get(gw->state, b->id, on_done_sweep, b));
+		return;
+	}
+	submit = res->rc == 0 && b->then_submit;
+	id = b->id;
+	b->id = NULL;
+	runs_bg_free(b);
+	if (submit)
+		runs_sweeper_kick(RUNS(gw)->sweeper, id);	/* a slot came free */
+	free(id);
+}
+
+void
+runs_sweep_settle(struct gw *gw, const char *id, int then_submit)
+{
+	struct runs_bg *b;
+
+	if (gw->state == NULL)
+		return;
+	b = runs_bg_new(gw, id);
+	b->then_submit = then_submit;
+	runs_bg_wait(b, tg_state_sweep_settle(gw->state, id, tg_clock_now_ms(), on_settled, b));
+}
+

@@ -50,17 +50,6 @@ runs_sweep_post_free(struct runs_sweep_post *sp)
 
 /* ---- the summary ---- */
 
-/* A deep copy of sweep s (borrowed) into d (the caller's; it then owns
- * what d holds: tg_sweep_cleanup). */
-static void
-sweep_copy(struct tg_sweep *d, const struct tg_sweep *s)
-{
-	*d = *s;
-	d->api_key = s->api_key != NULL ? tg_xstrdup(s->api_key) : NULL;
-	d->base_case_id = s->base_case_id != NULL ? tg_xstrdup(s->base_case_id) : NULL;
-	d->callback_url = s->callback_url != NULL ? tg_xstrdup(s->callback_url) : NULL;
-}
-
 static int
 wants_csv(struct gw_req *r)
 {
@@ -115,7 +104,7 @@ on_summary_sweep(const struct tg_state_res *res, const struct tg_sweep *s, size_
 		return;
 	}
 	tg_sweep_cleanup(&q->sweep_rec);
-	sweep_copy(&q->sweep_rec, &s[0]);
+	runs_sweep_copy(&q->sweep_rec, &s[0]);
 	runs_req_wait(r, tg_state_sweep_variants(r->gw->state, s[0].id, on_summary_variants,
 	    r));
 }
@@ -126,153 +115,6 @@ reply_summary(struct gw_req *r, const char *id, int status)
 {
 	runs_req_of(r)->status = status;
 	runs_req_wait(r, tg_state_sweep_get(r->gw->state, id, on_summary_sweep, r));
-}
-
-/* ---- the sweep webhook ---- */
-
-static void
-on_hook_payload(const struct tg_state_res *res, void *arg)
-{
-	struct runs_bg *b = arg;
-
-	b->op = NULL;
-	if (res->rc != 0)
-		tg_log(TG_LOG_ERROR, "sweep_webhook_failed", TG_LS("sweepId", b->id),
-		    TG_LS("error", res->err.msg));
-	runs_bg_free(b);
-}
-
-/* The job is stored, waiting: its payload next. */
-static void
-on_hook_added(const struct tg_state_res *res, const char *wid, void *arg)
-{
-	struct runs_bg *b = arg;
-
-	b->op = NULL;
-	if (res->rc != 0) {
-		tg_log(TG_LOG_ERROR, "sweep_webhook_failed", TG_LS("sweepId", b->id),
-		    TG_LS("error", res->err.msg));
-		runs_bg_free(b);
-		return;
-	}
-	tg_log(TG_LOG_INFO, "sweep_webhook_added", TG_LS("id", wid), TG_LS("sweepId", b->id),
-	    TG_LS("key", b->sweep.api_key));
-	runs_bg_wait(b, tg_state_payload_set(b->gw->state, wid, b->data, b->len,
-	    tg_clock_now_ms(), on_hook_payload, b));
-}
-
-/* Queue the webhook of b's sweep with its variants v (borrowed): 0, or -1
- * when it is skipped (b not used). */
-static int
-enqueue_hook(struct runs_bg *b, const struct tg_sweep_variant *v, size_t n)
-{
-	const struct tg_sweep *s = &b->sweep;
-	struct gw *gw = b->gw;
-	const unsigned char *buf;
-	struct tg_outbox_new j;
-	char ts[TG_ISO_LEN];
-	yajl_gen g;
-	int64_t now = tg_clock_now_ms();
-
-	memset(&j, 0, sizeof(j));
-	j.url = s->callback_url;
-	j.secret_ref = gw_config_wh_secret_ref(&gw->rt->cfg, s->api_key);
-	j.api_key = s->api_key;
-	j.kind = "sweep";
-	j.correlation_id = s->id;
-	j.service = "sim";
-	if (j.secret_ref == NULL) {
-		tg_log(TG_LOG_WARN, "sweep_webhook_skipped", TG_LS("sweepId", s->id),
-		    TG_LS("error", "no webhook signing secret"));
-		return -1;
-	}
-	tg_clock_iso(now, ts);
-	g = tg_json_gen_new();
-	yajl_gen_map_open(g);
-	tg_json_kv_str(g, "type", "sweep.done");
-	tg_json_kv_str(g, "timestamp", ts);
-	tg_json_str(g, "data");
-	tg_sweep_json(g, s, v, n);
-	yajl_gen_map_close(g);
-	yajl_gen_get_buf(g, &buf, &b->len);
-	b->data = tg_xmalloc(b->len > 0 ? b->len : 1);
-	memcpy(b->data, buf, b->len);
-	yajl_gen_free(g);
-	runs_bg_wait(b, tg_state_outbox_add(gw->state, &j, now, on_hook_added, b));
-	return 0;
-}
-
-static void
-on_done_variants(const struct tg_state_res *res, const struct tg_sweep_variant *v, size_t n,
-    void *arg)
-{
-	struct runs_bg *b = arg;
-
-	b->op = NULL;
-	if (res->rc != 0) {
-		tg_log(TG_LOG_ERROR, "sweep_read_failed", TG_LS("sweepId", b->id),
-		    TG_LS("error", res->err.msg));
-		runs_bg_free(b);
-		return;
-	}
-	tg_log(TG_LOG_INFO, "sweep_done", TG_LS("sweepId", b->id), TG_LI("variants", n));
-	if (b->sweep.callback_url == NULL || enqueue_hook(b, v, n) != 0)
-		runs_bg_free(b);
-}
-
-static void
-on_done_sweep(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, int more,
-    void *arg)
-{
-	struct runs_bg *b = arg;
-
-	b->op = NULL;
-	if (res->rc != 0 || n == 0) {
-		tg_log(TG_LOG_ERROR, "sweep_read_failed", TG_LS("sweepId", b->id),
-		    TG_LS("error", res->rc != 0 ? res->err.msg : "no such sweep"));
-		runs_bg_free(b);
-		return;
-	}
-	sweep_copy(&b->sweep, &s[0]);
-	runs_bg_wait(b, tg_state_sweep_variants(b->gw->state, b->id, on_done_variants, b));
-}
-
-static void
-on_settled(const struct tg_state_res *res, int64_t done, void *arg)
-{
-	struct runs_bg *b = arg;
-	struct gw *gw = b->gw;
-	int submit;
-	char *id;
-
-	b->op = NULL;
-	if (res->rc != 0)
-		tg_log(TG_LOG_ERROR, "sweep_settle_failed", TG_LS("sweepId", b->id),
-		    TG_LS("error", res->err.msg));
-	if (res->rc == 0 && done == 1) {
-		tg_metrics_inc(gw->metrics, "tidegate_sweeps_done_total", "", 1);
-		runs_bg_wait(b, tg_state_sweep_get(gw->state, b->id, on_done_sweep, b));
-		return;
-	}
-	submit = res->rc == 0 && b->then_submit;
-	id = b->id;
-	b->id = NULL;
-	runs_bg_free(b);
-	if (submit)
-		runs_sweeper_kick(RUNS(gw)->sweeper, id);	/* a slot came free */
-	free(id);
-}
-
-void
-runs_sweep_settle(struct gw *gw, const char *id, int then_submit)
-{
-	struct runs_bg *b;
-
-	if (gw->state == NULL)
-		return;
-	b = runs_bg_new(gw, id);
-	b->then_submit = then_submit;
-	runs_bg_wait(b, tg_state_sweep_settle(gw->state, id, tg_clock_now_ms(), on_settled, b));
 }
 
 /* ---- POST: request, base case, variants, store ---- */

@@ -554,3 +554,45 @@ runs_tracker_free(struct runs_tracker *t)
 	free(t->id);
 	free(t);
 }
+
+/* ---- notification of a run that ended ---- */
+
+/* The run that ended: its sweep moves on, its webhook is queued. */
+static void
+on_notify_run(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
+    void *arg)
+{
+	struct runs_bg *b = arg;
+
+	b->op = NULL;
+	if (res->rc != 0 || n == 0) {
+		if (res->rc != TG_STATE_NOT_FOUND)
+			tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", b->id),
+			    TG_LS("error", res->err.msg));
+		runs_notified(b);
+		return;
+	}
+	if (runs[0].sweep_id != NULL)	/* a sweep's runs report through the sweep */
+		runs_sweeper_run_ended(RUNS(b->gw)->sweeper, runs[0].sweep_id);
+	if (runs_hook_run(b, &runs[0]) != 0)
+		runs_notified(b);
+}
+
+/* Enqueue the webhook of a run that ended, when its submission named one
+ * (the job, then its payload); a run of a sweep moves its sweep on instead. */
+void
+runs_notify(struct gw *gw, const char *id, void (*done)(void *arg), void *arg)
+{
+	struct runs_bg *b;
+
+	if (gw->state == NULL) {
+		if (done != NULL)
+			done(arg);
+		return;
+	}
+	b = runs_bg_new(gw, id);
+	b->done = done;
+	b->done_arg = arg;
+	runs_bg_wait(b, tg_state_runs_get(gw->state, id, on_notify_run, b));
+}
+
