@@ -204,8 +204,8 @@ struct tg_webhook *tg_webhook_new(struct event_base *base, struct evdns_base *dn
     const struct tg_webhook_cbs *cbs, void *arg, struct tg_err *err);
 /** Look for due jobs now: call it after a write that makes a job due (a
  * payload committed, a redelivery), since the seam announces nothing; the
- * worker otherwise looks at the next due time, at least every 5 s. w is
- * borrowed. */
+ * worker otherwise looks at the next due time, at least every second. w
+ * is borrowed. */
 void tg_webhook_kick(struct tg_webhook *w);
 /**
  * Use pol (borrowed) from the next attempt on, e.g. after a configuration
@@ -244,8 +244,9 @@ void tg_webhook_config_check(struct gw_config *c, struct tg_cfg_report *rep);
  * Register the webhook feature with gw (borrowed), configured by gw's
  * running configuration: callbackUrl on exports (deliver and relay modes),
  * the relay endpoint, callback URL checks for other features, the admin
- * API under /webhooks, the delivery worker. 0, or -1 with err (the outbox
- * could not be opened). gw owns the feature from then on (gw_free).
+ * API under /webhooks, the delivery worker, all on gw->state (its outbox
+ * configured: tg_webhook_outbox_opts). 0, or -1 with err (no state seam, a
+ * bad egress policy). gw owns the feature from then on (gw_free).
  */
 int tg_webhook_register(struct gw *gw, struct tg_err *err);
 

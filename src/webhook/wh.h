@@ -74,6 +74,8 @@ struct tg_webhook {
 	struct tg_state_op *lease_op;	/* the lease asked for */
 	struct tg_state_op *due_op;	/* the next due time asked for */
 	int leasing, asking;		/* those two are pending (their handle may be NULL) */
+	int kicked;			/* the tick leases at once (else it asks next_due) */
+	int missed;			/* the last lease found nothing due */
 	size_t inflight;
 	int draining;
 	void (*on_drained)(void *);

@@ -24,8 +24,12 @@
 
 #define ATTEMPT_TIMEOUT_MS	15000
 #define MAX_INFLIGHT		8
-/* Look again at least this often: wall-clock steps, leases expiring. */
-#define TICK_MAX_MS		5000
+/* Look again at least this often: wall-clock steps, leases expiring, jobs
+ * other writers made due (the seam announces nothing). */
+#define TICK_MAX_MS		1000
+/* A due job the lease did not get (another instance took it): not again
+ * at once. */
+#define MISSED_MS		100
 #define RETRY_DB_MS		1000
 #define USER_AGENT		"tidegate-webhook"
 #define LEASE_MS		60000	/* the outbox's default lease */
@@ -74,10 +78,14 @@ on_due(const struct tg_state_res *res, int64_t due, void *arg)
 	w->due_op = NULL;
 	if (res->rc != TG_STATE_OK) {
 		schedule(w, RETRY_DB_MS);
-		return;
+	} else if (due <= now && w->missed) {
+		w->missed = 0;
+		schedule(w, MISSED_MS);
+	} else if (due <= now) {
+		tg_webhook_kick(w);
+	} else {
+		schedule(w, due == INT64_MAX || due - now > TICK_MAX_MS ? TICK_MAX_MS : due - now);
 	}
-	schedule(w, due == INT64_MAX || due - now > TICK_MAX_MS ? TICK_MAX_MS :
-	    due > now ? due - now : 0);
 }
 
 static void drained_maybe(struct tg_webhook *w);
@@ -90,32 +98,46 @@ on_leased(const struct tg_state_res *res, struct tg_outbox_lease *l, void *arg)
 
 	w->leasing = 0;
 	w->lease_op = NULL;
+	if (w->draining) {
+		if (l != NULL)
+			tg_webhook_lease_release(w, l);
+		drained_maybe(w);
+		return;
+	}
 	if (res->rc != TG_STATE_OK) {
 		tg_log(TG_LOG_ERROR, "webhook_lease_failed", TG_LS("error", res->err.msg));
 		schedule(w, RETRY_DB_MS);
 		return;
 	}
-	if (l == NULL) {
-		schedule(w, -1);
+	if (l == NULL && w->kicked) {
+		tg_webhook_kick(w);	/* kicked meanwhile: a job may have come since */
 		return;
 	}
-	if (w->draining) {
-		tg_webhook_lease_release(w, l);
-		drained_maybe(w);
+	w->missed = l == NULL;
+	if (l == NULL) {
+		schedule(w, -1);
 		return;
 	}
 	tg_webhook_attempt_start(w, l);
 	tg_webhook_kick(w);	/* the next lease, from the loop */
 }
 
-/* One lease at a time; its answer asks for the next. */
+/* The timer asks whether a job is due (a read); a kick leases at once.
+ * One lease at a time; its answer asks for the next. */
 static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct tg_webhook *w = arg;
 	struct tg_state_op *op;
 
-	if (w->leasing || w->draining || w->inflight >= w->opts.max_inflight)
+	if (!w->kicked) {
+		schedule(w, -1);
+		return;
+	}
+	if (w->leasing)
+		return;		/* kicked stays: its answer leases again */
+	w->kicked = 0;
+	if (w->draining || w->inflight >= w->opts.max_inflight)
 		return;
 	w->leasing = 1;
 	op = tg_state_outbox_lease(w->st, tg_clock_now_ms(), on_leased, w);
@@ -212,8 +234,10 @@ tg_webhook_new(struct event_base *base, struct evdns_base *dns, struct tg_state 
 void
 tg_webhook_kick(struct tg_webhook *w)
 {
-	if (!w->draining)
-		event_active(w->tick, EV_TIMEOUT, 1);
+	if (w->draining)
+		return;
+	w->kicked = 1;
+	event_active(w->tick, EV_TIMEOUT, 1);
 }
 
 void
