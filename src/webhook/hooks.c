@@ -275,6 +275,10 @@ wh_hooks_free(struct wh_hooks *h)
 
 	if (h == NULL)
 		return;
+	if (h->purge != NULL)		/* nothing of ours may start from here on */
+		event_del(h->purge);
+	if (h->resume_ev != NULL)
+		event_del(h->resume_ev);
 	wh_admin_cancel(h);
 	tg_state_cancel(h->purge_op);
 	tg_state_cancel(h->resume_op);

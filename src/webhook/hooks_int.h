@@ -91,18 +91,19 @@ struct wh_req *wh_req_of(struct gw_req *r);
 struct wh_req *wh_req_find(const struct gw_req *r);
 /** r's accepted callback (borrowed), or NULL. */
 #define HOOK(r) (wh_req_find(r)->hook)
-/** Before a seam call for r: its answer goes to then(r) (borrowed). */
+/** Before a seam call for r (borrowed): its answer goes to then(r). */
 void wh_req_begin(struct gw_req *r, void (*then)(struct gw_req *r));
-/** After it: op kept for on_free, or then(r) now when the answer came
- * during the call (r may be gone after this). */
+/** After it: op (borrowed, the seam's) kept for on_free, or then(r) now
+ * when the answer came during the call (r may be gone after this). */
 void wh_req_end(struct gw_req *r, struct tg_state_op *op);
-/* Callbacks for wh_req_begin/end; arg is the struct gw_req. */
+/* Callbacks for wh_req_begin/end: res and results borrowed (copied into
+ * the slot); w taken (the slot owns it); arg is the struct gw_req. */
 void wh_req_on_done(const struct tg_state_res *res, void *arg);
 void wh_req_on_str(const struct tg_state_res *res, const char *s, void *arg);
 void wh_req_on_jobs(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n,
     void *arg);
 void wh_req_on_payload(const struct tg_state_res *res, struct tg_state_payload *w, void *arg);
-/** 503 naming the state seam's failure (borrowed msg), with Retry-After. */
+/** 503 WEBHOOK_UNAVAILABLE with Retry-After and msg (borrowed); frees r. */
 void wh_reply_unavailable(struct gw_req *r, const char *msg);
 
 /* hooks.c */
@@ -172,7 +173,7 @@ void wh_fetch_free(void *f);
 /** /webhooks… on the admin listener: list, read, redeliver (all borrowed);
  * answered when the seam answers. */
 void wh_admin(struct wh_hooks *h, struct evhttp_request *req, const char *path);
-/** Forget the admin requests still waiting (teardown). */
+/** Forget the admin requests still waiting (teardown); h borrowed. */
 void wh_admin_cancel(struct wh_hooks *h);
 
 #endif

@@ -44,10 +44,11 @@ TAILQ_HEAD(wh_attemptq, wh_attempt);
 struct wh_attempt *tg_webhook_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l);
 /** Drop every attempt of w without an outcome, releasing the leases (teardown). */
 void tg_webhook_attempts_abandon(struct tg_webhook *w);
-/** Give lease l (takes ownership) back without an outcome: due again at
- * once; w->releasing counts it until the seam answers. */
+/** Give lease l back without an outcome (takes ownership of l; w
+ * borrowed): due again at once; w->releases holds it until the seam answers. */
 void tg_webhook_lease_release(struct tg_webhook *w, struct tg_outbox_lease *l);
-/** Forget the releases not answered yet (their callbacks never run). */
+/** Forget the releases of w (borrowed) not answered yet (their callbacks
+ * never run). */
 void tg_webhook_releases_cancel(struct tg_webhook *w);
 /** Renew the leases of w's attempts in flight. */
 void tg_webhook_attempts_renew(struct tg_webhook *w, int64_t now_ms);

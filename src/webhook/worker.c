@@ -270,10 +270,10 @@ on_bound(evutil_socket_t fd, short what, void *arg)
 {
 }
 
-/* Teardown: the leases given back are answered by the seam's writer on
- * the loop; run it (bounded) so that they are written before the state
- * closes, then forget what is left (those jobs wait for their lease to run
- * out: at least once either way). */
+/* Teardown: the leases given back (and one still being taken) are
+ * answered by the seam's writer on the loop; run it (bounded) so that they
+ * are written before the state closes, then forget what is left (those
+ * jobs wait for their lease to run out: at least once either way). */
 static void
 releases_wait(struct tg_webhook *w)
 {
@@ -281,10 +281,10 @@ releases_wait(struct tg_webhook *w)
 	struct timeval tv = { 0, 10000 };
 	struct event *bound;
 
-	if (TAILQ_EMPTY(&w->releases))
+	if (TAILQ_EMPTY(&w->releases) && !w->leasing)
 		return;
 	bound = evtimer_new(w->base, on_bound, NULL);
-	while (!TAILQ_EMPTY(&w->releases) && tg_clock_mono_ms() < end) {
+	while ((!TAILQ_EMPTY(&w->releases) || w->leasing) && tg_clock_mono_ms() < end) {
 		evtimer_add(bound, &tv);
 		event_base_loop(w->base, EVLOOP_ONCE);
 	}
@@ -297,10 +297,14 @@ tg_webhook_free(struct tg_webhook *w)
 {
 	if (w == NULL)
 		return;
-	tg_state_cancel(w->lease_op);	/* its job is due again when the lease runs out */
+	w->draining = 1;		/* a lease still coming is given back */
+	w->on_drained = NULL;		/* the loop runs below: nobody is told now */
+	event_del(w->tick);
 	tg_state_cancel(w->due_op);
 	tg_webhook_attempts_abandon(w);
 	releases_wait(w);
+	if (w->leasing)		/* never answered: its job waits for the lease to run out */
+		tg_state_cancel(w->lease_op);
 	event_free(w->tick);
 	event_free(w->renew);
 	event_free(w->drained_ev);
