@@ -213,6 +213,103 @@ refuse(struct gw_req *r, const char *member, const char *code, const char *msg)
 	tg_problems_cleanup(&p);
 }
 
+/* ---- adding a job ---- */
+
+/*
+ * A job being added outlives its request: the client may go while the
+ * job is written (a write that may still commit), and the job must then
+ * still be looked after: its payload fetched (deliver), or given up
+ * (relay: the vendor was never called). Held in h->adds; the request's
+ * slot points to it while the request lasts.
+ */
+struct wh_add {
+	TAILQ_ENTRY(wh_add) entry;	/* h->adds */
+	struct wh_hooks *h;
+	struct gw_req *r;		/* NULL once the request is gone */
+	struct tg_state_op *op;
+	char *cid;			/* deliver: the vendor's correlationId */
+	int in_call, done;
+};
+
+static void
+add_free(struct wh_add *a)
+{
+	TAILQ_REMOVE(&a->h->adds, a, entry);
+	free(a->cid);
+	free(a);
+}
+
+void
+wh_add_orphan(struct wh_add *a)
+{
+	a->r = NULL;
+}
+
+void
+wh_adds_cancel(struct wh_hooks *h)
+{
+	struct wh_add *a;
+
+	while ((a = TAILQ_FIRST(&h->adds)) != NULL) {
+		tg_state_cancel(a->op);
+		add_free(a);
+	}
+}
+
+/* The job is durable, its request gone. */
+static void
+orphan_added(struct wh_add *a, const char *id)
+{
+	const struct gw_config *c = &a->h->gw->rt->cfg;
+
+	if (a->cid != NULL)
+		wh_fetch_start(a->h, id, a->cid, tg_clock_now_ms(), c->wh_poll_interval);
+	else
+		wh_fetch_give_up(a->h, id, "the request ended before the vendor was called");
+}
+
+static void
+on_added(const struct tg_state_res *res, const char *id, void *arg)
+{
+	struct wh_add *a = arg;
+
+	a->op = NULL;
+	a->done = 1;
+	if (a->r != NULL) {
+		wh_req_find(a->r)->add = NULL;
+		wh_req_on_str(res, id, a->r);	/* may end the request */
+	} else if (res->rc == TG_STATE_OK) {
+		orphan_added(a, id);
+	}
+	if (!a->in_call)
+		add_free(a);
+}
+
+/* Add job j for r (cid copied, NULL in relay mode); then(r) hears the answer. */
+static void
+add_job(struct gw_req *r, const struct tg_outbox_new *j, const char *cid,
+    void (*then)(struct gw_req *r))
+{
+	struct wh_hooks *h = WH(r->gw);
+	struct wh_add *a = tg_xcalloc(1, sizeof(*a));
+	struct tg_state_op *op;
+
+	a->h = h;
+	a->r = r;
+	a->cid = cid != NULL ? tg_xstrdup(cid) : NULL;
+	TAILQ_INSERT_TAIL(&h->adds, a, entry);
+	wh_req_begin(r, then);
+	wh_req_find(r)->add = a;
+	a->in_call = 1;
+	op = tg_state_outbox_add(h->st, j, tg_clock_now_ms(), on_added, a);
+	a->in_call = 0;
+	if (a->done)
+		add_free(a);
+	else
+		a->op = op;
+	wh_req_end(r, NULL);	/* then(r) now when the answer came already */
+}
+
 /* Relay: the job exists before the vendor hears of it, since the URL the
  * vendor gets names it. relay_added goes on once it is durable. */
 static void relay_added(struct gw_req *r);
@@ -223,9 +320,7 @@ relay_add(struct gw_req *r, struct wh_hook *hk)
 	struct tg_outbox_new j = { hk->url, hk->secret_ref, r->key ? r->key->name : NULL,
 		"export", NULL, "dex", NULL };
 
-	wh_req_begin(r, relay_added);
-	wh_req_end(r, tg_state_outbox_add(WH(r->gw)->st, &j, tg_clock_now_ms(), wh_req_on_str,
-	    r));
+	add_job(r, &j, NULL, relay_added);
 }
 
 static char *
@@ -480,8 +575,7 @@ commit_job(struct gw_req *r, const char *cid)
 		wh_req_end(r, tg_state_outbox_set_cid(h->st, hk->id, cid, wh_req_on_done, r));
 		return;
 	}
-	wh_req_begin(r, job_added);
-	wh_req_end(r, tg_state_outbox_add(h->st, &j, tg_clock_now_ms(), wh_req_on_str, r));
+	add_job(r, &j, cid, job_added);
 }
 
 /* A held 200: commit the job, then answer (later, once it is durable). */

@@ -191,6 +191,8 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 	struct wh_req *q = slot;
 
 	tg_state_cancel(q->op);
+	if (q->add != NULL)
+		wh_add_orphan(q->add);
 	tg_state_payload_abort(q->w);
 	wh_scan_free(q->scan);
 	wh_hook_free(q->hook);

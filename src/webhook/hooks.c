@@ -188,6 +188,7 @@ wh_hooks_new(struct gw *gw, struct tg_err *err)
 	h->st = gw->state;
 	h->fetches = tg_map_new(wh_fetch_free);
 	TAILQ_INIT(&h->admin);
+	TAILQ_INIT(&h->adds);
 	if (h->st == NULL) {
 		tg_err_set(err, "webhooks need the state seam (its outbox)");
 		goto fail;
@@ -280,6 +281,7 @@ wh_hooks_free(struct wh_hooks *h)
 	if (h->resume_ev != NULL)
 		event_del(h->resume_ev);
 	wh_admin_cancel(h);
+	wh_adds_cancel(h);
 	tg_state_cancel(h->purge_op);
 	tg_state_cancel(h->resume_op);
 	tg_map_free(h->fetches);

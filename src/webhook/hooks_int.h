@@ -22,6 +22,8 @@
 
 struct wh_admin_op;
 TAILQ_HEAD(wh_adminq, wh_admin_op);
+struct wh_add;
+TAILQ_HEAD(wh_addq, wh_add);
 
 /* The feature: created at registration with struct gw and kept across
  * reloads; the worker is not reloadable. */
@@ -41,6 +43,7 @@ struct wh_hooks {
 	size_t resume_offset, resumed;
 	int resuming;
 	struct wh_adminq admin;		/* admin requests waiting on the seam */
+	struct wh_addq adds;		/* jobs being added (callbacks.c) */
 	int drained;			/* SIGTERM: no delivery attempt left in flight */
 };
 
@@ -71,6 +74,7 @@ struct wh_req {
 	struct wh_scan *scan;		/* the body as the request check read it */
 	struct wh_hook *hook;		/* its callbackUrl, once accepted */
 	struct tg_state_op *op;		/* the operation in flight (on_free cancels it) */
+	struct wh_add *add;		/* a job being added (on_free leaves it to finish) */
 	struct tg_state_payload *w;	/* relay: the payload being written (on_free aborts) */
 	void (*then)(struct gw_req *r);
 	int in_call, answered;
@@ -152,6 +156,12 @@ int wh_hook_done(struct gw_req *r, enum tg_up_error err);
 void wh_hook_free(struct wh_hook *hk);	/* takes ownership; NULL-safe */
 /** POST /__tidegate/callbacks/{id}: the vendor's delivery in relay mode. */
 void wh_hook_relay(struct gw_req *r);
+/** The request of a (borrowed) ends while its job is being added: the add
+ * finishes without it (the job still gets its fetcher, or is given up in
+ * relay mode). */
+void wh_add_orphan(struct wh_add *a);
+/** Teardown: forget the adds of h (borrowed) not answered yet. */
+void wh_adds_cancel(struct wh_hooks *h);
 
 /* hook_fetch.c */
 /**
