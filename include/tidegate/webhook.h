@@ -3,21 +3,22 @@
  * Webhooks signing (sign.c), the egress (SSRF) policy applied to callback
  * URLs (egress.c, resolve.c), outbox jobs as JSON (job_json.c) and the
  * delivery worker on the event loop (deliver.c, worker.c). The durable
- * outbox itself is the SQLite state backend's (tidegate/outbox.h,
- * included here). Called by the gateway: the
- * export route adds jobs and attaches their payloads, the admin listener
- * lists and redelivers, the metrics endpoint reads the counters.
+ * outbox is reached only through the state seam (tidegate/state.h); its
+ * types are tidegate/outbox.h (included here). Called by the webhook
+ * feature (src/webhook/feature.c): the export route adds jobs and streams
+ * their payloads, the admin listener lists and redelivers, the metrics
+ * endpoint reads the counters.
  *
  * The order of calls for one job:
  *   tg_egress_check_url()        at request time, 400 when refused
- *   tg_outbox_add()              job "waiting", durable when it returns
- *   tg_outbox_payload_open() … _write() … _commit()   job "ready"
+ *   tg_state_outbox_add()        job "waiting", durable when its callback runs
+ *   tg_state_payload_open() … _append() … _commit()   job "ready"
  *   the worker leases, signs, sends, records the outcome and calls
  *   on_outcome: "delivered", "gone" (410), "dead" (schedule exhausted), or
  *   "ready" again with the next attempt time.
  *
- * Everything runs on one thread; the outbox calls block on SQLite (one
- * fsync per transaction with synchronous=FULL).
+ * Everything runs on the loop thread; no call here waits for the disk
+ * (the seam's writes answer later).
  */
 #ifndef TIDEGATE_WEBHOOK_H
 #define TIDEGATE_WEBHOOK_H
@@ -35,6 +36,7 @@ struct event_base;
 struct evdns_base;
 struct evbuffer;
 struct sockaddr;
+struct tg_state;
 
 /* ---- signing (sign.c) ---- */
 
@@ -161,6 +163,8 @@ struct tg_webhook_opts {
 	int tls_insecure;		/* 1: skip certificate verification (tests only) */
 	const char *ca_file;		/* PEM bundle (copied); NULL: system store */
 	const char *user_agent;		/* (copied) NULL: "tidegate-webhook" */
+	int64_t lease_ms;		/* the outbox's lease length (tg_outbox_opts):
+					 * renewed every third of it; 0: 60 s */
 };
 
 /** What on_outcome hears after each attempt; everything borrowed for the call. */
@@ -189,16 +193,19 @@ struct tg_webhook_cbs {
 
 struct tg_webhook;
 /**
- * Start delivering the outbox's due jobs on base. base, dns, ob and pol
- * are borrowed and must outlive the worker; opts (may be NULL) and cbs are
- * copied (with the strings opts points to); arg is passed to the callbacks.
- * NULL with err; else the caller owns the worker: tg_webhook_free.
+ * Start delivering the outbox's due jobs on base, through the state seam
+ * st (its outbox configured). base, dns, st and pol are borrowed and must
+ * outlive the worker; opts (may be NULL) and cbs are copied (with the
+ * strings opts points to); arg is passed to the callbacks. NULL with err;
+ * else the caller owns the worker: tg_webhook_free.
  */
 struct tg_webhook *tg_webhook_new(struct event_base *base, struct evdns_base *dns,
-    struct tg_outbox *ob, const struct tg_egress *pol, const struct tg_webhook_opts *opts,
+    struct tg_state *st, const struct tg_egress *pol, const struct tg_webhook_opts *opts,
     const struct tg_webhook_cbs *cbs, void *arg, struct tg_err *err);
-/** Look for due jobs now (the outbox already does this on commit and
- * redeliver). w is borrowed. */
+/** Look for due jobs now: call it after a write that makes a job due (a
+ * payload committed, a redelivery), since the seam announces nothing; the
+ * worker otherwise looks at the next due time, at least every second. w
+ * is borrowed. */
 void tg_webhook_kick(struct tg_webhook *w);
 /**
  * Use pol (borrowed) from the next attempt on, e.g. after a configuration
@@ -215,9 +222,10 @@ void tg_webhook_drain(struct tg_webhook *w, void (*on_drained)(void *arg), void 
 size_t tg_webhook_inflight(const struct tg_webhook *w);
 /**
  * Stop at once: attempts in flight are abandoned and their leases
- * released (due again at the next start: at least once). Takes ownership of
- * w and frees it; NULL-safe; not
- * from inside on_outcome. Run the loop once more before freeing dns.
+ * released (due again at the next start: at least once); the loop runs
+ * here (up to 2 s) until the seam has written the releases. Takes
+ * ownership of w and frees it; NULL-safe; not from inside on_outcome or a
+ * loop callback of w. Run the loop once more before freeing dns.
  */
 void tg_webhook_free(struct tg_webhook *w);
 
@@ -236,8 +244,9 @@ void tg_webhook_config_check(struct gw_config *c, struct tg_cfg_report *rep);
  * Register the webhook feature with gw (borrowed), configured by gw's
  * running configuration: callbackUrl on exports (deliver and relay modes),
  * the relay endpoint, callback URL checks for other features, the admin
- * API under /webhooks, the delivery worker. 0, or -1 with err (the outbox
- * could not be opened). gw owns the feature from then on (gw_free).
+ * API under /webhooks, the delivery worker, all on gw->state (its outbox
+ * configured: tg_webhook_outbox_opts). 0, or -1 with err (no state seam, a
+ * bad egress policy). gw owns the feature from then on (gw_free).
  */
 int tg_webhook_register(struct gw *gw, struct tg_err *err);
 

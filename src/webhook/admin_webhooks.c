@@ -8,8 +8,9 @@
  *
  * When API keys are configured these need a key with the admin service
  * (Authorization: Bearer or X-Api-Key): 401 without a known key, 403 for
- * a key without it. Called by admin.c; the outbox (struct wh_hooks) is
- * borrowed for each call.
+ * a key without it. Called by admin.c; the feature (struct wh_hooks) is
+ * borrowed for each call. Each request is held (gw_held_new) until the
+ * state seam answers; the client may go meanwhile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,20 +52,126 @@ authorized(struct gw *gw, struct evhttp_request *req)
 	return 1;
 }
 
-/* An outbox call's result code as the HTTP answer; 1 when it replied. */
-static int
-reply_rc(struct evhttp_request *req, int rc, const struct tg_err *err)
+/* ---- a request waiting on the seam ---- */
+
+/* One admin request: held until the seam answers; its answer is built in
+ * the callback (the results are borrowed there) and sent by then(a). */
+struct wh_admin_op {
+	TAILQ_ENTRY(wh_admin_op) entry;		/* h->admin */
+	struct wh_hooks *h;
+	struct gw_held *held;
+	struct tg_state_op *op;
+	void (*then)(struct wh_admin_op *a);
+	int in_call, answered;
+	int rc;				/* enum tg_state_rc */
+	char err[256];
+	int64_t n;			/* redeliver since: how many */
+	char id[TG_WEBHOOK_ID_LEN];
+	struct tg_outbox_query q;	/* list: the filters … */
+	char *cid;			/* … and the correlationId they borrow */
+	yajl_gen g;			/* the answer's JSON, once built */
+};
+
+static struct wh_admin_op *
+adm_new(struct wh_hooks *h, struct evhttp_request *req)
 {
-	if (rc == TG_OUTBOX_NOT_FOUND)
-		tg_reply_error(req, 404, "NOT_FOUND", err->msg, NULL, 0);
-	else if (rc == TG_OUTBOX_CONFLICT)
-		tg_reply_error(req, 409, "CONFLICT", err->msg, NULL, 0);
-	else if (rc != 0)
+	struct wh_admin_op *a = tg_xcalloc(1, sizeof(*a));
+
+	a->h = h;
+	a->held = gw_held_new(req);
+	TAILQ_INSERT_TAIL(&h->admin, a, entry);
+	return a;
+}
+
+static void
+adm_free(struct wh_admin_op *a)
+{
+	TAILQ_REMOVE(&a->h->admin, a, entry);
+	tg_state_cancel(a->op);
+	if (a->held != NULL)
+		gw_held_take(a->held);
+	if (a->g != NULL)
+		yajl_gen_free(a->g);
+	free(a->cid);
+	free(a);
+}
+
+void
+wh_admin_cancel(struct wh_hooks *h)
+{
+	while (!TAILQ_EMPTY(&h->admin))
+		adm_free(TAILQ_FIRST(&h->admin));
+}
+
+static void
+adm_begin(struct wh_admin_op *a, void (*then)(struct wh_admin_op *a))
+{
+	a->then = then;
+	a->in_call = 1;
+	a->answered = 0;
+	if (a->g != NULL)
+		yajl_gen_free(a->g);
+	a->g = NULL;
+}
+
+/* After the call: keep op, or go on now when it answered during the call. */
+static void
+adm_end(struct wh_admin_op *a, struct tg_state_op *op)
+{
+	a->in_call = 0;
+	if (a->answered)
+		a->then(a);	/* may free a */
+	else
+		a->op = op;
+}
+
+static void
+adm_settle(struct wh_admin_op *a, const struct tg_state_res *res)
+{
+	a->op = NULL;
+	a->rc = res->rc;
+	snprintf(a->err, sizeof(a->err), "%s", res->rc != TG_STATE_OK ? res->err.msg : "");
+	if (a->in_call)
+		a->answered = 1;
+	else
+		a->then(a);
+}
+
+/* The held request, taken back (NULL when the client went); a is freed. */
+static struct evhttp_request *
+adm_take(struct wh_admin_op *a)
+{
+	struct evhttp_request *req = gw_held_take(a->held);
+
+	a->held = NULL;
+	return req;
+}
+
+/* Answer a's failure, or its JSON; frees a. */
+static void
+adm_reply(struct wh_admin_op *a)
+{
+	struct evhttp_request *req = adm_take(a);
+
+	if (a->rc == TG_STATE_ERROR || a->rc == TG_STATE_REFUSED)
+		tg_log(TG_LOG_ERROR, "webhook_admin_failed", TG_LS("error", a->err));
+	if (req == NULL)
+		;	/* the client went: nothing to say */
+	else if (a->rc == TG_STATE_NOT_FOUND)
+		tg_reply_error(req, 404, "NOT_FOUND", a->err, NULL, 0);
+	else if (a->rc == TG_STATE_CONFLICT)
+		tg_reply_error(req, 409, "CONFLICT", a->err, NULL, 0);
+	else if (a->rc == TG_STATE_UNAVAILABLE) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
+		tg_reply_error(req, 503, "WEBHOOK_UNAVAILABLE", a->err, NULL, 0);
+	} else if (a->rc != TG_STATE_OK)
 		tg_reply_error(req, 500, "INTERNAL", "the webhook outbox could not be read",
 		    NULL, 0);
-	if (rc == -1)
-		tg_log(TG_LOG_ERROR, "webhook_admin_failed", TG_LS("error", err->msg));
-	return rc != 0;
+	else if (a->g == NULL)
+		tg_reply_error(req, 404, "NOT_FOUND", "no such webhook job", NULL, 0);
+	else
+		tg_reply_json(req, 200, a->g);
+	adm_free(a);
 }
 
 /* ---- query parameters ---- */
@@ -131,88 +238,143 @@ list_query(struct evhttp_request *req, struct tg_outbox_query *q, char **cid)
 /* ---- handlers ---- */
 
 static void
+on_list(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n, void *arg)
+{
+	struct wh_admin_op *a = arg;
+	yajl_gen g;
+	size_t i;
+
+	if (res->rc == TG_STATE_OK) {
+		g = a->g = tg_json_gen_new();
+		yajl_gen_map_open(g);
+		tg_json_str(g, "webhooks");
+		yajl_gen_array_open(g);
+		for (i = 0; i < n; i++)
+			tg_outbox_job_json(g, &jobs[i]);
+		yajl_gen_array_close(g);
+		tg_json_kv_int(g, "count", (long long)n);
+		tg_json_kv_int(g, "limit", (long long)a->q.limit);
+		tg_json_kv_int(g, "offset", (long long)a->q.offset);
+		yajl_gen_map_close(g);
+	}
+	adm_settle(a, res);
+}
+
+static void
 list(struct wh_hooks *h, struct evhttp_request *req)
 {
 	struct tg_outbox_query q;
-	struct tg_outbox_job *jobs = NULL;
-	struct tg_err err;
-	yajl_gen g;
-	size_t n = 0, i;
+	struct wh_admin_op *a;
 	char *cid = NULL;
 
-	if (list_query(req, &q, &cid) != 0 || reply_rc(req, tg_outbox_list(h->ob, &q, &jobs, &n,
-	    &err), &err))
-		goto done;
-	g = tg_json_gen_new();
-	yajl_gen_map_open(g);
-	tg_json_str(g, "webhooks");
-	yajl_gen_array_open(g);
-	for (i = 0; i < n; i++)
-		tg_outbox_job_json(g, &jobs[i]);
-	yajl_gen_array_close(g);
-	tg_json_kv_int(g, "count", (long long)n);
-	tg_json_kv_int(g, "limit", (long long)q.limit);
-	tg_json_kv_int(g, "offset", (long long)q.offset);
-	yajl_gen_map_close(g);
-	tg_reply_json(req, 200, g);
-	yajl_gen_free(g);
-done:
-	tg_outbox_jobs_free(jobs, n);
-	free(cid);
+	if (list_query(req, &q, &cid) != 0) {
+		free(cid);
+		return;
+	}
+	a = adm_new(h, req);
+	a->q = q;
+	a->cid = cid;		/* q.correlation_id points into it */
+	adm_begin(a, adm_reply);
+	adm_end(a, tg_state_outbox_list(h->st, &a->q, on_list, a));
+}
+
+static void
+on_job(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n, void *arg)
+{
+	struct wh_admin_op *a = arg;
+
+	if (res->rc == TG_STATE_OK && n > 0) {
+		a->g = tg_json_gen_new();
+		tg_outbox_job_json(a->g, &jobs[0]);
+	}
+	adm_settle(a, res);
+}
+
+/* Answer with job a->id as it stands now. */
+static void
+get_job(struct wh_admin_op *a)
+{
+	adm_begin(a, adm_reply);
+	adm_end(a, tg_state_outbox_get(a->h->st, a->id, on_job, a));
 }
 
 static void
 get_one(struct wh_hooks *h, struct evhttp_request *req, const char *id)
 {
-	struct tg_outbox_job j;
-	struct tg_err err;
-	yajl_gen g;
+	struct wh_admin_op *a = adm_new(h, req);
 
-	memset(&j, 0, sizeof(j));
-	if (reply_rc(req, tg_outbox_get(h->ob, id, &j, &err), &err))
+	snprintf(a->id, sizeof(a->id), "%s", id);
+	get_job(a);
+}
+
+static void
+on_done(const struct tg_state_res *res, void *arg)
+{
+	adm_settle(arg, res);
+}
+
+/* The job is due again: wake the worker (the seam announces nothing). */
+static void
+redelivered(struct wh_admin_op *a)
+{
+	if (a->rc != TG_STATE_OK) {
+		adm_reply(a);
 		return;
-	g = tg_json_gen_new();
-	tg_outbox_job_json(g, &j);
-	tg_reply_json(req, 200, g);
-	yajl_gen_free(g);
-	tg_outbox_job_cleanup(&j);
+	}
+	tg_log(TG_LOG_INFO, "webhook_redeliver", TG_LS("id", a->id));
+	tg_webhook_kick(a->h->w);
+	get_job(a);
 }
 
 static void
 redeliver_one(struct wh_hooks *h, struct evhttp_request *req, const char *id)
 {
-	struct tg_err err;
+	struct wh_admin_op *a = adm_new(h, req);
 
-	if (reply_rc(req, tg_outbox_redeliver(h->ob, id, tg_clock_now_ms(), &err), &err))
-		return;
-	tg_log(TG_LOG_INFO, "webhook_redeliver", TG_LS("id", id));
-	get_one(h, req, id);
+	snprintf(a->id, sizeof(a->id), "%s", id);
+	adm_begin(a, redelivered);
+	adm_end(a, tg_state_outbox_redeliver(h->st, id, tg_clock_now_ms(), on_done, a));
+}
+
+static void
+on_count(const struct tg_state_res *res, int64_t n, void *arg)
+{
+	struct wh_admin_op *a = arg;
+
+	a->n = n;
+	adm_settle(a, res);
+}
+
+static void
+redelivered_since(struct wh_admin_op *a)
+{
+	if (a->rc == TG_STATE_OK) {
+		tg_log(TG_LOG_INFO, "webhook_redeliver", TG_LI("jobs", a->n));
+		tg_webhook_kick(a->h->w);
+		a->g = tg_json_gen_new();
+		yajl_gen_map_open(a->g);
+		tg_json_kv_int(a->g, "redelivered", (long long)a->n);
+		yajl_gen_map_close(a->g);
+	}
+	adm_reply(a);
 }
 
 static void
 redeliver_since(struct wh_hooks *h, struct evhttp_request *req)
 {
-	struct tg_err err;
+	struct wh_admin_op *a;
 	int64_t since = 0;
 	int present = 0;
-	size_t n = 0;
-	yajl_gen g;
 
 	if (param_iso(req, "since", &since, &present) != 0 || !present) {
 		tg_reply_error(req, 400, "BAD_REQUEST", "since: an ISO 8601 time is required, e.g. "
 		    "2024-01-31T00:00:00Z", NULL, 0);
 		return;
 	}
-	if (reply_rc(req, tg_outbox_redeliver_since(h->ob, since, tg_clock_now_ms(), &n, &err),
-	    &err))
-		return;
-	tg_log(TG_LOG_INFO, "webhook_redeliver", TG_LI("jobs", n));
-	g = tg_json_gen_new();
-	yajl_gen_map_open(g);
-	tg_json_kv_int(g, "redelivered", (long long)n);
-	yajl_gen_map_close(g);
-	tg_reply_json(req, 200, g);
-	yajl_gen_free(g);
+	a = adm_new(h, req);
+	adm_begin(a, redelivered_since);
+	adm_end(a, tg_state_outbox_redeliver_since(h->st, since, tg_clock_now_ms(), on_count,
+	    a));
 }
 
 /* path is "/webhooks" or below it. */

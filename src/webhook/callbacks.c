@@ -37,6 +37,7 @@ wh_hook_free(struct wh_hook *hk)
 	if (hk == NULL)
 		return;
 	free(hk->url);
+	free(hk->cid);
 	free(hk);
 }
 
@@ -212,26 +213,114 @@ refuse(struct gw_req *r, const char *member, const char *code, const char *msg)
 	tg_problems_cleanup(&p);
 }
 
-/* Relay: the job exists before the vendor hears of it, since the URL the
- * vendor gets names it. -1 when it has replied. */
-static int
-relay_add(struct gw_req *r, struct wh_hook *hk)
+/* ---- adding a job ---- */
+
+/*
+ * A job being added outlives its request: the client may go while the
+ * job is written (a write that may still commit), and the job must then
+ * still be looked after: its payload fetched (deliver), or given up
+ * (relay: the vendor was never called). Held in h->adds; the request's
+ * slot points to it while the request lasts.
+ */
+struct wh_add {
+	TAILQ_ENTRY(wh_add) entry;	/* h->adds */
+	struct wh_hooks *h;
+	struct gw_req *r;		/* NULL once the request is gone */
+	struct tg_state_op *op;
+	char *cid;			/* deliver: the vendor's correlationId */
+	int in_call, done;
+};
+
+static void
+add_free(struct wh_add *a)
+{
+	TAILQ_REMOVE(&a->h->adds, a, entry);
+	free(a->cid);
+	free(a);
+}
+
+void
+wh_add_orphan(struct wh_add *a)
+{
+	a->r = NULL;
+}
+
+void
+wh_adds_cancel(struct wh_hooks *h)
+{
+	struct wh_add *a;
+
+	while ((a = TAILQ_FIRST(&h->adds)) != NULL) {
+		tg_state_cancel(a->op);
+		add_free(a);
+	}
+}
+
+/* The job is durable, its request gone. */
+static void
+orphan_added(struct wh_add *a, const char *id)
+{
+	const struct gw_config *c = &a->h->gw->rt->cfg;
+
+	if (a->cid != NULL)
+		wh_fetch_start(a->h, id, a->cid, tg_clock_now_ms(), c->wh_poll_interval);
+	else
+		wh_fetch_give_up(a->h, id, "the request ended before the vendor was called");
+}
+
+static void
+on_added(const struct tg_state_res *res, const char *id, void *arg)
+{
+	struct wh_add *a = arg;
+
+	a->op = NULL;
+	a->done = 1;
+	if (a->r != NULL) {
+		wh_req_find(a->r)->add = NULL;
+		wh_req_on_str(res, id, a->r);	/* may end the request */
+	} else if (res->rc == TG_STATE_OK) {
+		orphan_added(a, id);
+	}
+	if (!a->in_call)
+		add_free(a);
+}
+
+/* Add job j for r (cid copied, NULL in relay mode); then(r) hears the answer. */
+static void
+add_job(struct gw_req *r, const struct tg_outbox_new *j, const char *cid,
+    void (*then)(struct gw_req *r))
 {
 	struct wh_hooks *h = WH(r->gw);
+	struct wh_add *a = tg_xcalloc(1, sizeof(*a));
+	struct tg_state_op *op;
+
+	a->h = h;
+	a->r = r;
+	a->cid = cid != NULL ? tg_xstrdup(cid) : NULL;
+	TAILQ_INSERT_TAIL(&h->adds, a, entry);
+	wh_req_begin(r, then);
+	wh_req_find(r)->add = a;
+	a->in_call = 1;
+	op = tg_state_outbox_add(h->st, j, tg_clock_now_ms(), on_added, a);
+	a->in_call = 0;
+	if (a->done)
+		add_free(a);
+	else
+		a->op = op;
+	wh_req_end(r, NULL);	/* then(r) now when the answer came already */
+}
+
+/* Relay: the job exists before the vendor hears of it, since the URL the
+ * vendor gets names it. relay_added goes on once it is durable. */
+static void relay_added(struct gw_req *r);
+
+static void
+relay_add(struct gw_req *r, struct wh_hook *hk)
+{
 	struct tg_outbox_new j = { hk->url, hk->secret_ref, r->key ? r->key->name : NULL,
 		"export", NULL, "dex", NULL };
-	int64_t now = tg_clock_now_ms();
-	struct tg_err err;
 
-	if (tg_outbox_add(h->ob, &j, now, hk->id, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "webhook_add_failed", TG_LS("id", r->id),
-		    TG_LS("error", err.msg));
-		gw_req_reply_error(r, 503, "WEBHOOK_UNAVAILABLE", "the webhook could not be "
-		    "stored, so nothing was sent to the vendor; try again");
-		return -1;
-	}
-	wh_fetch_start(h, hk->id, NULL, now, 0);
-	return 0;
+	add_job(r, &j, NULL, relay_added);
 }
 
 static char *
@@ -265,6 +354,31 @@ check_url(struct gw_req *r, const char *url, const char *member, const char **re
 		return -1;
 	}
 	return 0;
+}
+
+/* The job exists: the vendor gets the gateway's endpoint naming it. */
+static void
+relay_added(struct gw_req *r)
+{
+	struct wh_req *q = wh_req_find(r);
+	struct wh_hooks *h = WH(r->gw);
+	char *relay;
+
+	if (q->rc != TG_STATE_OK) {
+		tg_log(TG_LOG_ERROR, "webhook_add_failed", TG_LS("id", r->id),
+		    TG_LS("error", q->err));
+		wh_reply_unavailable(r, "the webhook could not be stored, so nothing was sent to "
+		    "the vendor; try again");
+		return;
+	}
+	snprintf(q->hook->id, sizeof(q->hook->id), "%s", q->str);
+	wh_fetch_start(h, q->hook->id, NULL, tg_clock_now_ms(), 0);
+	relay = relay_url(&r->rt->cfg, q->hook->id);
+	rewrite_body(r, q->scan, relay);
+	wh_scan_free(q->scan);
+	q->scan = NULL;
+	free(relay);
+	gw_req_proxy(r);
 }
 
 /* Whether r is an export whose callbackUrl the gateway handles. */
@@ -353,11 +467,9 @@ sent_scan(struct gw_req *r)
 int
 wh_hook_prepare(struct gw_req *r)
 {
-	const struct gw_config *c = &r->rt->cfg;
 	struct wh_scan *s;
 	struct wh_hook *hk;
 	const char *ref;
-	char *relay = NULL;
 	int rc = 0;
 
 	if (!hooked_op(r))
@@ -373,16 +485,13 @@ wh_hook_prepare(struct gw_req *r)
 	hk->url = tg_xstrdup(s->url);
 	hk->secret_ref = ref;
 	wh_req_of(r)->hook = hk;
-	if (c->wh_mode == GW_WH_RELAY) {
-		if (relay_add(r, hk) != 0) {
-			rc = -1;
-			goto done;
-		}
-		relay = relay_url(c, hk->id);
+	if (r->rt->cfg.wh_mode == GW_WH_RELAY) {
+		wh_req_of(r)->scan = s;		/* rewritten once the job exists */
+		relay_add(r, hk);
+		return -1;			/* relay_added sends it on */
 	}
-	rewrite_body(r, s, relay);
+	rewrite_body(r, s, NULL);
 done:
-	free(relay);
 	wh_scan_free(s);
 	return rc;
 }
@@ -398,76 +507,91 @@ wh_hook_wanted(const struct gw_req *r)
 static void
 relay_abandon(struct gw_req *r, const char *reason)
 {
-	struct wh_hooks *h = WH(r->gw);
-	struct tg_err err;
-
-	if (HOOK(r)->id[0] == '\0')
-		return;
-	wh_fetch_stop(h, HOOK(r)->id);
-	if (tg_outbox_abandon(h->ob, HOOK(r)->id, reason, tg_clock_now_ms(), &err) != 0)
-		tg_log(TG_LOG_ERROR, "webhook_abandon_failed", TG_LS("id", HOOK(r)->id),
-		    TG_LS("error", err.msg));
-}
-
-/* The job is durable under cid: 0, or -1 with err (deliver mode). */
-static int
-commit_job(struct gw_req *r, const char *cid, struct tg_err *err)
-{
-	struct wh_hooks *h = WH(r->gw);
-	struct wh_hook *hk = HOOK(r);
-	struct tg_outbox_new j = { hk->url, hk->secret_ref, r->key ? r->key->name : NULL,
-		"export", cid, "dex", NULL };
-	int64_t now = tg_clock_now_ms();
-
-	if (hk->id[0] != '\0') {	/* relay: added already; the id is what counts */
-		if (tg_outbox_set_correlation_id(h->ob, hk->id, cid, err) != 0)
-			tg_log(TG_LOG_WARN, "webhook_correlation_failed", TG_LS("id", hk->id),
-			    TG_LS("error", err->msg));
-		return 0;
-	}
-	if (tg_outbox_add(h->ob, &j, now, hk->id, err) != 0)
-		return -1;
-	wh_fetch_start(h, hk->id, cid, now, r->rt->cfg.wh_poll_interval);
-	return 0;
+	if (HOOK(r)->id[0] != '\0')
+		wh_fetch_give_up(WH(r->gw), HOOK(r)->id, reason);
 }
 
 static void
-reply_held(struct gw_req *r, const char *cid)
+reply_held(struct gw_req *r)
 {
 	char host[256];
 
 	url_host(HOOK(r)->url, host, sizeof(host));
 	tg_log(TG_LOG_INFO, "webhook_job_added", TG_LS("id", HOOK(r)->id),
-	    TG_LS("correlationId", cid), TG_LS("key", r->key ? r->key->name : NULL),
+	    TG_LS("correlationId", HOOK(r)->cid), TG_LS("key", r->key ? r->key->name : NULL),
 	    TG_LS("host", host), TG_LS("mode", r->rt->cfg.wh_mode_str));
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Webhook-Id",
 	    HOOK(r)->id);
 	gw_req_reply_buf(r, 200, "application/json", r->capture);
 }
 
-/* A held 200: commit the job, then answer. */
+/* Relay: the job was added already; the id is what counts. */
+static void
+cid_set(struct gw_req *r)
+{
+	struct wh_req *q = wh_req_find(r);
+
+	if (q->rc != TG_STATE_OK)
+		tg_log(TG_LOG_WARN, "webhook_correlation_failed", TG_LS("id", q->hook->id),
+		    TG_LS("error", q->err));
+	reply_held(r);
+}
+
+/* Deliver: the job is durable (or not) under its correlationId. */
+static void
+job_added(struct gw_req *r)
+{
+	struct wh_req *q = wh_req_find(r);
+	struct wh_hook *hk = q->hook;
+	char msg[400];
+
+	if (q->rc != TG_STATE_OK) {
+		tg_log(TG_LOG_ERROR, "webhook_add_failed", TG_LS("id", r->id),
+		    TG_LS("correlationId", hk->cid), TG_LS("error", q->err));
+		snprintf(msg, sizeof(msg), "export %.64s was created at the vendor, but its "
+		    "webhook could not be stored: no callback will come (poll GET "
+		    "/export?correlationId=%.64s instead)", hk->cid, hk->cid);
+		wh_reply_unavailable(r, msg);
+		return;
+	}
+	snprintf(hk->id, sizeof(hk->id), "%s", q->str);
+	wh_fetch_start(WH(r->gw), hk->id, hk->cid, tg_clock_now_ms(),
+	    r->rt->cfg.wh_poll_interval);
+	reply_held(r);
+}
+
+/* Make the job durable under cid, then answer (cid_set, job_added). */
+static void
+commit_job(struct gw_req *r, const char *cid)
+{
+	struct wh_hooks *h = WH(r->gw);
+	struct wh_hook *hk = HOOK(r);
+	struct tg_outbox_new j = { hk->url, hk->secret_ref, r->key ? r->key->name : NULL,
+		"export", cid, "dex", NULL };
+
+	hk->cid = tg_xstrdup(cid);
+	if (hk->id[0] != '\0') {
+		wh_req_begin(r, cid_set);
+		wh_req_end(r, tg_state_outbox_set_cid(h->st, hk->id, cid, wh_req_on_done, r));
+		return;
+	}
+	add_job(r, &j, cid, job_added);
+}
+
+/* A held 200: commit the job, then answer (later, once it is durable). */
 static void
 answer_held(struct gw_req *r)
 {
 	yajl_val v = tg_json_parse((const char *)evbuffer_pullup(r->capture, -1),
 	    evbuffer_get_length(r->capture), NULL);
 	const char *cid = tg_json_get_str(v, "correlationId");
-	struct tg_err err;
-	char msg[400];
 
 	if (cid == NULL || *cid == '\0') {
 		relay_abandon(r, "the vendor's answer carried no correlationId");
 		gw_req_reply_error(r, 502, "UPSTREAM_ERROR", "the vendor's answer carried no "
 		    "correlationId: no callback will be delivered");
-	} else if (commit_job(r, cid, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "webhook_add_failed", TG_LS("id", r->id),
-		    TG_LS("correlationId", cid), TG_LS("error", err.msg));
-		snprintf(msg, sizeof(msg), "export %.64s was created at the vendor, but its "
-		    "webhook could not be stored: no callback will come (poll GET "
-		    "/export?correlationId=%.64s instead)", cid, cid);
-		gw_req_reply_error(r, 503, "WEBHOOK_UNAVAILABLE", msg);
 	} else {
-		reply_held(r, cid);
+		commit_job(r, cid);
 	}
 	yajl_tree_free(v);
 }
@@ -523,60 +647,108 @@ reply_status(struct gw_req *r, int status, const char *state, const char *id)
 	evbuffer_free(b);
 }
 
-/* The job holds its payload already (a repeated delivery), or gave up. */
-static void
-relay_conflict(struct gw_req *r, const char *id)
+static const char *
+relay_id(const struct gw_req *r)
 {
-	struct tg_outbox_job j;
-	struct tg_err err;
+	return r->path + strlen(WH_RELAY_PREFIX);
+}
 
-	if (tg_outbox_get(WH(r->gw)->ob, id, &j, &err) != 0) {
-		gw_req_reply_error(r, 500, "INTERNAL", "the webhook outbox could not be read");
-		return;
-	}
-	if (j.state == TG_OUTBOX_DEAD)
-		gw_req_reply_error(r, 410, "GONE", "this webhook job was given up");
+/* The seam failed q's operation: 503 when it cannot be reached, else 500. */
+static void
+relay_failed(struct gw_req *r, const char *what)
+{
+	struct wh_req *q = wh_req_find(r);
+
+	tg_log(TG_LOG_ERROR, "webhook_relay_failed", TG_LS("id", relay_id(r)),
+	    TG_LS("error", q->err));
+	if (q->rc == TG_STATE_UNAVAILABLE)
+		wh_reply_unavailable(r, "the webhook outbox cannot be reached; deliver again "
+		    "later");
 	else
-		reply_status(r, 200, "duplicate", id);
-	tg_outbox_job_cleanup(&j);
+		gw_req_reply_error(r, 500, "INTERNAL", what);
 }
 
 static void
-relay_store(struct gw_req *r, const char *id, struct tg_outbox_payload *p)
+relay_got(struct gw_req *r)
 {
-	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-	size_t n = evbuffer_get_length(in);
-	struct tg_err err;
-	int rc;
+	struct wh_req *q = wh_req_find(r);
 
-	if (tg_outbox_payload_write(p, in, &err) != 0) {
-		tg_outbox_payload_abort(p);
-		rc = -1;
-	} else {
-		rc = tg_outbox_payload_commit(p, tg_clock_now_ms(), &err);
-	}
-	if (rc == 0) {
+	if (q->rc != TG_STATE_OK)
+		relay_failed(r, "the webhook outbox could not be read");
+	else if (q->state == TG_OUTBOX_DEAD)
+		gw_req_reply_error(r, 410, "GONE", "this webhook job was given up");
+	else
+		reply_status(r, 200, "duplicate", relay_id(r));
+}
+
+/* The job holds its payload already (a repeated delivery), or gave up. */
+static void
+relay_conflict(struct gw_req *r)
+{
+	wh_req_begin(r, relay_got);
+	wh_req_end(r, tg_state_outbox_get(WH(r->gw)->st, relay_id(r), wh_req_on_jobs, r));
+}
+
+static void
+relay_committed(struct gw_req *r)
+{
+	struct wh_req *q = wh_req_find(r);
+	const char *id = relay_id(r);
+
+	if (q->rc == TG_STATE_OK) {
+		tg_webhook_kick(WH(r->gw)->w);
 		wh_fetch_stop(WH(r->gw), id);
 		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_relay_deliveries_total", "", 1);
 		tg_log(TG_LOG_INFO, "webhook_payload_ready", TG_LS("id", id),
-		    TG_LI("bytes", n), TG_LS("from", "relay"));
+		    TG_LI("bytes", q->bytes), TG_LS("from", "relay"));
 		reply_status(r, 200, "accepted", id);
-	} else if (rc == TG_OUTBOX_NOT_FOUND || rc == TG_OUTBOX_CONFLICT) {
-		relay_conflict(r, id);
+	} else if (q->rc == TG_STATE_NOT_FOUND || q->rc == TG_STATE_CONFLICT) {
+		relay_conflict(r);
 	} else {
-		tg_log(TG_LOG_ERROR, "webhook_relay_failed", TG_LS("id", id),
-		    TG_LS("error", err.msg));
-		gw_req_reply_error(r, 500, "INTERNAL", "the export data could not be stored");
+		relay_failed(r, "the export data could not be stored");
+	}
+}
+
+static void
+relay_appended(struct gw_req *r)
+{
+	struct wh_req *q = wh_req_find(r);
+	struct tg_state_payload *w = q->w;
+
+	q->w = NULL;
+	if (q->rc != TG_STATE_OK) {
+		tg_state_payload_abort(w);
+		relay_failed(r, "the export data could not be stored");
+		return;
+	}
+	wh_req_begin(r, relay_committed);
+	wh_req_end(r, tg_state_payload_commit(w, tg_clock_now_ms(), wh_req_on_done, r));
+}
+
+/* The body is in memory already (evhttp read it whole): one append moves it. */
+static void
+relay_opened(struct gw_req *r)
+{
+	struct wh_req *q = wh_req_find(r);
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+
+	if (q->rc == TG_STATE_OK) {
+		q->bytes = (int64_t)evbuffer_get_length(in);
+		wh_req_begin(r, relay_appended);
+		wh_req_end(r, tg_state_payload_append(q->w, in, wh_req_on_done, r));
+	} else if (q->rc == TG_STATE_NOT_FOUND) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
+	} else if (q->rc == TG_STATE_CONFLICT) {
+		relay_conflict(r);
+	} else {
+		relay_failed(r, "the export data could not be stored");
 	}
 }
 
 void
 wh_hook_relay(struct gw_req *r)
 {
-	const char *id = r->path + strlen(WH_RELAY_PREFIX);
-	struct tg_outbox_payload *p;
-	struct tg_err err;
-	int rc;
+	const char *id = relay_id(r);
 
 	if (!job_id_valid(id)) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
@@ -586,15 +758,8 @@ wh_hook_relay(struct gw_req *r)
 	    r->rt->cfg.wh_max_payload) {
 		gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE",
 		    "the export is larger than webhooks.max_payload");
-	} else if ((p = tg_outbox_payload_open(WH(r->gw)->ob, id, &rc, &err)) != NULL) {
-		relay_store(r, id, p);
-	} else if (rc == TG_OUTBOX_NOT_FOUND) {
-		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
-	} else if (rc == TG_OUTBOX_CONFLICT) {
-		relay_conflict(r, id);
 	} else {
-		tg_log(TG_LOG_ERROR, "webhook_relay_failed", TG_LS("id", id),
-		    TG_LS("error", err.msg));
-		gw_req_reply_error(r, 500, "INTERNAL", "the export data could not be stored");
+		wh_req_begin(r, relay_opened);
+		wh_req_end(r, tg_state_payload_open(WH(r->gw)->st, id, wh_req_on_payload, r));
 	}
 }

@@ -5,7 +5,8 @@
  * hundred KB per loop turn (a large export never stalls the loop or sits
  * in memory), POST it through a one-connection upstream that connects to
  * the checked address while Host, SNI and the certificate check keep the
- * URL's name, and record the outcome under the lease. Called by worker.c.
+ * URL's name, and record the outcome under the lease through the state
+ * seam (answered later, or at once). Called by worker.c.
  *
  * Redirects are never followed (3xx is a failure); the response body is
  * read and dropped. Every step after the request went out runs from the
@@ -54,7 +55,13 @@ struct wh_attempt {
 	struct tg_up_req *req;
 	struct evbuffer *empty;		/* body of an empty payload */
 	struct event *step;		/* signing turns and the end */
-	int signing, ending;
+	struct tg_state_op *renew_op;	/* a renewal asked for */
+	struct tg_state_op *complete_op;	/* the outcome being recorded */
+	int signing, ending, renewing, completing, completed;
+	int complete_rc;		/* its answer (enum tg_state_rc) */
+	char complete_err[256];
+	enum tg_outbox_state state;	/* … the state it left the job in … */
+	int64_t next_at;		/* … and its next attempt time */
 	int status;
 	int64_t retry_after_ms;
 	char error[256];
@@ -283,6 +290,8 @@ on_resolved(const char *addr, const char *why, void *arg)
 static void
 attempt_free(struct wh_attempt *a)
 {
+	tg_state_cancel(a->renew_op);
+	tg_state_cancel(a->complete_op);
 	tg_egress_lookup_cancel(a->lookup);
 	tg_up_req_cancel(a->req);
 	tg_upstream_free(a->up);
@@ -322,23 +331,52 @@ report(struct wh_attempt *a, enum tg_outbox_state st, int64_t next_at)
 		w->cbs.on_outcome(&o, w->arg);
 }
 
+/* The outcome is recorded (or could not be): the rest runs from on_step. */
+static void
+on_completed(const struct tg_state_res *res, enum tg_outbox_state st, int64_t next_at,
+    void *arg)
+{
+	struct wh_attempt *a = arg;
+
+	a->completing = 0;
+	a->complete_op = NULL;
+	a->completed = 1;
+	a->complete_rc = res->rc;
+	snprintf(a->complete_err, sizeof(a->complete_err), "%s", res->rc != TG_STATE_OK ?
+	    res->err.msg : "");
+	a->state = st;
+	a->next_at = next_at;
+	event_active(a->step, EV_TIMEOUT, 1);
+}
+
+/* Record the outcome under the lease; on_completed answers. */
 static void
 finish(struct wh_attempt *a)
 {
-	struct tg_webhook *w = a->w;
 	struct tg_outbox_result res = { a->status, a->retry_after_ms, a->error };
-	enum tg_outbox_state st;
-	int64_t next_at;
-	struct tg_err err;
+	struct tg_state_op *op;
 
 	/* Outside the upstream's callbacks now: it may go. */
 	tg_upstream_free(a->up);
 	a->up = NULL;
-	if (tg_outbox_complete(w->ob, a->l, &res, tg_clock_now_ms(), &st, &next_at, &err) != 0)
+	a->completing = 1;
+	op = tg_state_outbox_complete(a->w->st, a->l, &res, tg_clock_now_ms(), on_completed, a);
+	if (a->completing)
+		a->complete_op = op;
+}
+
+/* The attempt is over: report a recorded outcome, then go. A lease lost
+ * or a store that failed leaves the job to be leased again (at least once). */
+static void
+conclude(struct wh_attempt *a)
+{
+	struct tg_webhook *w = a->w;
+
+	if (a->complete_rc != TG_STATE_OK)
 		tg_log(TG_LOG_ERROR, "webhook_complete_failed", TG_LS("id", a->l->id),
-		    TG_LS("error", err.msg));
+		    TG_LS("error", a->complete_err));
 	else
-		report(a, st, next_at);
+		report(a, a->state, a->next_at);
 	TAILQ_REMOVE(&w->attempts, a, entry);
 	w->inflight--;
 	attempt_free(a);
@@ -350,7 +388,9 @@ on_step(evutil_socket_t fd, short what, void *arg)
 {
 	struct wh_attempt *a = arg;
 
-	if (a->ending)
+	if (a->completed)
+		conclude(a);
+	else if (a->ending && !a->completing)
 		finish(a);
 	else if (a->signing)
 		sign_some(a);
@@ -378,30 +418,111 @@ tg_webhook_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l)
 	return a;
 }
 
+/* ---- leases given back ---- */
+
+struct wh_release {
+	TAILQ_ENTRY(wh_release) entry;
+	struct tg_webhook *w;
+	struct tg_outbox_lease *l;
+	struct tg_state_op *op;
+	int in_call, answered;
+};
+
+static void
+release_free(struct wh_release *rel)
+{
+	TAILQ_REMOVE(&rel->w->releases, rel, entry);
+	tg_outbox_lease_free(rel->l);
+	free(rel);
+}
+
+static void
+on_released(const struct tg_state_res *res, void *arg)
+{
+	struct wh_release *rel = arg;
+
+	rel->answered = 1;
+	rel->op = NULL;
+	if (res->rc != TG_STATE_OK)
+		tg_log(TG_LOG_WARN, "webhook_release_failed", TG_LS("id", rel->l->id),
+		    TG_LS("error", res->err.msg));
+	if (!rel->in_call)
+		release_free(rel);
+}
+
+void
+tg_webhook_lease_release(struct tg_webhook *w, struct tg_outbox_lease *l)
+{
+	struct wh_release *rel = tg_xcalloc(1, sizeof(*rel));
+	struct tg_state_op *op;
+
+	rel->w = w;
+	rel->l = l;
+	TAILQ_INSERT_TAIL(&w->releases, rel, entry);
+	rel->in_call = 1;
+	op = tg_state_outbox_release(w->st, l, on_released, rel);
+	rel->in_call = 0;
+	if (rel->answered)
+		release_free(rel);
+	else
+		rel->op = op;
+}
+
+void
+tg_webhook_releases_cancel(struct tg_webhook *w)
+{
+	struct wh_release *rel;
+
+	while ((rel = TAILQ_FIRST(&w->releases)) != NULL) {
+		tg_state_cancel(rel->op);
+		release_free(rel);
+	}
+}
+
+/* Teardown: a lease nobody completes is given back (due again at once). */
 void
 tg_webhook_attempts_abandon(struct tg_webhook *w)
 {
 	struct wh_attempt *a;
-	struct tg_err err;
 
 	while ((a = TAILQ_FIRST(&w->attempts)) != NULL) {
 		TAILQ_REMOVE(&w->attempts, a, entry);
 		w->inflight--;
-		if (tg_outbox_lease_release(w->ob, a->l, &err) != 0)
-			tg_log(TG_LOG_WARN, "webhook_release_failed", TG_LS("id", a->l->id),
-			    TG_LS("error", err.msg));
+		tg_state_cancel(a->renew_op);
+		tg_state_cancel(a->complete_op);
+		a->renew_op = a->complete_op = NULL;
+		tg_webhook_lease_release(w, a->l);
+		a->l = NULL;
 		attempt_free(a);
 	}
+}
+
+static void
+on_renewed(const struct tg_state_res *res, int64_t expires_at, void *arg)
+{
+	struct wh_attempt *a = arg;
+
+	a->renewing = 0;
+	a->renew_op = NULL;
+	if (res->rc == TG_STATE_OK)
+		a->l->expires_at = expires_at;
+	else
+		tg_log(TG_LOG_WARN, "webhook_lease_renew_failed", TG_LS("id", a->l->id),
+		    TG_LS("error", res->err.msg));
 }
 
 void
 tg_webhook_attempts_renew(struct tg_webhook *w, int64_t now_ms)
 {
 	struct wh_attempt *a;
-	struct tg_err err;
+	struct tg_state_op *op;
 
-	TAILQ_FOREACH(a, &w->attempts, entry)
-		if (tg_outbox_lease_renew(w->ob, a->l, now_ms, &err) != 0)
-			tg_log(TG_LOG_WARN, "webhook_lease_renew_failed", TG_LS("id", a->l->id),
-			    TG_LS("error", err.msg));
+	TAILQ_FOREACH(a, &w->attempts, entry) {
+		if (a->renewing || a->completing || a->completed)
+			continue;
+		a->renewing = 1;
+		op = tg_state_outbox_renew(w->st, a->l, now_ms, on_renewed, a);
+		if (a->renewing)
+			a->renew_op = op;
+	}
 }

@@ -4,10 +4,14 @@
  * URL checked and taken out, the vendor's 200 held until the job is
  * durable), the relay endpoint the vendor delivers to, callback URL checks
  * for other features (gw_callback_check), the admin API under /webhooks,
- * metrics, reload, drain, and each request's slot (struct wh_req).
+ * metrics, reload, drain, and each request's slot (struct wh_req) with
+ * the seam operation it waits on.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <event2/http.h>
 
 #include "tidegate/log.h"
 #include "hooks_int.h"
@@ -37,6 +41,89 @@ wh_req_of(struct gw_req *r)
 		r->slot[slot_id] = tg_xcalloc(1, sizeof(struct wh_req));
 	return r->slot[slot_id];
 }
+
+/* ---- a request's seam operations ---- */
+
+void
+wh_req_begin(struct gw_req *r, void (*then)(struct gw_req *r))
+{
+	struct wh_req *q = wh_req_of(r);
+
+	q->then = then;
+	q->in_call = 1;
+	q->answered = 0;
+	q->rc = TG_STATE_ERROR;
+	q->err[0] = q->str[0] = '\0';
+	q->state = -1;
+}
+
+void
+wh_req_end(struct gw_req *r, struct tg_state_op *op)
+{
+	struct wh_req *q = wh_req_find(r);
+
+	q->in_call = 0;
+	if (q->answered) {
+		q->answered = 0;
+		q->then(r);	/* may free r */
+	} else {
+		q->op = op;
+	}
+}
+
+/* The answer is in q: go on now, or once the call has returned. */
+static void
+settle(struct gw_req *r, const struct tg_state_res *res)
+{
+	struct wh_req *q = wh_req_find(r);
+
+	q->op = NULL;
+	q->rc = res->rc;
+	snprintf(q->err, sizeof(q->err), "%s", res->rc != TG_STATE_OK ? res->err.msg : "");
+	if (q->in_call)
+		q->answered = 1;
+	else
+		q->then(r);
+}
+
+void
+wh_req_on_done(const struct tg_state_res *res, void *arg)
+{
+	settle(arg, res);
+}
+
+void
+wh_req_on_str(const struct tg_state_res *res, const char *s, void *arg)
+{
+	struct wh_req *q = wh_req_find(arg);
+
+	snprintf(q->str, sizeof(q->str), "%s", s != NULL ? s : "");
+	settle(arg, res);
+}
+
+void
+wh_req_on_jobs(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n,
+    void *arg)
+{
+	wh_req_find(arg)->state = res->rc == TG_STATE_OK && n > 0 ? (int)jobs[0].state : -1;
+	settle(arg, res);
+}
+
+void
+wh_req_on_payload(const struct tg_state_res *res, struct tg_state_payload *w, void *arg)
+{
+	wh_req_find(arg)->w = w;
+	settle(arg, res);
+}
+
+void
+wh_reply_unavailable(struct gw_req *r, const char *msg)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", "5");
+	gw_req_reply_error(r, 503, "WEBHOOK_UNAVAILABLE", msg);
+}
+
+/* ---- the core's callbacks ---- */
 
 static void
 on_prefix(struct gw_req *r, void *ctx)
@@ -103,6 +190,10 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 {
 	struct wh_req *q = slot;
 
+	tg_state_cancel(q->op);
+	if (q->add != NULL)
+		wh_add_orphan(q->add);
+	tg_state_payload_abort(q->w);
 	wh_scan_free(q->scan);
 	wh_hook_free(q->hook);
 	free(q);
@@ -140,7 +231,7 @@ on_admin(void *ctx, struct evhttp_request *req, const char *path)
 static void
 metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 {
-	wh_hooks_metrics(ctx, out);
+	wh_hooks_metrics(ctx, out, s);
 }
 
 static void
@@ -164,10 +255,7 @@ idle(void *ctx)
 static void
 stop(void *ctx)
 {
-	struct wh_hooks *h = ctx;
-
-	h->gw->outbox = NULL;
-	wh_hooks_free(h);
+	wh_hooks_free(ctx);
 }
 
 static const struct gw_feature feature = {
@@ -227,7 +315,6 @@ tg_webhook_register(struct gw *gw, struct tg_err *err)
 		return -1;
 	}
 	slot_id = id;
-	gw->outbox = h->ob;
 	declare_metrics(gw->metrics);
 	return 0;
 }

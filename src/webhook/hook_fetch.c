@@ -3,8 +3,9 @@
  * deliver mode the gateway polls the vendor's GET /export?correlationId=
  * with its own token, every webhooks.poll_interval (growing with the
  * job's age; a 429 or 503 waits as its Retry-After says), and streams
- * the ready export into the outbox's payload file, which commits the job
- * for the worker. Before each poll it asks the poll multiplexer, which may hold a
+ * the ready export through the state seam into the job's payload (one
+ * append in flight; the poll pauses while the writer lags, so memory
+ * stays bounded), whose commit readies the job for the worker. Before each poll it asks the poll multiplexer, which may hold a
  * fresh answer because a caller polls the same job. A 404 (unknown or
  * expired export) or webhooks.payload_timeout gives the job up (dead);
  * transport errors and other answers are tried again later. In relay mode
@@ -12,8 +13,9 @@
  * callbacks.c.
  *
  * One struct wh_fetch per waiting job, owned by h->fetches (keyed by job
- * id); it ends by removing itself from the map from its own timer, never
- * inside an upstream callback.
+ * id) with the one seam operation it waits on; it ends by removing itself
+ * from the map from its own timer, never inside an upstream or seam
+ * callback.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,7 @@
 #define GROWTH_DIVISOR	10			/* interval: at least age / 10 … */
 #define MAX_INTERVAL_MS	(5 * 60 * 1000)		/* … up to 5 minutes */
 #define RETRY_AFTER_MAX	(3600 * 1000)
+#define HIGH_WATER	(1024 * 1024)		/* body waiting for the writer: pause the poll */
 
 struct wh_fetch {
 	struct wh_hooks *h;
@@ -41,9 +44,15 @@ struct wh_fetch {
 	int64_t created;		/* wall ms: when the job was added */
 	struct event *timer;
 	struct gw_vcall *call;		/* the poll in flight */
-	struct tg_outbox_payload *p;	/* open while a 200 streams in */
+	struct tg_state_op *op;		/* the seam operation in flight */
+	unsigned gen;			/* which operation op belongs to */
+	int busy;			/* an operation is in flight (op may be NULL) */
+	struct tg_state_payload *w;	/* open while a 200 streams in */
+	struct evbuffer *buf;		/* body not yet handed to an append */
+	int opening, appending, paused, body_over;
 	int status;
 	int over;			/* ended: the timer removes it */
+	int silent;			/* a give-up the request side counts */
 	int job_gone;			/* the job no longer waits (NOT_FOUND/CONFLICT) */
 	int write_failed;
 	int64_t retry_after_ms;
@@ -63,13 +72,68 @@ count(struct wh_fetch *f, int r)
 	    result_labels[r], 1);
 }
 
+/* ---- the seam operation in flight (one at a time) ---- */
+
+/* Before a seam call: its number, for op_end. */
+static unsigned
+op_begin(struct wh_fetch *f)
+{
+	f->busy = 1;
+	return ++f->gen;
+}
+
+/* After it: keep op unless the answer came during the call (a callback
+ * may have started the next operation meanwhile). */
+static void
+op_end(struct wh_fetch *f, unsigned gen, struct tg_state_op *op)
+{
+	if (f->busy && f->gen == gen)
+		f->op = op;
+}
+
+/* First thing in every callback. */
+static void
+op_done(struct wh_fetch *f)
+{
+	f->busy = 0;
+	f->op = NULL;
+}
+
+/* The writer caught up (or is gone): read the vendor's answer again. */
+static void
+unpause(struct wh_fetch *f)
+{
+	if (f->paused && f->call != NULL)
+		gw_vcall_resume(f->call);
+	f->paused = 0;
+}
+
+/* Drop the payload being written and whatever waits for it. */
+static void
+writer_drop(struct wh_fetch *f)
+{
+	if (f->busy && (f->opening || f->appending)) {
+		tg_state_cancel(f->op);
+		op_done(f);
+	}
+	f->opening = f->appending = 0;
+	tg_state_payload_abort(f->w);
+	f->w = NULL;
+	if (f->buf != NULL)
+		evbuffer_drain(f->buf, evbuffer_get_length(f->buf));
+	unpause(f);
+}
+
 void
 wh_fetch_free(void *arg)
 {
 	struct wh_fetch *f = arg;
 
 	gw_vcall_cancel(f->call);
-	tg_outbox_payload_abort(f->p);
+	tg_state_cancel(f->op);
+	tg_state_payload_abort(f->w);
+	if (f->buf != NULL)
+		evbuffer_free(f->buf);
 	event_free(f->timer);
 	free(f->cid);
 	free(f);
@@ -123,27 +187,38 @@ again(struct wh_fetch *f, int64_t retry_after_ms)
 	arm(f, d);
 }
 
-static void
-abandon(struct wh_fetch *f, const char *reason)
-{
-	struct tg_err err;
-	int rc;
+/* ---- giving up ---- */
 
-	rc = tg_outbox_abandon(f->h->ob, f->id, reason, tg_clock_now_ms(), &err);
-	if (rc == -1) {
+static void
+on_abandoned(const struct tg_state_res *res, void *arg)
+{
+	struct wh_fetch *f = arg;
+
+	op_done(f);
+	if (res->rc == TG_STATE_ERROR || res->rc == TG_STATE_UNAVAILABLE) {
 		tg_log(TG_LOG_ERROR, "webhook_abandon_failed", TG_LS("id", f->id),
-		    TG_LS("error", err.msg));
-		again(f, -1);
+		    TG_LS("error", res->err.msg));
+		again(f, -1);	/* the timer asks again (past the deadline: at once) */
 		return;
 	}
-	if (rc == 0) {
+	if (res->rc == TG_STATE_OK && !f->silent) {
 		count(f, R_ABANDONED);
 		tg_metrics_inc(f->h->gw->metrics, "tidegate_webhook_dead_letters_total",
 		    "reason=\"abandoned\"", 1);
-		tg_log(TG_LOG_WARN, "webhook_abandoned", TG_LS("id", f->id),
-		    TG_LS("correlationId", f->cid), TG_LS("reason", reason));
 	}
 	end(f);
+}
+
+static void
+abandon(struct wh_fetch *f, const char *reason)
+{
+	unsigned gen = op_begin(f);
+
+	if (!f->silent)
+		tg_log(TG_LOG_WARN, "webhook_abandoned", TG_LS("id", f->id),
+		    TG_LS("correlationId", f->cid), TG_LS("reason", reason));
+	op_end(f, gen, tg_state_outbox_abandon(f->h->st, f->id, reason, tg_clock_now_ms(),
+	    on_abandoned, f));
 }
 
 static void
@@ -153,7 +228,88 @@ ready(struct wh_fetch *f, int64_t bytes, int cached)
 	tg_log(TG_LOG_INFO, "webhook_payload_ready", TG_LS("id", f->id),
 	    TG_LS("correlationId", f->cid), TG_LI("bytes", bytes),
 	    TG_LS("from", cached ? "poll_cache" : "vendor"));
+	tg_webhook_kick(f->h->w);	/* the seam announces nothing: wake the worker */
 	end(f);
+}
+
+/* ---- the payload writer ---- */
+
+static void
+on_committed(const struct tg_state_res *res, void *arg)
+{
+	struct wh_fetch *f = arg;
+
+	op_done(f);
+	if (res->rc == TG_STATE_OK) {
+		ready(f, f->bytes, 0);
+	} else if (res->rc == TG_STATE_NOT_FOUND || res->rc == TG_STATE_CONFLICT) {
+		end(f);
+	} else {
+		tg_log(TG_LOG_ERROR, "webhook_payload_commit", TG_LS("id", f->id),
+		    TG_LS("error", res->err.msg));
+		count(f, R_FAILED);
+		again(f, -1);
+	}
+}
+
+static void pump(struct wh_fetch *f);
+
+static void
+on_appended(const struct tg_state_res *res, void *arg)
+{
+	struct wh_fetch *f = arg;
+
+	op_done(f);
+	f->appending = 0;
+	if (res->rc != TG_STATE_OK) {
+		tg_log(TG_LOG_ERROR, "webhook_payload_write", TG_LS("id", f->id),
+		    TG_LS("error", res->err.msg));
+		writer_drop(f);
+		f->write_failed = 1;
+	}
+	pump(f);
+}
+
+static void
+on_opened(const struct tg_state_res *res, struct tg_state_payload *w, void *arg)
+{
+	struct wh_fetch *f = arg;
+
+	op_done(f);
+	f->opening = 0;
+	f->w = w;
+	if (res->rc != TG_STATE_OK) {
+		f->job_gone = res->rc == TG_STATE_NOT_FOUND || res->rc == TG_STATE_CONFLICT;
+		f->write_failed = !f->job_gone;
+		tg_log(TG_LOG_WARN, "webhook_payload_open", TG_LS("id", f->id),
+		    TG_LS("error", res->err.msg));
+		if (f->buf != NULL)
+			evbuffer_drain(f->buf, evbuffer_get_length(f->buf));
+		unpause(f);
+	}
+	pump(f);
+}
+
+static void poll_over(struct wh_fetch *f);
+
+/* Move the body on: one append in flight, the poll paused while the
+ * writer lags, the commit once the body is whole and written. */
+static void
+pump(struct wh_fetch *f)
+{
+	unsigned gen;
+
+	if (f->busy)
+		return;
+	if (f->w != NULL && f->buf != NULL && evbuffer_get_length(f->buf) > 0) {
+		f->appending = 1;
+		gen = op_begin(f);
+		op_end(f, gen, tg_state_payload_append(f->w, f->buf, on_appended, f));
+		unpause(f);
+		return;
+	}
+	if (f->body_over)
+		poll_over(f);
 }
 
 /* ---- the vendor's answer ---- */
@@ -164,25 +320,24 @@ release(struct wh_fetch *f)
 {
 	gw_vcall_cancel(f->call);
 	f->call = NULL;
+	f->paused = 0;
 }
 
 static void
 on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *arg)
 {
 	struct wh_fetch *f = arg;
-	struct tg_err err;
-	int rc;
+	unsigned gen;
 
 	f->status = status;
 	f->retry_after_ms = tg_http_retry_after_ms(headers);
 	if (status != 200)
 		return;
-	if ((f->p = tg_outbox_payload_open(f->h->ob, f->id, &rc, &err)) == NULL) {
-		f->job_gone = rc == TG_OUTBOX_NOT_FOUND || rc == TG_OUTBOX_CONFLICT;
-		f->write_failed = !f->job_gone;
-		tg_log(TG_LOG_WARN, "webhook_payload_open", TG_LS("id", f->id),
-		    TG_LS("error", err.msg));
-	}
+	if (f->buf == NULL)
+		f->buf = evbuffer_new();
+	f->opening = 1;
+	gen = op_begin(f);
+	op_end(f, gen, tg_state_payload_open(f->h->st, f->id, on_opened, f));
 }
 
 static void
@@ -191,8 +346,7 @@ too_large(struct wh_fetch *f)
 	char why[120];
 
 	release(f);
-	tg_outbox_payload_abort(f->p);
-	f->p = NULL;
+	writer_drop(f);
 	snprintf(why, sizeof(why), "the export is larger than webhooks.max_payload (%lld bytes)",
 	    (long long)f->h->gw->rt->cfg.wh_max_payload);
 	abandon(f, why);
@@ -202,9 +356,8 @@ static void
 on_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
 {
 	struct wh_fetch *f = arg;
-	struct tg_err err;
 
-	if (f->p == NULL) {
+	if (f->status != 200 || f->job_gone || f->write_failed) {
 		evbuffer_drain(buf, evbuffer_get_length(buf));
 		return;
 	}
@@ -213,34 +366,45 @@ on_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
 		too_large(f);
 		return;
 	}
-	if (tg_outbox_payload_write(f->p, buf, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "webhook_payload_write", TG_LS("id", f->id),
-		    TG_LS("error", err.msg));
-		tg_outbox_payload_abort(f->p);
-		f->p = NULL;
-		f->write_failed = 1;
-		evbuffer_drain(buf, evbuffer_get_length(buf));
+	evbuffer_add_buffer(f->buf, buf);
+	if (!f->paused && evbuffer_get_length(f->buf) > HIGH_WATER) {
+		f->paused = 1;
+		gw_vcall_pause(c);
 	}
+	pump(f);
 }
 
+/* The answer is over and its body written: commit, or decide what next. */
 static void
-commit(struct wh_fetch *f)
+poll_over(struct wh_fetch *f)
 {
-	struct tg_err err;
-	int64_t bytes = f->bytes;
-	int rc;
+	char why[160];
+	struct tg_state_payload *w = f->w;
+	unsigned gen;
 
-	rc = tg_outbox_payload_commit(f->p, tg_clock_now_ms(), &err);
-	f->p = NULL;
-	if (rc == 0) {
-		ready(f, bytes, 0);
-	} else if (rc == TG_OUTBOX_NOT_FOUND || rc == TG_OUTBOX_CONFLICT) {
+	f->body_over = 0;
+	f->w = NULL;
+	if (f->status == 200 && w != NULL && !f->write_failed) {
+		gen = op_begin(f);
+		op_end(f, gen, tg_state_payload_commit(w, tg_clock_now_ms(), on_committed, f));
+		return;
+	}
+	tg_state_payload_abort(w);
+	if (f->job_gone) {
 		end(f);
+	} else if (f->status == 404) {
+		snprintf(why, sizeof(why), "the vendor has no export %s (404: unknown or expired)",
+		    f->cid);
+		abandon(f, why);
+	} else if (f->status == 202) {
+		count(f, R_PENDING);
+		again(f, -1);	/* its Retry-After is an estimate; ours is the interval */
 	} else {
-		tg_log(TG_LOG_ERROR, "webhook_payload_commit", TG_LS("id", f->id),
-		    TG_LS("error", err.msg));
 		count(f, R_FAILED);
-		again(f, -1);
+		tg_log(TG_LOG_WARN, "webhook_payload_poll_failed", TG_LS("id", f->id),
+		    TG_LS("correlationId", f->cid), TG_LI("status", f->status),
+		    TG_LS("error", f->write_failed ? "the payload could not be written" : NULL));
+		again(f, f->status == 429 || f->status == 503 ? f->retry_after_ms : -1);
 	}
 }
 
@@ -249,31 +413,19 @@ static void
 on_done(struct gw_vcall *c, enum tg_up_error err, void *arg)
 {
 	struct wh_fetch *f = arg;
-	char why[160];
 
 	release(f);
-	if (err == TG_UP_OK && f->status == 200 && f->p != NULL) {
-		commit(f);
-		return;
-	}
-	tg_outbox_payload_abort(f->p);
-	f->p = NULL;
-	if (f->job_gone) {
-		end(f);
-	} else if (err == TG_UP_OK && f->status == 404) {
-		snprintf(why, sizeof(why), "the vendor has no export %s (404: unknown or expired)",
-		    f->cid);
-		abandon(f, why);
-	} else if (err == TG_UP_OK && f->status == 202) {
-		count(f, R_PENDING);
-		again(f, -1);	/* its Retry-After is an estimate; ours is the interval */
-	} else {
+	if (err != TG_UP_OK) {
+		writer_drop(f);
 		count(f, R_FAILED);
 		tg_log(TG_LOG_WARN, "webhook_payload_poll_failed", TG_LS("id", f->id),
 		    TG_LS("correlationId", f->cid), TG_LI("status", f->status),
-		    TG_LS("error", err != TG_UP_OK ? tg_up_error_str(err) : NULL));
+		    TG_LS("error", tg_up_error_str(err)));
 		again(f, f->status == 429 || f->status == 503 ? f->retry_after_ms : -1);
+		return;
 	}
+	f->body_over = 1;
+	pump(f);
 }
 
 
@@ -311,6 +463,7 @@ poll_headers(struct gw_vcall *c, struct evkeyvalq *h, void *arg)
 	struct wh_fetch *f = arg;
 
 	evhttp_add_header(h, "Accept", "application/json");
+	writer_drop(f);
 	f->status = 0;
 	f->bytes = 0;
 	f->job_gone = f->write_failed = 0;
@@ -334,14 +487,29 @@ poll_vendor(struct wh_fetch *f)
 	free(uri);
 }
 
-/* 1 when the multiplexer's fresh answer decided this turn. */
+static void
+on_cached(const struct tg_state_res *res, void *arg)
+{
+	struct wh_fetch *f = arg;
+
+	op_done(f);
+	if (res->rc == TG_STATE_OK)
+		ready(f, f->bytes, 1);
+	else if (res->rc == TG_STATE_NOT_FOUND || res->rc == TG_STATE_CONFLICT)
+		end(f);
+	else
+		poll_vendor(f);
+}
+
+/* 1 when the multiplexer's fresh answer decides this turn (a 200 is
+ * written through the seam; on_cached goes on). */
 static int
 from_cache(struct wh_fetch *f)
 {
 	struct gw_peek pk;
-	struct tg_err err;
 	char *uri = export_uri(f, f->h->gw->rt);
-	int hit = gw_answer_peek(f->h->gw, GW_DEX, uri, &pk), rc;
+	int hit = gw_answer_peek(f->h->gw, GW_DEX, uri, &pk);
+	unsigned gen;
 
 	free(uri);
 	if (!hit || (pk.status != 200 && pk.status != 202 && pk.status != 429))
@@ -353,13 +521,10 @@ from_cache(struct wh_fetch *f)
 	}
 	if ((int64_t)pk.len > f->h->gw->rt->cfg.wh_max_payload)
 		return 0;	/* the vendor's stream gives the size error */
-	rc = tg_outbox_payload_set(f->h->ob, f->id, pk.body, pk.len, tg_clock_now_ms(), &err);
-	if (rc == 0)
-		ready(f, (int64_t)pk.len, 1);
-	else if (rc == TG_OUTBOX_NOT_FOUND || rc == TG_OUTBOX_CONFLICT)
-		end(f);
-	else
-		return 0;
+	f->bytes = (int64_t)pk.len;
+	gen = op_begin(f);
+	op_end(f, gen, tg_state_payload_set(f->h->st, f->id, pk.body, pk.len, tg_clock_now_ms(),
+	    on_cached, f));
 	return 1;
 }
 
@@ -374,6 +539,8 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 		tg_map_del(f->h->fetches, id);	/* frees f */
 		return;
 	}
+	if (f->busy || f->call != NULL)
+		return;		/* its answer decides what comes next */
 	if (tg_clock_now_ms() >= deadline(f)) {
 		abandon(f, f->cid != NULL ? "the export data did not come within "
 		    "webhooks.payload_timeout" : "the vendor's relay delivery did not come within "
@@ -390,15 +557,11 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 
 /* ---- API ---- */
 
-void
-wh_fetch_start(struct wh_hooks *h, const char *id, const char *cid, int64_t created_ms,
-    int64_t delay_ms)
+static struct wh_fetch *
+fetch_new(struct wh_hooks *h, const char *id, const char *cid, int64_t created_ms)
 {
-	struct wh_fetch *f;
+	struct wh_fetch *f = tg_xcalloc(1, sizeof(*f));
 
-	if (h->gw->draining || tg_map_get(h->fetches, id) != NULL)
-		return;		/* the next start resumes it */
-	f = tg_xcalloc(1, sizeof(*f));
 	f->h = h;
 	snprintf(f->id, sizeof(f->id), "%s", id);
 	f->cid = cid != NULL && *cid != '\0' ? tg_xstrdup(cid) : NULL;
@@ -406,7 +569,16 @@ wh_fetch_start(struct wh_hooks *h, const char *id, const char *cid, int64_t crea
 	f->retry_after_ms = -1;
 	f->timer = evtimer_new(h->gw->base, on_timer, f);
 	tg_map_put(h->fetches, f->id, f);
-	arm(f, delay_ms);
+	return f;
+}
+
+void
+wh_fetch_start(struct wh_hooks *h, const char *id, const char *cid, int64_t created_ms,
+    int64_t delay_ms)
+{
+	if (h->gw->draining || tg_map_get(h->fetches, id) != NULL)
+		return;		/* the next start resumes it */
+	arm(fetch_new(h, id, cid, created_ms), delay_ms);
 }
 
 void
@@ -418,4 +590,21 @@ wh_fetch_stop(struct wh_hooks *h, const char *id)
 		tg_map_del(h->fetches, id);
 	else if (f != NULL && !f->over)
 		f->over = 1;	/* its poll's end removes it */
+}
+
+void
+wh_fetch_give_up(struct wh_hooks *h, const char *id, const char *reason)
+{
+	struct wh_fetch *f = tg_map_get(h->fetches, id);
+
+	if (f == NULL)
+		f = fetch_new(h, id, NULL, tg_clock_now_ms());
+	release(f);
+	writer_drop(f);
+	tg_state_cancel(f->op);
+	op_done(f);
+	evtimer_del(f->timer);
+	f->over = 0;
+	f->silent = 1;		/* the request side says why */
+	abandon(f, reason);
 }

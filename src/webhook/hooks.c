@@ -1,7 +1,8 @@
 /*
- * hooks.c - the gateway's webhook machinery as a whole: opens the outbox
- * (webhooks.db) and starts the delivery worker at start-up, resumes the
- * payload fetchers of jobs a previous run left waiting, resolves signing
+ * hooks.c - the gateway's webhook machinery as a whole: starts the
+ * delivery worker on the state seam's outbox (gw->state) at start-up,
+ * resumes the payload fetchers of jobs a previous run left waiting (read
+ * through the seam, a page at a time), resolves signing
  * secrets from the running configuration (so a SIGHUP rotates them),
  * turns attempt outcomes into metrics, swaps the egress policy on reload,
  * drains on SIGTERM and purges finished jobs after webhooks.retention.
@@ -22,6 +23,13 @@
 
 #define PURGE_EVERY_MS	(3600 * 1000)
 #define RESUME_PAGE	500
+#define RETRY_MS	5000	/* background work the seam refused: again after */
+
+/* A scrape's part waiting for the outbox's counters (out and s borrowed). */
+struct wh_scrape {
+	struct evbuffer *out;
+	struct gw_scrape *s;
+};
 
 /* ---- worker callbacks ---- */
 
@@ -83,43 +91,77 @@ on_drained(void *arg)
 /* ---- retention ---- */
 
 static void
-on_purge(evutil_socket_t fd, short what, void *arg)
+on_purged(const struct tg_state_res *res, int64_t n, void *arg)
 {
 	struct wh_hooks *h = arg;
-	struct tg_err err;
-	size_t n;
 
-	if (tg_outbox_purge(h->ob, tg_clock_now_ms() - h->gw->rt->cfg.wh_retention, &n,
-	    &err) != 0)
-		tg_log(TG_LOG_ERROR, "webhook_purge_failed", TG_LS("error", err.msg));
+	h->purging = 0;
+	h->purge_op = NULL;
+	if (res->rc != TG_STATE_OK)
+		tg_log(TG_LOG_ERROR, "webhook_purge_failed", TG_LS("error", res->err.msg));
 	else if (n > 0)
 		tg_log(TG_LOG_INFO, "webhook_purged", TG_LI("jobs", n));
 }
 
+static void
+on_purge(evutil_socket_t fd, short what, void *arg)
+{
+	struct wh_hooks *h = arg;
+	struct tg_state_op *op;
+
+	if (h->purging)
+		return;
+	h->purging = 1;
+	op = tg_state_outbox_purge(h->st, tg_clock_now_ms() - h->gw->rt->cfg.wh_retention,
+	    on_purged, h);
+	if (h->purging)
+		h->purge_op = op;
+}
+
 /* ---- start ---- */
 
-/* Jobs a previous run left waiting for their export data. */
-static int
-resume(struct wh_hooks *h, struct tg_err *err)
+/* Jobs a previous run left waiting for their export data, a page at a
+ * time; each full page asks for the next from the loop. */
+static void
+on_resume_page(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n,
+    void *arg)
 {
+	struct wh_hooks *h = arg;
 	const struct gw_config *c = &h->gw->rt->cfg;
-	struct tg_outbox_query q = { TG_OUTBOX_WAITING, 0, NULL, RESUME_PAGE, 0 };
-	struct tg_outbox_job *jobs;
-	size_t n, i, total = 0;
+	struct timeval tv = { RETRY_MS / 1000, 0 };
+	size_t i;
 
-	do {
-		if (tg_outbox_list(h->ob, &q, &jobs, &n, err) != 0)
-			return -1;
-		for (i = 0; i < n; i++)
-			wh_fetch_start(h, jobs[i].id, c->wh_mode == GW_WH_RELAY ? NULL :
-			    jobs[i].correlation_id, jobs[i].created_at, 0);
-		tg_outbox_jobs_free(jobs, n);
-		total += n;
-		q.offset += n;
-	} while (n == RESUME_PAGE);
-	if (total > 0)
-		tg_log(TG_LOG_INFO, "webhook_fetch_resumed", TG_LI("jobs", total));
-	return 0;
+	h->resuming = 0;
+	h->resume_op = NULL;
+	if (res->rc != TG_STATE_OK) {
+		tg_log(TG_LOG_ERROR, "webhook_resume_failed", TG_LS("error", res->err.msg));
+		evtimer_add(h->resume_ev, &tv);		/* try again */
+		return;
+	}
+	for (i = 0; i < n; i++)
+		wh_fetch_start(h, jobs[i].id, c->wh_mode == GW_WH_RELAY ? NULL :
+		    jobs[i].correlation_id, jobs[i].created_at, 0);
+	h->resumed += n;
+	h->resume_offset += n;
+	if (n == RESUME_PAGE)
+		event_active(h->resume_ev, EV_TIMEOUT, 1);
+	else if (h->resumed > 0)
+		tg_log(TG_LOG_INFO, "webhook_fetch_resumed", TG_LI("jobs", h->resumed));
+}
+
+static void
+on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct wh_hooks *h = arg;
+	struct tg_outbox_query q = { TG_OUTBOX_WAITING, 0, NULL, RESUME_PAGE, h->resume_offset };
+	struct tg_state_op *op;
+
+	if (h->resuming || h->gw->draining)
+		return;
+	h->resuming = 1;
+	op = tg_state_outbox_list(h->st, &q, on_resume_page, h);
+	if (h->resuming)
+		h->resume_op = op;
 }
 
 void
@@ -132,34 +174,31 @@ tg_webhook_outbox_opts(const struct gw_config *c, struct tg_outbox_opts *o)
 	o->lease_ms = c->wh_lease;
 }
 
-static int
-open_outbox(struct wh_hooks *h, const struct gw_config *c, struct tg_err *err)
-{
-	struct tg_outbox_opts o;
-
-	tg_webhook_outbox_opts(c, &o);
-	h->ob = tg_outbox_open(&o, err);
-	return h->ob != NULL ? 0 : -1;
-}
-
 struct wh_hooks *
 wh_hooks_new(struct gw *gw, struct tg_err *err)
 {
 	const struct gw_config *c = &gw->rt->cfg;
 	struct wh_hooks *h = tg_xcalloc(1, sizeof(*h));
 	struct tg_webhook_opts wo = { c->wh_attempt_timeout, (size_t)c->wh_max_inflight, 0,
-		c->wh_ca_file, NULL };
+		c->wh_ca_file, NULL, c->wh_lease };
 	struct tg_webhook_cbs cbs = { on_secrets, on_outcome };
 	struct timeval tv = { PURGE_EVERY_MS / 1000, 0 };
 
 	h->gw = gw;
+	h->st = gw->state;
 	h->fetches = tg_map_new(wh_fetch_free);
-	if ((h->pol = tg_egress_new(&c->wh_allow, err)) == NULL || open_outbox(h, c, err) != 0)
+	TAILQ_INIT(&h->admin);
+	TAILQ_INIT(&h->adds);
+	if (h->st == NULL) {
+		tg_err_set(err, "webhooks need the state seam (its outbox)");
 		goto fail;
-	if ((h->w = tg_webhook_new(gw->base, gw->dns, h->ob, h->pol, &wo, &cbs, h, err)) == NULL)
+	}
+	if ((h->pol = tg_egress_new(&c->wh_allow, err)) == NULL)
 		goto fail;
-	if (resume(h, err) != 0)
+	if ((h->w = tg_webhook_new(gw->base, gw->dns, h->st, h->pol, &wo, &cbs, h, err)) == NULL)
 		goto fail;
+	h->resume_ev = evtimer_new(gw->base, on_resume, h);
+	on_resume(-1, 0, h);
 	h->purge = event_new(gw->base, -1, EV_PERSIST, on_purge, h);
 	evtimer_add(h->purge, &tv);
 	on_purge(-1, 0, h);
@@ -237,6 +276,14 @@ wh_hooks_free(struct wh_hooks *h)
 
 	if (h == NULL)
 		return;
+	if (h->purge != NULL)		/* nothing of ours may start from here on */
+		event_del(h->purge);
+	if (h->resume_ev != NULL)
+		event_del(h->resume_ev);
+	wh_admin_cancel(h);
+	wh_adds_cancel(h);
+	tg_state_cancel(h->purge_op);
+	tg_state_cancel(h->resume_op);
 	tg_map_free(h->fetches);
 	flush = h->w != NULL && tg_webhook_inflight(h->w) > 0;
 	tg_webhook_free(h->w);
@@ -245,7 +292,8 @@ wh_hooks_free(struct wh_hooks *h)
 		event_base_loop(h->gw->base, EVLOOP_NONBLOCK);
 	if (h->purge != NULL)
 		event_free(h->purge);
-	tg_outbox_close(h->ob);
+	if (h->resume_ev != NULL)
+		event_free(h->resume_ev);
 	tg_egress_free(h->pol);
 	retired_free(h);
 	free(h);
@@ -253,23 +301,37 @@ wh_hooks_free(struct wh_hooks *h)
 
 /* ---- metrics ---- */
 
-void
-wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out)
+/* The counters came: the series into the scrape's part, which goes on.
+ * Touches nothing of the feature (the scrape may outlive it). */
+static void
+on_stats(const struct tg_state_res *res, const struct tg_outbox_stats *st, void *arg)
 {
-	struct tg_outbox_stats st;
-	struct tg_err err;
+	struct wh_scrape *ws = arg;
+	struct evbuffer *out = ws->out;
 	int i;
 
-	if (tg_outbox_get_stats(h->ob, tg_clock_now_ms(), &st,
-	    &err) != 0)
-		return;
-	evbuffer_add_printf(out, "# HELP tidegate_webhook_jobs Webhook jobs in the outbox by "
-	    "state.\n# TYPE tidegate_webhook_jobs gauge\n");
-	for (i = 0; i < TG_OUTBOX_NSTATES; i++)
-		evbuffer_add_printf(out, "tidegate_webhook_jobs{state=\"%s\"} %llu\n",
-		    tg_outbox_state_str((enum tg_outbox_state)i),
-		    (unsigned long long)st.depth[i]);
-	evbuffer_add_printf(out, "# HELP tidegate_webhook_attempts_in_flight Delivery attempts "
-	    "holding a lease.\n# TYPE tidegate_webhook_attempts_in_flight gauge\n"
-	    "tidegate_webhook_attempts_in_flight %llu\n", (unsigned long long)st.leased);
+	if (res->rc == TG_STATE_OK) {
+		evbuffer_add_printf(out, "# HELP tidegate_webhook_jobs Webhook jobs in the "
+		    "outbox by state.\n# TYPE tidegate_webhook_jobs gauge\n");
+		for (i = 0; i < TG_OUTBOX_NSTATES; i++)
+			evbuffer_add_printf(out, "tidegate_webhook_jobs{state=\"%s\"} %llu\n",
+			    tg_outbox_state_str((enum tg_outbox_state)i),
+			    (unsigned long long)st->depth[i]);
+		evbuffer_add_printf(out, "# HELP tidegate_webhook_attempts_in_flight Delivery "
+		    "attempts holding a lease.\n# TYPE tidegate_webhook_attempts_in_flight gauge\n"
+		    "tidegate_webhook_attempts_in_flight %llu\n", (unsigned long long)st->leased);
+	}
+	gw_scrape_release(ws->s);
+	free(ws);
+}
+
+void
+wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out, struct gw_scrape *s)
+{
+	struct wh_scrape *ws = tg_xmalloc(sizeof(*ws));
+
+	ws->out = out;
+	ws->s = s;
+	gw_scrape_hold(s);
+	tg_state_outbox_stats(h->st, tg_clock_now_ms(), on_stats, ws);
 }

@@ -4,8 +4,10 @@
  * (callbacks.c), the payload fetcher (hook_fetch.c), the outbox and
  * worker's lifecycle (hooks.c), the admin API (admin_webhooks.c), and the
  * registration with the core (feature.c), which owns each request's
- * struct wh_req slot. The delivery library below them (outbox, worker,
- * signing, egress) is include/tidegate/webhook.h.
+ * struct wh_req slot. The delivery library below them (worker, signing,
+ * egress) is include/tidegate/webhook.h; the outbox is reached only
+ * through the state seam (gw->state, include/tidegate/state.h), whose
+ * answers come later or at once: every caller here works both ways.
  */
 #ifndef TIDEGATE_HOOKS_INT_H
 #define TIDEGATE_HOOKS_INT_H
@@ -15,19 +17,33 @@
 #include <sys/queue.h>
 
 #include "tidegate/gateway.h"
+#include "tidegate/state.h"
 #include "tidegate/webhook.h"
 
+struct wh_admin_op;
+TAILQ_HEAD(wh_adminq, wh_admin_op);
+struct wh_add;
+TAILQ_HEAD(wh_addq, wh_add);
+
 /* The feature: created at registration with struct gw and kept across
- * reloads; the outbox and the worker are not reloadable. */
+ * reloads; the worker is not reloadable. */
 struct wh_hooks {
 	struct gw *gw;
-	struct tg_outbox *ob;
+	struct tg_state *st;		/* gw->state (borrowed) */
 	struct tg_webhook *w;
 	struct tg_egress *pol;		/* built from the running configuration */
 	struct tg_egress **retired;	/* earlier policies attempts may still read */
 	size_t nretired;
 	struct tg_map *fetches;		/* job id -> struct wh_fetch (hook_fetch.c) */
 	struct event *purge;		/* retention of finished jobs */
+	struct tg_state_op *purge_op;	/* a purge asked for */
+	int purging;
+	struct event *resume_ev;	/* the next page of waiting jobs to resume */
+	struct tg_state_op *resume_op;
+	size_t resume_offset, resumed;
+	int resuming;
+	struct wh_adminq admin;		/* admin requests waiting on the seam */
+	struct wh_addq adds;		/* jobs being added (callbacks.c) */
 	int drained;			/* SIGTERM: no delivery attempt left in flight */
 };
 
@@ -36,6 +52,7 @@ struct wh_hook {
 	char *url;			/* as the caller gave it */
 	const char *secret_ref;		/* "global" or the key's name (r->rt keeps it) */
 	char id[TG_WEBHOOK_ID_LEN];	/* relay: the job added before the vendor call */
+	char *cid;			/* the vendor's correlationId, once it answered */
 };
 
 /* What the webhook code reads of an export body (wh_scan_fill). */
@@ -49,10 +66,23 @@ struct wh_scan {
 	size_t stripped_len;
 };
 
-/* One request's part in the feature (r->slot[id]), made on first use. */
+/* One request's part in the feature (r->slot[id]), made on first use. A
+ * seam operation of the request answers into the fields below, then its
+ * continuation then(r) runs (once the call has returned, when the answer
+ * came at once). */
 struct wh_req {
 	struct wh_scan *scan;		/* the body as the request check read it */
 	struct wh_hook *hook;		/* its callbackUrl, once accepted */
+	struct tg_state_op *op;		/* the operation in flight (on_free cancels it) */
+	struct wh_add *add;		/* a job being added (on_free leaves it to finish) */
+	struct tg_state_payload *w;	/* relay: the payload being written (on_free aborts) */
+	void (*then)(struct gw_req *r);
+	int in_call, answered;
+	int rc;				/* the answer: enum tg_state_rc … */
+	char err[256];			/* … why … */
+	char str[TG_WEBHOOK_ID_LEN];	/* … a job id (add) … */
+	int state;			/* … a job's state (get), or -1 */
+	int64_t bytes;			/* relay: the delivery's size */
 };
 
 /* feature.c */
@@ -65,6 +95,20 @@ struct wh_req *wh_req_of(struct gw_req *r);
 struct wh_req *wh_req_find(const struct gw_req *r);
 /** r's accepted callback (borrowed), or NULL. */
 #define HOOK(r) (wh_req_find(r)->hook)
+/** Before a seam call for r (borrowed): its answer goes to then(r). */
+void wh_req_begin(struct gw_req *r, void (*then)(struct gw_req *r));
+/** After it: op (borrowed, the seam's) kept for on_free, or then(r) now
+ * when the answer came during the call (r may be gone after this). */
+void wh_req_end(struct gw_req *r, struct tg_state_op *op);
+/* Callbacks for wh_req_begin/end: res and results borrowed (copied into
+ * the slot); w taken (the slot owns it); arg is the struct gw_req. */
+void wh_req_on_done(const struct tg_state_res *res, void *arg);
+void wh_req_on_str(const struct tg_state_res *res, const char *s, void *arg);
+void wh_req_on_jobs(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n,
+    void *arg);
+void wh_req_on_payload(const struct tg_state_res *res, struct tg_state_payload *w, void *arg);
+/** 503 WEBHOOK_UNAVAILABLE with Retry-After and msg (borrowed); frees r. */
+void wh_reply_unavailable(struct gw_req *r, const char *msg);
 
 /* hooks.c */
 /** Open the outbox, start the worker, resume waiting jobs: the feature's
@@ -76,8 +120,9 @@ void wh_hooks_free(struct wh_hooks *h);
 void wh_hooks_reload(struct wh_hooks *h, const struct gw_config *old);
 /** SIGTERM: stop polling, let attempts in flight end, then gw_maybe_exit. */
 void wh_hooks_drain(struct wh_hooks *h);
-/** Scrape-time webhook series (queue depth by state, attempts in flight). */
-void wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out);
+/** Scrape-time webhook series (queue depth by state, attempts in flight)
+ * into out, written when the seam answers (s held until then). */
+void wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out, struct gw_scrape *s);
 
 /* callbacks.c */
 #define WH_RELAY_PREFIX "/__tidegate/callbacks/"
@@ -111,6 +156,12 @@ int wh_hook_done(struct gw_req *r, enum tg_up_error err);
 void wh_hook_free(struct wh_hook *hk);	/* takes ownership; NULL-safe */
 /** POST /__tidegate/callbacks/{id}: the vendor's delivery in relay mode. */
 void wh_hook_relay(struct gw_req *r);
+/** The request of a (borrowed) ends while its job is being added: the add
+ * finishes without it (the job still gets its fetcher, or is given up in
+ * relay mode). */
+void wh_add_orphan(struct wh_add *a);
+/** Teardown: forget the adds of h (borrowed) not answered yet. */
+void wh_adds_cancel(struct wh_hooks *h);
 
 /* hook_fetch.c */
 /**
@@ -122,11 +173,17 @@ void wh_fetch_start(struct wh_hooks *h, const char *id, const char *cid, int64_t
     int64_t delay_ms);
 /** Stop obtaining id's payload (it arrived another way). */
 void wh_fetch_stop(struct wh_hooks *h, const char *id);
+/** Give waiting job id (borrowed) up with reason (borrowed): its payload
+ * will never come (the export failed). Dead once the seam has written it. */
+void wh_fetch_give_up(struct wh_hooks *h, const char *id, const char *reason);
 /** Map value destructor for h->fetches (takes ownership). */
 void wh_fetch_free(void *f);
 
 /* admin_webhooks.c */
-/** /webhooks… on the admin listener: list, read, redeliver (all borrowed). */
+/** /webhooks… on the admin listener: list, read, redeliver (all borrowed);
+ * answered when the seam answers. */
 void wh_admin(struct wh_hooks *h, struct evhttp_request *req, const char *path);
+/** Forget the admin requests still waiting (teardown); h borrowed. */
+void wh_admin_cancel(struct wh_hooks *h);
 
 #endif

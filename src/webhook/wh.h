@@ -8,6 +8,7 @@
 
 #include <sys/queue.h>
 
+#include "tidegate/state.h"
 #include "tidegate/webhook.h"
 
 /* ---- egress.c: callback URLs ---- */
@@ -43,15 +44,24 @@ TAILQ_HEAD(wh_attemptq, wh_attempt);
 struct wh_attempt *tg_webhook_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l);
 /** Drop every attempt of w without an outcome, releasing the leases (teardown). */
 void tg_webhook_attempts_abandon(struct tg_webhook *w);
+/** Give lease l back without an outcome (takes ownership of l; w
+ * borrowed): due again at once; w->releases holds it until the seam answers. */
+void tg_webhook_lease_release(struct tg_webhook *w, struct tg_outbox_lease *l);
+/** Forget the releases of w (borrowed) not answered yet (their callbacks
+ * never run). */
+void tg_webhook_releases_cancel(struct tg_webhook *w);
 /** Renew the leases of w's attempts in flight. */
 void tg_webhook_attempts_renew(struct tg_webhook *w, int64_t now_ms);
 
 /* ---- worker.c ---- */
 
+struct wh_release;
+TAILQ_HEAD(wh_releaseq, wh_release);
+
 struct tg_webhook {
 	struct event_base *base;
 	struct evdns_base *dns;
-	struct tg_outbox *ob;
+	struct tg_state *st;
 	const struct tg_egress *pol;
 	struct tg_webhook_opts opts;	/* ca_file, user_agent point at copies below */
 	char *ca_file, *user_agent;
@@ -61,6 +71,12 @@ struct tg_webhook {
 	struct event *renew;		/* keep leases of attempts in flight */
 	struct event *drained_ev;
 	struct wh_attemptq attempts;
+	struct wh_releaseq releases;	/* leases given back, not yet answered */
+	struct tg_state_op *lease_op;	/* the lease asked for */
+	struct tg_state_op *due_op;	/* the next due time asked for */
+	int leasing, asking;		/* those two are pending (their handle may be NULL) */
+	int kicked;			/* the tick leases at once (else it asks next_due) */
+	int missed;			/* the last lease found nothing due */
 	size_t inflight;
 	int draining;
 	void (*on_drained)(void *);

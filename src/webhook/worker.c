@@ -4,8 +4,12 @@
  * starts an attempt for each (deliver.c); a second timer renews the leases
  * of attempts in flight, so a long upload keeps its job while a crashed
  * process's leases run out; drain and teardown for SIGTERM and exit.
- * Created by the gateway at start-up; woken by the outbox when a payload
- * is committed or a job is redelivered.
+ * Created by the gateway at start-up. The state seam (tidegate/state.h)
+ * announces nothing, so the worker asks it: a timer set to the outbox's
+ * next due time (looking again at least every TICK_MAX_MS), after each
+ * attempt, and whenever the feature kicks it after its own writes that
+ * make a job due (a payload committed, a redelivery). One lease is asked
+ * for at a time; every call answers later or at once.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,10 +24,16 @@
 
 #define ATTEMPT_TIMEOUT_MS	15000
 #define MAX_INFLIGHT		8
-/* Look again at least this often: wall-clock steps, leases expiring. */
-#define TICK_MAX_MS		5000
+/* Look again at least this often: wall-clock steps, leases expiring, jobs
+ * other writers made due (the seam announces nothing). */
+#define TICK_MAX_MS		1000
+/* A due job the lease did not get (another instance took it): not again
+ * at once. */
+#define MISSED_MS		100
 #define RETRY_DB_MS		1000
 #define USER_AGENT		"tidegate-webhook"
+#define LEASE_MS		60000	/* the outbox's default lease */
+#define RELEASE_WAIT_MS		2000	/* teardown waits this long for releases */
 
 static void
 ms_tv(int64_t ms, struct timeval *tv)
@@ -32,43 +42,107 @@ ms_tv(int64_t ms, struct timeval *tv)
 	tv->tv_usec = (suseconds_t)(ms % 1000 * 1000);
 }
 
+static void on_due(const struct tg_state_res *res, int64_t due, void *arg);
+
+/* Look again after delay_ms; -1: at the outbox's next due time (asked of
+ * the seam), at most TICK_MAX_MS away, which also notices jobs other
+ * writers made due. */
 static void
 schedule(struct tg_webhook *w, int64_t delay_ms)
 {
 	struct timeval tv;
+	struct tg_state_op *op;
 
 	if (w->draining || w->inflight >= w->opts.max_inflight)
 		return;		/* an attempt's end looks again */
 	if (delay_ms < 0) {
-		int64_t due = tg_outbox_next_due(w->ob), now = tg_clock_now_ms();
-
-		delay_ms = due == INT64_MAX || due - now > TICK_MAX_MS ? TICK_MAX_MS :
-		    due > now ? due - now : 0;
+		if (w->asking)
+			return;
+		w->asking = 1;
+		op = tg_state_outbox_next_due(w->st, on_due, w);
+		if (w->asking)
+			w->due_op = op;
+		return;
 	}
 	ms_tv(delay_ms, &tv);
 	evtimer_add(w->tick, &tv);
 }
 
 static void
+on_due(const struct tg_state_res *res, int64_t due, void *arg)
+{
+	struct tg_webhook *w = arg;
+	int64_t now = tg_clock_now_ms();
+
+	w->asking = 0;
+	w->due_op = NULL;
+	if (res->rc != TG_STATE_OK) {
+		schedule(w, RETRY_DB_MS);
+	} else if (due <= now && w->missed) {
+		w->missed = 0;
+		schedule(w, MISSED_MS);
+	} else if (due <= now) {
+		tg_webhook_kick(w);
+	} else {
+		schedule(w, due == INT64_MAX || due - now > TICK_MAX_MS ? TICK_MAX_MS : due - now);
+	}
+}
+
+static void drained_maybe(struct tg_webhook *w);
+
+/* A lease came (or none was due): start its attempt and look for more. */
+static void
+on_leased(const struct tg_state_res *res, struct tg_outbox_lease *l, void *arg)
+{
+	struct tg_webhook *w = arg;
+
+	w->leasing = 0;
+	w->lease_op = NULL;
+	if (w->draining) {
+		if (l != NULL)
+			tg_webhook_lease_release(w, l);
+		drained_maybe(w);
+		return;
+	}
+	if (res->rc != TG_STATE_OK) {
+		tg_log(TG_LOG_ERROR, "webhook_lease_failed", TG_LS("error", res->err.msg));
+		schedule(w, RETRY_DB_MS);
+		return;
+	}
+	if (l == NULL && w->kicked) {
+		tg_webhook_kick(w);	/* kicked meanwhile: a job may have come since */
+		return;
+	}
+	w->missed = l == NULL;
+	if (l == NULL) {
+		schedule(w, -1);
+		return;
+	}
+	tg_webhook_attempt_start(w, l);
+	tg_webhook_kick(w);	/* the next lease, from the loop */
+}
+
+/* The timer asks whether a job is due (a read); a kick leases at once.
+ * One lease at a time; its answer asks for the next. */
+static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct tg_webhook *w = arg;
-	struct tg_outbox_lease *l;
-	struct tg_err err;
-	int rc;
+	struct tg_state_op *op;
 
-	while (!w->draining && w->inflight < w->opts.max_inflight) {
-		rc = tg_outbox_lease(w->ob, tg_clock_now_ms(), &l, &err);
-		if (rc < 0) {
-			tg_log(TG_LOG_ERROR, "webhook_lease_failed", TG_LS("error", err.msg));
-			schedule(w, RETRY_DB_MS);
-			return;
-		}
-		if (rc == 0)
-			break;
-		tg_webhook_attempt_start(w, l);
+	if (!w->kicked) {
+		schedule(w, -1);
+		return;
 	}
-	schedule(w, -1);
+	if (w->leasing)
+		return;		/* kicked stays: its answer leases again */
+	w->kicked = 0;
+	if (w->draining || w->inflight >= w->opts.max_inflight)
+		return;
+	w->leasing = 1;
+	op = tg_state_outbox_lease(w->st, tg_clock_now_ms(), on_leased, w);
+	if (w->leasing)
+		w->lease_op = op;
 }
 
 static void
@@ -90,18 +164,19 @@ on_drained(evutil_socket_t fd, short what, void *arg)
 		cb(w->drained_arg);
 }
 
+/* Drained: no attempt in flight and no lease on its way. */
 static void
-on_notify(void *arg)
+drained_maybe(struct tg_webhook *w)
 {
-	tg_webhook_kick(arg);
+	if (w->draining && w->inflight == 0 && !w->leasing)
+		event_active(w->drained_ev, EV_TIMEOUT, 1);
 }
 
 void
 tg_webhook_worker_attempt_over(struct tg_webhook *w)
 {
 	if (w->draining) {
-		if (w->inflight == 0)
-			event_active(w->drained_ev, EV_TIMEOUT, 1);
+		drained_maybe(w);
 		return;
 	}
 	tg_webhook_kick(w);
@@ -112,6 +187,8 @@ opts_copy(struct tg_webhook *w, const struct tg_webhook_opts *opts)
 {
 	if (opts != NULL)
 		w->opts = *opts;
+	if (w->opts.lease_ms <= 0)
+		w->opts.lease_ms = LEASE_MS;
 	if (w->opts.attempt_timeout_ms <= 0)
 		w->opts.attempt_timeout_ms = ATTEMPT_TIMEOUT_MS;
 	if (w->opts.max_inflight == 0)
@@ -124,32 +201,32 @@ opts_copy(struct tg_webhook *w, const struct tg_webhook_opts *opts)
 }
 
 struct tg_webhook *
-tg_webhook_new(struct event_base *base, struct evdns_base *dns, struct tg_outbox *ob,
+tg_webhook_new(struct event_base *base, struct evdns_base *dns, struct tg_state *st,
     const struct tg_egress *pol, const struct tg_webhook_opts *opts,
     const struct tg_webhook_cbs *cbs, void *arg, struct tg_err *err)
 {
 	struct tg_webhook *w;
 	struct timeval tv;
 
-	if (base == NULL || ob == NULL || pol == NULL || cbs == NULL || cbs->secrets == NULL) {
-		tg_err_set(err, "webhook worker needs a loop, an outbox, a policy and secrets");
+	if (base == NULL || st == NULL || pol == NULL || cbs == NULL || cbs->secrets == NULL) {
+		tg_err_set(err, "webhook worker needs a loop, the state, a policy and secrets");
 		return NULL;
 	}
 	w = tg_xcalloc(1, sizeof(*w));
 	w->base = base;
 	w->dns = dns;
-	w->ob = ob;
+	w->st = st;
 	w->pol = pol;
 	w->cbs = *cbs;
 	w->arg = arg;
 	opts_copy(w, opts);
 	TAILQ_INIT(&w->attempts);
+	TAILQ_INIT(&w->releases);
 	w->tick = evtimer_new(base, on_tick, w);
 	w->drained_ev = event_new(base, -1, 0, on_drained, w);
 	w->renew = event_new(base, -1, EV_PERSIST, on_renew, w);
-	ms_tv(tg_outbox_lease_ms(ob) / 3, &tv);
+	ms_tv(w->opts.lease_ms / 3, &tv);
 	evtimer_add(w->renew, &tv);
-	tg_outbox_set_notify(ob, on_notify, w);
 	tg_webhook_kick(w);
 	return w;
 }
@@ -157,8 +234,10 @@ tg_webhook_new(struct event_base *base, struct evdns_base *dns, struct tg_outbox
 void
 tg_webhook_kick(struct tg_webhook *w)
 {
-	if (!w->draining)
-		event_active(w->tick, EV_TIMEOUT, 1);
+	if (w->draining)
+		return;
+	w->kicked = 1;
+	event_active(w->tick, EV_TIMEOUT, 1);
 }
 
 void
@@ -174,8 +253,10 @@ tg_webhook_drain(struct tg_webhook *w, void (*cb)(void *arg), void *arg)
 	w->on_drained = cb;
 	w->drained_arg = arg;
 	event_del(w->tick);
-	if (w->inflight == 0)
-		event_active(w->drained_ev, EV_TIMEOUT, 1);
+	tg_state_cancel(w->due_op);
+	w->due_op = NULL;
+	w->asking = 0;
+	drained_maybe(w);
 }
 
 size_t
@@ -184,13 +265,46 @@ tg_webhook_inflight(const struct tg_webhook *w)
 	return w->inflight;
 }
 
+static void
+on_bound(evutil_socket_t fd, short what, void *arg)
+{
+}
+
+/* Teardown: the leases given back (and one still being taken) are
+ * answered by the seam's writer on the loop; run it (bounded) so that they
+ * are written before the state closes, then forget what is left (those
+ * jobs wait for their lease to run out: at least once either way). */
+static void
+releases_wait(struct tg_webhook *w)
+{
+	int64_t end = tg_clock_mono_ms() + RELEASE_WAIT_MS;
+	struct timeval tv = { 0, 10000 };
+	struct event *bound;
+
+	if (TAILQ_EMPTY(&w->releases) && !w->leasing)
+		return;
+	bound = evtimer_new(w->base, on_bound, NULL);
+	while ((!TAILQ_EMPTY(&w->releases) || w->leasing) && tg_clock_mono_ms() < end) {
+		evtimer_add(bound, &tv);
+		event_base_loop(w->base, EVLOOP_ONCE);
+	}
+	event_free(bound);
+	tg_webhook_releases_cancel(w);
+}
+
 void
 tg_webhook_free(struct tg_webhook *w)
 {
 	if (w == NULL)
 		return;
-	tg_outbox_set_notify(w->ob, NULL, NULL);
+	w->draining = 1;		/* a lease still coming is given back */
+	w->on_drained = NULL;		/* the loop runs below: nobody is told now */
+	event_del(w->tick);
+	tg_state_cancel(w->due_op);
 	tg_webhook_attempts_abandon(w);
+	releases_wait(w);
+	if (w->leasing)		/* never answered: its job waits for the lease to run out */
+		tg_state_cancel(w->lease_op);
 	event_free(w->tick);
 	event_free(w->renew);
 	event_free(w->drained_ev);

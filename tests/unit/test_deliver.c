@@ -9,7 +9,10 @@
  * rotation, unknown secrets, drain and teardown with an attempt in flight,
  * lease renewal during a long attempt, https with the certificate checked
  * for the name while connecting to the checked address, and a 50 MB payload sent to a raw socket receiver that hashes as it
- * reads while the sender's anonymous memory stays flat.
+ * reads while the sender's anonymous memory stays flat. The worker reaches
+ * the outbox through the state seam (SQLite backend); the test adds jobs
+ * and reads them back on its own connection to the same database, and
+ * kicks the worker after adding (the seam announces nothing).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,6 +43,7 @@
 #include "tidegate/clock.h"
 #include "tidegate/http.h"
 #include "tidegate/log.h"
+#include "tidegate/state.h"
 #include "tidegate/webhook.h"
 #include "wh.h"
 
@@ -72,6 +76,8 @@ static struct {
 	struct evhttp *http;
 	int port;
 	struct tg_outbox *ob;
+	struct tg_state *st;
+	int64_t lease_ms;
 	struct tg_egress *pol;
 	struct tg_webhook *w;
 	struct hit hits[MAX_HITS];
@@ -206,10 +212,10 @@ static void
 worker_start_with(int64_t timeout_ms, const char *ca_file)
 {
 	struct tg_webhook_opts o = { .attempt_timeout_ms = timeout_ms, .max_inflight = 4,
-		.ca_file = ca_file };
+		.ca_file = ca_file, .lease_ms = T.lease_ms };
 	struct tg_err err;
 
-	T.w = tg_webhook_new(T.base, T.dns, T.ob, T.pol, &o, &cbs, NULL, &err);
+	T.w = tg_webhook_new(T.base, T.dns, T.st, T.pol, &o, &cbs, NULL, &err);
 	if (T.w == NULL)
 		fail_msg("worker: %s", err.msg);
 }
@@ -229,13 +235,18 @@ policy(const char *entry)
 	return tg_egress_new(&l, NULL);
 }
 
+/* The test's own connection and the worker's state seam on one database. */
 static struct tg_outbox *
 outbox_open(int64_t lease_ms)
 {
 	struct tg_outbox_opts oo = { .path = T.db, .schedule_ms = sched,
 		.nschedule = TG_NELEM(sched), .jitter_pct = -1, .lease_ms = lease_ms };
+	struct tg_state_opts so = { NULL, NULL, &oo, NULL };
 
-	return tg_outbox_open(&oo, NULL);
+	T.lease_ms = lease_ms;
+	tg_state_close(T.st);
+	T.st = tg_state_open(T.base, &so, NULL);
+	return T.st != NULL ? tg_outbox_open(&oo, NULL) : NULL;
 }
 
 static int
@@ -275,6 +286,7 @@ teardown(void **state)
 	event_base_loopexit(T.base, &tv);	/* cancelled lookups report back */
 	event_base_dispatch(T.base);
 	tg_outbox_close(T.ob);
+	tg_state_close(T.st);
 	tg_egress_free(T.pol);
 	evhttp_free(T.http);
 	evdns_base_free(T.dns, 1);
@@ -324,6 +336,8 @@ job_at(const char *url, const char *ref, char id[TG_WEBHOOK_ID_LEN])
 	if (tg_outbox_add(T.ob, &j, tg_clock_now_ms(), id, &err) != 0 ||
 	    tg_outbox_payload_set(T.ob, id, BODY, strlen(BODY), tg_clock_now_ms(), &err) != 0)
 		fail_msg("job: %s", err.msg);
+	if (T.w != NULL)
+		tg_webhook_kick(T.w);
 }
 
 static void
