@@ -38,7 +38,6 @@
 struct evbuffer;
 struct evdns_base;
 struct tg_case_store;
-struct tg_outbox;
 struct tg_state;
 struct tg_worker;
 
@@ -101,9 +100,6 @@ struct gw {
 	int case_digest;		/* a feature reads submissions' SHA-256 (features may set) */
 	struct tg_state *state;		/* durable and shared state (state.h), borrowed:
 					 * the entry point opens and closes it */
-	struct tg_outbox *outbox;	/* the durable webhook store: opened by the feature
-					 * that delivers webhooks, which every feature may
-					 * queue into (features may set) */
 	/* registered features (feature.c) */
 	const struct gw_feature *feat[GW_MAX_FEATURES];
 	void *feat_ctx[GW_MAX_FEATURES];

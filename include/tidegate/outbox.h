@@ -3,10 +3,10 @@
  * (src/state/sqlite/outbox.c, outbox_lease.c, outbox_payload.c,
  * outbox_admin.c): jobs in SQLite, payload files beside the database,
  * leases, the retry schedule and the admin queries. The synchronous calls
- * the asynchronous seam (tidegate/state.h) wraps; callers still using them
- * directly (the gateway, the delivery worker of src/webhook) run on the
- * loop thread and block on SQLite (one fsync per transaction with
- * synchronous=FULL). New code goes through tidegate/state.h.
+ * the asynchronous seam (tidegate/state.h) wraps: only the backend calls
+ * them (reads on the loop's connection, writes on its writer thread; one
+ * fsync per write transaction with synchronous=FULL). Features and the
+ * delivery worker go through tidegate/state.h.
  */
 #ifndef TIDEGATE_OUTBOX_H
 #define TIDEGATE_OUTBOX_H

@@ -378,7 +378,7 @@ relay_added(struct gw_req *r)
 	wh_scan_free(q->scan);
 	q->scan = NULL;
 	free(relay);
-	gw_req_proxy(r);
+	gw_req_continue(r);	/* the features after this one, then the vendor */
 }
 
 /* Whether r is an export whose callbackUrl the gateway handles. */
