@@ -24,6 +24,7 @@
 
 #include <event2/http.h>
 #include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
 
 #include "tidegate/frontdoor.h"
 #include "tidegate/gateway_config.h"
@@ -164,6 +165,18 @@ struct gw_answer {
 	struct gw_observed *obs;	/* set by the core: gw_answer_hold */
 };
 
+/* A request body as the request check read it, for a feature's scan
+ * (gw_feature.scan): parsed once, everything borrowed for the call. */
+struct gw_body {
+	yajl_val tree;			/* the caller's body parsed; NULL: not JSON */
+	int checked;			/* the check passed: the fields below hold */
+	const char *sent;		/* the normalised body to be sent */
+	size_t sentlen;
+	const char *stripped;		/* the same without its callbackUrl */
+	size_t stripped_len;
+	const char *callback;		/* the callbackUrl in the body sent, or NULL */
+};
+
 /* An answer a feature holds for GET uri (gw_answer_peek), borrowed until
  * the loop runs again. */
 struct gw_peek {
@@ -190,11 +203,11 @@ struct gw_feature {
 	int prefix_open;
 	void (*on_prefix)(struct gw_req *r, void *ctx);
 	/* The request check: scan runs beside the body's check (maybe on the
-	 * worker thread: it reads only its arguments) when wants_scan says so;
-	 * check then runs on the loop with its result (takes ownership) and may
-	 * add problems to the one 400. */
+	 * worker thread: it reads only its argument, the body as the check
+	 * parsed it) when wants_scan says so; check then runs on the loop with
+	 * its result (takes ownership) and may add problems to the one 400. */
 	int (*wants_scan)(const struct gw_req *r, void *ctx);
-	void *(*scan)(const char *raw, size_t rawlen, const char *sent, size_t sentlen);
+	void *(*scan)(const struct gw_body *b);
 	void (*scan_free)(void *scan);
 	void (*check)(struct gw_req *r, void *ctx, void *scan, struct tg_problems *p);
 	/* After the check: 0 to go on, -1 when the feature has replied or

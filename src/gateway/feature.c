@@ -152,10 +152,9 @@ gw_feat_wants_scan(const struct gw_req *r, int *id)
 }
 
 void *
-gw_feat_scan(struct gw *gw, int id, const char *raw, size_t rawlen, const char *sent,
-    size_t sentlen)
+gw_feat_scan(struct gw *gw, int id, const struct gw_body *b)
 {
-	return id < 0 ? NULL : gw->feat[id]->scan(raw, rawlen, sent, sentlen);
+	return id < 0 ? NULL : gw->feat[id]->scan(b);
 }
 
 void

@@ -84,21 +84,36 @@ check_free(struct gw_check *c)
 /* ---- the checks: on the worker thread or inline; they read only c ---- */
 
 /* The export check, and what a feature (the webhook's callbackUrl) reads
- * of the same body: the caller's and the normalised one. */
+ * of the same body: one parse for both. */
 static void
 run_export(struct gw_check *c)
 {
 	size_t len = evbuffer_get_length(c->body);
-	const char *raw = (const char *)evbuffer_pullup(c->body, -1), *sent = raw;
-	size_t sentlen = len;
+	struct gw_body b = { NULL, 0, NULL, 0, NULL, 0, NULL };
+	struct tg_export_out xo = { NULL, 0, NULL, 0, NULL };
+	struct tg_err err;
 
-	if (!c->skip) {
-		c->rc = tg_export_check(c->kind, raw, len, &c->eo, &c->out, &c->outlen, &c->p);
-		sent = c->rc == 0 ? c->out : NULL;
-		sentlen = c->outlen;
+	b.tree = tg_json_parse((const char *)evbuffer_pullup(c->body, -1), len, &err);
+	if (!c->skip && b.tree == NULL) {
+		(void)tg_export_check_tree(c->kind, NULL, &c->eo, 0, &xo, &c->p);
+		tg_problems_add(&c->p, "", "json", "%s", err.msg);
+		c->rc = -1;
+	} else if (!c->skip) {
+		c->rc = tg_export_check_tree(c->kind, b.tree, &c->eo, c->scan_id >= 0, &xo, &c->p);
+		b.checked = c->rc == 0;
 	}
+	b.sent = xo.body;
+	b.sentlen = xo.len;
+	b.stripped = xo.stripped;
+	b.stripped_len = xo.stripped_len;
+	b.callback = xo.callback;
 	if (c->scan_id >= 0)
-		c->scan = gw_feat_scan(c->gw, c->scan_id, raw, len, sent, sentlen);
+		c->scan = gw_feat_scan(c->gw, c->scan_id, &b);
+	c->out = xo.body;	/* the body sent: the request's from here */
+	c->outlen = xo.len;
+	xo.body = NULL;
+	tg_export_out_cleanup(&xo);
+	yajl_tree_free(b.tree);		/* a large tree's free: here too, not on the loop */
 }
 
 static void

@@ -117,30 +117,42 @@ object_callback(yajl_val v, const char **member)
 }
 
 /*
- * Everything the webhook code reads of an export body, from one parse of
- * the caller's body (raw) and one of the body sent (body; NULL: not
- * wanted). Reads only its arguments, so validate.c runs it on the worker
- * thread for a large body.
+ * Everything the webhook code reads of an export body, from the body as
+ * the request check parsed it (b borrowed): the caller's callbackUrl, and
+ * the body sent without it, which the check made (or, the check having let
+ * an export kind it does not know through unchanged, generated here from
+ * the same tree). Nothing is parsed again; reads only b, so it runs on the
+ * worker thread for a large body.
  */
 void
-wh_scan_fill(struct wh_scan *s, const char *raw, size_t rawlen, const char *body,
-    size_t bodylen)
+wh_scan_fill(struct wh_scan *s, const struct gw_body *b)
 {
-	yajl_val v;
-
 	memset(s, 0, sizeof(*s));
-	s->sent = body != NULL;
-	if (raw != NULL) {
-		v = tg_json_parse(raw, rawlen, NULL);
-		s->raw_url = object_callback(v, &s->raw_member);
-		yajl_tree_free(v);
+	s->raw_url = object_callback(b->tree, &s->raw_member);
+	if (b->checked) {
+		s->sent = 1;
+		s->member = "callbackUrl";
+		s->url = b->callback != NULL && *b->callback != '\0' ?
+		    tg_xstrdup(b->callback) : NULL;
+		if (s->url != NULL && b->stripped != NULL)
+			s->stripped = tg_xstrndup(b->stripped, b->stripped_len);
+		s->stripped_len = b->stripped_len;
+	} else if (b->sent == NULL && b->tree != NULL && YAJL_IS_OBJECT(b->tree)) {
+		s->sent = 1;	/* unchecked: the caller's body is the one sent */
+		if ((s->url = object_callback(b->tree, &s->member)) != NULL)
+			s->stripped = strip_callback(b->tree, &s->stripped_len);
 	}
-	if (body == NULL)
-		return;
-	v = tg_json_parse(body, bodylen, NULL);
-	if ((s->url = object_callback(v, &s->member)) != NULL)
-		s->stripped = strip_callback(v, &s->stripped_len);
-	yajl_tree_free(v);
+}
+
+/* The same from a body no check read (dex.validate off): one parse. */
+static void
+scan_bytes(struct wh_scan *s, const char *bytes, size_t len)
+{
+	struct gw_body b = { NULL, 0, NULL, 0, NULL, 0, NULL };
+
+	b.tree = tg_json_parse(bytes, len, NULL);
+	wh_scan_fill(s, &b);
+	yajl_tree_free(b.tree);
 }
 
 void
@@ -415,8 +427,7 @@ raw_callback(struct gw_req *r, const char **member, struct wh_scan **own)
 	}
 	in = evhttp_request_get_input_buffer(r->req);
 	*own = tg_xmalloc(sizeof(**own));
-	wh_scan_fill(*own, (const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), NULL,
-	    0);
+	scan_bytes(*own, (const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in));
 	*member = (*own)->raw_member;
 	return (*own)->raw_url;
 }
@@ -458,8 +469,7 @@ sent_scan(struct gw_req *r)
 		wh_scan_free(s);
 		b = body_of(r);
 		s = tg_xmalloc(sizeof(*s));
-		wh_scan_fill(s, NULL, 0, (const char *)evbuffer_pullup(b, -1),
-		    evbuffer_get_length(b));
+		scan_bytes(s, (const char *)evbuffer_pullup(b, -1), evbuffer_get_length(b));
 	}
 	return s;
 }

@@ -138,11 +138,11 @@ wants_scan(const struct gw_req *r, void *ctx)
 }
 
 static void *
-scan(const char *raw, size_t rawlen, const char *sent, size_t sentlen)
+scan(const struct gw_body *b)
 {
 	struct wh_scan *s = tg_xmalloc(sizeof(*s));
 
-	wh_scan_fill(s, raw, rawlen, sent, sentlen);
+	wh_scan_fill(s, b);
 	return s;
 }
 

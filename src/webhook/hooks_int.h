@@ -127,12 +127,11 @@ void wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out, struct gw_scrape
 /* callbacks.c */
 #define WH_RELAY_PREFIX "/__tidegate/callbacks/"
 /**
- * Fill s (its strings owned) from the caller's body raw (NULL: skip) and the
- * body to be sent (NULL: skip), both borrowed. Reads nothing else: safe on
- * the worker thread.
+ * Fill s (its strings owned) from the body as the request check parsed it
+ * (b borrowed): nothing is parsed again. Reads nothing else: safe on the
+ * worker thread.
  */
-void wh_scan_fill(struct wh_scan *s, const char *raw, size_t rawlen, const char *body,
-    size_t bodylen);
+void wh_scan_fill(struct wh_scan *s, const struct gw_body *b);
 /** Free a heap scan (takes ownership; NULL-safe). */
 void wh_scan_free(struct wh_scan *s);
 /** 1 when r (borrowed) is an export whose callbackUrl the gateway handles. */
