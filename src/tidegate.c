@@ -5,6 +5,7 @@
  * event loop. SIGHUP reloads, SIGTERM/SIGINT drain and exit 0
  * (src/gateway/server.c).
  */
+#include <errno.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
@@ -50,6 +51,47 @@ load_config(const char *path, struct gw_config *cfg)
 	return rc;
 }
 
+/* The embedded emulator's file: relative to the gateway's (malloc'd). */
+static char *
+emulator_path(const struct gw_config *c)
+{
+	char *dir = tg_xstrdup(c->path), *path;
+
+	path = c->emulator_config[0] == '/' ? tg_xstrdup(c->emulator_config) :
+	    tg_xasprintf("%s/%s", dirname(dir), c->emulator_config);
+	free(dir);
+	return path;
+}
+
+/* upstream: embedded loads this file at start: load it here the same way,
+ * its own problems reported with its own file:line:col. */
+static void
+check_emulator(struct gw_config *c, struct tg_cfg_report *rep)
+{
+	struct tg_cfg_report sub = { 0 };
+	struct tg_emu_config ecfg;
+	char *full;
+	size_t i;
+
+	if (c->upstream == NULL || strcmp(c->upstream, "embedded") != 0)
+		return;
+	full = emulator_path(c);
+	if (access(full, R_OK) != 0) {
+		tg_config_report_add(rep, tg_config_report_pos(rep, "emulator_config", &i, &i) ?
+		    "upstream" : NULL, "emulator_config", "cannot read %s: %s (needed by "
+		    "upstream: embedded)", full, strerror(errno));
+		free(full);
+		return;
+	}
+	memset(&ecfg, 0, sizeof(ecfg));
+	sub.file = full;
+	tg_config_load_report(full, tg_emu_config_keys, tg_emu_config_nkeys, &ecfg, &sub);
+	tg_config_report_merge(rep, &sub);
+	tg_config_report_cleanup(&sub);
+	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
+	free(full);
+}
+
 /* upstream: embedded runs the emulator on the gateway's event base; its
  * config path is relative to the gateway's config file. ecfg is filled
  * even on failure (tg_config_free is NULL-safe on it). */
@@ -57,15 +99,12 @@ static struct tg_emu *
 start_emulator(struct event_base *base, const struct gw_config *c,
     struct tg_emu_config *ecfg, struct tg_err *err)
 {
-	char *dir = tg_xstrdup(c->path), *path;
+	char *path = emulator_path(c);
 	struct tg_emu *emu = NULL;
 
-	path = c->emulator_config[0] == '/' ? tg_xstrdup(c->emulator_config) :
-	    tg_xasprintf("%s/%s", dirname(dir), c->emulator_config);
 	if (tg_config_load(path, tg_emu_config_keys, tg_emu_config_nkeys, ecfg, err) == 0)
 		emu = tg_emu_new(base, ecfg, err);
 	free(path);
-	free(dir);
 	return emu;
 }
 
@@ -114,6 +153,7 @@ main(int argc, char **argv)
 	int test = 0, ch, lvl;
 
 	gw_config_add_check(tg_webhook_config_check);
+	gw_config_add_check(check_emulator);
 	while ((ch = getopt(argc, argv, "tc:K")) != -1) {
 		if (ch == 'K') {
 			tg_config_doc(gw_config_keys, gw_config_nkeys, stdout);

@@ -52,7 +52,7 @@ ALLOWED = {
     'dex': STATE | {'http', 'upstream', 'auth', 'ops'},
     'sim': STATE | {'http', 'upstream', 'auth', 'ops'},
     'emulator': BASE | {'http'},
-    'gateway': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'emulator'},
+    'gateway': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim'},
     'jobs': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'gateway'},
     'webhook': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'gateway'},
     'runs': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'gateway'},    'entry': set(OWNER.values()) | {'gateway'},

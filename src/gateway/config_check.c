@@ -19,7 +19,6 @@
 
 #include <event2/http.h>
 
-#include "tidegate/emulator.h"
 #include "tidegate/gateway_config.h"
 
 int
@@ -225,35 +224,6 @@ check_listeners(const struct gw_config *c, struct tg_cfg_report *rep)
 			    addr[i]);
 }
 
-/* upstream: embedded loads this file at start: load it here the same way,
- * its own problems reported with its own file:line:col. */
-static void
-check_emulator(struct gw_config *c, struct tg_cfg_report *rep)
-{
-	struct tg_cfg_report sub = { 0 };
-	struct tg_emu_config ecfg;
-	char *full;
-	size_t i;
-
-	if (c->upstream == NULL || strcmp(c->upstream, "embedded") != 0)
-		return;
-	full = beside(c, c->emulator_config);
-	if (access(full, R_OK) != 0) {
-		tg_config_report_add(rep, tg_config_report_pos(rep, "emulator_config", &i, &i) ?
-		    "upstream" : NULL, "emulator_config", "cannot read %s: %s (needed by "
-		    "upstream: embedded)", full, strerror(errno));
-		free(full);
-		return;
-	}
-	memset(&ecfg, 0, sizeof(ecfg));
-	sub.file = full;
-	tg_config_load_report(full, tg_emu_config_keys, tg_emu_config_nkeys, &ecfg, &sub);
-	tg_config_report_merge(rep, &sub);
-	tg_config_report_cleanup(&sub);
-	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
-	free(full);
-}
-
 void
 gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
 {
@@ -270,5 +240,4 @@ gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
 	check_url(c->sim.auth_url, "sim.auth_url", 1, rep);
 	check_routes(c, rep);
 	check_listeners(c, rep);
-	check_emulator(c, rep);
 }
