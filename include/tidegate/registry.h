@@ -40,12 +40,12 @@ struct evbuffer;
 /* ---- presenters (src/sim/runs_json.c) ---- */
 
 /**
- * The list as the extension API's body into g:
- * {"runs": [run…], "limit": n, "offset": n, "more": bool}. -1 with err
- * (nothing written). r, q and g borrowed.
+ * A page of runs (n of them, listed for q; more: further runs match) as
+ * the extension API's body into g:
+ * {"runs": [run…], "limit": n, "offset": n, "more": bool}. All borrowed.
  */
-int tg_runs_list_json(struct tg_runs *r, const struct tg_runs_query *q, yajl_gen g,
-    struct tg_err *err);
+void tg_runs_page_json(yajl_gen g, const struct tg_run *runs, size_t n,
+    const struct tg_runs_query *q, int more);
 
 /**
  * A run as JSON into g: simulationId, caseId, caseSha256, host, apiKey,

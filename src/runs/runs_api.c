@@ -51,8 +51,8 @@ on_list(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int
 {
 	struct gw_req *r = arg;
 	struct runs_req *q = runs_req_of(r);
+	struct tg_runs_query page = { .limit = q->limit, .offset = q->offset };
 	yajl_gen g;
-	size_t i;
 
 	q->op = NULL;
 	if (res->rc != 0) {
@@ -60,17 +60,7 @@ on_list(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int
 		return;
 	}
 	g = tg_json_gen_new();
-	yajl_gen_map_open(g);
-	tg_json_str(g, "runs");
-	yajl_gen_array_open(g);
-	for (i = 0; i < n; i++)
-		tg_run_json(g, &runs[i]);
-	yajl_gen_array_close(g);
-	tg_json_kv_int(g, "limit", q->limit == 0 ? TG_RUNS_LIST_LIMIT :
-	    q->limit > TG_RUNS_LIST_MAX ? TG_RUNS_LIST_MAX : (long long)q->limit);
-	tg_json_kv_int(g, "offset", (long long)q->offset);
-	tg_json_kv_bool(g, "more", more);
-	yajl_gen_map_close(g);
+	tg_runs_page_json(g, runs, n, &page, more);
 	gw_req_reply_json(r, 200, g);
 	yajl_gen_free(g);
 }

@@ -69,16 +69,12 @@ tg_run_json(yajl_gen g, const struct tg_run *run)
 	free(url);
 }
 
-int
-tg_runs_list_json(struct tg_runs *r, const struct tg_runs_query *q, yajl_gen g,
-    struct tg_err *err)
+void
+tg_runs_page_json(yajl_gen g, const struct tg_run *runs, size_t n,
+    const struct tg_runs_query *q, int more)
 {
-	struct tg_run *runs;
-	size_t i, n;
-	int more;
+	size_t i;
 
-	if (tg_runs_list(r, q, &runs, &n, &more, err) != 0)
-		return -1;
 	yajl_gen_map_open(g);
 	tg_json_str(g, "runs");
 	yajl_gen_array_open(g);
@@ -90,8 +86,6 @@ tg_runs_list_json(struct tg_runs *r, const struct tg_runs_query *q, yajl_gen g,
 	tg_json_kv_int(g, "offset", (long long)q->offset);
 	tg_json_kv_bool(g, "more", more);
 	yajl_gen_map_close(g);
-	tg_runs_free(runs, n);
-	return 0;
 }
 
 void

@@ -73,6 +73,11 @@ struct sq_op *tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, s
 struct tg_state_op *tg_state_sq_read(struct sq_op *o);
 /** Queue o on the writer thread: its handle, or NULL when answered at once. */
 struct tg_state_op *tg_state_sq_write(struct sq_op *o);
+/** o (borrowed) keeps a copy of data (borrowed) in o->p / o->np, freed
+ * with o (its cleanup). */
+void tg_state_sq_copy_bytes(struct sq_op *o, const void *data, size_t len);
+/** A cleanup (sq_op.cleanup) that frees o->p (o borrowed). */
+void tg_state_sq_free_bytes(struct sq_op *o);
 /** The seam's cancel (state.h tg_state_cancel) for this backend; op borrowed. */
 void tg_state_sq_cancel(struct tg_state_op *op);
 /** Map a store's return code into o->res (err already set); the code back. */

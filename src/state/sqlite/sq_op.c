@@ -166,3 +166,19 @@ tg_state_sq_answer_str(struct sq_op *o)
 }
 
 /* ---- open / close ---- */
+
+void
+tg_state_sq_free_bytes(struct sq_op *o)
+{
+	free(o->p);
+}
+
+void
+tg_state_sq_copy_bytes(struct sq_op *o, const void *data, size_t len)
+{
+	o->p = tg_xmalloc(len > 0 ? len : 1);
+	if (len > 0)
+		memcpy(o->p, data, len);
+	o->np = len;
+	o->cleanup = tg_state_sq_free_bytes;
+}

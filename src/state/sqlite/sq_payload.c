@@ -195,12 +195,6 @@ run_set(struct sq_op *o)
 	    &o->res.err));
 }
 
-static void
-free_data(struct sq_op *o)
-{
-	free(o->p);
-}
-
 struct tg_state_op *
 tg_state_sq_payload_set(void *impl, const char *id, const void *data, size_t len,
     int64_t now_ms, tg_state_done_cb cb, void *arg)
@@ -209,11 +203,7 @@ tg_state_sq_payload_set(void *impl, const char *id, const void *data, size_t len
 	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
 	o->s1 = tg_state_sq_dup(id);
-	o->p = tg_xmalloc(len > 0 ? len : 1);
-	if (len > 0)
-		memcpy(o->p, data, len);
-	o->np = len;
+	tg_state_sq_copy_bytes(o, data, len);
 	o->t1 = now_ms;
-	o->cleanup = free_data;
 	return tg_state_sq_write(o);
 }

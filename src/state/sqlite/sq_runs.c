@@ -171,12 +171,6 @@ run_archive(struct sq_op *o)
 	    &o->res.err));
 }
 
-static void
-free_p(struct sq_op *o)
-{
-	free(o->p);
-}
-
 struct tg_state_op *
 tg_state_sq_runs_archive(void *impl, const char *id, const void *data, size_t len,
     int64_t now_ms, tg_state_done_cb cb, void *arg)
@@ -185,12 +179,8 @@ tg_state_sq_runs_archive(void *impl, const char *id, const void *data, size_t le
 	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
 
 	o->s1 = tg_state_sq_dup(id);
-	o->p = tg_xmalloc(len > 0 ? len : 1);
-	if (len > 0)
-		memcpy(o->p, data, len);
-	o->np = len;
+	tg_state_sq_copy_bytes(o, data, len);
 	o->t1 = now_ms;
-	o->cleanup = free_p;
 	return tg_state_sq_write(o);
 }
 
@@ -386,7 +376,7 @@ tg_state_sq_runs_stats(void *impl, tg_state_runs_stats_cb cb, void *arg)
 	struct sq_op *o = tg_state_sq_op_new(impl, SQ_RUNS, run_stats, answer_stats,
 	    (void (*)(void))cb, arg);
 
-	o->cleanup = free_p;
+	o->cleanup = tg_state_sq_free_bytes;
 	return tg_state_sq_read(o);
 }
 
@@ -410,7 +400,7 @@ tg_state_sq_runs_archived(void *impl, const char *id, tg_state_blob_cb cb, void 
 	    (void (*)(void))cb, arg);
 
 	o->s1 = tg_state_sq_dup(id);
-	o->cleanup = free_p;
+	o->cleanup = tg_state_sq_free_bytes;
 	return tg_state_sq_read(o);
 }
 
