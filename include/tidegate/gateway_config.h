@@ -87,6 +87,9 @@ struct gw_config {
 	int64_t runs_retention_interval;
 	char *runs_sync;
 	long long runs_sweep_max_variants, runs_sweep_concurrency;
+	/* the state seam */
+	char *state_url;	/* NULL: SQLite; a secret (the URL may hold a password) */
+	char *state_instance;	/* NULL in the file: host:pid, set by gw_config_load */
 	/* derived by gw_config_load (not keys) */
 	enum gw_wh_mode wh_mode;
 	char *wh_db_path;		/* wh_db resolved against the file's directory */

@@ -84,6 +84,8 @@ struct tg_state_opts {
 	const struct tg_runs_opts *runs;	/* run registry and sweeps; NULL: none */
 	const struct tg_outbox_opts *outbox;	/* webhook outbox; NULL: none */
 	const struct tg_owners_opts *owners;	/* correlation ownership; NULL: none */
+	const char *instance;			/* this instance's name (leases, token
+						 * records); NULL: none */
 };
 
 /**

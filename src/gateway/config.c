@@ -248,6 +248,12 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "most variants one sweep may have"),
 	KB("runs.sweep_concurrency", TG_CFG_INT, runs_sweep_concurrency, "4", 1, 64,
 	   "variants of a sweep in flight at once when the sweep does not say"),
+	K("state.url", TG_CFG_SECRET, state_url, NULL,
+	  "where durable and shared state lives: absent, the SQLite files above (one "
+	  "instance); postgresql://… for a fleet (docs/architecture.md, State seam; a "
+	  "password in it: use state.url_env or state.url_file)"),
+	K("state.instance", TG_CFG_STR, state_instance, NULL,
+	  "this instance's name in leases, logs and the admin API (default: host:pid)"),
 	{ "keys", TG_CFG_LIST, O(keys), NULL, 0, 0, 0, key_keys, TG_NELEM(key_keys),
 	  sizeof(struct gw_key_cfg), O(nkeys),
 	  "gateway API keys; without keys the gateway only binds loopback" },
@@ -410,6 +416,8 @@ gw_config_free(struct gw_config *cfg)
 	strlist_wipe(&cfg->wh_secrets);
 	if (cfg->wh_secret != NULL)
 		explicit_bzero(cfg->wh_secret, strlen(cfg->wh_secret));
+	if (cfg->state_url != NULL)
+		explicit_bzero(cfg->state_url, strlen(cfg->state_url));
 	free(cfg->wh_schedule_ms);
 	cfg->wh_schedule_ms = NULL;
 	free(cfg->wh_db_path);

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -224,6 +225,26 @@ check_listeners(const struct gw_config *c, struct tg_cfg_report *rep)
 			    addr[i]);
 }
 
+/* state.url names a backend by its scheme (the rest, which may hold a
+ * password, is never quoted); state.instance defaults to host:pid. */
+static void
+check_state(struct gw_config *c, struct tg_cfg_report *rep)
+{
+	char host[256];
+	const char *u = c->state_url;
+
+	if (u != NULL && *u != '\0' && strncmp(u, "postgresql://", 13) != 0 &&
+	    strncmp(u, "postgres://", 11) != 0)
+		tg_config_report_add(rep, NULL, "state.url", "must be a postgresql:// URL "
+		    "(without state.url the state is kept in SQLite files)");
+	if (c->state_instance != NULL)
+		return;
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	c->state_instance = tg_xasprintf("%s:%ld", host, (long)getpid());
+}
+
 void
 gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
 {
@@ -240,4 +261,5 @@ gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
 	check_url(c->sim.auth_url, "sim.auth_url", 1, rep);
 	check_routes(c, rep);
 	check_listeners(c, rep);
+	check_state(c, rep);
 }

@@ -83,6 +83,10 @@ CASES = [
       "'sim.client_secret_file'?)"]),
     ("webhook_section_typo", "webhook:\n  mode: relay\n",
      ["{f}:2:1: webhook: unknown key (did you mean 'webhooks'?)"]),
+    # the URL's scheme is checked; the rest, which may hold a password, is never quoted
+    ("state_url_scheme", "state:\n  url: mysql://u:hunter2@db/x\n",
+     ["{f}:3:8: state.url: must be a postgresql:// URL (without state.url the state is kept "
+      "in SQLite files)"]),
 ]
 
 

@@ -241,7 +241,7 @@ outbox_open(int64_t lease_ms)
 {
 	struct tg_outbox_opts oo = { .path = T.db, .schedule_ms = sched,
 		.nschedule = TG_NELEM(sched), .jitter_pct = -1, .lease_ms = lease_ms };
-	struct tg_state_opts so = { NULL, NULL, &oo, NULL };
+	struct tg_state_opts so = { .outbox = &oo };
 
 	T.lease_ms = lease_ms;
 	tg_state_close(T.st);

@@ -89,7 +89,7 @@ setup(void **state)
 	struct tg_cfg_report rep = { 0 };
 	struct gw_config cfg;
 	struct tg_owners_opts oo;
-	struct tg_state_opts so = { NULL, NULL, NULL, &oo };
+	struct tg_state_opts so = { .owners = &oo };
 	struct tg_err err;
 
 	tg_log_init(stderr, TG_LOG_OFF);
