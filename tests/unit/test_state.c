@@ -1180,6 +1180,27 @@ until_rc(struct wait *w, int want)
 	fail_msg("no answer %s (last: %s)", tg_state_rc_str(want), w->res.err.msg);
 }
 
+#define PG_POOL_SIZE	2	/* the backend's connections (src/state/pg/pg.h) */
+
+/* Run the loop until the server counts n connections of the backend. */
+static void
+until_up(int n)
+{
+	const char *vals[1] = { F.schema };
+	PGresult *r;
+	int i, got_n = 0;
+
+	for (i = 0; i < 1000 && got_n != n; i++) {
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(10000);
+		r = PQexecParams(F.side, "SELECT count(*) FROM pg_stat_activity "
+		    "WHERE application_name = $1", 1, NULL, vals, NULL, NULL, 0);
+		got_n = PQresultStatus(r) == PGRES_TUPLES_OK ? atoi(PQgetvalue(r, 0, 0)) : -1;
+		PQclear(r);
+	}
+	assert_int_equal(got_n, n);
+}
+
 /* The server drops every connection of the backend: what is asked then
  * answers UNAVAILABLE, naming the cause and no secret; the backend
  * reconnects on its own. */
@@ -1191,7 +1212,7 @@ test_fleet_connections_lost(void **state)
 	PGresult *r;
 	struct wait w = { 0 };
 
-	until_rc(&w, TG_STATE_NOT_FOUND);	/* both connections up and used */
+	until_up(PG_POOL_SIZE);
 	r = PQexecParams(F.side, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
 	    "WHERE application_name = $1", 1, NULL, vals, NULL, NULL, 0);
 	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);

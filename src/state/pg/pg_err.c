@@ -24,10 +24,10 @@ tg_state_pg_err(struct tg_err *err, const char *prefix, const char *msg,
 			p += slen;
 			continue;
 		}
-		if (*p == '\n' || *p == '\t' || *p == '\r')
-			line[n++] = ' ';
-		else
+		if (*p != '\n' && *p != '\t' && *p != '\r')
 			line[n++] = *p;
+		else if (n > 0 && line[n - 1] != ' ')
+			line[n++] = ' ';
 		p++;
 	}
 	while (n > 0 && line[n - 1] == ' ')
