@@ -34,6 +34,11 @@
  * writer thread with its own connections, in FIFO order, answering later
  * on the loop (src/core/worker.c). Token records and poll leadership live
  * in memory with SQLite (one instance always leads; nothing is shared).
+ * The PostgreSQL backend (src/state/pg/) opens synchronously (connect and
+ * migrate, once, before the loop runs) and from then on answers every
+ * operation later, from libpq driven on the loop; only an UNAVAILABLE
+ * answer (no connection up, closing, a domain it does not hold yet) comes
+ * before the call returns.
  *
  * Times are milliseconds since the epoch, passed in by the caller.
  */

@@ -3,7 +3,7 @@
  * name, open and close, and one entry per operation of
  * include/tidegate/state.h with the same arguments, the backend's own
  * handle (impl) standing for struct tg_state. Private to src/state/: a
- * backend (sqlite/, a PostgreSQL one) fills a struct tg_state_backend and
+ * backend (sqlite/, pg/) fills a struct tg_state_backend and
  * is listed in state.c's table; callers never change.
  *
  * Operation handles and payload writers begin with the backend that made
@@ -143,5 +143,7 @@ struct tg_state_backend {
 
 /** The SQLite backend (src/state/sqlite/backend.c). */
 extern const struct tg_state_backend tg_state_sqlite_backend;
+/** The PostgreSQL backend (src/state/pg/pg_vtable.c). */
+extern const struct tg_state_backend tg_state_pg_backend;
 
 #endif

@@ -21,8 +21,8 @@ static const struct {
 	const struct tg_state_backend *be;
 } backends[] = {
 	{ "sqlite", &tg_state_sqlite_backend },
-	{ "postgresql", NULL },
-	{ "postgres", NULL },
+	{ "postgresql", &tg_state_pg_backend },
+	{ "postgres", &tg_state_pg_backend },
 };
 
 const char *

@@ -8,6 +8,14 @@
  * record, lookup and prune; token records; poll leadership; cancel before
  * completion (never called back, nothing leaked under ASan); reads that
  * answer before their call returns and writes that answer later.
+ *
+ * Each case says which domains it needs and each backend which it has:
+ * SQLite has them all; PostgreSQL (the first step of fleet mode) has the
+ * shared ones (ownership, tokens, poll entries) and the fleet cases (two
+ * handles on one database, connections killed under it). The PostgreSQL
+ * entry runs when the environment names a server (TG_TEST_PG_URL, or the
+ * PG* variables pg_virtualenv sets), each setup in a schema of its own,
+ * and is skipped with a printed reason otherwise.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +28,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <libpq-fe.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 
@@ -31,18 +40,34 @@
 
 static const int64_t sched[] = { 0 };	/* one attempt: a failure is a dead letter */
 
-/* One backend under test: opens F.st on F.base, or fails the test. */
+/* What a case needs and a backend has. */
+enum {
+	D_OUTBOX = 1,		/* webhook outbox and payloads */
+	D_RUNS = 2,		/* run registry and sweeps */
+	D_SHARED = 4,		/* ownership, tokens, poll entries */
+	D_LOCAL = 8,		/* cases of the default backend only (open errors) */
+	D_FLEET = 16,		/* shared by several handles: answers cached, leaders */
+};
+
+/* One backend under test: opens F.st on F.base, or fails the test.
+ * absent: NULL when it can run here, else why not. */
 struct backend {
 	const char *name;
 	int (*setup)(void);
 	void (*teardown)(void);
+	unsigned has;
+	const char *(*absent)(void);
 };
 
 static struct {
+	const struct backend *b;
 	struct event_base *base;
 	struct tg_state *st;
 	char dir[64];
 	char runs[96], outbox[96], owners[96];
+	PGconn *side;			/* PostgreSQL: the test's own connection */
+	char schema[64];
+	char url[1024];
 } F;
 
 static int
@@ -79,9 +104,81 @@ sqlite_teardown(void)
 		print_error("cannot remove %s\n", F.dir);
 }
 
-/* The table: a backend added here runs every case below. */
+/* The server the environment names: a URL, or "postgresql://" when the
+ * PG* variables say it all; NULL when none. */
+static const char *
+pg_base_url(void)
+{
+	if (getenv("TG_TEST_PG_URL") != NULL && *getenv("TG_TEST_PG_URL") != '\0')
+		return getenv("TG_TEST_PG_URL");
+	if (getenv("PGHOST") != NULL || getenv("PGPORT") != NULL || getenv("PGDATABASE") != NULL)
+		return "postgresql://";
+	return NULL;
+}
+
+static const char *
+pg_skip(void)
+{
+	return pg_base_url() == NULL ? "no PostgreSQL named by TG_TEST_PG_URL or PGHOST/PGPORT/"
+	    "PGDATABASE (run under pg_virtualenv -v 15)" : NULL;
+}
+
+/* Run q (the test's own constant SQL) on the side connection. */
+static int
+side_exec(const char *q)
+{
+	PGresult *r = PQexec(F.side, q);
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+
+	if (!ok)
+		print_error("%s: %s\n", q, PQerrorMessage(F.side));
+	PQclear(r);
+	return ok ? 0 : -1;
+}
+
+/* A schema of its own for each case, named in the URL's options, and an
+ * application_name to find the backend's connections by. */
+static int
+pg_setup(void)
+{
+	const char *base = pg_base_url();
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo };
+	struct tg_err err;
+	char q[128];
+
+	F.side = PQconnectdb(base);
+	if (PQstatus(F.side) != CONNECTION_OK) {
+		print_error("connect: %s\n", PQerrorMessage(F.side));
+		return -1;
+	}
+	snprintf(F.schema, sizeof(F.schema), "tg_test_%ld_%ld", (long)getpid(), random() % 100000);
+	snprintf(q, sizeof(q), "CREATE SCHEMA %s", F.schema);
+	if (side_exec(q) != 0)
+		return -1;
+	snprintf(F.url, sizeof(F.url), "%s%soptions=-csearch_path%%3D%s&application_name=%s",
+	    base, strchr(base, '?') != NULL ? "&" : "?", F.schema, F.schema);
+	F.st = tg_state_open(F.base, &opts, &err);
+	if (F.st == NULL)
+		print_error("open: %s\n", err.msg);
+	return F.st != NULL ? 0 : -1;
+}
+
+static void
+pg_teardown(void)
+{
+	char q[128];
+
+	snprintf(q, sizeof(q), "DROP SCHEMA %s CASCADE", F.schema);
+	side_exec(q);
+	PQfinish(F.side);
+	F.side = NULL;
+}
+
+/* The table: a backend runs every case whose domains it has. */
 static const struct backend backends[] = {
-	{ "sqlite", sqlite_setup, sqlite_teardown },
+	{ "sqlite", sqlite_setup, sqlite_teardown, D_OUTBOX | D_RUNS | D_SHARED | D_LOCAL, NULL },
+	{ "postgresql", pg_setup, pg_teardown, D_SHARED | D_FLEET, pg_skip },
 };
 
 static int
@@ -89,6 +186,7 @@ setup(void **state)
 {
 	const struct backend *b = *state;
 
+	F.b = b;
 	F.base = event_base_new();
 	return F.base != NULL ? b->setup() : -1;
 }
@@ -747,30 +845,54 @@ test_sweeps(void **state)
 
 /* ---- ownership, tokens, poll entries ---- */
 
+/* An operation that may answer now or later (the backend decides). */
+static void
+settle(struct tg_state_op *op, struct wait *w)
+{
+	if (op != NULL)
+		wait_for(w);
+	assert_int_equal(w->called, 1);
+}
+
 static void
 test_owners(void **state)
 {
 	struct wait w = { 0 };
 
-	expect_later(tg_state_owners_record(F.st, "export", "ABC-1", "key-a", T0, on_done, &w),
-	    &w);
+	settle(tg_state_owners_record(F.st, "export", "ABC-1", "key-a", T0, on_done, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	wait_clear(&w);
-	expect_now(tg_state_owners_lookup(F.st, "export", "abc-1", T0 + 1, on_str, &w), &w);
+	settle(tg_state_owners_lookup(F.st, "export", "abc-1", T0 + 1, on_str, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	assert_string_equal(w.s, "key-a");
 	wait_clear(&w);
-	expect_now(tg_state_owners_lookup(F.st, "import", "ABC-1", T0 + 1, on_str, &w), &w);
+	settle(tg_state_owners_lookup(F.st, "export", " {0123456789ABCDEF0123456789abcdef} ",
+	    T0 + 1, on_str, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	settle(tg_state_owners_record(F.st, "export", "01234567-89ab-cdef-0123-456789ABCDEF",
+	    "key-b", T0, on_done, &w), &w);
+	wait_clear(&w);
+	settle(tg_state_owners_lookup(F.st, "export", " {0123456789ABCDEF0123456789abcdef} ",
+	    T0 + 1, on_str, &w), &w);		/* the same UUID, spelled otherwise */
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_string_equal(w.s, "key-b");
+	wait_clear(&w);
+	settle(tg_state_owners_lookup(F.st, "import", "ABC-1", T0 + 1, on_str, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
 	assert_null(w.s);
 	wait_clear(&w);
-	expect_later(tg_state_owners_count(F.st, on_num, &w), &w);
-	assert_int_equal(w.n, 1);
+	settle(tg_state_owners_lookup(F.st, "export", "ABC-1", T0 + 31LL * 86400000, on_str,
+	    &w), &w);				/* too old to count */
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
 	wait_clear(&w);
-	expect_later(tg_state_owners_prune(F.st, T0 + 31LL * 86400000, on_num, &w), &w);
-	assert_int_equal(w.n, 1);
+	settle(tg_state_owners_count(F.st, on_num, &w), &w);
+	assert_int_equal(w.n, 2);
 	wait_clear(&w);
-	expect_later(tg_state_owners_count(F.st, on_num, &w), &w);
+	settle(tg_state_owners_prune(F.st, T0 + 31LL * 86400000, on_num, &w), &w);
+	assert_int_equal(w.n, 2);
+	wait_clear(&w);
+	settle(tg_state_owners_count(F.st, on_num, &w), &w);
 	assert_int_equal(w.n, 0);
 	wait_clear(&w);
 }
@@ -827,24 +949,51 @@ on_answer(const struct tg_state_res *res, const struct tg_state_answer *a, void 
 
 	got(w, res);
 	w->n = a != NULL ? a->status : -1;
+	if (a != NULL) {
+		w->count = a->len;
+		w->p = malloc(a->len + 1);
+		memcpy(w->p, a->body, a->len);
+		((char *)w->p)[a->len] = '\0';
+		w->s = a->content_type != NULL ? strdup(a->content_type) : NULL;
+	}
 }
 
+/* One instance always leads and keeps nothing (SQLite); a fleet's leader
+ * holds the key for its ttl and its answer is cached (PostgreSQL). */
 static void
 test_poll(void **state)
 {
-	struct tg_state_answer a = { 200, "application/json", "{}", 2 };
+	static const char body[] = "{\"a\":\"\0binary\"}";
+	struct tg_state_answer a = { 200, "application/json", body, sizeof(body) - 1 };
+	int fleet = (F.b->has & D_FLEET) != 0;
 	struct wait w = { 0 };
 
 	token_call(tg_state_poll_lead(F.st, "dex/export/1", T0, 5000, on_num, &w), &w,
 	    TG_STATE_OK);
 	assert_int_equal(w.n, 1);
 	wait_clear(&w);
+	token_call(tg_state_poll_lead(F.st, "dex/export/1", T0 + 1, 5000, on_num, &w), &w,
+	    TG_STATE_OK);
+	assert_int_equal(w.n, fleet ? 0 : 1);	/* held until T0 + 5000 */
+	wait_clear(&w);
 	token_call(tg_state_poll_publish(F.st, "dex/export/1", &a, T0, 5000, on_done, &w), &w,
 	    TG_STATE_OK);
 	wait_clear(&w);
-	token_call(tg_state_poll_fetch(F.st, "dex/export/1", T0, on_answer, &w), &w,
-	    TG_STATE_NOT_FOUND);
-	assert_int_equal(w.n, -1);
+	token_call(tg_state_poll_fetch(F.st, "dex/export/1", T0 + 10, on_answer, &w), &w,
+	    fleet ? TG_STATE_OK : TG_STATE_NOT_FOUND);
+	assert_int_equal(w.n, fleet ? 200 : -1);
+	if (fleet) {
+		assert_int_equal(w.count, sizeof(body) - 1);
+		assert_memory_equal(w.p, body, sizeof(body) - 1);
+		assert_string_equal(w.s, "application/json");
+	}
+	wait_clear(&w);
+	token_call(tg_state_poll_fetch(F.st, "dex/export/1", T0 + 5000, on_answer, &w), &w,
+	    TG_STATE_NOT_FOUND);		/* expired */
+	wait_clear(&w);
+	token_call(tg_state_poll_lead(F.st, "dex/export/1", T0 + 5000, 5000, on_num, &w), &w,
+	    TG_STATE_OK);
+	assert_int_equal(w.n, 1);		/* free again */
 	wait_clear(&w);
 }
 
@@ -918,17 +1067,182 @@ test_close_pending(void **state)
 }
 
 static void
+never_done(const struct tg_state_res *res, void *arg)
+{
+	fail_msg("a cancelled operation was answered");
+}
+
+/* Cancelled writes are never answered; the query may still run. */
+static void
+test_cancel_shared(void **state)
+{
+	struct tg_state_op *op;
+	struct wait w = { 0 };
+	char cid[16];
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		snprintf(cid, sizeof(cid), "job-%d", i);
+		op = tg_state_owners_record(F.st, "export", cid, "key-a", T0, never_done, NULL);
+		assert_non_null(op);
+		tg_state_cancel(op);
+	}
+	settle(tg_state_owners_count(F.st, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_true(w.n >= 0 && w.n <= 4);
+	wait_clear(&w);
+	settle(tg_state_token_get(F.st, "dex", on_token, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+}
+
+static void
+test_close_pending_shared(void **state)
+{
+	struct wait w[3] = { { 0 } };
+	int i;
+
+	for (i = 0; i < 3; i++)
+		assert_non_null(tg_state_owners_record(F.st, "export", "job", "key-a", T0, on_done,
+		    &w[i]));
+	tg_state_close(F.st);
+	F.st = NULL;
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(w[i].called, 1);
+		assert_true(w[i].res.rc == TG_STATE_OK || w[i].res.rc == TG_STATE_UNAVAILABLE);
+		wait_clear(&w[i]);
+	}
+}
+
+/* Two handles on one database, as two instances of a fleet. */
+static void
+test_fleet_two_handles(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo };
+	struct tg_state_token t = { "tok-a", T0 + 3600000 };
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+
+	b = tg_state_open(F.base, &opts, &err);	/* the schema is there: no migration */
+	assert_non_null(b);
+	assert_string_equal(tg_state_backend_name(b), "postgresql");
+	settle(tg_state_token_put(F.st, "dex", &t, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	settle(tg_state_token_get(b, "dex", on_token, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_string_equal(w.s, "tok-a");
+	assert_int_equal(w.n, T0 + 3600000);
+	wait_clear(&w);
+	settle(tg_state_poll_lead(F.st, "dex/export/9", T0, 5000, on_num, &w), &w);
+	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+	settle(tg_state_poll_lead(b, "dex/export/9", T0 + 4999, 5000, on_num, &w), &w);
+	assert_int_equal(w.n, 0);		/* the other leads */
+	wait_clear(&w);
+	settle(tg_state_poll_lead(b, "dex/export/9", T0 + 5000, 5000, on_num, &w), &w);
+	assert_int_equal(w.n, 1);		/* its ttl passed */
+	wait_clear(&w);
+	settle(tg_state_poll_lead(F.st, "dex/export/9", T0 + 5001, 5000, on_num, &w), &w);
+	assert_int_equal(w.n, 0);
+	wait_clear(&w);
+	settle(tg_state_owners_record(b, "export", "J-1", "key-b", T0, on_done, &w), &w);
+	wait_clear(&w);
+	settle(tg_state_owners_lookup(F.st, "export", "j-1", T0, on_str, &w), &w);
+	assert_string_equal(w.s, "key-b");
+	wait_clear(&w);
+	settle(tg_state_token_invalidate(b, "dex", "tok-a", on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	settle(tg_state_token_get(F.st, "dex", on_token, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	tg_state_close(b);
+}
+
+/* Ask for a token until the answer's code is want (at most ~10 s); the
+ * last answer stays in w. */
+static void
+until_rc(struct wait *w, int want)
+{
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		wait_clear(w);
+		settle(tg_state_token_get(F.st, "dex", on_token, w), w);
+		if (w->res.rc == want)
+			return;
+		usleep(10000);
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+	}
+	fail_msg("no answer %s (last: %s)", tg_state_rc_str(want), w->res.err.msg);
+}
+
+#define PG_POOL_SIZE	2	/* the backend's connections (src/state/pg/pg.h) */
+
+/* Run the loop until the server counts n connections of the backend. */
+static void
+until_up(int n)
+{
+	const char *vals[1] = { F.schema };
+	PGresult *r;
+	int i, got_n = 0;
+
+	for (i = 0; i < 1000 && got_n != n; i++) {
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(10000);
+		r = PQexecParams(F.side, "SELECT count(*) FROM pg_stat_activity "
+		    "WHERE application_name = $1", 1, NULL, vals, NULL, NULL, 0);
+		got_n = PQresultStatus(r) == PGRES_TUPLES_OK ? atoi(PQgetvalue(r, 0, 0)) : -1;
+		PQclear(r);
+	}
+	assert_int_equal(got_n, n);
+}
+
+/* The server drops every connection of the backend: what is asked then
+ * answers UNAVAILABLE, naming the cause and no secret; the backend
+ * reconnects on its own. */
+static void
+test_fleet_connections_lost(void **state)
+{
+	const char *vals[1] = { F.schema };
+	const char *pw = getenv("PGPASSWORD");
+	PGresult *r;
+	struct wait w = { 0 };
+
+	until_up(PG_POOL_SIZE);
+	r = PQexecParams(F.side, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+	    "WHERE application_name = $1", 1, NULL, vals, NULL, NULL, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_true(PQntuples(r) >= 1);
+	PQclear(r);
+	until_rc(&w, TG_STATE_UNAVAILABLE);
+	assert_non_null(strstr(w.res.err.msg, "postgresql"));
+	if (pw != NULL && *pw != '\0')
+		assert_null(strstr(w.res.err.msg, pw));
+	until_rc(&w, TG_STATE_NOT_FOUND);	/* reconnected */
+	wait_clear(&w);
+}
+
+static void
 test_open_errors(void **state)
 {
-	struct tg_state_opts pg = { .url = "postgresql://db.internal/tidegate" };
+	struct tg_state_opts pg = { .url = "postgresql://tg:s3cret@127.0.0.1:1/tidegate" };
+	struct tg_state_opts bad = { .url = "postgres://tg:s3cret@[::1/tidegate" };
 	struct tg_state_opts odd = { .url = "redis://localhost" };
 	struct tg_state_opts none = { .url = "" };
 	struct tg_state *st;
 	struct tg_err err;
 	struct wait w = { 0 };
 
-	assert_null(tg_state_open(F.base, &pg, &err));
+	assert_null(tg_state_open(F.base, &pg, &err));	/* nothing listens there */
 	assert_non_null(strstr(err.msg, "postgresql"));
+	assert_null(strstr(err.msg, "s3cret"));
+	assert_null(tg_state_open(F.base, &bad, &err));
+	assert_non_null(strstr(err.msg, "postgresql URL"));
+	assert_null(strstr(err.msg, "s3cret"));
 	assert_null(tg_state_open(F.base, &odd, &err));
 	assert_non_null(strstr(err.msg, "redis"));
 	st = tg_state_open(F.base, &none, &err);	/* SQLite, nothing configured */
@@ -944,29 +1258,44 @@ test_open_errors(void **state)
 	assert_string_equal(tg_state_rc_str(TG_STATE_CONFLICT), "conflict");
 }
 
-#define T_(f)	{ #f, f, setup, teardown, NULL }
+#define T_(f, needs)	{ { #f, f, setup, teardown, NULL }, (needs) }
 
 int
 main(void)
 {
-	static const struct CMUnitTest cases[] = {
-		T_(test_outbox_flow), T_(test_payload_stream), T_(test_redeliver),
-		T_(test_outbox_admin), T_(test_codes), T_(test_runs),
-		T_(test_run_end_and_archive), T_(test_sweeps), T_(test_owners), T_(test_tokens),
-		T_(test_poll), T_(test_cancel), T_(test_close_pending), T_(test_open_errors),
+	static const struct {
+		struct CMUnitTest t;
+		unsigned needs;
+	} cases[] = {
+		T_(test_outbox_flow, D_OUTBOX), T_(test_payload_stream, D_OUTBOX),
+		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
+		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),
+		T_(test_run_end_and_archive, D_RUNS), T_(test_sweeps, D_RUNS),
+		T_(test_owners, D_SHARED), T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
+		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
+		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
+		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_connections_lost, D_FLEET),
+		T_(test_open_errors, D_LOCAL),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];
-	size_t b, i;
+	const char *why;
+	size_t b, i, n;
 	int rc = 0;
 
 	tg_log_init(stderr, getenv("TG_TEST_LOG") ? TG_LOG_DEBUG : TG_LOG_OFF);
+	srandom((unsigned)getpid());
 	for (b = 0; b < TG_NELEM(backends); b++) {
-		for (i = 0; i < TG_NELEM(cases); i++) {
-			tests[i] = cases[i];
-			tests[i].initial_state = (void *)&backends[b];
+		if (backends[b].absent != NULL && (why = backends[b].absent()) != NULL) {
+			printf("[  SKIPPED ] the %s backend: %s\n", backends[b].name, why);
+			continue;
 		}
-		rc |= _cmocka_run_group_tests(backends[b].name, tests, TG_NELEM(tests), NULL,
-		    NULL);
+		for (i = n = 0; i < TG_NELEM(cases); i++) {
+			if ((cases[i].needs & ~backends[b].has) != 0)
+				continue;
+			tests[n] = cases[i].t;
+			tests[n++].initial_state = (void *)&backends[b];
+		}
+		rc |= _cmocka_run_group_tests(backends[b].name, tests, n, NULL, NULL);
 	}
 	return rc;
 }

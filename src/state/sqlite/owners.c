@@ -2,8 +2,10 @@
  * owners.c - the correlation ownership store (include/tidegate/owners.h):
  * one SQLite table of (family, correlationId) -> API key, with the time
  * of the record for the age bound and an increasing id for oldest-first
- * pruning. The correlationId is stored in the folded form job_key() gives,
- * so every spelling a vendor might read as one id finds the same row.
+ * pruning. The correlationId is stored in the folded form
+ * tg_state_job_key() gives (src/state/job_key.c, shared with the
+ * PostgreSQL backend), so every spelling a vendor might read as one id
+ * finds the same row.
  * Called by the gateway's jobs.c; the only file with this SQL, so that it
  * can move behind the state seam as one piece.
  */
@@ -13,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "tidegate/owners.h"
+#include "../job_key.h"
 
 #define KEEP_MS		(30LL * 24 * 3600 * 1000)
 #define MAX_ROWS	1000000
@@ -161,59 +164,10 @@ tg_owners_close(struct tg_owners *o)
 	free(o);
 }
 
-static int
-decoration(char c)
-{
-	return c == '-' || c == '{' || c == '}' || c == '(' || c == ')';
-}
-
-static int
-hex_digit(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-}
-
-/*
- * The form a job id is stored and looked up under (malloc'd). A vendor
- * may read other spellings of an id as the same job (a UUID column
- * ignores case, braces and hyphens; some frameworks trim values), and
- * none of them may escape the owner: spaces and tabs around the id are
- * dropped, ASCII letters lower-cased, and an id that is 32 hex digits
- * once '-', '{', '}', '(' and ')' are left out is reduced to those digits.
- * Two distinct ids collide only when they differ in nothing else.
- */
-static char *
-job_key(const char *cid)
-{
-	size_t n = strlen(cid), i, k = 0, hex = 0, other = 0;
-	char *out;
-
-	while (n > 0 && (cid[n - 1] == ' ' || cid[n - 1] == '\t'))
-		n--;
-	while (n > 0 && (*cid == ' ' || *cid == '\t')) {
-		cid++;
-		n--;
-	}
-	out = tg_xmalloc(n + 1);
-	for (i = 0; i < n; i++) {
-		out[i] = cid[i] >= 'A' && cid[i] <= 'Z' ? (char)(cid[i] - 'A' + 'a') : cid[i];
-		hex += hex_digit(out[i]);
-		other += !hex_digit(out[i]) && !decoration(out[i]);
-	}
-	out[n] = '\0';
-	if (hex == 32 && other == 0) {
-		for (i = 0; i < n; i++)
-			if (hex_digit(out[i]))
-				out[k++] = out[i];
-		out[k] = '\0';
-	}
-	return out;
-}
-
 static void
 bind_job(sqlite3_stmt *s, const char *family, const char *cid)
 {
-	char *key = job_key(cid);
+	char *key = tg_state_job_key(cid);
 
 	sqlite3_bind_text(s, 1, family, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(s, 2, key, -1, SQLITE_TRANSIENT);

@@ -1,0 +1,180 @@
+/*
+ * pg.h - private contract between the files of the PostgreSQL state
+ * backend: the backend's handle (a small pool of libpq connections driven
+ * by libevent on the loop, a FIFO of operations waiting for a free
+ * connection), the operation record every seam call fills, and the
+ * prepared statements.
+ *
+ * Files: backend.c (open, close), pg_conn.c (connections:
+ * connect, prepare, send, read, fail and reconnect), pg_schema.c (the
+ * schema's migrations and the statements' SQL), pg_err.c (errors without
+ * secrets), pg_shared.c (owners, tokens, poll entries), pg_vtable.c (the
+ * vtable, and the domains not built yet in this backend).
+ *
+ * Threads: the loop's only. Nothing here blocks once tg_state_open has
+ * returned (open itself connects and migrates synchronously, once).
+ */
+#ifndef TG_STATE_PG_H
+#define TG_STATE_PG_H
+
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+#include "tidegate/state.h"
+#include "../backend.h"
+
+#define PG_POOL		2	/* connections per backend */
+#define PG_MAXP		6	/* parameters of a statement at most */
+#define PG_BACKOFF_MIN	100	/* ms before the first reconnect */
+#define PG_BACKOFF_MAX	5000	/* ms between reconnects at most */
+#define PG_CONNECT_MS	10000	/* a connection attempt gives up after */
+
+/** The prepared statements (pg_schema.c holds their SQL). */
+enum pg_stmt {
+	PG_OWNERS_RECORD, PG_OWNERS_LOOKUP, PG_OWNERS_PRUNE, PG_OWNERS_COUNT,
+	PG_TOKEN_GET, PG_TOKEN_PUT, PG_TOKEN_INVALIDATE,
+	PG_POLL_LEAD, PG_POLL_PUBLISH, PG_POLL_FETCH,
+	PG_NSTMT
+};
+
+/** What an operation needs configured. */
+enum pg_domain { PG_ANY, PG_OWNERS };
+
+enum pg_conn_state { PG_DOWN, PG_CONNECTING, PG_PREPARING, PG_IDLE, PG_BUSY };
+
+struct pg;
+struct pg_op;
+
+/** Reads result r (borrowed; NULL when o->res.rc != 0) and calls the
+ * operation's callback. */
+typedef void (*pg_answer_fn)(struct pg_op *o, const PGresult *r);
+
+/** One connection of the pool. */
+struct pg_conn {
+	struct pg *pg;
+	PGconn *c;			/* NULL while down */
+	struct event *io;		/* on PQsocket; what it waits for: */
+	short what;
+	struct event *timer;		/* reconnect backoff, connect timeout */
+	enum pg_conn_state st;
+	int nprep;			/* statements prepared so far */
+	int backoff_ms;
+	struct pg_op *op;		/* in flight (BUSY) */
+	PGresult *last;			/* its result so far */
+};
+
+struct pg {
+	const struct tg_state_backend *be;	/* this backend's vtable */
+	struct event_base *base;
+	const char *const *keys;		/* connection parameters (libpq's */
+	const char *const *vals;		/* keyword/value arrays; owned) */
+	char *secret;				/* the password: never in err or logs */
+	char *instance;				/* hostname:pid */
+	struct pg_conn conn[PG_POOL];
+	struct pg_op *head, **tail;		/* waiting for a connection */
+	struct event *kick;			/* dispatch on the next loop turn */
+	char down[256];				/* why the last connection failed */
+	int owners;				/* ownership configured */
+	int64_t keep_ms;
+	long long max_rows;
+	int closing;
+};
+
+/** One operation; freed by pg_conn.c once answered or cancelled. */
+struct pg_op {
+	struct tg_state_op pub;
+	struct pg *pg;
+	struct pg_op *next;		/* in the FIFO */
+	struct pg_conn *conn;		/* in flight on it; NULL while queued */
+	int stmt;			/* enum pg_stmt */
+	int nparams;
+	char *val[PG_MAXP];		/* parameter values (owned; NULL: SQL NULL) */
+	int len[PG_MAXP];
+	int fmt[PG_MAXP];		/* 0 text, 1 binary */
+	int binary;			/* results in binary */
+	int cancelled;
+	pg_answer_fn answer;
+	void (*cb)(void);		/* the typed callback, cast back by answer */
+	void *arg;
+	struct tg_state_res res;
+};
+
+/* ---- pg_conn.c ---- */
+
+/** A new operation of pg running statement stmt; cb is the typed
+ * callback, cast. The caller owns it until tg_state_pg_submit. */
+struct pg_op *tg_state_pg_op_new(struct pg *pg, enum pg_stmt stmt, pg_answer_fn answer,
+    void (*cb)(void), void *arg);
+/** Parameters, in order: a string (borrowed, copied; NULL: SQL NULL), a
+ * number, bytes (borrowed, copied; sent in binary). o borrowed. */
+void tg_state_pg_param_str(struct pg_op *o, const char *s);
+void tg_state_pg_param_i64(struct pg_op *o, int64_t n);
+void tg_state_pg_param_bin(struct pg_op *o, const void *data, size_t len);
+/** Takes ownership of o: queued for the first free connection (its
+ * handle), or answered at once UNAVAILABLE when no connection is up, the
+ * backend is closing, or dom is not configured (NULL). */
+struct tg_state_op *tg_state_pg_submit(struct pg_op *o, enum pg_domain dom);
+/** The seam's cancel for this backend (op borrowed). */
+void tg_state_pg_cancel(struct tg_state_op *op);
+/** Start the pool (pg borrowed); takes ownership of first, a connection
+ * already made (blocking, at open) and set non-blocking. */
+void tg_state_pg_pool_start(struct pg *pg, PGconn *first);
+/** Stop the pool (pg borrowed): every operation not answered yet answers
+ * UNAVAILABLE now, every connection closes. */
+void tg_state_pg_pool_stop(struct pg *pg);
+/** The name of prepared statement i (static, borrowed). */
+const char *tg_state_pg_stmt_name(int i);
+
+/* ---- pg_schema.c ---- */
+
+/** The SQL of prepared statement i (static, borrowed). */
+const char *tg_state_pg_sql(int i);
+/** Create or migrate the schema on c (borrowed; blocking, at open only),
+ * under an advisory lock: 0, or -1 with err (secret borrowed, scrubbed). */
+int tg_state_pg_migrate(PGconn *c, const char *secret, struct tg_err *err);
+
+/* ---- pg_err.c ---- */
+
+/** err = prefix + msg (borrowed) on one line, every occurrence of secret
+ * (borrowed; NULL or "": none) replaced by "***". */
+void tg_state_pg_err(struct tg_err *err, const char *prefix, const char *msg,
+    const char *secret);
+
+/* ---- answers shared by several operations (pg_conn.c) ---- */
+
+void tg_state_pg_answer_done(struct pg_op *o, const PGresult *r);
+/** n: the first column of the first row as a number (0 when none). */
+void tg_state_pg_answer_num(struct pg_op *o, const PGresult *r);
+
+/* ---- the operations (include/tidegate/state.h; impl is the struct pg *) ---- */
+
+struct tg_state_op *tg_state_pg_owners_record(void *impl, const char *family,
+    const char *cid, const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_owners_lookup(void *impl, const char *family,
+    const char *cid, int64_t now_ms, tg_state_str_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_owners_prune(void *impl, int64_t now_ms, tg_state_num_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_owners_count(void *impl, tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_token_get(void *impl, const char *service,
+    tg_state_token_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_token_put(void *impl, const char *service,
+    const struct tg_state_token *t, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_token_invalidate(void *impl, const char *service,
+    const char *token, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_poll_lead(void *impl, const char *key, int64_t now_ms,
+    int64_t ttl_ms, tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_poll_publish(void *impl, const char *key,
+    const struct tg_state_answer *a, int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_poll_fetch(void *impl, const char *key, int64_t now_ms,
+    tg_state_answer_cb cb, void *arg);
+
+/* ---- backend.c ---- */
+
+/** The seam's open and close for this backend (backend.h). */
+void *tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts,
+    struct tg_err *err);
+void tg_state_pg_close(void *impl);
+
+#endif
