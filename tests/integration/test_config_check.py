@@ -209,3 +209,19 @@ def test_sighup_names_every_problem_and_keeps_serving(emulator, gateway):
         f"{p}:{n + 1}:7: pool: must be a mapping of keys (pool.<key>: value, one per "
         f"line), not a scalar; {p}:{n + 2}:1: runz: unknown key (did you mean 'runs'?)")
     assert requests.get(gateway.admin + "/healthz", timeout=5).json() == {"status": "ok"}
+
+
+def test_postgresql_state_refused_until_it_keeps_everything(case_dir):
+    """state.url passes -t (a postgresql:// URL) but the start refuses it
+    while that backend keeps only the shared records, naming why and never
+    the password in the URL."""
+    path = os.path.join(case_dir, "gw.yaml")
+    with open(path, "w") as f:
+        f.write("upstream: remote\nlog_level: error\n"
+                "state:\n  url: postgresql://tg:hunter2@127.0.0.1:1/tidegate\n")
+    r = run(["-t", "-c", path])
+    assert r.returncode == 0 and "configuration OK" in r.stdout, r.stderr
+    start = run(["-c", path])
+    assert start.returncode == 1
+    assert "the postgresql backend keeps correlation ownership" in start.stderr
+    assert "hunter2" not in start.stderr + start.stdout

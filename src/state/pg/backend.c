@@ -81,11 +81,16 @@ pg_free(struct pg *pg)
 	free(pg);
 }
 
+/* The instance's name: the configured one (state.instance), else host:pid. */
 static void
-name_instance(struct pg *pg)
+name_instance(struct pg *pg, const char *configured)
 {
 	char host[256] = "", name[320];
 
+	if (configured != NULL && *configured != '\0') {
+		pg->instance = tg_xstrdup(configured);
+		return;
+	}
 	if (gethostname(host, sizeof(host) - 1) != 0)
 		snprintf(host, sizeof(host), "unknown");
 	snprintf(name, sizeof(name), "%s:%ld", host, (long)getpid());
@@ -119,9 +124,16 @@ first_conn(struct pg *pg, struct tg_err *err)
 void *
 tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, struct tg_err *err)
 {
-	struct pg *pg = tg_xcalloc(1, sizeof(*pg));
+	struct pg *pg;
 	PGconn *c;
 
+	if (opts->outbox != NULL || opts->runs != NULL) {
+		tg_err_set(err, "state.url: the postgresql backend keeps correlation ownership, "
+		    "vendor tokens and poll entries so far, not webhook jobs or simulation runs: "
+		    "leave state.url unset (SQLite) for now");
+		return NULL;
+	}
+	pg = tg_xcalloc(1, sizeof(*pg));
 	pg->be = &tg_state_pg_backend;
 	pg->base = base;
 	if (secret(pg, opts->url, err) != 0) {
@@ -129,7 +141,7 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, stru
 		return NULL;
 	}
 	params(pg, opts->url);
-	name_instance(pg);
+	name_instance(pg, opts->instance);
 	if (opts->owners != NULL) {
 		pg->owners = 1;
 		pg->keep_ms = opts->owners->keep_ms > 0 ? opts->owners->keep_ms : KEEP_MS;
