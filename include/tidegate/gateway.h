@@ -56,6 +56,7 @@ struct gw_service {
 	struct tg_upstream *api;	/* vendor API (with fallback host) */
 	struct tg_upstream *auth;	/* login endpoint's origin (may equal api) */
 	struct tg_token_src *tokens;	/* NULL without configured credentials */
+	struct gw_share *share;		/* its logins shared through the state seam */
 	struct tg_login_cache *logins;	/* callers' own logins */
 };
 
@@ -79,6 +80,7 @@ struct gw_lctx {
 
 struct gw_feature;
 struct gw_scrape;
+struct gw_share;
 struct gw_vcall;
 
 struct gw {

@@ -83,6 +83,27 @@ struct tg_token_wait *tg_token_get(struct tg_token_src *ts, tg_token_cb cb, void
 /** Forget a waiter (its client went away) and free it (w is no longer valid;
  * NULL-safe); the login itself goes on. */
 void tg_token_wait_cancel(struct tg_token_wait *w);
+/*
+ * A fleet's view of one credential (tg_token_set_share): before a login the
+ * source asks fetch for a token another instance holds, fresh at least
+ * until fresh_until_ms; answer(ts, token, expires_at_ms) comes once, from
+ * the loop and never inside fetch, with a token (borrowed for the call) or
+ * NULL when this instance should log in itself. cancel: the fetch under way
+ * is not wanted any more (answer must not come). After a login of its own
+ * the source publishes the token; after a 401 it invalidates it. Every
+ * callback gets arg (the sharer's, borrowed).
+ */
+struct tg_token_share {
+	void (*fetch)(void *arg, int64_t fresh_until_ms,
+	    void (*answer)(void *ts, const char *token, int64_t expires_at_ms), void *ts);
+	void (*cancel)(void *arg);
+	void (*publish)(void *arg, const char *token, int64_t expires_at_ms);
+	void (*invalidate)(void *arg, const char *token);
+	void *arg;
+};
+/** Share ts's logins through sh (copied; sh->arg borrowed, must outlive ts). */
+void tg_token_set_share(struct tg_token_src *ts, const struct tg_token_share *sh);
+
 /**
  * The vendor refused token (401): drop it if it is still the current one,
  * so the next get logs in. A stale token is ignored, so any number of 401s

@@ -79,6 +79,8 @@ struct tg_token_src {
 	int last_err;			/* enum tg_up_error of the last failed login */
 	struct guard *guards;
 	struct tg_token_stats st;
+	struct tg_token_share share;	/* a fleet's view; fetch NULL: none */
+	int sharing;			/* share.fetch under way */
 };
 
 static int start_login(struct tg_token_src *);
@@ -167,6 +169,8 @@ tg_token_src_free(struct tg_token_src *ts)
 		return;
 	for (g = ts->guards; g != NULL; g = g->up)
 		g->alive = 0;
+	if (ts->sharing && ts->share.cancel != NULL)
+		ts->share.cancel(ts->share.arg);
 	if (ts->login != NULL)
 		tg_up_req_cancel(ts->login);
 	if (ts->login_body != NULL)
@@ -262,10 +266,18 @@ tg_token_wait_cancel(struct tg_token_wait *w)
 }
 
 void
+tg_token_set_share(struct tg_token_src *ts, const struct tg_token_share *sh)
+{
+	ts->share = *sh;
+}
+
+void
 tg_token_invalidate(struct tg_token_src *ts, const char *token)
 {
 	if (token == NULL || ts->token == NULL || strcmp(token, ts->token) != 0)
 		return;
+	if (ts->share.invalidate != NULL)	/* fleet-wide: the next login is one */
+		ts->share.invalidate(ts->share.arg, token);
 	drop_token(ts);
 	if (ts->refresh_ev != NULL)
 		evtimer_del(ts->refresh_ev);
@@ -445,13 +457,61 @@ arm_login_timeout(struct tg_token_src *ts)
 	evtimer_add(ts->timeout_ev, &tv);
 }
 
+static void login_succeeded(struct tg_token_src *, const char *, int64_t, int);
+static int send_login(struct tg_token_src *);
+static int token_ok(const char *);
+
+/* The lead a token needs over its expiry to be worth taking from another
+ * instance: the refresh lead, with its jitter, and a second. */
+static int64_t
+fresh_lead_ms(const struct tg_token_src *ts)
+{
+	return ts->o.refresh_before_ms + ts->o.jitter_ms + 1000;
+}
+
+/* The fleet answered: another instance's token, or log in here. */
+static void
+on_shared(void *arg, const char *token, int64_t expires_at_ms)
+{
+	struct tg_token_src *ts = arg;
+	int64_t life = expires_at_ms - tg_clock_now_ms();
+
+	ts->sharing = 0;
+	if (token != NULL && token_ok(token) && life > fresh_lead_ms(ts)) {
+		if (ts->timeout_ev != NULL)
+			evtimer_del(ts->timeout_ev);
+		ts->login_pending = 0;
+		login_succeeded(ts, token, life, 1);
+		return;
+	}
+	ts->login_pending = 0;
+	(void)send_login(ts);
+}
+
+/*
+ * A login: with a fleet (share.fetch) first the token another instance
+ * holds or is getting, answered from the loop; else (or then) one login
+ * request of this instance. -1 when the source was freed meanwhile.
+ */
+static int
+start_login(struct tg_token_src *ts)
+{
+	if (ts->share.fetch == NULL)
+		return send_login(ts);
+	ts->login_pending = 1;
+	ts->sharing = 1;
+	arm_login_timeout(ts);
+	ts->share.fetch(ts->share.arg, tg_clock_now_ms() + fresh_lead_ms(ts), on_shared, ts);
+	return 0;
+}
+
 /*
  * Send one login. The upstream answers from the loop, but should it answer
  * (or refuse) before returning, the outcome is already handled here and a
  * waiter's callback may have freed the source: then -1.
  */
 static int
-start_login(struct tg_token_src *ts)
+send_login(struct tg_token_src *ts)
 {
 	struct guard g = { 1, ts->guards };
 	struct evkeyvalq hdrs;
@@ -530,8 +590,9 @@ on_refresh(evutil_socket_t fd, short what, void *arg)
 	(void)start_login(ts);
 }
 
+/* A token: this instance's login (published to the fleet) or another's. */
 static void
-login_succeeded(struct tg_token_src *ts, const char *token, int64_t lifetime_ms)
+login_succeeded(struct tg_token_src *ts, const char *token, int64_t lifetime_ms, int shared)
 {
 	drop_token(ts);
 	ts->token = tg_xstrdup(token);
@@ -540,8 +601,10 @@ login_succeeded(struct tg_token_src *ts, const char *token, int64_t lifetime_ms)
 	ts->st.failing = 0;
 	ts->last_why[0] = '\0';
 	schedule_refresh(ts, lifetime_ms);
-	tg_log(TG_LOG_INFO, "token_login_ok", TG_LS("id", ts->o.id),
+	tg_log(TG_LOG_INFO, shared ? "token_shared" : "token_login_ok", TG_LS("id", ts->o.id),
 	    TG_LS("flow", flow_name(ts)), TG_LI("expires_in", lifetime_ms / 1000));
+	if (!shared && ts->share.publish != NULL)
+		ts->share.publish(ts->share.arg, ts->token, ts->expires_at_ms);
 	answer_waiters(ts, ts->token, NULL, 0);
 }
 
@@ -705,7 +768,7 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
 	else
 		tok = parse_reply(ts, body, &root, &life, why, sizeof(why));
 	if (tok != NULL)
-		login_succeeded(ts, tok, life);
+		login_succeeded(ts, tok, life, 0);
 	else
 		login_failed(ts, err != TG_UP_OK ? 0 : status, err, why);
 	yajl_tree_free(root);
@@ -717,6 +780,9 @@ on_login_timeout(evutil_socket_t fd, short what, void *arg)
 	struct tg_token_src *ts = arg;
 	char why[WHY_LEN];
 
+	if (ts->sharing && ts->share.cancel != NULL)
+		ts->share.cancel(ts->share.arg);	/* the fleet's answer came too late */
+	ts->sharing = 0;
 	if (ts->login != NULL)
 		tg_up_req_cancel(ts->login);
 	end_login(ts);

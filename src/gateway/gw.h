@@ -86,6 +86,15 @@ void gw_vendor_stats(const struct gw_service *s, struct tg_token_stats *st);
 /** /readyz: s's token state in words (static) and *ready. */
 const char *gw_vendor_state(struct gw_service *s, int *ready);
 
+/* token_share.c */
+/** The fleet's view of service's token (gw borrowed: its state seam; the
+ * service name copied): fills out (its arg is the result) for
+ * tg_token_set_share. Owned by the caller: gw_share_free, after the
+ * token source. */
+struct gw_share *gw_share_new(struct gw *gw, const char *service, int64_t login_timeout_ms,
+    struct tg_token_share *out);
+void gw_share_free(struct gw_share *s);	/* takes ownership; NULL-safe */
+
 /* flush.c */
 /**
  * The reply of r (borrowed) is being handed to libevent: count it until it

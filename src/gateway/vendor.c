@@ -367,6 +367,12 @@ gw_vendor_init(struct gw *gw, struct gw_service *s, const struct tg_upstream_opt
 	to.login_timeout_ms = s->cfg->login_timeout;
 	to.retry_after_s = (int)(s->cfg->login_retry_after / 1000);
 	s->tokens = tg_token_src_new(gw->base, s->auth, &to);
+	if (gw->state != NULL) {	/* a fleet shares one login per service */
+		struct tg_token_share sh;
+
+		s->share = gw_share_new(gw, s->name, s->cfg->login_timeout, &sh);
+		tg_token_set_share(s->tokens, &sh);
+	}
 	free(path);
 	free(url);
 	return 0;
@@ -377,6 +383,8 @@ gw_vendor_cleanup(struct gw_service *s)
 {
 	tg_token_src_free(s->tokens);
 	s->tokens = NULL;
+	gw_share_free(s->share);	/* after the source: it may cancel a fetch */
+	s->share = NULL;
 }
 
 void

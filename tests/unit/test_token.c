@@ -261,6 +261,13 @@ on_token_never(const char *token, const char *why, int ra, void *arg)
 	fail_msg("callback after cancel or free");
 }
 
+/* A waiter the source's free leaves unanswered (free_waiters drops it). */
+static void
+on_token_never_until_free(const char *token, const char *why, int ra, void *arg)
+{
+	fail_msg("a waiter answered although the fleet was never answered");
+}
+
 static void
 run_loop(struct event_base *base, int ms)
 {
@@ -945,6 +952,123 @@ test_clock_advance_expires(void **state)
 	event_base_free(base);
 }
 
+/* ---- a fleet's view (tg_token_set_share) ---- */
+
+static struct {
+	int fetches, cancels, publishes, invalidations;
+	int64_t fresh_until, published_exp;
+	char published[512], invalidated[512];
+	void (*answer)(void *, const char *, int64_t);
+	void *ts;
+} sh;
+
+static void
+sh_fetch(void *arg, int64_t fresh_until_ms, void (*answer)(void *, const char *, int64_t),
+    void *ts)
+{
+	sh.fetches++;
+	sh.fresh_until = fresh_until_ms;
+	sh.answer = answer;
+	sh.ts = ts;
+}
+
+static void
+sh_cancel(void *arg)
+{
+	sh.cancels++;
+	sh.answer = NULL;
+}
+
+static void
+sh_publish(void *arg, const char *token, int64_t exp)
+{
+	sh.publishes++;
+	snprintf(sh.published, sizeof(sh.published), "%s", token);
+	sh.published_exp = exp;
+}
+
+static void
+sh_invalidate(void *arg, const char *token)
+{
+	sh.invalidations++;
+	snprintf(sh.invalidated, sizeof(sh.invalidated), "%s", token);
+}
+
+static struct tg_token_src *
+shared_src(struct event_base *base)
+{
+	struct tg_token_opts o = password_opts();
+	struct tg_token_share s = { sh_fetch, sh_cancel, sh_publish, sh_invalidate, NULL };
+	struct tg_token_src *ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
+
+	memset(&sh, 0, sizeof(sh));
+	tg_token_set_share(ts, &s);
+	return ts;
+}
+
+/* Another instance's fresh token is taken: no login of this one. */
+static void
+test_share_takes_fleet_token(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct tg_token_src *ts;
+	struct tg_token_stats st;
+	struct got g = { 0 };
+	char *jwt = make_jwt(now_s() + 3600);
+
+	fake_reset();
+	ts = shared_src(base);
+	assert_non_null(tg_token_get(ts, on_token, &g));
+	assert_int_equal(sh.fetches, 1);
+	assert_int_equal(fake.calls, 0);		/* nothing sent while the fleet is asked */
+	assert_true(sh.fresh_until > tg_clock_now_ms() + 60000);
+	sh.answer(sh.ts, jwt, (now_s() + 3600) * 1000);
+	assert_int_equal(g.calls, 1);
+	assert_string_equal(g.token, jwt);
+	assert_int_equal(fake.calls, 0);
+	tg_token_get_stats(ts, &st);
+	assert_int_equal(st.logins, 0);
+	assert_int_equal(sh.publishes, 0);		/* not published back */
+	tg_token_invalidate(ts, jwt);			/* a 401: dropped fleet-wide */
+	assert_int_equal(sh.invalidations, 1);
+	assert_string_equal(sh.invalidated, jwt);
+	free(jwt);
+	tg_token_src_free(ts);
+	event_base_free(base);
+}
+
+/* No fleet token (or one too close to expiry): this instance logs in and
+ * publishes; the source freed while the fleet is asked cancels the ask. */
+static void
+test_share_logs_in_and_publishes(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct tg_token_src *ts;
+	struct got g = { 0 };
+	char *jwt = make_jwt(now_s() + 30), *mine;
+
+	fake_reset();
+	ts = shared_src(base);
+	assert_non_null(tg_token_get(ts, on_token, &g));
+	sh.answer(sh.ts, jwt, (now_s() + 30) * 1000);	/* within the refresh lead */
+	assert_int_equal(fake.calls, 1);
+	assert_int_equal(g.calls, 0);
+	reply_jwt(now_s() + 3600, &mine);
+	assert_int_equal(g.calls, 1);
+	assert_string_equal(g.token, mine);
+	assert_int_equal(sh.publishes, 1);
+	assert_string_equal(sh.published, mine);
+	assert_true(sh.published_exp > tg_clock_now_ms() + 3500 * 1000);
+	tg_token_invalidate(ts, mine);
+	assert_non_null(tg_token_get(ts, on_token_never_until_free, NULL));
+	assert_int_equal(sh.fetches, 2);
+	tg_token_src_free(ts);				/* the ask under way is cancelled */
+	assert_int_equal(sh.cancels, 1);
+	free(jwt);
+	free(mine);
+	event_base_free(base);
+}
+
 /* Runs last: every flow above has logged into the captured stream. */
 static void
 test_secret_never_logged(void **state)
@@ -982,6 +1106,8 @@ main(void)
 		cmocka_unit_test(test_clock_advance_expires),
 		cmocka_unit_test(test_tls_failure_named),
 		cmocka_unit_test(test_client_secret_basic_scope_audience),
+		cmocka_unit_test(test_share_takes_fleet_token),
+		cmocka_unit_test(test_share_logs_in_and_publishes),
 		cmocka_unit_test(test_secret_never_logged),
 	};
 	int rc;
