@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tidegate/ids.h"
 #include "tidegate/log.h"
@@ -27,6 +28,8 @@ tg_outbox_lease_free(struct tg_outbox_lease *l)
 	free(l->service);
 	free(l->api_key);
 	free(l->payload_path);
+	if (l->spool_fd > 0)
+		close(l->spool_fd);
 	free(l);
 }
 
