@@ -518,6 +518,77 @@ test_payload_stream(void **state)
 	wait_clear(&w);
 }
 
+/* PostgreSQL: job id's payload is n rows, the longest max bytes. */
+static void
+pg_check_chunks(const char *id, int n, int max)
+{
+	const char *vals[1] = { id };
+	char q[192];
+	PGresult *r;
+
+	snprintf(q, sizeof(q), "SELECT count(*), max(length(data)) FROM %s.outbox_payloads"
+	    " WHERE job_id = $1", F.schema);
+	r = PQexecParams(F.side, q, 1, NULL, vals, NULL, NULL, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_int_equal(atoi(PQgetvalue(r, 0, 0)), n);
+	assert_int_equal(atoi(PQgetvalue(r, 0, 1)), max);
+	PQclear(r);
+}
+
+/* Byte i of the big payload. */
+static char
+big_byte(size_t i)
+{
+	return (char)(i * 7 % 251);
+}
+
+/* One append larger than a chunk row (PostgreSQL cuts it into rows of
+ * 1 MiB), a small one, and the commit issued before the small one is
+ * answered: the payload is whole, in order, and its size counts both. */
+static void
+test_payload_big(void **state)
+{
+	size_t big = 5 * MB / 2, small = 100, i, n;
+	char id[TG_WEBHOOK_ID_LEN], *data = malloc(big + small), *back = malloc(big + small);
+	struct evbuffer *buf = evbuffer_new();
+	struct wait w = { 0 }, a = { 0 }, c = { 0 };
+	struct tg_outbox_lease *l;
+	FILE *f;
+
+	for (i = 0; i < big + small; i++)
+		data[i] = big_byte(i);
+	add_job(NULL, id);
+	expect_later(tg_state_payload_open(F.st, id, on_payload, &w), &w);
+	assert_non_null(w.w);
+	evbuffer_add(buf, data, big);
+	expect_later(tg_state_payload_append(w.w, buf, on_done, &a), &a);
+	assert_int_equal(a.res.rc, TG_STATE_OK);
+	memset(&a, 0, sizeof(a));
+	evbuffer_add(buf, data + big, small);
+	assert_non_null(tg_state_payload_append(w.w, buf, on_done, &a));
+	assert_int_equal(evbuffer_get_length(buf), 0);
+	assert_non_null(tg_state_payload_commit(w.w, T0, on_done, &c));
+	wait_for(&a);
+	wait_for(&c);
+	assert_int_equal(a.res.rc, TG_STATE_OK);
+	assert_int_equal(c.res.rc, TG_STATE_OK);
+	if (F.side != NULL)
+		pg_check_chunks(id, 4, 1048576);	/* 1 MiB, 1 MiB, 0.5 MiB, 100 bytes */
+	l = lease(T0 + 1);
+	assert_non_null(l);
+	assert_int_equal(l->size, big + small);
+	f = fopen(l->payload_path, "rb");
+	assert_non_null(f);
+	n = fread(back, 1, big + small + 1, f);
+	fclose(f);
+	assert_int_equal(n, big + small);
+	assert_memory_equal(back, data, big + small);
+	tg_outbox_lease_free(l);
+	evbuffer_free(buf);
+	free(data);
+	free(back);
+}
+
 static void
 test_redeliver(void **state)
 {
@@ -1377,6 +1448,7 @@ main(void)
 		unsigned needs;
 	} cases[] = {
 		T_(test_outbox_flow, D_OUTBOX), T_(test_payload_stream, D_OUTBOX),
+		T_(test_payload_big, D_OUTBOX),
 		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
 		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),
 		T_(test_run_end_and_archive, D_RUNS), T_(test_sweeps, D_RUNS),
