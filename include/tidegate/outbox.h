@@ -143,7 +143,10 @@ struct tg_outbox_lease {
 	char id[TG_WEBHOOK_ID_LEN];
 	char token[33];			/* this lease's secret handle */
 	char *url, *secret_ref, *content_type, *kind, *correlation_id, *service, *api_key;
-	char *payload_path;		/* the committed payload file */
+	char *payload_path;		/* the committed payload file (PostgreSQL:
+					 * "/proc/self/fd/N" of spool_fd) */
+	int spool_fd;			/* PostgreSQL: an unlinked file holding the
+					 * payload (owned, closed by lease_free); 0: none */
 	int64_t size;			/* its length in bytes */
 	int attempt;			/* 1 for the first attempt */
 	int64_t expires_at;		/* ms; renew before then */

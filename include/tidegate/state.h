@@ -38,7 +38,10 @@
  * migrate, once, before the loop runs) and from then on answers every
  * operation later, from libpq driven on the loop; only an UNAVAILABLE
  * answer (no connection up, closing, a domain it does not hold yet) comes
- * before the call returns.
+ * before the call returns. Its leases carry the payload in an unlinked
+ * temporary file (payload_path "/proc/self/fd/N", spool_fd), written from
+ * the payload's chunk rows before the lease is answered and gone once the
+ * lease is freed.
  *
  * Times are milliseconds since the epoch, passed in by the caller.
  */

@@ -10,9 +10,11 @@
  * answer before their call returns and writes that answer later.
  *
  * Each case says which domains it needs and each backend which it has:
- * SQLite has them all; PostgreSQL (the first step of fleet mode) has the
- * shared ones (ownership, tokens, poll entries) and the fleet cases (two
- * handles on one database, connections killed under it). The PostgreSQL
+ * SQLite has them all; PostgreSQL (fleet mode, second step) has the
+ * shared ones (ownership, tokens, poll entries), the webhook outbox and
+ * the fleet cases (two handles on one database: shared records, leases
+ * that never take one job twice and expire to the other handle;
+ * connections killed under it). The PostgreSQL
  * entry runs when the environment names a server (TG_TEST_PG_URL, or the
  * PG* variables pg_virtualenv sets), each setup in a schema of its own,
  * and is skipped with a printed reason otherwise.
@@ -136,6 +138,11 @@ side_exec(const char *q)
 	return ok ? 0 : -1;
 }
 
+/* The outbox as the SQLite entry has it. */
+static const struct tg_outbox_opts pg_outbox = {
+	.schedule_ms = sched, .nschedule = TG_NELEM(sched), .jitter_pct = -1, .lease_ms = 60000,
+};
+
 /* A schema of its own for each case, named in the URL's options, and an
  * application_name to find the backend's connections by. */
 static int
@@ -143,7 +150,7 @@ pg_setup(void)
 {
 	const char *base = pg_base_url();
 	struct tg_owners_opts wo = { 0 };
-	struct tg_state_opts opts = { .url = F.url, .owners = &wo };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .outbox = &pg_outbox };
 	struct tg_err err;
 	char q[128];
 
@@ -178,7 +185,7 @@ pg_teardown(void)
 /* The table: a backend runs every case whose domains it has. */
 static const struct backend backends[] = {
 	{ "sqlite", sqlite_setup, sqlite_teardown, D_OUTBOX | D_RUNS | D_SHARED | D_LOCAL, NULL },
-	{ "postgresql", pg_setup, pg_teardown, D_SHARED | D_FLEET, pg_skip },
+	{ "postgresql", pg_setup, pg_teardown, D_OUTBOX | D_SHARED | D_FLEET, pg_skip },
 };
 
 static int
@@ -300,6 +307,16 @@ expect_now(struct tg_state_op *op, struct wait *w)
 	assert_int_equal(w->called, 1);
 }
 
+/* A read: at once with SQLite, later with PostgreSQL. */
+static void
+expect_read(struct tg_state_op *op, struct wait *w)
+{
+	if (strcmp(F.b->name, "sqlite") == 0)
+		expect_now(op, w);
+	else
+		expect_later(op, w);
+}
+
 /* ---- outbox ---- */
 
 static void
@@ -393,7 +410,7 @@ test_outbox_flow(void **state)
 	struct wait w = { 0 };
 
 	add_job("corr-1", id);
-	expect_now(tg_state_outbox_get(F.st, id, on_jobs, &w), &w);
+	expect_read(tg_state_outbox_get(F.st, id, on_jobs, &w), &w);
 	assert_int_equal(w.count, 1);
 	assert_int_equal(w.n, TG_OUTBOX_WAITING);
 	assert_string_equal(w.s, "corr-1");
@@ -402,7 +419,7 @@ test_outbox_flow(void **state)
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	wait_clear(&w);
 	set_payload(id, "{\"x\":1}");
-	expect_now(tg_state_outbox_next_due(F.st, on_num, &w), &w);
+	expect_read(tg_state_outbox_next_due(F.st, on_num, &w), &w);
 	assert_true(w.n <= T0);
 	wait_clear(&w);
 	l = lease(T0 + 1);
@@ -448,6 +465,24 @@ stream(struct tg_state_payload *p, size_t total)
 	evbuffer_free(buf);
 }
 
+/* The leased payload's file holds what stream() wrote (l borrowed). */
+static void
+check_streamed(const struct tg_outbox_lease *l)
+{
+	static char block[64 * 1024];
+	FILE *f = fopen(l->payload_path, "rb");
+	size_t i = 0;
+
+	assert_non_null(f);
+	while (fread(block, 1, sizeof(block), f) == sizeof(block)) {
+		assert_int_equal(block[0], 'a' + (int)(i % 26));
+		assert_int_equal(block[sizeof(block) - 1], 'a' + (int)(i % 26));
+		i++;
+	}
+	fclose(f);
+	assert_int_equal(i * sizeof(block), (size_t)l->size);
+}
+
 static void
 test_payload_stream(void **state)
 {
@@ -469,6 +504,7 @@ test_payload_stream(void **state)
 	assert_int_equal(l->size, 8 * MB);
 	assert_int_equal(stat(l->payload_path, &sb), 0);
 	assert_int_equal(sb.st_size, 8 * MB);
+	check_streamed(l);
 	tg_outbox_lease_free(l);
 	/* an aborted writer leaves the job waiting */
 	add_job(NULL, id);
@@ -477,9 +513,80 @@ test_payload_stream(void **state)
 	stream(w.w, 128 * 1024);
 	tg_state_payload_abort(w.w);
 	memset(&w, 0, sizeof(w));
-	expect_now(tg_state_outbox_get(F.st, id, on_jobs, &w), &w);
+	expect_read(tg_state_outbox_get(F.st, id, on_jobs, &w), &w);
 	assert_int_equal(w.n, TG_OUTBOX_WAITING);
 	wait_clear(&w);
+}
+
+/* PostgreSQL: job id's payload is n rows, the longest max bytes. */
+static void
+pg_check_chunks(const char *id, int n, int max)
+{
+	const char *vals[1] = { id };
+	char q[192];
+	PGresult *r;
+
+	snprintf(q, sizeof(q), "SELECT count(*), max(length(data)) FROM %s.outbox_payloads"
+	    " WHERE job_id = $1", F.schema);
+	r = PQexecParams(F.side, q, 1, NULL, vals, NULL, NULL, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_int_equal(atoi(PQgetvalue(r, 0, 0)), n);
+	assert_int_equal(atoi(PQgetvalue(r, 0, 1)), max);
+	PQclear(r);
+}
+
+/* Byte i of the big payload. */
+static char
+big_byte(size_t i)
+{
+	return (char)(i * 7 % 251);
+}
+
+/* One append larger than a chunk row (PostgreSQL cuts it into rows of
+ * 1 MiB), a small one, and the commit issued before the small one is
+ * answered: the payload is whole, in order, and its size counts both. */
+static void
+test_payload_big(void **state)
+{
+	size_t big = 5 * MB / 2, small = 100, i, n;
+	char id[TG_WEBHOOK_ID_LEN], *data = malloc(big + small), *back = malloc(big + small);
+	struct evbuffer *buf = evbuffer_new();
+	struct wait w = { 0 }, a = { 0 }, c = { 0 };
+	struct tg_outbox_lease *l;
+	FILE *f;
+
+	for (i = 0; i < big + small; i++)
+		data[i] = big_byte(i);
+	add_job(NULL, id);
+	expect_later(tg_state_payload_open(F.st, id, on_payload, &w), &w);
+	assert_non_null(w.w);
+	evbuffer_add(buf, data, big);
+	expect_later(tg_state_payload_append(w.w, buf, on_done, &a), &a);
+	assert_int_equal(a.res.rc, TG_STATE_OK);
+	memset(&a, 0, sizeof(a));
+	evbuffer_add(buf, data + big, small);
+	assert_non_null(tg_state_payload_append(w.w, buf, on_done, &a));
+	assert_int_equal(evbuffer_get_length(buf), 0);
+	assert_non_null(tg_state_payload_commit(w.w, T0, on_done, &c));
+	wait_for(&a);
+	wait_for(&c);
+	assert_int_equal(a.res.rc, TG_STATE_OK);
+	assert_int_equal(c.res.rc, TG_STATE_OK);
+	if (F.side != NULL)
+		pg_check_chunks(id, 4, 1048576);	/* 1 MiB, 1 MiB, 0.5 MiB, 100 bytes */
+	l = lease(T0 + 1);
+	assert_non_null(l);
+	assert_int_equal(l->size, big + small);
+	f = fopen(l->payload_path, "rb");
+	assert_non_null(f);
+	n = fread(back, 1, big + small + 1, f);
+	fclose(f);
+	assert_int_equal(n, big + small);
+	assert_memory_equal(back, data, big + small);
+	tg_outbox_lease_free(l);
+	evbuffer_free(buf);
+	free(data);
+	free(back);
 }
 
 static void
@@ -536,7 +643,7 @@ test_outbox_admin(void **state)
 	add_job("one", a);
 	add_job("two", b);
 	set_payload(b, "{}");
-	expect_now(tg_state_outbox_list(F.st, &q, on_jobs, &w), &w);
+	expect_read(tg_state_outbox_list(F.st, &q, on_jobs, &w), &w);
 	assert_int_equal(w.count, 2);
 	wait_clear(&w);
 	expect_later(tg_state_outbox_stats(F.st, T0, on_stats, &w), &w);
@@ -552,7 +659,7 @@ test_outbox_admin(void **state)
 	expect_later(tg_state_outbox_purge(F.st, T0 + 10, on_num, &w), &w);
 	assert_int_equal(w.n, 2);
 	wait_clear(&w);
-	expect_now(tg_state_outbox_list(F.st, &q, on_jobs, &w), &w);
+	expect_read(tg_state_outbox_list(F.st, &q, on_jobs, &w), &w);
 	assert_int_equal(w.count, 0);
 	wait_clear(&w);
 }
@@ -563,7 +670,7 @@ test_codes(void **state)
 	char id[TG_WEBHOOK_ID_LEN];
 	struct wait w = { 0 };
 
-	expect_now(tg_state_outbox_get(F.st, "msg_nope", on_jobs, &w), &w);
+	expect_read(tg_state_outbox_get(F.st, "msg_nope", on_jobs, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
 	assert_int_equal(w.count, 0);
 	wait_clear(&w);
@@ -1040,7 +1147,7 @@ test_cancel(void **state)
 	expect_later(tg_state_outbox_purge(F.st, 0, on_num, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	wait_clear(&w);
-	expect_now(tg_state_outbox_get(F.st, id2, on_jobs, &w), &w);
+	expect_read(tg_state_outbox_get(F.st, id2, on_jobs, &w), &w);
 	assert_int_equal(w.n, TG_OUTBOX_WAITING);
 	wait_clear(&w);
 	set_payload(id2, "{}");			/* a new writer replaces the dropped one */
@@ -1162,6 +1269,79 @@ test_fleet_two_handles(void **state)
 	tg_state_close(b);
 }
 
+/* Two handles lease at once, two leases each, three jobs due: three
+ * leases of three jobs and one empty answer; a lease not renewed past its
+ * expiry goes to the other handle, and its first holder has lost it. */
+static void
+test_fleet_outbox(void **state)
+{
+	struct tg_state_opts opts = { .url = F.url, .outbox = &pg_outbox };
+	struct tg_outbox_result ok = { 200, -1, "" };
+	char id[3][TG_WEBHOOK_ID_LEN];
+	struct wait w[4] = { { 0 } }, x = { 0 };
+	struct tg_outbox_lease *mine = NULL, *other = NULL, *l;
+	struct tg_state *b;
+	struct tg_err err;
+	int i, got = 0;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	for (i = 0; i < 3; i++) {
+		add_job(NULL, id[i]);
+		set_payload(id[i], "{\"n\":1}");
+	}
+	for (i = 0; i < 4; i++)
+		assert_non_null(tg_state_outbox_lease(i % 2 ? b : F.st, T0 + 1, on_lease, &w[i]));
+	for (i = 0; i < 4; i++) {
+		wait_for(&w[i]);
+		assert_int_equal(w[i].res.rc, TG_STATE_OK);
+		got += w[i].lease != NULL;
+	}
+	assert_int_equal(got, 3);
+	for (i = 0; i < 4; i++) {
+		if (w[i].lease != NULL && w[(i + 1) % 4].lease != NULL)
+			assert_string_not_equal(w[i].lease->id, w[(i + 1) % 4].lease->id);
+		if (w[i].lease != NULL && w[(i + 2) % 4].lease != NULL)
+			assert_string_not_equal(w[i].lease->id, w[(i + 2) % 4].lease->id);
+		if (w[i].lease != NULL && (i % 2) == 0 && mine == NULL)
+			mine = w[i].lease;
+		else if (w[i].lease != NULL && other == NULL)
+			other = w[i].lease;
+	}
+	assert_non_null(mine);
+	assert_non_null(other);
+	/* every lease but mine renewed; mine runs out at T0 + 60001 */
+	for (i = 0; i < 4; i++) {
+		if (w[i].lease == NULL || w[i].lease == mine)
+			continue;
+		memset(&x, 0, sizeof(x));
+		expect_later(tg_state_outbox_renew(i % 2 ? b : F.st, w[i].lease, T0 + 30000, on_num,
+		    &x), &x);
+		assert_int_equal(x.res.rc, TG_STATE_OK);
+	}
+	memset(&x, 0, sizeof(x));
+	expect_later(tg_state_outbox_lease(b, T0 + 60000, on_lease, &x), &x);
+	assert_null(x.lease);			/* not expired yet */
+	memset(&x, 0, sizeof(x));
+	expect_later(tg_state_outbox_lease(b, T0 + 60001, on_lease, &x), &x);
+	assert_non_null(x.lease);
+	assert_string_equal(x.lease->id, mine->id);
+	assert_int_equal(x.lease->attempt, 2);
+	l = x.lease;
+	x.lease = NULL;
+	memset(&x, 0, sizeof(x));
+	expect_later(tg_state_outbox_complete(F.st, mine, &ok, T0 + 60002, on_outcome, &x), &x);
+	assert_int_equal(x.res.rc, TG_STATE_CONFLICT);	/* taken over */
+	memset(&x, 0, sizeof(x));
+	expect_later(tg_state_outbox_complete(b, l, &ok, T0 + 60003, on_outcome, &x), &x);
+	assert_int_equal(x.res.rc, TG_STATE_OK);
+	assert_int_equal(x.n, TG_OUTBOX_DELIVERED);
+	tg_outbox_lease_free(l);
+	for (i = 0; i < 4; i++)
+		wait_clear(&w[i]);
+	tg_state_close(b);
+}
+
 /* Ask for a token until the answer's code is want (at most ~10 s); the
  * last answer stays in w. */
 static void
@@ -1268,13 +1448,15 @@ main(void)
 		unsigned needs;
 	} cases[] = {
 		T_(test_outbox_flow, D_OUTBOX), T_(test_payload_stream, D_OUTBOX),
+		T_(test_payload_big, D_OUTBOX),
 		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
 		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),
 		T_(test_run_end_and_archive, D_RUNS), T_(test_sweeps, D_RUNS),
 		T_(test_owners, D_SHARED), T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
-		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_connections_lost, D_FLEET),
+		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
+		T_(test_fleet_connections_lost, D_FLEET),
 		T_(test_open_errors, D_LOCAL),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];

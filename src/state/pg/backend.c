@@ -1,10 +1,11 @@
 /*
  * backend.c - the PostgreSQL state backend's handle: open and close.
  *
- * This backend is the first step of issue 14 (fleet mode): it shares
- * correlation ownership, vendor token records and poll entries across
- * instances (pg_shared.c); the outbox, run registry and sweeps answer
- * UNAVAILABLE until they are built (pg_vtable.c).
+ * This backend is the second step of issue 14 (fleet mode): it shares
+ * correlation ownership, vendor token records and poll entries
+ * (pg_shared.c) and the webhook outbox (pg_outbox.c, pg_payload.c) across
+ * instances; it refuses an open that asks for the run registry, which
+ * answers UNAVAILABLE until it is built (pg_vtable.c).
  *
  * Open blocks, once: it connects with PQconnectdbParams and migrates the
  * schema (pg_schema.c) synchronously, before the loop runs, as the SQLite
@@ -78,6 +79,8 @@ pg_free(struct pg *pg)
 	free((void *)pg->vals);
 	free(pg->secret);
 	free(pg->instance);
+	free(pg->spool);
+	tg_state_rules_free(&pg->rules);
 	free(pg);
 }
 
@@ -95,6 +98,22 @@ name_instance(struct pg *pg, const char *configured)
 		snprintf(host, sizeof(host), "unknown");
 	snprintf(name, sizeof(name), "%s:%ld", host, (long)getpid());
 	pg->instance = tg_xstrdup(name);
+}
+
+/* The webhook outbox's rules, and where leased payloads are spooled: its
+ * payload_dir, else $TMPDIR, else /tmp (pg_outbox.c). o borrowed; NULL:
+ * no outbox. */
+static void
+outbox_opts(struct pg *pg, const struct tg_outbox_opts *o)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	if (o == NULL)
+		return;
+	pg->outbox = 1;
+	tg_state_rules_init(&pg->rules, o);
+	pg->spool = tg_xstrdup(o->payload_dir != NULL && *o->payload_dir != '\0' ?
+	    o->payload_dir : tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
 }
 
 /* Connect and migrate, blocking (see the head of this file). */
@@ -127,9 +146,9 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, stru
 	struct pg *pg;
 	PGconn *c;
 
-	if (opts->outbox != NULL || opts->runs != NULL) {
+	if (opts->runs != NULL) {
 		tg_err_set(err, "state.url: the postgresql backend keeps correlation ownership, "
-		    "vendor tokens and poll entries so far, not webhook jobs or simulation runs: "
+		    "vendor tokens, poll entries and webhook jobs so far, not simulation runs: "
 		    "leave state.url unset (SQLite) for now");
 		return NULL;
 	}
@@ -147,6 +166,7 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, stru
 		pg->keep_ms = opts->owners->keep_ms > 0 ? opts->owners->keep_ms : KEEP_MS;
 		pg->max_rows = opts->owners->max_rows > 0 ? opts->owners->max_rows : MAX_ROWS;
 	}
+	outbox_opts(pg, opts->outbox);
 	if ((c = first_conn(pg, err)) == NULL) {
 		pg_free(pg);
 		return NULL;

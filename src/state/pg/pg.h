@@ -8,7 +8,9 @@
  * Files: backend.c (open, close), pg_conn.c (connections:
  * connect, prepare, send, read, fail and reconnect), pg_schema.c (the
  * schema's migrations and the statements' SQL), pg_err.c (errors without
- * secrets), pg_shared.c (owners, tokens, poll entries), pg_vtable.c (the
+ * secrets), pg_shared.c (owners, tokens, poll entries), pg_outbox.c (the
+ * webhook outbox's jobs and leases), pg_outbox_admin.c (its admin
+ * queries), pg_payload.c (its payloads, in chunk rows), pg_vtable.c (the
  * vtable, and the domains not built yet in this backend).
  *
  * Threads: the loop's only. Nothing here blocks once tg_state_open has
@@ -23,9 +25,11 @@
 
 #include "tidegate/state.h"
 #include "../backend.h"
+#include "../outbox_rules.h"
 
 #define PG_POOL		2	/* connections per backend */
-#define PG_MAXP		6	/* parameters of a statement at most */
+#define PG_MAXP		10	/* parameters of a statement at most */
+#define PG_CHUNK	1048576	/* payload bytes per row at most (pg_schema.c's SQL too) */
 #define PG_BACKOFF_MIN	100	/* ms before the first reconnect */
 #define PG_BACKOFF_MAX	5000	/* ms between reconnects at most */
 #define PG_CONNECT_MS	10000	/* a connection attempt gives up after */
@@ -35,11 +39,15 @@ enum pg_stmt {
 	PG_OWNERS_RECORD, PG_OWNERS_LOOKUP, PG_OWNERS_PRUNE, PG_OWNERS_COUNT,
 	PG_TOKEN_GET, PG_TOKEN_PUT, PG_TOKEN_INVALIDATE,
 	PG_POLL_LEAD, PG_POLL_PUBLISH, PG_POLL_FETCH,
+	PG_OB_ADD, PG_OB_SET_CID, PG_OB_ABANDON, PG_OB_LEASE, PG_OB_CHUNK, PG_OB_RENEW,
+	PG_OB_RELEASE, PG_OB_COMPLETE, PG_OB_NEXT_DUE, PG_OB_STATE, PG_OB_APPEND,
+	PG_OB_COMMIT, PG_OB_DROP, PG_OB_SET, PG_OB_GET, PG_OB_LIST, PG_OB_REDELIVER,
+	PG_OB_REDELIVER_SINCE, PG_OB_PURGE, PG_OB_STATS,
 	PG_NSTMT
 };
 
 /** What an operation needs configured. */
-enum pg_domain { PG_ANY, PG_OWNERS };
+enum pg_domain { PG_ANY, PG_OWNERS, PG_OUTBOX };
 
 enum pg_conn_state { PG_DOWN, PG_CONNECTING, PG_PREPARING, PG_IDLE, PG_BUSY };
 
@@ -76,6 +84,10 @@ struct pg {
 	struct event *kick;			/* dispatch on the next loop turn */
 	char down[256];				/* why the last connection failed */
 	int owners;				/* ownership configured */
+	int outbox;				/* the webhook outbox configured */
+	struct tg_state_rules rules;		/* its schedule and lease length */
+	struct tg_outbox_stats ctr;		/* its counters since open */
+	char *spool;				/* where leased payloads are spooled */
 	int64_t keep_ms;
 	long long max_rows;
 	int closing;
@@ -94,6 +106,11 @@ struct pg_op {
 	int fmt[PG_MAXP];		/* 0 text, 1 binary */
 	int binary;			/* results in binary */
 	int cancelled;
+	int keep;			/* runs even when cancelled (payload writes) */
+	int again;			/* set by answer: queued again for its next step */
+	void (*cleanup)(struct pg_op *o);	/* frees p when the op goes; may be NULL */
+	void *p;			/* the op's own state (cleanup frees it) */
+	int64_t n1, n2;			/* the op's own numbers */
 	pg_answer_fn answer;
 	void (*cb)(void);		/* the typed callback, cast back by answer */
 	void *arg;
@@ -111,6 +128,14 @@ struct pg_op *tg_state_pg_op_new(struct pg *pg, enum pg_stmt stmt, pg_answer_fn 
 void tg_state_pg_param_str(struct pg_op *o, const char *s);
 void tg_state_pg_param_i64(struct pg_op *o, int64_t n);
 void tg_state_pg_param_bin(struct pg_op *o, const void *data, size_t len);
+/** len bytes drained from buf (borrowed) into a binary parameter of o. */
+void tg_state_pg_param_buf(struct pg_op *o, struct evbuffer *buf, size_t len);
+/** Forget o's parameters and result and make it run stmt next: an answer
+ * (o borrowed) then sets the new parameters and o->again, and o is queued
+ * again when the answer returns, its handle unchanged. */
+void tg_state_pg_op_reuse(struct pg_op *o, enum pg_stmt stmt);
+/** Answer o (ownership taken) now with rc and why (borrowed). */
+void tg_state_pg_fail(struct pg_op *o, int rc, const char *why);
 /** Takes ownership of o: queued for the first free connection (its
  * handle), or answered at once UNAVAILABLE when no connection is up, the
  * backend is closing, or dom is not configured (NULL). */
@@ -169,6 +194,43 @@ struct tg_state_op *tg_state_pg_poll_publish(void *impl, const char *key,
     void *arg);
 struct tg_state_op *tg_state_pg_poll_fetch(void *impl, const char *key, int64_t now_ms,
     tg_state_answer_cb cb, void *arg);
+
+struct tg_state_op *tg_state_pg_outbox_add(void *impl, const struct tg_outbox_new *job,
+    int64_t now_ms, tg_state_str_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_set_cid(void *impl, const char *id, const char *cid,
+    tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_abandon(void *impl, const char *id, const char *reason,
+    int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_lease(void *impl, int64_t now_ms, tg_state_lease_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_outbox_renew(void *impl, const struct tg_outbox_lease *l,
+    int64_t now_ms, tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_release(void *impl, const struct tg_outbox_lease *l,
+    tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_complete(void *impl, const struct tg_outbox_lease *l,
+    const struct tg_outbox_result *r, int64_t now_ms, tg_state_outcome_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_next_due(void *impl, tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_payload_open(void *impl, const char *id,
+    tg_state_payload_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_payload_append(struct tg_state_payload *w,
+    struct evbuffer *buf, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_payload_commit(struct tg_state_payload *w, int64_t now_ms,
+    tg_state_done_cb cb, void *arg);
+void tg_state_pg_payload_abort(struct tg_state_payload *w);
+struct tg_state_op *tg_state_pg_payload_set(void *impl, const char *id, const void *data,
+    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_list(void *impl, const struct tg_outbox_query *q,
+    tg_state_jobs_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_get(void *impl, const char *id, tg_state_jobs_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_outbox_redeliver(void *impl, const char *id, int64_t now_ms,
+    tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_redeliver_since(void *impl, int64_t since_ms,
+    int64_t now_ms, tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_purge(void *impl, int64_t before_ms,
+    tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_stats(void *impl, int64_t now_ms,
+    tg_state_outbox_stats_cb cb, void *arg);
 
 /* ---- backend.c ---- */
 

@@ -17,7 +17,10 @@
  * up, every queued operation too; it then reconnects after a backoff
  * doubling from PG_BACKOFF_MIN to PG_BACKOFF_MAX ms. While no connection
  * is up a new operation answers UNAVAILABLE before its call returns.
- * A cancelled operation is never answered; once sent, its query still runs.
+ * A cancelled operation is never answered; once sent, its query still runs
+ * (a payload write runs even when cancelled while queued). An operation
+ * of several steps (a lease reading its payload's chunks) is queued again
+ * by its answer with the next statement, its handle unchanged.
  *
  * A host name in state.url is resolved by libpq inside PQconnectStart,
  * which may block on DNS: name the server by address (or hostaddr=) when
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "tidegate/log.h"
@@ -78,22 +82,63 @@ tg_state_pg_param_bin(struct pg_op *o, const void *data, size_t len)
 	o->fmt[o->nparams++] = 1;
 }
 
+void
+tg_state_pg_param_buf(struct pg_op *o, struct evbuffer *buf, size_t len)
+{
+	o->val[o->nparams] = tg_xmalloc(len > 0 ? len : 1);
+	evbuffer_remove(buf, o->val[o->nparams], len);
+	o->len[o->nparams] = (int)len;
+	o->fmt[o->nparams++] = 1;
+}
+
 static void
-op_free(struct pg_op *o)
+params_free(struct pg_op *o)
 {
 	int i;
 
-	for (i = 0; i < o->nparams; i++)
+	for (i = 0; i < o->nparams; i++) {
 		free(o->val[i]);
+		o->val[i] = NULL;
+		o->len[i] = 0;
+		o->fmt[i] = 0;
+	}
+	o->nparams = 0;
+}
+
+void
+tg_state_pg_op_reuse(struct pg_op *o, enum pg_stmt stmt)
+{
+	params_free(o);
+	o->stmt = stmt;
+	o->binary = 0;
+	o->again = 1;
+}
+
+static void
+op_free(struct pg_op *o)
+{
+	if (o->cleanup != NULL)
+		o->cleanup(o);
+	params_free(o);
 	free(o);
 }
 
-/* Answer o (r borrowed, NULL when o->res.rc != 0) unless cancelled; free it. */
+static void requeue(struct pg_op *o);
+
+/* Answer o (r borrowed, NULL when o->res.rc != 0) unless cancelled; free
+ * it, or queue it again for its next step. */
 static void
 finish(struct pg_op *o, const PGresult *r)
 {
+	o->again = 0;
 	if (!o->cancelled)
 		o->answer(o, o->res.rc == TG_STATE_OK ? r : NULL);
+	if (o->again && !o->cancelled) {
+		o->res.rc = TG_STATE_OK;
+		o->res.err.msg[0] = '\0';
+		requeue(o);
+		return;
+	}
 	op_free(o);
 }
 
@@ -103,6 +148,12 @@ fail_op(struct pg_op *o, int rc, const char *why)
 	o->res.rc = rc;
 	tg_err_set(&o->res.err, "%s", why);
 	finish(o, NULL);
+}
+
+void
+tg_state_pg_fail(struct pg_op *o, int rc, const char *why)
+{
+	fail_op(o, rc, why);
 }
 
 static int
@@ -143,6 +194,10 @@ tg_state_pg_submit(struct pg_op *o, enum pg_domain dom)
 		    "state: no correlation ownership store is configured");
 		return NULL;
 	}
+	if (dom == PG_OUTBOX && !pg->outbox) {
+		fail_op(o, TG_STATE_UNAVAILABLE, "state: no webhook outbox is configured");
+		return NULL;
+	}
 	if (nup(pg) == 0) {
 		fail_op(o, TG_STATE_UNAVAILABLE, pg->down);
 		return NULL;
@@ -153,12 +208,22 @@ tg_state_pg_submit(struct pg_op *o, enum pg_domain dom)
 	return &o->pub;
 }
 
+/* The next step of o (its handle already given out). */
+static void
+requeue(struct pg_op *o)
+{
+	o->next = NULL;
+	o->conn = NULL;
+	(void)tg_state_pg_submit(o, PG_ANY);
+}
+
 void
 tg_state_pg_cancel(struct tg_state_op *op)
 {
 	struct pg_op *o = (struct pg_op *)op, **p;
 
-	if (o->conn != NULL) {		/* sent: its answer is dropped when it comes */
+	if (o->conn != NULL || o->keep) {	/* sent, or a payload write that still runs:
+						 * its answer is dropped when it comes */
 		o->cancelled = 1;
 		return;
 	}
@@ -257,6 +322,10 @@ tg_state_pg_stmt_name(int i)
 	static const char *const names[PG_NSTMT] = {
 		"owners_record", "owners_lookup", "owners_prune", "owners_count", "token_get",
 		"token_put", "token_invalidate", "poll_lead", "poll_publish", "poll_fetch",
+		"ob_add", "ob_set_cid", "ob_abandon", "ob_lease", "ob_chunk", "ob_renew",
+		"ob_release", "ob_complete", "ob_next_due", "ob_state", "ob_append", "ob_commit",
+		"ob_drop", "ob_set", "ob_get", "ob_list", "ob_redeliver", "ob_redeliver_since",
+		"ob_purge", "ob_stats",
 	};
 
 	return names[i];

@@ -12,7 +12,15 @@
  * Version 1 holds what a fleet shares first: correlation ownership (as
  * sqlite/owners.c, the job id folded by tg_state_job_key), vendor token
  * records, and poll entries (leadership and the cached terminal answer).
- * The outbox, run registry and sweeps come in later versions.
+ *
+ * Version 2 holds the webhook outbox (as sqlite/outbox.c): outbox_jobs,
+ * one row a job with its lease (owner instance, token, expiry) in the row,
+ * and outbox_payloads, a job's payload in rows of at most PG_CHUNK bytes
+ * keyed by job, writer token and chunk number. A writer's rows are
+ * written as it appends, each append its own transaction, yet nobody reads
+ * them before the commit names the writer's token in the job (in the same
+ * statement that makes it ready and drops any other writer's rows). The
+ * run registry and sweeps come in later versions.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +56,40 @@ static const char *const v1[] = {
 	NULL,
 };
 
-static const char *const *const migrations[] = { v1 };
+static const char *const v2[] = {
+	"CREATE TABLE outbox_jobs ("
+	" seq bigserial,"
+	" id text PRIMARY KEY,"
+	" url text NOT NULL, secret_ref text NOT NULL, api_key text, kind text NOT NULL,"
+	" correlation_id text, service text, content_type text NOT NULL,"
+	" state text NOT NULL CHECK (state IN"
+	"  ('waiting', 'ready', 'delivered', 'gone', 'dead')),"
+	" payload_token text, payload_size bigint,"
+	" attempts integer NOT NULL DEFAULT 0, next_at bigint,"
+	" created_at bigint NOT NULL, ready_at bigint, first_attempt_at bigint,"
+	" last_attempt_at bigint, last_status integer, last_error text, done_at bigint,"
+	" lease_owner text, lease_token text, lease_expires bigint)",
+	"CREATE INDEX outbox_jobs_due ON outbox_jobs (state, next_at)",
+	"CREATE INDEX outbox_jobs_created ON outbox_jobs (created_at)",
+	"CREATE TABLE outbox_payloads ("
+	" job_id text NOT NULL REFERENCES outbox_jobs (id) ON DELETE CASCADE,"
+	" token text NOT NULL,"
+	" n integer NOT NULL,"
+	" data bytea NOT NULL,"
+	" PRIMARY KEY (job_id, token, n))",
+	NULL,
+};
+
+static const char *const *const migrations[] = { v1, v2 };
+
+#define JOB_COLS "id, state, url, kind, correlation_id, service, api_key, secret_ref," \
+	" last_error, attempts, last_status, payload_size, created_at, ready_at, next_at," \
+	" first_attempt_at, last_attempt_at, done_at, coalesce(lease_expires > "
+/* A payload's bytes $p cut into rows of PG_CHUNK (1 MiB) bytes, numbered from $n. */
+#define CHUNKS(n, p) "SELECT $1::text, $2::text, " n " + i, substring(" p " from i * 1048576 + 1" \
+	" for 1048576) FROM generate_series(0, greatest(length(" p ") - 1, 0) / 1048576) i"
+#define REDELIVERED "state = 'ready', attempts = 0, next_at = $2, done_at = NULL," \
+	" lease_owner = NULL, lease_token = NULL, lease_expires = NULL"
 
 /*
  * owners: a re-recorded job takes a new id (it becomes the newest, as
@@ -84,6 +125,74 @@ static const char *const sql[PG_NSTMT] = {
 	    " body = EXCLUDED.body, answer_until = EXCLUDED.answer_until",
 	[PG_POLL_FETCH] = "SELECT status, content_type, body FROM poll_entries WHERE key = $1"
 	    " AND status IS NOT NULL AND answer_until > $2",
+	[PG_OB_ADD] = "INSERT INTO outbox_jobs (id, url, secret_ref, api_key, kind,"
+	    " correlation_id, service, content_type, state, created_at)"
+	    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'waiting', $9)",
+	[PG_OB_SET_CID] = "UPDATE outbox_jobs SET correlation_id = $2 WHERE id = $1",
+	[PG_OB_ABANDON] = "WITH cur AS (SELECT state FROM outbox_jobs WHERE id = $1 FOR UPDATE),"
+	    " u AS (UPDATE outbox_jobs SET state = 'dead', last_error = $2, done_at = $3"
+	    " WHERE id = $1 AND state = 'waiting' RETURNING 1)"
+	    " SELECT cur.state, (SELECT count(*) FROM u) FROM cur",
+	/* Several instances never take one job: the row is locked, others skip it. */
+	[PG_OB_LEASE] = "WITH pick AS (SELECT id, first_attempt_at IS NULL AS first"
+	    " FROM outbox_jobs WHERE state = 'ready' AND next_at <= $1"
+	    " AND (lease_expires IS NULL OR lease_expires <= $1)"
+	    " ORDER BY next_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
+	    " UPDATE outbox_jobs j SET attempts = j.attempts + 1, last_attempt_at = $1,"
+	    " first_attempt_at = coalesce(j.first_attempt_at, $1), lease_owner = $2,"
+	    " lease_token = $3, lease_expires = $4 FROM pick WHERE j.id = pick.id"
+	    " RETURNING j.id, j.url, j.secret_ref, j.content_type, j.kind, j.correlation_id,"
+	    " j.service, j.api_key, j.payload_size, j.attempts, j.ready_at, pick.first,"
+	    " j.payload_token",
+	[PG_OB_CHUNK] = "SELECT data FROM outbox_payloads WHERE job_id = $1 AND token = $2"
+	    " AND n = $3",
+	[PG_OB_RENEW] = "UPDATE outbox_jobs SET lease_expires = $3 WHERE id = $1"
+	    " AND lease_token = $2",
+	[PG_OB_RELEASE] = "UPDATE outbox_jobs SET lease_owner = NULL, lease_token = NULL,"
+	    " lease_expires = NULL WHERE id = $1 AND lease_token = $2",
+	[PG_OB_COMPLETE] = "WITH u AS (UPDATE outbox_jobs SET state = $3, next_at = $4,"
+	    " last_status = $5, last_error = $6, done_at = $7, lease_owner = NULL,"
+	    " lease_token = NULL, lease_expires = NULL WHERE id = $1 AND lease_token = $2"
+	    " RETURNING id, state), d AS (DELETE FROM outbox_payloads WHERE job_id IN"
+	    " (SELECT id FROM u WHERE state IN ('delivered', 'gone')))"
+	    " SELECT count(*) FROM u",
+	[PG_OB_NEXT_DUE] = "SELECT min(greatest(next_at, coalesce(lease_expires, 0)))"
+	    " FROM outbox_jobs WHERE state = 'ready'",
+	[PG_OB_STATE] = "SELECT state FROM outbox_jobs WHERE id = $1",
+	[PG_OB_APPEND] = "INSERT INTO outbox_payloads (job_id, token, n, data) "
+	    CHUNKS("$3::integer", "$4::bytea"),
+	[PG_OB_COMMIT] = "WITH u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2,"
+	    " payload_size = $3, ready_at = $4, next_at = $5 WHERE id = $1"
+	    " AND state = 'waiting' RETURNING id), d AS (DELETE FROM outbox_payloads"
+	    " WHERE job_id IN (SELECT id FROM u) AND token <> $2) SELECT count(*) FROM u",
+	[PG_OB_DROP] = "DELETE FROM outbox_payloads WHERE job_id = $1 AND token = $2",
+	[PG_OB_SET] = "WITH cur AS (SELECT id, state FROM outbox_jobs WHERE id = $1 FOR UPDATE),"
+	    " ins AS (INSERT INTO outbox_payloads (job_id, token, n, data) "
+	    CHUNKS("0", "$3::bytea") " WHERE EXISTS (SELECT 1 FROM cur WHERE state = 'waiting')),"
+	    " u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2::text,"
+	    " payload_size = length($3::bytea), ready_at = $4, next_at = $5 WHERE id = $1"
+	    " AND state = 'waiting' RETURNING id), d AS (DELETE FROM outbox_payloads WHERE"
+	    " job_id IN (SELECT id FROM u) AND token <> $2::text)"
+	    " SELECT cur.state, (SELECT count(*) FROM u) FROM cur",
+	[PG_OB_GET] = "SELECT " JOB_COLS "$2, false) FROM outbox_jobs WHERE id = $1",
+	[PG_OB_LIST] = "SELECT " JOB_COLS "$6, false) FROM outbox_jobs"
+	    " WHERE ($1::text IS NULL OR state = $1::text) AND created_at >= $2"
+	    " AND ($3::text IS NULL OR correlation_id = $3::text)"
+	    " ORDER BY created_at DESC, id LIMIT $4 OFFSET $5",
+	[PG_OB_REDELIVER] = "WITH cur AS (SELECT state, payload_size IS NOT NULL AS has,"
+	    " coalesce(lease_expires > $2, false) AS leased FROM outbox_jobs WHERE id = $1"
+	    " FOR UPDATE), u AS (UPDATE outbox_jobs SET " REDELIVERED " WHERE id = $1"
+	    " AND NOT coalesce(lease_expires > $2, false) AND (state = 'ready' OR"
+	    " (state = 'dead' AND payload_size IS NOT NULL)) RETURNING 1)"
+	    " SELECT cur.state, cur.has, cur.leased, (SELECT count(*) FROM u) FROM cur",
+	[PG_OB_REDELIVER_SINCE] = "WITH u AS (UPDATE outbox_jobs SET " REDELIVERED
+	    " WHERE ((state = 'dead' AND payload_size IS NOT NULL AND done_at >= $1)"
+	    " OR (state = 'ready' AND attempts > 0 AND last_attempt_at >= $1))"
+	    " AND NOT coalesce(lease_expires > $2, false) RETURNING 1) SELECT count(*) FROM u",
+	[PG_OB_PURGE] = "WITH d AS (DELETE FROM outbox_jobs WHERE state IN ('delivered', 'gone',"
+	    " 'dead') AND done_at < $1 RETURNING 1) SELECT count(*) FROM d",
+	[PG_OB_STATS] = "SELECT state, count(*) FROM outbox_jobs GROUP BY state UNION ALL"
+	    " SELECT 'leased', count(*) FROM outbox_jobs WHERE lease_expires > $1",
 };
 
 const char *

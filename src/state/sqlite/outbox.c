@@ -23,14 +23,6 @@
 #include "tidegate/outbox.h"
 #include "outbox_db.h"
 
-#define LEASE_MS		60000
-#define JITTER_PCT		10
-#define RETRY_AFTER_MAX_MS	(24LL * 3600 * 1000)
-
-static const int64_t default_schedule[] = {
-	0, 5000, 300000, 1800000, 7200000, 18000000, 36000000, 36000000,
-};
-
 static const char *const schema[] = {
 	"CREATE TABLE IF NOT EXISTS jobs ("
 	" id TEXT PRIMARY KEY,"
@@ -208,7 +200,7 @@ tg_state_ob_job_state(struct tg_outbox *ob, const char *id, struct tg_err *err)
 int64_t
 tg_outbox_lease_ms(const struct tg_outbox *ob)
 {
-	return ob->lease_ms;
+	return ob->rules.lease_ms;
 }
 
 void
@@ -278,17 +270,7 @@ db_setup(struct tg_outbox *ob, int sync_normal, struct tg_err *err)
 static void
 opts_copy(struct tg_outbox *ob, const struct tg_outbox_opts *o)
 {
-	const int64_t *sched = o->schedule_ms != NULL && o->nschedule > 0 ? o->schedule_ms :
-	    default_schedule;
-
-	ob->nschedule = sched == default_schedule ? TG_NELEM(default_schedule) : o->nschedule;
-	ob->schedule = tg_xmalloc(ob->nschedule * sizeof(*ob->schedule));
-	memcpy(ob->schedule, sched, ob->nschedule * sizeof(*ob->schedule));
-	ob->jitter_pct = o->jitter_pct == 0 ? JITTER_PCT : o->jitter_pct < 0 ? 0 :
-	    o->jitter_pct > 100 ? 100 : o->jitter_pct;
-	ob->retry_after_max_ms = o->retry_after_max_ms > 0 ? o->retry_after_max_ms :
-	    RETRY_AFTER_MAX_MS;
-	ob->lease_ms = o->lease_ms > 0 ? o->lease_ms : LEASE_MS;
+	tg_state_rules_init(&ob->rules, o);
 	ob->path = tg_xstrdup(o->path);
 	ob->dir = o->payload_dir != NULL ? tg_xstrdup(o->payload_dir) :
 	    tg_xasprintf("%s.payloads", o->path);
@@ -333,7 +315,7 @@ tg_outbox_close(struct tg_outbox *ob)
 		sqlite3_finalize(ob->st[i]);
 	if (ob->db != NULL)
 		sqlite3_close(ob->db);
-	free(ob->schedule);
+	tg_state_rules_free(&ob->rules);
 	free(ob->path);
 	free(ob->dir);
 	free(ob);
@@ -423,25 +405,7 @@ tg_outbox_abandon(struct tg_outbox *ob, const char *id, const char *reason, int6
 int64_t
 tg_outbox_delay(const struct tg_outbox *ob, int failed, int64_t retry_after_ms)
 {
-	int64_t d, spread;
-	uint32_t r;
-
-	if (failed < 1 || (size_t)failed >= ob->nschedule)
-		return -1;
-	d = ob->schedule[failed];
-	/* Forward only: never earlier than the schedule says. */
-	spread = d / 100 * ob->jitter_pct;
-	if (spread > 0) {
-		tg_id_random(&r, sizeof(r));
-		d += (int64_t)(r % (uint64_t)(spread + 1));
-	}
-	if (retry_after_ms >= 0) {
-		if (retry_after_ms > ob->retry_after_max_ms)
-			retry_after_ms = ob->retry_after_max_ms;
-		if (retry_after_ms > d)
-			d = retry_after_ms;
-	}
-	return d;
+	return tg_state_rules_delay(&ob->rules, failed, retry_after_ms);
 }
 
 int64_t

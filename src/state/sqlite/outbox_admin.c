@@ -138,25 +138,6 @@ tg_outbox_list(struct tg_outbox *ob, const struct tg_outbox_query *q,
 	return -1;
 }
 
-/* Why job j cannot be redelivered, or NULL when it can. */
-static const char *
-refusal(const struct tg_outbox_job *j)
-{
-	if (j->leased)
-		return "an attempt is in flight";
-	switch (j->state) {
-	case TG_OUTBOX_WAITING:
-		return "its payload has not arrived";
-	case TG_OUTBOX_DELIVERED:
-	case TG_OUTBOX_GONE:
-		return "its payload is no longer kept";
-	case TG_OUTBOX_DEAD:
-		return j->size < 0 ? "it was abandoned before its payload arrived" : NULL;
-	default:
-		return NULL;
-	}
-}
-
 int
 tg_outbox_redeliver(struct tg_outbox *ob, const char *id, int64_t now_ms,
     struct tg_err *err)
@@ -168,7 +149,7 @@ tg_outbox_redeliver(struct tg_outbox *ob, const char *id, int64_t now_ms,
 
 	if ((rc = get_at(ob, id, now_ms, &j, err)) != 0)
 		return rc;
-	why = refusal(&j);
+	why = tg_state_rules_refusal(j.state, j.leased, j.size >= 0);
 	if (why != NULL) {
 		tg_err_set(err, "webhook job %s is %s: %s", id, tg_outbox_state_str(j.state), why);
 		rc = TG_OUTBOX_CONFLICT;

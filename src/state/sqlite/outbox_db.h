@@ -11,6 +11,7 @@
 #include <sqlite3.h>
 
 #include "tidegate/outbox.h"
+#include "../outbox_rules.h"
 
 /* ---- outbox.c ---- */
 
@@ -27,10 +28,7 @@ struct tg_outbox {
 	sqlite3 *db;
 	sqlite3_stmt *st[S_COUNT];
 	char *path, *dir;
-	int64_t *schedule;
-	size_t nschedule;
-	int jitter_pct;
-	int64_t retry_after_max_ms, lease_ms;
+	struct tg_state_rules rules;	/* schedule, jitter, lease (../outbox_rules.h) */
 	struct tg_outbox_stats ctr;	/* counters since open (depth unused) */
 	void (*notify)(void *arg);	/* a job became due (the worker) */
 	void *notify_arg;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tidegate/ids.h"
 #include "tidegate/log.h"
@@ -27,6 +28,8 @@ tg_outbox_lease_free(struct tg_outbox_lease *l)
 	free(l->service);
 	free(l->api_key);
 	free(l->payload_path);
+	if (l->spool_fd > 0)
+		close(l->spool_fd);
 	free(l);
 }
 
@@ -72,7 +75,7 @@ take(struct tg_outbox *ob, struct tg_outbox_lease *l, int64_t now_ms, struct tg_
 	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	tg_id_hex(l->token, 16);
-	l->expires_at = now_ms + ob->lease_ms;
+	l->expires_at = now_ms + ob->rules.lease_ms;
 	s = tg_state_ob_stmt(ob, S_LEASE_PUT);
 	sqlite3_bind_text(s, 1, l->id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, l->token, -1, SQLITE_STATIC);
@@ -145,14 +148,14 @@ tg_outbox_lease_renew(struct tg_outbox *ob, struct tg_outbox_lease *l, int64_t n
 
 	sqlite3_bind_text(s, 1, l->id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, l->token, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, now_ms + ob->lease_ms);
+	sqlite3_bind_int64(s, 3, now_ms + ob->rules.lease_ms);
 	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	if (sqlite3_changes(ob->db) != 1) {
 		tg_err_set(err, "lease of %s was lost", l->id);
 		return -1;
 	}
-	l->expires_at = now_ms + ob->lease_ms;
+	l->expires_at = now_ms + ob->rules.lease_ms;
 	return 0;
 }
 
@@ -182,26 +185,6 @@ lease_held(struct tg_outbox *ob, const struct tg_outbox_lease *l, struct tg_err 
 		tg_err_set(err, "lease of %s was lost", l->id);
 	sqlite3_reset(s);
 	return rc;
-}
-
-/* The state an outcome leads to, and the next attempt time for READY.
- * Retry-After counts only where it means "come back later". */
-static enum tg_outbox_state
-judge(const struct tg_outbox *ob, const struct tg_outbox_lease *l,
-    const struct tg_outbox_result *res, int64_t now_ms, int64_t *next_at)
-{
-	int64_t ra = res->status == 429 || res->status >= 500 ? res->retry_after_ms : -1;
-	int64_t d;
-
-	*next_at = 0;
-	if (res->status >= 200 && res->status <= 299)
-		return TG_OUTBOX_DELIVERED;
-	if (res->status == 410)
-		return TG_OUTBOX_GONE;
-	if ((d = tg_outbox_delay(ob, l->attempt, ra)) < 0)
-		return TG_OUTBOX_DEAD;
-	*next_at = now_ms + d;
-	return TG_OUTBOX_READY;
 }
 
 static int
@@ -248,7 +231,7 @@ tg_outbox_complete(struct tg_outbox *ob, const struct tg_outbox_lease *l,
 
 	if (tg_state_ob_begin(ob, err) != 0)
 		return -1;
-	st = judge(ob, l, res, now_ms, &next);
+	st = tg_state_rules_judge(&ob->rules, l->attempt, res, now_ms, &next);
 	if (lease_held(ob, l, err) != 0 || finish(ob, l, res, st, next, now_ms, err) != 0 ||
 	    tg_state_ob_commit(ob, err) != 0) {
 		tg_state_ob_rollback(ob);

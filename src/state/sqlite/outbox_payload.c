@@ -183,7 +183,7 @@ mark_ready(struct tg_outbox_payload *p, int64_t now_ms, struct tg_err *err)
 	sqlite3_bind_text(s, 1, p->id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, p->size);
 	sqlite3_bind_int64(s, 3, now_ms);
-	sqlite3_bind_int64(s, 4, now_ms + ob->schedule[0]);
+	sqlite3_bind_int64(s, 4, now_ms + ob->rules.schedule[0]);
 	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	if (sqlite3_changes(ob->db) != 1) {

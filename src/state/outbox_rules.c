@@ -1,0 +1,107 @@
+/*
+ * outbox_rules.c - the webhook outbox's rules shared by the SQLite and
+ * PostgreSQL state backends (outbox_rules.h): schedule defaults, the delay
+ * before the next attempt (jitter forward only, Retry-After capped), the
+ * outcome of an attempt and the redelivery refusals. Written once so that
+ * both backends retry on exactly the same schedule.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tidegate/ids.h"
+#include "outbox_rules.h"
+
+#define LEASE_MS		60000
+#define JITTER_PCT		10
+#define RETRY_AFTER_MAX_MS	(24LL * 3600 * 1000)
+
+static const int64_t default_schedule[] = {
+	0, 5000, 300000, 1800000, 7200000, 18000000, 36000000, 36000000,
+};
+
+void
+tg_state_rules_init(struct tg_state_rules *r, const struct tg_outbox_opts *o)
+{
+	static const struct tg_outbox_opts none;
+	const int64_t *sched;
+
+	if (o == NULL)
+		o = &none;
+	sched = o->schedule_ms != NULL && o->nschedule > 0 ? o->schedule_ms : default_schedule;
+	r->nschedule = sched == default_schedule ? TG_NELEM(default_schedule) : o->nschedule;
+	r->schedule = tg_xmalloc(r->nschedule * sizeof(*r->schedule));
+	memcpy(r->schedule, sched, r->nschedule * sizeof(*r->schedule));
+	r->jitter_pct = o->jitter_pct == 0 ? JITTER_PCT : o->jitter_pct < 0 ? 0 :
+	    o->jitter_pct > 100 ? 100 : o->jitter_pct;
+	r->retry_after_max_ms = o->retry_after_max_ms > 0 ? o->retry_after_max_ms :
+	    RETRY_AFTER_MAX_MS;
+	r->lease_ms = o->lease_ms > 0 ? o->lease_ms : LEASE_MS;
+}
+
+void
+tg_state_rules_free(struct tg_state_rules *r)
+{
+	free(r->schedule);
+	r->schedule = NULL;
+	r->nschedule = 0;
+}
+
+int64_t
+tg_state_rules_delay(const struct tg_state_rules *r, int failed, int64_t retry_after_ms)
+{
+	int64_t d, spread;
+	uint32_t rnd;
+
+	if (failed < 1 || (size_t)failed >= r->nschedule)
+		return -1;
+	d = r->schedule[failed];
+	/* Forward only: never earlier than the schedule says. */
+	spread = d / 100 * r->jitter_pct;
+	if (spread > 0) {
+		tg_id_random(&rnd, sizeof(rnd));
+		d += (int64_t)(rnd % (uint64_t)(spread + 1));
+	}
+	if (retry_after_ms >= 0) {
+		if (retry_after_ms > r->retry_after_max_ms)
+			retry_after_ms = r->retry_after_max_ms;
+		if (retry_after_ms > d)
+			d = retry_after_ms;
+	}
+	return d;
+}
+
+enum tg_outbox_state
+tg_state_rules_judge(const struct tg_state_rules *r, int attempt,
+    const struct tg_outbox_result *res, int64_t now_ms, int64_t *next_at)
+{
+	int64_t ra = res->status == 429 || res->status >= 500 ? res->retry_after_ms : -1;
+	int64_t d;
+
+	*next_at = 0;
+	if (res->status >= 200 && res->status <= 299)
+		return TG_OUTBOX_DELIVERED;
+	if (res->status == 410)
+		return TG_OUTBOX_GONE;
+	if ((d = tg_state_rules_delay(r, attempt, ra)) < 0)
+		return TG_OUTBOX_DEAD;
+	*next_at = now_ms + d;
+	return TG_OUTBOX_READY;
+}
+
+const char *
+tg_state_rules_refusal(enum tg_outbox_state st, int leased, int has_payload)
+{
+	if (leased)
+		return "an attempt is in flight";
+	switch (st) {
+	case TG_OUTBOX_WAITING:
+		return "its payload has not arrived";
+	case TG_OUTBOX_DELIVERED:
+	case TG_OUTBOX_GONE:
+		return "its payload is no longer kept";
+	case TG_OUTBOX_DEAD:
+		return has_payload ? NULL : "it was abandoned before its payload arrived";
+	default:
+		return NULL;
+	}
+}

@@ -1,0 +1,50 @@
+/*
+ * outbox_rules.h - the webhook outbox's rules every state backend applies
+ * the same way (src/state/outbox_rules.c): the retry schedule with its
+ * defaults, jitter and Retry-After cap, the lease length, the state an
+ * attempt's outcome leads to, and why a job cannot be redelivered. Pure:
+ * no SQL, no I/O. Private to src/state/ (sqlite/, pg/).
+ */
+#ifndef TG_STATE_OUTBOX_RULES_H
+#define TG_STATE_OUTBOX_RULES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tidegate/outbox.h"
+
+struct tg_state_rules {
+	int64_t *schedule;		/* delay before attempt i+1 (owned) */
+	size_t nschedule;
+	int jitter_pct;			/* 0…100 */
+	int64_t retry_after_max_ms;
+	int64_t lease_ms;
+};
+
+/** Fill r (borrowed) from o (borrowed; NULL: every default), copying the
+ * schedule: the caller frees it with tg_state_rules_free. */
+void tg_state_rules_init(struct tg_state_rules *r, const struct tg_outbox_opts *o);
+/** Free what r (borrowed) holds; r itself is the caller's. */
+void tg_state_rules_free(struct tg_state_rules *r);
+/**
+ * The delay after `failed` failed attempts (1…): the schedule's entry plus
+ * a random 0…jitter_pct % (never earlier), stretched to retry_after_ms
+ * (>= 0) up to the cap; -1 when the schedule is exhausted. r borrowed.
+ */
+int64_t tg_state_rules_delay(const struct tg_state_rules *r, int failed, int64_t retry_after_ms);
+/**
+ * The state attempt number `attempt` (1…) leads to with outcome res
+ * (borrowed): 2xx delivered, 410 gone, else ready again at *next_at or
+ * dead when the schedule is exhausted (Retry-After counts for 429 and 5xx
+ * only). *next_at is 0 unless READY. r borrowed.
+ */
+enum tg_outbox_state tg_state_rules_judge(const struct tg_state_rules *r, int attempt,
+    const struct tg_outbox_result *res, int64_t now_ms, int64_t *next_at);
+/**
+ * Why a job in state st (leased: an attempt holds a live lease;
+ * has_payload: its payload was committed) cannot be redelivered, or NULL
+ * when it can (static, borrowed).
+ */
+const char *tg_state_rules_refusal(enum tg_outbox_state st, int leased, int has_payload);
+
+#endif
