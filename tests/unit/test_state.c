@@ -10,9 +10,10 @@
  * answer before their call returns and writes that answer later.
  *
  * Each case says which domains it needs and each backend which it has:
- * SQLite has them all; PostgreSQL (the first step of fleet mode) has the
- * shared ones (ownership, tokens, poll entries) and the fleet cases (two
- * handles on one database, connections killed under it). The PostgreSQL
+ * SQLite has them all; PostgreSQL (fleet mode, so far) has the run
+ * registry and sweeps, the shared ones (ownership, tokens, poll entries)
+ * and the fleet cases (two handles on one database, connections killed
+ * under it, claims racing on a sweep). The PostgreSQL
  * entry runs when the environment names a server (TG_TEST_PG_URL, or the
  * PG* variables pg_virtualenv sets), each setup in a schema of its own,
  * and is skipped with a printed reason otherwise.
@@ -143,7 +144,8 @@ pg_setup(void)
 {
 	const char *base = pg_base_url();
 	struct tg_owners_opts wo = { 0 };
-	struct tg_state_opts opts = { .url = F.url, .owners = &wo };
+	struct tg_runs_opts ro = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .runs = &ro };
 	struct tg_err err;
 	char q[128];
 
@@ -178,7 +180,7 @@ pg_teardown(void)
 /* The table: a backend runs every case whose domains it has. */
 static const struct backend backends[] = {
 	{ "sqlite", sqlite_setup, sqlite_teardown, D_OUTBOX | D_RUNS | D_SHARED | D_LOCAL, NULL },
-	{ "postgresql", pg_setup, pg_teardown, D_SHARED | D_FLEET, pg_skip },
+	{ "postgresql", pg_setup, pg_teardown, D_RUNS | D_SHARED | D_FLEET, pg_skip },
 };
 
 static int
@@ -297,6 +299,15 @@ static void
 expect_now(struct tg_state_op *op, struct wait *w)
 {
 	assert_null(op);
+	assert_int_equal(w->called, 1);
+}
+
+/* An operation that may answer now or later (the backend decides). */
+static void
+settle(struct tg_state_op *op, struct wait *w)
+{
+	if (op != NULL)
+		wait_for(w);
 	assert_int_equal(w->called, 1);
 }
 
@@ -625,19 +636,19 @@ test_runs(void **state)
 	add_run("sim-a", T0, TG_STATE_OK);
 	add_run("sim-b", T0 + 1000, TG_STATE_OK);
 	add_run("sim-a", T0, TG_STATE_CONFLICT);
-	expect_now(tg_state_runs_get(F.st, "sim-a", on_runs, &w), &w);
+	settle(tg_state_runs_get(F.st, "sim-a", on_runs, &w), &w);
 	assert_int_equal(w.count, 1);
 	assert_string_equal(w.s, "sim-a");
 	assert_int_equal(w.n, TG_RUN_IN_PROGRESS);
 	wait_clear(&w);
-	expect_now(tg_state_runs_list(F.st, &q, on_runs, &w), &w);
+	settle(tg_state_runs_list(F.st, &q, on_runs, &w), &w);
 	assert_int_equal(w.count, 2);
 	assert_string_equal(w.s, "sim-b");	/* newest first */
 	wait_clear(&w);
-	expect_now(tg_state_runs_due(F.st, T0 + 60000, 10, on_runs, &w), &w);
+	settle(tg_state_runs_due(F.st, T0 + 60000, 10, on_runs, &w), &w);
 	assert_int_equal(w.count, 2);
 	wait_clear(&w);
-	expect_now(tg_state_runs_next_due(F.st, T0, on_num, &w), &w);
+	settle(tg_state_runs_next_due(F.st, T0, on_num, &w), &w);
 	assert_int_equal(w.n, T0 + TG_RUNS_CHECK_MIN_MS);
 	wait_clear(&w);
 	expect_later(tg_state_runs_set_status(F.st, "sim-a", TG_RUN_COMPLETED, 0, T0 + 5000,
@@ -649,7 +660,7 @@ test_runs(void **state)
 	    &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
 	wait_clear(&w);
-	expect_now(tg_state_runs_get(F.st, "sim-a", on_runs, &w), &w);
+	settle(tg_state_runs_get(F.st, "sim-a", on_runs, &w), &w);
 	assert_int_equal(w.n, TG_RUN_COMPLETED);
 	assert_int_equal(w.n2, 1);
 	wait_clear(&w);
@@ -686,13 +697,13 @@ test_run_end_and_archive(void **state)
 	expect_later(tg_state_runs_set_status(F.st, "sim-c", TG_RUN_COMPLETED, 0, T0 + 1,
 	    on_num, &w), &w);
 	wait_clear(&w);
-	expect_now(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
+	settle(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
 	assert_string_equal(w.s, "sim-c");
 	assert_int_equal(w.n, TG_RUN_COMPLETED);
 	wait_clear(&w);
 	expect_later(tg_state_runs_set_handled(F.st, "sim-c", on_done, &w), &w);
 	wait_clear(&w);
-	expect_now(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
+	settle(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	assert_null(w.s);
 	wait_clear(&w);
@@ -704,11 +715,11 @@ test_run_end_and_archive(void **state)
 	    &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	wait_clear(&w);
-	expect_now(tg_state_runs_archived(F.st, "sim-c", on_blob, &w), &w);
+	settle(tg_state_runs_archived(F.st, "sim-c", on_blob, &w), &w);
 	assert_int_equal(w.count, 7);
 	assert_string_equal(w.s, "{\"r\":1}");
 	wait_clear(&w);
-	expect_now(tg_state_runs_archive_usage(F.st, on_pair, &w), &w);
+	settle(tg_state_runs_archive_usage(F.st, on_pair, &w), &w);
 	assert_int_equal(w.n, 7);
 	assert_int_equal(w.n2, 1);
 	wait_clear(&w);
@@ -795,11 +806,11 @@ test_sweeps(void **state)
 	char *id = create_sweep();
 	struct wait w = { 0 };
 
-	expect_now(tg_state_sweep_get(F.st, id, on_sweeps, &w), &w);
+	settle(tg_state_sweep_get(F.st, id, on_sweeps, &w), &w);
 	assert_int_equal(w.count, 1);
 	assert_int_equal(w.n, 2);
 	wait_clear(&w);
-	expect_now(tg_state_sweep_list(F.st, NULL, "running", 0, 0, on_sweeps, &w), &w);
+	settle(tg_state_sweep_list(F.st, NULL, "running", 0, 0, on_sweeps, &w), &w);
 	assert_int_equal(w.count, 1);
 	wait_clear(&w);
 	expect_later(tg_state_sweep_claim(F.st, id, T0 + 1, on_claim, &w), &w);
@@ -826,33 +837,24 @@ test_sweeps(void **state)
 	    &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	wait_clear(&w);
-	expect_now(tg_state_sweep_variants(F.st, id, on_variants, &w), &w);
+	settle(tg_state_sweep_variants(F.st, id, on_variants, &w), &w);
 	assert_int_equal(w.count, 2);
 	assert_int_equal(w.n, TG_VARIANT_SUBMITTED);
 	wait_clear(&w);
-	expect_now(tg_state_sweep_running(F.st, on_strs, &w), &w);
+	settle(tg_state_sweep_running(F.st, on_strs, &w), &w);
 	assert_int_equal(w.count, 1);
 	assert_string_equal(w.s, id);
 	wait_clear(&w);
 	expect_later(tg_state_sweep_settle(F.st, id, T0 + 7, on_num, &w), &w);
 	assert_int_equal(w.n, 1);		/* done with this call */
 	wait_clear(&w);
-	expect_now(tg_state_sweep_running(F.st, on_strs, &w), &w);
+	settle(tg_state_sweep_running(F.st, on_strs, &w), &w);
 	assert_int_equal(w.count, 0);
 	wait_clear(&w);
 	free(id);
 }
 
 /* ---- ownership, tokens, poll entries ---- */
-
-/* An operation that may answer now or later (the backend decides). */
-static void
-settle(struct tg_state_op *op, struct wait *w)
-{
-	if (op != NULL)
-		wait_for(w);
-	assert_int_equal(w->called, 1);
-}
 
 static void
 test_owners(void **state)
@@ -1226,6 +1228,53 @@ test_fleet_connections_lost(void **state)
 	wait_clear(&w);
 }
 
+/* Claims on a sweep of concurrency 1 from two handles at once (two on
+ * each, every connection busy), held up together before they change a
+ * variant (a lock the test holds on the variants) until all have
+ * started: one variant is claimed, not more. */
+static void
+test_fleet_claims(void **state)
+{
+	struct tg_runs_opts ro = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .runs = &ro };
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w[4] = { { 0 } };
+	char *id = create_sweep(), q[160];
+	int i, got_n = 0;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_up(2 * PG_POOL_SIZE);
+	for (i = 0; i < 30; i++) {		/* every connection prepared */
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(10000);
+	}
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.sweep_variants IN SHARE MODE", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	for (i = 0; i < 4; i++)
+		assert_non_null(tg_state_sweep_claim(i % 2 ? b : F.st, id, T0 + 1, on_claim,
+		    &w[i]));
+	for (i = 0; i < 30; i++) {		/* every claim sent and waiting */
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(10000);
+	}
+	assert_int_equal(side_exec("COMMIT"), 0);
+	for (i = 0; i < 4; i++) {
+		wait_for(&w[i]);
+		assert_int_equal(w[i].res.rc, TG_STATE_OK);
+		got_n += w[i].s != NULL;
+		wait_clear(&w[i]);
+	}
+	assert_int_equal(got_n, 1);
+	settle(tg_state_sweep_variants(b, id, on_variants, &w[0]), &w[0]);
+	assert_int_equal(w[0].count, 2);
+	assert_int_equal(w[0].n, TG_VARIANT_SUBMITTING);
+	wait_clear(&w[0]);
+	tg_state_close(b);
+	free(id);
+}
+
 static void
 test_open_errors(void **state)
 {
@@ -1275,6 +1324,7 @@ main(void)
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_connections_lost, D_FLEET),
+		T_(test_fleet_claims, D_FLEET | D_RUNS),
 		T_(test_open_errors, D_LOCAL),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];

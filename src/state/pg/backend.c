@@ -1,10 +1,11 @@
 /*
  * backend.c - the PostgreSQL state backend's handle: open and close.
  *
- * This backend is the first step of issue 14 (fleet mode): it shares
- * correlation ownership, vendor token records and poll entries across
- * instances (pg_shared.c); the outbox, run registry and sweeps answer
- * UNAVAILABLE until they are built (pg_vtable.c).
+ * This backend is issue 14 (fleet mode) so far: it shares correlation
+ * ownership, vendor token records and poll entries (pg_shared.c), the run
+ * registry (pg_runs.c) and sweeps (pg_sweeps.c) across instances; the
+ * outbox answers UNAVAILABLE until it is built (pg_vtable.c), and an open
+ * that asks for it is refused.
  *
  * Open blocks, once: it connects with PQconnectdbParams and migrates the
  * schema (pg_schema.c) synchronously, before the loop runs, as the SQLite
@@ -26,6 +27,7 @@
 #include <event2/event.h>
 
 #include "pg.h"
+#include "../run_rules.h"
 
 #define KEEP_MS		(30LL * 24 * 3600 * 1000)
 #define MAX_ROWS	1000000
@@ -97,6 +99,21 @@ name_instance(struct pg *pg, const char *configured)
 	pg->instance = tg_xstrdup(name);
 }
 
+/* The run registry's limits (its path is SQLite's only). */
+static void
+runs_opts(struct pg *pg, const struct tg_runs_opts *o)
+{
+	struct tg_state_runs_limits l;
+
+	tg_state_runs_limits(o, &l);
+	pg->runs = 1;
+	pg->retention_ms = l.retention_ms;
+	pg->grace_ms = l.grace_ms;
+	pg->archive_keep_ms = l.archive_keep_ms;
+	pg->archive_max_run = l.archive_max_run;
+	pg->archive_max_total = l.archive_max_total;
+}
+
 /* Connect and migrate, blocking (see the head of this file). */
 static PGconn *
 first_conn(struct pg *pg, struct tg_err *err)
@@ -127,9 +144,9 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, stru
 	struct pg *pg;
 	PGconn *c;
 
-	if (opts->outbox != NULL || opts->runs != NULL) {
+	if (opts->outbox != NULL) {
 		tg_err_set(err, "state.url: the postgresql backend keeps correlation ownership, "
-		    "vendor tokens and poll entries so far, not webhook jobs or simulation runs: "
+		    "vendor tokens, poll entries and simulation runs so far, not webhook jobs: "
 		    "leave state.url unset (SQLite) for now");
 		return NULL;
 	}
@@ -147,6 +164,8 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, stru
 		pg->keep_ms = opts->owners->keep_ms > 0 ? opts->owners->keep_ms : KEEP_MS;
 		pg->max_rows = opts->owners->max_rows > 0 ? opts->owners->max_rows : MAX_ROWS;
 	}
+	if (opts->runs != NULL)
+		runs_opts(pg, opts->runs);
 	if ((c = first_conn(pg, err)) == NULL) {
 		pg_free(pg);
 		return NULL;

@@ -79,22 +79,64 @@ tg_state_pg_param_bin(struct pg_op *o, const void *data, size_t len)
 }
 
 static void
-op_free(struct pg_op *o)
+drop_params(struct pg_op *o)
 {
 	int i;
 
 	for (i = 0; i < o->nparams; i++)
 		free(o->val[i]);
+	memset(o->val, 0, sizeof(o->val));
+	memset(o->len, 0, sizeof(o->len));
+	memset(o->fmt, 0, sizeof(o->fmt));
+	o->nparams = 0;
+}
+
+static void
+op_free(struct pg_op *o)
+{
+	drop_params(o);
+	free(o->ctx);
 	free(o);
 }
 
-/* Answer o (r borrowed, NULL when o->res.rc != 0) unless cancelled; free it. */
+void
+tg_state_pg_again(struct pg_op *o, enum pg_stmt stmt, pg_answer_fn answer)
+{
+	drop_params(o);
+	o->stmt = stmt;
+	o->answer = answer;
+	o->again = 1;
+}
+
+/* Answer o (r borrowed, NULL when o->res.rc != 0) unless cancelled; free
+ * it, or queue it first when its answer chose a next step. */
 static void
 finish(struct pg_op *o, const PGresult *r)
 {
+	struct pg *pg = o->pg;
+
 	if (!o->cancelled)
 		o->answer(o, o->res.rc == TG_STATE_OK ? r : NULL);
+	if (!o->again || o->cancelled) {
+		op_free(o);
+		return;
+	}
+	o->again = 0;
+	o->conn = NULL;
+	memset(&o->res, 0, sizeof(o->res));
+	o->next = pg->head;
+	if (pg->head == NULL)
+		pg->tail = &o->next;
+	pg->head = o;
+	event_active(pg->kick, EV_TIMEOUT, 1);
+}
+
+struct tg_state_op *
+tg_state_pg_answer_now(struct pg_op *o)
+{
+	o->answer(o, NULL);
 	op_free(o);
+	return NULL;
 }
 
 static void
@@ -141,6 +183,10 @@ tg_state_pg_submit(struct pg_op *o, enum pg_domain dom)
 	if (dom == PG_OWNERS && !pg->owners) {
 		fail_op(o, TG_STATE_UNAVAILABLE,
 		    "state: no correlation ownership store is configured");
+		return NULL;
+	}
+	if (dom == PG_RUNS && !pg->runs) {
+		fail_op(o, TG_STATE_UNAVAILABLE, "state: no run registry is configured");
 		return NULL;
 	}
 	if (nup(pg) == 0) {
@@ -257,6 +303,11 @@ tg_state_pg_stmt_name(int i)
 	static const char *const names[PG_NSTMT] = {
 		"owners_record", "owners_lookup", "owners_prune", "owners_count", "token_get",
 		"token_put", "token_invalidate", "poll_lead", "poll_publish", "poll_fetch",
+		"run_insert", "run_brief", "run_update", "run_count_check", "run_check_failed",
+		"run_get", "run_due", "run_next_due", "run_list", "run_unhandled", "run_handled",
+		"run_figures", "run_stats", "run_archive", "run_archived", "run_archive_usage",
+		"run_expire", "run_purge", "sw_create", "sw_get", "sw_list", "sw_variants",
+		"sw_claim", "sw_submitted", "sw_unclaim", "sw_settle", "sw_running",
 	};
 
 	return names[i];
@@ -346,7 +397,9 @@ complete(struct pg_conn *k, PGresult *r)
 		if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
 			o->res.rc = TG_STATE_OK;
 		else {
-			o->res.rc = TG_STATE_ERROR;
+			/* A unique key taken (23505): the record exists already. */
+			o->res.rc = state != NULL && !strcmp(state, "23505") ? TG_STATE_CONFLICT :
+			    TG_STATE_ERROR;
 			tg_state_pg_err(&o->res.err, "state: postgresql: ",
 			    PQresultErrorMessage(r), k->pg->secret);
 		}
