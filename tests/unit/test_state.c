@@ -74,7 +74,9 @@ static struct {
 static int
 sqlite_setup(void)
 {
-	struct tg_runs_opts ro = { .path = F.runs, .sync_normal = 1 };
+	struct tg_runs_opts ro = {
+		.path = F.runs, .sync_normal = 1, .archive_max_run = 64, .archive_max_total = 100,
+	};
 	struct tg_outbox_opts oo = {
 		.path = F.outbox, .schedule_ms = sched, .nschedule = TG_NELEM(sched),
 		.jitter_pct = -1, .lease_ms = 60000, .sync_normal = 1,
@@ -144,7 +146,7 @@ pg_setup(void)
 {
 	const char *base = pg_base_url();
 	struct tg_owners_opts wo = { 0 };
-	struct tg_runs_opts ro = { 0 };
+	struct tg_runs_opts ro = { .archive_max_run = 64, .archive_max_total = 100 };
 	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .runs = &ro };
 	struct tg_err err;
 	char q[128];
@@ -733,6 +735,102 @@ test_run_end_and_archive(void **state)
 }
 
 static void
+on_failure(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
+    void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->count = n;
+	if (n > 0) {
+		w->s = runs[0].failure != NULL ? strdup(runs[0].failure) : NULL;
+		w->n = runs[0].status;
+		w->n2 = runs[0].checks;
+	}
+}
+
+static void
+on_runs_stats(const struct tg_state_res *res, const struct tg_runs_stats *st, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	if (st != NULL) {
+		w->n = (int64_t)(st->runs[TG_RUN_COMPLETED] * 100 + st->runs[TG_RUN_FAILED]);
+		w->n2 = (int64_t)st->archived_bytes;
+	}
+}
+
+/* Archive results of run sim (len bytes of 'x'); its code. */
+static int
+archive(const char *sim, size_t len)
+{
+	char buf[128];
+	struct wait w = { 0 };
+
+	memset(buf, 'x', sizeof(buf));
+	expect_later(tg_state_runs_archive(F.st, sim, buf, len, T0, on_done, &w), &w);
+	return w.res.rc;
+}
+
+static void
+complete_run(const char *sim, enum tg_run_status st, int64_t now, int64_t want)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_runs_set_status(F.st, sim, st, 0, now, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, want);
+}
+
+/* Failed checks, a FAILED run's text, a late answer after the end, the
+ * archive's codes and caps (64 bytes a run, 100 in all), the counters. */
+static void
+test_run_checks_and_caps(void **state)
+{
+	struct tg_runs_query bad = { .status = "DONE" };
+	struct wait w = { 0 };
+
+	add_run("sim-f", T0, TG_STATE_OK);
+	expect_later(tg_state_runs_check_failed(F.st, "sim-f", "timeout", 0, T0 + 1, on_done,
+	    &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	expect_later(tg_state_runs_check_failed(F.st, "sim-n", NULL, 0, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	complete_run("sim-f", TG_RUN_FAILED, T0 + 90000, 1);
+	complete_run("sim-f", TG_RUN_COMPLETED, T0 + 91000, 0);	/* final: only counted */
+	settle(tg_state_runs_get(F.st, "sim-f", on_failure, &w), &w);
+	assert_int_equal(w.n, TG_RUN_FAILED);
+	assert_int_equal(w.n2, 3);
+	assert_non_null(strstr(w.s, "FAILED 1 min 30 s after submission"));
+	wait_clear(&w);
+	assert_int_equal(archive("sim-f", 10), TG_STATE_CONFLICT);
+	assert_int_equal(archive("sim-n", 10), TG_STATE_NOT_FOUND);
+	add_run("sim-g", T0, TG_STATE_OK);
+	add_run("sim-h", T0, TG_STATE_OK);
+	complete_run("sim-g", TG_RUN_COMPLETED, T0 + 1, 1);
+	complete_run("sim-h", TG_RUN_COMPLETED, T0 + 1, 1);
+	assert_int_equal(archive("sim-g", 65), TG_STATE_REFUSED);
+	assert_int_equal(archive("sim-g", 60), TG_STATE_OK);
+	assert_int_equal(archive("sim-h", 50), TG_STATE_REFUSED);
+	assert_int_equal(archive("sim-g", 30), TG_STATE_OK);	/* the old gives way */
+	assert_int_equal(archive("sim-h", 50), TG_STATE_OK);
+	settle(tg_state_runs_archive_usage(F.st, on_pair, &w), &w);
+	assert_int_equal(w.n, 80);
+	assert_int_equal(w.n2, 2);
+	wait_clear(&w);
+	settle(tg_state_runs_stats(F.st, on_runs_stats, &w), &w);
+	assert_int_equal(w.n, 201);
+	assert_int_equal(w.n2, 80);
+	wait_clear(&w);
+	settle(tg_state_runs_list(F.st, &bad, on_runs, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	wait_clear(&w);
+}
+
+static void
 on_sweeps(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, int more,
     void *arg)
 {
@@ -850,6 +948,41 @@ test_sweeps(void **state)
 	wait_clear(&w);
 	settle(tg_state_sweep_running(F.st, on_strs, &w), &w);
 	assert_int_equal(w.count, 0);
+	wait_clear(&w);
+	free(id);
+}
+
+/* The codes of sweeps that do not exist and of names that are not. */
+static void
+test_sweep_codes(void **state)
+{
+	char *id = create_sweep();
+	struct wait w = { 0 };
+
+	settle(tg_state_sweep_get(F.st, "swp_none", on_sweeps, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	settle(tg_state_sweep_variants(F.st, "swp_none", on_variants, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	settle(tg_state_sweep_list(F.st, NULL, "paused", 0, 0, on_sweeps, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_claim(F.st, "swp_none", T0, on_claim, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_unclaim(F.st, id, "zz", NULL, 0, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_unclaim(F.st, id, "a", NULL, 0, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_CONFLICT);	/* pending, not submitting */
+	wait_clear(&w);
+	expect_later(tg_state_sweep_settle(F.st, "swp_none", T0, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_settle(F.st, id, T0, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 0);		/* variants still pending */
 	wait_clear(&w);
 	free(id);
 }
@@ -1319,7 +1452,8 @@ main(void)
 		T_(test_outbox_flow, D_OUTBOX), T_(test_payload_stream, D_OUTBOX),
 		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
 		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),
-		T_(test_run_end_and_archive, D_RUNS), T_(test_sweeps, D_RUNS),
+		T_(test_run_end_and_archive, D_RUNS), T_(test_run_checks_and_caps, D_RUNS),
+		T_(test_sweeps, D_RUNS), T_(test_sweep_codes, D_RUNS),
 		T_(test_owners, D_SHARED), T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),

@@ -343,11 +343,11 @@ answer_due(struct pg_op *o, const PGresult *r)
 	answer_rows(o, r, 0, 0);
 }
 
-/* $7 asked for one row past the page. */
+/* $7 asked for one row past the page (none: refused before it was sent). */
 static void
 answer_list(struct pg_op *o, const PGresult *r)
 {
-	answer_rows(o, r, (size_t)strtoll(o->val[6], NULL, 10) - 1, 0);
+	answer_rows(o, r, r != NULL ? (size_t)strtoll(o->val[6], NULL, 10) - 1 : 0, 0);
 }
 
 struct tg_state_op *
@@ -536,8 +536,9 @@ tg_state_pg_runs_archive(void *impl, const char *id, const void *data, size_t le
 	struct pg_op *o = tg_state_pg_op_new(pg, PG_RUN_ARCHIVE, answer_archive, CB(cb), arg);
 
 	if ((data == NULL && len > 0) || len > INT32_MAX) {
-		o->res.rc = TG_STATE_ERROR;
-		tg_err_set(&o->res.err, "no results to archive");
+		o->res.rc = data == NULL ? TG_STATE_ERROR : TG_STATE_REFUSED;
+		tg_err_set(&o->res.err, data == NULL ? "no results to archive" :
+		    "results of %s are too large to archive", id);
 		return tg_state_pg_answer_now(o);
 	}
 	tg_state_pg_param_str(o, id);

@@ -144,11 +144,11 @@ answer_get(struct pg_op *o, const PGresult *r)
 	answer_sweeps(o, r, 0, 1);
 }
 
-/* $3 asked for one row past the page. */
+/* $3 asked for one row past the page (none: refused before it was sent). */
 static void
 answer_list(struct pg_op *o, const PGresult *r)
 {
-	answer_sweeps(o, r, (size_t)strtoll(o->val[2], NULL, 10) - 1, 0);
+	answer_sweeps(o, r, r != NULL ? (size_t)strtoll(o->val[2], NULL, 10) - 1 : 0, 0);
 }
 
 struct tg_state_op *
