@@ -857,11 +857,14 @@ on_variants(const struct tg_state_res *res, const struct tg_sweep_variant *v, si
     void *arg)
 {
 	struct wait *w = arg;
+	size_t i;
 
 	got(w, res);
 	w->count = n;
 	if (n > 0)
 		w->n = v[0].state;
+	for (i = 0; i < n; i++)
+		w->n2 += v[i].state == TG_VARIANT_SUBMITTING;	/* claimed now */
 }
 
 static void
@@ -1403,8 +1406,39 @@ test_fleet_claims(void **state)
 	settle(tg_state_sweep_variants(b, id, on_variants, &w[0]), &w[0]);
 	assert_int_equal(w[0].count, 2);
 	assert_int_equal(w[0].n, TG_VARIANT_SUBMITTING);
+	assert_int_equal(w[0].n2, 1);			/* the other still pending */
 	wait_clear(&w[0]);
 	tg_state_close(b);
+	free(id);
+}
+
+/* A claim an instance never finished is pending again when an instance of
+ * the same name opens, not when another one does. */
+static void
+test_fleet_claim_recovery(void **state)
+{
+	struct tg_runs_opts ro = { 0 };
+	struct tg_state_opts x = { .url = F.url, .runs = &ro, .instance = "inst-x" };
+	struct tg_state_opts y = { .url = F.url, .runs = &ro, .instance = "inst-y" };
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+	char *id = create_sweep();
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		b = tg_state_open(F.base, i == 1 ? &y : &x, &err);
+		assert_non_null(b);
+		if (i == 0) {
+			expect_later(tg_state_sweep_claim(b, id, T0, on_claim, &w), &w);
+			assert_string_equal(w.s, "a");
+			wait_clear(&w);
+		}
+		settle(tg_state_sweep_variants(b, id, on_variants, &w), &w);
+		assert_int_equal(w.n, i < 2 ? TG_VARIANT_SUBMITTING : TG_VARIANT_PENDING);
+		wait_clear(&w);
+		tg_state_close(b);
+	}
 	free(id);
 }
 
@@ -1458,7 +1492,7 @@ main(void)
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_connections_lost, D_FLEET),
-		T_(test_fleet_claims, D_FLEET | D_RUNS),
+		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_open_errors, D_LOCAL),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];

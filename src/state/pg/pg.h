@@ -258,6 +258,11 @@ struct tg_state_op *tg_state_pg_sweep_unclaim(void *impl, const char *id, const 
 struct tg_state_op *tg_state_pg_sweep_settle(void *impl, const char *id, int64_t now_ms,
     tg_state_num_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_sweep_running(void *impl, tg_state_strs_cb cb, void *arg);
+/** The claims instance (borrowed) still holds are pending again, on c
+ * (borrowed; blocking, at open only): 0, or -1 with err (secret borrowed,
+ * scrubbed). */
+int tg_state_pg_sweeps_recover(PGconn *c, const char *instance, const char *secret,
+    struct tg_err *err);
 
 /* ---- backend.c ---- */
 

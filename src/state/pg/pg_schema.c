@@ -88,12 +88,12 @@ static const char *const v_runs[] = {
 	" state text NOT NULL CHECK (state IN"
 	"  ('pending', 'submitting', 'submitted', 'rejected')),"
 	" case_body bytea, case_sha256 text NOT NULL, simulation_id text, error text,"
-	" attempts integer NOT NULL DEFAULT 0, submitted_at bigint,"
+	" attempts integer NOT NULL DEFAULT 0, submitted_at bigint, claimed_by text,"
 	" PRIMARY KEY (sweep_id, position), UNIQUE (sweep_id, name))",
 	/* Each statement of a function sees what committed before it began:
 	 * the count follows the lock. NULL name: nothing may be claimed now;
-	 * no row: no such sweep. */
-	"CREATE FUNCTION tidegate_sweep_claim(p_id text)"
+	 * no row: no such sweep. claimed_by: the instance (pg_sweeps.c). */
+	"CREATE FUNCTION tidegate_sweep_claim(p_id text, p_by text)"
 	" RETURNS TABLE (c_name text, c_body bytea, c_sha text, c_key text)"
 	" LANGUAGE plpgsql AS $$"
 	" DECLARE s record; busy bigint;"
@@ -108,9 +108,9 @@ static const char *const v_runs[] = {
 	"   RETURN QUERY SELECT NULL::text, NULL::bytea, NULL::text, NULL::text; RETURN;"
 	"  END IF;"
 	"  RETURN QUERY WITH c AS (UPDATE sweep_variants u SET state = 'submitting',"
-	"   attempts = u.attempts + 1 FROM (SELECT position FROM sweep_variants"
-	"   WHERE sweep_id = p_id AND state = 'pending' ORDER BY position LIMIT 1"
-	"   FOR UPDATE SKIP LOCKED) n WHERE u.sweep_id = p_id AND u.position = n.position"
+	"   attempts = u.attempts + 1, claimed_by = p_by WHERE u.sweep_id = p_id"
+	"   AND u.position = (SELECT position FROM sweep_variants WHERE sweep_id = p_id"
+	"   AND state = 'pending' ORDER BY position LIMIT 1 FOR UPDATE SKIP LOCKED)"
 	"   RETURNING u.name, u.case_body, u.case_sha256) SELECT c.name, c.case_body,"
 	"   c.case_sha256, s.api_key FROM c;"
 	"  IF NOT FOUND THEN"
@@ -271,7 +271,7 @@ static const char *const sql[PG_NSTMT] = {
 	    " v.attempts, v.submitted_at, r.status, r.failure, r.figures, v.position"
 	    " FROM sweep_variants v LEFT JOIN runs r ON r.simulation_id = v.simulation_id"
 	    " WHERE v.sweep_id = $1 ORDER BY 11",
-	[PG_SW_CLAIM] = "SELECT c_name, c_body, c_sha, c_key FROM tidegate_sweep_claim($1)",
+	[PG_SW_CLAIM] = "SELECT c_name, c_body, c_sha, c_key FROM tidegate_sweep_claim($1, $2)",
 	/* The variant's state before (NULL: none); the run and the variant
 	 * change together, or not at all (a known simulation id: 23505). */
 	[PG_SW_SUBMITTED] = "WITH v AS (UPDATE sweep_variants SET state = 'submitted',"

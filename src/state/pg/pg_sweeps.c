@@ -8,6 +8,12 @@
  * pending variant FOR UPDATE SKIP LOCKED), and submitted / unclaim that
  * change a variant only while it is submitting, the run and the variant
  * together. Every statement is pg_schema.c's.
+ *
+ * A claim names the instance that made it. At open, the claims this
+ * instance's name still holds are pending again (as SQLite's at its open):
+ * a process stopped in the middle of a submission leaves none behind,
+ * provided its name is the same after a restart (state.instance); the
+ * default, host:pid, is not.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,9 +287,11 @@ struct tg_state_op *
 tg_state_pg_sweep_claim(void *impl, const char *id, int64_t now_ms, tg_state_claim_cb cb,
     void *arg)
 {
-	struct pg_op *o = tg_state_pg_op_new(impl, PG_SW_CLAIM, answer_claim, CB(cb), arg);
+	struct pg *pg = impl;
+	struct pg_op *o = tg_state_pg_op_new(pg, PG_SW_CLAIM, answer_claim, CB(cb), arg);
 
 	tg_state_pg_param_str(o, id);
+	tg_state_pg_param_str(o, pg->instance);
 	o->binary = 1;
 	return tg_state_pg_submit(o, PG_RUNS);
 }
@@ -380,4 +388,20 @@ tg_state_pg_sweep_settle(void *impl, const char *id, int64_t now_ms, tg_state_nu
 	tg_state_pg_param_str(o, id);
 	tg_state_pg_param_i64(o, now_ms);
 	return tg_state_pg_submit(o, PG_RUNS);
+}
+
+int
+tg_state_pg_sweeps_recover(PGconn *c, const char *instance, const char *secret,
+    struct tg_err *err)
+{
+	const char *vals[1] = { instance };
+	PGresult *r = PQexecParams(c, "UPDATE sweep_variants SET state = 'pending',"
+	    " claimed_by = NULL WHERE state = 'submitting' AND claimed_by = $1", 1, NULL, vals,
+	    NULL, NULL, 0);
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+
+	if (!ok)
+		tg_state_pg_err(err, "state: postgresql: sweep claims: ", PQerrorMessage(c), secret);
+	PQclear(r);
+	return ok ? 0 : -1;
 }
