@@ -222,7 +222,8 @@ struct tg_state_op *tg_state_pg_runs_expire(void *impl, int64_t now_ms, tg_state
 struct tg_state_op *tg_state_pg_runs_purge(void *impl, int64_t now_ms, tg_state_pair_cb cb,
     void *arg);
 /** Parameters of run (borrowed) as PG_RUN_INSERT and PG_SW_SUBMITTED take
- * them (14, from $3), for pg (borrowed), in sweep (borrowed; NULL: none). */
+ * them (13, $4 to $16), for pg (borrowed), in sweep_id (borrowed; NULL:
+ * none) at now_ms; o borrowed. */
 void tg_state_pg_param_run(struct pg_op *o, const struct pg *pg, const struct tg_run_new *run,
     const char *sweep_id, int64_t now_ms);
 /** A run's columns (pg_schema.c's RUN_COLS) of row i of r (borrowed) into
