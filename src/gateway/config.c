@@ -250,9 +250,8 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "variants of a sweep in flight at once when the sweep does not say"),
 	K("state.url", TG_CFG_SECRET, state_url, NULL,
 	  "where durable and shared state lives: absent, the SQLite files above (one "
-	  "instance); postgresql://… for a fleet, refused at start while that backend "
-	  "keeps only ownership, tokens and poll entries (docs/architecture.md, State "
-	  "seam; a password in it: use state.url_env or state.url_file)"),
+	  "instance); postgresql://… for a fleet of instances sharing one database "
+	  "(docs/fleet.md; a password in it: use state.url_env or state.url_file)"),
 	K("state.instance", TG_CFG_STR, state_instance, NULL,
 	  "this instance's name in leases, logs and the admin API (default: host:pid)"),
 	{ "keys", TG_CFG_LIST, O(keys), NULL, 0, 0, 0, key_keys, TG_NELEM(key_keys),

@@ -211,10 +211,9 @@ def test_sighup_names_every_problem_and_keeps_serving(emulator, gateway):
     assert requests.get(gateway.admin + "/healthz", timeout=5).json() == {"status": "ok"}
 
 
-def test_postgresql_state_refused_until_it_keeps_everything(case_dir):
-    """state.url passes -t (a postgresql:// URL) but the start refuses it
-    while that backend keeps only the shared records, naming why and never
-    the password in the URL."""
+def test_postgresql_state_unreachable_at_start(case_dir):
+    """state.url passes -t (a postgresql:// URL); a start whose database
+    cannot be reached fails naming why, never the password in the URL."""
     path = os.path.join(case_dir, "gw.yaml")
     with open(path, "w") as f:
         f.write("upstream: remote\nlog_level: error\n"
@@ -223,5 +222,5 @@ def test_postgresql_state_refused_until_it_keeps_everything(case_dir):
     assert r.returncode == 0 and "configuration OK" in r.stdout, r.stderr
     start = run(["-c", path])
     assert start.returncode == 1
-    assert "the postgresql backend keeps correlation ownership" in start.stderr
+    assert "state: postgresql: cannot connect" in start.stderr
     assert "hunter2" not in start.stderr + start.stdout

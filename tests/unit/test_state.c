@@ -10,11 +10,11 @@
  * answer before their call returns and writes that answer later.
  *
  * Each case says which domains it needs and each backend which it has:
- * SQLite has them all; PostgreSQL (fleet mode, second step) has the
- * shared ones (ownership, tokens, poll entries), the webhook outbox and
- * the fleet cases (two handles on one database: shared records, leases
- * that never take one job twice and expire to the other handle;
- * connections killed under it). The PostgreSQL
+ * SQLite has them all; so has PostgreSQL (fleet mode): the run registry
+ * and sweeps, the webhook outbox, the shared ones (ownership, tokens, poll
+ * entries) and the fleet cases (two handles on one database: shared
+ * records, leases that never take one job twice and expire to the other
+ * handle, claims racing on a sweep; connections killed under it). The PostgreSQL
  * entry runs when the environment names a server (TG_TEST_PG_URL, or the
  * PG* variables pg_virtualenv sets), each setup in a schema of its own,
  * and is skipped with a printed reason otherwise.
@@ -75,7 +75,9 @@ static struct {
 static int
 sqlite_setup(void)
 {
-	struct tg_runs_opts ro = { .path = F.runs, .sync_normal = 1 };
+	struct tg_runs_opts ro = {
+		.path = F.runs, .sync_normal = 1, .archive_max_run = 64, .archive_max_total = 100,
+	};
 	struct tg_outbox_opts oo = {
 		.path = F.outbox, .schedule_ms = sched, .nschedule = TG_NELEM(sched),
 		.jitter_pct = -1, .lease_ms = 60000, .sync_normal = 1,
@@ -150,7 +152,9 @@ pg_setup(void)
 {
 	const char *base = pg_base_url();
 	struct tg_owners_opts wo = { 0 };
-	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .outbox = &pg_outbox };
+	struct tg_runs_opts ro = { .archive_max_run = 64, .archive_max_total = 100 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .outbox = &pg_outbox,
+		.runs = &ro };
 	struct tg_err err;
 	char q[128];
 
@@ -185,7 +189,8 @@ pg_teardown(void)
 /* The table: a backend runs every case whose domains it has. */
 static const struct backend backends[] = {
 	{ "sqlite", sqlite_setup, sqlite_teardown, D_OUTBOX | D_RUNS | D_SHARED | D_LOCAL, NULL },
-	{ "postgresql", pg_setup, pg_teardown, D_OUTBOX | D_SHARED | D_FLEET, pg_skip },
+	{ "postgresql", pg_setup, pg_teardown, D_OUTBOX | D_RUNS | D_SHARED | D_FLEET,
+	  pg_skip },
 };
 
 static int
@@ -315,6 +320,15 @@ expect_read(struct tg_state_op *op, struct wait *w)
 		expect_now(op, w);
 	else
 		expect_later(op, w);
+}
+
+/* An operation that may answer now or later (the backend decides). */
+static void
+settle(struct tg_state_op *op, struct wait *w)
+{
+	if (op != NULL)
+		wait_for(w);
+	assert_int_equal(w->called, 1);
 }
 
 /* ---- outbox ---- */
@@ -732,19 +746,19 @@ test_runs(void **state)
 	add_run("sim-a", T0, TG_STATE_OK);
 	add_run("sim-b", T0 + 1000, TG_STATE_OK);
 	add_run("sim-a", T0, TG_STATE_CONFLICT);
-	expect_now(tg_state_runs_get(F.st, "sim-a", on_runs, &w), &w);
+	settle(tg_state_runs_get(F.st, "sim-a", on_runs, &w), &w);
 	assert_int_equal(w.count, 1);
 	assert_string_equal(w.s, "sim-a");
 	assert_int_equal(w.n, TG_RUN_IN_PROGRESS);
 	wait_clear(&w);
-	expect_now(tg_state_runs_list(F.st, &q, on_runs, &w), &w);
+	settle(tg_state_runs_list(F.st, &q, on_runs, &w), &w);
 	assert_int_equal(w.count, 2);
 	assert_string_equal(w.s, "sim-b");	/* newest first */
 	wait_clear(&w);
-	expect_now(tg_state_runs_due(F.st, T0 + 60000, 10, on_runs, &w), &w);
+	settle(tg_state_runs_due(F.st, T0 + 60000, 10, on_runs, &w), &w);
 	assert_int_equal(w.count, 2);
 	wait_clear(&w);
-	expect_now(tg_state_runs_next_due(F.st, T0, on_num, &w), &w);
+	settle(tg_state_runs_next_due(F.st, T0, on_num, &w), &w);
 	assert_int_equal(w.n, T0 + TG_RUNS_CHECK_MIN_MS);
 	wait_clear(&w);
 	expect_later(tg_state_runs_set_status(F.st, "sim-a", TG_RUN_COMPLETED, 0, T0 + 5000,
@@ -756,7 +770,7 @@ test_runs(void **state)
 	    &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
 	wait_clear(&w);
-	expect_now(tg_state_runs_get(F.st, "sim-a", on_runs, &w), &w);
+	settle(tg_state_runs_get(F.st, "sim-a", on_runs, &w), &w);
 	assert_int_equal(w.n, TG_RUN_COMPLETED);
 	assert_int_equal(w.n2, 1);
 	wait_clear(&w);
@@ -793,13 +807,13 @@ test_run_end_and_archive(void **state)
 	expect_later(tg_state_runs_set_status(F.st, "sim-c", TG_RUN_COMPLETED, 0, T0 + 1,
 	    on_num, &w), &w);
 	wait_clear(&w);
-	expect_now(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
+	settle(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
 	assert_string_equal(w.s, "sim-c");
 	assert_int_equal(w.n, TG_RUN_COMPLETED);
 	wait_clear(&w);
 	expect_later(tg_state_runs_set_handled(F.st, "sim-c", on_done, &w), &w);
 	wait_clear(&w);
-	expect_now(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
+	settle(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	assert_null(w.s);
 	wait_clear(&w);
@@ -811,11 +825,11 @@ test_run_end_and_archive(void **state)
 	    &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	wait_clear(&w);
-	expect_now(tg_state_runs_archived(F.st, "sim-c", on_blob, &w), &w);
+	settle(tg_state_runs_archived(F.st, "sim-c", on_blob, &w), &w);
 	assert_int_equal(w.count, 7);
 	assert_string_equal(w.s, "{\"r\":1}");
 	wait_clear(&w);
-	expect_now(tg_state_runs_archive_usage(F.st, on_pair, &w), &w);
+	settle(tg_state_runs_archive_usage(F.st, on_pair, &w), &w);
 	assert_int_equal(w.n, 7);
 	assert_int_equal(w.n2, 1);
 	wait_clear(&w);
@@ -825,6 +839,102 @@ test_run_end_and_archive(void **state)
 	expect_later(tg_state_runs_purge(F.st, T0 + 400LL * 86400000, on_pair, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+}
+
+static void
+on_failure(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
+    void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->count = n;
+	if (n > 0) {
+		w->s = runs[0].failure != NULL ? strdup(runs[0].failure) : NULL;
+		w->n = runs[0].status;
+		w->n2 = runs[0].checks;
+	}
+}
+
+static void
+on_runs_stats(const struct tg_state_res *res, const struct tg_runs_stats *st, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	if (st != NULL) {
+		w->n = (int64_t)(st->runs[TG_RUN_COMPLETED] * 100 + st->runs[TG_RUN_FAILED]);
+		w->n2 = (int64_t)st->archived_bytes;
+	}
+}
+
+/* Archive results of run sim (len bytes of 'x'); its code. */
+static int
+archive(const char *sim, size_t len)
+{
+	char buf[128];
+	struct wait w = { 0 };
+
+	memset(buf, 'x', sizeof(buf));
+	expect_later(tg_state_runs_archive(F.st, sim, buf, len, T0, on_done, &w), &w);
+	return w.res.rc;
+}
+
+static void
+complete_run(const char *sim, enum tg_run_status st, int64_t now, int64_t want)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_runs_set_status(F.st, sim, st, 0, now, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, want);
+}
+
+/* Failed checks, a FAILED run's text, a late answer after the end, the
+ * archive's codes and caps (64 bytes a run, 100 in all), the counters. */
+static void
+test_run_checks_and_caps(void **state)
+{
+	struct tg_runs_query bad = { .status = "DONE" };
+	struct wait w = { 0 };
+
+	add_run("sim-f", T0, TG_STATE_OK);
+	expect_later(tg_state_runs_check_failed(F.st, "sim-f", "timeout", 0, T0 + 1, on_done,
+	    &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	expect_later(tg_state_runs_check_failed(F.st, "sim-n", NULL, 0, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	complete_run("sim-f", TG_RUN_FAILED, T0 + 90000, 1);
+	complete_run("sim-f", TG_RUN_COMPLETED, T0 + 91000, 0);	/* final: only counted */
+	settle(tg_state_runs_get(F.st, "sim-f", on_failure, &w), &w);
+	assert_int_equal(w.n, TG_RUN_FAILED);
+	assert_int_equal(w.n2, 3);
+	assert_non_null(strstr(w.s, "FAILED 1 min 30 s after submission"));
+	wait_clear(&w);
+	assert_int_equal(archive("sim-f", 10), TG_STATE_CONFLICT);
+	assert_int_equal(archive("sim-n", 10), TG_STATE_NOT_FOUND);
+	add_run("sim-g", T0, TG_STATE_OK);
+	add_run("sim-h", T0, TG_STATE_OK);
+	complete_run("sim-g", TG_RUN_COMPLETED, T0 + 1, 1);
+	complete_run("sim-h", TG_RUN_COMPLETED, T0 + 1, 1);
+	assert_int_equal(archive("sim-g", 65), TG_STATE_REFUSED);
+	assert_int_equal(archive("sim-g", 60), TG_STATE_OK);
+	assert_int_equal(archive("sim-h", 50), TG_STATE_REFUSED);
+	assert_int_equal(archive("sim-g", 30), TG_STATE_OK);	/* the old gives way */
+	assert_int_equal(archive("sim-h", 50), TG_STATE_OK);
+	settle(tg_state_runs_archive_usage(F.st, on_pair, &w), &w);
+	assert_int_equal(w.n, 80);
+	assert_int_equal(w.n2, 2);
+	wait_clear(&w);
+	settle(tg_state_runs_stats(F.st, on_runs_stats, &w), &w);
+	assert_int_equal(w.n, 201);
+	assert_int_equal(w.n2, 80);
+	wait_clear(&w);
+	settle(tg_state_runs_list(F.st, &bad, on_runs, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
 	wait_clear(&w);
 }
 
@@ -855,11 +965,14 @@ on_variants(const struct tg_state_res *res, const struct tg_sweep_variant *v, si
     void *arg)
 {
 	struct wait *w = arg;
+	size_t i;
 
 	got(w, res);
 	w->count = n;
 	if (n > 0)
 		w->n = v[0].state;
+	for (i = 0; i < n; i++)
+		w->n2 += v[i].state == TG_VARIANT_SUBMITTING;	/* claimed now */
 }
 
 static void
@@ -902,11 +1015,11 @@ test_sweeps(void **state)
 	char *id = create_sweep();
 	struct wait w = { 0 };
 
-	expect_now(tg_state_sweep_get(F.st, id, on_sweeps, &w), &w);
+	settle(tg_state_sweep_get(F.st, id, on_sweeps, &w), &w);
 	assert_int_equal(w.count, 1);
 	assert_int_equal(w.n, 2);
 	wait_clear(&w);
-	expect_now(tg_state_sweep_list(F.st, NULL, "running", 0, 0, on_sweeps, &w), &w);
+	settle(tg_state_sweep_list(F.st, NULL, "running", 0, 0, on_sweeps, &w), &w);
 	assert_int_equal(w.count, 1);
 	wait_clear(&w);
 	expect_later(tg_state_sweep_claim(F.st, id, T0 + 1, on_claim, &w), &w);
@@ -933,33 +1046,59 @@ test_sweeps(void **state)
 	    &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	wait_clear(&w);
-	expect_now(tg_state_sweep_variants(F.st, id, on_variants, &w), &w);
+	settle(tg_state_sweep_variants(F.st, id, on_variants, &w), &w);
 	assert_int_equal(w.count, 2);
 	assert_int_equal(w.n, TG_VARIANT_SUBMITTED);
 	wait_clear(&w);
-	expect_now(tg_state_sweep_running(F.st, on_strs, &w), &w);
+	settle(tg_state_sweep_running(F.st, on_strs, &w), &w);
 	assert_int_equal(w.count, 1);
 	assert_string_equal(w.s, id);
 	wait_clear(&w);
 	expect_later(tg_state_sweep_settle(F.st, id, T0 + 7, on_num, &w), &w);
 	assert_int_equal(w.n, 1);		/* done with this call */
 	wait_clear(&w);
-	expect_now(tg_state_sweep_running(F.st, on_strs, &w), &w);
+	settle(tg_state_sweep_running(F.st, on_strs, &w), &w);
 	assert_int_equal(w.count, 0);
 	wait_clear(&w);
 	free(id);
 }
 
-/* ---- ownership, tokens, poll entries ---- */
-
-/* An operation that may answer now or later (the backend decides). */
+/* The codes of sweeps that do not exist and of names that are not. */
 static void
-settle(struct tg_state_op *op, struct wait *w)
+test_sweep_codes(void **state)
 {
-	if (op != NULL)
-		wait_for(w);
-	assert_int_equal(w->called, 1);
+	char *id = create_sweep();
+	struct wait w = { 0 };
+
+	settle(tg_state_sweep_get(F.st, "swp_none", on_sweeps, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	settle(tg_state_sweep_variants(F.st, "swp_none", on_variants, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	settle(tg_state_sweep_list(F.st, NULL, "paused", 0, 0, on_sweeps, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_claim(F.st, "swp_none", T0, on_claim, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_unclaim(F.st, id, "zz", NULL, 0, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_unclaim(F.st, id, "a", NULL, 0, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_CONFLICT);	/* pending, not submitting */
+	wait_clear(&w);
+	expect_later(tg_state_sweep_settle(F.st, "swp_none", T0, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	expect_later(tg_state_sweep_settle(F.st, id, T0, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 0);		/* variants still pending */
+	wait_clear(&w);
+	free(id);
 }
+
+/* ---- ownership, tokens, poll entries ---- */
 
 static void
 test_owners(void **state)
@@ -1406,6 +1545,84 @@ test_fleet_connections_lost(void **state)
 	wait_clear(&w);
 }
 
+/* Claims on a sweep of concurrency 1 from two handles at once (two on
+ * each, every connection busy), held up together before they change a
+ * variant (a lock the test holds on the variants) until all have
+ * started: one variant is claimed, not more. */
+static void
+test_fleet_claims(void **state)
+{
+	struct tg_runs_opts ro = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .runs = &ro };
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w[4] = { { 0 } };
+	char *id = create_sweep(), q[160];
+	int i, got_n = 0;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_up(2 * PG_POOL_SIZE);
+	for (i = 0; i < 30; i++) {		/* every connection prepared */
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(10000);
+	}
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.sweep_variants IN SHARE MODE", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	for (i = 0; i < 4; i++)
+		assert_non_null(tg_state_sweep_claim(i % 2 ? b : F.st, id, T0 + 1, on_claim,
+		    &w[i]));
+	for (i = 0; i < 30; i++) {		/* every claim sent and waiting */
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(10000);
+	}
+	assert_int_equal(side_exec("COMMIT"), 0);
+	for (i = 0; i < 4; i++) {
+		wait_for(&w[i]);
+		assert_int_equal(w[i].res.rc, TG_STATE_OK);
+		got_n += w[i].s != NULL;
+		wait_clear(&w[i]);
+	}
+	assert_int_equal(got_n, 1);
+	settle(tg_state_sweep_variants(b, id, on_variants, &w[0]), &w[0]);
+	assert_int_equal(w[0].count, 2);
+	assert_int_equal(w[0].n, TG_VARIANT_SUBMITTING);
+	assert_int_equal(w[0].n2, 1);			/* the other still pending */
+	wait_clear(&w[0]);
+	tg_state_close(b);
+	free(id);
+}
+
+/* A claim an instance never finished is pending again when an instance of
+ * the same name opens, not when another one does. */
+static void
+test_fleet_claim_recovery(void **state)
+{
+	struct tg_runs_opts ro = { 0 };
+	struct tg_state_opts x = { .url = F.url, .runs = &ro, .instance = "inst-x" };
+	struct tg_state_opts y = { .url = F.url, .runs = &ro, .instance = "inst-y" };
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+	char *id = create_sweep();
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		b = tg_state_open(F.base, i == 1 ? &y : &x, &err);
+		assert_non_null(b);
+		if (i == 0) {
+			expect_later(tg_state_sweep_claim(b, id, T0, on_claim, &w), &w);
+			assert_string_equal(w.s, "a");
+			wait_clear(&w);
+		}
+		settle(tg_state_sweep_variants(b, id, on_variants, &w), &w);
+		assert_int_equal(w.n, i < 2 ? TG_VARIANT_SUBMITTING : TG_VARIANT_PENDING);
+		wait_clear(&w);
+		tg_state_close(b);
+	}
+	free(id);
+}
+
 static void
 test_open_errors(void **state)
 {
@@ -1451,12 +1668,14 @@ main(void)
 		T_(test_payload_big, D_OUTBOX),
 		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
 		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),
-		T_(test_run_end_and_archive, D_RUNS), T_(test_sweeps, D_RUNS),
+		T_(test_run_end_and_archive, D_RUNS), T_(test_run_checks_and_caps, D_RUNS),
+		T_(test_sweeps, D_RUNS), T_(test_sweep_codes, D_RUNS),
 		T_(test_owners, D_SHARED), T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
 		T_(test_fleet_connections_lost, D_FLEET),
+		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_open_errors, D_LOCAL),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];

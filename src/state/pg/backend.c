@@ -1,11 +1,10 @@
 /*
  * backend.c - the PostgreSQL state backend's handle: open and close.
  *
- * This backend is the second step of issue 14 (fleet mode): it shares
- * correlation ownership, vendor token records and poll entries
- * (pg_shared.c) and the webhook outbox (pg_outbox.c, pg_payload.c) across
- * instances; it refuses an open that asks for the run registry, which
- * answers UNAVAILABLE until it is built (pg_vtable.c).
+ * This backend keeps everything a fleet shares (issue 14): correlation
+ * ownership, vendor token records and poll entries (pg_shared.c), the
+ * webhook outbox (pg_outbox.c, pg_payload.c), the run registry (pg_runs.c)
+ * and sweeps (pg_sweeps.c).
  *
  * Open blocks, once: it connects with PQconnectdbParams and migrates the
  * schema (pg_schema.c) synchronously, before the loop runs, as the SQLite
@@ -27,6 +26,7 @@
 #include <event2/event.h>
 
 #include "pg.h"
+#include "../run_rules.h"
 
 #define KEEP_MS		(30LL * 24 * 3600 * 1000)
 #define MAX_ROWS	1000000
@@ -116,6 +116,21 @@ outbox_opts(struct pg *pg, const struct tg_outbox_opts *o)
 	    o->payload_dir : tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
 }
 
+/* The run registry's limits (its path is SQLite's only). */
+static void
+runs_opts(struct pg *pg, const struct tg_runs_opts *o)
+{
+	struct tg_state_runs_limits l;
+
+	tg_state_runs_limits(o, &l);
+	pg->runs = 1;
+	pg->retention_ms = l.retention_ms;
+	pg->grace_ms = l.grace_ms;
+	pg->archive_keep_ms = l.archive_keep_ms;
+	pg->archive_max_run = l.archive_max_run;
+	pg->archive_max_total = l.archive_max_total;
+}
+
 /* Connect and migrate, blocking (see the head of this file). */
 static PGconn *
 first_conn(struct pg *pg, struct tg_err *err)
@@ -128,7 +143,8 @@ first_conn(struct pg *pg, struct tg_err *err)
 		PQfinish(c);
 		return NULL;
 	}
-	if (tg_state_pg_migrate(c, pg->secret, err) != 0) {
+	if (tg_state_pg_migrate(c, pg->secret, err) != 0 || (pg->runs &&
+	    tg_state_pg_sweeps_recover(c, pg->instance, pg->secret, err) != 0)) {
 		PQfinish(c);
 		return NULL;
 	}
@@ -146,12 +162,6 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, stru
 	struct pg *pg;
 	PGconn *c;
 
-	if (opts->runs != NULL) {
-		tg_err_set(err, "state.url: the postgresql backend keeps correlation ownership, "
-		    "vendor tokens, poll entries and webhook jobs so far, not simulation runs: "
-		    "leave state.url unset (SQLite) for now");
-		return NULL;
-	}
 	pg = tg_xcalloc(1, sizeof(*pg));
 	pg->be = &tg_state_pg_backend;
 	pg->base = base;
@@ -167,6 +177,8 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, stru
 		pg->max_rows = opts->owners->max_rows > 0 ? opts->owners->max_rows : MAX_ROWS;
 	}
 	outbox_opts(pg, opts->outbox);
+	if (opts->runs != NULL)
+		runs_opts(pg, opts->runs);
 	if ((c = first_conn(pg, err)) == NULL) {
 		pg_free(pg);
 		return NULL;

@@ -10,8 +10,8 @@
  * schema's migrations and the statements' SQL), pg_err.c (errors without
  * secrets), pg_shared.c (owners, tokens, poll entries), pg_outbox.c (the
  * webhook outbox's jobs and leases), pg_outbox_admin.c (its admin
- * queries), pg_payload.c (its payloads, in chunk rows), pg_vtable.c (the
- * vtable, and the domains not built yet in this backend).
+ * queries), pg_payload.c (its payloads, in chunk rows), pg_runs.c (the run
+ * registry), pg_sweeps.c (sweeps), pg_vtable.c (the vtable).
  *
  * Threads: the loop's only. Nothing here blocks once tg_state_open has
  * returned (open itself connects and migrates synchronously, once).
@@ -28,7 +28,7 @@
 #include "../outbox_rules.h"
 
 #define PG_POOL		2	/* connections per backend */
-#define PG_MAXP		10	/* parameters of a statement at most */
+#define PG_MAXP		16	/* parameters of a statement at most */
 #define PG_CHUNK	1048576	/* payload bytes per row at most (pg_schema.c's SQL too) */
 #define PG_BACKOFF_MIN	100	/* ms before the first reconnect */
 #define PG_BACKOFF_MAX	5000	/* ms between reconnects at most */
@@ -43,11 +43,18 @@ enum pg_stmt {
 	PG_OB_RELEASE, PG_OB_COMPLETE, PG_OB_NEXT_DUE, PG_OB_STATE, PG_OB_APPEND,
 	PG_OB_COMMIT, PG_OB_DROP, PG_OB_SET, PG_OB_GET, PG_OB_LIST, PG_OB_REDELIVER,
 	PG_OB_REDELIVER_SINCE, PG_OB_PURGE, PG_OB_STATS,
+	/* runs and sweeps (pg_runs.c, pg_sweeps.c) */
+	PG_RUN_INSERT, PG_RUN_BRIEF, PG_RUN_UPDATE, PG_RUN_COUNT_CHECK, PG_RUN_CHECK_FAILED,
+	PG_RUN_GET, PG_RUN_DUE, PG_RUN_NEXT_DUE, PG_RUN_LIST, PG_RUN_UNHANDLED, PG_RUN_HANDLED,
+	PG_RUN_FIGURES, PG_RUN_STATS, PG_RUN_ARCHIVE, PG_RUN_ARCHIVED, PG_RUN_ARCHIVE_USAGE,
+	PG_RUN_EXPIRE, PG_RUN_PURGE,
+	PG_SW_CREATE, PG_SW_GET, PG_SW_LIST, PG_SW_VARIANTS, PG_SW_CLAIM, PG_SW_SUBMITTED,
+	PG_SW_UNCLAIM, PG_SW_SETTLE, PG_SW_RUNNING,
 	PG_NSTMT
 };
 
 /** What an operation needs configured. */
-enum pg_domain { PG_ANY, PG_OWNERS, PG_OUTBOX };
+enum pg_domain { PG_ANY, PG_OWNERS, PG_OUTBOX, PG_RUNS };
 
 enum pg_conn_state { PG_DOWN, PG_CONNECTING, PG_PREPARING, PG_IDLE, PG_BUSY };
 
@@ -90,6 +97,9 @@ struct pg {
 	char *spool;				/* where leased payloads are spooled */
 	int64_t keep_ms;
 	long long max_rows;
+	int runs;				/* run registry and sweeps configured: */
+	int64_t retention_ms, grace_ms, archive_keep_ms;
+	int64_t archive_max_run, archive_max_total;
 	int closing;
 };
 
@@ -111,6 +121,7 @@ struct pg_op {
 	void (*cleanup)(struct pg_op *o);	/* frees p when the op goes; may be NULL */
 	void *p;			/* the op's own state (cleanup frees it) */
 	int64_t n1, n2;			/* the op's own numbers */
+	void *ctx;			/* kept across steps (owned: free()) */
 	pg_answer_fn answer;
 	void (*cb)(void);		/* the typed callback, cast back by answer */
 	void *arg;
@@ -136,6 +147,12 @@ void tg_state_pg_param_buf(struct pg_op *o, struct evbuffer *buf, size_t len);
 void tg_state_pg_op_reuse(struct pg_op *o, enum pg_stmt stmt);
 /** Answer o (ownership taken) now with rc and why (borrowed). */
 void tg_state_pg_fail(struct pg_op *o, int rc, const char *why);
+/**
+ * From o's answer (o borrowed): run stmt next as a step of the same
+ * operation, answered by answer; the parameters are dropped for the
+ * caller to give again, the handle stays valid, cb is not called yet.
+ */
+void tg_state_pg_again(struct pg_op *o, enum pg_stmt stmt, pg_answer_fn answer);
 /** Takes ownership of o: queued for the first free connection (its
  * handle), or answered at once UNAVAILABLE when no connection is up, the
  * backend is closing, or dom is not configured (NULL). */
@@ -231,6 +248,81 @@ struct tg_state_op *tg_state_pg_outbox_purge(void *impl, int64_t before_ms,
     tg_state_num_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_outbox_stats(void *impl, int64_t now_ms,
     tg_state_outbox_stats_cb cb, void *arg);
+/* pg_runs.c */
+struct tg_state_op *tg_state_pg_runs_add(void *impl, const struct tg_run_new *run,
+    int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_runs_set_status(void *impl, const char *id,
+    enum tg_run_status status, int64_t completed_at, int64_t now_ms, tg_state_num_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_runs_check_failed(void *impl, const char *id, const char *why,
+    int64_t retry_after_ms, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_runs_due(void *impl, int64_t now_ms, size_t max,
+    tg_state_runs_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_runs_next_due(void *impl, int64_t now_ms, tg_state_num_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_runs_next_unhandled(void *impl, tg_state_unhandled_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_runs_set_handled(void *impl, const char *id,
+    tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_runs_get(void *impl, const char *id, tg_state_runs_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_runs_list(void *impl, const struct tg_runs_query *q,
+    tg_state_runs_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_runs_set_figures(void *impl, const char *id, yajl_val results,
+    tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_runs_stats(void *impl, tg_state_runs_stats_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_runs_archive(void *impl, const char *id, const void *data,
+    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_runs_archived(void *impl, const char *id, tg_state_blob_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_runs_archive_usage(void *impl, tg_state_pair_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_runs_expire(void *impl, int64_t now_ms, tg_state_num_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_runs_purge(void *impl, int64_t now_ms, tg_state_pair_cb cb,
+    void *arg);
+/** Parameters of run (borrowed) as PG_RUN_INSERT and PG_SW_SUBMITTED take
+ * them (13, $4 to $16), for pg (borrowed), in sweep_id (borrowed; NULL:
+ * none) at now_ms; o borrowed. */
+void tg_state_pg_param_run(struct pg_op *o, const struct pg *pg, const struct tg_run_new *run,
+    const char *sweep_id, int64_t now_ms);
+/** A run's columns (pg_schema.c's RUN_COLS) of row i of r (borrowed) into
+ * run (borrowed; it takes ownership of what it is given). */
+void tg_state_pg_run_row(const PGresult *r, int i, struct tg_run *run);
+/** Column col of row i of r (borrowed): malloc'd text, NULL for NULL. */
+char *tg_state_pg_col_str(const PGresult *r, int i, int col);
+/** Column col of row i of r (borrowed) as a number; 0 for NULL. */
+int64_t tg_state_pg_col_i64(const PGresult *r, int i, int col);
+/** A time parameter of o (borrowed): t, or SQL NULL when t is 0. */
+void tg_state_pg_param_time(struct pg_op *o, int64_t t);
+/** Answer o (borrowed, rc and err set) before its call returns, and free
+ * it (pg_conn.c): the caller's o is gone. NULL, for the call to return. */
+struct tg_state_op *tg_state_pg_answer_now(struct pg_op *o);
+/** The number of rows a command changed (r borrowed). */
+int64_t tg_state_pg_changed(const PGresult *r);
+
+/* pg_sweeps.c */
+struct tg_state_op *tg_state_pg_sweep_create(void *impl, const struct tg_sweep_new *s,
+    int64_t now_ms, tg_state_str_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_sweep_get(void *impl, const char *id, tg_state_sweeps_cb cb,
+    void *arg);
+struct tg_state_op *tg_state_pg_sweep_list(void *impl, const char *api_key, const char *state,
+    size_t limit, size_t offset, tg_state_sweeps_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_sweep_variants(void *impl, const char *id,
+    tg_state_variants_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_sweep_claim(void *impl, const char *id, int64_t now_ms,
+    tg_state_claim_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_sweep_submitted(void *impl, const char *id, const char *name,
+    const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_sweep_unclaim(void *impl, const char *id, const char *name,
+    const char *why, int final, int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_sweep_settle(void *impl, const char *id, int64_t now_ms,
+    tg_state_num_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_sweep_running(void *impl, tg_state_strs_cb cb, void *arg);
+/** The claims instance (borrowed) still holds are pending again, on c
+ * (borrowed; blocking, at open only): 0, or -1 with err (secret borrowed,
+ * scrubbed). */
+int tg_state_pg_sweeps_recover(PGconn *c, const char *instance, const char *secret,
+    struct tg_err *err);
 
 /* ---- backend.c ---- */
 

@@ -114,32 +114,59 @@ tg_state_pg_op_reuse(struct pg_op *o, enum pg_stmt stmt)
 	o->again = 1;
 }
 
+void
+tg_state_pg_again(struct pg_op *o, enum pg_stmt stmt, pg_answer_fn answer)
+{
+	params_free(o);
+	o->stmt = stmt;
+	o->answer = answer;
+	o->again = 1;
+}
+
 static void
 op_free(struct pg_op *o)
 {
 	if (o->cleanup != NULL)
 		o->cleanup(o);
 	params_free(o);
+	free(o->ctx);
 	free(o);
 }
 
-static void requeue(struct pg_op *o);
-
-/* Answer o (r borrowed, NULL when o->res.rc != 0) unless cancelled; free
- * it, or queue it again for its next step. */
+/*
+ * Answer o (r borrowed, NULL when o->res.rc != 0) unless cancelled; free
+ * it, or, when its answer chose a next step (tg_state_pg_op_reuse,
+ * tg_state_pg_again), queue it first, so that an operation's steps run
+ * back to back.
+ */
 static void
 finish(struct pg_op *o, const PGresult *r)
 {
+	struct pg *pg = o->pg;
+
 	o->again = 0;
 	if (!o->cancelled)
 		o->answer(o, o->res.rc == TG_STATE_OK ? r : NULL);
-	if (o->again && !o->cancelled) {
-		o->res.rc = TG_STATE_OK;
-		o->res.err.msg[0] = '\0';
-		requeue(o);
+	if (!o->again || o->cancelled) {
+		op_free(o);
 		return;
 	}
+	o->again = 0;
+	o->conn = NULL;
+	memset(&o->res, 0, sizeof(o->res));
+	o->next = pg->head;
+	if (pg->head == NULL)
+		pg->tail = &o->next;
+	pg->head = o;
+	event_active(pg->kick, EV_TIMEOUT, 1);
+}
+
+struct tg_state_op *
+tg_state_pg_answer_now(struct pg_op *o)
+{
+	o->answer(o, NULL);
 	op_free(o);
+	return NULL;
 }
 
 static void
@@ -198,6 +225,10 @@ tg_state_pg_submit(struct pg_op *o, enum pg_domain dom)
 		fail_op(o, TG_STATE_UNAVAILABLE, "state: no webhook outbox is configured");
 		return NULL;
 	}
+	if (dom == PG_RUNS && !pg->runs) {
+		fail_op(o, TG_STATE_UNAVAILABLE, "state: no run registry is configured");
+		return NULL;
+	}
 	if (nup(pg) == 0) {
 		fail_op(o, TG_STATE_UNAVAILABLE, pg->down);
 		return NULL;
@@ -209,14 +240,6 @@ tg_state_pg_submit(struct pg_op *o, enum pg_domain dom)
 }
 
 /* The next step of o (its handle already given out). */
-static void
-requeue(struct pg_op *o)
-{
-	o->next = NULL;
-	o->conn = NULL;
-	(void)tg_state_pg_submit(o, PG_ANY);
-}
-
 void
 tg_state_pg_cancel(struct tg_state_op *op)
 {
@@ -326,6 +349,11 @@ tg_state_pg_stmt_name(int i)
 		"ob_release", "ob_complete", "ob_next_due", "ob_state", "ob_append", "ob_commit",
 		"ob_drop", "ob_set", "ob_get", "ob_list", "ob_redeliver", "ob_redeliver_since",
 		"ob_purge", "ob_stats",
+		"run_insert", "run_brief", "run_update", "run_count_check", "run_check_failed",
+		"run_get", "run_due", "run_next_due", "run_list", "run_unhandled", "run_handled",
+		"run_figures", "run_stats", "run_archive", "run_archived", "run_archive_usage",
+		"run_expire", "run_purge", "sw_create", "sw_get", "sw_list", "sw_variants",
+		"sw_claim", "sw_submitted", "sw_unclaim", "sw_settle", "sw_running",
 	};
 
 	return names[i];
@@ -415,7 +443,9 @@ complete(struct pg_conn *k, PGresult *r)
 		if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
 			o->res.rc = TG_STATE_OK;
 		else {
-			o->res.rc = TG_STATE_ERROR;
+			/* A unique key taken (23505): the record exists already. */
+			o->res.rc = state != NULL && !strcmp(state, "23505") ? TG_STATE_CONFLICT :
+			    TG_STATE_ERROR;
 			tg_state_pg_err(&o->res.err, "state: postgresql: ",
 			    PQresultErrorMessage(r), k->pg->secret);
 		}

@@ -19,8 +19,14 @@
  * keyed by job, writer token and chunk number. A writer's rows are
  * written as it appends, each append its own transaction, yet nobody reads
  * them before the commit names the writer's token in the job (in the same
- * statement that makes it ready and drops any other writer's rows). The
- * run registry and sweeps come in later versions.
+ * statement that makes it ready and drops any other writer's rows).
+ *
+ * Version 3 (v_runs) holds the run registry and sweeps (as sqlite/registry.c
+ * and sweep_store.c keep them; times in ms since the epoch as bigint,
+ * flags boolean, cases and archives bytea) and two functions for what must
+ * lock before it counts: a claim (the sweep's row, so that no two
+ * instances exceed its concurrency) and an archive (one advisory lock, so
+ * that no two exceed the archive's total).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +86,6 @@ static const char *const v2[] = {
 	NULL,
 };
 
-static const char *const *const migrations[] = { v1, v2 };
 
 #define JOB_COLS "id, state, url, kind, correlation_id, service, api_key, secret_ref," \
 	" last_error, attempts, last_status, payload_size, created_at, ready_at, next_at," \
@@ -90,6 +95,118 @@ static const char *const *const migrations[] = { v1, v2 };
 	" for 1048576) FROM generate_series(0, greatest(length(" p ") - 1, 0) / 1048576) i"
 #define REDELIVERED "state = 'ready', attempts = 0, next_at = $2, done_at = NULL," \
 	" lease_owner = NULL, lease_token = NULL, lease_expires = NULL"
+/* "tidegate archive": the advisory lock of archive writes. */
+#define ARCHIVE_LOCK	"8388346167643174001"
+
+/* runs and sweeps */
+static const char *const v_runs[] = {
+	"CREATE TABLE runs ("
+	" simulation_id text PRIMARY KEY, api_key text, host text NOT NULL,"
+	" case_id text NOT NULL, case_sha256 text NOT NULL,"
+	" submitted_at bigint NOT NULL, expires_at bigint NOT NULL,"
+	" status text NOT NULL CHECK (status IN"
+	"  ('IN_PROGRESS', 'COMPLETED', 'FAILED', 'EXPIRED', 'UNKNOWN')),"
+	" vendor_status text, status_at bigint NOT NULL, completed_at bigint,"
+	" next_check_at bigint, checks integer NOT NULL DEFAULT 0,"
+	" validation text, failure text, last_error text, callback_url text,"
+	" sweep_id text, variant text, archived boolean NOT NULL DEFAULT false,"
+	" results bytea, results_size bigint NOT NULL DEFAULT 0, figures text,"
+	" ended_handled boolean NOT NULL DEFAULT false)",
+	"CREATE INDEX runs_due ON runs (next_check_at) WHERE next_check_at IS NOT NULL",
+	"CREATE INDEX runs_submitted ON runs (submitted_at)",
+	"CREATE INDEX runs_expires ON runs (expires_at)",
+	"CREATE INDEX runs_sweep ON runs (sweep_id, status) WHERE sweep_id IS NOT NULL",
+	"CREATE INDEX runs_archived ON runs (archived, results_size)",
+	"CREATE INDEX runs_unhandled ON runs (status_at)"
+	" WHERE NOT ended_handled AND status <> 'IN_PROGRESS'",
+	"CREATE TABLE sweeps ("
+	" sweep_id text PRIMARY KEY, api_key text, base_case_id text NOT NULL,"
+	" created_at bigint NOT NULL, concurrency integer NOT NULL CHECK (concurrency >= 1),"
+	" callback_url text, state text NOT NULL CHECK (state IN ('running', 'done')),"
+	" variants integer NOT NULL, done_at bigint)",
+	"CREATE TABLE sweep_variants ("
+	" sweep_id text NOT NULL REFERENCES sweeps (sweep_id) ON DELETE CASCADE,"
+	" position integer NOT NULL, name text NOT NULL,"
+	" state text NOT NULL CHECK (state IN"
+	"  ('pending', 'submitting', 'submitted', 'rejected')),"
+	" case_body bytea, case_sha256 text NOT NULL, simulation_id text, error text,"
+	" attempts integer NOT NULL DEFAULT 0, submitted_at bigint, claimed_by text,"
+	" PRIMARY KEY (sweep_id, position), UNIQUE (sweep_id, name))",
+	/* Each statement of a function sees what committed before it began:
+	 * the count follows the lock. NULL name: nothing may be claimed now;
+	 * no row: no such sweep. claimed_by: the instance (pg_sweeps.c). */
+	"CREATE FUNCTION tidegate_sweep_claim(p_id text, p_by text)"
+	" RETURNS TABLE (c_name text, c_body bytea, c_sha text, c_key text)"
+	" LANGUAGE plpgsql AS $$"
+	" DECLARE s record; busy bigint;"
+	" BEGIN"
+	"  SELECT concurrency, state, api_key INTO s FROM sweeps WHERE sweep_id = p_id"
+	"   FOR UPDATE;"
+	"  IF NOT FOUND THEN RETURN; END IF;"
+	"  SELECT (SELECT count(*) FROM sweep_variants v WHERE v.sweep_id = p_id"
+	"   AND v.state = 'submitting') + (SELECT count(*) FROM runs r"
+	"   WHERE r.sweep_id = p_id AND r.status = 'IN_PROGRESS') INTO busy;"
+	"  IF s.state <> 'running' OR busy >= s.concurrency THEN"
+	"   RETURN QUERY SELECT NULL::text, NULL::bytea, NULL::text, NULL::text; RETURN;"
+	"  END IF;"
+	"  RETURN QUERY WITH c AS (UPDATE sweep_variants u SET state = 'submitting',"
+	"   attempts = u.attempts + 1, claimed_by = p_by WHERE u.sweep_id = p_id"
+	"   AND u.position = (SELECT position FROM sweep_variants WHERE sweep_id = p_id"
+	"   AND state = 'pending' ORDER BY position LIMIT 1 FOR UPDATE SKIP LOCKED)"
+	"   RETURNING u.name, u.case_body, u.case_sha256) SELECT c.name, c.case_body,"
+	"   c.case_sha256, s.api_key FROM c;"
+	"  IF NOT FOUND THEN"
+	"   RETURN QUERY SELECT NULL::text, NULL::bytea, NULL::text, NULL::text;"
+	"  END IF;"
+	" END $$",
+	/* a_found false: no such run; a_stored false: not completed (a_status,
+	 * a_vendor) or over a cap (a_used: the archive's bytes before, a_old:
+	 * the run's own). */
+	"CREATE FUNCTION tidegate_run_archive(p_id text, p_data bytea, p_max_run bigint,"
+	" p_max_total bigint) RETURNS TABLE (a_found boolean, a_status text, a_vendor text,"
+	" a_used bigint, a_old bigint, a_stored boolean) LANGUAGE plpgsql AS $$"
+	" DECLARE r record; u bigint;"
+	" BEGIN"
+	"  PERFORM pg_advisory_xact_lock(" ARCHIVE_LOCK ");"
+	"  SELECT status, vendor_status, results_size INTO r FROM runs"
+	"   WHERE simulation_id = p_id FOR UPDATE;"
+	"  IF NOT FOUND THEN"
+	"   RETURN QUERY SELECT false, NULL::text, NULL::text, 0::bigint, 0::bigint, false;"
+	"   RETURN;"
+	"  END IF;"
+	"  IF (r.status <> 'COMPLETED' AND r.vendor_status IS DISTINCT FROM 'COMPLETED')"
+	"   OR length(p_data) > p_max_run THEN"
+	"   RETURN QUERY SELECT true, r.status, r.vendor_status, 0::bigint, r.results_size,"
+	"   false; RETURN;"
+	"  END IF;"
+	"  SELECT coalesce(sum(results_size), 0) INTO u FROM runs WHERE archived;"
+	"  IF u - r.results_size + length(p_data) > p_max_total THEN"
+	"   RETURN QUERY SELECT true, r.status, r.vendor_status, u, r.results_size, false;"
+	"   RETURN;"
+	"  END IF;"
+	"  UPDATE runs SET archived = true, results = p_data, results_size = length(p_data)"
+	"   WHERE simulation_id = p_id;"
+	"  RETURN QUERY SELECT true, r.status, r.vendor_status, u, r.results_size, true;"
+	" END $$",
+	NULL,
+};
+
+
+#define RUN_COLS "simulation_id, api_key, host, case_id, case_sha256, status," \
+	" vendor_status, submitted_at, expires_at, status_at, completed_at, next_check_at," \
+	" checks, validation, failure, last_error, callback_url, sweep_id, variant," \
+	" archived::int, results_size, figures"
+#define SWEEP_COLS "api_key, base_case_id, created_at, concurrency, callback_url," \
+	" state, variants, done_at, sweep_id"
+/* $1 simulation_id, $2 sweep_id, $3 variant, then tg_state_pg_param_run's. */
+#define RUN_VALUES "($1::text, $4::text, $5::text, $6::text, $7::text, $8::bigint," \
+	" $9::bigint, $10::text, $11::text, $12::bigint, $13::bigint, $14::bigint, $15::text," \
+	" $16::text, $2::text, $3::text)"
+#define RUN_INTO "runs (simulation_id, api_key, host, case_id, case_sha256," \
+	" submitted_at, expires_at, status, vendor_status, status_at, completed_at," \
+	" next_check_at, validation, callback_url, sweep_id, variant)"
+
+static const char *const *const migrations[] = { v1, v2, v_runs };
 
 /*
  * owners: a re-recorded job takes a new id (it becomes the newest, as
@@ -193,6 +310,102 @@ static const char *const sql[PG_NSTMT] = {
 	    " 'dead') AND done_at < $1 RETURNING 1) SELECT count(*) FROM d",
 	[PG_OB_STATS] = "SELECT state, count(*) FROM outbox_jobs GROUP BY state UNION ALL"
 	    " SELECT 'leased', count(*) FROM outbox_jobs WHERE lease_expires > $1",
+	/* ---- runs ---- */
+	[PG_RUN_INSERT] = "INSERT INTO " RUN_INTO " VALUES " RUN_VALUES,
+	[PG_RUN_BRIEF] = "SELECT status, submitted_at, host, validation, checks"
+	    " FROM runs WHERE simulation_id = $1",
+	/* Applied only to the run as brief read it (status, checks). */
+	[PG_RUN_UPDATE] = "UPDATE runs SET status = $2, vendor_status = coalesce($3,"
+	    " vendor_status), status_at = $4, completed_at = coalesce($5, completed_at),"
+	    " next_check_at = $6, checks = checks + 1, failure = coalesce($7, failure),"
+	    " last_error = NULL WHERE simulation_id = $1 AND status = $8 AND checks = $9",
+	[PG_RUN_COUNT_CHECK] = "UPDATE runs SET checks = checks + 1 WHERE simulation_id = $1",
+	[PG_RUN_CHECK_FAILED] = "UPDATE runs SET checks = checks + 1, last_error = $2,"
+	    " next_check_at = CASE WHEN status = 'IN_PROGRESS' THEN $3 ELSE next_check_at END"
+	    " WHERE simulation_id = $1 AND checks = $4",
+	[PG_RUN_GET] = "SELECT " RUN_COLS " FROM runs WHERE simulation_id = $1",
+	[PG_RUN_DUE] = "SELECT " RUN_COLS " FROM runs WHERE status = 'IN_PROGRESS'"
+	    " AND next_check_at IS NOT NULL AND next_check_at <= $1 AND expires_at > $1"
+	    " ORDER BY next_check_at, submitted_at, simulation_id LIMIT $2",
+	[PG_RUN_NEXT_DUE] = "SELECT min(next_check_at) FROM runs WHERE status = 'IN_PROGRESS'"
+	    " AND next_check_at IS NOT NULL AND expires_at > $1",
+	[PG_RUN_LIST] = "SELECT " RUN_COLS " FROM runs WHERE ($1::text IS NULL OR status = $1)"
+	    " AND ($2::text IS NULL OR case_id = $2) AND ($3::text IS NULL OR sweep_id = $3)"
+	    " AND ($4::text IS NULL OR api_key = $4) AND submitted_at >= $5"
+	    " AND submitted_at < $6 ORDER BY submitted_at DESC, simulation_id"
+	    " LIMIT $7 OFFSET $8",
+	[PG_RUN_UNHANDLED] = "SELECT simulation_id, status FROM runs"
+	    " WHERE NOT ended_handled AND status <> 'IN_PROGRESS'"
+	    " ORDER BY status_at, simulation_id LIMIT 1",
+	[PG_RUN_HANDLED] = "UPDATE runs SET ended_handled = true WHERE simulation_id = $1",
+	[PG_RUN_FIGURES] = "UPDATE runs SET figures = $2 WHERE simulation_id = $1",
+	[PG_RUN_STATS] = "SELECT status, count(*), count(*) FILTER (WHERE archived),"
+	    " coalesce(sum(results_size) FILTER (WHERE archived), 0) FROM runs GROUP BY status"
+	    " UNION ALL SELECT 'sweeps ' || state, count(*), 0, 0 FROM sweeps GROUP BY state"
+	    " UNION ALL SELECT 'variants ' || state, count(*), 0, 0 FROM sweep_variants"
+	    " WHERE state IN ('pending', 'submitting') GROUP BY state",
+	[PG_RUN_ARCHIVE] = "SELECT a_found::int, a_status, a_vendor, a_used, a_old, a_stored::int"
+	    " FROM tidegate_run_archive($1, $2, $3, $4)",
+	[PG_RUN_ARCHIVED] = "SELECT results FROM runs WHERE simulation_id = $1 AND archived"
+	    " AND results IS NOT NULL",
+	[PG_RUN_ARCHIVE_USAGE] = "SELECT coalesce(sum(results_size), 0), count(*) FROM runs"
+	    " WHERE archived",
+	[PG_RUN_EXPIRE] = "UPDATE runs SET status = 'EXPIRED', status_at = $1,"
+	    " next_check_at = NULL WHERE expires_at <= $1 AND status <> 'EXPIRED'",
+	/* The sweep's variants go with it (ON DELETE CASCADE); a sweep waits
+	 * for its runs to be gone, those deleted by this statement too. */
+	[PG_RUN_PURGE] = "WITH r AS (DELETE FROM runs WHERE (NOT archived AND"
+	    " expires_at <= $1::bigint - $2::bigint) OR (archived AND"
+	    " expires_at <= $1::bigint - $3::bigint) RETURNING simulation_id, sweep_id),"
+	    " s AS (DELETE FROM sweeps WHERE state = 'done'"
+	    " AND created_at <= $1::bigint - $4::bigint - $2::bigint AND NOT EXISTS"
+	    " (SELECT 1 FROM runs WHERE runs.sweep_id = sweeps.sweep_id AND"
+	    " runs.simulation_id NOT IN (SELECT simulation_id FROM r)) RETURNING 1)"
+	    " SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM s)",
+	/* ---- sweeps ---- */
+	/* $7: the variants, a JSON array of {"name", "body", "sha"}. */
+	[PG_SW_CREATE] = "WITH s AS (INSERT INTO sweeps (sweep_id, api_key, base_case_id,"
+	    " created_at, concurrency, callback_url, state, variants)"
+	    " VALUES ($1, $2, $3, $4, $5, $6, 'running', json_array_length($7::json))"
+	    " RETURNING sweep_id) INSERT INTO sweep_variants (sweep_id, position, name, state,"
+	    " case_body, case_sha256) SELECT s.sweep_id, e.pos - 1, e.v->>'name', 'pending',"
+	    " convert_to(e.v->>'body', 'UTF8'), e.v->>'sha' FROM s,"
+	    " json_array_elements($7::json) WITH ORDINALITY AS e(v, pos)",
+	[PG_SW_GET] = "SELECT " SWEEP_COLS " FROM sweeps WHERE sweep_id = $1",
+	[PG_SW_LIST] = "SELECT " SWEEP_COLS " FROM sweeps"
+	    " WHERE ($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR state = $2)"
+	    " ORDER BY created_at DESC, sweep_id LIMIT $3 OFFSET $4",
+	/* The first row says whether the sweep exists (name NULL). */
+	[PG_SW_VARIANTS] = "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+	    " -1 FROM sweeps WHERE sweep_id = $1 UNION ALL"
+	    " SELECT v.name, v.state, v.case_sha256, v.simulation_id, v.error,"
+	    " v.attempts, v.submitted_at, r.status, r.failure, r.figures, v.position"
+	    " FROM sweep_variants v LEFT JOIN runs r ON r.simulation_id = v.simulation_id"
+	    " WHERE v.sweep_id = $1 ORDER BY 11",
+	[PG_SW_CLAIM] = "SELECT c_name, c_body, c_sha, c_key FROM tidegate_sweep_claim($1, $2)",
+	/* The variant's state before (NULL: none); the run and the variant
+	 * change together, or not at all (a known simulation id: 23505). */
+	[PG_SW_SUBMITTED] = "WITH v AS (UPDATE sweep_variants SET state = 'submitted',"
+	    " case_body = NULL, simulation_id = $1, submitted_at = $8, error = NULL"
+	    " WHERE sweep_id = $2 AND name = $3 AND state = 'submitting' RETURNING 1),"
+	    " i AS (INSERT INTO " RUN_INTO " SELECT * FROM (VALUES " RUN_VALUES ") x"
+	    " WHERE EXISTS (SELECT 1 FROM v) RETURNING 1)"
+	    " SELECT (SELECT state FROM sweep_variants WHERE sweep_id = $2 AND name = $3),"
+	    " (SELECT count(*) FROM i)",
+	[PG_SW_UNCLAIM] = "WITH v AS (UPDATE sweep_variants SET state = $3, error = $4,"
+	    " case_body = CASE WHEN $3 = 'rejected' THEN NULL ELSE case_body END"
+	    " WHERE sweep_id = $1 AND name = $2 AND state = 'submitting' RETURNING 1)"
+	    " SELECT (SELECT state FROM sweep_variants WHERE sweep_id = $1 AND name = $2),"
+	    " (SELECT count(*) FROM v)",
+	/* NULL: no such sweep; else 1 when it became done now. */
+	[PG_SW_SETTLE] = "WITH d AS (UPDATE sweeps SET state = 'done', done_at = $2"
+	    " WHERE sweep_id = $1 AND state = 'running' AND NOT EXISTS (SELECT 1 FROM"
+	    " sweep_variants v WHERE v.sweep_id = $1 AND v.state IN ('pending', 'submitting'))"
+	    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.sweep_id = $1"
+	    " AND r.status = 'IN_PROGRESS') RETURNING 1)"
+	    " SELECT (SELECT count(*) FROM d) FROM sweeps WHERE sweep_id = $1",
+	[PG_SW_RUNNING] = "SELECT sweep_id FROM sweeps WHERE state = 'running'"
+	    " ORDER BY created_at, sweep_id",
 };
 
 const char *

@@ -11,7 +11,6 @@
  * survives power loss, not only a killed process; the price is one fsync
  * per write transaction, which the submit path pays once.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,13 +19,8 @@
 #include "tidegate/crypto.h"
 #include "tidegate/json.h"
 #include "runs_db.h"
+#include "../run_rules.h"
 
-#define RETENTION_MS		(30LL * 86400 * 1000)
-#define GRACE_MS		(7LL * 86400 * 1000)
-#define ARCHIVE_KEEP_MS		(90LL * 86400 * 1000)
-#define ARCHIVE_MAX_RUN		(16LL << 20)
-#define ARCHIVE_MAX_TOTAL	(1LL << 30)
-#define RETRY_AFTER_MAX_MS	(3600LL * 1000)
 
 /* Version 1. A later version appends its own list; old ones never change. */
 static const char *const schema_v1[] = {
@@ -421,26 +415,22 @@ db_setup(struct tg_runs *r, int sync_normal, struct tg_err *err)
 	return tg_runs_step_done(r, tg_runs_stmt(r, S_SWV_RECOVER), err);
 }
 
-static int64_t
-pick(int64_t v, int64_t dflt)
-{
-	return v > 0 ? v : dflt;
-}
-
 struct tg_runs *
 tg_runs_open(const struct tg_runs_opts *opts, struct tg_err *err)
 {
 	struct tg_runs *r = tg_xcalloc(1, sizeof(*r));
+	struct tg_state_runs_limits lim;
 
 	if (opts == NULL || opts->path == NULL || *opts->path == '\0') {
 		tg_err_set(err, "run registry: no database path");
 		goto fail;
 	}
-	r->retention_ms = pick(opts->retention_ms, RETENTION_MS);
-	r->grace_ms = pick(opts->grace_ms, GRACE_MS);
-	r->archive_keep_ms = pick(opts->archive_keep_ms, ARCHIVE_KEEP_MS);
-	r->archive_max_run = pick(opts->archive_max_run, ARCHIVE_MAX_RUN);
-	r->archive_max_total = pick(opts->archive_max_total, ARCHIVE_MAX_TOTAL);
+	tg_state_runs_limits(opts, &lim);
+	r->retention_ms = lim.retention_ms;
+	r->grace_ms = lim.grace_ms;
+	r->archive_keep_ms = lim.archive_keep_ms;
+	r->archive_max_run = lim.archive_max_run;
+	r->archive_max_total = lim.archive_max_total;
 	if (sqlite3_open_v2(opts->path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 		tg_err_set(err, "run registry: cannot open %s: %s", opts->path,
@@ -471,46 +461,32 @@ tg_runs_close(struct tg_runs *r)
 
 /* ---- recording ---- */
 
-static int
-run_new_ok(const struct tg_run_new *run, struct tg_err *err)
-{
-	if (run->simulation_id == NULL || *run->simulation_id == '\0' || run->host == NULL ||
-	    run->case_id == NULL || run->case_sha256 == NULL) {
-		tg_err_set(err, "a run needs simulation_id, host, case_id and case_sha256");
-		return -1;
-	}
-	return 0;
-}
-
 int
 tg_runs_insert(struct tg_runs *r, const struct tg_run_new *run, const char *sweep_id,
     const char *variant, int64_t now_ms, struct tg_err *err)
 {
-	int64_t sub = run->submitted_at ? run->submitted_at : now_ms;
-	int64_t exp = run->expires_at ? run->expires_at : sub + r->retention_ms;
-	enum tg_run_status st = (unsigned)run->status < TG_RUN_NSTATUS ? run->status :
-	    TG_RUN_UNKNOWN;
-	int vendor = st <= TG_RUN_FAILED, terminal = tg_runs_status_terminal(st);
+	struct tg_state_run_row row;
 	sqlite3_stmt *s;
 	int rc;
 
-	if (run_new_ok(run, err) != 0)
+	if (tg_state_run_new_ok(run, err) != 0)
 		return -1;
+	tg_state_run_row(run, sweep_id, r->retention_ms, now_ms, &row);
 	s = tg_runs_stmt(r, S_RUN_INSERT);
 	tg_runs_bind_str(s, 1, run->simulation_id);
 	tg_runs_bind_str(s, 2, run->api_key);
 	tg_runs_bind_str(s, 3, run->host);
 	tg_runs_bind_str(s, 4, run->case_id);
 	tg_runs_bind_str(s, 5, run->case_sha256);
-	sqlite3_bind_int64(s, 6, sub);
-	sqlite3_bind_int64(s, 7, exp);
-	tg_runs_bind_str(s, 8, status_names[st]);
-	tg_runs_bind_str(s, 9, vendor ? status_names[st] : NULL);
+	sqlite3_bind_int64(s, 6, row.submitted_at);
+	sqlite3_bind_int64(s, 7, row.expires_at);
+	tg_runs_bind_str(s, 8, row.status);
+	tg_runs_bind_str(s, 9, row.vendor_status);
 	sqlite3_bind_int64(s, 10, now_ms);
-	tg_runs_bind_time(s, 11, st == TG_RUN_COMPLETED || st == TG_RUN_FAILED ? now_ms : 0);
-	tg_runs_bind_time(s, 12, terminal ? 0 : sub + tg_runs_check_delay(0));
+	tg_runs_bind_time(s, 11, row.completed_at);
+	tg_runs_bind_time(s, 12, row.next_check_at);
 	tg_runs_bind_str(s, 13, run->validation);
-	tg_runs_bind_str(s, 14, sweep_id != NULL ? NULL : run->callback_url);
+	tg_runs_bind_str(s, 14, row.callback_url);
 	tg_runs_bind_str(s, 15, sweep_id);
 	tg_runs_bind_str(s, 16, variant);
 	rc = sqlite3_step(s);
@@ -578,59 +554,28 @@ brief_cleanup(struct brief *b)
 	free(b->validation);
 }
 
-/* "42 s", "3 min 12 s", "2 h 5 min", "3 d 4 h": how long until it failed. */
-static void
-fmt_duration(int64_t ms, char *buf, size_t len)
-{
-	int64_t s = ms > 0 ? ms / 1000 : 0;
-
-	if (s < 60)
-		snprintf(buf, len, "%" PRId64 " s", s);
-	else if (s < 3600)
-		snprintf(buf, len, "%" PRId64 " min %" PRId64 " s", s / 60, s % 60);
-	else if (s < 86400)
-		snprintf(buf, len, "%" PRId64 " h %" PRId64 " min", s / 3600, s % 3600 / 60);
-	else
-		snprintf(buf, len, "%" PRId64 " d %" PRId64 " h", s / 86400, s % 86400 / 3600);
-}
-
-/* The vendor never says why; this is everything the gateway can add. */
-static char *
-failure_text(const struct brief *b, int64_t failed_at)
-{
-	char took[48];
-
-	fmt_duration(failed_at - b->submitted_at, took, sizeof(took));
-	return tg_xasprintf("the vendor reported FAILED %s after submission and gives no "
-	    "reason; host: %s; gateway validation: %s", took, b->host ? b->host : "unknown",
-	    b->validation ? b->validation : "not recorded");
-}
-
 static int
 apply_status(struct tg_runs *r, const char *id, const struct brief *b,
     enum tg_run_status st, int64_t completed_at, int64_t now_ms, struct tg_err *err)
 {
 	sqlite3_stmt *s = tg_runs_stmt(r, S_RUN_UPDATE);
-	int terminal = tg_runs_status_terminal(st), ended;
-	int64_t done = completed_at ? completed_at : now_ms;
-	char *failure = NULL;
+	struct tg_state_run_change c;
 	int rc;
 
-	ended = st == TG_RUN_COMPLETED || st == TG_RUN_FAILED;
-	if (st == TG_RUN_FAILED)
-		failure = failure_text(b, done);
+	tg_state_run_change(st, completed_at, now_ms, b->submitted_at, b->host, b->validation,
+	    b->checks, &c);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	tg_runs_bind_str(s, 2, status_names[st]);
-	tg_runs_bind_str(s, 3, st <= TG_RUN_FAILED ? status_names[st] : NULL);
+	tg_runs_bind_str(s, 2, c.status);
+	tg_runs_bind_str(s, 3, c.vendor_status);
 	sqlite3_bind_int64(s, 4, now_ms);
-	tg_runs_bind_time(s, 5, ended ? done : 0);
-	tg_runs_bind_time(s, 6, terminal ? 0 : now_ms + tg_runs_check_delay(b->checks + 1));
-	tg_runs_bind_str(s, 7, failure);
+	tg_runs_bind_time(s, 5, c.completed_at);
+	tg_runs_bind_time(s, 6, c.next_check_at);
+	tg_runs_bind_str(s, 7, c.failure);
 	rc = tg_runs_step_done(r, s, err);
-	free(failure);
+	free(c.failure);
 	if (rc != 0)
 		return -1;
-	return terminal ? 1 : 0;
+	return c.terminal ? 1 : 0;
 }
 
 static int
@@ -691,14 +636,10 @@ tg_runs_check_failed(struct tg_runs *r, const char *id, const char *why,
 		return -1;
 	if ((rc = brief_get(r, id, &b, err)) != 0)
 		goto done;
-	delay = tg_runs_check_delay(b.checks + 1);
-	if (retry_after_ms > RETRY_AFTER_MAX_MS)
-		retry_after_ms = RETRY_AFTER_MAX_MS;
-	if (retry_after_ms > delay)
-		delay = retry_after_ms;
+	delay = tg_state_run_retry_delay(b.checks, retry_after_ms);
 	s = tg_runs_stmt(r, S_RUN_CHECK_FAILED);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	tg_runs_bind_str(s, 2, why != NULL && *why != '\0' ? why : "no answer");
+	tg_runs_bind_str(s, 2, tg_state_run_check_error(why));
 	sqlite3_bind_int64(s, 3, now_ms + delay);
 	rc = tg_runs_step_done(r, s, err);
 done:
@@ -900,16 +841,13 @@ int
 tg_runs_list(struct tg_runs *r, const struct tg_runs_query *q, struct tg_run **runs,
     size_t *n, int *more, struct tg_err *err)
 {
-	size_t limit = q->limit == 0 ? TG_RUNS_LIST_LIMIT : q->limit > TG_RUNS_LIST_MAX ? TG_RUNS_LIST_MAX : q->limit;
+	size_t limit = tg_state_runs_page(q->limit);
 	sqlite3_stmt *s;
 
 	*runs = NULL;
 	*n = 0;
-	if (q->status != NULL && tg_runs_status_parse(q->status) < 0) {
-		tg_err_set(err, "unknown run status '%.40s' (IN_PROGRESS, COMPLETED, FAILED, "
-		    "EXPIRED, UNKNOWN)", q->status);
+	if (tg_state_runs_status_ok(q->status, err) != 0)
 		return -1;
-	}
 	s = tg_runs_stmt(r, S_RUN_LIST);
 	tg_runs_bind_str(s, 1, q->status);
 	tg_runs_bind_str(s, 2, q->case_id);
@@ -937,31 +875,17 @@ int
 tg_runs_set_figures(struct tg_runs *r, const char *id, yajl_val results,
     struct tg_err *err)
 {
-	yajl_gen g;
-	const unsigned char *buf;
+	char *fig = tg_state_run_figures(id, results, err);
 	sqlite3_stmt *s;
-	size_t i, len;
 	int rc;
 
-	if (results == NULL || !YAJL_IS_OBJECT(results)) {
-		tg_err_set(err, "results of %s are not a JSON object", id);
+	if (fig == NULL)
 		return -1;
-	}
-	g = tg_json_gen_new();
-	yajl_gen_map_open(g);
-	for (i = 0; i < results->u.object.len; i++) {
-		if (!YAJL_IS_NUMBER(results->u.object.values[i]))
-			continue;
-		tg_json_str(g, results->u.object.keys[i]);
-		tg_json_gen_val(g, results->u.object.values[i]);
-	}
-	yajl_gen_map_close(g);
-	yajl_gen_get_buf(g, &buf, &len);
 	s = tg_runs_stmt(r, S_RUN_FIGURES);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(s, 2, (const char *)buf, (int)len, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 2, fig, -1, SQLITE_TRANSIENT);
 	rc = tg_runs_step_done(r, s, err);
-	yajl_gen_free(g);
+	free(fig);
 	if (rc == 0 && sqlite3_changes(r->db) == 0) {
 		tg_err_set(err, "no simulation run %s", id);
 		rc = TG_RUNS_NOT_FOUND;
@@ -991,25 +915,6 @@ stats_runs(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err)
 	return -1;
 }
 
-/* The counter a row of S_STATS_SWEEPS names ("sweeps running", …), or NULL. */
-static uint64_t *
-sweep_counter(struct tg_runs_stats *st, const char *name)
-{
-	static const char *const names[] = {
-		"sweeps running", "sweeps done", "variants pending", "variants submitting",
-	};
-	uint64_t *const counters[] = {
-		&st->sweeps_running, &st->sweeps_done, &st->variants_pending,
-		&st->variants_submitting,
-	};
-	size_t i;
-
-	for (i = 0; name != NULL && i < TG_NELEM(names); i++)
-		if (strcmp(name, names[i]) == 0)
-			return counters[i];
-	return NULL;
-}
-
 static int
 stats_sweeps(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err)
 {
@@ -1018,7 +923,7 @@ stats_sweeps(struct tg_runs *r, struct tg_runs_stats *st, struct tg_err *err)
 	int rc;
 
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		if ((c = sweep_counter(st, (const char *)sqlite3_column_text(s, 0))) != NULL)
+		if ((c = tg_state_runs_stats_counter(st, (const char *)sqlite3_column_text(s, 0))) != NULL)
 			*c = (uint64_t)sqlite3_column_int64(s, 1);
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)

@@ -15,6 +15,7 @@
 #include "tidegate/clock.h"
 #include "tidegate/json.h"
 #include "runs_db.h"
+#include "../run_rules.h"
 
 int
 tg_runs_expired(const struct tg_run *run, int64_t now_ms)
@@ -78,18 +79,14 @@ within_caps(struct tg_runs *r, const char *id, size_t len, int64_t old, struct t
 {
 	int64_t used;
 
-	if ((uint64_t)len > (uint64_t)r->archive_max_run) {
-		tg_err_set(err, "results of %s are %zu bytes; the archive keeps at most %" PRId64
-		    " bytes per run", id, len, r->archive_max_run);
-		return TG_RUNS_REFUSED;
-	}
-	if (tg_runs_archive_usage(r, &used, NULL, err) != 0)
+	if ((uint64_t)len <= (uint64_t)r->archive_max_run &&
+	    tg_runs_archive_usage(r, &used, NULL, err) != 0)
 		return -1;
-	if (used - old + (int64_t)len > r->archive_max_total) {
-		tg_err_set(err, "archive full: %" PRId64 " of %" PRId64 " bytes used; results "
-		    "of %s need %zu more", used, r->archive_max_total, id, len);
+	if ((uint64_t)len > (uint64_t)r->archive_max_run)
+		used = 0;
+	if (tg_state_archive_caps(id, len, old, used, r->archive_max_run, r->archive_max_total,
+	    err) != 0)
 		return TG_RUNS_REFUSED;
-	}
 	return 0;
 }
 

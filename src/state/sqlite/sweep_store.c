@@ -18,10 +18,7 @@
 #include "tidegate/ids.h"
 #include "tidegate/json.h"
 #include "runs_db.h"
-
-static const char *const variant_states[] = {
-	"pending", "submitting", "submitted", "rejected",
-};
+#include "../run_rules.h"
 
 const char *
 tg_sweep_state_str(enum tg_sweep_state s)
@@ -44,45 +41,7 @@ tg_sweep_variant_status(const struct tg_sweep_variant *v)
 	}
 }
 
-static int
-variant_state_parse(const char *s)
-{
-	size_t i;
-
-	for (i = 0; s != NULL && i < TG_NELEM(variant_states); i++)
-		if (strcmp(s, variant_states[i]) == 0)
-			return (int)i;
-	return TG_VARIANT_REJECTED;
-}
-
 /* ---- create ---- */
-
-static int
-sweep_new_ok(const struct tg_sweep_new *s, struct tg_err *err)
-{
-	size_t i;
-
-	if (s->base_case_id == NULL || *s->base_case_id == '\0') {
-		tg_err_set(err, "a sweep needs a base case id");
-		return -1;
-	}
-	if (s->nvariants == 0 || s->nvariants > TG_SWEEP_MAX_VARIANTS) {
-		tg_err_set(err, "a sweep has 1 to %d variants, not %zu", TG_SWEEP_MAX_VARIANTS,
-		    s->nvariants);
-		return -1;
-	}
-	if (s->concurrency < 0) {
-		tg_err_set(err, "sweep concurrency %d is below 1", s->concurrency);
-		return -1;
-	}
-	for (i = 0; i < s->nvariants; i++) {
-		if (s->variants[i].name == NULL || s->variants[i].body == NULL) {
-			tg_err_set(err, "sweep variant %zu has no name or no case", i);
-			return -1;
-		}
-	}
-	return 0;
-}
 
 static int
 insert_variant(struct tg_runs *r, const char *id, size_t pos,
@@ -117,7 +76,7 @@ tg_runs_sweep_create(struct tg_runs *r, const struct tg_sweep_new *sw, int64_t n
 	char hex[33];
 	size_t i;
 
-	if (sweep_new_ok(sw, err) != 0)
+	if (tg_state_sweep_new_ok(sw, err) != 0)
 		return -1;
 	tg_id_hex(hex, 16);
 	snprintf(id, TG_SWEEP_ID_LEN, "swp_%s", hex);
@@ -191,11 +150,9 @@ tg_runs_sweep_list(struct tg_runs *r, const char *api_key, const char *state, si
 
 	*out = NULL;
 	*n = 0;
-	if (state != NULL && strcmp(state, "running") != 0 && strcmp(state, "done") != 0) {
-		tg_err_set(err, "unknown sweep state '%.40s' (running, done)", state);
+	if (tg_state_sweep_state_ok(state, err) != 0)
 		return -1;
-	}
-	limit = limit == 0 ? 100 : limit > 1000 ? 1000 : limit;
+	limit = tg_state_sweeps_page(limit);
 	s = tg_runs_stmt(r, S_SW_LIST);
 	tg_runs_bind_str(s, 1, api_key);
 	tg_runs_bind_str(s, 2, state);
@@ -251,7 +208,7 @@ variant_from_row(sqlite3_stmt *s, void *out)
 
 	memset(v, 0, sizeof(*v));
 	v->name = tg_runs_col_str(s, 0);
-	v->state = variant_state_parse((const char *)sqlite3_column_text(s, 1));
+	v->state = tg_state_variant_state_parse((const char *)sqlite3_column_text(s, 1));
 	snprintf(v->case_sha256, sizeof(v->case_sha256), "%s", sha ? (const char *)sha : "");
 	v->simulation_id = tg_runs_col_str(s, 3);
 	v->error = tg_runs_col_str(s, 4);
@@ -429,10 +386,10 @@ expect_submitting(struct tg_runs *r, const char *id, const char *name, struct tg
 	sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
-		rc = variant_state_parse((const char *)sqlite3_column_text(s, 0));
+		rc = tg_state_variant_state_parse((const char *)sqlite3_column_text(s, 0));
 		if (rc != TG_VARIANT_SUBMITTING) {
 			tg_err_set(err, "sweep variant %.64s is %s, not submitting", name,
-			    variant_states[rc]);
+			    tg_state_variant_state_name(rc));
 			rc = TG_RUNS_CONFLICT;
 		} else {
 			rc = 0;
@@ -488,7 +445,7 @@ tg_runs_sweep_unclaim(struct tg_runs *r, const char *id, const char *name,
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(s, 3, final ? "rejected" : "pending", -1, SQLITE_STATIC);
-	tg_runs_bind_str(s, 4, why != NULL && *why != '\0' ? why : "submission failed");
+	tg_runs_bind_str(s, 4, tg_state_variant_unclaim_error(why));
 	if ((rc = tg_runs_step_done(r, s, err)) != 0)
 		goto fail;
 	return tg_runs_commit(r, err);
