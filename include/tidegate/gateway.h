@@ -262,6 +262,9 @@ void gw_free(struct gw *gw);
  */
 int gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
     struct tg_err *err);
+/** r's slot of feature id (borrowed; r owns it until the feature's
+ * on_free), made zeroed, size bytes, when absent. */
+void *gw_req_slot(struct gw_req *r, int id, size_t size);
 
 /* ---- the runtime ---- */
 

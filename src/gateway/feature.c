@@ -33,6 +33,14 @@ gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
 	return id;
 }
 
+void *
+gw_req_slot(struct gw_req *r, int id, size_t size)
+{
+	if (r->slot[id] == NULL)
+		r->slot[id] = tg_xcalloc(1, size);
+	return r->slot[id];
+}
+
 /* Features of r's operation, in order: for (i...) { id = OP_FEAT(r, i) } */
 #define NOPFEAT(r)	((r)->gw->nby_op[(r)->op])
 #define OPFEAT(r, i)	((r)->gw->by_op[(r)->op][i])

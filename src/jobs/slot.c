@@ -32,12 +32,8 @@ jobs_req_find(const struct gw_req *r)
 struct jobs_req *
 jobs_req_of(struct gw_req *r)
 {
-	struct jobs_req *q = r->slot[slot_id];
+	struct jobs_req *q = gw_req_slot(r, slot_id, sizeof(*q));
 
-	if (q == NULL) {
-		q = tg_xcalloc(1, sizeof(*q));
-		q->r = r;
-		r->slot[slot_id] = q;
-	}
+	q->r = r;
 	return q;
 }

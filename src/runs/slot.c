@@ -44,9 +44,7 @@ runs_req_find(const struct gw_req *r)
 struct runs_req *
 runs_req_of(struct gw_req *r)
 {
-	if (r->slot[slot_id] == NULL)
-		r->slot[slot_id] = tg_xcalloc(1, sizeof(struct runs_req));
-	return r->slot[slot_id];
+	return gw_req_slot(r, slot_id, sizeof(struct runs_req));
 }
 
 void

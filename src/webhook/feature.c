@@ -37,9 +37,7 @@ wh_req_find(const struct gw_req *r)
 struct wh_req *
 wh_req_of(struct gw_req *r)
 {
-	if (r->slot[slot_id] == NULL)
-		r->slot[slot_id] = tg_xcalloc(1, sizeof(struct wh_req));
-	return r->slot[slot_id];
+	return gw_req_slot(r, slot_id, sizeof(struct wh_req));
 }
 
 /* ---- a request's seam operations ---- */
