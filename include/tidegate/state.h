@@ -183,12 +183,13 @@ struct tg_state_token {
 typedef void (*tg_state_token_cb)(const struct tg_state_res *res,
     const struct tg_state_token *t, void *arg);
 
-/** A poll entry's terminal answer (body and content_type borrowed). */
+/** A poll entry's answer (body and content_type borrowed). */
 struct tg_state_answer {
 	int status;		/* HTTP status the vendor gave */
 	const char *content_type;	/* or NULL */
 	const void *body;
 	size_t len;
+	int64_t expires_at;	/* fetch: wall ms it is fresh until (publish: unused) */
 };
 /** A cached answer (borrowed; NULL when rc != 0). */
 typedef void (*tg_state_answer_cb)(const struct tg_state_res *res,
@@ -401,20 +402,74 @@ struct tg_state_op *tg_state_token_put(struct tg_state *st, const char *service,
 struct tg_state_op *tg_state_token_invalidate(struct tg_state *st, const char *service,
     const char *token, tg_state_done_cb cb, void *arg);
 
-/* ---- poll entries ---- */
+/* ---- poll entries and leases ---- */
 
-/** Become (or stay) the instance polling key upstream for ttl_ms (st, key
- * borrowed); cb's n: 1 when this instance leads, 0 when another does. */
+/**
+ * Become (or stay) the instance leading key for ttl_ms (st, key borrowed):
+ * cb's n is 1 when this instance leads (the key was free, its lead had
+ * run out, or this instance held it: renewed), 0 when another instance
+ * leads or an answer published for key is still fresh (use it:
+ * tg_state_poll_fetch). Keys name poll entries, and leases: "login:<svc>"
+ * (who logs in), "lead:<name>" (who runs a fleet-wide task).
+ */
 struct tg_state_op *tg_state_poll_lead(struct tg_state *st, const char *key, int64_t now_ms,
     int64_t ttl_ms, tg_state_num_cb cb, void *arg);
-/** Publish key's terminal answer for ttl_ms to the other instances (all
- * borrowed, copied when kept). */
+/** Give key's lead up, if this instance holds it (st, key borrowed). */
+struct tg_state_op *tg_state_poll_release(struct tg_state *st, const char *key,
+    tg_state_done_cb cb, void *arg);
+/** Publish key's answer for ttl_ms to the other instances, give its lead
+ * up, and wake their watches of topic "poll" with key (all borrowed,
+ * copied when kept). */
 struct tg_state_op *tg_state_poll_publish(struct tg_state *st, const char *key,
     const struct tg_state_answer *a, int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb,
     void *arg);
-/** The terminal answer another instance published for key (st, key
- * borrowed); NOT_FOUND when none is live. */
+/** The answer an instance published for key, still fresh (st, key
+ * borrowed; a->expires_at says until when); NOT_FOUND when none is. */
 struct tg_state_op *tg_state_poll_fetch(struct tg_state *st, const char *key, int64_t now_ms,
     tg_state_answer_cb cb, void *arg);
+
+/* ---- wake-ups across instances ---- */
+
+/** A wake-up on topic (borrowed): what (borrowed) changed, as the other
+ * instance said; NULL when anything may have (wake-ups may have been lost:
+ * the backend's listening connection was made again). */
+typedef void (*tg_state_wake_cb)(const char *topic, const char *what, void *arg);
+struct tg_state_watch;
+
+/** Tell the other instances that what changed on topic (all borrowed;
+ * topic a short lowercase word, what ≤ 1000 bytes). With SQLite there is
+ * nobody to tell: OK at once. Delivery is best effort: a watcher must
+ * still look on its own timer. */
+struct tg_state_op *tg_state_notify(struct tg_state *st, const char *topic, const char *what,
+    tg_state_done_cb cb, void *arg);
+/** Call cb on every other instance's wake-up on topic (st, topic
+ * borrowed) until tg_state_unwatch. The state owns the watch; with
+ * SQLite it never fires. */
+struct tg_state_watch *tg_state_watch(struct tg_state *st, const char *topic,
+    tg_state_wake_cb cb, void *arg);
+/** Stop w (taken; NULL-safe); st borrowed. */
+void tg_state_unwatch(struct tg_state *st, struct tg_state_watch *w);
+
+/* ---- health ---- */
+
+#define TG_STATE_LAT_BUCKETS	8	/* query latency buckets */
+
+/** What the backend says of itself (filled by tg_state_health). */
+struct tg_state_health {
+	const char *backend;		/* "sqlite", "postgresql" (static) */
+	int up;				/* it can take operations now */
+	char reason[256];		/* why not (no secret), when !up */
+	int shared;			/* other instances share it (a fleet) */
+	unsigned long long queries;	/* operations answered by the server */
+	double lat_le[TG_STATE_LAT_BUCKETS];	/* the buckets' upper bounds, seconds */
+	unsigned long long lat[TG_STATE_LAT_BUCKETS + 1];	/* per bucket, +Inf last */
+	double lat_sum;			/* seconds */
+	unsigned long long wakeups;	/* other instances' wake-ups received */
+	unsigned long long notifies;	/* wake-ups sent */
+	size_t leases;			/* leads this instance holds now */
+};
+
+/** Fill h (borrowed) from st (borrowed); never blocks, no I/O. */
+void tg_state_health(const struct tg_state *st, struct tg_state_health *h);
 
 #endif

@@ -20,10 +20,18 @@
  * - 429 + Retry-After from the vendor holds every caller of that entry back;
  * - `?wait=N` long-polls: the request is held until the job is terminal or N
  *   seconds pass, and all waiters wake on one upstream answer.
- * - through the state seam (tidegate/state.h) an entry's vendor poll is
- *   made by the instance that leads its key, the others taking the
- *   leader's published terminal answer (with SQLite one instance always
- *   leads and nothing is published: the seam answers at once).
+ * - in a fleet (a state shared by several instances, tidegate/state.h) an
+ *   entry's vendor poll is made by the instance that leads its key; it
+ *   publishes the answer (terminal or not, up to poll.cache_max_body) for
+ *   as long as it would reuse it itself and gives the lead up, and the
+ *   other instances serve that answer: one upstream GET per job per
+ *   interval for the fleet. An instance that finds the key led and no
+ *   fresh answer waits for the leader's (FOLLOW_MS, or sooner: a publish
+ *   wakes the others' entries through the seam's "poll" watch, so
+ *   long-polls everywhere end on one answer). A leader that gets no
+ *   answer worth sharing (an error, a 429 or 5xx, a spooled or streamed
+ *   body) gives the lead up. When the state cannot answer, each instance
+ *   polls for itself. With SQLite nothing of this runs.
  *
  * Called from feature.c for the pollable GET operations (after jobs.c has
  * read the job id and checked who may read it, maybe later:
@@ -51,6 +59,8 @@
 #include "tidegate/state.h"
 #include "jobs_int.h"
 
+#define FOLLOW_MS	200	/* another instance fetches: look for its answer this often */
+
 struct poll_answer {
 	int status;
 	char *ctype, *retry_after;
@@ -74,6 +84,7 @@ struct poll_entry {
 	int64_t created, not_before, used;	/* monotonic ms */
 	struct gw_vcall *call;	/* the fetch in flight (it holds the runtime) */
 	struct tg_state_op *lead_op;	/* asking the state seam who polls (lead()) */
+	int leading;		/* this instance leads the key in the fleet: publish or release */
 	struct gw_observed *observed;	/* observers still hold the new answer */
 	struct evbuffer *fbuf;	/* the answer in flight, up to cache_max_body */
 	int f_status;
@@ -93,6 +104,8 @@ struct jobs_poll {
 	TAILQ_HEAD(, poll_entry) lru;	/* held answers, least recently used first */
 	size_t bytes;			/* body bytes of the held answers */
 	struct jobs_spool_stats spool;	/* spool files, all entries */
+	struct tg_state *fleet;		/* gw->state when shared by a fleet, else NULL */
+	struct tg_state_watch *watch;	/* the other instances' publishes */
 };
 
 static void fetch(struct poll_entry *e);
@@ -427,22 +440,36 @@ retry_after_ms(const char *ra)
 	return end != ra && *end == '\0' && v >= 0 && v < 86400 ? v * 1000 : 1000;
 }
 
-/* A terminal answer, offered to the other instances (state seam; with
- * SQLite nothing is kept). */
+/* The fleet's part (the head of this file): best effort, a failure only
+ * costs other instances a poll of their own. */
 static void
-on_published(const struct tg_state_res *res, void *arg)
+on_shared_done(const struct tg_state_res *res, void *arg)
 {
 }
 
+/* This instance's fetch of e ended without an answer to share. */
+static void
+unlead(struct poll_entry *e)
+{
+	if (!e->leading)
+		return;
+	e->leading = 0;
+	(void)tg_state_poll_release(e->p->fleet, e->key, on_shared_done, NULL);
+}
+
+/* This instance's answer, offered to the other instances for as long as
+ * it reuses it itself; the lead goes with it. */
 static void
 publish(struct poll_entry *e)
 {
-	struct tg_state *st = e->p->gw->state;
-	struct tg_state_answer a = { e->ans.status, e->ans.ctype, e->ans.body, e->ans.len };
+	struct tg_state_answer a = { e->ans.status, e->ans.ctype, e->ans.body, e->ans.len, 0 };
+	int64_t ttl = e->ans.terminal ? e->p->gw->rt->cfg.poll_terminal_ttl : interval(e);
 
-	if (st != NULL)
-		(void)tg_state_poll_publish(st, e->key, &a, tg_clock_now_ms(),
-		    e->p->gw->rt->cfg.poll_terminal_ttl, on_published, NULL);
+	if (!e->leading || e->ans.status == 429 || e->ans.status >= 500)
+		return;		/* unlead() gives the lead up */
+	e->leading = 0;
+	(void)tg_state_poll_publish(e->p->fleet, e->key, &a, tg_clock_now_ms(), ttl,
+	    on_shared_done, NULL);
 }
 
 /* Keep the vendor's answer (shared: another instance's, not published again). */
@@ -468,7 +495,7 @@ store(struct poll_entry *e, int status, const struct evkeyvalq *h, struct evbuff
 	e->ans.len = len;
 	e->ans.at = tg_clock_mono_ms();
 	e->ans.terminal = is_terminal(e, status, e->ans.body, len);
-	if (e->ans.terminal && !shared)
+	if (!shared)
 		publish(e);
 	(void)hold(e);
 }
@@ -553,6 +580,7 @@ on_fetched(struct poll_entry *e, int status, const struct evkeyvalq *h,
 		store(e, status, h, body, 0);
 		answered(e);
 	}
+	unlead(e);
 }
 
 /* ---- the shared fetch, streamed: kept in memory up to cache_max_body,
@@ -611,6 +639,7 @@ give_up(struct poll_entry *e)
 {
 	gw_vcall_cancel(e->call);
 	e->call = NULL;
+	unlead(e);
 	jobs_spool_unref(e->writing);	/* its readers are reset */
 	e->writing = NULL;
 	proxy_waiters(e);
@@ -646,6 +675,7 @@ spool_done(struct poll_entry *e, enum tg_up_error err)
 	    e->service == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
 	e->writing = NULL;
 	fetch_done(e);
+	unlead(e);
 	jobs_spool_end(s, err == TG_UP_OK);
 	if (err != TG_UP_OK) {
 		jobs_spool_unref(s);
@@ -687,6 +717,7 @@ on_f_no_token(struct gw_vcall *c, const char *why, int retry_after, void *arg)
 	status = gw_token_error(e->p->gw->rt->svc[e->service].tokens, what, why, msg,
 	    sizeof(msg), &code);
 	fetch_done(e);
+	unlead(e);
 	fail_waiters(e, status, code, msg, retry_after > 0 ? retry_after : 1);
 }
 
@@ -720,19 +751,14 @@ fetch(struct poll_entry *e)
 	e->call = gw_vcall_start(&q, &fetch_cbs, e);
 }
 
-/* Another instance's terminal answer for e, or none: then e's own fetch. */
+/* A shared answer is fresh until a->expires_at: e reuses it that long. */
 static void
-on_shared(const struct tg_state_res *res, const struct tg_state_answer *a, void *arg)
+keep_shared(struct poll_entry *e, const struct tg_state_answer *a)
 {
-	struct poll_entry *e = arg;
 	struct evkeyvalq h;
 	struct evbuffer *b;
+	int64_t left = a->expires_at - tg_clock_now_ms(), iv;
 
-	e->lead_op = NULL;
-	if (res->rc != TG_STATE_OK || a == NULL) {
-		fetch(e);
-		return;
-	}
 	TAILQ_INIT(&h);
 	if (a->content_type != NULL)
 		evhttp_add_header(&h, "Content-Type", a->content_type);
@@ -741,6 +767,29 @@ on_shared(const struct tg_state_res *res, const struct tg_state_answer *a, void 
 	store(e, a->status, &h, b, 1);
 	evbuffer_free(b);
 	evhttp_clear_headers(&h);
+	iv = interval(e);
+	if (!e->ans.terminal && e->ans.at != 0 && left < iv)
+		e->ans.at -= iv - (left > 0 ? left : 0);
+}
+
+/* Another instance's answer for e; none yet: its leader is fetching,
+ * look again soon (or when its publish wakes e). */
+static void
+on_shared(const struct tg_state_res *res, const struct tg_state_answer *a, void *arg)
+{
+	struct poll_entry *e = arg;
+	struct timeval tv = { 0, FOLLOW_MS * 1000 };
+
+	e->lead_op = NULL;
+	if (res->rc == TG_STATE_NOT_FOUND) {
+		evtimer_add(e->timer, &tv);
+		return;
+	}
+	if (res->rc != TG_STATE_OK || a == NULL) {
+		fetch(e);	/* the state cannot say: poll for this instance */
+		return;
+	}
+	keep_shared(e, a);
 	answered(e);
 }
 
@@ -752,30 +801,54 @@ on_lead(const struct tg_state_res *res, int64_t n, void *arg)
 
 	e->lead_op = NULL;
 	if (res->rc != TG_STATE_OK || n == 1) {
-		fetch(e);	/* this instance polls (or the seam cannot say) */
+		e->leading = res->rc == TG_STATE_OK;
+		fetch(e);	/* this instance polls (or the state cannot say) */
 		return;
 	}
-	op = tg_state_poll_fetch(e->p->gw->state, e->key, tg_clock_now_ms(), on_shared, e);
+	op = tg_state_poll_fetch(e->p->fleet, e->key, tg_clock_now_ms(), on_shared, e);
 	if (op != NULL)
 		e->lead_op = op;
 }
 
-/* The vendor is to be asked for e: by this instance when it leads e's key
- * (the state seam; with SQLite always), else the leader's answer is used. */
+/* The vendor is to be asked for e: by this instance alone, or in a fleet
+ * when it leads e's key, else the leader's answer is used. */
 static void
 lead(struct poll_entry *e)
 {
-	struct tg_state *st = e->p->gw->state;
 	struct tg_state_op *op;
 
-	if (st == NULL) {
+	if (e->p->fleet == NULL) {
 		fetch(e);
 		return;
 	}
-	op = tg_state_poll_lead(st, e->key, tg_clock_now_ms(),
+	op = tg_state_poll_lead(e->p->fleet, e->key, tg_clock_now_ms(),
 	    e->p->gw->rt->cfg.poll_max_interval, on_lead, e);
 	if (op != NULL)
 		e->lead_op = op;	/* answered later */
+}
+
+/* Another instance published an answer for key (NULL: perhaps for any):
+ * entries with callers waiting and not terminal yet take it now. */
+static void
+on_wake(const char *topic, const char *key, void *arg)
+{
+	struct jobs_poll *p = arg;
+	struct poll_entry *e;
+	const char *k;
+	void *v;
+	size_t pos = 0;
+
+	if (key != NULL) {
+		e = tg_map_get(p->entries, key);
+		if (e != NULL && !TAILQ_EMPTY(&e->waiters) && !busy(e) && !e->ans.terminal)
+			lead(e);
+		return;
+	}
+	while (tg_map_next(p->entries, &pos, &k, &v)) {
+		e = v;
+		if (!TAILQ_EMPTY(&e->waiters) && !busy(e) && !e->ans.terminal)
+			lead(e);
+	}
 }
 
 /* ---- entries ---- */
@@ -787,6 +860,7 @@ entry_free(void *arg)
 
 	gw_vcall_cancel(e->call);
 	tg_state_cancel(e->lead_op);
+	unlead(e);
 	gw_observed_cancel(e->observed);
 	jobs_spool_unref(e->writing);
 	evbuffer_free(e->fbuf);
@@ -1072,6 +1146,15 @@ jobs_poll_new(struct gw *gw, const struct gw_config *c)
 	TAILQ_INIT(&p->lru);
 	p->sweep = event_new(gw->base, -1, EV_PERSIST, on_sweep, p);
 	evtimer_add(p->sweep, &tv);
+	if (gw->state != NULL) {
+		struct tg_state_health h;
+
+		tg_state_health(gw->state, &h);
+		if (h.shared) {
+			p->fleet = gw->state;
+			p->watch = tg_state_watch(p->fleet, "poll", on_wake, p);
+		}
+	}
 	return p;
 }
 
@@ -1081,6 +1164,8 @@ jobs_poll_free(struct jobs_poll *p)
 	if (p == NULL)
 		return;
 	event_free(p->sweep);
+	if (p->fleet != NULL)
+		tg_state_unwatch(p->fleet, p->watch);
 	tg_map_free(p->entries);
 	tg_map_free(p->imports_done);
 	free(p);

@@ -139,6 +139,17 @@ struct tg_state_backend {
 	    void *arg);
 	struct tg_state_op *(*poll_fetch)(void *impl, const char *key, int64_t now_ms,
 	    tg_state_answer_cb cb, void *arg);
+	struct tg_state_op *(*poll_release)(void *impl, const char *key, tg_state_done_cb cb,
+	    void *arg);
+	struct tg_state_op *(*notify)(void *impl, const char *topic, const char *what,
+	    tg_state_done_cb cb, void *arg);
+	/** Deliver the other instances' wake-ups to wake(ctx, topic, what)
+	 * from now on (state.c's dispatch; ctx borrowed, outlives impl);
+	 * NULL: the backend has nobody to hear from. */
+	void (*listen)(void *impl, void (*wake)(void *ctx, const char *topic, const char *what),
+	    void *ctx);
+	/** Fill h (borrowed; zeroed, backend name set) without I/O. */
+	void (*health)(const void *impl, struct tg_state_health *h);
 };
 
 /** The SQLite backend (src/state/sqlite/backend.c). */

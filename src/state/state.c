@@ -4,16 +4,28 @@
  * operation to it. Called by whatever needs durable or shared state; the
  * backends are in src/state/<name>/ (backend.h says what they provide).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include "tidegate/state.h"
 #include "backend.h"
 
+struct tg_state_watch {
+	TAILQ_ENTRY(tg_state_watch) next;
+	char topic[32];
+	tg_state_wake_cb cb;
+	void *arg;
+};
+
 struct tg_state {
 	const struct tg_state_backend *be;
 	void *impl;
+	TAILQ_HEAD(, tg_state_watch) watches;
+	struct tg_state_watch *cursor;	/* the next watch a wake-up reaches */
 };
+
 
 /* Schemes of state.url. A NULL backend is known but not built in. */
 static const struct {
@@ -33,6 +45,57 @@ tg_state_rc_str(int rc)
 	};
 
 	return rc >= 0 && (size_t)rc < sizeof(names) / sizeof(names[0]) ? names[rc] : "error";
+}
+
+/* Another instance's wake-up: every watch of its topic hears it (a
+ * callback may unwatch itself or another: the cursor moves on). */
+static void
+wake(void *ctx, const char *topic, const char *what)
+{
+	struct tg_state *st = ctx;
+	struct tg_state_watch *w;
+
+	for (w = TAILQ_FIRST(&st->watches); w != NULL; w = st->cursor) {
+		st->cursor = TAILQ_NEXT(w, next);
+		if (topic == NULL)
+			w->cb(w->topic, NULL, w->arg);	/* lost ones: look again */
+		else if (strcmp(w->topic, topic) == 0)
+			w->cb(topic, what, w->arg);
+	}
+	st->cursor = NULL;
+}
+
+struct tg_state_watch *
+tg_state_watch(struct tg_state *st, const char *topic, tg_state_wake_cb cb, void *arg)
+{
+	struct tg_state_watch *w = tg_xcalloc(1, sizeof(*w));
+
+	snprintf(w->topic, sizeof(w->topic), "%s", topic);
+	w->cb = cb;
+	w->arg = arg;
+	TAILQ_INSERT_TAIL(&st->watches, w, next);
+	return w;
+}
+
+void
+tg_state_unwatch(struct tg_state *st, struct tg_state_watch *w)
+{
+	if (w == NULL)
+		return;
+	if (st->cursor == w)
+		st->cursor = TAILQ_NEXT(w, next);
+	TAILQ_REMOVE(&st->watches, w, next);
+	free(w);
+}
+
+void
+tg_state_health(const struct tg_state *st, struct tg_state_health *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->backend = st->be->name;
+	h->up = 1;
+	if (st->be->health != NULL)
+		st->be->health(st->impl, h);
 }
 
 /* The backend url names, or NULL with err. */
@@ -69,15 +132,24 @@ tg_state_open(struct event_base *base, const struct tg_state_opts *opts, struct 
 	st = tg_xcalloc(1, sizeof(*st));
 	st->be = be;
 	st->impl = impl;
+	TAILQ_INIT(&st->watches);
+	if (be->listen != NULL)
+		be->listen(impl, wake, st);
 	return st;
 }
 
 void
 tg_state_close(struct tg_state *st)
 {
+	struct tg_state_watch *w;
+
 	if (st == NULL)
 		return;
 	st->be->close(st->impl);
+	while ((w = TAILQ_FIRST(&st->watches)) != NULL) {
+		TAILQ_REMOVE(&st->watches, w, next);
+		free(w);
+	}
 	free(st);
 }
 
@@ -454,4 +526,17 @@ tg_state_poll_fetch(struct tg_state *st, const char *key, int64_t now_ms,
     tg_state_answer_cb cb, void *arg)
 {
 	return st->be->poll_fetch(st->impl, key, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_poll_release(struct tg_state *st, const char *key, tg_state_done_cb cb, void *arg)
+{
+	return st->be->poll_release(st->impl, key, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_notify(struct tg_state *st, const char *topic, const char *what, tg_state_done_cb cb,
+    void *arg)
+{
+	return st->be->notify(st->impl, topic, what, cb, arg);
 }

@@ -1196,6 +1196,7 @@ on_answer(const struct tg_state_res *res, const struct tg_state_answer *a, void 
 	got(w, res);
 	w->n = a != NULL ? a->status : -1;
 	if (a != NULL) {
+		w->n2 = a->expires_at;
 		w->count = a->len;
 		w->p = malloc(a->len + 1);
 		memcpy(w->p, a->body, a->len);
@@ -1205,12 +1206,14 @@ on_answer(const struct tg_state_res *res, const struct tg_state_answer *a, void 
 }
 
 /* One instance always leads and keeps nothing (SQLite); a fleet's leader
- * holds the key for its ttl and its answer is cached (PostgreSQL). */
+ * holds the key for its ttl (renewed when it asks again), its answer is
+ * cached and gives the lead up, and nobody leads while it is fresh
+ * (PostgreSQL). */
 static void
 test_poll(void **state)
 {
 	static const char body[] = "{\"a\":\"\0binary\"}";
-	struct tg_state_answer a = { 200, "application/json", body, sizeof(body) - 1 };
+	struct tg_state_answer a = { 200, "application/json", body, sizeof(body) - 1, 0 };
 	int fleet = (F.b->has & D_FLEET) != 0;
 	struct wait w = { 0 };
 
@@ -1220,7 +1223,7 @@ test_poll(void **state)
 	wait_clear(&w);
 	token_call(tg_state_poll_lead(F.st, "dex/export/1", T0 + 1, 5000, on_num, &w), &w,
 	    TG_STATE_OK);
-	assert_int_equal(w.n, fleet ? 0 : 1);	/* held until T0 + 5000 */
+	assert_int_equal(w.n, 1);		/* its own: renewed */
 	wait_clear(&w);
 	token_call(tg_state_poll_publish(F.st, "dex/export/1", &a, T0, 5000, on_done, &w), &w,
 	    TG_STATE_OK);
@@ -1232,7 +1235,12 @@ test_poll(void **state)
 		assert_int_equal(w.count, sizeof(body) - 1);
 		assert_memory_equal(w.p, body, sizeof(body) - 1);
 		assert_string_equal(w.s, "application/json");
+		assert_int_equal(w.n2, T0 + 5000);	/* fresh until */
 	}
+	wait_clear(&w);
+	token_call(tg_state_poll_lead(F.st, "dex/export/1", T0 + 10, 5000, on_num, &w), &w,
+	    TG_STATE_OK);
+	assert_int_equal(w.n, fleet ? 0 : 1);	/* the answer is fresh: use it */
 	wait_clear(&w);
 	token_call(tg_state_poll_fetch(F.st, "dex/export/1", T0 + 5000, on_answer, &w), &w,
 	    TG_STATE_NOT_FOUND);		/* expired */
@@ -1240,6 +1248,10 @@ test_poll(void **state)
 	token_call(tg_state_poll_lead(F.st, "dex/export/1", T0 + 5000, 5000, on_num, &w), &w,
 	    TG_STATE_OK);
 	assert_int_equal(w.n, 1);		/* free again */
+	wait_clear(&w);
+	token_call(tg_state_poll_release(F.st, "dex/export/1", on_done, &w), &w, TG_STATE_OK);
+	wait_clear(&w);
+	token_call(tg_state_notify(F.st, "poll", "dex/export/1", on_done, &w), &w, TG_STATE_OK);
 	wait_clear(&w);
 }
 
@@ -1365,7 +1377,7 @@ static void
 test_fleet_two_handles(void **state)
 {
 	struct tg_owners_opts wo = { 0 };
-	struct tg_state_opts opts = { .url = F.url, .owners = &wo };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .instance = "gw-b" };
 	struct tg_state_token t = { "tok-a", T0 + 3600000 };
 	struct tg_state *b;
 	struct tg_err err;
@@ -1394,6 +1406,11 @@ test_fleet_two_handles(void **state)
 	settle(tg_state_poll_lead(F.st, "dex/export/9", T0 + 5001, 5000, on_num, &w), &w);
 	assert_int_equal(w.n, 0);
 	wait_clear(&w);
+	settle(tg_state_poll_release(b, "dex/export/9", on_done, &w), &w);
+	wait_clear(&w);
+	settle(tg_state_poll_lead(F.st, "dex/export/9", T0 + 5002, 5000, on_num, &w), &w);
+	assert_int_equal(w.n, 1);		/* given up */
+	wait_clear(&w);
 	settle(tg_state_owners_record(b, "export", "J-1", "key-b", T0, on_done, &w), &w);
 	wait_clear(&w);
 	settle(tg_state_owners_lookup(F.st, "export", "j-1", T0, on_str, &w), &w);
@@ -1405,6 +1422,88 @@ test_fleet_two_handles(void **state)
 	settle(tg_state_token_get(F.st, "dex", on_token, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
 	wait_clear(&w);
+	tg_state_close(b);
+}
+
+struct heard {
+	int n;
+	char topic[16], what[64];
+};
+
+static void
+on_heard(const char *topic, const char *what, void *arg)
+{
+	struct heard *h = arg;
+
+	h->n++;
+	snprintf(h->topic, sizeof(h->topic), "%s", topic);
+	snprintf(h->what, sizeof(h->what), "%s", what != NULL ? what : "(null)");
+}
+
+/* Run the loop until h heard n wake-ups (at most ~10 s). */
+static void
+hear(struct heard *h, int n)
+{
+	int i;
+
+	for (i = 0; i < 10000 && h->n < n; i++) {
+		struct timeval tv = { 0, 1000 };
+
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, EVLOOP_ONCE);
+	}
+	assert_int_equal(h->n, n);
+}
+
+/* Wake-ups: another handle's publish and notify reach a watch of their
+ * topic, not of another; a handle never hears itself; health counts them
+ * and the leads held. */
+static void
+test_fleet_wakeups(void **state)
+{
+	struct tg_state_opts opts = { .url = F.url, .instance = "gw-b" };
+	struct tg_state_answer a = { 202, "application/json", "{}", 2, 0 };
+	struct heard hp = { 0 }, hr = { 0 };
+	struct tg_state_watch *wp, *wr;
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	wp = tg_state_watch(F.st, "poll", on_heard, &hp);
+	wr = tg_state_watch(F.st, "runs", on_heard, &hr);
+	settle(tg_state_poll_lead(b, "dex/x", T0, 5000, on_num, &w), &w);	/* LISTEN is up */
+	wait_clear(&w);
+	tg_state_health(b, &h);
+	assert_int_equal(h.leases, 1);
+	settle(tg_state_poll_publish(b, "dex/x", &a, T0, 5000, on_done, &w), &w);
+	wait_clear(&w);
+	hear(&hp, 1);
+	assert_string_equal(hp.topic, "poll");
+	assert_string_equal(hp.what, "dex/x");
+	settle(tg_state_notify(b, "runs", "sim-1", on_done, &w), &w);
+	wait_clear(&w);
+	hear(&hr, 1);
+	assert_string_equal(hr.what, "sim-1");
+	settle(tg_state_notify(F.st, "runs", "mine", on_done, &w), &w);	/* not heard */
+	wait_clear(&w);
+	settle(tg_state_notify(b, "runs", "sim-2", on_done, &w), &w);
+	wait_clear(&w);
+	hear(&hr, 2);
+	assert_string_equal(hr.what, "sim-2");	/* its own "mine" never came */
+	assert_int_equal(hp.n, 1);
+	tg_state_health(F.st, &h);
+	assert_string_equal(h.backend, "postgresql");
+	assert_true(h.up && h.shared);
+	assert_true(h.wakeups >= 3);	/* a test beside on the same server may add */
+	assert_true(h.queries > 0);
+	tg_state_health(b, &h);
+	assert_int_equal(h.leases, 0);		/* published: given up */
+	assert_int_equal(h.notifies, 3);
+	tg_state_unwatch(F.st, wp);
+	tg_state_unwatch(F.st, wr);
 	tg_state_close(b);
 }
 
@@ -1630,6 +1729,7 @@ test_open_errors(void **state)
 	struct tg_state_opts bad = { .url = "postgres://tg:s3cret@[::1/tidegate" };
 	struct tg_state_opts odd = { .url = "redis://localhost" };
 	struct tg_state_opts none = { .url = "" };
+	struct tg_state_health h;
 	struct tg_state *st;
 	struct tg_err err;
 	struct wait w = { 0 };
@@ -1645,6 +1745,9 @@ test_open_errors(void **state)
 	st = tg_state_open(F.base, &none, &err);	/* SQLite, nothing configured */
 	assert_non_null(st);
 	assert_string_equal(tg_state_backend_name(st), "sqlite");
+	tg_state_health(st, &h);
+	assert_string_equal(h.backend, "sqlite");
+	assert_true(h.up && !h.shared);			/* one instance: nobody to wake */
 	expect_now(tg_state_runs_get(st, "sim-a", on_runs, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
 	wait_clear(&w);
@@ -1674,6 +1777,7 @@ main(void)
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
+		T_(test_fleet_wakeups, D_FLEET),
 		T_(test_fleet_connections_lost, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_open_errors, D_LOCAL),

@@ -80,6 +80,7 @@ pg_free(struct pg *pg)
 	free(pg->secret);
 	free(pg->instance);
 	free(pg->spool);
+	tg_state_pg_wake_free(pg);
 	tg_state_rules_free(&pg->rules);
 	free(pg);
 }

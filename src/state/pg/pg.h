@@ -8,7 +8,8 @@
  * Files: backend.c (open, close), pg_conn.c (connections:
  * connect, prepare, send, read, fail and reconnect), pg_schema.c (the
  * schema's migrations and the statements' SQL), pg_err.c (errors without
- * secrets), pg_shared.c (owners, tokens, poll entries), pg_outbox.c (the
+ * secrets), pg_shared.c (owners, tokens, poll entries), pg_wake.c
+ * (LISTEN/NOTIFY wake-ups, the leads held, health), pg_outbox.c (the
  * webhook outbox's jobs and leases), pg_outbox_admin.c (its admin
  * queries), pg_payload.c (its payloads, in chunk rows), pg_runs.c (the run
  * registry), pg_sweeps.c (sweeps), pg_vtable.c (the vtable).
@@ -23,6 +24,7 @@
 
 #include <libpq-fe.h>
 
+#include "tidegate/map.h"
 #include "tidegate/state.h"
 #include "../backend.h"
 #include "../outbox_rules.h"
@@ -38,7 +40,7 @@
 enum pg_stmt {
 	PG_OWNERS_RECORD, PG_OWNERS_LOOKUP, PG_OWNERS_PRUNE, PG_OWNERS_COUNT,
 	PG_TOKEN_GET, PG_TOKEN_PUT, PG_TOKEN_INVALIDATE,
-	PG_POLL_LEAD, PG_POLL_PUBLISH, PG_POLL_FETCH,
+	PG_POLL_LEAD, PG_POLL_PUBLISH, PG_POLL_FETCH, PG_POLL_RELEASE, PG_NOTIFY,
 	PG_OB_ADD, PG_OB_SET_CID, PG_OB_ABANDON, PG_OB_LEASE, PG_OB_CHUNK, PG_OB_RENEW,
 	PG_OB_RELEASE, PG_OB_COMPLETE, PG_OB_NEXT_DUE, PG_OB_STATE, PG_OB_APPEND,
 	PG_OB_COMMIT, PG_OB_DROP, PG_OB_SET, PG_OB_GET, PG_OB_LIST, PG_OB_REDELIVER,
@@ -77,6 +79,7 @@ struct pg_conn {
 	int backoff_ms;
 	struct pg_op *op;		/* in flight (BUSY) */
 	PGresult *last;			/* its result so far */
+	int listener;			/* LISTENs for the wake-ups (pg_wake.c) */
 };
 
 struct pg {
@@ -101,6 +104,14 @@ struct pg {
 	int64_t retention_ms, grace_ms, archive_keep_ms;
 	int64_t archive_max_run, archive_max_total;
 	int closing;
+	/* wake-ups and health (pg_wake.c) */
+	void (*wake)(void *ctx, const char *topic, const char *what);
+	void *wake_ctx;
+	int heard;			/* the listener has listened before */
+	struct tg_map *leads;		/* keys this instance leads -> until (mono ms) */
+	unsigned long long queries, lat[TG_STATE_LAT_BUCKETS + 1];
+	double lat_sum;
+	unsigned long long wakeups, notifies;
 };
 
 /** One operation; freed by pg_conn.c once answered or cancelled. */
@@ -122,6 +133,7 @@ struct pg_op {
 	void *p;			/* the op's own state (cleanup frees it) */
 	int64_t n1, n2;			/* the op's own numbers */
 	void *ctx;			/* kept across steps (owned: free()) */
+	int64_t sent_us;		/* when it was sent (monotonic µs) */
 	pg_answer_fn answer;
 	void (*cb)(void);		/* the typed callback, cast back by answer */
 	void *arg;
@@ -168,6 +180,29 @@ void tg_state_pg_pool_stop(struct pg *pg);
 /** The name of prepared statement i (static, borrowed). */
 const char *tg_state_pg_stmt_name(int i);
 
+/* ---- pg_wake.c ---- */
+
+#define PG_CHANNEL	"tidegate"	/* the one NOTIFY channel of a fleet */
+
+/** Monotonic microseconds. */
+int64_t tg_state_pg_now_us(void);
+/** An operation of pg (borrowed) was answered by the server after us µs. */
+void tg_state_pg_lat(struct pg *pg, int64_t us);
+/** The wake-ups that came on k (borrowed) go to the seam's watches. */
+void tg_state_pg_notifies(struct pg_conn *k);
+/** k (borrowed) listens again: after the first time, wake-ups may have
+ * been lost meanwhile; every watch hears a NULL one. */
+void tg_state_pg_listening(struct pg_conn *k);
+/** This instance leads key (borrowed) until mono ms (0: no longer). */
+void tg_state_pg_lead_held(struct pg *pg, const char *key, int64_t until);
+/** Free what pg_wake.c keeps in pg (borrowed). */
+void tg_state_pg_wake_free(struct pg *pg);
+void tg_state_pg_listen(void *impl, void (*wake)(void *ctx, const char *topic,
+    const char *what), void *ctx);
+void tg_state_pg_health(const void *impl, struct tg_state_health *h);
+struct tg_state_op *tg_state_pg_notify(void *impl, const char *topic, const char *what,
+    tg_state_done_cb cb, void *arg);
+
 /* ---- pg_schema.c ---- */
 
 /** The SQL of prepared statement i (static, borrowed). */
@@ -211,6 +246,8 @@ struct tg_state_op *tg_state_pg_poll_publish(void *impl, const char *key,
     void *arg);
 struct tg_state_op *tg_state_pg_poll_fetch(void *impl, const char *key, int64_t now_ms,
     tg_state_answer_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_poll_release(void *impl, const char *key, tg_state_done_cb cb,
+    void *arg);
 
 struct tg_state_op *tg_state_pg_outbox_add(void *impl, const struct tg_outbox_new *job,
     int64_t now_ms, tg_state_str_cb cb, void *arg);

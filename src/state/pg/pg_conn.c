@@ -325,9 +325,19 @@ flush(struct pg_conn *k)
 static void
 prepare_next(struct pg_conn *k)
 {
-	if (k->nprep == PG_NSTMT) {
+	if (k->nprep == PG_NSTMT && k->listener) {	/* then LISTEN (pg_wake.c) */
+		if (!PQsendQuery(k->c, "LISTEN " PG_CHANNEL)) {
+			conn_fail(k, PQerrorMessage(k->c));
+			return;
+		}
+		flush(k);
+		return;
+	}
+	if (k->nprep >= PG_NSTMT) {
 		k->st = PG_IDLE;
 		watch(k, EV_READ, 0);
+		if (k->listener)
+			tg_state_pg_listening(k);
 		dispatch(k->pg);
 		return;
 	}
@@ -345,6 +355,7 @@ tg_state_pg_stmt_name(int i)
 	static const char *const names[PG_NSTMT] = {
 		"owners_record", "owners_lookup", "owners_prune", "owners_count", "token_get",
 		"token_put", "token_invalidate", "poll_lead", "poll_publish", "poll_fetch",
+		"poll_release", "notify",
 		"ob_add", "ob_set_cid", "ob_abandon", "ob_lease", "ob_chunk", "ob_renew",
 		"ob_release", "ob_complete", "ob_next_due", "ob_state", "ob_append", "ob_commit",
 		"ob_drop", "ob_set", "ob_get", "ob_list", "ob_redeliver", "ob_redeliver_since",
@@ -440,6 +451,7 @@ complete(struct pg_conn *k, PGresult *r)
 		k->op = NULL;
 		k->st = PG_IDLE;
 		o->conn = NULL;
+		tg_state_pg_lat(k->pg, tg_state_pg_now_us() - o->sent_us);
 		if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
 			o->res.rc = TG_STATE_OK;
 		else {
@@ -465,6 +477,8 @@ read_step(struct pg_conn *k)
 		conn_fail(k, PQerrorMessage(k->c));
 		return;
 	}
+	if (k->listener)
+		tg_state_pg_notifies(k);
 	if (k->st == PG_IDLE)
 		return;
 	while (!PQisBusy(k->c)) {
@@ -512,6 +526,7 @@ dispatch(struct pg *pg)
 			pg->tail = &pg->head;
 		o->next = NULL;
 		o->conn = k;
+		o->sent_us = tg_state_pg_now_us();
 		k->op = o;
 		k->st = PG_BUSY;
 		if (!PQsendQueryPrepared(k->c, tg_state_pg_stmt_name(o->stmt), o->nparams,
@@ -542,6 +557,7 @@ tg_state_pg_pool_start(struct pg *pg, PGconn *first)
 		pg->conn[i].backoff_ms = PG_BACKOFF_MIN;
 		pg->conn[i].timer = evtimer_new(pg->base, on_timer, &pg->conn[i]);
 	}
+	pg->conn[0].listener = 1;
 	pg->conn[0].c = first;
 	conn_up(&pg->conn[0]);
 	for (i = 1; i < PG_POOL; i++)

@@ -223,7 +223,9 @@ static const char *const sql[PG_NSTMT] = {
 	    " correlation_id = $2 AND created_at >= $3",
 	[PG_OWNERS_PRUNE] = "WITH old AS (DELETE FROM owners WHERE created_at < $1 RETURNING id),"
 	    " extra AS (DELETE FROM owners WHERE id IN (SELECT id FROM owners WHERE"
-	    " created_at >= $1 ORDER BY id DESC OFFSET $2) RETURNING id)"
+	    " created_at >= $1 ORDER BY id DESC OFFSET $2) RETURNING id),"
+	    /* poll entries and leases long stale go with them (always run) */
+	    " stale AS (DELETE FROM poll_entries WHERE lead_until < $1 AND answer_until < $1)"
 	    " SELECT (SELECT count(*) FROM old) + (SELECT count(*) FROM extra)",
 	[PG_OWNERS_COUNT] = "SELECT count(*) FROM owners",
 	[PG_TOKEN_GET] = "SELECT token, expires_at FROM vendor_tokens WHERE service = $1",
@@ -232,16 +234,25 @@ static const char *const sql[PG_NSTMT] = {
 	    " expires_at = EXCLUDED.expires_at, instance = EXCLUDED.instance, written_at = now()",
 	[PG_TOKEN_INVALIDATE] = "DELETE FROM vendor_tokens WHERE service = $1 AND"
 	    " ($2::text IS NULL OR token = $2::text)",
+	/* free, run out, or this instance's; never while a published answer
+	 * is fresh (the others use it) */
 	[PG_POLL_LEAD] = "INSERT INTO poll_entries (key, leader, lead_until) VALUES ($1, $2, $4)"
 	    " ON CONFLICT (key) DO UPDATE SET leader = EXCLUDED.leader,"
-	    " lead_until = EXCLUDED.lead_until WHERE poll_entries.lead_until <= $3::bigint"
+	    " lead_until = EXCLUDED.lead_until WHERE (poll_entries.lead_until <= $3::bigint"
+	    " OR poll_entries.leader = $2) AND poll_entries.answer_until <= $3::bigint"
 	    " RETURNING 1",
-	[PG_POLL_PUBLISH] = "INSERT INTO poll_entries (key, status, content_type, body,"
-	    " answer_until) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO UPDATE SET"
+	/* the answer, the lead given up, the other instances woken */
+	[PG_POLL_PUBLISH] = "WITH u AS (INSERT INTO poll_entries (key, status, content_type,"
+	    " body, answer_until) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO UPDATE SET"
 	    " status = EXCLUDED.status, content_type = EXCLUDED.content_type,"
-	    " body = EXCLUDED.body, answer_until = EXCLUDED.answer_until",
-	[PG_POLL_FETCH] = "SELECT status, content_type, body FROM poll_entries WHERE key = $1"
-	    " AND status IS NOT NULL AND answer_until > $2",
+	    " body = EXCLUDED.body, answer_until = EXCLUDED.answer_until, lead_until = 0"
+	    " RETURNING key) SELECT pg_notify('" PG_CHANNEL "', 'poll' || E'\\n' || $6::text"
+	    " || E'\\n' || key) FROM u",
+	[PG_POLL_FETCH] = "SELECT status, content_type, body, answer_until FROM poll_entries"
+	    " WHERE key = $1 AND status IS NOT NULL AND answer_until > $2",
+	[PG_POLL_RELEASE] = "UPDATE poll_entries SET lead_until = 0 WHERE key = $1"
+	    " AND leader = $2",
+	[PG_NOTIFY] = "SELECT pg_notify('" PG_CHANNEL "', $1)",
 	[PG_OB_ADD] = "INSERT INTO outbox_jobs (id, url, secret_ref, api_key, kind,"
 	    " correlation_id, service, content_type, state, created_at)"
 	    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'waiting', $9)",

@@ -4,14 +4,17 @@
  * sqlite/owners.c, the job id folded by tg_state_job_key), vendor token
  * records (service, token, expiry and the instance that wrote it; an
  * invalidation removes the record only while it still holds the refused
- * token) and poll entries (leadership of a key taken when free or
- * expired; a terminal answer cached until its expiry). Every operation is
+ * token) and poll entries (leadership of a key taken when free, run out
+ * or already this instance's, and never while a published answer is
+ * fresh; an answer published gives the lead up and wakes the other
+ * instances, and is cached until its expiry). Every operation is
  * one prepared statement with parameters (pg_schema.c), answered later.
  */
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tidegate/clock.h"
 #include "pg.h"
 #include "../job_key.h"
 
@@ -161,11 +164,16 @@ tg_state_pg_token_invalidate(void *impl, const char *service, const char *token,
 
 /* ---- poll entries ---- */
 
-/* n: 1 when this instance now leads the key (a row came back), else 0. */
+/* n: 1 when this instance now leads the key (a row came back), else 0;
+ * a lead taken is remembered until its ttl (health's leases). */
 static void
 answer_lead(struct pg_op *o, const PGresult *r)
 {
-	((tg_state_num_cb)o->cb)(&o->res, r != NULL && PQntuples(r) > 0, o->arg);
+	int led = r != NULL && PQntuples(r) > 0;
+
+	if (led)
+		tg_state_pg_lead_held(o->pg, o->val[0], tg_clock_mono_ms() + o->n1);
+	((tg_state_num_cb)o->cb)(&o->res, led, o->arg);
 }
 
 struct tg_state_op *
@@ -179,6 +187,20 @@ tg_state_pg_poll_lead(void *impl, const char *key, int64_t now_ms, int64_t ttl_m
 	tg_state_pg_param_str(o, pg->instance);
 	tg_state_pg_param_i64(o, now_ms);
 	tg_state_pg_param_i64(o, now_ms + ttl_ms);
+	o->n1 = ttl_ms;
+	return tg_state_pg_submit(o, PG_ANY);
+}
+
+struct tg_state_op *
+tg_state_pg_poll_release(void *impl, const char *key, tg_state_done_cb cb, void *arg)
+{
+	struct pg *pg = impl;
+	struct pg_op *o = tg_state_pg_op_new(pg, PG_POLL_RELEASE, tg_state_pg_answer_done,
+	    CB(cb), arg);
+
+	tg_state_pg_lead_held(pg, key, 0);
+	tg_state_pg_param_str(o, key);
+	tg_state_pg_param_str(o, pg->instance);
 	return tg_state_pg_submit(o, PG_ANY);
 }
 
@@ -186,31 +208,48 @@ struct tg_state_op *
 tg_state_pg_poll_publish(void *impl, const char *key, const struct tg_state_answer *a,
     int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb, void *arg)
 {
-	struct pg_op *o = tg_state_pg_op_new(impl, PG_POLL_PUBLISH, tg_state_pg_answer_done,
+	struct pg *pg = impl;
+	struct pg_op *o = tg_state_pg_op_new(pg, PG_POLL_PUBLISH, tg_state_pg_answer_done,
 	    CB(cb), arg);
 
+	tg_state_pg_lead_held(pg, key, 0);
 	tg_state_pg_param_str(o, key);
 	tg_state_pg_param_i64(o, a->status);
 	tg_state_pg_param_str(o, a->content_type);
 	tg_state_pg_param_bin(o, a->body, a->body != NULL ? a->len : 0);
 	tg_state_pg_param_i64(o, now_ms + ttl_ms);
+	tg_state_pg_param_str(o, pg->instance);
+	pg->notifies++;
 	return tg_state_pg_submit(o, PG_ANY);
 }
 
+static int64_t
+be64(const char *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		v = v << 8 | (unsigned char)p[i];
+	return (int64_t)v;
+}
+
 /* Binary results: status an int4 in network order, content_type text
- * bytes, body bytea bytes. */
+ * bytes, body bytea bytes, answer_until an int8. */
 static void
 answer_fetch(struct pg_op *o, const PGresult *r)
 {
-	struct tg_state_answer a = { 0, NULL, NULL, 0 };
+	struct tg_state_answer a = { 0, NULL, NULL, 0, 0 };
 	uint32_t st;
 
-	if (r != NULL && PQntuples(r) > 0 && PQgetlength(r, 0, 0) == 4) {
+	if (r != NULL && PQntuples(r) > 0 && PQgetlength(r, 0, 0) == 4 &&
+	    PQgetlength(r, 0, 3) == 8) {
 		memcpy(&st, PQgetvalue(r, 0, 0), 4);
 		a.status = (int)ntohl(st);
 		a.content_type = PQgetisnull(r, 0, 1) ? NULL : PQgetvalue(r, 0, 1);
 		a.body = PQgetvalue(r, 0, 2);
 		a.len = (size_t)PQgetlength(r, 0, 2);
+		a.expires_at = be64(PQgetvalue(r, 0, 3));
 		((tg_state_answer_cb)o->cb)(&o->res, &a, o->arg);
 		return;
 	}

@@ -67,4 +67,8 @@ const struct tg_state_backend tg_state_pg_backend = {
 	.poll_lead = tg_state_pg_poll_lead,
 	.poll_publish = tg_state_pg_poll_publish,
 	.poll_fetch = tg_state_pg_poll_fetch,
+	.poll_release = tg_state_pg_poll_release,
+	.notify = tg_state_pg_notify,
+	.listen = tg_state_pg_listen,
+	.health = tg_state_pg_health,
 };

@@ -139,4 +139,6 @@ const struct tg_state_backend tg_state_sqlite_backend = {
 	.poll_lead = tg_state_sq_poll_lead,
 	.poll_publish = tg_state_sq_poll_publish,
 	.poll_fetch = tg_state_sq_poll_fetch,
+	.poll_release = tg_state_sq_poll_release,
+	.notify = tg_state_sq_notify,
 };

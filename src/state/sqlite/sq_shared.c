@@ -252,6 +252,22 @@ tg_state_sq_poll_publish(void *impl, const char *key, const struct tg_state_answ
 	    tg_state_sq_answer_done, (void (*)(void))cb, arg));
 }
 
+/* Nothing to give up, nobody to tell: one instance. */
+struct tg_state_op *
+tg_state_sq_poll_release(void *impl, const char *key, tg_state_done_cb cb, void *arg)
+{
+	return tg_state_sq_read(tg_state_sq_op_new(impl, SQ_NONE, run_publish,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg));
+}
+
+struct tg_state_op *
+tg_state_sq_notify(void *impl, const char *topic, const char *what, tg_state_done_cb cb,
+    void *arg)
+{
+	return tg_state_sq_read(tg_state_sq_op_new(impl, SQ_NONE, run_publish,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg));
+}
+
 static void
 run_fetch(struct sq_op *o)
 {

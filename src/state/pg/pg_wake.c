@@ -1,0 +1,193 @@
+/*
+ * pg_wake.c - what the PostgreSQL backend tells and hears across a fleet,
+ * and what it says of itself (include/tidegate/state.h: notify, watch,
+ * health).
+ *
+ * Wake-ups: one channel, PG_CHANNEL, whose payload is
+ * "<topic>\n<instance>\n<what>". Connection 0 of the pool LISTENs on it
+ * once its statements are prepared (pg_conn.c) and keeps working as the
+ * others; what PQconsumeInput brings in is handed here, and every
+ * other instance's wake-up goes to the seam's watches (state.c). One made
+ * by this instance is dropped: it knows already. When the listener
+ * connects again, wake-ups sent meanwhile are lost: every watch then
+ * hears one without a "what", to look for itself.
+ *
+ * Health: whether a connection is up and why not, the number and
+ * latency (from send to answer) of the server's answers, wake-ups sent
+ * and heard, and the leads this instance holds (pg_shared.c tells
+ * tg_state_pg_lead_held when it takes, renews or gives one up).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/log.h"
+#include "pg.h"
+
+/* The query latency buckets' upper bounds, seconds. */
+static const double lat_le[TG_STATE_LAT_BUCKETS] = {
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.05, 0.25,
+};
+
+int64_t
+tg_state_pg_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void
+tg_state_pg_lat(struct pg *pg, int64_t us)
+{
+	double s = (double)us / 1e6;
+	int i;
+
+	for (i = 0; i < TG_STATE_LAT_BUCKETS && s > lat_le[i]; i++)
+		;
+	pg->lat[i]++;
+	pg->lat_sum += s;
+	pg->queries++;
+}
+
+/* One notification: "<topic>\n<instance>\n<what>" (n borrowed). */
+static void
+heard(struct pg *pg, const PGnotify *n)
+{
+	char *p = tg_xstrdup(n->extra != NULL ? n->extra : ""), *from, *what;
+
+	if ((from = strchr(p, '\n')) == NULL || (what = strchr(from + 1, '\n')) == NULL) {
+		free(p);
+		return;		/* not one of ours */
+	}
+	*from++ = '\0';
+	*what++ = '\0';
+	if (strcmp(from, pg->instance) != 0 && pg->wake != NULL) {
+		pg->wakeups++;
+		pg->wake(pg->wake_ctx, p, what);
+	}
+	free(p);
+}
+
+void
+tg_state_pg_notifies(struct pg_conn *k)
+{
+	PGnotify *n;
+
+	while (k->c != NULL && (n = PQnotifies(k->c)) != NULL) {
+		if (strcmp(n->relname, PG_CHANNEL) == 0)
+			heard(k->pg, n);
+		PQfreemem(n);
+	}
+}
+
+void
+tg_state_pg_listening(struct pg_conn *k)
+{
+	struct pg *pg = k->pg;
+
+	if (pg->heard && pg->wake != NULL) {
+		tg_log(TG_LOG_INFO, "state_pg_listening_again", TG_LS("instance", pg->instance));
+		pg->wake(pg->wake_ctx, NULL, NULL);
+	}
+	pg->heard = 1;
+}
+
+void
+tg_state_pg_listen(void *impl, void (*wake)(void *ctx, const char *topic, const char *what),
+    void *ctx)
+{
+	struct pg *pg = impl;
+
+	pg->wake = wake;
+	pg->wake_ctx = ctx;
+}
+
+struct tg_state_op *
+tg_state_pg_notify(void *impl, const char *topic, const char *what, tg_state_done_cb cb,
+    void *arg)
+{
+	struct pg *pg = impl;
+	struct pg_op *o = tg_state_pg_op_new(pg, PG_NOTIFY, tg_state_pg_answer_done,
+	    (void (*)(void))cb, arg);
+	char *payload;
+
+	if (topic == NULL || strchr(topic, '\n') != NULL || what == NULL || strlen(what) > 1000) {
+		o->res.rc = TG_STATE_ERROR;
+		tg_err_set(&o->res.err, "notify: a topic without newline and a what of at most "
+		    "1000 bytes");
+		return tg_state_pg_answer_now(o);
+	}
+	payload = tg_xasprintf("%s\n%s\n%s", topic, pg->instance, what);
+	tg_state_pg_param_str(o, payload);
+	free(payload);
+	pg->notifies++;
+	return tg_state_pg_submit(o, PG_ANY);
+}
+
+/* ---- leads held ---- */
+
+void
+tg_state_pg_lead_held(struct pg *pg, const char *key, int64_t until)
+{
+	int64_t *u;
+
+	if (pg->leads == NULL)
+		pg->leads = tg_map_new(free);
+	if (until == 0) {
+		(void)tg_map_del(pg->leads, key);
+		return;
+	}
+	u = tg_xmalloc(sizeof(*u));
+	*u = until;
+	tg_map_put(pg->leads, key, u);
+}
+
+static size_t
+leads_live(const struct pg *pg)
+{
+	int64_t now = tg_clock_mono_ms();
+	size_t pos = 0, n = 0;
+	const char *k;
+	void *v;
+
+	if (pg->leads == NULL)
+		return 0;
+	while (tg_map_next(pg->leads, &pos, &k, &v))
+		n += *(int64_t *)v > now;
+	return n;
+}
+
+void
+tg_state_pg_wake_free(struct pg *pg)
+{
+	tg_map_free(pg->leads);
+	pg->leads = NULL;
+}
+
+/* ---- health ---- */
+
+void
+tg_state_pg_health(const void *impl, struct tg_state_health *h)
+{
+	const struct pg *pg = impl;
+	int i;
+
+	h->up = 0;
+	for (i = 0; i < PG_POOL; i++)
+		h->up |= pg->conn[i].st >= PG_IDLE;
+	if (!h->up)
+		snprintf(h->reason, sizeof(h->reason), "%s", pg->down[0] != '\0' ? pg->down :
+		    "state: postgresql: connecting");
+	h->shared = 1;
+	h->queries = pg->queries;
+	memcpy(h->lat_le, lat_le, sizeof(h->lat_le));
+	memcpy(h->lat, pg->lat, sizeof(h->lat));
+	h->lat_sum = pg->lat_sum;
+	h->wakeups = pg->wakeups;
+	h->notifies = pg->notifies;
+	h->leases = leads_live(pg);
+}
