@@ -1,7 +1,8 @@
 /*
  * admin.c - the admin listener: /healthz (the process answers), /readyz
  * (every service with credentials holds a vendor token, which proves the
- * vendor reachable and the credentials good), /metrics (Prometheus text,
+ * vendor reachable and the credentials good; the state's health beside,
+ * admin_state.c), /metrics (Prometheus text,
  * with the pools' per-owner series, then each feature's), and the
  * features' admin APIs (gw_feature.admin_prefix: /webhooks…).
  */
@@ -213,6 +214,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	render_gauges(gw, b);
 	render_clients(gw, b);
 	render_owners(gw, b);
+	gw_admin_state_metrics(gw, b);
 	gw_scrape(gw, req, b);	/* takes b; replies once every feature's part is in */
 }
 
@@ -234,6 +236,8 @@ readyz(struct gw *gw, struct evhttp_request *req)
 		tg_json_kv_str(g, s->name, state);
 	}
 	yajl_gen_map_close(g);
+	if (!gw_admin_state_ready(gw, g))
+		tg_json_kv_bool(g, "degraded", 0);
 	tg_json_kv_bool(g, "ready", ready);
 	tg_json_kv_bool(g, "draining", gw->draining);
 	yajl_gen_map_close(g);

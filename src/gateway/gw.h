@@ -139,6 +139,10 @@ void gw_login_handle(struct gw_req *r);
 
 /* admin.c */
 void gw_admin_on_request(struct evhttp_request *req, void *arg);
+/* admin_state.c: the state's series on /metrics (out borrowed), and its
+ * member of /readyz (g borrowed): 1 when degraded (the reason given). */
+void gw_admin_state_metrics(struct gw *gw, struct evbuffer *out);
+int gw_admin_state_ready(struct gw *gw, yajl_gen g);
 void gw_metrics_declare(struct tg_metrics *m);
 
 #endif

@@ -1,8 +1,9 @@
 """Fleet mode: three gateways on one PostgreSQL (state.url) in front of one
 emulator share what a fleet shares: one vendor login per service for a
-cold burst spread over the instances, and correlation ownership (a job
+cold burst spread over the instances, correlation ownership (a job
 created through one instance is its key's on every instance, 404 to other
-keys). Runs when PostgreSQL is there (CI runs the tests under
+keys), and the polls of a job (one upstream GET per interval for the
+fleet, long-polls on every instance ending on one answer). Runs when PostgreSQL is there (CI runs the tests under
 pg_virtualenv, which sets PG*), else skipped with the reason."""
 import concurrent.futures
 import os
@@ -34,11 +35,11 @@ def pg_url():
                    capture_output=True, timeout=30)
 
 
-def start_fleet(make_gateway, emulator, url, n=3):
+def start_fleet(make_gateway, emulator, url, n=3, extra=None):
     keys = [{"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]},
             {"name": "other", "sha256": OTHER_SHA, "services": ["dex", "sim"]}]
     return [make_gateway(emulator, {"state": {"url": url, "instance": f"gw{i}"},
-                                    "keys": keys}) for i in range(n)]
+                                    "keys": keys, **(extra or {})}) for i in range(n)]
 
 
 def test_cold_burst_over_three_instances_logs_in_once(emulator, make_gateway, pg_url):
@@ -88,3 +89,80 @@ def test_job_owned_across_the_fleet(emulator, make_gateway, pg_url):
                           headers=c.headers(OTHER_KEY), timeout=30)
     assert theirs.status_code == 404
     assert theirs.json()["error"] == "NOT_FOUND"
+
+
+def new_export(gw, url):
+    r = requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                      headers=gw.headers(), timeout=30)
+    assert r.status_code == 200, r.text
+    cid = r.json()["correlationId"]
+    wait_owner_recorded(url, cid)
+    return cid
+
+
+def fleet_poll(gw, cid, wait=None):
+    params = {"correlationId": cid}
+    if wait is not None:
+        params["wait"] = str(wait)
+    return requests.get(gw.dex + "/public/export", params=params, headers=gw.headers(),
+                        timeout=30)
+
+
+POLL_500MS = {"poll": {"interval": "500ms", "max_interval": "500ms"}}
+
+
+def test_long_polls_over_three_instances_one_upstream_get_per_interval(make_emulator,
+                                                                       make_gateway, pg_url):
+    emu = make_emulator({"export": {"delay": "3s"}})
+    gws = start_fleet(make_gateway, emu, pg_url, extra=POLL_500MS)
+    cid = new_export(gws[0], pg_url)
+    requests.delete(emu.dex + "/__emulator/stats")
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(30) as pool:
+        rs = list(pool.map(lambda i: fleet_poll(gws[i % 3], cid, wait=20), range(30)))
+    elapsed = time.monotonic() - t0
+    assert [r.status_code for r in rs] == [200] * 30, [r.text for r in rs if r.status_code != 200]
+    assert len({r.content for r in rs}) == 1
+    upstream = emu.calls("GET /public/export")
+    # one GET per 500 ms interval for the fleet (three instances on their own: three)
+    print(f"30 long-polls over 3 instances: {upstream} upstream GETs in {elapsed:.2f} s")
+    assert upstream <= int(elapsed / 0.5) + 2, (upstream, elapsed)
+    assert elapsed < 6, elapsed         # every instance woke on the answer
+    assert sum(gw.metric("tidegate_state_wakeups_total") for gw in gws) > 0
+
+
+def test_plain_polls_over_three_instances_one_upstream_get_per_interval(make_emulator,
+                                                                        make_gateway, pg_url):
+    emu = make_emulator({"export": {"delay": "20s"}})
+    gws = start_fleet(make_gateway, emu, pg_url, extra=POLL_500MS)
+    cid = new_export(gws[0], pg_url)
+    requests.delete(emu.dex + "/__emulator/stats")
+    stop = time.monotonic() + 3
+
+    def caller(i):
+        n = 0
+        while time.monotonic() < stop:
+            r = fleet_poll(gws[(i + n) % 3], cid)
+            assert r.status_code == 202, r.text
+            n += 1
+        return n
+
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(15) as pool:
+        polls = sum(pool.map(caller, range(15)))
+    elapsed = time.monotonic() - t0
+    upstream = emu.calls("GET /public/export")
+    print(f"{polls} polls over 3 instances: {upstream} upstream GETs in {elapsed:.2f} s")
+    assert polls > 100
+    assert upstream <= int(elapsed / 0.5) + 2, (upstream, polls, elapsed)
+
+
+def test_readyz_and_metrics_tell_the_state_backend(emulator, make_gateway, pg_url):
+    (gw,) = start_fleet(make_gateway, emulator, pg_url, n=1)
+    new_export(gw, pg_url)
+    ready = requests.get(gw.admin + "/readyz", timeout=5).json()
+    assert ready["state"] == {"backend": "postgresql", "up": True, "shared": True}
+    assert ready["degraded"] is False and ready["ready"] is True
+    assert gw.metric("tidegate_state_up", backend="postgresql") == 1
+    assert gw.metric("tidegate_state_query_duration_seconds_count", backend="postgresql") > 0
+    assert gw.metric("tidegate_state_leases_held") >= 0

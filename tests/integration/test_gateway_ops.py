@@ -20,12 +20,15 @@ def test_healthz_readyz_metrics(emulator, gateway):
         assert time.monotonic() < deadline, r.text
         time.sleep(0.1)
     assert r.json()["services"] == {"dex": "token held", "sim": "token held"}
+    assert r.json()["state"] == {"backend": "sqlite", "up": True, "shared": False}
+    assert r.json()["degraded"] is False
     requests.get(gateway.dex + "/public/export?correlationId=x", headers=gateway.headers())
     m = gateway.metrics()
     assert 'tidegate_requests_total{service="dex",op="export_get",code="404"} 1' in m
     assert 'tidegate_request_duration_seconds_count{service="dex",op="export_get"} 1' in m
     assert 'tidegate_upstream_connections{service="dex",state="idle"}' in m
     assert "# TYPE tidegate_requests_total counter" in m
+    assert 'tidegate_state_up{backend="sqlite"} 1' in m
 
 
 def test_readyz_reports_failing_login(make_emulator, make_gateway):
