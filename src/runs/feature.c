@@ -135,6 +135,8 @@ declare_metrics(struct tg_metrics *m)
 	    "Sweeps whose every variant has ended.");
 	tg_metrics_help(m, "tidegate_sweep_submissions_total", "counter",
 	    "Submissions of sweep variants: accepted, rejected (4xx), failed (no verdict).");
+	tg_metrics_help(m, "tidegate_run_checks_total", "counter",
+	    "Vendor calls of this instance's run tracker: status checks and results fetched.");
 }
 
 int

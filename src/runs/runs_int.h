@@ -156,8 +156,12 @@ int runs_sweeper_idle(const struct runs_sweeper *sw);
 /** The tracker of gw (borrowed), owned by the caller. */
 struct runs_tracker *runs_tracker_new(struct gw *gw);
 void runs_tracker_free(struct runs_tracker *t);	/* takes ownership; NULL-safe */
-/** Re-read the schedule and the unhandled ends (a run was added or ended); NULL-safe. */
+/** Re-read the schedule and the unhandled ends (a run was added or ended),
+ * here and, in a fleet, on the other instances; NULL-safe. */
 void runs_tracker_kick(struct runs_tracker *t);
+/** Take or renew the fleet's runs lead for this instance (gw borrowed):
+ * cb's n 1 when it leads (always with SQLite). Owned by the seam. */
+struct tg_state_op *runs_lead(struct gw *gw, tg_state_num_cb cb, void *arg);
 /** Run id (borrowed) ended: enqueue its webhook when its submission named
  * a callback; done(arg) (arg borrowed) once that is durable or given up,
  * never when the feature stops first. */

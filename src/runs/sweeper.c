@@ -12,7 +12,10 @@
  *     again and its sweep waits (2 s doubling to 5 min, or Retry-After)
  *     before the next claim.
  * At start every running sweep is settled (its runs may have ended while the
- * gateway was down) or resumed; a timer retries waiting ones.
+ * gateway was down) or resumed; a timer retries waiting ones. In a fleet
+ * the claims in the state make each variant go once whichever instance
+ * asks; the resume of every sweep is the runs leader's (runs_lead), the
+ * others retrying only the sweeps they hold back themselves.
  * SIGTERM starts no new submission and lets those in flight finish.
  * The registry answers through the state seam: a submission ends once its
  * outcome is recorded; claims, the running list and their callbacks are
@@ -38,6 +41,7 @@
 
 #define ANSWER_MAX_BODY	(1024 * 1024)
 #define WAIT_MIN_MS	2000
+#define RESUME_MS	60000	/* a fleet's leader (maybe new) resumes sweeps this often */
 #define WAIT_MAX_MS	300000
 
 struct sub {				/* one submission in flight */
@@ -73,7 +77,10 @@ struct runs_sweeper {
 	LIST_HEAD(, sub) subs;
 	size_t nsubs;
 	LIST_HEAD(, claim) claims;
-	struct tg_state_op *op;		/* the running sweeps being listed */
+	struct tg_state_op *op;		/* the lead asked, then the running sweeps listed */
+	int leads;			/* this instance resumes every sweep (runs_lead) */
+	int fleet;			/* the state is shared: look again every RESUME_MS */
+	int64_t due;			/* the timer's expiry (monotonic ms) while pending */
 };
 
 static void submit(struct runs_sweeper *sw, const char *id);
@@ -82,9 +89,12 @@ static void
 arm(struct runs_sweeper *sw, int64_t ms)
 {
 	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	int64_t at = tg_clock_mono_ms() + ms;
 
-	if (!evtimer_pending(sw->timer, NULL))
-		evtimer_add(sw->timer, &tv);
+	if (evtimer_pending(sw->timer, NULL) && sw->due <= at)
+		return;		/* sooner already */
+	sw->due = at;
+	evtimer_add(sw->timer, &tv);
 }
 
 static void
@@ -420,9 +430,24 @@ on_running(const struct tg_state_res *res, const char *const *ids, size_t n, voi
 	tg_map_free(sw->holds);
 	sw->holds = kept;
 	for (i = 0; i < n; i++)
-		runs_sweeper_run_ended(sw, ids[i]);	/* settle, or submit */
+		if (sw->leads || tg_map_get(sw->holds, ids[i]) != NULL)
+			runs_sweeper_run_ended(sw, ids[i]);	/* settle, or submit */
 	if (tg_map_count(sw->holds) > 0)
 		arm(sw, WAIT_MIN_MS);
+	else if (sw->fleet)
+		arm(sw, RESUME_MS);
+}
+
+static void
+on_led(const struct tg_state_res *res, int64_t n, void *arg)
+{
+	struct runs_sweeper *sw = arg;
+	struct tg_state_op *op;
+
+	sw->op = NULL;
+	sw->leads = res->rc != TG_STATE_OK || n == 1;
+	if ((op = tg_state_sweep_running(sw->gw->state, on_running, sw)) != NULL)
+		sw->op = op;
 }
 
 static void
@@ -435,7 +460,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (sw->op != NULL || sw->gw->state == NULL)
 		return;			/* the list under way re-arms */
-	if ((op = tg_state_sweep_running(sw->gw->state, on_running, sw)) != NULL)
+	if ((op = runs_lead(sw->gw, on_led, sw)) != NULL)
 		sw->op = op;
 }
 
@@ -469,6 +494,12 @@ runs_sweeper_new(struct gw *gw)
 	sw->holds = tg_map_new(free);
 	LIST_INIT(&sw->subs);
 	LIST_INIT(&sw->claims);
+	if (gw->state != NULL) {
+		struct tg_state_health h;
+
+		tg_state_health(gw->state, &h);
+		sw->fleet = h.shared;
+	}
 	arm(sw, 0);		/* resume the sweeps a stopped process left running */
 	return sw;
 }

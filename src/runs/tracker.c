@@ -12,6 +12,15 @@
  * The registry answers through the state seam: each step of a check goes
  * on from its callback (t->op), the schedule is read with t->kop, the
  * retention runs with t->rop; freeing the tracker cancels them.
+ *
+ * In a fleet (a shared state) one instance tracks: each batch of checks
+ * and each retention pass first takes or renews the lead "lead:runs"
+ * (LEAD_TTL_MS); an instance that does not get it looks again every
+ * FOLLOW_MS, so a leader that dies is replaced within LEAD_TTL_MS +
+ * FOLLOW_MS. A run added or an end seen on any instance kicks the others'
+ * trackers through the seam's "runs" watch (runs_tracker_kick), so the
+ * leader does not wait for its next look. With SQLite the lead is always
+ * this instance's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +40,9 @@
 #include "runs_int.h"
 
 #define IDLE_RECHECK_MS		60000		/* re-read the schedule at least this often */
+#define LEAD_KEY		"lead:runs"	/* the fleet's tracker, sweeper resume, retention */
+#define LEAD_TTL_MS		15000
+#define FOLLOW_MS		5000		/* another instance leads: look again */
 #define STATUS_MAX_BODY		(1024 * 1024)
 
 enum { PHASE_STATUS, PHASE_RESULTS };
@@ -52,6 +64,8 @@ struct runs_tracker {
 	int stuck;			/* the registry failed: slow down */
 	enum tg_run_status st;		/* the status that ended t->id */
 	size_t expired;			/* the retention's expiry count */
+	int fleet;			/* the state is shared: lead first */
+	struct tg_state_watch *watch;	/* the other instances' kicks */
 };
 
 static void start(struct runs_tracker *t);
@@ -76,6 +90,7 @@ busy(const struct runs_tracker *t)
 }
 
 static void kick_read(struct runs_tracker *t);
+static void kick(struct runs_tracker *t);
 
 static void
 on_next_due(const struct tg_state_res *res, int64_t next, void *arg)
@@ -127,8 +142,29 @@ kick_read(struct runs_tracker *t)
 		t->kop = op;
 }
 
+static void
+on_told(const struct tg_state_res *res, void *arg)
+{
+	(void)res;	/* best effort: the leader looks on its own timer too */
+}
+
 void
 runs_tracker_kick(struct runs_tracker *t)
+{
+	if (t != NULL && t->fleet)
+		(void)tg_state_notify(t->gw->state, "runs", "kick", on_told, NULL);
+	kick(t);
+}
+
+/* Another instance added a run or saw an end. */
+static void
+on_wake(const char *topic, const char *what, void *arg)
+{
+	kick(arg);
+}
+
+static void
+kick(struct runs_tracker *t)
 {
 	if (t == NULL || busy(t) || t->gw->state == NULL)
 		return;
@@ -149,7 +185,7 @@ end(struct runs_tracker *t)
 {
 	free(t->id);
 	t->id = NULL;
-	runs_tracker_kick(t);
+	kick(t);
 }
 
 static void
@@ -401,6 +437,8 @@ start(struct runs_tracker *t)
 	q.method = EVHTTP_REQ_GET;
 	q.uri = uri;
 	t->call = gw_vcall_fetch(&q, max, check_headers, on_fetched, t);
+	tg_metrics_inc(t->gw->metrics, "tidegate_run_checks_total", t->phase == PHASE_STATUS ?
+	    "kind=\"status\"" : "kind=\"results\"", 1);
 	free(uri);
 	free(path);
 }
@@ -417,7 +455,7 @@ on_due(const struct tg_state_res *res, const struct tg_run *due, size_t n, int m
 		n = 0;
 	}
 	if (n == 0) {
-		runs_tracker_kick(t);
+		kick(t);
 		return;
 	}
 	t->id = tg_xstrdup(due[0].simulation_id);
@@ -447,6 +485,22 @@ on_unhandled(const struct tg_state_res *res, const char *id, enum tg_run_status 
 		t->op = op;
 }
 
+/* Leading (or the state cannot say: the next step finds out): check. */
+static void
+on_led(const struct tg_state_res *res, int64_t n, void *arg)
+{
+	struct runs_tracker *t = arg;
+	struct tg_state_op *op;
+
+	t->op = NULL;
+	if (res->rc == TG_STATE_OK && n == 0) {
+		arm(t, FOLLOW_MS);	/* another instance tracks */
+		return;
+	}
+	if ((op = tg_state_runs_next_unhandled(t->gw->state, on_unhandled, t)) != NULL)
+		t->op = op;
+}
+
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -462,8 +516,14 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 		start(t);
 		return;
 	}
-	if ((op = tg_state_runs_next_unhandled(t->gw->state, on_unhandled, t)) != NULL)
+	if ((op = runs_lead(t->gw, on_led, t)) != NULL)
 		t->op = op;
+}
+
+struct tg_state_op *
+runs_lead(struct gw *gw, tg_state_num_cb cb, void *arg)
+{
+	return tg_state_poll_lead(gw->state, LEAD_KEY, tg_clock_now_ms(), LEAD_TTL_MS, cb, arg);
 }
 
 static void
@@ -487,7 +547,7 @@ on_purged(const struct tg_state_res *res, int64_t runs, int64_t sweeps, void *ar
 		tg_log(TG_LOG_INFO, "run_retention", TG_LI("expired", t->expired),
 		    TG_LI("purged_runs", runs), TG_LI("purged_sweeps", sweeps));
 	if (t->expired > 0)
-		runs_tracker_kick(t);	/* their ends are handled like any other */
+		kick(t);	/* their ends are handled like any other */
 	retention_again(t);
 }
 
@@ -509,6 +569,24 @@ on_expired(const struct tg_state_res *res, int64_t n, void *arg)
 		t->rop = op;
 }
 
+/* Leading: expire and purge; else the leader does. */
+static void
+on_retention_led(const struct tg_state_res *res, int64_t n, void *arg)
+{
+	struct runs_tracker *t = arg;
+	struct tg_state_op *op;
+
+	t->rop = NULL;
+	if (res->rc == TG_STATE_OK && n == 0) {
+		retention_again(t);
+		return;
+	}
+	t->expired = 0;
+	op = tg_state_runs_expire(t->gw->state, tg_clock_now_ms(), on_expired, t);
+	if (op != NULL)
+		t->rop = op;
+}
+
 static void
 on_retention(evutil_socket_t fd, short what, void *arg)
 {
@@ -519,9 +597,7 @@ on_retention(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (t->gw->state == NULL)
 		return;
-	t->expired = 0;
-	op = tg_state_runs_expire(t->gw->state, tg_clock_now_ms(), on_expired, t);
-	if (op != NULL)
+	if ((op = runs_lead(t->gw, on_retention_led, t)) != NULL)
 		t->rop = op;
 }
 
@@ -535,7 +611,15 @@ runs_tracker_new(struct gw *gw)
 	t->timer = evtimer_new(gw->base, on_timer, t);
 	t->retention = evtimer_new(gw->base, on_retention, t);
 	evtimer_add(t->retention, &tv);
-	runs_tracker_kick(t);
+	if (gw->state != NULL) {
+		struct tg_state_health h;
+
+		tg_state_health(gw->state, &h);
+		t->fleet = h.shared;
+		if (t->fleet)
+			t->watch = tg_state_watch(gw->state, "runs", on_wake, t);
+	}
+	kick(t);
 	return t;
 }
 
@@ -549,6 +633,10 @@ runs_tracker_free(struct runs_tracker *t)
 	tg_state_cancel(t->fop);
 	tg_state_cancel(t->kop);
 	tg_state_cancel(t->rop);
+	if (t->fleet) {		/* another instance takes over at once */
+		tg_state_unwatch(t->gw->state, t->watch);
+		(void)tg_state_poll_release(t->gw->state, LEAD_KEY, on_told, NULL);
+	}
 	event_free(t->timer);
 	event_free(t->retention);
 	free(t->id);

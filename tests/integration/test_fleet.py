@@ -166,3 +166,38 @@ def test_readyz_and_metrics_tell_the_state_backend(emulator, make_gateway, pg_ur
     assert gw.metric("tidegate_state_up", backend="postgresql") == 1
     assert gw.metric("tidegate_state_query_duration_seconds_count", backend="postgresql") > 0
     assert gw.metric("tidegate_state_leases_held") >= 0
+
+
+def runs_of(gw):
+    r = requests.get(gw.sim + "/tidegate/v1/runs", headers=gw.headers(), timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()["runs"]
+
+
+def test_runs_api_same_everywhere_and_tracked_once_per_fleet(make_emulator, make_gateway,
+                                                             pg_url):
+    # checks 2 s and 6 s after submission: the second finds the run completed
+    emu = make_emulator({"sim": {"run_time": "5s"}})
+    gws = start_fleet(make_gateway, emu, pg_url)
+    ids = []
+    for gw in gws:
+        case = requests.get(gw.sim + "/api/v1/cases/CASE-OM-1", headers=gw.headers(),
+                            timeout=10).json()
+        r = requests.post(gw.sim + "/api/v1/simulations", json=case, headers=gw.headers(),
+                          timeout=10)
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["simulationId"])
+    lists = [runs_of(gw) for gw in gws]
+    assert sorted(x["simulationId"] for x in lists[0]) == sorted(ids)
+    assert lists[1] == lists[0] and lists[2] == lists[0]
+    deadline = time.monotonic() + 30
+    while not all(x["status"] == "COMPLETED" for x in runs_of(gws[1])):
+        assert time.monotonic() < deadline, runs_of(gws[1])
+        time.sleep(0.2)
+    lists = [runs_of(gw) for gw in gws]
+    assert lists[1] == lists[0] and lists[2] == lists[0]
+    checks = [gw.metric("tidegate_run_checks_total", kind="status") for gw in gws]
+    assert sorted(checks)[:2] == [0, 0], checks     # one instance tracks
+    for sim_id in ids:
+        assert emu.calls(f"GET /api/v1/simulations/{sim_id}") <= 3, emu.stats()["calls"]
+        assert emu.calls(f"GET /api/v1/simulations/{sim_id}/results") == 1
