@@ -5,12 +5,15 @@
  * A connection is made with PQconnectStartParams and driven by
  * PQconnectPoll on libevent events on PQsocket (read or write, as it
  * asks; PG_CONNECT_MS at most), set non-blocking, then prepares every
- * statement (PQsendPrepare, one after the other) before it takes work.
+ * statement (PQsendPrepare, one after the other) before it takes work;
+ * the first connection then LISTENs for the fleet's wake-ups, and hands
+ * what comes with every read to pg_wake.c.
  * An operation waits in the backend's FIFO for the first idle connection,
  * is sent with PQsendQueryPrepared (PQflush on write events while libpq
  * holds unsent bytes) and read with PQconsumeInput, PQisBusy and
  * PQgetResult on read events; an idle connection watches its socket too,
- * so a server that goes away is noticed before the next query.
+ * so a server that goes away is noticed before the next query (and a
+ * wake-up is heard). The time from send to answer is counted (health).
  *
  * A connection that fails answers its operation UNAVAILABLE with libpq's
  * message (the password scrubbed, pg_err.c), and when it was the last one

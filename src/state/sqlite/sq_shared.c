@@ -6,7 +6,8 @@
  * so count is queued behind the writes), vendor token records (a small
  * table in memory), and poll-entry leadership and cached answers (one
  * instance always leads; publish keeps nothing and fetch finds nothing,
- * since the poll multiplexer already holds its own answers).
+ * since the poll multiplexer already holds its own answers; release and
+ * notify have nobody to tell and answer OK).
  */
 #include <stdlib.h>
 #include <string.h>
