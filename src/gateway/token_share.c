@@ -3,9 +3,11 @@
  * source (src/auth/token.c) asks before it logs in, and tells after, kept
  * through the state seam (token records, and a lease on "login:<service>"
  * so that one instance of the fleet logs in while the others wait for its
- * token). With SQLite the records are this instance's memory and it always
- * leads: it logs in exactly as a lone gateway. Used by vendor.c, which
- * hands these callbacks to the source (tg_token_set_share).
+ * token). A token the vendor refused is never taken from the record
+ * again, whatever order the fleet's writes land in. With SQLite the
+ * records are this instance's memory and it always leads: it logs in
+ * exactly as a lone gateway. Used by vendor.c, which hands these
+ * callbacks to the source (tg_token_set_share).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,9 @@ struct gw_share {
 	int64_t fresh_until;
 	void (*answer)(void *ts, const char *token, int64_t expires_at_ms);
 	void *ts;
+	char *refused;			/* the token the vendor refused last: never taken
+					 * from the record again (its invalidation may
+					 * still be on its way) */
 };
 
 static void look(evutil_socket_t fd, short what, void *arg);
@@ -64,7 +69,8 @@ on_record(const struct tg_state_res *res, const struct tg_state_token *t, void *
 	struct gw_share *s = arg;
 
 	s->op = NULL;
-	if (res->rc == 0 && t != NULL && t->token != NULL && t->expires_at > s->fresh_until) {
+	if (res->rc == 0 && t != NULL && t->token != NULL && t->expires_at > s->fresh_until &&
+	    (s->refused == NULL || strcmp(t->token, s->refused) != 0)) {
 		finish(s, t->token, t->expires_at);
 		return;
 	}
@@ -124,6 +130,10 @@ share_invalidate(void *arg, const char *token)
 {
 	struct gw_share *s = arg;
 
+	if (token != NULL) {
+		free(s->refused);
+		s->refused = tg_xstrdup(token);
+	}
 	(void)tg_state_token_invalidate(s->st, s->service, token, on_written, NULL);
 }
 
@@ -153,5 +163,8 @@ gw_share_free(struct gw_share *s)
 		return;
 	share_cancel(s);
 	event_free(s->ev);
+	if (s->refused != NULL)
+		explicit_bzero(s->refused, strlen(s->refused));
+	free(s->refused);
 	free(s);
 }

@@ -63,6 +63,28 @@ def test_cold_burst_over_three_instances_logs_in_once(emulator, make_gateway, pg
     assert logins == 1
 
 
+def test_vendor_401_after_revocation_makes_one_login_for_the_fleet(emulator, make_gateway,
+                                                                  pg_url):
+    gws = start_fleet(make_gateway, emulator, pg_url)
+
+    def burst(n):
+        def one(i):
+            gw = gws[i % len(gws)]
+            return requests.get(gw.dex + "/public/export",
+                                params={"correlationId": "nope-" + uuid.uuid4().hex},
+                                headers=gw.headers(), timeout=30).status_code
+        with concurrent.futures.ThreadPoolExecutor(30) as pool:
+            return list(pool.map(one, range(n)))
+
+    assert set(burst(60)) == {404}
+    assert emulator.calls("POST /public/v1/authenticate") == 1
+    requests.post(emulator.dex + "/__emulator/revoke", timeout=5).raise_for_status()
+    assert set(burst(150)) == {404}     # each refused once, replayed with the new token
+    assert emulator.calls("POST /public/v1/authenticate") == 2
+    replays = sum(gw.metric("tidegate_token_replays_total") for gw in gws)
+    assert replays >= 3, replays        # every instance met the 401
+
+
 def wait_owner_recorded(url, cid, timeout=5.0):
     schema = url.split("search_path%3D")[1]
     deadline = time.monotonic() + timeout
