@@ -256,6 +256,19 @@ struct tg_state_op *tg_state_payload_set(struct tg_state *st, const char *id,
 /* ---- webhook outbox: admin ---- */
 
 /** Jobs matching q (st, q borrowed), newest first. */
+/**
+ * A waiting job's fetch of its export data belongs to the instance that
+ * added it (held for the outbox's lease_ms from the add) or adopted it:
+ * hold renews this instance's hold on the waiting jobs ids (n of them; all
+ * borrowed) from now_ms; adopt gives this instance the waiting jobs whose
+ * hold ran out (the instance fetching them died), oldest first, at most
+ * max (cb's jobs borrowed). With SQLite (one instance) hold is OK and
+ * adopt finds none at once.
+ */
+struct tg_state_op *tg_state_outbox_hold(struct tg_state *st, const char *const *ids, size_t n,
+    int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_outbox_adopt(struct tg_state *st, int64_t now_ms, size_t max,
+    tg_state_jobs_cb cb, void *arg);
 struct tg_state_op *tg_state_outbox_list(struct tg_state *st, const struct tg_outbox_query *q,
     tg_state_jobs_cb cb, void *arg);
 /** Job id (st, id borrowed); NOT_FOUND. */

@@ -143,6 +143,10 @@ struct tg_state_backend {
 	    void *arg);
 	struct tg_state_op *(*notify)(void *impl, const char *topic, const char *what,
 	    tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*outbox_hold)(void *impl, const char *const *ids, size_t n,
+	    int64_t now_ms, tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*outbox_adopt)(void *impl, int64_t now_ms, size_t max,
+	    tg_state_jobs_cb cb, void *arg);
 	/** Deliver the other instances' wake-ups to wake(ctx, topic, what)
 	 * from now on (state.c's dispatch; ctx borrowed, outlives impl);
 	 * NULL: the backend has nobody to hear from. */

@@ -540,3 +540,17 @@ tg_state_notify(struct tg_state *st, const char *topic, const char *what, tg_sta
 {
 	return st->be->notify(st->impl, topic, what, cb, arg);
 }
+
+struct tg_state_op *
+tg_state_outbox_hold(struct tg_state *st, const char *const *ids, size_t n, int64_t now_ms,
+    tg_state_done_cb cb, void *arg)
+{
+	return st->be->outbox_hold(st->impl, ids, n, now_ms, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_adopt(struct tg_state *st, int64_t now_ms, size_t max, tg_state_jobs_cb cb,
+    void *arg)
+{
+	return st->be->outbox_adopt(st->impl, now_ms, max, cb, arg);
+}

@@ -164,6 +164,16 @@ on_resume(evutil_socket_t fd, short what, void *arg)
 		h->resume_op = op;
 }
 
+static int
+fleet(struct wh_hooks *h)
+{
+	struct tg_state_health hl;
+
+	tg_state_health(h->st, &hl);
+	h->fleet = hl.shared;
+	return h->fleet;
+}
+
 void
 tg_webhook_outbox_opts(const struct gw_config *c, struct tg_outbox_opts *o)
 {
@@ -198,7 +208,10 @@ wh_hooks_new(struct gw *gw, struct tg_err *err)
 	if ((h->w = tg_webhook_new(gw->base, gw->dns, h->st, h->pol, &wo, &cbs, h, err)) == NULL)
 		goto fail;
 	h->resume_ev = evtimer_new(gw->base, on_resume, h);
-	on_resume(-1, 0, h);
+	if (fleet(h))
+		wh_adopt_start(h);	/* not every waiting job: the dead's */
+	else
+		on_resume(-1, 0, h);
 	h->purge = event_new(gw->base, -1, EV_PERSIST, on_purge, h);
 	evtimer_add(h->purge, &tv);
 	on_purge(-1, 0, h);
@@ -284,6 +297,7 @@ wh_hooks_free(struct wh_hooks *h)
 	wh_adds_cancel(h);
 	tg_state_cancel(h->purge_op);
 	tg_state_cancel(h->resume_op);
+	wh_adopt_stop(h);
 	tg_map_free(h->fetches);
 	flush = h->w != NULL && tg_webhook_inflight(h->w) > 0;
 	tg_webhook_free(h->w);

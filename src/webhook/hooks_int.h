@@ -42,6 +42,9 @@ struct wh_hooks {
 	struct tg_state_op *resume_op;
 	size_t resume_offset, resumed;
 	int resuming;
+	int fleet;			/* the state is shared: waiting jobs are adopted */
+	struct event *adopt_ev;		/* hold and adopt (adopt.c) */
+	struct tg_state_op *adopt_op, *hold_op;
 	struct wh_adminq admin;		/* admin requests waiting on the seam */
 	struct wh_addq adds;		/* jobs being added (callbacks.c) */
 	int drained;			/* SIGTERM: no delivery attempt left in flight */
@@ -161,6 +164,12 @@ void wh_hook_relay(struct gw_req *r);
 void wh_add_orphan(struct wh_add *a);
 /** Teardown: forget the adds of h (borrowed) not answered yet. */
 void wh_adds_cancel(struct wh_hooks *h);
+
+/* adopt.c */
+/** In a fleet: hold the fetches of h (borrowed) and adopt the waiting jobs
+ * of dead instances, from now on; stop: no more (NULL-safe parts). */
+void wh_adopt_start(struct wh_hooks *h);
+void wh_adopt_stop(struct wh_hooks *h);
 
 /* hook_fetch.c */
 /**

@@ -1507,6 +1507,60 @@ test_fleet_wakeups(void **state)
 	tg_state_close(b);
 }
 
+static void
+on_adopted(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n,
+    void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->count = n;
+	if (n > 0)
+		w->s = strdup(jobs[0].id);
+}
+
+/* Waiting jobs: the adding handle holds the fetch for the lease; the other
+ * adopts it once that ran out (never both), a hold keeps it, and the
+ * data's commit frees it for delivery by any handle at once. */
+static void
+test_fleet_adopt(void **state)
+{
+	struct tg_state_opts opts = { .url = F.url, .outbox = &pg_outbox, .instance = "gw-b" };
+	const char *ids[1];
+	char id[TG_WEBHOOK_ID_LEN];
+	struct tg_outbox_lease *l;
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	add_job(NULL, id);			/* held by F.st until T0 + 60000 */
+	ids[0] = id;
+	settle(tg_state_outbox_adopt(b, T0 + 59999, 10, on_adopted, &w), &w);
+	assert_int_equal(w.count, 0);
+	wait_clear(&w);
+	settle(tg_state_outbox_hold(F.st, ids, 1, T0 + 50000, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	settle(tg_state_outbox_adopt(b, T0 + 109999, 10, on_adopted, &w), &w);
+	assert_int_equal(w.count, 0);		/* held again until T0 + 110000 */
+	wait_clear(&w);
+	settle(tg_state_outbox_adopt(b, T0 + 110000, 10, on_adopted, &w), &w);
+	assert_int_equal(w.count, 1);		/* its fetcher is gone: b's now */
+	assert_string_equal(w.s, id);
+	wait_clear(&w);
+	settle(tg_state_outbox_adopt(F.st, T0 + 110001, 10, on_adopted, &w), &w);
+	assert_int_equal(w.count, 0);		/* b holds it */
+	wait_clear(&w);
+	set_payload(id, "{\"n\":1}");
+	l = lease(T0 + 1);			/* the hold went with the wait */
+	assert_non_null(l);
+	assert_string_equal(l->id, id);
+	tg_outbox_lease_free(l);
+	tg_state_close(b);
+}
+
 /* Two handles lease at once, two leases each, three jobs due: three
  * leases of three jobs and one empty answer; a lease not renewed past its
  * expiry goes to the other handle, and its first holder has lost it. */
@@ -1777,7 +1831,7 @@ main(void)
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
-		T_(test_fleet_wakeups, D_FLEET),
+		T_(test_fleet_wakeups, D_FLEET), T_(test_fleet_adopt, D_FLEET),
 		T_(test_fleet_connections_lost, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_open_errors, D_LOCAL),

@@ -44,7 +44,7 @@ enum pg_stmt {
 	PG_OB_ADD, PG_OB_SET_CID, PG_OB_ABANDON, PG_OB_LEASE, PG_OB_CHUNK, PG_OB_RENEW,
 	PG_OB_RELEASE, PG_OB_COMPLETE, PG_OB_NEXT_DUE, PG_OB_STATE, PG_OB_APPEND,
 	PG_OB_COMMIT, PG_OB_DROP, PG_OB_SET, PG_OB_GET, PG_OB_LIST, PG_OB_REDELIVER,
-	PG_OB_REDELIVER_SINCE, PG_OB_PURGE, PG_OB_STATS,
+	PG_OB_REDELIVER_SINCE, PG_OB_PURGE, PG_OB_STATS, PG_OB_HOLD, PG_OB_ADOPT,
 	/* runs and sweeps (pg_runs.c, pg_sweeps.c) */
 	PG_RUN_INSERT, PG_RUN_BRIEF, PG_RUN_UPDATE, PG_RUN_COUNT_CHECK, PG_RUN_CHECK_FAILED,
 	PG_RUN_GET, PG_RUN_DUE, PG_RUN_NEXT_DUE, PG_RUN_LIST, PG_RUN_UNHANDLED, PG_RUN_HANDLED,
@@ -263,6 +263,13 @@ struct tg_state_op *tg_state_pg_outbox_release(void *impl, const struct tg_outbo
     tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_outbox_complete(void *impl, const struct tg_outbox_lease *l,
     const struct tg_outbox_result *r, int64_t now_ms, tg_state_outcome_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_hold(void *impl, const char *const *ids, size_t n,
+    int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_adopt(void *impl, int64_t now_ms, size_t max,
+    tg_state_jobs_cb cb, void *arg);
+/** The rows of r (borrowed) as jobs to o's tg_state_jobs_cb; a get
+ * (o->n1) without a row is NOT_FOUND (pg_outbox_admin.c). */
+void tg_state_pg_answer_jobs(struct pg_op *o, const PGresult *r);
 struct tg_state_op *tg_state_pg_outbox_next_due(void *impl, tg_state_num_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_payload_open(void *impl, const char *id,
     tg_state_payload_cb cb, void *arg);

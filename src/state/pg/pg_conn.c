@@ -362,7 +362,7 @@ tg_state_pg_stmt_name(int i)
 		"ob_add", "ob_set_cid", "ob_abandon", "ob_lease", "ob_chunk", "ob_renew",
 		"ob_release", "ob_complete", "ob_next_due", "ob_state", "ob_append", "ob_commit",
 		"ob_drop", "ob_set", "ob_get", "ob_list", "ob_redeliver", "ob_redeliver_since",
-		"ob_purge", "ob_stats",
+		"ob_purge", "ob_stats", "ob_hold", "ob_adopt",
 		"run_insert", "run_brief", "run_update", "run_count_check", "run_check_failed",
 		"run_get", "run_due", "run_next_due", "run_list", "run_unhandled", "run_handled",
 		"run_figures", "run_stats", "run_archive", "run_archived", "run_archive_usage",

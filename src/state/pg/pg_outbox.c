@@ -7,7 +7,11 @@
  * A lease is held in the job's row (owner instance, token, expiry). Taking
  * one is a single UPDATE of the most overdue due job picked with FOR UPDATE
  * SKIP LOCKED, so several instances never take the same job, and a job
- * whose lease expired (its instance was killed) is due again.
+ * whose lease expired (its instance was killed) is due again. While a job
+ * waits for its export data the same columns hold its fetch: the adding
+ * instance's for the lease length, renewed by hold; adopt takes those
+ * that ran out (their fetcher died) with FOR UPDATE SKIP LOCKED, so one
+ * survivor polls each; the data's commit clears them.
  *
  * The delivery worker reads the payload from lease->payload_path. Here the
  * lease then reads the payload's chunk rows, one row (at most PG_CHUNK
@@ -22,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <event2/buffer.h>
 
 #include "tidegate/ids.h"
 #include "pg.h"
@@ -58,6 +64,47 @@ tg_state_pg_outbox_add(void *impl, const struct tg_outbox_new *job, int64_t now_
 	tg_state_pg_param_str(o, job->service);
 	tg_state_pg_param_str(o, job->content_type ? job->content_type : "application/json");
 	tg_state_pg_param_i64(o, now_ms);
+	tg_state_pg_param_str(o, ((struct pg *)impl)->instance);
+	tg_state_pg_param_i64(o, now_ms + ((struct pg *)impl)->rules.lease_ms);
+	return tg_state_pg_submit(o, PG_OUTBOX);
+}
+
+/* ---- the fetch of waiting jobs: held by one instance, adopted when its
+ * hold runs out ---- */
+
+struct tg_state_op *
+tg_state_pg_outbox_hold(void *impl, const char *const *ids, size_t n, int64_t now_ms,
+    tg_state_done_cb cb, void *arg)
+{
+	struct pg *pg = impl;
+	struct pg_op *o = tg_state_pg_op_new(pg, PG_OB_HOLD, tg_state_pg_answer_done, CB(cb),
+	    arg);
+	struct evbuffer *b = evbuffer_new();
+	size_t i;
+
+	evbuffer_add(b, "{", 1);
+	for (i = 0; i < n; i++)	/* ids are msg_<hex>: nothing to escape */
+		evbuffer_add_printf(b, "%s\"%s\"", i ? "," : "", ids[i]);
+	evbuffer_add(b, "}", 2);	/* with the NUL */
+	tg_state_pg_param_str(o, (const char *)evbuffer_pullup(b, -1));
+	evbuffer_free(b);
+	tg_state_pg_param_str(o, pg->instance);
+	tg_state_pg_param_i64(o, now_ms + pg->rules.lease_ms);
+	return tg_state_pg_submit(o, PG_OUTBOX);
+}
+
+struct tg_state_op *
+tg_state_pg_outbox_adopt(void *impl, int64_t now_ms, size_t max, tg_state_jobs_cb cb,
+    void *arg)
+{
+	struct pg *pg = impl;
+	struct pg_op *o = tg_state_pg_op_new(pg, PG_OB_ADOPT, tg_state_pg_answer_jobs, CB(cb),
+	    arg);
+
+	tg_state_pg_param_i64(o, now_ms);
+	tg_state_pg_param_str(o, pg->instance);
+	tg_state_pg_param_i64(o, now_ms + pg->rules.lease_ms);
+	tg_state_pg_param_i64(o, (int64_t)max);
 	return tg_state_pg_submit(o, PG_OUTBOX);
 }
 

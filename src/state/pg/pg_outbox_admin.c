@@ -56,9 +56,8 @@ row(const PGresult *r, int i, struct tg_outbox_job *j)
 	j->leased = strcmp(PQgetvalue(r, i, 18), "t") == 0;
 }
 
-/* The rows as jobs; a get (o->n1) without a row is NOT_FOUND. */
-static void
-answer_jobs(struct pg_op *o, const PGresult *r)
+void
+tg_state_pg_answer_jobs(struct pg_op *o, const PGresult *r)
 {
 	struct tg_outbox_job *jobs = NULL;
 	size_t n = r != NULL ? (size_t)PQntuples(r) : 0, i;
@@ -79,7 +78,7 @@ struct tg_state_op *
 tg_state_pg_outbox_list(void *impl, const struct tg_outbox_query *q, tg_state_jobs_cb cb,
     void *arg)
 {
-	struct pg_op *o = tg_state_pg_op_new(impl, PG_OB_LIST, answer_jobs, CB(cb), arg);
+	struct pg_op *o = tg_state_pg_op_new(impl, PG_OB_LIST, tg_state_pg_answer_jobs, CB(cb), arg);
 
 	tg_state_pg_param_str(o, q->state >= 0 && q->state < TG_OUTBOX_NSTATES ?
 	    tg_outbox_state_str(q->state) : NULL);
@@ -94,7 +93,7 @@ tg_state_pg_outbox_list(void *impl, const struct tg_outbox_query *q, tg_state_jo
 struct tg_state_op *
 tg_state_pg_outbox_get(void *impl, const char *id, tg_state_jobs_cb cb, void *arg)
 {
-	struct pg_op *o = tg_state_pg_op_new(impl, PG_OB_GET, answer_jobs, CB(cb), arg);
+	struct pg_op *o = tg_state_pg_op_new(impl, PG_OB_GET, tg_state_pg_answer_jobs, CB(cb), arg);
 
 	o->n1 = 1;
 	tg_state_pg_param_str(o, id);

@@ -89,7 +89,8 @@ static const char *const v2[] = {
 
 #define JOB_COLS "id, state, url, kind, correlation_id, service, api_key, secret_ref," \
 	" last_error, attempts, last_status, payload_size, created_at, ready_at, next_at," \
-	" first_attempt_at, last_attempt_at, done_at, coalesce(lease_expires > "
+	" first_attempt_at, last_attempt_at, done_at," \
+	" coalesce(state <> 'waiting' AND lease_expires > "
 /* A payload's bytes $p cut into rows of PG_CHUNK (1 MiB) bytes, numbered from $n. */
 #define CHUNKS(n, p) "SELECT $1::text, $2::text, " n " + i, substring(" p " from i * 1048576 + 1" \
 	" for 1048576) FROM generate_series(0, greatest(length(" p ") - 1, 0) / 1048576) i"
@@ -253,9 +254,10 @@ static const char *const sql[PG_NSTMT] = {
 	[PG_POLL_RELEASE] = "UPDATE poll_entries SET lead_until = 0 WHERE key = $1"
 	    " AND leader = $2",
 	[PG_NOTIFY] = "SELECT pg_notify('" PG_CHANNEL "', $1)",
+	/* a waiting job's lease columns hold its fetch (hold, adopt) */
 	[PG_OB_ADD] = "INSERT INTO outbox_jobs (id, url, secret_ref, api_key, kind,"
-	    " correlation_id, service, content_type, state, created_at)"
-	    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'waiting', $9)",
+	    " correlation_id, service, content_type, state, created_at, lease_owner,"
+	    " lease_expires) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'waiting', $9, $10, $11)",
 	[PG_OB_SET_CID] = "UPDATE outbox_jobs SET correlation_id = $2 WHERE id = $1",
 	[PG_OB_ABANDON] = "WITH cur AS (SELECT state FROM outbox_jobs WHERE id = $1 FOR UPDATE),"
 	    " u AS (UPDATE outbox_jobs SET state = 'dead', last_error = $2, done_at = $3"
@@ -290,7 +292,8 @@ static const char *const sql[PG_NSTMT] = {
 	[PG_OB_APPEND] = "INSERT INTO outbox_payloads (job_id, token, n, data) "
 	    CHUNKS("$3::integer", "$4::bytea"),
 	[PG_OB_COMMIT] = "WITH u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2,"
-	    " payload_size = $3, ready_at = $4, next_at = $5 WHERE id = $1"
+	    " payload_size = $3, ready_at = $4, next_at = $5, lease_owner = NULL,"
+	    " lease_expires = NULL WHERE id = $1"
 	    " AND state = 'waiting' RETURNING id), d AS (DELETE FROM outbox_payloads"
 	    " WHERE job_id IN (SELECT id FROM u) AND token <> $2) SELECT count(*) FROM u",
 	[PG_OB_DROP] = "DELETE FROM outbox_payloads WHERE job_id = $1 AND token = $2",
@@ -298,7 +301,8 @@ static const char *const sql[PG_NSTMT] = {
 	    " ins AS (INSERT INTO outbox_payloads (job_id, token, n, data) "
 	    CHUNKS("0", "$3::bytea") " WHERE EXISTS (SELECT 1 FROM cur WHERE state = 'waiting')),"
 	    " u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2::text,"
-	    " payload_size = length($3::bytea), ready_at = $4, next_at = $5 WHERE id = $1"
+	    " payload_size = length($3::bytea), ready_at = $4, next_at = $5,"
+	    " lease_owner = NULL, lease_expires = NULL WHERE id = $1"
 	    " AND state = 'waiting' RETURNING id), d AS (DELETE FROM outbox_payloads WHERE"
 	    " job_id IN (SELECT id FROM u) AND token <> $2::text)"
 	    " SELECT cur.state, (SELECT count(*) FROM u) FROM cur",
@@ -320,7 +324,15 @@ static const char *const sql[PG_NSTMT] = {
 	[PG_OB_PURGE] = "WITH d AS (DELETE FROM outbox_jobs WHERE state IN ('delivered', 'gone',"
 	    " 'dead') AND done_at < $1 RETURNING 1) SELECT count(*) FROM d",
 	[PG_OB_STATS] = "SELECT state, count(*) FROM outbox_jobs GROUP BY state UNION ALL"
-	    " SELECT 'leased', count(*) FROM outbox_jobs WHERE lease_expires > $1",
+	    " SELECT 'leased', count(*) FROM outbox_jobs WHERE lease_expires > $1"
+	    " AND state <> 'waiting'",
+	[PG_OB_HOLD] = "UPDATE outbox_jobs SET lease_owner = $2, lease_expires = $3"
+	    " WHERE id = ANY($1::text[]) AND state = 'waiting'",
+	[PG_OB_ADOPT] = "WITH pick AS (SELECT id FROM outbox_jobs WHERE state = 'waiting'"
+	    " AND coalesce(lease_expires, 0) <= $1 ORDER BY created_at, seq LIMIT $4"
+	    " FOR UPDATE SKIP LOCKED) UPDATE outbox_jobs SET lease_owner = $2,"
+	    " lease_expires = $3 WHERE id IN (SELECT id FROM pick) RETURNING " JOB_COLS
+	    "$1, false)",
 	/* ---- runs ---- */
 	[PG_RUN_INSERT] = "INSERT INTO " RUN_INTO " VALUES " RUN_VALUES,
 	[PG_RUN_BRIEF] = "SELECT status, submitted_at, host, validation, checks"

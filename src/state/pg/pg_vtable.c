@@ -69,6 +69,8 @@ const struct tg_state_backend tg_state_pg_backend = {
 	.poll_fetch = tg_state_pg_poll_fetch,
 	.poll_release = tg_state_pg_poll_release,
 	.notify = tg_state_pg_notify,
+	.outbox_hold = tg_state_pg_outbox_hold,
+	.outbox_adopt = tg_state_pg_outbox_adopt,
 	.listen = tg_state_pg_listen,
 	.health = tg_state_pg_health,
 };

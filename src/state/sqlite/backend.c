@@ -141,4 +141,6 @@ const struct tg_state_backend tg_state_sqlite_backend = {
 	.poll_fetch = tg_state_sq_poll_fetch,
 	.poll_release = tg_state_sq_poll_release,
 	.notify = tg_state_sq_notify,
+	.outbox_hold = tg_state_sq_outbox_hold,
+	.outbox_adopt = tg_state_sq_outbox_adopt,
 };

@@ -204,6 +204,10 @@ struct tg_state_op *tg_state_sq_poll_lead(void *impl, const char *key, int64_t n
 struct tg_state_op *tg_state_sq_poll_publish(void *impl, const char *key,
     const struct tg_state_answer *a, int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb,
     void *arg);
+struct tg_state_op *tg_state_sq_outbox_hold(void *impl, const char *const *ids, size_t n,
+    int64_t now_ms, tg_state_done_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_adopt(void *impl, int64_t now_ms, size_t max,
+    tg_state_jobs_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_poll_release(void *impl, const char *key,
     tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_notify(void *impl, const char *topic, const char *what,

@@ -7,7 +7,8 @@
  * table in memory), and poll-entry leadership and cached answers (one
  * instance always leads; publish keeps nothing and fetch finds nothing,
  * since the poll multiplexer already holds its own answers; release and
- * notify have nobody to tell and answer OK).
+ * notify have nobody to tell and answer OK; a waiting webhook job's fetch
+ * is always this instance's: hold is OK, adopt finds none).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -267,6 +268,28 @@ tg_state_sq_notify(void *impl, const char *topic, const char *what, tg_state_don
 {
 	return tg_state_sq_read(tg_state_sq_op_new(impl, SQ_NONE, run_publish,
 	    tg_state_sq_answer_done, (void (*)(void))cb, arg));
+}
+
+struct tg_state_op *
+tg_state_sq_outbox_hold(void *impl, const char *const *ids, size_t n, int64_t now_ms,
+    tg_state_done_cb cb, void *arg)
+{
+	return tg_state_sq_read(tg_state_sq_op_new(impl, SQ_NONE, run_publish,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg));
+}
+
+static void
+answer_none(struct sq_op *o)
+{
+	((tg_state_jobs_cb)o->cb)(&o->res, NULL, 0, o->arg);
+}
+
+struct tg_state_op *
+tg_state_sq_outbox_adopt(void *impl, int64_t now_ms, size_t max, tg_state_jobs_cb cb,
+    void *arg)
+{
+	return tg_state_sq_read(tg_state_sq_op_new(impl, SQ_NONE, run_publish, answer_none,
+	    (void (*)(void))cb, arg));
 }
 
 static void
