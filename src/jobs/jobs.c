@@ -9,7 +9,9 @@
  * may answer later: the request then waits in its slot (struct jobs_req)
  * and goes on from the callback. A read that comes while owner records
  * are still on their way to the store waits for them, so that a job is
- * never readable by another key just after its creation.
+ * never readable by another key just after its creation. While the state
+ * cannot answer, a job this instance created or looked up lately keeps
+ * its owner (known.c); others get 503 OWNERSHIP_UNAVAILABLE.
  *
  * The job id is read from the query once (tg_route_query_one): a query the
  * vendor could read another way is refused, and the upstream request is
@@ -170,6 +172,7 @@ jobs_owners_stop(struct jobs *j)
 		TAILQ_REMOVE(&j->deferred, q, defer_next);
 		q->deferred = 0;
 	}
+	jobs_known_free(j);
 }
 
 /* 400 VALIDATION_FAILED naming the query (path ""), as for other query
@@ -283,6 +286,13 @@ on_lookup(const struct tg_state_res *res, const char *owner, void *arg)
 	q->owner = res->rc == TG_STATE_OK && owner != NULL ? tg_xstrdup(owner) : NULL;
 	if (q->look_rc == TG_STATE_OK && q->owner == NULL)
 		q->look_rc = TG_STATE_ERROR;
+	if (q->owner != NULL)
+		jobs_known_put(jobs_of(q->r), q->fam, q->job, q->owner);
+	else if (q->look_rc == TG_STATE_UNAVAILABLE &&
+	    (owner = jobs_known_get(jobs_of(q->r), q->fam, q->job)) != NULL) {
+		q->look_rc = TG_STATE_OK;	/* the state is away: what this instance saw */
+		q->owner = tg_xstrdup(owner);
+	}
 	if (q->in_lookup)
 		return;		/* answered inside the call: lookup_start goes on */
 	if (verdict(q) == 0)
@@ -385,6 +395,7 @@ jobs_owner_record(struct gw_req *r, struct evbuffer *body)
 		rec->j = j;
 		snprintf(rec->id, sizeof(rec->id), "%s", r->id);
 		rec->cid = tg_xstrdup(cid);
+		jobs_known_put(j, fam, cid, r->key->name);
 		TAILQ_INSERT_TAIL(&j->records, rec, next);
 		op = tg_state_owners_record(j->state, fam, cid, r->key->name, tg_clock_now_ms(),
 		    on_recorded, rec);

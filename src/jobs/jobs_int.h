@@ -19,6 +19,7 @@ struct jobs_poll;
 struct jobs_spool;
 struct jobs_spool_rd;
 struct jobs_record;
+struct jobs_known;
 struct poll_entry;
 struct tg_state;
 struct tg_state_op;
@@ -34,6 +35,7 @@ struct jobs {
 	int64_t pruned;			/* rows the last prune removed */
 	TAILQ_HEAD(, jobs_record) records;	/* owner records not yet durable */
 	TAILQ_HEAD(, jobs_req) deferred;	/* job reads waiting for them (jobs.c) */
+	struct jobs_known *known;	/* owners seen lately (known.c); NULL: none yet */
 };
 
 /* One request's part in the feature (r->slot[id]), made on first use. */
@@ -55,6 +57,13 @@ struct jobs_req {
 	char *owner;			/* its key (malloc'd), when look_rc is 0 */
 	struct tg_err look_err;
 };
+
+/* known.c */
+/** Remember that job (of family fam) is owner's (all borrowed, copied). */
+void jobs_known_put(struct jobs *j, const char *fam, const char *job, const char *owner);
+/** The owner remembered for job of fam (borrowed from j), or NULL. */
+const char *jobs_known_get(const struct jobs *j, const char *fam, const char *job);
+void jobs_known_free(struct jobs *j);	/* what j remembers; j borrowed */
 
 /* slot.c */
 /** The request slot the core gave the feature (gw_feature_register). */
