@@ -4,12 +4,14 @@ bench/s8_fleet.py - scenario 8: a fleet of gateways on one PostgreSQL
 (state.url, docs/fleet.md), against one gateway and against SQLite state.
 
 Needs a PostgreSQL cluster named by the PG* variables (run under
-`pg_virtualenv -v 15`); each fleet gets a schema of its own, created and
+pg_virtualenv, below); each fleet gets a schema of its own, created and
 dropped with psql (postgresql:///?options=-csearch_path%3D<schema>).
 Without PG* it says so on stderr and exits 0 (bench/run keeps the last
-section). Every gateway is the release tidegate of --build, pinned to
-SUT_CPU; the emulator (tidegate-emulator), the nginx stub, wrk, the webhook
-receiver and this script's clients to LOAD_CPU; PostgreSQL is not pinned.
+section; without PG* bench/run itself starts a throwaway cluster for it
+when PostgreSQL 15 is installed, and sets TG_BENCH_PG to say how). Every
+gateway is the release tidegate of --build, pinned to SUT_CPU; the
+emulator (tidegate-emulator), the nginx stub, wrk, the webhook receiver and
+this script's clients to LOAD_CPU; PostgreSQL is not pinned.
 
 1. Vendor logins for a cold burst. Each round, per setup (1 instance on
    PostgreSQL, 3 instances on one PostgreSQL, and for reference 3
@@ -28,9 +30,10 @@ receiver and this script's clients to LOAD_CPU; PostgreSQL is not pinned.
    delta per job per interval.
 3. Proxied GET, one instance, PostgreSQL against SQLite state: wrk, 64
    connections, --seconds per run, GET /public/v1/bench answered by the
-   nginx stub; interleaved rounds. Also the CPU time of the gateway's
-   PostgreSQL backends and the transaction ids assigned during the runs
-   (both ~0 if the proxy path leaves the database alone).
+   nginx stub; interleaved rounds. Also the gateway's CPU time per
+   request, the CPU time of its PostgreSQL backends and the transaction ids
+   assigned during the runs (both ~0 if the proxy path leaves the database
+   alone).
 4. Webhook jobs accepted per second, one instance, SQLite against
    PostgreSQL: --jobs exports with a callbackUrl (deliver mode) sent one
    after another on one connection, then 2 x --jobs over --conns
@@ -39,8 +42,13 @@ receiver and this script's clients to LOAD_CPU; PostgreSQL is not pinned.
 Medians (min-max) over --rounds rounds. Prints a Markdown section on
 stdout, progress on stderr; raw figures in bench/results/s8_fleet.json.
 
-    pg_virtualenv -v 15 /usr/bin/python3 bench/s8_fleet.py [--rounds 3]
-        [--build build-release] [--quick]
+    pg_virtualenv -t -o fsync=on -v 15 /usr/bin/python3 bench/s8_fleet.py
+        [--rounds 5] [--build build-release] [--quick]
+
+pg_virtualenv: -t keeps the throwaway cluster in a directory of its own
+(as root it would otherwise take the system's 15/regress, which a test run
+may hold); -o fsync=on because it turns fsync off by default, and SQLite
+commits durably.
 
 --quick: 1 round, shorter runs (indicative).
 """
@@ -70,6 +78,7 @@ PROXY_CONNS = 64
 LOGIN = "POST /public/v1/authenticate"
 SIM_LOGIN = "POST /api/oauth2/token"
 EXPORT_GET = "GET /public/export"
+MODES = {"poll": f"poll every {POLL_EVERY_MS} ms", "long-poll": f"long-poll ?wait={LONG_WAIT_S}"}
 SECRET = "whsec_" + base64.b64encode(b"tidegate-bench-fleet-secret-0001").decode()
 
 
@@ -287,14 +296,15 @@ def poll_run(a, emu, pg, schema, gws, mode):
 
 def proxy_run(a, gw, pg):
     pids = pg.backends() if pg else []
-    c0, x0 = cpu_ms(pids), (pg.xid() if pg else 0)
+    c0, x0, g0 = cpu_ms(pids), (pg.xid() if pg else 0), cpu_ms(gw.pids)
     r = lib.wrk(gw.url + "/public/v1/bench", PROXY_CONNS, a.seconds, headers=gw.headers)
-    c1, x1 = cpu_ms(pids), (pg.xid() if pg else 0)
+    c1, x1, g1 = cpu_ms(pids), (pg.xid() if pg else 0), cpu_ms(gw.pids)
     return {"rps": r["rps"], "p50": r.get("p50", float("nan")),
             "p99": r.get("p99", float("nan")), "requests": r["requests"],
             "bad": r["errors"] + r["non2xx"], "pg_cpu_ms": c1 - c0,
             "pg_xids": (x1 - x0 - 1) if pg else 0,   # less the xid of the first query
-            "pg_backends": len(pids)}
+            "pg_backends": len(pids),
+            "gw_cpu_us": (g1 - g0) * 1000.0 / max(1, r["requests"])}
 
 
 # ---- 4. webhook jobs ----
@@ -369,11 +379,17 @@ def med_ratio(xs, ys):
 def report(a, cmd, pgver, dur, res, errors):
     print("### 8. A fleet on one PostgreSQL: logins, polls, proxy, webhooks\n")
     print(f"    {cmd}\n")
-    print(f"PostgreSQL {pgver} from the PG* variables (fsync {dur['fsync']}, "
+    where = (f"a throwaway cluster of `{os.environ['TG_BENCH_PG']}` started by bench/run"
+             if os.environ.get("TG_BENCH_PG") else
+             f"the cluster of the PG* variables ({os.environ.get('PGHOST', 'socket')}:"
+             f"{os.environ.get('PGPORT', '5432')})")
+    print(f"PostgreSQL {pgver}, {where} (fsync {dur['fsync']}, "
           f"synchronous_commit {dur['synchronous_commit']}), a fresh schema per fleet; "
           f"every gateway on core "
           f"{lib.SUT_CPU}, emulator, stub, wrk and clients on core {lib.LOAD_CPU}; "
-          f"median (min-max) over {a.rounds} round(s).\n")
+          f"median (min-max) over {a.rounds} round(s). Load average (1 min) at the start "
+          f"and at the end: {res['load'][0]:.2f}, {res['load'][-1]:.2f} (this scenario's "
+          f"own load included; more means other work shared the cores).\n")
 
     rows = res["logins"]
     print(f"Vendor logins for a cold burst: fresh gateways (and schema) each round, the "
@@ -399,8 +415,8 @@ def report(a, cmd, pgver, dur, res, errors):
     rows = res["polls"]
     print(f"Upstream polls of one export kept IN_PROGRESS: a fresh job per run, "
           f"{a.clients} clients spread round robin over the instances for "
-          f"{a.poll_seconds} s, poll.interval {INTERVAL_S:g} s; \"poll\": each client "
-          f"polls every {POLL_EVERY_MS} ms (wrk paced), \"long-poll\": back-to-back "
+          f"{a.poll_seconds} s, poll.interval {INTERVAL_S:g} s; each client polls every "
+          f"{POLL_EVERY_MS} ms (wrk paced), or sends back-to-back long-polls "
           f"`?wait={LONG_WAIT_S}`. Upstream calls are the emulator's `{EXPORT_GET}` "
           f"delta.\n")
     table = []
@@ -409,12 +425,12 @@ def report(a, cmd, pgver, dur, res, errors):
         for n in (1, 3):
             rs = [r for r in rows if r["instances"] == n and r["mode"] == mode]
             pm[(mode, n)] = [r["per_interval"] for r in rs]
-            table.append([mode, n, lib.fmt([r["client"] for r in rs]),
+            table.append([MODES[mode], n, lib.fmt([r["client"] for r in rs]),
                           lib.fmt([r["upstream"] for r in rs]),
                           lib.fmt([r["per_interval"] for r in rs], 2),
                           sum(r["bad"] for r in rs)])
         ratio = med_ratio(pm[(mode, 3)], pm[(mode, 1)])
-        table.append([mode, "3 ÷ 1", "", "", lib.fmt(ratio, 2), ""])
+        table.append([MODES[mode], "3 ÷ 1", "", "", lib.fmt(ratio, 2), ""])
     print(lib.table(["clients", "instances", "client polls", "upstream GETs",
                      f"upstream per job per {INTERVAL_S:g} s", "errors + non-2xx"], table))
     print()
@@ -422,7 +438,9 @@ def report(a, cmd, pgver, dur, res, errors):
     rows = res["proxy"]
     print(f"Proxied GET through one instance: wrk, 1 thread, {PROXY_CONNS} connections, "
           f"{a.seconds} s per run, GET /public/v1/bench answered by the nginx stub, the "
-          f"two gateways interleaved. PostgreSQL backend CPU: user + system time of the "
+          f"two gateways interleaved. Gateway CPU: user + system time of the gateway "
+          f"process per request (less sensitive to other load on the machine than "
+          f"requests/s). PostgreSQL backend CPU: user + system time of the "
           f"gateway's PostgreSQL server processes during the run; transaction ids: "
           f"those assigned (writes) in the database during the run.\n")
     table = []
@@ -430,6 +448,7 @@ def report(a, cmd, pgver, dur, res, errors):
         rs = [r for r in rows if r["state"] == st]
         table.append([st, lib.fmt([r["rps"] for r in rs]), lib.fmt([r["p50"] for r in rs], 2),
                       lib.fmt([r["p99"] for r in rs], 2),
+                      lib.fmt([r["gw_cpu_us"] for r in rs], 1),
                       lib.fmt([r["pg_cpu_ms"] for r in rs]) if st == "PostgreSQL" else "—",
                       lib.fmt([r["pg_xids"] for r in rs]) if st == "PostgreSQL" else "—",
                       sum(r["bad"] for r in rs)])
@@ -439,8 +458,10 @@ def report(a, cmd, pgver, dur, res, errors):
     table.append(["PostgreSQL ÷ SQLite", lib.fmt(ratio, 3),
                   lib.fmt(med_ratio([r["p50"] for r in pq], [r["p50"] for r in sq]), 2),
                   lib.fmt(med_ratio([r["p99"] for r in pq], [r["p99"] for r in sq]), 2),
-                  "", "", ""])
-    print(lib.table(["state", "requests/s", "p50 ms", "p99 ms", "PostgreSQL backend CPU ms",
+                  lib.fmt(med_ratio([r["gw_cpu_us"] for r in pq],
+                                    [r["gw_cpu_us"] for r in sq]), 3), "", "", ""])
+    print(lib.table(["state", "requests/s", "p50 ms", "p99 ms", "gateway CPU µs/request",
+                     "PostgreSQL backend CPU ms",
                      "transaction ids", "errors + non-2xx"], table))
     print()
 
@@ -464,7 +485,8 @@ def report(a, cmd, pgver, dur, res, errors):
             for r in rs:
                 for c, k in r["other"].items():
                     other[c] = other.get(c, 0) + k
-            table.append([f"{kind}: {rs[0]['jobs']} jobs, {conns} connection(s)", st,
+            table.append([f"{kind}: {rs[0]['jobs']} jobs, {conns} "
+                          f"connection{'s' if conns > 1 else ''}", st,
                           lib.fmt([r["per_s"] for r in rs]),
                           lib.fmt([r["deliver_s"] for r in rs], 2, "s"),
                           f"{sum(r['accepted'] for r in rs)}/{sum(r['jobs'] for r in rs)}",
@@ -510,7 +532,7 @@ def report(a, cmd, pgver, dur, res, errors):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--build", default=lib.BUILD, help="build directory (tidegate, "
                     "tidegate-emulator); default $TG_BENCH_BUILD or build-release")
     ap.add_argument("--burst", type=int, default=300, help="part 1: requests in the burst")
@@ -518,14 +540,14 @@ def main():
     ap.add_argument("--clients", type=int, default=30, help="part 2: clients of one job")
     ap.add_argument("--poll-seconds", type=int, default=5, help="part 2: length of a run")
     ap.add_argument("--seconds", type=int, default=3, help="part 3: wrk duration per run")
-    ap.add_argument("--jobs", type=int, default=100, help="part 4: sequential exports "
+    ap.add_argument("--jobs", type=int, default=300, help="part 4: sequential exports "
                     "(twice as many concurrent)")
     ap.add_argument("--conns", type=int, default=8, help="part 4: concurrent connections")
     ap.add_argument("--deliver-timeout", type=int, default=60)
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if a.quick:
-        a.rounds, a.poll_seconds, a.seconds, a.jobs, a.burst = 1, 3, 2, 50, 150
+        a.rounds, a.poll_seconds, a.seconds, a.jobs, a.burst = 1, 3, 2, 100, 150
     if not (1 <= a.rounds <= 20 and 1 <= a.burst <= 3000 and 3 <= a.clients <= 300
             and 2 <= a.poll_seconds <= 60 and 1 <= a.seconds <= 60 and 1 <= a.jobs <= 5000
             and 1 <= a.conns <= 32 and 0 <= a.login_ms <= 10000
@@ -537,8 +559,8 @@ def main():
     if not (os.environ.get("PGHOST") or os.environ.get("PGPORT")
             or os.environ.get("PGDATABASE")):
         print("s8_fleet: skipped: no PostgreSQL (no PG* variables); run it under "
-              "`pg_virtualenv -v 15 /usr/bin/python3 bench/s8_fleet.py` (or "
-              "`pg_virtualenv -v 15 bench/run s8`)", file=sys.stderr)
+              "`pg_virtualenv -t -o fsync=on -v 15 /usr/bin/python3 bench/s8_fleet.py` "
+              "(or `pg_virtualenv -t -o fsync=on -v 15 bench/run s8`)", file=sys.stderr)
         return 0
     a.build = os.path.abspath(a.build)
     for exe in ("tidegate", "tidegate-emulator"):
@@ -553,7 +575,8 @@ def main():
         log("s8: PostgreSQL runs with fsync off (pg_virtualenv's default): its commits "
             "are not durable, SQLite's are; give pg_virtualenv -o fsync=on to compare "
             "like with like")
-    res = {"logins": [], "polls": [], "proxy": [], "webhooks": []}
+    res = {"logins": [], "polls": [], "proxy": [], "webhooks": [],
+           "load": [os.getloadavg()[0]]}
     errors = []
     started = []
     receivers = []
@@ -611,7 +634,7 @@ def main():
                 log(f"s8 proxy round {i + 1}, {st}: {r['rps']:,.0f} req/s, p50 "
                     f"{r['p50']:.2f} ms, p99 {r['p99']:.2f} ms, bad {r['bad']}, PostgreSQL "
                     f"CPU {r['pg_cpu_ms']:.0f} ms over {r['pg_backends']} backends, xids "
-                    f"{r['pg_xids']}")
+                    f"{r['pg_xids']}, gateway CPU {r['gw_cpu_us']:.1f} us/request")
         errors.extend(gateway_errors([sq, pgw]))
         stop_all(started)
         pg.drop(schema)
@@ -640,6 +663,7 @@ def main():
                         f"{r['per_s']:.0f} accepted/s, all delivered after "
                         f"{r['deliver_s']:.2f} s, other {r['other']}")
         errors.extend(gateway_errors([s["gw"] for s in systems.values()]))
+        res["load"].append(os.getloadavg()[0])
     finally:
         stop_all(started)
         for r in receivers:
