@@ -144,6 +144,7 @@ first_conn(struct pg *pg, struct tg_err *err)
 		PQfinish(c);
 		return NULL;
 	}
+	tg_state_pg_quiet(pg, c);
 	if (tg_state_pg_migrate(c, pg->secret, err) != 0 || (pg->runs &&
 	    tg_state_pg_sweeps_recover(c, pg->instance, pg->secret, err) != 0)) {
 		PQfinish(c);

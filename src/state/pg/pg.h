@@ -195,6 +195,8 @@ void tg_state_pg_notifies(struct pg_conn *k);
 void tg_state_pg_listening(struct pg_conn *k);
 /** This instance leads key (borrowed) until mono ms (0: no longer). */
 void tg_state_pg_lead_held(struct pg *pg, const char *key, int64_t until);
+/** c's (borrowed) server notices go to pg's (borrowed) debug log. */
+void tg_state_pg_quiet(struct pg *pg, PGconn *c);
 /** Free what pg_wake.c keeps in pg (borrowed). */
 void tg_state_pg_wake_free(struct pg *pg);
 void tg_state_pg_listen(void *impl, void (*wake)(void *ctx, const char *topic,

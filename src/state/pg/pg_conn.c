@@ -427,6 +427,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 		conn_fail(k, k->c != NULL ? PQerrorMessage(k->c) : "out of memory");
 		return;
 	}
+	tg_state_pg_quiet(k->pg, k->c);
 	k->st = PG_CONNECTING;
 	evtimer_add(k->timer, &tv);
 	watch(k, EV_WRITE, 1);

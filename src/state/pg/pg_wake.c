@@ -128,6 +128,25 @@ tg_state_pg_notify(void *impl, const char *topic, const char *what, tg_state_don
 	return tg_state_pg_submit(o, PG_ANY);
 }
 
+/* A server's NOTICE (e.g. "relation … already exists, skipping" while
+ * migrating): a debug log line, never stderr outside the JSON log. */
+static void
+on_notice(void *arg, const char *msg)
+{
+	const struct pg *pg = arg;
+	struct tg_err e;
+
+	tg_state_pg_err(&e, "", msg, pg->secret);
+	tg_log(TG_LOG_DEBUG, "state_pg_notice", TG_LS("message", e.msg));
+}
+
+void
+tg_state_pg_quiet(struct pg *pg, PGconn *c)
+{
+	if (c != NULL)
+		(void)PQsetNoticeProcessor(c, on_notice, pg);
+}
+
 /* ---- leads held ---- */
 
 void
