@@ -14,6 +14,8 @@
 int64_t tg_clock_now_ms(void);
 /** Monotonic milliseconds (not affected by advancing). */
 int64_t tg_clock_mono_ms(void);
+/** Monotonic microseconds (latencies below a millisecond). */
+int64_t tg_clock_mono_us(void);
 /** Move wall time forward by ms (never backwards: negative is ignored). */
 void tg_clock_advance_ms(int64_t ms);
 /** Total offset applied so far. */

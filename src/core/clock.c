@@ -22,12 +22,18 @@ tg_clock_now_ms(void)
 }
 
 int64_t
-tg_clock_mono_ms(void)
+tg_clock_mono_us(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t
+tg_clock_mono_ms(void)
+{
+	return tg_clock_mono_us() / 1000;
 }
 
 void

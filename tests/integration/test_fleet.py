@@ -42,9 +42,8 @@ def start_fleet(make_gateway, emulator, url, n=3, extra=None):
                                     "keys": keys, **(extra or {})}) for i in range(n)]
 
 
-def test_cold_burst_over_three_instances_logs_in_once(emulator, make_gateway, pg_url):
-    gws = start_fleet(make_gateway, emulator, pg_url)
-
+def burst(gws, n):
+    """n reads of unknown exports spread over gws, 30 at a time: their codes."""
     def one(i):
         gw = gws[i % len(gws)]
         return requests.get(gw.dex + "/public/export",
@@ -52,8 +51,12 @@ def test_cold_burst_over_three_instances_logs_in_once(emulator, make_gateway, pg
                             headers=gw.headers(), timeout=30).status_code
 
     with concurrent.futures.ThreadPoolExecutor(30) as pool:
-        codes = list(pool.map(one, range(300)))
-    assert set(codes) == {404}          # the emulator's answer for an unknown id
+        return list(pool.map(one, range(n)))
+
+
+def test_cold_burst_over_three_instances_logs_in_once(emulator, make_gateway, pg_url):
+    gws = start_fleet(make_gateway, emulator, pg_url)
+    assert set(burst(gws, 300)) == {404}    # the emulator's answer for an unknown id
     assert emulator.calls("POST /public/v1/authenticate") == 1
     assert emulator.calls("GET /public/export") == 300
     for gw in gws:
@@ -66,20 +69,10 @@ def test_cold_burst_over_three_instances_logs_in_once(emulator, make_gateway, pg
 def test_vendor_401_after_revocation_makes_one_login_for_the_fleet(emulator, make_gateway,
                                                                   pg_url):
     gws = start_fleet(make_gateway, emulator, pg_url)
-
-    def burst(n):
-        def one(i):
-            gw = gws[i % len(gws)]
-            return requests.get(gw.dex + "/public/export",
-                                params={"correlationId": "nope-" + uuid.uuid4().hex},
-                                headers=gw.headers(), timeout=30).status_code
-        with concurrent.futures.ThreadPoolExecutor(30) as pool:
-            return list(pool.map(one, range(n)))
-
-    assert set(burst(60)) == {404}
+    assert set(burst(gws, 60)) == {404}
     assert emulator.calls("POST /public/v1/authenticate") == 1
     requests.post(emulator.dex + "/__emulator/revoke", timeout=5).raise_for_status()
-    assert set(burst(150)) == {404}     # each refused once, replayed with the new token
+    assert set(burst(gws, 150)) == {404}    # each refused once, replayed with the new token
     assert emulator.calls("POST /public/v1/authenticate") == 2
     replays = sum(gw.metric("tidegate_token_replays_total") for gw in gws)
     assert replays >= 3, replays        # every instance met the 401

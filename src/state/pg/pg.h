@@ -184,8 +184,6 @@ const char *tg_state_pg_stmt_name(int i);
 
 #define PG_CHANNEL	"tidegate"	/* the one NOTIFY channel of a fleet */
 
-/** Monotonic microseconds. */
-int64_t tg_state_pg_now_us(void);
 /** An operation of pg (borrowed) was answered by the server after us µs. */
 void tg_state_pg_lat(struct pg *pg, int64_t us);
 /** The wake-ups that came on k (borrowed) go to the seam's watches. */

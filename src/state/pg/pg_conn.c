@@ -37,6 +37,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/log.h"
 #include "pg.h"
 
@@ -455,7 +456,7 @@ complete(struct pg_conn *k, PGresult *r)
 		k->op = NULL;
 		k->st = PG_IDLE;
 		o->conn = NULL;
-		tg_state_pg_lat(k->pg, tg_state_pg_now_us() - o->sent_us);
+		tg_state_pg_lat(k->pg, tg_clock_mono_us() - o->sent_us);
 		if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
 			o->res.rc = TG_STATE_OK;
 		else {
@@ -530,7 +531,7 @@ dispatch(struct pg *pg)
 			pg->tail = &pg->head;
 		o->next = NULL;
 		o->conn = k;
-		o->sent_us = tg_state_pg_now_us();
+		o->sent_us = tg_clock_mono_us();
 		k->op = o;
 		k->st = PG_BUSY;
 		if (!PQsendQueryPrepared(k->c, tg_state_pg_stmt_name(o->stmt), o->nparams,

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tidegate/clock.h"
 #include "tidegate/log.h"
@@ -30,15 +29,6 @@
 static const double lat_le[TG_STATE_LAT_BUCKETS] = {
 	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.05, 0.25,
 };
-
-int64_t
-tg_state_pg_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 void
 tg_state_pg_lat(struct pg *pg, int64_t us)
