@@ -135,6 +135,8 @@ struct gw_req {
 	uint64_t bytes;
 	int64_t t0;
 	const char *origin;		/* features may set */
+	const char *retry;		/* why the vendor was asked again, or NULL
+					 * (tg_up_req_why; static) */
 	const char *error;		/* short reason for the access log (features may set) */
 	struct gw_flush *flush;		/* reply handed over, not yet written */
 	struct evbuffer *body;		/* normalised body sent instead of the client's

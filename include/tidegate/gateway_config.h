@@ -58,6 +58,10 @@ struct gw_config {
 	struct gw_service_cfg dex, sim;
 	int64_t connect_timeout, read_timeout, queue_timeout;
 	long long max_conns, max_idle, max_conns_per_key;
+	/* failover.*: two origins used as one (upstream.h) */
+	long long eject_after, retry_budget_pct, retry_budget_min;
+	int64_t eject_time, eject_max, probe_interval, retry_after_max;
+	char *probe_path;
 	int tls_verify;
 	char *tls_ca_file;
 	struct gw_key_cfg *keys;

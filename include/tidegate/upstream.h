@@ -52,6 +52,20 @@ struct tg_upstream_opts {
 	size_t max_conns_per_owner;	/* connections of one origin one owner may hold at
 					 * once (tg_up_req_set_owner); capped at max_conns */
 	int64_t queue_timeout_ms;	/* longest wait in the queue for a connection */
+	/* Two origins (a fallback_url): outlier ejection and failover. */
+	int eject_after;		/* consecutive failures that eject an origin
+					 * (0: 3; negative: never) */
+	int64_t eject_base_ms;		/* first ejection (0: 30 s), doubled by each
+					 * repeat up to eject_max_ms (0: 5 min) */
+	int64_t eject_max_ms;
+	const char *probe_path;		/* GET to bring an ejected origin back (copied;
+					 * NULL: "/"): any answer below 500 */
+	int64_t probe_interval_ms;	/* between probes (0: 5 s) */
+	int retry_budget_pct;		/* retries and failovers in flight at most this
+					 * share of the requests in flight (0: 20) */
+	int retry_budget_min;		/* ... or this many (0: 3) */
+	int64_t retry_after_max_ms;	/* a 503's Retry-After keeps an origin out at
+					 * most this long (0: 60 s) */
 };
 
 enum tg_up_error {
@@ -71,6 +85,10 @@ enum tg_up_error {
 				 * certificate was refused (chain, host name, IP
 				 * address): nothing was sent; tg_up_req_detail
 				 * names the reason */
+	TG_UP_DOWN,		/* every origin is out of service (ejected, or
+				 * holding a Retry-After): nothing was sent;
+				 * tg_up_req_detail names each and its last
+				 * error, tg_up_req_retry_after says when to try */
 };
 
 struct tg_upstream;
@@ -124,13 +142,22 @@ const char *tg_upstream_base_path(const struct tg_upstream *u);
  * request, owned by the pool (borrowed): valid until on_done returns or
  * tg_up_req_cancel.
  *
- * A primary that cannot be connected to (nothing sent) hands the request
- * to the fallback, with the primary's base path swapped for the
- * fallback's. An attempt that fails before any response byte is retried
- * once on a fresh connection if the method is idempotent (GET, HEAD, PUT,
- * DELETE, OPTIONS) or nothing was sent; timeouts and rejected
- * certificates are not retried. A uri holding a CTL, space or non-ASCII
- * byte is never sent: on_done gets TG_UP_BAD_TARGET.
+ * With two origins, a request goes to the primary while it is in
+ * service, else to the fallback (the primary's base path swapped for the
+ * fallback's); with both out, it fails at once with TG_UP_DOWN. An attempt
+ * that fails is tried once on the other origin when that one is in
+ * service and the retry budget allows: any request that was not sent
+ * (connect, TLS), and an idempotent one (GET, HEAD, PUT, DELETE, OPTIONS)
+ * after a reset, a timeout or a 502/503/504 answer (the answer is then
+ * dropped unseen). A 503 with Retry-After keeps its origin out that long;
+ * a 429 is the caller's. eject_after consecutive failures take an origin
+ * out of service for eject_base_ms, doubling with each repeat; once that
+ * has passed, a probe (GET probe_path, every probe_interval_ms) that gets
+ * any answer below 500 brings it back. With one origin nothing is ejected,
+ * and an idempotent request (or one not sent) is retried once on a fresh
+ * connection after a reset; timeouts and rejected certificates are not.
+ * A uri holding a CTL, space or non-ASCII byte is never sent: on_done
+ * gets TG_UP_BAD_TARGET.
  *
  * Requests wait in the queue while the origin holds max_conns connections
  * or while their owner holds max_conns_per_owner of them; the oldest
@@ -178,6 +205,13 @@ void tg_up_req_set_owner(struct tg_up_req *r, const char *owner);
 /** "primary" or "fallback": which origin answered (valid from on_head);
  * static, borrowed; r is borrowed. */
 const char *tg_up_req_origin(const struct tg_up_req *r);
+/** Why r went to the fallback, or was tried again ("connect", "reset",
+ * "timeout", "tls", "502", "503", "504", "ejected": the primary was out of
+ * service), or NULL (static, borrowed; r borrowed). */
+const char *tg_up_req_why(const struct tg_up_req *r);
+/** With TG_UP_DOWN: seconds until an origin may be in service again
+ * (at least 1); else 0. r borrowed. */
+int tg_up_req_retry_after(const struct tg_up_req *r);
 /**
  * The request headers r will send (borrowed): a caller may add to them
  * right after tg_upstream_send returns (the request starts from the event
@@ -209,7 +243,31 @@ struct tg_up_req *tg_upstream_fetch(struct tg_upstream *u, enum evhttp_cmd_type 
 struct tg_upstream_stats {
 	size_t idle, busy, queued;
 	unsigned long long requests, retries, failovers, connect_errors, queue_timeouts;
+	unsigned long long down;	/* requests failed with TG_UP_DOWN */
 };
+
+/* Reasons of failovers and retries, in tg_upstream_origin_stats. */
+enum tg_up_why { TG_UP_WHY_CONNECT, TG_UP_WHY_RESET, TG_UP_WHY_TIMEOUT, TG_UP_WHY_TLS,
+	TG_UP_WHY_502, TG_UP_WHY_503, TG_UP_WHY_504, TG_UP_WHY_EJECTED, TG_UP_NWHY };
+/** Name of a reason (static, borrowed). */
+const char *tg_up_why_str(enum tg_up_why w);
+
+/* One origin's health: now, and counts since _new. */
+struct tg_upstream_origin_stats {
+	const char *name;		/* "primary" / "fallback" (static) */
+	const char *host;		/* host[:port] (borrowed from u) */
+	int in_service;			/* 0: ejected or holding a Retry-After */
+	int64_t out_ms;			/* while out: ms until it may come back */
+	int fails;			/* consecutive failures now */
+	const char *last_error;		/* borrowed; "" when none */
+	unsigned long long ejections, probes, probe_failures;
+	unsigned long long failovers[TG_UP_NWHY];	/* away from this origin, by reason */
+	unsigned long long retries[TG_UP_NWHY];		/* again on this origin, by reason */
+};
+/** Origin i (0 primary, 1 fallback) of u into st (borrowed): 0, or -1 when
+ * u has no such origin. */
+int tg_upstream_origin_stats(const struct tg_upstream *u, int i,
+    struct tg_upstream_origin_stats *st);
 /** st is filled (borrowed; u borrowed). */
 void tg_upstream_get_stats(const struct tg_upstream *u, struct tg_upstream_stats *st);
 

@@ -215,6 +215,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	render_clients(gw, b);
 	render_owners(gw, b);
 	gw_admin_state_metrics(gw, b);
+	gw_admin_origins_metrics(gw, b);
 	gw_scrape(gw, req, b);	/* takes b; replies once every feature's part is in */
 }
 
@@ -236,6 +237,7 @@ readyz(struct gw *gw, struct evhttp_request *req)
 		tg_json_kv_str(g, s->name, state);
 	}
 	yajl_gen_map_close(g);
+	gw_admin_origins_ready(gw, g);
 	if (!gw_admin_state_ready(gw, g))
 		tg_json_kv_bool(g, "degraded", 0);
 	tg_json_kv_bool(g, "ready", ready);

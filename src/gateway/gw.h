@@ -143,6 +143,10 @@ void gw_admin_on_request(struct evhttp_request *req, void *arg);
  * member of /readyz (g borrowed): 1 when degraded (the reason given). */
 void gw_admin_state_metrics(struct gw *gw, struct evbuffer *out);
 int gw_admin_state_ready(struct gw *gw, yajl_gen g);
+/* admin_origins.c: the vendor origins' series on /metrics (out borrowed)
+ * and their member of /readyz (g borrowed). */
+void gw_admin_origins_metrics(struct gw *gw, struct evbuffer *out);
+void gw_admin_origins_ready(struct gw *gw, yajl_gen g);
 void gw_metrics_declare(struct tg_metrics *m);
 
 #endif

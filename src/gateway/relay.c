@@ -88,6 +88,7 @@ on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *a
 
 	r->upstream_status = status;
 	r->origin = tg_up_req_origin(gw_vcall_upstream(c));
+	r->retry = tg_up_req_why(gw_vcall_upstream(c));
 	out = evhttp_request_get_output_headers(r->req);
 	TAILQ_FOREACH(kv, headers, next)
 		if (!is_hop_by_hop(kv->key, conn))

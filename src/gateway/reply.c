@@ -70,7 +70,7 @@ access_log(struct gw_req *r)
 	    TG_LS("method", r->method), TG_LS("path", r->path), TG_LI("status", r->status),
 	    TG_LI("upstream_status", r->upstream_status), TG_LI("bytes", r->bytes),
 	    TG_LI("ms", ms), TG_LS("key", r->key ? r->key->name : NULL),
-	    TG_LS("origin", r->origin), TG_LS("error", r->error));
+	    TG_LS("origin", r->origin), TG_LS("retry", r->retry), TG_LS("error", r->error));
 }
 
 void
@@ -225,6 +225,9 @@ error_status(enum tg_up_error err, const char **code)
 	case TG_UP_BUSY:
 		*code = "UPSTREAM_BUSY";
 		return 503;
+	case TG_UP_DOWN:
+		*code = "UPSTREAM_UNAVAILABLE";
+		return 503;
 	default:
 		*code = "UPSTREAM_ERROR";
 		return 502;
@@ -244,10 +247,22 @@ gw_upstream_error(enum tg_up_error err, const char *detail, const char *svc, con
 	else if (err == TG_UP_BUSY)
 		snprintf(msg, len, "the %s vendor %s is busy: %s", svc, what,
 		    detail != NULL && *detail != '\0' ? detail : "no connection came free");
+	else if (err == TG_UP_DOWN)
+		snprintf(msg, len, "the %s vendor %s is unavailable: %s", svc, what,
+		    detail != NULL && *detail != '\0' ? detail : "every origin is out of service");
 	else
 		snprintf(msg, len, "the %s vendor %s could not be reached: %s", svc, what,
 		    tg_up_error_str(err));
 	return status;
+}
+
+static int
+idempotent(const struct gw_req *r)
+{
+	enum evhttp_cmd_type m = evhttp_request_get_command(r->req);
+
+	return m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD || m == EVHTTP_REQ_PUT ||
+	    m == EVHTTP_REQ_DELETE || m == EVHTTP_REQ_OPTIONS;
 }
 
 void
@@ -258,7 +273,22 @@ gw_req_reply_upstream(struct gw_req *r, const struct tg_up_req *u, enum tg_up_er
 	char msg[400];
 	int status = gw_upstream_error(err, u != NULL ? tg_up_req_detail(u) : NULL, r->svc->name,
 	    what, msg, sizeof(msg), &code);
+	char ra[16];
+	size_t n;
 
+	if (u != NULL) {
+		r->origin = err == TG_UP_DOWN ? "none" : tg_up_req_origin(u);
+		r->retry = tg_up_req_why(u);
+	}
+	if (err == TG_UP_DOWN && u != NULL) {
+		snprintf(ra, sizeof(ra), "%d", tg_up_req_retry_after(u));
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
+	} else if ((err == TG_UP_RESET || err == TG_UP_TIMEOUT || err == TG_UP_PROTOCOL) &&
+	    !idempotent(r) && (n = strlen(msg)) < sizeof(msg) - 1) {
+		snprintf(msg + n, sizeof(msg) - n, "; the request was sent and no answer came: "
+		    "it may have taken effect at the vendor (a simulation run may exist: list "
+		    "the case's runs before submitting again)");
+	}
 	gw_req_reply_error(r, status, code, msg);
 }
 

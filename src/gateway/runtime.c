@@ -79,7 +79,9 @@ service_init(struct gw *gw, struct gw_runtime *rt, int i, struct tg_err *err)
 	const struct gw_config *c = &rt->cfg;
 	struct tg_upstream_opts o = { c->connect_timeout, c->read_timeout, (size_t)c->max_conns,
 		(size_t)c->max_idle, c->tls_verify, c->tls_ca_file, (size_t)c->max_conns_per_key,
-		c->queue_timeout };
+		c->queue_timeout, c->eject_after > 0 ? (int)c->eject_after : -1, c->eject_time,
+		c->eject_max, c->probe_path, c->probe_interval, (int)c->retry_budget_pct,
+		(int)c->retry_budget_min, c->retry_after_max };
 
 	s->index = i;
 	s->name = i == GW_DEX ? "dex" : "sim";

@@ -88,6 +88,7 @@ struct poll_entry {
 	struct gw_observed *observed;	/* observers still hold the new answer */
 	struct evbuffer *fbuf;	/* the answer in flight, up to cache_max_body */
 	int f_status;
+	int f_ra;		/* the fetch's Retry-After when every origin is out */
 	const struct evkeyvalq *f_hdr;	/* borrowed from on_f_head to on_f_done */
 	struct jobs_spool *writing;	/* the answer in flight, spooled */
 	int passthrough;
@@ -575,7 +576,8 @@ on_fetched(struct poll_entry *e, int status, const struct evkeyvalq *h,
 		    msg, sizeof(msg), &code);
 		/* a queue deadline: sooner than queue_timeout is unlikely to fare better */
 		fail_waiters(e, status, code, msg, err == TG_UP_BUSY ?
-		    (int)((e->p->gw->rt->cfg.queue_timeout + 999) / 1000) : 0);
+		    (int)((e->p->gw->rt->cfg.queue_timeout + 999) / 1000) :
+		    err == TG_UP_DOWN ? e->f_ra : 0);
 	} else {
 		store(e, status, h, body, 0);
 		answered(e);
@@ -699,6 +701,7 @@ on_f_done(struct gw_vcall *c, enum tg_up_error err, void *arg)
 		spool_done(e, err);
 		return;
 	}
+	e->f_ra = u != NULL ? tg_up_req_retry_after(u) : 0;
 	on_fetched(e, e->f_status, err == TG_UP_OK ? e->f_hdr : NULL,
 	    err == TG_UP_OK ? e->fbuf : NULL, err, u != NULL ? tg_up_req_detail(u) : NULL);
 	evbuffer_drain(e->fbuf, evbuffer_get_length(e->fbuf));

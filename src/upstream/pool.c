@@ -33,6 +33,13 @@
 #define UP_QUEUE_TIMEOUT_MS	10000
 /* libevent's own connect timeout, a backstop behind ours (see conn_new). */
 #define UP_BACKSTOP_MS		1000
+#define UP_EJECT_AFTER		3
+#define UP_EJECT_BASE_MS	30000
+#define UP_EJECT_MAX_MS		300000
+#define UP_PROBE_INTERVAL_MS	5000
+#define UP_RETRY_BUDGET_PCT	20
+#define UP_RETRY_BUDGET_MIN	3
+#define UP_RETRY_AFTER_MAX_MS	60000
 
 static void
 ms_to_tv(int64_t ms, struct timeval *tv)
@@ -500,6 +507,33 @@ origin_init(struct tg_upstream *u, int i, const char *url, struct tg_err *err)
 	return rc;
 }
 
+/* Defaults of the two-origin options (health.c). */
+static void
+health_opts(struct tg_upstream *u)
+{
+	struct tg_upstream_opts *o = &u->opts;
+
+	if (o->eject_after == 0)
+		o->eject_after = UP_EJECT_AFTER;
+	if (o->eject_base_ms <= 0)
+		o->eject_base_ms = UP_EJECT_BASE_MS;
+	if (o->eject_max_ms <= 0)
+		o->eject_max_ms = UP_EJECT_MAX_MS;
+	if (o->eject_max_ms < o->eject_base_ms)
+		o->eject_max_ms = o->eject_base_ms;
+	if (o->probe_interval_ms <= 0)
+		o->probe_interval_ms = UP_PROBE_INTERVAL_MS;
+	if (o->retry_budget_pct <= 0)
+		o->retry_budget_pct = UP_RETRY_BUDGET_PCT;
+	if (o->retry_budget_min <= 0)
+		o->retry_budget_min = UP_RETRY_BUDGET_MIN;
+	if (o->retry_after_max_ms <= 0)
+		o->retry_after_max_ms = UP_RETRY_AFTER_MAX_MS;
+	u->probe_path = tg_xstrdup(o->probe_path != NULL && *o->probe_path == '/' ?
+	    o->probe_path : "/");
+	o->probe_path = u->probe_path;
+}
+
 static void
 opts_init(struct tg_upstream *u, const struct tg_upstream_opts *opts)
 {
@@ -525,6 +559,7 @@ opts_init(struct tg_upstream *u, const struct tg_upstream_opts *opts)
 		o->queue_timeout_ms = UP_QUEUE_TIMEOUT_MS;
 	u->ca_file = o->ca_file ? tg_xstrdup(o->ca_file) : NULL;
 	o->ca_file = u->ca_file;
+	health_opts(u);
 }
 
 static struct up_owner *
@@ -598,6 +633,8 @@ tg_upstream_new(struct event_base *base, struct evdns_base *dns, const char *url
 			goto fail;
 		u->norigins = 2;
 	}
+	for (i = 0; i < u->norigins; i++)
+		tg_upstream_health_init(&u->origin[i]);
 	if ((u->origin[0].tls || u->origin[1].tls) &&
 	    (u->ssl_ctx = tg_upstream_tls_ctx_new(&u->opts, err)) == NULL)
 		goto fail;
@@ -622,6 +659,7 @@ origin_free(struct up_origin *o)
 		TAILQ_REMOVE(&o->busy, c, entry);
 		conn_free(c);
 	}
+	tg_upstream_health_free(o);
 	free(o->host);
 	free(o->connect);
 	free(o->hosthdr);
@@ -657,6 +695,7 @@ tg_upstream_free(struct tg_upstream *u)
 	}
 	SSL_CTX_free(u->ssl_ctx);
 	free(u->ca_file);
+	free(u->probe_path);
 	free(u);
 }
 
@@ -696,6 +735,7 @@ tg_upstream_get_stats(const struct tg_upstream *u, struct tg_upstream_stats *st)
 	st->failovers = u->failovers;
 	st->connect_errors = u->connect_errors;
 	st->queue_timeouts = u->queue_timeouts;
+	st->down = u->down;
 }
 
 void

@@ -97,6 +97,8 @@ on_req_kick(evutil_socket_t fd, short what, void *arg)
 	hold(r);
 	if (r->refused)
 		complete(r, TG_UP_BAD_TARGET);
+	else if (r->down)
+		complete(r, TG_UP_DOWN);
 	else
 		deliver(r);
 	release(r);
@@ -155,44 +157,93 @@ describe(struct tg_up_req *r, const struct up_conn *c, enum tg_up_error err)
 	return err;
 }
 
-/*
- * Nothing came back on this attempt: a primary that could not be
- * connected to hands the request to the fallback (any method: nothing was
- * sent); otherwise one retry on a fresh connection for idempotent requests,
- * or for any request that provably was not sent. Timeouts are not retried
- * (the caller's time is spent and a slow upstream should not get twice the
- * load), nor rejected certificates (they do not heal in a millisecond).
- */
-static void
-attempt_failed(struct tg_up_req *r, enum tg_up_error err, int established, int sent,
-    int retryable)
+static enum tg_up_why
+why_of(enum tg_up_error err)
 {
-	struct tg_upstream *u = r->u;
+	switch (err) {
+	case TG_UP_TIMEOUT:
+		return TG_UP_WHY_TIMEOUT;
+	case TG_UP_TLS:
+		return TG_UP_WHY_TLS;
+	case TG_UP_CONNECT:
+		return TG_UP_WHY_CONNECT;
+	default:
+		return TG_UP_WHY_RESET;
+	}
+}
+
+/* The origin r may try next after failing on its own (why), or NULL: the
+ * other one in service, r not there yet, and, once r was sent, the budget
+ * (a request the origin never got costs it nothing). */
+static struct up_origin *
+failover_target(struct tg_up_req *r, int sent)
+{
+	struct up_origin *x;
+
+	if (r->probe || r->failed_over || (x = tg_upstream_other(r->o)) == NULL)
+		return NULL;
+	return !sent || tg_upstream_budget_ok(r->u) ? x : NULL;
+}
+
+static void
+fail_over(struct tg_up_req *r, struct up_origin *x, enum tg_up_why why)
+{
 	char path[128];
 
 	log_path(r, path, sizeof(path));
+	tg_log(TG_LOG_INFO, "upstream_failover", TG_LS("origin", r->o->name),
+	    TG_LS("to", x->name), TG_LS("path", path), TG_LS("why", tg_up_why_str(why)),
+	    TG_LS("reason", r->detail));
+	r->failed_over = 1;
+	r->fresh = 0;
+	r->why = (int)why;
+	r->u->failovers++;
+	r->o->h.failovers[why]++;
+	tg_upstream_budget_take(r);
+	tg_upstream_enqueue(x, r, 1);
+}
+
+/*
+ * Nothing came back on this attempt. With two origins, the other one (in
+ * service) gets it once: any request that was not sent, an idempotent one
+ * after a reset or a timeout. Else one retry on a fresh connection of the
+ * same origin for idempotent requests, or any request that provably was
+ * not sent; timeouts are not retried there (the caller's time is spent and
+ * a slow upstream should not get twice the load), nor rejected
+ * certificates (they do not heal in a millisecond).
+ */
+static void
+attempt_failed(struct tg_up_req *r, enum tg_up_error err, int stale, int sent,
+    int retryable)
+{
+	struct tg_upstream *u = r->u;
+	struct up_origin *x;
+	char path[128];
+
+	log_path(r, path, sizeof(path));
+	if (!r->probe && !stale)
+		tg_upstream_health_fail(r->o, r->detail);
 	if (!r->head && !r->got_bytes) {
-		if (!established && r->o == &u->origin[0] && u->norigins > 1 && !r->failed_over) {
-			r->failed_over = 1;
-			r->fresh = 0;
-			u->failovers++;
-			tg_log(TG_LOG_INFO, "upstream_failover", TG_LS("path", path),
-			    TG_LS("reason", r->detail));
-			tg_upstream_enqueue(&u->origin[1], r, 1);
+		if (!stale && (!sent || idempotent(r->method)) &&
+		    (x = failover_target(r, sent)) != NULL) {
+			fail_over(r, x, why_of(err));
 			return;
 		}
-		if (retryable && !r->retried && err != TG_UP_TIMEOUT &&
-		    (idempotent(r->method) || !sent)) {
+		if (retryable && !r->retried && !r->probe && !r->failed_over &&
+		    err != TG_UP_TIMEOUT && (idempotent(r->method) || !sent)) {
 			r->retried = 1;
 			r->fresh = 1;
+			r->why = (int)why_of(err);
 			u->retries++;
+			r->o->h.retries[why_of(err)]++;
 			tg_log(TG_LOG_INFO, "upstream_retry", TG_LS("origin", r->o->name),
 			    TG_LS("path", path), TG_LS("reason", r->detail));
 			tg_upstream_enqueue(r->o, r, 1);
 			return;
 		}
 	}
-	tg_log(TG_LOG_WARN, "upstream_failed", TG_LS("origin", r->o->name), TG_LS("path", path),
+	tg_log(r->probe ? TG_LOG_DEBUG : TG_LOG_WARN, "upstream_failed",
+	    TG_LS("origin", r->o->name), TG_LS("path", path),
 	    TG_LS("error", tg_up_error_str(err)), TG_LS("reason", r->detail));
 	hold(r);
 	complete(r, err);
@@ -204,13 +255,16 @@ failure(struct tg_up_req *r, struct up_conn *c)
 {
 	enum tg_up_error err = classify(c);
 	int established = c->established, sent = c->sent;
+	/* A kept-alive connection the origin had closed: not the origin's
+	 * failure; a fresh connection to it is tried first. */
+	int stale = c->nreq > 0 && err != TG_UP_TIMEOUT && !r->got_bytes && !r->head;
 
 	err = describe(r, c, err);
 	tg_upstream_req_unbind(r);
 	tg_upstream_conn_kill(c);
 	if (!established)
 		r->u->connect_errors++;
-	attempt_failed(r, err, established, sent, c->tls_verify_err == 0);
+	attempt_failed(r, err, stale, sent, c->tls_verify_err == 0);
 }
 
 /* The connection can carry another request only if the body's end was
@@ -272,6 +326,33 @@ copy_headers(struct evkeyvalq *dst, const struct evkeyvalq *src)
 		evhttp_add_header(dst, kv->key, kv->value);
 }
 
+/* A 502, 503 or 504 of o: a failure of o (a 503's Retry-After keeps it
+ * out); an idempotent request goes to the other origin, this answer
+ * dropped unseen (1: r is off c, which is closed). */
+static int
+gateway_error(struct tg_up_req *r, struct up_conn *c, int code, const struct evkeyvalq *h)
+{
+	const char *ra = code == 503 ? evhttp_find_header(h, "Retry-After") : NULL;
+	enum tg_up_why why = code == 502 ? TG_UP_WHY_502 : code == 503 ? TG_UP_WHY_503 :
+	    TG_UP_WHY_504;
+	struct up_origin *x;
+	char *end;
+	long s;
+
+	snprintf(r->detail, sizeof(r->detail), "%s answered %d", r->o->hosthdr, code);
+	tg_upstream_health_fail(r->o, r->detail);
+	if (ra != NULL && (s = strtol(ra, &end, 10)) > 0 && *end == '\0')
+		tg_upstream_health_avoid(r->o, s);
+	if (!idempotent(r->method) || (x = failover_target(r, 1)) == NULL) {
+		r->detail[0] = '\0';
+		return 0;	/* relayed as it is */
+	}
+	tg_upstream_req_unbind(r);
+	tg_upstream_conn_kill(c);
+	fail_over(r, x, why);
+	return 1;
+}
+
 static int
 on_req_head(struct evhttp_request *ereq, void *arg)
 {
@@ -283,6 +364,12 @@ on_req_head(struct evhttp_request *ereq, void *arg)
 		return -1;
 	if (code == 100)
 		return 0;
+	if (!r->probe && (code == 502 || code == 503 || code == 504)) {
+		if (gateway_error(r, c, code, evhttp_request_get_input_headers(ereq)))
+			return -1;	/* libevent drops the connection */
+	} else if (!r->probe) {
+		tg_upstream_health_ok(r->o);
+	}
 	r->head = 1;
 	r->status = code;
 	copy_headers(&r->resp_headers, evhttp_request_get_input_headers(ereq));
@@ -383,7 +470,7 @@ tg_upstream_req_fail_start(struct tg_up_req *r)
 	snprintf(r->detail, sizeof(r->detail), "cannot set up a connection to %s",
 	    r->o->hosthdr);
 	r->u->connect_errors++;
-	attempt_failed(r, TG_UP_CONNECT, 0, 0, 1);
+	attempt_failed(r, TG_UP_CONNECT, 0, 0, 1);	/* never connected: not stale */
 }
 
 void
@@ -458,6 +545,7 @@ tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method, const char 
     void *arg)
 {
 	struct tg_up_req *r = tg_xcalloc(1, sizeof(*r));
+	struct up_origin *o;
 
 	r->u = u;
 	r->method = method;
@@ -472,11 +560,20 @@ tg_upstream_send(struct tg_upstream *u, enum evhttp_cmd_type method, const char 
 	r->in = evbuffer_new();
 	r->o = &u->origin[0];
 	r->w = u->untagged;
+	r->why = -1;
 	TAILQ_INSERT_TAIL(&u->live, r, lentry);
 	u->requests++;
+	u->nlive++;
 	/* Started by the pump: no callback runs before send returns. */
-	if (!refuse_target(r))
-		tg_upstream_enqueue(&u->origin[0], r, 0);
+	if (refuse_target(r))
+		return r;
+	if ((o = tg_upstream_route(u, r)) == NULL) {
+		r->down = 1;	/* every origin out: fail fast, from the loop */
+		u->down++;
+		kick(r);
+		return r;
+	}
+	tg_upstream_enqueue(o, r, 0);
 	return r;
 }
 
@@ -506,6 +603,10 @@ tg_upstream_req_free(struct tg_up_req *r)
 	if ((c = tg_upstream_req_unbind(r)) != NULL)
 		tg_upstream_conn_kill(c);
 	TAILQ_REMOVE(&r->u->live, r, lentry);
+	if (!r->probe)
+		r->u->nlive--;
+	if (r->retrying)
+		r->u->nretrying--;
 	free(r->uri);
 	evhttp_clear_headers(&r->headers);
 	evhttp_clear_headers(&r->resp_headers);
@@ -576,6 +677,51 @@ tg_up_req_detail(const struct tg_up_req *r)
 }
 
 const char *
+tg_up_req_why(const struct tg_up_req *r)
+{
+	return r->why >= 0 ? tg_up_why_str((enum tg_up_why)r->why) : NULL;
+}
+
+int
+tg_up_req_retry_after(const struct tg_up_req *r)
+{
+	return r->down ? r->retry_after : 0;
+}
+
+/* ---- health probes (health.c) ---- */
+
+static void
+on_probe_done(struct tg_up_req *r, enum tg_up_error err, void *arg)
+{
+	tg_upstream_probe_done(r, err == TG_UP_OK ? r->status : 0);
+}
+
+struct tg_up_req *
+tg_upstream_probe_send(struct up_origin *o)
+{
+	static const struct tg_up_cbs cbs = { NULL, NULL, on_probe_done };
+	struct tg_upstream *u = o->u;
+	struct tg_up_req *r = tg_xcalloc(1, sizeof(*r));
+
+	r->u = u;
+	r->probe = 1;
+	r->method = EVHTTP_REQ_GET;
+	r->uri = tg_xstrdup(u->opts.probe_path);
+	TAILQ_INIT(&r->headers);
+	TAILQ_INIT(&r->resp_headers);
+	evhttp_add_header(&r->headers, "User-Agent", "tidegate-probe");
+	r->cbs = cbs;
+	r->in = evbuffer_new();
+	r->o = o;
+	r->w = u->untagged;
+	r->why = -1;
+	r->fresh = 1;
+	TAILQ_INSERT_TAIL(&u->live, r, lentry);
+	tg_upstream_enqueue(o, r, 1);
+	return r;
+}
+
+const char *
 tg_up_error_str(enum tg_up_error err)
 {
 	switch (err) {
@@ -588,6 +734,7 @@ tg_up_error_str(enum tg_up_error err)
 	case TG_UP_BAD_TARGET: return "bad_target";
 	case TG_UP_BUSY: return "busy";
 	case TG_UP_TLS: return "tls";
+	case TG_UP_DOWN: return "down";
 	}
 	return "unknown";
 }

@@ -73,6 +73,21 @@ struct up_conn {
 
 TAILQ_HEAD(up_connq, up_conn);
 
+/* An origin's health (health.c). */
+struct up_health {
+	int fails;			/* consecutive failures */
+	int ejections;			/* consecutive ejections: the time doubles */
+	int ejected;			/* out until a probe answers after ejected_until */
+	int64_t ejected_until;		/* monotonic ms */
+	int64_t avoid_until;		/* a 503's Retry-After: out until (monotonic ms) */
+	int64_t back_at;		/* when it came back */
+	char last_error[160];
+	struct event *probe;		/* the next probe, while ejected */
+	struct tg_up_req *probing;	/* the probe in flight */
+	unsigned long long ejections_total, probes, probe_failures;
+	unsigned long long failovers[TG_UP_NWHY], retries[TG_UP_NWHY];
+};
+
 struct up_origin {
 	struct tg_upstream *u;
 	const char *name;		/* "primary" or "fallback" */
@@ -87,6 +102,7 @@ struct up_origin {
 	struct up_connq idle, busy;
 	size_t nidle, nbusy;
 	size_t nqueued;			/* in the owners' queues of this origin */
+	struct up_health h;
 };
 
 struct tg_upstream {
@@ -106,6 +122,10 @@ struct tg_upstream {
 	struct event *deadline;		/* the oldest queued request's queue timeout */
 	unsigned long long seq;		/* order of first enqueue */
 	unsigned long long requests, retries, failovers, connect_errors, queue_timeouts;
+	unsigned long long down;
+	char *probe_path;		/* opts.probe_path points here */
+	size_t nlive, nretrying;	/* requests in flight (probes not counted), and
+					 * those on a second attempt: the retry budget */
 };
 
 struct tg_up_req {
@@ -134,6 +154,11 @@ struct tg_up_req {
 	void (*fetch_free)(void *);
 	int depth;			/* our callbacks of it on the stack */
 	int queued, fresh, retried, failed_over;
+	int retrying;			/* counted in u->nretrying */
+	int probe;			/* a health probe: pinned to r->o, not counted */
+	int down;			/* never sent: TG_UP_DOWN from the loop */
+	int retry_after;		/* seconds, with TG_UP_DOWN */
+	int why;			/* enum tg_up_why of a failover or retry, -1: none */
 	int got_bytes, head, paused, finished, cancelled, done;
 	int refused;			/* never sent: TG_UP_BAD_TARGET from the loop */
 	int capped;			/* passed over for its owner's cap (counted) */
@@ -157,6 +182,30 @@ void tg_upstream_conn_kill(struct up_conn *c);
 /** The request on c finished cleanly; keep c idle if it can carry another. */
 void tg_upstream_conn_release(struct up_conn *c, int reusable);
 
+/* ---- health.c ---- */
+/** The origin a new request goes to, or NULL when every one is out (r's
+ * detail and retry_after then say why); r->why set when it skips the
+ * primary. */
+struct up_origin *tg_upstream_route(struct tg_upstream *u, struct tg_up_req *r);
+/** The other origin, when it is in service; else NULL. */
+struct up_origin *tg_upstream_other(const struct up_origin *o);
+/** o failed (why, borrowed: the last error): maybe ejected. */
+void tg_upstream_health_fail(struct up_origin *o, const char *why);
+/** o answered. */
+void tg_upstream_health_ok(struct up_origin *o);
+/** o said 503 with Retry-After: out for ra_s seconds (capped). */
+void tg_upstream_health_avoid(struct up_origin *o, long ra_s);
+/** Whether one more retry or failover fits the budget. */
+int tg_upstream_budget_ok(const struct tg_upstream *u);
+/** r (borrowed) starts a second attempt: counted against the budget. */
+void tg_upstream_budget_take(struct tg_up_req *r);
+/** A probe (r borrowed) ended: answered with status (0: none). */
+void tg_upstream_probe_done(struct tg_up_req *r, int status);
+/** Make o's health (its probe timer); o borrowed. */
+void tg_upstream_health_init(struct up_origin *o);
+/** Free o's health (probe timer; a probe in flight is the pool's). */
+void tg_upstream_health_free(struct up_origin *o);
+
 /* ---- request.c ---- */
 /** Put r on c (busy, fresh or idle) and hand it to libevent. */
 void tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c);
@@ -168,6 +217,9 @@ void tg_upstream_req_connect_timeout(struct up_conn *c);
 void tg_upstream_req_free(struct tg_up_req *r);
 /** r waited its queue timeout: off the queue, on_done with TG_UP_BUSY. */
 void tg_upstream_req_expire(struct tg_up_req *r);
+/** A probe of o: GET opts.probe_path, pinned to o, no callbacks but
+ * tg_upstream_probe_done. */
+struct tg_up_req *tg_upstream_probe_send(struct up_origin *o);
 
 /* ---- tls.c ---- */
 SSL_CTX *tg_upstream_tls_ctx_new(const struct tg_upstream_opts *opts, struct tg_err *err);
