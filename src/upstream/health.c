@@ -13,7 +13,8 @@
  * probe gets an answer below 500) or holding a 503's Retry-After. A
  * request goes to the primary while it is in service, else to the
  * fallback, else fails at once (TG_UP_DOWN). With one origin nothing is
- * ejected: there is nowhere else to go. Called by request.c and pool.c.
+ * ejected: there is nowhere else to go. Called by request.c and pool.c;
+ * calls neither (the probe's timer and request are request.c's).
  */
 #include <stdio.h>
 #include <string.h>
@@ -198,25 +199,18 @@ tg_upstream_probe_done(struct tg_up_req *r, int status)
 	probe_arm(o, o->u->opts.probe_interval_ms);
 }
 
-static void
-on_probe(evutil_socket_t fd, short what, void *arg)
+int
+tg_upstream_probe_due(struct up_origin *o)
 {
-	struct up_origin *o = arg;
 	int64_t now = tg_clock_mono_ms();
 
 	if (!o->h.ejected || o->h.probing != NULL)
-		return;
+		return 0;
 	if (now < o->h.ejected_until) {
 		probe_arm(o, o->h.ejected_until - now);
-		return;
+		return 0;
 	}
-	o->h.probing = tg_upstream_probe_send(o);
-}
-
-void
-tg_upstream_health_init(struct up_origin *o)
-{
-	o->h.probe = evtimer_new(o->u->base, on_probe, o);
+	return 1;
 }
 
 void

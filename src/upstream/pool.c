@@ -634,7 +634,7 @@ tg_upstream_new(struct event_base *base, struct evdns_base *dns, const char *url
 		u->norigins = 2;
 	}
 	for (i = 0; i < u->norigins; i++)
-		tg_upstream_health_init(&u->origin[i]);
+		u->origin[i].h.probe = evtimer_new(base, tg_upstream_on_probe, &u->origin[i]);
 	if ((u->origin[0].tls || u->origin[1].tls) &&
 	    (u->ssl_ctx = tg_upstream_tls_ctx_new(&u->opts, err)) == NULL)
 		goto fail;

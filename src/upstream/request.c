@@ -696,8 +696,8 @@ on_probe_done(struct tg_up_req *r, enum tg_up_error err, void *arg)
 	tg_upstream_probe_done(r, err == TG_UP_OK ? r->status : 0);
 }
 
-struct tg_up_req *
-tg_upstream_probe_send(struct up_origin *o)
+static struct tg_up_req *
+probe_send(struct up_origin *o)
 {
 	static const struct tg_up_cbs cbs = { NULL, NULL, on_probe_done };
 	struct tg_upstream *u = o->u;
@@ -719,6 +719,15 @@ tg_upstream_probe_send(struct up_origin *o)
 	TAILQ_INSERT_TAIL(&u->live, r, lentry);
 	tg_upstream_enqueue(o, r, 1);
 	return r;
+}
+
+void
+tg_upstream_on_probe(evutil_socket_t fd, short what, void *arg)
+{
+	struct up_origin *o = arg;
+
+	if (tg_upstream_probe_due(o))
+		o->h.probing = probe_send(o);
 }
 
 const char *

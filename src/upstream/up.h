@@ -201,8 +201,9 @@ int tg_upstream_budget_ok(const struct tg_upstream *u);
 void tg_upstream_budget_take(struct tg_up_req *r);
 /** A probe (r borrowed) ended: answered with status (0: none). */
 void tg_upstream_probe_done(struct tg_up_req *r, int status);
-/** Make o's health (its probe timer); o borrowed. */
-void tg_upstream_health_init(struct up_origin *o);
+/** o's probe timer fired: 1 when a probe is to go now (else it is
+ * re-armed or not needed). */
+int tg_upstream_probe_due(struct up_origin *o);
 /** Free o's health (probe timer; a probe in flight is the pool's). */
 void tg_upstream_health_free(struct up_origin *o);
 
@@ -217,9 +218,8 @@ void tg_upstream_req_connect_timeout(struct up_conn *c);
 void tg_upstream_req_free(struct tg_up_req *r);
 /** r waited its queue timeout: off the queue, on_done with TG_UP_BUSY. */
 void tg_upstream_req_expire(struct tg_up_req *r);
-/** A probe of o: GET opts.probe_path, pinned to o, no callbacks but
- * tg_upstream_probe_done. */
-struct tg_up_req *tg_upstream_probe_send(struct up_origin *o);
+/** o's probe timer (the event of o->h.probe; arg: o). */
+void tg_upstream_on_probe(evutil_socket_t fd, short what, void *arg);
 
 /* ---- tls.c ---- */
 SSL_CTX *tg_upstream_tls_ctx_new(const struct tg_upstream_opts *opts, struct tg_err *err);
