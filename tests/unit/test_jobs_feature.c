@@ -171,7 +171,7 @@ record(struct fixture *f, const char *name, const char *cid)
 
 struct answer {
 	int done, status;
-	char body[8192];
+	char body[65536];
 };
 
 static void
