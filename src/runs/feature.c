@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 
 #include "tidegate/log.h"
@@ -51,7 +52,7 @@ static int
 on_done(struct gw_req *r, void *ctx, enum tg_up_error err, struct evbuffer *capture)
 {
 	if (!r->held)
-		return 0;
+		return err != TG_UP_OK ? runs_uncertain(r, err) : 0;
 	if (r->op == TG_OP_SIM_SUBMIT)
 		return runs_done(r, err, capture);
 	return r->op == TG_OP_SIM_STATUS ? runs_status_done(r, err, capture) : 0;
@@ -64,6 +65,8 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 
 	tg_state_cancel(q->op);
 	gw_vcall_cancel(q->call);
+	if (q->timer != NULL)
+		event_free(q->timer);
 	free(q->callback);
 	free(q->sim_id);
 	tg_sweep_cleanup(&q->sweep_rec);

@@ -64,6 +64,10 @@ struct runs_req {
 	struct tg_sweep sweep_rec;	/* a summary: the sweep read (owns its strings) */
 	int status;			/* a summary's HTTP status */
 	size_t limit, offset;		/* a list's page */
+	/* a submission sent without an answer (uncertain.c) */
+	struct event *timer;		/* the wait before the run list is read */
+	const char *uncertain_why;	/* static */
+	int64_t uncertain_since;	/* wall ms: runs submitted since may be its */
 };
 
 /* slot.c */
@@ -151,6 +155,12 @@ void runs_sweeper_kick(struct runs_sweeper *sw, const char *id);
 void runs_sweeper_run_ended(struct runs_sweeper *sw, const char *id);
 /** No submission in flight (drain may end). */
 int runs_sweeper_idle(const struct runs_sweeper *sw);
+
+/* uncertain.c */
+/** r's submission was sent and got no answer (err): 1 when r will be
+ * answered later with what the vendor's run list shows, 0 when it is not
+ * such a submission. */
+int runs_uncertain(struct gw_req *r, enum tg_up_error err);
 
 /* tracker.c */
 /** The tracker of gw (borrowed), owned by the caller. */

@@ -159,9 +159,33 @@ def test_post_simulation_sent_without_answer_is_never_sent_twice(pair):
     r = requests.post(gw.sim + "/api/v1/simulations", json=case, headers=gw.headers(),
                       timeout=30)
     assert r.status_code == 502, r.text
-    assert "may have taken effect" in r.json()["message"]
+    msg = r.json()["message"]
+    # the vendor's run list of the case, read after the loss, shows no new run
+    assert "no run of case CASE-OM-1 submitted since" in msg and "submit again" in msg, msg
+    assert "X-Tidegate-Run-Candidates" not in r.headers
     assert by_listener(emu, "sim", "POST /api/v1/simulations") == 1
     assert by_listener(emu, "design", "POST /api/v1/simulations") == 0
+    assert emu.stats()["simulations"] == 0
+    listed = (by_listener(emu, "sim", "GET /api/v1/simulations") +
+              by_listener(emu, "design", "GET /api/v1/simulations"))
+    assert listed == 1
+
+
+def test_post_simulation_without_answer_names_the_runs_that_may_be_it(pair):
+    emu, gw = pair()
+    case = cases(gw, "/api/v1/cases/CASE-OM-1").json()
+    other = requests.post(emu.design + "/api/v1/simulations", json=case,
+                          headers=emu.sim_headers(), timeout=10)
+    assert other.status_code == 201     # a run of the same case made meanwhile
+    emu.fault(listener="sim", method="POST", path="/api/v1/simulations", reset=True,
+              count=1)
+    r = requests.post(gw.sim + "/api/v1/simulations", json=case, headers=gw.headers(),
+                      timeout=30)
+    assert r.status_code == 502, r.text
+    sid = other.json()["simulationId"]
+    assert r.headers["X-Tidegate-Run-Candidates"] == sid
+    assert sid in r.json()["message"] and "check them" in r.json()["message"]
+    assert by_listener(emu, "sim", "POST /api/v1/simulations") == 1
 
 
 class Relay:
