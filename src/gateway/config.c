@@ -36,7 +36,8 @@ static const struct tg_cfg_key key_keys[] = {
 #define SERVICE_KEYS(svc, defurl) \
 	K(#svc ".url", TG_CFG_STR, svc.url, defurl, "vendor base URL"), \
 	K(#svc ".fallback_url", TG_CFG_STR, svc.fallback_url, NULL, \
-	  "second vendor host, used when the first cannot be connected to"), \
+	  "second vendor host: takes the requests the first fails or cannot serve "   \
+	  "(failover.*)"), \
 	K(#svc ".caller_tokens", TG_CFG_BOOL, svc.caller_tokens, "true", \
 	  "forward callers' own bearer tokens that are not gateway keys"), \
 	K(#svc ".passthrough", TG_CFG_BOOL, svc.passthrough, "true", \
