@@ -305,6 +305,7 @@ def tidegate(upstream_url, cpu=None, overrides=None, build=None, prefix=None):
     d = Daemon("tidegate", argv, SUT_CPU if cpu is None else cpu, ports["admin"], "/healthz",
                tmp)
     d.port = ports["dex"]
+    d.sim_port = ports["sim"]
     d.url = f"http://127.0.0.1:{ports['dex']}"
     d.admin = f"http://127.0.0.1:{ports['admin']}"
     d.headers = {"Authorization": "Bearer " + TEST_KEY}

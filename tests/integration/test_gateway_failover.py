@@ -6,6 +6,7 @@ got each call: failover of idempotent requests on a reset, a 503 or a
 timeout; a 429 relayed; a 503's Retry-After honoured; ejection after
 consecutive failures and return after the probe; both hosts down answered
 at once with 503; a POST /simulations never sent twice."""
+import concurrent.futures
 import socket
 import struct
 import threading
@@ -278,3 +279,17 @@ def test_dex_fallback_answers_when_the_primary_resets(emulator, make_gateway):
                          origin="primary", reason="ejected") >= 3
     finally:
         relay.close()
+
+
+def test_retry_budget_caps_failovers_in_flight(pair):
+    emu, gw = pair({"failover": {"eject_after": 0, "retry_budget": 1,
+                                 "retry_budget_min": 1}})
+    emu.fault(listener="sim", status=503)
+    emu.fault(listener="design", latencyMs=800)
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        codes = list(pool.map(lambda _: cases(gw).status_code, range(10)))
+    tried = by_listener(emu, "design", "GET /api/v1/cases")
+    # one second attempt in flight at a time: the rest relay the first host's 503
+    assert codes.count(200) == tried and 1 <= tried <= 3, (codes, tried)
+    assert codes.count(503) == 10 - tried
+    assert by_listener(emu, "sim", "GET /api/v1/cases") == 10
