@@ -152,14 +152,19 @@ def test_both_hosts_down_answered_at_once_with_503(pair):
     assert by_listener(emu, "design", "GET /api/v1/cases") == 1
 
 
-def test_post_simulation_sent_without_answer_is_never_sent_twice(pair):
-    emu, gw = pair()
-    case = cases(gw, "/api/v1/cases/CASE-OM-1").json()
+def submit_reset(emu, gw, case):
+    """POST case through gw while the first host resets that one POST."""
     emu.fault(listener="sim", method="POST", path="/api/v1/simulations", reset=True,
               count=1)
     r = requests.post(gw.sim + "/api/v1/simulations", json=case, headers=gw.headers(),
                       timeout=30)
     assert r.status_code == 502, r.text
+    return r
+
+
+def test_post_simulation_sent_without_answer_is_never_sent_twice(pair):
+    emu, gw = pair()
+    r = submit_reset(emu, gw, cases(gw, "/api/v1/cases/CASE-OM-1").json())
     msg = r.json()["message"]
     # the vendor's run list of the case, read after the loss, shows no new run
     assert "no run of case CASE-OM-1 submitted since" in msg and "submit again" in msg, msg
@@ -178,11 +183,7 @@ def test_post_simulation_without_answer_names_the_runs_that_may_be_it(pair):
     other = requests.post(emu.design + "/api/v1/simulations", json=case,
                           headers=emu.sim_headers(), timeout=10)
     assert other.status_code == 201     # a run of the same case made meanwhile
-    emu.fault(listener="sim", method="POST", path="/api/v1/simulations", reset=True,
-              count=1)
-    r = requests.post(gw.sim + "/api/v1/simulations", json=case, headers=gw.headers(),
-                      timeout=30)
-    assert r.status_code == 502, r.text
+    r = submit_reset(emu, gw, case)
     sid = other.json()["simulationId"]
     assert r.headers["X-Tidegate-Run-Candidates"] == sid
     assert sid in r.json()["message"] and "check them" in r.json()["message"]
