@@ -83,6 +83,8 @@ struct gw_scrape;
 struct gw_share;
 struct gw_vcall;
 
+struct gw_tls;
+
 struct gw {
 	struct event_base *base;
 	struct evdns_base *dns;
@@ -90,6 +92,7 @@ struct gw {
 	struct gw_runtime *rt;
 	struct evhttp *http[GW_NLISTENERS];
 	struct evhttp_bound_socket *bound[GW_NLISTENERS];
+	struct gw_tls *tls;		/* TLS of the listeners (tls_listen.c), owned */
 	struct gw_lctx lctx[GW_NLISTENERS];
 	struct tg_metrics *metrics;
 	size_t inflight;		/* client requests being handled */

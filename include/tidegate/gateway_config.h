@@ -64,6 +64,9 @@ struct gw_config {
 	char *probe_path;
 	int tls_verify;
 	char *tls_ca_file;
+	/* tls_listen.*: TLS on the gateway's own listeners */
+	char *ltls_cert, *ltls_key, *ltls_client_ca;
+	struct tg_strlist ltls_on;	/* listener names */
 	struct gw_key_cfg *keys;
 	size_t nkeys;
 	long long max_problems;	/* problems listed in one 400 */

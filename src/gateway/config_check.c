@@ -4,7 +4,8 @@
  * emulator's file) exist and are readable, relative paths resolved against
  * the configuration file's directory; database directories exist and are
  * writable; vendor URLs and route templates have the shape the upstream
- * code needs; listeners obey the no-keys loopback rule; enumerated values
+ * code needs; listeners obey the no-keys loopback rule; the listeners'
+ * TLS files load (tls_listen.c); enumerated values
  * and key services are known, with a "did you mean". Called by
  * gw_config_load (config.c), so the start, -t and SIGHUP all run them.
  */
@@ -21,6 +22,7 @@
 #include <event2/http.h>
 
 #include "tidegate/gateway_config.h"
+#include "gw.h"
 
 int
 gw_config_check_choice(struct tg_cfg_report *rep, const char *key, const char *v,
@@ -245,9 +247,37 @@ check_state(struct gw_config *c, struct tg_cfg_report *rep)
 	c->state_instance = tg_xasprintf("%s:%ld", host, (long)getpid());
 }
 
+/* tls_listen.*: files readable, both or neither, known listener names,
+ * and the files load as a server context (the key matches). */
+static void
+check_tls_listen(struct gw_config *c, struct tg_cfg_report *rep)
+{
+	struct tg_err err;
+	SSL_CTX *ctx;
+	size_t i, n = rep->n;
+
+	for (i = 0; i < c->ltls_on.n; i++)
+		gw_config_check_choice(rep, "tls_listen.listeners", c->ltls_on.v[i],
+		    (const char *const[]){ "dex", "sim", "admin", NULL });
+	if ((c->ltls_cert == NULL) != (c->ltls_key == NULL)) {
+		tg_config_report_add(rep, NULL, c->ltls_cert ? "tls_listen.key_file" :
+		    "tls_listen.cert_file", "tls_listen needs both cert_file and key_file");
+		return;
+	}
+	check_readable(c, &c->ltls_cert, "tls_listen.cert_file", NULL, rep);
+	check_readable(c, &c->ltls_key, "tls_listen.key_file", NULL, rep);
+	check_readable(c, &c->ltls_client_ca, "tls_listen.client_ca_file", NULL, rep);
+	if (c->ltls_cert == NULL || rep->n != n)
+		return;
+	if ((ctx = gw_tls_ctx_new(c, &err)) == NULL)
+		tg_config_report_add(rep, NULL, "tls_listen.cert_file", "%s", err.msg);
+	SSL_CTX_free(ctx);
+}
+
 void
 gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
 {
+	check_tls_listen(c, rep);
 	check_readable(c, &c->tls_ca_file, "tls.ca_file", NULL, rep);
 	check_readable(c, &c->wh_ca_file, "webhooks.ca_file", NULL, rep);
 	c->wh_db_path = check_db(c, c->wh_db, "webhooks.db", rep);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <event2/http.h>
+#include <openssl/ssl.h>
 
 #include "tidegate/dex.h"
 #include "tidegate/gateway.h"
@@ -136,6 +137,20 @@ void gw_scrape(struct gw *gw, struct evhttp_request *req, struct evbuffer *core)
 
 /* logins.c */
 void gw_login_handle(struct gw_req *r);
+
+/* tls_listen.c: TLS on the listeners. The server context of c (borrowed),
+ * owned by the caller, or NULL: none configured, or err. */
+SSL_CTX *gw_tls_ctx_new(const struct gw_config *c, struct tg_err *err);
+/** At bind: gw->tls from the configuration; -1 with err when its files
+ * do not load. */
+int gw_tls_start(struct gw *gw, struct tg_err *err);
+/** On SIGHUP: the files of c (borrowed) again, or the old context kept. */
+void gw_tls_reload(struct gw *gw, const struct gw_config *c);
+/** Listener l's door (borrowed) makes TLS connections when c names l. */
+void gw_tls_door(struct gw *gw, int l, const struct gw_config *c, struct tg_frontdoor *d);
+/** 1 when listener l speaks TLS now. */
+int gw_tls_on(const struct gw *gw, int l);
+void gw_tls_free(struct gw *gw);	/* gw->tls; NULL-safe */
 
 /* admin.c */
 void gw_admin_on_request(struct evhttp_request *req, void *arg);

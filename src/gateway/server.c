@@ -46,6 +46,7 @@ set_door(struct gw *gw, int l, const struct gw_config *c)
 	d->stats = &gw->lctx[l].stats;
 	d->check = l == GW_ADMIN ? NULL : gw_head_check;
 	d->arg = &gw->lctx[l];
+	gw_tls_door(gw, l, c, d);
 	if (gw->http[l] != NULL)
 		evhttp_set_max_body_size(gw->http[l], (ev_ssize_t)c->max_body);
 }
@@ -56,6 +57,8 @@ bind_listeners(struct gw *gw, struct tg_err *err)
 	const struct gw_config *c = &gw->rt->cfg;
 	int l, port;
 
+	if (gw_tls_start(gw, err) != 0)
+		return -1;
 	for (l = 0; l < GW_NLISTENERS; l++) {
 		if (c->nkeys == 0 && !gw_config_addr_loopback(listen_addr(c, l))) {
 			tg_err_set(err, "%s: listen.%s: %s is not a loopback address and no API "
@@ -75,7 +78,8 @@ bind_listeners(struct gw *gw, struct tg_err *err)
 		    &gw->lctx[l]);
 		tg_log(TG_LOG_INFO, "listening", TG_LS("listener",
 		    l == GW_DEX ? "dex" : l == GW_SIM ? "sim" : "admin"),
-		    TG_LS("addr", listen_addr(c, l)), TG_LI("port", port));
+		    TG_LS("addr", listen_addr(c, l)), TG_LI("port", port),
+		    TG_LS("tls", gw_tls_on(gw, l) ? "on" : "off"));
 	}
 	return 0;
 }
@@ -140,6 +144,8 @@ reload(struct gw *gw)
 	}
 	old = gw->rt;
 	gw->rt = rt;
+	if (gw->tls != NULL)
+		gw_tls_reload(gw, &rt->cfg);
 	for (l = 0; l < GW_NLISTENERS; l++)
 		set_door(gw, l, &rt->cfg);
 	gw_feat_reload(gw, &old->cfg);
@@ -274,6 +280,7 @@ gw_free(struct gw *gw)
 	if (gw->dns != NULL)
 		evdns_base_free(gw->dns, 0);
 	tg_metrics_free(gw->metrics);
+	gw_tls_free(gw);
 	free(gw->config_path);
 	free(gw);
 }
