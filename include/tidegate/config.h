@@ -30,6 +30,8 @@ enum tg_cfg_type {
 	TG_CFG_SECRET,		/* char *: from KEY, KEY_env (variable) or KEY_file */
 	TG_CFG_STRLIST,		/* struct tg_strlist */
 	TG_CFG_LIST,		/* array of structs described by sub; see below */
+	TG_CFG_PATH,		/* char *, malloc'd; a relative path is taken from the
+				 * config file's directory */
 };
 
 /*

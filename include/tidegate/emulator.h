@@ -56,6 +56,7 @@ struct tg_emu_config {
 	long long import_rows_per_second;
 	int64_t sim_run_time, sim_retention;	/* ms */
 	double sim_failure_rate;	/* share of valid runs that fail anyway */
+	char *data_dir;			/* jobs and clock kept on disk; NULL: memory only */
 };
 
 /* The key table (static, borrowed). */

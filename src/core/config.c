@@ -556,19 +556,25 @@ check_bounds(struct ctx *c, const struct tg_cfg_key *k, const char *name, size_t
 }
 
 /* Relative paths are taken from the directory of the config file, so a
- * configuration and its secret files move together. */
+ * configuration and its files (secrets, TG_CFG_PATH keys) move together. */
+static char *
+resolve_path(const char *path, const char *cfgfile)
+{
+	const char *slash = cfgfile != NULL ? strrchr(cfgfile, '/') : NULL;
+
+	if (path[0] != '/' && slash != NULL)
+		return tg_xasprintf("%.*s/%s", (int)(slash - cfgfile), cfgfile, path);
+	return tg_xstrdup(path);
+}
+
 static char *
 read_secret_file(const char *path, const char *cfgfile)
 {
-	const char *slash = strrchr(cfgfile, '/');
 	char buf[4096], *full;
 	size_t n;
 	FILE *f;
 
-	if (path[0] != '/' && slash != NULL)
-		full = tg_xasprintf("%.*s/%s", (int)(slash - cfgfile), cfgfile, path);
-	else
-		full = tg_xstrdup(path);
+	full = resolve_path(path, cfgfile);
 	f = fopen(full, "r");
 	free(full);
 	if (f == NULL)
@@ -663,6 +669,10 @@ set_scalar(struct ctx *c, const struct tg_cfg_key *k, const char *name, const ch
 	case TG_CFG_SECRET:
 		free(*FIELD(base, k->off, char *));
 		*FIELD(base, k->off, char *) = tg_xstrdup(s);
+		return 0;
+	case TG_CFG_PATH:
+		free(*FIELD(base, k->off, char *));
+		*FIELD(base, k->off, char *) = resolve_path(s, c->file);
 		return 0;
 	case TG_CFG_ADDR:
 		if (tg_config_parse_addr(s, &host, &port))
@@ -1059,6 +1069,7 @@ tg_config_free(const struct tg_cfg_key *keys, size_t nkeys, void *out)
 
 		switch (k->type) {
 		case TG_CFG_STR:
+		case TG_CFG_PATH:
 		case TG_CFG_ADDR:
 		case TG_CFG_SECRET:
 			free(*FIELD(out, k->off, char *));
@@ -1097,7 +1108,7 @@ static const char *
 type_name(enum tg_cfg_type t)
 {
 	static const char *const names[] = { "string", "integer", "boolean", "number",
-		"duration", "size", "host:port", "secret", "list of strings", "list" };
+		"duration", "size", "host:port", "secret", "list of strings", "list", "path" };
 
 	return (size_t)t < TG_NELEM(names) ? names[t] : "?";
 }

@@ -58,6 +58,9 @@ const struct tg_cfg_key tg_emu_config_keys[] = {
 	K("tls.cert_file", TG_CFG_STR, tls_cert_file, NULL,
 	  "PEM certificate chain of the TLS listener"),
 	K("tls.key_file", TG_CFG_STR, tls_key_file, NULL, "PEM private key of the TLS listener"),
+	K("data_dir", TG_CFG_PATH, data_dir, NULL,
+	  "directory keeping exports, imports, runs, token keys and the clock offset "
+	  "across restarts (relative to this file); unset: memory only"),
 	K("log_level", TG_CFG_STR, log_level, "info", "debug, info, warn, error or off"),
 	KB("max_body", TG_CFG_SIZE, max_body, "256MB", 1024, 4294967296.0,
 	   "largest request body accepted (413 above)"),

@@ -2,6 +2,8 @@
  * control.c - the emulator's control API for tests and benchmarks, served
  * under /__emulator/ on every listener and never counted or faulted:
  * call counters, fault injection, token revocation and the test clock.
+ * Revocations and clock moves are saved to data_dir (meta.c); counters and
+ * faults are not kept across a restart.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -250,11 +252,13 @@ emu_control(struct tg_emu *emu, struct evhttp_request *req, const char *path)
 		ok(req);
 	} else if (strcmp(path, "/revoke") == 0 && post) {
 		emu->token_gen++;
+		emu_meta_save(emu);
 		ok(req);
 	} else if (strcmp(path, "/clock") == 0 && get) {
 		clock_reply(req);
 	} else if (strcmp(path, "/clock") == 0 && post) {
 		clock_advance(req);
+		emu_meta_save(emu);
 	} else if (strcmp(path, "/reset") == 0 && post) {
 		stats_reset(emu);
 		emu_faults_clear(emu);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include <event2/http.h>
+#include <yajl/yajl_gen.h>
 #include <yajl/yajl_tree.h>
 
 #include "tidegate/clock.h"
@@ -84,6 +85,31 @@ struct tg_emu {
 /** Route handler; params holds the '*' segments of the route pattern. */
 typedef void (*emu_handler)(struct tg_emu *emu, struct evhttp_request *req,
     const char *const *params);
+
+/* ---- store.c: data_dir files (only called when cfg->data_dir is set) ---- */
+/** Create data_dir and its job folders (0700); -1 with err. */
+int emu_store_open(struct tg_emu *emu, struct tg_err *err);
+/** Write g's buffer (borrowed) as <data_dir>[/dir]/name.json, atomically and
+ * durably (dir NULL: data_dir itself); -1 when it failed (logged). */
+int emu_store_put(struct tg_emu *emu, const char *dir, const char *name, yajl_gen g);
+/** Remove dir/name.json; a no-op without data_dir. */
+void emu_store_del(struct tg_emu *emu, const char *dir, const char *name);
+/** Parsed <data_dir>[/dir]/name.json, which the caller owns (yajl_tree_free),
+ * or NULL when absent or unreadable. */
+yajl_val emu_store_get(struct tg_emu *emu, const char *dir, const char *name);
+/** Called per stored job: name is borrowed, doc (a JSON object) is owned by cb. */
+typedef void (*emu_store_cb)(struct tg_emu *emu, const char *name, yajl_val doc);
+/** Detach member key from obj (borrowed): the caller owns the result, which
+ * yajl_tree_free(obj) no longer frees; NULL when absent. */
+yajl_val emu_store_take(yajl_val obj, const char *key);
+/** Pass every job file of dir to cb, in no particular order; how many. */
+size_t emu_store_load(struct tg_emu *emu, const char *dir, emu_store_cb cb);
+
+/* ---- meta.c: token keys, revocation generation, clock offset ---- */
+/** Restore them from data_dir (then save, so a first start records its keys). */
+void emu_meta_load(struct tg_emu *emu);
+/** Save them; a no-op without data_dir. */
+void emu_meta_save(struct tg_emu *emu);
 
 /* ---- server.c ---- */
 const char *emu_listener_name(int l);
@@ -204,6 +230,8 @@ void emu_data_record(const struct emu_project *p, enum emu_kind k, long long i,
 void emu_h_export_create(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
 void emu_h_export_get(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
 void emu_exports_free(struct tg_emu *emu);
+/** Restore the exports of data_dir (callbacks not yet sent are scheduled). */
+void emu_exports_load(struct tg_emu *emu);
 
 /* ---- import.c ---- */
 void emu_h_import_json(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
@@ -212,6 +240,9 @@ void emu_h_import_status(struct tg_emu *emu, struct evhttp_request *req, const c
 void emu_h_import_result(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
 void emu_h_import_failed(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
 void emu_imports_free(struct tg_emu *emu);
+/** Restore the imports of data_dir and replay their rows due by now, in
+ * submission order, so the projects hold the same imported activities. */
+void emu_imports_load(struct tg_emu *emu);
 
 /* ---- sim.c ---- */
 void emu_sim_init(struct tg_emu *emu);
@@ -222,5 +253,7 @@ void emu_h_sim_status(struct tg_emu *emu, struct evhttp_request *req, const char
 void emu_h_sim_results(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
 void emu_h_sim_list(struct tg_emu *emu, struct evhttp_request *req, const char *const *p);
 void emu_sim_free(struct tg_emu *emu);
+/** Restore the runs of data_dir. */
+void emu_sim_load(struct tg_emu *emu);
 
 #endif

@@ -6,7 +6,8 @@
  * at a time, generating a chunk only once the previous one was written, so
  * a million records never sit in memory. A job with a callbackUrl is also
  * POSTed there when it becomes ready. server.c routes here; tg_emu_free
- * calls emu_exports_free.
+ * calls emu_exports_free. With data_dir, a job is kept as its request and
+ * times (store.c) and regenerated from them at start (emu_exports_load).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
  * a filter that matches little cannot hold the loop for a whole scan. */
 #define SCAN_SLICE		16
 #define CALLBACK_TIMEOUT_S	10
+#define EXPORTS_DIR		"exports"
 
 enum fop { F_SET, F_GE, F_LE };
 
@@ -63,7 +65,9 @@ struct emu_export {
 	struct flt *f;
 	size_t nf;
 	char *callback;
+	int callback_sent;	/* the delivery was attempted (it is not repeated) */
 	struct event *timer;	/* fires the callback delivery */
+	yajl_val request;	/* the POSTed body, kept for data_dir */
 };
 
 /* A walk over the candidate records of a job. */
@@ -209,6 +213,7 @@ job_unref(struct emu_export *job)
 		tg_map_free(job->f[i].set);
 	free(job->f);
 	free(job->callback);
+	yajl_tree_free(job->request);
 	if (job->timer != NULL)
 		event_free(job->timer);
 	free(job);
@@ -230,6 +235,7 @@ sweep(struct tg_emu *emu, int64_t now)
 
 	while (tg_map_next(emu->exports, &pos, &k, &v)) {
 		if (expired(v, now)) {
+			emu_store_del(emu, EXPORTS_DIR, k);
 			tg_map_del(emu->exports, k);
 			job_unref(v);
 		}
@@ -367,6 +373,79 @@ job_parse(struct tg_emu *emu, struct emu_export *job, yajl_val body, char *msg, 
 	if (cb != NULL && *cb != '\0')
 		job->callback = tg_xstrdup(cb);
 	return 0;
+}
+
+/* ---- data_dir: the request and its times; the data is regenerated ---- */
+
+static void
+job_save(const struct emu_export *job)
+{
+	yajl_gen g;
+
+	if (job->emu->cfg->data_dir == NULL)
+		return;
+	g = tg_json_gen_new();
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "correlationId", job->id);
+	tg_json_kv_str(g, "kind", job->kind->path);
+	tg_json_kv_int(g, "readyMs", job->ready_ms);
+	tg_json_kv_bool(g, "callbackSent", job->callback_sent);
+	tg_json_str(g, "request");
+	tg_json_gen_val(g, job->request);
+	yajl_gen_map_close(g);
+	emu_store_put(job->emu, EXPORTS_DIR, job->id, g);
+	yajl_gen_free(g);
+}
+
+static const struct kind *kind_find(const char *path);
+static void schedule(struct tg_emu *emu, struct emu_export *job, int64_t delay,
+    int64_t ready_ms);
+
+/* Takes ownership of doc. The request is checked again as when it came: a
+ * project no longer configured drops the export, like an expired one. */
+static void
+on_export_loaded(struct tg_emu *emu, const char *name, yajl_val doc)
+{
+	const char *id = tg_json_get_str(doc, "correlationId");
+	const struct kind *k = kind_find(tg_json_get_str(doc, "kind"));
+	yajl_val ready = tg_json_get(doc, "readyMs"), req = tg_json_get(doc, "request");
+	yajl_val sent = tg_json_get(doc, "callbackSent");
+	int64_t now = tg_clock_now_ms(), real_delay;
+	struct emu_export *job = NULL;
+	char msg[256];
+
+	if (id == NULL || strcmp(id, name) != 0 || strlen(id) >= TG_UUID_LEN || k == NULL ||
+	    ready == NULL || !YAJL_IS_INTEGER(ready) || req == NULL || !YAJL_IS_OBJECT(req))
+		goto drop;
+	job = job_new(emu, k);
+	snprintf(job->id, sizeof(job->id), "%s", id);
+	job->callback_sent = sent != NULL && YAJL_IS_TRUE(sent);
+	if (job_parse(emu, job, req, msg, sizeof(msg)) != 0)
+		goto drop;
+	job->ready_ms = YAJL_GET_INTEGER(ready);
+	if (expired(job, now))
+		goto drop;
+	job->request = emu_store_take(doc, "request");
+	/* the callback's timer runs in real time: what is left of it, at most the delay */
+	real_delay = job->ready_ms - now < emu->cfg->export_delay ? job->ready_ms - now :
+	    emu->cfg->export_delay;
+	schedule(emu, job, real_delay, job->ready_ms);
+	tg_map_put(emu->exports, job->id, job);
+	yajl_tree_free(doc);
+	return;
+drop:
+	emu_store_del(emu, EXPORTS_DIR, name);
+	job_unref(job);
+	yajl_tree_free(doc);
+}
+
+void
+emu_exports_load(struct tg_emu *emu)
+{
+	size_t n = emu_store_load(emu, EXPORTS_DIR, on_export_loaded);
+
+	tg_log(TG_LOG_INFO, "data_dir_exports", TG_LI("loaded", (long long)n),
+	    TG_LI("kept", (long long)tg_map_count(emu->exports)));
 }
 
 /* ---- records ---- */
@@ -818,6 +897,9 @@ on_job_ready(evutil_socket_t fd, short what, void *arg)
 		tg_json_gen_flush(s->g, s->buf);
 	yajl_gen_array_close(s->g);
 	tg_json_gen_flush(s->g, s->buf);
+	job->callback_sent = 1;
+	if (tg_map_get(job->emu->exports, job->id) == job)
+		job_save(job);
 	if (delivery_send(s) != 0)
 		stream_free(s);
 }
@@ -847,15 +929,19 @@ reply_created(struct evhttp_request *req, const struct emu_export *job)
 	yajl_gen_free(g);
 }
 
+/* Ready at ready_ms of the emulator clock; the callback (if any, and not
+ * yet attempted) goes out after delay ms of real time. */
 static void
-schedule(struct tg_emu *emu, struct emu_export *job, int64_t now)
+schedule(struct tg_emu *emu, struct emu_export *job, int64_t delay, int64_t ready_ms)
 {
-	int64_t delay = emu->cfg->export_delay;
-	struct timeval tv = { delay / 1000, (delay % 1000) * 1000 };
+	struct timeval tv;
 
-	job->ready_ms = now + delay;
-	if (job->callback == NULL)
+	job->ready_ms = ready_ms;
+	if (job->callback == NULL || job->callback_sent)
 		return;
+	delay = delay > 0 ? delay : 0;
+	tv.tv_sec = delay / 1000;
+	tv.tv_usec = (delay % 1000) * 1000;
 	job->timer = evtimer_new(emu->base, on_job_ready, job);
 	evtimer_add(job->timer, &tv);
 }
@@ -890,8 +976,11 @@ emu_h_export_create(struct tg_emu *emu, struct evhttp_request *req, const char *
 		goto done;
 	}
 	sweep(emu, now);
-	schedule(emu, job, now);
+	schedule(emu, job, emu->cfg->export_delay, now + emu->cfg->export_delay);
 	tg_map_put(emu->exports, job->id, job);
+	job->request = body;
+	body = NULL;
+	job_save(job);
 	reply_created(req, job);
 	job = NULL;
 done:
@@ -929,6 +1018,7 @@ emu_h_export_get(struct tg_emu *emu, struct evhttp_request *req, const char *con
 	}
 	job = tg_map_get(emu->exports, cid);
 	if (job != NULL && expired(job, now)) {
+		emu_store_del(emu, EXPORTS_DIR, cid);
 		job_unref(tg_map_take(emu->exports, cid));
 		job = NULL;
 	}

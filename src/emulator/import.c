@@ -11,6 +11,12 @@
  * advancing the test clock moves them on. Rows due by now are applied
  * lazily before every import endpoint answers, and from a timer so that
  * exports see imported rows without anyone polling the status.
+ *
+ * With data_dir an import is written once, when submitted: its rows, start
+ * time and place in the queue. Processing is deterministic (each row is
+ * applied at the time it was due), so emu_imports_load replays the queue
+ * at start and rebuilds both the results and the projects' imported
+ * activities. Imports, like in memory, are kept until data_dir is removed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +55,11 @@ struct emu_import_queue {
 	size_t njobs;
 	size_t next;		/* first import with rows left */
 	int64_t busy_until_ms;	/* when the last queued row is due */
+	long long seq;		/* submissions so far, numbering them for data_dir */
 	struct event *timer;
 };
+
+#define IMPORTS_DIR "imports"
 
 /* ---- the queue ---- */
 
@@ -181,25 +190,67 @@ queue(struct tg_emu *emu)
 	return emu->importq;
 }
 
+/* A job for the rows in *slot, a member of doc (takes ownership), or in doc
+ * itself when slot is NULL, appended to the queue from start_ms on. */
+static struct emu_import *
+enqueue(struct tg_emu *emu, struct emu_project *p, yajl_val doc, yajl_val *slot,
+    int64_t start_ms)
+{
+	struct emu_import *job = tg_xcalloc(1, sizeof(*job));
+	struct emu_import_queue *q = queue(emu);
+	yajl_val rows;
+	int64_t end;
+
+	job->project = p;
+	job->doc = doc;
+	if (slot == NULL)
+		slot = &job->doc;
+	rows = *slot;
+	job->rowv = YAJL_IS_ARRAY(rows) ? rows->u.array.values : slot;
+	job->total = YAJL_IS_ARRAY(rows) ? rows->u.array.len : 1;
+	job->rows = tg_xcalloc(job->total ? job->total : 1, sizeof(*job->rows));
+	job->start_ms = start_ms;
+	end = job->start_ms + duration_ms(job->total, emu->cfg->import_rows_per_second);
+	if (end > q->busy_until_ms)
+		q->busy_until_ms = end;
+	q->jobs = tg_xrealloc(q->jobs, (q->njobs + 1) * sizeof(*q->jobs));
+	q->jobs[q->njobs++] = job;
+	return job;
+}
+
+static void
+job_save(struct tg_emu *emu, const struct emu_import *job, yajl_val rows)
+{
+	yajl_gen g;
+
+	if (emu->cfg->data_dir == NULL)
+		return;
+	g = tg_json_gen_new();
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "correlationId", job->id);
+	tg_json_kv_int(g, "seq", emu->importq->seq);
+	tg_json_kv_str(g, "projectId", job->project->cfg->id);
+	tg_json_kv_int(g, "startMs", job->start_ms);
+	tg_json_str(g, "rows");
+	tg_json_gen_val(g, rows);
+	yajl_gen_map_close(g);
+	emu_store_put(emu, IMPORTS_DIR, job->id, g);
+	yajl_gen_free(g);
+}
+
 /* Queue the rows of doc (takes ownership) and answer the correlationId. */
 static void
 start(struct tg_emu *emu, struct evhttp_request *req, struct emu_project *p, yajl_val doc)
 {
-	struct emu_import *job = tg_xcalloc(1, sizeof(*job));
 	struct emu_import_queue *q = queue(emu);
 	int64_t now = tg_clock_now_ms();
+	struct emu_import *job;
 	yajl_gen g;
 
+	job = enqueue(emu, p, doc, NULL, now > q->busy_until_ms ? now : q->busy_until_ms);
 	tg_id_uuid4(job->id);
-	job->project = p;
-	job->doc = doc;
-	job->rowv = YAJL_IS_ARRAY(doc) ? doc->u.array.values : &job->doc;
-	job->total = YAJL_IS_ARRAY(doc) ? doc->u.array.len : 1;
-	job->rows = tg_xcalloc(job->total ? job->total : 1, sizeof(*job->rows));
-	job->start_ms = now > q->busy_until_ms ? now : q->busy_until_ms;
-	q->busy_until_ms = job->start_ms + duration_ms(job->total, emu->cfg->import_rows_per_second);
-	q->jobs = tg_xrealloc(q->jobs, (q->njobs + 1) * sizeof(*q->jobs));
-	q->jobs[q->njobs++] = job;
+	q->seq++;
+	job_save(emu, job, doc);
 	tg_map_put(emu->imports, job->id, job);
 	tg_log(TG_LOG_INFO, "import_queued", TG_LS("correlationId", job->id),
 	    TG_LS("projectId", p->cfg->id), TG_LI("rows", job->total));
@@ -211,6 +262,98 @@ start(struct tg_emu *emu, struct evhttp_request *req, struct emu_project *p, yaj
 	yajl_gen_map_close(g);
 	tg_reply_json(req, 200, g);
 	yajl_gen_free(g);
+}
+
+/* ---- data_dir ---- */
+
+/* Imports read back, until they are sorted into submission order. */
+static struct {
+	yajl_val *docs;
+	size_t n;
+} loaded;
+
+static void
+on_import_loaded(struct tg_emu *emu, const char *name, yajl_val doc)
+{
+	const char *id = tg_json_get_str(doc, "correlationId");
+
+	if (id == NULL || strcmp(id, name) != 0 || strlen(id) >= TG_UUID_LEN) {
+		emu_store_del(emu, IMPORTS_DIR, name);
+		yajl_tree_free(doc);
+		return;
+	}
+	loaded.docs = tg_xrealloc(loaded.docs, (loaded.n + 1) * sizeof(*loaded.docs));
+	loaded.docs[loaded.n++] = doc;
+}
+
+static long long
+int_of(yajl_val doc, const char *key)
+{
+	yajl_val v = tg_json_get(doc, key);
+
+	return v != NULL && YAJL_IS_INTEGER(v) ? YAJL_GET_INTEGER(v) : -1;
+}
+
+static int
+by_seq(const void *a, const void *b)
+{
+	long long x = int_of(*(const yajl_val *)a, "seq"), y = int_of(*(const yajl_val *)b, "seq");
+
+	return x < y ? -1 : x > y;
+}
+
+/* The slot of the rows member, so that one submitted object can be a row. */
+static yajl_val *
+rows_slot(yajl_val doc)
+{
+	size_t i;
+
+	for (i = 0; i < doc->u.object.len; i++)
+		if (strcmp(doc->u.object.keys[i], "rows") == 0)
+			return &doc->u.object.values[i];
+	return NULL;
+}
+
+/* Takes ownership of doc: queued as it was, or dropped when unusable. */
+static void
+restore(struct tg_emu *emu, yajl_val doc)
+{
+	const char *id = tg_json_get_str(doc, "correlationId");
+	struct emu_project *p = emu_project_find(emu, tg_json_get_str(doc, "projectId") ?
+	    tg_json_get_str(doc, "projectId") : "");
+	yajl_val *slot = rows_slot(doc);
+	struct emu_import *job;
+
+	if (p == NULL || slot == NULL || *slot == NULL || int_of(doc, "startMs") < 0 ||
+	    (!YAJL_IS_ARRAY(*slot) && !YAJL_IS_OBJECT(*slot))) {
+		emu_store_del(emu, IMPORTS_DIR, id);
+		yajl_tree_free(doc);
+		return;
+	}
+	job = enqueue(emu, p, doc, slot, int_of(doc, "startMs"));
+	snprintf(job->id, sizeof(job->id), "%s", id);
+	if (int_of(doc, "seq") > emu->importq->seq)
+		emu->importq->seq = int_of(doc, "seq");
+	tg_map_put(emu->imports, job->id, job);
+}
+
+void
+emu_imports_load(struct tg_emu *emu)
+{
+	size_t i, n = emu_store_load(emu, IMPORTS_DIR, on_import_loaded);
+
+	if (loaded.n > 1)
+		qsort(loaded.docs, loaded.n, sizeof(*loaded.docs), by_seq);
+	for (i = 0; i < loaded.n; i++)
+		restore(emu, loaded.docs[i]);
+	free(loaded.docs);
+	loaded.docs = NULL;
+	loaded.n = 0;
+	catch_up(emu);
+	if (emu->importq != NULL)
+		schedule(emu);
+	tg_log(TG_LOG_INFO, "data_dir_imports", TG_LI("loaded", (long long)n),
+	    TG_LI("kept", (long long)tg_map_count(emu->imports)));
 }
 
 /* ---- submitting ---- */

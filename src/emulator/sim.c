@@ -36,6 +36,8 @@ struct run {
 	yajl_val results;		/* NULL when the run fails */
 };
 
+#define RUNS_DIR "runs"
+
 /* Submission order across the process; one emulator per process, like server.c. */
 static unsigned long long next_seq;
 
@@ -75,8 +77,10 @@ sweep(struct tg_emu *emu)
 		gone = tg_xrealloc(gone, (n + 1) * sizeof(*gone));
 		memcpy(gone[n++], ((struct run *)v)->id, TG_UUID_LEN);
 	}
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		tg_map_del(emu->sims, gone[i]);
+		emu_store_del(emu, RUNS_DIR, gone[i]);
+	}
 	free(gone);
 }
 
@@ -121,6 +125,83 @@ run_new(struct tg_emu *emu, const char *case_id, yajl_val sub, yajl_val base)
 		tg_log(TG_LOG_INFO, "simulation will fail", TG_LS("simulationId", r->id),
 		    TG_LS("caseId", case_id), TG_LS("reason", err.msg));
 	return r;
+}
+
+/* ---- data_dir: a run is its settled outcome; the case is not kept ---- */
+
+static void
+run_save(struct tg_emu *emu, const struct run *r)
+{
+	yajl_gen g;
+
+	if (emu->cfg->data_dir == NULL)
+		return;
+	g = tg_json_gen_new();
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "simulationId", r->id);
+	tg_json_kv_str(g, "caseId", r->case_id);
+	tg_json_kv_int(g, "seq", (long long)r->seq);
+	tg_json_kv_int(g, "submittedMs", r->submitted_ms);
+	tg_json_kv_int(g, "endsMs", r->ends_ms);
+	tg_json_kv_int(g, "expiresMs", r->expires_ms);
+	tg_json_kv_bool(g, "failed", r->failed);
+	if (r->results != NULL) {
+		tg_json_str(g, "results");
+		tg_json_gen_val(g, r->results);
+	}
+	yajl_gen_map_close(g);
+	emu_store_put(emu, RUNS_DIR, r->id, g);
+	yajl_gen_free(g);
+}
+
+static int64_t
+int_of(yajl_val doc, const char *key)
+{
+	yajl_val v = tg_json_get(doc, key);
+
+	return v != NULL && YAJL_IS_INTEGER(v) ? YAJL_GET_INTEGER(v) : EMU_NO_TIME;
+}
+
+/* Takes ownership of doc; a file that does not hold a whole run is dropped. */
+static void
+on_run_loaded(struct tg_emu *emu, const char *name, yajl_val doc)
+{
+	const char *id = tg_json_get_str(doc, "simulationId"), *cid = tg_json_get_str(doc, "caseId");
+	yajl_val res = tg_json_get(doc, "results"), failed = tg_json_get(doc, "failed");
+	struct run *r;
+
+	if (id == NULL || strcmp(id, name) != 0 || strlen(id) >= TG_UUID_LEN || cid == NULL ||
+	    int_of(doc, "seq") < 0 || int_of(doc, "expiresMs") == EMU_NO_TIME ||
+	    int_of(doc, "endsMs") == EMU_NO_TIME || int_of(doc, "submittedMs") == EMU_NO_TIME ||
+	    !((failed != NULL && YAJL_IS_TRUE(failed)) || (res != NULL && YAJL_IS_OBJECT(res)))) {
+		emu_store_del(emu, RUNS_DIR, name);
+		yajl_tree_free(doc);
+		return;
+	}
+	r = tg_xcalloc(1, sizeof(*r));
+	snprintf(r->id, sizeof(r->id), "%s", id);
+	r->case_id = tg_xstrdup(cid);
+	r->seq = (unsigned long long)int_of(doc, "seq");
+	r->submitted_ms = int_of(doc, "submittedMs");
+	r->ends_ms = int_of(doc, "endsMs");
+	r->expires_ms = int_of(doc, "expiresMs");
+	r->failed = failed != NULL && YAJL_IS_TRUE(failed);
+	if (!r->failed)
+		r->results = emu_store_take(doc, "results");
+	if (r->seq > next_seq)
+		next_seq = r->seq;
+	tg_map_put(emu->sims, r->id, r);
+	yajl_tree_free(doc);
+}
+
+void
+emu_sim_load(struct tg_emu *emu)
+{
+	size_t n = emu_store_load(emu, RUNS_DIR, on_run_loaded);
+
+	sweep(emu);
+	tg_log(TG_LOG_INFO, "data_dir_runs", TG_LI("loaded", (long long)n),
+	    TG_LI("kept", (long long)tg_map_count(emu->sims)));
 }
 
 static void
@@ -231,6 +312,7 @@ emu_h_sim_submit(struct tg_emu *emu, struct evhttp_request *req, const char *con
 	}
 	r = run_new(emu, cid, v, base);
 	tg_map_put(emu->sims, r->id, r);
+	run_save(emu, r);
 	snprintf(loc, sizeof(loc), "/api/v1/simulations/%s", r->id);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Location", loc);
 	reply_run(req, 201, r);

@@ -1,6 +1,7 @@
 /*
  * test_config.c - the YAML config loader: types, defaults, bounds, lists,
- * secrets from *_env / *_file, and file:line:col errors with hints.
+ * secrets from *_env / *_file, paths relative to the file, and
+ * file:line:col errors with hints.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -359,6 +360,33 @@ test_report_positions(void **state)
 	done(&c);
 }
 
+/* TG_CFG_PATH: relative to the config file's directory, absolute as given. */
+static void
+test_path(void **state)
+{
+	struct pcfg {
+		char *rel, *abs;
+	} c;
+	static const struct tg_cfg_key pkeys[] = {
+		{ "rel", TG_CFG_PATH, offsetof(struct pcfg, rel), NULL, 0, 0, 0, NULL, 0, 0, 0, "" },
+		{ "abs", TG_CFG_PATH, offsetof(struct pcfg, abs), NULL, 0, 0, 0, NULL, 0, 0, 0, "" },
+	};
+	struct tg_err err;
+
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(tg_config_load_string("conf/sub/t.yaml", "rel: data\nabs: /var/x\n",
+	    pkeys, TG_NELEM(pkeys), &c, &err), 0);
+	assert_string_equal(c.rel, "conf/sub/data");
+	assert_string_equal(c.abs, "/var/x");
+	tg_config_free(pkeys, TG_NELEM(pkeys), &c);
+	assert_null(c.rel);
+	assert_int_equal(tg_config_load_string("t.yaml", "rel: data\n", pkeys, TG_NELEM(pkeys),
+	    &c, &err), 0);
+	assert_string_equal(c.rel, "data");
+	assert_null(c.abs);
+	tg_config_free(pkeys, TG_NELEM(pkeys), &c);
+}
+
 static void
 test_parsers(void **state)
 {
@@ -401,6 +429,7 @@ main(void)
 		cmocka_unit_test(test_section_types),
 		cmocka_unit_test(test_suggestions),
 		cmocka_unit_test(test_report_positions),
+		cmocka_unit_test(test_path),
 		cmocka_unit_test(test_parsers),
 	};
 
