@@ -41,14 +41,13 @@ def test_version(exe, opt):
     assert r.returncode == 0 and r.stderr == ""
     line = r.stdout.strip()
     assert line.split()[:2] == [exe, project_version()], line
-    git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True)
-    if git.returncode == 0:     # built from a checkout: the commit is named
-        m = re.fullmatch(rf"{re.escape(exe)} \S+ \(git (\S+)\)", line)
+    git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--git-dir"], capture_output=True)
+    if git.returncode == 0:     # built from a checkout: git describe names a commit of it
+        m = re.fullmatch(rf"{re.escape(exe)} \S+ \(git (\S+?)(-dirty)?\)", line)
         assert m, line
-        assert m.group(1).split("-dirty")[0].endswith(git.stdout.strip()[:7]) or \
-            git.stdout.strip()[:7] in m.group(1), line
-
+        commit = m.group(1).rsplit("-g", 1)[-1]     # a tag's describe: v1-3-gabc1234
+        r = subprocess.run(["git", "-C", ROOT, "cat-file", "-e", commit + "^{commit}"])
+        assert r.returncode == 0, line
 
 @pytest.mark.parametrize("exe", BINARIES)
 @pytest.mark.parametrize("args", [["--bogus"], ["-x"], ["stray"]])
