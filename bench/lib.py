@@ -293,6 +293,8 @@ def tidegate(upstream_url, cpu=None, overrides=None, build=None, prefix=None):
         "pool": {"max_idle": KEEPALIVE},
         "keys": [{"name": "bench", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]}],
     }
+    if os.geteuid() == 0:   # root refuses to start without user:
+        cfg["user"] = "root"
     for k, v in (overrides or {}).items():
         if isinstance(v, dict):
             cfg.setdefault(k, {}).update(v)

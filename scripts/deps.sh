@@ -5,7 +5,8 @@
 # tests use into $TG_NPM_DIR (default build-npm/ in the repository).
 TG_PACKAGES="build-essential pkg-config meson ninja-build libevent-dev libyajl-dev libssl-dev
 libyaml-dev libsqlite3-dev libcmocka-dev libmimalloc-dev python3-pytest python3-requests curl
-openssl nginx-light haproxy nodejs postgresql-15 postgresql-common libpq-dev"
+openssl nginx-light haproxy nodejs postgresql-15 postgresql-common libpq-dev
+libsystemd-dev scdoc systemd man-db"
 
 tg_install_deps() {
 	local missing="" p

@@ -3,14 +3,18 @@
  * (-t), logging, the embedded emulator (upstream: embedded), the gateway's
  * request core and the features it serves (jobs, webhook, runs), the
  * event loop. SIGHUP reloads, SIGTERM/SIGINT drain and exit 0
- * (src/gateway/server.c).
+ * (src/gateway/server.c). Started as root, it binds the listeners and
+ * becomes the configured `user` before it serves (include/tidegate/priv.h);
+ * a Type=notify unit hears READY=1 once it serves (tidegate.service).
  */
 #include <errno.h>
+#include <getopt.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -20,17 +24,65 @@
 #include "tidegate/http.h"
 #include "tidegate/jobs.h"
 #include "tidegate/log.h"
+#include "tidegate/notify.h"
+#include "tidegate/priv.h"
 #include "tidegate/runs.h"
 #include "tidegate/state.h"
 #include "tidegate/webhook.h"
+#include "version.h"
+
+/* --help on stdout (exit 0), a wrong option on stderr (exit 2). */
+static void
+usage(FILE *out, int rc)
+{
+	fputs("usage: tidegate [-t] [-c FILE] | -K | -h | -V\n"
+	    "  -c, --config FILE  configuration (default conf/tidegate.yaml)\n"
+	    "  -t, --test         check the configuration, print \"configuration OK\", exit\n"
+	    "  -K, --keys         print every configuration key as a Markdown table\n"
+	    "  -h, --help         print this help\n"
+	    "  -V, -v, --version  print the version\n"
+	    "SIGHUP reloads the configuration; SIGTERM drains and exits 0. Manual: tidegate(8),\n"
+	    "tidegate.yaml(5).\n", out);
+	exit(rc);
+}
 
 static void
-usage(void)
+version(void)
 {
-	fputs("usage: tidegate [-t] [-c conf/tidegate.yaml] | -K\n"
-	    "  -t  check the configuration and exit\n"
-	    "  -K  print every configuration key as a Markdown table\n", stderr);
-	exit(2);
+	printf("tidegate %s%s%s%s\n", TG_VERSION, TG_VERSION_GIT[0] ? " (git " : "",
+	    TG_VERSION_GIT, TG_VERSION_GIT[0] ? ")" : "");
+	exit(0);
+}
+
+/* Options: -c sets *path, -t *test; -K, -h and -V answer and exit. */
+static void
+parse_options(int argc, char **argv, const char **path, int *test)
+{
+	static const struct option longs[] = {
+		{ "config", required_argument, NULL, 'c' }, { "test", no_argument, NULL, 't' },
+		{ "keys", no_argument, NULL, 'K' }, { "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' }, { NULL, 0, NULL, 0 }
+	};
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "tc:KhVv", longs, NULL)) != -1) {
+		if (ch == 'K') {
+			tg_config_doc(gw_config_keys, gw_config_nkeys, stdout);
+			exit(0);
+		}
+		if (ch == 't')
+			*test = 1;
+		else if (ch == 'c')
+			*path = optarg;
+		else if (ch == 'h')
+			usage(stdout, 0);
+		else if (ch == 'V' || ch == 'v')
+			version();
+		else
+			usage(stderr, 2);
+	}
+	if (optind < argc)
+		usage(stderr, 2);
 }
 
 /* The one check of the configuration, for -t and the start alike: every
@@ -139,33 +191,78 @@ add_features(struct gw *gw, struct tg_err *err)
 	return 0;
 }
 
+/* Started as root: become the configured user now (root left only as the
+ * saved uid, to bind); else say why `user` is not used. */
+static int
+become_user(const struct gw_config *c, struct tg_priv *p, struct tg_err *err)
+{
+	struct tg_err why;
+	int warn;
+
+	if (tg_priv_begin(c->user, p, &warn, &why) != 0) {
+		tg_err_set(err, "%s: %s", c->path, why.msg);
+		return -1;
+	}
+	if (warn && geteuid() == 0)
+		tg_log(TG_LOG_WARN, "running_as_root", TG_LS("reason",
+		    "user: root keeps every privilege; name an unprivileged account"));
+	else if (warn)
+		tg_log(TG_LOG_WARN, "user_ignored", TG_LS("user", c->user),
+		    TG_LS("reason", "not started as root"));
+	return 0;
+}
+
+/* Start everything, serve until the drain is over; 0 or 1 for exit. The
+ * listeners are bound as root (when started as root), the rest as the user. */
+static int
+run(const char *path, struct gw_config *cfg)
+{
+	struct event_base *base = tg_event_base_new();
+	struct tg_emu_config ecfg;
+	struct tg_emu *emu = NULL;
+	struct tg_state *st = NULL;
+	struct gw *gw = NULL;
+	struct tg_priv priv;
+	struct tg_err err;
+	int rc = 1;
+
+	memset(&ecfg, 0, sizeof(ecfg));
+	if (become_user(cfg, &priv, &err) != 0 || (strcmp(cfg->upstream, "embedded") == 0 &&
+	    (emu = start_emulator(base, cfg, &ecfg, &err)) == NULL) ||
+	    (st = open_state(base, cfg, &err)) == NULL ||
+	    (gw = gw_new(base, path, cfg, st, &err)) == NULL || add_features(gw, &err) != 0 ||
+	    tg_priv_regain(&priv, &err) != 0 || gw_start(gw, &err) != 0 ||
+	    tg_priv_drop(&priv, &err) != 0) {
+		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));
+		goto done;
+	}
+	if (priv.active)
+		tg_log(TG_LOG_INFO, "user", TG_LS("user", priv.name), TG_LI("uid", priv.uid),
+		    TG_LI("gid", priv.gid));
+	tg_notify_ready();
+	event_base_dispatch(base);
+	tg_log(TG_LOG_INFO, "stopped", TG_LS("config", path));
+	rc = 0;
+done:
+	gw_free(gw);	/* the gateway's upstreams may still talk to the emulator */
+	tg_state_close(st);	/* after the features: their operations are over */
+	gw_config_free(cfg);	/* emptied by gw_new when it took it */
+	tg_emu_free(emu);
+	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
+	event_base_free(base);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
 	const char *path = "conf/tidegate.yaml";
-	struct event_base *base;
-	struct tg_emu_config ecfg;
-	struct tg_emu *emu = NULL;
 	struct gw_config cfg;
-	struct tg_err err;
-	struct gw *gw = NULL;
-	struct tg_state *st = NULL;
-	int test = 0, ch, lvl;
+	int test = 0, lvl;
 
+	parse_options(argc, argv, &path, &test);
 	gw_config_add_check(tg_webhook_config_check);
 	gw_config_add_check(check_emulator);
-	while ((ch = getopt(argc, argv, "tc:K")) != -1) {
-		if (ch == 'K') {
-			tg_config_doc(gw_config_keys, gw_config_nkeys, stdout);
-			return 0;
-		}
-		if (ch == 't')
-			test = 1;
-		else if (ch == 'c')
-			path = optarg;
-		else
-			usage();
-	}
 	if (load_config(path, &cfg) != 0) {
 		gw_config_free(&cfg);
 		return 1;
@@ -178,28 +275,6 @@ main(int argc, char **argv)
 	}
 	tg_log_init(stderr, (enum tg_log_level)lvl);
 	signal(SIGPIPE, SIG_IGN);
-	base = tg_event_base_new();
-	memset(&ecfg, 0, sizeof(ecfg));
-	if ((strcmp(cfg.upstream, "embedded") == 0 &&
-	    (emu = start_emulator(base, &cfg, &ecfg, &err)) == NULL) ||
-	    (st = open_state(base, &cfg, &err)) == NULL ||
-	    (gw = gw_new(base, path, &cfg, st, &err)) == NULL || add_features(gw, &err) != 0 ||
-	    gw_start(gw, &err) != 0) {
-		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));
-		gw_free(gw);
-		tg_state_close(st);
-		gw_config_free(&cfg);
-		tg_emu_free(emu);
-		tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
-		event_base_free(base);
-		return 1;
-	}
-	event_base_dispatch(base);
-	tg_log(TG_LOG_INFO, "stopped", TG_LS("config", path));
-	gw_free(gw);	/* the gateway's upstreams may still talk to the emulator */
-	tg_state_close(st);	/* after the features: their operations are over */
-	tg_emu_free(emu);
-	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
-	event_base_free(base);
-	return 0;
+	umask(077);	/* state, spool and payload files: the user's alone */
+	return run(path, &cfg);
 }

@@ -18,7 +18,8 @@ import sys
 OWNER = {
     'clock.h': 'core', 'config.h': 'core', 'crypto.h': 'core', 'errors.h': 'core',
     'ids.h': 'core', 'log.h': 'core', 'map.h': 'core', 'metrics.h': 'core',
-    'problems.h': 'core', 'util.h': 'core', 'worker.h': 'core',
+    'problems.h': 'core', 'util.h': 'core', 'worker.h': 'core', 'notify.h': 'core',
+    'priv.h': 'core',
     'json.h': 'json',
     'state.h': 'state', 'outbox.h': 'state', 'runs_store.h': 'state', 'owners.h': 'state',
     'http.h': 'http', 'frontdoor.h': 'http', 'head.h': 'http', 'target.h': 'http',

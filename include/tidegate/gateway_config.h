@@ -47,6 +47,7 @@ struct gw_config {
 	char *path;		/* the file loaded (not a key) */
 	char *listen_dex, *listen_sim, *listen_admin;
 	char *log_level;
+	char *user;		/* the account to become when started as root */
 	int access_log;
 	int64_t max_body;
 	int64_t drain_timeout;

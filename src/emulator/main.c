@@ -1,7 +1,9 @@
 /*
  * main.c - tidegate-emulator: load the config, start the emulator on one
- * event loop, stop cleanly on SIGINT/SIGTERM. "-t" checks the config only.
+ * event loop, stop cleanly on SIGINT/SIGTERM. "-t" checks the config only;
+ * -h/--help and -V/-v/--version answer on stdout.
  */
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,12 +16,46 @@
 #include "tidegate/emulator.h"
 #include "tidegate/http.h"
 #include "tidegate/log.h"
+#include "version.h"
 
 static void
-usage(void)
+usage(FILE *out, int rc)
 {
-	fputs("usage: tidegate-emulator [-t] [-c conf/emulator.yaml]\n", stderr);
-	exit(2);
+	fputs("usage: tidegate-emulator [-t] [-c FILE] | -h | -V\n"
+	    "  -c, --config FILE  configuration (default: built-in defaults)\n"
+	    "  -t, --test         check the configuration, print \"configuration OK\", exit\n"
+	    "  -h, --help         print this help\n"
+	    "  -V, -v, --version  print the version\n"
+	    "Manual: tidegate-emulator(1).\n", out);
+	exit(rc);
+}
+
+static void
+parse_options(int argc, char **argv, const char **path, int *test)
+{
+	static const struct option longs[] = {
+		{ "config", required_argument, NULL, 'c' }, { "test", no_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "tc:hVv", longs, NULL)) != -1) {
+		if (ch == 't')
+			*test = 1;
+		else if (ch == 'c')
+			*path = optarg;
+		else if (ch == 'h')
+			usage(stdout, 0);
+		else if (ch == 'V' || ch == 'v') {
+			printf("tidegate-emulator %s%s%s%s\n", TG_VERSION, TG_VERSION_GIT[0] ?
+			    " (git " : "", TG_VERSION_GIT, TG_VERSION_GIT[0] ? ")" : "");
+			exit(0);
+		} else
+			usage(stderr, 2);
+	}
+	if (optind < argc)
+		usage(stderr, 2);
 }
 
 static void
@@ -38,16 +74,9 @@ main(int argc, char **argv)
 	struct tg_emu *emu;
 	struct tg_err err;
 	const char *path = NULL;
-	int test = 0, ch, rc = 1, lvl;
+	int test = 0, rc = 1, lvl;
 
-	while ((ch = getopt(argc, argv, "tc:")) != -1) {
-		if (ch == 't')
-			test = 1;
-		else if (ch == 'c')
-			path = optarg;
-		else
-			usage();
-	}
+	parse_options(argc, argv, &path, &test);
 	memset(&cfg, 0, sizeof(cfg));
 	if ((path ? tg_config_load(path, tg_emu_config_keys, tg_emu_config_nkeys, &cfg, &err) :
 	    tg_config_defaults(tg_emu_config_keys, tg_emu_config_nkeys, &cfg, &err)) != 0) {

@@ -63,6 +63,10 @@ const struct tg_cfg_key gw_config_keys[] = {
 	K("listen.admin", TG_CFG_ADDR, listen_admin, "127.0.0.1:9090",
 	  "admin listener: /healthz, /readyz, /metrics"),
 	K("log_level", TG_CFG_STR, log_level, "info", "debug, info, warn, error or off"),
+	K("user", TG_CFG_STR, user, NULL,
+	  "started as root: the account to run as once the listeners are bound (root "
+	  "refuses to start without it; \"root\" keeps root, with a warning); "
+	  "ignored otherwise"),
 	K("access_log", TG_CFG_BOOL, access_log, "true", "one JSON line per request"),
 	KB("max_body", TG_CFG_SIZE, max_body, "256MB", 1024, 4294967296.0,
 	   "largest request body accepted from callers (413 above)"),

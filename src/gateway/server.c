@@ -19,6 +19,7 @@
 
 #include "tidegate/http.h"
 #include "tidegate/log.h"
+#include "tidegate/notify.h"
 #include "tidegate/sim.h"
 #include "tidegate/worker.h"
 #include "gw.h"
@@ -199,13 +200,18 @@ drain(struct gw *gw)
 	evtimer_add(gw->drain_timer, &tv);
 }
 
+/* The service manager hears of both (notify.h: nothing without systemd). */
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
-	if (sig == SIGHUP)
+	if (sig == SIGHUP) {
+		tg_notify_reloading();
 		reload(arg);
-	else
+		tg_notify_ready();
+	} else {
+		tg_notify_stopping();
 		drain(arg);
+	}
 }
 
 struct gw *

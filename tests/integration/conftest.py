@@ -268,6 +268,11 @@ def emulator(make_emulator):
     return make_emulator()
 
 
+# Started as root (how CI runs), the gateway refuses to start without
+# `user:`; the tests keep root (their files are root's): test_privileges.py
+# runs it as another account.
+ROOT_USER = {"user": "root"} if os.geteuid() == 0 else {}
+
 TEST_KEY = "test-key"
 TEST_KEY_SHA = "62af8704764faf8ea82fc61ce9c4c3908b6cb97d463a634e9e587d7c885db0ef"
 
@@ -290,6 +295,7 @@ class Gateway(Process):
             "sim": {"client_id": "demo", "client_secret_file": "sim-secret"},
             "keys": [{"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]}],
         }
+        cfg.update(ROOT_USER)
         if emulator is not None:
             cfg["dex"]["url"] = emulator.dex
             cfg["sim"].update({"url": emulator.sim, "fallback_url": emulator.design,

@@ -217,7 +217,8 @@ def test_postgresql_state_unreachable_at_start(case_dir):
     path = os.path.join(case_dir, "gw.yaml")
     with open(path, "w") as f:
         f.write("upstream: remote\nlog_level: error\n"
-                "state:\n  url: postgresql://tg:hunter2@127.0.0.1:1/tidegate\n")
+                "state:\n  url: postgresql://tg:hunter2@127.0.0.1:1/tidegate\n" +
+                ("user: root\n" if os.geteuid() == 0 else ""))
     r = run(["-t", "-c", path])
     assert r.returncode == 0 and "configuration OK" in r.stdout, r.stderr
     start = run(["-c", path])

@@ -64,7 +64,8 @@ def test_config_check(tmp_path):
 def test_refuses_public_address_without_keys(tmp_path):
     cfg = tmp_path / "t.yaml"
     cfg.write_text(f"listen:\n  dex: 0.0.0.0:{free_port()}\n  sim: 127.0.0.1:{free_port()}\n"
-                   f"  admin: 127.0.0.1:{free_port()}\n")
+                   f"  admin: 127.0.0.1:{free_port()}\n" +
+                   ("user: root\n" if os.geteuid() == 0 else ""))
     r = subprocess.run([os.path.join(BUILD, "tidegate"), "-c", str(cfg)],
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 1
