@@ -21,6 +21,7 @@
 #define TIDEGATE_GATEWAY_H
 
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include <event2/http.h>
 #include <yajl/yajl_gen.h>
@@ -96,8 +97,10 @@ struct gw {
 	struct gw_lctx lctx[GW_NLISTENERS];
 	struct tg_metrics *metrics;
 	size_t inflight;		/* client requests being handled */
+	TAILQ_HEAD(, gw_req) reqs;	/* those requests, for the drain's deadline */
 	size_t unflushed;		/* replies handed to libevent, not yet written */
 	int draining;
+	int drain_cut;			/* drain_timeout passed: what was left was cut */
 	struct event *sig[3], *drain_timer;
 	struct gw_runtime *dying;	/* released, freed from reap_ev */
 	struct event *reap_ev;
@@ -151,6 +154,7 @@ struct gw_req {
 	char *case_id, *case_sha256;	/* of a checked submission (gw->case_digest) */
 	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_feature.on_free) */
 	int feat_next;			/* the next feature of the op to ask (feature.c) */
+	TAILQ_ENTRY(gw_req) inflight_next;	/* on gw->reqs */
 };
 
 /* What on_head asks of the core for the vendor's answer. */

@@ -2,9 +2,11 @@
  * admin.c - the admin listener: /healthz (the process answers), /readyz
  * (every service with credentials holds a vendor token, which proves the
  * vendor reachable and the credentials good; the state's health beside,
- * admin_state.c), /metrics (Prometheus text,
- * with the pools' per-owner series, then each feature's), and the
- * features' admin APIs (gw_feature.admin_prefix: /webhooks…).
+ * admin_state.c; 503 "draining" from SIGTERM until the process exits, as
+ * the listener stays open through the drain), /metrics (Prometheus text,
+ * with the pools' per-owner series, then each feature's), HEAD on those
+ * three as GET without the body (probes), and the features' admin APIs
+ * (gw_feature.admin_prefix: /webhooks…).
  */
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include <event2/http.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/errors.h"
 #include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "tidegate/json.h"
@@ -43,6 +46,49 @@ static void
 family(struct evbuffer *out, const char *name, const char *type, const char *help)
 {
 	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* HEAD gets GET's head, its Content-Length included, and no body:
+ * libevent would write the body it is given after a HEAD's head. */
+void
+gw_admin_reply(struct evhttp_request *req, int status, const char *ctype,
+    struct evbuffer *body)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	size_t len = body != NULL ? evbuffer_get_length(body) : 0;
+	char cl[24];
+
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+		snprintf(cl, sizeof(cl), "%zu", len);
+		evhttp_remove_header(h, "Content-Length");
+		evhttp_add_header(h, "Content-Length", cl);
+		if (body != NULL)
+			evbuffer_drain(body, len);
+	}
+	tg_reply_buf(req, status, ctype, body);
+}
+
+static void
+reply_json(struct evhttp_request *req, int status, yajl_gen g)
+{
+	struct evbuffer *b = evbuffer_new();
+	const unsigned char *buf;
+	size_t len;
+
+	yajl_gen_get_buf(g, &buf, &len);
+	evbuffer_add(b, buf, len);
+	gw_admin_reply(req, status, "application/json", b);
+	evbuffer_free(b);
+}
+
+static void
+reply_error(struct evhttp_request *req, int status, const char *msg)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	tg_error_body(b, status, NULL, msg, tg_http_header(req, "X-Request-Id"), NULL, 0);
+	gw_admin_reply(req, status, "application/json", b);
+	evbuffer_free(b);
 }
 
 /* The listeners' front doors (frontdoor.h): connections open, refused
@@ -219,6 +265,8 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	gw_scrape(gw, req, b);	/* takes b; replies once every feature's part is in */
 }
 
+/* Draining (SIGTERM until exit) is its own answer: 503 with "status":
+ * "draining", whatever the tokens say, so a balancer stops sending here. */
 static void
 readyz(struct gw *gw, struct evhttp_request *req)
 {
@@ -242,8 +290,21 @@ readyz(struct gw *gw, struct evhttp_request *req)
 		tg_json_kv_bool(g, "degraded", 0);
 	tg_json_kv_bool(g, "ready", ready);
 	tg_json_kv_bool(g, "draining", gw->draining);
+	tg_json_kv_str(g, "status", gw->draining ? "draining" : ready ? "ready" : "not ready");
 	yajl_gen_map_close(g);
-	tg_reply_json(req, ready ? 200 : 503, g);
+	reply_json(req, ready ? 200 : 503, g);
+	yajl_gen_free(g);
+}
+
+static void
+healthz(struct evhttp_request *req)
+{
+	yajl_gen g = tg_json_gen_new();
+
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "status", "ok");
+	yajl_gen_map_close(g);
+	reply_json(req, 200, g);
 	yajl_gen_free(g);
 }
 
@@ -252,27 +313,21 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 {
 	struct gw_lctx *lc = arg;
 	const char *path = tg_http_path(req);
+	enum evhttp_cmd_type m = evhttp_request_get_command(req);
 	int fault = tg_frontdoor_refusal(req);
-	yajl_gen g;
 
 	if (fault != 0)
 		tg_frontdoor_reply(req, fault);
 	else if (gw_feat_admin(lc->gw, req, path))
 		;	/* a feature's admin API (/webhooks…) */
-	else if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-		tg_reply_error(req, 405, NULL, "only GET here (POST: /webhooks/…)", NULL, 0);
-	} else if (strcmp(path, "/healthz") == 0) {
-		g = tg_json_gen_new();
-		yajl_gen_map_open(g);
-		tg_json_kv_str(g, "status", "ok");
-		yajl_gen_map_close(g);
-		tg_reply_json(req, 200, g);
-		yajl_gen_free(g);
-	} else if (strcmp(path, "/readyz") == 0) {
+	else if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD)
+		reply_error(req, 405, "only GET and HEAD here (POST: /webhooks/…)");
+	else if (strcmp(path, "/healthz") == 0)
+		healthz(req);
+	else if (strcmp(path, "/readyz") == 0)
 		readyz(lc->gw, req);
-	} else if (strcmp(path, "/metrics") == 0) {
+	else if (strcmp(path, "/metrics") == 0)
 		metrics(lc->gw, req);
-	} else {
-		tg_reply_error(req, 404, NULL, "no such admin endpoint", NULL, 0);
-	}
+	else
+		reply_error(req, 404, "no such admin endpoint");
 }

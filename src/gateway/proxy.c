@@ -72,6 +72,7 @@ req_new(struct gw *gw, int listener, struct evhttp_request *req)
 	else
 		tg_id_uuid4(r->id);
 	gw->inflight++;
+	TAILQ_INSERT_TAIL(&gw->reqs, r, inflight_next);
 	tg_frontdoor_set_closecb(r->conn, on_client_close, r);
 	return r;
 }

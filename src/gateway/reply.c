@@ -92,6 +92,7 @@ gw_req_finish(struct gw_req *r)
 		evbuffer_free(r->capture);
 	free(r->path);
 	free(r->uri);
+	TAILQ_REMOVE(&gw->reqs, r, inflight_next);
 	free(r);
 	gw->inflight--;
 	gw_maybe_exit(gw);

@@ -5,18 +5,23 @@
  * features (refusing non-loopback addresses when no API keys are
  * configured), reload on SIGHUP without dropping connections, and drain on
  * SIGTERM (requests, checks, and whatever each feature waits for: its idle
- * callback). Called by src/tidegate.c.
+ * callback; the admin listener stays open so /readyz says "draining" until
+ * the end; past drain_timeout what is left is cut, and logged as such).
+ * Called by src/tidegate.c.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "tidegate/errors.h"
 #include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "tidegate/notify.h"
@@ -166,15 +171,59 @@ stop_accepting(struct evhttp_bound_socket *bs, void *arg)
 		list[i] = bs;
 }
 
+#define DRAIN_GRACE_MS	1000	/* past drain_timeout: to write the cut requests' 503s */
+
+/* A request still in flight past drain_timeout is ended by the gateway,
+ * not its client: 503 DRAIN_TIMEOUT when its answer has not started, else
+ * its connection is reset (a truncated answer must not look complete).
+ * Its access log line says drain_timeout either way. */
+static void
+cut(struct gw_req *r)
+{
+	struct evbuffer *b;
+	char msg[320];
+	int safe = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+
+	r->error = "drain_timeout";
+	if (r->started && r->req != NULL) {
+		gw_req_reply_end(r, 1);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "the gateway is shutting down and drain_timeout (%lld ms) "
+	    "passed before this request was answered%s", (long long)r->rt->cfg.drain_timeout,
+	    safe ? "" : "; it may have taken effect at the vendor");
+	if (r->req != NULL)	/* a held answer's vendor headers are not this answer's */
+		evhttp_clear_headers(evhttp_request_get_output_headers(r->req));
+	b = evbuffer_new();
+	tg_error_body(b, 503, "DRAIN_TIMEOUT", msg, r->id, NULL, 0);
+	gw_req_reply_buf(r, 503, "application/json", b);	/* frees r */
+	evbuffer_free(b);
+}
+
+/* drain_timeout: cut what is left, then exit once the 503s are written
+ * (gw_maybe_exit), or DRAIN_GRACE_MS later whatever remains. */
 static void
 on_drain_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct gw *gw = arg;
+	struct timeval tv = { DRAIN_GRACE_MS / 1000, DRAIN_GRACE_MS % 1000 * 1000 };
+	struct gw_req *r;
+	int again = gw->drain_cut;
 
-	tg_log(TG_LOG_WARN, "drain_timeout", TG_LI("inflight", gw->inflight));
-	event_base_loopexit(gw->base, NULL);
+	tg_log(TG_LOG_WARN, "drain_timeout", TG_LI("inflight", gw->inflight),
+	    TG_LI("unflushed", gw->unflushed));
+	gw->drain_cut = 1;
+	while ((r = TAILQ_FIRST(&gw->reqs)) != NULL)
+		cut(r);		/* each ends, leaving the list */
+	if (again)
+		event_base_loopexit(gw->base, NULL);
+	else
+		evtimer_add(gw->drain_timer, &tv);
+	gw_maybe_exit(gw);
 }
 
+/* The dex and sim listeners stop accepting; the admin listener stays, so
+ * probes see 503 "draining" (admin.c) rather than a refused connection. */
 static void
 drain(struct gw *gw)
 {
@@ -186,6 +235,8 @@ drain(struct gw *gw)
 		return;
 	gw->draining = 1;
 	for (l = 0; l < GW_NLISTENERS; l++) {
+		if (l == GW_ADMIN)
+			continue;
 		memset(bs, 0, sizeof(bs));
 		evhttp_foreach_bound_socket(gw->http[l], stop_accepting, bs);
 		for (i = 0; i < 8 && bs[i] != NULL; i++)
@@ -224,6 +275,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 
 	gw->base = base;
 	gw->state = st;
+	TAILQ_INIT(&gw->reqs);
 	gw->config_path = tg_xstrdup(config_path);
 	gw->metrics = tg_metrics_new();
 	gw_metrics_declare(gw->metrics);

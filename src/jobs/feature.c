@@ -2,8 +2,8 @@
  * feature.c - the jobs feature as the request core sees it: the
  * operations it serves, its callbacks (job reads answered by the poll
  * multiplexer, creations' answers recorded for ownership through the
- * state seam), its metrics, and each request's slot (struct jobs_req),
- * freed when the request ends.
+ * state seam), its metrics, its drain (long-polls answered at once), and
+ * each request's slot (struct jobs_req), freed when the request ends.
  */
 #include <stdlib.h>
 
@@ -81,6 +81,15 @@ metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 	jobs_owners_metrics(j, out, s);
 }
 
+/* A drain does not wait on jobs: long-polls get the current state. */
+static void
+drain(void *ctx)
+{
+	struct jobs *j = ctx;
+
+	jobs_poll_drain(j->poll);
+}
+
 static void
 stop(void *ctx)
 {
@@ -100,6 +109,7 @@ static const struct gw_feature feature = {
 	.on_free = on_free,
 	.peek = peek,
 	.metrics = metrics,
+	.drain = drain,
 	.stop = stop,
 };
 

@@ -88,6 +88,8 @@ int jobs_poll_handle(struct jobs_poll *p, struct gw_req *r);
 void jobs_poll_resume(struct gw_req *r, char *job);
 /** The request of q (borrowed) ends: stop waiting. */
 void jobs_poll_forget(struct jobs_req *q);
+/** SIGTERM: answer every long-poll of p (borrowed; NULL-safe) now. */
+void jobs_poll_drain(struct jobs_poll *p);
 /**
  * The multiplexer's answer to GET uri (borrowed, upstream path and query)
  * of service, polled with the gateway's own token: 1 and *out when it holds

@@ -19,7 +19,10 @@
  *   written; other answers that large are streamed by each caller;
  * - 429 + Retry-After from the vendor holds every caller of that entry back;
  * - `?wait=N` long-polls: the request is held until the job is terminal or N
- *   seconds pass, and all waiters wake on one upstream answer.
+ *   seconds pass, and all waiters wake on one upstream answer; on SIGTERM
+ *   every long-poll is answered at once with the job's current state (the
+ *   vendor's 202 and its Retry-After), and polls made while draining do
+ *   not wait, so a drain never waits on a job.
  * - in a fleet (a state shared by several instances, tidegate/state.h) an
  *   entry's vendor poll is made by the instance that leads its key; it
  *   publishes the answer (terminal or not, up to poll.cache_max_body) for
@@ -1051,7 +1054,7 @@ poll_job(struct jobs_poll *p, struct gw_req *r, char *job)
 		return 0;
 	}
 	r->drop_query = "wait";
-	wms = wait_ms(r);
+	wms = p->gw->draining ? 0 : wait_ms(r);
 	identity(r, id);
 	if ((e = entry_get(p, r, job, id)) == NULL || e->passthrough) {
 		count(r, "passthrough");
@@ -1107,6 +1110,40 @@ jobs_poll_forget(struct jobs_req *q)
 {
 	waiter_unlink(q);
 	jobs_spool_forget(q);
+}
+
+/* SIGTERM: e's long-polls become plain polls, answered now with its
+ * answer, or by the fetch under way (or the fleet's answer followed). */
+static void
+drain_entry(struct poll_entry *e)
+{
+	struct jobs_req *q, *next;
+
+	for (q = TAILQ_FIRST(&e->waiters); q != NULL; q = next) {
+		next = TAILQ_NEXT(q, next);	/* q is freed when its request ends */
+		if (q->wait_until == 0)
+			continue;
+		q->wait_until = 0;
+		if (q->wait_timer != NULL) {
+			event_free(q->wait_timer);
+			q->wait_timer = NULL;
+		}
+		if (e->ans.at != 0 && !busy(e))
+			reply_answer(q->r, &e->ans, "long-poll");
+	}
+}
+
+void
+jobs_poll_drain(struct jobs_poll *p)
+{
+	const char *k;
+	void *v;
+	size_t pos = 0;
+
+	if (p == NULL)
+		return;
+	while (tg_map_next(p->entries, &pos, &k, &v))
+		drain_entry(v);
 }
 
 /* The key entry_get gives a gateway-token caller's poll of uri. */
