@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from conftest import (TEST_KEY, TEST_KEY_SHA, Emulator, Gateway,  # noqa: E402,F401
-                      free_port, to_yaml)
+                      free_port, to_yaml, tokens_held)
 
 BUILD = os.environ.get("TG_BENCH_BUILD", os.path.join(ROOT, "build-release"))
 SUT_CPU = int(os.environ.get("SUT_CPU", "0"))
@@ -334,7 +334,7 @@ def wait_tokens(d, timeout=10.0):
     """Until tidegate d holds its vendor tokens (/readyz: its start-up
     logins are done)."""
     deadline = time.monotonic() + timeout
-    while requests.get(d.admin + "/readyz", timeout=5).status_code != 200:
+    while not tokens_held(requests.get(d.admin + "/readyz", timeout=5).json()):
         if time.monotonic() > deadline:
             raise RuntimeError("tidegate did not get its vendor tokens")
         time.sleep(0.05)

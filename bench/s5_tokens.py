@@ -152,8 +152,9 @@ def round_tidegate(emu, n):
     tg = lib.tidegate(emu.dex, overrides={"sim": emu.sim_config()})
     try:
         def before_fire():
-            ready = requests.get(tg.admin + "/readyz", timeout=5).status_code
-            return {"cold": ready != 200, "fired_after_start_s": time.monotonic() - t0}
+            ready = requests.get(tg.admin + "/readyz", timeout=5).json()
+            return {"cold": not lib.tokens_held(ready),
+                    "fired_after_start_s": time.monotonic() - t0}
         res, info = asyncio.run(burst(tg.port, n, lib.TEST_KEY, False, before_fire))
         return summary("tidegate", res, emu, info)
     finally:

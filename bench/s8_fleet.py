@@ -224,7 +224,7 @@ def login_round(a, emu, pg, name, n, use_pg, errors):
         if use_pg:
             schema, url = pg.new()
         gws = fleet(emu, n, url, a.build, None, started)
-        cold = all(requests.get(g.admin + "/readyz", timeout=5).status_code != 200
+        cold = all(not lib.tokens_held(requests.get(g.admin + "/readyz", timeout=5).json())
                    for g in gws)
 
         def one(i):

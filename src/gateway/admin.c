@@ -267,6 +267,10 @@ metrics(struct gw *gw, struct evhttp_request *req)
 
 /* Draining (SIGTERM until exit) is its own answer: 503 with "status":
  * "draining", whatever the tokens say, so a balancer stops sending here. */
+/* One meaning: the instance can serve (it is not draining). What the
+ * vendor does is beside it: each service's token ("services") and whole
+ * state ("vendor": up, logging in, login failing, unreachable, no
+ * credentials), its hosts ("origins"), the state backend ("state"). */
 static void
 readyz(struct gw *gw, struct evhttp_request *req)
 {
@@ -281,16 +285,20 @@ readyz(struct gw *gw, struct evhttp_request *req)
 		struct gw_service *s = &gw->rt->svc[i];
 
 		state = gw_vendor_state(s, &ok);
-		ready = ready && ok;
 		tg_json_kv_str(g, s->name, state);
 	}
+	yajl_gen_map_close(g);
+	tg_json_str(g, "vendor");
+	yajl_gen_map_open(g);
+	for (i = 0; i < 2; i++)
+		tg_json_kv_str(g, gw->rt->svc[i].name, gw_vendor_health(&gw->rt->svc[i]));
 	yajl_gen_map_close(g);
 	gw_admin_origins_ready(gw, g);
 	if (!gw_admin_state_ready(gw, g))
 		tg_json_kv_bool(g, "degraded", 0);
 	tg_json_kv_bool(g, "ready", ready);
 	tg_json_kv_bool(g, "draining", gw->draining);
-	tg_json_kv_str(g, "status", gw->draining ? "draining" : ready ? "ready" : "not ready");
+	tg_json_kv_str(g, "status", gw->draining ? "draining" : "ready");
 	yajl_gen_map_close(g);
 	reply_json(req, ready ? 200 : 503, g);
 	yajl_gen_free(g);

@@ -6,9 +6,12 @@
  * Prometheus series on /metrics (in service gauge, ejections, failovers
  * and retries by reason, requests failed fast with every origin out).
  * An origin out of service does not make the instance unready: the other
- * serves, and with both out requests fail fast with 503.
+ * serves, and with both out requests fail fast with 503. The vendor's
+ * state per service (gw_vendor_health) sums the token and the hosts up
+ * for /readyz's "vendor" member and tidegate_vendor_up.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include <event2/buffer.h>
 
@@ -66,6 +69,12 @@ gw_admin_origins_metrics(struct gw *gw, struct evbuffer *out)
 	}
 	by_reason(out, gw, 0);
 	by_reason(out, gw, 1);
+	family(out, "tidegate_vendor_up", "gauge",
+	    "1 while the vendor service answers and the gateway holds its token (/readyz "
+	    "\"vendor\": up), else 0.");
+	for (i = 0; i < 2; i++)
+		evbuffer_add_printf(out, "tidegate_vendor_up{service=\"%s\"} %d\n",
+		    gw->rt->svc[i].name, strcmp(gw_vendor_health(&gw->rt->svc[i]), "up") == 0);
 	family(out, "tidegate_upstream_down_total", "counter",
 	    "Requests answered 503 at once because every origin of the service was out.");
 	for (i = 0; i < 2; i++) {
@@ -73,6 +82,22 @@ gw_admin_origins_metrics(struct gw *gw, struct evbuffer *out)
 		evbuffer_add_printf(out, "tidegate_upstream_down_total{service=\"%s\"} %llu\n",
 		    gw->rt->svc[i].name, us.down);
 	}
+}
+
+const char *
+gw_vendor_health(struct gw_service *s)
+{
+	struct tg_upstream_origin_stats st;
+	int ok, k, answering = 0;
+	const char *tok = gw_vendor_state(s, &ok);
+
+	for (k = 0; tg_upstream_origin_stats(s->api, k, &st) == 0; k++)
+		answering |= st.in_service && st.fails == 0;
+	if (!answering)
+		return "unreachable";	/* every host out, or its last call failed */
+	if (!ok)
+		return strcmp(tok, "vendor login failing") == 0 ? "login failing" : "logging in";
+	return "up";
 }
 
 void

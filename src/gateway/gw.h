@@ -166,6 +166,10 @@ int gw_admin_state_ready(struct gw *gw, yajl_gen g);
  * and their member of /readyz (g borrowed). */
 void gw_admin_origins_metrics(struct gw *gw, struct evbuffer *out);
 void gw_admin_origins_ready(struct gw *gw, yajl_gen g);
+/** s's vendor as /readyz says it: "up" (a host answers; the token is held,
+ * or callers bring theirs), "logging in", "login failing", "unreachable"
+ * (no host answered its last call) (static). */
+const char *gw_vendor_health(struct gw_service *s);
 void gw_metrics_declare(struct tg_metrics *m);
 
 #endif

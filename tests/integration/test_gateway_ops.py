@@ -16,10 +16,11 @@ from conftest import BUILD, ROOT, TEST_KEY, free_port
 def test_healthz_readyz_metrics(emulator, gateway):
     assert requests.get(gateway.admin + "/healthz").json() == {"status": "ok"}
     deadline = time.monotonic() + 10
-    while (r := requests.get(gateway.admin + "/readyz")).status_code != 200:
-        assert time.monotonic() < deadline, r.text
-        time.sleep(0.1)
+    gateway.wait_tokens()
+    r = requests.get(gateway.admin + "/readyz")
+    assert r.status_code == 200 and r.json()["ready"] is True
     assert r.json()["services"] == {"dex": "token held", "sim": "token held"}
+    assert r.json()["vendor"] == {"dex": "up", "sim": "up"}
     assert r.json()["state"] == {"backend": "sqlite", "up": True, "shared": False}
     assert r.json()["degraded"] is False
     requests.get(gateway.dex + "/public/export?correlationId=x", headers=gateway.headers())
@@ -29,6 +30,7 @@ def test_healthz_readyz_metrics(emulator, gateway):
     assert 'tidegate_upstream_connections{service="dex",state="idle"}' in m
     assert "# TYPE tidegate_requests_total counter" in m
     assert 'tidegate_state_up{backend="sqlite"} 1' in m
+    assert 'tidegate_vendor_up{service="dex"} 1' in m
 
 
 def test_readyz_reports_failing_login(make_emulator, make_gateway):
@@ -37,8 +39,32 @@ def test_readyz_reports_failing_login(make_emulator, make_gateway):
     gw = make_gateway(emu)
     time.sleep(0.5)
     r = requests.get(gw.admin + "/readyz")
-    assert r.status_code == 503
+    # ready means the instance can serve (the runs API, cached answers, the
+    # simulation service): the vendor's trouble is said beside it
+    assert r.status_code == 200 and r.json()["ready"] is True
     assert r.json()["services"]["dex"] in ("vendor login failing", "logging in")
+    assert r.json()["vendor"]["dex"] in ("login failing", "logging in")
+    assert r.json()["vendor"]["sim"] == "up"
+    assert gw.metric("tidegate_vendor_up", service="dex") == 0
+
+
+def test_readyz_tells_a_vendor_gone_after_start(make_emulator, make_gateway):
+    emu = make_emulator()
+    gw = make_gateway(emu, {"failover": {"eject_after": 0}})
+    gw.wait_tokens()
+    emu.fault(listener="dex", reset=True)
+    r = requests.get(gw.dex + "/public/export", params={"correlationId": "gone"},
+                     headers=gw.headers(), timeout=10)
+    assert r.status_code == 502
+    ready = requests.get(gw.admin + "/readyz", timeout=5)
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["services"]["dex"] == "token held"
+    assert ready.json()["vendor"]["dex"] == "unreachable"
+    assert gw.metric("tidegate_vendor_up", service="dex") == 0
+    emu.clear_faults()
+    requests.get(gw.dex + "/public/export", params={"correlationId": "back"},
+                 headers=gw.headers(), timeout=10)
+    assert requests.get(gw.admin + "/readyz", timeout=5).json()["vendor"]["dex"] == "up"
 
 
 def test_config_check(tmp_path):
