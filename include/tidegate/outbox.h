@@ -173,8 +173,13 @@ int tg_outbox_lease_release(struct tg_outbox *ob, const struct tg_outbox_lease *
 void tg_outbox_lease_free(struct tg_outbox_lease *l);
 
 /** What one attempt came to; error borrowed ("" or NULL on success). */
+/* An attempt's status when the gateway refused to send it (the egress
+ * policy refuses the URL's host now): dead at once, no schedule. */
+#define TG_OUTBOX_REFUSED	(-1)
+
 struct tg_outbox_result {
-	int status;			/* HTTP status, 0 when no answer */
+	int status;			/* HTTP status, 0 when no answer,
+					 * TG_OUTBOX_REFUSED */
 	int64_t retry_after_ms;		/* from Retry-After, -1 when none */
 	const char *error;		/* why it failed (no secrets) */
 };

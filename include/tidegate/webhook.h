@@ -123,8 +123,10 @@ int tg_egress_check_addr(const struct tg_egress *p, const char *host, const stru
 const char *tg_egress_range(const struct sockaddr *sa);
 
 struct tg_egress_lookup;
-/** addr: the checked address to connect to (IP literal), or NULL and why. Both borrowed. */
-typedef void (*tg_egress_cb)(const char *addr, const char *why, void *arg);
+/** addr: the checked address to connect to (IP literal), or NULL and why
+ * (both borrowed); refused: 1 when the policy refused the host or one of
+ * its addresses, 0 when it could not be resolved (DNS: may heal). */
+typedef void (*tg_egress_cb)(const char *addr, const char *why, int refused, void *arg);
 /**
  * Resolve host (an IP literal is checked without DNS) through dns and
  * check EVERY address: one refused address refuses the host. cb runs

@@ -78,6 +78,8 @@ tg_state_rules_judge(const struct tg_state_rules *r, int attempt,
 	int64_t d;
 
 	*next_at = 0;
+	if (res->status == TG_OUTBOX_REFUSED)
+		return TG_OUTBOX_DEAD;	/* the policy will not change by itself */
 	if (res->status >= 200 && res->status <= 299)
 		return TG_OUTBOX_DELIVERED;
 	if (res->status == 410)

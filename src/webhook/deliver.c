@@ -270,15 +270,21 @@ start_signing(struct wh_attempt *a)
 }
 
 static void
-on_resolved(const char *addr, const char *why, void *arg)
+on_resolved(const char *addr, const char *why, int refused, void *arg)
 {
 	struct wh_attempt *a = arg;
 
 	a->lookup = NULL;
-	if (addr == NULL) {
+	if (addr == NULL && refused) {
 		tg_log(TG_LOG_WARN, "webhook_egress_refused", TG_LS("id", a->l->id),
 		    TG_LS("host", a->url.host), TG_LS("reason", why));
-		end_with(a, "egress refused: %s", why);
+		a->status = TG_OUTBOX_REFUSED;	/* dead at once: docs/webhooks.md */
+		end_with(a, "egress refused (dead at once; allow it in webhooks.allow, then "
+		    "redeliver): %s", why);
+		return;
+	}
+	if (addr == NULL) {
+		end_with(a, "%s", why);		/* DNS: retried on the schedule */
 		return;
 	}
 	snprintf(a->addr, sizeof(a->addr), "%s", addr);

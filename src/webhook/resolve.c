@@ -36,6 +36,7 @@ struct tg_egress_lookup {
 	char addr[INET6_ADDRSTRLEN];
 	struct tg_err why;
 	int ok, have_result, in_call, timed_out, dns_cancelled, cancelled;
+	int refused;		/* the policy said no (not DNS) */
 };
 
 static void
@@ -50,7 +51,7 @@ lookup_free(struct tg_egress_lookup *l)
 static void
 finish(struct tg_egress_lookup *l)
 {
-	l->cb(l->ok ? l->addr : NULL, l->ok ? NULL : l->why.msg, l->arg);
+	l->cb(l->ok ? l->addr : NULL, l->ok ? NULL : l->why.msg, !l->ok && l->refused, l->arg);
 	lookup_free(l);
 }
 
@@ -76,6 +77,7 @@ judge(struct tg_egress_lookup *l, const struct evutil_addrinfo *ai)
 			continue;
 		if (tg_egress_check_addr(l->p, l->host, ai->ai_addr, &e) != 0) {
 			tg_err_set(&l->why, "%s resolves to %s", l->host, e.msg);
+			l->refused = 1;
 			return;
 		}
 		if (pick == NULL || (pick->sa_family != AF_INET && ai->ai_family == AF_INET))
@@ -177,6 +179,7 @@ tg_egress_resolve(const struct tg_egress *p, struct event_base *base, struct evd
 	is_ip = inet_pton(AF_INET, host, &s4.sin_addr) == 1 ||
 	    inet_pton(AF_INET6, host, &s6.sin6_addr) == 1;
 	if (tg_webhook_check_host(p, host, &l->why) != 0 || is_ip || dns == NULL) {
+		l->refused = l->why.msg[0] != '\0';
 		if (l->why.msg[0] == '\0' && !is_ip)
 			tg_err_set(&l->why, "no resolver for %s", host);
 		else if (l->why.msg[0] == '\0') {

@@ -490,3 +490,26 @@ def test_localhost_callback_refused_by_address_range_delivered_when_named(
     export(gw2, url)
     receiver.wait(lambda: len(receiver.seen()) == 1)
     assert verified(receiver.seen()[0])
+
+
+def test_refused_by_the_egress_policy_at_delivery_is_dead_at_once(make_emulator, make_gateway,
+                                                                   receiver, secret_file):
+    emu = make_emulator({"export": {"delay": "1500ms"}})
+    cfg = {**hooks(secret_file), "keys": keys_with_admin()}
+    gw = make_gateway(emu, cfg)
+    wid = export(gw, receiver.url("/hook")).headers["X-Tidegate-Webhook-Id"]
+    # the policy changes while the job waits for its data: loopback is refused now
+    gw.write_config({**gw.cfg, "webhooks": {**cfg["webhooks"], "allow": ["10.99.0.0/16"]}})
+    gw.send_signal(signal.SIGHUP)
+    j = wait_state(gw, wid, "dead", timeout=15)
+    assert j["attempts"] == 1, j               # no schedule: the policy will not heal
+    assert "egress refused" in j["lastError"] and "webhooks.allow" in j["lastError"], j
+    assert receiver.requests == []
+    # allowed again and redelivered: it goes
+    gw.write_config(gw.cfg)
+    gw.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    r = requests.post(f"{gw.admin}/webhooks/{wid}/redeliver", headers=gw.headers(ADMIN_KEY),
+                      timeout=5)
+    assert r.status_code in (200, 202), r.text
+    wait_state(gw, wid, "delivered")

@@ -262,17 +262,18 @@ static struct {
 } D;
 
 struct res {
-	int done;
+	int done, refused;
 	char addr[64];
 	char why[256];
 };
 
 static void
-on_res(const char *addr, const char *why, void *arg)
+on_res(const char *addr, const char *why, int policy, void *arg)
 {
 	struct res *r = arg;
 
 	r->done++;
+	r->refused = policy;
 	snprintf(r->addr, sizeof(r->addr), "%s", addr ? addr : "");
 	snprintf(r->why, sizeof(r->why), "%s", why ? why : "");
 }
@@ -352,9 +353,11 @@ test_dns(void **state)
 	assert_string_equal(r.addr, "93.184.216.34");	/* IPv4 first */
 	resolve(p, "v6only.test", &r);
 	assert_string_equal(r.addr, "2606:2800:220:1::2");
+	assert_int_equal(r.refused, 0);
 	resolve(p, "priv.test", &r);
 	assert_string_equal(r.addr, "");
 	assert_non_null(strstr(r.why, "10.1.2.3 is a private address"));
+	assert_int_equal(r.refused, 1);		/* the policy's: dead at once */
 	/* One refused address refuses the name. */
 	resolve(p, "mixed.test", &r);
 	assert_string_equal(r.addr, "");
@@ -373,6 +376,7 @@ test_dns(void **state)
 	assert_string_equal(r.addr, "8.8.8.8");
 	resolve(p, "127.0.0.1", &r);
 	assert_non_null(strstr(r.why, "loopback"));
+	assert_int_equal(r.refused, 1);
 	resolve(p, "localhost", &r);
 	assert_non_null(strstr(r.why, "loopback"));
 	tg_egress_free(p);
@@ -391,6 +395,7 @@ test_dns_timeout_and_cancel(void **state)
 
 	resolve(p, "unknown.test", &r);
 	assert_non_null(strstr(r.why, "timed out"));
+	assert_int_equal(r.refused, 0);		/* DNS: may heal, retried */
 	assert_true(mono_ms() - t0 >= 250);
 	memset(&r, 0, sizeof(r));
 	l = tg_egress_resolve(p, D.base, D.dns, "unknown.test", 300, on_res, &r);
