@@ -473,6 +473,7 @@ struct tg_state_health {
 	int up;				/* it can take operations now */
 	char reason[256];		/* why not (no secret), when !up */
 	int shared;			/* other instances share it (a fleet) */
+	int listening;			/* other instances' wake-ups are heard now */
 	unsigned long long queries;	/* operations answered by the server */
 	double lat_le[TG_STATE_LAT_BUCKETS];	/* the buckets' upper bounds, seconds */
 	unsigned long long lat[TG_STATE_LAT_BUCKETS + 1];	/* per bucket, +Inf last */

@@ -1455,6 +1455,25 @@ hear(struct heard *h, int n)
 	assert_int_equal(h->n, n);
 }
 
+/* Run the loop until st hears other instances (at most ~10 s). */
+static void
+listening(struct tg_state *st)
+{
+	struct tg_state_health h;
+	int i;
+
+	for (i = 0; i < 10000; i++) {
+		struct timeval tv = { 0, 1000 };
+
+		tg_state_health(st, &h);
+		if (h.listening)
+			return;
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, EVLOOP_ONCE);
+	}
+	fail_msg("never listening");
+}
+
 /* Wake-ups: another handle's publish and notify reach a watch of their
  * topic, not of another; a handle never hears itself; health counts them
  * and the leads held. */
@@ -1474,7 +1493,8 @@ test_fleet_wakeups(void **state)
 	assert_non_null(b);
 	wp = tg_state_watch(F.st, "poll", on_heard, &hp);
 	wr = tg_state_watch(F.st, "runs", on_heard, &hr);
-	settle(tg_state_poll_lead(b, "dex/x", T0, 5000, on_num, &w), &w);	/* LISTEN is up */
+	listening(F.st);		/* its LISTEN is done: nothing sent before is heard */
+	settle(tg_state_poll_lead(b, "dex/x", T0, 5000, on_num, &w), &w);
 	wait_clear(&w);
 	tg_state_health(b, &h);
 	assert_int_equal(h.leases, 1);

@@ -192,6 +192,8 @@ tg_state_pg_health(const void *impl, struct tg_state_health *h)
 		snprintf(h->reason, sizeof(h->reason), "%s", pg->down[0] != '\0' ? pg->down :
 		    "state: postgresql: connecting");
 	h->shared = 1;
+	h->listening = pg->conn[0].listener && pg->conn[0].st >= PG_IDLE &&
+	    pg->conn[0].nprep > PG_NSTMT;
 	h->queries = pg->queries;
 	memcpy(h->lat_le, lat_le, sizeof(h->lat_le));
 	memcpy(h->lat, pg->lat, sizeof(h->lat));
