@@ -1,12 +1,15 @@
 # scripts/deps.sh - sourced by scripts/run, scripts/test and bench/run:
 # installs the Debian packages the project needs when they are missing.
 # Only as root (CI and the project's machines); otherwise it says what is missing.
+# prometheus is there for promtool (`promtool check metrics` in the tests); its
+# server, enabled by the package, is stopped and disabled at once: it listens
+# on :9090, the admin listener's default port.
 # tg_install_npm (scripts/test) installs the npm packages the integration
 # tests use into $TG_NPM_DIR (default build-npm/ in the repository).
 TG_PACKAGES="build-essential pkg-config meson ninja-build libevent-dev libyajl-dev libssl-dev
 libyaml-dev libsqlite3-dev libcmocka-dev libmimalloc-dev python3-pytest python3-requests curl
 openssl nginx-light haproxy nodejs postgresql-15 postgresql-common libpq-dev
-libsystemd-dev scdoc systemd man-db"
+libsystemd-dev scdoc systemd man-db prometheus"
 
 tg_install_deps() {
 	local missing="" p
@@ -21,7 +24,10 @@ tg_install_deps() {
 	fi
 	echo "installing:$missing" >&2
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq >/dev/null && apt-get install -y -qq $missing >/dev/null
+	apt-get update -qq >/dev/null && apt-get install -y -qq $missing >/dev/null || return 1
+	case " $missing " in
+	*" prometheus "*) systemctl disable --now prometheus.service >/dev/null 2>&1 || true ;;
+	esac
 }
 
 # Test-only npm packages: oauth2-mock-server (a real OAuth2 authorization

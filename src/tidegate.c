@@ -29,6 +29,7 @@
 #include "tidegate/runs.h"
 #include "tidegate/state.h"
 #include "tidegate/webhook.h"
+#include "tidegate/metrics.h"
 #include "version.h"
 
 /* --help on stdout (exit 0), a wrong option on stderr (exit 2). */
@@ -261,6 +262,7 @@ main(int argc, char **argv)
 	int test = 0, lvl;
 
 	parse_options(argc, argv, &path, &test);
+	tg_metrics_build_set(TG_VERSION, TG_VERSION_GIT);
 	gw_config_add_check(tg_webhook_config_check);
 	gw_config_add_check(check_emulator);
 	if (load_config(path, &cfg) != 0) {

@@ -139,7 +139,9 @@ struct gw_req {
 	int status, upstream_status;
 	int started, paused, client_gone;
 	uint64_t bytes;
-	int64_t t0;
+	int64_t t0, t0_us;		/* arrival: monotonic ms (access log), us (metrics) */
+	int long_poll;			/* held as a long-poll (features may set): its time
+					 * goes to tidegate_long_poll_duration_seconds */
 	const char *origin;		/* features may set */
 	const char *retry;		/* why the vendor was asked again, or NULL
 					 * (tg_up_req_why; static) */

@@ -20,7 +20,7 @@ void tg_metrics_free(struct tg_metrics *m);
  * m, name and labels are borrowed (copied when the series is new).
  */
 void tg_metrics_inc(struct tg_metrics *m, const char *name, const char *labels, double delta);
-/** Record seconds in histogram name{labels} (fixed buckets 1 ms .. 60 s); m, name
+/** Record seconds in histogram name{labels} (fixed buckets 0.1 ms .. 60 s); m, name
  * and labels are borrowed (copied when the series is new). */
 void tg_metrics_observe(struct tg_metrics *m, const char *name, const char *labels,
     double seconds);
@@ -28,8 +28,19 @@ void tg_metrics_observe(struct tg_metrics *m, const char *name, const char *labe
  * m, name, type and help are borrowed (copied). */
 void tg_metrics_help(struct tg_metrics *m, const char *name, const char *type,
     const char *help);
+/** Make series name{labels} exist at 0 (a counter, or a histogram when name was
+ * declared one) so it is scraped before its first event; arguments borrowed. */
+void tg_metrics_touch(struct tg_metrics *m, const char *name, const char *labels);
+/** tg_metrics_touch for each label string of the NULL-terminated list (borrowed). */
+void tg_metrics_touch_list(struct tg_metrics *m, const char *name, const char *const *labels);
 /** Append every series in text format, grouped by name; m and out are borrowed. */
 void tg_metrics_render(const struct tg_metrics *m, struct evbuffer *out);
+/** Record the build for tidegate_build_info (the entry point, once at start);
+ * version and commit are borrowed (copied); an empty commit reads "unknown". */
+void tg_metrics_build_set(const char *version, const char *commit);
+/** Append tidegate_build_info and the process_* series of the Prometheus client
+ * libraries (CPU, memory, descriptors, start time, from /proc); out borrowed. */
+void tg_metrics_process_render(struct evbuffer *out);
 /** Value of a counter (tests and readiness), 0 when absent; arguments borrowed. */
 double tg_metrics_value(const struct tg_metrics *m, const char *name, const char *labels);
 

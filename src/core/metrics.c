@@ -1,8 +1,9 @@
 /*
  * metrics.c - Prometheus counters and histograms. Series live in one map
  * keyed by "name{labels}"; rendering sorts the keys so output is stable and
- * each metric's # HELP / # TYPE lines come once. Called by the gateway on
- * every request (inc/observe) and by the admin listener (/metrics).
+ * each metric's # HELP / # TYPE lines come once, a declared family with no
+ * series yet among them. Called by the gateway on every request
+ * (inc/observe) and by the admin listener (/metrics).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +15,10 @@
 #include "tidegate/metrics.h"
 #include "tidegate/util.h"
 
+/* Sub-millisecond buckets first: answers from the poll cache and refusals
+ * before the vendor take tens to hundreds of microseconds. */
 static const double bounds[] = {
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 };
 #define NB (sizeof(bounds) / sizeof(bounds[0]))
 
@@ -132,6 +135,21 @@ tg_metrics_help(struct tg_metrics *m, const char *name, const char *type, const 
 	tg_map_put(m->help, name, h);
 }
 
+void
+tg_metrics_touch(struct tg_metrics *m, const char *name, const char *labels)
+{
+	const struct help *h = tg_map_get(m->help, name);
+
+	get(m, name, labels, h != NULL && strcmp(h->type, "histogram") == 0);
+}
+
+void
+tg_metrics_touch_list(struct tg_metrics *m, const char *name, const char *const *labels)
+{
+	for (; *labels != NULL; labels++)
+		tg_metrics_touch(m, name, *labels);
+}
+
 double
 tg_metrics_value(const struct tg_metrics *m, const char *name, const char *labels)
 {
@@ -170,24 +188,60 @@ render_histogram(const struct series *s, struct evbuffer *out)
 	    LB(s->labels), s->value, s->name, LB(s->labels), s->count);
 }
 
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void
+header(const struct tg_metrics *m, const char *name, struct evbuffer *out)
+{
+	const struct help *h = tg_map_get(m->help, name);
+
+	if (h != NULL)
+		evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, h->text, name,
+		    h->type);
+}
+
+/* The names of m's map (series or help) in an array the caller frees. */
+static void **
+collect(const struct tg_map *map, size_t *n, const char ***keys)
+{
+	size_t i = 0, pos = 0;
+	void **all, *v;
+	const char *k;
+
+	*n = tg_map_count(map);
+	all = tg_xcalloc(*n + 1, sizeof(*all));
+	*keys = tg_xcalloc(*n + 1, sizeof(**keys));
+	while (tg_map_next(map, &pos, &k, &v)) {
+		(*keys)[i] = k;
+		all[i++] = v;
+	}
+	return all;
+}
+
+/* Series and declared families merged in name order: a family declared
+ * with no series yet still shows its HELP and TYPE. */
 void
 tg_metrics_render(const struct tg_metrics *m, struct evbuffer *out)
 {
-	size_t n = tg_map_count(m->series), i = 0, pos = 0;
-	struct series **all = tg_xcalloc(n, sizeof(*all));
-	const char *k, *last = "";
-	const struct help *h;
-	void *v;
+	size_t n, nh, i, j = 0;
+	const char **names, **sk, *last = "";
+	struct series **all = (struct series **)collect(m->series, &n, &sk);
 
-	while (tg_map_next(m->series, &pos, &k, &v))
-		all[i++] = v;
+	free(collect(m->help, &nh, &names));
 	qsort(all, n, sizeof(*all), cmp_series);
+	qsort(names, nh, sizeof(*names), cmp_str);
 	for (i = 0; i < n; i++) {
 		if (strcmp(all[i]->name, last) != 0) {
 			last = all[i]->name;
-			if ((h = tg_map_get(m->help, last)) != NULL)
-				evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", last,
-				    h->text, last, h->type);
+			for (; j < nh && strcmp(names[j], last) < 0; j++)
+				header(m, names[j], out);
+			if (j < nh && strcmp(names[j], last) == 0)
+				j++;
+			header(m, last, out);
 		}
 		if (all[i]->histogram)
 			render_histogram(all[i], out);
@@ -195,5 +249,9 @@ tg_metrics_render(const struct tg_metrics *m, struct evbuffer *out)
 			evbuffer_add_printf(out, "%s%s%s%s %.17g\n", all[i]->name,
 			    LB(all[i]->labels), all[i]->value);
 	}
+	for (; j < nh; j++)
+		header(m, names[j], out);
 	free(all);
+	free(sk);
+	free(names);
 }

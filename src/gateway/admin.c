@@ -21,13 +21,56 @@
 #include "tidegate/json.h"
 #include "gw.h"
 
+/* Every series whose labels are known in advance, at 0 from start: each
+ * service's operations' latency, and the counters by service and by a
+ * fixed vocabulary. Those labelled by status code appear with their first
+ * request. */
+static void
+touch_metrics(struct tg_metrics *m)
+{
+	static const char *const per_service[] = { "tidegate_validation_failures_total",
+		"tidegate_validation_offloaded_total", "tidegate_client_send_timeouts_total",
+		NULL };
+	static const char *const rules[] = { "char", "form", "percent", "encoded",
+		"dot_params", "reserved", NULL };
+	const char *const *p, *svc;
+	char labels[128];
+	int op, s;
+
+	tg_metrics_touch(m, "tidegate_token_replays_total", "");
+	for (s = 0; s < 2; s++) {
+		svc = s ? "sim" : "dex";
+		for (op = 0; op < TG_OP_COUNT; op++) {
+			if (op != TG_OP_PASSTHROUGH && (op >= TG_OP_SIM_TOKEN) != s)
+				continue;
+			snprintf(labels, sizeof(labels), "service=\"%s\",op=\"%s\"", svc,
+			    tg_op_name((enum tg_op)op));
+			tg_metrics_touch(m, "tidegate_request_duration_seconds", labels);
+		}
+		snprintf(labels, sizeof(labels), "service=\"%s\"", svc);
+		for (p = per_service; *p != NULL; p++)
+			tg_metrics_touch(m, *p, labels);
+		for (p = rules; *p != NULL; p++) {
+			snprintf(labels, sizeof(labels), "service=\"%s\",rule=\"%s\"", svc, *p);
+			tg_metrics_touch(m, "tidegate_request_target_refusals_total", labels);
+		}
+		snprintf(labels, sizeof(labels), "service=\"%s\",result=\"hit\"", svc);
+		tg_metrics_touch(m, "tidegate_login_cache_total", labels);
+		snprintf(labels, sizeof(labels), "service=\"%s\",result=\"miss\"", svc);
+		tg_metrics_touch(m, "tidegate_login_cache_total", labels);
+	}
+}
+
 void
 gw_metrics_declare(struct tg_metrics *m)
 {
 	tg_metrics_help(m, "tidegate_requests_total", "counter",
 	    "Client requests by service, canonical operation and status.");
 	tg_metrics_help(m, "tidegate_request_duration_seconds", "histogram",
-	    "Time from request arrival to the last byte handed to the client.");
+	    "Time from request arrival to the last byte handed to the client (long-polls "
+	    "apart).");
+	tg_metrics_help(m, "tidegate_long_poll_duration_seconds", "histogram",
+	    "Time from arrival to the last byte of requests held as long-polls (?wait=).");
 	tg_metrics_help(m, "tidegate_login_cache_total", "counter",
 	    "Callers' own logins answered from the cache (hit) or by the vendor (miss).");
 	tg_metrics_help(m, "tidegate_token_replays_total", "counter",
@@ -40,6 +83,7 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Request bodies checked on the worker thread (validation.worker_min_body or more).");
 	tg_metrics_help(m, "tidegate_client_send_timeouts_total", "counter",
 	    "Clients reset because they took no byte of their answer for client_send_timeout.");
+	touch_metrics(m);
 }
 
 static void
@@ -257,6 +301,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	struct evbuffer *b = evbuffer_new();
 
 	tg_metrics_render(gw->metrics, b);
+	tg_metrics_process_render(b);
 	render_gauges(gw, b);
 	render_clients(gw, b);
 	render_owners(gw, b);

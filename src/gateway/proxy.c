@@ -66,7 +66,8 @@ req_new(struct gw *gw, int listener, struct evhttp_request *req)
 	r->conn = evhttp_request_get_connection(req);
 	r->method = tg_http_method(req);
 	r->path = tg_xstrdup(tg_http_path(req));
-	r->t0 = tg_clock_mono_ms();
+	r->t0_us = tg_clock_mono_us();
+	r->t0 = r->t0_us / 1000;
 	if (rid != NULL && tg_http_request_id_valid(rid, strlen(rid)))
 		snprintf(r->id, sizeof(r->id), "%s", rid);
 	else

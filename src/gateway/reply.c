@@ -61,8 +61,9 @@ access_log(struct gw_req *r)
 	labels[n + 9] = (char)('0' + code % 10);
 	memcpy(labels + n + 10, "\"", 2);
 	tg_metrics_inc(r->gw->metrics, "tidegate_requests_total", labels, 1);
-	tg_metrics_observe(r->gw->metrics, "tidegate_request_duration_seconds", base,
-	    (double)ms / 1000.0);
+	tg_metrics_observe(r->gw->metrics, r->long_poll ? "tidegate_long_poll_duration_seconds" :
+	    "tidegate_request_duration_seconds", base,
+	    (double)(tg_clock_mono_us() - r->t0_us) / 1e6);
 	if (!r->rt->cfg.access_log)
 		return;
 	tg_log(TG_LOG_INFO, "access", TG_LS("id", r->id), TG_LS("service", r->svc->name),

@@ -5,6 +5,7 @@
  * state seam), its metrics, its drain (long-polls answered at once), and
  * each request's slot (struct jobs_req), freed when the request ends.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <event2/buffer.h>
@@ -113,6 +114,39 @@ static const struct gw_feature feature = {
 	.stop = stop,
 };
 
+/* Every series known in advance, at 0 from start (the long-poll latency of
+ * each pollable operation is this feature's: it holds them). */
+static void
+touch_metrics(struct tg_metrics *m)
+{
+	static const char *const polls[] = {
+#define P(s) "service=\"" s "\",result=\"cached\"", "service=\"" s "\",result=\"coalesced\"", \
+	"service=\"" s "\",result=\"fetched\"", "service=\"" s "\",result=\"long-poll\"", \
+	"service=\"" s "\",result=\"passthrough\"", "service=\"" s "\",result=\"spool\""
+		P("dex"), P("sim"), NULL };
+#undef P
+	static const char *const services[] = { "service=\"dex\"", "service=\"sim\"", NULL };
+	static const enum tg_op waits[] = { TG_OP_DEX_EXPORT_GET, TG_OP_DEX_IMPORT_STATUS,
+		TG_OP_DEX_IMPORT_RESULT, TG_OP_DEX_IMPORT_FAILED, TG_OP_SIM_STATUS,
+		TG_OP_SIM_RESULTS };
+	static const char *const plain[] = { "tidegate_poll_cache_evictions_total",
+		"tidegate_poll_cache_unkept_total", "tidegate_job_owner_refusals_total",
+		"tidegate_job_owner_errors_total", "tidegate_poll_spooled_total", NULL };
+	const char *const *p;
+	char labels[96];
+	size_t i;
+
+	tg_metrics_touch_list(m, "tidegate_poll_requests_total", polls);
+	tg_metrics_touch_list(m, "tidegate_poll_upstream_total", services);
+	for (i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
+		snprintf(labels, sizeof(labels), "service=\"%s\",op=\"%s\"",
+		    waits[i] < TG_OP_SIM_TOKEN ? "dex" : "sim", tg_op_name(waits[i]));
+		tg_metrics_touch(m, "tidegate_long_poll_duration_seconds", labels);
+	}
+	for (p = plain; *p != NULL; p++)
+		tg_metrics_touch(m, *p, "");
+}
+
 static void
 declare_metrics(struct tg_metrics *m)
 {
@@ -129,6 +163,9 @@ declare_metrics(struct tg_metrics *m)
 	    "Reads of a job refused (404) because another API key created it.");
 	tg_metrics_help(m, "tidegate_job_owner_errors_total", "counter",
 	    "Job creations whose owner could not be recorded (the job is then unowned).");
+	tg_metrics_help(m, "tidegate_poll_spooled_total", "counter",
+	    "Answers too large for the poll cache, written to a spool file instead.");
+	touch_metrics(m);
 }
 
 int

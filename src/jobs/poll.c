@@ -1074,6 +1074,7 @@ poll_job(struct jobs_poll *p, struct gw_req *r, char *job)
 		goto done;
 	}
 	count(r, busy(e) ? "coalesced" : wms ? "long-poll" : "fetched");
+	r->long_poll = wms > 0;
 	add_waiter(e, r, wms);
 	if (!busy(e)) {
 		if (fresh(e))

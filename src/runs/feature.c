@@ -129,9 +129,14 @@ static const struct gw_feature feature = {
 	.stop = stop,
 };
 
+/* Its series are at 0 from start, every label known in advance. */
 static void
 declare_metrics(struct tg_metrics *m)
 {
+	static const char *const submissions[] = { "result=\"accepted\"",
+		"result=\"rejected\"", "result=\"failed\"", NULL };
+	static const char *const checks[] = { "kind=\"status\"", "kind=\"results\"", NULL };
+
 	tg_metrics_help(m, "tidegate_sweeps_created_total", "counter",
 	    "Sweeps stored (every variant checked).");
 	tg_metrics_help(m, "tidegate_sweeps_done_total", "counter",
@@ -140,6 +145,10 @@ declare_metrics(struct tg_metrics *m)
 	    "Submissions of sweep variants: accepted, rejected (4xx), failed (no verdict).");
 	tg_metrics_help(m, "tidegate_run_checks_total", "counter",
 	    "Vendor calls of this instance's run tracker: status checks and results fetched.");
+	tg_metrics_touch(m, "tidegate_sweeps_created_total", "");
+	tg_metrics_touch(m, "tidegate_sweeps_done_total", "");
+	tg_metrics_touch_list(m, "tidegate_sweep_submissions_total", submissions);
+	tg_metrics_touch_list(m, "tidegate_run_checks_total", checks);
 }
 
 int

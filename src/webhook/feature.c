@@ -281,6 +281,28 @@ static const struct gw_feature feature = {
 	.stop = stop,
 };
 
+/* Every series known in advance, at 0 from start. */
+static void
+touch_metrics(struct tg_metrics *m)
+{
+	static const char *const attempts[] = { "result=\"delivered\"", "result=\"retry\"",
+		"result=\"gone\"", "result=\"dead\"", NULL };
+	static const char *const dead[] = { "reason=\"exhausted\"", "reason=\"abandoned\"",
+		NULL };
+	static const char *const stages[] = { "stage=\"request\"", "stage=\"attempt\"",
+		NULL };
+	static const char *const polls[] = { "result=\"ready\"", "result=\"pending\"",
+		"result=\"cached\"", "result=\"failed\"", "result=\"abandoned\"", NULL };
+
+	tg_metrics_touch_list(m, "tidegate_webhook_attempts_total", attempts);
+	tg_metrics_touch_list(m, "tidegate_webhook_dead_letters_total", dead);
+	tg_metrics_touch_list(m, "tidegate_webhook_egress_refusals_total", stages);
+	tg_metrics_touch_list(m, "tidegate_webhook_payload_polls_total", polls);
+	tg_metrics_touch(m, "tidegate_webhook_relay_deliveries_total", "");
+	tg_metrics_touch(m, "tidegate_webhook_first_attempt_seconds", "");
+	tg_metrics_touch(m, "tidegate_webhook_attempt_duration_seconds", "");
+}
+
 static void
 declare_metrics(struct tg_metrics *m)
 {
@@ -298,6 +320,7 @@ declare_metrics(struct tg_metrics *m)
 	    "Polls for webhook export data: ready, pending, cached, failed, abandoned.");
 	tg_metrics_help(m, "tidegate_webhook_relay_deliveries_total", "counter",
 	    "Export data the vendor delivered to the relay endpoint.");
+	touch_metrics(m);
 }
 
 int

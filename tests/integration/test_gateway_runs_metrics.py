@@ -16,7 +16,7 @@ def samples(gw):
     out = {}
     for line in gw.metrics().splitlines():
         m = re.fullmatch(r"((tidegate_runs|tidegate_sweep)\S*) (\S+)", line)
-        if m:
+        if m and "_total" not in m.group(1):    # the gauges, not the counters
             out[m.group(1)] = float(m.group(3))
     return out
 

@@ -1,6 +1,7 @@
 /*
  * test_metrics.c - Prometheus text rendering: counters, histogram buckets,
- * HELP/TYPE once per metric, stable order.
+ * HELP/TYPE once per metric (a declared family without series too), stable
+ * order, series at 0 before their first event, sub-millisecond buckets.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -68,12 +69,40 @@ test_histogram(void **state)
 	tg_metrics_free(m);
 }
 
+static void
+test_touch_and_declared(void **state)
+{
+	struct tg_metrics *m = tg_metrics_new();
+	static const char *const both[] = { "r=\"a\"", "r=\"b\"", NULL };
+	char *s;
+
+	tg_metrics_help(m, "a_total", "counter", "A.");
+	tg_metrics_help(m, "b_seconds", "histogram", "B.");
+	tg_metrics_help(m, "c_total", "counter", "C.");
+	tg_metrics_help(m, "d_total", "counter", "D.");
+	tg_metrics_touch_list(m, "a_total", both);
+	tg_metrics_touch(m, "b_seconds", "");
+	tg_metrics_touch(m, "d_total", "");
+	tg_metrics_observe(m, "b_seconds", "", 0.00015);
+	s = render(m);
+	assert_non_null(strstr(s, "# HELP a_total A.\n# TYPE a_total counter\n"
+	    "a_total{r=\"a\"} 0\na_total{r=\"b\"} 0\n# HELP b_seconds B.\n"));
+	assert_non_null(strstr(s, "b_seconds_bucket{le=\"0.0001\"} 0\n"
+	    "b_seconds_bucket{le=\"0.00025\"} 1\n"));
+	assert_non_null(strstr(s, "b_seconds_sum 0.000150\nb_seconds_count 1\n"
+	    "# HELP c_total C.\n# TYPE c_total counter\n# HELP d_total D.\n"
+	    "# TYPE d_total counter\nd_total 0\n"));
+	free(s);
+	tg_metrics_free(m);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counters),
 		cmocka_unit_test(test_histogram),
+		cmocka_unit_test(test_touch_and_declared),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
