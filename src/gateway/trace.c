@@ -8,6 +8,7 @@
  * by proxy.c (a request's trace id), vendor.c, the access log, and
  * features that make calls for a caller (polls, webhook deliveries).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,11 +52,35 @@ gw_trace_parse(const char *tp, char id[33])
 	return 1;
 }
 
+/* n random bytes as hex, from a pool refilled 4 KiB at a time: one
+ * RAND_bytes call serves a few hundred ids, as ids.c does for request
+ * ids (every request and every vendor call draws one). */
+static void
+pooled_hex(char *out, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	static uint8_t pool[4096];
+	static size_t used = sizeof(pool);
+	size_t i;
+
+	if (used + n > sizeof(pool)) {
+		tg_id_random(pool, sizeof(pool));
+		used = 0;
+	}
+	for (i = 0; i < n; i++) {
+		out[2 * i] = hex[pool[used + i] >> 4];
+		out[2 * i + 1] = hex[pool[used + i] & 15];
+	}
+	out[2 * n] = '\0';
+	explicit_bzero(pool + used, n);
+	used += n;
+}
+
 void
 gw_trace_new_id(char id[33])
 {
 	do
-		tg_id_hex(id, 16);
+		pooled_hex(id, 16);
 	while (!all_hex(id, 32));
 }
 
@@ -65,7 +90,7 @@ gw_trace_parent(const char *trace_id, char out[56], char span[17])
 	char s[17];
 
 	do
-		tg_id_hex(s, 8);
+		pooled_hex(s, 8);
 	while (!all_hex(s, 16));
 	snprintf(out, 56, "00-%.32s-%s-01", trace_id, s);
 	if (span != NULL)
