@@ -131,6 +131,13 @@ struct gw_req {
 	const char *method;
 	char *path;			/* without query, normalised */
 	char id[TG_UUID_LEN];
+	char trace_id[33];		/* its W3C trace (trace.c): accepted or new */
+	char client[64];		/* the peer's address (access log) */
+	char *user_agent;		/* the client's User-Agent, or NULL (owned) */
+	char *correlation_id;		/* the correlationId its query names, or NULL (owned) */
+	uint64_t request_bytes;		/* the body the client sent */
+	int64_t up_t0, up_ms;		/* its own vendor call: start, response time ms
+					 * (monotonic; -1: no call) */
 	enum gw_auth auth;
 	const struct tg_key *key;
 	struct tg_up_req *up;		/* a caller's own login (logins.c) */
@@ -380,6 +387,39 @@ void gw_req_reply_end(struct gw_req *r, int abort);
  * callbacks). No callback runs before gw_vcall_start returns.
  */
 struct gw_vcall;
+/** Note what the access log says of r's client (reply.c): address, User-Agent,
+ * body size, correlationId; r borrowed. */
+void gw_access_note(struct gw_req *r);
+
+/* Who a vendor call is for (trace.c): the caller's request id, its W3C
+ * trace (a trace id and tracestate) and its address chain for
+ * X-Forwarded-For. Plain arrays, copied by assignment; "" when unknown. */
+#define GW_TRACE_STATE_MAX 512
+struct gw_trace {
+	char rid[TG_UUID_LEN];		/* the caller's request id */
+	char trace_id[33];		/* 32 lower-case hex digits */
+	char state[GW_TRACE_STATE_MAX];	/* the caller's tracestate, as sent */
+	char forwarded[256];		/* X-Forwarded-For to send: chain + client */
+};
+/** Fill t (borrowed) for the client request r (borrowed): its request id,
+ * the trace of a valid incoming traceparent or a new random one, its
+ * tracestate, the client address after any X-Forwarded-For. */
+void gw_trace_of_req(struct gw_trace *t, const struct gw_req *r);
+/** A new trace id (32 hex digits, random, never all zeros) into id (borrowed). */
+void gw_trace_new_id(char id[33]);
+/** 1 if tp (borrowed) is a version-00 traceparent whose ids are not all
+ * zeros; its trace id into id (borrowed) then. */
+int gw_trace_parse(const char *tp, char id[33]);
+/** "00-<trace_id>-<new span id>-01" into out (borrowed): one per vendor
+ * call or delivery; span (borrowed, may be NULL) receives the span id. */
+void gw_trace_parent(const char *trace_id, char out[56], char span[17]);
+/** The User-Agent of the gateway's own calls, "tidegate/<version>" (static). */
+const char *gw_user_agent(void);
+/** Set out's (borrowed) X-Request-Id, traceparent (a new span),
+ * tracestate and X-Forwarded-For from t (borrowed; NULL: a call of the
+ * gateway's own, which starts a trace of its own), and User-Agent when
+ * none is there. */
+void gw_trace_headers(const struct gw_trace *t, struct evkeyvalq *out);
 struct gw_vcall_req {
 	struct gw_runtime *rt;		/* borrowed; the call holds a reference */
 	int service;			/* GW_DEX / GW_SIM */
@@ -390,6 +430,7 @@ struct gw_vcall_req {
 	int no_token;			/* send without a token (add_headers brings one) */
 	const char *owner;		/* pool owner tag (borrowed: static or rt's) */
 	size_t replay_max;		/* a 401 is replayed for a body up to this size */
+	const struct gw_trace *trace;	/* who the call is for (copied); NULL: the gateway */
 };
 struct gw_vcall_cbs {
 	/* The answer, as tg_up_cbs: headers borrowed until on_done returns. */

@@ -210,6 +210,20 @@ struct tg_webhook *tg_webhook_new(struct event_base *base, struct evdns_base *dn
  * is borrowed. */
 void tg_webhook_kick(struct tg_webhook *w);
 /**
+ * Remember that request rid added job id, for the X-Request-Id of its
+ * deliveries by this process (in memory, up to a bound: a job delivered
+ * after a restart or by another instance goes without). w, id, rid
+ * borrowed (copied).
+ */
+void tg_webhook_note_origin(struct tg_webhook *w, const char *id, const char *rid);
+/**
+ * The W3C trace id of job id's deliveries, derived from the id alone
+ * (the first 16 bytes of SHA-256("tidegate-webhook:" id), in hex), so
+ * that every instance and every attempt agree with what the
+ * webhook_job_added log line names. id and out borrowed.
+ */
+void tg_webhook_trace_id(const char *id, char out[33]);
+/**
  * Use pol (borrowed) from the next attempt on, e.g. after a configuration
  * reload. Attempts in flight may still read the previous policy: free it
  * only once tg_webhook_inflight() has been 0 (or keep one spare).

@@ -172,11 +172,13 @@ static struct evkeyvalq *
 login_headers(struct gw_req *r, struct evkeyvalq *h)
 {
 	const char *ct = tg_http_header(r->req, "Content-Type");
+	struct gw_trace t;
 
 	TAILQ_INIT(h);
 	evhttp_add_header(h, "Content-Type", ct ? ct : "application/json");
 	evhttp_add_header(h, "Accept", "application/json");
-	evhttp_add_header(h, "X-Request-Id", r->id);
+	gw_trace_of_req(&t, r);
+	gw_trace_headers(&t, h);	/* request id, traceparent, X-Forwarded-For */
 	return h;
 }
 

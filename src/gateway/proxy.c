@@ -72,6 +72,9 @@ req_new(struct gw *gw, int listener, struct evhttp_request *req)
 		snprintf(r->id, sizeof(r->id), "%s", rid);
 	else
 		tg_id_uuid4(r->id);
+	if (!gw_trace_parse(tg_http_header(req, "traceparent"), r->trace_id))
+		gw_trace_new_id(r->trace_id);
+	gw_access_note(r);
 	gw->inflight++;
 	TAILQ_INSERT_TAIL(&gw->reqs, r, inflight_next);
 	tg_frontdoor_set_closecb(r->conn, on_client_close, r);

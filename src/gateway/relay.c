@@ -193,6 +193,8 @@ on_done(struct gw_vcall *c, enum tg_up_error err, void *arg)
 	struct gw_req *r = arg;
 
 	r->call = NULL;		/* freed below, once r is answered */
+	if (r->up_t0 != 0)
+		r->up_ms = tg_clock_mono_ms() - r->up_t0;
 	answered(r, gw_vcall_upstream(c), err);
 	gw_vcall_cancel(c);
 }
@@ -203,11 +205,7 @@ copy_request_headers(struct gw_vcall *c, struct evkeyvalq *out, void *arg)
 	struct gw_req *r = arg;
 	struct evkeyvalq *in = evhttp_request_get_input_headers(r->req);
 	const char *conn = evhttp_find_header(in, "Connection");
-	char addr[128], *fwd;
-	const char *prev;
 	struct evkeyval *h;
-	ev_uint16_t port;
-	char *host = NULL;
 
 	TAILQ_FOREACH(h, in, next) {
 		if (is_hop_by_hop(h->key, conn) || strcasecmp(h->key, "Host") == 0 ||
@@ -216,18 +214,15 @@ copy_request_headers(struct gw_vcall *c, struct evkeyvalq *out, void *arg)
 		    strcasecmp(h->key, "X-Api-Key") == 0 ||
 		    strcasecmp(h->key, "X-Request-Id") == 0 ||
 		    strcasecmp(h->key, "X-Forwarded-For") == 0 ||
+		    strcasecmp(h->key, "traceparent") == 0 ||
+		    strcasecmp(h->key, "tracestate") == 0 ||
 		    strcasecmp(h->key, "X-Tidegate-Callback-Url") == 0 ||
 		    (r->auth != GW_AUTH_CALLER && strcasecmp(h->key, "Authorization") == 0))
 			continue;
 		evhttp_add_header(out, h->key, h->value);
 	}
-	evhttp_add_header(out, "X-Request-Id", r->id);
-	evhttp_connection_get_peer(r->conn, &host, &port);
-	snprintf(addr, sizeof(addr), "%s", host ? host : "unknown");
-	prev = evhttp_find_header(in, "X-Forwarded-For");
-	fwd = prev ? tg_xasprintf("%s, %s", prev, addr) : tg_xstrdup(addr);
-	evhttp_add_header(out, "X-Forwarded-For", fwd);
-	free(fwd);
+	/* X-Request-Id, traceparent, tracestate, X-Forwarded-For: vendor.c,
+	 * from the trace given to the call (gw_trace_of_req). */
 }
 
 static void
@@ -297,6 +292,7 @@ void
 gw_req_proxy(struct gw_req *r)
 {
 	struct gw_vcall_req q;
+	struct gw_trace t;
 
 	if (r->uri == NULL)
 		r->uri = gw_upstream_uri(r);
@@ -309,6 +305,9 @@ gw_req_proxy(struct gw_req *r)
 	q.no_token = r->auth != GW_AUTH_GATEWAY;	/* the caller's own Authorization */
 	q.owner = gw_req_owner(r);
 	q.replay_max = (size_t)r->svc->cfg->replay_max_body;
+	gw_trace_of_req(&t, r);
+	q.trace = &t;
+	r->up_t0 = tg_clock_mono_ms();
 	r->call = gw_vcall_start(&q, &call_cbs, r);
 }
 

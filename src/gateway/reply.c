@@ -6,6 +6,7 @@
  * the request (gw_req_finish), after which its reply's tracker (flush.c)
  * owns the connection until the reply is written.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -44,6 +45,94 @@ op_labels(const struct gw_req *r, size_t *len)
 	return cache[s][op];
 }
 
+void
+gw_access_note(struct gw_req *r)
+{
+	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(r->req);
+	const char *q = u != NULL ? evhttp_uri_get_query(u) : NULL;
+	const char *ua = tg_http_header(r->req, "User-Agent"), *cid;
+	struct evkeyvalq args;
+	char *host = NULL;
+	ev_uint16_t port = 0;
+
+	r->up_ms = -1;
+	if (r->conn != NULL)
+		evhttp_connection_get_peer(r->conn, &host, &port);
+	snprintf(r->client, sizeof(r->client), "%s", host != NULL ? host : "");
+	r->user_agent = ua != NULL ? tg_xstrndup(ua, strnlen(ua, 256)) : NULL;
+	r->request_bytes = evbuffer_get_length(evhttp_request_get_input_buffer(r->req));
+	TAILQ_INIT(&args);
+	if (q != NULL && evhttp_parse_query_str(q, &args) == 0 &&
+	    (cid = evhttp_find_header(&args, "correlationId")) != NULL)
+		r->correlation_id = tg_xstrndup(cid, strnlen(cid, 128));
+	evhttp_clear_headers(&args);
+}
+
+/* One vocabulary (docs/configuration.md): origin = which vendor host
+ * answered this request's own call (primary, fallback; none: every host
+ * out, nothing sent; null: no call of its own); served = how the answer
+ * was made (relayed, fetched, coalesced, long-poll, cached, spool,
+ * gateway). Features write the second kind into r->origin: split here. */
+static void
+origin_served(const struct gw_req *r, const char **origin, const char **served)
+{
+	const char *o = r->origin;
+
+	*origin = NULL;
+	*served = "gateway";
+	if (o == NULL)
+		return;
+	if (strcmp(o, "primary") == 0 || strcmp(o, "fallback") == 0) {
+		*origin = o;
+		*served = r->error != NULL && !r->started ? "gateway" : "relayed";
+	} else if (strcmp(o, "none") == 0) {
+		*origin = o;
+	} else {
+		*served = strcmp(o, "cache") == 0 ? "cached" : o;
+	}
+}
+
+/* host[:port] of the vendor host that answered, from the configuration. */
+static void
+upstream_addr(const struct gw_req *r, const char *origin, char *out, size_t len)
+{
+	const char *url = origin == NULL || strcmp(origin, "none") == 0 ? NULL :
+	    strcmp(origin, "fallback") == 0 ? r->svc->cfg->fallback_url : r->svc->cfg->url;
+	struct evhttp_uri *u = url != NULL ? evhttp_uri_parse(url) : NULL;
+	const char *h = u != NULL ? evhttp_uri_get_host(u) : NULL;
+	int port = u != NULL ? evhttp_uri_get_port(u) : -1;
+
+	*out = '\0';
+	if (h != NULL && port > 0)
+		snprintf(out, len, "%s:%d", h, port);
+	else if (h != NULL)
+		snprintf(out, len, "%s", h);
+	if (u != NULL)
+		evhttp_uri_free(u);
+}
+
+static void
+access_line(struct gw_req *r, int64_t ms)
+{
+	const char *origin, *served;
+	char addr[300];
+
+	origin_served(r, &origin, &served);
+	upstream_addr(r, origin, addr, sizeof(addr));
+	tg_log(TG_LOG_INFO, "access", TG_LS("id", r->id), TG_LS("trace_id", r->trace_id),
+	    TG_LS("client", r->client), TG_LS("user_agent", r->user_agent),
+	    TG_LS("service", r->svc->name), TG_LS("op", tg_op_name(r->op)),
+	    TG_LS("method", r->method), TG_LS("path", r->path),
+	    TG_LS("correlationId", r->correlation_id), TG_LI("status", r->status),
+	    TG_LI("request_bytes", r->request_bytes), TG_LI("bytes", r->bytes),
+	    TG_LI("ms", ms), TG_LS("key", r->key ? r->key->name : NULL),
+	    TG_LS("origin", origin), TG_LS("served", served),
+	    TG_LS("upstream_addr", *addr ? addr : NULL),
+	    TG_LI("upstream_status", r->upstream_status),
+	    r->up_ms >= 0 ? TG_LI("upstream_ms", r->up_ms) : TG_LS("upstream_ms", NULL),
+	    TG_LS("retry", r->retry), TG_LS("error", r->error));
+}
+
 static void
 access_log(struct gw_req *r)
 {
@@ -66,12 +155,7 @@ access_log(struct gw_req *r)
 	    (double)(tg_clock_mono_us() - r->t0_us) / 1e6);
 	if (!r->rt->cfg.access_log)
 		return;
-	tg_log(TG_LOG_INFO, "access", TG_LS("id", r->id), TG_LS("service", r->svc->name),
-	    TG_LS("op", tg_op_name(r->op)),
-	    TG_LS("method", r->method), TG_LS("path", r->path), TG_LI("status", r->status),
-	    TG_LI("upstream_status", r->upstream_status), TG_LI("bytes", r->bytes),
-	    TG_LI("ms", ms), TG_LS("key", r->key ? r->key->name : NULL),
-	    TG_LS("origin", r->origin), TG_LS("retry", r->retry), TG_LS("error", r->error));
+	access_line(r, ms);
 }
 
 void
@@ -93,6 +177,8 @@ gw_req_finish(struct gw_req *r)
 		evbuffer_free(r->capture);
 	free(r->path);
 	free(r->uri);
+	free(r->user_agent);
+	free(r->correlation_id);
 	TAILQ_REMOVE(&gw->reqs, r, inflight_next);
 	free(r);
 	gw->inflight--;

@@ -48,6 +48,8 @@ struct gw_vcall {
 	struct evbuffer *got;
 	int status;
 	const struct evkeyvalq *headers;
+	struct gw_trace trace;		/* who the call is for */
+	int traced;
 };
 
 static void vcall_send(struct gw_vcall *c);
@@ -133,6 +135,7 @@ vcall_send(struct gw_vcall *c)
 	h = tg_up_req_headers(c->up);	/* before the loop starts the request */
 	if (c->cbs.add_headers != NULL)
 		c->cbs.add_headers(c, h, c->arg);
+	gw_trace_headers(c->traced ? &c->trace : NULL, h);	/* a new span per attempt */
 	if (c->token != NULL || c->bearer != NULL) {
 		auth = tg_xasprintf("Bearer %s", c->token != NULL ? c->token : c->bearer);
 		evhttp_remove_header(h, "Authorization");
@@ -205,6 +208,10 @@ vcall_new(const struct gw_vcall_req *q, const struct gw_vcall_cbs *cbs, void *ar
 	c->no_token = q->no_token;
 	c->owner = q->owner;
 	c->replay_max = q->replay_max;
+	if (q->trace != NULL) {
+		c->trace = *q->trace;
+		c->traced = 1;
+	}
 	c->cbs = *cbs;
 	c->arg = arg;
 	return c;

@@ -742,13 +742,20 @@ static const struct gw_vcall_cbs fetch_cbs = { on_f_head, on_f_body, on_f_done,
 	on_f_no_token, f_headers };
 
 /* One GET for every caller of e, with the gateway's token (or the caller's
- * own, in caller-token mode). */
+ * own, in caller-token mode), on behalf of the first caller still waiting:
+ * its request id and trace go upstream (trace.c). */
 static void
 fetch(struct poll_entry *e)
 {
 	struct gw_vcall_req q;
+	struct jobs_req *first = TAILQ_FIRST(&e->waiters);
+	struct gw_trace t;
 
 	memset(&q, 0, sizeof(q));
+	if (first != NULL && first->r != NULL) {
+		gw_trace_of_req(&t, first->r);
+		q.trace = &t;
+	}
 	q.rt = e->p->gw->rt;
 	q.service = e->service;
 	q.method = EVHTTP_REQ_GET;

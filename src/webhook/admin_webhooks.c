@@ -321,7 +321,7 @@ redelivered(struct wh_admin_op *a)
 		adm_reply(a);
 		return;
 	}
-	tg_log(TG_LOG_INFO, "webhook_redeliver", TG_LS("id", a->id));
+	tg_log(TG_LOG_INFO, "webhook_redeliver", TG_LS("webhook_id", a->id));
 	tg_webhook_kick(a->h->w);
 	get_job(a);
 }

@@ -524,10 +524,14 @@ relay_abandon(struct gw_req *r, const char *reason)
 static void
 reply_held(struct gw_req *r)
 {
-	char host[256];
+	char host[256], trace[33];
 
 	url_host(HOOK(r)->url, host, sizeof(host));
-	tg_log(TG_LOG_INFO, "webhook_job_added", TG_LS("id", HOOK(r)->id),
+	tg_webhook_trace_id(HOOK(r)->id, trace);
+	tg_webhook_note_origin(WH(r->gw)->w, HOOK(r)->id, r->id);
+	tg_log(TG_LOG_INFO, "webhook_job_added", TG_LS("webhook_id", HOOK(r)->id),
+	    TG_LS("request_id", r->id), TG_LS("trace_id", r->trace_id),
+	    TG_LS("delivery_trace_id", trace),
 	    TG_LS("correlationId", HOOK(r)->cid), TG_LS("key", r->key ? r->key->name : NULL),
 	    TG_LS("host", host), TG_LS("mode", r->rt->cfg.wh_mode_str));
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Webhook-Id",
@@ -542,7 +546,7 @@ cid_set(struct gw_req *r)
 	struct wh_req *q = wh_req_find(r);
 
 	if (q->rc != TG_STATE_OK)
-		tg_log(TG_LOG_WARN, "webhook_correlation_failed", TG_LS("id", q->hook->id),
+		tg_log(TG_LOG_WARN, "webhook_correlation_failed", TG_LS("webhook_id", q->hook->id),
 		    TG_LS("error", q->err));
 	reply_held(r);
 }
@@ -669,7 +673,7 @@ relay_failed(struct gw_req *r, const char *what)
 {
 	struct wh_req *q = wh_req_find(r);
 
-	tg_log(TG_LOG_ERROR, "webhook_relay_failed", TG_LS("id", relay_id(r)),
+	tg_log(TG_LOG_ERROR, "webhook_relay_failed", TG_LS("webhook_id", relay_id(r)),
 	    TG_LS("error", q->err));
 	if (q->rc == TG_STATE_UNAVAILABLE)
 		wh_reply_unavailable(r, "the webhook outbox cannot be reached; deliver again "
@@ -709,7 +713,7 @@ relay_committed(struct gw_req *r)
 		tg_webhook_kick(WH(r->gw)->w);
 		wh_fetch_stop(WH(r->gw), id);
 		tg_metrics_inc(r->gw->metrics, "tidegate_webhook_relay_deliveries_total", "", 1);
-		tg_log(TG_LOG_INFO, "webhook_payload_ready", TG_LS("id", id),
+		tg_log(TG_LOG_INFO, "webhook_payload_ready", TG_LS("webhook_id", id),
 		    TG_LI("bytes", q->bytes), TG_LS("from", "relay"));
 		reply_status(r, 200, "accepted", id);
 	} else if (q->rc == TG_STATE_NOT_FOUND || q->rc == TG_STATE_CONFLICT) {

@@ -29,7 +29,10 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/crypto.h"
+#include "tidegate/ids.h"
 #include "tidegate/log.h"
+#include "tidegate/map.h"
 #include "tidegate/upstream.h"
 #include "tidegate/webhook.h"
 #include "wh.h"
@@ -150,11 +153,54 @@ on_done(struct tg_up_req *r, enum tg_up_error err, void *arg)
 
 static const struct tg_up_cbs up_cbs = { on_head, on_body, on_done };
 
+#define ORIGINS_MAX 65536	/* remembered request ids: ~100 bytes each */
+
+void
+tg_webhook_note_origin(struct tg_webhook *w, const char *id, const char *rid)
+{
+	if (w == NULL || rid == NULL || *rid == '\0')
+		return;
+	if (w->origins == NULL)
+		w->origins = tg_map_new(free);
+	if (tg_map_count(w->origins) < ORIGINS_MAX)
+		tg_map_put(w->origins, id, tg_xstrdup(rid));
+}
+
+void
+tg_webhook_trace_id(const char *id, char out[33])
+{
+	uint8_t md[TG_SHA256_LEN];
+	char *in = tg_xasprintf("tidegate-webhook:%s", id);
+
+	tg_sha256_oneshot(in, strlen(in), md);
+	tg_hex(md, 16, out);
+	free(in);
+}
+
+/* traceparent: the job's trace (derived from its id), a new span per
+ * attempt; X-Request-Id: the request that added the job, when known. */
+static void
+trace_fill(struct wh_attempt *a, struct evkeyvalq *h)
+{
+	const char *rid = a->w->origins != NULL ? tg_map_get(a->w->origins, a->l->id) : NULL;
+	char trace[33], span[17], tp[56];
+
+	tg_webhook_trace_id(a->l->id, trace);
+	do
+		tg_id_hex(span, 8);
+	while (strspn(span, "0") == 16);
+	snprintf(tp, sizeof(tp), "00-%s-%s-01", trace, span);
+	evhttp_add_header(h, "traceparent", tp);
+	if (rid != NULL)
+		evhttp_add_header(h, "X-Request-Id", rid);
+}
+
 static void
 headers_fill(struct wh_attempt *a, struct evkeyvalq *h)
 {
 	char ts[24];
 
+	trace_fill(a, h);
 	snprintf(ts, sizeof(ts), "%lld", (long long)a->ts);
 	evhttp_add_header(h, "Content-Type", a->l->content_type);
 	evhttp_add_header(h, "User-Agent", a->w->opts.user_agent);
@@ -276,7 +322,7 @@ on_resolved(const char *addr, const char *why, int refused, void *arg)
 
 	a->lookup = NULL;
 	if (addr == NULL && refused) {
-		tg_log(TG_LOG_WARN, "webhook_egress_refused", TG_LS("id", a->l->id),
+		tg_log(TG_LOG_WARN, "webhook_egress_refused", TG_LS("webhook_id", a->l->id),
 		    TG_LS("host", a->url.host), TG_LS("reason", why));
 		a->status = TG_OUTBOX_REFUSED;	/* dead at once: docs/webhooks.md */
 		end_with(a, "egress refused (dead at once; allow it in webhooks.allow, then "
@@ -328,13 +374,20 @@ report(struct wh_attempt *a, enum tg_outbox_state st, int64_t next_at)
 		.first_delay_ms = a->l->first_delay_ms,
 	};
 
+	const char *rid = w->origins != NULL ? tg_map_get(w->origins, o.id) : NULL;
+	char trace[33];
+
+	tg_webhook_trace_id(o.id, trace);
 	tg_log(st == TG_OUTBOX_DELIVERED ? TG_LOG_INFO : TG_LOG_WARN, "webhook_attempt",
-	    TG_LS("id", o.id), TG_LS("correlationId", o.correlation_id),
+	    TG_LS("webhook_id", o.id), TG_LS("request_id", rid), TG_LS("trace_id", trace),
+	    TG_LS("correlationId", o.correlation_id),
 	    TG_LS("key", o.api_key), TG_LS("host", o.host), TG_LI("attempt", o.attempt),
 	    TG_LI("status", o.status), TG_LS("state", tg_outbox_state_str(st)),
 	    TG_LS("error", o.error), TG_LI("ms", o.duration_ms));
 	if (w->cbs.on_outcome != NULL)
 		w->cbs.on_outcome(&o, w->arg);
+	if (w->origins != NULL && (st == TG_OUTBOX_DELIVERED || st == TG_OUTBOX_DEAD))
+		free(tg_map_take(w->origins, a->l->id));	/* no attempt follows */
 }
 
 /* The outcome is recorded (or could not be): the rest runs from on_step. */
@@ -379,7 +432,7 @@ conclude(struct wh_attempt *a)
 	struct tg_webhook *w = a->w;
 
 	if (a->complete_rc != TG_STATE_OK)
-		tg_log(TG_LOG_ERROR, "webhook_complete_failed", TG_LS("id", a->l->id),
+		tg_log(TG_LOG_ERROR, "webhook_complete_failed", TG_LS("webhook_id", a->l->id),
 		    TG_LS("error", a->complete_err));
 	else
 		report(a, a->state, a->next_at);
@@ -450,7 +503,7 @@ on_released(const struct tg_state_res *res, void *arg)
 	rel->answered = 1;
 	rel->op = NULL;
 	if (res->rc != TG_STATE_OK)
-		tg_log(TG_LOG_WARN, "webhook_release_failed", TG_LS("id", rel->l->id),
+		tg_log(TG_LOG_WARN, "webhook_release_failed", TG_LS("webhook_id", rel->l->id),
 		    TG_LS("error", res->err.msg));
 	if (!rel->in_call)
 		release_free(rel);
@@ -513,7 +566,7 @@ on_renewed(const struct tg_state_res *res, int64_t expires_at, void *arg)
 	if (res->rc == TG_STATE_OK)
 		a->l->expires_at = expires_at;
 	else
-		tg_log(TG_LOG_WARN, "webhook_lease_renew_failed", TG_LS("id", a->l->id),
+		tg_log(TG_LOG_WARN, "webhook_lease_renew_failed", TG_LS("webhook_id", a->l->id),
 		    TG_LS("error", res->err.msg));
 }
 

@@ -196,7 +196,7 @@ on_abandoned(const struct tg_state_res *res, void *arg)
 
 	op_done(f);
 	if (res->rc == TG_STATE_ERROR || res->rc == TG_STATE_UNAVAILABLE) {
-		tg_log(TG_LOG_ERROR, "webhook_abandon_failed", TG_LS("id", f->id),
+		tg_log(TG_LOG_ERROR, "webhook_abandon_failed", TG_LS("webhook_id", f->id),
 		    TG_LS("error", res->err.msg));
 		again(f, -1);	/* the timer asks again (past the deadline: at once) */
 		return;
@@ -215,7 +215,7 @@ abandon(struct wh_fetch *f, const char *reason)
 	unsigned gen = op_begin(f);
 
 	if (!f->silent)
-		tg_log(TG_LOG_WARN, "webhook_abandoned", TG_LS("id", f->id),
+		tg_log(TG_LOG_WARN, "webhook_abandoned", TG_LS("webhook_id", f->id),
 		    TG_LS("correlationId", f->cid), TG_LS("reason", reason));
 	op_end(f, gen, tg_state_outbox_abandon(f->h->st, f->id, reason, tg_clock_now_ms(),
 	    on_abandoned, f));
@@ -225,7 +225,7 @@ static void
 ready(struct wh_fetch *f, int64_t bytes, int cached)
 {
 	count(f, cached ? R_CACHED : R_READY);
-	tg_log(TG_LOG_INFO, "webhook_payload_ready", TG_LS("id", f->id),
+	tg_log(TG_LOG_INFO, "webhook_payload_ready", TG_LS("webhook_id", f->id),
 	    TG_LS("correlationId", f->cid), TG_LI("bytes", bytes),
 	    TG_LS("from", cached ? "poll_cache" : "vendor"));
 	tg_webhook_kick(f->h->w);	/* the seam announces nothing: wake the worker */
@@ -245,7 +245,7 @@ on_committed(const struct tg_state_res *res, void *arg)
 	} else if (res->rc == TG_STATE_NOT_FOUND || res->rc == TG_STATE_CONFLICT) {
 		end(f);
 	} else {
-		tg_log(TG_LOG_ERROR, "webhook_payload_commit", TG_LS("id", f->id),
+		tg_log(TG_LOG_ERROR, "webhook_payload_commit", TG_LS("webhook_id", f->id),
 		    TG_LS("error", res->err.msg));
 		count(f, R_FAILED);
 		again(f, -1);
@@ -262,7 +262,7 @@ on_appended(const struct tg_state_res *res, void *arg)
 	op_done(f);
 	f->appending = 0;
 	if (res->rc != TG_STATE_OK) {
-		tg_log(TG_LOG_ERROR, "webhook_payload_write", TG_LS("id", f->id),
+		tg_log(TG_LOG_ERROR, "webhook_payload_write", TG_LS("webhook_id", f->id),
 		    TG_LS("error", res->err.msg));
 		writer_drop(f);
 		f->write_failed = 1;
@@ -281,7 +281,7 @@ on_opened(const struct tg_state_res *res, struct tg_state_payload *w, void *arg)
 	if (res->rc != TG_STATE_OK) {
 		f->job_gone = res->rc == TG_STATE_NOT_FOUND || res->rc == TG_STATE_CONFLICT;
 		f->write_failed = !f->job_gone;
-		tg_log(TG_LOG_WARN, "webhook_payload_open", TG_LS("id", f->id),
+		tg_log(TG_LOG_WARN, "webhook_payload_open", TG_LS("webhook_id", f->id),
 		    TG_LS("error", res->err.msg));
 		if (f->buf != NULL)
 			evbuffer_drain(f->buf, evbuffer_get_length(f->buf));
@@ -401,7 +401,7 @@ poll_over(struct wh_fetch *f)
 		again(f, -1);	/* its Retry-After is an estimate; ours is the interval */
 	} else {
 		count(f, R_FAILED);
-		tg_log(TG_LOG_WARN, "webhook_payload_poll_failed", TG_LS("id", f->id),
+		tg_log(TG_LOG_WARN, "webhook_payload_poll_failed", TG_LS("webhook_id", f->id),
 		    TG_LS("correlationId", f->cid), TG_LI("status", f->status),
 		    TG_LS("error", f->write_failed ? "the payload could not be written" : NULL));
 		again(f, f->status == 429 || f->status == 503 ? f->retry_after_ms : -1);
@@ -418,7 +418,7 @@ on_done(struct gw_vcall *c, enum tg_up_error err, void *arg)
 	if (err != TG_UP_OK) {
 		writer_drop(f);
 		count(f, R_FAILED);
-		tg_log(TG_LOG_WARN, "webhook_payload_poll_failed", TG_LS("id", f->id),
+		tg_log(TG_LOG_WARN, "webhook_payload_poll_failed", TG_LS("webhook_id", f->id),
 		    TG_LS("correlationId", f->cid), TG_LI("status", f->status),
 		    TG_LS("error", tg_up_error_str(err)));
 		again(f, f->status == 429 || f->status == 503 ? f->retry_after_ms : -1);
@@ -451,7 +451,7 @@ on_no_token(struct gw_vcall *c, const char *why, int retry_after_s, void *arg)
 
 	release(f);
 	count(f, R_FAILED);
-	tg_log(TG_LOG_WARN, "webhook_payload_poll_failed", TG_LS("id", f->id),
+	tg_log(TG_LOG_WARN, "webhook_payload_poll_failed", TG_LS("webhook_id", f->id),
 	    TG_LS("correlationId", f->cid), TG_LS("error", why));
 	again(f, retry_after_s > 0 ? (int64_t)retry_after_s * 1000 : -1);
 }

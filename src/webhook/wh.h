@@ -72,6 +72,8 @@ struct tg_webhook {
 	struct event *drained_ev;
 	struct wh_attemptq attempts;
 	struct wh_releaseq releases;	/* leases given back, not yet answered */
+	struct tg_map *origins;		/* webhook id -> the request id that added it
+					 * (malloc'd; in memory, bounded: deliver.c) */
 	struct tg_state_op *lease_op;	/* the lease asked for */
 	struct tg_state_op *due_op;	/* the next due time asked for */
 	int leasing, asking;		/* those two are pending (their handle may be NULL) */

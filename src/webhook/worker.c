@@ -19,6 +19,7 @@
 
 #include "tidegate/clock.h"
 #include "tidegate/log.h"
+#include "tidegate/map.h"
 #include "tidegate/webhook.h"
 #include "wh.h"
 
@@ -308,6 +309,7 @@ tg_webhook_free(struct tg_webhook *w)
 	event_free(w->tick);
 	event_free(w->renew);
 	event_free(w->drained_ev);
+	tg_map_free(w->origins);
 	free(w->ca_file);
 	free(w->user_agent);
 	free(w);

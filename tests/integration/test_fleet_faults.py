@@ -326,7 +326,7 @@ def test_kill_two_of_three_mid_delivery(pg_url, make_emulator, fleet, secret_fil
             j = job_state(survivor, w)
             assert isinstance(j, dict) and j["state"] == "delivered", (w, j)
         took_over = [e for e in log_events(survivor, "webhook_attempt")
-                     if accepted.get(e.get("id"), survivor.cfg["state"]["instance"])
+                     if accepted.get(e.get("webhook_id"), survivor.cfg["state"]["instance"])
                      != survivor.cfg["state"]["instance"] and e.get("state") == "delivered"]
         assert took_over, "the survivor delivered none of the dead instances' jobs; " + summary
     finally:

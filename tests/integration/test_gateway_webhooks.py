@@ -469,7 +469,7 @@ def test_sigterm_waits_for_the_attempt_in_flight(make_emulator, make_gateway, re
     gw.send_signal(signal.SIGTERM)
     assert gw.proc.wait(timeout=10) == 0
     events = [e for e in gw.log_lines() if e.get("event") in ("webhook_attempt", "stopped")]
-    assert [(e["event"], e.get("id"), e.get("state")) for e in events] == [
+    assert [(e["event"], e.get("webhook_id"), e.get("state")) for e in events] == [
         ("webhook_attempt", wid, "delivered"), ("stopped", None, None)]
 
 

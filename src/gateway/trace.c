@@ -1,0 +1,156 @@
+/*
+ * trace.c - who a vendor call is for: the caller's request id and W3C
+ * Trace Context (traceparent, tracestate) carried onto every call the
+ * gateway makes for a client (vendor.c sets the headers on each attempt,
+ * a new span id each time), with X-Forwarded-For and the gateway's
+ * User-Agent. A valid incoming traceparent is continued (its trace id),
+ * anything else starts a new trace (OpenSSL RAND through ids.c). Called
+ * by proxy.c (a request's trace id), vendor.c, the access log, and
+ * features that make calls for a caller (polls, webhook deliveries).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/http.h"
+#include "tidegate/ids.h"
+#include "version.h"
+#include "gw.h"
+
+static int
+all_hex(const char *s, size_t n)
+{
+	size_t i;
+	int nonzero = 0;
+
+	for (i = 0; i < n; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+		nonzero |= s[i] != '0';
+	}
+	return nonzero;
+}
+
+/* version-trace_id-parent_id-flags: 2-32-16-2 lower-case hex digits. */
+int
+gw_trace_parse(const char *tp, char id[33])
+{
+	/* Only version 00 is known: its length is exact. */
+	if (tp == NULL || strlen(tp) != 55 || strncmp(tp, "00-", 3) != 0 ||
+	    tp[35] != '-' || tp[52] != '-')
+		return 0;
+	if (!all_hex(tp + 3, 32) || !all_hex(tp + 36, 16))
+		return 0;
+	if (!((tp[53] >= '0' && tp[53] <= '9') || (tp[53] >= 'a' && tp[53] <= 'f')) ||
+	    !((tp[54] >= '0' && tp[54] <= '9') || (tp[54] >= 'a' && tp[54] <= 'f')))
+		return 0;
+	memcpy(id, tp + 3, 32);
+	id[32] = '\0';
+	return 1;
+}
+
+/* n random bytes as hex, from a pool refilled 4 KiB at a time: one
+ * RAND_bytes call serves a few hundred ids, as ids.c does for request
+ * ids (every request and every vendor call draws one). */
+static void
+pooled_hex(char *out, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	static uint8_t pool[4096];
+	static size_t used = sizeof(pool);
+	size_t i;
+
+	if (used + n > sizeof(pool)) {
+		tg_id_random(pool, sizeof(pool));
+		used = 0;
+	}
+	for (i = 0; i < n; i++) {
+		out[2 * i] = hex[pool[used + i] >> 4];
+		out[2 * i + 1] = hex[pool[used + i] & 15];
+	}
+	out[2 * n] = '\0';
+	explicit_bzero(pool + used, n);
+	used += n;
+}
+
+void
+gw_trace_new_id(char id[33])
+{
+	do
+		pooled_hex(id, 16);
+	while (!all_hex(id, 32));
+}
+
+void
+gw_trace_parent(const char *trace_id, char out[56], char span[17])
+{
+	char s[17];
+
+	do
+		pooled_hex(s, 8);
+	while (!all_hex(s, 16));
+	snprintf(out, 56, "00-%.32s-%s-01", trace_id, s);
+	if (span != NULL)
+		memcpy(span, s, 17);
+}
+
+const char *
+gw_user_agent(void)
+{
+	return "tidegate/" TG_VERSION;
+}
+
+void
+gw_trace_of_req(struct gw_trace *t, const struct gw_req *r)
+{
+	const char *st = r->req != NULL ? tg_http_header(r->req, "tracestate") : NULL;
+	const char *prev = r->req != NULL ? tg_http_header(r->req, "X-Forwarded-For") : NULL;
+	char *host = NULL;
+	ev_uint16_t port;
+
+	memset(t, 0, sizeof(*t));
+	snprintf(t->rid, sizeof(t->rid), "%s", r->id);
+	memcpy(t->trace_id, r->trace_id, sizeof(t->trace_id));
+	if (st != NULL && strlen(st) < sizeof(t->state))
+		snprintf(t->state, sizeof(t->state), "%s", st);
+	if (r->conn != NULL)
+		evhttp_connection_get_peer(r->conn, &host, &port);
+	if (prev != NULL && strlen(prev) + 70 < sizeof(t->forwarded))
+		snprintf(t->forwarded, sizeof(t->forwarded), "%s, %s", prev,
+		    host ? host : "unknown");
+	else
+		snprintf(t->forwarded, sizeof(t->forwarded), "%s", host ? host : "unknown");
+}
+
+static void
+put(struct evkeyvalq *out, const char *name, const char *value)
+{
+	evhttp_remove_header(out, name);
+	evhttp_add_header(out, name, value);
+}
+
+void
+gw_trace_headers(const struct gw_trace *t, struct evkeyvalq *out)
+{
+	char tp[56], id[33];
+
+	if (t != NULL && t->trace_id[0] != '\0') {
+		gw_trace_parent(t->trace_id, tp, NULL);
+	} else {
+		gw_trace_new_id(id);
+		gw_trace_parent(id, tp, NULL);
+	}
+	put(out, "traceparent", tp);
+	evhttp_remove_header(out, "tracestate");
+	if (t != NULL && t->state[0] != '\0')
+		evhttp_add_header(out, "tracestate", t->state);
+	if (t != NULL && t->rid[0] != '\0')
+		put(out, "X-Request-Id", t->rid);
+	if (t != NULL && t->forwarded[0] != '\0')
+		put(out, "X-Forwarded-For", t->forwarded);
+	if (evhttp_find_header(out, "User-Agent") == NULL)
+		evhttp_add_header(out, "User-Agent", gw_user_agent());
+}
