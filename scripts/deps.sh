@@ -28,7 +28,8 @@ tg_install_deps() {
 # server for the vendor token tests, tests/integration/oauth2_mock.mjs);
 # @stoplight/spectral-cli (lints docs/openapi/*.yaml) and @stoplight/prism-cli (a proxy
 # that validates every response against them, tests/integration/test_openapi.py).
-TG_NPM_PACKAGES="oauth2-mock-server@7 @stoplight/spectral-cli@6 @stoplight/prism-cli@5"
+# prism-cli stays on 5.14 (node >= 18.20.1): 5.15 and later need node 24.
+TG_NPM_PACKAGES="oauth2-mock-server@7 @stoplight/spectral-cli@6 @stoplight/prism-cli@5.14"
 
 tg_install_npm() {
 	local dir="${TG_NPM_DIR:-$PWD/build-npm}" missing="" p
