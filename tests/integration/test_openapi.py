@@ -4,8 +4,9 @@ Both documents are linted with Spectral (npm @stoplight/spectral-cli, the
 `spectral:oas` ruleset, warnings fail), and Stoplight Prism (npm
 @stoplight/prism-cli) runs in proxy mode with `--errors` in front of every
 listener of the emulator (docs/openapi/vendor.yaml) and in front of the
-gateway's simulation and admin listeners (docs/openapi/tidegate.yaml): a
-whole export, import and simulation flow, then runs, sweeps, webhooks and
+gateway's listeners (docs/openapi/tidegate.yaml for its own API on the
+simulation and admin listeners, vendor.yaml for the vendor API it relays):
+a whole export, import and simulation flow, then runs, sweeps, webhooks and
 probes go through Prism, and every response must validate against its
 document (Prism turns a violation into an error answer and names it in
 `sl-violations`). The npm tools come from scripts/deps.sh (tg_install_npm);
@@ -315,8 +316,12 @@ def _gateway_api_validates(emulator, make_gateway, prisms, receiver, secret_file
                  {"name": "ops", "sha256": admin_sha, "services": ["admin"]}],
         "webhooks": {"secret_file": secret_file, "allow": ["127.0.0.1/32"]}})
     gw.wait_tokens()
-    px = prisms({"sim": (TIDEGATE, gw.sim), "admin": (TIDEGATE, gw.admin)})
+    # the gateway's own API (tidegate.yaml), and the vendor's API as the gateway
+    # relays it (vendor.yaml) on the same listeners
+    px = prisms({"sim": (TIDEGATE, gw.sim), "admin": (TIDEGATE, gw.admin),
+                 "gw-dex": (VENDOR, gw.dex), "gw-sim": (VENDOR, gw.sim)})
     sim, admin = px["sim"].url, px["admin"].url
+    vdex, vsim = px["gw-dex"].url, px["gw-sim"].url
     h = gw.headers()
     a = {"Authorization": "Bearer " + ADMIN_KEY}
     t = 10
@@ -334,18 +339,51 @@ def _gateway_api_validates(emulator, make_gateway, prisms, receiver, secret_file
             (got.status_code, str(len(got.content)), b"")
     assert "tidegate_" in checked(requests.get(admin + "/metrics", timeout=t), 200).text
 
-    # an export with a webhook to the local receiver (sent straight to the gateway:
-    # its data exchange paths are the vendor's, docs/openapi/vendor.yaml)
-    r = requests.post(gw.dex + "/public/v1/export/activities", headers=h, timeout=t,
-                      json={"projectId": "P-DEMO", "callbackUrl": receiver.url + "/exports"})
-    assert r.status_code == 200, r.text
+    # an export with a webhook to the local receiver, fetched through the gateway
+    r = checked(requests.post(vdex + "/public/v1/export/activities", headers=h, timeout=t,
+                              json={"projectId": "P-DEMO",
+                                    "callbackUrl": receiver.url + "/exports"}), 200)
     cid = r.json()["correlationId"]
     wid = r.headers["X-Tidegate-Webhook-Id"]
+    deadline = time.monotonic() + 10
+    while True:
+        r = requests.get(vdex + "/public/export", params={"correlationId": cid}, headers=h,
+                         timeout=t)
+        if r.status_code != 202:
+            break
+        checked(r, 202)
+        assert time.monotonic() < deadline, "export never ready"
+        time.sleep(0.1)
+    assert len(checked(r, 200).json()) == 50
+    checked(requests.get(vdex + "/public/export", params={"correlationId": "nope"}, headers=h,
+                         timeout=t), 404)
+
+    # an import through the gateway
+    r = checked(requests.post(vdex + "/public/v1/import/activities",
+                              params={"projectId": "P-DEMO"},
+                              json=[{"id": "GW-1", "siteId": "S-2"}], headers=h, timeout=t),
+                200)
+    icid = r.json()["correlationId"]
+    deadline = time.monotonic() + 10
+    while True:
+        st = checked(requests.get(vdex + "/public/v1/import/status",
+                                  params={"correlationId": icid}, headers=h, timeout=t),
+                     200).json()
+        if st["processed"] == st["total"]:
+            break
+        assert time.monotonic() < deadline, st
+        time.sleep(0.1)
+    checked(requests.get(vdex + "/public/v1/import/result", params={"correlationId": icid},
+                         headers=h, timeout=t), 200)
+    checked(requests.get(vdex + "/public/v1/import/activities/failed",
+                         params={"correlationId": icid}, headers=h, timeout=t), 200)
 
     # runs: one submission through the gateway, then a sweep of two variants
-    case = requests.get(gw.sim + "/api/v1/cases/CASE-OM-1", headers=h, timeout=t).json()
-    r = requests.post(gw.sim + "/api/v1/simulations", json=case, headers=h, timeout=t)
-    assert r.status_code == 201, r.text
+    checked(requests.get(vsim + "/api/v1/cases", headers=h, timeout=t), 200)
+    case = checked(requests.get(vsim + "/api/v1/cases/CASE-OM-1", headers=h, timeout=t),
+                   200).json()
+    r = checked(requests.post(vsim + "/api/v1/simulations", json=case, headers=h, timeout=t),
+                201)
     sid = r.json()["simulationId"]
     r = checked(requests.get(sim + "/tidegate/v1/runs", headers=h, timeout=t), 200)
     assert [x["simulationId"] for x in r.json()["runs"]] == [sid]
@@ -402,6 +440,9 @@ def _gateway_api_validates(emulator, make_gateway, prisms, receiver, secret_file
         assert time.monotonic() < deadline, run
         time.sleep(0.3)
     assert run["status"] == "COMPLETED" and run["figures"], run
+    checked(requests.get(vsim + "/api/v1/simulations/" + sid, headers=h, timeout=t), 200)
+    checked(requests.get(vsim + f"/api/v1/simulations/{sid}/results", headers=h, timeout=t),
+            200)
 
     # the webhook: delivered to the receiver, signature verified; the admin API
     deadline = time.monotonic() + 20
