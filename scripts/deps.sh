@@ -31,8 +31,11 @@ tg_install_deps() {
 }
 
 # Test-only npm packages: oauth2-mock-server (a real OAuth2 authorization
-# server for the vendor token tests, tests/integration/oauth2_mock.mjs).
-TG_NPM_PACKAGES="oauth2-mock-server@7"
+# server for the vendor token tests, tests/integration/oauth2_mock.mjs);
+# @stoplight/spectral-cli (lints docs/openapi/*.yaml) and @stoplight/prism-cli (a proxy
+# that validates every response against them, tests/integration/test_openapi.py).
+# prism-cli stays on 5.14 (node >= 18.20.1): 5.15 and later need node 24.
+TG_NPM_PACKAGES="oauth2-mock-server@7 @stoplight/spectral-cli@6 @stoplight/prism-cli@5.14"
 
 tg_install_npm() {
 	local dir="${TG_NPM_DIR:-$PWD/build-npm}" missing="" p
@@ -43,7 +46,9 @@ tg_install_npm() {
 	[ -z "$missing" ] && return 0
 	# Debian's nodejs comes without npm; NodeSource's nodejs brings its own.
 	command -v npm >/dev/null || tg_install_deps npm || return 1
-	echo "npm installing:$missing into $dir" >&2
+	# The whole list, not only what is missing: npm install --no-save removes
+	# the packages it was not given (they are extraneous to it).
+	echo "npm installing:$missing (with: $TG_NPM_PACKAGES) into $dir" >&2
 	mkdir -p "$dir" && npm install --prefix "$dir" --no-save --no-audit --no-fund \
-		--loglevel=error $missing >/dev/null
+		--loglevel=error $TG_NPM_PACKAGES >/dev/null
 }
