@@ -92,7 +92,11 @@ gw_trace_parent(const char *trace_id, char out[56], char span[17])
 	do
 		pooled_hex(s, 8);
 	while (!all_hex(s, 16));
-	snprintf(out, 56, "00-%.32s-%s-01", trace_id, s);
+	memcpy(out, "00-", 3);		/* 00-<32>-<16>-01: the exact lengths, no printf */
+	memcpy(out + 3, trace_id, 32);
+	out[35] = '-';
+	memcpy(out + 36, s, 16);
+	memcpy(out + 52, "-01", 4);
 	if (span != NULL)
 		memcpy(span, s, 17);
 }
@@ -101,6 +105,19 @@ const char *
 gw_user_agent(void)
 {
 	return "tidegate/" TG_VERSION;
+}
+
+/* src (borrowed) into dst of n bytes when it fits, else "" (no printf:
+ * this runs for every vendor call). */
+static void
+copy_in(char *dst, size_t n, const char *src)
+{
+	size_t len = strlen(src);
+
+	if (len >= n)
+		len = 0;
+	memcpy(dst, src, len);
+	dst[len] = '\0';
 }
 
 void
@@ -112,17 +129,17 @@ gw_trace_of_req(struct gw_trace *t, const struct gw_req *r)
 	ev_uint16_t port;
 
 	memset(t, 0, sizeof(*t));
-	snprintf(t->rid, sizeof(t->rid), "%s", r->id);
+	copy_in(t->rid, sizeof(t->rid), r->id);
 	memcpy(t->trace_id, r->trace_id, sizeof(t->trace_id));
-	if (st != NULL && strlen(st) < sizeof(t->state))
-		snprintf(t->state, sizeof(t->state), "%s", st);
+	if (st != NULL)
+		copy_in(t->state, sizeof(t->state), st);
 	if (r->conn != NULL)
 		evhttp_connection_get_peer(r->conn, &host, &port);
 	if (prev != NULL && strlen(prev) + 70 < sizeof(t->forwarded))
 		snprintf(t->forwarded, sizeof(t->forwarded), "%s, %s", prev,
 		    host ? host : "unknown");
 	else
-		snprintf(t->forwarded, sizeof(t->forwarded), "%s", host ? host : "unknown");
+		copy_in(t->forwarded, sizeof(t->forwarded), host ? host : "unknown");
 }
 
 static void
