@@ -11,6 +11,7 @@
 #include "tidegate/config.h"
 #include "tidegate/ops.h"
 #include "tidegate/routes.h"
+#include "tidegate/sim.h"
 
 struct gw_key_cfg {
 	char *name;
@@ -39,7 +40,7 @@ struct gw_service_cfg {
 	int validate;		/* check requests before they are sent */
 	int strict;		/* dex: unknown export members are errors */
 	char *wp_status_field;	/* dex: "status" or "statuses" for work packages */
-	struct tg_strlist construction_types, om_types;	/* sim: fixableType kinds */
+	struct tg_case_rules cases;	/* sim: fixableType kinds, entry rules */
 	long long remember_cases;	/* sim: partial cases kept for the diff */
 };
 

@@ -148,7 +148,7 @@ void tg_sweep_request_cleanup(struct tg_sweep_request *req);
  * and *out NULL. req, k and p are borrowed.
  */
 int tg_sweep_build(const struct tg_sweep_request *req, yajl_val base,
-    const struct tg_case_kinds *k, struct tg_sweep_variant_new **out, struct tg_problems *p);
+    const struct tg_case_rules *k, struct tg_sweep_variant_new **out, struct tg_problems *p);
 /** Takes ownership of v[0..n) and frees the strings and the array; NULL-safe. */
 void tg_sweep_built_free(struct tg_sweep_variant_new *v, size_t n);
 

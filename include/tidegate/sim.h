@@ -25,10 +25,14 @@ extern const struct tg_service_routes tg_sim_service_routes;
 
 /* ---- simulation: cases ---- */
 
-/* Shallow copies of the configured lists: borrows their strings, frees nothing. */
-struct tg_case_kinds {
+/* What a case is checked against: part of the simulation service's
+ * configuration (sim.construction_types, sim.om_types,
+ * sim.corrective_types, sim.check_entries), which owns the lists. */
+struct tg_case_rules {
 	struct tg_strlist construction;	/* fixableTypes of Construction cases */
 	struct tg_strlist om;		/* fixableTypes of O&M cases */
+	struct tg_strlist corrective;	/* O&M types timed by a failure rate */
+	int entries;			/* check the editable entries' members */
 };
 
 enum tg_case_type { TG_CASE_UNKNOWN, TG_CASE_CONSTRUCTION, TG_CASE_OM };
@@ -38,11 +42,13 @@ enum tg_case_type { TG_CASE_UNKNOWN, TG_CASE_CONSTRUCTION, TG_CASE_OM };
  * its fixables (each offending fixable named), and, when base (the partial
  * case the gateway served for this caseId) is given, no change outside
  * vesselList, personnelList and windFarms[].infrastructureList[].fixable,
- * no fixableType moved to the other kind. Returns 0 or -1 with problems;
+ * no fixableType moved to the other kind; with k->entries, the members of
+ * every vessel, personnel role and fixable (case_entries.c). Returns 0 or
+ * -1 with problems;
  * *type receives the detected type. submitted, base, k, type and p are
  * borrowed; nothing is kept.
  */
-int tg_case_check(yajl_val submitted, yajl_val base, const struct tg_case_kinds *k,
+int tg_case_check(yajl_val submitted, yajl_val base, const struct tg_case_rules *k,
     enum tg_case_type *type, struct tg_problems *p);
 
 /** Partial cases the gateway served, by case id (bounded, oldest dropped). */

@@ -55,7 +55,7 @@ struct gw_check {
 	struct tg_import_result res;
 	/* cases: parsed (phase 0), then checked against the base (phase 1) */
 	int phase;
-	struct tg_case_kinds k;
+	struct tg_case_rules k;
 	yajl_val tree;			/* the submission, until checked */
 	int parsed;
 	struct tg_case_ref *base;
@@ -241,8 +241,7 @@ check_new(struct gw_req *r, enum tg_op op)
 		c->skip = !tg_export_kind_known(kind) && !c->eo.strict;
 		(void)gw_feat_wants_scan(r, &c->scan_id);
 	} else if (op == TG_OP_SIM_SUBMIT) {
-		c->k.construction = r->svc->cfg->construction_types;
-		c->k.om = r->svc->cfg->om_types;
+		c->k = r->svc->cfg->cases;	/* shallow: c holds the runtime */
 		c->digest = r->gw->case_digest;
 	} else {
 		import_inputs(c, r);

@@ -152,7 +152,6 @@ static void
 create(struct gw_req *r, yajl_val base)
 {
 	struct runs_sweep_post *sp = runs_req_of(r)->sweep;
-	struct tg_case_kinds k = { r->svc->cfg->construction_types, r->svc->cfg->om_types };
 	struct tg_sweep_variant_new *built = NULL;
 	struct tg_problems p;
 	struct tg_sweep_new s;
@@ -160,7 +159,7 @@ create(struct gw_req *r, yajl_val base)
 
 	memset(&p, 0, sizeof(p));
 	p.max = (size_t)r->rt->cfg.max_problems;
-	if (tg_sweep_build(&sp->req, base, &k, &built, &p) != 0) {
+	if (tg_sweep_build(&sp->req, base, &r->svc->cfg->cases, &built, &p) != 0) {
 		gw_reply_problems(r, &p);
 		tg_problems_cleanup(&p);
 		return;

@@ -3,7 +3,8 @@
  * to the vendor: the structure of a partial case, one case type
  * (Construction or O&M) across its fixables, and, against the partial case
  * the gateway served for the same caseId, no change outside vesselList,
- * personnelList and windFarms[].infrastructureList[].fixable.
+ * personnelList and windFarms[].infrastructureList[].fixable; the
+ * members of those entries are case_entries.c's.
  *
  * The vendor answers a bad case with a run that fails and no reason, so
  * every problem is listed here, with its JSON Pointer, before anything is
@@ -16,6 +17,7 @@
 #include "tidegate/json.h"
 #include "tidegate/map.h"
 #include "tidegate/sim.h"
+#include "case_int.h"
 
 /* Base trees are walked quietly: their flaws are not the caller's. */
 #define ADD(p, ...) do {					\
@@ -39,7 +41,7 @@ struct fixes {
 
 /* One pass over a tree's fixables; p is NULL for the base. */
 struct walk {
-	const struct tg_case_kinds *k;
+	const struct tg_case_rules *k;
 	struct tg_problems *p;
 	struct fixes fx;
 };
@@ -61,8 +63,8 @@ struct names {
 static const char *const kind_name[] = { "unknown", "Construction", "O&M" };
 static const char *const kind_article[] = { "an unknown", "a Construction", "an O&M" };
 
-static int
-in_list(const struct tg_strlist *l, const char *s)
+int
+tg_case_listed(const struct tg_strlist *l, const char *s)
 {
 	size_t i;
 
@@ -74,11 +76,11 @@ in_list(const struct tg_strlist *l, const char *s)
 
 /* A type listed in both sets counts as Construction: the config is at fault. */
 static enum tg_case_type
-kind_of(const struct tg_case_kinds *k, const char *type)
+kind_of(const struct tg_case_rules *k, const char *type)
 {
-	if (in_list(&k->construction, type))
+	if (tg_case_listed(&k->construction, type))
 		return TG_CASE_CONSTRUCTION;
-	if (in_list(&k->om, type))
+	if (tg_case_listed(&k->om, type))
 		return TG_CASE_OM;
 	return TG_CASE_UNKNOWN;
 }
@@ -231,7 +233,7 @@ join(const struct tg_strlist *l)
 }
 
 static void
-names_init(struct names *nm, const struct tg_case_kinds *k)
+names_init(struct names *nm, const struct tg_case_rules *k)
 {
 	size_t i;
 
@@ -316,7 +318,7 @@ check_kind(struct tg_problems *p, const struct names *nm, const struct fix *f,
 }
 
 static enum tg_case_type
-check_kinds(const struct tg_case_kinds *k, const struct fixes *sf, const struct fixes *bf,
+check_kinds(const struct tg_case_rules *k, const struct fixes *sf, const struct fixes *bf,
     struct tg_problems *p)
 {
 	enum tg_case_type type = TG_CASE_UNKNOWN;
@@ -562,7 +564,7 @@ find_dups(struct diff *d, yajl_val v, int depth)
 /* ---- entry point ---- */
 
 int
-tg_case_check(yajl_val submitted, yajl_val base, const struct tg_case_kinds *k,
+tg_case_check(yajl_val submitted, yajl_val base, const struct tg_case_rules *k,
     enum tg_case_type *type, struct tg_problems *p)
 {
 	struct walk sw = { k, p, { NULL, 0, 0 } }, bw = { k, NULL, { NULL, 0, 0 } };
@@ -583,6 +585,8 @@ tg_case_check(yajl_val submitted, yajl_val base, const struct tg_case_kinds *k,
 	if (base != NULL)
 		check_structure(&bw, base);
 	t = check_kinds(k, &sw.fx, base != NULL ? &bw.fx : NULL, p);
+	if (k->entries)
+		tg_case_entries_check(submitted, k, p);
 	if (base != NULL)
 		diff_val(&d, submitted, base, L_ROOT, 0);
 done:

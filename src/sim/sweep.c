@@ -264,7 +264,7 @@ tg_sweep_built_free(struct tg_sweep_variant_new *v, size_t n)
 
 /* Case problems of variant i, moved under /variants/i/case. */
 static void
-case_problems(yajl_val c, yajl_val base, const struct tg_case_kinds *k, size_t i,
+case_problems(yajl_val c, yajl_val base, const struct tg_case_rules *k, size_t i,
     struct tg_problems *p)
 {
 	struct tg_problems cp = { 0 };
@@ -301,7 +301,7 @@ serialise(yajl_val c, struct tg_sweep_variant_new *out)
 
 int
 tg_sweep_build(const struct tg_sweep_request *req, yajl_val base,
-    const struct tg_case_kinds *k, struct tg_sweep_variant_new **out, struct tg_problems *p)
+    const struct tg_case_rules *k, struct tg_sweep_variant_new **out, struct tg_problems *p)
 {
 	struct tg_sweep_variant_new *v = tg_xcalloc(req->n ? req->n : 1, sizeof(*v));
 	size_t before = p->total, i;

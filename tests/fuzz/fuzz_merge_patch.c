@@ -28,8 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char *con_types[] = { "INSTALLATION_TASK", "COMMISSIONING_TASK" };
 static char *om_types[] = { "CORRECTIVE_MAINTENANCE", "PREVENTIVE_MAINTENANCE",
 	"SCHEDULED_SERVICE", "INSPECTION" };
-static const struct tg_case_kinds kinds = {
-	{ con_types, 2 }, { om_types, 4 },
+static char *corrective_types[] = { "CORRECTIVE_MAINTENANCE" };
+static const struct tg_case_rules kinds = {
+	{ con_types, 2 }, { om_types, 4 }, { corrective_types, 1 }, 1,
 };
 
 static char *

@@ -76,12 +76,13 @@ def max_overlap(runs):
 def test_twenty_variant_sweep(emulator, make_gateway, receiver, tmp_path):
     secret = tmp_path / "webhook-secret"
     secret.write_text(SECRET + "\n")
-    gw = make_gateway(emulator, hooks(str(secret)))
+    # the entry check off (sim.check_entries): a variant the vendor fails
+    gw = make_gateway(emulator, {**hooks(str(secret)), "sim": {"check_entries": False}})
     base = get_case(gw, "CASE-OM-1")
     first = base["vesselList"][0]["quantity"]
     variants = [{"name": f"v{q:02d}", "patch": vessels(base, first + q)} for q in range(19)]
     bad = copy.deepcopy(base["personnelList"])
-    bad[0]["quantity"] = -1          # the gateway cannot know; the vendor fails it
+    bad[0]["quantity"] = -1          # unchecked here; the vendor fails it
     variants.append({"name": "broken-crew", "patch": {"personnelList": bad}})
     r = post_sweep(gw, {"baseCaseId": "CASE-OM-1", "concurrency": 4,
                         "callbackUrl": receiver.url("/sweep"), "variants": variants})
@@ -142,11 +143,16 @@ def test_every_problem_reported_before_anything_is_submitted(emulator, gateway):
     fx[0]["fixableType"] = "CORECTIVE_MAINTENANCE"
     infra = [{} for _ in base["windFarms"][0]["infrastructureList"]]
     infra[0] = {"fixable": fx}
+    crew = copy.deepcopy(base["personnelList"])
+    crew[0]["quantity"] = -1         # a run the vendor would fail
+    crew[1]["shiftHours"] = 0
+    del crew[1]["role"]
     body = {"baseCaseId": "CASE-OM-1", "variants": [
         {"name": "ok", "patch": vessels(base, 2)},
         {"name": "renamed", "patch": {"name": "x"}},
         {"name": "typo", "patch": {"windFarms": [{"infrastructureList": infra}]}},
-        {"name": "ok", "patch": {}}]}
+        {"name": "ok", "patch": {}},
+        {"name": "crew", "patch": {"personnelList": crew}}]}
     r = post_sweep(gateway, body, expect=400)
     err = r.json()
     assert err["error"] == "VALIDATION_FAILED"
@@ -161,6 +167,13 @@ def test_every_problem_reported_before_anything_is_submitted(emulator, gateway):
     assert typo in paths
     assert "did you mean CORRECTIVE_MAINTENANCE" in next(
         d["message"] for d in err["details"] if d["path"] == typo)
+    msgs = {d["path"]: d["message"] for d in err["details"]}
+    assert paths["/variants/4/case/personnelList/0/quantity"] == "range"
+    assert msgs["/variants/4/case/personnelList/0/quantity"] == \
+        "must be at least 0 and at most 100000, not -1"
+    assert paths["/variants/4/case/personnelList/1/shiftHours"] == "range"
+    assert paths["/variants/4/case/personnelList/1/role"] == "required"
+    assert not [p for p in paths if p.startswith("/variants/0/") or p.startswith("/variants/3/")]
     assert emulator.calls(SIM_POST) == 0
     runs = requests.get(gateway.sim + "/tidegate/v1/runs", headers=gateway.headers(),
                         timeout=10).json()["runs"]

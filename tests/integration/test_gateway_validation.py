@@ -158,6 +158,38 @@ def test_case_kind_change_and_mixing_refused(emulator, gateway):
     assert emulator.calls("POST /api/v1/simulations") == 0
 
 
+def test_case_entries_checked_member_by_member(emulator, gateway):
+    """Entries the vendor would run and fail (docs/validation.md): every
+    member problem listed, nothing sent; sim.check_entries: false sends it."""
+    case = get_case(gateway, "CASE-OM-1")
+    case["vesselList"][0]["quantity"] = 2.5
+    case["vesselList"][1]["charterType"] = "BAREBOAT"
+    del case["personnelList"][0]["dayRate"]
+    fixes = case["windFarms"][0]["infrastructureList"][0]["fixable"]
+    pm = next(i for i, f in enumerate(fixes) if f["fixableType"] == "PREVENTIVE_MAINTENANCE")
+    fixes[pm]["intervalDays"] = 0
+    fixes[pm]["id"] = fixes[0]["id"]
+    r = submit(gateway, case)
+    assert r.status_code == 400, r.text
+    body = r.json()
+    at = f"/windFarms/0/infrastructureList/0/fixable/{pm}"
+    assert {(d["path"], d["code"]) for d in body["details"]} == {
+        ("/vesselList/0/quantity", "type"), ("/vesselList/1/charterType", "enum"),
+        ("/personnelList/0/dayRate", "required"), (at + "/intervalDays", "range"),
+        (at + "/id", "duplicate_id")}
+    assert body["requestId"] == r.headers["X-Request-Id"]
+    assert emulator.calls("POST /api/v1/simulations") == 0
+
+
+def test_case_entries_check_can_be_turned_off(emulator, make_gateway):
+    gw = make_gateway(emulator, {"sim": {"check_entries": False}})
+    case = get_case(gw, "CASE-OM-1")
+    case["personnelList"][0]["quantity"] = -1
+    r = submit(gw, case)
+    assert r.status_code == 201, r.text               # the vendor runs it, and fails it
+    assert emulator.calls("POST /api/v1/simulations") == 1
+
+
 def test_valid_edit_is_submitted(emulator, gateway):
     case = get_case(gateway, "CASE-OM-1")
     case["vesselList"][0]["quantity"] += 1

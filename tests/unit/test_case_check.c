@@ -68,8 +68,8 @@ static const char OM[] =
 static char *con_types[] = { "INSTALLATION_TASK", "COMMISSIONING_TASK" };
 static char *om_types[] = { "CORRECTIVE_MAINTENANCE", "PREVENTIVE_MAINTENANCE",
 	"SCHEDULED_SERVICE", "INSPECTION" };
-static const struct tg_case_kinds kinds = {
-	{ con_types, 2 }, { om_types, 4 },
+static const struct tg_case_rules kinds = {
+	{ con_types, 2 }, { om_types, 4 }, { NULL, 0 }, 0,
 };
 
 struct want {
