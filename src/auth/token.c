@@ -512,7 +512,7 @@ static void
 begin_trace(struct tg_token_src *ts)
 {
 	struct tg_token_wait *w = TAILQ_FIRST(&ts->waiters);
-	const char *rid, *tp;
+	const char *rid;
 
 	evhttp_clear_headers(&ts->login_hdrs);
 	ts->trig_rid[0] = ts->trig_trace[0] = '\0';
@@ -522,13 +522,9 @@ begin_trace(struct tg_token_src *ts)
 	if (w == NULL)
 		return;
 	rid = evhttp_find_header(&ts->login_hdrs, "X-Request-Id");
-	tp = evhttp_find_header(&ts->login_hdrs, "traceparent");
 	if (rid != NULL && strlen(rid) < sizeof(ts->trig_rid))
 		memcpy(ts->trig_rid, rid, strlen(rid) + 1);
-	if (tp != NULL && strlen(tp) == 55 && tp[2] == '-' && tp[35] == '-') {	/* 00-<32>-… */
-		memcpy(ts->trig_trace, tp + 3, 32);
-		ts->trig_trace[32] = '\0';
-	}
+	(void)tg_id_trace_of(evhttp_find_header(&ts->login_hdrs, "traceparent"), ts->trig_trace);
 }
 
 /*
