@@ -25,6 +25,7 @@
 struct event_base;
 struct tg_upstream;
 struct evbuffer;
+struct evkeyvalq;
 
 enum tg_token_flow { TG_FLOW_PASSWORD, TG_FLOW_CLIENT_CREDENTIALS };
 
@@ -45,6 +46,20 @@ struct tg_token_opts {
 	int64_t default_lifetime_ms;	/* when the vendor states no expiry */
 	int64_t login_timeout_ms;	/* give up waiting for a login; <= 0: none */
 	int retry_after_s;		/* least Retry-After advertised while logins fail */
+	/*
+	 * Trace context for a login, or NULL. Called once per login as it
+	 * starts (before a fleet's fetch, so a token shared by another
+	 * instance names the same trigger), never on tg_token_get's path
+	 * with a valid token: hook_arg is login_headers_arg; waiter_arg is the
+	 * tg_token_get arg of the first caller waiting for this login, or NULL
+	 * when nobody waits (tg_token_prefetch, the refresh ahead of expiry).
+	 * Adds headers to out (borrowed for the call), never Content-Type,
+	 * Accept or Authorization. When a caller waits, the login's log lines
+	 * name the X-Request-Id and the traceparent's trace id it added as
+	 * request_id and trace_id.
+	 */
+	void (*login_headers)(void *hook_arg, void *waiter_arg, struct evkeyvalq *out);
+	void *login_headers_arg;	/* borrowed: must outlive the source */
 };
 
 struct tg_token_src;
@@ -107,9 +122,12 @@ void tg_token_set_share(struct tg_token_src *ts, const struct tg_token_share *sh
 /**
  * The vendor refused token (401): drop it if it is still the current one,
  * so the next get logs in. A stale token is ignored, so any number of 401s
- * for the same token cost one login. ts and token are borrowed.
+ * for the same token cost one login. request_id and trace_id name the
+ * request the 401 answered in the log line (NULL: none). ts, token,
+ * request_id and trace_id are borrowed.
  */
-void tg_token_invalidate(struct tg_token_src *ts, const char *token);
+void tg_token_invalidate(struct tg_token_src *ts, const char *token, const char *request_id,
+    const char *trace_id);
 /**
  * How the last login failed: TG_UP_TLS when the login endpoint's
  * certificate or handshake was refused, another tg_up_error when it could

@@ -4,7 +4,10 @@
  * Called by the data exchange and simulation services before each
  * upstream call (tg_token_get), by their 401 handling
  * (tg_token_invalidate), and by start-up and readiness (tg_token_prefetch).
- * Logins go out through tg_upstream_fetch on the login upstream.
+ * Logins go out through tg_upstream_fetch on the login upstream, with
+ * the trace context opts.login_headers gives them: the caller's whose
+ * get started the login, or one of its own (prefetch, refresh). Its log
+ * lines name the account, and the triggering request's id and trace id.
  *
  * The state is read from the fields rather than stored:
  *   empty    no usable token, no login, no backoff: the next get logs in
@@ -81,7 +84,15 @@ struct tg_token_src {
 	struct tg_token_stats st;
 	struct tg_token_share share;	/* a fleet's view; fetch NULL: none */
 	int sharing;			/* share.fetch under way */
+	struct evkeyvalq login_hdrs;	/* the next login's trace context, until sent */
+	char trig_rid[129];		/* the current login's trigger: X-Request-Id, */
+	char trig_trace[33];		/* trace id; "" when nobody waited for it */
 };
+
+/* Who the current login is for, in its log lines (null: nobody waited). */
+#define TRIGGER(ts) \
+	TG_LS("request_id", (ts)->trig_rid[0] != '\0' ? (ts)->trig_rid : NULL), \
+	TG_LS("trace_id", (ts)->trig_trace[0] != '\0' ? (ts)->trig_trace : NULL)
 
 static int start_login(struct tg_token_src *);
 
@@ -146,6 +157,7 @@ tg_token_src_new(struct event_base *base, struct tg_upstream *login,
 	ts->o.scope = opts->scope != NULL ? tg_xstrdup(opts->scope) : NULL;
 	ts->o.audience = opts->audience != NULL ? tg_xstrdup(opts->audience) : NULL;
 	TAILQ_INIT(&ts->waiters);
+	TAILQ_INIT(&ts->login_hdrs);
 	return ts;
 }
 
@@ -180,6 +192,7 @@ tg_token_src_free(struct tg_token_src *ts)
 	if (ts->timeout_ev != NULL)
 		event_free(ts->timeout_ev);
 	free_waiters(ts);
+	evhttp_clear_headers(&ts->login_hdrs);	/* trace context only: no secret */
 	drop_token(ts);
 	explicit_bzero((char *)ts->o.secret, strlen(ts->o.secret));
 	free((char *)ts->o.secret);
@@ -272,7 +285,8 @@ tg_token_set_share(struct tg_token_src *ts, const struct tg_token_share *sh)
 }
 
 void
-tg_token_invalidate(struct tg_token_src *ts, const char *token)
+tg_token_invalidate(struct tg_token_src *ts, const char *token, const char *request_id,
+    const char *trace_id)
 {
 	if (token == NULL || ts->token == NULL || strcmp(token, ts->token) != 0)
 		return;
@@ -282,8 +296,9 @@ tg_token_invalidate(struct tg_token_src *ts, const char *token)
 	if (ts->refresh_ev != NULL)
 		evtimer_del(ts->refresh_ev);
 	ts->st.invalidations++;
-	tg_log(TG_LOG_INFO, "token_invalidated", TG_LS("id", ts->o.id),
-	    TG_LS("flow", flow_name(ts)));
+	tg_log(TG_LOG_INFO, "token_invalidated", TG_LS("account", ts->o.id),
+	    TG_LS("flow", flow_name(ts)), TG_LS("request_id", request_id),
+	    TG_LS("trace_id", trace_id));
 }
 
 int
@@ -489,6 +504,30 @@ on_shared(void *arg, const char *token, int64_t expires_at_ms)
 }
 
 /*
+ * The login's trace context from the hook, for the first waiter (whose get
+ * started it) or for nobody; the waiter's request id and trace id are kept
+ * for the log lines: the headers are wiped once sent.
+ */
+static void
+begin_trace(struct tg_token_src *ts)
+{
+	struct tg_token_wait *w = TAILQ_FIRST(&ts->waiters);
+	const char *rid;
+
+	evhttp_clear_headers(&ts->login_hdrs);
+	ts->trig_rid[0] = ts->trig_trace[0] = '\0';
+	if (ts->o.login_headers == NULL)
+		return;
+	ts->o.login_headers(ts->o.login_headers_arg, w != NULL ? w->arg : NULL, &ts->login_hdrs);
+	if (w == NULL)
+		return;
+	rid = evhttp_find_header(&ts->login_hdrs, "X-Request-Id");
+	if (rid != NULL && strlen(rid) < sizeof(ts->trig_rid))
+		memcpy(ts->trig_rid, rid, strlen(rid) + 1);
+	(void)tg_id_trace_of(evhttp_find_header(&ts->login_hdrs, "traceparent"), ts->trig_trace);
+}
+
+/*
  * A login: with a fleet (share.fetch) first the token another instance
  * holds or is getting, answered from the loop; else (or then) one login
  * request of this instance. -1 when the source was freed meanwhile.
@@ -496,6 +535,7 @@ on_shared(void *arg, const char *token, int64_t expires_at_ms)
 static int
 start_login(struct tg_token_src *ts)
 {
+	begin_trace(ts);
 	if (ts->share.fetch == NULL)
 		return send_login(ts);
 	ts->login_pending = 1;
@@ -518,6 +558,7 @@ send_login(struct tg_token_src *ts)
 	struct tg_up_req *r;
 
 	TAILQ_INIT(&hdrs);
+	TAILQ_CONCAT(&hdrs, &ts->login_hdrs, next);	/* hdrs outlives a freed ts */
 	login_request(ts, &hdrs);
 	ts->st.logins++;
 	ts->login_pending = 1;
@@ -601,8 +642,9 @@ login_succeeded(struct tg_token_src *ts, const char *token, int64_t lifetime_ms,
 	ts->st.failing = 0;
 	ts->last_why[0] = '\0';
 	schedule_refresh(ts, lifetime_ms);
-	tg_log(TG_LOG_INFO, shared ? "token_shared" : "token_login_ok", TG_LS("id", ts->o.id),
-	    TG_LS("flow", flow_name(ts)), TG_LI("expires_in", lifetime_ms / 1000));
+	tg_log(TG_LOG_INFO, shared ? "token_shared" : "token_login_ok",
+	    TG_LS("account", ts->o.id), TG_LS("flow", flow_name(ts)),
+	    TG_LI("expires_in", lifetime_ms / 1000), TRIGGER(ts));
 	if (!shared && ts->share.publish != NULL)
 		ts->share.publish(ts->share.arg, ts->token, ts->expires_at_ms);
 	answer_waiters(ts, ts->token, NULL, 0);
@@ -628,10 +670,9 @@ login_failed(struct tg_token_src *ts, int status, int uperr, const char *why)
 	ts->last_err = uperr;
 	snprintf(ts->last_why, sizeof(ts->last_why), "%s", why);
 	ra = retry_after(ts);
-	tg_log(TG_LOG_WARN, "token_login_failed", TG_LS("id", ts->o.id),
+	tg_log(TG_LOG_WARN, "token_login_failed", TG_LS("account", ts->o.id),
 	    TG_LS("flow", flow_name(ts)), TG_LS("url", ts->o.url), TG_LI("status", status),
-	    TG_LS("error", why),
-	    TG_LI("retry_after", ra));
+	    TG_LS("error", why), TG_LI("retry_after", ra), TRIGGER(ts));
 	if (token_valid(ts))
 		arm_refresh(ts, ts->backoff_ms);
 	answer_waiters(ts, NULL, why, ra);
@@ -680,8 +721,8 @@ jwt_lifetime_ms(const struct tg_token_src *ts, const char *token)
 		return ts->o.default_lifetime_ms;
 	life = exp * 1000 - tg_clock_now_ms();
 	if (life <= 0) {
-		tg_log(TG_LOG_WARN, "token_exp_in_past", TG_LS("id", ts->o.id),
-		    TG_LI("exp", exp));
+		tg_log(TG_LOG_WARN, "token_exp_in_past", TG_LS("account", ts->o.id),
+		    TG_LI("exp", exp), TRIGGER(ts));
 		return ts->o.default_lifetime_ms;
 	}
 	return life;

@@ -3,7 +3,10 @@
  * request, come from a pool refilled 4 KiB at a time, so that one RAND_bytes
  * call (a DRBG round and a fork check) serves 256 of them; the bytes are
  * the same CSPRNG output, used once each. The process does not fork after
- * start, so a pool is never shared between processes.
+ * start, so a pool is never shared between processes. Also the trace id of
+ * a traceparent header, for the log lines of the token source and the
+ * upstream client (auth and upstream, which cannot use the gateway's
+ * trace.c).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -69,4 +72,16 @@ tg_id_hex(char *out, size_t nbytes)
 		done += n;
 	}
 	out[2 * nbytes] = '\0';
+}
+
+int
+tg_id_trace_of(const char *tp, char id[33])
+{
+	id[0] = '\0';
+	if (tp == NULL || strlen(tp) != 55 || strncmp(tp, "00-", 3) != 0 || tp[35] != '-' ||
+	    tp[52] != '-')
+		return 0;
+	memcpy(id, tp + 3, 32);
+	id[32] = '\0';
+	return 1;
 }

@@ -2,9 +2,10 @@
  * trace.c - who a vendor call is for: the caller's request id and W3C
  * Trace Context (traceparent, tracestate) carried onto every call the
  * gateway makes for a client (vendor.c sets the headers on each attempt,
- * a new span id each time), with X-Forwarded-For and the gateway's
- * User-Agent. A valid incoming traceparent is continued (its trace id),
- * anything else starts a new trace (OpenSSL RAND through ids.c). Called
+ * a new span id each time; also on a vendor login a caller waits for),
+ * with X-Forwarded-For and the gateway's User-Agent. A valid incoming
+ * traceparent is continued (its trace id), anything else starts a new
+ * trace (OpenSSL RAND through ids.c). Called
  * by proxy.c (a request's trace id), vendor.c, the access log, and
  * features that make calls for a caller (polls, webhook deliveries).
  */

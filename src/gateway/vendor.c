@@ -4,8 +4,9 @@
  * sweep submissions): a reference to the runtime for the call's life, the
  * vendor token (waited for, the gateway's own), the upstream exchange, and
  * a vendor 401 on that token answered once by invalidating it and sending
- * the request again. The only user of the vendor token API outside
- * src/auth/, so that a fleet backend for tokens changes one file.
+ * the request again; the trace context of a vendor login, the first
+ * waiting call's (login_headers). The only user of the vendor token API
+ * outside src/auth/, so that a fleet backend for tokens changes one file.
  *
  * Two forms share one struct: streamed (the caller's head/body/done
  * callbacks see the answer as it arrives; a replayed 401 is never shown
@@ -115,7 +116,9 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 		c->up = NULL;
 		c->retry_401 = 0;
 		c->replayed = 1;
-		tg_token_invalidate(c->svc->tokens, c->token);
+		tg_token_invalidate(c->svc->tokens, c->token,
+		    c->traced && c->trace.rid[0] != '\0' ? c->trace.rid : NULL,
+		    c->traced && c->trace.trace_id[0] != '\0' ? c->trace.trace_id : NULL);
 		tg_metrics_inc(c->rt->gw->metrics, "tidegate_token_replays_total", "", 1);
 		vcall_begin(c);
 		return;
@@ -315,6 +318,17 @@ gw_vcall_fetch(const struct gw_vcall_req *q, size_t max_body,
 
 /* ---- the vendor's tokens: sources, state ---- */
 
+/* The trace context of a vendor login: the waiting call's (a struct
+ * gw_vcall, the only user of tg_token_get) when one started it, else a
+ * trace of the login's own. */
+static void
+login_headers(void *hook_arg, void *waiter, struct evkeyvalq *out)
+{
+	const struct gw_vcall *c = waiter;
+
+	gw_trace_headers(c != NULL && c->traced ? &c->trace : NULL, out);
+}
+
 /* The login endpoint's URL for messages: base's scheme, host and port
  * with path. Config URLs hold no user info (the upstream refuses it). */
 static char *
@@ -373,6 +387,7 @@ gw_vendor_init(struct gw *gw, struct gw_service *s, const struct tg_upstream_opt
 	to.default_lifetime_ms = 300000;
 	to.login_timeout_ms = s->cfg->login_timeout;
 	to.retry_after_s = (int)(s->cfg->login_retry_after / 1000);
+	to.login_headers = login_headers;
 	s->tokens = tg_token_src_new(gw->base, s->auth, &to);
 	if (gw->state != NULL) {	/* a fleet shares one login per service */
 		struct tg_token_share sh;

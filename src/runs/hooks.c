@@ -57,8 +57,8 @@ on_hook_added(const struct tg_state_res *res, const char *wid, void *arg)
 		runs_notified(b);
 		return;
 	}
-	tg_log(TG_LOG_INFO, "run_webhook_added", TG_LS("id", wid), TG_LS("simulationId", b->id),
-	    TG_LS("key", b->key));
+	tg_log(TG_LOG_INFO, "run_webhook_added", TG_LS("webhook_id", wid),
+	    TG_LS("simulationId", b->id), TG_LS("key", b->key));
 	runs_bg_wait(b, tg_state_payload_set(b->gw->state, wid, b->data, b->len,
 	    tg_clock_now_ms(), on_hook_payload, b));
 }
@@ -124,8 +124,8 @@ on_sweep_added(const struct tg_state_res *res, const char *wid, void *arg)
 		runs_bg_free(b);
 		return;
 	}
-	tg_log(TG_LOG_INFO, "sweep_webhook_added", TG_LS("id", wid), TG_LS("sweepId", b->id),
-	    TG_LS("key", b->sweep.api_key));
+	tg_log(TG_LOG_INFO, "sweep_webhook_added", TG_LS("webhook_id", wid),
+	    TG_LS("sweepId", b->id), TG_LS("key", b->sweep.api_key));
 	runs_bg_wait(b, tg_state_payload_set(b->gw->state, wid, b->data, b->len,
 	    tg_clock_now_ms(), on_sweep_payload, b));
 }

@@ -258,11 +258,13 @@ conn_bev(struct up_conn *c)
  * behind it as a backstop, and switched to the read timeout in on_output
  * once the connection is up.
  */
+/* A connection of o, made for r (named in the log line of a failure). */
 static struct up_conn *
-conn_new(struct up_origin *o)
+conn_new(struct up_origin *o, const struct tg_up_req *r)
 {
 	struct tg_upstream *u = o->u;
 	struct up_conn *c = tg_xcalloc(1, sizeof(*c));
+	struct up_req_ids ids;
 	struct timeval tv;
 
 	c->o = o;
@@ -288,8 +290,9 @@ conn_new(struct up_origin *o)
 	evtimer_add(c->ctimer, &tv);
 	return c;
 err:
+	tg_upstream_req_ids(r, &ids);
 	tg_log(TG_LOG_WARN, "upstream_conn_failed", TG_LS("origin", o->name),
-	    TG_LS("host", o->hosthdr));
+	    TG_LS("host", o->hosthdr), UP_IDS(ids));
 	free(c);
 	return NULL;
 }
@@ -362,12 +365,12 @@ tg_upstream_conn_release(struct up_conn *c, int reusable)
 /* A connection for the head request: 1 with *cp set (NULL if one could
  * not be made), 0 when the origin is at max_conns and r must wait. */
 static int
-pick(struct up_origin *o, int fresh, struct up_conn **cp)
+pick(struct up_origin *o, const struct tg_up_req *r, struct up_conn **cp)
 {
 	struct up_conn *c;
 
 	*cp = NULL;
-	if (!fresh && (c = TAILQ_FIRST(&o->idle)) != NULL) {
+	if (!r->fresh && (c = TAILQ_FIRST(&o->idle)) != NULL) {
 		TAILQ_REMOVE(&o->idle, c, entry);
 		o->nidle--;
 		*cp = c;
@@ -378,7 +381,7 @@ pick(struct up_origin *o, int fresh, struct up_conn **cp)
 			return 0;
 		tg_upstream_conn_kill(TAILQ_LAST(&o->idle, up_connq));
 	}
-	*cp = conn_new(o);
+	*cp = conn_new(o, r);
 	return 1;
 }
 
@@ -412,7 +415,7 @@ dispatch(struct up_origin *o)
 	struct up_conn *c;
 
 	while ((r = next_eligible(o)) != NULL) {
-		if (!pick(o, r->fresh, &c))
+		if (!pick(o, r, &c))
 			break;
 		tg_upstream_dequeue(r);
 		if (c == NULL) {

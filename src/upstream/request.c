@@ -15,6 +15,10 @@
  *
  * A user callback may cancel its request; the request is then freed when
  * the outermost of our frames returns (hold/release), never under it.
+ *
+ * Log lines about a request name it by its own X-Request-Id and trace id
+ * (request_id, trace_id: what its caller put in its headers), looked up
+ * only when a line is written.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,7 @@
 #include <event2/util.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/ids.h"
 #include "tidegate/log.h"
 #include "up.h"
 
@@ -48,6 +53,14 @@ idempotent(enum evhttp_cmd_type m)
 {
 	return m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD || m == EVHTTP_REQ_PUT ||
 	    m == EVHTTP_REQ_DELETE || m == EVHTTP_REQ_OPTIONS;
+}
+
+void
+tg_upstream_req_ids(const struct tg_up_req *r, struct up_req_ids *ids)
+{
+	ids->rid = r != NULL ? evhttp_find_header(&r->headers, "X-Request-Id") : NULL;
+	(void)tg_id_trace_of(r != NULL ? evhttp_find_header(&r->headers, "traceparent") : NULL,
+	    ids->trace);
 }
 
 /* Path for logs: the query may carry credentials. */
@@ -89,14 +102,32 @@ deliver(struct tg_up_req *r)
 		complete(r, TG_UP_OK);
 }
 
+/* Logged when the refusal takes effect (from the loop, or a cancel before
+ * it), not in tg_upstream_send: the caller adds its headers, the request
+ * id among them, after send returns. Once. */
+static void
+log_refused(struct tg_up_req *r)
+{
+	struct up_req_ids ids;
+
+	if (r->refused != 1)
+		return;
+	r->refused = 2;
+	tg_upstream_req_ids(r, &ids);
+	tg_log(TG_LOG_WARN, "upstream_target_refused", TG_LS("origin", r->o->name),
+	    TG_LS("reason", r->detail), UP_IDS(ids));
+}
+
 static void
 on_req_kick(evutil_socket_t fd, short what, void *arg)
 {
 	struct tg_up_req *r = arg;
 
 	hold(r);
-	if (r->refused)
+	if (r->refused) {
+		log_refused(r);
 		complete(r, TG_UP_BAD_TARGET);
+	}
 	else if (r->down)
 		complete(r, TG_UP_DOWN);
 	else
@@ -131,12 +162,14 @@ describe(struct tg_up_req *r, const struct up_conn *c, enum tg_up_error err)
 {
 	struct up_origin *o = c->o;
 	int dns = bufferevent_socket_get_dns_error(c->bev);
+	struct up_req_ids ids;
 	char tls[160];
 
 	if (!c->established && tg_upstream_tls_describe((struct up_conn *)c, tls, sizeof(tls))) {
 		snprintf(r->detail, sizeof(r->detail), "TLS with %s: %s", o->hosthdr, tls);
+		tg_upstream_req_ids(r, &ids);
 		tg_log(TG_LOG_WARN, "upstream_tls_failed", TG_LS("origin", o->name),
-		    TG_LS("host", o->hosthdr), TG_LS("reason", tls));
+		    TG_LS("host", o->hosthdr), TG_LS("reason", tls), UP_IDS(ids));
 		return TG_UP_TLS;
 	}
 	if (dns != 0)
@@ -188,12 +221,14 @@ failover_target(struct tg_up_req *r, int sent)
 static void
 fail_over(struct tg_up_req *r, struct up_origin *x, enum tg_up_why why)
 {
+	struct up_req_ids ids;
 	char path[128];
 
 	log_path(r, path, sizeof(path));
+	tg_upstream_req_ids(r, &ids);
 	tg_log(TG_LOG_INFO, "upstream_failover", TG_LS("origin", r->o->name),
 	    TG_LS("to", x->name), TG_LS("path", path), TG_LS("why", tg_up_why_str(why)),
-	    TG_LS("reason", r->detail));
+	    TG_LS("reason", r->detail), UP_IDS(ids));
 	r->failed_over = 1;
 	r->fresh = 0;
 	r->why = (int)why;
@@ -218,9 +253,11 @@ attempt_failed(struct tg_up_req *r, enum tg_up_error err, int stale, int sent,
 {
 	struct tg_upstream *u = r->u;
 	struct up_origin *x;
+	struct up_req_ids ids;
 	char path[128];
 
 	log_path(r, path, sizeof(path));
+	tg_upstream_req_ids(r, &ids);
 	if (!r->probe && !stale)
 		tg_upstream_health_fail(r->o, r->detail);
 	if (!r->head && !r->got_bytes) {
@@ -237,14 +274,14 @@ attempt_failed(struct tg_up_req *r, enum tg_up_error err, int stale, int sent,
 			u->retries++;
 			r->o->h.retries[why_of(err)]++;
 			tg_log(TG_LOG_INFO, "upstream_retry", TG_LS("origin", r->o->name),
-			    TG_LS("path", path), TG_LS("reason", r->detail));
+			    TG_LS("path", path), TG_LS("reason", r->detail), UP_IDS(ids));
 			tg_upstream_enqueue(r->o, r, 1);
 			return;
 		}
 	}
 	tg_log(r->probe ? TG_LOG_DEBUG : TG_LOG_WARN, "upstream_failed",
 	    TG_LS("origin", r->o->name), TG_LS("path", path),
-	    TG_LS("error", tg_up_error_str(err)), TG_LS("reason", r->detail));
+	    TG_LS("error", tg_up_error_str(err)), TG_LS("reason", r->detail), UP_IDS(ids));
 	hold(r);
 	complete(r, err);
 	release(r);
@@ -485,6 +522,7 @@ tg_upstream_req_expire(struct tg_up_req *r)
 	struct tg_upstream *u = r->u;
 	struct up_origin *o = r->o;
 	int64_t waited = tg_clock_mono_ms() - r->queued_at;
+	struct up_req_ids ids;
 	char path[128];
 
 	/* An owner whose cap is the whole pool is held back by the pool. */
@@ -499,8 +537,9 @@ tg_upstream_req_expire(struct tg_up_req *r)
 	r->w->timeouts++;
 	u->queue_timeouts++;
 	log_path(r, path, sizeof(path));
+	tg_upstream_req_ids(r, &ids);
 	tg_log(TG_LOG_WARN, "upstream_busy", TG_LS("origin", o->name), TG_LS("path", path),
-	    TG_LS("owner", r->w->name), TG_LS("reason", r->detail));
+	    TG_LS("owner", r->w->name), TG_LS("reason", r->detail), UP_IDS(ids));
 	hold(r);
 	complete(r, TG_UP_BUSY);
 	release(r);
@@ -532,9 +571,7 @@ refuse_target(struct tg_up_req *r)
 		return 0;
 	snprintf(r->detail, sizeof(r->detail), "request target refused: byte 0x%02X at "
 	    "offset %zu (a control character, space or non-ASCII byte)", p[i], i);
-	tg_log(TG_LOG_WARN, "upstream_target_refused", TG_LS("origin", r->o->name),
-	    TG_LS("reason", r->detail));
-	r->refused = 1;
+	r->refused = 1;		/* logged by log_refused */
 	kick(r);
 	return 1;
 }
@@ -652,6 +689,7 @@ tg_up_req_cancel(struct tg_up_req *r)
 
 	if (r == NULL || r->cancelled || r->done)
 		return;
+	log_refused(r);
 	r->cancelled = 1;
 	tg_upstream_dequeue(r);
 	/* Never reused with a half-read response: closed, and its slot (and

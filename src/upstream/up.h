@@ -160,10 +160,22 @@ struct tg_up_req {
 	int retry_after;		/* seconds, with TG_UP_DOWN */
 	int why;			/* enum tg_up_why of a failover or retry, -1: none */
 	int got_bytes, head, paused, finished, cancelled, done;
-	int refused;			/* never sent: TG_UP_BAD_TARGET from the loop */
+	int refused;			/* never sent: TG_UP_BAD_TARGET from the loop;
+					 * 2 once logged */
 	int capped;			/* passed over for its owner's cap (counted) */
 	char detail[200];		/* why it failed, for logs */
 };
+
+/* Who a request is for, in its log lines: its own X-Request-Id and the
+ * trace id of its traceparent (NULL when it has none), read from r's
+ * headers only when a line is written. */
+struct up_req_ids {
+	const char *rid;		/* borrowed from r's headers, or NULL */
+	char trace[33];
+};
+#define UP_IDS(ids) \
+	TG_LS("request_id", (ids).rid), \
+	TG_LS("trace_id", (ids).trace[0] != '\0' ? (ids).trace : NULL)
 
 /* ---- pool.c ---- */
 void tg_upstream_pump_kick(struct tg_upstream *u);
@@ -218,6 +230,9 @@ void tg_upstream_req_connect_timeout(struct up_conn *c);
 void tg_upstream_req_free(struct tg_up_req *r);
 /** r waited its queue timeout: off the queue, on_done with TG_UP_BUSY. */
 void tg_upstream_req_expire(struct tg_up_req *r);
+/** r's ids for a log line into ids (both borrowed; ids->rid lives as long as
+ * r's headers). r may be NULL: no ids. */
+void tg_upstream_req_ids(const struct tg_up_req *r, struct up_req_ids *ids);
 /** o's probe timer (the event of o->h.probe; arg: o). */
 void tg_upstream_on_probe(evutil_socket_t fd, short what, void *arg);
 

@@ -2,7 +2,9 @@
  * test_token.c - the vendor token source: both login flows on the wire,
  * single-flight, cached gets, refresh ahead of expiry (and at half-life),
  * 401 invalidation, failure backoff, login timeout, cancel and free with
- * work pending, and that no secret or token reaches the log.
+ * work pending, the trace context hook (the first waiter's, or nobody's)
+ * and the log lines naming the account and the login's trigger, and that
+ * no secret or token reaches the log.
  *
  * The upstream client is a fake defined here: it records each login and
  * leaves it pending until the test answers it.
@@ -48,13 +50,21 @@ static struct {
 	const char *sync_body;		/* answer 200 with it before returning */
 	int refuse;			/* return NULL without a callback */
 	enum evhttp_cmd_type method;
-	char *uri, *ctype, *body, *authz;
+	char *uri, *ctype, *body, *authz, *rid, *tp;
 } fake;
 
 static char *logbuf;
 static size_t loglen;
 static FILE *logfp;
 static int jwt_serial;
+
+static char *
+header_dup(const struct evkeyvalq *headers, const char *name)
+{
+	const char *v = evhttp_find_header(headers, name);
+
+	return v != NULL ? strdup(v) : NULL;
+}
 
 struct tg_up_req *
 tg_upstream_fetch(struct tg_upstream *u, enum evhttp_cmd_type method, const char *uri,
@@ -71,8 +81,11 @@ tg_upstream_fetch(struct tg_upstream *u, enum evhttp_cmd_type method, const char
 	free(fake.ctype);
 	free(fake.body);
 	free(fake.authz);
-	fake.authz = evhttp_find_header(headers, "Authorization") ?
-	    strdup(evhttp_find_header(headers, "Authorization")) : NULL;
+	free(fake.rid);
+	free(fake.tp);
+	fake.authz = header_dup(headers, "Authorization");
+	fake.rid = header_dup(headers, "X-Request-Id");
+	fake.tp = header_dup(headers, "traceparent");
 	fake.uri = strdup(uri);
 	fake.ctype = strdup(ct ? ct : "");
 	fake.body = n ? strndup((const char *)evbuffer_pullup(body, -1), n) : strdup("");
@@ -131,6 +144,8 @@ fake_clear(void)
 	free(fake.ctype);
 	free(fake.body);
 	free(fake.authz);
+	free(fake.rid);
+	free(fake.tp);
 	memset(&fake, 0, sizeof(fake));
 	TAILQ_INIT(&fake.pending);
 }
@@ -275,6 +290,67 @@ run_loop(struct event_base *base, int ms)
 
 	event_base_loopexit(base, &tv);
 	event_base_dispatch(base);
+}
+
+/* The last log line of event (parsed; the caller frees it), or NULL. */
+static yajl_val
+last_event(const char *event)
+{
+	char want[96];
+	const char *p, *hit = NULL, *start, *end;
+
+	fflush(logfp);
+	snprintf(want, sizeof(want), "\"event\":\"%s\"", event);
+	for (p = logbuf; p != NULL && (p = strstr(p, want)) != NULL; p++)
+		hit = p;
+	if (hit == NULL)
+		return NULL;
+	for (start = hit; start > logbuf && start[-1] != '\n'; start--)
+		;
+	end = strchr(hit, '\n');
+	return tg_json_parse(start, end != NULL ? (size_t)(end - start) : strlen(start), NULL);
+}
+
+/* The last event's field key: its string, "null" for a JSON null, NULL
+ * when absent. */
+static void
+assert_field(const char *event, const char *key, const char *want)
+{
+	yajl_val ev = last_event(event), v;
+
+	assert_non_null(ev);
+	v = tg_json_get(ev, key);
+	if (want == NULL)
+		assert_null(v);
+	else if (strcmp(want, "null") == 0)
+		assert_true(v != NULL && YAJL_IS_NULL(v));
+	else
+		assert_string_equal(YAJL_IS_STRING(v) ? v->u.string : "(not a string)", want);
+	yajl_tree_free(ev);
+}
+
+#define CALLER_TRACE	"4bf92f3577b34da6a3ce929d0e0e4736"
+#define CALLER_TP	"00-" CALLER_TRACE "-00f067aa0ba902b7-01"
+#define OWN_TP		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+/* The trace context hook: what it was last called with. */
+static struct {
+	int calls;
+	void *waiter;
+} hook;
+
+/* As the gateway's: a waiter's request id and trace, or a trace of the
+ * login's own and no request id. */
+static void
+trace_hook(void *hook_arg, void *waiter, struct evkeyvalq *out)
+{
+	assert_ptr_equal(hook_arg, &hook);
+	hook.calls++;
+	hook.waiter = waiter;
+	evhttp_add_header(out, "traceparent", waiter != NULL ? CALLER_TP : OWN_TP);
+	if (waiter != NULL)
+		evhttp_add_header(out, "X-Request-Id", "req-cold");
+	evhttp_add_header(out, "User-Agent", "tidegate/test");
 }
 
 /* ---- tests ---- */
@@ -480,12 +556,12 @@ test_invalidate_current_and_stale(void **state)
 	tg_token_prefetch(ts);
 	reply_jwt(now_s() + 3600, &jwt1);
 
-	tg_token_invalidate(ts, "some-other-token");
+	tg_token_invalidate(ts, "some-other-token", NULL, NULL);
 	assert_string_equal(tg_token_peek(ts), jwt1);
 
 	/* five requests carried jwt1 and all got 401: one re-login */
 	for (i = 0; i < 5; i++) {
-		tg_token_invalidate(ts, jwt1);
+		tg_token_invalidate(ts, jwt1, NULL, NULL);
 		tg_token_get(ts, on_token, &g[i]);
 	}
 	assert_int_equal(fake.calls, 2);
@@ -497,7 +573,7 @@ test_invalidate_current_and_stale(void **state)
 		assert_string_equal(g[i].token, jwt2);
 
 	/* a late 401 for the replaced token changes nothing */
-	tg_token_invalidate(ts, jwt1);
+	tg_token_invalidate(ts, jwt1, NULL, NULL);
 	assert_string_equal(tg_token_peek(ts), jwt2);
 	tg_token_get_stats(ts, &st);
 	assert_int_equal(st.invalidations, 1);
@@ -552,7 +628,7 @@ test_failure_backoff(void **state)
 	tg_token_prefetch(ts);
 	assert_int_equal(fake.calls, 3);
 	reply_jwt(now_s() + 3600, NULL);
-	tg_token_invalidate(ts, tg_token_peek(ts));
+	tg_token_invalidate(ts, tg_token_peek(ts), NULL, NULL);
 	tg_token_get(ts, on_token, &f);
 	assert_int_equal(fake.calls, 4);
 	fake_reply(502, "", TG_UP_OK);
@@ -774,7 +850,7 @@ test_client_credentials_request(void **state)
 	assert_true(st.expires_at_ms <= tg_clock_now_ms() + 120000);
 
 	/* no expires_in: the default lifetime */
-	tg_token_invalidate(ts, "AT-" SECRET_MARK "-2");
+	tg_token_invalidate(ts, "AT-" SECRET_MARK "-2", NULL, NULL);
 	tg_token_prefetch(ts);
 	before = tg_clock_now_ms();
 	fake_reply(200, "{\"access_token\":\"AT-" SECRET_MARK "-3\"}", TG_UP_OK);
@@ -805,7 +881,7 @@ test_cancel_and_free_pending(void **state)
 	assert_int_equal(g3.calls, 1);
 
 	/* free with a login, waiters and timers pending: no callback, no leak */
-	tg_token_invalidate(ts, tg_token_peek(ts));
+	tg_token_invalidate(ts, tg_token_peek(ts), NULL, NULL);
 	tg_token_get(ts, on_token_never, NULL);
 	tg_token_get(ts, on_token_never, NULL);
 	assert_int_equal(fake.calls, 2);
@@ -859,7 +935,7 @@ on_token_again(const char *token, const char *why, int ra, void *arg)
 	struct again *a = arg;
 
 	if (a->calls++ == 0) {
-		tg_token_invalidate(a->ts, token);
+		tg_token_invalidate(a->ts, token, NULL, NULL);
 		assert_non_null(tg_token_get(a->ts, on_token, &a->g));
 	}
 }
@@ -999,7 +1075,11 @@ shared_src(struct event_base *base)
 {
 	struct tg_token_opts o = password_opts();
 	struct tg_token_share s = { sh_fetch, sh_cancel, sh_publish, sh_invalidate, NULL };
-	struct tg_token_src *ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
+	struct tg_token_src *ts;
+
+	o.login_headers = trace_hook;
+	o.login_headers_arg = &hook;
+	ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
 
 	memset(&sh, 0, sizeof(sh));
 	tg_token_set_share(ts, &s);
@@ -1025,11 +1105,13 @@ test_share_takes_fleet_token(void **state)
 	sh.answer(sh.ts, jwt, (now_s() + 3600) * 1000);
 	assert_int_equal(g.calls, 1);
 	assert_string_equal(g.token, jwt);
+	assert_field("token_shared", "request_id", "req-cold");	/* the get that asked */
+	assert_field("token_shared", "trace_id", CALLER_TRACE);
 	assert_int_equal(fake.calls, 0);
 	tg_token_get_stats(ts, &st);
 	assert_int_equal(st.logins, 0);
 	assert_int_equal(sh.publishes, 0);		/* not published back */
-	tg_token_invalidate(ts, jwt);			/* a 401: dropped fleet-wide */
+	tg_token_invalidate(ts, jwt, NULL, NULL);	/* a 401: dropped fleet-wide */
 	assert_int_equal(sh.invalidations, 1);
 	assert_string_equal(sh.invalidated, jwt);
 	free(jwt);
@@ -1052,6 +1134,7 @@ test_share_logs_in_and_publishes(void **state)
 	assert_non_null(tg_token_get(ts, on_token, &g));
 	sh.answer(sh.ts, jwt, (now_s() + 30) * 1000);	/* within the refresh lead */
 	assert_int_equal(fake.calls, 1);
+	assert_string_equal(fake.rid, "req-cold");	/* the trace made before the ask */
 	assert_int_equal(g.calls, 0);
 	reply_jwt(now_s() + 3600, &mine);
 	assert_int_equal(g.calls, 1);
@@ -1059,13 +1142,68 @@ test_share_logs_in_and_publishes(void **state)
 	assert_int_equal(sh.publishes, 1);
 	assert_string_equal(sh.published, mine);
 	assert_true(sh.published_exp > tg_clock_now_ms() + 3500 * 1000);
-	tg_token_invalidate(ts, mine);
+	tg_token_invalidate(ts, mine, NULL, NULL);
 	assert_non_null(tg_token_get(ts, on_token_never_until_free, NULL));
 	assert_int_equal(sh.fetches, 2);
 	tg_token_src_free(ts);				/* the ask under way is cancelled */
 	assert_int_equal(sh.cancels, 1);
 	free(jwt);
 	free(mine);
+	event_base_free(base);
+}
+
+/*
+ * A login started by a get carries the first waiter's trace (the hook is
+ * called once, with its arg) and its log lines name the account and that
+ * request; a prefetch's login is nobody's: the hook gets NULL, the log
+ * lines name no request. A 401 names the request it answered.
+ */
+static void
+test_login_trace_hook(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct tg_token_opts o = password_opts();
+	struct tg_token_src *ts;
+	struct got g1 = { 0 }, g2 = { 0 };
+
+	o.login_headers = trace_hook;
+	o.login_headers_arg = &hook;
+	memset(&hook, 0, sizeof(hook));
+	fake_reset();
+	ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
+	assert_non_null(tg_token_get(ts, on_token, &g1));
+	assert_non_null(tg_token_get(ts, on_token, &g2));
+	assert_int_equal(hook.calls, 1);
+	assert_ptr_equal(hook.waiter, &g1);
+	assert_string_equal(fake.rid, "req-cold");
+	assert_string_equal(fake.tp, CALLER_TP);
+	assert_string_equal(fake.ctype, "application/json");	/* the login's own intact */
+	reply_jwt(now_s() + 3600, NULL);
+	assert_int_equal(g2.calls, 1);
+	assert_field("token_login_ok", "account", "demo");
+	assert_field("token_login_ok", "request_id", "req-cold");
+	assert_field("token_login_ok", "trace_id", CALLER_TRACE);
+	assert_field("token_login_ok", "id", NULL);
+	assert_null(tg_token_get(ts, on_token, &g1));	/* a valid token: no hook */
+	assert_int_equal(hook.calls, 1);
+
+	tg_token_invalidate(ts, tg_token_peek(ts), "req-401", CALLER_TRACE);
+	assert_field("token_invalidated", "account", "demo");
+	assert_field("token_invalidated", "request_id", "req-401");
+	assert_field("token_invalidated", "trace_id", CALLER_TRACE);
+	assert_field("token_invalidated", "id", NULL);
+
+	tg_token_prefetch(ts);
+	assert_int_equal(hook.calls, 2);
+	assert_null(hook.waiter);
+	assert_null(fake.rid);
+	assert_string_equal(fake.tp, OWN_TP);
+	fake_reply(500, "{}", TG_UP_OK);
+	assert_field("token_login_failed", "account", "demo");
+	assert_field("token_login_failed", "request_id", "null");
+	assert_field("token_login_failed", "trace_id", "null");
+	assert_field("token_login_failed", "id", NULL);
+	tg_token_src_free(ts);
 	event_base_free(base);
 }
 
@@ -1077,6 +1215,8 @@ test_secret_never_logged(void **state)
 	assert_non_null(strstr(logbuf, "\"token_login_ok\""));
 	assert_non_null(strstr(logbuf, "\"token_login_failed\""));
 	assert_non_null(strstr(logbuf, "\"token_invalidated\""));
+	assert_non_null(strstr(logbuf, "\"token_shared\""));
+	assert_null(strstr(logbuf, "\"id\":"));	/* a request id only: none here */
 	assert_non_null(strstr(logbuf, "\"expires_in\""));
 	assert_null(strstr(logbuf, SECRET_MARK));
 	assert_null(strstr(logbuf, "pw-"));
@@ -1108,6 +1248,7 @@ main(void)
 		cmocka_unit_test(test_client_secret_basic_scope_audience),
 		cmocka_unit_test(test_share_takes_fleet_token),
 		cmocka_unit_test(test_share_logs_in_and_publishes),
+		cmocka_unit_test(test_login_trace_hook),
 		cmocka_unit_test(test_secret_never_logged),
 	};
 	int rc;

@@ -7,7 +7,8 @@
  * and TLS verification (good chain, wrong host, unknown CA) with throwaway
  * certificates made by the openssl CLI in a temporary directory; file
  * bodies (tg_upstream_send_file) and the connect-address override;
- * targets with CTLs or spaces refused before anything is sent; owner
+ * targets with CTLs or spaces refused before anything is sent (the log
+ * line naming the request id added after send); owner
  * tags (the per-owner cap, FIFO among the owners under it, untagged
  * requests never capped), the queue deadline (TG_UP_BUSY, nothing sent)
  * and a cancel giving the connection and the owner's slot back.
@@ -1504,6 +1505,50 @@ test_bad_target_refused(void **state)
 	tg_upstream_free(u);
 }
 
+/* A refused target's log line names the request id and trace the caller
+ * put in its headers after send returned (as the gateway does): it is
+ * written from the loop, or at a cancel that comes first, once. */
+static void
+test_bad_target_logged(void **state)
+{
+	struct tg_upstream *u;
+	struct tg_up_req *r;
+	struct call c;
+	char *url, *logbuf = NULL;
+	size_t loglen = 0;
+	FILE *logfp = open_memstream(&logbuf, &loglen);
+	const char *p;
+	int n = 0;
+
+	server_start(NULL);
+	url = url_of("http", T.port);
+	u = up_new(url, NULL, NULL);
+	tg_log_init(logfp, TG_LOG_WARN);
+	r = call_send(u, &c, EVHTTP_REQ_GET, "/a b", NULL);
+	evhttp_add_header(tg_up_req_headers(r), "X-Request-Id", "req-bad");
+	evhttp_add_header(tg_up_req_headers(r), "traceparent",
+	    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+	run_until(&c.done, 3000);
+	assert_int_equal(c.err, TG_UP_BAD_TARGET);
+	call_done(&c);
+	r = call_send(u, &c, EVHTTP_REQ_GET, "/a\rb", NULL);
+	evhttp_add_header(tg_up_req_headers(r), "X-Request-Id", "req-gone");
+	tg_up_req_cancel(r);
+	event_base_loop(T.base, EVLOOP_NONBLOCK);
+	call_done(&c);
+	tg_log_init(stderr, getenv("TG_TEST_LOG") ? TG_LOG_DEBUG : TG_LOG_OFF);
+	fclose(logfp);
+	for (p = logbuf; (p = strstr(p, "\"upstream_target_refused\"")) != NULL; p++)
+		n++;
+	assert_int_equal(n, 2);
+	assert_non_null(strstr(logbuf, "\"request_id\":\"req-bad\",\"trace_id\":"
+	    "\"4bf92f3577b34da6a3ce929d0e0e4736\""));
+	assert_non_null(strstr(logbuf, "\"request_id\":\"req-gone\",\"trace_id\":null"));
+	free(logbuf);
+	free(url);
+	tg_upstream_free(u);
+}
+
 #define T_(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -1535,6 +1580,7 @@ main(void)
 		T_(test_bad_urls),
 		T_(test_base_path),
 		T_(test_bad_target_refused),
+		T_(test_bad_target_logged),
 	};
 
 	tg_log_init(stderr, getenv("TG_TEST_LOG") ? TG_LOG_DEBUG : TG_LOG_OFF);

@@ -44,7 +44,7 @@ tg_state_ob_payload_remove(const struct tg_outbox *ob, const char *id)
 	char *p = tg_state_ob_payload_path(ob, id);
 
 	if (unlink(p) != 0 && errno != ENOENT)
-		tg_log(TG_LOG_WARN, "webhook_payload_unlink", TG_LS("id", id),
+		tg_log(TG_LOG_WARN, "webhook_payload_unlink", TG_LS("webhook_id", id),
 		    TG_LS("error", strerror(errno)));
 	free(p);
 }
