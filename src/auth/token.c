@@ -86,10 +86,10 @@ struct tg_token_src {
 	int sharing;			/* share.fetch under way */
 	struct evkeyvalq login_hdrs;	/* the next login's trace context, until sent */
 	char trig_rid[129];		/* the current login's trigger: X-Request-Id, */
-	char trig_trace[33];		/* trace id; "" when nobody waited for it */
+	char trig_trace[33];		/* trace id (the login's own when nobody waited) */
 };
 
-/* Who the current login is for, in its log lines (null: nobody waited). */
+/* Who the current login is for, in its log lines (request_id null: nobody waited). */
 #define TRIGGER(ts) \
 	TG_LS("request_id", (ts)->trig_rid[0] != '\0' ? (ts)->trig_rid : NULL), \
 	TG_LS("trace_id", (ts)->trig_trace[0] != '\0' ? (ts)->trig_trace : NULL)
@@ -505,8 +505,9 @@ on_shared(void *arg, const char *token, int64_t expires_at_ms)
 
 /*
  * The login's trace context from the hook, for the first waiter (whose get
- * started it) or for nobody; the waiter's request id and trace id are kept
- * for the log lines: the headers are wiped once sent.
+ * started it) or for nobody (a trace of the login's own, no request id);
+ * the request id and trace id are kept for the log lines: the headers are
+ * wiped once sent.
  */
 static void
 begin_trace(struct tg_token_src *ts)
@@ -519,8 +520,6 @@ begin_trace(struct tg_token_src *ts)
 	if (ts->o.login_headers == NULL)
 		return;
 	ts->o.login_headers(ts->o.login_headers_arg, w != NULL ? w->arg : NULL, &ts->login_hdrs);
-	if (w == NULL)
-		return;
 	rid = evhttp_find_header(&ts->login_hdrs, "X-Request-Id");
 	if (rid != NULL && strlen(rid) < sizeof(ts->trig_rid))
 		memcpy(ts->trig_rid, rid, strlen(rid) + 1);

@@ -221,7 +221,7 @@ def test_vendor_login_carries_the_waiting_callers_trace(make_gateway, vendor):
     assert re.match(r"^tidegate/\S+$", prefetch[0]["user-agent"])
     failed = events(gw, "token_login_failed")[0]
     assert failed["account"] == "demo" and "id" not in failed
-    assert failed["request_id"] is None and failed["trace_id"] is None
+    assert failed["request_id"] is None and failed["trace_id"] == m.group(1)   # its own
 
     time.sleep(1.2)                                 # the backoff window
     r = requests.get(gw.dex + "/public/export", params={"correlationId": "C-1"},

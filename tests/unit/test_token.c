@@ -1201,7 +1201,7 @@ test_login_trace_hook(void **state)
 	fake_reply(500, "{}", TG_UP_OK);
 	assert_field("token_login_failed", "account", "demo");
 	assert_field("token_login_failed", "request_id", "null");
-	assert_field("token_login_failed", "trace_id", "null");
+	assert_field("token_login_failed", "trace_id", "0af7651916cd43dd8448eb211c80319c");	/* its own */
 	assert_field("token_login_failed", "id", NULL);
 	tg_token_src_free(ts);
 	event_base_free(base);
