@@ -130,7 +130,7 @@ reply_error(struct evhttp_request *req, int status, const char *msg)
 {
 	struct evbuffer *b = evbuffer_new();
 
-	tg_error_body(b, status, NULL, msg, tg_http_header(req, "X-Request-Id"), NULL, 0);
+	tg_error_body(b, status, NULL, msg, tg_http_request_id(req), NULL, 0);
 	gw_admin_reply(req, status, "application/json", b);
 	evbuffer_free(b);
 }
@@ -365,14 +365,15 @@ void
 gw_admin_on_request(struct evhttp_request *req, void *arg)
 {
 	struct gw_lctx *lc = arg;
-	const char *path = tg_http_path(req);
+	const char *path = tg_http_path(req), *op = NULL;
 	enum evhttp_cmd_type m = evhttp_request_get_command(req);
 	int fault = tg_frontdoor_refusal(req);
+	int feat = gw_feat_admin_find(lc->gw, path, &op);
 
 	if (fault != 0)
 		tg_frontdoor_reply(req, fault);
-	else if (gw_feat_admin(lc->gw, req, path))
-		;	/* a feature's admin API (/webhooks…) */
+	else if (feat >= 0)
+		gw_feat_admin(lc->gw, feat, req, path);	/* its admin API (/webhooks…) */
 	else if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD)
 		reply_error(req, 405, "only GET and HEAD here (POST: /webhooks/…)");
 	else if (strcmp(path, "/healthz") == 0)

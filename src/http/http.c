@@ -133,6 +133,17 @@ tg_http_header(struct evhttp_request *req, const char *name)
 	return evhttp_find_header(evhttp_request_get_input_headers(req), name);
 }
 
+/* The answer's own first: the gateway's listeners set the id they assign
+ * (the client's when valid, else a new one) before any handler replies. */
+const char *
+tg_http_request_id(struct evhttp_request *req)
+{
+	const char *id = evhttp_find_header(evhttp_request_get_output_headers(req),
+	    "X-Request-Id");
+
+	return id != NULL ? id : tg_http_header(req, "X-Request-Id");
+}
+
 const char *
 tg_http_bearer(struct evhttp_request *req)
 {
@@ -238,7 +249,7 @@ tg_reply_error(struct evhttp_request *req, int status, const char *code, const c
 {
 	struct evbuffer *b = evbuffer_new();
 
-	tg_error_body(b, status, code, message, tg_http_header(req, "X-Request-Id"), d, n);
+	tg_error_body(b, status, code, message, tg_http_request_id(req), d, n);
 	tg_reply_buf(req, status, "application/json", b);
 	evbuffer_free(b);
 }
