@@ -6,7 +6,8 @@
  * the listener stays open through the drain), /metrics (Prometheus text,
  * with the pools' per-owner series, then each feature's), HEAD on those
  * three as GET without the body (probes), and the features' admin APIs
- * (gw_feature.admin_prefix: /webhooks…).
+ * (gw_feature.admin_prefix: /webhooks…). Each request gets its request
+ * id and access line first (admin_log.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -361,15 +362,36 @@ healthz(struct evhttp_request *req)
 	yajl_gen_free(g);
 }
 
+/* The access log's op of a core path: the probes' own, else "unknown"
+ * (a fixed vocabulary, whatever path a client sends). */
+static const char *
+core_op(const char *path, int *probe)
+{
+	static const char *const probes[] = { "/healthz", "/readyz", "/metrics" };
+	size_t i;
+
+	for (i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+		if (strcmp(path, probes[i]) == 0) {
+			*probe = 1;
+			return probes[i] + 1;
+		}
+	}
+	*probe = 0;
+	return "unknown";
+}
+
 void
 gw_admin_on_request(struct evhttp_request *req, void *arg)
 {
 	struct gw_lctx *lc = arg;
 	const char *path = tg_http_path(req), *op = NULL;
 	enum evhttp_cmd_type m = evhttp_request_get_command(req);
-	int fault = tg_frontdoor_refusal(req);
+	int fault = tg_frontdoor_refusal(req), probe = 0;
 	int feat = gw_feat_admin_find(lc->gw, path, &op);
 
+	if (feat < 0)
+		op = core_op(path, &probe);
+	gw_admin_begin(lc->gw, req, op, probe);
 	if (fault != 0)
 		tg_frontdoor_reply(req, fault);
 	else if (feat >= 0)

@@ -191,6 +191,14 @@ void gw_admin_on_request(struct evhttp_request *req, void *arg);
  * drained): a HEAD gets the head alone, with the body's Content-Length. */
 void gw_admin_reply(struct evhttp_request *req, int status, const char *ctype,
     struct evbuffer *body);
+/* admin_log.c */
+/**
+ * An admin request req (borrowed) that passed tg_frontdoor_refusal: its
+ * request id set on its answer (before any reply), and, unless access_log
+ * is off (or access_log_probes, probe set), its access line once its
+ * exchange ends, under op (borrowed, static).
+ */
+void gw_admin_begin(struct gw *gw, struct evhttp_request *req, const char *op, int probe);
 /* admin_state.c: the state's series on /metrics (out borrowed), and its
  * member of /readyz (g borrowed): 1 when degraded (the reason given). */
 void gw_admin_state_metrics(struct gw *gw, struct evbuffer *out);

@@ -8,7 +8,8 @@
  *
  * When API keys are configured these need a key with the admin service
  * (Authorization: Bearer or X-Api-Key): 401 without a known key, 403 for
- * a key without it. Called by admin.c; the feature (struct wh_hooks) is
+ * a key without it (the key's name goes on the request's access line,
+ * gw_admin_set_key). Called by admin.c; the feature (struct wh_hooks) is
  * borrowed for each call. Each request is held (gw_held_new) until the
  * state seam answers; the client may go meanwhile.
  */
@@ -44,6 +45,7 @@ authorized(struct gw *gw, struct evhttp_request *req)
 		    "or X-Api-Key)", NULL, 0);
 		return 0;
 	}
+	gw_admin_set_key(gw, req, k->name);	/* its access line names it, as dex's do */
 	if (!(k->services & TG_SVC_ADMIN)) {
 		tg_reply_error(req, 403, "FORBIDDEN", "this API key may not use the admin API",
 		    NULL, 0);
