@@ -84,7 +84,8 @@ void tg_reply_json(struct evhttp_request *req, int status, yajl_gen g);
  * anything else. h (borrowed) may be NULL. */
 int64_t tg_http_retry_after_ms(const struct evkeyvalq *h);
 /** Send body (borrowed; drained) with content type ctype (borrowed, may be
- * NULL: the Content-Type already set stays). */
+ * NULL: the Content-Type already set stays). To a HEAD, the head alone,
+ * with the body's Content-Length. */
 void tg_reply_buf(struct evhttp_request *req, int status, const char *ctype,
     struct evbuffer *body);
 /**

@@ -93,26 +93,6 @@ family(struct evbuffer *out, const char *name, const char *type, const char *hel
 	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* HEAD gets GET's head, its Content-Length included, and no body:
- * libevent would write the body it is given after a HEAD's head. */
-void
-gw_admin_reply(struct evhttp_request *req, int status, const char *ctype,
-    struct evbuffer *body)
-{
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	size_t len = body != NULL ? evbuffer_get_length(body) : 0;
-	char cl[24];
-
-	if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-		snprintf(cl, sizeof(cl), "%zu", len);
-		evhttp_remove_header(h, "Content-Length");
-		evhttp_add_header(h, "Content-Length", cl);
-		if (body != NULL)
-			evbuffer_drain(body, len);
-	}
-	tg_reply_buf(req, status, ctype, body);
-}
-
 static void
 reply_json(struct evhttp_request *req, int status, yajl_gen g)
 {
@@ -122,7 +102,7 @@ reply_json(struct evhttp_request *req, int status, yajl_gen g)
 
 	yajl_gen_get_buf(g, &buf, &len);
 	evbuffer_add(b, buf, len);
-	gw_admin_reply(req, status, "application/json", b);
+	tg_reply_buf(req, status, "application/json", b);	/* a HEAD: the head alone */
 	evbuffer_free(b);
 }
 
@@ -132,7 +112,7 @@ reply_error(struct evhttp_request *req, int status, const char *msg)
 	struct evbuffer *b = evbuffer_new();
 
 	tg_error_body(b, status, NULL, msg, tg_http_request_id(req), NULL, 0);
-	gw_admin_reply(req, status, "application/json", b);
+	tg_reply_buf(req, status, "application/json", b);
 	evbuffer_free(b);
 }
 

@@ -187,10 +187,6 @@ void gw_tls_free(struct gw *gw);	/* gw->tls; NULL-safe */
 
 /* admin.c */
 void gw_admin_on_request(struct evhttp_request *req, void *arg);
-/** Reply to an admin request (borrowed; answered) with body (borrowed,
- * drained): a HEAD gets the head alone, with the body's Content-Length. */
-void gw_admin_reply(struct evhttp_request *req, int status, const char *ctype,
-    struct evbuffer *body);
 /* admin_log.c */
 /**
  * An admin request req (borrowed) that passed tg_frontdoor_refusal: its

@@ -225,7 +225,8 @@ gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffe
 {
 	r->status = status;
 	if (r->req != NULL) {
-		r->bytes += b ? evbuffer_get_length(b) : 0;
+		if (b != NULL && evhttp_request_get_command(r->req) != EVHTTP_REQ_HEAD)
+			r->bytes += evbuffer_get_length(b);	/* a HEAD's is not sent */
 		gw_req_common_headers(r);
 		gw_flush_start(r);
 		tg_reply_buf(r->req, status, ctype, b);

@@ -4,6 +4,7 @@
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -205,14 +206,25 @@ tg_http_reason(int status)
 	}
 }
 
+/* A HEAD gets GET's head, its Content-Length included, and no body:
+ * libevent writes whatever body it is given after a HEAD's head, which
+ * the client would read as the start of the next answer. */
 void
 tg_reply_buf(struct evhttp_request *req, int status, const char *ctype, struct evbuffer *body)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	size_t len = body != NULL ? evbuffer_get_length(body) : 0;
+	char cl[24];
 
 	if (ctype != NULL) {
 		evhttp_remove_header(h, "Content-Type");
 		evhttp_add_header(h, "Content-Type", ctype);
+	}
+	if (body != NULL && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+		snprintf(cl, sizeof(cl), "%zu", len);
+		evhttp_remove_header(h, "Content-Length");
+		evhttp_add_header(h, "Content-Length", cl);
+		evbuffer_drain(body, len);
 	}
 	evhttp_send_reply(req, status, tg_http_reason(status), body);
 }
