@@ -337,6 +337,11 @@ struct evhttp_request *gw_held_take(struct gw_held *h);
  * (borrowed; copied): its access line says so. Nothing for a request the
  * admin listener does not log. */
 void gw_admin_set_key(struct gw *gw, struct evhttp_request *req, const char *name);
+/** Answer the admin request req (handed back to libevent) with the JSON
+ * error body of status, code (borrowed; NULL: the status's) and msg
+ * (borrowed), naming the request's id; its access line names code. */
+void gw_admin_reply_error(struct gw *gw, struct evhttp_request *req, int status,
+    const char *code, const char *msg);
 /** A scrape part written later (s borrowed): the reply waits for the release. */
 void gw_scrape_hold(struct gw_scrape *s);
 void gw_scrape_release(struct gw_scrape *s);

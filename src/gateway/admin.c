@@ -16,7 +16,6 @@
 #include <event2/http.h>
 
 #include "tidegate/clock.h"
-#include "tidegate/errors.h"
 #include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "tidegate/json.h"
@@ -103,16 +102,6 @@ reply_json(struct evhttp_request *req, int status, yajl_gen g)
 	yajl_gen_get_buf(g, &buf, &len);
 	evbuffer_add(b, buf, len);
 	tg_reply_buf(req, status, "application/json", b);	/* a HEAD: the head alone */
-	evbuffer_free(b);
-}
-
-static void
-reply_error(struct evhttp_request *req, int status, const char *msg)
-{
-	struct evbuffer *b = evbuffer_new();
-
-	tg_error_body(b, status, NULL, msg, tg_http_request_id(req), NULL, 0);
-	tg_reply_buf(req, status, "application/json", b);
 	evbuffer_free(b);
 }
 
@@ -372,18 +361,22 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 	if (feat < 0)
 		op = core_op(path, &probe);
 	gw_admin_begin(lc->gw, req, op, probe);
-	if (fault != 0)
-		tg_frontdoor_reply(req, fault);
-	else if (feat >= 0)
+	if (fault != 0) {	/* refused on its head (frontdoor.h): answer, close */
+		tg_frontdoor_close_after(req);
+		gw_admin_reply_error(lc->gw, req, tg_head_fault_status(fault),
+		    tg_head_fault_code(fault), tg_head_fault_message(fault));
+	} else if (feat >= 0) {
 		gw_feat_admin(lc->gw, feat, req, path);	/* its admin API (/webhooks…) */
-	else if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD)
-		reply_error(req, 405, "only GET and HEAD here (POST: /webhooks/…)");
-	else if (strcmp(path, "/healthz") == 0)
+	} else if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
+		gw_admin_reply_error(lc->gw, req, 405, NULL,
+		    "only GET and HEAD here (POST: /webhooks/…)");
+	} else if (strcmp(path, "/healthz") == 0) {
 		healthz(req);
-	else if (strcmp(path, "/readyz") == 0)
+	} else if (strcmp(path, "/readyz") == 0) {
 		readyz(lc->gw, req);
-	else if (strcmp(path, "/metrics") == 0)
+	} else if (strcmp(path, "/metrics") == 0) {
 		metrics(lc->gw, req);
-	else
-		reply_error(req, 404, "no such admin endpoint");
+	} else {
+		gw_admin_reply_error(lc->gw, req, 404, NULL, "no such admin endpoint");
+	}
 }

@@ -8,9 +8,12 @@
  * (tg_frontdoor_set_on_end): the answer written, or the connection closed
  * first (499 client_closed). The small record behind the line is this
  * file's, freed at that end, so a held request (held.c) whose client
- * leaves costs nothing afterwards. Called by admin.c at arrival and by
- * features (gw_admin_set_key).
+ * leaves costs nothing afterwards. The error answers say their code here
+ * (gw_admin_reply_error), the webhook admin API the key it authenticated
+ * (gw_admin_set_key). Called by admin.c at arrival and for its errors,
+ * and by the features' admin APIs.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,12 +22,10 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/errors.h"
 #include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
-#include "tidegate/json.h"
 #include "gw.h"
-
-#define ERROR_BODY_MAX 4096	/* bytes of an error body read for its code */
 
 struct gw_admin_req {
 	TAILQ_ENTRY(gw_admin_req) next;	/* gw->admin_reqs */
@@ -35,43 +36,20 @@ struct gw_admin_req {
 	const char *op, *method;	/* static */
 	char *path, *user_agent, *key;	/* owned; user_agent and key may be NULL */
 	char id[TG_UUID_LEN], trace_id[33], client[64];
-	char error[64];			/* the code of the error body sent, or "" */
+	char error[64];			/* the code of the error answer, or "" */
 	uint64_t request_bytes, bytes;
 	int64_t t0;
 };
 
-/* The "error" member of a JSON error body (errors.h) into out; the
- * admin's are small, a longer one is left unread. */
-static void
-error_code(struct evbuffer *body, char *out, size_t size)
-{
-	char text[ERROR_BODY_MAX];
-	ev_ssize_t n = evbuffer_copyout(body, text, sizeof(text));
-	struct tg_err err;
-	yajl_val v = n > 0 ? tg_json_parse(text, (size_t)n, &err) : NULL;
-	const char *code = v != NULL ? tg_json_get_str(v, "error") : NULL;
-
-	if (code != NULL)
-		snprintf(out, size, "%s", code);
-	yajl_tree_free(v);
-}
-
-/* The answer's body goes out (a HEAD's was dropped before: none). Every
- * admin answer passes here, the core's, a feature's or the front door's,
- * so the code of an error answer is read from what was sent. */
+/* The answer's body goes out: every admin answer passes here, the
+ * core's, a feature's or the front door's (a HEAD's was dropped before,
+ * tg_reply_buf: none). */
 static void
 on_out(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct gw_admin_req *a = arg;
-	const char *ct;
 
-	if (info->n_added == 0)
-		return;
 	a->bytes += info->n_added;
-	ct = evhttp_find_header(evhttp_request_get_output_headers(a->req), "Content-Type");
-	if (a->error[0] == '\0' && evhttp_request_get_response_code(a->req) >= 400 &&
-	    ct != NULL && strncmp(ct, "application/json", 16) == 0)
-		error_code(buf, a->error, sizeof(a->error));
 }
 
 static void
@@ -84,9 +62,10 @@ admin_req_free(struct gw_admin_req *a)
 	free(a);
 }
 
-/* The line, once: written, with the status sent; or the client went first
- * (req is gone then, and its output buffer with it: libevent runs no
- * callback when it frees a buffer, so the watch needs no removal). */
+/* The line, once: written, with the status sent; or the client went first.
+ * Then req is not ours to touch: libevent frees it with the connection
+ * (or, had it detached it, when it is answered, before adding a byte),
+ * and no callback runs when a buffer is freed, so the watch stays. */
 static void
 on_end(struct evhttp_request *req, int written, void *arg)
 {
@@ -137,16 +116,41 @@ gw_admin_begin(struct gw *gw, struct evhttp_request *req, const char *op, int pr
 	TAILQ_INSERT_TAIL(&gw->admin_reqs, a, next);
 }
 
-void
-gw_admin_set_key(struct gw *gw, struct evhttp_request *req, const char *name)
+/* The record of req, or NULL (not logged); few are in flight at once. */
+static struct gw_admin_req *
+find(struct gw *gw, struct evhttp_request *req)
 {
 	struct gw_admin_req *a;
 
-	TAILQ_FOREACH(a, &gw->admin_reqs, next) {
-		if (a->req == req) {
-			free(a->key);
-			a->key = name != NULL ? tg_xstrdup(name) : NULL;
-			return;
-		}
+	TAILQ_FOREACH(a, &gw->admin_reqs, next)
+		if (a->req == req)
+			return a;
+	return NULL;
+}
+
+void
+gw_admin_set_key(struct gw *gw, struct evhttp_request *req, const char *name)
+{
+	struct gw_admin_req *a = find(gw, req);
+
+	if (a != NULL) {
+		free(a->key);
+		a->key = name != NULL ? tg_xstrdup(name) : NULL;
 	}
+}
+
+void
+gw_admin_reply_error(struct gw *gw, struct evhttp_request *req, int status,
+    const char *code, const char *msg)
+{
+	struct gw_admin_req *a = find(gw, req);
+	struct evbuffer *b = evbuffer_new();
+
+	if (code == NULL)
+		code = tg_error_code(status);
+	if (a != NULL)
+		snprintf(a->error, sizeof(a->error), "%s", code);
+	tg_error_body(b, status, code, msg, tg_http_request_id(req), NULL, 0);
+	tg_reply_buf(req, status, "application/json", b);	/* a HEAD: the head alone */
+	evbuffer_free(b);
 }

@@ -190,22 +190,46 @@ def test_admin_request_id_made_when_absent(make_emulator, make_gateway):
     assert wait_line(gw, r.headers["X-Request-Id"])["status"] == 200
 
 
-def raw(gw, data, linger=None):
+def raw(gw, data):
     s = socket.create_connection(("127.0.0.1", gw.ports["admin"]), timeout=10)
     s.sendall(data)
     return s
+
+
+def exchange(gw, data):
+    """data sent on a new admin connection: every byte until it closes."""
+    s = raw(gw, data)
+    answer = b""
+    while chunk := s.recv(65536):
+        answer += chunk
+    s.close()
+    return answer
+
+
+def test_admin_head_answer_is_the_head_alone(make_emulator, make_gateway):
+    """A HEAD the webhook API refuses: the error's head with its
+    Content-Length and no body (the next answer on the connection starts
+    right after it), bytes 0 on its line."""
+    gw = make_gateway(make_emulator())
+    answer = exchange(gw, b"HEAD /webhooks HTTP/1.1\r\nHost: t\r\nX-Request-Id: head-1\r\n\r\n"
+                      b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 401") and b"X-Request-Id: head-1" in head, answer
+    assert int(re.search(rb"Content-Length: (\d+)", head).group(1)) > 0, head
+    assert rest.startswith(b"HTTP/1.1 200"), answer
+    assert rest.endswith(b'{"status":"ok"}'), answer
+    e = wait_line(gw, "head-1")
+    check(e)
+    assert (e["method"], e["op"], e["status"], e["error"], e["bytes"]) == \
+        ("HEAD", "webhooks", 401, "UNAUTHORIZED", 0), e
 
 
 def test_admin_front_door_refusal_names_its_id(make_emulator, make_gateway):
     """A head the front door refuses gets the JSON error with its id, and
     its line."""
     gw = make_gateway(make_emulator())
-    s = raw(gw, b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Request-Id: refused-1\r\n"
-            b"Content-Length: 1\r\nContent-Length: 2\r\n\r\n")
-    answer = b""
-    while chunk := s.recv(65536):
-        answer += chunk
-    s.close()
+    answer = exchange(gw, b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Request-Id: refused-1\r\n"
+                      b"Content-Length: 1\r\nContent-Length: 2\r\n\r\n")
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400") and b"X-Request-Id: refused-1" in head, answer
     assert b'"requestId":"refused-1"' in body, body
@@ -239,7 +263,8 @@ def test_admin_client_gone_before_its_answer(make_emulator, make_gateway):
     assert (e["op"], e["status"], e["error"], e["key"], e["bytes"]) == \
         ("webhooks", 499, "client_closed", "ops", 0), e
     assert e["ms"] >= 500
-    r = requests.post(gw.admin + "/webhooks/redeliver", params={"since": "2024-01-01T00:00:00Z"},
+    r = requests.post(gw.admin + "/webhooks/redeliver",
+                      params={"since": "2024-01-01T00:00:00Z"},
                       headers={"Authorization": "Bearer " + OPS_KEY}, timeout=10)
     assert r.status_code == 200 and r.json() == {"redelivered": 0}
 
