@@ -74,6 +74,24 @@ void tg_frontdoor_set_closecb(struct evhttp_connection *conn,
  */
 void tg_frontdoor_set_on_complete(struct evhttp_request *req,
     void (*cb)(struct evhttp_request *, void *), void *arg);
+/** How a request's exchange ended (tg_frontdoor_set_on_end): written 1
+ * with req (borrowed, for the call) once its answer is written; written 0
+ * with req NULL when its connection closed first. */
+typedef void (*tg_frontdoor_end_cb)(struct evhttp_request *req, int written, void *arg);
+/**
+ * Learn how the exchange of req (borrowed) ends, whichever way: cb(req,
+ * 1, arg) once its answer is written (req's status and headers may be
+ * read then, not kept), or cb(NULL, 0, arg) when the connection closes
+ * before that (the client left, or was reset); exactly once, never both,
+ * so arg (borrowed, handed to cb) may be freed by cb. A slot of its own:
+ * the close callback (tg_frontdoor_set_closecb) and the completion
+ * callback (tg_frontdoor_set_on_complete) are neither used nor disturbed.
+ * One per request: a later call replaces cb and arg. Only for a request
+ * that passed tg_frontdoor_refusal on a framed listener and whose answer
+ * is not yet written: returns 0; otherwise -1, and cb is never called (what arg
+ * points to stays the caller's).
+ */
+int tg_frontdoor_set_on_end(struct evhttp_request *req, tg_frontdoor_end_cb cb, void *arg);
 /**
  * Called first by every handler of a framed listener (req borrowed): the
  * request is in flight from now until its answer is written (no time limit

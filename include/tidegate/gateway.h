@@ -79,6 +79,7 @@ struct gw_lctx {
 	struct tg_frontdoor_stats stats;	/* its counters, for /metrics */
 };
 
+struct gw_admin_req;
 struct gw_feature;
 struct gw_scrape;
 struct gw_share;
@@ -98,6 +99,7 @@ struct gw {
 	struct tg_metrics *metrics;
 	size_t inflight;		/* client requests being handled */
 	TAILQ_HEAD(, gw_req) reqs;	/* those requests, for the drain's deadline */
+	TAILQ_HEAD(, gw_admin_req) admin_reqs;	/* admin requests to log (admin_log.c) */
 	size_t unflushed;		/* replies handed to libevent, not yet written */
 	int draining;
 	int drain_cut;			/* drain_timeout passed: what was left was cut */
@@ -331,6 +333,15 @@ struct gw_held;
 struct gw_held *gw_held_new(struct evhttp_request *req);
 /** End the hold (takes h): req to answer now, or NULL when the client went. */
 struct evhttp_request *gw_held_take(struct gw_held *h);
+/** The admin request req (borrowed) was made with the API key named name
+ * (borrowed; copied): its access line says so. Nothing for a request the
+ * admin listener does not log. */
+void gw_admin_set_key(struct gw *gw, struct evhttp_request *req, const char *name);
+/** Answer the admin request req (handed back to libevent) with the JSON
+ * error body of status, code (borrowed; NULL: the status's) and msg
+ * (borrowed), naming the request's id; its access line names code. */
+void gw_admin_reply_error(struct gw *gw, struct evhttp_request *req, int status,
+    const char *code, const char *msg);
 /** A scrape part written later (s borrowed): the reply waits for the release. */
 void gw_scrape_hold(struct gw_scrape *s);
 void gw_scrape_release(struct gw_scrape *s);

@@ -50,6 +50,7 @@ struct gw_config {
 	char *log_level;
 	char *user;		/* the account to become when started as root */
 	int access_log;
+	int access_log_probes;	/* the admin's /healthz, /readyz, /metrics logged too */
 	int64_t max_body;
 	int64_t drain_timeout;
 	int64_t client_header_timeout, client_body_timeout, keepalive_timeout;

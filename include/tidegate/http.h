@@ -63,6 +63,10 @@ const char *tg_http_bearer(struct evhttp_request *req);
 void tg_http_conn_reset(struct evhttp_connection *conn);
 /** The same on a socket descriptor (-1: nothing). */
 void tg_http_fd_reset(evutil_socket_t fd);
+/** The request id of req's answer (borrowed): the X-Request-Id already
+ * set on the answer (a listener that assigns ids sets it on arrival), else
+ * the client's X-Request-Id, else NULL. */
+const char *tg_http_request_id(struct evhttp_request *req);
 /** A caller's X-Request-Id worth keeping: s[0..n) (borrowed) is 1 to 128
  * of [A-Za-z0-9._:-]. */
 int tg_http_request_id_valid(const char *s, size_t n);
@@ -80,13 +84,13 @@ void tg_reply_json(struct evhttp_request *req, int status, yajl_gen g);
  * anything else. h (borrowed) may be NULL. */
 int64_t tg_http_retry_after_ms(const struct evkeyvalq *h);
 /** Send body (borrowed; drained) with content type ctype (borrowed, may be
- * NULL: the Content-Type already set stays). */
+ * NULL: the Content-Type already set stays). To a HEAD, the head alone,
+ * with the body's Content-Length. */
 void tg_reply_buf(struct evhttp_request *req, int status, const char *ctype,
     struct evbuffer *body);
 /**
- * Send the JSON error body (errors.h); the request id is taken from the
- * request's X-Request-Id header when present. code, message and d[0..n)
- * are borrowed.
+ * Send the JSON error body (errors.h) with req's request id
+ * (tg_http_request_id). code, message and d[0..n) are borrowed.
  */
 void tg_reply_error(struct evhttp_request *req, int status, const char *code,
     const char *message, const struct tg_detail *d, size_t n);

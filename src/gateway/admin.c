@@ -6,7 +6,8 @@
  * the listener stays open through the drain), /metrics (Prometheus text,
  * with the pools' per-owner series, then each feature's), HEAD on those
  * three as GET without the body (probes), and the features' admin APIs
- * (gw_feature.admin_prefix: /webhooks…).
+ * (gw_feature.admin_prefix: /webhooks…). Each request gets its request
+ * id and access line first (admin_log.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -15,7 +16,6 @@
 #include <event2/http.h>
 
 #include "tidegate/clock.h"
-#include "tidegate/errors.h"
 #include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "tidegate/json.h"
@@ -92,26 +92,6 @@ family(struct evbuffer *out, const char *name, const char *type, const char *hel
 	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* HEAD gets GET's head, its Content-Length included, and no body:
- * libevent would write the body it is given after a HEAD's head. */
-void
-gw_admin_reply(struct evhttp_request *req, int status, const char *ctype,
-    struct evbuffer *body)
-{
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	size_t len = body != NULL ? evbuffer_get_length(body) : 0;
-	char cl[24];
-
-	if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-		snprintf(cl, sizeof(cl), "%zu", len);
-		evhttp_remove_header(h, "Content-Length");
-		evhttp_add_header(h, "Content-Length", cl);
-		if (body != NULL)
-			evbuffer_drain(body, len);
-	}
-	tg_reply_buf(req, status, ctype, body);
-}
-
 static void
 reply_json(struct evhttp_request *req, int status, yajl_gen g)
 {
@@ -121,17 +101,7 @@ reply_json(struct evhttp_request *req, int status, yajl_gen g)
 
 	yajl_gen_get_buf(g, &buf, &len);
 	evbuffer_add(b, buf, len);
-	gw_admin_reply(req, status, "application/json", b);
-	evbuffer_free(b);
-}
-
-static void
-reply_error(struct evhttp_request *req, int status, const char *msg)
-{
-	struct evbuffer *b = evbuffer_new();
-
-	tg_error_body(b, status, NULL, msg, tg_http_header(req, "X-Request-Id"), NULL, 0);
-	gw_admin_reply(req, status, "application/json", b);
+	tg_reply_buf(req, status, "application/json", b);	/* a HEAD: the head alone */
 	evbuffer_free(b);
 }
 
@@ -361,26 +331,52 @@ healthz(struct evhttp_request *req)
 	yajl_gen_free(g);
 }
 
+/* The access log's op of a core path: the probes' own, else "unknown"
+ * (a fixed vocabulary, whatever path a client sends). */
+static const char *
+core_op(const char *path, int *probe)
+{
+	static const char *const probes[] = { "/healthz", "/readyz", "/metrics" };
+	size_t i;
+
+	for (i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+		if (strcmp(path, probes[i]) == 0) {
+			*probe = 1;
+			return probes[i] + 1;
+		}
+	}
+	*probe = 0;
+	return "unknown";
+}
+
 void
 gw_admin_on_request(struct evhttp_request *req, void *arg)
 {
 	struct gw_lctx *lc = arg;
-	const char *path = tg_http_path(req);
+	const char *path = tg_http_path(req), *op = NULL;
 	enum evhttp_cmd_type m = evhttp_request_get_command(req);
-	int fault = tg_frontdoor_refusal(req);
+	int fault = tg_frontdoor_refusal(req), probe = 0;
+	int feat = gw_feat_admin_find(lc->gw, path, &op);
 
-	if (fault != 0)
-		tg_frontdoor_reply(req, fault);
-	else if (gw_feat_admin(lc->gw, req, path))
-		;	/* a feature's admin API (/webhooks…) */
-	else if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD)
-		reply_error(req, 405, "only GET and HEAD here (POST: /webhooks/…)");
-	else if (strcmp(path, "/healthz") == 0)
+	if (feat < 0)
+		op = core_op(path, &probe);
+	gw_admin_begin(lc->gw, req, op, probe);
+	if (fault != 0) {	/* refused on its head (frontdoor.h): answer, close */
+		tg_frontdoor_close_after(req);
+		gw_admin_reply_error(lc->gw, req, tg_head_fault_status(fault),
+		    tg_head_fault_code(fault), tg_head_fault_message(fault));
+	} else if (feat >= 0) {
+		gw_feat_admin(lc->gw, feat, req, path);	/* its admin API (/webhooks…) */
+	} else if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
+		gw_admin_reply_error(lc->gw, req, 405, NULL,
+		    "only GET and HEAD here (POST: /webhooks/…)");
+	} else if (strcmp(path, "/healthz") == 0) {
 		healthz(req);
-	else if (strcmp(path, "/readyz") == 0)
+	} else if (strcmp(path, "/readyz") == 0) {
 		readyz(lc->gw, req);
-	else if (strcmp(path, "/metrics") == 0)
+	} else if (strcmp(path, "/metrics") == 0) {
 		metrics(lc->gw, req);
-	else
-		reply_error(req, 404, "no such admin endpoint");
+	} else {
+		gw_admin_reply_error(lc->gw, req, 404, NULL, "no such admin endpoint");
+	}
 }

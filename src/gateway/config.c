@@ -68,6 +68,9 @@ const struct tg_cfg_key gw_config_keys[] = {
 	  "refuses to start without it; \"root\" keeps root, with a warning); "
 	  "ignored otherwise"),
 	K("access_log", TG_CFG_BOOL, access_log, "true", "one JSON line per request"),
+	K("access_log_probes", TG_CFG_BOOL, access_log_probes, "true",
+	  "log the admin listener's /healthz, /readyz and /metrics requests too (false: "
+	  "not those, e.g. under Kubernetes probes)"),
 	KB("max_body", TG_CFG_SIZE, max_body, "256MB", 1024, 4294967296.0,
 	   "largest request body accepted from callers (413 above)"),
 	KB("drain_timeout", TG_CFG_DURATION, drain_timeout, "30s", 0, 3.6e6,

@@ -289,7 +289,7 @@ gw_maybe_exit(struct gw *gw)
 }
 
 int
-gw_feat_admin(struct gw *gw, struct evhttp_request *req, const char *path)
+gw_feat_admin_find(struct gw *gw, const char *path, const char **op)
 {
 	const struct gw_feature *f;
 	size_t n;
@@ -301,11 +301,17 @@ gw_feat_admin(struct gw *gw, struct evhttp_request *req, const char *path)
 			continue;
 		n = strlen(f->admin_prefix);
 		if (strncmp(path, f->admin_prefix, n) == 0 && (path[n] == '\0' || path[n] == '/')) {
-			f->on_admin(gw->feat_ctx[id], req, path);
-			return 1;
+			*op = f->admin_prefix + (f->admin_prefix[0] == '/');
+			return id;
 		}
 	}
-	return 0;
+	return -1;
+}
+
+void
+gw_feat_admin(struct gw *gw, int id, struct evhttp_request *req, const char *path)
+{
+	gw->feat[id]->on_admin(gw->feat_ctx[id], req, path);
 }
 
 void

@@ -28,12 +28,41 @@ void gw_runtime_on_reap(evutil_socket_t fd, short what, void *arg);
 /* proxy.c */
 void gw_on_request(struct evhttp_request *req, void *arg);
 
+/* trace.c */
+/** The ids of a client request req (borrowed) into id and trace_id
+ * (borrowed): the client's X-Request-Id when valid
+ * (tg_http_request_id_valid; cut to TG_UUID_LEN - 1 bytes) else a new
+ * uuid4, and the trace of a valid traceparent else a new one. */
+void gw_req_ids(struct evhttp_request *req, char id[TG_UUID_LEN], char trace_id[33]);
+
 /* relay.c */
 /** The rest of r's way once the request check has passed it (inline or
  * later): the features of its operation, then the vendor. */
 void gw_req_validated(struct gw_req *r);
 
 /* reply.c */
+/* One access line (docs/configuration.md, Signals and logs): the fields
+ * every listener's requests are logged with, null where a pointer is NULL
+ * (upstream_ms: below 0). */
+struct gw_access {
+	const char *id, *trace_id, *client, *user_agent, *service, *op, *method, *path;
+	const char *correlation_id;
+	int status;
+	uint64_t request_bytes, bytes;
+	int64_t ms;
+	const char *key, *origin, *served, *upstream_addr;
+	int upstream_status;
+	int64_t upstream_ms;
+	const char *retry, *error;
+};
+/** Log the access line of a (borrowed). */
+void gw_access_line(const struct gw_access *a);
+/** What the access log says of req's (borrowed) client: its peer's
+ * address into client (size bytes; "" unknown), its body's bytes into
+ * *body, and its User-Agent (first 256 bytes) as the result, owned by the
+ * caller (free()), or NULL. */
+char *gw_access_client(struct evhttp_request *req, char *client, size_t size,
+    uint64_t *body);
 /** r ends (takes r): access log, metrics, features' slots, its call;
  * the reply's tracker owns the connection from here. */
 void gw_req_finish(struct gw_req *r);
@@ -58,8 +87,12 @@ enum gw_head gw_feat_head(struct gw_req *r, int status);
 int gw_feat_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture);
 /** r ends: on_free of every feature whose slot is set. */
 void gw_feat_free(struct gw_req *r);
-/** The admin listener: a feature's admin prefix matched path: 1, handled. */
-int gw_feat_admin(struct gw *gw, struct evhttp_request *req, const char *path);
+/** The admin listener: the feature whose admin prefix path (borrowed) is
+ * under, its id and *op (its prefix without the slash, "webhooks";
+ * borrowed, static), or -1. */
+int gw_feat_admin_find(struct gw *gw, const char *path, const char **op);
+/** Hand req (borrowed) to feature id's admin API. */
+void gw_feat_admin(struct gw *gw, int id, struct evhttp_request *req, const char *path);
 /** Reload, drain, idle and stop of every feature. */
 void gw_feat_reload(struct gw *gw, const struct gw_config *old);
 void gw_feat_drain(struct gw *gw);
@@ -154,10 +187,14 @@ void gw_tls_free(struct gw *gw);	/* gw->tls; NULL-safe */
 
 /* admin.c */
 void gw_admin_on_request(struct evhttp_request *req, void *arg);
-/** Reply to an admin request (borrowed; answered) with body (borrowed,
- * drained): a HEAD gets the head alone, with the body's Content-Length. */
-void gw_admin_reply(struct evhttp_request *req, int status, const char *ctype,
-    struct evbuffer *body);
+/* admin_log.c */
+/**
+ * An admin request req (borrowed) that passed tg_frontdoor_refusal: its
+ * request id set on its answer (before any reply), and, unless access_log
+ * is off (or access_log_probes, probe set), its access line once its
+ * exchange ends, under op (borrowed, static).
+ */
+void gw_admin_begin(struct gw *gw, struct evhttp_request *req, const char *op, int probe);
 /* admin_state.c: the state's series on /metrics (out borrowed), and its
  * member of /readyz (g borrowed): 1 when degraded (the reason given). */
 void gw_admin_state_metrics(struct gw *gw, struct evbuffer *out);

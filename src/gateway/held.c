@@ -78,7 +78,7 @@ gw_scrape_release(struct gw_scrape *s)
 	for (i = 1; i < s->nparts; i++)
 		evbuffer_add_buffer(s->parts[0], s->parts[i]);
 	if ((req = gw_held_take(s->held)) != NULL)
-		gw_admin_reply(req, 200, "text/plain; version=0.0.4", s->parts[0]);
+		tg_reply_buf(req, 200, "text/plain; version=0.0.4", s->parts[0]);
 	for (i = 0; i < s->nparts; i++)
 		evbuffer_free(s->parts[i]);
 	free(s);

@@ -56,7 +56,6 @@ static struct gw_req *
 req_new(struct gw *gw, int listener, struct evhttp_request *req)
 {
 	struct gw_req *r = tg_xcalloc(1, sizeof(*r));
-	const char *rid = tg_http_header(req, "X-Request-Id");
 
 	r->gw = gw;
 	r->rt = gw->rt;
@@ -68,12 +67,7 @@ req_new(struct gw *gw, int listener, struct evhttp_request *req)
 	r->path = tg_xstrdup(tg_http_path(req));
 	r->t0_us = tg_clock_mono_us();
 	r->t0 = r->t0_us / 1000;
-	if (rid != NULL && tg_http_request_id_valid(rid, strlen(rid)))
-		snprintf(r->id, sizeof(r->id), "%s", rid);
-	else
-		tg_id_uuid4(r->id);
-	if (!gw_trace_parse(tg_http_header(req, "traceparent"), r->trace_id))
-		gw_trace_new_id(r->trace_id);
+	gw_req_ids(req, r->id, r->trace_id);
 	gw_access_note(r);
 	gw->inflight++;
 	TAILQ_INSERT_TAIL(&gw->reqs, r, inflight_next);

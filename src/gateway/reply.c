@@ -45,22 +45,32 @@ op_labels(const struct gw_req *r, size_t *len)
 	return cache[s][op];
 }
 
+char *
+gw_access_client(struct evhttp_request *req, char *client, size_t size, uint64_t *body)
+{
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	const char *ua = tg_http_header(req, "User-Agent");
+	char *host = NULL;
+	ev_uint16_t port = 0;
+
+	if (conn != NULL)
+		evhttp_connection_get_peer(conn, &host, &port);
+	snprintf(client, size, "%s", host != NULL ? host : "");
+	*body = evbuffer_get_length(evhttp_request_get_input_buffer(req));
+	return ua != NULL ? tg_xstrndup(ua, strnlen(ua, 256)) : NULL;
+}
+
 void
 gw_access_note(struct gw_req *r)
 {
 	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(r->req);
 	const char *q = u != NULL ? evhttp_uri_get_query(u) : NULL;
-	const char *ua = tg_http_header(r->req, "User-Agent"), *cid;
+	const char *cid;
 	struct evkeyvalq args;
-	char *host = NULL;
-	ev_uint16_t port = 0;
 
 	r->up_ms = -1;
-	if (r->conn != NULL)
-		evhttp_connection_get_peer(r->conn, &host, &port);
-	snprintf(r->client, sizeof(r->client), "%s", host != NULL ? host : "");
-	r->user_agent = ua != NULL ? tg_xstrndup(ua, strnlen(ua, 256)) : NULL;
-	r->request_bytes = evbuffer_get_length(evhttp_request_get_input_buffer(r->req));
+	r->user_agent = gw_access_client(r->req, r->client, sizeof(r->client),
+	    &r->request_bytes);
 	TAILQ_INIT(&args);
 	if (q != NULL && evhttp_parse_query_str(q, &args) == 0 &&
 	    (cid = evhttp_find_header(&args, "correlationId")) != NULL)
@@ -111,26 +121,40 @@ upstream_addr(const struct gw_req *r, const char *origin, char *out, size_t len)
 		evhttp_uri_free(u);
 }
 
+void
+gw_access_line(const struct gw_access *a)
+{
+	tg_log(TG_LOG_INFO, "access", TG_LS("id", a->id), TG_LS("trace_id", a->trace_id),
+	    TG_LS("client", a->client), TG_LS("user_agent", a->user_agent),
+	    TG_LS("service", a->service), TG_LS("op", a->op),
+	    TG_LS("method", a->method), TG_LS("path", a->path),
+	    TG_LS("correlationId", a->correlation_id), TG_LI("status", a->status),
+	    TG_LI("request_bytes", a->request_bytes), TG_LI("bytes", a->bytes),
+	    TG_LI("ms", a->ms), TG_LS("key", a->key),
+	    TG_LS("origin", a->origin), TG_LS("served", a->served),
+	    TG_LS("upstream_addr", a->upstream_addr),
+	    TG_LI("upstream_status", a->upstream_status),
+	    a->upstream_ms >= 0 ? TG_LI("upstream_ms", a->upstream_ms) :
+	    TG_LS("upstream_ms", NULL),
+	    TG_LS("retry", a->retry), TG_LS("error", a->error));
+}
+
 static void
 access_line(struct gw_req *r, int64_t ms)
 {
-	const char *origin, *served;
+	struct gw_access a = { .id = r->id, .trace_id = r->trace_id, .client = r->client,
+		.user_agent = r->user_agent, .service = r->svc->name, .op = tg_op_name(r->op),
+		.method = r->method, .path = r->path, .correlation_id = r->correlation_id,
+		.status = r->status, .request_bytes = r->request_bytes, .bytes = r->bytes,
+		.ms = ms, .key = r->key ? r->key->name : NULL,
+		.upstream_status = r->upstream_status, .upstream_ms = r->up_ms,
+		.retry = r->retry, .error = r->error };
 	char addr[300];
 
-	origin_served(r, &origin, &served);
-	upstream_addr(r, origin, addr, sizeof(addr));
-	tg_log(TG_LOG_INFO, "access", TG_LS("id", r->id), TG_LS("trace_id", r->trace_id),
-	    TG_LS("client", r->client), TG_LS("user_agent", r->user_agent),
-	    TG_LS("service", r->svc->name), TG_LS("op", tg_op_name(r->op)),
-	    TG_LS("method", r->method), TG_LS("path", r->path),
-	    TG_LS("correlationId", r->correlation_id), TG_LI("status", r->status),
-	    TG_LI("request_bytes", r->request_bytes), TG_LI("bytes", r->bytes),
-	    TG_LI("ms", ms), TG_LS("key", r->key ? r->key->name : NULL),
-	    TG_LS("origin", origin), TG_LS("served", served),
-	    TG_LS("upstream_addr", *addr ? addr : NULL),
-	    TG_LI("upstream_status", r->upstream_status),
-	    r->up_ms >= 0 ? TG_LI("upstream_ms", r->up_ms) : TG_LS("upstream_ms", NULL),
-	    TG_LS("retry", r->retry), TG_LS("error", r->error));
+	origin_served(r, &a.origin, &a.served);
+	upstream_addr(r, a.origin, addr, sizeof(addr));
+	a.upstream_addr = *addr ? addr : NULL;
+	gw_access_line(&a);
 }
 
 static void
@@ -201,7 +225,8 @@ gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffe
 {
 	r->status = status;
 	if (r->req != NULL) {
-		r->bytes += b ? evbuffer_get_length(b) : 0;
+		if (b != NULL && evhttp_request_get_command(r->req) != EVHTTP_REQ_HEAD)
+			r->bytes += evbuffer_get_length(b);	/* a HEAD's is not sent */
 		gw_req_common_headers(r);
 		gw_flush_start(r);
 		tg_reply_buf(r->req, status, ctype, b);

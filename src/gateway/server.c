@@ -276,6 +276,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	gw->base = base;
 	gw->state = st;
 	TAILQ_INIT(&gw->reqs);
+	TAILQ_INIT(&gw->admin_reqs);
 	gw->config_path = tg_xstrdup(config_path);
 	gw->metrics = tg_metrics_new();
 	gw_metrics_declare(gw->metrics);

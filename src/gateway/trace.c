@@ -5,9 +5,9 @@
  * a new span id each time; also on a vendor login a caller waits for),
  * with X-Forwarded-For and the gateway's User-Agent. A valid incoming
  * traceparent is continued (its trace id), anything else starts a new
- * trace (OpenSSL RAND through ids.c). Called
- * by proxy.c (a request's trace id), vendor.c, the access log, and
- * features that make calls for a caller (polls, webhook deliveries).
+ * trace (OpenSSL RAND through ids.c). Called by proxy.c and admin_log.c
+ * (a request's ids), vendor.c, the access log, and features that make
+ * calls for a caller (polls, webhook deliveries).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -100,6 +100,19 @@ gw_trace_parent(const char *trace_id, char out[56], char span[17])
 	memcpy(out + 52, "-01", 4);
 	if (span != NULL)
 		memcpy(span, s, 17);
+}
+
+void
+gw_req_ids(struct evhttp_request *req, char id[TG_UUID_LEN], char trace_id[33])
+{
+	const char *rid = tg_http_header(req, "X-Request-Id");
+
+	if (rid != NULL && tg_http_request_id_valid(rid, strlen(rid)))
+		snprintf(id, TG_UUID_LEN, "%s", rid);
+	else
+		tg_id_uuid4(id);
+	if (!gw_trace_parse(tg_http_header(req, "traceparent"), trace_id))
+		gw_trace_new_id(trace_id);
 }
 
 const char *

@@ -2,7 +2,7 @@
  * door.h - what the two halves of the front door share (private to
  * src/http): frontdoor.c frames the bytes of a connection, door_conns.c
  * keeps the connections themselves (slots by descriptor, limits, timeouts,
- * the close and completion callbacks it owns).
+ * the close, completion and end callbacks it owns).
  */
 #ifndef TIDEGATE_DOOR_H
 #define TIDEGATE_DOOR_H
@@ -36,6 +36,8 @@ struct conn {
 	void *user_arg;
 	void (*done_cb)(struct evhttp_request *, void *);
 	void *done_arg;
+	tg_frontdoor_end_cb end_cb;		/* the request in flight's end */
+	void *end_arg;
 };
 
 /** Frame the new bytes of a connection's input buffer (an evbuffer

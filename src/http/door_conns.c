@@ -6,9 +6,12 @@
  * limits on open connections, and the time limits nginx has: the whole
  * request head within client_header_timeout, no gap between body reads
  * longer than client_body_timeout, an idle keep-alive connection closed
- * after keepalive_timeout. One timer a second walks the live slots.
- * Called by libevent (connection set-up, close, the timer) and by the
- * listeners' handlers (tg_frontdoor_refusal, the callbacks they chain).
+ * after keepalive_timeout. One timer a second walks the live slots. It
+ * also tells a handler how a request's exchange ended (answer written or
+ * connection closed first: tg_frontdoor_set_on_end), from the completion
+ * and close callbacks it owns. Called by libevent (connection set-up,
+ * close, completion, the timer) and by the listeners' handlers
+ * (tg_frontdoor_refusal, the callbacks they chain).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -69,8 +72,9 @@ claim(evutil_socket_t fd)
 	c->since = tg_clock_mono_ms();	/* the first head is due from now */
 	c->addr[0] = '\0';
 	c->user_cb = NULL;
-	c->user_arg = c->done_arg = NULL;
+	c->user_arg = c->done_arg = c->end_arg = NULL;
 	c->done_cb = NULL;
+	c->end_cb = NULL;
 	return c;
 }
 
@@ -91,13 +95,19 @@ addr_count(const char *addr, int delta)
 	return (size_t)n;
 }
 
+/* The connection goes: a request in flight whose end was asked for ends
+ * here, unanswered (on_done clears end_cb once an answer is written). */
 static void
 on_close(struct evhttp_connection *evcon, void *arg)
 {
 	struct conn *c = arg;
+	tg_frontdoor_end_cb end = c->end_cb;
 
+	c->end_cb = NULL;
 	if (c->user_cb != NULL)
 		c->user_cb(evcon, c->user_arg);
+	if (end != NULL)
+		end(NULL, 0, c->end_arg);
 	if (c->door->stats != NULL)
 		c->door->stats->open--;
 	addr_count(c->addr, -1);
@@ -312,12 +322,16 @@ on_done(struct evhttp_request *req, void *arg)
 {
 	struct conn *c = arg;
 	void (*cb)(struct evhttp_request *, void *) = c->done_cb;
+	tg_frontdoor_end_cb end = c->end_cb;
 
 	c->inflight = 0;
 	c->since = tg_clock_mono_ms();
 	c->done_cb = NULL;
+	c->end_cb = NULL;	/* before the calls: the close that may follow is not its end */
 	if (cb != NULL)
 		cb(req, c->done_arg);
+	if (end != NULL)
+		end(req, 1, c->end_arg);
 }
 
 void
@@ -333,6 +347,19 @@ tg_frontdoor_set_on_complete(struct evhttp_request *req,
 	} else {
 		evhttp_request_set_on_complete_cb(req, cb, arg);
 	}
+}
+
+int
+tg_frontdoor_set_on_end(struct evhttp_request *req, tg_frontdoor_end_cb cb, void *arg)
+{
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	struct conn *c = conn != NULL ? find(conn) : NULL;
+
+	if (c == NULL || !c->inflight)
+		return -1;
+	c->end_cb = cb;
+	c->end_arg = arg;
+	return 0;
 }
 
 /* A handler took req: no time limit of the front door's until answered. */

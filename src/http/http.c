@@ -4,6 +4,7 @@
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -133,6 +134,17 @@ tg_http_header(struct evhttp_request *req, const char *name)
 	return evhttp_find_header(evhttp_request_get_input_headers(req), name);
 }
 
+/* The answer's own first: the gateway's listeners set the id they assign
+ * (the client's when valid, else a new one) before any handler replies. */
+const char *
+tg_http_request_id(struct evhttp_request *req)
+{
+	const char *id = evhttp_find_header(evhttp_request_get_output_headers(req),
+	    "X-Request-Id");
+
+	return id != NULL ? id : tg_http_header(req, "X-Request-Id");
+}
+
 const char *
 tg_http_bearer(struct evhttp_request *req)
 {
@@ -194,14 +206,25 @@ tg_http_reason(int status)
 	}
 }
 
+/* A HEAD gets GET's head, its Content-Length included, and no body:
+ * libevent writes whatever body it is given after a HEAD's head, which
+ * the client would read as the start of the next answer. */
 void
 tg_reply_buf(struct evhttp_request *req, int status, const char *ctype, struct evbuffer *body)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	size_t len = body != NULL ? evbuffer_get_length(body) : 0;
+	char cl[24];
 
 	if (ctype != NULL) {
 		evhttp_remove_header(h, "Content-Type");
 		evhttp_add_header(h, "Content-Type", ctype);
+	}
+	if (body != NULL && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+		snprintf(cl, sizeof(cl), "%zu", len);
+		evhttp_remove_header(h, "Content-Length");
+		evhttp_add_header(h, "Content-Length", cl);
+		evbuffer_drain(body, len);
 	}
 	evhttp_send_reply(req, status, tg_http_reason(status), body);
 }
@@ -238,7 +261,7 @@ tg_reply_error(struct evhttp_request *req, int status, const char *code, const c
 {
 	struct evbuffer *b = evbuffer_new();
 
-	tg_error_body(b, status, code, message, tg_http_header(req, "X-Request-Id"), d, n);
+	tg_error_body(b, status, code, message, tg_http_request_id(req), d, n);
 	tg_reply_buf(req, status, "application/json", b);
 	evbuffer_free(b);
 }

@@ -8,9 +8,12 @@
  *
  * When API keys are configured these need a key with the admin service
  * (Authorization: Bearer or X-Api-Key): 401 without a known key, 403 for
- * a key without it. Called by admin.c; the feature (struct wh_hooks) is
- * borrowed for each call. Each request is held (gw_held_new) until the
- * state seam answers; the client may go meanwhile.
+ * a key without it (the key's name goes on the request's access line,
+ * gw_admin_set_key). Errors are the core's admin error answers
+ * (gw_admin_reply_error: the request's id, the code on its access line).
+ * Called by admin.c; the feature (struct wh_hooks) is borrowed for each
+ * call. Each request is held (gw_held_new) until the state seam answers;
+ * the client may go meanwhile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,14 +42,15 @@ authorized(struct gw *gw, struct evhttp_request *req)
 	if (presented == NULL || (k = tg_keyring_match(&gw->rt->keys, presented)) == NULL) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
 		    "Bearer");
-		tg_reply_error(req, 401, "UNAUTHORIZED", presented != NULL ? "unknown API key" :
-		    "an API key with the admin service is required (Authorization: Bearer <key> "
-		    "or X-Api-Key)", NULL, 0);
+		gw_admin_reply_error(gw, req, 401, "UNAUTHORIZED", presented != NULL ?
+		    "unknown API key" : "an API key with the admin service is required "
+		    "(Authorization: Bearer <key> or X-Api-Key)");
 		return 0;
 	}
+	gw_admin_set_key(gw, req, k->name);	/* its access line names it, as dex's do */
 	if (!(k->services & TG_SVC_ADMIN)) {
-		tg_reply_error(req, 403, "FORBIDDEN", "this API key may not use the admin API",
-		    NULL, 0);
+		gw_admin_reply_error(gw, req, 403, "FORBIDDEN",
+		    "this API key may not use the admin API");
 		return 0;
 	}
 	return 1;
@@ -158,17 +162,17 @@ adm_reply(struct wh_admin_op *a)
 	if (req == NULL)
 		;	/* the client went: nothing to say */
 	else if (a->rc == TG_STATE_NOT_FOUND)
-		tg_reply_error(req, 404, "NOT_FOUND", a->err, NULL, 0);
+		gw_admin_reply_error(a->h->gw, req, 404, "NOT_FOUND", a->err);
 	else if (a->rc == TG_STATE_CONFLICT)
-		tg_reply_error(req, 409, "CONFLICT", a->err, NULL, 0);
+		gw_admin_reply_error(a->h->gw, req, 409, "CONFLICT", a->err);
 	else if (a->rc == TG_STATE_UNAVAILABLE) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
-		tg_reply_error(req, 503, "WEBHOOK_UNAVAILABLE", a->err, NULL, 0);
+		gw_admin_reply_error(a->h->gw, req, 503, "WEBHOOK_UNAVAILABLE", a->err);
 	} else if (a->rc != TG_STATE_OK)
-		tg_reply_error(req, 500, "INTERNAL", "the webhook outbox could not be read",
-		    NULL, 0);
+		gw_admin_reply_error(a->h->gw, req, 500, "INTERNAL",
+		    "the webhook outbox could not be read");
 	else if (a->g == NULL)
-		tg_reply_error(req, 404, "NOT_FOUND", "no such webhook job", NULL, 0);
+		gw_admin_reply_error(a->h->gw, req, 404, "NOT_FOUND", "no such webhook job");
 	else
 		tg_reply_json(req, 200, a->g);
 	adm_free(a);
@@ -209,7 +213,7 @@ param_count(struct evhttp_request *req, const char *name, size_t max, size_t *ou
 
 /* The list's filters; replies 400 and returns -1 for a bad one. */
 static int
-list_query(struct evhttp_request *req, struct tg_outbox_query *q, char **cid)
+list_query(struct gw *gw, struct evhttp_request *req, struct tg_outbox_query *q, char **cid)
 {
 	char *state = tg_http_query(req, "state");
 	int present, rc = -1;
@@ -219,15 +223,15 @@ list_query(struct evhttp_request *req, struct tg_outbox_query *q, char **cid)
 	q->limit = 100;
 	*cid = tg_http_query(req, "correlationId");
 	if (state != NULL && *state != '\0' && (q->state = tg_outbox_state_parse(state)) < 0)
-		tg_reply_error(req, 400, "BAD_REQUEST", "state: one of waiting, ready, delivered, "
-		    "gone, dead", NULL, 0);
+		gw_admin_reply_error(gw, req, 400, "BAD_REQUEST", "state: one of waiting, ready, "
+		    "delivered, gone, dead");
 	else if (param_iso(req, "since", &q->since_ms, &present) != 0)
-		tg_reply_error(req, 400, "BAD_REQUEST", "since: an ISO 8601 time, e.g. "
-		    "2024-01-31T00:00:00Z", NULL, 0);
+		gw_admin_reply_error(gw, req, 400, "BAD_REQUEST", "since: an ISO 8601 time, e.g. "
+		    "2024-01-31T00:00:00Z");
 	else if (param_count(req, "limit", LIST_MAX, &q->limit) != 0 || q->limit == 0 ||
 	    param_count(req, "offset", (size_t)1 << 31, &q->offset) != 0)
-		tg_reply_error(req, 400, "BAD_REQUEST", "limit: 1 to 1000; offset: 0 or more",
-		    NULL, 0);
+		gw_admin_reply_error(gw, req, 400, "BAD_REQUEST",
+		    "limit: 1 to 1000; offset: 0 or more");
 	else
 		rc = 0;
 	q->correlation_id = *cid != NULL && **cid != '\0' ? *cid : NULL;
@@ -267,7 +271,7 @@ list(struct wh_hooks *h, struct evhttp_request *req)
 	struct wh_admin_op *a;
 	char *cid = NULL;
 
-	if (list_query(req, &q, &cid) != 0) {
+	if (list_query(h->gw, req, &q, &cid) != 0) {
 		free(cid);
 		return;
 	}
@@ -367,8 +371,8 @@ redeliver_since(struct wh_hooks *h, struct evhttp_request *req)
 	int present = 0;
 
 	if (param_iso(req, "since", &since, &present) != 0 || !present) {
-		tg_reply_error(req, 400, "BAD_REQUEST", "since: an ISO 8601 time is required, e.g. "
-		    "2024-01-31T00:00:00Z", NULL, 0);
+		gw_admin_reply_error(h->gw, req, 400, "BAD_REQUEST", "since: an ISO 8601 time is "
+		    "required, e.g. 2024-01-31T00:00:00Z");
 		return;
 	}
 	a = adm_new(h, req);
@@ -393,16 +397,16 @@ wh_admin(struct wh_hooks *h, struct evhttp_request *req, const char *path)
 	post = strcmp(rest, "redeliver") == 0 ||
 	    (slash != NULL && strcmp(slash, "/redeliver") == 0);
 	if (slash != NULL && !post) {
-		tg_reply_error(req, 404, NULL, "no such admin endpoint", NULL, 0);
+		gw_admin_reply_error(h->gw, req, 404, NULL, "no such admin endpoint");
 		return;
 	}
 	if (m != (post ? EVHTTP_REQ_POST : EVHTTP_REQ_GET)) {
-		tg_reply_error(req, 405, NULL, post ? "use POST" : "use GET", NULL, 0);
+		gw_admin_reply_error(h->gw, req, 405, NULL, post ? "use POST" : "use GET");
 		return;
 	}
 	n = slash != NULL ? (size_t)(slash - rest) : strlen(rest);
 	if (n >= sizeof(id)) {
-		tg_reply_error(req, 404, "NOT_FOUND", "no such webhook job", NULL, 0);
+		gw_admin_reply_error(h->gw, req, 404, "NOT_FOUND", "no such webhook job");
 		return;
 	}
 	snprintf(id, sizeof(id), "%.*s", (int)n, rest);

@@ -1,0 +1,220 @@
+/*
+ * test_frontdoor.c - the front door's end of an exchange
+ * (tg_frontdoor_set_on_end, src/http/door_conns.c) on a real listener and
+ * loopback clients in this process: the answer written ends it once, with
+ * the completion callback still called; a client that resets a held
+ * request ends it once, unanswered, with the close callback still called;
+ * a request the front door did not take is refused.
+ */
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "tidegate/clock.h"
+#include "tidegate/frontdoor.h"
+#include "tidegate/http.h"
+
+enum mode { ANSWER, HOLD, UNFRAMED };
+
+/* What the callbacks saw, reset by each test. */
+static struct {
+	enum mode mode;
+	struct evhttp_request *held;	/* HOLD: the request, until its close */
+	int handled, rc;		/* requests handled; set_on_end's answer */
+	int ends, written, status;	/* the end callback: calls, how, status read */
+	struct evhttp_request *end_req;
+	int completions, closes;	/* the other two callbacks, beside it */
+} seen;
+
+static struct event_base *base;
+static int port_framed, port_plain;
+static struct tg_frontdoor door = { .max_head = TG_HTTP_MAX_HEAD, .max_body = 1 << 20 };
+
+static void
+on_end(struct evhttp_request *req, int written, void *arg)
+{
+	assert_ptr_equal(arg, &seen);
+	seen.ends++;
+	seen.written = written;
+	seen.end_req = req;
+	seen.status = req != NULL ? evhttp_request_get_response_code(req) : 0;
+}
+
+static void
+on_complete(struct evhttp_request *req, void *arg)
+{
+	seen.completions++;
+}
+
+static void
+on_close(struct evhttp_connection *conn, void *arg)
+{
+	seen.closes++;
+	seen.held = NULL;	/* libevent frees it with the connection */
+}
+
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	seen.handled++;
+	if (seen.mode != UNFRAMED)
+		assert_int_equal(tg_frontdoor_refusal(req), 0);
+	seen.rc = tg_frontdoor_set_on_end(req, on_end, &seen);
+	if (seen.mode == HOLD) {
+		seen.held = req;
+		tg_frontdoor_set_closecb(evhttp_request_get_connection(req), on_close, NULL);
+	} else {
+		if (seen.mode == ANSWER)
+			tg_frontdoor_set_on_complete(req, on_complete, NULL);
+		evbuffer_add(b, "ok", 2);
+		tg_reply_buf(req, 200, "text/plain", b);
+	}
+	evbuffer_free(b);
+}
+
+/* Run the loop until *n reaches want, at most 3 s (one turn of 20 ms
+ * when it is there already). */
+static void
+run_until(const int *n, int want)
+{
+	int64_t end = tg_clock_mono_ms() + 3000;
+	struct timeval tv = { 0, 20000 };
+
+	do {
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+	} while (*n < want && tg_clock_mono_ms() < end);
+}
+
+static void
+run_for(int64_t ms)
+{
+	int64_t end = tg_clock_mono_ms() + ms;
+	int done = 1;
+
+	while (tg_clock_mono_ms() < end)
+		run_until(&done, 1);	/* one turn */
+}
+
+static int
+client(int port)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	const char *get = "GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(send(fd, get, strlen(get), 0), (ssize_t)strlen(get));
+	return fd;
+}
+
+static void
+test_written(void **state)
+{
+	char buf[256];
+	int fd;
+
+	memset(&seen, 0, sizeof(seen));
+	seen.mode = ANSWER;
+	fd = client(port_framed);
+	run_until(&seen.ends, 1);
+	assert_int_equal(seen.rc, 0);
+	assert_int_equal(seen.ends, 1);
+	assert_int_equal(seen.written, 1);
+	assert_non_null(seen.end_req);
+	assert_int_equal(seen.status, 200);
+	assert_int_equal(seen.completions, 1);	/* the completion slot is untouched */
+	assert_true(recv(fd, buf, sizeof(buf), 0) > 12);
+	assert_memory_equal(buf, "HTTP/1.1 200", 12);
+	close(fd);			/* the close after the end is no second end */
+	run_for(100);
+	assert_int_equal(seen.ends, 1);
+}
+
+/* evhttp reads nothing while a handler holds a request: the reset is seen
+ * when the answer meets it. */
+static void
+test_closed_first(void **state)
+{
+	struct linger lg = { 1, 0 };
+	int fd;
+
+	memset(&seen, 0, sizeof(seen));
+	seen.mode = HOLD;
+	fd = client(port_framed);
+	run_until(&seen.handled, 1);
+	assert_int_equal(seen.rc, 0);
+	assert_non_null(seen.held);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+	close(fd);			/* an RST */
+	run_for(100);
+	if (seen.held != NULL)
+		tg_reply_buf(seen.held, 200, "text/plain", NULL);
+	run_until(&seen.ends, 1);
+	assert_int_equal(seen.closes, 1);	/* the close slot is untouched */
+	assert_int_equal(seen.ends, 1);
+	assert_int_equal(seen.written, 0);
+	assert_null(seen.end_req);
+	run_for(100);
+	assert_int_equal(seen.ends, 1);
+}
+
+static void
+test_unframed(void **state)
+{
+	char buf[256];
+	int fd;
+
+	memset(&seen, 0, sizeof(seen));
+	seen.mode = UNFRAMED;
+	fd = client(port_plain);
+	run_until(&seen.handled, 1);
+	assert_int_equal(seen.rc, -1);
+	assert_true(recv(fd, buf, sizeof(buf), 0) > 12);
+	close(fd);
+	run_for(100);
+	assert_int_equal(seen.ends, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_written),
+		cmocka_unit_test(test_closed_first),
+		cmocka_unit_test(test_unframed),
+	};
+	struct evhttp *framed, *plain;
+	struct tg_err err;
+	int rc;
+
+	base = event_base_new();
+	framed = tg_http_listen(base, "127.0.0.1:0", 1 << 20, &port_framed, &err);
+	plain = tg_http_listen(base, "127.0.0.1:0", 1 << 20, &port_plain, &err);
+	if (framed == NULL || plain == NULL)
+		return 1;
+	tg_frontdoor_attach(framed, &door);
+	evhttp_set_gencb(framed, on_request, NULL);
+	evhttp_set_gencb(plain, on_request, NULL);
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	evhttp_free(framed);
+	evhttp_free(plain);
+	event_base_free(base);
+	return rc;
+}
