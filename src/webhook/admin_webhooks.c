@@ -71,6 +71,7 @@ struct wh_admin_op {
 	char err[256];
 	int64_t n;			/* redeliver since: how many */
 	char id[TG_WEBHOOK_ID_LEN];
+	char rid[TG_UUID_LEN];		/* the admin request's id, for the log */
 	struct tg_outbox_query q;	/* list: the filters … */
 	char *cid;			/* … and the correlationId they borrow */
 	yajl_gen g;			/* the answer's JSON, once built */
@@ -83,6 +84,8 @@ adm_new(struct wh_hooks *h, struct evhttp_request *req)
 
 	a->h = h;
 	a->held = gw_held_new(req);
+	snprintf(a->rid, sizeof(a->rid), "%s", tg_http_request_id(req) ? tg_http_request_id(req) :
+	    "");
 	TAILQ_INSERT_TAIL(&h->admin, a, entry);
 	return a;
 }
@@ -158,7 +161,8 @@ adm_reply(struct wh_admin_op *a)
 	struct evhttp_request *req = adm_take(a);
 
 	if (a->rc == TG_STATE_ERROR || a->rc == TG_STATE_REFUSED)
-		tg_log(TG_LOG_ERROR, "webhook_admin_failed", TG_LS("error", a->err));
+		tg_log(TG_LOG_ERROR, "webhook_admin_failed", TG_LS("id", a->rid),
+		    TG_LS("error", a->err));
 	if (req == NULL)
 		;	/* the client went: nothing to say */
 	else if (a->rc == TG_STATE_NOT_FOUND)
@@ -325,7 +329,8 @@ redelivered(struct wh_admin_op *a)
 		adm_reply(a);
 		return;
 	}
-	tg_log(TG_LOG_INFO, "webhook_redeliver", TG_LS("webhook_id", a->id));
+	tg_log(TG_LOG_INFO, "webhook_redeliver", TG_LS("id", a->rid),
+	    TG_LS("webhook_id", a->id));
 	tg_webhook_kick(a->h->w);
 	get_job(a);
 }
@@ -353,7 +358,8 @@ static void
 redelivered_since(struct wh_admin_op *a)
 {
 	if (a->rc == TG_STATE_OK) {
-		tg_log(TG_LOG_INFO, "webhook_redeliver", TG_LI("jobs", a->n));
+		tg_log(TG_LOG_INFO, "webhook_redeliver", TG_LS("id", a->rid),
+		    TG_LI("jobs", a->n));
 		tg_webhook_kick(a->h->w);
 		a->g = tg_json_gen_new();
 		yajl_gen_map_open(a->g);

@@ -257,8 +257,11 @@ def test_dead_letters_admin_api_and_metrics(make_emulator, make_gateway, receive
     gw.send_signal(signal.SIGHUP)
     wait_log(gw, "reloaded")
     receiver.answer("/down", then=200)
-    r = requests.post(f"{gw.admin}/webhooks/{wa}/redeliver", headers=adm, timeout=5)
+    r = requests.post(f"{gw.admin}/webhooks/{wa}/redeliver",
+                      headers={**adm, "X-Request-Id": "req-redeliver"}, timeout=5)
     assert r.status_code == 200 and r.json()["state"] == "ready", r.text
+    red = [e for e in gw.log_lines() if e.get("event") == "webhook_redeliver"]
+    assert red and red[-1]["id"] == "req-redeliver" and red[-1]["webhook_id"] == wa, red
     wait_state(gw, wa, "delivered")
     last = receiver.seen("/down")[-1]
     assert verified(last, KEY_SECRET) and not verified(last, SECRET)
@@ -276,6 +279,8 @@ def test_dead_letters_admin_api_and_metrics(make_emulator, make_gateway, receive
     r = requests.post(gw.admin + "/webhooks/redeliver", params={"since": before}, headers=adm,
                       timeout=5)
     assert r.status_code == 200 and r.json() == {"redelivered": 1}
+    red = [e for e in gw.log_lines() if e.get("event") == "webhook_redeliver"]
+    assert red[-1]["id"] == r.headers["X-Request-Id"] and red[-1]["jobs"] == 1, red
     wait_state(gw, wb, "delivered")
     ids = [q["headers"]["webhook-id"] for q in receiver.seen("/down")]
     assert ids.count(wa) == 3 and ids.count(wb) == 3
