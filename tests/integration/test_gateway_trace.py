@@ -186,7 +186,9 @@ def test_webhook_delivery_names_the_request_and_its_trace(make_emulator, make_ga
         assert added["webhook_id"] == wid and added["request_id"] == "req-hook"
         assert added["delivery_trace_id"] == want
         assert added["trace_id"] == access(gw, "req-hook")[0]["trace_id"]
-        attempt = [e for e in gw.log_lines() if e.get("event") == "webhook_attempt"][0]
+        # the attempt's line is written once the receiver's answer is read
+        wait_for(lambda: events(gw, "webhook_attempt"))
+        attempt = events(gw, "webhook_attempt")[0]
         assert attempt["webhook_id"] == wid and attempt["request_id"] == "req-hook"
         assert attempt["trace_id"] == want
     finally:
