@@ -39,8 +39,8 @@ struct gw_otlp {
 	struct tg_upstream *up;
 	char *url, *service, *path;	/* path: the URL's, "/" when none */
 	int64_t flush_ms;
-	size_t max, n;			/* queue capacity, spans queued */
-	struct gw_span *q;		/* oldest first */
+	size_t max, n, head;		/* queue capacity, spans queued, the oldest */
+	struct gw_span *q;		/* a ring of max */
 	struct event *timer, *kick, *give_up;
 	int draining, gave_up;		/* the drain's wait: begun, over */
 	struct tg_up_req *inflight;	/* the export in flight (the pool's) */
@@ -131,11 +131,20 @@ span_json(yajl_gen g, const struct gw_span *s)
 	yajl_gen_map_close(g);
 }
 
+/* yajl's output straight into the body: no buffer grown and copied. */
+static void
+print_to(void *ctx, const char *s, size_t len)
+{
+	evbuffer_add(ctx, s, len);
+}
+
 void
 gw_otlp_encode(const struct gw_span *v, size_t n, const char *service, struct evbuffer *out)
 {
-	yajl_gen g = tg_json_gen_new();
+	yajl_gen g = yajl_gen_alloc(NULL);
 	size_t i;
+
+	yajl_gen_config(g, yajl_gen_print_callback, print_to, (void *)out);
 
 	yajl_gen_map_open(g);
 	tg_json_str(g, "resourceSpans");
@@ -166,7 +175,6 @@ gw_otlp_encode(const struct gw_span *v, size_t n, const char *service, struct ev
 	yajl_gen_map_close(g);
 	yajl_gen_array_close(g);
 	yajl_gen_map_close(g);
-	tg_json_gen_flush(g, out);
 	yajl_gen_free(g);
 }
 
@@ -187,7 +195,7 @@ gw_otlp_add(struct gw_otlp *o, const struct gw_span *s)
 		    "reason=\"queue_full\"", 1);
 		return;
 	}
-	o->q[o->n++] = *s;
+	o->q[(o->head + o->n++) % o->max] = *s;
 	if (o->n * 2 > o->max && o->inflight == NULL)
 		kick(o);	/* exported from the loop, not from the request's end */
 }
@@ -241,9 +249,11 @@ flush(struct gw_otlp *o)
 
 	if (o->inflight != NULL || n == 0)
 		return;
+	if (n > o->max - o->head)
+		n = o->max - o->head;	/* up to the ring's end; the rest next time */
 	o->body = evbuffer_new();
-	gw_otlp_encode(o->q, n, o->service, o->body);
-	memmove(o->q, o->q + n, (o->n - n) * sizeof(*o->q));
+	gw_otlp_encode(o->q + o->head, n, o->service, o->body);
+	o->head = (o->head + n) % o->max;
 	o->n -= n;
 	o->inflight_n = n;
 	TAILQ_INIT(&h);
