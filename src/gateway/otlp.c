@@ -131,20 +131,11 @@ span_json(yajl_gen g, const struct gw_span *s)
 	yajl_gen_map_close(g);
 }
 
-/* yajl's output straight into the body: no buffer grown and copied. */
-static void
-print_to(void *ctx, const char *s, size_t len)
-{
-	evbuffer_add(ctx, s, len);
-}
-
 void
 gw_otlp_encode(const struct gw_span *v, size_t n, const char *service, struct evbuffer *out)
 {
-	yajl_gen g = yajl_gen_alloc(NULL);
+	yajl_gen g = tg_json_gen_new();
 	size_t i;
-
-	yajl_gen_config(g, yajl_gen_print_callback, print_to, (void *)out);
 
 	yajl_gen_map_open(g);
 	tg_json_str(g, "resourceSpans");
@@ -175,6 +166,7 @@ gw_otlp_encode(const struct gw_span *v, size_t n, const char *service, struct ev
 	yajl_gen_map_close(g);
 	yajl_gen_array_close(g);
 	yajl_gen_map_close(g);
+	tg_json_gen_flush(g, out);	/* one copy: yajl prints in pieces of a few bytes */
 	yajl_gen_free(g);
 }
 
