@@ -11,22 +11,44 @@ not depend on the machine's load.
 
     /usr/bin/python3 bench/profile.py [--n1 500] [--n2 2500] [--top 25]
     LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/bin/python3 bench/profile.py
+    /usr/bin/python3 bench/profile.py --otlp   # tracing on: spans exported to a local
+                                               # collector answering 200
 """
 import argparse
 import http.client
+import http.server
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 
 import lib
 
 
-def run(stub, n, keep):
+class Collector(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP collector that reads each export and answers 200."""
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def collector():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", lib.free_port()), Collector)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def run(stub, n, keep, overrides=None):
     """Total instructions of tidegate serving n GETs; the callgrind file is
     kept at keep when given."""
-    t = lib.tidegate(stub.url)          # writes a config with free ports
+    t = lib.tidegate(stub.url, overrides=overrides)     # writes a config with free ports
     cfg = tempfile.mkdtemp(prefix="tg-bench-profile-")
     for f in ("tidegate.yaml", "dex-password", "sim-secret"):
         shutil.copy(os.path.join(t.tmp, f), cfg)
@@ -64,14 +86,21 @@ def main():
     ap.add_argument("--n1", type=int, default=500)
     ap.add_argument("--n2", type=int, default=2500)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--otlp", action="store_true",
+                    help="tracing on: export spans to a local collector")
     a = ap.parse_args()
     stub = lib.stub()
+    col = collector() if a.otlp else None
+    over = {"tracing": {"otlp_url": f"http://127.0.0.1:{col.server_address[1]}/v1/traces"}} \
+        if col else None
     keep = tempfile.mktemp(prefix="tg-bench-callgrind-")
     try:
-        small = run(stub, a.n1, None)
-        large = run(stub, a.n2, keep)
+        small = run(stub, a.n1, None, over)
+        large = run(stub, a.n2, keep, over)
     finally:
         stub.stop()
+        if col:
+            col.shutdown()
     print(f"instructions per proxied GET: {(large - small) / (a.n2 - a.n1):,.0f}")
     ann = subprocess.run(["callgrind_annotate", keep], capture_output=True, text=True).stdout
     lines = [ln for ln in ann.splitlines() if "(" in ln and "%)" in ln]

@@ -86,6 +86,7 @@ struct gw_share;
 struct gw_vcall;
 
 struct gw_tls;
+struct gw_otlp;
 
 struct gw {
 	struct event_base *base;
@@ -95,6 +96,8 @@ struct gw {
 	struct evhttp *http[GW_NLISTENERS];
 	struct evhttp_bound_socket *bound[GW_NLISTENERS];
 	struct gw_tls *tls;		/* TLS of the listeners (tls_listen.c), owned */
+	struct gw_otlp *otlp;		/* the span exporter (otlp.c), owned; NULL:
+					 * tracing.otlp_url unset, no spans made */
 	struct gw_lctx lctx[GW_NLISTENERS];
 	struct tg_metrics *metrics;
 	size_t inflight;		/* client requests being handled */
@@ -134,6 +137,8 @@ struct gw_req {
 	char *path;			/* without query, normalised */
 	char id[TG_UUID_LEN];
 	char trace_id[33];		/* its W3C trace (trace.c): accepted or new */
+	char span_id[17];		/* its SERVER span while tracing (spans.c), else "" */
+	char parent_span_id[17];	/* the caller's span (valid traceparent), or "" */
 	char client[64];		/* the peer's address (access log) */
 	char *user_agent;		/* the client's User-Agent, or NULL (owned) */
 	char *correlation_id;		/* the correlationId its query names, or NULL (owned) */
@@ -409,6 +414,9 @@ void gw_access_note(struct gw_req *r);
 struct gw_trace {
 	char rid[TG_UUID_LEN];		/* the caller's request id */
 	char trace_id[33];		/* 32 lower-case hex digits */
+	char span_id[17];		/* the caller's request's SERVER span while
+					 * tracing: the parent of the call's CLIENT spans;
+					 * "" none */
 	char state[GW_TRACE_STATE_MAX];	/* the caller's tracestate, as sent */
 	char forwarded[256];		/* X-Forwarded-For to send: chain + client */
 };
@@ -424,6 +432,8 @@ int gw_trace_parse(const char *tp, char id[33]);
 /** "00-<trace_id>-<new span id>-01" into out (borrowed): one per vendor
  * call or delivery; span (borrowed, may be NULL) receives the span id. */
 void gw_trace_parent(const char *trace_id, char out[56], char span[17]);
+/** A new span id (16 hex digits, random, never all zeros) into span (borrowed). */
+void gw_trace_new_span(char span[17]);
 /** The User-Agent of the gateway's own calls, "tidegate/<version>" (static). */
 const char *gw_user_agent(void);
 /** Set out's (borrowed) X-Request-Id, traceparent (a new span),

@@ -100,6 +100,11 @@ struct gw_config {
 	/* the state seam */
 	char *state_url;	/* NULL: SQLite; a secret (the URL may hold a password) */
 	char *state_instance;	/* NULL in the file: host:pid, set by gw_config_load */
+	/* tracing.*: spans exported over OTLP/HTTP JSON (otlp.c) */
+	char *otlp_url;		/* NULL: no tracing */
+	char *otlp_service;	/* service.name */
+	int64_t otlp_flush;	/* ms between exports */
+	long long otlp_max_queue;	/* spans held waiting for export */
 	/* derived by gw_config_load (not keys) */
 	enum gw_wh_mode wh_mode;
 	char *wh_db_path;		/* wh_db resolved against the file's directory */

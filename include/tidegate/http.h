@@ -50,6 +50,8 @@ char *tg_http_body(struct evhttp_request *req, size_t *len);
 /** Method as text ("GET"); "OTHER" for methods evhttp does not name. Static,
  * borrowed. */
 const char *tg_http_method(struct evhttp_request *req);
+/** The name of method cmd, as tg_http_method (static, borrowed). */
+const char *tg_http_cmd_name(enum evhttp_cmd_type cmd);
 /** Request header value (borrowed) or NULL; name is borrowed. */
 const char *tg_http_header(struct evhttp_request *req, const char *name);
 /** Bearer token of the Authorization header (borrowed, after "Bearer "), or NULL. */

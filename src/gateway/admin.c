@@ -38,6 +38,9 @@ touch_metrics(struct tg_metrics *m)
 	int op, s;
 
 	tg_metrics_touch(m, "tidegate_token_replays_total", "");
+	tg_metrics_touch(m, "tidegate_spans_exported_total", "");
+	tg_metrics_touch(m, "tidegate_spans_dropped_total", "reason=\"queue_full\"");
+	tg_metrics_touch(m, "tidegate_spans_dropped_total", "reason=\"export_failed\"");
 	for (s = 0; s < 2; s++) {
 		svc = s ? "sim" : "dex";
 		for (op = 0; op < TG_OP_COUNT; op++) {
@@ -83,6 +86,11 @@ gw_metrics_declare(struct tg_metrics *m)
 	    "Request bodies checked on the worker thread (validation.worker_min_body or more).");
 	tg_metrics_help(m, "tidegate_client_send_timeouts_total", "counter",
 	    "Clients reset because they took no byte of their answer for client_send_timeout.");
+	tg_metrics_help(m, "tidegate_spans_exported_total", "counter",
+	    "Spans accepted by the OTLP collector (tracing.otlp_url).");
+	tg_metrics_help(m, "tidegate_spans_dropped_total", "counter",
+	    "Spans not exported: the queue was full (tracing.max_queue), or their export "
+	    "failed (no connection, no answer, not 2xx).");
 	touch_metrics(m);
 }
 

@@ -294,6 +294,18 @@ const struct tg_cfg_key gw_config_keys[] = {
 	  "(docs/fleet.md; a password in it: use state.url_env or state.url_file)"),
 	K("state.instance", TG_CFG_STR, state_instance, NULL,
 	  "this instance's name in leases, logs and the admin API (default: host:pid)"),
+	K("tracing.otlp_url", TG_CFG_STR, otlp_url, NULL,
+	  "OTLP/HTTP endpoint spans are exported to as JSON, e.g. "
+	  "http://127.0.0.1:4318/v1/traces: one SERVER span per client request on dex and "
+	  "sim, one CLIENT span per vendor call made for it; unset: no tracing"),
+	K("tracing.service_name", TG_CFG_STR, otlp_service, "tidegate",
+	  "service.name of the exported spans"),
+	KB("tracing.flush_interval", TG_CFG_DURATION, otlp_flush, "2s", 100, 3.6e6,
+	   "export the spans queued this often (and as soon as the queue is half full); one "
+	   "export in flight at a time"),
+	KB("tracing.max_queue", TG_CFG_INT, otlp_max_queue, "4096", 2, 1e6,
+	   "spans held waiting for export; beyond, new spans are dropped and counted "
+	   "(tidegate_spans_dropped_total{reason=\"queue_full\"})"),
 	{ "keys", TG_CFG_LIST, O(keys), NULL, 0, 0, 0, key_keys, TG_NELEM(key_keys),
 	  sizeof(struct gw_key_cfg), O(nkeys),
 	  "gateway API keys; without keys the gateway only binds loopback" },

@@ -289,6 +289,7 @@ gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
 	check_url(c->sim.url, "sim.url", 1, rep);
 	check_url(c->sim.fallback_url, "sim.fallback_url", 0, rep);
 	check_url(c->sim.auth_url, "sim.auth_url", 1, rep);
+	check_url(c->otlp_url, "tracing.otlp_url", 0, rep);
 	check_routes(c, rep);
 	check_listeners(c, rep);
 	check_state(c, rep);

@@ -278,13 +278,13 @@ gw_callback_check(const struct gw_req *r, const char *url, const char *key,
 /* ---- the process ---- */
 
 /* Stop the loop once draining and every reply, check and feature's work
- * is done; past drain_timeout (drain_cut) once the replies of the
+ * is done, and the spans queued are exported (otlp.c); past drain_timeout (drain_cut) once the replies of the
  * requests cut are written, whatever else is under way. */
 void
 gw_maybe_exit(struct gw *gw)
 {
 	if (gw->draining && gw->inflight == 0 && gw->unflushed == 0 && (gw->drain_cut ||
-	    (tg_worker_busy(gw->worker) == 0 && gw_feat_idle(gw))))
+	    (tg_worker_busy(gw->worker) == 0 && gw_feat_idle(gw) && gw_otlp_idle(gw->otlp))))
 		event_base_loopexit(gw->base, NULL);
 }
 

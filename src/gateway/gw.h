@@ -34,6 +34,9 @@ void gw_on_request(struct evhttp_request *req, void *arg);
  * (tg_http_request_id_valid; cut to TG_UUID_LEN - 1 bytes) else a new
  * uuid4, and the trace of a valid traceparent else a new one. */
 void gw_req_ids(struct evhttp_request *req, char id[TG_UUID_LEN], char trace_id[33]);
+/** gw_trace_headers, and the new span id sent into span (borrowed; NULL:
+ * not wanted): the CLIENT span of the attempt (vendor.c). */
+void gw_trace_headers_span(const struct gw_trace *t, struct evkeyvalq *out, char span[17]);
 
 /* relay.c */
 /** The rest of r's way once the request check has passed it (inline or
@@ -184,6 +187,73 @@ void gw_tls_door(struct gw *gw, int l, const struct gw_config *c, struct tg_fron
 /** 1 when listener l speaks TLS now. */
 int gw_tls_on(const struct gw *gw, int l);
 void gw_tls_free(struct gw *gw);	/* gw->tls; NULL-safe */
+
+/* otlp.c: spans exported over OTLP/HTTP JSON (tracing.*). A span is a
+ * plain struct of fixed-size fields, copied into the exporter's queue;
+ * static strings are borrowed for the process's life. */
+enum gw_span_kind { GW_SPAN_SERVER = 2, GW_SPAN_CLIENT = 3 };	/* OTLP's numbers */
+struct gw_span {
+	char trace_id[33], span_id[17], parent_id[17];	/* parent_id "": a root */
+	enum gw_span_kind kind;
+	const char *service, *op;	/* name "<service> <op>" (service NULL: op) (static) */
+	const char *method;		/* http.request.method (static) */
+	int64_t start_ns, end_ns;	/* Unix time */
+	int status;			/* http.response.status_code; 0: none */
+	int error;			/* status ERROR */
+	char path[256];			/* SERVER: url.path */
+	char addr[128];			/* SERVER: client.address; CLIENT: server.address */
+	char rid[TG_UUID_LEN];		/* SERVER: tidegate.request_id */
+	char key[64];			/* SERVER: tidegate.key, "" none */
+	const char *served, *origin;	/* SERVER: tidegate.served, .origin (static or NULL) */
+	const char *retry;		/* CLIENT: tidegate.retry (static or NULL) */
+};
+/** The exporter of c's tracing.* (borrowed) for gw (borrowed: its loop,
+ * resolver, metrics), owned by the caller (gw_otlp_free); NULL with err
+ * when tracing.otlp_url is unset (err empty) or unusable. */
+struct gw_otlp *gw_otlp_new(struct gw *gw, const struct gw_config *c, struct tg_err *err);
+/** Free o (takes ownership; NULL-safe): spans queued and an export in
+ * flight are lost. Never from inside its upstream's callbacks. */
+void gw_otlp_free(struct gw_otlp *o);
+/** On SIGHUP: gw->otlp made again from c (borrowed) when its tracing.*
+ * keys changed (spans queued under the old keys are lost), or freed. */
+void gw_otlp_reload(struct gw *gw, const struct gw_config *c);
+/** Queue a copy of s (borrowed), or drop it (counted) when the queue is
+ * full; never blocks nor grows. o borrowed. */
+void gw_otlp_add(struct gw_otlp *o, const struct gw_span *s);
+/** Drain: 1 when nothing is queued nor in flight (o NULL: 1); else a
+ * last export is started and gw_maybe_exit is called when it ends. */
+int gw_otlp_idle(struct gw_otlp *o);
+/** The OTLP/HTTP JSON body (ExportTraceServiceRequest) of the n spans of
+ * v (borrowed) under service.name service (borrowed), appended to out
+ * (borrowed). Pure: no state. */
+void gw_otlp_encode(const struct gw_span *v, size_t n, const char *service,
+    struct evbuffer *out);
+
+/* spans.c: the spans of client requests and of the vendor calls made for them. */
+/** r (borrowed) arrived while tracing: its SERVER span id and its caller's span. */
+void gw_span_arrive(struct gw_req *r);
+/** r (borrowed) ends: its SERVER span to the exporter, with its access
+ * line's origin and served (static, origin may be NULL). */
+void gw_span_server(struct gw_req *r, const char *origin, const char *served);
+/** host[:port] of s's (borrowed) vendor origin ("primary", "fallback";
+ * borrowed) into out (len bytes; "" for none or NULL). */
+void gw_origin_addr(const struct gw_service *s, const char *origin, char *out, size_t len);
+/** The CLIENT span of one attempt of a vendor call for t's request (t
+ * borrowed, its span_id the parent), span (borrowed) the id its
+ * traceparent carried, from t0_us (monotonic) until now, of service s
+ * (borrowed), answered by origin (static, may be NULL) with status (0:
+ * none; err not TG_UP_OK: ERROR), retry (static, may be NULL). */
+struct gw_span_call {
+	const struct gw_trace *t;
+	const char *span;
+	const struct gw_service *s;
+	enum evhttp_cmd_type method;
+	int64_t t0_us;
+	int status;
+	int failed;
+	const char *origin, *retry;
+};
+void gw_span_client(struct gw *gw, const struct gw_span_call *c);
 
 /* admin.c */
 void gw_admin_on_request(struct evhttp_request *req, void *arg);

@@ -68,6 +68,8 @@ req_new(struct gw *gw, int listener, struct evhttp_request *req)
 	r->t0_us = tg_clock_mono_us();
 	r->t0 = r->t0_us / 1000;
 	gw_req_ids(req, r->id, r->trace_id);
+	if (gw->otlp != NULL)
+		gw_span_arrive(r);	/* tracing: its SERVER span starts */
 	gw_access_note(r);
 	gw->inflight++;
 	TAILQ_INSERT_TAIL(&gw->reqs, r, inflight_next);

@@ -3,7 +3,7 @@
  * gateway sends (JSON errors of DESIGN.md, buffers, generated JSON, the
  * start and end of a streamed relay), the words for upstream and token
  * failures, the access log line and the request's metrics, and freeing
- * the request (gw_req_finish), after which its reply's tracker (flush.c)
+ * the request (gw_req_finish; its SERVER span, spans.c), after which its reply's tracker (flush.c)
  * owns the connection until the reply is written.
  */
 #include <stdio.h>
@@ -102,25 +102,6 @@ origin_served(const struct gw_req *r, const char **origin, const char **served)
 	}
 }
 
-/* host[:port] of the vendor host that answered, from the configuration. */
-static void
-upstream_addr(const struct gw_req *r, const char *origin, char *out, size_t len)
-{
-	const char *url = origin == NULL || strcmp(origin, "none") == 0 ? NULL :
-	    strcmp(origin, "fallback") == 0 ? r->svc->cfg->fallback_url : r->svc->cfg->url;
-	struct evhttp_uri *u = url != NULL ? evhttp_uri_parse(url) : NULL;
-	const char *h = u != NULL ? evhttp_uri_get_host(u) : NULL;
-	int port = u != NULL ? evhttp_uri_get_port(u) : -1;
-
-	*out = '\0';
-	if (h != NULL && port > 0)
-		snprintf(out, len, "%s:%d", h, port);
-	else if (h != NULL)
-		snprintf(out, len, "%s", h);
-	if (u != NULL)
-		evhttp_uri_free(u);
-}
-
 void
 gw_access_line(const struct gw_access *a)
 {
@@ -152,7 +133,7 @@ access_line(struct gw_req *r, int64_t ms)
 	char addr[300];
 
 	origin_served(r, &a.origin, &a.served);
-	upstream_addr(r, a.origin, addr, sizeof(addr));
+	gw_origin_addr(r->svc, a.origin, addr, sizeof(addr));
 	a.upstream_addr = *addr ? addr : NULL;
 	gw_access_line(&a);
 }
@@ -188,6 +169,12 @@ gw_req_finish(struct gw_req *r)
 	struct gw *gw = r->gw;
 
 	access_log(r);
+	if (r->span_id[0] != '\0') {	/* tracing: the request's SERVER span ends */
+		const char *origin, *served;
+
+		origin_served(r, &origin, &served);
+		gw_span_server(r, origin, served);
+	}
 	gw_feat_free(r);
 	gw_validate_forget(r);
 	gw_flush_handover(r);	/* the reply's tracker (flush.c) owns the connection now */

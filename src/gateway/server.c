@@ -4,8 +4,8 @@
  * (validate.c), bind the listeners once the entry point has registered the
  * features (refusing non-loopback addresses when no API keys are
  * configured), reload on SIGHUP without dropping connections, and drain on
- * SIGTERM (requests, checks, and whatever each feature waits for: its idle
- * callback; the admin listener stays open so /readyz says "draining" until
+ * SIGTERM (requests, checks, whatever each feature waits for: its idle
+ * callback, and a last export of the spans queued (otlp.c); the admin listener stays open so /readyz says "draining" until
  * the end; past drain_timeout what is left is cut, and logged as such).
  * Called by src/tidegate.c.
  */
@@ -155,6 +155,7 @@ reload(struct gw *gw)
 	for (l = 0; l < GW_NLISTENERS; l++)
 		set_door(gw, l, &rt->cfg);
 	gw_feat_reload(gw, &old->cfg);
+	gw_otlp_reload(gw, &rt->cfg);
 	gw_runtime_unref(old);
 	tg_log(TG_LOG_INFO, "reloaded", TG_LS("config", gw->config_path));
 }
@@ -293,6 +294,11 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 		gw_free(gw);
 		return NULL;
 	}
+	gw->otlp = gw_otlp_new(gw, &gw->rt->cfg, err);	/* NULL: tracing off */
+	if (gw->otlp == NULL && err->msg[0] != '\0') {
+		gw_free(gw);
+		return NULL;
+	}
 	for (i = 0; i < 3; i++) {
 		gw->sig[i] = evsignal_new(base, sigs[i], on_signal, gw);
 		evsignal_add(gw->sig[i], NULL);
@@ -332,6 +338,7 @@ gw_free(struct gw *gw)
 	tg_worker_free(gw->worker);
 	gw->worker = NULL;
 	gw_feat_stop(gw);	/* they may use the runtimes' upstreams */
+	gw_otlp_free(gw->otlp);
 	gw_runtime_unref(gw->rt);
 	gw_runtime_reap(gw);
 	event_free(gw->reap_ev);

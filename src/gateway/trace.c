@@ -5,7 +5,8 @@
  * a new span id each time; also on a vendor login a caller waits for),
  * with X-Forwarded-For and the gateway's User-Agent. A valid incoming
  * traceparent is continued (its trace id), anything else starts a new
- * trace (OpenSSL RAND through ids.c). Called by proxy.c and admin_log.c
+ * trace (OpenSSL RAND through ids.c); span ids for the exported spans
+ * (spans.c). Called by proxy.c and admin_log.c
  * (a request's ids), vendor.c, the access log, and features that make
  * calls for a caller (polls, webhook deliveries).
  */
@@ -86,13 +87,19 @@ gw_trace_new_id(char id[33])
 }
 
 void
+gw_trace_new_span(char span[17])
+{
+	do
+		pooled_hex(span, 8);
+	while (!all_hex(span, 16));
+}
+
+void
 gw_trace_parent(const char *trace_id, char out[56], char span[17])
 {
 	char s[17];
 
-	do
-		pooled_hex(s, 8);
-	while (!all_hex(s, 16));
+	gw_trace_new_span(s);
 	memcpy(out, "00-", 3);		/* 00-<32>-<16>-01: the exact lengths, no printf */
 	memcpy(out + 3, trace_id, 32);
 	out[35] = '-';
@@ -145,6 +152,7 @@ gw_trace_of_req(struct gw_trace *t, const struct gw_req *r)
 	memset(t, 0, sizeof(*t));
 	copy_in(t->rid, sizeof(t->rid), r->id);
 	memcpy(t->trace_id, r->trace_id, sizeof(t->trace_id));
+	memcpy(t->span_id, r->span_id, sizeof(t->span_id));
 	if (st != NULL)
 		copy_in(t->state, sizeof(t->state), st);
 	if (r->conn != NULL)
@@ -166,13 +174,19 @@ put(struct evkeyvalq *out, const char *name, const char *value)
 void
 gw_trace_headers(const struct gw_trace *t, struct evkeyvalq *out)
 {
+	gw_trace_headers_span(t, out, NULL);
+}
+
+void
+gw_trace_headers_span(const struct gw_trace *t, struct evkeyvalq *out, char span[17])
+{
 	char tp[56], id[33];
 
 	if (t != NULL && t->trace_id[0] != '\0') {
-		gw_trace_parent(t->trace_id, tp, NULL);
+		gw_trace_parent(t->trace_id, tp, span);
 	} else {
 		gw_trace_new_id(id);
-		gw_trace_parent(id, tp, NULL);
+		gw_trace_parent(id, tp, span);
 	}
 	put(out, "traceparent", tp);
 	evhttp_remove_header(out, "tracestate");

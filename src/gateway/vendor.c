@@ -11,7 +11,8 @@
  * Two forms share one struct: streamed (the caller's head/body/done
  * callbacks see the answer as it arrives; a replayed 401 is never shown
  * to them) and whole (gw_vcall_fetch: the body collected up to a limit).
- * No callback runs before gw_vcall_start returns.
+ * No callback runs before gw_vcall_start returns. While tracing, each
+ * attempt for a traced request ends its CLIENT span (spans.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/log.h"
 #include "gw.h"
 
@@ -51,14 +53,32 @@ struct gw_vcall {
 	const struct evkeyvalq *headers;
 	struct gw_trace trace;		/* who the call is for */
 	int traced;
+	/* tracing: the CLIENT span of the attempt in flight (spans.c) */
+	int span_open, span_status;
+	char span[17];			/* the span id its traceparent carries */
+	int64_t span_t0;		/* monotonic us */
 };
 
 static void vcall_send(struct gw_vcall *c);
 static void vcall_begin(struct gw_vcall *c);
 
+/* The attempt's CLIENT span ends (failed: no whole answer). */
+static void
+span_end(struct gw_vcall *c, int failed)
+{
+	struct gw_span_call sc = { &c->trace, c->span, c->svc, c->method, c->span_t0,
+		c->span_status, failed, c->up != NULL ? tg_up_req_origin(c->up) : NULL,
+		c->up != NULL ? tg_up_req_why(c->up) : NULL };
+
+	c->span_open = 0;
+	gw_span_client(c->rt->gw, &sc);
+}
+
 static void
 vcall_free(struct gw_vcall *c)
 {
+	if (c->span_open)
+		span_end(c, 1);		/* cancelled in flight */
 	if (c->up != NULL)
 		tg_up_req_cancel(c->up);
 	if (c->tw != NULL)
@@ -88,6 +108,7 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *h, void *arg)
 	struct gw_vcall *c = arg;
 	size_t n = c->body != NULL ? evbuffer_get_length(c->body) : 0;
 
+	c->span_status = status;
 	if (status == 401 && c->token != NULL && !c->replayed && n <= c->replay_max) {
 		c->retry_401 = 1;	/* not shown: sent again with a fresh token */
 		return;
@@ -112,6 +133,8 @@ on_done(struct tg_up_req *u, enum tg_up_error err, void *arg)
 {
 	struct gw_vcall *c = arg;
 
+	if (c->span_open)
+		span_end(c, err != TG_UP_OK);
 	if (c->retry_401 && err == TG_UP_OK) {
 		c->up = NULL;
 		c->retry_401 = 0;
@@ -138,7 +161,13 @@ vcall_send(struct gw_vcall *c)
 	h = tg_up_req_headers(c->up);	/* before the loop starts the request */
 	if (c->cbs.add_headers != NULL)
 		c->cbs.add_headers(c, h, c->arg);
-	gw_trace_headers(c->traced ? &c->trace : NULL, h);	/* a new span per attempt */
+	/* a new span per attempt, remembered for its CLIENT span when tracing */
+	gw_trace_headers_span(c->traced ? &c->trace : NULL, h, c->span);
+	if (c->traced && c->trace.span_id[0] != '\0' && c->rt->gw->otlp != NULL) {
+		c->span_open = 1;	/* for a traced request: its CLIENT span */
+		c->span_status = 0;
+		c->span_t0 = tg_clock_mono_us();
+	}
 	if (c->token != NULL || c->bearer != NULL) {
 		auth = tg_xasprintf("Bearer %s", c->token != NULL ? c->token : c->bearer);
 		evhttp_remove_header(h, "Authorization");

@@ -116,7 +116,13 @@ tg_http_body(struct evhttp_request *req, size_t *len)
 const char *
 tg_http_method(struct evhttp_request *req)
 {
-	switch (evhttp_request_get_command(req)) {
+	return tg_http_cmd_name(evhttp_request_get_command(req));
+}
+
+const char *
+tg_http_cmd_name(enum evhttp_cmd_type cmd)
+{
+	switch (cmd) {
 	case EVHTTP_REQ_GET: return "GET";
 	case EVHTTP_REQ_POST: return "POST";
 	case EVHTTP_REQ_PUT: return "PUT";
