@@ -105,6 +105,7 @@ struct gw_config {
 	char *otlp_service;	/* service.name */
 	int64_t otlp_flush;	/* ms between exports */
 	long long otlp_max_queue;	/* spans held waiting for export */
+	double otlp_sample;		/* share of new traces exported, 0..1 */
 	/* derived by gw_config_load (not keys) */
 	enum gw_wh_mode wh_mode;
 	char *wh_db_path;		/* wh_db resolved against the file's directory */

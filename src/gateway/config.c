@@ -303,6 +303,9 @@ const struct tg_cfg_key gw_config_keys[] = {
 	KB("tracing.flush_interval", TG_CFG_DURATION, otlp_flush, "2s", 100, 3.6e6,
 	   "export the spans queued this often (and as soon as the queue is half full); one "
 	   "export in flight at a time"),
+	KB("tracing.sample", TG_CFG_DOUBLE, otlp_sample, "1", 0, 1,
+	   "share of the requests that start a trace here whose spans are exported (0 to 1); "
+	   "a caller's valid traceparent decides by its sampled flag"),
 	KB("tracing.max_queue", TG_CFG_INT, otlp_max_queue, "4096", 2, 1e6,
 	   "spans held waiting for export; beyond, new spans are dropped and counted "
 	   "(tidegate_spans_dropped_total{reason=\"queue_full\"})"),

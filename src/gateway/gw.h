@@ -230,7 +230,8 @@ void gw_otlp_encode(const struct gw_span *v, size_t n, const char *service,
     struct evbuffer *out);
 
 /* spans.c: the spans of client requests and of the vendor calls made for them. */
-/** r (borrowed) arrived while tracing: its SERVER span id and its caller's span. */
+/** r (borrowed) arrived while tracing: its SERVER span id and its caller's span,
+ * both left empty when r is not sampled (tracing.sample, the caller's flag). */
 void gw_span_arrive(struct gw_req *r);
 /** r (borrowed) ends: its SERVER span to the exporter, with its access
  * line's origin and served (static, origin may be NULL). */

@@ -6,11 +6,14 @@
  * its access line is written (reply.c, gw_req_finish); one CLIENT span per
  * attempt of a vendor call made for such a request (vendor.c), whose id is
  * the one that attempt's traceparent carried and whose parent is the
- * request's SERVER span. Calls made for nobody (the gateway's logins, run
+ * request's SERVER span. A request is traced when its caller's valid
+ * traceparent says sampled, or, starting a trace, with the share
+ * tracing.sample. Calls made for nobody (the gateway's logins, run
  * checks) carry no SERVER span and make none. Times: the loop's monotonic
  * clock at the start, turned into Unix time at the end.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -65,18 +68,41 @@ gw_origin_addr(const struct gw_service *s, const char *origin, char *out, size_t
 		evhttp_uri_free(u);
 }
 
+/* A new trace is sampled when its span id's first 32 bits, random, fall
+ * below the configured share of 2^32. */
+static int
+sample_new(const char *span, double share)
+{
+	char hi[9];
+
+	if (share >= 1.0)
+		return 1;
+	memcpy(hi, span, 8);
+	hi[8] = '\0';
+	return (double)strtoul(hi, NULL, 16) < share * 4294967296.0;
+}
+
 void
 gw_span_arrive(struct gw_req *r)
 {
 	const char *tp = tg_http_header(r->req, "traceparent");
-	char trace[33];
+	char trace[33], flags[3];
+	int sampled;
 
 	gw_trace_new_span(r->span_id);
-	/* the caller's span is the parent when its trace is the one continued */
+	/* the caller's span is the parent when its trace is the one continued,
+	 * and its sampled flag decides (W3C parent-based sampling) */
 	if (gw_trace_parse(tp, trace) && memcmp(trace, r->trace_id, 32) == 0) {
 		memcpy(r->parent_span_id, tp + 36, 16);
 		r->parent_span_id[16] = '\0';
+		memcpy(flags, tp + 53, 2);
+		flags[2] = '\0';
+		sampled = strtoul(flags, NULL, 16) & 1;
+	} else {
+		sampled = sample_new(r->span_id, r->rt->cfg.otlp_sample);
 	}
+	if (!sampled)		/* no SERVER span, hence no CLIENT spans */
+		r->span_id[0] = r->parent_span_id[0] = '\0';
 }
 
 void

@@ -218,6 +218,45 @@ def test_a_full_queue_drops_and_counts(make_gateway, vendor):
         stalled.close()
 
 
+def test_sampling_follows_the_caller_and_tracing_sample(make_gateway, vendor, collector):
+    """A caller's traceparent decides by its sampled flag, whatever
+    tracing.sample says; a trace started here is sampled with that share
+    (0: none, 0.5: about half of 400)."""
+    url, seen = vendor
+    otlp, col = collector
+    gw = traced_gateway(make_gateway, url, otlp, sample=0)
+    h = gw.headers()
+    not_sampled = CALLER_TP[:-2] + "00"
+
+    def ping(rid, tp=None):
+        hh = {**h, "X-Request-Id": rid, **({"traceparent": tp} if tp else {})}
+        assert requests.get(gw.dex + "/public/v1/ping", headers=hh, timeout=10).status_code == 200
+
+    ping("req-flag-on", CALLER_TP)
+    ping("req-flag-off", not_sampled)
+    ping("req-new")
+    srv = wait_for(lambda: server_span(col, "req-flag-on"), what="the sampled span")
+    assert srv["parentSpanId"] == CALLER_SPAN
+    assert wait_for(lambda: client_span(col, TP.match(
+        calls(seen, "GET", "/public/v1/ping")[0]["traceparent"]).group(2)), what="its CLIENT")
+    time.sleep(0.6)                                   # three flush intervals
+    assert server_span(col, "req-flag-off") is None and server_span(col, "req-new") is None
+    assert len(spans(col)) == 2 and gw.metric("tidegate_spans_exported_total") == 2
+    # the wire is unchanged: the vendor still gets the caller's trace
+    assert TP.match(calls(seen, "GET", "/public/v1/ping")[1]["traceparent"]).group(1) == \
+        CALLER_TRACE
+
+    gw2 = traced_gateway(make_gateway, url, otlp, sample=0.5)
+    Collector.posts = []
+    for i in range(400):
+        requests.get(gw2.dex + "/public/v1/ping", headers={**h, "X-Request-Id": f"s-{i}"},
+                     timeout=10)
+    time.sleep(0.6)
+    n = len([s for s in spans(col) if s["kind"] == 2])
+    assert 140 <= n <= 260, n                         # 200 expected, 6 sigma either side
+    assert all(s["kind"] != 2 or "parentSpanId" not in s for s in spans(col))
+
+
 def test_tracing_off_sends_nothing(make_gateway, vendor, collector):
     url, _ = vendor
     _, col = collector
