@@ -3,8 +3,8 @@
  * gateway sends (JSON errors of DESIGN.md, buffers, generated JSON, the
  * start and end of a streamed relay), the words for upstream and token
  * failures, the access log line and the request's metrics, and freeing
- * the request (gw_req_finish; its SERVER span, spans.c), after which its reply's tracker (flush.c)
- * owns the connection until the reply is written.
+ * the request (gw_req_finish; its SERVER span, spans.c), after which its
+ * reply's tracker (flush.c) owns the connection until the reply is written.
  */
 #include <stdio.h>
 #include <stdlib.h>
