@@ -52,8 +52,9 @@ struct gw_otlp {
 
 /* ---- the OTLP/HTTP JSON encoding ---- */
 
+/* {"key": key, "value": {type: v}}; none for an empty v. */
 static void
-attr_str(yajl_gen g, const char *key, const char *v)
+attr(yajl_gen g, const char *key, const char *type, const char *v)
 {
 	if (v == NULL || *v == '\0')
 		return;
@@ -61,9 +62,15 @@ attr_str(yajl_gen g, const char *key, const char *v)
 	tg_json_kv_str(g, "key", key);
 	tg_json_str(g, "value");
 	yajl_gen_map_open(g);
-	tg_json_kv_str(g, "stringValue", v);
+	tg_json_kv_str(g, type, v);
 	yajl_gen_map_close(g);
 	yajl_gen_map_close(g);
+}
+
+static void
+attr_str(yajl_gen g, const char *key, const char *v)
+{
+	attr(g, key, "stringValue", v);
 }
 
 /* int64 values are strings in the protobuf JSON mapping OTLP follows. */
@@ -73,13 +80,7 @@ attr_int(yajl_gen g, const char *key, long long v)
 	char s[24];
 
 	snprintf(s, sizeof(s), "%lld", v);
-	yajl_gen_map_open(g);
-	tg_json_kv_str(g, "key", key);
-	tg_json_str(g, "value");
-	yajl_gen_map_open(g);
-	tg_json_kv_str(g, "intValue", s);
-	yajl_gen_map_close(g);
-	yajl_gen_map_close(g);
+	attr(g, key, "intValue", s);
 }
 
 static void

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -164,11 +165,45 @@ gw_trace_of_req(struct gw_trace *t, const struct gw_req *r)
 		copy_in(t->forwarded, sizeof(t->forwarded), host ? host : "unknown");
 }
 
-static void
-put(struct evkeyvalq *out, const char *name, const char *value)
+/* The names gw_trace_headers_span sets, as bits. */
+enum { H_TP = 1, H_TS = 2, H_RID = 4, H_XFF = 8, H_UA = 16 };
+
+/* Which of them out already holds, in one walk of the list (a relayed
+ * request's holds the client's headers): a first letter tells most names
+ * apart, where a lookup per name would compare every header five times. */
+static unsigned
+present(const struct evkeyvalq *out)
 {
-	evhttp_remove_header(out, name);
-	evhttp_add_header(out, name, value);
+	const struct evkeyval *h;
+	unsigned bits = 0;
+
+	TAILQ_FOREACH(h, out, next) {
+		switch (h->key[0] | 0x20) {
+		case 't':
+			bits |= strcasecmp(h->key, "traceparent") == 0 ? H_TP :
+			    strcasecmp(h->key, "tracestate") == 0 ? H_TS : 0;
+			break;
+		case 'x':
+			bits |= strcasecmp(h->key, "X-Request-Id") == 0 ? H_RID :
+			    strcasecmp(h->key, "X-Forwarded-For") == 0 ? H_XFF : 0;
+			break;
+		case 'u':
+			bits |= strcasecmp(h->key, "User-Agent") == 0 ? H_UA : 0;
+			break;
+		}
+	}
+	return bits;
+}
+
+/* name set to value: every copy out held is removed first (bits say). */
+static void
+put(struct evkeyvalq *out, unsigned bits, unsigned bit, const char *name, const char *value)
+{
+	if (bits & bit)
+		while (evhttp_remove_header(out, name) == 0)
+			;
+	if (value != NULL)
+		evhttp_add_header(out, name, value);
 }
 
 void
@@ -181,6 +216,7 @@ void
 gw_trace_headers_span(const struct gw_trace *t, struct evkeyvalq *out, char span[17])
 {
 	char tp[56], id[33];
+	unsigned bits;
 
 	if (t != NULL && t->trace_id[0] != '\0') {
 		gw_trace_parent(t->trace_id, tp, span);
@@ -188,14 +224,13 @@ gw_trace_headers_span(const struct gw_trace *t, struct evkeyvalq *out, char span
 		gw_trace_new_id(id);
 		gw_trace_parent(id, tp, span);
 	}
-	put(out, "traceparent", tp);
-	evhttp_remove_header(out, "tracestate");
-	if (t != NULL && t->state[0] != '\0')
-		evhttp_add_header(out, "tracestate", t->state);
+	bits = present(out);
+	put(out, bits, H_TP, "traceparent", tp);
+	put(out, bits, H_TS, "tracestate", t != NULL && t->state[0] != '\0' ? t->state : NULL);
 	if (t != NULL && t->rid[0] != '\0')
-		put(out, "X-Request-Id", t->rid);
+		put(out, bits, H_RID, "X-Request-Id", t->rid);
 	if (t != NULL && t->forwarded[0] != '\0')
-		put(out, "X-Forwarded-For", t->forwarded);
-	if (evhttp_find_header(out, "User-Agent") == NULL)
+		put(out, bits, H_XFF, "X-Forwarded-For", t->forwarded);
+	if (!(bits & H_UA))
 		evhttp_add_header(out, "User-Agent", gw_user_agent());
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cmocka.h>
 #include <event2/http.h>
@@ -88,6 +89,57 @@ test_headers(void **state)
 	evhttp_clear_headers(&h);
 }
 
+/* The client's copies of the names the call sets, in any case and given
+ * twice, are all replaced; its User-Agent and other headers are kept. */
+static size_t
+count(const struct evkeyvalq *h, const char *name)
+{
+	const struct evkeyval *kv;
+	size_t n = 0;
+
+	TAILQ_FOREACH(kv, h, next)
+		n += strcasecmp(kv->key, name) == 0;
+	return n;
+}
+
+static void
+test_headers_replace_the_clients(void **state)
+{
+	static const char *const names[] = { "traceparent", "tracestate", "X-Request-Id",
+		"X-Forwarded-For", "User-Agent" };
+	struct evkeyvalq h;
+	struct gw_trace t;
+	char back[33];
+	size_t i;
+
+	(void)state;
+	memset(&t, 0, sizeof(t));
+	snprintf(t.rid, sizeof(t.rid), "req-2");
+	snprintf(t.trace_id, sizeof(t.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+	snprintf(t.forwarded, sizeof(t.forwarded), "127.0.0.1");
+	TAILQ_INIT(&h);
+	evhttp_add_header(&h, "Accept", "application/json");
+	evhttp_add_header(&h, "TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+	evhttp_add_header(&h, "traceparent", "bogus");
+	evhttp_add_header(&h, "Tracestate", "old=1");
+	evhttp_add_header(&h, "x-request-id", "spoofed");
+	evhttp_add_header(&h, "X-Forwarded-For", "1.2.3.4");
+	evhttp_add_header(&h, "User-Agent", "legacy-tool/1.0");
+	evhttp_add_header(&h, "Trailer", "x");
+	gw_trace_headers(&t, &h);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(count(&h, names[i]), i == 1 ? 0 : 1);	/* no tracestate: t has none */
+	assert_int_equal(gw_trace_parse(evhttp_find_header(&h, "traceparent"), back), 1);
+	assert_string_equal(back, t.trace_id);
+	assert_string_equal(evhttp_find_header(&h, "X-Request-Id"), "req-2");
+	assert_string_equal(evhttp_find_header(&h, "X-Forwarded-For"), "127.0.0.1");
+	assert_string_equal(evhttp_find_header(&h, "User-Agent"), "legacy-tool/1.0");
+	assert_int_equal(count(&h, "User-Agent"), 1);
+	assert_string_equal(evhttp_find_header(&h, "Accept"), "application/json");
+	assert_string_equal(evhttp_find_header(&h, "Trailer"), "x");
+	evhttp_clear_headers(&h);
+}
+
 int
 main(void)
 {
@@ -95,6 +147,7 @@ main(void)
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_parent_new_span),
 		cmocka_unit_test(test_headers),
+		cmocka_unit_test(test_headers_replace_the_clients),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
