@@ -426,9 +426,6 @@ struct gw_trace {
 void gw_trace_of_req(struct gw_trace *t, const struct gw_req *r);
 /** A new trace id (32 hex digits, random, never all zeros) into id (borrowed). */
 void gw_trace_new_id(char id[33]);
-/** 1 if tp (borrowed) is a version-00 traceparent whose ids are not all
- * zeros; its trace id into id (borrowed) then. */
-int gw_trace_parse(const char *tp, char id[33]);
 /** "00-<trace_id>-<new span id>-01" into out (borrowed): one per vendor
  * call or delivery; span (borrowed, may be NULL) receives the span id. */
 void gw_trace_parent(const char *trace_id, char out[56], char span[17]);

@@ -1,7 +1,7 @@
 /*
  * ids.h - identifiers from OpenSSL's RAND: UUIDv4 for correlation and
  * request ids (from a pooled RAND_bytes), hex strings for opaque tokens;
- * the trace id a traceparent names, for log lines.
+ * the W3C traceparent parser.
  * Not for use across fork().
  */
 #ifndef TIDEGATE_IDS_H
@@ -16,11 +16,12 @@ void tg_id_uuid4(char out[TG_UUID_LEN]);
 void tg_id_hex(char *out, size_t nbytes);
 /** Fill buf (borrowed) with cryptographically strong random bytes (aborts on failure). */
 void tg_id_random(void *buf, size_t n);
+/** 1 when s[0..n) (borrowed) is lower-case hex digits, not all zeros. */
+int tg_id_hex_ok(const char *s, size_t n);
 /**
- * The trace id of traceparent tp (borrowed, may be NULL) into id (borrowed):
- * 1 when tp has version 00's layout (00-<32>-<16>-<2>), else 0 and id "".
- * Only the layout is checked: for naming a trace the gateway sent in a log
- * line, not for accepting a caller's.
+ * 1 if tp (borrowed, may be NULL) is a W3C version-00 traceparent whose
+ * ids are hex and not all zeros: its trace id into id (borrowed); else 0
+ * and id "".
  */
 int tg_id_trace_of(const char *tp, char id[33]);
 

@@ -3,10 +3,10 @@
  * request, come from a pool refilled 4 KiB at a time, so that one RAND_bytes
  * call (a DRBG round and a fork check) serves 256 of them; the bytes are
  * the same CSPRNG output, used once each. The process does not fork after
- * start, so a pool is never shared between processes. Also the trace id of
- * a traceparent header, for the log lines of the token source and the
- * upstream client (auth and upstream, which cannot use the gateway's
- * trace.c).
+ * start, so a pool is never shared between processes. Also the W3C
+ * traceparent parser, one for every module: the gateway continues a
+ * caller's trace with it (trace.c), the token source and the upstream
+ * client name the trace of what they sent in their log lines.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -75,11 +75,32 @@ tg_id_hex(char *out, size_t nbytes)
 }
 
 int
+tg_id_hex_ok(const char *s, size_t n)
+{
+	size_t i;
+	int nonzero = 0;
+
+	for (i = 0; i < n; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+		nonzero |= s[i] != '0';
+	}
+	return nonzero;
+}
+
+/* version-trace_id-parent_id-flags: 2-32-16-2 lower-case hex digits; only
+ * version 00 is known, so its length is exact. */
+int
 tg_id_trace_of(const char *tp, char id[33])
 {
 	id[0] = '\0';
-	if (tp == NULL || strlen(tp) != 55 || strncmp(tp, "00-", 3) != 0 || tp[35] != '-' ||
-	    tp[52] != '-')
+	if (tp == NULL || strlen(tp) != 55 || strncmp(tp, "00-", 3) != 0 ||
+	    tp[35] != '-' || tp[52] != '-')
+		return 0;
+	if (!tg_id_hex_ok(tp + 3, 32) || !tg_id_hex_ok(tp + 36, 16))
+		return 0;
+	if (!((tp[53] >= '0' && tp[53] <= '9') || (tp[53] >= 'a' && tp[53] <= 'f')) ||
+	    !((tp[54] >= '0' && tp[54] <= '9') || (tp[54] >= 'a' && tp[54] <= 'f')))
 		return 0;
 	memcpy(id, tp + 3, 32);
 	id[32] = '\0';

@@ -92,7 +92,7 @@ gw_span_arrive(struct gw_req *r)
 	gw_trace_new_span(r->span_id);
 	/* the caller's span is the parent when its trace is the one continued,
 	 * and its sampled flag decides (W3C parent-based sampling) */
-	if (gw_trace_parse(tp, trace) && memcmp(trace, r->trace_id, 32) == 0) {
+	if (tg_id_trace_of(tp, trace) && memcmp(trace, r->trace_id, 32) == 0) {
 		memcpy(r->parent_span_id, tp + 36, 16);
 		r->parent_span_id[16] = '\0';
 		memcpy(flags, tp + 53, 2);

@@ -23,38 +23,6 @@
 #include "version.h"
 #include "gw.h"
 
-static int
-all_hex(const char *s, size_t n)
-{
-	size_t i;
-	int nonzero = 0;
-
-	for (i = 0; i < n; i++) {
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-		nonzero |= s[i] != '0';
-	}
-	return nonzero;
-}
-
-/* version-trace_id-parent_id-flags: 2-32-16-2 lower-case hex digits. */
-int
-gw_trace_parse(const char *tp, char id[33])
-{
-	/* Only version 00 is known: its length is exact. */
-	if (tp == NULL || strlen(tp) != 55 || strncmp(tp, "00-", 3) != 0 ||
-	    tp[35] != '-' || tp[52] != '-')
-		return 0;
-	if (!all_hex(tp + 3, 32) || !all_hex(tp + 36, 16))
-		return 0;
-	if (!((tp[53] >= '0' && tp[53] <= '9') || (tp[53] >= 'a' && tp[53] <= 'f')) ||
-	    !((tp[54] >= '0' && tp[54] <= '9') || (tp[54] >= 'a' && tp[54] <= 'f')))
-		return 0;
-	memcpy(id, tp + 3, 32);
-	id[32] = '\0';
-	return 1;
-}
-
 /* n random bytes as hex, from a pool refilled 4 KiB at a time: one
  * RAND_bytes call serves a few hundred ids, as ids.c does for request
  * ids (every request and every vendor call draws one). */
@@ -84,7 +52,7 @@ gw_trace_new_id(char id[33])
 {
 	do
 		pooled_hex(id, 16);
-	while (!all_hex(id, 32));
+	while (!tg_id_hex_ok(id, 32));
 }
 
 void
@@ -92,7 +60,7 @@ gw_trace_new_span(char span[17])
 {
 	do
 		pooled_hex(span, 8);
-	while (!all_hex(span, 16));
+	while (!tg_id_hex_ok(span, 16));
 }
 
 void
@@ -119,7 +87,7 @@ gw_req_ids(struct evhttp_request *req, char id[TG_UUID_LEN], char trace_id[33])
 		snprintf(id, TG_UUID_LEN, "%s", rid);
 	else
 		tg_id_uuid4(id);
-	if (!gw_trace_parse(tg_http_header(req, "traceparent"), trace_id))
+	if (!tg_id_trace_of(tg_http_header(req, "traceparent"), trace_id))
 		gw_trace_new_id(trace_id);
 }
 

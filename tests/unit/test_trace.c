@@ -35,11 +35,11 @@ test_parse(void **state)
 	size_t i;
 
 	(void)state;
-	assert_int_equal(gw_trace_parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+	assert_int_equal(tg_id_trace_of("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	    id), 1);
 	assert_string_equal(id, "4bf92f3577b34da6a3ce929d0e0e4736");
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_equal(gw_trace_parse(bad[i], id), 0);
+		assert_int_equal(tg_id_trace_of(bad[i], id), 0);
 }
 
 static void
@@ -52,7 +52,7 @@ test_parent_new_span(void **state)
 	assert_int_equal(strlen(id), 32);
 	gw_trace_parent(id, a, sa);
 	gw_trace_parent(id, b, sb);
-	assert_int_equal(gw_trace_parse(a, back), 1);
+	assert_int_equal(tg_id_trace_of(a, back), 1);
 	assert_string_equal(back, id);
 	assert_string_not_equal(sa, sb);
 	assert_memory_equal(a + 36, sa, 16);
@@ -76,14 +76,14 @@ test_headers(void **state)
 	evhttp_add_header(&h, "X-Request-Id", "spoofed");
 	gw_trace_headers(&t, &h);
 	assert_string_equal(evhttp_find_header(&h, "X-Request-Id"), "req-1");
-	assert_int_equal(gw_trace_parse(evhttp_find_header(&h, "traceparent"), back), 1);
+	assert_int_equal(tg_id_trace_of(evhttp_find_header(&h, "traceparent"), back), 1);
 	assert_string_equal(back, t.trace_id);
 	assert_string_equal(evhttp_find_header(&h, "tracestate"), "a=1");
 	assert_string_equal(evhttp_find_header(&h, "X-Forwarded-For"), "10.0.0.1, 127.0.0.1");
 	assert_memory_equal(evhttp_find_header(&h, "User-Agent"), "tidegate/", 9);
 	evhttp_clear_headers(&h);
 	gw_trace_headers(NULL, &h);		/* the gateway's own call */
-	assert_int_equal(gw_trace_parse(evhttp_find_header(&h, "traceparent"), back), 1);
+	assert_int_equal(tg_id_trace_of(evhttp_find_header(&h, "traceparent"), back), 1);
 	assert_null(evhttp_find_header(&h, "X-Request-Id"));
 	assert_null(evhttp_find_header(&h, "X-Forwarded-For"));
 	evhttp_clear_headers(&h);
@@ -129,7 +129,7 @@ test_headers_replace_the_clients(void **state)
 	gw_trace_headers(&t, &h);
 	for (i = 0; i < 4; i++)
 		assert_int_equal(count(&h, names[i]), i == 1 ? 0 : 1);	/* no tracestate: t has none */
-	assert_int_equal(gw_trace_parse(evhttp_find_header(&h, "traceparent"), back), 1);
+	assert_int_equal(tg_id_trace_of(evhttp_find_header(&h, "traceparent"), back), 1);
 	assert_string_equal(back, t.trace_id);
 	assert_string_equal(evhttp_find_header(&h, "X-Request-Id"), "req-2");
 	assert_string_equal(evhttp_find_header(&h, "X-Forwarded-For"), "127.0.0.1");
