@@ -278,8 +278,9 @@ gw_callback_check(const struct gw_req *r, const char *url, const char *key,
 /* ---- the process ---- */
 
 /* Stop the loop once draining and every reply, check and feature's work
- * is done, and the spans queued are exported (otlp.c); past drain_timeout (drain_cut) once the replies of the
- * requests cut are written, whatever else is under way. */
+ * is done and the spans queued are exported (otlp.c); past drain_timeout
+ * (drain_cut) once the replies of the requests cut are written, whatever
+ * else is under way. */
 void
 gw_maybe_exit(struct gw *gw)
 {

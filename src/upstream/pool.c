@@ -256,9 +256,9 @@ conn_bev(struct up_conn *c)
  * callback, code 0, no error). So the connect timeout is our own timer
  * (covering DNS, TCP and the TLS handshake), libevent's timeout is set just
  * behind it as a backstop, and switched to the read timeout in on_output
- * once the connection is up.
+ * once the connection is up. The connection is o's, made for r (named in
+ * the log line of a failure).
  */
-/* A connection of o, made for r (named in the log line of a failure). */
 static struct up_conn *
 conn_new(struct up_origin *o, const struct tg_up_req *r)
 {
