@@ -139,6 +139,8 @@ struct gw_req {
 	char trace_id[33];		/* its W3C trace (trace.c): accepted or new */
 	char span_id[17];		/* its SERVER span while tracing (spans.c), else "" */
 	char parent_span_id[17];	/* the caller's span (valid traceparent), or "" */
+	int sampled;			/* its trace's sampled flag (W3C): the caller's, else
+					 * tracing.sample's draw; 1 while tracing is off */
 	char client[64];		/* the peer's address (access log) */
 	char *user_agent;		/* the client's User-Agent, or NULL (owned) */
 	char *correlation_id;		/* the correlationId its query names, or NULL (owned) */
@@ -419,6 +421,7 @@ struct gw_trace {
 					 * "" none */
 	char state[GW_TRACE_STATE_MAX];	/* the caller's tracestate, as sent */
 	char forwarded[256];		/* X-Forwarded-For to send: chain + client */
+	int unsampled;			/* the caller's trace is not sampled: -00 sent */
 };
 /** Fill t (borrowed) for the client request r (borrowed): its request id,
  * the trace of a valid incoming traceparent or a new random one, its
@@ -426,9 +429,10 @@ struct gw_trace {
 void gw_trace_of_req(struct gw_trace *t, const struct gw_req *r);
 /** A new trace id (32 hex digits, random, never all zeros) into id (borrowed). */
 void gw_trace_new_id(char id[33]);
-/** "00-<trace_id>-<new span id>-01" into out (borrowed): one per vendor
- * call or delivery; span (borrowed, may be NULL) receives the span id. */
-void gw_trace_parent(const char *trace_id, char out[56], char span[17]);
+/** "00-<trace_id>-<new span id>-01" into out (borrowed), "-00" when not
+ * sampled: one per vendor call; span (borrowed, may be NULL) receives the
+ * span id. */
+void gw_trace_parent(const char *trace_id, int sampled, char out[56], char span[17]);
 /** A new span id (16 hex digits, random, never all zeros) into span (borrowed). */
 void gw_trace_new_span(char span[17]);
 /** The User-Agent of the gateway's own calls, "tidegate/<version>" (static). */

@@ -96,7 +96,7 @@ gw_admin_begin(struct gw *gw, struct evhttp_request *req, const char *op, int pr
 	const struct gw_config *cfg = &gw->rt->cfg;
 	struct gw_admin_req *a = tg_xcalloc(1, sizeof(*a));
 
-	gw_req_ids(req, a->id, a->trace_id);
+	(void)gw_req_ids(req, a->id, a->trace_id);
 	evhttp_remove_header(h, "X-Request-Id");
 	evhttp_add_header(h, "X-Request-Id", a->id);
 	if (!cfg->access_log || (probe && !cfg->access_log_probes) ||

@@ -32,8 +32,9 @@ void gw_on_request(struct evhttp_request *req, void *arg);
 /** The ids of a client request req (borrowed) into id and trace_id
  * (borrowed): the client's X-Request-Id when valid
  * (tg_http_request_id_valid; cut to TG_UUID_LEN - 1 bytes) else a new
- * uuid4, and the trace of a valid traceparent else a new one. */
-void gw_req_ids(struct evhttp_request *req, char id[TG_UUID_LEN], char trace_id[33]);
+ * uuid4, and the trace of a valid traceparent else a new one. Returns
+ * that traceparent's sampled flag (1 or 0), or -1 for a trace begun here. */
+int gw_req_ids(struct evhttp_request *req, char id[TG_UUID_LEN], char trace_id[33]);
 /** gw_trace_headers, and the new span id sent into span (borrowed; NULL:
  * not wanted): the CLIENT span of the attempt (vendor.c). */
 void gw_trace_headers_span(const struct gw_trace *t, struct evkeyvalq *out, char span[17]);
@@ -230,9 +231,11 @@ void gw_otlp_encode(const struct gw_span *v, size_t n, const char *service,
     struct evbuffer *out);
 
 /* spans.c: the spans of client requests and of the vendor calls made for them. */
-/** r (borrowed) arrived while tracing: its SERVER span id and its caller's span,
- * both left empty when r is not sampled (tracing.sample, the caller's flag). */
-void gw_span_arrive(struct gw_req *r);
+/** r (borrowed) arrived while tracing, with flag its caller's sampled flag
+ * (gw_req_ids): whether it is sampled (the caller's flag, else drawn with
+ * tracing.sample), its SERVER span id and its caller's span, both left
+ * empty when it is not. */
+void gw_span_arrive(struct gw_req *r, int flag);
 /** r (borrowed) ends: its SERVER span to the exporter, with its access
  * line's origin and served (static, origin may be NULL). */
 void gw_span_server(struct gw_req *r, const char *origin, const char *served);

@@ -56,6 +56,7 @@ static struct gw_req *
 req_new(struct gw *gw, int listener, struct evhttp_request *req)
 {
 	struct gw_req *r = tg_xcalloc(1, sizeof(*r));
+	int flag;
 
 	r->gw = gw;
 	r->rt = gw->rt;
@@ -67,9 +68,10 @@ req_new(struct gw *gw, int listener, struct evhttp_request *req)
 	r->path = tg_xstrdup(tg_http_path(req));
 	r->t0_us = tg_clock_mono_us();
 	r->t0 = r->t0_us / 1000;
-	gw_req_ids(req, r->id, r->trace_id);
+	flag = gw_req_ids(req, r->id, r->trace_id);
+	r->sampled = flag != 0;
 	if (gw->otlp != NULL)
-		gw_span_arrive(r);	/* tracing: its SERVER span starts */
+		gw_span_arrive(r, flag);	/* tracing: its SERVER span starts */
 	gw_access_note(r);
 	gw->inflight++;
 	TAILQ_INSERT_TAIL(&gw->reqs, r, inflight_next);

@@ -83,25 +83,21 @@ sample_new(const char *span, double share)
 }
 
 void
-gw_span_arrive(struct gw_req *r)
+gw_span_arrive(struct gw_req *r, int flag)
 {
 	const char *tp = tg_http_header(r->req, "traceparent");
-	char trace[33], flags[3];
-	int sampled;
 
 	gw_trace_new_span(r->span_id);
-	/* the caller's span is the parent when its trace is the one continued,
-	 * and its sampled flag decides (W3C parent-based sampling) */
-	if (tg_id_trace_of(tp, trace) && memcmp(trace, r->trace_id, 32) == 0) {
+	/* a caller's trace continued: its span is the parent, its sampled
+	 * flag decides (W3C parent-based sampling) */
+	if (flag >= 0) {
 		memcpy(r->parent_span_id, tp + 36, 16);
 		r->parent_span_id[16] = '\0';
-		memcpy(flags, tp + 53, 2);
-		flags[2] = '\0';
-		sampled = strtoul(flags, NULL, 16) & 1;
+		r->sampled = flag;
 	} else {
-		sampled = sample_new(r->span_id, r->rt->cfg.otlp_sample);
+		r->sampled = sample_new(r->span_id, r->rt->cfg.otlp_sample);
 	}
-	if (!sampled)		/* no SERVER span, hence no CLIENT spans */
+	if (!r->sampled)	/* no SERVER span, hence no CLIENT spans */
 		r->span_id[0] = r->parent_span_id[0] = '\0';
 }
 

@@ -64,7 +64,7 @@ gw_trace_new_span(char span[17])
 }
 
 void
-gw_trace_parent(const char *trace_id, char out[56], char span[17])
+gw_trace_parent(const char *trace_id, int sampled, char out[56], char span[17])
 {
 	char s[17];
 
@@ -73,22 +73,27 @@ gw_trace_parent(const char *trace_id, char out[56], char span[17])
 	memcpy(out + 3, trace_id, 32);
 	out[35] = '-';
 	memcpy(out + 36, s, 16);
-	memcpy(out + 52, "-01", 4);
+	memcpy(out + 52, sampled ? "-01" : "-00", 4);
 	if (span != NULL)
 		memcpy(span, s, 17);
 }
 
-void
+int
 gw_req_ids(struct evhttp_request *req, char id[TG_UUID_LEN], char trace_id[33])
 {
 	const char *rid = tg_http_header(req, "X-Request-Id");
+	const char *tp = tg_http_header(req, "traceparent");
 
 	if (rid != NULL && tg_http_request_id_valid(rid, strlen(rid)))
 		snprintf(id, TG_UUID_LEN, "%s", rid);
 	else
 		tg_id_uuid4(id);
-	if (!tg_id_trace_of(tg_http_header(req, "traceparent"), trace_id))
+	if (!tg_id_trace_of(tp, trace_id)) {
 		gw_trace_new_id(trace_id);
+		return -1;
+	}
+	/* the flags' low bit: sampled (two lower-case hex digits, checked) */
+	return (tp[54] <= '9' ? tp[54] - '0' : tp[54] - 'a' + 10) & 1;
 }
 
 const char *
@@ -122,6 +127,7 @@ gw_trace_of_req(struct gw_trace *t, const struct gw_req *r)
 	copy_in(t->rid, sizeof(t->rid), r->id);
 	memcpy(t->trace_id, r->trace_id, sizeof(t->trace_id));
 	memcpy(t->span_id, r->span_id, sizeof(t->span_id));
+	t->unsampled = !r->sampled;
 	if (st != NULL)
 		copy_in(t->state, sizeof(t->state), st);
 	if (r->conn != NULL)
@@ -187,10 +193,10 @@ gw_trace_headers_span(const struct gw_trace *t, struct evkeyvalq *out, char span
 	unsigned bits;
 
 	if (t != NULL && t->trace_id[0] != '\0') {
-		gw_trace_parent(t->trace_id, tp, span);
+		gw_trace_parent(t->trace_id, !t->unsampled, tp, span);
 	} else {
 		gw_trace_new_id(id);
-		gw_trace_parent(id, tp, span);
+		gw_trace_parent(id, 1, tp, span);
 	}
 	bits = present(out);
 	put(out, bits, H_TP, "traceparent", tp);

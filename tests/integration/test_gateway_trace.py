@@ -165,6 +165,27 @@ def test_caller_login_carries_the_callers_trace(make_gateway, vendor):
                  CALLER_TRACE)
 
 
+@pytest.mark.parametrize("flags,sent", [("01", "01"), ("00", "00"), ("03", "01"),
+                                         ("0a", "00"), (None, "01")])
+def test_the_callers_sampled_flag_goes_on(make_gateway, vendor, flags, sent):
+    """A caller's traceparent's sampled flag reaches every vendor call made
+    for it (W3C: a trace its caller does not sample stays unsampled); a
+    trace begun here says sampled (tracing off: the vendor may record)."""
+    url, seen = vendor
+    gw = make_gateway(None, {"dex": {"url": url, "username": None, "password_file": None}})
+    tp = {"traceparent": f"00-{CALLER_TRACE}-00f067aa0ba902b7-{flags}"} if flags else {}
+    h = {**gw.headers(), "X-Request-Id": "req-flags", **tp}
+    r = requests.get(gw.dex + "/public/v2/anything", headers=h, timeout=10)
+    assert r.status_code == 200
+    r = requests.get(gw.dex + "/public/export", params={"correlationId": "C-1"}, headers=h,
+                     timeout=10)
+    assert r.status_code == 202
+    got = [calls(seen, "GET", p)[-1]["traceparent"] for p in ("/public/v2/", "/public/export")]
+    for g in got:
+        assert re.match(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-" + sent + "$", g), (flags, got)
+        assert (g.split("-")[1] == CALLER_TRACE) == (flags is not None)
+
+
 def test_webhook_delivery_names_the_request_and_its_trace(make_emulator, make_gateway,
                                                           secret_file):  # noqa: F811
     receiver = Receiver()

@@ -221,7 +221,8 @@ def test_a_full_queue_drops_and_counts(make_gateway, vendor):
 def test_sampling_follows_the_caller_and_tracing_sample(make_gateway, vendor, collector):
     """A caller's traceparent decides by its sampled flag, whatever
     tracing.sample says; a trace started here is sampled with that share
-    (0: none, 0.5: about half of 400)."""
+    (0: none, 0.5: about half of 400); the traceparent sent to the vendor
+    carries the decision."""
     url, seen = vendor
     otlp, col = collector
     gw = traced_gateway(make_gateway, url, otlp, sample=0)
@@ -242,9 +243,11 @@ def test_sampling_follows_the_caller_and_tracing_sample(make_gateway, vendor, co
     time.sleep(0.6)                                   # three flush intervals
     assert server_span(col, "req-flag-off") is None and server_span(col, "req-new") is None
     assert len(spans(col)) == 2 and gw.metric("tidegate_spans_exported_total") == 2
-    # the wire is unchanged: the vendor still gets the caller's trace
-    assert TP.match(calls(seen, "GET", "/public/v1/ping")[1]["traceparent"]).group(1) == \
-        CALLER_TRACE
+    # the vendor gets the caller's trace, and the decision: "-00" for a
+    # caller's unsampled trace and for one tracing.sample drew out
+    sent = [c["traceparent"] for c in calls(seen, "GET", "/public/v1/ping")]
+    assert TP.match(sent[0]) and sent[1].startswith(f"00-{CALLER_TRACE}-"), sent
+    assert sent[1].endswith("-00") and sent[2].endswith("-00"), sent
 
     gw2 = traced_gateway(make_gateway, url, otlp, sample=0.5)
     Collector.posts = []
@@ -254,6 +257,8 @@ def test_sampling_follows_the_caller_and_tracing_sample(make_gateway, vendor, co
     time.sleep(0.6)
     n = len([s for s in spans(col) if s["kind"] == 2])
     assert 140 <= n <= 260, n                         # 200 expected, 6 sigma either side
+    sent = [c["traceparent"] for c in calls(seen, "GET", "/public/v1/ping")[3:]]
+    assert len(sent) == 400 and sum(t.endswith("-01") for t in sent) == n   # as drawn
     assert all(s["kind"] != 2 or "parentSpanId" not in s for s in spans(col))
 
 

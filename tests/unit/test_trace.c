@@ -50,13 +50,14 @@ test_parent_new_span(void **state)
 	(void)state;
 	gw_trace_new_id(id);
 	assert_int_equal(strlen(id), 32);
-	gw_trace_parent(id, a, sa);
-	gw_trace_parent(id, b, sb);
+	gw_trace_parent(id, 1, a, sa);
+	gw_trace_parent(id, 0, b, sb);
 	assert_int_equal(tg_id_trace_of(a, back), 1);
 	assert_string_equal(back, id);
 	assert_string_not_equal(sa, sb);
 	assert_memory_equal(a + 36, sa, 16);
 	assert_string_equal(a + 52, "-01");
+	assert_string_equal(b + 52, "-00");	/* not sampled: the flag says so */
 }
 
 static void
@@ -81,9 +82,15 @@ test_headers(void **state)
 	assert_string_equal(evhttp_find_header(&h, "tracestate"), "a=1");
 	assert_string_equal(evhttp_find_header(&h, "X-Forwarded-For"), "10.0.0.1, 127.0.0.1");
 	assert_memory_equal(evhttp_find_header(&h, "User-Agent"), "tidegate/", 9);
+	assert_string_equal(evhttp_find_header(&h, "traceparent") + 52, "-01");
+	evhttp_clear_headers(&h);
+	t.unsampled = 1;			/* the caller's trace is not sampled */
+	gw_trace_headers(&t, &h);
+	assert_string_equal(evhttp_find_header(&h, "traceparent") + 52, "-00");
 	evhttp_clear_headers(&h);
 	gw_trace_headers(NULL, &h);		/* the gateway's own call */
 	assert_int_equal(tg_id_trace_of(evhttp_find_header(&h, "traceparent"), back), 1);
+	assert_string_equal(evhttp_find_header(&h, "traceparent") + 52, "-01");
 	assert_null(evhttp_find_header(&h, "X-Request-Id"));
 	assert_null(evhttp_find_header(&h, "X-Forwarded-For"));
 	evhttp_clear_headers(&h);
