@@ -453,6 +453,8 @@ struct gw_vcall_req {
 	const char *owner;		/* pool owner tag (borrowed: static or rt's) */
 	size_t replay_max;		/* a 401 is replayed for a body up to this size */
 	const struct gw_trace *trace;	/* who the call is for (copied); NULL: the gateway */
+	int token_endpoint;		/* to the service's login endpoint (sim: auth_url
+					 * or token_url), not its API */
 };
 struct gw_vcall_cbs {
 	/* The answer, as tg_up_cbs: headers borrowed until on_done returns. */
@@ -509,5 +511,9 @@ void gw_req_continue(struct gw_req *r);
 /** Upstream path and query for r (borrowed; the string is malloc'd, the
  * caller owns it): route template, minus drop_query. */
 char *gw_upstream_uri(struct gw_req *r);
+/** Where r (borrowed) goes (borrowed from its runtime): the service's API,
+ * or for a simulation token request the login endpoint (sim.auth_url or
+ * sim.token_url). */
+struct tg_upstream *gw_req_upstream(const struct gw_req *r);
 
 #endif

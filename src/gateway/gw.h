@@ -240,8 +240,10 @@ void gw_span_arrive(struct gw_req *r, int flag);
  * line's origin and served (static, origin may be NULL). */
 void gw_span_server(struct gw_req *r, const char *origin, const char *served);
 /** host[:port] of s's (borrowed) vendor origin ("primary", "fallback";
- * borrowed) into out (len bytes; "" for none or NULL). */
-void gw_origin_addr(const struct gw_service *s, const char *origin, char *out, size_t len);
+ * borrowed) into out (len bytes; "" for none or NULL); login: of its
+ * login endpoint (sim.token_url or sim.auth_url: one origin). */
+void gw_origin_addr(const struct gw_service *s, const char *origin, int login, char *out,
+    size_t len);
 /** The CLIENT span of one attempt of a vendor call for t's request (t
  * borrowed, its span_id the parent), span (borrowed) the id its
  * traceparent carried, from t0_us (monotonic) until now, of service s
@@ -256,6 +258,7 @@ struct gw_span_call {
 	int status;
 	int failed;
 	const char *origin, *retry;
+	int login;			/* to the login endpoint (gw_origin_addr) */
 };
 void gw_span_client(struct gw *gw, const struct gw_span_call *c);
 

@@ -3,7 +3,10 @@
  * the OAuth2 token endpoint (simulation). Legacy tools log in before every
  * call; the gateway answers repeats from a cache keyed by the identity and
  * a salted hash of the secret while the vendor's token is valid, so the
- * vendor sees one login. Anything it cannot parse is passed through as is.
+ * vendor sees one login. A simulation client authenticates in the form or
+ * by HTTP Basic (RFC 6749 2.3.1). Anything it cannot parse is passed
+ * through as is, to the same login endpoint (gw_req_upstream: sim.auth_url
+ * or sim.token_url).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/crypto.h"
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
@@ -28,6 +32,7 @@ struct login {
 	struct gw_req *r;
 	char *id, *secret;
 	int sim;
+	int basic;			/* the client authenticated by HTTP Basic */
 };
 
 static void
@@ -130,29 +135,87 @@ done:
 	login_free(l);
 }
 
-/* Pull the identity and secret out of the caller's login body. */
+/* RFC 6749 2.3.1 (client_secret_basic): "Authorization: Basic" of the
+ * form-urlencoded id and secret joined by ':'. 0: both malloc'd into id
+ * and secret. */
 static int
-parse_credentials(struct gw_req *r, int sim, char **id, char **secret)
+basic_credentials(const char *auth, char **id, char **secret)
 {
-	size_t len;
-	char *body = tg_http_body(r->req, &len);
+	size_t n;
+	char *raw, *colon;
+
+	*id = *secret = NULL;
+	while (*auth == ' ')
+		auth++;
+	if ((raw = (char *)tg_b64_decode(auth, strlen(auth), &n)) == NULL)
+		return -1;
+	colon = memchr(raw, ':', n);
+	if (colon != NULL && memchr(raw, '\0', n) == NULL) {
+		*colon = '\0';
+		*id = evhttp_uridecode(raw, 1, NULL);
+		*secret = evhttp_uridecode(colon + 1, 1, NULL);
+	}
+	explicit_bzero(raw, n);
+	free(raw);
+	if (colon != NULL && *id != NULL && *secret != NULL && **id != '\0')
+		return 0;
+	if (*secret != NULL)
+		explicit_bzero(*secret, strlen(*secret));
+	free(*id);
+	free(*secret);
+	*id = *secret = NULL;
+	return -1;
+}
+
+/* A client credentials grant: its client's id and secret from the form, or
+ * from HTTP Basic (*basic set) when the form has no secret (one method at
+ * a time, RFC 6749 2.3; a client_id beside Basic must name the same). */
+static int
+form_credentials(struct gw_req *r, const char *body, char **id, char **secret, int *basic)
+{
+	const char *auth = tg_http_header(r->req, "Authorization");
 	struct evkeyvalq form;
 	const char *a, *b, *g;
-	yajl_val v;
-	int rc = -1;
+	int rc = -1, by_basic = auth != NULL && strncasecmp(auth, "Basic ", 6) == 0;
 
-	if (sim) {
-		TAILQ_INIT(&form);
-		if (evhttp_parse_query_str(body, &form) == 0 &&
-		    (g = evhttp_find_header(&form, "grant_type")) != NULL &&
-		    strcmp(g, "client_credentials") == 0 &&
-		    (a = evhttp_find_header(&form, "client_id")) != NULL &&
-		    (b = evhttp_find_header(&form, "client_secret")) != NULL) {
+	TAILQ_INIT(&form);
+	if (evhttp_parse_query_str(body, &form) == 0 &&
+	    (g = evhttp_find_header(&form, "grant_type")) != NULL &&
+	    strcmp(g, "client_credentials") == 0) {
+		a = evhttp_find_header(&form, "client_id");
+		b = evhttp_find_header(&form, "client_secret");
+		if (a != NULL && b != NULL && !by_basic) {
 			*id = tg_xstrdup(a);
 			*secret = tg_xstrdup(b);
 			rc = 0;
+		} else if (b == NULL && by_basic &&
+		    (rc = basic_credentials(auth + 6, id, secret)) == 0 &&
+		    a != NULL && strcmp(a, *id) != 0) {
+			explicit_bzero(*secret, strlen(*secret));
+			free(*id);
+			free(*secret);
+			*id = *secret = NULL;
+			rc = -1;
 		}
-		evhttp_clear_headers(&form);
+		*basic = rc == 0 && by_basic;
+	}
+	evhttp_clear_headers(&form);
+	return rc;
+}
+
+/* Pull the identity and secret out of the caller's login. */
+static int
+parse_credentials(struct gw_req *r, int sim, char **id, char **secret, int *basic)
+{
+	size_t len;
+	char *body = tg_http_body(r->req, &len);
+	const char *a, *b;
+	yajl_val v;
+	int rc = -1;
+
+	*basic = 0;
+	if (sim) {
+		rc = form_credentials(r, body, id, secret, basic);
 	} else if ((v = tg_json_parse(body, len, NULL)) != NULL) {
 		a = tg_json_get_str(v, "username");
 		b = tg_json_get_str(v, "password");
@@ -169,7 +232,7 @@ parse_credentials(struct gw_req *r, int sim, char **id, char **secret)
 }
 
 static struct evkeyvalq *
-login_headers(struct gw_req *r, struct evkeyvalq *h)
+login_headers(struct gw_req *r, int basic, struct evkeyvalq *h)
 {
 	const char *ct = tg_http_header(r->req, "Content-Type");
 	struct gw_trace t;
@@ -177,6 +240,8 @@ login_headers(struct gw_req *r, struct evkeyvalq *h)
 	TAILQ_INIT(h);
 	evhttp_add_header(h, "Content-Type", ct ? ct : "application/json");
 	evhttp_add_header(h, "Accept", "application/json");
+	if (basic)		/* the client's own authentication, as it sent it */
+		evhttp_add_header(h, "Authorization", tg_http_header(r->req, "Authorization"));
 	gw_trace_of_req(&t, r);
 	gw_trace_headers(&t, h);	/* request id, traceparent, X-Forwarded-For */
 	return h;
@@ -191,8 +256,9 @@ gw_login_handle(struct gw_req *r)
 	struct login *l;
 	char *id = NULL, *secret = NULL, *uri;
 	int64_t until;
+	int basic;
 
-	if (!r->svc->cfg->login_cache || parse_credentials(r, sim, &id, &secret) != 0) {
+	if (!r->svc->cfg->login_cache || parse_credentials(r, sim, &id, &secret, &basic) != 0) {
 		r->auth = GW_AUTH_CALLER;
 		gw_req_proxy(r);	/* not a form we cache: the vendor answers */
 		return;
@@ -216,12 +282,9 @@ gw_login_handle(struct gw_req *r)
 	l->id = id;
 	l->secret = secret;
 	l->sim = sim;
-	/* sim.token_url: the auth upstream's URL is the endpoint itself. */
-	uri = sim && r->svc->cfg->token_url != NULL ?
-	    tg_xstrdup(*tg_upstream_base_path(r->svc->auth) ? tg_upstream_base_path(r->svc->auth) :
-	    "/") : tg_xasprintf("%s%s", tg_upstream_base_path(r->svc->auth),
-	    r->svc->cfg->routes[r->m.route->op]);
-	r->up = tg_upstream_fetch(r->svc->auth, EVHTTP_REQ_POST, uri, login_headers(r, &h),
+	l->basic = basic;
+	uri = gw_upstream_uri(r);	/* the login endpoint: gw_req_upstream */
+	r->up = tg_upstream_fetch(gw_req_upstream(r), EVHTTP_REQ_POST, uri, login_headers(r, basic, &h),
 	    evhttp_request_get_input_buffer(r->req), 64 * 1024, on_login_done, l);
 	tg_up_req_set_owner(r->up, gw_req_owner(r));
 	evhttp_clear_headers(&h);

@@ -265,17 +265,27 @@ forward_query(const char *q, const char *drop)
 	return out;
 }
 
+struct tg_upstream *
+gw_req_upstream(const struct gw_req *r)
+{
+	return r->op == TG_OP_SIM_TOKEN ? r->svc->auth : r->svc->api;
+}
+
 /* Upstream URI: base path + the op's template (or the client's path when
- * passing through) + the client's query string. */
+ * passing through) + the client's query string. A simulation token
+ * request goes to the login endpoint (gw_req_upstream): sim.token_url is
+ * its whole URL, else sim.auth_url's path + the token route. */
 char *
 gw_upstream_uri(struct gw_req *r)
 {
 	const struct evhttp_uri *cu = evhttp_request_get_evhttp_uri(r->req);
 	const char *q = cu ? evhttp_uri_get_query(cu) : NULL;
-	const char *base = tg_upstream_base_path(r->svc->api);
+	const char *base = tg_upstream_base_path(gw_req_upstream(r));
 	char *path, *uri, *fq;
 
-	if (r->m.route != NULL)
+	if (r->op == TG_OP_SIM_TOKEN && r->svc->cfg->token_url != NULL)
+		path = tg_xstrdup(*base ? "" : "/");
+	else if (r->m.route != NULL)
 		path = tg_route_expand(r->svc->cfg->routes[r->m.route->op], &r->m);
 	else
 		path = tg_xstrdup(r->path);
@@ -307,6 +317,7 @@ gw_req_proxy(struct gw_req *r)
 	q.replay_max = (size_t)r->svc->cfg->replay_max_body;
 	gw_trace_of_req(&t, r);
 	q.trace = &t;
+	q.token_endpoint = gw_req_upstream(r) != r->svc->api;
 	r->up_t0 = tg_clock_mono_ms();
 	r->call = gw_vcall_start(&q, &call_cbs, r);
 }

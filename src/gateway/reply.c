@@ -133,7 +133,7 @@ access_line(struct gw_req *r, int64_t ms)
 	char addr[300];
 
 	origin_served(r, &a.origin, &a.served);
-	gw_origin_addr(r->svc, a.origin, addr, sizeof(addr));
+	gw_origin_addr(r->svc, a.origin, r->op == TG_OP_SIM_TOKEN, addr, sizeof(addr));
 	a.upstream_addr = *addr ? addr : NULL;
 	gw_access_line(&a);
 }

@@ -51,10 +51,13 @@ copy_text(char *dst, size_t n, const char *src)
 /* host[:port] of the vendor host that answered, from the configuration:
  * for the access line (reply.c) and CLIENT spans. */
 void
-gw_origin_addr(const struct gw_service *s, const char *origin, char *out, size_t len)
+gw_origin_addr(const struct gw_service *s, const char *origin, int login, char *out,
+    size_t len)
 {
 	const char *url = origin == NULL || strcmp(origin, "none") == 0 ? NULL :
-	    strcmp(origin, "fallback") == 0 ? s->cfg->fallback_url : s->cfg->url;
+	    login && s->index == GW_SIM ? (s->cfg->token_url != NULL ? s->cfg->token_url :
+	    s->cfg->auth_url) : strcmp(origin, "fallback") == 0 ? s->cfg->fallback_url :
+	    s->cfg->url;
 	struct evhttp_uri *u = url != NULL ? evhttp_uri_parse(url) : NULL;
 	const char *h = u != NULL ? evhttp_uri_get_host(u) : NULL;
 	int port = u != NULL ? evhttp_uri_get_port(u) : -1;
@@ -145,7 +148,8 @@ gw_span_client(struct gw *gw, const struct gw_span_call *c)
 	span_times(c->t0_us, &s.start_ns, &s.end_ns);
 	s.status = c->status;
 	s.error = c->failed || c->status >= 500;
-	gw_origin_addr(c->s, c->origin != NULL ? c->origin : "primary", s.addr, sizeof(s.addr));
+	gw_origin_addr(c->s, c->origin != NULL ? c->origin : "primary", c->login, s.addr,
+	    sizeof(s.addr));
 	s.retry = c->retry;
 	gw_otlp_add(gw->otlp, &s);
 }

@@ -53,6 +53,7 @@ struct gw_vcall {
 	const struct evkeyvalq *headers;
 	struct gw_trace trace;		/* who the call is for */
 	int traced;
+	struct tg_upstream *target;	/* the service's API, or its login endpoint */
 	/* tracing: the CLIENT span of the attempt in flight (spans.c) */
 	int span_open, span_status;
 	char span[17];			/* the span id its traceparent carries */
@@ -68,7 +69,7 @@ span_end(struct gw_vcall *c, int failed)
 {
 	struct gw_span_call sc = { &c->trace, c->span, c->svc, c->method, c->span_t0,
 		c->span_status, failed, c->up != NULL ? tg_up_req_origin(c->up) : NULL,
-		c->up != NULL ? tg_up_req_why(c->up) : NULL };
+		c->up != NULL ? tg_up_req_why(c->up) : NULL, c->target != c->svc->api };
 
 	c->span_open = 0;
 	gw_span_client(c->rt->gw, &sc);
@@ -157,7 +158,7 @@ vcall_send(struct gw_vcall *c)
 	struct evkeyvalq *h;
 	char *auth;
 
-	c->up = tg_upstream_send(c->svc->api, c->method, c->uri, NULL, c->body, &up_cbs, c);
+	c->up = tg_upstream_send(c->target, c->method, c->uri, NULL, c->body, &up_cbs, c);
 	h = tg_up_req_headers(c->up);	/* before the loop starts the request */
 	if (c->cbs.add_headers != NULL)
 		c->cbs.add_headers(c, h, c->arg);
@@ -233,6 +234,7 @@ vcall_new(const struct gw_vcall_req *q, const struct gw_vcall_cbs *cbs, void *ar
 	c->rt = q->rt;
 	c->rt->refs++;
 	c->svc = &c->rt->svc[q->service];
+	c->target = q->token_endpoint ? c->svc->auth : c->svc->api;
 	c->method = q->method;
 	c->uri = tg_xstrdup(q->uri);
 	c->body = q->body;

@@ -128,6 +128,30 @@ def test_callers_own_client_credentials_answered_from_cache(emulator, gateway):
     assert r.status_code == 401 and r.json()["error"] == "invalid_client"
 
 
+def test_callers_token_requests_reach_the_token_endpoint(emulator, make_gateway):
+    """A caller's own token request the cache does not answer (login_cache
+    off, or a form it does not read) goes to sim.auth_url, not to sim.url:
+    the emulator's token endpoint answers it, and the access line names
+    that host."""
+    gw = make_gateway(emulator, {"sim": {"login_cache": False}})
+    gw.wait_tokens()
+    before = emulator.stats()["byListener"]["auth"]["POST /api/oauth2/token"]
+    url = gw.sim + "/api/oauth2/token"
+    form = {"grant_type": "client_credentials", "client_id": "demo",
+            "client_secret": "demo-secret"}
+    r = requests.post(url, data=form, headers={"X-Request-Id": "own-token"}, timeout=10)
+    assert r.status_code == 200 and r.json()["access_token"], r.text
+    # a grant the cache does not read: the vendor's own refusal
+    r = requests.post(url, data={"grant_type": "password"}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_request", r.text
+    by = emulator.stats()["byListener"]
+    assert by["auth"]["POST /api/oauth2/token"] == before + 2
+    assert "POST /api/oauth2/token" not in by["sim"]
+    [line] = [e for e in gw.log_lines() if e.get("event") == "access" and
+              e.get("id") == "own-token"]
+    assert line["upstream_addr"] == emulator.auth.split("//")[1], line
+
+
 def test_api_keys(emulator, make_gateway):
     gw = make_gateway(emulator, {"keys": [
         {"name": "dexonly",

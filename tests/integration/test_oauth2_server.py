@@ -6,8 +6,10 @@ scope and audience sent as configured, refusals and a wrong URL named in the
 caller's error and the log. The simulation upstream stays the emulator,
 which only accepts tokens it issued itself, so these tests assert on the
 login and the token request rather than on a simulation call."""
+import base64
 import os
 import subprocess
+from urllib.parse import quote_plus
 
 import requests
 
@@ -112,6 +114,55 @@ def check_config(tmp_path, sim):
     cfg.write_text("sim:\n" + "".join(f"  {k}: {v}\n" for k, v in sim.items()))
     return subprocess.run([os.path.join(BUILD, "tidegate"), "-t", "-c", str(cfg)],
                           capture_output=True, text=True, timeout=30)
+
+
+def basic(client_id, secret):
+    raw = f"{quote_plus(client_id)}:{quote_plus(secret)}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+
+
+def test_callers_basic_logins_go_to_the_token_url_and_are_cached(make_oauth2_server,
+                                                                 make_gateway, emulator):
+    """A caller's own client_secret_basic token request reaches sim.token_url
+    as it was sent and its answer is cached under the same id and secret as
+    a client_secret_post one: one login for three requests. A wrong secret is
+    the server's 401, relayed, not cached; Basic beside a client_id that
+    names another client is passed through as sent."""
+    client_id, secret = "tool:7", "p@ss word+"
+    srv = make_oauth2_server(client_id, secret)
+    gw = sim_gateway(make_gateway, emulator, srv, client_id, secret)
+    gw.wait_tokens()
+    n = len(srv.requests())                            # the gateway's own login
+    url = gw.sim + "/api/oauth2/token"
+    grant = {"grant_type": "client_credentials"}
+    got = [requests.post(url, data=grant, headers=basic(client_id, secret), timeout=10)
+           for _ in range(2)]
+    got.append(requests.post(url, data={**grant, "client_id": client_id,
+                                        "client_secret": secret}, timeout=10))
+    assert [r.status_code for r in got] == [200, 200, 200], got[0].text
+    assert len({r.json()["access_token"] for r in got}) == 1
+    [req] = srv.requests()[n:]
+    assert req["path"] == "/token" and req["client_auth"] == "client_secret_basic"
+    assert req["client_id"] == client_id and req["accepted"] and req["form"] == grant
+    assert gw.metric("tidegate_login_cache_total", service="sim", result="hit") == 2
+    assert gw.metric("tidegate_login_cache_total", service="sim", result="miss") == 1
+
+    r = requests.post(url, data=grant, headers=basic(client_id, "wrong"), timeout=10)
+    assert r.status_code == 401 and r.json()["error"] == "invalid_client"
+    r = requests.post(url, data={**grant, "client_id": "other"},
+                      headers=basic(client_id, secret), timeout=10)
+    assert r.status_code == 200                        # the server's answer to what was sent
+    seen = srv.requests()[n:]
+    assert len(seen) == 3 and seen[2]["form"] == {**grant, "client_id": "other"}
+    b64 = lambda raw: base64.b64encode(raw).decode()                 # noqa: E731
+    odd = ["Basic", "Basic ", "Basic !!!", "Basic " + b64(b"no-colon"),
+           "Basic " + b64(b":secret-only"), "Basic " + b64(b"a\0b:c"), "Basic =" * 40]
+    for h in odd:                                      # not read: passed on as sent
+        r = requests.post(url, data=grant, headers={"Authorization": h}, timeout=10)
+        assert r.status_code == 401, (h, r.text)
+    assert len(srv.requests()[n:]) == 3 + len(odd)
+    assert gw.metric("tidegate_login_cache_total", service="sim", result="hit") == 2
+    assert secret not in gw.read_log() and "wrong" not in gw.read_log()
 
 
 def test_config_checks(tmp_path):
