@@ -59,6 +59,8 @@ struct gw_service {
 	struct tg_token_src *tokens;	/* NULL without configured credentials */
 	struct gw_share *share;		/* its logins shared through the state seam */
 	struct tg_login_cache *logins;	/* callers' own logins */
+	struct gw_login_span *login_span;	/* its vendor login's CLIENT span while
+						 * a traced caller waits (owned) */
 };
 
 /* Everything one configuration builds; a reload swaps it while requests

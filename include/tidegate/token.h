@@ -60,6 +60,15 @@ struct tg_token_opts {
 	 */
 	void (*login_headers)(void *hook_arg, void *waiter_arg, struct evkeyvalq *out);
 	void *login_headers_arg;	/* borrowed: must outlive the source */
+	/*
+	 * The login request this instance sent ends, or NULL: answered with
+	 * status by origin ("primary", "fallback"; static), or failed (not
+	 * sent, no whole answer, login_timeout_ms passed: status 0). Called
+	 * once per request, before any waiter hears; never for a token taken
+	 * from the fleet, nor for a request cancelled by tg_token_src_free.
+	 * hook_arg is login_headers_arg.
+	 */
+	void (*login_end)(void *hook_arg, int status, int failed, const char *origin);
 };
 
 struct tg_token_src;

@@ -566,6 +566,8 @@ send_login(struct tg_token_src *ts)
 	    LOGIN_MAX_BODY, on_login_done, ts);
 	wipe_headers(&hdrs);
 	if (g.alive && ts->login_pending && r == NULL) {
+		if (ts->o.login_end != NULL)
+			ts->o.login_end(ts->o.login_headers_arg, 0, 1, NULL);
 		end_login(ts);
 		login_failed(ts, 0, TG_UP_CONNECT, "the vendor login request could not be sent");
 	}
@@ -800,6 +802,9 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
 	yajl_val root = NULL;
 	int64_t life = 0;
 
+	if (ts->o.login_end != NULL)
+		ts->o.login_end(ts->o.login_headers_arg, status, err != TG_UP_OK,
+		    ts->login != NULL ? tg_up_req_origin(ts->login) : NULL);
 	end_login(ts);
 	if (err != TG_UP_OK)
 		unreached_why(ts, err, detail, why, sizeof(why));
@@ -823,8 +828,11 @@ on_login_timeout(evutil_socket_t fd, short what, void *arg)
 	if (ts->sharing && ts->share.cancel != NULL)
 		ts->share.cancel(ts->share.arg);	/* the fleet's answer came too late */
 	ts->sharing = 0;
-	if (ts->login != NULL)
+	if (ts->login != NULL) {
 		tg_up_req_cancel(ts->login);
+		if (ts->o.login_end != NULL)
+			ts->o.login_end(ts->o.login_headers_arg, 0, 1, NULL);
+	}
 	end_login(ts);
 	snprintf(why, sizeof(why), "the vendor login at %s did not answer within %lld ms",
 	    ts->o.url, (long long)ts->o.login_timeout_ms);

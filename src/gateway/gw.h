@@ -261,6 +261,24 @@ struct gw_span_call {
 	int login;			/* to the login endpoint (gw_origin_addr) */
 };
 void gw_span_client(struct gw *gw, const struct gw_span_call *c);
+/* A vendor login's CLIENT span: the gateway's own (vendor.c) or a caller's
+ * (logins.c), in the trace of the traced request it is made for. */
+struct gw_login_span {
+	struct gw *gw;			/* borrowed; NULL: no span for this login */
+	struct gw_trace trace;
+	char span[17];
+	int64_t t0_us;
+};
+/** The login's trace headers into out (borrowed) for t (borrowed; NULL:
+ * the gateway's own, a trace of its own), and its span opened in ls
+ * (borrowed) when t's request is traced and gw (borrowed, may be NULL)
+ * exports spans. */
+void gw_login_span_begin(struct gw_login_span *ls, struct gw *gw, const struct gw_trace *t,
+    struct evkeyvalq *out);
+/** The login of ls (borrowed) ended, as tg_token_opts.login_end says (s,
+ * origin borrowed): its span, if open, to the exporter. */
+void gw_login_span_end(struct gw_login_span *ls, const struct gw_service *s, int status,
+    int failed, const char *origin);
 
 /* admin.c */
 void gw_admin_on_request(struct evhttp_request *req, void *arg);

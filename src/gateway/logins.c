@@ -33,6 +33,7 @@ struct login {
 	char *id, *secret;
 	int sim;
 	int basic;			/* the client authenticated by HTTP Basic */
+	struct gw_login_span span;	/* its CLIENT span when r is traced */
 };
 
 static void
@@ -112,6 +113,8 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
 
 	r->up = NULL;
 	r->upstream_status = status;
+	gw_login_span_end(&l->span, r->svc, status, err != TG_UP_OK,
+	    u != NULL ? tg_up_req_origin(u) : NULL);
 	if (err == TG_UP_BUSY) {
 		gw_req_reply_busy(r, u);
 		goto done;
@@ -232,18 +235,19 @@ parse_credentials(struct gw_req *r, int sim, char **id, char **secret, int *basi
 }
 
 static struct evkeyvalq *
-login_headers(struct gw_req *r, int basic, struct evkeyvalq *h)
+login_headers(struct login *l, struct evkeyvalq *h)
 {
-	const char *ct = tg_http_header(r->req, "Content-Type");
+	const char *ct = tg_http_header(l->r->req, "Content-Type");
 	struct gw_trace t;
 
 	TAILQ_INIT(h);
 	evhttp_add_header(h, "Content-Type", ct ? ct : "application/json");
 	evhttp_add_header(h, "Accept", "application/json");
-	if (basic)		/* the client's own authentication, as it sent it */
-		evhttp_add_header(h, "Authorization", tg_http_header(r->req, "Authorization"));
-	gw_trace_of_req(&t, r);
-	gw_trace_headers(&t, h);	/* request id, traceparent, X-Forwarded-For */
+	if (l->basic)		/* the client's own authentication, as it sent it */
+		evhttp_add_header(h, "Authorization", tg_http_header(l->r->req, "Authorization"));
+	gw_trace_of_req(&t, l->r);
+	/* request id, traceparent, X-Forwarded-For; its span when traced */
+	gw_login_span_begin(&l->span, l->r->gw, &t, h);
 	return h;
 }
 
@@ -284,7 +288,7 @@ gw_login_handle(struct gw_req *r)
 	l->sim = sim;
 	l->basic = basic;
 	uri = gw_upstream_uri(r);	/* the login endpoint: gw_req_upstream */
-	r->up = tg_upstream_fetch(gw_req_upstream(r), EVHTTP_REQ_POST, uri, login_headers(r, basic, &h),
+	r->up = tg_upstream_fetch(gw_req_upstream(r), EVHTTP_REQ_POST, uri, login_headers(l, &h),
 	    evhttp_request_get_input_buffer(r->req), 64 * 1024, on_login_done, l);
 	tg_up_req_set_owner(r->up, gw_req_owner(r));
 	evhttp_clear_headers(&h);

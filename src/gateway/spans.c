@@ -6,10 +6,11 @@
  * its access line is written (reply.c, gw_req_finish); one CLIENT span per
  * attempt of a vendor call made for such a request (vendor.c), whose id is
  * the one that attempt's traceparent carried and whose parent is the
- * request's SERVER span. A request is traced when its caller's valid
- * traceparent says sampled, or, starting a trace, with the share
- * tracing.sample. Calls made for nobody (the gateway's logins, run
- * checks) carry no SERVER span and make none. Times: the loop's monotonic
+ * request's SERVER span; so do the vendor logins such a request waits for
+ * (the gateway's own, vendor.c, and the caller's, logins.c). A request is
+ * traced when its caller's valid traceparent says sampled, or, starting a
+ * trace, with the share tracing.sample. Calls made for nobody (logins
+ * nobody waits for, run checks) carry no SERVER span and make none. Times: the loop's monotonic
  * clock at the start, turned into Unix time at the end.
  */
 #include <stdio.h>
@@ -152,4 +153,30 @@ gw_span_client(struct gw *gw, const struct gw_span_call *c)
 	    sizeof(s.addr));
 	s.retry = c->retry;
 	gw_otlp_add(gw->otlp, &s);
+}
+
+void
+gw_login_span_begin(struct gw_login_span *ls, struct gw *gw, const struct gw_trace *t,
+    struct evkeyvalq *out)
+{
+	ls->gw = gw != NULL && gw->otlp != NULL && t != NULL && t->span_id[0] != '\0' ? gw :
+	    NULL;
+	if (ls->gw != NULL) {
+		ls->trace = *t;
+		ls->t0_us = tg_clock_mono_us();
+	}
+	gw_trace_headers_span(t, out, ls->span);
+}
+
+void
+gw_login_span_end(struct gw_login_span *ls, const struct gw_service *s, int status,
+    int failed, const char *origin)
+{
+	struct gw_span_call sc = { &ls->trace, ls->span, s, EVHTTP_REQ_POST, ls->t0_us, status,
+		failed, origin, NULL, 1 };
+
+	if (ls->gw == NULL)
+		return;
+	gw_span_client(ls->gw, &sc);
+	ls->gw = NULL;
 }

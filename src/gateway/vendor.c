@@ -351,13 +351,24 @@ gw_vcall_fetch(const struct gw_vcall_req *q, size_t max_body,
 
 /* The trace context of a vendor login: the waiting call's (a struct
  * gw_vcall, the only user of tg_token_get) when one started it, else a
- * trace of the login's own. */
+ * trace of the login's own; a CLIENT span when that call's request is
+ * traced. hook_arg: the service. */
 static void
 login_headers(void *hook_arg, void *waiter, struct evkeyvalq *out)
 {
+	struct gw_service *s = hook_arg;
 	const struct gw_vcall *c = waiter;
 
-	gw_trace_headers(c != NULL && c->traced ? &c->trace : NULL, out);
+	gw_login_span_begin(s->login_span, c != NULL ? c->rt->gw : NULL,
+	    c != NULL && c->traced ? &c->trace : NULL, out);
+}
+
+static void
+login_end(void *hook_arg, int status, int failed, const char *origin)
+{
+	struct gw_service *s = hook_arg;
+
+	gw_login_span_end(s->login_span, s, status, failed, origin);
 }
 
 /* The login endpoint's URL for messages: base's scheme, host and port
@@ -419,6 +430,9 @@ gw_vendor_init(struct gw *gw, struct gw_service *s, const struct tg_upstream_opt
 	to.login_timeout_ms = s->cfg->login_timeout;
 	to.retry_after_s = (int)(s->cfg->login_retry_after / 1000);
 	to.login_headers = login_headers;
+	to.login_end = login_end;
+	to.login_headers_arg = s;
+	s->login_span = tg_xcalloc(1, sizeof(*s->login_span));
 	s->tokens = tg_token_src_new(gw->base, s->auth, &to);
 	if (gw->state != NULL) {	/* a fleet shares one login per service */
 		struct tg_token_share sh;
@@ -436,6 +450,8 @@ gw_vendor_cleanup(struct gw_service *s)
 {
 	tg_token_src_free(s->tokens);
 	s->tokens = NULL;
+	free(s->login_span);
+	s->login_span = NULL;
 	gw_share_free(s->share);	/* after the source: it may cancel a fetch */
 	s->share = NULL;
 }

@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from conftest import BUILD, free_port
-from test_gateway_trace import CALLER_TP, CALLER_TRACE, TP, calls, vendor  # noqa: F401
+from test_gateway_trace import CALLER_TP, CALLER_TRACE, TP, Vendor, calls, vendor  # noqa: F401
 
 CALLER_SPAN = CALLER_TP.split("-")[2]
 
@@ -152,6 +152,48 @@ def test_relayed_request_and_poll_export_server_and_client_spans(make_gateway, v
     assert res["scopeSpans"][0]["scope"]["name"] == "tidegate"
     assert gw.metric("tidegate_spans_exported_total") >= 4
     assert gw.metric("tidegate_spans_dropped_total", reason="export_failed") == 0
+
+
+def test_logins_a_traced_request_waits_for_are_client_spans(make_gateway, vendor, collector):
+    """The gateway's own vendor login that a traced request waits for (the
+    start-up login failed: the first request starts the next one) and a
+    caller's own login the cache does not answer are CLIENT spans of the
+    request's SERVER span, with the span id their traceparent carried; the
+    login nobody waited for makes none."""
+    url, seen = vendor
+    otlp, col = collector
+    Vendor.fail_logins = 1
+    gw = make_gateway(None, {"dex": {"url": url},
+                             "sim": {"url": url, "auth_url": url, "client_id": None,
+                                     "client_secret_file": None},
+                             "tracing": {"otlp_url": otlp, "flush_interval": "200ms"}})
+    wait_for(lambda: calls(seen, "POST", "/public/v1/authenticate"), what="the first login")
+    time.sleep(1.2)                                 # its 1 s backoff
+    r = requests.get(gw.dex + "/public/export", params={"correlationId": "C-1"},
+                     headers={**gw.headers(), "X-Request-Id": "req-cold",
+                              "traceparent": CALLER_TP}, timeout=10)
+    assert r.status_code == 202, r.text
+    first, login = calls(seen, "POST", "/public/v1/authenticate")
+    login_span = TP.match(login["traceparent"]).group(2)
+    srv = wait_for(lambda: server_span(col, "req-cold"), what="the SERVER span")
+    cli = wait_for(lambda: client_span(col, login_span), what="the login's CLIENT span")
+    assert cli["traceId"] == CALLER_TRACE and cli["parentSpanId"] == srv["spanId"]
+    assert cli["name"] == "POST" and cli["status"] == {}
+    assert attrs(cli)["http.response.status_code"] == "200"
+    assert attrs(cli)["server.address"] == url.split("//")[1]
+    assert int(cli["startTimeUnixNano"]) >= int(srv["startTimeUnixNano"])
+    assert client_span(col, TP.match(first["traceparent"]).group(2)) is None
+
+    r = requests.post(gw.dex + "/public/v1/authenticate",
+                      json={"username": "someone", "password": "pw"},
+                      headers={"X-Request-Id": "req-own", "traceparent": CALLER_TP},
+                      timeout=10)
+    assert r.status_code == 200, r.text
+    own = TP.match(calls(seen, "POST", "/public/v1/authenticate")[-1]["traceparent"])
+    srv = wait_for(lambda: server_span(col, "req-own"), what="the caller login's SERVER span")
+    cli = wait_for(lambda: client_span(col, own.group(2)), what="its CLIENT span")
+    assert cli["parentSpanId"] == srv["spanId"] and attrs(cli)["http.request.method"] == "POST"
+    assert len(calls(seen, "POST", "/public/v1/authenticate")) == 3
 
 
 def test_a_gateway_error_is_an_error_span(make_gateway, collector):

@@ -122,6 +122,13 @@ tg_up_error_str(enum tg_up_error err)
 	return err == TG_UP_CONNECT ? "connect" : err == TG_UP_TLS ? "tls" : "upstream error";
 }
 
+/* Every fake login is answered by the primary host. */
+const char *
+tg_up_req_origin(const struct tg_up_req *r)
+{
+	return "primary";
+}
+
 /* What the real upstream says about a failed login request. */
 static const char *fake_detail = "";
 
@@ -1070,6 +1077,24 @@ sh_invalidate(void *arg, const char *token)
 	snprintf(sh.invalidated, sizeof(sh.invalidated), "%s", token);
 }
 
+/* The login_end hook's calls (test_login_end_hook). */
+static struct {
+	int calls, status, failed, waiter_calls;
+	const char *origin;
+	struct got *g;
+} ended;
+
+static void
+end_hook(void *hook_arg, int status, int failed, const char *origin)
+{
+	assert_ptr_equal(hook_arg, &hook);
+	ended.calls++;
+	ended.status = status;
+	ended.failed = failed;
+	ended.origin = origin;
+	ended.waiter_calls = ended.g != NULL ? ended.g->calls : -1;
+}
+
 static struct tg_token_src *
 shared_src(struct event_base *base)
 {
@@ -1078,6 +1103,7 @@ shared_src(struct event_base *base)
 	struct tg_token_src *ts;
 
 	o.login_headers = trace_hook;
+	o.login_end = end_hook;
 	o.login_headers_arg = &hook;
 	ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
 
@@ -1207,6 +1233,66 @@ test_login_trace_hook(void **state)
 	event_base_free(base);
 }
 
+/* login_end: once per login request sent, with its answer and before any
+ * waiter hears; a request that could not be sent and one that timed out
+ * are failures without a status; a token taken from the fleet sends none. */
+static void
+test_login_end_hook(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct tg_token_opts o = password_opts();
+	struct tg_token_src *ts;
+	struct got g = { 0 };
+	char *jwt = make_jwt(now_s() + 3600);
+
+	o.login_headers = trace_hook;
+	o.login_end = end_hook;
+	o.login_headers_arg = &hook;
+	o.login_timeout_ms = 200;
+	memset(&ended, 0, sizeof(ended));
+	ended.g = &g;
+	fake_reset();
+	ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
+	assert_non_null(tg_token_get(ts, on_token, &g));
+	fake_reply(503, "{}", TG_UP_OK);			/* refused */
+	assert_int_equal(ended.calls, 1);
+	assert_int_equal(ended.status, 503);
+	assert_int_equal(ended.failed, 0);
+	assert_string_equal(ended.origin, "primary");
+	assert_int_equal(ended.waiter_calls, 0);		/* before the waiter heard */
+	assert_int_equal(g.calls, 1);
+	tg_token_src_free(ts);
+
+	memset(&g, 0, sizeof(g));
+	ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
+	assert_non_null(tg_token_get(ts, on_token, &g));
+	run_loop(base, 400);					/* timed out */
+	assert_int_equal(ended.calls, 2);
+	assert_int_equal(ended.status, 0);
+	assert_int_equal(ended.failed, 1);
+	assert_null(ended.origin);
+	tg_token_src_free(ts);
+
+	memset(&g, 0, sizeof(g));
+	fake.refuse = 1;					/* not sent */
+	ts = tg_token_src_new(base, (struct tg_upstream *)&fake, &o);
+	(void)tg_token_get(ts, on_token, &g);
+	assert_int_equal(ended.calls, 3);
+	assert_int_equal(ended.failed, 1);
+	fake.refuse = 0;
+	tg_token_src_free(ts);
+
+	memset(&g, 0, sizeof(g));
+	ts = shared_src(base);					/* the fleet's token: none */
+	assert_non_null(tg_token_get(ts, on_token, &g));
+	sh.answer(sh.ts, jwt, (now_s() + 3600) * 1000);
+	assert_int_equal(g.calls, 1);
+	assert_int_equal(ended.calls, 3);
+	tg_token_src_free(ts);
+	free(jwt);
+	event_base_free(base);
+}
+
 /* Runs last: every flow above has logged into the captured stream. */
 static void
 test_secret_never_logged(void **state)
@@ -1249,6 +1335,7 @@ main(void)
 		cmocka_unit_test(test_share_takes_fleet_token),
 		cmocka_unit_test(test_share_logs_in_and_publishes),
 		cmocka_unit_test(test_login_trace_hook),
+		cmocka_unit_test(test_login_end_hook),
 		cmocka_unit_test(test_secret_never_logged),
 	};
 	int rc;
