@@ -41,6 +41,7 @@ touch_metrics(struct tg_metrics *m)
 	tg_metrics_touch(m, "tidegate_spans_exported_total", "");
 	tg_metrics_touch(m, "tidegate_spans_dropped_total", "reason=\"queue_full\"");
 	tg_metrics_touch(m, "tidegate_spans_dropped_total", "reason=\"export_failed\"");
+	tg_metrics_touch(m, "tidegate_spans_dropped_total", "reason=\"reload\"");
 	for (s = 0; s < 2; s++) {
 		svc = s ? "sim" : "dex";
 		for (op = 0; op < TG_OP_COUNT; op++) {

@@ -349,15 +349,40 @@ same(const struct gw_otlp *o, const struct gw_config *c)
 	    o->flush_ms == c->otlp_flush && o->max == (size_t)c->otlp_max_queue;
 }
 
+/* The spans old still queues go on in n (NULL: tracing off), as many as
+ * its queue holds; the rest, and old's export cancelled in flight, are
+ * counted dropped (reason="reload"). */
+static void
+carry(struct gw_otlp *old, struct gw_otlp *n)
+{
+	size_t moved = 0;
+
+	if (old == NULL)
+		return;
+	while (n != NULL && old->n > 0 && n->n < n->max) {
+		n->q[(n->head + n->n++) % n->max] = old->q[old->head];
+		old->head = (old->head + 1) % old->max;
+		old->n--;
+		moved++;
+	}
+	if (old->n + old->inflight_n > 0)
+		tg_metrics_inc(old->gw->metrics, "tidegate_spans_dropped_total",
+		    "reason=\"reload\"", (double)(old->n + old->inflight_n));
+	if (moved > 0)
+		kick(n);
+}
+
 void
 gw_otlp_reload(struct gw *gw, const struct gw_config *c)
 {
+	struct gw_otlp *old = gw->otlp;
 	struct tg_err err;
 
-	if (gw->otlp != NULL ? same(gw->otlp, c) : c->otlp_url == NULL)
+	if (old != NULL ? same(old, c) : c->otlp_url == NULL)
 		return;
-	gw_otlp_free(gw->otlp);
 	gw->otlp = gw_otlp_new(gw, c, &err);
+	carry(old, gw->otlp);
+	gw_otlp_free(old);
 	if (gw->otlp == NULL && err.msg[0] != '\0')
 		tg_log(TG_LOG_ERROR, "tracing_failed", TG_LS("reason", err.msg));
 	else if (gw->otlp == NULL)

@@ -345,6 +345,46 @@ def test_sighup_turns_tracing_on_and_off(make_gateway, vendor, collector):
     assert len(col.posts) == n
 
 
+def test_spans_queued_at_a_reload_go_on(make_gateway, vendor, collector):
+    """Spans queued when SIGHUP changes tracing.* are exported by the new
+    exporter (to its URL); turning tracing off drops the queued ones,
+    counted with reason="reload"."""
+    url, _ = vendor
+    otlp, col = collector
+    slow = {"otlp_url": otlp, "flush_interval": "1h"}      # nothing leaves on its own
+    gw = traced_gateway(make_gateway, url, otlp, flush_interval="1h")
+
+    def reload(tracing, n):
+        cfg = json.loads(json.dumps(gw.cfg))
+        if tracing:
+            cfg["tracing"] = tracing
+        else:
+            cfg.pop("tracing", None)
+        gw.write_config(cfg)
+        gw.send_signal(signal.SIGHUP)
+        wait_for(lambda: len([e for e in gw.log_lines() if e.get("event") == "reloaded"]) == n,
+                 what=f"reload {n}")
+
+    for i in range(3):
+        requests.get(gw.dex + "/public/v1/ping", headers={**gw.headers(),
+                     "X-Request-Id": f"q-{i}"}, timeout=10)
+    time.sleep(0.3)
+    assert col.posts == []
+    reload({"otlp_url": otlp.replace("/v1/", "/v2/"), "flush_interval": "200ms"}, 1)
+    for i in range(3):
+        wait_for(lambda: server_span(col, f"q-{i}"), what=f"the queued span q-{i}")
+    assert {p for p, _, _ in col.posts} == {"/v2/traces"}
+    assert len(spans(col)) == 6 and gw.metric("tidegate_spans_exported_total") == 6
+    assert gw.metric("tidegate_spans_dropped_total", reason="reload") == 0
+
+    reload(slow, 2)
+    requests.get(gw.dex + "/public/v1/ping", headers=gw.headers(), timeout=10)
+    time.sleep(0.3)
+    reload(None, 3)                                         # off: the queued two dropped
+    assert gw.metric("tidegate_spans_dropped_total", reason="reload") == 2
+    assert len(spans(col)) == 6
+
+
 @pytest.mark.parametrize("bad", ["ftp://127.0.0.1:4318/v1/traces", "http:///v1/traces",
                                  "http://127.0.0.1:4318/v1/traces?x=1"])
 def test_check_refuses_a_bad_otlp_url(tmp_path, bad):
