@@ -190,11 +190,18 @@ const char *tg_login_cache_get(struct tg_login_cache *lc, const char *id, const 
 /**
  * Remember body for (id, secret) until expires_at_ms (wall clock,
  * compared with tg_clock_now_ms; an already expired body is not stored).
- * lc, id, secret and body are borrowed (body is copied; only a salted hash of
- * id and secret is kept).
+ * token is the vendor token body carries (NULL: none known), for
+ * tg_login_cache_drop_token. lc, id, secret, body and token are borrowed
+ * (body is copied; only salted hashes of id and secret, and of token, are
+ * kept).
  */
 void tg_login_cache_put(struct tg_login_cache *lc, const char *id, const char *secret,
-    const char *body, int64_t expires_at_ms);
+    const char *body, const char *token, int64_t expires_at_ms);
+/** Forget every entry whose answer carries token (borrowed: a token the
+ * vendor refused); returns how many. O(entries): called on a 401. */
+size_t tg_login_cache_drop_token(struct tg_login_cache *lc, const char *token);
+/** Forget every entry (the vendor revoked tokens); lc borrowed, NULL-safe. */
+void tg_login_cache_clear(struct tg_login_cache *lc);
 /** Entries held (some may have expired and not been dropped yet); lc is borrowed. */
 size_t tg_login_cache_count(const struct tg_login_cache *lc);
 

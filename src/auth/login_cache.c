@@ -7,7 +7,10 @@
  * Entries are keyed by an HMAC of the identity and the secret under a
  * random per-cache salt: the secret is never stored, a different secret
  * for the same identity is a miss (a wrong password is never answered
- * from the cache), and the key is useless outside this process.
+ * from the cache), and the key is useless outside this process. A token
+ * the vendor refuses (a 401 for a caller using it) is forgotten, found by
+ * its salted hash; every entry is when the vendor refuses the gateway's
+ * own token (a revocation).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@
 struct entry {
 	char *body;
 	int64_t expires_at_ms;
+	char token[2 * TG_SHA256_LEN + 1];	/* its token's salted hash, "" none */
 };
 
 struct tg_login_cache {
@@ -67,6 +71,16 @@ size_t
 tg_login_cache_count(const struct tg_login_cache *lc)
 {
 	return tg_map_count(lc->map);
+}
+
+/* A token's salted hash, as entries keep it. */
+static void
+token_key(const struct tg_login_cache *lc, const char *token, char out[2 * TG_SHA256_LEN + 1])
+{
+	uint8_t mac[TG_SHA256_LEN];
+
+	tg_hmac_sha256(lc->salt, sizeof(lc->salt), token, strlen(token), mac);
+	tg_hex(mac, sizeof(mac), out);
 }
 
 /* The NUL separator keeps ("ab", "c") and ("a", "bc") apart. */
@@ -150,7 +164,7 @@ evict(struct tg_login_cache *lc, int64_t now_ms)
 
 void
 tg_login_cache_put(struct tg_login_cache *lc, const char *id, const char *secret,
-    const char *body, int64_t expires_at_ms)
+    const char *body, const char *token, int64_t expires_at_ms)
 {
 	char key[2 * TG_SHA256_LEN + 1];
 	struct entry *e;
@@ -162,8 +176,49 @@ tg_login_cache_put(struct tg_login_cache *lc, const char *id, const char *secret
 	if (tg_map_get(lc->map, key) == NULL)
 		while (tg_map_count(lc->map) >= lc->max_entries)
 			evict(lc, now);
-	e = tg_xmalloc(sizeof(*e));
+	e = tg_xcalloc(1, sizeof(*e));
 	e->body = tg_xstrdup(body);
 	e->expires_at_ms = expires_at_ms;
+	if (token != NULL)
+		token_key(lc, token, e->token);
 	tg_map_put(lc->map, key, e);
+}
+
+/* Keys of the entries matching tok ("": every one), collected before the
+ * deletes (deletion reorders the map under a walk); then deleted. */
+static size_t
+drop_matching(struct tg_login_cache *lc, const char *tok)
+{
+	size_t n = 0, i, pos = 0, cap = tg_map_count(lc->map);
+	char **keys = tg_xcalloc(cap ? cap : 1, sizeof(*keys));
+	const char *k;
+	void *v;
+
+	while (tg_map_next(lc->map, &pos, &k, &v))
+		if (*tok == '\0' || strcmp(((struct entry *)v)->token, tok) == 0)
+			keys[n++] = tg_xstrdup(k);
+	for (i = 0; i < n; i++) {
+		tg_map_del(lc->map, keys[i]);
+		free(keys[i]);
+	}
+	free(keys);
+	return n;
+}
+
+size_t
+tg_login_cache_drop_token(struct tg_login_cache *lc, const char *token)
+{
+	char tok[2 * TG_SHA256_LEN + 1];
+
+	if (lc == NULL || token == NULL || *token == '\0')
+		return 0;
+	token_key(lc, token, tok);
+	return drop_matching(lc, tok);
+}
+
+void
+tg_login_cache_clear(struct tg_login_cache *lc)
+{
+	if (lc != NULL)
+		(void)drop_matching(lc, "");
 }

@@ -81,9 +81,10 @@ reply_cached_sim(struct gw_req *r, const char *body, int64_t expires_at)
 	yajl_tree_free(v);
 }
 
-/* Expiry of a successful vendor login answer, or -1 when it is not one. */
+/* Expiry of a successful vendor login answer, or -1 when it is not one;
+ * *token (malloc'd, the caller's) the token it carries. */
 static int64_t
-answer_expiry(const char *body, size_t len, int sim)
+answer_expiry(const char *body, size_t len, int sim, char **token)
 {
 	yajl_val v = tg_json_parse(body, len, NULL), e;
 	const char *tok = tg_json_get_str(v, sim ? "access_token" : "token");
@@ -96,6 +97,7 @@ answer_expiry(const char *body, size_t len, int sim)
 	} else if (tok != NULL && (exp = tg_jwt_exp(tok)) > 0) {
 		at = exp * 1000;
 	}
+	*token = at > 0 ? tg_xstrdup(tok) : NULL;
 	yajl_tree_free(v);
 	return at > 0 ? at - EXPIRY_MARGIN_MS : -1;
 }
@@ -108,7 +110,7 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
 	struct gw_req *r = l->r;
 	struct tg_up_req *u = r->up;	/* valid until this returns */
 	size_t len = body ? evbuffer_get_length(body) : 0;
-	char *buf = tg_xmalloc(len + 1);
+	char *buf = tg_xmalloc(len + 1), *tok = NULL;
 	int64_t until;
 
 	r->up = NULL;
@@ -126,14 +128,17 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
 	evbuffer_copyout(body, buf, len);
 	buf[len] = '\0';
 	if (status == 200 && r->svc->logins != NULL &&
-	    (until = answer_expiry(buf, len, l->sim)) > tg_clock_now_ms()) {
-		tg_login_cache_put(r->svc->logins, l->id, l->secret, buf, until);
+	    (until = answer_expiry(buf, len, l->sim, &tok)) > tg_clock_now_ms()) {
+		tg_login_cache_put(r->svc->logins, l->id, l->secret, buf, tok, until);
 		tg_metrics_inc(r->gw->metrics, "tidegate_login_cache_total",
 		    l->sim ? "service=\"sim\",result=\"miss\"" : "service=\"dex\",result=\"miss\"",
 		    1);
 	}
 	reply_body(r, status, buf, len);
 done:
+	if (tok != NULL)
+		explicit_bzero(tok, strlen(tok));
+	free(tok);
 	free(buf);
 	login_free(l);
 }

@@ -103,6 +103,25 @@ gw_vcall_cancel(struct gw_vcall *c)
 		vcall_free(c);
 }
 
+/*
+ * The vendor refused the token a call sent (401). A caller's own: callers'
+ * logins answered from the cache no longer hand it out. The gateway's:
+ * the vendor revokes tokens, so none cached for callers is trusted either
+ * (each identity costs one login again).
+ */
+static void
+forget_refused(struct gw_vcall *c, struct tg_up_req *u)
+{
+	const char *a = evhttp_find_header(tg_up_req_headers(u), "Authorization");
+
+	if (c->svc->logins == NULL)
+		return;
+	if (c->token != NULL)
+		tg_login_cache_clear(c->svc->logins);
+	else if (a != NULL && strncasecmp(a, "Bearer ", 7) == 0)
+		(void)tg_login_cache_drop_token(c->svc->logins, a + 7 + strspn(a + 7, " "));
+}
+
 static void
 on_head(struct tg_up_req *u, int status, const struct evkeyvalq *h, void *arg)
 {
@@ -110,6 +129,8 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *h, void *arg)
 	size_t n = c->body != NULL ? evbuffer_get_length(c->body) : 0;
 
 	c->span_status = status;
+	if (status == 401)
+		forget_refused(c, u);
 	if (status == 401 && c->token != NULL && !c->replayed && n <= c->replay_max) {
 		c->retry_401 = 1;	/* not shown: sent again with a fresh token */
 		return;

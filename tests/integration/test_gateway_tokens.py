@@ -128,6 +128,39 @@ def test_callers_own_client_credentials_answered_from_cache(emulator, gateway):
     assert r.status_code == 401 and r.json()["error"] == "invalid_client"
 
 
+def test_a_refused_token_is_not_handed_out_again(emulator, gateway):
+    """After the vendor revokes its tokens, a caller's cached login is not
+    answered again: the 401 its token got through the gateway forgets that
+    token (dex); the 401 the gateway's own token got forgets every cached
+    login of the service (sim: the caller never used its token)."""
+    gateway.wait_tokens()
+    dex = gateway.dex + "/public/v1/authenticate"
+    creds = {"username": "demo", "password": "demo"}
+    old = requests.post(dex, json=creds, timeout=10).json()["token"]
+    assert requests.post(dex, json=creds, timeout=10).json()["token"] == old   # cached
+    sim = gateway.sim + "/api/oauth2/token"
+    form = {"grant_type": "client_credentials", "client_id": "demo",
+            "client_secret": "demo-secret"}
+    old_sim = requests.post(sim, data=form, timeout=10).json()["access_token"]
+    requests.post(emulator.dex + "/__emulator/revoke", timeout=10)
+
+    r = get_export(gateway, {"Authorization": "Bearer " + old})
+    assert r.status_code == 401, r.text                  # the caller's own: relayed
+    new = requests.post(dex, json=creds, timeout=10).json()["token"]
+    assert new != old
+    assert get_export(gateway, {"Authorization": "Bearer " + new}).status_code == 404
+
+    r = requests.get(gateway.sim + "/api/v1/cases", headers=gateway.headers(), timeout=10)
+    assert r.status_code == 200                          # the gateway's token: replayed
+    new_sim = requests.post(sim, data=form, timeout=10).json()["access_token"]
+    assert new_sim != old_sim
+    r = requests.get(gateway.sim + "/api/v1/cases",
+                     headers={"Authorization": "Bearer " + new_sim}, timeout=10)
+    assert r.status_code == 200, r.text
+    assert gateway.metric("tidegate_login_cache_total", service="dex", result="miss") == 2
+    assert gateway.metric("tidegate_login_cache_total", service="sim", result="miss") == 2
+
+
 def test_callers_token_requests_reach_the_token_endpoint(emulator, make_gateway):
     """A caller's own token request the cache does not answer (login_cache
     off, or a form it does not read) goes to sim.auth_url, not to sim.url:
