@@ -52,6 +52,7 @@ struct sub {				/* one submission in flight */
 	struct tg_state_op *op;		/* its outcome being recorded */
 	int final;			/* unclaimed: rejected for good */
 	int64_t retry_after_ms;		/* unclaimed: the vendor's wait */
+	char *why;			/* unclaimed: why (owned) */
 	int in_progress;		/* accepted: the run is in progress */
 	char *sim_id;			/* accepted: its run (owned) */
 	struct evbuffer *body;		/* borrowed by the call until it answers */
@@ -61,6 +62,7 @@ struct sub {				/* one submission in flight */
 struct hold {				/* a sweep waiting after a failed submission */
 	int64_t until;			/* wall-clock ms */
 	int fails;
+	char why[256];			/* the last failure, for a claim given back */
 };
 
 struct claim {				/* a claim being asked for */
@@ -111,6 +113,7 @@ sub_free(struct sub *s)
 	tg_sweep_claim_cleanup(&s->c);
 	free(s->sim_id);
 	free(s->sweep_id);
+	free(s->why);
 	free(s);
 }
 
@@ -130,8 +133,17 @@ sub_end(struct sub *s)
 	free(id);
 }
 
+/* Whether sweep id waits after a failed submission. */
+static struct hold *
+held(const struct runs_sweeper *sw, const char *id)
+{
+	struct hold *h = tg_map_get(sw->holds, id);
+
+	return h != NULL && h->until > tg_clock_now_ms() ? h : NULL;
+}
+
 static void
-hold(struct runs_sweeper *sw, const char *id, int64_t retry_after_ms)
+hold(struct runs_sweeper *sw, const char *id, int64_t retry_after_ms, const char *why)
 {
 	struct hold *h = tg_map_get(sw->holds, id);
 	int64_t wait;
@@ -147,6 +159,7 @@ hold(struct runs_sweeper *sw, const char *id, int64_t retry_after_ms)
 		wait = retry_after_ms;
 	h->fails++;
 	h->until = tg_clock_now_ms() + wait;
+	snprintf(h->why, sizeof(h->why), "%s", why != NULL ? why : "");
 	arm(sw, WAIT_MIN_MS);
 }
 
@@ -162,7 +175,7 @@ on_unclaimed(const struct tg_state_res *res, void *arg)
 	if (s->final)
 		runs_sweep_settle(s->sw->gw, s->sweep_id, 0);
 	else
-		hold(s->sw, s->sweep_id, s->retry_after_ms);
+		hold(s->sw, s->sweep_id, s->retry_after_ms, s->why);
 	sub_end(s);
 }
 
@@ -179,6 +192,7 @@ unclaim(struct sub *s, const char *why, int final, int64_t retry_after_ms)
 	    final ? "result=\"rejected\"" : "result=\"failed\"", 1);
 	s->final = final;
 	s->retry_after_ms = retry_after_ms;
+	s->why = tg_xstrdup(why);
 	op = tg_state_sweep_unclaim(s->sw->gw->state, s->sweep_id, s->c.name, why, final,
 	    tg_clock_now_ms(), on_unclaimed, s);
 	if (op != NULL)
@@ -354,13 +368,40 @@ claim_free(struct claim *k)
 
 static void ask_claim(struct claim *k);
 
+static void
+on_given_back(const struct tg_state_res *res, void *arg)
+{
+	struct claim *k = arg;
+
+	k->op = NULL;
+	if (res->rc != 0)
+		tg_log(TG_LOG_ERROR, "sweep_unclaim_failed", TG_LS("sweepId", k->sweep_id),
+		    TG_LS("error", res->err.msg));
+	claim_free(k);
+}
+
+/* A claim that came back while its sweep waits (a submission failed
+ * after it was asked for): pending again, with that failure's reason,
+ * unsent; k asks for no more. Ends k. */
+static void
+give_back(struct claim *k, const struct tg_sweep_claim *c, const struct hold *h)
+{
+	struct tg_state_op *op = tg_state_sweep_unclaim(k->sw->gw->state, k->sweep_id, c->name,
+	    h->why, 0, tg_clock_now_ms(), on_given_back, k);
+
+	if (op != NULL)
+		k->op = op;
+}
+
 /* A claim (borrowed; copied) starts its submission and the next is asked
- * for; none (or a failure) ends k. */
+ * for; none (or a failure) ends k, and so does a claim its sweep's wait
+ * gives back. */
 static void
 on_claim(const struct tg_state_res *res, const struct tg_sweep_claim *c, void *arg)
 {
 	struct claim *k = arg;
 	struct tg_sweep_claim own;
+	struct hold *h;
 
 	k->op = NULL;
 	if (res->rc != 0 && res->rc != TG_STATE_NOT_FOUND)
@@ -368,6 +409,10 @@ on_claim(const struct tg_state_res *res, const struct tg_sweep_claim *c, void *a
 		    TG_LS("error", res->err.msg));
 	if (res->rc != 0 || c == NULL || k->sw->gw->draining) {
 		claim_free(k);
+		return;
+	}
+	if ((h = held(k->sw, k->sweep_id)) != NULL) {
+		give_back(k, c, h);
 		return;
 	}
 	memset(&own, 0, sizeof(own));
@@ -395,12 +440,11 @@ ask_claim(struct claim *k)
 static void
 submit(struct runs_sweeper *sw, const char *id)
 {
-	struct hold *h = tg_map_get(sw->holds, id);
 	struct claim *k;
 
 	if (sw->gw->draining || sw->gw->state == NULL)
 		return;
-	if (h != NULL && h->until > tg_clock_now_ms())
+	if (held(sw, id) != NULL)
 		return;			/* the timer comes back for it */
 	k = tg_xcalloc(1, sizeof(*k));
 	k->sw = sw;

@@ -274,6 +274,28 @@ def test_refused_and_unanswered_submissions(emulator, gateway):
     assert attempts == 3
 
 
+def test_a_wait_holds_every_variant_back(emulator, gateway):
+    """A 429 with Retry-After: 30 holds the whole sweep back: four variants
+    submitting at once reach the vendor once each, and none again while
+    the sweep waits (a claim asked for before the failure is given back
+    unsent); the same when both hosts are out (no vendor call at all)."""
+    emulator.fault(method="POST", path="/api/v1/simulations", status=429, retryAfter=30,
+                   count=100)
+    n0 = emulator.calls(SIM_POST)
+    sid = post_sweep(gateway, {"baseCaseId": "CASE-OM-2", "concurrency": 8, "variants": [
+        {"name": x, "patch": {}} for x in "abcd"]}).json()["sweepId"]
+    time.sleep(2.5)
+    assert emulator.calls(SIM_POST) - n0 <= 4
+    failed = gateway.metric("tidegate_sweep_submissions_total", result="failed")
+    assert 1 <= failed <= 4
+    body = get_sweep(gateway, sid).json()
+    assert {v["status"] for v in body["variants"]} == {"PENDING"}, body
+    assert all("HTTP 429" in v["error"] for v in body["variants"] if v.get("error")), body
+    lines = [e for e in gateway.log_lines() if e.get("event") == "sweep_variant_claimed"]
+    assert len(lines) <= 8, len(lines)                  # not a claim loop
+    emulator.clear_faults()
+
+
 def test_sweep_resumes_after_restart(emulator, make_gateway):
     gw = make_gateway(emulator)
     sid = post_sweep(gw, {"baseCaseId": "CASE-OM-1", "concurrency": 1, "variants": [
