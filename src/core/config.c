@@ -17,6 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <sys/stat.h>
+
 #include <yaml.h>
 
 #include "tidegate/config.h"
@@ -567,23 +569,38 @@ resolve_path(const char *path, const char *cfgfile)
 	return tg_xstrdup(path);
 }
 
-static char *
-read_secret_file(const char *path, const char *cfgfile)
-{
-	char buf[4096], *full;
-	size_t n;
-	FILE *f;
+#define SECRET_MAX 4096
 
-	full = resolve_path(path, cfgfile);
-	f = fopen(full, "r");
-	free(full);
-	if (f == NULL)
-		return NULL;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+/* The secret in file full: its bytes without the line end, or NULL with
+ * why (static) set: a file that cannot be read, is not a regular file
+ * (a directory, /dev/null), is empty or longer than SECRET_MAX. */
+static char *
+read_secret_file(const char *full, const char **why)
+{
+	char buf[SECRET_MAX + 2], *val = NULL;
+	struct stat st;
+	size_t n = 0;
+	FILE *f = fopen(full, "r");
+
+	*why = NULL;
+	if (f == NULL || fstat(fileno(f), &st) != 0)
+		*why = strerror(errno);
+	else if (!S_ISREG(st.st_mode))
+		*why = "not a regular file";
+	else if ((n = fread(buf, 1, sizeof(buf) - 1, f)), ferror(f))
+		*why = strerror(errno);
+	if (f != NULL)
+		fclose(f);
+	while (*why == NULL && n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		n--;
-	return tg_xstrndup(buf, n);
+	if (*why == NULL && n == 0)
+		*why = "the file is empty";
+	else if (*why == NULL && n > SECRET_MAX)
+		*why = "longer than 4096 bytes";
+	else if (*why == NULL)
+		val = tg_xstrndup(buf, n);
+	explicit_bzero(buf, sizeof(buf));
+	return val;
 }
 
 static int
@@ -751,6 +768,26 @@ is_null(const struct ynode *n)
 	    strcmp(n->s, "null") == 0);
 }
 
+/* <name>_file: the secret read from the file v names (relative to the
+ * configuration's directory), or a problem naming the file as resolved. */
+static int
+bind_secret_file(struct ctx *c, const struct tg_cfg_key *k, const struct ynode *v,
+    const char *name, void *base)
+{
+	char alt[240], *full = resolve_path(v->s, c->file), *val;
+	const char *why;
+	int rc = 0;
+
+	if ((val = read_secret_file(full, &why)) == NULL) {
+		snprintf(alt, sizeof(alt), "%s_file", name);
+		rc = fail(c, v->line, v->col, alt, "cannot use %s: %s", full, why);
+	} else {
+		*FIELD(base, k->off, char *) = val;
+	}
+	free(full);
+	return rc;
+}
+
 static int
 bind_secret(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const char *name,
     void *base)
@@ -758,7 +795,6 @@ bind_secret(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const 
 	char alt[240];
 	struct yent *e[3];
 	const char *var;
-	char *val;
 	int found = 0, i;
 
 	e[0] = lookup(map, k->path);
@@ -795,16 +831,8 @@ bind_secret(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const 
 		}
 		return set_scalar(c, k, name, var, 0, 0, base);
 	}
-	if (e[2] != NULL) {
-		val = read_secret_file(e[2]->val->s, c->file);
-		if (val == NULL) {
-			snprintf(alt, sizeof(alt), "%s_file", name);
-			return fail(c, e[2]->val->line, e[2]->val->col, alt,
-			    "cannot read %s: %s", e[2]->val->s, strerror(errno));
-		}
-		*FIELD(base, k->off, char *) = val;
-		return 0;
-	}
+	if (e[2] != NULL)
+		return bind_secret_file(c, k, e[2]->val, name, base);
 	if (k->required)
 		return fail(c, map->line, map->col, name, "required (give %s, %s_env or %s_file)",
 		    k->path, k->path, k->path);

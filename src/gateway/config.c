@@ -367,6 +367,15 @@ gw_config_wh_secret_ref(const struct gw_config *cfg, const char *key)
 	return gw_config_wh_secrets(cfg, "global") != NULL ? "global" : NULL;
 }
 
+/* Whether the file set secret key (name, name_env or name_file). */
+static int
+secret_given(const struct tg_cfg_report *rep, const char *key)
+{
+	size_t line, col;
+
+	return tg_config_report_pos(rep, key, &line, &col) == 0;
+}
+
 /* The same rules as the upstream's URL parser, so -t catches what start-up
  * would refuse. */
 static void
@@ -432,8 +441,9 @@ check(struct gw_config *c, struct tg_cfg_report *rep)
 	check_keys(c, rep);
 	gw_config_check_choice(rep, "dex.work_packages_status_field", c->dex.wp_status_field,
 	    spellings);
-	for (i = 0; i < 2; i++) {
-		if ((s[i]->id == NULL) != (s[i]->secret == NULL))
+	for (i = 0; i < 2; i++) {	/* a secret given but not read: reported already */
+		if ((s[i]->id == NULL) != (s[i]->secret == NULL) &&
+		    !secret_given(rep, i ? "sim.client_secret" : "dex.password"))
 			tg_config_report_add(rep, NULL, i ? "sim" : "dex", "give both %s and its "
 			    "secret, or neither", i ? "client_id" : "username");
 	}

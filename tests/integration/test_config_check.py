@@ -78,6 +78,13 @@ CASES = [
     ("dex_password_file_typo", "dex:\n  username: u\n  pasword_file: pw\n",
      ["{f}:2:1: dex: give both username and its secret, or neither",
       "{f}:4:3: dex.pasword_file: unknown key (did you mean 'dex.password_file'?)"]),
+    # a secret file that cannot be used is named as resolved, and only once
+    ("dex_password_file_is_a_directory", "dex:\n  username: u\n  password_file: .\n",
+     ["{f}:4:18: dex.password_file: cannot use {d}/.: not a regular file"]),
+    ("dex_password_file_empty", "dex:\n  username: u\n  password_file: empty-secret\n",
+     ["{f}:4:18: dex.password_file: cannot use {d}/empty-secret: the file is empty"]),
+    ("sim_client_secret_file_missing", "sim:\n  client_id: c\n  client_secret_file: nope\n",
+     ["{f}:4:23: sim.client_secret_file: cannot use {d}/nope: " + NOENT]),
     ("sim_client_secret_file_typo", "sim:\n  client_secret_fil: s\n",
      ["{f}:3:3: sim.client_secret_fil: unknown key (did you mean "
       "'sim.client_secret_file'?)"]),
@@ -107,6 +114,9 @@ def write_case(d, name, body):
             f.write("upstream: embedded\n" + body)
         else:
             f.write("upstream: remote\n" + body)
+    if name == "dex_password_file_empty":
+        with open(os.path.join(d, "empty-secret"), "w") as f:
+            f.write("\n")                         # a line end only: nothing left
     if name == "database_directory_read_only":
         os.chmod(d, 0o777)                      # the other databases' directory
         os.mkdir(os.path.join(d, "ro"), 0o555)
