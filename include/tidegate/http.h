@@ -41,9 +41,15 @@ struct evhttp *tg_http_listen(struct event_base *base, const char *addr, size_t 
 /* Below, req is borrowed; results marked borrowed live as long as req. */
 /** Path of the request without query, not percent-decoded (borrowed). */
 const char *tg_http_path(struct evhttp_request *req);
-/** Decoded value of query parameter name (borrowed), or NULL if absent; the
- * caller takes ownership of the result (free()). */
+/** The first value of query parameter name (ASCII case ignored) of req
+ * (borrowed), decoded, or NULL; malloc'd, the caller frees. A parameter
+ * without '=' has the value "" and does not hide the others. */
 char *tg_http_query(struct evhttp_request *req, const char *name);
+/** Calls cb for each name=value pair of req's (borrowed) query in order,
+ * both decoded ('+' as a space; borrowed for the call; a pair without '='
+ * has value ""), until cb returns nonzero; returns that value, else 0. */
+int tg_http_query_walk(struct evhttp_request *req,
+    int (*cb)(const char *name, const char *value, void *arg), void *arg);
 /** Request body copied into a NUL-terminated buffer; *len its size. The
  * caller takes ownership of it (free()). */
 char *tg_http_body(struct evhttp_request *req, size_t *len);

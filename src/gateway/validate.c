@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -204,14 +205,40 @@ require_project(struct gw_req *r, int file, struct tg_problems *p)
 	free(v);
 }
 
+/* dryRun: true or false, once; anything else is refused, so that a
+ * caller who believes it checks (dryRun=1, a bare dryRun) never imports. */
+struct dry {
+	int seen, on;
+	struct tg_problems *p;
+};
+
+static int
+dry_param(const char *name, const char *value, void *arg)
+{
+	struct dry *d = arg;
+
+	if (strcasecmp(name, "dryRun") != 0)
+		return 0;
+	if (d->seen++ > 0) {
+		tg_problems_add(d->p, "", "ambiguous", "query parameter 'dryRun' is given more "
+		    "than once");
+		return 1;
+	}
+	if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
+		tg_problems_add(d->p, "", "type", "query parameter 'dryRun' must be true or "
+		    "false, got '%.40s'", value);
+	d->on = strcmp(value, "true") == 0;
+	return 0;
+}
+
 static void
 import_inputs(struct gw_check *c, struct gw_req *r)
 {
 	const char *ct = tg_http_header(r->req, "Content-Type");
-	char *dry = tg_http_query(r->req, "dryRun");
+	struct dry d = { 0, 0, &c->p };
 
-	c->dry = dry && strcmp(dry, "true") == 0;
-	free(dry);
+	(void)tg_http_query_walk(r->req, dry_param, &d);
+	c->dry = d.on;
 	r->drop_query = "dryRun";
 	c->file = c->op == TG_OP_DEX_IMPORT_FILE;
 	require_project(r, c->file, &c->p);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 
@@ -83,21 +84,58 @@ tg_http_path(struct evhttp_request *req)
 	return p && *p ? p : "/";
 }
 
+int
+tg_http_query_walk(struct evhttp_request *req,
+    int (*cb)(const char *name, const char *value, void *arg), void *arg)
+{
+	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+	const char *q = u ? evhttp_uri_get_query(u) : NULL, *amp, *eq;
+	char *seg, *name, *value;
+	size_t len;
+	int rc = 0;
+
+	while (q != NULL && *q != '\0' && rc == 0) {
+		amp = strchr(q, '&');
+		len = amp != NULL ? (size_t)(amp - q) : strlen(q);
+		seg = tg_xstrndup(q, len);
+		eq = strchr(seg, '=');
+		if (eq != NULL)
+			seg[eq - seg] = '\0';
+		name = evhttp_uridecode(seg, 1, NULL);
+		value = evhttp_uridecode(eq != NULL ? seg + (eq - seg) + 1 : "", 1, NULL);
+		if (len > 0 && name != NULL && value != NULL)
+			rc = cb(name, value, arg);
+		free(name);
+		free(value);
+		free(seg);
+		q = amp != NULL ? amp + 1 : NULL;
+	}
+	return rc;
+}
+
+struct query_find {
+	const char *name;
+	char *value;
+};
+
+static int
+query_find(const char *name, const char *value, void *arg)
+{
+	struct query_find *f = arg;
+
+	if (strcasecmp(name, f->name) != 0)
+		return 0;
+	f->value = tg_xstrdup(value);
+	return 1;
+}
+
 char *
 tg_http_query(struct evhttp_request *req, const char *name)
 {
-	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
-	const char *q = u ? evhttp_uri_get_query(u) : NULL, *v;
-	struct evkeyvalq kv;
-	char *out = NULL;
+	struct query_find f = { name, NULL };
 
-	if (q == NULL)
-		return NULL;
-	TAILQ_INIT(&kv);
-	if (evhttp_parse_query_str(q, &kv) == 0 && (v = evhttp_find_header(&kv, name)) != NULL)
-		out = tg_xstrdup(v);
-	evhttp_clear_headers(&kv);
-	return out;
+	(void)tg_http_query_walk(req, query_find, &f);
+	return f.value;
 }
 
 char *

@@ -91,6 +91,25 @@ def test_import_dry_run_answers_without_sending(emulator, gateway):
     assert emulator.calls("POST /public/v1/import/activities") == 1
 
 
+def test_dry_run_is_true_or_false_once(emulator, gateway):
+    """A dryRun the gateway does not read as true or false, or given twice,
+    is refused: a caller who believes it only checks never imports. A bare
+    parameter beside projectId does not hide it."""
+    rows = [{"id": "D-1", "siteId": "S-1"}]
+    url = gateway.dex + "/public/v1/import/activities"
+    for q in ("projectId=P-DEMO&dryRun=1", "projectId=P-DEMO&dryRun=TRUE",
+              "projectId=P-DEMO&dryRun", "projectId=P-DEMO&dryRun=true&dryRun=false"):
+        r = requests.post(url + "?" + q, json=rows, headers=gateway.headers(), timeout=10)
+        assert r.status_code == 400, (q, r.text)
+        [d] = r.json()["details"]
+        assert d["path"] == "" and "dryRun" in d["message"], (q, d)
+        assert d["code"] == ("ambiguous" if "false" in q else "type")
+    r = requests.post(url + "?verbose&projectId=P-DEMO&dryRun=true", json=rows,
+                      headers=gateway.headers(), timeout=10)
+    assert r.status_code == 200 and r.json()["valid"] is True, r.text
+    assert emulator.calls("POST /public/v1/import/activities") == 0
+
+
 def test_unknown_site_is_a_vendor_row_failure_not_a_400(emulator, gateway):
     r = requests.post(gateway.dex + "/public/v1/import/activities?projectId=P-DEMO",
                       json=[{"id": "U-1", "siteId": "S-999"}], headers=gateway.headers(),
