@@ -6,7 +6,8 @@
  * limits on open connections, and the time limits nginx has: the whole
  * request head within client_header_timeout, no gap between body reads
  * longer than client_body_timeout, an idle keep-alive connection closed
- * after keepalive_timeout. One timer a second walks the live slots. It
+ * after keepalive_timeout. One timer a second walks the live slots, and
+ * finds the clients that left while their answer was being made. It
  * also tells a handler how a request's exchange ended (answer written or
  * connection closed first: tg_frontdoor_set_on_end), from the completion
  * and close callbacks it owns. Called by libevent (connection set-up,
@@ -14,12 +15,14 @@
  * (tg_frontdoor_refusal, the callbacks they chain).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "tidegate/clock.h"
@@ -187,6 +190,25 @@ limit_of(const struct conn *c)
 	return c->door->idle_timeout_ms;
 }
 
+/*
+ * A client whose request is in flight and that has closed its end (EOF, or
+ * a reset): evhttp reads nothing while it answers, so it would learn this
+ * only when it writes, and a long-poll or a slow vendor call would run on
+ * for nobody. The read side's end is told to evhttp as if it had read it:
+ * the request is detached and the connection freed, its close callback
+ * runs (499 client_closed). A peek leaves pipelined bytes where they are;
+ * like nginx, a client that only shut its sending side down counts as gone.
+ */
+static void
+probe(struct conn *c)
+{
+	char b;
+	ssize_t n = recv(bufferevent_getfd(c->bev), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		bufferevent_trigger_event(c->bev, BEV_EVENT_EOF | BEV_EVENT_READING, 0);
+}
+
 static void
 on_sweep(evutil_socket_t unused, short what, void *arg)
 {
@@ -196,6 +218,8 @@ on_sweep(evutil_socket_t unused, short what, void *arg)
 	for (i = 0; i < nslots; i++) {
 		struct conn *c = slots[i];
 
+		if (c != NULL && c->bev != NULL && c->inflight)
+			probe(c);	/* may free the connection: c->bev NULL */
 		if (c == NULL || c->bev == NULL || (lim = limit_of(c)) <= 0)
 			continue;
 		if (now - c->since >= lim)

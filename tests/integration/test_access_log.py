@@ -269,6 +269,46 @@ def test_admin_client_gone_before_its_answer(make_emulator, make_gateway):
     assert r.status_code == 200 and r.json() == {"redelivered": 0}
 
 
+def test_a_client_that_leaves_is_seen_within_a_second(make_emulator, make_gateway):
+    """A client that closes while its answer is being made is seen by the
+    front door's once-a-second look at the connections in flight, not when
+    the answer would be written: a long-poll held for 10 s and a relayed GET
+    the vendor answers after 4 s are logged 499 client_closed within about a
+    second, and nothing is in flight any more; a client that resets is the
+    same. The gateway goes on answering."""
+    emu = make_emulator({"export": {"delay": "60s"}})
+    gw = make_gateway(emu, {"keys": KEYS})
+    gw.wait_tokens()
+    cid = [requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                         headers=gw.headers(), timeout=10).json()["correlationId"]
+           for _ in range(2)]
+    emu.fault(path="/api/v1/cases/CASE-OM-2", latencyMs=4000, count=1)
+    key = gw.headers()["Authorization"].encode()
+    poll = "GET /public/export?correlationId={}&wait=10"
+    reqs = {"gone-poll": (gw.ports["dex"], poll.format(cid[0]).encode()),
+            "gone-slow": (gw.ports["sim"], b"GET /api/v1/cases/CASE-OM-2"),
+            "gone-reset": (gw.ports["dex"], poll.format(cid[1]).encode())}
+    socks = {}
+    for rid, (port, line) in reqs.items():
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(line + b" HTTP/1.1\r\nHost: t\r\nX-Request-Id: " + rid.encode() +
+                  b"\r\nAuthorization: " + key + b"\r\n\r\n")
+        socks[rid] = s
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    socks["gone-reset"].setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    for s in socks.values():
+        s.close()
+    for rid in reqs:
+        e = wait_line(gw, rid, timeout=5)
+        check(e)
+        assert (e["status"], e["error"], e["bytes"]) == (499, "client_closed", 0), e
+    assert time.monotonic() - t0 < 2.5
+    assert gw.metric("tidegate_inflight_requests") == 0
+    r = requests.get(gw.sim + "/api/v1/cases", headers=gw.headers(), timeout=10)
+    assert r.status_code == 200
+
+
 def test_admin_probe_lines_can_be_dropped(make_emulator, make_gateway):
     """access_log_probes: false drops /healthz, /readyz and /metrics lines
     only; access_log: false drops every admin line."""
