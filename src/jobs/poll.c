@@ -287,11 +287,21 @@ interval(const struct poll_entry *e)
 	return iv < c->poll_max_interval ? iv : c->poll_max_interval;
 }
 
+/* An import's result or failed rows read before its status said it was
+ * done: the status has said so since, so the rows read then are partial. */
+static int
+overtaken(const struct poll_entry *e)
+{
+	return (e->op == TG_OP_DEX_IMPORT_RESULT || e->op == TG_OP_DEX_IMPORT_FAILED) &&
+	    !e->ans.terminal && tg_map_get(e->p->imports_done, e->job) != NULL;
+}
+
 static int
 fresh(const struct poll_entry *e)
 {
-	if (e->ans.at == 0 || e->observed != NULL)
-		return 0;	/* none yet, or not served before its observers have it */
+	if (e->ans.at == 0 || e->observed != NULL || overtaken(e))
+		return 0;	/* none yet, not served before its observers have it, or
+				 * partial rows of an import since done */
 	return e->ans.terminal || tg_clock_mono_ms() - e->ans.at < interval(e) ||
 	    tg_clock_mono_ms() < e->not_before;
 }
@@ -361,8 +371,19 @@ reply_answer(struct gw_req *r, const struct poll_answer *a, const char *how)
 	evbuffer_free(b);
 }
 
-/* An answer arrived: terminal ones and plain polls are answered; long-poll
- * waiters on a non-terminal job keep waiting for the next one. */
+/* An answer no wait changes: the vendor's refusal of the read itself (404
+ * an unknown or expired id, 400, 401, 403, 410), not a job still running,
+ * a vendor error or its 429 and 408, which a long-poll waits through. */
+static int
+settled(const struct poll_entry *e)
+{
+	int st = e->ans.status;
+
+	return st >= 400 && st < 500 && st != 408 && st != 429;
+}
+
+/* An answer arrived: terminal and settled ones and plain polls are
+ * answered; long-poll waiters on a running job keep waiting for the next. */
 static void
 wake(struct poll_entry *e)
 {
@@ -370,7 +391,7 @@ wake(struct poll_entry *e)
 
 	for (q = TAILQ_FIRST(&e->waiters); q != NULL; q = next) {
 		next = TAILQ_NEXT(q, next);
-		if (e->ans.terminal || q->wait_until == 0 || e->passthrough)
+		if (e->ans.terminal || q->wait_until == 0 || e->passthrough || settled(e))
 			reply_answer(q->r, &e->ans, q->wait_until ? "long-poll" : "fetched");
 	}
 }
@@ -1075,7 +1096,7 @@ poll_job(struct jobs_poll *p, struct gw_req *r, char *job)
 		jobs_spool_serve(e->writing, r, "spool");
 		goto done;
 	}
-	if (fresh(e) && (e->ans.terminal || wms == 0)) {
+	if (fresh(e) && (e->ans.terminal || wms == 0 || settled(e))) {
 		count(r, "cached");
 		reply_answer(r, &e->ans, "cached");
 		goto done;

@@ -144,6 +144,45 @@ def test_import_status_terminal_when_processed_equals_total(emulator, make_gatew
     assert emulator.calls("GET /public/v1/import/status") == n
 
 
+def test_import_result_read_again_once_its_status_says_done(make_emulator, make_gateway):
+    """The import's result read while it ran is partial; once its status
+    has said it is done, the next result read goes to the vendor (not the
+    partial answer cached for poll.interval) and has every row."""
+    emulator = make_emulator({"import": {"rows_per_second": 100}})
+    gw = make_gateway(emulator, {"poll": {"interval": "10s", "max_interval": "10s"}})
+    rows = [{"id": f"R-{i}", "siteId": "S-1"} for i in range(300)]
+    r = requests.post(gw.dex + "/public/v1/import/activities?projectId=P-DEMO", json=rows,
+                      headers=gw.headers(), timeout=10)
+    cid = r.json()["correlationId"]
+    res = gw.dex + "/public/v1/import/result"
+    emulator.advance("1s")                               # about 100 of 300
+    part = requests.get(res, params={"correlationId": cid}, headers=gw.headers(), timeout=10)
+    assert 0 < len(part.json()["created"]) < 300, part.text
+    again = requests.get(res, params={"correlationId": cid}, headers=gw.headers(), timeout=10)
+    assert again.headers["X-Tidegate-Poll"] == "cached"  # within poll.interval
+    emulator.advance("10s")
+    st = requests.get(gw.dex + "/public/v1/import/status", params={"correlationId": cid},
+                      headers=gw.headers(), timeout=10)
+    assert st.json()["processed"] == st.json()["total"] == 300, st.text
+    done = requests.get(res, params={"correlationId": cid}, headers=gw.headers(), timeout=10)
+    assert done.headers["X-Tidegate-Poll"] == "fetched"
+    assert len(done.json()["created"]) == 300
+
+
+def test_an_unknown_id_is_not_held(emulator, make_gateway):
+    """A long-poll on an id the vendor does not know gets its 404 at once:
+    waiting cannot change it."""
+    gw = make_gateway(emulator)
+    t0 = time.monotonic()
+    r = requests.get(gw.dex + "/public/export", params={"correlationId": "nope", "wait": 10},
+                     headers=gw.headers(), timeout=20)
+    assert r.status_code == 404 and time.monotonic() - t0 < 2, r.text
+    t0 = time.monotonic()
+    r = requests.get(gw.dex + "/public/export", params={"correlationId": "nope", "wait": 10},
+                     headers=gw.headers(), timeout=20)    # its fresh answer: at once
+    assert r.status_code == 404 and time.monotonic() - t0 < 1
+
+
 def test_simulation_status_long_poll(emulator, make_gateway):
     gw = make_gateway(emulator)
     case = requests.get(gw.sim + "/api/v1/cases/CASE-OM-1", headers=gw.headers()).json()
