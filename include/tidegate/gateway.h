@@ -371,6 +371,9 @@ void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct ev
 void gw_req_reply_json(struct gw_req *r, int status, yajl_gen g);
 /** The JSON error body of DESIGN.md; code and msg borrowed. */
 void gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *msg);
+/** 405 METHOD_NOT_ALLOWED with the Allow header RFC 9110 asks for: allow
+ * (borrowed), the path's methods, "GET, POST". */
+void gw_req_reply_405(struct gw_req *r, const char *allow);
 /** 400 VALIDATION_FAILED listing p (borrowed). */
 void gw_reply_problems(struct gw_req *r, struct tg_problems *p);
 /** 503 UPSTREAM_BUSY with Retry-After; u borrowed, may be NULL. */

@@ -24,6 +24,8 @@ struct tg_log_kv {
 
 /** Send logs to out (borrowed; default stderr) at or above min. */
 void tg_log_init(FILE *out, enum tg_log_level min);
+/** The least level written from now on (log_level on a reload). */
+void tg_log_set_level(enum tg_log_level min);
 /** Parse "debug|info|warn|error|off" (s borrowed); -1 when unknown. */
 int tg_log_level_parse(const char *s);
 int tg_log_enabled(enum tg_log_level lvl);

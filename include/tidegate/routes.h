@@ -28,6 +28,8 @@ struct tg_route_match {
 	char param_name[TG_ROUTE_MAXPARAM][32];
 	char param[TG_ROUTE_MAXPARAM][TG_ROUTE_PARAMLEN];
 	int nparam;
+	char allow[64];			/* a known path, another method (-1): the
+					 * methods it takes, "GET, POST" */
 };
 
 /* A service's table (dex.h, sim.h): static; everything in it is borrowed. */

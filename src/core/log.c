@@ -22,6 +22,12 @@ tg_log_init(FILE *out, enum tg_log_level min)
 	log_min = min;
 }
 
+void
+tg_log_set_level(enum tg_log_level min)
+{
+	log_min = min;
+}
+
 int
 tg_log_level_parse(const char *s)
 {

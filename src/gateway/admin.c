@@ -377,6 +377,7 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 	} else if (feat >= 0) {
 		gw_feat_admin(lc->gw, feat, req, path);	/* its admin API (/webhooks…) */
 	} else if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
 		gw_admin_reply_error(lc->gw, req, 405, NULL,
 		    "only GET and HEAD here (POST: /webhooks/…)");
 	} else if (strcmp(path, "/healthz") == 0) {

@@ -187,6 +187,10 @@ void gw_tls_reload(struct gw *gw, const struct gw_config *c);
 void gw_tls_door(struct gw *gw, int l, const struct gw_config *c, struct tg_frontdoor *d);
 /** 1 when listener l speaks TLS now. */
 int gw_tls_on(const struct gw *gw, int l);
+/** Why c (borrowed) may not be reloaded over gw's running listeners: a
+ * listener that speaks TLS would stop, or client certificates would no
+ * longer be asked for (static text), else NULL. */
+const char *gw_tls_downgrade(const struct gw *gw, const struct gw_config *c);
 void gw_tls_free(struct gw *gw);	/* gw->tls; NULL-safe */
 
 /* otlp.c: spans exported over OTLP/HTTP JSON (tracing.*). A span is a

@@ -104,7 +104,7 @@ gw_on_request(struct evhttp_request *req, void *arg)
 	rc = tg_route_match(r->svc->routes, r->method, r->path, &r->m);
 	r->op = r->m.route != NULL ? r->m.route->op : TG_OP_PASSTHROUGH;
 	if (rc < 0) {
-		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "method not allowed on this path");
+		gw_req_reply_405(r, r->m.allow);
 		return;
 	}
 	if (rc == 0 && !r->svc->cfg->passthrough) {

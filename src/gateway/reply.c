@@ -271,6 +271,14 @@ gw_req_reply_error(struct gw_req *r, int status, const char *code, const char *m
 	evbuffer_free(b);
 }
 
+void
+gw_req_reply_405(struct gw_req *r, const char *allow)
+{
+	if (r->req != NULL && allow != NULL && *allow != '\0')
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Allow", allow);
+	gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "method not allowed on this path");
+}
+
 /* ---- upstream exchange ---- */
 
 /*

@@ -125,6 +125,7 @@ reload(struct gw *gw)
 	struct gw_runtime *rt, *old;
 	struct gw_config cfg;
 	struct tg_err err;
+	const char *refused;
 	char *why;
 	int l;
 
@@ -137,9 +138,10 @@ reload(struct gw *gw)
 	if (!same_listeners(&cfg, &gw->rt->cfg) || (cfg.nkeys == 0 && gw->rt->cfg.nkeys > 0))
 		tg_log(TG_LOG_WARN, "reload_listeners_kept",
 		    TG_LS("reason", "listen addresses and the no-keys loopback rule need a restart"));
-	if (cfg.nkeys == 0 && gw->rt->cfg.nkeys > 0) {
-		tg_log(TG_LOG_ERROR, "reload_failed",
-		    TG_LS("reason", "removing every API key requires a restart"));
+	refused = cfg.nkeys == 0 && gw->rt->cfg.nkeys > 0 ?
+	    "removing every API key requires a restart" : gw_tls_downgrade(gw, &cfg);
+	if (refused != NULL) {
+		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", refused));
 		gw_config_free(&cfg);
 		return;
 	}
@@ -157,6 +159,7 @@ reload(struct gw *gw)
 	gw_feat_reload(gw, &old->cfg);
 	gw_otlp_reload(gw, &rt->cfg);
 	gw_runtime_unref(old);
+	tg_log_set_level((enum tg_log_level)tg_log_level_parse(rt->cfg.log_level));
 	tg_log(TG_LOG_INFO, "reloaded", TG_LS("config", gw->config_path));
 }
 

@@ -142,6 +142,30 @@ gw_tls_on(const struct gw *gw, int l)
 	return gw->tls != NULL && gw->tls->ctx != NULL && named(&gw->rt->cfg, l);
 }
 
+static int
+set(const char *s)
+{
+	return s != NULL && *s != '\0';
+}
+
+const char *
+gw_tls_downgrade(const struct gw *gw, const struct gw_config *c)
+{
+	const struct gw_config *now = &gw->rt->cfg;
+	int l;
+
+	for (l = 0; l < GW_NLISTENERS; l++) {
+		if (!gw_tls_on(gw, l))
+			continue;
+		if (!set(c->ltls_cert) || !named(c, l))
+			return "a listener that speaks TLS would go plain: that needs a restart";
+		if (set(now->ltls_client_ca) && !set(c->ltls_client_ca))
+			return "client certificates would no longer be asked for: that needs a "
+			    "restart";
+	}
+	return NULL;
+}
+
 void
 gw_tls_free(struct gw *gw)
 {

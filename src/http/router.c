@@ -8,6 +8,7 @@
  * ones but a trailing one, unreserved characters decoded, no encoded '/'.
  */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tidegate/routes.h"
@@ -45,7 +46,24 @@ match_pattern(const char *pat, const char *path, struct tg_route_match *m)
 	return *pat == '\0' && *path == '\0';
 }
 
-/* Try every route on one candidate path: 1 match, -1 wrong method, 0 none. */
+/* method added to m's Allow list unless it is there. */
+static void
+allow(struct tg_route_match *m, const char *method)
+{
+	size_t n = strlen(m->allow), k = strlen(method);
+	const char *p = m->allow;
+
+	while ((p = strstr(p, method)) != NULL) {
+		if ((p == m->allow || p[-2] == ',') && (p[k] == '\0' || p[k] == ','))
+			return;
+		p += k;
+	}
+	if (n + k + 3 <= sizeof(m->allow))
+		snprintf(m->allow + n, sizeof(m->allow) - n, "%s%s", n > 0 ? ", " : "", method);
+}
+
+/* Try every route on one candidate path: 1 match, -1 wrong method (the
+ * methods it takes in m->allow), 0 none. */
 static int
 match_routes(const struct tg_service_routes *sr, const char *method, const char *path,
     struct tg_route_match *m)
@@ -60,6 +78,7 @@ match_routes(const struct tg_service_routes *sr, const char *method, const char 
 			m->route = &sr->routes[i];
 			return 1;
 		}
+		allow(m, sr->routes[i].method);
 		path_found = 1;
 	}
 	return path_found ? -1 : 0;

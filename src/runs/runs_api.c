@@ -135,8 +135,7 @@ runs_api(struct gw_req *r)
 		return;
 	}
 	if (evhttp_request_get_command(r->req) != EVHTTP_REQ_GET) {
-		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED",
-		    "method not allowed on this path");
+		gw_req_reply_405(r, "GET");
 		return;
 	}
 	if (p[n] == '\0')

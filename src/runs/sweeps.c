@@ -342,8 +342,7 @@ runs_sweeps_api(struct gw_req *r, const char *rest)
 		else if (m == EVHTTP_REQ_GET)
 			list_sweeps(r);
 		else
-			gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED",
-			    "method not allowed on this path");
+			gw_req_reply_405(r, "GET, POST");
 		return;
 	}
 	if (rest[0] != '/' || rest[1] == '\0' || strchr(rest + 1, '/') != NULL) {
@@ -351,7 +350,7 @@ runs_sweeps_api(struct gw_req *r, const char *rest)
 		return;
 	}
 	if (m != EVHTTP_REQ_GET)
-		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "method not allowed on this path");
+		gw_req_reply_405(r, "GET");
 	else
 		reply_summary(r, rest + 1, 200);
 }

@@ -407,6 +407,8 @@ wh_admin(struct wh_hooks *h, struct evhttp_request *req, const char *path)
 		return;
 	}
 	if (m != (post ? EVHTTP_REQ_POST : EVHTTP_REQ_GET)) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+		    post ? "POST" : "GET");
 		gw_admin_reply_error(h->gw, req, 405, NULL, post ? "use POST" : "use GET");
 		return;
 	}

@@ -767,7 +767,7 @@ wh_hook_relay(struct gw_req *r)
 	if (!job_id_valid(id)) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
 	} else if (evhttp_request_get_command(r->req) != EVHTTP_REQ_POST) {
-		gw_req_reply_error(r, 405, "METHOD_NOT_ALLOWED", "deliveries are POSTed");
+		gw_req_reply_405(r, "POST");
 	} else if ((int64_t)evbuffer_get_length(evhttp_request_get_input_buffer(r->req)) >
 	    r->rt->cfg.wh_max_payload) {
 		gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE",

@@ -4,6 +4,7 @@ admin listener stays plain unless named; client certificates are required
 when tls_listen.client_ca_file is set; a SIGHUP reads the files again for
 new connections; files that do not load refuse the start and `-t`.
 Certificates come from the pki fixture and the openssl CLI (conftest.py)."""
+import json
 import os
 import shutil
 import signal
@@ -118,15 +119,55 @@ def test_sighup_reads_the_certificate_again(emulator, make_gateway, pki, tmp_pat
     r = requests.get(https(gw) + "/api/v1/cases", headers=gw.headers(), verify=pki["ca"],
                      timeout=10)
     assert r.status_code == 200
-    # files that do not load: the context in use is kept
+    # files that do not load: the whole reload is refused, the context in
+    # use kept, and the reason names the file
     with open(key, "w") as f:
         f.write("not a key\n")
     gw.send_signal(signal.SIGHUP)
     time.sleep(0.5)
-    assert "reload_tls_kept" in gw.read_log() or "reload_failed" in gw.read_log()
+    [failed] = [e for e in gw.log_lines() if e.get("event") == "reload_failed"]
+    assert "tls_listen.key_file" in failed["reason"], failed
     r = requests.get(https(gw) + "/api/v1/cases", headers=gw.headers(), verify=pki["ca"],
                      timeout=10)
     assert r.status_code == 200
+
+
+def test_a_reload_never_turns_tls_off(emulator, make_gateway, pki):
+    """A listener that speaks TLS stays TLS, and client certificates stay
+    asked for, until a restart: a reload that would drop them is refused
+    (reload_failed names why) and the API key it also changed is not
+    applied either; then a reload that keeps TLS is applied."""
+    tls = {"cert_file": pki["cert"], "key_file": pki["key"], "client_ca_file": pki["ca"]}
+    gw = make_gateway(emulator, {"tls_listen": tls})
+    cfg = json.loads(json.dumps(gw.cfg))
+    for change in ({"listeners": ["dex"]}, {"cert_file": None, "key_file": None,
+                                            "client_ca_file": None},
+                   {"client_ca_file": None}):
+        cfg["tls_listen"] = {**tls, **change}
+        cfg["log_level"] = "warn"
+        gw.write_config(cfg)
+        n = len([e for e in gw.log_lines() if e.get("event") == "reload_failed"])
+        gw.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while len([e for e in gw.log_lines() if e.get("event") == "reload_failed"]) == n:
+            assert time.monotonic() < deadline, change
+            time.sleep(0.05)
+        reason = [e for e in gw.log_lines() if e.get("event") == "reload_failed"][-1]["reason"]
+        assert "restart" in reason and ("plain" in reason or "client certificates" in reason)
+        assert served_cert(gw.ports["sim"])[0]                    # still TLS
+    # a reload that keeps TLS goes through, its log_level too: access lines
+    # (info) stop at warn
+    fails = len([e for e in gw.log_lines() if e.get("event") == "reload_failed"])
+    assert [e for e in gw.log_lines() if e.get("event") == "access"]
+    cfg["tls_listen"] = tls
+    gw.write_config(cfg)
+    gw.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert len([e for e in gw.log_lines() if e.get("event") == "reload_failed"]) == fails
+    n = len(gw.log_lines())
+    assert requests.get(gw.admin + "/healthz", timeout=5).status_code == 200
+    time.sleep(0.3)
+    assert not [e for e in gw.log_lines()[n:] if e.get("event") == "access"]
 
 
 def test_a_key_that_does_not_match_refuses_check_and_start(pki, tmp_path):

@@ -86,9 +86,19 @@ def test_passthrough_off_refuses_unknown_paths(emulator, make_gateway):
 
 
 def test_wrong_method_on_known_path_is_405(gateway):
+    """405 names the methods the path takes in Allow (RFC 9110 15.5.6)."""
     r = requests.delete(gateway.dex + "/public/v1/import/status", headers=gateway.headers())
     assert r.status_code == 405
     assert r.json()["error"] == "METHOD_NOT_ALLOWED"
+    assert r.headers["Allow"] == "GET"
+    r = requests.get(gateway.dex + "/public/v1/export/activities", headers=gateway.headers())
+    assert r.status_code == 405 and r.headers["Allow"] == "POST"
+    r = requests.put(gateway.sim + "/tidegate/v1/sweeps", headers=gateway.headers())
+    assert r.status_code == 405 and r.headers["Allow"] == "GET, POST"
+    r = requests.post(gateway.sim + "/tidegate/v1/runs", headers=gateway.headers())
+    assert r.status_code == 405 and r.headers["Allow"] == "GET"
+    r = requests.post(gateway.admin + "/healthz", timeout=5)
+    assert r.status_code == 405 and r.headers["Allow"] == "GET, HEAD"
 
 
 def test_request_id_is_propagated_or_generated(gateway):
