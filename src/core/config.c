@@ -546,14 +546,45 @@ parse_int(const char *s, long long *v)
 static int bind_table(struct ctx *c, struct ynode *map, const struct tg_cfg_key *keys,
     size_t nkeys, void *base, const char *prefix);
 
+/* A bound as the key is written: a duration in its largest whole unit
+ * (1h, not 3.6e+06), a size in whole KiB/MiB/GiB, a number in full. */
+struct unit {
+	double per;
+	const char *name;
+};
+
+static void
+bound_str(const struct tg_cfg_key *k, double v, char *out, size_t n)
+{
+	static const struct unit dur[] = { { 86400000, "d" }, { 3600000, "h" }, { 60000, "m" },
+		{ 1000, "s" }, { 1, "ms" }, { 0, NULL } };
+	static const struct unit size[] = { { 1073741824.0, "GiB" }, { 1048576, "MiB" },
+		{ 1024, "KiB" }, { 1, "" }, { 0, NULL } };
+	const struct unit *u = k->type == TG_CFG_DURATION ? dur : k->type == TG_CFG_SIZE ?
+	    size : NULL;
+
+	for (; u != NULL && u->name != NULL && v != 0; u++) {
+		if (fmod(v, u->per) == 0) {
+			snprintf(out, n, "%.0f%s", v / u->per, u->name);
+			return;
+		}
+	}
+	snprintf(out, n, v == floor(v) && fabs(v) < 1e15 ? "%.0f" : "%g", v);
+}
+
 static int
 check_bounds(struct ctx *c, const struct tg_cfg_key *k, const char *name, size_t line,
     size_t col, double v)
 {
+	char lo[32], hi[32];
+
 	if (k->min == k->max)
 		return 0;
-	if (v < k->min || v > k->max)
-		return fail(c, line, col, name, "must be between %g and %g", k->min, k->max);
+	if (v < k->min || v > k->max) {
+		bound_str(k, k->min, lo, sizeof(lo));
+		bound_str(k, k->max, hi, sizeof(hi));
+		return fail(c, line, col, name, "must be between %s and %s", lo, hi);
+	}
 	return 0;
 }
 

@@ -85,6 +85,12 @@ CASES = [
      ["{f}:4:18: dex.password_file: cannot use {d}/empty-secret: the file is empty"]),
     ("sim_client_secret_file_missing", "sim:\n  client_id: c\n  client_secret_file: nope\n",
      ["{f}:4:23: sim.client_secret_file: cannot use {d}/nope: " + NOENT]),
+    # bounds as the keys are written: durations and sizes in whole units
+    ("bounds_in_units", "max_body: 5\npoll:\n  max_wait: 100d\ntracing:\n"
+     "  flush_interval: 5ms\n",
+     ["{f}:2:11: max_body: must be between 1KiB and 4GiB",
+      "{f}:4:13: poll.max_wait: must be between 0 and 1h",
+      "{f}:6:19: tracing.flush_interval: must be between 100ms and 1h"]),
     ("sim_client_secret_file_typo", "sim:\n  client_secret_fil: s\n",
      ["{f}:3:3: sim.client_secret_fil: unknown key (did you mean "
       "'sim.client_secret_file'?)"]),
