@@ -28,8 +28,6 @@ struct tg_route_match {
 	char param_name[TG_ROUTE_MAXPARAM][32];
 	char param[TG_ROUTE_MAXPARAM][TG_ROUTE_PARAMLEN];
 	int nparam;
-	char allow[64];			/* a known path, another method (-1): the
-					 * methods it takes, "GET, POST" */
 };
 
 /* A service's table (dex.h, sim.h): static; everything in it is borrowed. */
@@ -49,6 +47,13 @@ struct tg_service_routes {
  */
 int tg_route_match(const struct tg_service_routes *sr, const char *method, const char *path,
     struct tg_route_match *m);
+/**
+ * The methods path takes ("GET, POST"), for the Allow header of a 405:
+ * into out (n bytes, "" for an unknown path). Off the matching path: called
+ * only when tg_route_match said -1. sr, path and out are borrowed.
+ */
+void tg_route_allow(const struct tg_service_routes *sr, const char *path, char *out,
+    size_t n);
 /**
  * Expand "{name}" in tmpl from m's parameters, or NULL if one is missing.
  * tmpl and m are borrowed; the caller takes ownership of the result (free()).

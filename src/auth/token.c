@@ -419,6 +419,14 @@ static void on_login_timeout(evutil_socket_t, short, void *);
 static void login_failed(struct tg_token_src *, int, int, const char *);
 
 /* The request is over (answered or cancelled): nothing reads the body now. */
+/* The login request this instance sent ended: the hook hears it first. */
+static void
+login_ended(struct tg_token_src *ts, int status, int failed, const char *origin)
+{
+	if (ts->o.login_end != NULL)
+		ts->o.login_end(ts->o.login_headers_arg, status, failed, origin);
+}
+
 static void
 end_login(struct tg_token_src *ts)
 {
@@ -566,8 +574,7 @@ send_login(struct tg_token_src *ts)
 	    LOGIN_MAX_BODY, on_login_done, ts);
 	wipe_headers(&hdrs);
 	if (g.alive && ts->login_pending && r == NULL) {
-		if (ts->o.login_end != NULL)
-			ts->o.login_end(ts->o.login_headers_arg, 0, 1, NULL);
+		login_ended(ts, 0, 1, NULL);
 		end_login(ts);
 		login_failed(ts, 0, TG_UP_CONNECT, "the vendor login request could not be sent");
 	}
@@ -802,9 +809,8 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
 	yajl_val root = NULL;
 	int64_t life = 0;
 
-	if (ts->o.login_end != NULL)
-		ts->o.login_end(ts->o.login_headers_arg, status, err != TG_UP_OK,
-		    ts->login != NULL ? tg_up_req_origin(ts->login) : NULL);
+	login_ended(ts, status, err != TG_UP_OK,
+	    ts->login != NULL ? tg_up_req_origin(ts->login) : NULL);
 	end_login(ts);
 	if (err != TG_UP_OK)
 		unreached_why(ts, err, detail, why, sizeof(why));
@@ -830,8 +836,7 @@ on_login_timeout(evutil_socket_t fd, short what, void *arg)
 	ts->sharing = 0;
 	if (ts->login != NULL) {
 		tg_up_req_cancel(ts->login);
-		if (ts->o.login_end != NULL)
-			ts->o.login_end(ts->o.login_headers_arg, 0, 1, NULL);
+		login_ended(ts, 0, 1, NULL);
 	}
 	end_login(ts);
 	snprintf(why, sizeof(why), "the vendor login at %s did not answer within %lld ms",

@@ -143,6 +143,17 @@ done:
 	login_free(l);
 }
 
+/* Credentials read and not used: the secret wiped, both freed and NULL. */
+static void
+forget(char **id, char **secret)
+{
+	if (*secret != NULL)
+		explicit_bzero(*secret, strlen(*secret));
+	free(*id);
+	free(*secret);
+	*id = *secret = NULL;
+}
+
 /* RFC 6749 2.3.1 (client_secret_basic): "Authorization: Basic" of the
  * form-urlencoded id and secret joined by ':'. 0: both malloc'd into id
  * and secret. */
@@ -167,11 +178,7 @@ basic_credentials(const char *auth, char **id, char **secret)
 	free(raw);
 	if (colon != NULL && *id != NULL && *secret != NULL && **id != '\0')
 		return 0;
-	if (*secret != NULL)
-		explicit_bzero(*secret, strlen(*secret));
-	free(*id);
-	free(*secret);
-	*id = *secret = NULL;
+	forget(id, secret);
 	return -1;
 }
 
@@ -199,10 +206,7 @@ form_credentials(struct gw_req *r, const char *body, char **id, char **secret, i
 		} else if (b == NULL && by_basic &&
 		    (rc = basic_credentials(auth + 6, id, secret)) == 0 &&
 		    a != NULL && strcmp(a, *id) != 0) {
-			explicit_bzero(*secret, strlen(*secret));
-			free(*id);
-			free(*secret);
-			*id = *secret = NULL;
+			forget(id, secret);
 			rc = -1;
 		}
 		*basic = rc == 0 && by_basic;

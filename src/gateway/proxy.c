@@ -79,6 +79,16 @@ req_new(struct gw *gw, int listener, struct evhttp_request *req)
 	return r;
 }
 
+/* A known path, another method: Allow names the path's methods. */
+static void
+reply_405(struct gw_req *r)
+{
+	char allow[64];
+
+	tg_route_allow(r->svc->routes, r->path, allow, sizeof(allow));
+	gw_req_reply_405(r, allow);
+}
+
 void
 gw_on_request(struct evhttp_request *req, void *arg)
 {
@@ -104,7 +114,7 @@ gw_on_request(struct evhttp_request *req, void *arg)
 	rc = tg_route_match(r->svc->routes, r->method, r->path, &r->m);
 	r->op = r->m.route != NULL ? r->m.route->op : TG_OP_PASSTHROUGH;
 	if (rc < 0) {
-		gw_req_reply_405(r, r->m.allow);
+		reply_405(r);
 		return;
 	}
 	if (rc == 0 && !r->svc->cfg->passthrough) {

@@ -89,8 +89,8 @@ tg_http_query_walk(struct evhttp_request *req,
     int (*cb)(const char *name, const char *value, void *arg), void *arg)
 {
 	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
-	const char *q = u ? evhttp_uri_get_query(u) : NULL, *amp, *eq;
-	char *seg, *name, *value;
+	const char *q = u ? evhttp_uri_get_query(u) : NULL, *amp;
+	char *seg, *eq, *name, *value;
 	size_t len;
 	int rc = 0;
 
@@ -98,11 +98,10 @@ tg_http_query_walk(struct evhttp_request *req,
 		amp = strchr(q, '&');
 		len = amp != NULL ? (size_t)(amp - q) : strlen(q);
 		seg = tg_xstrndup(q, len);
-		eq = strchr(seg, '=');
-		if (eq != NULL)
-			seg[eq - seg] = '\0';
+		if ((eq = strchr(seg, '=')) != NULL)
+			*eq++ = '\0';
 		name = evhttp_uridecode(seg, 1, NULL);
-		value = evhttp_uridecode(eq != NULL ? seg + (eq - seg) + 1 : "", 1, NULL);
+		value = evhttp_uridecode(eq != NULL ? eq : "", 1, NULL);
 		if (len > 0 && name != NULL && value != NULL)
 			rc = cb(name, value, arg);
 		free(name);

@@ -46,24 +46,7 @@ match_pattern(const char *pat, const char *path, struct tg_route_match *m)
 	return *pat == '\0' && *path == '\0';
 }
 
-/* method added to m's Allow list unless it is there. */
-static void
-allow(struct tg_route_match *m, const char *method)
-{
-	size_t n = strlen(m->allow), k = strlen(method);
-	const char *p = m->allow;
-
-	while ((p = strstr(p, method)) != NULL) {
-		if ((p == m->allow || p[-2] == ',') && (p[k] == '\0' || p[k] == ','))
-			return;
-		p += k;
-	}
-	if (n + k + 3 <= sizeof(m->allow))
-		snprintf(m->allow + n, sizeof(m->allow) - n, "%s%s", n > 0 ? ", " : "", method);
-}
-
-/* Try every route on one candidate path: 1 match, -1 wrong method (the
- * methods it takes in m->allow), 0 none. */
+/* Try every route on one candidate path: 1 match, -1 wrong method, 0 none. */
 static int
 match_routes(const struct tg_service_routes *sr, const char *method, const char *path,
     struct tg_route_match *m)
@@ -78,7 +61,6 @@ match_routes(const struct tg_service_routes *sr, const char *method, const char 
 			m->route = &sr->routes[i];
 			return 1;
 		}
-		allow(m, sr->routes[i].method);
 		path_found = 1;
 	}
 	return path_found ? -1 : 0;
@@ -105,6 +87,36 @@ tg_route_match(const struct tg_service_routes *sr, const char *method, const cha
 	m->route = NULL;
 	m->nparam = 0;
 	return best;
+}
+
+/* method added to the list out (n bytes) unless it is there. */
+static void
+allow(char *out, size_t n, const char *method)
+{
+	size_t len = strlen(out), k = strlen(method);
+	const char *p = out;
+
+	while ((p = strstr(p, method)) != NULL) {
+		if ((p == out || p[-2] == ',') && (p[k] == '\0' || p[k] == ','))
+			return;
+		p += k;
+	}
+	if (len + k + 3 <= n)
+		snprintf(out + len, n - len, "%s%s", len > 0 ? ", " : "", method);
+}
+
+/* Each method of the table asked in turn, through the matcher itself (its
+ * pattern test stays inlined there): O(routes^2), on a 405 only. */
+void
+tg_route_allow(const struct tg_service_routes *sr, const char *path, char *out, size_t n)
+{
+	struct tg_route_match m;
+	size_t j;
+
+	*out = '\0';
+	for (j = 0; j < sr->nroutes; j++)
+		if (tg_route_match(sr, sr->routes[j].method, path, &m) == 1)
+			allow(out, n, sr->routes[j].method);
 }
 
 const char *
