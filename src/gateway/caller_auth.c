@@ -85,7 +85,7 @@ head_bearer(const struct tg_head_field *f)
  * the path is normalised as gw_on_request will (paths.c), so both routes
  * agree on what is a login. */
 int
-gw_head_check(const struct tg_head *h, void *arg)
+gw_head_check(const struct tg_head *h, void *arg, uint64_t *limit)
 {
 	struct gw_lctx *lc = arg;
 	struct gw_runtime *rt = lc->gw->rt;

@@ -73,8 +73,9 @@ void gw_req_finish(struct gw_req *r);
 /** X-Request-Id (and Connection: close while draining) on r's reply. */
 void gw_req_common_headers(struct gw_req *r);
 /** The front door's check (frontdoor.h) of a listener's heads with a body:
- * h borrowed, arg the listener's struct gw_lctx (borrowed). */
-int gw_head_check(const struct tg_head *h, void *arg);
+ * h borrowed, arg the listener's struct gw_lctx (borrowed); *limit (the
+ * front door's) may be lowered, and is left at max_body here. */
+int gw_head_check(const struct tg_head *h, void *arg, uint64_t *limit);
 /** A normalised path (borrowed) naming the emulator's control API. */
 int gw_path_reserved(const char *path);
 
