@@ -32,6 +32,8 @@ struct gw_service_cfg {
 	char *id;		/* username / client_id */
 	char *secret;		/* password / client_secret */
 	int caller_tokens;	/* forward bearers that are not gateway keys */
+	int64_t caller_max_body;	/* a body sent with a caller's own token */
+	int64_t login_max_body;		/* a caller's login body */
 	int passthrough;	/* forward unknown paths (else 404) */
 	int login_cache;	/* answer callers' own logins from a cache */
 	int64_t refresh_before, refresh_jitter, login_timeout, login_retry_after;
@@ -52,6 +54,7 @@ struct gw_config {
 	int access_log;
 	int access_log_probes;	/* the admin's /healthz, /readyz, /metrics logged too */
 	int64_t max_body;
+	int64_t admin_max_body;	/* a body on the admin listener */
 	int64_t drain_timeout;
 	int64_t client_header_timeout, client_body_timeout, keepalive_timeout;
 	long long max_clients, max_clients_per_ip;

@@ -40,6 +40,13 @@ static const struct tg_cfg_key key_keys[] = {
 	  "(failover.*)"), \
 	K(#svc ".caller_tokens", TG_CFG_BOOL, svc.caller_tokens, "true", \
 	  "forward callers' own bearer tokens that are not gateway keys"), \
+	KB(#svc ".caller_max_body", TG_CFG_SIZE, svc.caller_max_body, "8MB", 1024, \
+	   4294967296.0, "largest body sent with a caller's own token (a bearer that is not " \
+	   "a gateway key): the gateway cannot vouch for it before the vendor does, so a " \
+	   "larger one is refused (413) before it is read"), \
+	KB(#svc ".login_max_body", TG_CFG_SIZE, svc.login_max_body, "16KB", 1024, 1048576.0, \
+	   "largest body of a caller's login (dex: authenticate, sim: the token endpoint); " \
+	   "a larger one is refused (413) before it is read"), \
 	K(#svc ".passthrough", TG_CFG_BOOL, svc.passthrough, "true", \
 	  "forward unknown paths unchanged with credentials injected (false: 404)"), \
 	K(#svc ".login_cache", TG_CFG_BOOL, svc.login_cache, "true", \
@@ -73,6 +80,9 @@ const struct tg_cfg_key gw_config_keys[] = {
 	  "not those, e.g. under Kubernetes probes)"),
 	KB("max_body", TG_CFG_SIZE, max_body, "256MB", 1024, 4294967296.0,
 	   "largest request body accepted from callers (413 above)"),
+	KB("admin_max_body", TG_CFG_SIZE, admin_max_body, "16KB", 1024, 1048576.0,
+	   "largest request body on the admin listener (413 above, before it is read; its "
+	   "API takes no body today)"),
 	KB("drain_timeout", TG_CFG_DURATION, drain_timeout, "30s", 0, 3.6e6,
 	   "on SIGTERM, wait this long for in-flight requests"),
 	KB("client_header_timeout", TG_CFG_DURATION, client_header_timeout, "60s", 0, 3.6e6,
