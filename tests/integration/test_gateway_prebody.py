@@ -17,15 +17,17 @@ Raw sockets: an HTTP client library sends the body with the head.
 """
 import hashlib
 import json
+import os
 import secrets
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 import requests
 
-from conftest import RELEASE_BUILD, TEST_KEY, TEST_KEY_SHA
+from conftest import BUILD, RELEASE_BUILD, TEST_KEY, TEST_KEY_SHA
 
 MB = 1 << 20
 HUGE = 150 * MB
@@ -138,6 +140,22 @@ def pushed_by_four(port, data, total, chunked=False):
         t.join(120)
     assert all(r is not None for r in res)
     return res
+
+
+@pytest.mark.parametrize("body,want", [
+    ("dex:\n  caller_max_body: 512\n",
+     "2:20: dex.caller_max_body: must be between 1KiB and 4GiB"),
+    ("sim:\n  login_max_body: 2MB\n",
+     "2:19: sim.login_max_body: must be between 1KiB and 1MiB"),
+    ("admin_max_body: 1GB\n", "1:17: admin_max_body: must be between 1KiB and 1MiB"),
+])
+def test_caps_have_bounds(tmp_path, body, want):
+    path = os.path.join(str(tmp_path), "tidegate.yaml")
+    with open(path, "w") as f:
+        f.write(body)
+    r = subprocess.run([os.path.join(BUILD, "tidegate"), "-t", "-c", path],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and f"{path}:{want}" in r.stderr, r.stderr
 
 
 # ---- 1. a bearer that is not a gateway key ----
