@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import threading
@@ -28,6 +29,9 @@ import pytest
 import requests
 
 from conftest import BUILD, RELEASE_BUILD, TEST_KEY, TEST_KEY_SHA
+from test_fleet import pg_url  # noqa: F401 (fixture)
+from test_gateway_frontdoor import parse as parse_raw
+from test_gateway_webhooks import hooks, receiver, secret_file, wait_log  # noqa: F401
 
 MB = 1 << 20
 HUGE = 150 * MB
@@ -76,12 +80,7 @@ def read_answer(s):
 
 
 def parse(resp):
-    h, _, body = resp.partition(b"\r\n\r\n")
-    status = int(h.split(b" ")[1])
-    fields = {}
-    for line in h.split(b"\r\n")[1:]:
-        k, _, v = line.partition(b":")
-        fields[k.strip().lower().decode()] = v.strip().decode()
+    status, fields, body = parse_raw(resp)
     return status, fields, json.loads(body)
 
 
@@ -350,3 +349,61 @@ def test_peak_rss_flat_while_clients_push_150_mb_bodies(make_emulator, make_gate
                 assert parse(out)[0] in (401, 404, 413), (name, out[:200])
         assert peak - base < 12 * 1024, f"{name}: peak RSS grew {peak - base} kB"
     assert requests.get(gw.admin + "/healthz", timeout=5).status_code == 200
+
+
+# ---- a second instance: a fleet cannot refuse a relay id on the head ----
+
+@pytest.mark.skipif(not (os.environ.get("PGHOST") or os.environ.get("PGPORT")),
+                    reason="no PostgreSQL (run under pg_virtualenv -v 15, as CI does)")
+def test_fleet_relay_delivery_to_another_instance_is_read(make_emulator, make_gateway,
+                                                          receiver, secret_file, pg_url):
+    """A job waits at instance 0; the vendor delivers to instance 1 (one
+    public_url for the fleet, a load balancer behind it). Instance 1 does
+    not know the job, yet must read the delivery (over 4 KB) and store it:
+    an instance's memory of waiting jobs is no answer for the fleet."""
+    emu = make_emulator()
+    gws = [make_gateway(emu, {**hooks(secret_file), "keys": KEYS,
+                              "state": {"url": pg_url, "instance": f"gw{i}"}})
+           for i in range(2)]
+    for gw in gws:
+        gw.cfg["webhooks"].update({"mode": "relay", "public_url": gws[1].dex})
+        gw.write_config(gw.cfg)
+        gw.send_signal(signal.SIGHUP)
+        wait_log(gw, "reloaded")
+    r = requests.post(gws[0].dex + EXPORT, json={"projectId": "P-DEMO",
+                                                 "callbackUrl": receiver.url("/fleet")},
+                      headers=gws[0].headers(), timeout=10)
+    assert r.status_code == 200, r.text
+    wid = r.headers["X-Tidegate-Webhook-Id"]
+    receiver.wait(lambda: len(receiver.seen()) == 1)
+    got = receiver.seen()[0]
+    assert got["headers"]["webhook-id"] == wid and len(got["body"]) > 4096
+    assert gws[1].metric("tidegate_webhook_relay_deliveries_total") == 1
+    assert gws[0].metric("tidegate_webhook_relay_deliveries_total") == 0
+    # an id no instance knows, over 4 KB: read (up to max_payload), then 404
+    r = requests.post(gws[1].dex + relay_path(), data=b"x" * 8192, timeout=5)
+    assert r.status_code == 404 and r.json()["message"] == "no such webhook job"
+
+
+def test_relay_job_waiting_across_a_restart_still_gets_its_delivery(
+        make_emulator, make_gateway, receiver, secret_file):
+    """One instance refuses ids no waiting job has on the head: a job that
+    waited through a restart is known again before its delivery comes (the
+    start lists every waiting job), so its delivery (over 4 KB) is read."""
+    emu = make_emulator({"export": {"delay": "3s"}})
+    gw = make_gateway(emu, {**hooks(secret_file), "keys": KEYS})
+    gw.cfg["webhooks"].update({"mode": "relay", "public_url": gw.dex})
+    gw.write_config(gw.cfg)
+    gw.send_signal(signal.SIGHUP)
+    wait_log(gw, "reloaded")
+    r = requests.post(gw.dex + EXPORT, json={"projectId": "P-DEMO",
+                                             "callbackUrl": receiver.url("/later")},
+                      headers=gw.headers(), timeout=10)
+    assert r.status_code == 200, r.text
+    wid = r.headers["X-Tidegate-Webhook-Id"]
+    assert gw.stop() == 0
+    gw.restart()
+    receiver.wait(lambda: len(receiver.seen()) == 1, timeout=15)
+    got = receiver.seen()[0]
+    assert got["headers"]["webhook-id"] == wid and len(got["body"]) > 4096
+    assert gw.metric("tidegate_webhook_relay_deliveries_total") == 1
