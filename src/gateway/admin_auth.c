@@ -2,11 +2,12 @@
  * admin_auth.c - who may use the admin listener's API (the features' admin
  * paths, /webhooks…): a gateway API key with the admin service when keys
  * are configured; anyone when none are (every listener is then loopback
- * only). The probes (/healthz, /readyz, /metrics) ask for no key. One decision, taken twice: by the front door on the head of
- * every admin request that announces a body, which is capped at
- * admin_max_body, so that nothing is read for a caller who would be
- * refused (gw_admin_head_check, registered in server.c), and by a
- * feature's admin handler (gw_admin_auth, admin_webhooks.c).
+ * only). The probes (/healthz, /readyz, /metrics) ask for no key. One
+ * decision, taken twice: by the front door on the head of every admin
+ * request that announces a body, which is capped at admin_max_body, so
+ * that nothing is read for a caller who would be refused
+ * (gw_admin_head_check, registered in server.c), and by a feature's admin
+ * handler (gw_admin_auth, admin_webhooks.c).
  */
 #include <stdlib.h>
 

@@ -187,23 +187,20 @@ def test_caller_token_body_over_its_cap_refused_on_the_head(make_emulator, make_
 def test_caller_token_under_its_cap_still_reaches_the_vendor(make_emulator, make_gateway):
     emu = make_emulator()
     gw = make_gateway(emu, {"dex": {"caller_max_body": "64KB"}})
-    own = {"Authorization": "Bearer " + emu.token()}
-    r = requests.post(gw.dex + EXPORT, json={"projectId": "P-DEMO"}, headers=own, timeout=10)
-    assert r.status_code == 200 and r.json()["correlationId"], r.text
-    # a JSON import of 60 KB: under the cap, forwarded with the caller's token
-    rows = [{"siteId": "S-1", "activityCategory": "x" * 500} for _ in range(110)]
-    body = json.dumps(rows).encode()
-    assert 50_000 < len(body) < 64 * 1024
+    own = {"Authorization": "Bearer " + emu.token(), "Content-Type": "application/json"}
+    # an export of 60 KB (a long list of names): under the cap, forwarded
+    # with the caller's own token
+    body = json.dumps({"projectId": "P-DEMO", "names": ["n" * 500] * 118}).encode()
+    assert 58_000 < len(body) < 64 * 1024
     requests.delete(emu.dex + "/__emulator/stats", timeout=5)
-    r = requests.post(gw.dex + "/public/v1/import/activities?projectId=P-DEMO", data=body,
-                      headers={**own, "Content-Type": "application/json"}, timeout=10)
-    assert r.status_code != 413, r.text
+    r = requests.post(gw.dex + EXPORT, data=body, headers=own, timeout=10)
+    assert r.status_code == 200 and r.json()["correlationId"], r.text
+    assert emu.calls("POST " + EXPORT) == 1
     # over it: refused on the head, the vendor never asked
-    body += b" " * (64 * 1024 - len(body) + 1)
-    r = requests.post(gw.dex + "/public/v1/import/activities?projectId=P-DEMO", data=body,
-                      headers={**own, "Content-Type": "application/json"}, timeout=10)
+    body = body[:-1] + b" " * (64 * 1024 - len(body) + 1) + b"}"
+    r = requests.post(gw.dex + EXPORT, data=body, headers=own, timeout=10)
     assert r.status_code == 413 and "dex.caller_max_body" in r.json()["message"]
-    assert emu.calls("POST /public/v1/import/activities") <= 1
+    assert emu.calls("POST " + EXPORT) == 1
 
 
 def test_caller_token_chunked_body_cut_at_its_cap(make_emulator, make_gateway):
