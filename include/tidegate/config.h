@@ -132,6 +132,16 @@ void tg_config_report_merge(struct tg_cfg_report *dst, struct tg_cfg_report *src
 void tg_config_report_cleanup(struct tg_cfg_report *rep);
 
 /**
+ * Open a file the configuration names (the file itself, a *_file secret,
+ * a CA bundle) for reading, never blocking: a descriptor the caller owns
+ * (close it), or -1 with *why (static, borrowed) saying why: it does not
+ * exist or cannot be read, it is not a regular file (a directory, a named
+ * pipe, a device), or it is a file of the kernel's /proc or /sys, wherever
+ * a symbolic link leads. path is borrowed.
+ */
+int tg_config_file_open(const char *path, const char **why);
+
+/**
  * Load path into out (zeroed by the caller) using the table. On error
  * returns -1 with the first problem, "file:line:col: key: message", in
  * err; out (borrowed) owns what is filled in either way and must be

@@ -83,23 +83,23 @@ beside(const struct gw_config *c, const char *file)
 	return tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path, file);
 }
 
-/* *field becomes its resolved path; a file that cannot be read is a problem. */
+/* *field becomes its resolved path; a file that cannot be read is a
+ * problem, and so is one that is not a regular file (OpenSSL would block
+ * on a named pipe) or is the kernel's. */
 static void
 check_readable(struct gw_config *c, char **field, const char *key, const char *at,
     struct tg_cfg_report *rep)
 {
+	const char *why;
 	char *full;
-	struct stat st;
 	int fd;
 
 	if (*field == NULL || **field == '\0')
 		return;
 	full = beside(c, *field);
-	if ((fd = open(full, O_RDONLY)) < 0)
-		tg_config_report_add(rep, at, key, "cannot read %s: %s", full, strerror(errno));
-	else if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
-		tg_config_report_add(rep, at, key, "%s is a directory, not a file", full);
-	if (fd >= 0)
+	if ((fd = tg_config_file_open(full, &why)) < 0)
+		tg_config_report_add(rep, at, key, "cannot read %s: %s", full, why);
+	else
 		close(fd);
 	free(*field);
 	*field = full;

@@ -80,7 +80,7 @@ CASES = [
       "{f}:4:3: dex.pasword_file: unknown key (did you mean 'dex.password_file'?)"]),
     # a secret file that cannot be used is named as resolved, and only once
     ("dex_password_file_is_a_directory", "dex:\n  username: u\n  password_file: .\n",
-     ["{f}:4:18: dex.password_file: cannot use {d}/.: not a regular file"]),
+     ["{f}:4:18: dex.password_file: cannot use {d}/.: not a regular file (a directory)"]),
     ("dex_password_file_empty", "dex:\n  username: u\n  password_file: empty-secret\n",
      ["{f}:4:18: dex.password_file: cannot use {d}/empty-secret: the file is empty"]),
     ("sim_client_secret_file_missing", "sim:\n  client_id: c\n  client_secret_file: nope\n",
@@ -241,3 +241,79 @@ def test_postgresql_state_unreachable_at_start(case_dir):
     assert start.returncode == 1
     assert "state: postgresql: cannot connect" in start.stderr
     assert "hunter2" not in start.stderr + start.stdout
+
+
+# Files the configuration names that must be refused at once, never read:
+# (id, file body after line 1 up to the value, key, the value, how to make
+# it, the message after "cannot use|read <path>: "). A named pipe blocked
+# the reader until a writer came (a -t that never ended); a file of /proc
+# was read and sent to the vendor as the password.
+KERNEL = "a file of the kernel's /proc or /sys, refused"
+FIFO = "not a regular file (a named pipe)"
+SHAPES = [
+    ("password_fifo", "dex:\n  username: u\n  password_file: ", "dex.password_file", "pw",
+     "fifo", FIFO),
+    ("password_proc_environ", "dex:\n  username: u\n  password_file: ", "dex.password_file",
+     "/proc/self/environ", None, KERNEL),
+    ("secret_symlink_into_proc", "sim:\n  client_id: c\n  client_secret_file: ",
+     "sim.client_secret_file", "s", "/proc/self/environ", KERNEL),
+    ("secret_under_sys", "webhooks:\n  secret_file: ", "webhooks.secret_file",
+     "/sys/kernel/mm/transparent_hugepage/enabled", None, KERNEL),
+    ("state_url_fifo", "state:\n  url_file: ", "state.url_file", "url", "fifo", FIFO),
+    ("ca_file_fifo", "tls:\n  ca_file: ", "tls.ca_file", "ca.pem", "fifo", FIFO),
+    ("config_itself_fifo", None, None, None, None, FIFO),
+]
+
+
+@pytest.mark.parametrize("name,head,key,value,make,why", SHAPES, ids=[c[0] for c in SHAPES])
+def test_special_files_are_refused_at_once(case_dir, name, head, key, value, make, why):
+    """-t and the start each exit 1 within seconds, naming the file as
+    resolved (relative to the configuration's directory) and why."""
+    path = os.path.join(case_dir, "gw.yaml")
+    if head is None:                 # the configuration file itself is a pipe
+        os.mkfifo(path)
+        want = [f"{path}: {why}"]
+    else:
+        if value.startswith("/") and not os.path.isfile(value):
+            pytest.skip(f"{value} does not exist here")
+        full = value if value.startswith("/") else os.path.join(case_dir, value)
+        if make == "fifo":
+            os.mkfifo(full)
+        elif make is not None:
+            os.symlink(make, full)     # a link is followed; where it leads is judged
+        with open(path, "w") as f:
+            f.write("upstream: remote\n" + head + value + "\n")
+        lines = head.split("\n")
+        verb = "read" if key == "tls.ca_file" else "use"
+        want = [f"{path}:{len(lines) + 1}:{len(lines[-1]) + 1}: {key}: cannot {verb} {full}: "
+                f"{why}"]
+    for args in (["-t", "-c", path], ["-c", path]):
+        r = subprocess.run([EXE] + args, capture_output=True, text=True, timeout=5)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert r.stderr.splitlines() == want, args
+        assert "PATH=" not in r.stdout + r.stderr          # nothing of the environment
+
+
+def test_sighup_with_a_fifo_secret_keeps_serving(emulator, gateway):
+    """A reload whose secret file became a named pipe is refused at once,
+    logged with the file and why; every listener goes on answering and a
+    later reload with a regular file is taken."""
+    gateway.wait_tokens()
+    secret = os.path.join(gateway.tmp, "dex-password")
+    os.remove(secret)
+    os.mkfifo(secret)
+    gateway.send_signal(signal.SIGHUP)
+    failed = wait_event(gateway, "reload_failed", timeout=5)
+    assert failed[0]["reason"].endswith(
+        f"dex.password_file: cannot use {secret}: {FIFO}"), failed
+    assert requests.get(gateway.admin + "/healthz", timeout=2).json() == {"status": "ok"}
+    r = requests.get(gateway.dex + "/public/export", params={"correlationId": "x"},
+                     headers=gateway.headers(), timeout=2)
+    assert r.status_code in (200, 202, 404), r.text      # the dex listener answers
+    assert requests.get(gateway.sim + "/api/v1/simulations", headers=gateway.headers(),
+                        timeout=2).status_code == 200
+    os.remove(secret)
+    with open(secret, "w") as f:
+        f.write("demo\n")
+    gateway.send_signal(signal.SIGHUP)
+    wait_event(gateway, "reloaded", timeout=5)

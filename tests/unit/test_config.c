@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -274,6 +275,43 @@ test_secret(void **state)
 	    "t.yaml:2:1: secret: give only one of secret, secret_env and secret_file");
 }
 
+/* A secret file that is not a regular file of an operator's is refused
+ * before a byte is read, and the open never waits: a named pipe (no writer
+ * ever comes here), a directory, a device, /proc and a link into it. */
+static void
+test_secret_special_files(void **state)
+{
+	char dir[] = "/tmp/tg_special_XXXXXX", fifo[64], link[64], yaml[160], want[200];
+	const char *why;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(symlink("/proc/self/environ", link), 0);
+	assert_int_equal(tg_config_file_open(fifo, &why), -1);
+	assert_string_equal(why, "not a regular file (a named pipe)");
+	assert_int_equal(tg_config_file_open(dir, &why), -1);
+	assert_string_equal(why, "not a regular file (a directory)");
+	assert_int_equal(tg_config_file_open("/dev/null", &why), -1);
+	assert_string_equal(why, "not a regular file (a device)");
+	assert_int_equal(tg_config_file_open("/proc/self/environ", &why), -1);
+	assert_string_equal(why, "a file of the kernel's /proc or /sys, refused");
+	assert_int_equal(tg_config_file_open(link, &why), -1);
+	assert_string_equal(why, "a file of the kernel's /proc or /sys, refused");
+	snprintf(yaml, sizeof(yaml), "secret_file: %s\n", fifo);
+	snprintf(want, sizeof(want), "t.yaml:1:14: secret_file: cannot use %s: not a regular "
+	    "file (a named pipe)", fifo);
+	expect_error(yaml, want);
+	snprintf(yaml, sizeof(yaml), "secret_file: %s\n", link);
+	snprintf(want, sizeof(want), "t.yaml:1:14: secret_file: cannot use %s: a file of the "
+	    "kernel's /proc or /sys, refused", link);
+	expect_error(yaml, want);
+	unlink(fifo);
+	unlink(link);
+	rmdir(dir);
+}
+
 /* Every problem of a file is reported in one load, in file order. */
 static void
 test_report_collects_all(void **state)
@@ -424,6 +462,7 @@ main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_null_means_default),
 		cmocka_unit_test(test_secret),
+		cmocka_unit_test(test_secret_special_files),
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_report_collects_all),
 		cmocka_unit_test(test_section_types),
