@@ -171,5 +171,11 @@ int tg_config_parse_bool(const char *s, int *b);
 /** Split "host:port" / "[v6]:port" (s borrowed); on 0 the caller takes
  * ownership of *host (free()), *port is the number. -1: nothing allocated. */
 int tg_config_parse_addr(const char *s, char **host, int *port);
+/** 1 when listen addresses a and b ("host:port", borrowed) cannot both be
+ * bound: one port (not 0) on the same address, or on a wildcard address
+ * (0.0.0.0, ::) and another of its family (:: covers both, bound
+ * dual-stack). Host names conflict only when spelled alike: where they
+ * resolve is the start's to find out. */
+int tg_config_addr_conflict(const char *a, const char *b);
 
 #endif

@@ -9,6 +9,7 @@
  * and records where each key was set for the callers' own checks. Called
  * by both entry points at start-up, by -t and on SIGHUP.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -532,6 +533,58 @@ tg_config_parse_addr(const char *s, char **host, int *port)
 	*host = tg_xstrndup(hs, (size_t)(he - hs));
 	*port = (int)p;
 	return 0;
+}
+
+/* A listen address's family and bytes; family 0: a host name. */
+struct laddr {
+	int family, port;
+	unsigned char a[16];
+	char *host;
+};
+
+static int
+laddr_parse(const char *s, struct laddr *l)
+{
+	if (s == NULL || tg_config_parse_addr(s, &l->host, &l->port) != 0)
+		return -1;
+	if (inet_pton(AF_INET, l->host, l->a) == 1)
+		l->family = AF_INET;
+	else if (inet_pton(AF_INET6, l->host, l->a) == 1)
+		l->family = AF_INET6;
+	return 0;
+}
+
+/* Whether wildcard w takes the port of l too: 0.0.0.0 every IPv4
+ * address, :: every address (libevent binds it dual-stack). */
+static int
+covers(const struct laddr *w, const struct laddr *l)
+{
+	static const unsigned char zero[16];
+
+	return w->family != 0 && l->family != 0 &&
+	    memcmp(w->a, zero, w->family == AF_INET ? 4 : 16) == 0 &&
+	    (w->family == AF_INET6 || l->family == AF_INET);
+}
+
+int
+tg_config_addr_conflict(const char *a, const char *b)
+{
+	struct laddr x, y;
+	int rc = 0;
+
+	memset(&x, 0, sizeof(x));
+	memset(&y, 0, sizeof(y));
+	if (laddr_parse(a, &x) == 0 && laddr_parse(b, &y) == 0 && x.port == y.port &&
+	    x.port != 0) {
+		if (x.family == 0 || y.family == 0)
+			rc = x.family == y.family && strcasecmp(x.host, y.host) == 0;
+		else
+			rc = (x.family == y.family && memcmp(x.a, y.a, x.family == AF_INET ? 4 :
+			    16) == 0) || covers(&x, &y) || covers(&y, &x);
+	}
+	free(x.host);
+	free(y.host);
+	return rc;
 }
 
 static int

@@ -4,14 +4,14 @@
  * emulator's file) exist and are readable, relative paths resolved against
  * the configuration file's directory; database directories exist and are
  * writable; vendor URLs and route templates have the shape the upstream
- * code needs; listeners obey the no-keys loopback rule; the listeners'
- * TLS files load (tls_listen.c); enumerated values
+ * code needs; listeners obey the no-keys loopback rule and no two share
+ * a port (tg_config_addr_conflict); the listeners' TLS files load
+ * (tls_listen.c); enumerated values
  * and key services are known, with a "did you mean". Called by
  * gw_config_load (config.c), so the start, -t and SIGHUP all run them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,18 +213,27 @@ gw_config_addr_loopback(const char *addr)
 	return rc;
 }
 
+/* No two listeners on one address and port (the start's bind fails on
+ * the second), and without keys, loopback only. */
 static void
 check_listeners(const struct gw_config *c, struct tg_cfg_report *rep)
 {
 	const char *addr[3] = { c->listen_dex, c->listen_sim, c->listen_admin };
 	const char *key[3] = { "listen.dex", "listen.sim", "listen.admin" };
-	int i;
+	int i, j;
 
 	for (i = 0; c->nkeys == 0 && i < 3; i++)
 		if (addr[i] != NULL && !gw_config_addr_loopback(addr[i]))
 			tg_config_report_add(rep, NULL, key[i], "%s is not a loopback address and "
 			    "no API keys are configured (add keys, or listen on 127.0.0.1)",
 			    addr[i]);
+	for (i = 1; i < 3; i++)
+		for (j = 0; j < i; j++)
+			if (tg_config_addr_conflict(addr[i], addr[j])) {
+				tg_config_report_add(rep, NULL, key[i], "%s overlaps %s (%s): "
+				    "each listener needs its own port", addr[i], key[j], addr[j]);
+				break;
+			}
 }
 
 /* state.url names a backend by its scheme (the rest, which may hold a

@@ -312,6 +312,41 @@ test_secret_special_files(void **state)
 	rmdir(dir);
 }
 
+/* Listen addresses two listeners cannot both bind (the start's second bind
+ * fails), as -t judges them without binding. */
+static void
+test_addr_conflict(void **state)
+{
+	static const struct {
+		const char *a, *b;
+		int conflict;
+	} cases[] = {
+		{ "127.0.0.1:80", "127.0.0.1:80", 1 },
+		{ "127.0.0.1:80", "127.0.0.1:81", 0 },
+		{ "127.0.0.1:80", "127.0.0.2:80", 0 },
+		{ "0.0.0.0:80", "127.0.0.1:80", 1 },
+		{ "10.0.0.1:80", "0.0.0.0:80", 1 },
+		{ "0.0.0.0:80", "[::1]:80", 0 },
+		{ "[::]:80", "127.0.0.1:80", 1 },
+		{ "[::]:80", "0.0.0.0:80", 1 },
+		{ "[::1]:80", "[0:0::1]:80", 1 },
+		{ "[::1]:80", "127.0.0.1:80", 0 },
+		{ "127.0.0.1:0", "127.0.0.1:0", 0 },	/* each gets its own port */
+		{ "localhost:80", "LOCALHOST:80", 1 },
+		{ "localhost:80", "127.0.0.1:80", 0 },	/* resolved only at start */
+		{ "nonsense", "127.0.0.1:80", 0 },
+		{ NULL, "127.0.0.1:80", 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < TG_NELEM(cases); i++) {
+		if (tg_config_addr_conflict(cases[i].a, cases[i].b) != cases[i].conflict ||
+		    tg_config_addr_conflict(cases[i].b, cases[i].a) != cases[i].conflict)
+			fail_msg("%s and %s: want %d", cases[i].a ? cases[i].a : "(null)",
+			    cases[i].b, cases[i].conflict);
+	}
+}
+
 /* Every problem of a file is reported in one load, in file order. */
 static void
 test_report_collects_all(void **state)
@@ -470,6 +505,7 @@ main(void)
 		cmocka_unit_test(test_report_positions),
 		cmocka_unit_test(test_path),
 		cmocka_unit_test(test_parsers),
+		cmocka_unit_test(test_addr_conflict),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
