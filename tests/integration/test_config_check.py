@@ -43,9 +43,10 @@ CASES = [
     ("emulator_config_missing", "emulator_config: emu.yaml\n",
      ["{f}:2:18: emulator_config: cannot read {d}/emu.yaml: " + NOENT +
       " (needed by upstream: embedded)"]),
-    ("database_directory_missing", "runs:\n  db: nodir/runs.db\n",
+    # the state, checked as the start opens it (root starts with a user)
+    ("database_directory_missing", "runs:\n  db: nodir/runs.db\nuser: root\n",
      ["{f}:3:7: runs.db: directory {d}/nodir does not exist"]),
-    ("database_directory_read_only", "webhooks:\n  db: ro/tidegate.db\n",
+    ("database_directory_read_only", "webhooks:\n  db: ro/tidegate.db\nuser: root\n",
      ["{f}:3:7: webhooks.db: directory {d}/ro is not writable: Permission denied"]),
     ("listen_scalar", "listen: 8080\n",
      ["{f}:2:9: listen: must be a mapping of keys (listen.<key>: value, one per line), "
@@ -446,8 +447,7 @@ DB_SHAPES = [
     ("newer_schema", "runs.db", lambda p: patch(p, 60, b"\x00\x00\x00\x63"),
      ": schema version 99 is newer than this tidegate's ("),
     ("not_writable", "tidegate.db", lambda p: os.chmod(p, 0o444), " is not writable: "),
-    ("a_directory", "runs.db", lambda p: (os.remove(p), os.mkdir(p)),
-     " is a directory, not a database file"),
+    ("a_directory", "runs.db", lambda p: (os.remove(p), os.mkdir(p)), " is not a regular file"),
     ("zero_length", "tidegate.db", lambda p: open(p, "wb").close(), None),
     ("valid_foreign_table", "tidegate.db", lambda p: None, None),
 ]
