@@ -1,11 +1,12 @@
 /*
  * tidegate.c - the gateway's entry point: options, configuration check
  * (-t: the configuration, the account and the state, read-only, checked
- * by the functions the start runs, with the same lines printed), logging, the embedded emulator (upstream: embedded), the gateway's
- * request core and the features it serves (jobs, webhook, runs), the
- * event loop. SIGHUP reloads, SIGTERM/SIGINT drain and exit 0
- * (src/gateway/server.c). Started as root, it binds the listeners and
- * becomes the configured `user` before it serves (include/tidegate/priv.h);
+ * by the functions the start runs, with the same lines printed), logging,
+ * the embedded emulator (upstream: embedded), the gateway's request core
+ * and the features it serves (jobs, webhook, runs), the event loop.
+ * SIGHUP reloads, SIGTERM/SIGINT drain and exit 0 (src/gateway/server.c).
+ * Started as root, it binds the listeners and becomes the configured
+ * `user` before it serves (include/tidegate/priv.h);
  * a Type=notify unit hears READY=1 once it serves (tidegate.service).
  */
 #include <errno.h>

@@ -1,12 +1,12 @@
 /*
  * config.c - the gateway's configuration keys, defaults and bounds, and
  * the checks that span keys (addresses, key digests and the keyring the
- * start builds from them, webhook mode,
- * schedule, allow-list and signing secrets, which are parsed here once;
- * files, URLs, routes, databases and the embedded emulator's file are
- * checked in config_check.c). Every problem is collected with its
- * position; the same path serves the start, -t and SIGHUP, so "-t" passing
- * means the configuration will load.
+ * start builds from them, webhook mode, schedule, allow-list and signing
+ * secrets, which are parsed here once; files, URLs, routes, listeners and
+ * the embedded emulator's file are checked in config_check.c, the
+ * databases with the state by the entry point). Every problem is
+ * collected with its position; the same path serves the start, -t and
+ * SIGHUP, so "-t" passing means the configuration will load.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -429,7 +429,6 @@ check_keys(struct gw_config *c, struct tg_cfg_report *rep)
 		const char *name = c->keys[i].name, *sha = c->keys[i].sha256;
 
 		n = rep->n;
-
 		snprintf(key, sizeof(key), "keys[%zu].name", i);
 		if (name != NULL && name[0] == '(')
 			tg_config_report_add(rep, NULL, key, "names starting with '(' are reserved "
