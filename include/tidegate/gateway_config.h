@@ -150,6 +150,12 @@ void gw_config_check_services(const struct gw_config *c, size_t i, struct tg_cfg
 void gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep);
 /** 1 when addr ("host:port", borrowed) is a loopback address. */
 int gw_config_addr_loopback(const char *addr);
+struct tg_keyring;
+/** Add configured key k (borrowed) to kr (borrowed; it copies what it
+ * keeps): the one place a configured key becomes a keyring entry, for the
+ * start, a reload and the configuration check. 0, or -1 with err: a bad
+ * digest, no known service, a digest another key has already. */
+int gw_config_key_add(struct tg_keyring *kr, const struct gw_key_cfg *k, struct tg_err *err);
 extern const struct tg_cfg_key gw_config_keys[];
 extern const size_t gw_config_nkeys;
 

@@ -1,11 +1,12 @@
 /*
  * config.c - the gateway's configuration keys, defaults and bounds, and
- * the checks that span keys (addresses, key digests, webhook mode,
- * schedule, allow-list and signing secrets, which are parsed here once;
- * files, URLs, routes, databases and the embedded emulator's file are
- * checked in config_check.c). Every problem is collected with its
- * position; the same path serves the start, -t and SIGHUP, so "-t" passing
- * means the configuration will load.
+ * the checks that span keys (addresses, key digests and the keyring the
+ * start builds from them, webhook mode, schedule, allow-list and signing
+ * secrets, which are parsed here once; files, URLs, routes, listeners and
+ * the embedded emulator's file are checked in config_check.c, the
+ * databases with the state by the entry point). Every problem is
+ * collected with its position; the same path serves the start, -t and
+ * SIGHUP, so "-t" passing means the configuration will load.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <event2/http.h>
 
 #include "tidegate/gateway_config.h"
+#include "tidegate/keys.h"
 
 #define O(f) offsetof(struct gw_config, f)
 #define K(p, t, f, d, doc) { p, t, O(f), d, 0, 0, 0, NULL, 0, 0, 0, doc }
@@ -412,15 +414,31 @@ check_token(const struct gw_config *c, struct tg_cfg_report *rep)
 		    "http(s)://host[:port]/path, without user, query or fragment");
 }
 
+int
+gw_config_key_add(struct tg_keyring *kr, const struct gw_key_cfg *k, struct tg_err *err)
+{
+	const char *svc[3];
+	size_t j;
+
+	for (j = 0; j < k->services.n && j < 3; j++)
+		svc[j] = k->services.v[j];
+	return tg_keyring_add(kr, k->name, k->sha256, svc, j, err);
+}
+
+/* Each key's own checks, then the keyring the start builds, built the same
+ * way (two keys with one digest: the start refused them). */
 static void
 check_keys(struct gw_config *c, struct tg_cfg_report *rep)
 {
+	struct tg_keyring kr = { 0 };
+	struct tg_err why;
 	char key[64];
-	size_t i;
+	size_t i, n;
 
 	for (i = 0; i < c->nkeys; i++) {
 		const char *name = c->keys[i].name, *sha = c->keys[i].sha256;
 
+		n = rep->n;
 		snprintf(key, sizeof(key), "keys[%zu].name", i);
 		if (name != NULL && name[0] == '(')
 			tg_config_report_add(rep, NULL, key, "names starting with '(' are reserved "
@@ -430,7 +448,11 @@ check_keys(struct gw_config *c, struct tg_cfg_report *rep)
 			tg_config_report_add(rep, NULL, key, "expected 64 hex digits (the SHA-256 "
 			    "of the key, e.g. printf %%s KEY | sha256sum)");
 		gw_config_check_services(c, i, rep);
+		if (rep->n == n && name != NULL && sha != NULL &&
+		    gw_config_key_add(&kr, &c->keys[i], &why) != 0)
+			tg_config_report_add(rep, NULL, key, "%s", why.msg);
 	}
+	tg_keyring_cleanup(&kr);
 }
 
 static void
