@@ -52,8 +52,10 @@ def test_readyz_tells_a_vendor_gone_after_start(make_emulator, make_gateway):
     emu = make_emulator()
     gw = make_gateway(emu, {"failover": {"eject_after": 0}})
     gw.wait_tokens()
+    cid = requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                        headers=gw.headers(), timeout=10).json()["correlationId"]
     emu.fault(listener="dex", reset=True)
-    r = requests.get(gw.dex + "/public/export", params={"correlationId": "gone"},
+    r = requests.get(gw.dex + "/public/export", params={"correlationId": cid},
                      headers=gw.headers(), timeout=10)
     assert r.status_code == 502
     ready = requests.get(gw.admin + "/readyz", timeout=5)
@@ -62,7 +64,7 @@ def test_readyz_tells_a_vendor_gone_after_start(make_emulator, make_gateway):
     assert ready.json()["vendor"]["dex"] == "unreachable"
     assert gw.metric("tidegate_vendor_up", service="dex") == 0
     emu.clear_faults()
-    requests.get(gw.dex + "/public/export", params={"correlationId": "back"},
+    requests.get(gw.dex + "/public/export", params={"correlationId": cid},
                  headers=gw.headers(), timeout=10)
     assert requests.get(gw.admin + "/readyz", timeout=5).json()["vendor"]["dex"] == "up"
 
@@ -180,12 +182,13 @@ def test_embedded_emulator_quick_start(tmp_path, make_gateway):
 def test_access_log_has_no_secrets(emulator, gateway):
     requests.post(gateway.dex + "/public/v1/authenticate",
                   json={"username": "demo", "password": "demo"})
-    requests.get(gateway.dex + "/public/export?correlationId=x", headers=gateway.headers())
+    requests.post(gateway.dex + "/public/v1/export/nope", json={"projectId": "P-DEMO"},
+                  headers=gateway.headers())
     lines = [e for e in gateway.log_lines() if e.get("event") == "access" and
              e["service"] != "admin"]
     assert len(lines) == 2
     e = lines[1]
-    assert e["service"] == "dex" and e["op"] == "export_get" and e["status"] == 404
+    assert e["service"] == "dex" and e["op"] == "export" and e["status"] == 404
     assert e["key"] == "test" and e["upstream_status"] == 404 and len(e["id"]) == 36
     text = gateway.read_log()
     assert TEST_KEY not in text and "demo-secret" not in text and "eyJ" not in text

@@ -239,3 +239,69 @@ def test_a_job_no_record_names_is_refused_to_every_key(emulator, make_gateway):
     r = requests.get(f"{gw.dex}{EXPORT}?correlationId={a}", headers=own, timeout=10)
     assert r.status_code == 404 and r.json()["message"] == "no such job for this API key"
     assert emulator.calls("GET /public/export") == 1
+
+
+# ---- simulation runs, per key on the vendor's own routes ----
+
+SIM_KEYS = [{"name": "a", "sha256": TEST_KEY_SHA, "services": ["sim"]},
+            {"name": "b", "sha256": OTHER_SHA, "services": ["sim"]}]
+SIMS = "/api/v1/simulations"
+
+
+def submit_run(gw, key=TEST_KEY):
+    case = requests.get(gw.sim + "/api/v1/cases/CASE-OM-1", headers=gw.headers(key),
+                        timeout=10).json()
+    r = requests.post(gw.sim + SIMS, json=case, headers=gw.headers(key), timeout=10)
+    assert r.status_code == 201, r.text
+    return r.json()["simulationId"]
+
+
+def sim_get(gw, path, headers):
+    return requests.get(gw.sim + path, headers=headers, timeout=10)
+
+
+def listed(r):
+    assert r.status_code == 200, r.text
+    return [run["simulationId"] for run in r.json()]
+
+
+def test_simulation_runs_are_the_submitting_keys(emulator, make_gateway):
+    """B neither lists nor reads A's run, nor fetches its results; a run the
+    registry does not hold (submitted at the vendor directly) is no key's:
+    refused to both, left to the vendor for a caller's own token."""
+    gw = make_gateway(emulator, {"keys": SIM_KEYS})
+    mine, theirs = submit_run(gw), submit_run(gw, OTHER_KEY)
+    own = emulator.sim_headers()
+    case = requests.get(emulator.sim + "/api/v1/cases/CASE-OM-1", headers=own,
+                        timeout=10).json()
+    r = requests.post(emulator.sim + SIMS, json=case, headers=own, timeout=10)
+    assert r.status_code == 201, r.text
+    outside = r.json()["simulationId"]
+    requests.delete(emulator.dex + "/__emulator/stats")
+    assert listed(sim_get(gw, SIMS, gw.headers())) == [mine]
+    assert listed(sim_get(gw, SIMS, gw.headers(OTHER_KEY))) == [theirs]
+    assert listed(sim_get(gw, SIMS + "?caseId=CASE-OM-1", gw.headers(OTHER_KEY))) == [theirs]
+    # a caller's own vendor token: the vendor's list, less the keys' runs
+    assert listed(sim_get(gw, SIMS, own)) == [outside]
+    for sim_id, owner, other in ((mine, TEST_KEY, OTHER_KEY), (theirs, OTHER_KEY, TEST_KEY)):
+        for path in (f"{SIMS}/{sim_id}", f"{SIMS}/{sim_id}/results"):
+            r = sim_get(gw, path, gw.headers(other))
+            assert r.status_code == 404, (path, r.text)
+            assert r.json()["message"] == "no such simulation for this API key"
+            r = sim_get(gw, path, own)
+            assert r.status_code == 404 and r.json()["error"] == "NOT_FOUND", path
+        r = sim_get(gw, f"{SIMS}/{sim_id}", gw.headers(owner))
+        assert r.status_code == 200 and r.json()["simulationId"] == sim_id
+        r = sim_get(gw, f"{SIMS}/{sim_id}/results", gw.headers(owner))
+        assert r.status_code in (200, 409), r.text      # the vendor's answer
+    for key in (TEST_KEY, OTHER_KEY):
+        for path in (f"{SIMS}/{outside}", f"{SIMS}/{outside}/results"):
+            r = sim_get(gw, path, gw.headers(key))
+            assert r.status_code == 404, (path, r.text)
+            assert r.json()["message"] == "no such simulation for this API key"
+    r = sim_get(gw, f"{SIMS}/{outside}", own)
+    assert r.status_code == 200 and r.json()["simulationId"] == outside
+    calls = emulator.stats()["calls"]
+    # refusals never reached the vendor: only the owners' reads and own-token reads did
+    assert sum(n for k, n in calls.items() if k.startswith(f"GET {SIMS}/")) == 5, calls
+    assert calls.get(f"GET {SIMS}", 0) == 4

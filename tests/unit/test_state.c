@@ -741,6 +741,7 @@ add_run(const char *sim, int64_t submitted, int want)
 static void
 test_runs(void **state)
 {
+	static const char *const many[] = { "sim-x", "sim-b", "sim-\"a", "sim-a'", "" };
 	struct tg_runs_query q = { 0 };
 	struct wait w = { 0 };
 
@@ -755,6 +756,15 @@ test_runs(void **state)
 	settle(tg_state_runs_list(F.st, &q, on_runs, &w), &w);
 	assert_int_equal(w.count, 2);
 	assert_string_equal(w.s, "sim-b");	/* newest first */
+	wait_clear(&w);
+	/* a set of ids: the ones held, whatever their spelling as JSON */
+	settle(tg_state_runs_get_many(F.st, many, TG_NELEM(many), on_runs, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.count, 1);
+	assert_string_equal(w.s, "sim-b");
+	wait_clear(&w);
+	settle(tg_state_runs_get_many(F.st, many, 0, on_runs, &w), &w);
+	assert_int_equal(w.count, 0);
 	wait_clear(&w);
 	settle(tg_state_runs_due(F.st, T0 + 60000, 10, on_runs, &w), &w);
 	assert_int_equal(w.count, 2);

@@ -369,6 +369,8 @@ static const char *const sql[PG_NSTMT] = {
 	    " next_check_at = CASE WHEN status = 'IN_PROGRESS' THEN $3 ELSE next_check_at END"
 	    " WHERE simulation_id = $1 AND checks = $4",
 	[PG_RUN_GET] = "SELECT " RUN_COLS " FROM runs WHERE simulation_id = $1",
+	[PG_RUN_MANY] = "SELECT " RUN_COLS " FROM runs WHERE simulation_id IN"
+	    " (SELECT jsonb_array_elements_text($1::jsonb))",
 	[PG_RUN_DUE] = "SELECT " RUN_COLS " FROM runs WHERE status = 'IN_PROGRESS'"
 	    " AND next_check_at IS NOT NULL AND next_check_at <= $1 AND expires_at > $1"
 	    " ORDER BY next_check_at, submitted_at, simulation_id LIMIT $2",
