@@ -191,9 +191,13 @@ runs_done(struct gw_req *r, enum tg_up_error uerr, struct evbuffer *capture)
 	}
 	ans = tg_json_parse((const char *)evbuffer_pullup(capture, -1),
 	    evbuffer_get_length(capture), NULL);
-	rc = r->gw->state != NULL ? record(r, ans, &err) : -1;
-	if (r->gw->state == NULL)
+	/* record may answer (and free r) before it returns: r is not read after */
+	if (r->gw->state == NULL) {
 		tg_err_set(&err, "no run registry");
+		rc = -1;
+	} else {
+		rc = record(r, ans, &err);
+	}
 	yajl_tree_free(ans);
 	if (rc == 0)
 		return 1;	/* answered when the run is recorded */
