@@ -305,3 +305,21 @@ def test_simulation_runs_are_the_submitting_keys(emulator, make_gateway):
     # refusals never reached the vendor: only the owners' reads and own-token reads did
     assert sum(n for k, n in calls.items() if k.startswith(f"GET {SIMS}/")) == 5, calls
     assert calls.get(f"GET {SIMS}", 0) == 4
+
+
+def test_a_lost_submission_names_no_other_keys_run(emulator, make_gateway):
+    """A submission sent without an answer is answered with the runs of its
+    case made since (one may be it): another key's run is not named."""
+    gw = make_gateway(emulator, {"keys": SIM_KEYS})
+    theirs = submit_run(gw, OTHER_KEY)
+    own = emulator.sim_headers()
+    case = requests.get(emulator.sim + "/api/v1/cases/CASE-OM-1", headers=own,
+                        timeout=10).json()
+    outside = requests.post(emulator.design + SIMS, json=case, headers=own,
+                            timeout=10).json()["simulationId"]
+    emulator.fault(listener="sim", method="POST", path=SIMS, reset=True, count=1)
+    r = requests.post(gw.sim + SIMS, json=case, headers=gw.headers(), timeout=30)
+    assert r.status_code == 502, r.text
+    assert r.headers["X-Tidegate-Run-Candidates"] == outside
+    assert theirs not in r.text and theirs not in r.headers["X-Tidegate-Run-Candidates"]
+    assert "check them" in r.json()["message"]
