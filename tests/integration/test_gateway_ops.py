@@ -23,6 +23,7 @@ def test_healthz_readyz_metrics(emulator, gateway):
     assert r.json()["vendor"] == {"dex": "up", "sim": "up"}
     assert r.json()["state"] == {"backend": "sqlite", "up": True, "shared": False}
     assert r.json()["degraded"] is False
+    gateway.own("x")
     requests.get(gateway.dex + "/public/export?correlationId=x", headers=gateway.headers())
     m = gateway.metrics()
     assert 'tidegate_requests_total{service="dex",op="export_get",code="404"} 1' in m
@@ -102,6 +103,7 @@ def test_refuses_public_address_without_keys(tmp_path):
 
 def slow_request(emulator, gw):
     """A request the emulator holds for 1.5 s, in flight when this returns."""
+    gw.own("x")
     emulator.fault(path="/public/export", latencyMs=1500, count=1)
     result = {}
 
@@ -125,9 +127,11 @@ def test_sighup_reload_swaps_keys_without_dropping_requests(emulator, make_gatew
     gw.write_config(cfg)
     gw.send_signal(signal.SIGHUP)
     time.sleep(0.3)
-    assert requests.get(gw.dex + "/public/export?correlationId=x",
+    gw.own("y", key="new")
+    assert requests.get(gw.dex + "/public/export?correlationId=y",
                         headers=gw.headers("123456")).status_code == 404
-    assert requests.get(gw.dex + "/public/export?correlationId=x",
+    # the old key is no key now: a caller's token, which the vendor refuses
+    assert requests.get(gw.dex + "/public/export?correlationId=z",
                         headers=gw.headers()).status_code == 401
     t.join()
     assert result["r"].status_code == 404       # the in-flight request finished
@@ -135,6 +139,7 @@ def test_sighup_reload_swaps_keys_without_dropping_requests(emulator, make_gatew
 
 
 def test_sighup_with_bad_config_keeps_running(emulator, gateway):
+    gateway.own("x")
     with open(gateway.config_path, "a") as f:
         f.write("bogus: 1\n")
     gateway.send_signal(signal.SIGHUP)
