@@ -177,6 +177,7 @@ struct gw_req {
 	char *case_id, *case_sha256;	/* of a checked submission (gw->case_digest) */
 	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_feature.on_free) */
 	int feat_next;			/* the next feature of the op to ask (feature.c) */
+	int feat_done_next;		/* the next feature whose on_done runs (feature.c) */
 	TAILQ_ENTRY(gw_req) inflight_next;	/* on gw->reqs */
 };
 
@@ -529,6 +530,10 @@ void gw_req_proxy(struct gw_req *r);
 /** r (borrowed), taken by a feature's on_request (-1), goes on: the
  * features after that one, then the vendor. */
 void gw_req_continue(struct gw_req *r);
+/** r's held answer (borrowed), taken by a feature's on_done (1), goes on:
+ * the on_done of the features after that one, then, when none replies,
+ * the held answer as the vendor gave it. */
+void gw_req_done_continue(struct gw_req *r);
 /** Upstream path and query for r (borrowed; the string is malloc'd, the
  * caller owns it): route template, minus drop_query. */
 char *gw_upstream_uri(struct gw_req *r);

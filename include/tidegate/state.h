@@ -347,6 +347,10 @@ struct tg_state_op *tg_state_runs_set_handled(struct tg_state *st, const char *i
 /** Run id (st, id borrowed); NOT_FOUND. */
 struct tg_state_op *tg_state_runs_get(struct tg_state *st, const char *id,
     tg_state_runs_cb cb, void *arg);
+/** The runs among ids (n of them; st, ids borrowed) the registry holds, in
+ * no particular order (the others are not named). */
+struct tg_state_op *tg_state_runs_get_many(struct tg_state *st, const char *const *ids,
+    size_t n, tg_state_runs_cb cb, void *arg);
 /** Runs matching q (st, q borrowed), newest first; ERROR for an unknown
  * status name (answer 400). */
 struct tg_state_op *tg_state_runs_list(struct tg_state *st, const struct tg_runs_query *q,

@@ -114,14 +114,18 @@ gw_feat_head(struct gw_req *r, int status)
 	return h;
 }
 
+/* From the feature after the last one asked, as gw_feat_request: one that
+ * took a held answer and lets it go on (gw_req_done_continue) resumes the
+ * chain after itself. */
 int
 gw_feat_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture)
 {
 	const struct gw_feature *f;
-	int i, id;
+	int id;
 
-	for (i = 0; i < NOPFEAT(r); i++) {
-		id = OPFEAT(r, i);
+	while (r->feat_done_next < NOPFEAT(r)) {
+		id = OPFEAT(r, r->feat_done_next);
+		r->feat_done_next++;
 		f = r->gw->feat[id];
 		if (f->on_done != NULL && f->on_done(r, r->gw->feat_ctx[id], err, capture))
 			return 1;

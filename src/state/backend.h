@@ -93,6 +93,9 @@ struct tg_state_backend {
 	struct tg_state_op *(*runs_get)(void *impl, const char *id, tg_state_runs_cb cb, void *arg);
 	struct tg_state_op *(*runs_list)(void *impl, const struct tg_runs_query *q,
 	    tg_state_runs_cb cb, void *arg);
+	/* ids_json: a JSON array of the ids (borrowed for the call) */
+	struct tg_state_op *(*runs_get_many)(void *impl, const char *ids_json,
+	    tg_state_runs_cb cb, void *arg);
 	struct tg_state_op *(*runs_set_figures)(void *impl, const char *id, yajl_val results,
 	    tg_state_done_cb cb, void *arg);
 	struct tg_state_op *(*runs_stats)(void *impl, tg_state_runs_stats_cb cb, void *arg);

@@ -203,6 +203,7 @@ def test_an_unknown_id_is_not_held(emulator, make_gateway):
     """A long-poll on an id the vendor does not know gets its 404 at once:
     waiting cannot change it."""
     gw = make_gateway(emulator)
+    gw.own("nope")
     t0 = time.monotonic()
     r = requests.get(gw.dex + "/public/export", params={"correlationId": "nope", "wait": 10},
                      headers=gw.headers(), timeout=20)

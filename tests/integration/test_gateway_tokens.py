@@ -11,17 +11,23 @@ import requests
 from conftest import TEST_KEY
 
 
-def get_export(gw, headers=None):
+def get_export(gw, headers=None, cid=None):
     """An export poll for a fresh unknown id (so the poll multiplexer asks the
-    vendor every time): the emulator answers 404."""
-    return requests.get(gw.dex + "/public/export",
-                        params={"correlationId": "nope-" + uuid.uuid4().hex},
+    vendor every time), recorded as the key's job (a caller's own token needs
+    none): the emulator answers 404."""
+    if cid is None:
+        cid = "nope-" + uuid.uuid4().hex
+        if headers is None:
+            gw.own(cid)
+    return requests.get(gw.dex + "/public/export", params={"correlationId": cid},
                         headers=headers or gw.headers(), timeout=15)
 
 
 def test_one_login_for_a_thousand_requests(emulator, gateway):
+    cids = ["nope-" + uuid.uuid4().hex for _ in range(1000)]
+    gateway.own(*cids)
     with concurrent.futures.ThreadPoolExecutor(32) as pool:
-        codes = list(pool.map(lambda _: get_export(gateway).status_code, range(1000)))
+        codes = list(pool.map(lambda c: get_export(gateway, cid=c).status_code, cids))
     assert set(codes) == {404}              # the emulator's answer for an unknown id
     assert emulator.calls("POST /public/v1/authenticate") == 1
     assert emulator.calls("GET /public/export") == 1000
@@ -191,6 +197,7 @@ def test_api_keys(emulator, make_gateway):
          "sha256": "62af8704764faf8ea82fc61ce9c4c3908b6cb97d463a634e9e587d7c885db0ef",
          "services": ["dex"]}], "dex": {"caller_tokens": False}})
     assert get_export(gw).status_code == 404
+    gw.own("x")
     assert requests.get(gw.dex + "/public/export?correlationId=x",
                         headers={"X-Api-Key": TEST_KEY}).status_code == 404
     r = requests.get(gw.dex + "/public/export?correlationId=x")

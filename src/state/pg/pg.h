@@ -52,6 +52,7 @@ enum pg_stmt {
 	PG_RUN_EXPIRE, PG_RUN_PURGE,
 	PG_SW_CREATE, PG_SW_GET, PG_SW_LIST, PG_SW_VARIANTS, PG_SW_CLAIM, PG_SW_SUBMITTED,
 	PG_SW_UNCLAIM, PG_SW_SETTLE, PG_SW_RUNNING,
+	PG_RUN_MANY,
 	PG_NSTMT
 };
 
@@ -310,6 +311,8 @@ struct tg_state_op *tg_state_pg_runs_set_handled(void *impl, const char *id,
     tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_runs_get(void *impl, const char *id, tg_state_runs_cb cb,
     void *arg);
+struct tg_state_op *tg_state_pg_runs_get_many(void *impl, const char *ids_json,
+    tg_state_runs_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_runs_list(void *impl, const struct tg_runs_query *q,
     tg_state_runs_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_runs_set_figures(void *impl, const char *id, yajl_val results,

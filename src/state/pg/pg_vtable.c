@@ -42,6 +42,7 @@ const struct tg_state_backend tg_state_pg_backend = {
 	.runs_set_handled = tg_state_pg_runs_set_handled,
 	.runs_get = tg_state_pg_runs_get,
 	.runs_list = tg_state_pg_runs_list,
+	.runs_get_many = tg_state_pg_runs_get_many,
 	.runs_set_figures = tg_state_pg_runs_set_figures,
 	.runs_stats = tg_state_pg_runs_stats,
 	.runs_archive = tg_state_pg_runs_archive,

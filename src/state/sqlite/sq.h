@@ -158,6 +158,8 @@ struct tg_state_op *tg_state_sq_runs_set_handled(void *impl, const char *id,
     tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_runs_get(void *impl, const char *id, tg_state_runs_cb cb,
     void *arg);
+struct tg_state_op *tg_state_sq_runs_get_many(void *impl, const char *ids_json,
+    tg_state_runs_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_runs_list(void *impl, const struct tg_runs_query *q,
     tg_state_runs_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_runs_set_figures(void *impl, const char *id, yajl_val results,
