@@ -169,7 +169,8 @@ open_state(struct event_base *base, const struct gw_config *c, struct tg_err *er
 	struct tg_runs_opts ro;
 	struct tg_outbox_opts oo;
 	struct tg_owners_opts wo;
-	struct tg_state_opts so = { c->state_url, &ro, &oo, &wo, c->state_instance };
+	struct tg_state_opts so = { c->state_url, &ro, &oo, &wo, c->state_instance,
+		c->state_timeout };
 
 	tg_runs_store_opts(c, &ro);
 	tg_webhook_outbox_opts(c, &oo);

@@ -26,8 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <cmocka.h>
 #include <libpq-fe.h>
@@ -1796,6 +1801,158 @@ test_fleet_claim_recovery(void **state)
 	free(id);
 }
 
+/* Milliseconds on the monotonic clock. */
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Run the loop until w was called back or ms passed. */
+static void
+wait_ms(struct wait *w, int ms)
+{
+	int64_t end = mono_ms() + ms;
+
+	while (!w->called && mono_ms() < end) {
+		struct timeval tv = { 0, 1000 };
+
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, EVLOOP_ONCE);
+	}
+}
+
+/* Ask b for a token until it answers NOT_FOUND (the server answers). */
+static void
+until_answers(struct tg_state *b)
+{
+	struct wait w = { 0 };
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		wait_clear(&w);
+		settle(tg_state_token_get(b, "dex", on_token, &w), &w);
+		if (w.res.rc == TG_STATE_NOT_FOUND)
+			return;
+		usleep(10000);
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+	}
+	fail_msg("the server never answered (last: %s)", w.res.err.msg);
+}
+
+/*
+ * A server that stops answering (a lock the test holds stands for a
+ * frozen one): what was sent and what waits answer UNAVAILABLE, naming
+ * the deadline, once it passes and not much later, each exactly once (a
+ * cancelled one never); health is down with the same reason and a new
+ * operation fails at once; once the server answers again everything
+ * works, without reopening.
+ */
+static void
+test_fleet_deadline(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 400 };
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_state_op *op;
+	struct tg_err err;
+	struct wait w[4] = { { 0 } };
+	char q[160];
+	int64_t t0, took;
+	int i;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.vendor_tokens IN ACCESS EXCLUSIVE MODE",
+	    F.schema);
+	assert_int_equal(side_exec(q), 0);
+	t0 = mono_ms();
+	for (i = 0; i < 3; i++)		/* two sent (one per connection), one queued */
+		assert_non_null(tg_state_token_get(b, "dex", on_token, &w[i]));
+	for (i = 0; i < 20; i++)	/* sent and waiting on the lock */
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+	op = tg_state_token_get(b, "sim", on_token, &w[3]);
+	assert_non_null(op);
+	tg_state_cancel(op);
+	wait_ms(&w[0], 3000);
+	took = mono_ms() - t0;
+	assert_true(took >= 400 && took < 1500);
+	for (i = 0; i < 3; i++) {
+		wait_ms(&w[i], 500);
+		assert_int_equal(w[i].called, 1);
+		assert_int_equal(w[i].res.rc, TG_STATE_UNAVAILABLE);
+		assert_non_null(strstr(w[i].res.err.msg, "no answer within 400 ms"));
+	}
+	assert_true(mono_ms() - t0 < 1500);
+	tg_state_health(b, &h);
+	assert_false(h.up);
+	assert_non_null(strstr(h.reason, "no answer within 400 ms"));
+	for (i = 0; i < 3; i++)
+		wait_clear(&w[i]);
+	assert_null(tg_state_token_get(b, "dex", on_token, &w[0]));	/* at once */
+	assert_int_equal(w[0].res.rc, TG_STATE_UNAVAILABLE);
+	wait_clear(&w[0]);
+	wait_ms(&w[3], 300);
+	assert_int_equal(w[3].called, 0);	/* cancelled: never */
+	assert_int_equal(side_exec("COMMIT"), 0);
+	until_answers(b);
+	for (i = 0; i < 300 && (tg_state_health(b, &h), !h.up); i++) {
+		usleep(10000);
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+	}
+	assert_true(h.up);
+	tg_state_close(b);
+}
+
+/* A server that accepts connections and never says a word (nothing
+ * listens beyond the backlog of a socket the test holds): an operation
+ * asked while the first connection is being made waits for it, and
+ * answers UNAVAILABLE at its deadline; health says why. */
+static void
+test_fleet_deadline_connecting(void **state)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	struct tg_state_opts opts = { .timeout_ms = 300 };
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+	char url[128];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int64_t t0;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(url, sizeof(url), "postgresql://tg:s3cret@127.0.0.1:%d/tidegate",
+	    ntohs(sa.sin_port));
+	opts.url = url;
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	t0 = mono_ms();
+	assert_non_null(tg_state_token_get(b, "dex", on_token, &w));
+	wait_ms(&w, 2000);
+	assert_int_equal(w.called, 1);
+	assert_true(mono_ms() - t0 >= 300 && mono_ms() - t0 < 1300);
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	assert_non_null(strstr(w.res.err.msg, "no answer within 300 ms"));
+	assert_null(strstr(w.res.err.msg, "s3cret"));
+	tg_state_health(b, &h);
+	assert_false(h.up);
+	assert_non_null(strstr(h.reason, "postgresql"));
+	assert_null(strstr(h.reason, "s3cret"));
+	wait_clear(&w);
+	tg_state_close(b);
+	close(fd);
+}
+
 static void
 test_open_errors(void **state)
 {
@@ -1808,9 +1965,24 @@ test_open_errors(void **state)
 	struct tg_err err;
 	struct wait w = { 0 };
 
-	assert_null(tg_state_open(F.base, &pg, &err));	/* nothing listens there */
-	assert_non_null(strstr(err.msg, "postgresql"));
-	assert_null(strstr(err.msg, "s3cret"));
+	st = tg_state_open(F.base, &pg, &err);		/* nothing listens there: */
+	assert_non_null(st);				/* open all the same, degraded */
+	tg_state_health(st, &h);
+	assert_false(h.up);
+	assert_non_null(tg_state_token_get(st, "dex", on_token, &w));	/* waits for it */
+	wait_for(&w);
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	assert_non_null(strstr(w.res.err.msg, "postgresql unavailable"));
+	assert_null(strstr(w.res.err.msg, "s3cret"));
+	wait_clear(&w);
+	assert_null(tg_state_token_get(st, "dex", on_token, &w));	/* down: at once */
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	wait_clear(&w);
+	tg_state_health(st, &h);
+	assert_false(h.up);
+	assert_non_null(strstr(h.reason, "postgresql unavailable"));
+	assert_null(strstr(h.reason, "s3cret"));
+	tg_state_close(st);
 	assert_null(tg_state_open(F.base, &bad, &err));
 	assert_non_null(strstr(err.msg, "postgresql URL"));
 	assert_null(strstr(err.msg, "s3cret"));
@@ -1854,6 +2026,7 @@ main(void)
 		T_(test_fleet_wakeups, D_FLEET), T_(test_fleet_adopt, D_FLEET),
 		T_(test_fleet_connections_lost, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
+		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
 		T_(test_open_errors, D_LOCAL),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];
