@@ -104,8 +104,9 @@ struct tg_state_opts {
 	const char *instance;			/* this instance's name (leases, token
 						 * records); NULL: none */
 	int64_t timeout_ms;			/* an operation's deadline (ms);
-						 * <= 0: 3000 */
+						 * <= 0: TG_STATE_TIMEOUT_MS */
 };
+#define TG_STATE_TIMEOUT_MS	3000
 
 /**
  * Open the backend opts->url names (base borrowed, must outlive the
@@ -125,6 +126,8 @@ struct tg_state *tg_state_open(struct event_base *base, const struct tg_state_op
 void tg_state_close(struct tg_state *st);
 /** The backend's name ("sqlite", …; static, borrowed); st is borrowed. */
 const char *tg_state_backend_name(const struct tg_state *st);
+/** The deadline every operation of st (borrowed) is answered within, ms. */
+int64_t tg_state_timeout_ms(const struct tg_state *st);
 /**
  * Forget op (borrowed; no longer valid after this call): its callback is
  * never called. A write already under way may still commit; a payload

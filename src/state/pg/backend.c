@@ -156,7 +156,7 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, stru
 	}
 	name_instance(pg, opts->instance);
 	params(pg, opts->url);
-	pg->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : PG_TIMEOUT_MS;
+	pg->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TG_STATE_TIMEOUT_MS;
 	if (opts->owners != NULL) {
 		pg->owners = 1;
 		pg->keep_ms = opts->owners->keep_ms > 0 ? opts->owners->keep_ms : KEEP_MS;

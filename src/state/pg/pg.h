@@ -39,7 +39,6 @@
 #define PG_BACKOFF_MIN	100	/* ms before the first reconnect */
 #define PG_BACKOFF_MAX	5000	/* ms between reconnects at most */
 #define PG_CONNECT_MS	10000	/* a connection attempt (connect to ready) gives up after */
-#define PG_TIMEOUT_MS	3000	/* an operation's deadline when opts say none */
 #define PG_PING		(-1)	/* the probe's statement (pg_wake.c): not prepared */
 
 /** The prepared statements (pg_schema.c holds their SQL). */
