@@ -15,9 +15,20 @@ and ride out a PostgreSQL outage without a restart.
   proxied GETs go on with the tokens held, a callback export gets 503 with
   Retry-After and a JSON error naming the cause, the instances recover
   without a restart, and every job accepted before the outage is delivered.
+- test_postgres_frozen: the same private cluster frozen with SIGSTOP (the
+  postmaster and every backend: sockets open, nothing answers) for 8 s
+  under two instances with state.timeout 2 s: a poll whose owner only the
+  database knows and a callback export answer 503 + Retry-After with a
+  JSON error within the deadline, /readyz says degraded naming it on both
+  instances within seconds, plain GETs go on, and after SIGCONT both come
+  back without a restart.
+- test_start_with_postgres_down: an instance started with the cluster
+  stopped starts degraded (proxying, callback exports 503) and comes up
+  by itself once the cluster starts: schema migrated, a webhook accepted
+  and delivered, its connections named tidegate/gw0 in pg_stat_activity.
 
-Both need PostgreSQL (CI runs the suite under pg_virtualenv -v 15); the
-outage test also needs /usr/lib/postgresql/15/bin/initdb. As root, initdb
+All need PostgreSQL (CI runs the suite under pg_virtualenv -v 15); the
+private cluster's tests also need /usr/lib/postgresql/15/bin/initdb. As root, initdb
 and the server run as the postgres user (runuser) in a directory it owns.
 Set TG_FAULTS_SEED to replay the kill moments of a failed run (its seed is
 in the failure message)."""

@@ -14,7 +14,9 @@
  * and sweeps, the webhook outbox, the shared ones (ownership, tokens, poll
  * entries) and the fleet cases (two handles on one database: shared
  * records, leases that never take one job twice and expire to the other
- * handle, claims racing on a sweep; connections killed under it). The PostgreSQL
+ * handle, claims racing on a sweep; connections killed under it;
+ * operations held past their deadline by a lock the test takes, and a
+ * server that accepts a connection and never answers). The PostgreSQL
  * entry runs when the environment names a server (TG_TEST_PG_URL, or the
  * PG* variables pg_virtualenv sets), each setup in a schema of its own,
  * and is skipped with a printed reason otherwise.
