@@ -30,6 +30,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1955,6 +1959,188 @@ test_fleet_deadline_connecting(void **state)
 	close(fd);
 }
 
+/* ---- a TCP forwarder to the server that can be frozen ---- */
+
+/* Bytes go both ways between each accepted connection and the server
+ * until frozen is set: then nothing moves (the sockets stay open, as with
+ * a server whose processes are stopped) until it is cleared. */
+static struct {
+	int lfd, port, n;
+	int fd[16][2];		/* accepted, towards the server */
+	struct sockaddr_storage to;
+	socklen_t tolen;
+	volatile int frozen, stop;
+	pthread_t th;
+} X;
+
+static void
+fwd_accept(void)
+{
+	int c = accept(X.lfd, NULL, NULL), s;
+
+	if (c < 0)
+		return;
+	s = socket(X.to.ss_family, SOCK_STREAM, 0);
+	if (X.n == 16 || s < 0 || connect(s, (struct sockaddr *)&X.to, X.tolen) != 0) {
+		close(c);
+		if (s >= 0)
+			close(s);
+		return;
+	}
+	X.fd[X.n][0] = c;
+	X.fd[X.n++][1] = s;
+}
+
+/* Move what came on pair i's side d to the other side; -1 when it closed. */
+static int
+fwd_move(int i, int d)
+{
+	char buf[16384];
+	ssize_t r = read(X.fd[i][d], buf, sizeof(buf)), off = 0, w;
+
+	if (r <= 0)
+		return -1;
+	while (off < r) {
+		if ((w = write(X.fd[i][!d], buf + off, (size_t)(r - off))) <= 0)
+			return -1;
+		off += w;
+	}
+	return 0;
+}
+
+static void *
+fwd_run(void *arg)
+{
+	struct pollfd p[33];
+	int i, k;
+
+	while (!X.stop) {
+		p[0].fd = X.lfd;
+		p[0].events = POLLIN;
+		for (i = 0; i < X.n; i++) {
+			for (k = 0; k < 2; k++) {
+				p[1 + 2 * i + k].fd = X.fd[i][k];
+				p[1 + 2 * i + k].events = X.frozen ? 0 : POLLIN;
+			}
+		}
+		if (poll(p, 1 + 2 * (nfds_t)X.n, 20) <= 0)
+			continue;
+		for (i = 0; i < X.n && !X.frozen; i++)
+			for (k = 0; k < 2; k++)
+				if ((p[1 + 2 * i + k].revents & (POLLIN | POLLHUP)) &&
+				    fwd_move(i, k) != 0) {
+					close(X.fd[i][0]);
+					close(X.fd[i][1]);
+					X.fd[i][0] = X.fd[--X.n][0];
+					X.fd[i][1] = X.fd[X.n][1];
+					p[1 + 2 * i] = p[1 + 2 * X.n];
+					p[2 + 2 * i] = p[2 + 2 * X.n];
+					k = 2;
+				}
+		if (p[0].revents & POLLIN)
+			fwd_accept();
+	}
+	return NULL;
+}
+
+/* Forward a loopback port to the server the side connection reached. */
+static void
+fwd_start(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_un *un = (struct sockaddr_un *)&X.to;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	socklen_t len = sizeof(sa);
+	const char *host = PQhost(F.side), *port = PQport(F.side);
+
+	memset(&X, 0, sizeof(X));
+	if (host[0] == '/') {
+		un->sun_family = AF_UNIX;
+		snprintf(un->sun_path, sizeof(un->sun_path), "%s/.s.PGSQL.%s", host, port);
+		X.tolen = sizeof(*un);
+	} else {
+		assert_int_equal(getaddrinfo(host, port, &hints, &ai), 0);
+		memcpy(&X.to, ai->ai_addr, ai->ai_addrlen);
+		X.tolen = ai->ai_addrlen;
+		freeaddrinfo(ai);
+	}
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	X.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(X.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(X.lfd, 16), 0);
+	assert_int_equal(getsockname(X.lfd, (struct sockaddr *)&sa, &len), 0);
+	X.port = ntohs(sa.sin_port);
+	assert_int_equal(pthread_create(&X.th, NULL, fwd_run, NULL), 0);
+}
+
+static void
+fwd_stop(void)
+{
+	int i;
+
+	X.stop = 1;
+	pthread_join(X.th, NULL);
+	for (i = 0; i < X.n; i++) {
+		close(X.fd[i][0]);
+		close(X.fd[i][1]);
+	}
+	close(X.lfd);
+}
+
+/* Run the loop until b's health is up (or down) or ms passed; how long. */
+static int64_t
+until_health(struct tg_state *b, int up, int ms, struct tg_state_health *h)
+{
+	int64_t t0 = mono_ms();
+
+	for (tg_state_health(b, h); !h->up != !up && mono_ms() - t0 < ms;
+	    tg_state_health(b, h)) {
+		struct timeval tv = { 0, 5000 };
+
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, EVLOOP_ONCE);
+	}
+	return mono_ms() - t0;
+}
+
+/*
+ * The server freezes while nothing is asked (the forwarder stops moving
+ * bytes; every socket stays open): health goes down within the idle time,
+ * a tick and the ping's deadline, naming the deadline, and comes back up
+ * once the server answers again.
+ */
+static void
+test_fleet_frozen_idle(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .owners = &wo, .timeout_ms = 300 };
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_err err;
+	char url[1200];
+	int64_t took;
+
+	fwd_start();
+	snprintf(url, sizeof(url), "%s&host=127.0.0.1&port=%d", F.url, X.port);
+	opts.url = url;
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	until_health(b, 1, 2000, &h);
+	assert_true(h.up);
+	X.frozen = 1;
+	took = until_health(b, 0, 3000, &h);
+	assert_false(h.up);
+	assert_true(took < 300 + 300 + 300 + 400);	/* idle, a tick, the deadline */
+	assert_non_null(strstr(h.reason, "no answer within 300 ms"));
+	X.frozen = 0;
+	took = until_health(b, 1, 5000, &h);
+	assert_true(h.up);
+	until_answers(b);
+	tg_state_close(b);
+	fwd_stop();
+}
+
 static void
 test_open_errors(void **state)
 {
@@ -2029,6 +2215,7 @@ main(void)
 		T_(test_fleet_connections_lost, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
+		T_(test_fleet_frozen_idle, D_FLEET),
 		T_(test_open_errors, D_LOCAL),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];

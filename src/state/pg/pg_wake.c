@@ -213,15 +213,23 @@ on_ping(struct pg_op *o, const PGresult *r)
 	o->pg->ping = NULL;
 }
 
-/* Every tick (a second, or state.timeout when shorter): a ping when health
- * is unsure or nothing was answered for state.timeout, on a connection
- * made (while none is, their reconnects tell). */
+/* The probe's next tick: in a second, or state.timeout when shorter. */
+static void
+probe_arm(struct pg *pg)
+{
+	int64_t tick = pg->timeout_ms < 1000 ? pg->timeout_ms : 1000;
+	struct timeval tv = { tick / 1000, (tick % 1000) * 1000 };
+
+	evtimer_add(pg->probe_ev, &tv);
+}
+
+/* Every tick: a ping when health is unsure or nothing was answered for
+ * state.timeout, on a connection made (while none is, their reconnects
+ * tell). */
 static void
 on_probe(evutil_socket_t fd, short what, void *arg)
 {
 	struct pg *pg = arg;
-	int64_t tick = pg->timeout_ms < 1000 ? pg->timeout_ms : 1000;
-	struct timeval tv = { tick / 1000, (tick % 1000) * 1000 };
 	int i, idle = 0;
 
 	for (i = 0; i < PG_POOL; i++)
@@ -232,16 +240,14 @@ on_probe(evutil_socket_t fd, short what, void *arg)
 		pg->ping->stmt = PG_PING;
 		tg_state_pg_enqueue(pg->ping);
 	}
-	evtimer_add(pg->probe_ev, &tv);
+	probe_arm(pg);
 }
 
 void
 tg_state_pg_probe_start(struct pg *pg)
 {
-	struct timeval tv = { 1, 0 };
-
 	pg->probe_ev = evtimer_new(pg->base, on_probe, pg);
-	evtimer_add(pg->probe_ev, &tv);
+	probe_arm(pg);
 }
 
 void
