@@ -2058,8 +2058,9 @@ fwd_start(void)
 		un->sun_family = AF_UNIX;
 		snprintf(un->sun_path, sizeof(un->sun_path), "%s/.s.PGSQL.%s", host, port);
 		X.tolen = sizeof(*un);
-	} else {
-		assert_int_equal(getaddrinfo(host, port, &hints, &ai), 0);
+	} else {		/* the address it connected to, of those host names */
+		hints.ai_flags = AI_NUMERICHOST;
+		assert_int_equal(getaddrinfo(PQhostaddr(F.side), port, &hints, &ai), 0);
 		memcpy(&X.to, ai->ai_addr, ai->ai_addrlen);
 		X.tolen = ai->ai_addrlen;
 		freeaddrinfo(ai);
