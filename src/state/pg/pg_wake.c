@@ -230,11 +230,11 @@ static void
 on_probe(evutil_socket_t fd, short what, void *arg)
 {
 	struct pg *pg = arg;
-	int i, idle = 0;
+	int i, made = 0;
 
 	for (i = 0; i < PG_POOL; i++)
-		idle |= pg->conn[i].st >= PG_IDLE;
-	if (pg->ping == NULL && idle && (pg->unsure != PG_SURE ||
+		made |= pg->conn[i].st >= PG_IDLE;
+	if (pg->ping == NULL && made && (pg->unsure != PG_SURE ||
 	    tg_clock_mono_ms() - pg->answered_ms >= pg->timeout_ms)) {
 		pg->ping = tg_state_pg_op_new(pg, 0, on_ping, NULL, NULL);
 		pg->ping->stmt = PG_PING;
