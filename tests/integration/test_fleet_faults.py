@@ -362,11 +362,21 @@ class PrivateCluster:
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
         self.data = os.path.join(self.dir, "data")
         self.log = os.path.join(self.dir, "postgres.log")
-        self.port = free_port()
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self.run(os.path.join(PG_BIN, "initdb"), "-D", self.data, "-A", "trust",
-                 "-U", "postgres", "-E", "UTF8", "--no-sync", "--no-instructions")
-        self.start()
+        try:
+            self.run(os.path.join(PG_BIN, "initdb"), "-D", self.data, "-A", "trust",
+                     "-U", "postgres", "-E", "UTF8", "--no-sync", "--no-instructions")
+            for attempt in range(3):    # a free port may be taken before the server binds it
+                self.port = free_port()
+                self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+                try:
+                    self.start()
+                    break
+                except RuntimeError:
+                    if attempt == 2:
+                        raise
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def run(self, *argv, timeout=60):
         argv = list(argv)

@@ -15,11 +15,12 @@
  * entries) and the fleet cases (two handles on one database: shared
  * records, leases that never take one job twice and expire to the other
  * handle, claims racing on a sweep; connections killed under it;
- * operations held past their deadline by a lock the test takes, and a
- * server that accepts a connection and never answers). The PostgreSQL
- * entry runs when the environment names a server (TG_TEST_PG_URL, or the
- * PG* variables pg_virtualenv sets), each setup in a schema of its own,
- * and is skipped with a printed reason otherwise.
+ * operations held past their deadline by a lock the test takes, a
+ * backlog past it, a server frozen while idle behind a forwarder the test
+ * stops, and a server that accepts a connection and never answers). The
+ * PostgreSQL entry runs when the environment names a server
+ * (TG_TEST_PG_URL, or the PG* variables pg_virtualenv sets), each setup in
+ * a schema of its own, and is skipped with a printed reason otherwise.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1915,6 +1916,72 @@ test_fleet_deadline(void **state)
 	tg_state_close(b);
 }
 
+/* Run the loop for ms. */
+static void
+loop_ms(int ms)
+{
+	struct wait none = { 0 };
+
+	wait_ms(&none, ms);
+}
+
+/*
+ * A backlog, not a silent server: two operations held by a lock until the
+ * deadline is half gone, three queued behind them; the lock is given up
+ * and taken again at once, so the next two are sent and held in turn.
+ * At the deadline the two sent late and the one never sent answer
+ * UNAVAILABLE (the late answers are dropped when they come: exactly once),
+ * and nothing else: health stays up, no connection is closed, a new
+ * operation is answered by the server at once.
+ */
+static void
+test_fleet_deadline_backlog(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 600 };
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w[5] = { { 0 } }, x = { 0 };
+	char lock[160], relock[200];
+	int64_t t0;
+	int i;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	snprintf(lock, sizeof(lock), "BEGIN; LOCK TABLE %s.vendor_tokens IN ACCESS EXCLUSIVE "
+	    "MODE", F.schema);
+	snprintf(relock, sizeof(relock), "COMMIT; %s", lock);
+	assert_int_equal(side_exec(lock), 0);
+	t0 = mono_ms();
+	for (i = 0; i < 5; i++)
+		assert_non_null(tg_state_token_get(b, "dex", on_token, &w[i]));
+	loop_ms(300);
+	assert_int_equal(side_exec(relock), 0);		/* the first two go, two more wait */
+	wait_ms(&w[1], 200);
+	assert_int_equal(w[0].res.rc, TG_STATE_NOT_FOUND);
+	assert_int_equal(w[1].res.rc, TG_STATE_NOT_FOUND);
+	for (i = 2; i < 5; i++) {
+		wait_ms(&w[i], 1000);
+		assert_int_equal(w[i].res.rc, TG_STATE_UNAVAILABLE);
+		assert_non_null(strstr(w[i].res.err.msg, "no answer within 600 ms"));
+	}
+	assert_true(mono_ms() - t0 < 600 + 400);
+	tg_state_health(b, &h);
+	assert_true(h.up);				/* the server answers */
+	assert_int_equal(side_exec("COMMIT"), 0);
+	loop_ms(200);					/* the late answers: dropped */
+	settle(tg_state_token_get(b, "dex", on_token, &x), &x);
+	assert_int_equal(x.res.rc, TG_STATE_NOT_FOUND);
+	tg_state_health(b, &h);
+	assert_true(h.up);
+	wait_clear(&x);
+	for (i = 0; i < 5; i++)
+		wait_clear(&w[i]);
+	tg_state_close(b);
+}
+
 /* A server that accepts connections and never says a word (nothing
  * listens beyond the backlog of a socket the test holds): an operation
  * asked while the first connection is being made waits for it, and
@@ -2216,7 +2283,7 @@ main(void)
 		T_(test_fleet_connections_lost, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
-		T_(test_fleet_frozen_idle, D_FLEET),
+		T_(test_fleet_frozen_idle, D_FLEET), T_(test_fleet_deadline_backlog, D_FLEET),
 		T_(test_open_errors, D_LOCAL),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];

@@ -111,7 +111,7 @@ struct pg {
 	char down[256];				/* why the last connection failed, or
 						 * the last operation timed out */
 	int64_t timeout_ms;			/* every operation's deadline */
-	TAILQ_HEAD(, pg_op) live;		/* ops not answered, by deadline */
+	TAILQ_HEAD(pg_live, pg_op) live;	/* ops not done, by deadline */
 	struct event *deadline_ev;		/* at the first one's deadline */
 	enum pg_schema_state schema;
 	enum pg_unsure unsure;			/* health down until an answer */

@@ -5,16 +5,20 @@
  * exactly once (unless cancelled), then freed.
  *
  * Deadlines: every operation submitted gets one, state.timeout after it
- * was queued (each step of an operation of several steps gets its own).
- * The operations not answered yet are kept in pg->live, oldest deadline
- * first, and one timer waits for the first. An operation whose deadline
- * passes answers UNAVAILABLE, "no answer within N ms": the connection it
- * was sent on is closed (a server that does not answer one query will not
- * answer those after it either) and reconnected after the backoff, every
- * queued operation fails with the same cause, and until the server
- * answers again (pg_wake.c's probe asks it) new operations fail at once.
- * Closing the connection is also what keeps the exactly-once promise: no
- * late answer can come for an operation already answered and freed.
+ * was queued (each step of an operation of several steps gets its own):
+ * its callback comes by then.
+ * The operations not done yet are kept in pg->live, by deadline, and one
+ * timer waits for the first. An operation whose deadline passes answers
+ * UNAVAILABLE, "no answer within N ms" (a write may still commit). Still
+ * queued, it is never sent; it fails alone while the connections work (a
+ * backlog, not a silent server), with the whole queue while none is ready.
+ * Sent, its caller hears at once and its answer, should it come, is
+ * dropped (exactly once); its connection is judged silent state.timeout
+ * after the send: then it is closed (a server that does not answer one
+ * query will not answer those after it either) and reconnected after the
+ * backoff, every queued operation fails with the same cause, and until
+ * the server answers again (pg_wake.c's probe asks it) new operations
+ * fail at once.
  *
  * A cancelled operation is never answered; once sent, its query still runs
  * (a payload write runs even when cancelled while queued). An operation
@@ -292,28 +296,89 @@ unqueue(struct pg_op *o)
 	}
 }
 
-/* o's deadline passed: it fails, with the connection it waits on and
- * every operation queued, and health is unsure until the server answers. */
+/* Connections of pg that can be sent to (ready, or working). */
+static int
+ready(const struct pg *pg)
+{
+	int i, n = 0;
+
+	for (i = 0; i < PG_POOL; i++)
+		n += pg->conn[i].st >= PG_IDLE;
+	return n;
+}
+
+/* o waits on its connection until when (monotonic ms): in pg->live in
+ * order, wherever that falls. */
+static void
+live_until(struct pg_op *o, int64_t when)
+{
+	struct pg *pg = o->pg;
+	struct pg_op *p;
+
+	o->deadline_ms = when;
+	for (p = TAILQ_LAST(&pg->live, pg_live); p != NULL && p->deadline_ms > when;
+	    p = TAILQ_PREV(p, pg_live, lived))
+		;
+	if (p == NULL)
+		TAILQ_INSERT_HEAD(&pg->live, o, lived);
+	else
+		TAILQ_INSERT_AFTER(&pg->live, p, o, lived);
+	o->in_live = 1;
+	arm(pg);
+}
+
+/* The server does not answer (why, borrowed): health is unsure, new
+ * operations fail at once, and so does what is queued. */
+static void
+silent(struct pg *pg, const char *why)
+{
+	snprintf(pg->down, sizeof(pg->down), "%s", why);
+	tg_state_pg_unsure(pg, PG_TIMED_OUT);
+}
+
+/*
+ * o's deadline passed (it is out of pg->live). Queued: it fails, never
+ * sent; while no connection is ready, so does the whole queue (nothing
+ * will go in time). Sent state.timeout ago: the server did not answer it,
+ * so it will not answer what follows either: the connection is closed,
+ * o and the queue fail. Sent later (it waited for a connection): its
+ * caller hears now, its answer is dropped when it comes, and the
+ * connection is given until state.timeout after the send.
+ */
 static void
 expire(struct pg_op *o)
 {
 	struct pg *pg = o->pg;
+	int64_t sent_ms = o->sent_us / 1000, now = tg_clock_mono_ms();
 	char why[sizeof(pg->down)];
 
 	snprintf(why, sizeof(why), "state: postgresql unavailable: no answer within %lld ms "
 	    "(state.timeout)", (long long)pg->timeout_ms);
-	snprintf(pg->down, sizeof(pg->down), "%s", why);
-	tg_log(TG_LOG_WARN, "state_pg_timeout", TG_LS("why", why),
-	    TG_LS("statement", o->stmt >= 0 ? tg_state_pg_stmt_name(o->stmt) : "ping"),
-	    TG_LS("instance", pg->instance));
-	tg_state_pg_unsure(pg, PG_TIMED_OUT);
-	if (o->conn != NULL) {
-		tg_state_pg_conn_drop(o->conn, why);
-	} else {
+	if (o->conn == NULL || now - sent_ms >= pg->timeout_ms)
+		tg_log(TG_LOG_WARN, "state_pg_timeout", TG_LS("why", why),
+		    TG_LS("statement", o->stmt >= 0 ? tg_state_pg_stmt_name(o->stmt) : "ping"),
+		    TG_LS("while", o->conn == NULL ? "queued" : "sent"),
+		    TG_LS("instance", pg->instance));
+	if (o->conn == NULL) {
 		unqueue(o);
 		tg_state_pg_fail(o, TG_STATE_UNAVAILABLE, why);
+		if (ready(pg) == 0) {
+			silent(pg, why);
+			tg_state_pg_fail_queue(pg, why);
+		}
+	} else if (now - sent_ms >= pg->timeout_ms) {
+		silent(pg, why);
+		tg_state_pg_conn_drop(o->conn, why);
+		tg_state_pg_fail_queue(pg, why);
+	} else {
+		o->res.rc = TG_STATE_UNAVAILABLE;
+		tg_err_set(&o->res.err, "%s", why);
+		if (!o->cancelled)
+			o->answer(o, NULL);
+		o->again = 0;
+		o->cancelled = 1;
+		live_until(o, sent_ms + pg->timeout_ms);
 	}
-	tg_state_pg_fail_queue(pg, why);
 }
 
 static void
@@ -322,8 +387,10 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 	struct pg *pg = arg;
 	struct pg_op *o;
 
-	while ((o = TAILQ_FIRST(&pg->live)) != NULL && o->deadline_ms <= tg_clock_mono_ms())
+	while ((o = TAILQ_FIRST(&pg->live)) != NULL && o->deadline_ms <= tg_clock_mono_ms()) {
+		unlive(o);
 		expire(o);
+	}
 	arm(pg);
 }
 
