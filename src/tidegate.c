@@ -202,7 +202,7 @@ state_opts(const struct gw_config *c, struct state_opts *o)
 	tg_webhook_outbox_opts(c, &o->oo);
 	tg_jobs_owners_opts(c, &o->wo);
 	o->so = (struct tg_state_opts){ c->state_url, &o->ro, &o->oo, &o->wo,
-		c->state_instance };
+		c->state_instance, c->state_timeout };
 }
 
 static struct tg_state *

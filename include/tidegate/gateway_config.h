@@ -103,6 +103,7 @@ struct gw_config {
 	/* the state seam */
 	char *state_url;	/* NULL: SQLite; a secret (the URL may hold a password) */
 	char *state_instance;	/* NULL in the file: host:pid, set by gw_config_load */
+	int64_t state_timeout;	/* every state operation's deadline (ms) */
 	/* tracing.*: spans exported over OTLP/HTTP JSON (otlp.c) */
 	char *otlp_url;		/* NULL: no tracing */
 	char *otlp_service;	/* service.name */

@@ -27,6 +27,12 @@
  *   - Writes on one struct tg_state are answered in the order they were
  *     issued. A read issued after a write's callback sees that write; a
  *     read issued while the write is still pending may not.
+ *   - Every operation is answered within its deadline (opts.timeout_ms,
+ *     each step of an operation of several steps its own): one the server
+ *     has not answered by then answers TG_STATE_UNAVAILABLE, err "…no
+ *     answer within N ms (state.timeout)", and may still have committed.
+ *     SQLite answers from this process (the loop, or its writer thread)
+ *     and keeps no timer.
  *
  * Threads: all functions here are for the loop thread. The SQLite backend
  * answers reads synchronously on the loop (its own read connection, WAL)
@@ -34,11 +40,14 @@
  * writer thread with its own connections, in FIFO order, answering later
  * on the loop (src/core/worker.c). Token records and poll leadership live
  * in memory with SQLite (one instance always leads; nothing is shared).
- * The PostgreSQL backend (src/state/pg/) opens synchronously (connect and
- * migrate, once, before the loop runs) and from then on answers every
- * operation later, from libpq driven on the loop; only an UNAVAILABLE
- * answer (no connection up, closing, a domain it does not hold yet) comes
- * before the call returns. Its leases carry the payload in an unlinked
+ * The PostgreSQL backend (src/state/pg/) opens without touching the
+ * network (it connects and migrates on the loop, so that a database down
+ * at start only makes the instance degraded) and answers every operation
+ * later, from libpq driven on the loop; only an UNAVAILABLE answer (down,
+ * an operation timed out and the server has not answered since, closing,
+ * a domain it does not hold yet) comes before the call returns. While its
+ * first connection is being made, operations wait for it (within their
+ * deadline). Its leases carry the payload in an unlinked
  * temporary file (payload_path "/proc/self/fd/N", spool_fd), written from
  * the payload's chunk rows before the lease is answered and gone once the
  * lease is freed.
@@ -94,13 +103,18 @@ struct tg_state_opts {
 	const struct tg_owners_opts *owners;	/* correlation ownership; NULL: none */
 	const char *instance;			/* this instance's name (leases, token
 						 * records); NULL: none */
+	int64_t timeout_ms;			/* an operation's deadline (ms);
+						 * <= 0: TG_STATE_TIMEOUT_MS */
 };
+#define TG_STATE_TIMEOUT_MS	3000
 
 /**
  * Open the backend opts->url names (base borrowed, must outlive the
  * state; opts borrowed). NULL with err for an unknown scheme, a backend
- * not built in, or a store that cannot be opened. The caller owns the
- * state: tg_state_close.
+ * not built in, a URL that does not parse, or a store that cannot be
+ * opened (a PostgreSQL server that cannot be reached is not one: the
+ * state opens degraded, see tg_state_health). The caller owns the state:
+ * tg_state_close.
  */
 struct tg_state *tg_state_open(struct event_base *base, const struct tg_state_opts *opts,
     struct tg_err *err);
@@ -140,6 +154,8 @@ int tg_state_check(const struct tg_state_opts *opts, struct tg_state_problems *o
 void tg_state_close(struct tg_state *st);
 /** The backend's name ("sqlite", …; static, borrowed); st is borrowed. */
 const char *tg_state_backend_name(const struct tg_state *st);
+/** The deadline every operation of st (borrowed) is answered within, ms. */
+int64_t tg_state_timeout_ms(const struct tg_state *st);
 /**
  * Forget op (borrowed; no longer valid after this call): its callback is
  * never called. A write already under way may still commit; a payload
@@ -502,7 +518,10 @@ void tg_state_unwatch(struct tg_state *st, struct tg_state_watch *w);
 /** What the backend says of itself (filled by tg_state_health). */
 struct tg_state_health {
 	const char *backend;		/* "sqlite", "postgresql" (static) */
-	int up;				/* it can take operations now */
+	int up;				/* it can take operations now: connected,
+					 * and the server answered since the
+					 * last connection lost or operation
+					 * timed out */
 	char reason[256];		/* why not (no secret), when !up */
 	int shared;			/* other instances share it (a fleet) */
 	int listening;			/* other instances' wake-ups are heard now */

@@ -109,13 +109,18 @@ struct tg_token_wait *tg_token_get(struct tg_token_src *ts, tg_token_cb cb, void
 void tg_token_wait_cancel(struct tg_token_wait *w);
 /*
  * A fleet's view of one credential (tg_token_set_share): before a login the
- * source asks fetch for a token another instance holds, fresh at least
- * until fresh_until_ms; answer(ts, token, expires_at_ms) comes once, from
- * the loop and never inside fetch, with a token (borrowed for the call) or
- * NULL when this instance should log in itself. cancel: the fetch under way
- * is not wanted any more (answer must not come). After a login of its own
- * the source publishes the token; after a 401 it invalidates it. Every
- * callback gets arg (the sharer's, borrowed).
+ * source asks fetch for a token another instance holds, expiring after
+ * fresh_until_ms (later than the one held, and fresh enough not to need a
+ * refresh soon: the refresh lead, or half the life of the last token for
+ * tokens that live shorter than that); answer(ts, token, expires_at_ms)
+ * comes once, from the loop and never inside fetch, with a token
+ * (borrowed for the call) or NULL when this instance should log in
+ * itself. cancel: the fetch under way is not wanted any more (answer must
+ * not come). After a login of its own the source publishes the token;
+ * after a 401 it invalidates it. Every callback gets arg (the sharer's,
+ * borrowed). wait_ms: the longest the fleet's answer may take (another
+ * instance's login included); past it the source stops waiting and logs
+ * in itself (0: login_timeout_ms).
  */
 struct tg_token_share {
 	void (*fetch)(void *arg, int64_t fresh_until_ms,
@@ -124,6 +129,7 @@ struct tg_token_share {
 	void (*publish)(void *arg, const char *token, int64_t expires_at_ms);
 	void (*invalidate)(void *arg, const char *token);
 	void *arg;
+	int64_t wait_ms;
 };
 /** Share ts's logins through sh (copied; sh->arg borrowed, must outlive ts). */
 void tg_token_set_share(struct tg_token_src *ts, const struct tg_token_share *sh);

@@ -84,6 +84,8 @@ struct tg_token_src {
 	struct tg_token_stats st;
 	struct tg_token_share share;	/* a fleet's view; fetch NULL: none */
 	int sharing;			/* share.fetch under way */
+	int64_t want_after_ms;		/* what it asked for: a token expiring after */
+	int64_t life_ms;		/* the last token's life when it came */
 	struct evkeyvalq login_hdrs;	/* the next login's trace context, until sent */
 	char trig_rid[129];		/* the current login's trigger: X-Request-Id, */
 	char trig_trace[33];		/* trace id (the login's own when nobody waited) */
@@ -466,17 +468,18 @@ wipe_headers(struct evkeyvalq *hdrs)
 	evhttp_clear_headers(hdrs);
 }
 
+/* The login's timer: ms (<= 0: none) from now. */
 static void
-arm_login_timeout(struct tg_token_src *ts)
+arm_login_timeout(struct tg_token_src *ts, int64_t ms)
 {
 	struct timeval tv;
 
-	if (ts->o.login_timeout_ms <= 0)
+	if (ms <= 0)
 		return;
 	if (ts->timeout_ev == NULL)
 		ts->timeout_ev = evtimer_new(ts->base, on_login_timeout, ts);
-	tv.tv_sec = ts->o.login_timeout_ms / 1000;
-	tv.tv_usec = (ts->o.login_timeout_ms % 1000) * 1000;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
 	evtimer_add(ts->timeout_ev, &tv);
 }
 
@@ -484,12 +487,24 @@ static void login_succeeded(struct tg_token_src *, const char *, int64_t, int);
 static int send_login(struct tg_token_src *);
 static int token_ok(const char *);
 
-/* The lead a token needs over its expiry to be worth taking from another
- * instance: the refresh lead, with its jitter, and a second. */
+/*
+ * The expiry a token of another instance must pass to be worth taking: a
+ * newer one than this source holds, and one it would not refresh at once:
+ * past the refresh lead (with its jitter, and a second); for tokens that
+ * live shorter than that lead (refreshed at half their life, see
+ * schedule_refresh), past half the life of the last one (a second at
+ * least before any came). So a fleet of such tokens logs in once per half
+ * life: the others take the leader's new token at their own refresh, and
+ * never the one they hold again.
+ */
 static int64_t
-fresh_lead_ms(const struct tg_token_src *ts)
+want_after_ms(const struct tg_token_src *ts)
 {
-	return ts->o.refresh_before_ms + ts->o.jitter_ms + 1000;
+	int64_t lead = ts->o.refresh_before_ms + ts->o.jitter_ms + 1000;
+	int64_t half = ts->life_ms / 2 > 1000 ? ts->life_ms / 2 : 1000;
+	int64_t after = tg_clock_now_ms() + (half < lead ? half : lead);
+
+	return ts->token != NULL && ts->expires_at_ms > after ? ts->expires_at_ms : after;
 }
 
 /* The fleet answered: another instance's token, or log in here. */
@@ -500,7 +515,7 @@ on_shared(void *arg, const char *token, int64_t expires_at_ms)
 	int64_t life = expires_at_ms - tg_clock_now_ms();
 
 	ts->sharing = 0;
-	if (token != NULL && token_ok(token) && life > fresh_lead_ms(ts)) {
+	if (token != NULL && token_ok(token) && expires_at_ms > ts->want_after_ms) {
 		if (ts->timeout_ev != NULL)
 			evtimer_del(ts->timeout_ev);
 		ts->login_pending = 0;
@@ -547,8 +562,9 @@ start_login(struct tg_token_src *ts)
 		return send_login(ts);
 	ts->login_pending = 1;
 	ts->sharing = 1;
-	arm_login_timeout(ts);
-	ts->share.fetch(ts->share.arg, tg_clock_now_ms() + fresh_lead_ms(ts), on_shared, ts);
+	ts->want_after_ms = want_after_ms(ts);
+	arm_login_timeout(ts, ts->share.wait_ms > 0 ? ts->share.wait_ms : ts->o.login_timeout_ms);
+	ts->share.fetch(ts->share.arg, ts->want_after_ms, on_shared, ts);
 	return 0;
 }
 
@@ -583,7 +599,7 @@ send_login(struct tg_token_src *ts)
 	ts->guards = g.up;
 	if (ts->login_pending) {
 		ts->login = r;
-		arm_login_timeout(ts);
+		arm_login_timeout(ts, ts->o.login_timeout_ms);
 	}
 	return 0;
 }
@@ -646,6 +662,7 @@ login_succeeded(struct tg_token_src *ts, const char *token, int64_t lifetime_ms,
 	drop_token(ts);
 	ts->token = tg_xstrdup(token);
 	ts->expires_at_ms = tg_clock_now_ms() + lifetime_ms;
+	ts->life_ms = lifetime_ms;
 	ts->backoff_ms = 0;
 	ts->st.failing = 0;
 	ts->last_why[0] = '\0';
@@ -825,15 +842,28 @@ on_login_done(int status, const struct evkeyvalq *headers, struct evbuffer *body
 	yajl_tree_free(root);
 }
 
+/*
+ * The timer of the login under way: while the fleet is asked (another
+ * instance may be logging in), its answer came too late: stop waiting and
+ * log in here, with the vendor's own timer; else the vendor did not
+ * answer the login request this instance sent.
+ */
 static void
 on_login_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct tg_token_src *ts = arg;
 	char why[WHY_LEN];
 
-	if (ts->sharing && ts->share.cancel != NULL)
-		ts->share.cancel(ts->share.arg);	/* the fleet's answer came too late */
-	ts->sharing = 0;
+	if (ts->sharing) {
+		if (ts->share.cancel != NULL)
+			ts->share.cancel(ts->share.arg);
+		ts->sharing = 0;
+		ts->login_pending = 0;
+		tg_log(TG_LOG_WARN, "token_share_timeout", TG_LS("account", ts->o.id),
+		    TG_LS("flow", flow_name(ts)), TRIGGER(ts));
+		(void)send_login(ts);
+		return;
+	}
 	if (ts->login != NULL) {
 		tg_up_req_cancel(ts->login);
 		login_ended(ts, 0, 1, NULL);

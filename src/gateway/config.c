@@ -305,7 +305,14 @@ const struct tg_cfg_key gw_config_keys[] = {
 	  "instance); postgresql://… for a fleet of instances sharing one database "
 	  "(docs/fleet.md; a password in it: use state.url_env or state.url_file)"),
 	K("state.instance", TG_CFG_STR, state_instance, NULL,
-	  "this instance's name in leases, logs and the admin API (default: host:pid)"),
+	  "this instance's name in leases, logs, the admin API and its PostgreSQL "
+	  "connections' application_name (tidegate/<instance>, unless state.url sets one; "
+	  "default: host:pid)"),
+	KB("state.timeout", TG_CFG_DURATION, state_timeout, "3s", 100, 6e5,
+	   "deadline of every state operation: a database that has not answered by then "
+	   "(a frozen server, a partition) makes the request answer 503 with Retry-After and "
+	   "/readyz say degraded (\"no answer within N ms\") until it answers again; "
+	   "operations asked meanwhile fail at once. SQLite keeps no timer"),
 	K("tracing.otlp_url", TG_CFG_STR, otlp_url, NULL,
 	  "OTLP/HTTP endpoint spans are exported to as JSON, e.g. "
 	  "http://127.0.0.1:4318/v1/traces: one SERVER span per client request on dex and "

@@ -8,6 +8,13 @@
  * records are this instance's memory and it always leads: it logs in
  * exactly as a lone gateway. Used by vendor.c, which hands these
  * callbacks to the source (tg_token_set_share).
+ *
+ * A follower looks again every FOLLOW_MS until the record holds a token
+ * the source wants (one expiring after what it asked: a newer login than
+ * its own) or the lead is free; every look is a state operation with its
+ * deadline, and a state that cannot answer makes this instance log in
+ * itself. The source waits for all that at most wait_ms: the leader's
+ * lead, and the deadlines of the looks after it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +160,9 @@ gw_share_new(struct gw *gw, const char *service, int64_t login_timeout_ms,
 	out->publish = share_publish;
 	out->invalidate = share_invalidate;
 	out->arg = s;
+	/* A follower waits for the leader's lead to run out at most, asking
+	 * twice (a record, a lead) after it: then it leads itself. */
+	out->wait_ms = s->lead_ttl_ms + 2 * tg_state_timeout_ms(s->st) + FOLLOW_MS + 1000;
 	return s;
 }
 

@@ -25,6 +25,7 @@ struct tg_state {
 	void *impl;
 	TAILQ_HEAD(, tg_state_watch) watches;
 	struct tg_state_watch *cursor;	/* the next watch a wake-up reaches */
+	int64_t timeout_ms;		/* every operation's deadline */
 };
 
 
@@ -146,6 +147,7 @@ tg_state_open(struct event_base *base, const struct tg_state_opts *opts, struct 
 	st = tg_xcalloc(1, sizeof(*st));
 	st->be = be;
 	st->impl = impl;
+	st->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TG_STATE_TIMEOUT_MS;
 	TAILQ_INIT(&st->watches);
 	if (be->listen != NULL)
 		be->listen(impl, wake, st);
@@ -171,6 +173,12 @@ const char *
 tg_state_backend_name(const struct tg_state *st)
 {
 	return st->be->name;
+}
+
+int64_t
+tg_state_timeout_ms(const struct tg_state *st)
+{
+	return st->timeout_ms;
 }
 
 void

@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from conftest import BUILD
+from conftest import BUILD, Process, free_port
 
 EXE = os.path.join(BUILD, "tidegate")
 SHA = "a" * 64
@@ -250,18 +250,38 @@ def test_sighup_names_every_problem_and_keeps_serving(emulator, gateway):
 
 def test_postgresql_state_unreachable_at_start(case_dir):
     """state.url passes -t (a postgresql:// URL); a start whose database
-    cannot be reached fails naming why, never the password in the URL."""
+    cannot be reached starts all the same, degraded: /readyz says why
+    (never the password in the URL, nor does the log), and SIGTERM stops it
+    cleanly."""
     path = os.path.join(case_dir, "gw.yaml")
+    ports = {k: free_port() for k in ("dex", "sim", "admin")}
     with open(path, "w") as f:
-        f.write("upstream: remote\nlog_level: error\n"
-                "state:\n  url: postgresql://tg:hunter2@127.0.0.1:1/tidegate\n" +
+        f.write("upstream: remote\nlog_level: info\n"
+                "state:\n  url: postgresql://tg:hunter2@127.0.0.1:1/tidegate\n"
+                "listen:\n" + "".join(f"  {k}: 127.0.0.1:{p}\n" for k, p in ports.items()) +
                 ("user: root\n" if os.geteuid() == 0 else ""))
     r = run(["-t", "-c", path])
     assert r.returncode == 0 and "configuration OK" in r.stdout, r.stderr
-    start = run(["-c", path])
-    assert start.returncode == 1
-    assert "state: postgresql: cannot connect" in start.stderr
-    assert "hunter2" not in start.stderr + start.stdout
+    gw = Process([EXE, "-c", path], os.path.join(case_dir, "gw.log"),
+                 f"http://127.0.0.1:{ports['admin']}/healthz")
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            ready = requests.get(f"http://127.0.0.1:{ports['admin']}/readyz", timeout=5)
+            body = ready.json()
+            if "postgresql unavailable" in body.get("reason", "") or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert ready.status_code == 200 and body["ready"] is True, body
+        assert body["degraded"] is True and body["state"]["up"] is False, body
+        assert "postgresql unavailable" in body["reason"], body
+        assert "hunter2" not in ready.text
+    finally:
+        rc = gw.stop()
+    assert rc == 0, gw.read_log()[-3000:]
+    assert "hunter2" not in gw.read_log()
+
+
 
 
 # Files the configuration names that must be refused at once, never read:

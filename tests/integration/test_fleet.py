@@ -79,6 +79,70 @@ def test_vendor_401_after_revocation_makes_one_login_for_the_fleet(emulator, mak
     assert replays >= 3, replays        # every instance met the 401
 
 
+TOKEN_S = 6        # the vendor's tokens live this long: below refresh_before (60 s)
+LOAD_S = 24
+
+
+def test_short_lived_tokens_one_login_per_half_life_for_the_fleet(make_emulator,
+                                                                 make_gateway, pg_url):
+    """Tokens that live shorter than refresh_before are refreshed at half
+    their life: one instance of the fleet logs in, the others take its
+    token, so the fleet makes about one login per half life and service,
+    and callers never see a 503 meanwhile (the login timeout is scaled down
+    with the tokens: a follower waiting for the leader's token longer than
+    it must not fail the login)."""
+    emu = make_emulator({"dex": {"token_lifetime": f"{TOKEN_S}s"},
+                         "sim": {"token_lifetime": f"{TOKEN_S}s"}})
+    t0 = time.monotonic()
+    gws = start_fleet(make_gateway, emu, pg_url,
+                      extra={"dex": {"login_timeout": "2s"}, "sim": {"login_timeout": "2s"}})
+    stop = time.monotonic() + LOAD_S
+
+    def caller(i):
+        got = {}
+        n = 0
+        while time.monotonic() < stop:
+            gw = gws[(i + n) % 3]
+            if n % 2:
+                r = requests.get(gw.sim + "/api/v1/cases", headers=gw.headers(), timeout=30)
+                ok = 200
+            else:
+                r = requests.get(gw.dex + "/public/export",
+                                 params={"correlationId": "nope-" + uuid.uuid4().hex},
+                                 headers=gw.headers(), timeout=30)
+                ok = 404                # the emulator's answer for an unknown id
+            key = r.status_code if r.status_code != ok else "ok"
+            if key != "ok":
+                got.setdefault(key, r.text[:300])
+            got[str(key)] = got.get(str(key), 0) + 1
+            n += 1
+            time.sleep(0.05)
+        return got
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(caller, range(6)))
+    elapsed = time.monotonic() - t0
+    counts = {}
+    for got in results:
+        for k, v in got.items():
+            if isinstance(v, int):
+                counts[k] = counts.get(k, 0) + v
+    bad = {k: v for got in results for k, v in got.items() if not isinstance(v, int)}
+    dex = emu.calls("POST /public/v1/authenticate")
+    sim = emu.calls("POST /api/oauth2/token")
+    # one per half life, and the first (a JWT's exp is in whole seconds: its
+    # life may be a second shorter)
+    want = int(elapsed / ((TOKEN_S - 1) / 2)) + 2
+    print(f"{counts} in {elapsed:.1f} s; logins: dex {dex}, sim {sim} (at most {want} each)")
+    assert counts.get("ok", 0) > 300 and not bad, (counts, bad)
+    assert dex <= want and sim <= want, (dex, sim, want)
+    logins = sum(gw.metric("tidegate_token_logins_total", service="dex") for gw in gws)
+    assert logins == dex
+    events = [e.get("event") for gw in gws for e in gw.log_lines()]
+    assert "token_login_failed" not in events     # no login failed, nor was said to
+    assert events.count("token_shared") >= dex     # the others took the leader's tokens
+
+
 def wait_owner_recorded(url, cid, timeout=5.0):
     schema = url.split("search_path%3D")[1]
     deadline = time.monotonic() + timeout

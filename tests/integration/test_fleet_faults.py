@@ -15,9 +15,20 @@ and ride out a PostgreSQL outage without a restart.
   proxied GETs go on with the tokens held, a callback export gets 503 with
   Retry-After and a JSON error naming the cause, the instances recover
   without a restart, and every job accepted before the outage is delivered.
+- test_postgres_frozen: the same private cluster frozen with SIGSTOP (the
+  postmaster and every backend: sockets open, nothing answers) for 8 s
+  under two instances with state.timeout 2 s: a poll whose owner only the
+  database knows and a callback export answer 503 + Retry-After with a
+  JSON error within the deadline, /readyz says degraded naming it on both
+  instances within seconds, plain GETs go on, and after SIGCONT both come
+  back without a restart.
+- test_start_with_postgres_down: an instance started with the cluster
+  stopped starts degraded (proxying, callback exports 503) and comes up
+  by itself once the cluster starts: schema migrated, a webhook accepted
+  and delivered, its connections named tidegate/gw0 in pg_stat_activity.
 
-Both need PostgreSQL (CI runs the suite under pg_virtualenv -v 15); the
-outage test also needs /usr/lib/postgresql/15/bin/initdb. As root, initdb
+All need PostgreSQL (CI runs the suite under pg_virtualenv -v 15); the
+private cluster's tests also need /usr/lib/postgresql/15/bin/initdb. As root, initdb
 and the server run as the postgres user (runuser) in a directory it owns.
 Set TG_FAULTS_SEED to replay the kill moments of a failed run (its seed is
 in the failure message)."""
@@ -30,6 +41,7 @@ import os
 import pwd
 import random
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -350,11 +362,21 @@ class PrivateCluster:
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
         self.data = os.path.join(self.dir, "data")
         self.log = os.path.join(self.dir, "postgres.log")
-        self.port = free_port()
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self.run(os.path.join(PG_BIN, "initdb"), "-D", self.data, "-A", "trust",
-                 "-U", "postgres", "-E", "UTF8", "--no-sync", "--no-instructions")
-        self.start()
+        try:
+            self.run(os.path.join(PG_BIN, "initdb"), "-D", self.data, "-A", "trust",
+                     "-U", "postgres", "-E", "UTF8", "--no-sync", "--no-instructions")
+            for attempt in range(3):    # a free port may be taken before the server binds it
+                self.port = free_port()
+                self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+                try:
+                    self.start()
+                    break
+                except RuntimeError:
+                    if attempt == 2:
+                        raise
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def run(self, *argv, timeout=60):
         argv = list(argv)
@@ -389,7 +411,51 @@ class PrivateCluster:
             argv = ["runuser", "-u", "postgres", "--"] + argv
         return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
 
+    def pids(self):
+        """The postmaster's pid, then its children's (every backend and
+        auxiliary process of the cluster)."""
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            pm = int(f.readline())
+        kids = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pm:
+                kids.append(int(d))
+        return pm, kids
+
+    def freeze(self):
+        """SIGSTOP every process of the cluster (the postmaster first, so
+        that it forks no new one): the sockets stay open, nothing answers."""
+        pm, _ = self.pids()
+        os.kill(pm, signal.SIGSTOP)
+        self.frozen = [pm] + self.pids()[1]
+        for pid in self.frozen[1:]:
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self):
+        for pid in reversed(getattr(self, "frozen", [])):
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.frozen = []
+
+    def psql(self, sql):
+        """One query's rows (as text) on the cluster, as the postgres user."""
+        p = subprocess.run(["psql", "-qXAt", "-h", "127.0.0.1", "-p", str(self.port), "-U",
+                            "postgres", "-d", "postgres", "-c", sql],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        return [line.split("|") for line in p.stdout.splitlines()]
+
     def destroy(self):
+        self.thaw()
         if self.running():
             self.stop("immediate")
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -538,5 +604,184 @@ def test_postgres_outage(private_pg, make_emulator, fleet, secret_file):
             assert log_events(gw, "state_pg_down"), "no state_pg_down logged"
         # During the outage nothing reached the receiver for /during (refused).
         assert not [g for g in rcv.got if g[4] == "/during"]
+    finally:
+        rcv.close()
+
+
+# ---- 3. PostgreSQL frozen (SIGSTOP): sockets open, nothing answers ----
+
+FROZEN_S = 8.0
+STATE_TIMEOUT_S = 2.0
+MARGIN_S = 1.5      # the loop's turn, a loaded machine: past the deadline at most
+
+
+def timed(f, *args, **kw):
+    t = time.monotonic()
+    r = f(*args, **kw)
+    return r, time.monotonic() - t
+
+
+def readyz(gw):
+    return requests.get(gw.admin + "/readyz", timeout=5).json()
+
+
+def wait_owners(pg, n, timeout=10.0):
+    """Until the cluster holds n owner records (committed just after the
+    creation's answer)."""
+    deadline = time.monotonic() + timeout
+    while int(pg.psql("SELECT count(*) FROM owners")[0][0]) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} owner records"
+        time.sleep(0.05)
+
+
+def assert_503(r, code, took):
+    assert r.status_code == 503, (r.status_code, r.text)
+    assert int(r.headers["Retry-After"]) > 0, r.headers
+    assert r.headers["Content-Type"].startswith("application/json")
+    body = r.json()
+    assert body["statusCode"] == 503 and body["error"] == code and body["requestId"], body
+    assert body["message"], body
+    assert took <= STATE_TIMEOUT_S + MARGIN_S, (code, took)
+
+
+def test_postgres_frozen(private_pg, make_emulator, fleet, secret_file):
+    """Every process of the cluster stopped with SIGSTOP for FROZEN_S:
+    a poll whose owner only the database knows and a callback export
+    answer 503 + Retry-After with a JSON error within state.timeout;
+    /readyz says degraded, naming the deadline, within seconds on both
+    instances (the idle one too); plain GETs go on; after SIGCONT both
+    recover without a restart."""
+    emu = make_emulator()
+    rcv = Receiver()
+    try:
+        cfg = hooks(secret_file)
+        cfg["state"] = {"timeout": f"{int(STATE_TIMEOUT_S * 1000)}ms"}
+        gws = fleet(emu, private_pg.url, 2, cfg)
+        for gw in gws:
+            gw.wait_tokens()
+        pids = [gw.proc.pid for gw in gws]
+
+        def create(gw):
+            r = requests.post(gw.dex + EXPORT, json={"projectId": "P-DEMO"},
+                              headers=gw.headers(), timeout=10)
+            assert r.status_code == 200, r.text
+            return r.json()["correlationId"]
+
+        theirs = create(gws[1])         # gw0 knows its owner from the database only
+        mine = create(gws[0])
+        wait_owners(private_pg, 2)
+
+        private_pg.freeze()
+        t_freeze = time.monotonic()
+        poll, took_poll = timed(requests.get, gws[0].dex + "/public/export",
+                                params={"correlationId": theirs}, headers=gws[0].headers(),
+                                timeout=30)
+        hook, took_hook = timed(export, gws[0], rcv.url("/during"), timeout=30)
+        own, took_own = timed(requests.get, gws[0].dex + "/public/export",
+                              params={"correlationId": mine}, headers=gws[0].headers(),
+                              timeout=30)
+        degraded = {}
+        while len(degraded) < 2 and time.monotonic() - t_freeze < FROZEN_S:
+            for i, gw in enumerate(gws):
+                body = readyz(gw)
+                if body["degraded"] and i not in degraded:
+                    degraded[i] = (round(time.monotonic() - t_freeze, 2), body)
+            time.sleep(0.1)
+        gets = [requests.get(gw.sim + "/api/v1/cases", headers=gw.headers(),
+                             timeout=10).status_code for gw in gws]
+        time.sleep(max(0.0, FROZEN_S - (time.monotonic() - t_freeze)))
+        assert all(gw.proc.poll() is None for gw in gws), "an instance died"
+        private_pg.thaw()
+        t_thaw = time.monotonic()
+
+        print(f"frozen: poll {poll.status_code} in {took_poll:.2f} s, callback export "
+              f"{hook.status_code} in {took_hook:.2f} s, own poll {own.status_code} in "
+              f"{took_own:.2f} s; degraded after {[degraded[i][0] for i in sorted(degraded)]} s")
+        assert_503(poll, "OWNERSHIP_UNAVAILABLE", took_poll)
+        assert_503(hook, "WEBHOOK_UNAVAILABLE", took_hook)
+        # a job this instance made is still read (its owner known here), in time
+        assert own.status_code in (200, 202) and took_own <= STATE_TIMEOUT_S + MARGIN_S
+        assert gets == [200, 200], gets
+        assert sorted(degraded) == [0, 1], degraded
+        for i, (at, body) in degraded.items():
+            assert at <= 2 * STATE_TIMEOUT_S + 2 * MARGIN_S, (i, at, body)
+            assert body["ready"] is True and body["state"]["up"] is False, body
+            assert "no answer within 2000 ms" in body["reason"], body
+
+        # SIGCONT: both answer again, up, without a restart
+        deadline = t_thaw + 15
+        for gw in gws:
+            while readyz(gw)["degraded"]:
+                assert time.monotonic() < deadline, readyz(gw)
+                time.sleep(0.1)
+        t_up = time.monotonic() - t_thaw
+        p = requests.get(gws[0].dex + "/public/export", params={"correlationId": theirs},
+                         headers=gws[0].headers(), timeout=10)
+        assert p.status_code in (200, 202), p.text
+        r = export(gws[0], rcv.url("/after"))
+        assert r.status_code == 200, r.text
+        wid = r.headers["X-Tidegate-Webhook-Id"]
+        deadline = time.monotonic() + 20
+        while wid not in rcv.delivered():
+            assert time.monotonic() < deadline, job_state(gws[0], wid)
+            time.sleep(0.1)
+        print(f"up again {t_up:.2f} s after SIGCONT")
+        assert [gw.proc.pid for gw in gws] == pids
+        assert not [g for g in rcv.got if g[4] == "/during"]
+        assert log_events(gws[0], "state_pg_timeout"), "no state_pg_timeout logged"
+    finally:
+        private_pg.thaw()
+        rcv.close()
+
+
+# ---- 4. Started while PostgreSQL is down ----
+
+def test_start_with_postgres_down(private_pg, make_emulator, fleet, secret_file):
+    """An instance started with its database stopped starts degraded (it
+    proxies with the tokens it logs in for itself; a callback export is
+    refused with 503 + Retry-After), and once PostgreSQL starts it comes up
+    by itself: the schema migrated, webhooks accepted and delivered, its
+    connections named tidegate/<instance> in pg_stat_activity."""
+    private_pg.stop("fast")
+    emu = make_emulator()
+    rcv = Receiver()
+    try:
+        (gw,) = fleet(emu, private_pg.url, 1, hooks(secret_file))
+        pid = gw.proc.pid
+        gw.wait_tokens()
+        body = readyz(gw)
+        assert body["ready"] is True and body["degraded"] is True, body
+        assert body["state"]["up"] is False and "postgresql unavailable" in body["reason"], body
+        r = requests.get(gw.sim + "/api/v1/cases", headers=gw.headers(), timeout=10)
+        assert r.status_code == 200 and r.json(), r.text
+        r, took = timed(export, gw, rcv.url("/down"))
+        assert_503(r, "WEBHOOK_UNAVAILABLE", took)
+
+        private_pg.start()
+        t_start = time.monotonic()
+        while readyz(gw)["degraded"]:
+            assert time.monotonic() - t_start < 15, readyz(gw)
+            time.sleep(0.1)
+        t_up = time.monotonic() - t_start
+        r = export(gw, rcv.url("/up"))
+        assert r.status_code == 200, r.text
+        wid = r.headers["X-Tidegate-Webhook-Id"]
+        deadline = time.monotonic() + 20
+        while wid not in rcv.delivered():
+            assert time.monotonic() < deadline, job_state(gw, wid)
+            time.sleep(0.1)
+        print(f"up {t_up:.2f} s after PostgreSQL started")
+        assert int(private_pg.psql("SELECT max(version) FROM tidegate_schema")[0][0]) >= 3
+        deadline = time.monotonic() + 10
+        while True:
+            names = [n for (n,) in private_pg.psql(
+                "SELECT application_name FROM pg_stat_activity WHERE application_name "
+                "LIKE 'tidegate%'")]
+            if len(names) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert len(names) == 2 and set(names) == {"tidegate/gw0"}, names
+        assert gw.proc.pid == pid and gw.proc.poll() is None
+        assert not [g for g in rcv.got if g[4] == "/down"]
     finally:
         rcv.close()

@@ -14,10 +14,13 @@
  * and sweeps, the webhook outbox, the shared ones (ownership, tokens, poll
  * entries) and the fleet cases (two handles on one database: shared
  * records, leases that never take one job twice and expire to the other
- * handle, claims racing on a sweep; connections killed under it). The PostgreSQL
- * entry runs when the environment names a server (TG_TEST_PG_URL, or the
- * PG* variables pg_virtualenv sets), each setup in a schema of its own,
- * and is skipped with a printed reason otherwise.
+ * handle, claims racing on a sweep; connections killed under it;
+ * operations held past their deadline by a lock the test takes, a
+ * backlog past it, a server frozen while idle behind a forwarder the test
+ * stops, and a server that accepts a connection and never answers). The
+ * PostgreSQL entry runs when the environment names a server
+ * (TG_TEST_PG_URL, or the PG* variables pg_virtualenv sets), each setup in
+ * a schema of its own, and is skipped with a printed reason otherwise.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,8 +29,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <cmocka.h>
 #include <libpq-fe.h>
@@ -1847,6 +1859,407 @@ test_fleet_claim_recovery(void **state)
 	free(id);
 }
 
+/* Milliseconds on the monotonic clock. */
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Run the loop until w was called back or ms passed. */
+static void
+wait_ms(struct wait *w, int ms)
+{
+	int64_t end = mono_ms() + ms;
+
+	while (!w->called && mono_ms() < end) {
+		struct timeval tv = { 0, 1000 };
+
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, EVLOOP_ONCE);
+	}
+}
+
+/* Ask b for a token until it answers NOT_FOUND (the server answers). */
+static void
+until_answers(struct tg_state *b)
+{
+	struct wait w = { 0 };
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		wait_clear(&w);
+		settle(tg_state_token_get(b, "dex", on_token, &w), &w);
+		if (w.res.rc == TG_STATE_NOT_FOUND)
+			return;
+		usleep(10000);
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+	}
+	fail_msg("the server never answered (last: %s)", w.res.err.msg);
+}
+
+/*
+ * A server that stops answering (a lock the test holds stands for a
+ * frozen one): what was sent and what waits answer UNAVAILABLE, naming
+ * the deadline, once it passes and not much later, each exactly once (a
+ * cancelled one never); health is down with the same reason and a new
+ * operation fails at once; once the server answers again everything
+ * works, without reopening.
+ */
+static void
+test_fleet_deadline(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 400 };
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_state_op *op;
+	struct tg_err err;
+	struct wait w[4] = { { 0 } };
+	char q[160];
+	int64_t t0, took;
+	int i;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.vendor_tokens IN ACCESS EXCLUSIVE MODE",
+	    F.schema);
+	assert_int_equal(side_exec(q), 0);
+	t0 = mono_ms();
+	for (i = 0; i < 3; i++)		/* two sent (one per connection), one queued */
+		assert_non_null(tg_state_token_get(b, "dex", on_token, &w[i]));
+	for (i = 0; i < 20; i++)	/* sent and waiting on the lock */
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+	op = tg_state_token_get(b, "sim", on_token, &w[3]);
+	assert_non_null(op);
+	tg_state_cancel(op);
+	wait_ms(&w[0], 3000);
+	took = mono_ms() - t0;
+	assert_true(took >= 400 && took < 1500);
+	for (i = 0; i < 3; i++) {
+		wait_ms(&w[i], 500);
+		assert_int_equal(w[i].called, 1);
+		assert_int_equal(w[i].res.rc, TG_STATE_UNAVAILABLE);
+		assert_non_null(strstr(w[i].res.err.msg, "no answer within 400 ms"));
+	}
+	assert_true(mono_ms() - t0 < 1500);
+	tg_state_health(b, &h);
+	assert_false(h.up);
+	assert_non_null(strstr(h.reason, "no answer within 400 ms"));
+	for (i = 0; i < 3; i++)
+		wait_clear(&w[i]);
+	assert_null(tg_state_token_get(b, "dex", on_token, &w[0]));	/* at once */
+	assert_int_equal(w[0].res.rc, TG_STATE_UNAVAILABLE);
+	wait_clear(&w[0]);
+	wait_ms(&w[3], 300);
+	assert_int_equal(w[3].called, 0);	/* cancelled: never */
+	assert_int_equal(side_exec("COMMIT"), 0);
+	until_answers(b);
+	for (i = 0; i < 300 && (tg_state_health(b, &h), !h.up); i++) {
+		usleep(10000);
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+	}
+	assert_true(h.up);
+	tg_state_close(b);
+}
+
+/* Run the loop for ms. */
+static void
+loop_ms(int ms)
+{
+	struct wait none = { 0 };
+
+	wait_ms(&none, ms);
+}
+
+/*
+ * A backlog, not a silent server: two operations held by a lock until the
+ * deadline is half gone, three queued behind them; the lock is given up
+ * and taken again at once, so the next two are sent and held in turn.
+ * At the deadline the two sent late and the one never sent answer
+ * UNAVAILABLE (the late answers are dropped when they come: exactly once),
+ * and nothing else: health stays up, no connection is closed, a new
+ * operation is answered by the server at once.
+ */
+static void
+test_fleet_deadline_backlog(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 600 };
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w[5] = { { 0 } }, x = { 0 };
+	char lock[160], relock[200];
+	int64_t t0;
+	int i;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	snprintf(lock, sizeof(lock), "BEGIN; LOCK TABLE %s.vendor_tokens IN ACCESS EXCLUSIVE "
+	    "MODE", F.schema);
+	snprintf(relock, sizeof(relock), "COMMIT; %s", lock);
+	assert_int_equal(side_exec(lock), 0);
+	t0 = mono_ms();
+	for (i = 0; i < 5; i++)
+		assert_non_null(tg_state_token_get(b, "dex", on_token, &w[i]));
+	loop_ms(300);
+	assert_int_equal(side_exec(relock), 0);		/* the first two go, two more wait */
+	wait_ms(&w[1], 200);
+	assert_int_equal(w[0].res.rc, TG_STATE_NOT_FOUND);
+	assert_int_equal(w[1].res.rc, TG_STATE_NOT_FOUND);
+	for (i = 2; i < 5; i++) {
+		wait_ms(&w[i], 1000);
+		assert_int_equal(w[i].res.rc, TG_STATE_UNAVAILABLE);
+		assert_non_null(strstr(w[i].res.err.msg, "no answer within 600 ms"));
+	}
+	assert_true(mono_ms() - t0 < 600 + 400);
+	tg_state_health(b, &h);
+	assert_true(h.up);				/* the server answers */
+	assert_int_equal(side_exec("COMMIT"), 0);
+	loop_ms(200);					/* the late answers: dropped */
+	settle(tg_state_token_get(b, "dex", on_token, &x), &x);
+	assert_int_equal(x.res.rc, TG_STATE_NOT_FOUND);
+	tg_state_health(b, &h);
+	assert_true(h.up);
+	wait_clear(&x);
+	for (i = 0; i < 5; i++)
+		wait_clear(&w[i]);
+	tg_state_close(b);
+}
+
+/* A server that accepts connections and never says a word (nothing
+ * listens beyond the backlog of a socket the test holds): an operation
+ * asked while the first connection is being made waits for it, and
+ * answers UNAVAILABLE at its deadline; health says why. */
+static void
+test_fleet_deadline_connecting(void **state)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	struct tg_state_opts opts = { .timeout_ms = 300 };
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+	char url[128];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int64_t t0;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(url, sizeof(url), "postgresql://tg:s3cret@127.0.0.1:%d/tidegate",
+	    ntohs(sa.sin_port));
+	opts.url = url;
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	t0 = mono_ms();
+	assert_non_null(tg_state_token_get(b, "dex", on_token, &w));
+	wait_ms(&w, 2000);
+	assert_int_equal(w.called, 1);
+	assert_true(mono_ms() - t0 >= 300 && mono_ms() - t0 < 1300);
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	assert_non_null(strstr(w.res.err.msg, "no answer within 300 ms"));
+	assert_null(strstr(w.res.err.msg, "s3cret"));
+	tg_state_health(b, &h);
+	assert_false(h.up);
+	assert_non_null(strstr(h.reason, "postgresql"));
+	assert_null(strstr(h.reason, "s3cret"));
+	wait_clear(&w);
+	tg_state_close(b);
+	close(fd);
+}
+
+/* ---- a TCP forwarder to the server that can be frozen ---- */
+
+/* Bytes go both ways between each accepted connection and the server
+ * until frozen is set: then nothing moves (the sockets stay open, as with
+ * a server whose processes are stopped) until it is cleared. */
+static struct {
+	int lfd, port, n;
+	int fd[16][2];		/* accepted, towards the server */
+	struct sockaddr_storage to;
+	socklen_t tolen;
+	volatile int frozen, stop;
+	pthread_t th;
+} X;
+
+static void
+fwd_accept(void)
+{
+	int c = accept(X.lfd, NULL, NULL), s;
+
+	if (c < 0)
+		return;
+	s = socket(X.to.ss_family, SOCK_STREAM, 0);
+	if (X.n == 16 || s < 0 || connect(s, (struct sockaddr *)&X.to, X.tolen) != 0) {
+		close(c);
+		if (s >= 0)
+			close(s);
+		return;
+	}
+	X.fd[X.n][0] = c;
+	X.fd[X.n++][1] = s;
+}
+
+/* Move what came on pair i's side d to the other side; -1 when it closed. */
+static int
+fwd_move(int i, int d)
+{
+	char buf[16384];
+	ssize_t r = read(X.fd[i][d], buf, sizeof(buf)), off = 0, w;
+
+	if (r <= 0)
+		return -1;
+	while (off < r) {
+		if ((w = write(X.fd[i][!d], buf + off, (size_t)(r - off))) <= 0)
+			return -1;
+		off += w;
+	}
+	return 0;
+}
+
+static void *
+fwd_run(void *arg)
+{
+	struct pollfd p[33];
+	int i, k;
+
+	while (!X.stop) {
+		p[0].fd = X.lfd;
+		p[0].events = POLLIN;
+		for (i = 0; i < X.n; i++) {
+			for (k = 0; k < 2; k++) {
+				p[1 + 2 * i + k].fd = X.fd[i][k];
+				p[1 + 2 * i + k].events = X.frozen ? 0 : POLLIN;
+			}
+		}
+		if (poll(p, 1 + 2 * (nfds_t)X.n, 20) <= 0)
+			continue;
+		for (i = 0; i < X.n && !X.frozen; i++)
+			for (k = 0; k < 2; k++)
+				if ((p[1 + 2 * i + k].revents & (POLLIN | POLLHUP)) &&
+				    fwd_move(i, k) != 0) {
+					close(X.fd[i][0]);
+					close(X.fd[i][1]);
+					X.fd[i][0] = X.fd[--X.n][0];
+					X.fd[i][1] = X.fd[X.n][1];
+					p[1 + 2 * i] = p[1 + 2 * X.n];
+					p[2 + 2 * i] = p[2 + 2 * X.n];
+					k = 2;
+				}
+		if (p[0].revents & POLLIN)
+			fwd_accept();
+	}
+	return NULL;
+}
+
+/* Forward a loopback port to the server the side connection reached. */
+static void
+fwd_start(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_un *un = (struct sockaddr_un *)&X.to;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	socklen_t len = sizeof(sa);
+	const char *host = PQhost(F.side), *port = PQport(F.side);
+
+	memset(&X, 0, sizeof(X));
+	if (host[0] == '/') {
+		un->sun_family = AF_UNIX;
+		snprintf(un->sun_path, sizeof(un->sun_path), "%s/.s.PGSQL.%s", host, port);
+		X.tolen = sizeof(*un);
+	} else {		/* the address it connected to, of those host names */
+		hints.ai_flags = AI_NUMERICHOST;
+		assert_int_equal(getaddrinfo(PQhostaddr(F.side), port, &hints, &ai), 0);
+		memcpy(&X.to, ai->ai_addr, ai->ai_addrlen);
+		X.tolen = ai->ai_addrlen;
+		freeaddrinfo(ai);
+	}
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	X.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(X.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(X.lfd, 16), 0);
+	assert_int_equal(getsockname(X.lfd, (struct sockaddr *)&sa, &len), 0);
+	X.port = ntohs(sa.sin_port);
+	assert_int_equal(pthread_create(&X.th, NULL, fwd_run, NULL), 0);
+}
+
+static void
+fwd_stop(void)
+{
+	int i;
+
+	X.stop = 1;
+	pthread_join(X.th, NULL);
+	for (i = 0; i < X.n; i++) {
+		close(X.fd[i][0]);
+		close(X.fd[i][1]);
+	}
+	close(X.lfd);
+}
+
+/* Run the loop until b's health is up (or down) or ms passed; how long. */
+static int64_t
+until_health(struct tg_state *b, int up, int ms, struct tg_state_health *h)
+{
+	int64_t t0 = mono_ms();
+
+	for (tg_state_health(b, h); !h->up != !up && mono_ms() - t0 < ms;
+	    tg_state_health(b, h)) {
+		struct timeval tv = { 0, 5000 };
+
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, EVLOOP_ONCE);
+	}
+	return mono_ms() - t0;
+}
+
+/*
+ * The server freezes while nothing is asked (the forwarder stops moving
+ * bytes; every socket stays open): health goes down within the idle time,
+ * a tick and the ping's deadline, naming the deadline, and comes back up
+ * once the server answers again.
+ */
+static void
+test_fleet_frozen_idle(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .owners = &wo, .timeout_ms = 300 };
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_err err;
+	char url[1200];
+	int64_t took;
+
+	fwd_start();
+	snprintf(url, sizeof(url), "%s&host=127.0.0.1&port=%d", F.url, X.port);
+	opts.url = url;
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	until_health(b, 1, 2000, &h);
+	assert_true(h.up);
+	X.frozen = 1;
+	took = until_health(b, 0, 3000, &h);
+	assert_false(h.up);
+	assert_true(took < 300 + 300 + 300 + 400);	/* idle, a tick, the deadline */
+	assert_non_null(strstr(h.reason, "no answer within 300 ms"));
+	X.frozen = 0;
+	took = until_health(b, 1, 5000, &h);
+	assert_true(h.up);
+	until_answers(b);
+	tg_state_close(b);
+	fwd_stop();
+}
+
 static void
 test_open_errors(void **state)
 {
@@ -1859,9 +2272,24 @@ test_open_errors(void **state)
 	struct tg_err err;
 	struct wait w = { 0 };
 
-	assert_null(tg_state_open(F.base, &pg, &err));	/* nothing listens there */
-	assert_non_null(strstr(err.msg, "postgresql"));
-	assert_null(strstr(err.msg, "s3cret"));
+	st = tg_state_open(F.base, &pg, &err);		/* nothing listens there: */
+	assert_non_null(st);				/* open all the same, degraded */
+	tg_state_health(st, &h);
+	assert_false(h.up);
+	assert_non_null(tg_state_token_get(st, "dex", on_token, &w));	/* waits for it */
+	wait_for(&w);
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	assert_non_null(strstr(w.res.err.msg, "postgresql unavailable"));
+	assert_null(strstr(w.res.err.msg, "s3cret"));
+	wait_clear(&w);
+	assert_null(tg_state_token_get(st, "dex", on_token, &w));	/* down: at once */
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	wait_clear(&w);
+	tg_state_health(st, &h);
+	assert_false(h.up);
+	assert_non_null(strstr(h.reason, "postgresql unavailable"));
+	assert_null(strstr(h.reason, "s3cret"));
+	tg_state_close(st);
 	assert_null(tg_state_open(F.base, &bad, &err));
 	assert_non_null(strstr(err.msg, "postgresql URL"));
 	assert_null(strstr(err.msg, "s3cret"));
@@ -1906,6 +2334,8 @@ main(void)
 		T_(test_fleet_wakeups, D_FLEET), T_(test_fleet_adopt, D_FLEET),
 		T_(test_fleet_connections_lost, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
+		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
+		T_(test_fleet_frozen_idle, D_FLEET), T_(test_fleet_deadline_backlog, D_FLEET),
 		T_(test_open_errors, D_LOCAL),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];

@@ -1096,10 +1096,9 @@ end_hook(void *hook_arg, int status, int failed, const char *origin)
 }
 
 static struct tg_token_src *
-shared_src(struct event_base *base)
+shared_src_opts(struct event_base *base, struct tg_token_opts o)
 {
-	struct tg_token_opts o = password_opts();
-	struct tg_token_share s = { sh_fetch, sh_cancel, sh_publish, sh_invalidate, NULL };
+	struct tg_token_share s = { sh_fetch, sh_cancel, sh_publish, sh_invalidate, NULL, 0 };
 	struct tg_token_src *ts;
 
 	o.login_headers = trace_hook;
@@ -1110,6 +1109,12 @@ shared_src(struct event_base *base)
 	memset(&sh, 0, sizeof(sh));
 	tg_token_set_share(ts, &s);
 	return ts;
+}
+
+static struct tg_token_src *
+shared_src(struct event_base *base)
+{
+	return shared_src_opts(base, password_opts());
 }
 
 /* Another instance's fresh token is taken: no login of this one. */
@@ -1127,7 +1132,8 @@ test_share_takes_fleet_token(void **state)
 	assert_non_null(tg_token_get(ts, on_token, &g));
 	assert_int_equal(sh.fetches, 1);
 	assert_int_equal(fake.calls, 0);		/* nothing sent while the fleet is asked */
-	assert_true(sh.fresh_until > tg_clock_now_ms() + 60000);
+	assert_true(sh.fresh_until >= tg_clock_now_ms() + 1000);	/* none held yet: */
+	assert_true(sh.fresh_until < tg_clock_now_ms() + 2000);	/* any with a second left */
 	sh.answer(sh.ts, jwt, (now_s() + 3600) * 1000);
 	assert_int_equal(g.calls, 1);
 	assert_string_equal(g.token, jwt);
@@ -1146,19 +1152,20 @@ test_share_takes_fleet_token(void **state)
 }
 
 /* No fleet token (or one too close to expiry): this instance logs in and
- * publishes; the source freed while the fleet is asked cancels the ask. */
+ * publishes; once it knows tokens live long, it asks for one past the
+ * refresh lead; the source freed while the fleet is asked cancels the ask. */
 static void
 test_share_logs_in_and_publishes(void **state)
 {
 	struct event_base *base = event_base_new();
 	struct tg_token_src *ts;
 	struct got g = { 0 };
-	char *jwt = make_jwt(now_s() + 30), *mine;
+	char *jwt = make_jwt(now_s() + 1), *mine;
 
 	fake_reset();
 	ts = shared_src(base);
 	assert_non_null(tg_token_get(ts, on_token, &g));
-	sh.answer(sh.ts, jwt, (now_s() + 30) * 1000);	/* within the refresh lead */
+	sh.answer(sh.ts, jwt, tg_clock_now_ms() + 500);	/* not a second left */
 	assert_int_equal(fake.calls, 1);
 	assert_string_equal(fake.rid, "req-cold");	/* the trace made before the ask */
 	assert_int_equal(g.calls, 0);
@@ -1171,10 +1178,66 @@ test_share_logs_in_and_publishes(void **state)
 	tg_token_invalidate(ts, mine, NULL, NULL);
 	assert_non_null(tg_token_get(ts, on_token_never_until_free, NULL));
 	assert_int_equal(sh.fetches, 2);
+	assert_true(sh.fresh_until > tg_clock_now_ms() + 60000);	/* past the lead */
 	tg_token_src_free(ts);				/* the ask under way is cancelled */
 	assert_int_equal(sh.cancels, 1);
 	free(jwt);
 	free(mine);
+	event_base_free(base);
+}
+
+/*
+ * Tokens that live shorter than the refresh lead (2 s here, the lead 60 s;
+ * refreshed at half their life): a refresh asks the fleet for a token newer
+ * than the one held with more than half a life left, takes it when another
+ * instance logged in meanwhile (no login here), and logs in itself when the
+ * record holds only what it has. A fleet that does not answer within its
+ * wait (login_timeout here) is no failure: this instance logs in itself,
+ * and only the vendor's own silence would be "did not answer".
+ */
+static void
+test_share_short_tokens(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct tg_token_opts o = cc_opts();
+	struct tg_token_src *ts;
+	struct tg_token_stats st;
+	struct got g = { 0 };
+	int64_t held;
+
+	o.login_timeout_ms = 300;
+	fake_reset();
+	ts = shared_src_opts(base, o);
+	assert_non_null(tg_token_get(ts, on_token, &g));
+	sh.answer(sh.ts, NULL, 0);				/* lead: log in */
+	fake_reply(200, "{\"access_token\":\"AT-1\",\"expires_in\":2}", TG_UP_OK);
+	assert_string_equal(g.token, "AT-1");
+	held = sh.published_exp;
+	run_loop(base, 1150);					/* the refresh, at 1 s */
+	assert_int_equal(sh.fetches, 2);
+	assert_true(sh.fresh_until >= held);			/* newer than AT-1 */
+	sh.answer(sh.ts, "AT-9", tg_clock_now_ms() + 2000);	/* another's new login */
+	assert_string_equal(tg_token_peek(ts), "AT-9");
+	assert_int_equal(fake.calls, 1);
+	held = tg_clock_now_ms() + 2000;
+	run_loop(base, 1150);					/* its refresh */
+	assert_int_equal(sh.fetches, 3);
+	assert_true(sh.fresh_until >= held - 50);
+	sh.answer(sh.ts, "AT-9", held);				/* the same: not taken */
+	assert_int_equal(fake.calls, 2);
+	fake_reply(200, "{\"access_token\":\"AT-2\",\"expires_in\":2}", TG_UP_OK);
+	assert_string_equal(tg_token_peek(ts), "AT-2");
+	run_loop(base, 1150 + 300 + 100);			/* asked; nobody answers */
+	assert_int_equal(sh.fetches, 4);
+	assert_int_equal(sh.cancels, 1);
+	assert_int_equal(fake.calls, 3);			/* then logs in itself */
+	assert_field("token_share_timeout", "account", "cli ent&x");
+	fake_reply(200, "{\"access_token\":\"AT-3\",\"expires_in\":2}", TG_UP_OK);
+	assert_string_equal(tg_token_peek(ts), "AT-3");
+	tg_token_get_stats(ts, &st);
+	assert_int_equal(st.login_failures, 0);
+	assert_int_equal(st.failing, 0);
+	tg_token_src_free(ts);
 	event_base_free(base);
 }
 
@@ -1334,6 +1397,7 @@ main(void)
 		cmocka_unit_test(test_client_secret_basic_scope_audience),
 		cmocka_unit_test(test_share_takes_fleet_token),
 		cmocka_unit_test(test_share_logs_in_and_publishes),
+		cmocka_unit_test(test_share_short_tokens),
 		cmocka_unit_test(test_login_trace_hook),
 		cmocka_unit_test(test_login_end_hook),
 		cmocka_unit_test(test_secret_never_logged),

@@ -6,12 +6,18 @@
  * webhook outbox (pg_outbox.c, pg_payload.c), the run registry (pg_runs.c)
  * and sweeps (pg_sweeps.c).
  *
- * Open blocks, once: it connects with PQconnectdbParams and migrates the
- * schema (pg_schema.c) synchronously, before the loop runs, as the SQLite
- * backend opens its files. A tidegate that cannot reach its database or
- * migrate it does not start; one that is running never blocks on it again:
- * the connection open made becomes the pool's first (non-blocking from
- * then on), the others connect on the loop (pg_conn.c).
+ * Open does not touch the network: it reads the URL and starts the pool,
+ * whose connections are made on the loop (pg_conn.c), the first of them
+ * migrating the schema before any operation is sent. A tidegate whose
+ * database is down when it starts starts all the same, degraded as one
+ * whose database went down (operations answer UNAVAILABLE, health says
+ * why), and comes up when the database does.
+ *
+ * libpq's parameters: TCP keep-alives and tcp_user_timeout, so that a
+ * connection to a peer gone silent (a partition, a host that froze) is
+ * closed by the kernel even when nothing is asked; and the
+ * application_name "tidegate/<instance>", so that pg_stat_activity tells
+ * the instances of a fleet apart. The URL's own settings win over each.
  *
  * Only URLs (postgresql://, postgres://) reach here (state.c picks by
  * scheme). The password they may hold is kept aside to be scrubbed from
@@ -30,22 +36,25 @@
 
 #define KEEP_MS		(30LL * 24 * 3600 * 1000)
 #define MAX_ROWS	1000000
-#define NKEYS		4
 
 /* libpq's parameters: defaults first, then the URL (dbname, expanded),
- * whose own settings override them. */
+ * whose own settings override them; the last two values are owned. An
+ * application_name of the URL (or PGAPPNAME) wins over the fallback. */
+static const char *const keys[] = {
+	"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+	"keepalives_count", "tcp_user_timeout", "fallback_application_name", "dbname", NULL,
+};
+#define NKEYS	(TG_NELEM(keys) - 1)
+
 static void
 params(struct pg *pg, const char *url)
 {
-	const char **keys = tg_xcalloc(NKEYS, sizeof(*keys));
-	const char **vals = tg_xcalloc(NKEYS, sizeof(*vals));
+	static const char *const dflt[NKEYS - 2] = { "10", "1", "5", "2", "3", "10000" };
+	const char **vals = tg_xcalloc(NKEYS + 1, sizeof(*vals));
 
-	keys[0] = "connect_timeout";
-	vals[0] = "10";
-	keys[1] = "fallback_application_name";
-	vals[1] = "tidegate";
-	keys[2] = "dbname";
-	vals[2] = tg_xstrdup(url);
+	memcpy(vals, dflt, sizeof(dflt));
+	vals[NKEYS - 2] = tg_xasprintf("tidegate/%s", pg->instance);
+	vals[NKEYS - 1] = tg_xstrdup(url);
 	pg->keys = keys;
 	pg->vals = vals;
 }
@@ -73,9 +82,10 @@ secret(struct pg *pg, const char *url, struct tg_err *err)
 static void
 pg_free(struct pg *pg)
 {
-	if (pg->vals != NULL)
-		free((char *)pg->vals[2]);
-	free((void *)pg->keys);
+	if (pg->vals != NULL) {
+		free((char *)pg->vals[NKEYS - 2]);
+		free((char *)pg->vals[NKEYS - 1]);
+	}
 	free((void *)pg->vals);
 	free(pg->secret);
 	free(pg->instance);
@@ -132,37 +142,10 @@ runs_opts(struct pg *pg, const struct tg_runs_opts *o)
 	pg->archive_max_total = l.archive_max_total;
 }
 
-/* Connect and migrate, blocking (see the head of this file). */
-static PGconn *
-first_conn(struct pg *pg, struct tg_err *err)
-{
-	PGconn *c = PQconnectdbParams(pg->keys, pg->vals, 1);
-
-	if (c == NULL || PQstatus(c) != CONNECTION_OK) {
-		tg_state_pg_err(err, "state: postgresql: cannot connect: ",
-		    c != NULL ? PQerrorMessage(c) : "out of memory", pg->secret);
-		PQfinish(c);
-		return NULL;
-	}
-	tg_state_pg_quiet(pg, c);
-	if (tg_state_pg_migrate(c, pg->secret, err) != 0 || (pg->runs &&
-	    tg_state_pg_sweeps_recover(c, pg->instance, pg->secret, err) != 0)) {
-		PQfinish(c);
-		return NULL;
-	}
-	if (PQsetnonblocking(c, 1) != 0) {
-		tg_err_set(err, "state: postgresql: cannot make the connection non-blocking");
-		PQfinish(c);
-		return NULL;
-	}
-	return c;
-}
-
 void *
 tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, struct tg_err *err)
 {
 	struct pg *pg;
-	PGconn *c;
 
 	pg = tg_xcalloc(1, sizeof(*pg));
 	pg->be = &tg_state_pg_backend;
@@ -171,8 +154,9 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, stru
 		pg_free(pg);
 		return NULL;
 	}
-	params(pg, opts->url);
 	name_instance(pg, opts->instance);
+	params(pg, opts->url);
+	pg->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TG_STATE_TIMEOUT_MS;
 	if (opts->owners != NULL) {
 		pg->owners = 1;
 		pg->keep_ms = opts->owners->keep_ms > 0 ? opts->owners->keep_ms : KEEP_MS;
@@ -181,11 +165,7 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, stru
 	outbox_opts(pg, opts->outbox);
 	if (opts->runs != NULL)
 		runs_opts(pg, opts->runs);
-	if ((c = first_conn(pg, err)) == NULL) {
-		pg_free(pg);
-		return NULL;
-	}
-	tg_state_pg_pool_start(pg, c);
+	tg_state_pg_pool_start(pg);
 	return pg;
 }
 

@@ -5,20 +5,24 @@
  * connection), the operation record every seam call fills, and the
  * prepared statements.
  *
- * Files: backend.c (open, close), pg_conn.c (connections:
- * connect, prepare, send, read, fail and reconnect), pg_schema.c (the
- * schema's migrations and the statements' SQL), pg_err.c (errors without
- * secrets), pg_shared.c (owners, tokens, poll entries), pg_wake.c
- * (LISTEN/NOTIFY wake-ups, the leads held, health), pg_outbox.c (the
- * webhook outbox's jobs and leases), pg_outbox_admin.c (its admin
- * queries), pg_payload.c (its payloads, in chunk rows), pg_runs.c (the run
+ * Files: backend.c (open, close), pg_op.c (an operation's life: queued,
+ * answered once, cancelled, or failed at its deadline), pg_conn.c
+ * (connections: connect, migrate, prepare, send, read, fail and
+ * reconnect), pg_schema.c (the schema's migrations and the statements'
+ * SQL), pg_err.c (errors without secrets), pg_shared.c (owners, tokens,
+ * poll entries), pg_wake.c (LISTEN/NOTIFY wake-ups, the leads held,
+ * health and the probe that keeps it true), pg_outbox.c (the webhook
+ * outbox's jobs and leases), pg_outbox_admin.c (its admin queries),
+ * pg_payload.c (its payloads, in chunk rows), pg_runs.c (the run
  * registry), pg_sweeps.c (sweeps), pg_vtable.c (the vtable).
  *
- * Threads: the loop's only. Nothing here blocks once tg_state_open has
- * returned (open itself connects and migrates synchronously, once).
+ * Threads: the loop's only. Nothing here blocks: open only parses the URL;
+ * connecting, migrating and everything after run on the loop.
  */
 #ifndef TG_STATE_PG_H
 #define TG_STATE_PG_H
+
+#include <sys/queue.h>
 
 #include <stdint.h>
 
@@ -34,7 +38,8 @@
 #define PG_CHUNK	1048576	/* payload bytes per row at most (pg_schema.c's SQL too) */
 #define PG_BACKOFF_MIN	100	/* ms before the first reconnect */
 #define PG_BACKOFF_MAX	5000	/* ms between reconnects at most */
-#define PG_CONNECT_MS	10000	/* a connection attempt gives up after */
+#define PG_CONNECT_MS	10000	/* a connection attempt (connect to ready) gives up after */
+#define PG_PING		(-1)	/* the probe's statement (pg_wake.c): not prepared */
 
 /** The prepared statements (pg_schema.c holds their SQL). */
 enum pg_stmt {
@@ -59,7 +64,17 @@ enum pg_stmt {
 /** What an operation needs configured. */
 enum pg_domain { PG_ANY, PG_OWNERS, PG_OUTBOX, PG_RUNS };
 
-enum pg_conn_state { PG_DOWN, PG_CONNECTING, PG_PREPARING, PG_IDLE, PG_BUSY };
+/* Connected from WAITING on (another connection migrates the schema
+ * meanwhile); takes work from IDLE on. */
+enum pg_conn_state {
+	PG_DOWN, PG_CONNECTING, PG_WAITING, PG_MIGRATING, PG_PREPARING, PG_IDLE, PG_BUSY
+};
+
+/* The schema, migrated once per open by the first connection made. */
+enum pg_schema_state { PG_SCHEMA_NONE, PG_SCHEMA_MIGRATING, PG_SCHEMA_DONE };
+
+/* What health is unsure of until the server answers again (pg_wake.c). */
+enum pg_unsure { PG_SURE, PG_LOST, PG_TIMED_OUT };
 
 struct pg;
 struct pg_op;
@@ -76,6 +91,7 @@ struct pg_conn {
 	short what;
 	struct event *timer;		/* reconnect backoff, connect timeout */
 	enum pg_conn_state st;
+	int mstep;			/* MIGRATING: commands of the migration sent */
 	int nprep;			/* statements prepared so far */
 	int backoff_ms;
 	struct pg_op *op;		/* in flight (BUSY) */
@@ -89,11 +105,20 @@ struct pg {
 	const char *const *keys;		/* connection parameters (libpq's */
 	const char *const *vals;		/* keyword/value arrays; owned) */
 	char *secret;				/* the password: never in err or logs */
-	char *instance;				/* hostname:pid */
+	char *instance;				/* state.instance, else hostname:pid */
 	struct pg_conn conn[PG_POOL];
 	struct pg_op *head, **tail;		/* waiting for a connection */
 	struct event *kick;			/* dispatch on the next loop turn */
-	char down[256];				/* why the last connection failed */
+	char down[256];				/* why the last connection failed, or
+						 * the last operation timed out */
+	int64_t timeout_ms;			/* every operation's deadline */
+	TAILQ_HEAD(pg_live, pg_op) live;	/* ops not done, by deadline */
+	struct event *deadline_ev;		/* at the first one's deadline */
+	enum pg_schema_state schema;
+	enum pg_unsure unsure;			/* health down until an answer */
+	int64_t answered_ms;			/* the server's last answer (mono) */
+	struct pg_op *ping;			/* the probe in flight (pg_wake.c) */
+	struct event *probe_ev;
 	int owners;				/* ownership configured */
 	int outbox;				/* the webhook outbox configured */
 	struct tg_state_rules rules;		/* its schedule and lease length */
@@ -120,8 +145,11 @@ struct pg_op {
 	struct tg_state_op pub;
 	struct pg *pg;
 	struct pg_op *next;		/* in the FIFO */
+	TAILQ_ENTRY(pg_op) lived;	/* in pg->live while submitted */
+	int in_live;
+	int64_t deadline_ms;		/* monotonic; each step gets its own */
 	struct pg_conn *conn;		/* in flight on it; NULL while queued */
-	int stmt;			/* enum pg_stmt */
+	int stmt;			/* enum pg_stmt, or PG_PING */
 	int nparams;
 	char *val[PG_MAXP];		/* parameter values (owned; NULL: SQL NULL) */
 	int len[PG_MAXP];
@@ -141,7 +169,7 @@ struct pg_op {
 	struct tg_state_res res;
 };
 
-/* ---- pg_conn.c ---- */
+/* ---- pg_op.c ---- */
 
 /** A new operation of pg running statement stmt; cb is the typed
  * callback, cast. The caller owns it until tg_state_pg_submit. */
@@ -166,18 +194,46 @@ void tg_state_pg_fail(struct pg_op *o, int rc, const char *why);
  * caller to give again, the handle stays valid, cb is not called yet.
  */
 void tg_state_pg_again(struct pg_op *o, enum pg_stmt stmt, pg_answer_fn answer);
-/** Takes ownership of o: queued for the first free connection (its
- * handle), or answered at once UNAVAILABLE when no connection is up, the
- * backend is closing, or dom is not configured (NULL). */
+/**
+ * Takes ownership of o: queued for the first free connection (its
+ * handle), or answered at once UNAVAILABLE (NULL) when the backend is
+ * closing, dom is not configured, no connection is up after one failed
+ * (none made yet: it waits for the first), or an operation timed out and
+ * the server has not answered since.
+ */
 struct tg_state_op *tg_state_pg_submit(struct pg_op *o, enum pg_domain dom);
+/** Queue o (ownership taken) with its deadline, whatever health says
+ * (the probe's ping, pg_wake.c). */
+void tg_state_pg_enqueue(struct pg_op *o);
 /** The seam's cancel for this backend (op borrowed). */
 void tg_state_pg_cancel(struct tg_state_op *op);
-/** Start the pool (pg borrowed); takes ownership of first, a connection
- * already made (blocking, at open) and set non-blocking. */
-void tg_state_pg_pool_start(struct pg *pg, PGconn *first);
+/** The answer to o (taken; r borrowed, NULL when o->res.rc != 0) came:
+ * its callback unless cancelled, then freed or queued for its next step. */
+void tg_state_pg_finish(struct pg_op *o, const PGresult *r);
+/** Every queued operation of pg (borrowed) answers UNAVAILABLE with why. */
+void tg_state_pg_fail_queue(struct pg *pg, const char *why);
+/** The deadlines of pg's (borrowed) operations: start (before any
+ * operation) and stop (after the last one went). */
+void tg_state_pg_deadlines_start(struct pg *pg);
+void tg_state_pg_deadlines_stop(struct pg *pg);
+
+/* ---- pg_conn.c ---- */
+
+/** Start the pool (pg borrowed): every connection is made on the loop,
+ * the first one made migrates the schema before any operation is sent. */
+void tg_state_pg_pool_start(struct pg *pg);
 /** Stop the pool (pg borrowed): every operation not answered yet answers
  * UNAVAILABLE now, every connection closes. */
 void tg_state_pg_pool_stop(struct pg *pg);
+/** Connections of pg (borrowed) made (from WAITING on). */
+int tg_state_pg_nup(const struct pg *pg);
+/** Hand queued operations of pg (borrowed) to connections on the next
+ * loop turn. */
+void tg_state_pg_kick(struct pg *pg);
+/** k (borrowed) is broken: close it, answer its operation and, when it
+ * was the last one up, every queued one UNAVAILABLE with why (borrowed,
+ * shown as is), and connect again after the backoff. */
+void tg_state_pg_conn_drop(struct pg_conn *k, const char *why);
 /** The name of prepared statement i (static, borrowed). */
 const char *tg_state_pg_stmt_name(int i);
 
@@ -198,6 +254,16 @@ void tg_state_pg_lead_held(struct pg *pg, const char *key, int64_t until);
 void tg_state_pg_quiet(struct pg *pg, PGconn *c);
 /** Free what pg_wake.c keeps in pg (borrowed). */
 void tg_state_pg_wake_free(struct pg *pg);
+/** Health of pg (borrowed) is down (why in pg->down) until the server
+ * answers again: a connection was lost, or an operation timed out (then
+ * new operations fail at once meanwhile); a ping is sent at once. */
+void tg_state_pg_unsure(struct pg *pg, enum pg_unsure u);
+/** The server answered on pg (borrowed): health is up again. */
+void tg_state_pg_answered(struct pg *pg);
+/** The probe of pg (borrowed): a ping when nothing was answered for a
+ * while, or health is unsure; start once the pool is, stop before it. */
+void tg_state_pg_probe_start(struct pg *pg);
+void tg_state_pg_probe_stop(struct pg *pg);
 void tg_state_pg_listen(void *impl, void (*wake)(void *ctx, const char *topic,
     const char *what), void *ctx);
 void tg_state_pg_health(const void *impl, struct tg_state_health *h);
@@ -208,9 +274,17 @@ struct tg_state_op *tg_state_pg_notify(void *impl, const char *topic, const char
 
 /** The SQL of prepared statement i (static, borrowed). */
 const char *tg_state_pg_sql(int i);
-/** Create or migrate the schema on c (borrowed; blocking, at open only),
- * under an advisory lock: 0, or -1 with err (secret borrowed, scrubbed). */
-int tg_state_pg_migrate(PGconn *c, const char *secret, struct tg_err *err);
+/** The migration's first command (static, borrowed): it begins the
+ * migration's transaction, takes its lock and answers the schema's
+ * version. */
+const char *tg_state_pg_schema_begin(void);
+/**
+ * The rest of the migration once the schema is at version have: what is
+ * missing, the claims of the instance whose name is the SQL literal
+ * recover (borrowed; NULL: none) pending again, and COMMIT (the caller
+ * frees it); NULL with err when have is newer than this tidegate knows.
+ */
+char *tg_state_pg_schema_rest(int have, const char *recover, struct tg_err *err);
 
 /* ---- pg_err.c ---- */
 
@@ -365,11 +439,6 @@ struct tg_state_op *tg_state_pg_sweep_unclaim(void *impl, const char *id, const 
 struct tg_state_op *tg_state_pg_sweep_settle(void *impl, const char *id, int64_t now_ms,
     tg_state_num_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_sweep_running(void *impl, tg_state_strs_cb cb, void *arg);
-/** The claims instance (borrowed) still holds are pending again, on c
- * (borrowed; blocking, at open only): 0, or -1 with err (secret borrowed,
- * scrubbed). */
-int tg_state_pg_sweeps_recover(PGconn *c, const char *instance, const char *secret,
-    struct tg_err *err);
 
 /* ---- backend.c ---- */
 

@@ -1,29 +1,29 @@
 /*
- * pg_conn.c - the PostgreSQL backend's connections and the life of an
- * operation (pg.h), all on the loop and never blocking it.
+ * pg_conn.c - the PostgreSQL backend's connections (pg.h), all on the
+ * loop and never blocking it.
  *
  * A connection is made with PQconnectStartParams and driven by
  * PQconnectPoll on libevent events on PQsocket (read or write, as it
- * asks; PG_CONNECT_MS at most), set non-blocking, then prepares every
- * statement (PQsendPrepare, one after the other) before it takes work;
- * the first connection then LISTENs for the fleet's wake-ups, and hands
- * what comes with every read to pg_wake.c.
- * An operation waits in the backend's FIFO for the first idle connection,
- * is sent with PQsendQueryPrepared (PQflush on write events while libpq
- * holds unsent bytes) and read with PQconsumeInput, PQisBusy and
- * PQgetResult on read events; an idle connection watches its socket too,
- * so a server that goes away is noticed before the next query (and a
+ * asks), set non-blocking; the first one made in the backend's life then
+ * migrates the schema (pg_schema.c's commands, as simple queries, under
+ * the migration's lock) while any other made meanwhile waits; then each
+ * prepares every statement (PQsendPrepare, one after the other) before it
+ * takes work, and the first connection of the pool LISTENs for the
+ * fleet's wake-ups and hands what comes with every read to pg_wake.c. All
+ * that, from the connect on, has PG_CONNECT_MS (a server that accepts a
+ * connection and then says nothing is given up too).
+ * An operation waits in the backend's FIFO (pg_op.c) for the first idle
+ * connection, is sent with PQsendQueryPrepared (PQflush on write events
+ * while libpq holds unsent bytes) and read with PQconsumeInput, PQisBusy
+ * and PQgetResult on read events; an idle connection watches its socket
+ * too, so a server that goes away is noticed before the next query (and a
  * wake-up is heard). The time from send to answer is counted (health).
  *
  * A connection that fails answers its operation UNAVAILABLE with libpq's
  * message (the password scrubbed, pg_err.c), and when it was the last one
  * up, every queued operation too; it then reconnects after a backoff
- * doubling from PG_BACKOFF_MIN to PG_BACKOFF_MAX ms. While no connection
- * is up a new operation answers UNAVAILABLE before its call returns.
- * A cancelled operation is never answered; once sent, its query still runs
- * (a payload write runs even when cancelled while queued). An operation
- * of several steps (a lease reading its payload's chunks) is queued again
- * by its answer with the next statement, its handle unchanged.
+ * doubling from PG_BACKOFF_MIN to PG_BACKOFF_MAX ms. An operation past
+ * its deadline closes its connection the same way (pg_op.c).
  *
  * A host name in state.url is resolved by libpq inside PQconnectStart,
  * which may block on DNS: name the server by address (or hostaddr=) when
@@ -43,227 +43,7 @@
 
 static void on_io(evutil_socket_t fd, short what, void *arg);
 static void dispatch(struct pg *pg);
-
-/* ---- operations ---- */
-
-struct pg_op *
-tg_state_pg_op_new(struct pg *pg, enum pg_stmt stmt, pg_answer_fn answer,
-    void (*cb)(void), void *arg)
-{
-	struct pg_op *o = tg_xcalloc(1, sizeof(*o));
-
-	o->pub.be = pg->be;
-	o->pg = pg;
-	o->stmt = stmt;
-	o->answer = answer;
-	o->cb = cb;
-	o->arg = arg;
-	return o;
-}
-
-void
-tg_state_pg_param_str(struct pg_op *o, const char *s)
-{
-	o->val[o->nparams++] = s != NULL ? tg_xstrdup(s) : NULL;
-}
-
-void
-tg_state_pg_param_i64(struct pg_op *o, int64_t n)
-{
-	char num[24];
-
-	snprintf(num, sizeof(num), "%lld", (long long)n);
-	tg_state_pg_param_str(o, num);
-}
-
-void
-tg_state_pg_param_bin(struct pg_op *o, const void *data, size_t len)
-{
-	o->val[o->nparams] = tg_xmalloc(len > 0 ? len : 1);
-	if (len > 0)
-		memcpy(o->val[o->nparams], data, len);
-	o->len[o->nparams] = (int)len;
-	o->fmt[o->nparams++] = 1;
-}
-
-void
-tg_state_pg_param_buf(struct pg_op *o, struct evbuffer *buf, size_t len)
-{
-	o->val[o->nparams] = tg_xmalloc(len > 0 ? len : 1);
-	evbuffer_remove(buf, o->val[o->nparams], len);
-	o->len[o->nparams] = (int)len;
-	o->fmt[o->nparams++] = 1;
-}
-
-static void
-params_free(struct pg_op *o)
-{
-	int i;
-
-	for (i = 0; i < o->nparams; i++) {
-		free(o->val[i]);
-		o->val[i] = NULL;
-		o->len[i] = 0;
-		o->fmt[i] = 0;
-	}
-	o->nparams = 0;
-}
-
-void
-tg_state_pg_op_reuse(struct pg_op *o, enum pg_stmt stmt)
-{
-	params_free(o);
-	o->stmt = stmt;
-	o->binary = 0;
-	o->again = 1;
-}
-
-void
-tg_state_pg_again(struct pg_op *o, enum pg_stmt stmt, pg_answer_fn answer)
-{
-	params_free(o);
-	o->stmt = stmt;
-	o->answer = answer;
-	o->again = 1;
-}
-
-static void
-op_free(struct pg_op *o)
-{
-	if (o->cleanup != NULL)
-		o->cleanup(o);
-	params_free(o);
-	free(o->ctx);
-	free(o);
-}
-
-/*
- * Answer o (r borrowed, NULL when o->res.rc != 0) unless cancelled; free
- * it, or, when its answer chose a next step (tg_state_pg_op_reuse,
- * tg_state_pg_again), queue it first, so that an operation's steps run
- * back to back.
- */
-static void
-finish(struct pg_op *o, const PGresult *r)
-{
-	struct pg *pg = o->pg;
-
-	o->again = 0;
-	if (!o->cancelled)
-		o->answer(o, o->res.rc == TG_STATE_OK ? r : NULL);
-	if (!o->again || o->cancelled) {
-		op_free(o);
-		return;
-	}
-	o->again = 0;
-	o->conn = NULL;
-	memset(&o->res, 0, sizeof(o->res));
-	o->next = pg->head;
-	if (pg->head == NULL)
-		pg->tail = &o->next;
-	pg->head = o;
-	event_active(pg->kick, EV_TIMEOUT, 1);
-}
-
-struct tg_state_op *
-tg_state_pg_answer_now(struct pg_op *o)
-{
-	o->answer(o, NULL);
-	op_free(o);
-	return NULL;
-}
-
-static void
-fail_op(struct pg_op *o, int rc, const char *why)
-{
-	o->res.rc = rc;
-	tg_err_set(&o->res.err, "%s", why);
-	finish(o, NULL);
-}
-
-void
-tg_state_pg_fail(struct pg_op *o, int rc, const char *why)
-{
-	fail_op(o, rc, why);
-}
-
-static int
-nup(const struct pg *pg)
-{
-	int i, n = 0;
-
-	for (i = 0; i < PG_POOL; i++)
-		n += pg->conn[i].st >= PG_PREPARING;
-	return n;
-}
-
-/* Every queued operation answers UNAVAILABLE with why. */
-static void
-fail_queue(struct pg *pg, const char *why)
-{
-	struct pg_op *o;
-
-	while ((o = pg->head) != NULL) {
-		pg->head = o->next;
-		if (pg->head == NULL)
-			pg->tail = &pg->head;
-		fail_op(o, TG_STATE_UNAVAILABLE, why);
-	}
-}
-
-struct tg_state_op *
-tg_state_pg_submit(struct pg_op *o, enum pg_domain dom)
-{
-	struct pg *pg = o->pg;
-
-	if (pg->closing) {
-		fail_op(o, TG_STATE_UNAVAILABLE, "state: closing");
-		return NULL;
-	}
-	if (dom == PG_OWNERS && !pg->owners) {
-		fail_op(o, TG_STATE_UNAVAILABLE,
-		    "state: no correlation ownership store is configured");
-		return NULL;
-	}
-	if (dom == PG_OUTBOX && !pg->outbox) {
-		fail_op(o, TG_STATE_UNAVAILABLE, "state: no webhook outbox is configured");
-		return NULL;
-	}
-	if (dom == PG_RUNS && !pg->runs) {
-		fail_op(o, TG_STATE_UNAVAILABLE, "state: no run registry is configured");
-		return NULL;
-	}
-	if (nup(pg) == 0) {
-		fail_op(o, TG_STATE_UNAVAILABLE, pg->down);
-		return NULL;
-	}
-	*pg->tail = o;
-	pg->tail = &o->next;
-	event_active(pg->kick, EV_TIMEOUT, 1);
-	return &o->pub;
-}
-
-/* The next step of o (its handle already given out). */
-void
-tg_state_pg_cancel(struct tg_state_op *op)
-{
-	struct pg_op *o = (struct pg_op *)op, **p;
-
-	if (o->conn != NULL || o->keep) {	/* sent, or a payload write that still runs:
-						 * its answer is dropped when it comes */
-		o->cancelled = 1;
-		return;
-	}
-	for (p = &o->pg->head; *p != NULL; p = &(*p)->next) {
-		if (*p != o)
-			continue;
-		*p = o->next;
-		if (o->pg->tail == &o->next)
-			o->pg->tail = p;
-		break;
-	}
-	op_free(o);
-}
+static void migrate(struct pg_conn *k);
 
 /* ---- connections ---- */
 
@@ -282,18 +62,17 @@ watch(struct pg_conn *k, short what, int again)
 }
 
 /* Down: answer what k held, close it, and try again after the backoff. */
-static void
-conn_fail(struct pg_conn *k, const char *msg)
+void
+tg_state_pg_conn_drop(struct pg_conn *k, const char *why)
 {
 	struct pg *pg = k->pg;
 	struct timeval tv = { k->backoff_ms / 1000, (k->backoff_ms % 1000) * 1000 };
-	struct tg_err e;
 	struct pg_op *o = k->op;
+	int i, was_up = k->st >= PG_IDLE;
 
-	tg_state_pg_err(&e, "state: postgresql unavailable: ", msg, pg->secret);
-	snprintf(pg->down, sizeof(pg->down), "%s", e.msg);
-	tg_log(TG_LOG_WARN, "state_pg_down", TG_LS("why", e.msg),
-	    TG_LI("retry_ms", k->backoff_ms));
+	snprintf(pg->down, sizeof(pg->down), "%s", why);
+	tg_log(TG_LOG_WARN, "state_pg_down", TG_LS("why", why),
+	    TG_LI("retry_ms", k->backoff_ms), TG_LS("instance", pg->instance));
 	if (k->io != NULL)
 		event_free(k->io);
 	k->io = NULL;
@@ -302,13 +81,46 @@ conn_fail(struct pg_conn *k, const char *msg)
 	PQfinish(k->c);
 	k->c = NULL;
 	k->op = NULL;
+	if (k->st == PG_MIGRATING)
+		pg->schema = PG_SCHEMA_NONE;
 	k->st = PG_DOWN;
 	evtimer_add(k->timer, &tv);
 	k->backoff_ms = k->backoff_ms * 2 > PG_BACKOFF_MAX ? PG_BACKOFF_MAX : k->backoff_ms * 2;
+	for (i = 0; i < PG_POOL && pg->schema == PG_SCHEMA_NONE; i++)
+		if (pg->conn[i].st == PG_WAITING)
+			migrate(&pg->conn[i]);	/* the migration passes to a waiting one */
+	if (was_up)
+		tg_state_pg_unsure(pg, PG_LOST);
 	if (o != NULL)
-		fail_op(o, TG_STATE_UNAVAILABLE, e.msg);
-	if (nup(pg) == 0)
-		fail_queue(pg, e.msg);
+		tg_state_pg_fail(o, TG_STATE_UNAVAILABLE, why);
+	if (tg_state_pg_nup(pg) == 0)
+		tg_state_pg_fail_queue(pg, why);
+}
+
+/* Down for libpq's reason msg (borrowed; scrubbed of the password). */
+static void
+conn_fail(struct pg_conn *k, const char *msg)
+{
+	struct tg_err e;
+
+	tg_state_pg_err(&e, "state: postgresql unavailable: ", msg, k->pg->secret);
+	tg_state_pg_conn_drop(k, e.msg);
+}
+
+int
+tg_state_pg_nup(const struct pg *pg)
+{
+	int i, n = 0;
+
+	for (i = 0; i < PG_POOL; i++)
+		n += pg->conn[i].st >= PG_WAITING;
+	return n;
+}
+
+void
+tg_state_pg_kick(struct pg *pg)
+{
+	event_active(pg->kick, EV_TIMEOUT, 1);
 }
 
 /* Flush what libpq holds; wait for read, and for write while some is left. */
@@ -325,6 +137,19 @@ flush(struct pg_conn *k)
 	return 0;
 }
 
+/* k is ready: the server has answered all it was asked to set up. */
+static void
+ready(struct pg_conn *k)
+{
+	k->st = PG_IDLE;
+	evtimer_del(k->timer);
+	watch(k, EV_READ, 0);
+	tg_state_pg_answered(k->pg);
+	if (k->listener)
+		tg_state_pg_listening(k);
+	dispatch(k->pg);
+}
+
 /* Prepare the next statement, or take work once all are. */
 static void
 prepare_next(struct pg_conn *k)
@@ -338,11 +163,7 @@ prepare_next(struct pg_conn *k)
 		return;
 	}
 	if (k->nprep >= PG_NSTMT) {
-		k->st = PG_IDLE;
-		watch(k, EV_READ, 0);
-		if (k->listener)
-			tg_state_pg_listening(k);
-		dispatch(k->pg);
+		ready(k);
 		return;
 	}
 	if (!PQsendPrepare(k->c, tg_state_pg_stmt_name(k->nprep), tg_state_pg_sql(k->nprep), 0,
@@ -351,6 +172,14 @@ prepare_next(struct pg_conn *k)
 		return;
 	}
 	flush(k);
+}
+
+static void
+prepare(struct pg_conn *k)
+{
+	k->st = PG_PREPARING;
+	k->nprep = 0;
+	prepare_next(k);
 }
 
 const char *
@@ -375,17 +204,94 @@ tg_state_pg_stmt_name(int i)
 	return names[i];
 }
 
-/* k is up (c connected and non-blocking): prepare, then work. */
+/* ---- the migration: once per open, by the first connection made ---- */
+
+/* Commands of the migration go as one simple query each (several
+ * statements, no parameters). */
+static void
+migrate_send(struct pg_conn *k, const char *sql)
+{
+	if (!PQsendQuery(k->c, sql)) {
+		conn_fail(k, PQerrorMessage(k->c));
+		return;
+	}
+	flush(k);
+}
+
+static void
+migrate(struct pg_conn *k)
+{
+	k->pg->schema = PG_SCHEMA_MIGRATING;
+	k->st = PG_MIGRATING;
+	k->mstep = 0;
+	migrate_send(k, tg_state_pg_schema_begin());
+}
+
+/* The rest after the schema's version (r borrowed): what is missing, this
+ * instance's claims given back (the run registry's), and COMMIT. */
+static void
+migrate_rest(struct pg_conn *k, const PGresult *r)
+{
+	struct pg *pg = k->pg;
+	struct tg_err err;
+	char *lit = NULL, *sql;
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		conn_fail(k, r != NULL ? PQresultErrorMessage(r) : PQerrorMessage(k->c));
+		return;
+	}
+	if (pg->runs && (lit = PQescapeLiteral(k->c, pg->instance, strlen(pg->instance))) == NULL) {
+		conn_fail(k, PQerrorMessage(k->c));
+		return;
+	}
+	sql = tg_state_pg_schema_rest(atoi(PQgetvalue(r, 0, 0)), lit, &err);
+	PQfreemem(lit);
+	if (sql == NULL) {
+		tg_state_pg_conn_drop(k, err.msg);
+		return;
+	}
+	migrate_send(k, sql);
+	free(sql);
+}
+
+/* The answer (r borrowed) to k's last migration command. */
+static void
+migrate_step(struct pg_conn *k, const PGresult *r)
+{
+	struct pg *pg = k->pg;
+	int i;
+
+	if (k->mstep++ == 0) {
+		migrate_rest(k, r);
+		return;
+	}
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		conn_fail(k, r != NULL ? PQresultErrorMessage(r) : PQerrorMessage(k->c));
+		return;
+	}
+	pg->schema = PG_SCHEMA_DONE;
+	tg_log(TG_LOG_DEBUG, "state_pg_migrated", TG_LS("instance", pg->instance));
+	for (i = 0; i < PG_POOL; i++)
+		if (pg->conn[i].st == PG_WAITING)
+			prepare(&pg->conn[i]);
+	prepare(k);
+}
+
+/* k is connected and non-blocking: migrate (or wait for the connection
+ * that does), prepare, then work. */
 static void
 conn_up(struct pg_conn *k)
 {
-	evtimer_del(k->timer);
 	k->backoff_ms = PG_BACKOFF_MIN;
-	k->st = PG_PREPARING;
-	k->nprep = 0;
 	if (k->pg->down[0] != '\0')
 		tg_log(TG_LOG_INFO, "state_pg_up", TG_LS("instance", k->pg->instance));
-	prepare_next(k);
+	if (k->pg->schema == PG_SCHEMA_DONE)
+		prepare(k);
+	else if (k->pg->schema == PG_SCHEMA_MIGRATING) {
+		k->st = PG_WAITING;
+		watch(k, EV_READ, 0);
+	} else
+		migrate(k);
 }
 
 static void
@@ -411,15 +317,19 @@ connect_step(struct pg_conn *k)
 	}
 }
 
-/* The backoff ran out (DOWN: connect) or a connection attempt took too
- * long (CONNECTING: give up). */
+/*
+ * The backoff ran out (DOWN: connect) or a connection took too long to
+ * become ready (connect, migrate, prepare: give up). PQconnectPoll does
+ * not keep connect_timeout: this timer does, and a server that accepts
+ * the connection and then says nothing is given up too.
+ */
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct pg_conn *k = arg;
 	struct timeval tv = { PG_CONNECT_MS / 1000, 0 };
 
-	if (k->st == PG_CONNECTING) {
+	if (k->st != PG_DOWN) {
 		conn_fail(k, "connection attempt timed out");
 		return;
 	}
@@ -435,17 +345,44 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	watch(k, EV_WRITE, 1);
 }
 
+/* An operation's whole answer (r borrowed) came on k. */
+static void
+answered(struct pg_conn *k, const PGresult *r)
+{
+	ExecStatusType s = PQresultStatus(r);
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	struct pg_op *o = k->op;
+
+	k->op = NULL;
+	k->st = PG_IDLE;
+	o->conn = NULL;
+	tg_state_pg_lat(k->pg, tg_clock_mono_us() - o->sent_us);
+	tg_state_pg_answered(k->pg);
+	if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
+		o->res.rc = TG_STATE_OK;
+	else {
+		/* A unique key taken (23505): the record exists already. */
+		o->res.rc = state != NULL && !strcmp(state, "23505") ? TG_STATE_CONFLICT :
+		    TG_STATE_ERROR;
+		tg_state_pg_err(&o->res.err, "state: postgresql: ", PQresultErrorMessage(r),
+		    k->pg->secret);
+	}
+	tg_state_pg_finish(o, r);
+	dispatch(k->pg);
+}
+
 /* A whole answer came for what k was doing (r: its last result, owned). */
 static void
 complete(struct pg_conn *k, PGresult *r)
 {
 	ExecStatusType s = PQresultStatus(r);
 	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-	struct pg_op *o = k->op;
 
 	if (PQstatus(k->c) == CONNECTION_BAD || (r != NULL && s == PGRES_FATAL_ERROR &&
 	    state != NULL && (!strncmp(state, "08", 2) || !strncmp(state, "57", 2)))) {
 		conn_fail(k, PQerrorMessage(k->c));
+	} else if (k->st == PG_MIGRATING) {
+		migrate_step(k, r);
 	} else if (k->st == PG_PREPARING) {
 		if (s != PGRES_COMMAND_OK)
 			conn_fail(k, PQerrorMessage(k->c));
@@ -453,22 +390,8 @@ complete(struct pg_conn *k, PGresult *r)
 			k->nprep++;
 			prepare_next(k);
 		}
-	} else if (o != NULL) {
-		k->op = NULL;
-		k->st = PG_IDLE;
-		o->conn = NULL;
-		tg_state_pg_lat(k->pg, tg_clock_mono_us() - o->sent_us);
-		if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
-			o->res.rc = TG_STATE_OK;
-		else {
-			/* A unique key taken (23505): the record exists already. */
-			o->res.rc = state != NULL && !strcmp(state, "23505") ? TG_STATE_CONFLICT :
-			    TG_STATE_ERROR;
-			tg_state_pg_err(&o->res.err, "state: postgresql: ",
-			    PQresultErrorMessage(r), k->pg->secret);
-		}
-		finish(o, r);
-		dispatch(k->pg);
+	} else if (k->op != NULL) {
+		answered(k, r);
 	}
 	PQclear(r);
 }
@@ -485,7 +408,7 @@ read_step(struct pg_conn *k)
 	}
 	if (k->listener)
 		tg_state_pg_notifies(k);
-	if (k->st == PG_IDLE)
+	if (k->st == PG_IDLE || k->st == PG_WAITING)
 		return;
 	while (!PQisBusy(k->c)) {
 		if ((r = PQgetResult(k->c)) == NULL) {
@@ -514,6 +437,16 @@ on_io(evutil_socket_t fd, short what, void *arg)
 		read_step(k);
 }
 
+/* Send o on k: its prepared statement, or the probe's ping. */
+static int
+send_op(struct pg_conn *k, const struct pg_op *o)
+{
+	if (o->stmt == PG_PING)
+		return PQsendQueryParams(k->c, "SELECT 1", 0, NULL, NULL, NULL, NULL, 0);
+	return PQsendQueryPrepared(k->c, tg_state_pg_stmt_name(o->stmt), o->nparams,
+	    (const char *const *)o->val, o->len, o->fmt, o->binary);
+}
+
 /* Hand queued operations to idle connections, oldest first. */
 static void
 dispatch(struct pg *pg)
@@ -535,8 +468,7 @@ dispatch(struct pg *pg)
 		o->sent_us = tg_clock_mono_us();
 		k->op = o;
 		k->st = PG_BUSY;
-		if (!PQsendQueryPrepared(k->c, tg_state_pg_stmt_name(o->stmt), o->nparams,
-		    (const char *const *)o->val, o->len, o->fmt, o->binary)) {
+		if (!send_op(k, o)) {
 			conn_fail(k, PQerrorMessage(k->c));
 			continue;
 		}
@@ -551,23 +483,22 @@ on_kick(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-tg_state_pg_pool_start(struct pg *pg, PGconn *first)
+tg_state_pg_pool_start(struct pg *pg)
 {
 	struct timeval now = { 0, 0 };
 	int i;
 
 	pg->tail = &pg->head;
 	pg->kick = event_new(pg->base, -1, 0, on_kick, pg);
+	tg_state_pg_deadlines_start(pg);
 	for (i = 0; i < PG_POOL; i++) {
 		pg->conn[i].pg = pg;
 		pg->conn[i].backoff_ms = PG_BACKOFF_MIN;
 		pg->conn[i].timer = evtimer_new(pg->base, on_timer, &pg->conn[i]);
+		evtimer_add(pg->conn[i].timer, &now);
 	}
 	pg->conn[0].listener = 1;
-	pg->conn[0].c = first;
-	conn_up(&pg->conn[0]);
-	for (i = 1; i < PG_POOL; i++)
-		evtimer_add(pg->conn[i].timer, &now);
+	tg_state_pg_probe_start(pg);
 }
 
 void
@@ -577,10 +508,11 @@ tg_state_pg_pool_stop(struct pg *pg)
 	int i;
 
 	pg->closing = 1;
+	tg_state_pg_probe_stop(pg);
 	for (i = 0; i < PG_POOL; i++) {
 		k = &pg->conn[i];
 		if (k->op != NULL)
-			fail_op(k->op, TG_STATE_UNAVAILABLE, "state: closing");
+			tg_state_pg_fail(k->op, TG_STATE_UNAVAILABLE, "state: closing");
 		k->op = NULL;
 		if (k->io != NULL)
 			event_free(k->io);
@@ -590,24 +522,9 @@ tg_state_pg_pool_stop(struct pg *pg)
 		PQfinish(k->c);
 		memset(k, 0, sizeof(*k));
 	}
-	fail_queue(pg, "state: closing");
+	tg_state_pg_fail_queue(pg, "state: closing");
+	tg_state_pg_deadlines_stop(pg);
 	if (pg->kick != NULL)
 		event_free(pg->kick);
 	pg->kick = NULL;
-}
-
-/* ---- answers shared by several operations ---- */
-
-void
-tg_state_pg_answer_done(struct pg_op *o, const PGresult *r)
-{
-	((tg_state_done_cb)o->cb)(&o->res, o->arg);
-}
-
-void
-tg_state_pg_answer_num(struct pg_op *o, const PGresult *r)
-{
-	int64_t n = r != NULL && PQntuples(r) > 0 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
-
-	((tg_state_num_cb)o->cb)(&o->res, n, o->arg);
 }

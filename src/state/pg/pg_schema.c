@@ -3,11 +3,14 @@
  * (version n brings the schema from n - 1 to n; tidegate_schema holds the
  * versions applied) and the statements every connection prepares.
  *
- * Migrations run at open, on the connection open made synchronously,
+ * Migrations run once per open, on the first connection made (pg_conn.c,
+ * on the loop: two simple queries, the version read and the rest),
  * inside one transaction holding pg_advisory_xact_lock(MIGRATE_LOCK): of
  * several instances starting together one migrates, the others wait for
  * its commit and then find nothing left to do. Values always travel as
- * parameters; the SQL below is constant.
+ * parameters; the SQL below is constant, but for the instance's name in
+ * the migration's last step, a literal quoted by libpq
+ * (PQescapeLiteral).
  *
  * Version 1 holds what a fleet shares first: correlation ownership (as
  * sqlite/owners.c, the job id folded by tg_state_job_key), vendor token
@@ -32,6 +35,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/buffer.h>
 
 #include "pg.h"
 
@@ -461,78 +466,44 @@ tg_state_pg_sql(int i)
 	return sql[i];
 }
 
-/* Run q (constant SQL) on c: 0, or -1 with err. */
-static int
-run(PGconn *c, const char *q, const char *secret, struct tg_err *err)
+const char *
+tg_state_pg_schema_begin(void)
 {
-	PGresult *r = PQexec(c, q);
-	int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
-
-	if (!ok)
-		tg_state_pg_err(err, "state: postgresql schema: ", PQerrorMessage(c), secret);
-	PQclear(r);
-	return ok ? 0 : -1;
+	return "BEGIN; SELECT pg_advisory_xact_lock(" MIGRATE_LOCK "); "
+	    "CREATE TABLE IF NOT EXISTS tidegate_schema (version integer NOT NULL); "
+	    "SELECT coalesce(max(version), 0) FROM tidegate_schema";
 }
 
-/* The highest version applied (0: none), or -1 with err. */
-static int
-version(PGconn *c, const char *secret, struct tg_err *err)
+char *
+tg_state_pg_schema_rest(int have, const char *recover, struct tg_err *err)
 {
-	PGresult *r = PQexec(c, "SELECT coalesce(max(version), 0) FROM tidegate_schema");
-	int v = -1;
+	int v, known = (int)TG_NELEM(migrations);
+	const char *const *q;
+	struct evbuffer *b;
+	char *out;
+	size_t n;
 
-	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
-		v = atoi(PQgetvalue(r, 0, 0));
-	else
-		tg_state_pg_err(err, "state: postgresql schema: ", PQerrorMessage(c), secret);
-	PQclear(r);
-	return v;
-}
-
-/* Apply migration v (1-based) and record it: 0, or -1 with err. */
-static int
-apply(PGconn *c, int v, const char *secret, struct tg_err *err)
-{
-	const char *const *q = migrations[v - 1];
-	char num[16];
-	const char *vals[1] = { num };
-	PGresult *r;
-	int ok;
-
-	for (; *q != NULL; q++)
-		if (run(c, *q, secret, err) != 0)
-			return -1;
-	snprintf(num, sizeof(num), "%d", v);
-	r = PQexecParams(c, "INSERT INTO tidegate_schema (version) VALUES ($1)", 1, NULL,
-	    vals, NULL, NULL, 0);
-	ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-	if (!ok)
-		tg_state_pg_err(err, "state: postgresql schema: ", PQerrorMessage(c), secret);
-	PQclear(r);
-	return ok ? 0 : -1;
-}
-
-int
-tg_state_pg_migrate(PGconn *c, const char *secret, struct tg_err *err)
-{
-	int v, have = (int)TG_NELEM(migrations);
-
-	if (run(c, "BEGIN", secret, err) != 0)
-		return -1;
-	if (run(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK ")", secret, err) != 0 ||
-	    run(c, "CREATE TABLE IF NOT EXISTS tidegate_schema (version integer NOT NULL)",
-	    secret, err) != 0 || (v = version(c, secret, err)) < 0)
-		goto fail;
-	if (v > have) {
+	if (have > known) {
 		tg_err_set(err, "state: postgresql schema version %d is newer than this "
-		    "tidegate knows (%d)", v, have);
-		goto fail;
+		    "tidegate knows (%d)", have, known);
+		return NULL;
 	}
-	for (v++; v <= have; v++)
-		if (apply(c, v, secret, err) != 0)
-			goto fail;
-	return run(c, "COMMIT", secret, err);
-fail:
-	PQclear(PQexec(c, "ROLLBACK"));
-	return -1;
+	b = evbuffer_new();
+	for (v = have + 1; v <= known; v++) {
+		for (q = migrations[v - 1]; *q != NULL; q++)
+			evbuffer_add_printf(b, "%s;\n", *q);
+		evbuffer_add_printf(b, "INSERT INTO tidegate_schema (version) VALUES (%d);\n", v);
+	}
+	/* The claims an instance of this name left unfinished (it stopped
+	 * or died) are pending again: nobody else finishes them. */
+	if (recover != NULL)
+		evbuffer_add_printf(b, "UPDATE sweep_variants SET state = 'pending', claimed_by = "
+		    "NULL WHERE state = 'submitting' AND claimed_by = %s;\n", recover);
+	evbuffer_add_printf(b, "COMMIT");
+	n = evbuffer_get_length(b);
+	out = tg_xmalloc(n + 1);
+	evbuffer_remove(b, out, n);
+	out[n] = '\0';
+	evbuffer_free(b);
+	return out;
 }

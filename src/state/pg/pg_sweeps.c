@@ -9,8 +9,10 @@
  * change a variant only while it is submitting, the run and the variant
  * together. Every statement is pg_schema.c's.
  *
- * A claim names the instance that made it. At open, the claims this
- * instance's name still holds are pending again (as SQLite's at its open):
+ * A claim names the instance that made it. At open (in the migration's
+ * transaction, pg_schema.c, once the first connection is made), the
+ * claims this instance's name still holds are pending again (as SQLite's
+ * at its open):
  * a process stopped in the middle of a submission leaves none behind,
  * provided its name is the same after a restart (state.instance); the
  * default, host:pid, is not.
@@ -388,20 +390,4 @@ tg_state_pg_sweep_settle(void *impl, const char *id, int64_t now_ms, tg_state_nu
 	tg_state_pg_param_str(o, id);
 	tg_state_pg_param_i64(o, now_ms);
 	return tg_state_pg_submit(o, PG_RUNS);
-}
-
-int
-tg_state_pg_sweeps_recover(PGconn *c, const char *instance, const char *secret,
-    struct tg_err *err)
-{
-	const char *vals[1] = { instance };
-	PGresult *r = PQexecParams(c, "UPDATE sweep_variants SET state = 'pending',"
-	    " claimed_by = NULL WHERE state = 'submitting' AND claimed_by = $1", 1, NULL, vals,
-	    NULL, NULL, 0);
-	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-
-	if (!ok)
-		tg_state_pg_err(err, "state: postgresql: sweep claims: ", PQerrorMessage(c), secret);
-	PQclear(r);
-	return ok ? 0 : -1;
 }

@@ -12,14 +12,21 @@
  * connects again, wake-ups sent meanwhile are lost: every watch then
  * hears one without a "what", to look for itself.
  *
- * Health: whether a connection is up and why not, the number and
- * latency (from send to answer) of the server's answers, wake-ups sent
- * and heard, and the leads this instance holds (pg_shared.c tells
- * tg_state_pg_lead_held when it takes, renews or gives one up).
+ * Health: whether a connection is up and the server answers, and why
+ * not; the number and latency (from send to answer) of the server's
+ * answers, wake-ups sent and heard, and the leads this instance holds
+ * (pg_shared.c tells tg_state_pg_lead_held when it takes, renews or gives
+ * one up). Health is down from a connection lost or an operation timed
+ * out (pg_op.c) until the server answers again; a server that froze with
+ * its sockets open is noticed by the probe even when nothing is asked: a
+ * ping (SELECT 1, with the deadline of any operation) once nothing was
+ * answered for state.timeout, and at once while health is unsure.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/event.h>
 
 #include "tidegate/clock.h"
 #include "tidegate/log.h"
@@ -180,6 +187,78 @@ tg_state_pg_wake_free(struct pg *pg)
 /* ---- health ---- */
 
 void
+tg_state_pg_unsure(struct pg *pg, enum pg_unsure u)
+{
+	struct timeval now = { 0, 0 };
+
+	if (u > pg->unsure)
+		pg->unsure = u;
+	if (pg->probe_ev != NULL && !pg->closing)
+		evtimer_add(pg->probe_ev, &now);	/* ask the connections left */
+}
+
+void
+tg_state_pg_answered(struct pg *pg)
+{
+	pg->answered_ms = tg_clock_mono_ms();
+	if (pg->unsure == PG_SURE)
+		return;
+	pg->unsure = PG_SURE;
+	tg_log(TG_LOG_INFO, "state_pg_answering", TG_LS("instance", pg->instance));
+}
+
+static void
+on_ping(struct pg_op *o, const PGresult *r)
+{
+	o->pg->ping = NULL;
+}
+
+/* The probe's next tick: in a second, or state.timeout when shorter. */
+static void
+probe_arm(struct pg *pg)
+{
+	int64_t tick = pg->timeout_ms < 1000 ? pg->timeout_ms : 1000;
+	struct timeval tv = { tick / 1000, (tick % 1000) * 1000 };
+
+	evtimer_add(pg->probe_ev, &tv);
+}
+
+/* Every tick: a ping when health is unsure or nothing was answered for
+ * state.timeout, on a connection made (while none is, their reconnects
+ * tell). */
+static void
+on_probe(evutil_socket_t fd, short what, void *arg)
+{
+	struct pg *pg = arg;
+	int i, made = 0;
+
+	for (i = 0; i < PG_POOL; i++)
+		made |= pg->conn[i].st >= PG_IDLE;
+	if (pg->ping == NULL && made && (pg->unsure != PG_SURE ||
+	    tg_clock_mono_ms() - pg->answered_ms >= pg->timeout_ms)) {
+		pg->ping = tg_state_pg_op_new(pg, 0, on_ping, NULL, NULL);
+		pg->ping->stmt = PG_PING;
+		tg_state_pg_enqueue(pg->ping);
+	}
+	probe_arm(pg);
+}
+
+void
+tg_state_pg_probe_start(struct pg *pg)
+{
+	pg->probe_ev = evtimer_new(pg->base, on_probe, pg);
+	probe_arm(pg);
+}
+
+void
+tg_state_pg_probe_stop(struct pg *pg)
+{
+	if (pg->probe_ev != NULL)
+		event_free(pg->probe_ev);
+	pg->probe_ev = NULL;
+}
+
+void
 tg_state_pg_health(const void *impl, struct tg_state_health *h)
 {
 	const struct pg *pg = impl;
@@ -188,6 +267,8 @@ tg_state_pg_health(const void *impl, struct tg_state_health *h)
 	h->up = 0;
 	for (i = 0; i < PG_POOL; i++)
 		h->up |= pg->conn[i].st >= PG_IDLE;
+	if (pg->unsure != PG_SURE)
+		h->up = 0;
 	if (!h->up)
 		snprintf(h->reason, sizeof(h->reason), "%s", pg->down[0] != '\0' ? pg->down :
 		    "state: postgresql: connecting");
