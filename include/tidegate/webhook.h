@@ -161,7 +161,13 @@ void tg_outbox_job_json(yajl_gen g, const struct tg_outbox_job *job);
 struct tg_webhook_opts {
 	int64_t attempt_timeout_ms;	/* DNS, connect, and silence while sending or
 					 * awaiting the answer; 0: 15 s */
+	int64_t attempt_deadline_ms;	/* a whole attempt, DNS to answer, plus a second
+					 * per MiB of payload; 0: 60 s (at least
+					 * attempt_timeout_ms) */
 	size_t max_inflight;		/* attempts at once; 0: 8 */
+	size_t max_inflight_per_host;	/* attempts at once to one callback host (the
+					 * URL's, as the lease names it); 0: a quarter
+					 * of max_inflight, at least 1 */
 	int tls_insecure;		/* 1: skip certificate verification (tests only) */
 	const char *ca_file;		/* PEM bundle (copied); NULL: system store */
 	const char *user_agent;		/* (copied) NULL: "tidegate-webhook" */

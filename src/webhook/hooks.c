@@ -189,8 +189,13 @@ wh_hooks_new(struct gw *gw, struct tg_err *err)
 {
 	const struct gw_config *c = &gw->rt->cfg;
 	struct wh_hooks *h = tg_xcalloc(1, sizeof(*h));
-	struct tg_webhook_opts wo = { c->wh_attempt_timeout, (size_t)c->wh_max_inflight, 0,
-		c->wh_ca_file, NULL, c->wh_lease };
+	struct tg_webhook_opts wo = {
+		.attempt_timeout_ms = c->wh_attempt_timeout,
+		.attempt_deadline_ms = c->wh_attempt_deadline,
+		.max_inflight = (size_t)c->wh_max_inflight,
+		.max_inflight_per_host = (size_t)c->wh_max_inflight_per_host,
+		.ca_file = c->wh_ca_file, .lease_ms = c->wh_lease,
+	};
 	struct tg_webhook_cbs cbs = { on_secrets, on_outcome };
 	struct timeval tv = { PURGE_EVERY_MS / 1000, 0 };
 

@@ -24,6 +24,7 @@
 #include "wh.h"
 
 #define ATTEMPT_TIMEOUT_MS	15000
+#define ATTEMPT_DEADLINE_MS	60000
 #define MAX_INFLIGHT		8
 /* Look again at least this often: wall-clock steps, leases expiring, jobs
  * other writers made due (the seam announces nothing). */
@@ -192,8 +193,15 @@ opts_copy(struct tg_webhook *w, const struct tg_webhook_opts *opts)
 		w->opts.lease_ms = LEASE_MS;
 	if (w->opts.attempt_timeout_ms <= 0)
 		w->opts.attempt_timeout_ms = ATTEMPT_TIMEOUT_MS;
+	if (w->opts.attempt_deadline_ms <= 0)
+		w->opts.attempt_deadline_ms = ATTEMPT_DEADLINE_MS;
+	if (w->opts.attempt_deadline_ms < w->opts.attempt_timeout_ms)
+		w->opts.attempt_deadline_ms = w->opts.attempt_timeout_ms;
 	if (w->opts.max_inflight == 0)
 		w->opts.max_inflight = MAX_INFLIGHT;
+	if (w->opts.max_inflight_per_host == 0)
+		w->opts.max_inflight_per_host = w->opts.max_inflight / 4 > 0 ?
+		    w->opts.max_inflight / 4 : 1;
 	w->ca_file = w->opts.ca_file != NULL ? tg_xstrdup(w->opts.ca_file) : NULL;
 	w->opts.ca_file = w->ca_file;
 	w->user_agent = tg_xstrdup(w->opts.user_agent != NULL ? w->opts.user_agent :
