@@ -151,16 +151,20 @@ struct tg_outbox_lease {
 	int attempt;			/* 1 for the first attempt */
 	int64_t expires_at;		/* ms; renew before then */
 	int64_t first_delay_ms;		/* attempt 1: ms since the payload was ready; else -1 */
+	char *host;			/* the URL's host, as the lease's skip list
+					 * names hosts (lower case, no brackets) */
 };
 /**
- * Lease the most overdue ready job whose next attempt is due at now_ms
- * and that holds no live lease (an expired lease is taken over: at least
- * once after a crash). Counts the attempt. 1 with *out set (the caller takes
- * ownership: tg_outbox_lease_free), 0 when none is due, -1 with err. ob is
- * borrowed.
+ * Lease the most overdue ready job whose next attempt is due at now_ms,
+ * that holds no live lease (an expired lease is taken over: at least
+ * once after a crash) and whose URL's host is not in skip_hosts (borrowed;
+ * NULL: none; hosts as tg_outbox_lease.host names them): jobs of a host
+ * at its in-flight share wait, uncounted, while others go. Counts the
+ * attempt. 1 with *out set (the caller takes ownership:
+ * tg_outbox_lease_free), 0 when none is due, -1 with err. ob is borrowed.
  */
-int tg_outbox_lease(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_lease **out,
-    struct tg_err *err);
+int tg_outbox_lease(struct tg_outbox *ob, int64_t now_ms, const struct tg_strlist *skip_hosts,
+    struct tg_outbox_lease **out, struct tg_err *err);
 /** Push the lease's expiry to now_ms + lease length. -1 when it was lost.
  * ob and l are borrowed. */
 int tg_outbox_lease_renew(struct tg_outbox *ob, struct tg_outbox_lease *l, int64_t now_ms,

@@ -208,9 +208,11 @@ struct tg_state_op *tg_state_outbox_set_cid(struct tg_state *st, const char *id,
  * reason borrowed). NOT_FOUND, CONFLICT (not waiting). */
 struct tg_state_op *tg_state_outbox_abandon(struct tg_state *st, const char *id,
     const char *reason, int64_t now_ms, tg_state_done_cb cb, void *arg);
-/** Lease the most overdue due job (st borrowed); see tg_state_lease_cb. */
+/** Lease the most overdue due job whose URL's host is not in skip_hosts
+ * (st, skip_hosts borrowed; NULL: none; see tg_outbox_lease); see
+ * tg_state_lease_cb. */
 struct tg_state_op *tg_state_outbox_lease(struct tg_state *st, int64_t now_ms,
-    tg_state_lease_cb cb, void *arg);
+    const struct tg_strlist *skip_hosts, tg_state_lease_cb cb, void *arg);
 /** Push lease l's expiry on (st, l borrowed); cb's n: the new expiry (set
  * l->expires_at to it). CONFLICT when the lease was lost. */
 struct tg_state_op *tg_state_outbox_renew(struct tg_state *st, const struct tg_outbox_lease *l,

@@ -190,9 +190,10 @@ tg_state_outbox_abandon(struct tg_state *st, const char *id, const char *reason,
 }
 
 struct tg_state_op *
-tg_state_outbox_lease(struct tg_state *st, int64_t now_ms, tg_state_lease_cb cb, void *arg)
+tg_state_outbox_lease(struct tg_state *st, int64_t now_ms, const struct tg_strlist *skip_hosts,
+    tg_state_lease_cb cb, void *arg)
 {
-	return st->be->outbox_lease(st->impl, now_ms, cb, arg);
+	return st->be->outbox_lease(st->impl, now_ms, skip_hosts, cb, arg);
 }
 
 struct tg_state_op *

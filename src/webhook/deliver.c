@@ -383,6 +383,13 @@ on_resolved(const char *addr, const char *why, int refused, void *arg)
 
 /* ---- the end ---- */
 
+/* What the share per host counts an attempt against. */
+static const char *
+lease_host(const struct tg_outbox_lease *l)
+{
+	return l->host != NULL ? l->host : "";
+}
+
 static void
 attempt_free(struct wh_attempt *a)
 {
@@ -484,6 +491,7 @@ conclude(struct wh_attempt *a)
 		report(a, a->state, a->next_at);
 	TAILQ_REMOVE(&w->attempts, a, entry);
 	w->inflight--;
+	tg_webhook_host_give(w, lease_host(a->l));
 	attempt_free(a);
 	tg_webhook_worker_attempt_over(w);
 }
@@ -549,6 +557,7 @@ tg_webhook_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l)
 	deadline_arm(a);
 	TAILQ_INSERT_TAIL(&w->attempts, a, entry);
 	w->inflight++;
+	tg_webhook_host_take(w, lease_host(l));
 	if (tg_webhook_url_parse(l->url, &a->url, &why) != 0)
 		end_with(a, "%s", why.msg);
 	else
@@ -627,6 +636,7 @@ tg_webhook_attempts_abandon(struct tg_webhook *w)
 	while ((a = TAILQ_FIRST(&w->attempts)) != NULL) {
 		TAILQ_REMOVE(&w->attempts, a, entry);
 		w->inflight--;
+		tg_webhook_host_give(w, lease_host(a->l));
 		tg_state_cancel(a->renew_op);
 		tg_state_cancel(a->complete_op);
 		a->renew_op = a->complete_op = NULL;

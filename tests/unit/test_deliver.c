@@ -914,6 +914,42 @@ test_big_payload(void **state)
 	evconnlistener_free(l);
 }
 
+/* One host at its share (one attempt here) does not hold back another:
+ * three jobs to hook.test whose receiver answers after 800 ms, then one
+ * to 127.0.0.1 (the same receiver by another host name). With two slots
+ * the fourth is delivered at once, and hook.test never has two attempts
+ * at once; without the share the first two jobs would take both slots. */
+static void
+test_share_per_host(void **state)
+{
+	struct tg_webhook_opts wo = { .attempt_timeout_ms = 3000, .max_inflight = 2,
+		.max_inflight_per_host = 1 };
+	char slow[3][TG_WEBHOOK_ID_LEN], id[TG_WEBHOOK_ID_LEN], url[64];
+	const struct outcome *o;
+	int64_t t0;
+	int i;
+
+	tg_webhook_free(T.w);
+	T.w = NULL;
+	tg_egress_free(T.pol);
+	T.pol = policy("127.0.0.0/8");
+	snprintf(url, sizeof(url), "http://hook.test:%d/slow", T.port);
+	for (i = 0; i < 3; i++)
+		job_at(url, "main", slow[i]);
+	job("/ok", "main", id);
+	t0 = mono_ms();
+	worker_start_opts(&wo);
+	o = run_to_end(id, 3000);
+	assert_int_equal(o->state, TG_OUTBOX_DELIVERED);
+	assert_true(o->at - t0 < 400);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(run_to_end(slow[i], 4000)->state, TG_OUTBOX_DELIVERED);
+	assert_int_equal(T.nhits, 4);
+	for (i = 2; i < 4; i++)		/* hits 0, 2, 3 are /slow: one after the other */
+		assert_true(T.hits[i].at - T.hits[i == 2 ? 0 : 2].at >= 750);
+	assert_string_equal(T.hits[1].path, "/ok");
+}
+
 /* ---- receivers that drip their answer ---- */
 
 #define DRIP_MAX	8
@@ -1139,6 +1175,7 @@ main(void)
 		T_(test_answer_drips),
 		T_(test_answer_cap),
 		T_(test_attempt_deadline),
+		T_(test_share_per_host),
 	};
 
 	tg_log_init(stderr, getenv("TG_TEST_LOG") ? TG_LOG_DEBUG : TG_LOG_OFF);

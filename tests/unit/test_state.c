@@ -408,7 +408,7 @@ lease(int64_t now)
 	struct wait w = { 0 };
 	struct tg_outbox_lease *l;
 
-	expect_later(tg_state_outbox_lease(F.st, now, on_lease, &w), &w);
+	expect_later(tg_state_outbox_lease(F.st, now, NULL, on_lease, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	l = w.lease;
 	w.lease = NULL;
@@ -455,6 +455,53 @@ test_outbox_flow(void **state)
 	wait_clear(&w);
 	tg_outbox_lease_free(l);
 	assert_null(lease(T0 + 5));			/* nothing else is due */
+}
+
+/* Jobs of the hosts a lease is told to skip wait, uncounted, while others
+ * go; the lease names each job's host as the skip list does (lower case,
+ * no user info, port or brackets), in SQL for PostgreSQL. */
+static void
+test_lease_skip(void **state)
+{
+	static const char *const urls[] = {
+		"https://Hooks.Example:8443/in", "http://u:p@b.example:8080/y?x",
+		"http://[FD00::1]:9/z", "https://c.example?q=1", "https://hooks.example/again",
+	};
+	static const char *const hosts[] = { "hooks.example", "b.example", "fd00::1",
+		"c.example", "hooks.example" };
+	char *skip_v[TG_NELEM(urls)];
+	struct tg_strlist skip = { skip_v, 0 };
+	char id[TG_NELEM(urls)][TG_WEBHOOK_ID_LEN];
+	struct wait w = { 0 };
+	size_t i;
+
+	for (i = 0; i < TG_NELEM(urls); i++) {
+		struct tg_outbox_new j = { .url = urls[i], .secret_ref = "main", .kind = "x" };
+
+		expect_later(tg_state_outbox_add(F.st, &j, T0, on_str, &w), &w);
+		snprintf(id[i], TG_WEBHOOK_ID_LEN, "%s", w.s);
+		wait_clear(&w);
+		set_payload(id[i], "{}");
+	}
+	for (i = 0; i < 4; i++) {	/* each host once: the fifth job's is skipped */
+		expect_later(tg_state_outbox_lease(F.st, T0 + 1, &skip, on_lease, &w), &w);
+		assert_int_equal(w.res.rc, TG_STATE_OK);
+		assert_non_null(w.lease);
+		assert_string_equal(w.lease->id, id[i]);
+		assert_string_equal(w.lease->host, hosts[i]);
+		skip_v[skip.n++] = (char *)hosts[i];
+		wait_clear(&w);
+	}
+	expect_later(tg_state_outbox_lease(F.st, T0 + 1, &skip, on_lease, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_null(w.lease);
+	wait_clear(&w);
+	expect_later(tg_state_outbox_lease(F.st, T0 + 1, NULL, on_lease, &w), &w);
+	assert_non_null(w.lease);
+	assert_string_equal(w.lease->id, id[4]);
+	assert_int_equal(w.lease->attempt, 1);		/* the skips counted nothing */
+	assert_string_equal(w.lease->host, "hooks.example");
+	wait_clear(&w);
 }
 
 /* Chunks of 64 KiB, one append in flight: the caller's buffer is empty
@@ -1603,7 +1650,7 @@ test_fleet_outbox(void **state)
 		set_payload(id[i], "{\"n\":1}");
 	}
 	for (i = 0; i < 4; i++)
-		assert_non_null(tg_state_outbox_lease(i % 2 ? b : F.st, T0 + 1, on_lease, &w[i]));
+		assert_non_null(tg_state_outbox_lease(i % 2 ? b : F.st, T0 + 1, NULL, on_lease, &w[i]));
 	for (i = 0; i < 4; i++) {
 		wait_for(&w[i]);
 		assert_int_equal(w[i].res.rc, TG_STATE_OK);
@@ -1632,10 +1679,10 @@ test_fleet_outbox(void **state)
 		assert_int_equal(x.res.rc, TG_STATE_OK);
 	}
 	memset(&x, 0, sizeof(x));
-	expect_later(tg_state_outbox_lease(b, T0 + 60000, on_lease, &x), &x);
+	expect_later(tg_state_outbox_lease(b, T0 + 60000, NULL, on_lease, &x), &x);
 	assert_null(x.lease);			/* not expired yet */
 	memset(&x, 0, sizeof(x));
-	expect_later(tg_state_outbox_lease(b, T0 + 60001, on_lease, &x), &x);
+	expect_later(tg_state_outbox_lease(b, T0 + 60001, NULL, on_lease, &x), &x);
 	assert_non_null(x.lease);
 	assert_string_equal(x.lease->id, mine->id);
 	assert_int_equal(x.lease->attempt, 2);
@@ -1842,6 +1889,7 @@ main(void)
 		unsigned needs;
 	} cases[] = {
 		T_(test_outbox_flow, D_OUTBOX), T_(test_payload_stream, D_OUTBOX),
+		T_(test_lease_skip, D_OUTBOX),
 		T_(test_payload_big, D_OUTBOX),
 		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
 		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),

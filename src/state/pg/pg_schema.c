@@ -91,6 +91,12 @@ static const char *const v2[] = {
 	" last_error, attempts, last_status, payload_size, created_at, ready_at, next_at," \
 	" first_attempt_at, last_attempt_at, done_at," \
 	" coalesce(state <> 'waiting' AND lease_expires > "
+/* The host of callback URL u as tg_state_url_host (outbox_rules.c) has
+ * it: after the scheme and any user info, without brackets or port,
+ * lower case; '' when there is none. */
+#define URL_HOST(u) "lower(coalesce(substring(" u " from" \
+	" '^[^:/?#]+://(?:[^/?#]*@)?\\[([^]/?#]*)\\]'), substring(" u " from" \
+	" '^[^:/?#]+://(?:[^/?#]*@)?([^/:?#]*)'), ''))"
 /* A payload's bytes $p cut into rows of PG_CHUNK (1 MiB) bytes, numbered from $n. */
 #define CHUNKS(n, p) "SELECT $1::text, $2::text, " n " + i, substring(" p " from i * 1048576 + 1" \
 	" for 1048576) FROM generate_series(0, greatest(length(" p ") - 1, 0) / 1048576) i"
@@ -263,17 +269,19 @@ static const char *const sql[PG_NSTMT] = {
 	    " u AS (UPDATE outbox_jobs SET state = 'dead', last_error = $2, done_at = $3"
 	    " WHERE id = $1 AND state = 'waiting' RETURNING 1)"
 	    " SELECT cur.state, (SELECT count(*) FROM u) FROM cur",
-	/* Several instances never take one job: the row is locked, others skip it. */
+	/* Several instances never take one job: the row is locked, others skip
+	 * it. $5: hosts at their share, each between newlines (or NULL). */
 	[PG_OB_LEASE] = "WITH pick AS (SELECT id, first_attempt_at IS NULL AS first"
 	    " FROM outbox_jobs WHERE state = 'ready' AND next_at <= $1"
 	    " AND (lease_expires IS NULL OR lease_expires <= $1)"
-	    " ORDER BY next_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
+	    " AND position(chr(10) || " URL_HOST("url") " || chr(10) in coalesce($5::text, ''))"
+	    " = 0 ORDER BY next_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
 	    " UPDATE outbox_jobs j SET attempts = j.attempts + 1, last_attempt_at = $1,"
 	    " first_attempt_at = coalesce(j.first_attempt_at, $1), lease_owner = $2,"
 	    " lease_token = $3, lease_expires = $4 FROM pick WHERE j.id = pick.id"
 	    " RETURNING j.id, j.url, j.secret_ref, j.content_type, j.kind, j.correlation_id,"
 	    " j.service, j.api_key, j.payload_size, j.attempts, j.ready_at, pick.first,"
-	    " j.payload_token",
+	    " j.payload_token, " URL_HOST("j.url"),
 	[PG_OB_CHUNK] = "SELECT data FROM outbox_payloads WHERE job_id = $1 AND token = $2"
 	    " AND n = $3",
 	[PG_OB_RENEW] = "UPDATE outbox_jobs SET lease_expires = $3 WHERE id = $1"

@@ -58,6 +58,7 @@ static const char *const sql[S_COUNT] = {
 	[S_PICK] = "SELECT j.id FROM jobs j LEFT JOIN leases l ON l.job_id = j.id"
 	    " WHERE j.state = 'ready' AND j.next_at <= ?1"
 	    " AND (l.job_id IS NULL OR l.expires_at <= ?1)"
+	    " AND (?2 IS NULL OR instr(?2, char(10) || tg_url_host(j.url) || char(10)) = 0)"
 	    " ORDER BY j.next_at, j.rowid LIMIT 1",
 	[S_JOB_FOR_LEASE] = "SELECT url, secret_ref, content_type, kind, correlation_id,"
 	    " service, api_key, payload_size, attempts, ready_at, first_attempt_at"
@@ -239,6 +240,15 @@ exec1(struct tg_outbox *ob, const char *q, struct tg_err *err)
 	return -1;
 }
 
+/* tg_url_host(url): the host the lease's skip list names (outbox_rules.c). */
+static void
+sql_url_host(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	char *h = tg_state_url_host((const char *)sqlite3_value_text(argv[0]));
+
+	sqlite3_result_text(ctx, h, -1, free);
+}
+
 /* WAL lets readers (an operator's sqlite3 shell) run beside the writer and
  * makes each commit one append + fsync. */
 static int
@@ -247,6 +257,11 @@ db_setup(struct tg_outbox *ob, int sync_normal, struct tg_err *err)
 	size_t i;
 
 	sqlite3_busy_timeout(ob->db, 5000);
+	if (sqlite3_create_function(ob->db, "tg_url_host", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+	    NULL, sql_url_host, NULL, NULL) != SQLITE_OK) {
+		tg_state_ob_sql_err(ob, err, "setup");
+		return -1;
+	}
 	if (exec1(ob, "PRAGMA journal_mode = WAL", err) != 0 ||
 	    exec1(ob, sync_normal ? "PRAGMA synchronous = NORMAL" :
 	    "PRAGMA synchronous = FULL", err) != 0 ||

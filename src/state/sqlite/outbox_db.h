@@ -45,6 +45,10 @@ void tg_state_ob_rollback(struct tg_outbox *ob);
 void tg_state_ob_sql_err(struct tg_outbox *ob, struct tg_err *err, const char *what);
 /** Text column or NULL, copied. */
 char *tg_state_ob_col_str(sqlite3_stmt *s, int col);
+/** tg_outbox_lease with the skip list joined (tg_state_skip_join; NULL:
+ * none), as the writer thread's operation carries it. */
+int tg_outbox_lease_joined(struct tg_outbox *ob, int64_t now_ms, const char *skip,
+    struct tg_outbox_lease **out, struct tg_err *err);
 /** The job's state, or TG_OUTBOX_NOT_FOUND / -1. */
 int tg_state_ob_job_state(struct tg_outbox *ob, const char *id, struct tg_err *err);
 void tg_state_ob_notify(struct tg_outbox *ob);

@@ -108,8 +108,8 @@ struct tg_state_op *tg_state_sq_outbox_set_cid(void *impl, const char *id, const
     tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_abandon(void *impl, const char *id, const char *reason,
     int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_lease(void *impl, int64_t now_ms, tg_state_lease_cb cb,
-    void *arg);
+struct tg_state_op *tg_state_sq_outbox_lease(void *impl, int64_t now_ms,
+    const struct tg_strlist *skip_hosts, tg_state_lease_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_renew(void *impl, const struct tg_outbox_lease *l,
     int64_t now_ms, tg_state_num_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_release(void *impl, const struct tg_outbox_lease *l,
