@@ -37,6 +37,18 @@ int tg_outbox_state_parse(const char *s);
 /** Return codes of the calls that name one job (besides 0 and -1). */
 #define TG_OUTBOX_NOT_FOUND	(-2)	/* no such job: 404 */
 #define TG_OUTBOX_CONFLICT	(-3)	/* the job's state forbids it: 409 */
+#define TG_OUTBOX_OVER_QUOTA	(-4)	/* a payload write over its quota (why in err) */
+
+/**
+ * Caps on the payload bytes the outbox holds: the committed payloads of
+ * ready and dead jobs (a dead letter keeps its data for redelivery) and
+ * the payloads being written. Zero fields: no cap.
+ */
+struct tg_outbox_quota {
+	int64_t max_bytes;		/* every job's */
+	int64_t key_max_bytes;		/* the jobs of one API key (those without
+					 * one count as one key) */
+};
 
 /** "msg_" and 32 hex digits: the webhook-id, stable across attempts. */
 #define TG_WEBHOOK_ID_LEN	40
@@ -103,13 +115,29 @@ struct tg_outbox_payload;
  */
 struct tg_outbox_payload *tg_outbox_payload_open(struct tg_outbox *ob, const char *id, int *rc,
     struct tg_err *err);
+/**
+ * From now on a write to p (borrowed) that would take the bytes the
+ * outbox holds above q (copied) writes nothing and returns
+ * TG_OUTBOX_OVER_QUOTA with the cap in err (then abort); the commit checks
+ * the same (bytes written to the fd directly). A writer without a quota
+ * is never refused (payloads the gateway makes itself).
+ */
+void tg_outbox_payload_limit(struct tg_outbox_payload *p, const struct tg_outbox_quota *q);
+/**
+ * The payload bytes ob (borrowed) holds: every job's into *all, those of
+ * api_key's jobs (borrowed; NULL: the jobs without a key) into *mine. 0,
+ * or -1 with err.
+ */
+int tg_outbox_usage(struct tg_outbox *ob, const char *api_key, int64_t *all, int64_t *mine,
+    struct tg_err *err);
 /** The file's descriptor for direct writes (borrowed: never close it). */
 int tg_outbox_payload_fd(const struct tg_outbox_payload *p);
-/** Write all of buf (borrowed) to the file, draining it; -1 with err (then
- * abort). p is borrowed. */
+/** Write all of buf (borrowed) to the file, draining it; -1 or
+ * TG_OUTBOX_OVER_QUOTA with err (then abort). p is borrowed. */
 int tg_outbox_payload_write(struct tg_outbox_payload *p, struct evbuffer *buf,
     struct tg_err *err);
-/** Write n bytes of data (borrowed, not kept); p is borrowed. -1 with err. */
+/** Write n bytes of data (borrowed, not kept); p is borrowed. -1 or
+ * TG_OUTBOX_OVER_QUOTA with err. */
 int tg_outbox_payload_append(struct tg_outbox_payload *p, const void *data, size_t n,
     struct tg_err *err);
 /**

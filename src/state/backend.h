@@ -154,6 +154,9 @@ struct tg_state_backend {
 	    void *ctx);
 	/** Fill h (borrowed; zeroed, backend name set) without I/O. */
 	void (*health)(const void *impl, struct tg_state_health *h);
+	void (*payload_limit)(struct tg_state_payload *w, const struct tg_outbox_quota *q);
+	struct tg_state_op *(*outbox_usage)(void *impl, const char *api_key, tg_state_pair_cb cb,
+	    void *arg);
 };
 
 /** The SQLite backend (src/state/sqlite/backend.c). */

@@ -555,3 +555,15 @@ tg_state_outbox_adopt(struct tg_state *st, int64_t now_ms, size_t max, tg_state_
 {
 	return st->be->outbox_adopt(st->impl, now_ms, max, cb, arg);
 }
+
+void
+tg_state_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q)
+{
+	w->be->payload_limit(w, q);
+}
+
+struct tg_state_op *
+tg_state_outbox_usage(struct tg_state *st, const char *api_key, tg_state_pair_cb cb, void *arg)
+{
+	return st->be->outbox_usage(st->impl, api_key, cb, arg);
+}

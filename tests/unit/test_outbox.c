@@ -384,6 +384,68 @@ test_lease_skips_hosts(void **state)
 }
 
 static void
+usage_is(const char *key, int64_t all, int64_t mine)
+{
+	int64_t a, m;
+	struct tg_err err;
+
+	assert_int_equal(tg_outbox_usage(O.ob, key, &a, &m, &err), 0);
+	assert_int_equal(a, all);
+	assert_int_equal(m, mine);
+}
+
+/* The bytes held: summed from the database at open, kept in step by
+ * commits and deliveries, summed again after a purge; a dead letter keeps
+ * its bytes; a commit of bytes written to the fd directly is checked too
+ * (the job stays waiting, nothing is kept). */
+static void
+test_payload_quota_count(void **state)
+{
+	const struct tg_outbox_quota q = { 20, 0 };
+	char a[TG_WEBHOOK_ID_LEN], b[TG_WEBHOOK_ID_LEN], c[TG_WEBHOOK_ID_LEN];
+	struct tg_outbox_payload *p;
+	struct tg_outbox_lease *l;
+	struct tg_outbox_job j;
+	struct tg_err err;
+	size_t n;
+	int rc;
+
+	add_ready("a", a, T0);
+	add_ready("b", b, T0 + 1);
+	usage_is("demo-key", 14, 14);
+	usage_is(NULL, 14, 0);
+	tg_outbox_close(O.ob);
+	O.ob = open_ob(-1, 1000);
+	usage_is("demo-key", 14, 14);			/* summed from the database */
+	add("c", c, T0);
+	p = tg_outbox_payload_open(O.ob, c, &rc, &err);
+	tg_outbox_payload_limit(p, &q);
+	assert_int_equal(write(tg_outbox_payload_fd(p), "0123456", 7), 7);
+	assert_int_equal(tg_outbox_payload_commit(p, T0, &err), TG_OUTBOX_OVER_QUOTA);
+	assert_non_null(strstr(err.msg, "cap of 20"));
+	get(c, &j);
+	assert_int_equal(j.state, TG_OUTBOX_WAITING);
+	tg_outbox_job_cleanup(&j);
+	assert_false(file_exists(c, ".part") || file_exists(c, ".body"));
+	usage_is(NULL, 14, 0);
+	l = lease(T0 + 10);
+	assert_int_equal(complete(l, 200, -1, T0 + 11, NULL), TG_OUTBOX_DELIVERED);
+	tg_outbox_lease_free(l);
+	usage_is("demo-key", 7, 7);			/* delivered: freed */
+	for (n = 1; (l = lease(T0 + 1000 * (int64_t)n)) != NULL; n++) {	/* b fails: dead */
+		rc = complete(l, 500, -1, T0 + 1000 * (int64_t)n, NULL);
+		tg_outbox_lease_free(l);
+	}
+	assert_int_equal(rc, TG_OUTBOX_DEAD);
+	get(b, &j);
+	assert_int_equal(j.state, TG_OUTBOX_DEAD);
+	tg_outbox_job_cleanup(&j);
+	usage_is("demo-key", 7, 7);			/* a dead letter keeps its data */
+	assert_int_equal(tg_outbox_purge(O.ob, T0 + 100000, &n, &err), 0);
+	usage_is("demo-key", 0, 0);
+}
+
+static void
 test_payload_writer(void **state)
 {
 	char id[TG_WEBHOOK_ID_LEN], path[160], chunk[4096];
@@ -683,6 +745,7 @@ main(void)
 		T_(test_crash_lease_expiry),
 		T_(test_renew_release),
 		T_(test_lease_skips_hosts),
+		T_(test_payload_quota_count),
 		T_(test_payload_writer),
 		T_(test_redeliver),
 		T_(test_list_and_json),

@@ -504,6 +504,108 @@ test_lease_skip(void **state)
 	wait_clear(&w);
 }
 
+/* A job of key (NULL: none) into id, its payload writer opened and limited
+ * by q (NULL: none); the writer is returned. */
+static struct tg_state_payload *
+quota_writer(const char *key, const struct tg_outbox_quota *q, char id[TG_WEBHOOK_ID_LEN])
+{
+	struct tg_outbox_new j = { .url = "https://hooks.example/in", .secret_ref = "main",
+		.kind = "export", .api_key = key };
+	struct tg_state_payload *p;
+	struct wait w = { 0 };
+
+	expect_later(tg_state_outbox_add(F.st, &j, T0, on_str, &w), &w);
+	snprintf(id, TG_WEBHOOK_ID_LEN, "%s", w.s);
+	wait_clear(&w);
+	expect_later(tg_state_payload_open(F.st, id, on_payload, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	p = w.w;
+	if (q != NULL)
+		tg_state_payload_limit(p, q);
+	return p;
+}
+
+/* n bytes appended to p: the answer's code. */
+static int
+quota_append(struct tg_state_payload *p, size_t n, char *why, size_t whylen)
+{
+	static char bytes[256];
+	struct evbuffer *b = evbuffer_new();
+	struct wait w = { 0 };
+
+	memset(bytes, 'q', sizeof(bytes));
+	evbuffer_add(b, bytes, n);
+	expect_later(tg_state_payload_append(p, b, on_done, &w), &w);
+	assert_int_equal(evbuffer_get_length(b), 0);
+	evbuffer_free(b);
+	if (why != NULL)
+		snprintf(why, whylen, "%s", w.res.err.msg);
+	return w.res.rc;
+}
+
+static void
+usage_is(const char *key, int64_t all, int64_t mine)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_outbox_usage(F.st, key, on_pair, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, all);
+	assert_int_equal(w.n2, mine);
+}
+
+/* The payload quota: a limited writer's append that would take the bytes
+ * held (every job's, or its key's) over the cap stores nothing and is
+ * refused; committed payloads count until delivered; a payload the
+ * gateway makes itself (set) is never refused. */
+static void
+test_payload_quota(void **state)
+{
+	const struct tg_outbox_quota q = { 100, 60 };
+	struct tg_outbox_result ok = { 200, -1, "" };
+	char a[TG_WEBHOOK_ID_LEN], b[TG_WEBHOOK_ID_LEN], c[TG_WEBHOOK_ID_LEN], why[256];
+	struct tg_state_payload *pa, *pb, *pc;
+	struct tg_outbox_lease *l;
+	struct wait w = { 0 };
+
+	usage_is("k1", 0, 0);
+	pa = quota_writer("k1", &q, a);
+	assert_int_equal(quota_append(pa, 50, NULL, 0), TG_STATE_OK);
+	usage_is("k1", 50, 50);
+	usage_is(NULL, 50, 0);
+	pc = quota_writer("k1", &q, c);			/* k1 would hold 70 of its 60 */
+	assert_int_equal(quota_append(pc, 20, why, sizeof(why)), TG_STATE_REFUSED);
+	assert_non_null(strstr(why, "share of 60"));
+	tg_state_payload_abort(pc);			/* a refused writer is only aborted */
+	pc = quota_writer("k1", &q, c);
+	assert_int_equal(quota_append(pc, 10, NULL, 0), TG_STATE_OK);
+	usage_is("k1", 60, 60);
+	expect_later(tg_state_payload_commit(pa, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	usage_is("k1", 60, 60);				/* committed: still held */
+	l = lease(T0 + 1);
+	assert_string_equal(l->id, a);
+	expect_later(tg_state_outbox_complete(F.st, l, &ok, T0 + 2, on_outcome, &w), &w);
+	assert_int_equal(w.n, TG_OUTBOX_DELIVERED);
+	wait_clear(&w);
+	tg_outbox_lease_free(l);
+	usage_is("k1", 10, 10);				/* delivered: freed */
+	expect_later(tg_state_payload_commit(pc, T0 + 3, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	pb = quota_writer("k2", &q, b);
+	assert_int_equal(quota_append(pb, 60, NULL, 0), TG_STATE_OK);
+	assert_int_equal(quota_append(pb, 40, why, sizeof(why)), TG_STATE_REFUSED);
+	assert_non_null(strstr(why, "cap of 100"));
+	usage_is("k2", 70, 60);
+	tg_state_payload_abort(pb);
+	add_job(NULL, b);				/* set: never refused */
+	expect_later(tg_state_payload_set(F.st, b, why, 200, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+}
+
 /* Chunks of 64 KiB, one append in flight: the caller's buffer is empty
  * after every call, so nothing beyond one chunk is held. */
 static void
@@ -1889,7 +1991,7 @@ main(void)
 		unsigned needs;
 	} cases[] = {
 		T_(test_outbox_flow, D_OUTBOX), T_(test_payload_stream, D_OUTBOX),
-		T_(test_lease_skip, D_OUTBOX),
+		T_(test_lease_skip, D_OUTBOX), T_(test_payload_quota, D_OUTBOX),
 		T_(test_payload_big, D_OUTBOX),
 		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
 		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),

@@ -97,6 +97,11 @@ static const char *const v2[] = {
 #define URL_HOST(u) "lower(coalesce(substring(" u " from" \
 	" '^[^:/?#]+://(?:[^/?#]*@)?\\[([^]/?#]*)\\]'), substring(" u " from" \
 	" '^[^:/?#]+://(?:[^/?#]*@)?([^/:?#]*)'), ''))"
+/* The payload bytes held (every row: committed, dead letters' and being
+ * written) as a, those of the jobs of API key k (NULL: no key) as m. */
+#define HELD(k) "held AS (SELECT coalesce(sum(octet_length(p.data)), 0) AS a," \
+	" coalesce(sum(octet_length(p.data)) FILTER (WHERE j.api_key IS NOT DISTINCT FROM " k \
+	"), 0) AS m FROM outbox_payloads p JOIN outbox_jobs j ON j.id = p.job_id)"
 /* A payload's bytes $p cut into rows of PG_CHUNK (1 MiB) bytes, numbered from $n. */
 #define CHUNKS(n, p) "SELECT $1::text, $2::text, " n " + i, substring(" p " from i * 1048576 + 1" \
 	" for 1048576) FROM generate_series(0, greatest(length(" p ") - 1, 0) / 1048576) i"
@@ -297,8 +302,14 @@ static const char *const sql[PG_NSTMT] = {
 	[PG_OB_NEXT_DUE] = "SELECT min(greatest(next_at, coalesce(lease_expires, 0)))"
 	    " FROM outbox_jobs WHERE state = 'ready'",
 	[PG_OB_STATE] = "SELECT state FROM outbox_jobs WHERE id = $1",
-	[PG_OB_APPEND] = "INSERT INTO outbox_payloads (job_id, token, n, data) "
-	    CHUNKS("$3::integer", "$4::bytea"),
+	/* The rows go in only while the payload rows held, and those of the
+	 * job's key, stay within $5 and $6 (0: no cap); the count says. */
+	[PG_OB_APPEND] = "WITH " HELD("(SELECT api_key FROM outbox_jobs WHERE id = $1)") ","
+	    " ins AS (INSERT INTO outbox_payloads (job_id, token, n, data) "
+	    CHUNKS("$3::integer", "$4::bytea") " WHERE ($5::bigint = 0 OR (SELECT a FROM held)"
+	    " + length($4::bytea) <= $5::bigint) AND ($6::bigint = 0 OR (SELECT m FROM held)"
+	    " + length($4::bytea) <= $6::bigint) RETURNING 1)"
+	    " SELECT (SELECT count(*) FROM ins), a, m FROM held",
 	[PG_OB_COMMIT] = "WITH u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2,"
 	    " payload_size = $3, ready_at = $4, next_at = $5, lease_owner = NULL,"
 	    " lease_expires = NULL WHERE id = $1"
@@ -341,6 +352,7 @@ static const char *const sql[PG_NSTMT] = {
 	    " FOR UPDATE SKIP LOCKED) UPDATE outbox_jobs SET lease_owner = $2,"
 	    " lease_expires = $3 WHERE id IN (SELECT id FROM pick) RETURNING " JOB_COLS
 	    "$1, false)",
+	[PG_OB_USAGE] = "WITH " HELD("$1::text") " SELECT a, m FROM held",
 	/* ---- runs ---- */
 	[PG_RUN_INSERT] = "INSERT INTO " RUN_INTO " VALUES " RUN_VALUES,
 	[PG_RUN_BRIEF] = "SELECT status, submitted_at, host, validation, checks"

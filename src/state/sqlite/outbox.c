@@ -96,6 +96,9 @@ static const char *const sql[S_COUNT] = {
 	[S_DELETE] = "DELETE FROM jobs WHERE id = ?",
 	[S_FILE_JOB] = "SELECT state FROM jobs WHERE id = ?",
 	[S_SET_CID] = "UPDATE jobs SET correlation_id = ?2 WHERE id = ?1",
+	[S_HELD] = "SELECT coalesce(api_key, ''), sum(payload_size) FROM jobs"
+	    " WHERE state IN ('ready', 'dead') AND payload_size IS NOT NULL GROUP BY 1",
+	[S_JOB_KEY] = "SELECT api_key FROM jobs WHERE id = ?",
 };
 
 static const char *const state_names[TG_OUTBOX_NSTATES] = {
@@ -301,6 +304,7 @@ tg_outbox_open(const struct tg_outbox_opts *opts, struct tg_err *err)
 		goto fail;
 	}
 	opts_copy(ob, opts);
+	TAILQ_INIT(&ob->writers);
 	if (mkdir(ob->dir, 0700) != 0 && errno != EEXIST) {
 		tg_err_set(err, "outbox: cannot create %s: %s", ob->dir, strerror(errno));
 		goto fail;
@@ -330,6 +334,7 @@ tg_outbox_close(struct tg_outbox *ob)
 		sqlite3_finalize(ob->st[i]);
 	if (ob->db != NULL)
 		sqlite3_close(ob->db);
+	tg_state_ob_held_free(ob);
 	tg_state_rules_free(&ob->rules);
 	free(ob->path);
 	free(ob->dir);

@@ -255,8 +255,10 @@ tg_outbox_complete(struct tg_outbox *ob, const struct tg_outbox_lease *l,
 		return -1;
 	}
 	/* After the commit: a crash in between leaves a file the next open sweeps. */
-	if (st == TG_OUTBOX_DELIVERED || st == TG_OUTBOX_GONE)
+	if (st == TG_OUTBOX_DELIVERED || st == TG_OUTBOX_GONE) {
 		tg_state_ob_payload_remove(ob, l->id);
+		tg_state_ob_held_add(ob, l->api_key, -l->size);
+	}
 	count(ob, st);
 	if (state != NULL)
 		*state = st;

@@ -126,6 +126,9 @@ struct tg_state_op *tg_state_sq_payload_commit(struct tg_state_payload *w, int64
 void tg_state_sq_payload_abort(struct tg_state_payload *w);
 struct tg_state_op *tg_state_sq_payload_set(void *impl, const char *id, const void *data,
     size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+void tg_state_sq_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q);
+struct tg_state_op *tg_state_sq_outbox_usage(void *impl, const char *api_key,
+    tg_state_pair_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_list(void *impl, const struct tg_outbox_query *q,
     tg_state_jobs_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_get(void *impl, const char *id, tg_state_jobs_cb cb,
