@@ -38,6 +38,9 @@ int tg_outbox_state_parse(const char *s);
 #define TG_OUTBOX_NOT_FOUND	(-2)	/* no such job: 404 */
 #define TG_OUTBOX_CONFLICT	(-3)	/* the job's state forbids it: 409 */
 #define TG_OUTBOX_OVER_QUOTA	(-4)	/* a payload write over its quota (why in err) */
+/** What the why of a refusal for a key's share (not the cap of all) says,
+ * in every backend. */
+#define TG_OUTBOX_QUOTA_KEY_WHY	"this API key's share"
 
 /**
  * Caps on the payload bytes the outbox holds: the committed payloads of

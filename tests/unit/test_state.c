@@ -575,7 +575,7 @@ test_payload_quota(void **state)
 	usage_is(NULL, 50, 0);
 	pc = quota_writer("k1", &q, c);			/* k1 would hold 70 of its 60 */
 	assert_int_equal(quota_append(pc, 20, why, sizeof(why)), TG_STATE_REFUSED);
-	assert_non_null(strstr(why, "share of 60"));
+	assert_non_null(strstr(why, TG_OUTBOX_QUOTA_KEY_WHY " of 60"));
 	tg_state_payload_abort(pc);			/* a refused writer is only aborted */
 	pc = quota_writer("k1", &q, c);
 	assert_int_equal(quota_append(pc, 10, NULL, 0), TG_STATE_OK);

@@ -154,9 +154,9 @@ answer_append(struct pg_op *o, const PGresult *r)
 			tg_err_set(&o->res.err, "webhook payloads would hold %lld bytes, over their "
 			    "cap of %lld", (long long)all, (long long)max);
 		else
-			tg_err_set(&o->res.err, "the webhook payloads of this API key would hold "
-			    "%lld bytes, over its share of %lld", (long long)mine,
-			    (long long)o->n2);
+			tg_err_set(&o->res.err, "the webhook payloads of the job's API key would "
+			    "hold %lld bytes, over " TG_OUTBOX_QUOTA_KEY_WHY " of %lld",
+			    (long long)mine, (long long)o->n2);
 	}
 	((tg_state_done_cb)o->cb)(&o->res, o->arg);
 }

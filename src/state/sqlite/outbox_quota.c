@@ -119,8 +119,8 @@ tg_state_ob_room(struct tg_outbox_payload *p, int64_t n, struct tg_err *err)
 		return TG_OUTBOX_OVER_QUOTA;
 	}
 	if (p->q.key_max_bytes > 0 && mine + n > p->q.key_max_bytes) {
-		tg_err_set(err, "the webhook payloads of API key '%s' would hold %lld bytes, over "
-		    "its share of %lld", KEY(p->key), (long long)(mine + n),
+		tg_err_set(err, "the webhook payloads of the job's API key would hold %lld bytes, "
+		    "over " TG_OUTBOX_QUOTA_KEY_WHY " of %lld", (long long)(mine + n),
 		    (long long)p->q.key_max_bytes);
 		return TG_OUTBOX_OVER_QUOTA;
 	}
