@@ -99,16 +99,20 @@ static void
 check_wh_limits(const struct gw_config *c, struct tg_cfg_report *rep)
 {
 	int64_t share = (int64_t)((double)c->wh_payload_max_bytes * c->wh_payload_key_share);
+	size_t line, col;
 
 	if (c->wh_attempt_deadline < c->wh_attempt_timeout)
 		tg_config_report_add(rep, NULL, "webhooks.attempt_deadline",
 		    "must be at least webhooks.attempt_timeout (%lld ms)",
 		    (long long)c->wh_attempt_timeout);
+	/* Named where the file set it: the default max_payload meets a cap set low. */
 	if (c->wh_max_payload > share)
-		tg_config_report_add(rep, NULL, "webhooks.max_payload",
+		tg_config_report_add(rep, tg_config_report_pos(rep, "webhooks.max_payload", &line,
+		    &col) == 0 ? NULL : "webhooks.payload_max_bytes", "webhooks.max_payload",
 		    "%lld bytes is more than one API key may hold (webhooks.payload_max_bytes "
 		    "times webhooks.payload_key_share: %lld bytes): such an export could never "
-		    "be stored", (long long)c->wh_max_payload, (long long)share);
+		    "be stored; lower webhooks.max_payload or raise the cap",
+		    (long long)c->wh_max_payload, (long long)share);
 }
 
 /* Webhook keys: mode, schedule, allow-list and secrets parsed once here, so a

@@ -18,13 +18,15 @@ import http.server
 import os
 import socket
 import socketserver
+import subprocess
 import threading
 import time
 
 import pytest
 import requests
 
-from conftest import TEST_KEY_SHA, free_port
+from conftest import BUILD, TEST_KEY_SHA, free_port
+from test_fleet import pg_url  # noqa: F401 (a fixture)
 
 SECRET = "whsec_" + base64.b64encode(b"tidegate-test-signing-key-0001").decode()
 ADMIN_KEY = "admin-key"
@@ -366,3 +368,61 @@ def test_a_key_at_its_share_is_refused_and_another_is_not(make_emulator, make_ga
     theirs = accepted(gw, rcv.url("/o0"), key=OTHER_KEY)
     wait_for(lambda: job(gw, theirs)["size"] == size, 10, "the other key's payload")
     assert job(gw, theirs)["apiKey"] == "other"
+
+
+@pytest.mark.parametrize("body,want", [
+    ("webhooks:\n  attempt_timeout: 20s\n  attempt_deadline: 10s\n",
+     "{f}:4:21: webhooks.attempt_deadline: must be at least webhooks.attempt_timeout "
+     "(20000 ms)"),
+    ("webhooks:\n  payload_max_bytes: 100MB\n",
+     "{f}:3:22: webhooks.max_payload: 1073741824 bytes is more than one API key may hold "
+     "(webhooks.payload_max_bytes times webhooks.payload_key_share: 52428800 bytes): such "
+     "an export could never be stored; lower webhooks.max_payload or raise the cap"),
+    ("webhooks:\n  payload_key_share: 0\n",
+     "{f}:3:22: webhooks.payload_key_share: "),
+], ids=["deadline_below_timeout", "export_over_key_share", "share_zero"])
+def test_limits_that_contradict_each_other_are_refused(tmp_path, body, want):
+    f = tmp_path / "tidegate.yaml"
+    f.write_text("upstream: remote\n" + body)
+    r = subprocess.run([os.path.join(BUILD, "tidegate"), "-t", "-c", str(f)],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert want.format(f=f) in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(
+    not (os.environ.get("PGHOST") or os.environ.get("PGPORT") or os.environ.get("PGDATABASE")),
+    reason="no PostgreSQL (run under pg_virtualenv -v 15, as CI does)")
+def test_a_fleet_shares_the_quota_in_its_database(make_emulator, make_gateway, pg_url,
+                                                  secret_file, closing):
+    """Two instances on one PostgreSQL: the bytes held are the database's.
+    Three exports through the first fill 3 of 3.5 exports' worth; the
+    second sees them (tidegate_webhook_payload_bytes), cannot store a
+    fourth export's data, refuses a fifth callbackUrl, and every accepted
+    job is delivered once the receiver heals."""
+    emu = make_emulator({"projects": [{"id": "P-DEMO", "seed": 1, "sites": 5,
+                                       "activities": ACTIVITIES}]})
+    size = export_size(emu)
+    cap = size * 7 // 2
+    gws = []
+    for i in range(2):
+        cfg = config(secret_file, payload_max_bytes=cap, payload_key_share=1,
+                     max_payload=2 * size)
+        cfg["state"] = {"url": pg_url, "instance": f"gw{i}"}
+        gws.append(make_gateway(emu, cfg))
+    for gw in gws:
+        gw.wait_tokens()
+    rcv = Receiver(status=500)
+    closing(rcv)
+    first = [accepted(gws[0], rcv.url(f"/f{i}")) for i in range(3)]
+    wait_for(lambda: all(job(gws[1], w)["size"] == size for w in first), 10, "three payloads")
+    assert gws[1].metric("tidegate_webhook_payload_bytes") == 3 * size
+    fourth = accepted(gws[1], rcv.url("/f3"))
+    wait_for(lambda: quota_log(gws[1], "store"), 10, "the fourth payload refused")
+    assert job(gws[0], fourth)["state"] == "waiting"
+    r = export(gws[1], rcv.url("/f4"))
+    assert r.status_code == 503 and r.json()["error"] == "WEBHOOK_QUOTA", r.text
+    rcv.status = 200
+    wait_for(lambda: all(job(gws[0], w)["state"] == "delivered" for w in first + [fourth]),
+             20, "every accepted job delivered")
+    assert gws[0].metric("tidegate_webhook_payload_bytes") == 0
