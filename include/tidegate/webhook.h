@@ -230,6 +230,13 @@ void tg_webhook_note_origin(struct tg_webhook *w, const char *id, const char *ri
  */
 void tg_webhook_trace_id(const char *id, char out[33]);
 /**
+ * From the next attempt on (a reload): the deadline of an attempt and the
+ * attempts at once to one host (0: their defaults, as in tg_webhook_opts).
+ * Attempts in flight keep their deadline. w borrowed.
+ */
+void tg_webhook_set_limits(struct tg_webhook *w, int64_t attempt_deadline_ms,
+    size_t max_inflight_per_host);
+/**
  * Use pol (borrowed) from the next attempt on, e.g. after a configuration
  * reload. Attempts in flight may still read the previous policy: free it
  * only once tg_webhook_inflight() has been 0 (or keep one spare).

@@ -256,6 +256,7 @@ wh_hooks_reload(struct wh_hooks *h, const struct gw_config *old)
 		return;
 	}
 	tg_webhook_set_policy(h->w, pol);
+	tg_webhook_set_limits(h->w, c->wh_attempt_deadline, (size_t)c->wh_max_inflight_per_host);
 	/* Attempts in flight may still read the old policies. */
 	if (tg_webhook_inflight(h->w) == 0) {
 		retired_free(h);

@@ -238,6 +238,19 @@ tg_webhook_worker_attempt_over(struct tg_webhook *w)
 	tg_webhook_kick(w);
 }
 
+/* The deadline and the share per host, defaults applied (opts.max_inflight
+ * and attempt_timeout_ms set already). */
+static void
+limits_set(struct tg_webhook *w, int64_t attempt_deadline_ms, size_t per_host)
+{
+	w->opts.attempt_deadline_ms = attempt_deadline_ms > 0 ? attempt_deadline_ms :
+	    ATTEMPT_DEADLINE_MS;
+	if (w->opts.attempt_deadline_ms < w->opts.attempt_timeout_ms)
+		w->opts.attempt_deadline_ms = w->opts.attempt_timeout_ms;
+	w->opts.max_inflight_per_host = per_host > 0 ? per_host :
+	    w->opts.max_inflight / 4 > 0 ? w->opts.max_inflight / 4 : 1;
+}
+
 static void
 opts_copy(struct tg_webhook *w, const struct tg_webhook_opts *opts)
 {
@@ -247,15 +260,9 @@ opts_copy(struct tg_webhook *w, const struct tg_webhook_opts *opts)
 		w->opts.lease_ms = LEASE_MS;
 	if (w->opts.attempt_timeout_ms <= 0)
 		w->opts.attempt_timeout_ms = ATTEMPT_TIMEOUT_MS;
-	if (w->opts.attempt_deadline_ms <= 0)
-		w->opts.attempt_deadline_ms = ATTEMPT_DEADLINE_MS;
-	if (w->opts.attempt_deadline_ms < w->opts.attempt_timeout_ms)
-		w->opts.attempt_deadline_ms = w->opts.attempt_timeout_ms;
 	if (w->opts.max_inflight == 0)
 		w->opts.max_inflight = MAX_INFLIGHT;
-	if (w->opts.max_inflight_per_host == 0)
-		w->opts.max_inflight_per_host = w->opts.max_inflight / 4 > 0 ?
-		    w->opts.max_inflight / 4 : 1;
+	limits_set(w, w->opts.attempt_deadline_ms, w->opts.max_inflight_per_host);
 	w->ca_file = w->opts.ca_file != NULL ? tg_xstrdup(w->opts.ca_file) : NULL;
 	w->opts.ca_file = w->ca_file;
 	w->user_agent = tg_xstrdup(w->opts.user_agent != NULL ? w->opts.user_agent :
@@ -301,6 +308,13 @@ tg_webhook_kick(struct tg_webhook *w)
 		return;
 	w->kicked = 1;
 	event_active(w->tick, EV_TIMEOUT, 1);
+}
+
+void
+tg_webhook_set_limits(struct tg_webhook *w, int64_t attempt_deadline_ms, size_t per_host)
+{
+	limits_set(w, attempt_deadline_ms, per_host);
+	tg_webhook_kick(w);	/* a wider share may let skipped jobs go */
 }
 
 void

@@ -950,6 +950,32 @@ test_share_per_host(void **state)
 	assert_string_equal(T.hits[1].path, "/ok");
 }
 
+/* A reload widens the share (tg_webhook_set_limits): the job held back
+ * goes at once, before the first attempt to its host has ended. */
+static void
+test_share_reloaded(void **state)
+{
+	struct tg_webhook_opts wo = { .attempt_timeout_ms = 3000, .max_inflight = 2,
+		.max_inflight_per_host = 1 };
+	char slow[2][TG_WEBHOOK_ID_LEN], url[64];
+	int i;
+
+	tg_webhook_free(T.w);
+	T.w = NULL;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", T.port);
+	for (i = 0; i < 2; i++)
+		job_at(url, "main", slow[i]);
+	worker_start_opts(&wo);
+	run_for(300);
+	assert_int_equal(T.nhits, 1);
+	tg_webhook_set_limits(T.w, 0, 2);
+	run_for(200);
+	assert_int_equal(T.nhits, 2);			/* the first still in flight */
+	assert_int_equal(T.nout, 0);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(run_to_end(slow[i], 3000)->state, TG_OUTBOX_DELIVERED);
+}
+
 /* ---- receivers that drip their answer ---- */
 
 #define DRIP_MAX	8
@@ -1176,6 +1202,7 @@ main(void)
 		T_(test_answer_cap),
 		T_(test_attempt_deadline),
 		T_(test_share_per_host),
+		T_(test_share_reloaded),
 	};
 
 	tg_log_init(stderr, getenv("TG_TEST_LOG") ? TG_LOG_DEBUG : TG_LOG_OFF);
