@@ -244,7 +244,7 @@ void tg_webhook_set_limits(struct tg_webhook *w, int64_t attempt_deadline_ms,
 void tg_webhook_set_policy(struct tg_webhook *w, const struct tg_egress *pol);
 /**
  * Stop taking jobs; on_drained(arg) runs from the loop once no attempt is
- * in flight (at most about one attempt timeout later). w and arg borrowed.
+ * in flight (at most about one attempt deadline later). w and arg borrowed.
  */
 void tg_webhook_drain(struct tg_webhook *w, void (*on_drained)(void *arg), void *arg);
 /** Attempts in flight now; w is borrowed. */
