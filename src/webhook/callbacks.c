@@ -535,8 +535,8 @@ quota_checked(struct gw_req *r)
 	if (q->rc != TG_STATE_OK) {
 		tg_log(TG_LOG_ERROR, "webhook_usage_failed", TG_LS("id", r->id),
 		    TG_LS("error", q->err));
-		wh_reply_unavailable(r, "the webhook outbox cannot be reached, so nothing was sent "
-		    "to the vendor; try again");
+		wh_reply_unavailable(r, "the webhook could not be stored: its outbox cannot be "
+		    "reached, so nothing was sent to the vendor; try again");
 	} else if (over_quota(r, msg, sizeof(msg))) {
 		wh_quota_refused(r->gw, "request", NULL, msg);
 		reply_quota(r, msg);
