@@ -12,9 +12,7 @@ Receivers listen on free loopback ports; 127.0.0.1 and 127.0.0.2 are two
 hosts to the share, both allowed by webhooks.allow 127.0.0.0/8. The
 dripping receivers are raw sockets: they read the request, then write what
 they are told a byte at a time."""
-import base64
 import hashlib
-import http.server
 import os
 import socket
 import socketserver
@@ -27,8 +25,8 @@ import requests
 
 from conftest import BUILD, TEST_KEY_SHA, free_port
 from test_fleet import pg_url  # noqa: F401 (a fixture)
+from test_gateway_webhooks import Receiver, secret_file  # noqa: F401 (a fixture)
 
-SECRET = "whsec_" + base64.b64encode(b"tidegate-test-signing-key-0001").decode()
 ADMIN_KEY = "admin-key"
 ADMIN_SHA = hashlib.sha256(ADMIN_KEY.encode()).hexdigest()
 OTHER_KEY = "other-key"
@@ -113,52 +111,6 @@ class Dripper:
         self.stop.set()
         self.server.shutdown()
         self.server.server_close()
-
-
-class Receiver:
-    """An http.server on host: every POST recorded, answered `status`."""
-
-    def __init__(self, host="127.0.0.1", status=200):
-        self.status = status
-        self.requests = []
-        self.lock = threading.Lock()
-        rcv = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with rcv.lock:
-                    rcv.requests.append({"path": self.path, "body": body,
-                                         "t": time.monotonic(), "status": rcv.status})
-                    status = rcv.status
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer((host, free_port()), Handler)
-        self.host, self.port = self.server.server_address
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def url(self, path):
-        return f"http://{self.host}:{self.port}{path}"
-
-    def seen(self):
-        with self.lock:
-            return list(self.requests)
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def secret_file(tmp_path):
-    p = tmp_path / "webhook-secret"
-    p.write_text(SECRET + "\n")
-    return str(p)
 
 
 @pytest.fixture
@@ -284,6 +236,26 @@ def export_size(emu):
     return len(r.content)
 
 
+def answering(closing, paths, status):
+    """A receiver (closed at the end) answering status on paths."""
+    rcv = Receiver()
+    closing(rcv)
+    answer(rcv, paths, status)
+    return rcv
+
+
+def answer(rcv, paths, status):
+    for p in paths:
+        rcv.answer(p, then=status)
+
+
+def big_exports(make_emulator):
+    """An emulator whose exports are about 109 KB, and that size."""
+    emu = make_emulator({"projects": [{"id": "P-DEMO", "seed": 1, "sites": 5,
+                                       "activities": ACTIVITIES}]})
+    return emu, export_size(emu)
+
+
 def payload_bytes(gw):
     d = os.path.join(gw.tmp, "tidegate.db.payloads")
     return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
@@ -303,15 +275,13 @@ def test_the_payload_quota_refuses_new_callbacks_and_loses_no_job(make_emulator,
     hold more than the cap. Once the receiver answers 200 all four are
     delivered (the fourth stored once the others freed their space), and a
     new callbackUrl is accepted again."""
-    emu = make_emulator({"projects": [{"id": "P-DEMO", "seed": 1, "sites": 5,
-                                       "activities": ACTIVITIES}]})
-    size = export_size(emu)
+    emu, size = big_exports(make_emulator)
     cap = size * 7 // 2
     gw = make_gateway(emu, config(secret_file, payload_max_bytes=cap, payload_key_share=1,
                                   max_payload=2 * size))
     gw.wait_tokens()
-    rcv = Receiver(status=500)
-    closing(rcv)
+    paths = [f"/q{i}" for i in range(6)]
+    rcv = answering(closing, paths, 500)
     first = [accepted(gw, rcv.url(f"/q{i}")) for i in range(3)]
     wait_for(lambda: all(job(gw, w)["size"] == size for w in first), 10, "three payloads")
     assert payload_bytes(gw) == 3 * size
@@ -334,7 +304,7 @@ def test_the_payload_quota_refuses_new_callbacks_and_loses_no_job(make_emulator,
     assert gw.metric("tidegate_webhook_payload_max_bytes") == cap
     assert payload_bytes(gw) <= cap
     # The receiver heals: every accepted job is delivered, none lost.
-    rcv.status = 200
+    answer(rcv, paths, 200)
     wait_for(lambda: all(job(gw, w)["state"] == "delivered" for w in first + [fourth]), 15,
              "every accepted job delivered")
     assert payload_bytes(gw) == 0
@@ -351,14 +321,11 @@ def test_a_key_at_its_share_is_refused_and_another_is_not(make_emulator, make_ga
     """payload_key_share 0.25 of ten exports' worth: key test holds two
     exports, its third waits (2.5 exports is its share) and its fourth is
     refused naming the share; key other is accepted and its data stored."""
-    emu = make_emulator({"projects": [{"id": "P-DEMO", "seed": 1, "sites": 5,
-                                       "activities": ACTIVITIES}]})
-    size = export_size(emu)
+    emu, size = big_exports(make_emulator)
     gw = make_gateway(emu, config(secret_file, payload_max_bytes=10 * size,
                                   payload_key_share=0.25, max_payload=2 * size))
     gw.wait_tokens()
-    rcv = Receiver(status=500)
-    closing(rcv)
+    rcv = answering(closing, ["/k0", "/k1", "/k2", "/k3", "/o0"], 500)
     mine = [accepted(gw, rcv.url(f"/k{i}")) for i in range(3)]
     wait_for(lambda: quota_log(gw, "store"), 10, "the third payload refused")
     assert [job(gw, w)["state"] for w in mine] == ["ready", "ready", "waiting"]
@@ -400,9 +367,7 @@ def test_a_fleet_shares_the_quota_in_its_database(make_emulator, make_gateway, p
     second sees them (tidegate_webhook_payload_bytes), cannot store a
     fourth export's data, refuses a fifth callbackUrl, and every accepted
     job is delivered once the receiver heals."""
-    emu = make_emulator({"projects": [{"id": "P-DEMO", "seed": 1, "sites": 5,
-                                       "activities": ACTIVITIES}]})
-    size = export_size(emu)
+    emu, size = big_exports(make_emulator)
     cap = size * 7 // 2
     gws = []
     for i in range(2):
@@ -412,8 +377,8 @@ def test_a_fleet_shares_the_quota_in_its_database(make_emulator, make_gateway, p
         gws.append(make_gateway(emu, cfg))
     for gw in gws:
         gw.wait_tokens()
-    rcv = Receiver(status=500)
-    closing(rcv)
+    paths = [f"/f{i}" for i in range(5)]
+    rcv = answering(closing, paths, 500)
     first = [accepted(gws[0], rcv.url(f"/f{i}")) for i in range(3)]
     wait_for(lambda: all(job(gws[1], w)["size"] == size for w in first), 10, "three payloads")
     assert gws[1].metric("tidegate_webhook_payload_bytes") == 3 * size
@@ -422,7 +387,7 @@ def test_a_fleet_shares_the_quota_in_its_database(make_emulator, make_gateway, p
     assert job(gws[0], fourth)["state"] == "waiting"
     r = export(gws[1], rcv.url("/f4"))
     assert r.status_code == 503 and r.json()["error"] == "WEBHOOK_QUOTA", r.text
-    rcv.status = 200
+    answer(rcv, paths, 200)
     wait_for(lambda: all(job(gws[0], w)["state"] == "delivered" for w in first + [fourth]),
              20, "every accepted job delivered")
     assert gws[0].metric("tidegate_webhook_payload_bytes") == 0
