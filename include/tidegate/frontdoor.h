@@ -46,12 +46,19 @@ struct tg_frontdoor {
 	struct bufferevent *(*make_bev)(struct event_base *base, void *arg);
 	void *make_arg;		/* borrowed, handed to make_bev */
 	/**
-	 * Optional: asked for every head that announces a body (h borrowed, for
-	 * the call only); returns 0 to let it in or a TG_HEAD_* fault to refuse
-	 * it before a byte of the body is read.
+	 * Optional: asked for every head that announces a body, and for every
+	 * head when check_bodiless is set (h borrowed, for the call only);
+	 * returns 0 to let it in or a TG_HEAD_* fault to refuse it before a
+	 * byte of the body is read. *limit (the caller's) comes in as max_body
+	 * and may be lowered (a higher value counts as max_body): the most
+	 * body bytes this request may send. A larger Content-Length is refused
+	 * at once (TG_HEAD_BODY_TOO_LARGE, 413); a chunked body is counted as
+	 * it passes and cut where it goes over (the same fault, answered by
+	 * the handler through tg_frontdoor_refusal).
 	 */
-	int (*check)(const struct tg_head *h, void *arg);
+	int (*check)(const struct tg_head *h, void *arg, uint64_t *limit);
 	void *arg;		/* borrowed, handed to check */
+	int check_bodiless;	/* ask check for heads without a body too */
 };
 
 /** Frame every connection http (borrowed) accepts through door (borrowed: it
@@ -96,7 +103,10 @@ int tg_frontdoor_set_on_end(struct evhttp_request *req, tg_frontdoor_end_cb cb, 
  * Called first by every handler of a framed listener (req borrowed): the
  * request is in flight from now until its answer is written (no time limit
  * of the front door's meanwhile). Returns the fault of a refused request's
- * stand-in, or 0 for a request that passed the front door.
+ * stand-in, the fault of a request whose body went bad after its head had
+ * passed (a malformed chunk, a chunked body over its limit: the front door
+ * ended the body early, so what evhttp read of it must not be used), or 0
+ * for a request that passed the front door whole.
  */
 int tg_frontdoor_refusal(struct evhttp_request *req);
 /** Mark the reply to req (borrowed) as the connection's last: the front

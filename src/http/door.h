@@ -25,6 +25,12 @@ struct conn {
 	struct evbuffer *hold;			/* received, not yet passed on */
 	int st;
 	uint64_t left;				/* bytes left of a body or chunk */
+	uint64_t limit;				/* body bytes the request in framing
+						 * may still send (chunked) */
+	int fault;				/* TG_HEAD_* of request fault_at: a
+						 * refusal, or its body went bad */
+	uint64_t fault_at;			/* 1-based, in the order passed */
+	uint64_t delivered;			/* requests handlers have taken */
 	int busy;				/* inside on_input: ignore our own moves */
 	int inflight;				/* a request handed to the handler,
 						 * its answer not yet written */
@@ -44,8 +50,9 @@ struct conn {
  * callback; arg is the struct conn, borrowed). */
 void tg_door_on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg);
 /** A handler took req (borrowed): its connection has a request in flight
- * until the answer is written. */
-void tg_door_request_begins(struct evhttp_request *req);
+ * until the answer is written. Returns the fault the front door recorded
+ * for this request (c->fault), or 0. */
+int tg_door_request_begins(struct evhttp_request *req);
 /** Note progress on c (borrowed): a head began, body bytes passed. */
 void tg_door_touch(struct conn *c);
 

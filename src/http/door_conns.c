@@ -70,7 +70,8 @@ claim(evutil_socket_t fd)
 	}
 	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
 	c->st = ST_HEAD;
-	c->left = c->requests = 0;
+	c->left = c->requests = c->limit = c->fault_at = c->delivered = 0;
+	c->fault = 0;
 	c->busy = c->inflight = 0;
 	c->since = tg_clock_mono_ms();	/* the first head is due from now */
 	c->addr[0] = '\0';
@@ -386,16 +387,30 @@ tg_frontdoor_set_on_end(struct evhttp_request *req, tg_frontdoor_end_cb cb, void
 	return 0;
 }
 
-/* A handler took req: no time limit of the front door's until answered. */
-void
+/*
+ * A handler took req: no time limit of the front door's until answered.
+ * evhttp hands requests over one at a time, in the order the front door
+ * passed them, so the count of requests taken names this one. The request
+ * a fault was recorded for is also the last evhttp will ever read on the
+ * connection (everything after it is discarded): with nothing left in the
+ * input buffer the fault is its, whatever the count says (refuse when
+ * unsure).
+ */
+int
 tg_door_request_begins(struct evhttp_request *req)
 {
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 	struct conn *c = conn != NULL ? find(conn) : NULL;
 
 	if (c == NULL)
-		return;
+		return 0;
+	if (!c->inflight)	/* asked twice for one request: counted once */
+		c->delivered++;
 	c->inflight = 1;
 	c->done_cb = NULL;
 	evhttp_request_set_on_complete_cb(req, on_done, c);
+	if (c->fault == 0 || (c->delivered != c->fault_at &&
+	    evbuffer_get_length(bufferevent_get_input(c->bev)) > 0))
+		return 0;
+	return c->fault;
 }

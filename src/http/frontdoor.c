@@ -57,6 +57,8 @@ refuse(struct conn *c, struct evbuffer *src, struct evbuffer *dst, const struct 
 	evbuffer_add(dst, "\r\n", 2);
 	evbuffer_drain(src, evbuffer_get_length(src));
 	c->st = ST_DISCARD;
+	c->fault = fault;
+	c->fault_at = ++c->requests;
 }
 
 /* Empty lines before a request line are ignored (RFC 9112 §2.2). */
@@ -69,25 +71,36 @@ skip_empty_lines(struct evbuffer *src)
 		evbuffer_drain(src, 2);
 }
 
-/* A head went on to evhttp: its body (if any) is framed next. */
+/* A head went on to evhttp: its body (if any) is framed next, a chunked
+ * one counted against limit. */
 static void
-head_passed(struct conn *c, const struct tg_head *h)
+head_passed(struct conn *c, const struct tg_head *h, uint64_t limit)
 {
 	c->requests++;
 	tg_door_touch(c);
 	c->st = h->chunked ? ST_CHUNK_SIZE : h->length > 0 ? ST_BODY : ST_HEAD;
 	c->left = h->length > 0 ? (uint64_t)h->length : 0;
+	c->limit = limit;
 }
 
-/* What the listener says of a head that parsed: 0 or a fault. */
+/* What the listener says of a head that parsed: 0 or a fault; *limit the
+ * body bytes it may send (max_body, or less as the check says). A bodiless
+ * head costs one test unless the listener asked to see every head. */
 static int
-door_fault(struct conn *c, const struct tg_head *h)
+door_fault(struct conn *c, const struct tg_head *h, uint64_t *limit)
 {
-	if (h->length >= 0 && (uint64_t)h->length > c->door->max_body)
-		return TG_HEAD_BODY_TOO_LARGE;
-	if (c->door->check != NULL && (h->length > 0 || h->chunked))
-		return c->door->check(h, c->door->arg);
-	return TG_HEAD_OK;
+	const struct tg_frontdoor *d = c->door;
+	int fault = TG_HEAD_OK;
+
+	*limit = d->max_body;
+	if (d->check != NULL && (h->length > 0 || h->chunked || d->check_bodiless)) {
+		fault = d->check(h, d->arg, limit);
+		if (*limit > d->max_body)
+			*limit = d->max_body;	/* evhttp's own limit stays above */
+	}
+	if (fault == TG_HEAD_OK && h->length >= 0 && (uint64_t)h->length > *limit)
+		fault = TG_HEAD_BODY_TOO_LARGE;
+	return fault;
 }
 
 /* A head in src: refused as soon as a fault shows, passed on once whole
@@ -97,6 +110,7 @@ step_head(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
 	size_t n, hlen = 0;
 	struct tg_head h;
+	uint64_t limit = 0;
 	int fault;
 
 	skip_empty_lines(src);
@@ -111,13 +125,13 @@ step_head(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 		fault = TG_HEAD_TOO_LARGE;
 	}
 	if (fault == TG_HEAD_OK)
-		fault = door_fault(c, &h);
+		fault = door_fault(c, &h, &limit);
 	if (fault != TG_HEAD_OK) {
 		refuse(c, src, dst, fault == TG_HEAD_TOO_LARGE ? NULL : &h, fault);
 		return 1;
 	}
 	evbuffer_remove_buffer(src, dst, hlen);
-	head_passed(c, &h);
+	head_passed(c, &h, limit);
 	return 1;
 }
 
@@ -156,7 +170,8 @@ peek_line(struct evbuffer *src, char *buf, size_t size)
 	return (ev_ssize_t)len;
 }
 
-/* chunk-size CRLF: hex digits only (evhttp reads no chunk extensions). */
+/* chunk-size CRLF: hex digits only (evhttp reads no chunk extensions);
+ * the chunk counted against the request's limit before it passes. */
 static int
 step_chunk_size(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
@@ -176,6 +191,11 @@ step_chunk_size(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 			return -1;
 		size = size * 16 + (uint64_t)d;
 	}
+	if (size > c->limit) {
+		c->fault = TG_HEAD_BODY_TOO_LARGE;
+		return -1;
+	}
+	c->limit -= size;
 	evbuffer_remove_buffer(src, dst, (size_t)len);
 	c->left = size;
 	c->st = size > 0 ? ST_CHUNK_DATA : ST_TRAILER;
@@ -266,6 +286,7 @@ frame_in_place(struct conn *c, struct evbuffer *in, size_t off)
 	struct evbuffer_iovec v;
 	struct evbuffer_ptr at;
 	struct tg_head h;
+	uint64_t limit;
 
 	while (off < len) {
 		if (c->st == ST_BODY) {
@@ -278,19 +299,38 @@ frame_in_place(struct conn *c, struct evbuffer *in, size_t off)
 		evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET);
 		if (c->st != ST_HEAD || evbuffer_peek(in, -1, &at, &v, 1) < 1 ||
 		    tg_head_scan(v.iov_base, v.iov_len, &h, &hlen) != TG_HEAD_OK ||
-		    hlen > c->door->max_head || door_fault(c, &h) != TG_HEAD_OK)
+		    hlen > c->door->max_head || door_fault(c, &h, &limit) != TG_HEAD_OK)
 			break;
 		off += hlen;
-		head_passed(c, &h);
+		head_passed(c, &h, limit);
 	}
 	return off;
 }
 
+/*
+ * A chunked body went bad after its head had passed (a malformed line, a
+ * chunk over the request's limit): evhttp is told the body ends here, as a
+ * chunked body ends (the last chunk, or the empty line closing the trailer
+ * section), so that it hands the request to its handler, which learns the
+ * fault from tg_frontdoor_refusal, answers it and closes; nothing of what
+ * the client sent after it is read. Never a reset: the client learns why.
+ */
+static void
+body_fault(struct conn *c, struct evbuffer *dst)
+{
+	if (c->st == ST_TRAILER)
+		evbuffer_add(dst, "\r\n", 2);
+	else
+		evbuffer_add(dst, "0\r\n\r\n", 5);
+	if (c->fault == 0)
+		c->fault = TG_HEAD_BAD_CHUNK;
+	c->fault_at = c->requests;
+	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
+	c->st = ST_DISCARD;
+}
+
 /* Inside each read into the connection's input buffer, before evhttp reads
- * it: frame the new bytes and keep back what may not pass yet. A body
- * evhttp would misread (a bad chunk) drops the connection: the bytes are
- * kept back and the socket is reset, as a request smuggled in a body must
- * not land. */
+ * it: frame the new bytes and keep back what may not pass yet. */
 void
 tg_door_on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
 {
@@ -311,23 +351,18 @@ tg_door_on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void 
 		hold_from(c, in, off);
 	while (rc > 0 && evbuffer_get_length(c->hold) > 0)
 		rc = step(c, c->hold, in);
-	if (rc < 0) {
-		evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
-		c->st = ST_DISCARD;
-		tg_http_fd_reset(bufferevent_getfd(c->bev));
-	}
+	if (rc < 0)
+		body_fault(c, in);
 	c->busy = 0;
 }
 
+/* The fault is found by the request's place on its connection, not by a
+ * field of it: no header search per request, and a body that went bad has
+ * no field to carry one. */
 int
 tg_frontdoor_refusal(struct evhttp_request *req)
 {
-	const char *v;
-	int fault;
-
-	tg_door_request_begins(req);
-	v = evhttp_find_header(evhttp_request_get_input_headers(req), TG_HEAD_REFUSAL_FIELD);
-	fault = v != NULL ? atoi(v) : 0;
+	int fault = tg_door_request_begins(req);
 
 	return fault > 0 && fault < TG_HEAD_NFAULTS ? fault : 0;
 }

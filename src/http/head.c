@@ -44,7 +44,8 @@ static const struct {
 	[TG_HEAD_TOO_LARGE] = { 431, "HEADERS_TOO_LARGE",
 	    "request head too large or too many header fields" },
 	[TG_HEAD_BODY_TOO_LARGE] = { 413, "PAYLOAD_TOO_LARGE",
-	    "request body larger than the configured max_body" },
+	    "request body larger than this request may send (max_body, or less for a "
+	    "caller not yet known)" },
 	[TG_HEAD_KEY_MISSING] = { 401, "UNAUTHORIZED",
 	    "an API key is required (Authorization: Bearer <key> or X-Api-Key)" },
 	[TG_HEAD_KEY_UNKNOWN] = { 401, "UNAUTHORIZED", "unknown API key" },
@@ -53,6 +54,8 @@ static const struct {
 	[TG_HEAD_BAD_TARGET] = { 400, "BAD_REQUEST_TARGET",
 	    "request target refused: not an origin-form path that can be normalised safely" },
 	[TG_HEAD_NOT_FOUND] = { 404, "NOT_FOUND", "no such endpoint" },
+	[TG_HEAD_BAD_CHUNK] = { 400, "BAD_REQUEST",
+	    "malformed chunked body (chunk-size line, CRLF after chunk data, or trailer)" },
 };
 
 int

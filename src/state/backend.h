@@ -32,6 +32,9 @@ struct tg_state_backend {
 	 * with err. base and opts borrowed. */
 	void *(*open)(struct event_base *base, const struct tg_state_opts *opts,
 	    struct tg_err *err);
+	/** tg_state_check's work for this backend (opts borrowed, out the
+	 * caller's); NULL: nothing to check. */
+	int (*check)(const struct tg_state_opts *opts, struct tg_state_problems *out);
 	/** Takes ownership of impl. */
 	void (*close)(void *impl);
 	/** op borrowed; see tg_state_cancel. */

@@ -120,6 +120,19 @@ pick(const char *url, struct tg_err *err)
 	return NULL;
 }
 
+int
+tg_state_check(const struct tg_state_opts *opts, struct tg_state_problems *out)
+{
+	const struct tg_state_backend *be;
+
+	memset(out, 0, sizeof(*out));
+	if ((be = pick(opts->url, &out->err[TG_STATE_PART_URL])) == NULL) {
+		out->bad[TG_STATE_PART_URL] = 1;
+		return -1;
+	}
+	return be->check != NULL ? be->check(opts, out) : 0;
+}
+
 struct tg_state *
 tg_state_open(struct event_base *base, const struct tg_state_opts *opts, struct tg_err *err)
 {

@@ -178,7 +178,7 @@ def test_pipelined_refusal_answers_in_order(gateway):
     assert out.count(b"HTTP/1.1 ") == 2 and b"more than once" in out
 
 
-def test_chunked_body_passes_and_bad_chunk_drops(gateway):
+def test_chunked_body_passes_and_bad_chunk_answered(gateway, emulator):
     body = b'{"projectId":"P-DEMO"}'
     ok = (f"POST /public/v1/export/activities HTTP/1.1\r\nHost: x\r\n"
           f"Authorization: Bearer {TEST_KEY}\r\nContent-Type: application/json\r\n"
@@ -188,7 +188,13 @@ def test_chunked_body_passes_and_bad_chunk_drops(gateway):
     bad = (f"POST /public/v1/export/activities HTTP/1.1\r\nHost: x\r\n"
            f"Authorization: Bearer {TEST_KEY}\r\nTransfer-Encoding: chunked\r\n\r\n"
            "0x5\r\nhello\r\n0\r\n\r\n").encode()
-    assert raw(gateway.ports["dex"], bad) == b""    # dropped, nothing answered
+    before = emulator.stats()["calls"]
+    status, headers, resp = parse(raw(gateway.ports["dex"], bad))
+    # evhttp would read "0x5" as 5 (strtoll): answered, not passed, not reset
+    assert status == 400 and headers.get("connection") == "close"
+    doc = json.loads(resp)
+    assert doc["error"] == "BAD_REQUEST" and "chunked body" in doc["message"]
+    assert emulator.stats()["calls"] == before
 
 
 def test_keepalive_large_answer_is_fast(gateway, emulator):

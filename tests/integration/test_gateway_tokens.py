@@ -202,3 +202,31 @@ def test_api_keys(emulator, make_gateway):
     assert r.status_code == 403 and r.json()["error"] == "FORBIDDEN"
     log = gw.read_log()
     assert TEST_KEY not in log and "demo-secret" not in log
+
+
+def test_a_401_is_replayed_once_only(emulator, gateway):
+    """A vendor that refuses every call with 401 while each login gives a
+    new token: the caller gets the vendor's 401 after exactly two vendor
+    calls (the first, and one replay with a fresh token), one replay
+    counted, one login more; never a third call or a loop of logins. The
+    same on the simulation API."""
+    gateway.wait_tokens()
+    cases = (
+        ("dex", "/public/v1/authenticate", "GET", "/public/export",
+         lambda: get_export(gateway)),
+        ("sim", "/api/oauth2/token", "GET", "/api/v1/cases",
+         lambda: requests.get(gateway.sim + "/api/v1/cases", headers=gateway.headers(),
+                              timeout=15)),
+    )
+    for svc, login, method, path, call in cases:
+        logins = emulator.calls("POST " + login)
+        calls = emulator.calls(f"{method} {path}")
+        replays = gateway.metric("tidegate_token_replays_total")
+        emulator.fault(method=method, path=path, status=401)
+        r = call()
+        assert r.status_code == 401, (svc, r.text)
+        time.sleep(0.5)                          # a third call or login would show by now
+        assert emulator.calls(f"{method} {path}") == calls + 2, svc
+        assert emulator.calls("POST " + login) == logins + 1, svc
+        assert gateway.metric("tidegate_token_replays_total") == replays + 1, svc
+        emulator.clear_faults()

@@ -4,7 +4,10 @@
  * loopback clients in this process: the answer written ends it once, with
  * the completion callback still called; a client that resets a held
  * request ends it once, unanswered, with the close callback still called;
- * a request the front door did not take is refused.
+ * a request the front door did not take is refused. A listener's check
+ * (frontdoor.h) sees every head when it asks to, and the body limit it
+ * sets holds for Content-Length and chunked bodies alike, answered with
+ * the JSON error and never a reset; a malformed chunk is answered too.
  */
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -37,8 +41,30 @@ static struct {
 } seen;
 
 static struct event_base *base;
-static int port_framed, port_plain;
+static int port_framed, port_plain, port_checked;
 static struct tg_frontdoor door = { .max_head = TG_HTTP_MAX_HEAD, .max_body = 1 << 20 };
+
+/* The checked listener: its check lowers every request's body limit to 10
+ * bytes and refuses the target /refused; what its handler saw. */
+static struct {
+	int checks, handled, fault;
+	size_t body;
+} chk;
+
+static int
+check(const struct tg_head *h, void *arg, uint64_t *limit)
+{
+	assert_ptr_equal(arg, &chk);
+	assert_int_equal(*limit, 1 << 20);	/* comes in as max_body */
+	chk.checks++;
+	*limit = 10;
+	return h->tlen == 8 && memcmp(h->target, "/refused", 8) == 0 ? TG_HEAD_KEY_MISSING : 0;
+}
+
+static struct tg_frontdoor checked_door = {
+	.max_head = TG_HTTP_MAX_HEAD, .max_body = 1 << 20, .check = check, .arg = &chk,
+	.check_bodiless = 1,
+};
 
 static void
 on_end(struct evhttp_request *req, int written, void *arg)
@@ -176,6 +202,129 @@ test_closed_first(void **state)
 }
 
 static void
+on_checked(struct evhttp_request *req, void *arg)
+{
+	int fault = tg_frontdoor_refusal(req);
+
+	chk.handled++;
+	chk.fault = fault;
+	chk.body = evbuffer_get_length(evhttp_request_get_input_buffer(req));
+	if (fault != 0)
+		tg_frontdoor_reply(req, fault);
+	else
+		tg_reply_buf(req, 200, "text/plain", NULL);
+}
+
+/* Send data to the checked listener and read what comes back until the
+ * front door's side closes (3 s at most); out NUL-terminated. */
+static size_t
+exchange(const char *data, size_t len, char *out, size_t size)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), done = 0;
+	int64_t end = tg_clock_mono_ms() + 3000;
+	size_t got = 0;
+	ssize_t n;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port_checked);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(send(fd, data, len, 0), (ssize_t)len);
+	while (!done && tg_clock_mono_ms() < end && got + 1 < size) {
+		run_for(10);
+		n = recv(fd, out + got, size - 1 - got, MSG_DONTWAIT);
+		if (n > 0)
+			got += (size_t)n;
+		else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+			done = 1;
+		assert_true(n >= 0 || errno != ECONNRESET);	/* never a reset */
+	}
+	out[got] = '\0';
+	close(fd);
+	return got;
+}
+
+static void
+test_check_sees_bodiless_heads(void **state)
+{
+	static const char get[] = "GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+	static const char refused[] = "GET /refused HTTP/1.1\r\nHost: t\r\n\r\n";
+	char out[4096];
+
+	memset(&chk, 0, sizeof(chk));
+	exchange(get, sizeof(get) - 1, out, sizeof(out));
+	assert_int_equal(chk.checks, 1);
+	assert_int_equal(chk.handled, 1);
+	assert_int_equal(chk.fault, 0);
+	assert_non_null(strstr(out, "HTTP/1.1 200"));
+	memset(&chk, 0, sizeof(chk));
+	exchange(refused, sizeof(refused) - 1, out, sizeof(out));
+	assert_int_equal(chk.fault, TG_HEAD_KEY_MISSING);
+	assert_non_null(strstr(out, "HTTP/1.1 401"));
+}
+
+/* The check's limit, not max_body: a Content-Length above it is refused on
+ * the head, with its body unread; at the limit it passes. */
+static void
+test_limit_content_length(void **state)
+{
+	static const char over[] = "POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n"
+	    "0123456789A";
+	static const char at[] = "POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n"
+	    "Connection: close\r\n\r\n0123456789";
+	char out[4096];
+
+	memset(&chk, 0, sizeof(chk));
+	exchange(over, sizeof(over) - 1, out, sizeof(out));
+	assert_int_equal(chk.fault, TG_HEAD_BODY_TOO_LARGE);
+	assert_int_equal(chk.body, 0);
+	assert_non_null(strstr(out, "HTTP/1.1 413"));
+	assert_non_null(strstr(out, "\"error\":\"PAYLOAD_TOO_LARGE\""));
+	memset(&chk, 0, sizeof(chk));
+	exchange(at, sizeof(at) - 1, out, sizeof(out));
+	assert_int_equal(chk.fault, 0);
+	assert_int_equal(chk.body, 10);
+}
+
+/* A chunked body is counted as it passes: the chunk that goes over the
+ * limit ends it, and the handler answers 413 (JSON) instead of using what
+ * arrived; a request before it on the connection is answered first. */
+static void
+test_limit_chunked(void **state)
+{
+	static const char two[] = "POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nab"
+	    "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+	    "6\r\n012345\r\n5\r\n6789A\r\n0\r\n\r\n";
+	char out[8192];
+
+	memset(&chk, 0, sizeof(chk));
+	exchange(two, sizeof(two) - 1, out, sizeof(out));
+	assert_int_equal(chk.handled, 2);
+	assert_int_equal(chk.fault, TG_HEAD_BODY_TOO_LARGE);
+	assert_non_null(strstr(out, "HTTP/1.1 200"));
+	assert_true(strstr(out, "HTTP/1.1 413") > strstr(out, "HTTP/1.1 200"));
+	assert_non_null(strstr(out, "\"statusCode\":413"));
+}
+
+/* A malformed chunk-size line after the head passed: a JSON 400, no reset. */
+static void
+test_bad_chunk_answered(void **state)
+{
+	static const char bad[] = "POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+	    "\r\n2\r\nab\r\nzz\r\nPOST /x HTTP/1.1\r\nHost: t\r\n\r\n";
+	char out[4096];
+
+	memset(&chk, 0, sizeof(chk));
+	exchange(bad, sizeof(bad) - 1, out, sizeof(out));
+	assert_int_equal(chk.handled, 1);	/* what followed was never read */
+	assert_int_equal(chk.fault, TG_HEAD_BAD_CHUNK);
+	assert_non_null(strstr(out, "HTTP/1.1 400"));
+	assert_non_null(strstr(out, "chunked body"));
+}
+
+static void
 test_unframed(void **state)
 {
 	char buf[256];
@@ -199,22 +348,30 @@ main(void)
 		cmocka_unit_test(test_written),
 		cmocka_unit_test(test_closed_first),
 		cmocka_unit_test(test_unframed),
+		cmocka_unit_test(test_check_sees_bodiless_heads),
+		cmocka_unit_test(test_limit_content_length),
+		cmocka_unit_test(test_limit_chunked),
+		cmocka_unit_test(test_bad_chunk_answered),
 	};
-	struct evhttp *framed, *plain;
+	struct evhttp *framed, *plain, *checked;
 	struct tg_err err;
 	int rc;
 
 	base = event_base_new();
 	framed = tg_http_listen(base, "127.0.0.1:0", 1 << 20, &port_framed, &err);
 	plain = tg_http_listen(base, "127.0.0.1:0", 1 << 20, &port_plain, &err);
-	if (framed == NULL || plain == NULL)
+	checked = tg_http_listen(base, "127.0.0.1:0", 1 << 20, &port_checked, &err);
+	if (framed == NULL || plain == NULL || checked == NULL)
 		return 1;
 	tg_frontdoor_attach(framed, &door);
+	tg_frontdoor_attach(checked, &checked_door);
 	evhttp_set_gencb(framed, on_request, NULL);
 	evhttp_set_gencb(plain, on_request, NULL);
+	evhttp_set_gencb(checked, on_checked, NULL);
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	evhttp_free(framed);
 	evhttp_free(plain);
+	evhttp_free(checked);
 	event_base_free(base);
 	return rc;
 }

@@ -379,4 +379,10 @@ void *tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts
     struct tg_err *err);
 void tg_state_pg_close(void *impl);
 
+/* ---- pg_check.c ---- */
+
+/** The seam's check for this backend (backend.h); opts borrowed, out the
+ * caller's. */
+int tg_state_pg_check(const struct tg_state_opts *opts, struct tg_state_problems *out);
+
 #endif

@@ -12,6 +12,7 @@ const struct tg_state_backend tg_state_pg_backend = {
 	.name = "postgresql",
 	.open = tg_state_pg_open,
 	.close = tg_state_pg_close,
+	.check = tg_state_pg_check,
 	.cancel = tg_state_pg_cancel,
 	.outbox_add = tg_state_pg_outbox_add,
 	.outbox_set_cid = tg_state_pg_outbox_set_cid,

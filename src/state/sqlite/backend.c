@@ -84,6 +84,7 @@ const struct tg_state_backend tg_state_sqlite_backend = {
 	.name = "sqlite",
 	.open = sq_open,
 	.close = sq_close,
+	.check = tg_state_sq_check,
 	.cancel = tg_state_sq_cancel,
 	.outbox_add = tg_state_sq_outbox_add,
 	.outbox_set_cid = tg_state_sq_outbox_set_cid,

@@ -362,6 +362,12 @@ user_version(struct tg_runs *r, int *v, struct tg_err *err)
 	return rc;
 }
 
+int
+tg_runs_schema_latest(void)
+{
+	return (int)TG_NELEM(migrations);
+}
+
 /* Each version's statements and its user_version in one transaction. */
 static int
 migrate(struct tg_runs *r, struct tg_err *err)

@@ -35,6 +35,9 @@ struct tg_runs {
 	int64_t archive_max_run, archive_max_total;
 };
 
+/** The newest schema version (PRAGMA user_version) this registry knows. */
+int tg_runs_schema_latest(void);
+
 /** The SQL text of statement i (prepared once at open). */
 extern const char *const tg_runs_sql[S_COUNT];
 
