@@ -35,6 +35,11 @@ EXPORT = "/public/v1/export/activities"
 ACTIVITIES = 300                # an export of about 109 KB
 
 
+class _Server(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+
 class Dripper:
     """Reads each request whole, writes `now` at once, then `drip` one byte
     every `every` seconds, round and round, until the client closes."""
@@ -51,9 +56,7 @@ class Dripper:
             def handle(self):
                 rcv.serve(self.request)
 
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self.server = socketserver.ThreadingTCPServer((host, free_port()), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server((host, free_port()), Handler)
         self.host, self.port = self.server.server_address
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
