@@ -126,6 +126,10 @@ struct tg_outbox_payload *tg_outbox_payload_open(struct tg_outbox *ob, const cha
  * is never refused (payloads the gateway makes itself).
  */
 void tg_outbox_payload_limit(struct tg_outbox_payload *p, const struct tg_outbox_quota *q);
+/** Why waiting job id has no payload yet (why borrowed): its last error
+ * until the payload's commit clears it; a job not waiting is left alone.
+ * 0 or -1 with err; ob and id borrowed. */
+int tg_outbox_note(struct tg_outbox *ob, const char *id, const char *why, struct tg_err *err);
 /**
  * The payload bytes ob (borrowed) holds: every job's into *all, those of
  * api_key's jobs (borrowed; NULL: the jobs without a key) into *mine. 0,

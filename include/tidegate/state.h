@@ -289,6 +289,11 @@ void tg_state_payload_abort(struct tg_state_payload *w);
  * pass it by at most one append each.
  */
 void tg_state_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q);
+/** Why waiting job id has no payload yet (st, id, why borrowed): its
+ * last error until a payload is committed. A job that no longer waits (or
+ * none) is left alone. */
+struct tg_state_op *tg_state_outbox_note(struct tg_state *st, const char *id, const char *why,
+    tg_state_done_cb cb, void *arg);
 /** The payload bytes the outbox holds: cb's a every job's, b those of
  * api_key's jobs (st, api_key borrowed; NULL: the jobs without a key). */
 struct tg_state_op *tg_state_outbox_usage(struct tg_state *st, const char *api_key,

@@ -160,6 +160,8 @@ struct tg_state_backend {
 	void (*payload_limit)(struct tg_state_payload *w, const struct tg_outbox_quota *q);
 	struct tg_state_op *(*outbox_usage)(void *impl, const char *api_key, tg_state_pair_cb cb,
 	    void *arg);
+	struct tg_state_op *(*outbox_note)(void *impl, const char *id, const char *why,
+	    tg_state_done_cb cb, void *arg);
 };
 
 /** The SQLite backend (src/state/sqlite/backend.c). */

@@ -580,3 +580,10 @@ tg_state_outbox_usage(struct tg_state *st, const char *api_key, tg_state_pair_cb
 {
 	return st->be->outbox_usage(st->impl, api_key, cb, arg);
 }
+
+struct tg_state_op *
+tg_state_outbox_note(struct tg_state *st, const char *id, const char *why, tg_state_done_cb cb,
+    void *arg)
+{
+	return st->be->outbox_note(st->impl, id, why, cb, arg);
+}

@@ -345,17 +345,39 @@ static void pump(struct wh_fetch *f);
 
 static void release(struct wh_fetch *f);
 
+/* What a job waiting for room says as its last error (the admin API). */
+static void
+quota_note(char *buf, size_t n, const char *why)
+{
+	snprintf(buf, n, "waiting for room: %s (webhooks.payload_max_bytes, "
+	    "webhooks.payload_key_share)", why);
+}
+
+static void
+on_noted(const struct tg_state_res *res, void *arg)
+{
+	struct wh_fetch *f = arg;
+
+	op_done(f);
+	again(f, -1);
+}
+
 /* The payload does not fit the quota: drop what was written, stop reading
- * the export, and poll again later (the job stays waiting). */
+ * the export, say why on the job, and poll again later (it stays waiting). */
 static void
 over_quota(struct wh_fetch *f, const char *why)
 {
+	char note[400];
+	unsigned gen;
+
 	release(f);
 	writer_drop(f);
 	f->body_over = 0;
 	quota_mark(f, why);
 	wh_quota_refused(f->h->gw, "store", f->id, why);
-	again(f, -1);
+	quota_note(note, sizeof(note), why);
+	gen = op_begin(f);
+	op_end(f, gen, tg_state_outbox_note(f->h->st, f->id, note, on_noted, f));
 }
 
 static void
@@ -722,13 +744,21 @@ wh_fetch_start(struct wh_hooks *h, const char *id, const char *key, const char *
 	arm(fetch_new(h, id, key, cid, created_ms), delay_ms);
 }
 
+static void
+on_relay_noted(const struct tg_state_res *res, void *arg)
+{
+}
+
 void
 wh_fetch_quota(struct wh_hooks *h, const char *id, const char *why)
 {
 	struct wh_fetch *f = tg_map_get(h->fetches, id);
+	char note[400];
 
 	if (f != NULL && !f->over)
 		quota_mark(f, why);
+	quota_note(note, sizeof(note), why);
+	(void)tg_state_outbox_note(h->st, id, note, on_relay_noted, NULL);	/* a hint */
 }
 
 void

@@ -199,7 +199,7 @@ void wh_adopt_stop(struct wh_hooks *h);
 void wh_fetch_start(struct wh_hooks *h, const char *id, const char *key, const char *cid,
     int64_t created_ms, int64_t delay_ms);
 /** The relay delivery of job id (borrowed) was refused by the quota (why
- * borrowed): its fetcher counts as waiting for room. */
+ * borrowed): its fetcher counts as waiting for room, the job says why. */
 void wh_fetch_quota(struct wh_hooks *h, const char *id, const char *why);
 /** Export data waits for room in the quota (this instance's fetchers):
  * for the cap of all (*all) or for key's share (*mine; key borrowed). */

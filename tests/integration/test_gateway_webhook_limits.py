@@ -5,7 +5,8 @@ deadline, while callbacks to another host are delivered at once; an
 answer's status decides without waiting for a body that drips; the payload
 quota refuses new callbackUrls with 503 WEBHOOK_QUOTA naming the cap once
 export data fills it (nothing is sent to the vendor), keeps every job it
-accepted, and accepts again once deliveries free space; a key at its share
+accepted (one whose data waits for room says so as its lastError), and
+accepts again once deliveries free space; a key at its share
 is refused while another key is not.
 
 Receivers listen on free loopback ports; 127.0.0.1 and 127.0.0.2 are two
@@ -289,8 +290,11 @@ def test_the_payload_quota_refuses_new_callbacks_and_loses_no_job(make_emulator,
     wait_for(lambda: all(job(gw, w)["size"] == size for w in first), 10, "three payloads")
     assert payload_bytes(gw) == 3 * size
     fourth = accepted(gw, rcv.url("/q3"))          # 3 of 3.5 held: still room to ask
-    wait_for(lambda: quota_log(gw, "store"), 10, "the fourth payload refused")
-    assert job(gw, fourth)["state"] == "waiting"
+    wait_for(lambda: job(gw, fourth)["lastError"] is not None, 10, "the fourth payload refused")
+    waiting = job(gw, fourth)
+    assert waiting["state"] == "waiting" and quota_log(gw, "store"), waiting
+    assert waiting["lastError"].startswith("waiting for room: webhook payloads would hold")
+    assert f"over their cap of {cap}" in waiting["lastError"], waiting
     assert payload_bytes(gw) <= cap
     calls = emu.calls("POST " + EXPORT)
     r = export(gw, rcv.url("/q4"))
@@ -314,6 +318,7 @@ def test_the_payload_quota_refuses_new_callbacks_and_loses_no_job(make_emulator,
     assert gw.metric("tidegate_webhook_payload_bytes") == 0
     delivered = [q for q in rcv.seen() if q["status"] == 200]
     assert sorted({q["path"] for q in delivered}) == ["/q0", "/q1", "/q2", "/q3"]
+    assert job(gw, fourth)["lastError"] is None     # stored, then delivered
     assert all(len(q["body"]) == size for q in delivered)
     again = accepted(gw, rcv.url("/q5"))
     wait_for(lambda: job(gw, again)["state"] == "delivered", 10, "a new job delivered")
@@ -332,6 +337,8 @@ def test_a_key_at_its_share_is_refused_and_another_is_not(make_emulator, make_ga
     mine = [accepted(gw, rcv.url(f"/k{i}")) for i in range(3)]
     wait_for(lambda: quota_log(gw, "store"), 10, "the third payload refused")
     assert [job(gw, w)["state"] for w in mine] == ["ready", "ready", "waiting"]
+    wait_for(lambda: job(gw, mine[2])["lastError"] is not None, 5, "the third job's note")
+    assert "this API key's share" in job(gw, mine[2])["lastError"]
     r = export(gw, rcv.url("/k3"))
     assert r.status_code == 503 and r.json()["error"] == "WEBHOOK_QUOTA", r.text
     assert "webhooks.payload_key_share" in r.json()["message"], r.text

@@ -363,6 +363,7 @@ on_jobs(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t
 		w->n = jobs[0].state;
 		w->n2 = jobs[0].attempts;
 		w->s = jobs[0].correlation_id ? strdup(jobs[0].correlation_id) : NULL;
+		w->p = jobs[0].last_error ? strdup(jobs[0].last_error) : NULL;
 	}
 }
 
@@ -604,6 +605,41 @@ test_payload_quota(void **state)
 	expect_later(tg_state_payload_set(F.st, b, why, 200, T0, on_done, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	wait_clear(&w);
+}
+
+static void
+last_error_is(const char *id, const char *want)
+{
+	struct wait w = { 0 };
+
+	expect_read(tg_state_outbox_get(F.st, id, on_jobs, &w), &w);
+	assert_int_equal(w.count, 1);
+	if (want == NULL)
+		assert_null(w.p);
+	else
+		assert_string_equal(w.p, want);
+	wait_clear(&w);
+}
+
+/* A waiting job says why it waits (its last error) until its payload is
+ * committed; a note to a job no longer waiting changes nothing. */
+static void
+test_outbox_note(void **state)
+{
+	char id[TG_WEBHOOK_ID_LEN];
+	struct wait w = { 0 };
+
+	add_job("note", id);
+	expect_later(tg_state_outbox_note(F.st, id, "waiting for room", on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	last_error_is(id, "waiting for room");
+	set_payload(id, "{}");
+	last_error_is(id, NULL);
+	expect_later(tg_state_outbox_note(F.st, id, "late", on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	last_error_is(id, NULL);
 }
 
 /* Chunks of 64 KiB, one append in flight: the caller's buffer is empty
@@ -1992,6 +2028,7 @@ main(void)
 	} cases[] = {
 		T_(test_outbox_flow, D_OUTBOX), T_(test_payload_stream, D_OUTBOX),
 		T_(test_lease_skip, D_OUTBOX), T_(test_payload_quota, D_OUTBOX),
+		T_(test_outbox_note, D_OUTBOX),
 		T_(test_payload_big, D_OUTBOX),
 		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
 		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),

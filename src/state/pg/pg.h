@@ -52,7 +52,7 @@ enum pg_stmt {
 	PG_RUN_EXPIRE, PG_RUN_PURGE,
 	PG_SW_CREATE, PG_SW_GET, PG_SW_LIST, PG_SW_VARIANTS, PG_SW_CLAIM, PG_SW_SUBMITTED,
 	PG_SW_UNCLAIM, PG_SW_SETTLE, PG_SW_RUNNING,
-	PG_OB_USAGE,
+	PG_OB_USAGE, PG_OB_NOTE,
 	PG_NSTMT
 };
 
@@ -282,6 +282,8 @@ void tg_state_pg_payload_abort(struct tg_state_payload *w);
 void tg_state_pg_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q);
 struct tg_state_op *tg_state_pg_outbox_usage(void *impl, const char *api_key,
     tg_state_pair_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_note(void *impl, const char *id, const char *why,
+    tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_payload_set(void *impl, const char *id, const void *data,
     size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_outbox_list(void *impl, const struct tg_outbox_query *q,

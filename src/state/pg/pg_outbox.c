@@ -159,6 +159,18 @@ tg_state_pg_outbox_abandon(void *impl, const char *id, const char *reason, int64
 	return tg_state_pg_submit(o, PG_OUTBOX);
 }
 
+struct tg_state_op *
+tg_state_pg_outbox_note(void *impl, const char *id, const char *why, tg_state_done_cb cb,
+    void *arg)
+{
+	struct pg_op *o = tg_state_pg_op_new(impl, PG_OB_NOTE, tg_state_pg_answer_done, CB(cb),
+	    arg);
+
+	tg_state_pg_param_str(o, id);
+	tg_state_pg_param_str(o, why);
+	return tg_state_pg_submit(o, PG_OUTBOX);
+}
+
 /* ---- lease: the job, then its payload's chunks into the spool file ---- */
 
 struct lease_read {

@@ -311,7 +311,7 @@ static const char *const sql[PG_NSTMT] = {
 	    " + length($4::bytea) <= $6::bigint) RETURNING 1)"
 	    " SELECT (SELECT count(*) FROM ins), a, m FROM held",
 	[PG_OB_COMMIT] = "WITH u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2,"
-	    " payload_size = $3, ready_at = $4, next_at = $5, lease_owner = NULL,"
+	    " payload_size = $3, ready_at = $4, next_at = $5, lease_owner = NULL, last_error = NULL,"
 	    " lease_expires = NULL WHERE id = $1"
 	    " AND state = 'waiting' RETURNING id), d AS (DELETE FROM outbox_payloads"
 	    " WHERE job_id IN (SELECT id FROM u) AND token <> $2) SELECT count(*) FROM u",
@@ -320,7 +320,7 @@ static const char *const sql[PG_NSTMT] = {
 	    " ins AS (INSERT INTO outbox_payloads (job_id, token, n, data) "
 	    CHUNKS("0", "$3::bytea") " WHERE EXISTS (SELECT 1 FROM cur WHERE state = 'waiting')),"
 	    " u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2::text,"
-	    " payload_size = length($3::bytea), ready_at = $4, next_at = $5,"
+	    " payload_size = length($3::bytea), ready_at = $4, next_at = $5, last_error = NULL,"
 	    " lease_owner = NULL, lease_expires = NULL WHERE id = $1"
 	    " AND state = 'waiting' RETURNING id), d AS (DELETE FROM outbox_payloads WHERE"
 	    " job_id IN (SELECT id FROM u) AND token <> $2::text)"
@@ -353,6 +353,7 @@ static const char *const sql[PG_NSTMT] = {
 	    " lease_expires = $3 WHERE id IN (SELECT id FROM pick) RETURNING " JOB_COLS
 	    "$1, false)",
 	[PG_OB_USAGE] = "WITH " HELD("$1::text") " SELECT a, m FROM held",
+	[PG_OB_NOTE] = "UPDATE outbox_jobs SET last_error = $2 WHERE id = $1 AND state = 'waiting'",
 	/* ---- runs ---- */
 	[PG_RUN_INSERT] = "INSERT INTO " RUN_INTO " VALUES " RUN_VALUES,
 	[PG_RUN_BRIEF] = "SELECT status, submitted_at, host, validation, checks"

@@ -29,6 +29,7 @@ const struct tg_state_backend tg_state_pg_backend = {
 	.payload_set = tg_state_pg_payload_set,
 	.payload_limit = tg_state_pg_payload_limit,
 	.outbox_usage = tg_state_pg_outbox_usage,
+	.outbox_note = tg_state_pg_outbox_note,
 	.outbox_list = tg_state_pg_outbox_list,
 	.outbox_get = tg_state_pg_outbox_get,
 	.outbox_redeliver = tg_state_pg_outbox_redeliver,

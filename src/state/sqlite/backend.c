@@ -101,6 +101,7 @@ const struct tg_state_backend tg_state_sqlite_backend = {
 	.payload_set = tg_state_sq_payload_set,
 	.payload_limit = tg_state_sq_payload_limit,
 	.outbox_usage = tg_state_sq_outbox_usage,
+	.outbox_note = tg_state_sq_outbox_note,
 	.outbox_list = tg_state_sq_outbox_list,
 	.outbox_get = tg_state_sq_outbox_get,
 	.outbox_redeliver = tg_state_sq_outbox_redeliver,

@@ -54,6 +54,7 @@ static const char *const sql[S_COUNT] = {
 	    " 'waiting', ?)",
 	[S_STATE] = "SELECT state FROM jobs WHERE id = ?",
 	[S_SET_READY] = "UPDATE jobs SET state = 'ready', payload_size = ?2, ready_at = ?3,"
+	    " last_error = NULL,"
 	    " next_at = ?4 WHERE id = ?1 AND state = 'waiting'",
 	[S_PICK] = "SELECT j.id FROM jobs j LEFT JOIN leases l ON l.job_id = j.id"
 	    " WHERE j.state = 'ready' AND j.next_at <= ?1"
@@ -99,6 +100,7 @@ static const char *const sql[S_COUNT] = {
 	[S_HELD] = "SELECT coalesce(api_key, ''), sum(payload_size) FROM jobs"
 	    " WHERE state IN ('ready', 'dead') AND payload_size IS NOT NULL GROUP BY 1",
 	[S_JOB_KEY] = "SELECT api_key FROM jobs WHERE id = ?",
+	[S_NOTE] = "UPDATE jobs SET last_error = ?2 WHERE id = ?1 AND state = 'waiting'",
 };
 
 static const char *const state_names[TG_OUTBOX_NSTATES] = {
@@ -418,6 +420,16 @@ tg_outbox_abandon(struct tg_outbox *ob, const char *id, const char *reason, int6
 		return -1;
 	ob->ctr.dead++;
 	return 0;
+}
+
+int
+tg_outbox_note(struct tg_outbox *ob, const char *id, const char *why, struct tg_err *err)
+{
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_NOTE);
+
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	bind_opt(s, 2, why);
+	return tg_state_ob_step_done(ob, s, err);
 }
 
 /* ---- the schedule ---- */

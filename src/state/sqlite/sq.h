@@ -132,6 +132,8 @@ struct tg_state_op *tg_state_sq_payload_set(void *impl, const char *id, const vo
 void tg_state_sq_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q);
 struct tg_state_op *tg_state_sq_outbox_usage(void *impl, const char *api_key,
     tg_state_pair_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_note(void *impl, const char *id, const char *why,
+    tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_list(void *impl, const struct tg_outbox_query *q,
     tg_state_jobs_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_get(void *impl, const char *id, tg_state_jobs_cb cb,

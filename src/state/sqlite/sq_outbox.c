@@ -102,6 +102,24 @@ tg_state_sq_outbox_abandon(void *impl, const char *id, const char *reason, int64
 }
 
 static void
+run_note(struct sq_op *o)
+{
+	tg_state_sq_rc(o, tg_outbox_note(o->sq->wob, o->s1, o->s2, &o->res.err));
+}
+
+struct tg_state_op *
+tg_state_sq_outbox_note(void *impl, const char *id, const char *why, tg_state_done_cb cb,
+    void *arg)
+{
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_note,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
+
+	o->s1 = tg_state_sq_dup(id);
+	o->s2 = tg_state_sq_dup(why);
+	return tg_state_sq_write(o);
+}
+
+static void
 run_redeliver(struct sq_op *o)
 {
 	tg_state_sq_rc(o, tg_outbox_redeliver(o->sq->wob, o->s1, o->t1, &o->res.err));
