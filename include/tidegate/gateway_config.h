@@ -93,6 +93,10 @@ struct gw_config {
 	int64_t wh_attempt_timeout, wh_lease, wh_poll_interval, wh_payload_timeout;
 	int64_t wh_max_payload, wh_retention;
 	long long wh_max_inflight;
+	int64_t wh_attempt_deadline;	/* webhooks.attempt_deadline */
+	long long wh_max_inflight_per_host;
+	int64_t wh_payload_max_bytes;	/* webhooks.payload_max_bytes */
+	double wh_payload_key_share;
 	/* simulation run registry */
 	char *runs_db;
 	int runs_archive;

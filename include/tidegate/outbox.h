@@ -37,6 +37,21 @@ int tg_outbox_state_parse(const char *s);
 /** Return codes of the calls that name one job (besides 0 and -1). */
 #define TG_OUTBOX_NOT_FOUND	(-2)	/* no such job: 404 */
 #define TG_OUTBOX_CONFLICT	(-3)	/* the job's state forbids it: 409 */
+#define TG_OUTBOX_OVER_QUOTA	(-4)	/* a payload write over its quota (why in err) */
+/** What the why of a refusal for a key's share (not the cap of all) says,
+ * in every backend. */
+#define TG_OUTBOX_QUOTA_KEY_WHY	"this API key's share"
+
+/**
+ * Caps on the payload bytes the outbox holds: the committed payloads of
+ * ready and dead jobs (a dead letter keeps its data for redelivery) and
+ * the payloads being written. Zero fields: no cap.
+ */
+struct tg_outbox_quota {
+	int64_t max_bytes;		/* every job's */
+	int64_t key_max_bytes;		/* the jobs of one API key (those without
+					 * one count as one key) */
+};
 
 /** "msg_" and 32 hex digits: the webhook-id, stable across attempts. */
 #define TG_WEBHOOK_ID_LEN	40
@@ -103,13 +118,33 @@ struct tg_outbox_payload;
  */
 struct tg_outbox_payload *tg_outbox_payload_open(struct tg_outbox *ob, const char *id, int *rc,
     struct tg_err *err);
+/**
+ * From now on a write to p (borrowed) that would take the bytes the
+ * outbox holds above q (copied) writes nothing and returns
+ * TG_OUTBOX_OVER_QUOTA with the cap in err (then abort); the commit checks
+ * the same (bytes written to the fd directly). A writer without a quota
+ * is never refused (payloads the gateway makes itself).
+ */
+void tg_outbox_payload_limit(struct tg_outbox_payload *p, const struct tg_outbox_quota *q);
+/** Why waiting job id has no payload yet (why borrowed): its last error
+ * until the payload's commit clears it; a job not waiting is left alone.
+ * 0 or -1 with err; ob and id borrowed. */
+int tg_outbox_note(struct tg_outbox *ob, const char *id, const char *why, struct tg_err *err);
+/**
+ * The payload bytes ob (borrowed) holds: every job's into *all, those of
+ * api_key's jobs (borrowed; NULL: the jobs without a key) into *mine. 0,
+ * or -1 with err.
+ */
+int tg_outbox_usage(struct tg_outbox *ob, const char *api_key, int64_t *all, int64_t *mine,
+    struct tg_err *err);
 /** The file's descriptor for direct writes (borrowed: never close it). */
 int tg_outbox_payload_fd(const struct tg_outbox_payload *p);
-/** Write all of buf (borrowed) to the file, draining it; -1 with err (then
- * abort). p is borrowed. */
+/** Write all of buf (borrowed) to the file, draining it; -1 or
+ * TG_OUTBOX_OVER_QUOTA with err (then abort). p is borrowed. */
 int tg_outbox_payload_write(struct tg_outbox_payload *p, struct evbuffer *buf,
     struct tg_err *err);
-/** Write n bytes of data (borrowed, not kept); p is borrowed. -1 with err. */
+/** Write n bytes of data (borrowed, not kept); p is borrowed. -1 or
+ * TG_OUTBOX_OVER_QUOTA with err. */
 int tg_outbox_payload_append(struct tg_outbox_payload *p, const void *data, size_t n,
     struct tg_err *err);
 /**
@@ -151,16 +186,20 @@ struct tg_outbox_lease {
 	int attempt;			/* 1 for the first attempt */
 	int64_t expires_at;		/* ms; renew before then */
 	int64_t first_delay_ms;		/* attempt 1: ms since the payload was ready; else -1 */
+	char *host;			/* the URL's host, as the lease's skip list
+					 * names hosts (lower case, no brackets) */
 };
 /**
- * Lease the most overdue ready job whose next attempt is due at now_ms
- * and that holds no live lease (an expired lease is taken over: at least
- * once after a crash). Counts the attempt. 1 with *out set (the caller takes
- * ownership: tg_outbox_lease_free), 0 when none is due, -1 with err. ob is
- * borrowed.
+ * Lease the most overdue ready job whose next attempt is due at now_ms,
+ * that holds no live lease (an expired lease is taken over: at least
+ * once after a crash) and whose URL's host is not in skip_hosts (borrowed;
+ * NULL: none; hosts as tg_outbox_lease.host names them): jobs of a host
+ * at its in-flight share wait, uncounted, while others go. Counts the
+ * attempt. 1 with *out set (the caller takes ownership:
+ * tg_outbox_lease_free), 0 when none is due, -1 with err. ob is borrowed.
  */
-int tg_outbox_lease(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_lease **out,
-    struct tg_err *err);
+int tg_outbox_lease(struct tg_outbox *ob, int64_t now_ms, const struct tg_strlist *skip_hosts,
+    struct tg_outbox_lease **out, struct tg_err *err);
 /** Push the lease's expiry to now_ms + lease length. -1 when it was lost.
  * ob and l are borrowed. */
 int tg_outbox_lease_renew(struct tg_outbox *ob, struct tg_outbox_lease *l, int64_t now_ms,

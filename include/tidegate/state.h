@@ -252,9 +252,11 @@ struct tg_state_op *tg_state_outbox_set_cid(struct tg_state *st, const char *id,
  * reason borrowed). NOT_FOUND, CONFLICT (not waiting). */
 struct tg_state_op *tg_state_outbox_abandon(struct tg_state *st, const char *id,
     const char *reason, int64_t now_ms, tg_state_done_cb cb, void *arg);
-/** Lease the most overdue due job (st borrowed); see tg_state_lease_cb. */
+/** Lease the most overdue due job whose URL's host is not in skip_hosts
+ * (st, skip_hosts borrowed; NULL: none; see tg_outbox_lease); see
+ * tg_state_lease_cb. */
 struct tg_state_op *tg_state_outbox_lease(struct tg_state *st, int64_t now_ms,
-    tg_state_lease_cb cb, void *arg);
+    const struct tg_strlist *skip_hosts, tg_state_lease_cb cb, void *arg);
 /** Push lease l's expiry on (st, l borrowed); cb's n: the new expiry (set
  * l->expires_at to it). CONFLICT when the lease was lost. */
 struct tg_state_op *tg_state_outbox_renew(struct tg_state *st, const struct tg_outbox_lease *l,
@@ -292,6 +294,26 @@ struct tg_state_op *tg_state_payload_commit(struct tg_state_payload *w, int64_t 
     tg_state_done_cb cb, void *arg);
 /** Drop the payload; the job stays waiting. Takes ownership of w; NULL-safe. */
 void tg_state_payload_abort(struct tg_state_payload *w);
+/**
+ * From now on an append to w (borrowed) that would take the payload bytes
+ * the outbox holds (tg_outbox_quota: committed payloads of ready and dead
+ * jobs, and payloads being written) above q (copied) stores nothing and
+ * answers TG_STATE_REFUSED, err naming the cap: abort the writer then.
+ * Writers without a limit (and tg_state_payload_set) are never refused.
+ * SQLite holds the count exactly; PostgreSQL sums the payload rows in
+ * each append, so appends of several writers (or instances) at once may
+ * pass it by at most one append each.
+ */
+void tg_state_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q);
+/** Why waiting job id has no payload yet (st, id, why borrowed): its
+ * last error until a payload is committed. A job that no longer waits (or
+ * none) is left alone. */
+struct tg_state_op *tg_state_outbox_note(struct tg_state *st, const char *id, const char *why,
+    tg_state_done_cb cb, void *arg);
+/** The payload bytes the outbox holds: cb's a every job's, b those of
+ * api_key's jobs (st, api_key borrowed; NULL: the jobs without a key). */
+struct tg_state_op *tg_state_outbox_usage(struct tg_state *st, const char *api_key,
+    tg_state_pair_cb cb, void *arg);
 /** Open, append and commit a small payload in memory (st, id, data
  * borrowed; data copied). Codes as tg_state_payload_open. */
 struct tg_state_op *tg_state_payload_set(struct tg_state *st, const char *id,

@@ -161,7 +161,13 @@ void tg_outbox_job_json(yajl_gen g, const struct tg_outbox_job *job);
 struct tg_webhook_opts {
 	int64_t attempt_timeout_ms;	/* DNS, connect, and silence while sending or
 					 * awaiting the answer; 0: 15 s */
+	int64_t attempt_deadline_ms;	/* a whole attempt, DNS to answer, plus a second
+					 * per MiB of payload; 0: 60 s (at least
+					 * attempt_timeout_ms) */
 	size_t max_inflight;		/* attempts at once; 0: 8 */
+	size_t max_inflight_per_host;	/* attempts at once to one callback host (the
+					 * URL's, as the lease names it); 0: a quarter
+					 * of max_inflight, at least 1 */
 	int tls_insecure;		/* 1: skip certificate verification (tests only) */
 	const char *ca_file;		/* PEM bundle (copied); NULL: system store */
 	const char *user_agent;		/* (copied) NULL: "tidegate-webhook" */
@@ -224,6 +230,13 @@ void tg_webhook_note_origin(struct tg_webhook *w, const char *id, const char *ri
  */
 void tg_webhook_trace_id(const char *id, char out[33]);
 /**
+ * From the next attempt on (a reload): the deadline of an attempt and the
+ * attempts at once to one host (0: their defaults, as in tg_webhook_opts).
+ * Attempts in flight keep their deadline. w borrowed.
+ */
+void tg_webhook_set_limits(struct tg_webhook *w, int64_t attempt_deadline_ms,
+    size_t max_inflight_per_host);
+/**
  * Use pol (borrowed) from the next attempt on, e.g. after a configuration
  * reload. Attempts in flight may still read the previous policy: free it
  * only once tg_webhook_inflight() has been 0 (or keep one spare).
@@ -231,7 +244,7 @@ void tg_webhook_trace_id(const char *id, char out[33]);
 void tg_webhook_set_policy(struct tg_webhook *w, const struct tg_egress *pol);
 /**
  * Stop taking jobs; on_drained(arg) runs from the loop once no attempt is
- * in flight (at most about one attempt timeout later). w and arg borrowed.
+ * in flight (at most about one attempt deadline later). w and arg borrowed.
  */
 void tg_webhook_drain(struct tg_webhook *w, void (*on_drained)(void *arg), void *arg);
 /** Attempts in flight now; w is borrowed. */

@@ -262,6 +262,17 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "an attempt's claim on its job; after a crash the job is retried once it expires"),
 	KB("webhooks.max_inflight", TG_CFG_INT, wh_max_inflight, "8", 1, 1024,
 	   "delivery attempts at once"),
+	KB("webhooks.attempt_deadline", TG_CFG_DURATION, wh_attempt_deadline, "60s", 100, 8.64e7,
+	   "a whole delivery attempt (DNS to answer), plus a second per MiB of payload; at "
+	   "least attempt_timeout"),
+	KB("webhooks.max_inflight_per_host", TG_CFG_INT, wh_max_inflight_per_host, "0", 0, 1024,
+	   "delivery attempts at once to one callback host, per instance; 0: a quarter of "
+	   "max_inflight (at least 1)"),
+	KB("webhooks.payload_max_bytes", TG_CFG_SIZE, wh_payload_max_bytes, "4GB", 1024,
+	   1099511627776.0 * 64, "export data held for delivery in all (waiting, ready and dead "
+	   "jobs); at it, new callbackUrls are refused with 503 WEBHOOK_QUOTA"),
+	KB("webhooks.payload_key_share", TG_CFG_DOUBLE, wh_payload_key_share, "0.5", 0.001, 1,
+	   "share of payload_max_bytes the jobs of one API key may hold (0 to 1)"),
 	K("webhooks.allow", TG_CFG_STRLIST, wh_allow, NULL,
 	  "egress allow-list: CIDRs, addresses, host names, *.suffixes (else special ranges "
 	  "are refused)"),

@@ -46,8 +46,8 @@ struct tg_state_backend {
 	    tg_state_done_cb cb, void *arg);
 	struct tg_state_op *(*outbox_abandon)(void *impl, const char *id, const char *reason,
 	    int64_t now_ms, tg_state_done_cb cb, void *arg);
-	struct tg_state_op *(*outbox_lease)(void *impl, int64_t now_ms, tg_state_lease_cb cb,
-	    void *arg);
+	struct tg_state_op *(*outbox_lease)(void *impl, int64_t now_ms,
+	    const struct tg_strlist *skip_hosts, tg_state_lease_cb cb, void *arg);
 	struct tg_state_op *(*outbox_renew)(void *impl, const struct tg_outbox_lease *l,
 	    int64_t now_ms, tg_state_num_cb cb, void *arg);
 	struct tg_state_op *(*outbox_release)(void *impl, const struct tg_outbox_lease *l,
@@ -160,6 +160,11 @@ struct tg_state_backend {
 	    void *ctx);
 	/** Fill h (borrowed; zeroed, backend name set) without I/O. */
 	void (*health)(const void *impl, struct tg_state_health *h);
+	void (*payload_limit)(struct tg_state_payload *w, const struct tg_outbox_quota *q);
+	struct tg_state_op *(*outbox_usage)(void *impl, const char *api_key, tg_state_pair_cb cb,
+	    void *arg);
+	struct tg_state_op *(*outbox_note)(void *impl, const char *id, const char *why,
+	    tg_state_done_cb cb, void *arg);
 };
 
 /** The SQLite backend (src/state/sqlite/backend.c). */

@@ -2,11 +2,15 @@
  * outbox_rules.c - the webhook outbox's rules shared by the SQLite and
  * PostgreSQL state backends (outbox_rules.h): schedule defaults, the delay
  * before the next attempt (jitter forward only, Retry-After capped), the
- * outcome of an attempt and the redelivery refusals. Written once so that
+ * outcome of an attempt and the redelivery refusals, and the host a
+ * callback URL's in-flight share counts against. Written once so that
  * both backends retry on exactly the same schedule.
  */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/buffer.h>
 
 #include "tidegate/ids.h"
 #include "outbox_rules.h"
@@ -106,4 +110,46 @@ tg_state_rules_refusal(enum tg_outbox_state st, int leased, int has_payload)
 	default:
 		return NULL;
 	}
+}
+
+char *
+tg_state_url_host(const char *url)
+{
+	const char *p = url != NULL ? strstr(url, "://") : NULL;
+	const char *at, *end;
+	char *h;
+	size_t n, i;
+
+	if (p == NULL || strcspn(url, ":/?#") != (size_t)(p - url))
+		return tg_xstrdup("");
+	p += 3;
+	n = strcspn(p, "/?#");			/* the authority */
+	for (at = p; (end = memchr(at, '@', n - (size_t)(at - p))) != NULL; at = end + 1)
+		;
+	if (*at == '[')
+		n = strcspn(++at, "]/?#");
+	else
+		n = strcspn(at, ":/?#");
+	h = tg_xstrndup(at, n);
+	for (i = 0; i < n; i++)
+		h[i] = (char)tolower((unsigned char)h[i]);
+	return h;
+}
+
+char *
+tg_state_skip_join(const struct tg_strlist *skip)
+{
+	struct evbuffer *b;
+	char *s;
+	size_t i;
+
+	if (skip == NULL || skip->n == 0)
+		return NULL;
+	b = evbuffer_new();
+	for (i = 0; i < skip->n; i++)
+		evbuffer_add_printf(b, "\n%s", skip->v[i]);
+	evbuffer_add(b, "\n", 2);		/* with the NUL */
+	s = tg_xstrdup((const char *)evbuffer_pullup(b, -1));
+	evbuffer_free(b);
+	return s;
 }

@@ -46,5 +46,17 @@ enum tg_outbox_state tg_state_rules_judge(const struct tg_state_rules *r, int at
  * when it can (static, borrowed).
  */
 const char *tg_state_rules_refusal(enum tg_outbox_state st, int leased, int has_payload);
+/**
+ * The host of a callback URL (borrowed), lower case, without IPv6
+ * brackets, user info or port: what the worker's in-flight share per
+ * host counts (SQLite's lease computes it with this; PostgreSQL's with
+ * the same rule in SQL, pg_schema.c). "" when the URL has no "://". The
+ * caller takes ownership (free()).
+ */
+char *tg_state_url_host(const char *url);
+/** The hosts of skip (borrowed; NULL or empty: none) as one string, each
+ * between newlines ("\na\nb\n"), for a lease's SQL to search; NULL for
+ * none. The caller takes ownership (free()). */
+char *tg_state_skip_join(const struct tg_strlist *skip);
 
 #endif

@@ -212,9 +212,10 @@ tg_state_outbox_abandon(struct tg_state *st, const char *id, const char *reason,
 }
 
 struct tg_state_op *
-tg_state_outbox_lease(struct tg_state *st, int64_t now_ms, tg_state_lease_cb cb, void *arg)
+tg_state_outbox_lease(struct tg_state *st, int64_t now_ms, const struct tg_strlist *skip_hosts,
+    tg_state_lease_cb cb, void *arg)
 {
-	return st->be->outbox_lease(st->impl, now_ms, cb, arg);
+	return st->be->outbox_lease(st->impl, now_ms, skip_hosts, cb, arg);
 }
 
 struct tg_state_op *
@@ -599,4 +600,23 @@ tg_state_outbox_adopt(struct tg_state *st, int64_t now_ms, size_t max, tg_state_
     void *arg)
 {
 	return st->be->outbox_adopt(st->impl, now_ms, max, cb, arg);
+}
+
+void
+tg_state_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q)
+{
+	w->be->payload_limit(w, q);
+}
+
+struct tg_state_op *
+tg_state_outbox_usage(struct tg_state *st, const char *api_key, tg_state_pair_cb cb, void *arg)
+{
+	return st->be->outbox_usage(st->impl, api_key, cb, arg);
+}
+
+struct tg_state_op *
+tg_state_outbox_note(struct tg_state *st, const char *id, const char *why, tg_state_done_cb cb,
+    void *arg)
+{
+	return st->be->outbox_note(st->impl, id, why, cb, arg);
 }

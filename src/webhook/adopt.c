@@ -75,7 +75,7 @@ on_adopted(const struct tg_state_res *res, const struct tg_outbox_job *jobs, siz
 		n = 0;
 	}
 	for (i = 0; i < n; i++)
-		wh_fetch_start(h, jobs[i].id, c->wh_mode == GW_WH_RELAY ? NULL :
+		wh_fetch_start(h, jobs[i].id, jobs[i].api_key, c->wh_mode == GW_WH_RELAY ? NULL :
 		    jobs[i].correlation_id, jobs[i].created_at, 0);
 	if (n > 0)
 		tg_log(TG_LOG_INFO, "webhook_fetch_adopted", TG_LI("jobs", n));

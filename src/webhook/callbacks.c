@@ -12,6 +12,11 @@
  *   webhooks.public_url) instead; its delivery fills the job's payload;
  * - forward: nothing here, the URL goes to the vendor untouched.
  *
+ * In deliver and relay mode the payload quota is asked first: while the
+ * payloads held are at webhooks.payload_max_bytes, or the caller's key at
+ * its share, the request is refused (503 WEBHOOK_QUOTA) before the vendor
+ * hears of it. The vendor's relay delivery is stored under the same quota.
+ *
  * Called from proxy.c (wh_hook_prepare before the vendor call,
  * wh_hook_done at its end, wh_hook_relay for the inbound endpoint) and
  * validate.c (wh_hook_check; wh_scan_fill, which reads an export body once
@@ -205,6 +210,18 @@ rewrite_body(struct gw_req *r, struct wh_scan *s, const char *relay_url)
 
 /* ---- request time ---- */
 
+/* Space comes back as deliveries end: the schedule's early steps. */
+#define QUOTA_RETRY_AFTER	"60"
+
+static void
+reply_quota(struct gw_req *r, const char *msg)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After",
+	    QUOTA_RETRY_AFTER);
+	gw_req_reply_error(r, 503, "WEBHOOK_QUOTA", msg);
+}
+
+
 static const char *
 secret_ref(struct gw_req *r)
 {
@@ -240,6 +257,7 @@ struct wh_add {
 	struct gw_req *r;		/* NULL once the request is gone */
 	struct tg_state_op *op;
 	char *cid;			/* deliver: the vendor's correlationId */
+	char *key;			/* the caller's API key name, or NULL */
 	int in_call, done;
 };
 
@@ -248,6 +266,7 @@ add_free(struct wh_add *a)
 {
 	TAILQ_REMOVE(&a->h->adds, a, entry);
 	free(a->cid);
+	free(a->key);
 	free(a);
 }
 
@@ -275,7 +294,7 @@ orphan_added(struct wh_add *a, const char *id)
 	const struct gw_config *c = &a->h->gw->rt->cfg;
 
 	if (a->cid != NULL)
-		wh_fetch_start(a->h, id, a->cid, tg_clock_now_ms(), c->wh_poll_interval);
+		wh_fetch_start(a->h, id, a->key, a->cid, tg_clock_now_ms(), c->wh_poll_interval);
 	else
 		wh_fetch_give_up(a->h, id, "the request ended before the vendor was called");
 }
@@ -309,6 +328,7 @@ add_job(struct gw_req *r, const struct tg_outbox_new *j, const char *cid,
 	a->h = h;
 	a->r = r;
 	a->cid = cid != NULL ? tg_xstrdup(cid) : NULL;
+	a->key = j->api_key != NULL ? tg_xstrdup(j->api_key) : NULL;
 	TAILQ_INSERT_TAIL(&h->adds, a, entry);
 	wh_req_begin(r, then);
 	wh_req_find(r)->add = a;
@@ -384,7 +404,7 @@ relay_added(struct gw_req *r)
 		return;
 	}
 	snprintf(q->hook->id, sizeof(q->hook->id), "%s", q->str);
-	wh_fetch_start(h, q->hook->id, NULL, tg_clock_now_ms(), 0);
+	wh_fetch_start(h, q->hook->id, r->key ? r->key->name : NULL, NULL, tg_clock_now_ms(), 0);
 	relay = relay_url(&r->rt->cfg, q->hook->id);
 	rewrite_body(r, q->scan, relay);
 	wh_scan_free(q->scan);
@@ -474,6 +494,62 @@ sent_scan(struct gw_req *r)
 	return s;
 }
 
+#define FULL_WAIT " (and export data already accepted waits for room)"
+#define FULL_TAIL "until deliveries free space, so nothing was sent to the vendor; try " \
+	"again later"
+
+/* Why r's callbackUrl is refused by the quota (into msg), or 0 when the
+ * payloads held (q->used) leave room and no export data waits for it. */
+static int
+over_quota(struct gw_req *r, char *msg, size_t n)
+{
+	const struct wh_req *q = wh_req_find(r);
+	struct tg_outbox_quota cap;
+	size_t all, mine;
+
+	wh_quota_of(&r->rt->cfg, &cap);
+	wh_quota_waits(WH(r->gw), r->key ? r->key->name : NULL, &all, &mine);
+	if (q->used[0] >= cap.max_bytes || all > 0)
+		snprintf(msg, n, "webhook payloads hold %lld bytes of their cap "
+		    "(webhooks.payload_max_bytes: %lld bytes)%s: no callbackUrl is accepted "
+		    FULL_TAIL, (long long)q->used[0], (long long)cap.max_bytes,
+		    all > 0 ? FULL_WAIT : "");
+	else if (q->used[1] >= cap.key_max_bytes || mine > 0)
+		snprintf(msg, n, "the webhook payloads of this API key hold %lld bytes of its "
+		    "share (webhooks.payload_key_share of webhooks.payload_max_bytes: %lld "
+		    "bytes)%s: no callbackUrl of this key is accepted " FULL_TAIL,
+		    (long long)q->used[1], (long long)cap.key_max_bytes,
+		    mine > 0 ? FULL_WAIT : "");
+	else
+		return 0;
+	return 1;
+}
+
+/* The bytes held are in: refuse, or go on (relay: add the job first). */
+static void
+quota_checked(struct gw_req *r)
+{
+	struct wh_req *q = wh_req_find(r);
+	char msg[400];
+
+	if (q->rc != TG_STATE_OK) {
+		tg_log(TG_LOG_ERROR, "webhook_usage_failed", TG_LS("id", r->id),
+		    TG_LS("error", q->err));
+		wh_reply_unavailable(r, "the webhook could not be stored: its outbox cannot be "
+		    "reached, so nothing was sent to the vendor; try again");
+	} else if (over_quota(r, msg, sizeof(msg))) {
+		wh_quota_refused(r->gw, "request", NULL, msg);
+		reply_quota(r, msg);
+	} else if (r->rt->cfg.wh_mode == GW_WH_RELAY) {
+		relay_add(r, q->hook);		/* relay_added sends it on */
+	} else {
+		rewrite_body(r, q->scan, NULL);
+		wh_scan_free(q->scan);
+		q->scan = NULL;
+		gw_req_continue(r);
+	}
+}
+
 int
 wh_hook_prepare(struct gw_req *r)
 {
@@ -495,12 +571,11 @@ wh_hook_prepare(struct gw_req *r)
 	hk->url = tg_xstrdup(s->url);
 	hk->secret_ref = ref;
 	wh_req_of(r)->hook = hk;
-	if (r->rt->cfg.wh_mode == GW_WH_RELAY) {
-		wh_req_of(r)->scan = s;		/* rewritten once the job exists */
-		relay_add(r, hk);
-		return -1;			/* relay_added sends it on */
-	}
-	rewrite_body(r, s, NULL);
+	wh_req_of(r)->scan = s;		/* rewritten once the quota allows */
+	wh_req_begin(r, quota_checked);
+	wh_req_end(r, tg_state_outbox_usage(WH(r->gw)->st, r->key ? r->key->name : NULL,
+	    wh_req_on_pair, r));
+	return -1;			/* quota_checked sends it on */
 done:
 	wh_scan_free(s);
 	return rc;
@@ -569,7 +644,7 @@ job_added(struct gw_req *r)
 		return;
 	}
 	snprintf(hk->id, sizeof(hk->id), "%s", q->str);
-	wh_fetch_start(WH(r->gw), hk->id, hk->cid, tg_clock_now_ms(),
+	wh_fetch_start(WH(r->gw), hk->id, r->key ? r->key->name : NULL, hk->cid, tg_clock_now_ms(),
 	    r->rt->cfg.wh_poll_interval);
 	reply_held(r);
 }
@@ -728,8 +803,19 @@ relay_appended(struct gw_req *r)
 {
 	struct wh_req *q = wh_req_find(r);
 	struct tg_state_payload *w = q->w;
+	char msg[400];
 
 	q->w = NULL;
+	if (q->rc == TG_STATE_REFUSED) {
+		tg_state_payload_abort(w);	/* the job waits: the vendor may deliver again */
+		wh_quota_refused(r->gw, "store", relay_id(r), q->err);
+		wh_fetch_quota(WH(r->gw), relay_id(r), q->err);
+		snprintf(msg, sizeof(msg), "the export data was not stored: %s "
+		    "(webhooks.payload_max_bytes, webhooks.payload_key_share); deliver again later",
+		    q->err);
+		reply_quota(r, msg);
+		return;
+	}
 	if (q->rc != TG_STATE_OK) {
 		tg_state_payload_abort(w);
 		relay_failed(r, "the export data could not be stored");
@@ -745,9 +831,12 @@ relay_opened(struct gw_req *r)
 {
 	struct wh_req *q = wh_req_find(r);
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+	struct tg_outbox_quota cap;
 
 	if (q->rc == TG_STATE_OK) {
 		q->bytes = (int64_t)evbuffer_get_length(in);
+		wh_quota_of(&r->rt->cfg, &cap);
+		tg_state_payload_limit(q->w, &cap);
 		wh_req_begin(r, relay_appended);
 		wh_req_end(r, tg_state_payload_append(q->w, in, wh_req_on_done, r));
 	} else if (q->rc == TG_STATE_NOT_FOUND) {

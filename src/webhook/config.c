@@ -1,7 +1,8 @@
 /*
  * config.c - the webhook feature's configuration keys (webhooks.*,
  * keys[].webhook_secret) checked and parsed once, at load: the mode and
- * public URL, the retry schedule, the egress allow-list, and the signing
+ * public URL, the retry schedule, the egress allow-list, the bounds one
+ * key sets on another (deadline and timeout, quota and largest export), and the signing
  * secrets (one whsec_ per line, each decoded; messages name the line,
  * never its content). The entry point adds the check to the core's loader
  * (gw_config_add_check), so -t, the start and SIGHUP all run it.
@@ -92,6 +93,28 @@ check_wh_mode(struct gw_config *c, struct tg_cfg_report *rep)
 		    "required with mode relay (how the vendor reaches this gateway)");
 }
 
+/* Bounds between keys: the deadline covers what the silence timeout
+ * bounds, and an export a key may send must fit its share of the quota. */
+static void
+check_wh_limits(const struct gw_config *c, struct tg_cfg_report *rep)
+{
+	int64_t share = (int64_t)((double)c->wh_payload_max_bytes * c->wh_payload_key_share);
+	size_t line, col;
+
+	if (c->wh_attempt_deadline < c->wh_attempt_timeout)
+		tg_config_report_add(rep, NULL, "webhooks.attempt_deadline",
+		    "must be at least webhooks.attempt_timeout (%lld ms)",
+		    (long long)c->wh_attempt_timeout);
+	/* Named where the file set it: the default max_payload meets a cap set low. */
+	if (c->wh_max_payload > share)
+		tg_config_report_add(rep, tg_config_report_pos(rep, "webhooks.max_payload", &line,
+		    &col) == 0 ? NULL : "webhooks.payload_max_bytes", "webhooks.max_payload",
+		    "%lld bytes is more than one API key may hold (webhooks.payload_max_bytes "
+		    "times webhooks.payload_key_share: %lld bytes): such an export could never "
+		    "be stored; lower webhooks.max_payload or raise the cap",
+		    (long long)c->wh_max_payload, (long long)share);
+}
+
 /* Webhook keys: mode, schedule, allow-list and secrets parsed once here, so a
  * reload with a bad value fails as a whole. */
 void
@@ -101,6 +124,7 @@ tg_webhook_config_check(struct gw_config *c, struct tg_cfg_report *rep)
 	struct tg_err why;
 
 	check_wh_mode(c, rep);
+	check_wh_limits(c, rep);
 	if (tg_outbox_schedule_parse(&c->wh_schedule, &c->wh_schedule_ms, &c->wh_nschedule,
 	    &why) != 0)
 		tg_config_report_add(rep, NULL, "webhooks.schedule", "%s", why.msg);

@@ -8,10 +8,16 @@
  * URL's name, and record the outcome under the lease through the state
  * seam (answered later, or at once). Called by worker.c.
  *
- * Redirects are never followed (3xx is a failure); the response body is
- * read and dropped. Every step after the request went out runs from the
- * attempt's own event, never inside an upstream callback, because the
- * upstream is freed at the end.
+ * Redirects are never followed (3xx is a failure). Only the answer's
+ * status counts (Standard Webhooks): once it is in, the body is read for
+ * at most ANSWER_GRACE_MS and ANSWER_MAX bytes (dropped), then the
+ * connection is closed, so a receiver that drips its answer cannot hold
+ * an in-flight slot. Each attempt also has a total deadline (the
+ * worker's attempt_deadline_ms, plus a second per MiB of payload for the
+ * upload): the silence timeout alone lets a receiver that sends one byte
+ * every few seconds hold the attempt for ever. Every step after the
+ * request went out runs from the attempt's own event, never inside an
+ * upstream callback, because the upstream is freed at the end.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +45,9 @@
 
 #define SIGN_CHUNK	(256 * 1024)
 #define SIGN_CHUNKS	4		/* per loop turn: 1 MiB */
+#define ANSWER_MAX	4096		/* body bytes read after the status */
+#define ANSWER_GRACE_MS	1000		/* … for at most this long */
+#define UPLOAD_RATE	(1024 * 1024)	/* bytes a second of payload the deadline allows */
 
 struct wh_attempt {
 	TAILQ_ENTRY(wh_attempt) entry;	/* worker's list */
@@ -58,6 +67,10 @@ struct wh_attempt {
 	struct tg_up_req *req;
 	struct evbuffer *empty;		/* body of an empty payload */
 	struct event *step;		/* signing turns and the end */
+	struct event *deadline;		/* the whole attempt */
+	struct event *grace;		/* the answer's body, once its status is in */
+	int64_t deadline_ms;
+	int64_t answer_bytes;		/* body bytes read (and dropped) */
 	struct tg_state_op *renew_op;	/* a renewal asked for */
 	struct tg_state_op *complete_op;	/* the outcome being recorded */
 	int signing, ending, renewing, completing, completed;
@@ -118,20 +131,58 @@ tg_webhook_retry_after_parse(const char *v, int64_t now_ms)
 
 /* ---- the request ---- */
 
+/* The status decides (docs/webhooks.md, Outcomes); detail is why no
+ * status came. */
+static void
+answer_end(struct wh_attempt *a, const char *detail)
+{
+	if (a->ending)
+		return;
+	if (a->status >= 200 && a->status <= 299)
+		end_with(a, NULL);	/* even if the connection broke while its body came */
+	else if (a->status > 0)
+		end_with(a, "HTTP %d", a->status);
+	else
+		end_with(a, "%s", detail);
+}
+
+/* Enough of the answer: close the connection (from a callback of the
+ * request too: the upstream frees it once that returns). */
+static void
+answer_stop(struct wh_attempt *a)
+{
+	tg_up_req_cancel(a->req);
+	a->req = NULL;
+	answer_end(a, "no answer");
+}
+
+static void
+on_grace(evutil_socket_t fd, short what, void *arg)
+{
+	answer_stop(arg);
+}
+
 static void
 on_head(struct tg_up_req *r, int status, const struct evkeyvalq *headers, void *arg)
 {
 	struct wh_attempt *a = arg;
+	struct timeval tv = { ANSWER_GRACE_MS / 1000, ANSWER_GRACE_MS % 1000 * 1000 };
 
 	a->status = status;
 	a->retry_after_ms = tg_webhook_retry_after_parse(evhttp_find_header(headers, "Retry-After"),
 	    tg_clock_now_ms());
+	evtimer_add(a->grace, &tv);
 }
 
 static void
 on_body(struct tg_up_req *r, struct evbuffer *buf, void *arg)
 {
+	struct wh_attempt *a = arg;
+
+	a->answer_bytes += (int64_t)evbuffer_get_length(buf);
 	evbuffer_drain(buf, evbuffer_get_length(buf));
+	if (a->answer_bytes > ANSWER_MAX)
+		answer_stop(a);
 }
 
 static void
@@ -141,14 +192,7 @@ on_done(struct tg_up_req *r, enum tg_up_error err, void *arg)
 	const char *detail = tg_up_req_detail(r);
 
 	a->req = NULL;
-	/* A 2xx counts even if the connection broke while its body came. */
-	if (a->status >= 200 && a->status <= 299)
-		end_with(a, NULL);
-	else if (a->status > 0)
-		end_with(a, "HTTP %d", a->status);
-	else
-		end_with(a, "%s", detail != NULL && *detail != '\0' ? detail :
-		    tg_up_error_str(err));
+	answer_end(a, detail != NULL && *detail != '\0' ? detail : tg_up_error_str(err));
 }
 
 static const struct tg_up_cbs up_cbs = { on_head, on_body, on_done };
@@ -339,6 +383,13 @@ on_resolved(const char *addr, const char *why, int refused, void *arg)
 
 /* ---- the end ---- */
 
+/* What the share per host counts an attempt against. */
+static const char *
+lease_host(const struct tg_outbox_lease *l)
+{
+	return l->host != NULL ? l->host : "";
+}
+
 static void
 attempt_free(struct wh_attempt *a)
 {
@@ -355,6 +406,8 @@ attempt_free(struct wh_attempt *a)
 	if (a->fd >= 0)
 		close(a->fd);
 	event_free(a->step);
+	event_free(a->deadline);
+	event_free(a->grace);
 	tg_webhook_url_cleanup(&a->url);
 	tg_outbox_lease_free(a->l);
 	free(a);
@@ -438,6 +491,7 @@ conclude(struct wh_attempt *a)
 		report(a, a->state, a->next_at);
 	TAILQ_REMOVE(&w->attempts, a, entry);
 	w->inflight--;
+	tg_webhook_host_give(w, lease_host(a->l));
 	attempt_free(a);
 	tg_webhook_worker_attempt_over(w);
 }
@@ -455,6 +509,38 @@ on_step(evutil_socket_t fd, short what, void *arg)
 		sign_some(a);
 }
 
+/* The deadline passed: whatever the attempt waits for is dropped (the
+ * DNS lookup, the connection); a status already in still decides. */
+static void
+on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct wh_attempt *a = arg;
+
+	if (a->ending)
+		return;
+	tg_egress_lookup_cancel(a->lookup);
+	a->lookup = NULL;
+	tg_up_req_cancel(a->req);
+	a->req = NULL;
+	if (a->status > 0)
+		answer_end(a, NULL);
+	else
+		end_with(a, "deadline: the attempt did not end within %lld ms",
+		    (long long)a->deadline_ms);
+}
+
+static void
+deadline_arm(struct wh_attempt *a)
+{
+	struct timeval tv;
+
+	a->deadline_ms = a->w->opts.attempt_deadline_ms + a->l->size * 1000 / UPLOAD_RATE;
+	tv.tv_sec = (time_t)(a->deadline_ms / 1000);
+	tv.tv_usec = (suseconds_t)(a->deadline_ms % 1000 * 1000);
+	a->deadline = evtimer_new(a->w->base, on_deadline, a);
+	evtimer_add(a->deadline, &tv);
+}
+
 struct wh_attempt *
 tg_webhook_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l)
 {
@@ -467,8 +553,11 @@ tg_webhook_attempt_start(struct tg_webhook *w, struct tg_outbox_lease *l)
 	a->retry_after_ms = -1;
 	a->t0 = tg_clock_mono_ms();
 	a->step = event_new(w->base, -1, 0, on_step, a);
+	a->grace = evtimer_new(w->base, on_grace, a);
+	deadline_arm(a);
 	TAILQ_INSERT_TAIL(&w->attempts, a, entry);
 	w->inflight++;
+	tg_webhook_host_take(w, lease_host(l));
 	if (tg_webhook_url_parse(l->url, &a->url, &why) != 0)
 		end_with(a, "%s", why.msg);
 	else
@@ -547,6 +636,7 @@ tg_webhook_attempts_abandon(struct tg_webhook *w)
 	while ((a = TAILQ_FIRST(&w->attempts)) != NULL) {
 		TAILQ_REMOVE(&w->attempts, a, entry);
 		w->inflight--;
+		tg_webhook_host_give(w, lease_host(a->l));
 		tg_state_cancel(a->renew_op);
 		tg_state_cancel(a->complete_op);
 		a->renew_op = a->complete_op = NULL;

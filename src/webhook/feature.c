@@ -115,6 +115,16 @@ wh_req_on_payload(const struct tg_state_res *res, struct tg_state_payload *w, vo
 }
 
 void
+wh_req_on_pair(const struct tg_state_res *res, int64_t all, int64_t mine, void *arg)
+{
+	struct wh_req *q = wh_req_find(arg);
+
+	q->used[0] = all;
+	q->used[1] = mine;
+	settle(arg, res);
+}
+
+void
 wh_reply_unavailable(struct gw_req *r, const char *msg)
 {
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", "5");
@@ -301,11 +311,13 @@ touch_metrics(struct tg_metrics *m)
 		NULL };
 	static const char *const polls[] = { "result=\"ready\"", "result=\"pending\"",
 		"result=\"cached\"", "result=\"failed\"", "result=\"abandoned\"", NULL };
+	static const char *const quota[] = { "stage=\"request\"", "stage=\"store\"", NULL };
 
 	tg_metrics_touch_list(m, "tidegate_webhook_attempts_total", attempts);
 	tg_metrics_touch_list(m, "tidegate_webhook_dead_letters_total", dead);
 	tg_metrics_touch_list(m, "tidegate_webhook_egress_refusals_total", stages);
 	tg_metrics_touch_list(m, "tidegate_webhook_payload_polls_total", polls);
+	tg_metrics_touch_list(m, "tidegate_webhook_quota_refusals_total", quota);
 	tg_metrics_touch(m, "tidegate_webhook_relay_deliveries_total", "");
 	tg_metrics_touch(m, "tidegate_webhook_first_attempt_seconds", "");
 	tg_metrics_touch(m, "tidegate_webhook_attempt_duration_seconds", "");
@@ -328,6 +340,9 @@ declare_metrics(struct tg_metrics *m)
 	    "Polls for webhook export data: ready, pending, cached, failed, abandoned.");
 	tg_metrics_help(m, "tidegate_webhook_relay_deliveries_total", "counter",
 	    "Export data the vendor delivered to the relay endpoint.");
+	tg_metrics_help(m, "tidegate_webhook_quota_refusals_total", "counter",
+	    "Webhook payloads refused by webhooks.payload_max_bytes or a key's share: a "
+	    "callbackUrl at request time, or export data at its store.");
 	touch_metrics(m);
 }
 

@@ -12,6 +12,14 @@
  * the fetcher only keeps the deadline: the vendor's delivery arrives at
  * callbacks.c.
  *
+ * The payload is written under the quota (webhooks.payload_max_bytes and
+ * a key's share): an append that would pass it is refused, the poll is
+ * dropped with what was written, and the job stays waiting: its export
+ * is polled again later (while the payloads held are at the cap, only the
+ * bytes held are asked, not the vendor), until payload_timeout gives it
+ * up with the quota as the reason. A fresh answer from the poll
+ * multiplexer is written the same way.
+ *
  * One struct wh_fetch per waiting job, owned by h->fetches (keyed by job
  * id) with the one seam operation it waits on; it ends by removing itself
  * from the map from its own timer, never inside an upstream or seam
@@ -41,6 +49,7 @@ struct wh_fetch {
 	struct wh_hooks *h;
 	char id[TG_WEBHOOK_ID_LEN];
 	char *cid;			/* NULL: wait for the vendor's relay delivery */
+	char *key;			/* the job's API key, or NULL */
 	int64_t created;		/* wall ms: when the job was added */
 	struct event *timer;
 	struct gw_vcall *call;		/* the poll in flight */
@@ -55,9 +64,31 @@ struct wh_fetch {
 	int silent;			/* a give-up the request side counts */
 	int job_gone;			/* the job no longer waits (NOT_FOUND/CONFLICT) */
 	int write_failed;
+	int quota;			/* the last store was refused by the quota: */
+#define Q_ALL	1			/* … the cap of all */
+#define Q_KEY	2			/* … the key's share */
+	int cached;			/* the body is the poll multiplexer's answer */
 	int64_t retry_after_ms;
 	int64_t bytes;
 };
+
+void
+wh_quota_of(const struct gw_config *c, struct tg_outbox_quota *q)
+{
+	q->max_bytes = c->wh_payload_max_bytes;
+	q->key_max_bytes = (int64_t)((double)c->wh_payload_max_bytes * c->wh_payload_key_share);
+}
+
+void
+wh_quota_refused(struct gw *gw, const char *stage, const char *id, const char *why)
+{
+	char label[32];
+
+	snprintf(label, sizeof(label), "stage=\"%s\"", stage);
+	tg_metrics_inc(gw->metrics, "tidegate_webhook_quota_refusals_total", label, 1);
+	tg_log(TG_LOG_WARN, "webhook_quota", TG_LS("stage", stage), TG_LS("webhook_id", id),
+	    TG_LS("error", why));
+}
 
 static const char *const result_labels[] = {
 	"result=\"ready\"", "result=\"pending\"", "result=\"cached\"", "result=\"failed\"",
@@ -124,6 +155,58 @@ writer_drop(struct wh_fetch *f)
 	unpause(f);
 }
 
+/* ---- waiting for room in the quota ---- */
+
+#define KEY(k)	((k) != NULL ? (k) : "")
+
+static void
+quota_unmark(struct wh_fetch *f)
+{
+	struct wh_hooks *h = f->h;
+	uintptr_t n;
+
+	if (f->quota == Q_ALL)
+		h->quota_waits--;
+	if (f->quota == Q_KEY) {
+		n = (uintptr_t)tg_map_get(h->quota_key_waits, KEY(f->key));
+		if (n > 1)
+			tg_map_put(h->quota_key_waits, KEY(f->key), (void *)(n - 1));
+		else
+			tg_map_del(h->quota_key_waits, KEY(f->key));
+	}
+	f->quota = 0;
+}
+
+/* The store was refused (why says for which cap): f waits for room, and
+ * new callbackUrls are refused meanwhile (callbacks.c). */
+static void
+quota_mark(struct wh_fetch *f, const char *why)
+{
+	struct wh_hooks *h = f->h;
+	int kind = strstr(why, TG_OUTBOX_QUOTA_KEY_WHY) != NULL ? Q_KEY : Q_ALL;
+
+	if (f->quota == kind)
+		return;
+	quota_unmark(f);
+	f->quota = kind;
+	if (kind == Q_ALL) {
+		h->quota_waits++;
+		return;
+	}
+	if (h->quota_key_waits == NULL)
+		h->quota_key_waits = tg_map_new(NULL);
+	tg_map_put(h->quota_key_waits, KEY(f->key),
+	    (void *)((uintptr_t)tg_map_get(h->quota_key_waits, KEY(f->key)) + 1));
+}
+
+void
+wh_quota_waits(const struct wh_hooks *h, const char *key, size_t *all, size_t *mine)
+{
+	*all = h->quota_waits;
+	*mine = h->quota_key_waits != NULL ?
+	    (size_t)(uintptr_t)tg_map_get(h->quota_key_waits, KEY(key)) : 0;
+}
+
 void
 wh_fetch_free(void *arg)
 {
@@ -135,7 +218,9 @@ wh_fetch_free(void *arg)
 	if (f->buf != NULL)
 		evbuffer_free(f->buf);
 	event_free(f->timer);
+	quota_unmark(f);
 	free(f->cid);
+	free(f->key);
 	free(f);
 }
 
@@ -234,6 +319,8 @@ ready(struct wh_fetch *f, int64_t bytes, int cached)
 
 /* ---- the payload writer ---- */
 
+static void over_quota(struct wh_fetch *f, const char *why);
+
 static void
 on_committed(const struct tg_state_res *res, void *arg)
 {
@@ -241,9 +328,11 @@ on_committed(const struct tg_state_res *res, void *arg)
 
 	op_done(f);
 	if (res->rc == TG_STATE_OK) {
-		ready(f, f->bytes, 0);
+		ready(f, f->bytes, f->cached);
 	} else if (res->rc == TG_STATE_NOT_FOUND || res->rc == TG_STATE_CONFLICT) {
 		end(f);
+	} else if (res->rc == TG_STATE_REFUSED) {
+		over_quota(f, res->err.msg);
 	} else {
 		tg_log(TG_LOG_ERROR, "webhook_payload_commit", TG_LS("webhook_id", f->id),
 		    TG_LS("error", res->err.msg));
@@ -254,6 +343,43 @@ on_committed(const struct tg_state_res *res, void *arg)
 
 static void pump(struct wh_fetch *f);
 
+static void release(struct wh_fetch *f);
+
+/* What a job waiting for room says as its last error (the admin API). */
+static void
+quota_note(char *buf, size_t n, const char *why)
+{
+	snprintf(buf, n, "waiting for room: %s (webhooks.payload_max_bytes, "
+	    "webhooks.payload_key_share)", why);
+}
+
+static void
+on_noted(const struct tg_state_res *res, void *arg)
+{
+	struct wh_fetch *f = arg;
+
+	op_done(f);
+	again(f, -1);
+}
+
+/* The payload does not fit the quota: drop what was written, stop reading
+ * the export, say why on the job, and poll again later (it stays waiting). */
+static void
+over_quota(struct wh_fetch *f, const char *why)
+{
+	char note[400];
+	unsigned gen;
+
+	release(f);
+	writer_drop(f);
+	f->body_over = 0;
+	quota_mark(f, why);
+	wh_quota_refused(f->h->gw, "store", f->id, why);
+	quota_note(note, sizeof(note), why);
+	gen = op_begin(f);
+	op_end(f, gen, tg_state_outbox_note(f->h->st, f->id, note, on_noted, f));
+}
+
 static void
 on_appended(const struct tg_state_res *res, void *arg)
 {
@@ -261,6 +387,10 @@ on_appended(const struct tg_state_res *res, void *arg)
 
 	op_done(f);
 	f->appending = 0;
+	if (res->rc == TG_STATE_REFUSED) {
+		over_quota(f, res->err.msg);
+		return;
+	}
 	if (res->rc != TG_STATE_OK) {
 		tg_log(TG_LOG_ERROR, "webhook_payload_write", TG_LS("webhook_id", f->id),
 		    TG_LS("error", res->err.msg));
@@ -274,10 +404,15 @@ static void
 on_opened(const struct tg_state_res *res, struct tg_state_payload *w, void *arg)
 {
 	struct wh_fetch *f = arg;
+	struct tg_outbox_quota q;
 
 	op_done(f);
 	f->opening = 0;
 	f->w = w;
+	if (w != NULL) {
+		wh_quota_of(&f->h->gw->rt->cfg, &q);
+		tg_state_payload_limit(w, &q);
+	}
 	if (res->rc != TG_STATE_OK) {
 		f->job_gone = res->rc == TG_STATE_NOT_FOUND || res->rc == TG_STATE_CONFLICT;
 		f->write_failed = !f->job_gone;
@@ -466,7 +601,7 @@ poll_headers(struct gw_vcall *c, struct evkeyvalq *h, void *arg)
 	writer_drop(f);
 	f->status = 0;
 	f->bytes = 0;
-	f->job_gone = f->write_failed = 0;
+	f->job_gone = f->write_failed = f->cached = 0;
 }
 
 static const struct gw_vcall_cbs call_cbs = { on_head, on_body, on_done, on_no_token,
@@ -487,22 +622,9 @@ poll_vendor(struct wh_fetch *f)
 	free(uri);
 }
 
-static void
-on_cached(const struct tg_state_res *res, void *arg)
-{
-	struct wh_fetch *f = arg;
-
-	op_done(f);
-	if (res->rc == TG_STATE_OK)
-		ready(f, f->bytes, 1);
-	else if (res->rc == TG_STATE_NOT_FOUND || res->rc == TG_STATE_CONFLICT)
-		end(f);
-	else
-		poll_vendor(f);
-}
-
 /* 1 when the multiplexer's fresh answer decides this turn (a 200 is
- * written through the seam; on_cached goes on). */
+ * written as the vendor's would be: opened, appended under the quota,
+ * committed by poll_over). */
 static int
 from_cache(struct wh_fetch *f)
 {
@@ -522,10 +644,41 @@ from_cache(struct wh_fetch *f)
 	if ((int64_t)pk.len > f->h->gw->rt->cfg.wh_max_payload)
 		return 0;	/* the vendor's stream gives the size error */
 	f->bytes = (int64_t)pk.len;
+	f->status = 200;
+	f->cached = 1;
+	f->job_gone = f->write_failed = 0;
+	if (f->buf == NULL)
+		f->buf = evbuffer_new();
+	evbuffer_add(f->buf, pk.body, pk.len);
+	f->body_over = 1;
+	f->opening = 1;
 	gen = op_begin(f);
-	op_end(f, gen, tg_state_payload_set(f->h->st, f->id, pk.body, pk.len, tg_clock_now_ms(),
-	    on_cached, f));
+	op_end(f, gen, tg_state_payload_open(f->h->st, f->id, on_opened, f));
 	return 1;
+}
+
+static void
+poll_next(struct wh_fetch *f)
+{
+	if (!from_cache(f))
+		poll_vendor(f);
+}
+
+/* After a store the quota refused: the vendor is asked only once the
+ * payloads held are below the cap (or the key's share) again. */
+static void
+on_room(const struct tg_state_res *res, int64_t all, int64_t mine, void *arg)
+{
+	struct wh_fetch *f = arg;
+	struct tg_outbox_quota q;
+
+	op_done(f);
+	wh_quota_of(&f->h->gw->rt->cfg, &q);
+	if (res->rc == TG_STATE_OK && (f->quota == Q_ALL ? all >= q.max_bytes :
+	    mine >= q.key_max_bytes))
+		again(f, -1);
+	else
+		poll_next(f);
 }
 
 static void
@@ -533,6 +686,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct wh_fetch *f = arg;
 	char id[TG_WEBHOOK_ID_LEN];
+	unsigned gen;
 
 	if (f->over) {
 		memcpy(id, f->id, sizeof(id));
@@ -542,29 +696,38 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	if (f->busy || f->call != NULL)
 		return;		/* its answer decides what comes next */
 	if (tg_clock_now_ms() >= deadline(f)) {
-		abandon(f, f->cid != NULL ? "the export data did not come within "
-		    "webhooks.payload_timeout" : "the vendor's relay delivery did not come within "
-		    "webhooks.payload_timeout");
+		abandon(f, f->quota ? "the export data could not be stored within "
+		    "webhooks.payload_timeout: the webhook payloads held were at "
+		    "webhooks.payload_max_bytes or this API key's share of it "
+		    "(webhooks.payload_key_share)" : f->cid != NULL ? "the export data did not come "
+		    "within webhooks.payload_timeout" : "the vendor's relay delivery did not come "
+		    "within webhooks.payload_timeout");
 		return;
 	}
 	if (f->cid == NULL) {
 		again(f, deadline(f) - tg_clock_now_ms());
 		return;
 	}
-	if (!from_cache(f))
-		poll_vendor(f);
+	if (f->quota) {
+		gen = op_begin(f);
+		op_end(f, gen, tg_state_outbox_usage(f->h->st, f->key, on_room, f));
+		return;
+	}
+	poll_next(f);
 }
 
 /* ---- API ---- */
 
 static struct wh_fetch *
-fetch_new(struct wh_hooks *h, const char *id, const char *cid, int64_t created_ms)
+fetch_new(struct wh_hooks *h, const char *id, const char *key, const char *cid,
+    int64_t created_ms)
 {
 	struct wh_fetch *f = tg_xcalloc(1, sizeof(*f));
 
 	f->h = h;
 	snprintf(f->id, sizeof(f->id), "%s", id);
 	f->cid = cid != NULL && *cid != '\0' ? tg_xstrdup(cid) : NULL;
+	f->key = key != NULL ? tg_xstrdup(key) : NULL;
 	f->created = created_ms;
 	f->retry_after_ms = -1;
 	f->timer = evtimer_new(h->gw->base, on_timer, f);
@@ -573,12 +736,29 @@ fetch_new(struct wh_hooks *h, const char *id, const char *cid, int64_t created_m
 }
 
 void
-wh_fetch_start(struct wh_hooks *h, const char *id, const char *cid, int64_t created_ms,
-    int64_t delay_ms)
+wh_fetch_start(struct wh_hooks *h, const char *id, const char *key, const char *cid,
+    int64_t created_ms, int64_t delay_ms)
 {
 	if (h->gw->draining || tg_map_get(h->fetches, id) != NULL)
 		return;		/* the next start resumes it */
-	arm(fetch_new(h, id, cid, created_ms), delay_ms);
+	arm(fetch_new(h, id, key, cid, created_ms), delay_ms);
+}
+
+static void
+on_relay_noted(const struct tg_state_res *res, void *arg)
+{
+}
+
+void
+wh_fetch_quota(struct wh_hooks *h, const char *id, const char *why)
+{
+	struct wh_fetch *f = tg_map_get(h->fetches, id);
+	char note[400];
+
+	if (f != NULL && !f->over)
+		quota_mark(f, why);
+	quota_note(note, sizeof(note), why);
+	(void)tg_state_outbox_note(h->st, id, note, on_relay_noted, NULL);	/* a hint */
 }
 
 void
@@ -606,7 +786,7 @@ wh_fetch_give_up(struct wh_hooks *h, const char *id, const char *reason)
 	struct wh_fetch *f = tg_map_get(h->fetches, id);
 
 	if (f == NULL)
-		f = fetch_new(h, id, NULL, tg_clock_now_ms());
+		f = fetch_new(h, id, NULL, NULL, tg_clock_now_ms());
 	release(f);
 	writer_drop(f);
 	tg_state_cancel(f->op);

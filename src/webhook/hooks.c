@@ -29,6 +29,7 @@
 struct wh_scrape {
 	struct evbuffer *out;
 	struct gw_scrape *s;
+	int64_t cap;			/* webhooks.payload_max_bytes, for the usage */
 };
 
 /* ---- worker callbacks ---- */
@@ -139,7 +140,7 @@ on_resume_page(const struct tg_state_res *res, const struct tg_outbox_job *jobs,
 		return;
 	}
 	for (i = 0; i < n; i++)
-		wh_fetch_start(h, jobs[i].id, c->wh_mode == GW_WH_RELAY ? NULL :
+		wh_fetch_start(h, jobs[i].id, jobs[i].api_key, c->wh_mode == GW_WH_RELAY ? NULL :
 		    jobs[i].correlation_id, jobs[i].created_at, 0);
 	h->resumed += n;
 	h->resume_offset += n;
@@ -191,8 +192,13 @@ wh_hooks_new(struct gw *gw, struct tg_err *err)
 {
 	const struct gw_config *c = &gw->rt->cfg;
 	struct wh_hooks *h = tg_xcalloc(1, sizeof(*h));
-	struct tg_webhook_opts wo = { c->wh_attempt_timeout, (size_t)c->wh_max_inflight, 0,
-		c->wh_ca_file, NULL, c->wh_lease };
+	struct tg_webhook_opts wo = {
+		.attempt_timeout_ms = c->wh_attempt_timeout,
+		.attempt_deadline_ms = c->wh_attempt_deadline,
+		.max_inflight = (size_t)c->wh_max_inflight,
+		.max_inflight_per_host = (size_t)c->wh_max_inflight_per_host,
+		.ca_file = c->wh_ca_file, .lease_ms = c->wh_lease,
+	};
 	struct tg_webhook_cbs cbs = { on_secrets, on_outcome };
 	struct timeval tv = { PURGE_EVERY_MS / 1000, 0 };
 
@@ -252,6 +258,7 @@ wh_hooks_reload(struct wh_hooks *h, const struct gw_config *old)
 		return;
 	}
 	tg_webhook_set_policy(h->w, pol);
+	tg_webhook_set_limits(h->w, c->wh_attempt_deadline, (size_t)c->wh_max_inflight_per_host);
 	/* Attempts in flight may still read the old policies. */
 	if (tg_webhook_inflight(h->w) == 0) {
 		retired_free(h);
@@ -301,6 +308,7 @@ wh_hooks_free(struct wh_hooks *h)
 	tg_state_cancel(h->resume_op);
 	wh_adopt_stop(h);
 	tg_map_free(h->fetches);
+	tg_map_free(h->quota_key_waits);	/* after the fetchers that count in it */
 	flush = h->w != NULL && tg_webhook_inflight(h->w) > 0;
 	tg_webhook_free(h->w);
 	/* Cancelled DNS lookups report back through the loop once. */
@@ -341,13 +349,43 @@ on_stats(const struct tg_state_res *res, const struct tg_outbox_stats *st, void 
 	free(ws);
 }
 
-void
-wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out, struct gw_scrape *s)
+/* The payload bytes held, beside their cap (the quota's). */
+static void
+on_usage(const struct tg_state_res *res, int64_t all, int64_t mine, void *arg)
 {
-	struct wh_scrape *ws = tg_xmalloc(sizeof(*ws));
+	struct wh_scrape *ws = arg;
+
+	if (res->rc == TG_STATE_OK)
+		evbuffer_add_printf(ws->out, "# HELP tidegate_webhook_payload_bytes Webhook payload "
+		    "bytes held (waiting, ready and dead jobs).\n"
+		    "# TYPE tidegate_webhook_payload_bytes gauge\n"
+		    "tidegate_webhook_payload_bytes %lld\n"
+		    "# HELP tidegate_webhook_payload_max_bytes Their cap "
+		    "(webhooks.payload_max_bytes).\n"
+		    "# TYPE tidegate_webhook_payload_max_bytes gauge\n"
+		    "tidegate_webhook_payload_max_bytes %lld\n", (long long)all, (long long)ws->cap);
+	gw_scrape_release(ws->s);
+	free(ws);
+}
+
+static struct wh_scrape *
+scrape_part(struct evbuffer *out, struct gw_scrape *s)
+{
+	struct wh_scrape *ws = tg_xcalloc(1, sizeof(*ws));
 
 	ws->out = out;
 	ws->s = s;
 	gw_scrape_hold(s);
+	return ws;
+}
+
+void
+wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out, struct gw_scrape *s)
+{
+	struct wh_scrape *ws = scrape_part(out, s);
+
 	tg_state_outbox_stats(h->st, tg_clock_now_ms(), on_stats, ws);
+	ws = scrape_part(out, s);
+	ws->cap = h->gw->rt->cfg.wh_payload_max_bytes;
+	tg_state_outbox_usage(h->st, NULL, on_usage, ws);
 }

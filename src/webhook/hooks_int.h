@@ -48,6 +48,8 @@ struct wh_hooks {
 	struct tg_state_op *adopt_op, *hold_op;
 	struct wh_adminq admin;		/* admin requests waiting on the seam */
 	struct wh_addq adds;		/* jobs being added (callbacks.c) */
+	size_t quota_waits;		/* fetchers waiting for room under the cap … */
+	struct tg_map *quota_key_waits;	/* … or their key's share (key -> a count) */
 	int drained;			/* SIGTERM: no delivery attempt left in flight */
 };
 
@@ -86,6 +88,7 @@ struct wh_req {
 	char err[256];			/* … why … */
 	char str[TG_WEBHOOK_ID_LEN];	/* … a job id (add) … */
 	int state;			/* … a job's state (get), or -1 */
+	int64_t used[2];		/* … the payload bytes held: all, the key's (usage) */
 	int64_t bytes;			/* relay: the delivery's size */
 };
 
@@ -111,8 +114,10 @@ void wh_req_on_str(const struct tg_state_res *res, const char *s, void *arg);
 void wh_req_on_jobs(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n,
     void *arg);
 void wh_req_on_payload(const struct tg_state_res *res, struct tg_state_payload *w, void *arg);
+void wh_req_on_pair(const struct tg_state_res *res, int64_t all, int64_t mine, void *arg);
 /** 503 WEBHOOK_UNAVAILABLE with Retry-After and msg (borrowed); frees r. */
 void wh_reply_unavailable(struct gw_req *r, const char *msg);
+
 
 /* hooks.c */
 /** Open the outbox, start the worker, resume waiting jobs: the feature's
@@ -186,12 +191,19 @@ void wh_adopt_stop(struct wh_hooks *h);
 
 /* hook_fetch.c */
 /**
- * Obtain the payload of waiting job id (borrowed): poll the vendor's export
- * cid (borrowed; NULL: only wait for a relay delivery), first after
- * delay_ms; the job is given up payload_timeout after created_ms (wall clock).
+ * Obtain the payload of waiting job id of API key key (borrowed; NULL:
+ * none): poll the vendor's export cid (borrowed; NULL: only wait for a
+ * relay delivery), first after delay_ms; the job is given up
+ * payload_timeout after created_ms (wall clock).
  */
-void wh_fetch_start(struct wh_hooks *h, const char *id, const char *cid, int64_t created_ms,
-    int64_t delay_ms);
+void wh_fetch_start(struct wh_hooks *h, const char *id, const char *key, const char *cid,
+    int64_t created_ms, int64_t delay_ms);
+/** The relay delivery of job id (borrowed) was refused by the quota (why
+ * borrowed): its fetcher counts as waiting for room, the job says why. */
+void wh_fetch_quota(struct wh_hooks *h, const char *id, const char *why);
+/** Export data waits for room in the quota (this instance's fetchers):
+ * for the cap of all (*all) or for key's share (*mine; key borrowed). */
+void wh_quota_waits(const struct wh_hooks *h, const char *key, size_t *all, size_t *mine);
 /** Stop obtaining id's payload (it arrived another way). */
 void wh_fetch_stop(struct wh_hooks *h, const char *id);
 /** Give waiting job id (borrowed) up with reason (borrowed): its payload
@@ -201,6 +213,12 @@ void wh_fetch_give_up(struct wh_hooks *h, const char *id, const char *reason);
 int wh_fetch_waiting(const struct wh_hooks *h, const char *id);
 /** Map value destructor for h->fetches (takes ownership). */
 void wh_fetch_free(void *f);
+/** The payload quota of c (borrowed): webhooks.payload_max_bytes and one
+ * key's share of it, into q. */
+void wh_quota_of(const struct gw_config *c, struct tg_outbox_quota *q);
+/** Payload data refused by the quota (stage "request" or "store"; why and
+ * id borrowed, id may be NULL): counted and logged. gw borrowed. */
+void wh_quota_refused(struct gw *gw, const char *stage, const char *id, const char *why);
 
 /* admin_webhooks.c */
 /** /webhooks… on the admin listener: list, read, redeliver (all borrowed);

@@ -74,11 +74,14 @@ struct tg_webhook {
 	struct wh_releaseq releases;	/* leases given back, not yet answered */
 	struct tg_map *origins;		/* webhook id -> the request id that added it
 					 * (malloc'd; in memory, bounded: deliver.c) */
+	struct tg_map *hosts;		/* callback host -> attempts in flight to it
+					 * (a count, not a pointer) */
 	struct tg_state_op *lease_op;	/* the lease asked for */
 	struct tg_state_op *due_op;	/* the next due time asked for */
 	int leasing, asking;		/* those two are pending (their handle may be NULL) */
 	int kicked;			/* the tick leases at once (else it asks next_due) */
 	int missed;			/* the last lease found nothing due */
+	int skipping;			/* … while some hosts held their share */
 	size_t inflight;
 	int draining;
 	void (*on_drained)(void *);
@@ -87,5 +90,9 @@ struct tg_webhook {
 
 /** An attempt is over and gone: look for more work, or report the drain. */
 void tg_webhook_worker_attempt_over(struct tg_webhook *w);
+/** An attempt to host (borrowed; lease.host) starts / ends: the share per
+ * host counts it. */
+void tg_webhook_host_take(struct tg_webhook *w, const char *host);
+void tg_webhook_host_give(struct tg_webhook *w, const char *host);
 
 #endif

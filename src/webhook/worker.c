@@ -10,6 +10,11 @@
  * attempt, and whenever the feature kicks it after its own writes that
  * make a job due (a payload committed, a redelivery). One lease is asked
  * for at a time; every call answers later or at once.
+ *
+ * Attempts are counted per callback host too: a lease skips the jobs of a
+ * host holding its share (max_inflight_per_host), so receivers on one host
+ * that answer slowly leave the other slots to other hosts. Skipped jobs
+ * stay due without an attempt counted; an attempt's end looks again.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,6 +29,7 @@
 #include "wh.h"
 
 #define ATTEMPT_TIMEOUT_MS	15000
+#define ATTEMPT_DEADLINE_MS	60000
 #define MAX_INFLIGHT		8
 /* Look again at least this often: wall-clock steps, leases expiring, jobs
  * other writers made due (the seam announces nothing). */
@@ -89,6 +95,47 @@ on_due(const struct tg_state_res *res, int64_t due, void *arg)
 	}
 }
 
+void
+tg_webhook_host_take(struct tg_webhook *w, const char *host)
+{
+	uintptr_t n;
+
+	if (w->hosts == NULL)
+		w->hosts = tg_map_new(NULL);
+	n = (uintptr_t)tg_map_get(w->hosts, host);
+	tg_map_put(w->hosts, host, (void *)(n + 1));
+}
+
+void
+tg_webhook_host_give(struct tg_webhook *w, const char *host)
+{
+	uintptr_t n = w->hosts != NULL ? (uintptr_t)tg_map_get(w->hosts, host) : 0;
+
+	if (n > 1)
+		tg_map_put(w->hosts, host, (void *)(n - 1));
+	else if (n == 1)
+		tg_map_del(w->hosts, host);
+}
+
+/* The hosts holding their share now, into skip (its array the caller's:
+ * free skip->v; the strings borrowed from the map). */
+static void
+hosts_full(const struct tg_webhook *w, struct tg_strlist *skip)
+{
+	const char *host;
+	void *n;
+	size_t pos = 0;
+
+	skip->v = NULL;
+	skip->n = 0;
+	while (w->hosts != NULL && tg_map_next(w->hosts, &pos, &host, &n)) {
+		if ((uintptr_t)n < w->opts.max_inflight_per_host)
+			continue;
+		skip->v = tg_xrealloc(skip->v, (skip->n + 1) * sizeof(*skip->v));
+		skip->v[skip->n++] = (char *)host;
+	}
+}
+
 static void drained_maybe(struct tg_webhook *w);
 
 /* A lease came (or none was due): start its attempt and look for more. */
@@ -115,6 +162,10 @@ on_leased(const struct tg_state_res *res, struct tg_outbox_lease *l, void *arg)
 		return;
 	}
 	w->missed = l == NULL;
+	if (l == NULL && w->skipping) {
+		schedule(w, TICK_MAX_MS);	/* jobs held back by the share: an end kicks */
+		return;
+	}
 	if (l == NULL) {
 		schedule(w, -1);
 		return;
@@ -129,6 +180,7 @@ static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct tg_webhook *w = arg;
+	struct tg_strlist skip;
 	struct tg_state_op *op;
 
 	if (!w->kicked) {
@@ -140,10 +192,13 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	w->kicked = 0;
 	if (w->draining || w->inflight >= w->opts.max_inflight)
 		return;
+	hosts_full(w, &skip);
+	w->skipping = skip.n > 0;
 	w->leasing = 1;
-	op = tg_state_outbox_lease(w->st, tg_clock_now_ms(), on_leased, w);
+	op = tg_state_outbox_lease(w->st, tg_clock_now_ms(), &skip, on_leased, w);
 	if (w->leasing)
 		w->lease_op = op;
+	free(skip.v);
 }
 
 static void
@@ -183,6 +238,19 @@ tg_webhook_worker_attempt_over(struct tg_webhook *w)
 	tg_webhook_kick(w);
 }
 
+/* The deadline and the share per host, defaults applied (opts.max_inflight
+ * and attempt_timeout_ms set already). */
+static void
+limits_set(struct tg_webhook *w, int64_t attempt_deadline_ms, size_t per_host)
+{
+	w->opts.attempt_deadline_ms = attempt_deadline_ms > 0 ? attempt_deadline_ms :
+	    ATTEMPT_DEADLINE_MS;
+	if (w->opts.attempt_deadline_ms < w->opts.attempt_timeout_ms)
+		w->opts.attempt_deadline_ms = w->opts.attempt_timeout_ms;
+	w->opts.max_inflight_per_host = per_host > 0 ? per_host :
+	    w->opts.max_inflight / 4 > 0 ? w->opts.max_inflight / 4 : 1;
+}
+
 static void
 opts_copy(struct tg_webhook *w, const struct tg_webhook_opts *opts)
 {
@@ -194,6 +262,7 @@ opts_copy(struct tg_webhook *w, const struct tg_webhook_opts *opts)
 		w->opts.attempt_timeout_ms = ATTEMPT_TIMEOUT_MS;
 	if (w->opts.max_inflight == 0)
 		w->opts.max_inflight = MAX_INFLIGHT;
+	limits_set(w, w->opts.attempt_deadline_ms, w->opts.max_inflight_per_host);
 	w->ca_file = w->opts.ca_file != NULL ? tg_xstrdup(w->opts.ca_file) : NULL;
 	w->opts.ca_file = w->ca_file;
 	w->user_agent = tg_xstrdup(w->opts.user_agent != NULL ? w->opts.user_agent :
@@ -239,6 +308,13 @@ tg_webhook_kick(struct tg_webhook *w)
 		return;
 	w->kicked = 1;
 	event_active(w->tick, EV_TIMEOUT, 1);
+}
+
+void
+tg_webhook_set_limits(struct tg_webhook *w, int64_t attempt_deadline_ms, size_t per_host)
+{
+	limits_set(w, attempt_deadline_ms, per_host);
+	tg_webhook_kick(w);	/* a wider share may let skipped jobs go */
 }
 
 void
@@ -310,6 +386,7 @@ tg_webhook_free(struct tg_webhook *w)
 	event_free(w->renew);
 	event_free(w->drained_ev);
 	tg_map_free(w->origins);
+	tg_map_free(w->hosts);
 	free(w->ca_file);
 	free(w->user_agent);
 	free(w);

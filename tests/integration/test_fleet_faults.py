@@ -235,7 +235,7 @@ def test_kill_two_of_three_mid_delivery(pg_url, make_emulator, fleet, secret_fil
     emu = make_emulator()
     rcv = Receiver(delay=(0.05, 0.3), seed=seed)
     try:
-        gws = fleet(emu, pg_url, 3, hooks(secret_file, max_inflight=4))
+        gws = fleet(emu, pg_url, 3, hooks(secret_file, max_inflight=4, max_inflight_per_host=4))
         for gw in gws:
             gw.wait_tokens()
         victims = rng.sample(range(3), 2)

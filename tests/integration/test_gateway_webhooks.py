@@ -35,7 +35,8 @@ EXPORT = "/public/v1/export/activities"
 class Receiver:
     """Records every POST; answers per path from a script, then a default."""
 
-    def __init__(self):
+    def __init__(self, host="127.0.0.1"):
+        self.host = host
         self.port = free_port()
         self.requests = []
         self.scripts = {}
@@ -62,12 +63,12 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server = http.server.ThreadingHTTPServer((host, self.port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
     def url(self, path):
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.host}:{self.port}{path}"
 
     def answer(self, path, *statuses, then=200):
         with self.lock:

@@ -209,15 +209,23 @@ on_outcome(const struct tg_webhook_outcome *o, void *arg)
 static const struct tg_webhook_cbs cbs = { on_secrets, on_outcome };
 
 static void
+worker_start_opts(struct tg_webhook_opts *o)
+{
+	struct tg_err err;
+
+	o->lease_ms = T.lease_ms;
+	T.w = tg_webhook_new(T.base, T.dns, T.st, T.pol, o, &cbs, NULL, &err);
+	if (T.w == NULL)
+		fail_msg("worker: %s", err.msg);
+}
+
+static void
 worker_start_with(int64_t timeout_ms, const char *ca_file)
 {
 	struct tg_webhook_opts o = { .attempt_timeout_ms = timeout_ms, .max_inflight = 4,
-		.ca_file = ca_file, .lease_ms = T.lease_ms };
-	struct tg_err err;
+		.max_inflight_per_host = 4, .ca_file = ca_file };
 
-	T.w = tg_webhook_new(T.base, T.dns, T.st, T.pol, &o, &cbs, NULL, &err);
-	if (T.w == NULL)
-		fail_msg("worker: %s", err.msg);
+	worker_start_opts(&o);
 }
 
 static void
@@ -906,6 +914,272 @@ test_big_payload(void **state)
 	evconnlistener_free(l);
 }
 
+/* One host at its share (one attempt here) does not hold back another:
+ * three jobs to hook.test whose receiver answers after 800 ms, then one
+ * to 127.0.0.1 (the same receiver by another host name). With two slots
+ * the fourth is delivered at once, and hook.test never has two attempts
+ * at once; without the share the first two jobs would take both slots. */
+static void
+test_share_per_host(void **state)
+{
+	struct tg_webhook_opts wo = { .attempt_timeout_ms = 3000, .max_inflight = 2,
+		.max_inflight_per_host = 1 };
+	char slow[3][TG_WEBHOOK_ID_LEN], id[TG_WEBHOOK_ID_LEN], url[64];
+	const struct outcome *o;
+	int64_t t0;
+	int i;
+
+	tg_webhook_free(T.w);
+	T.w = NULL;
+	tg_egress_free(T.pol);
+	T.pol = policy("127.0.0.0/8");
+	snprintf(url, sizeof(url), "http://hook.test:%d/slow", T.port);
+	for (i = 0; i < 3; i++)
+		job_at(url, "main", slow[i]);
+	job("/ok", "main", id);
+	t0 = mono_ms();
+	worker_start_opts(&wo);
+	o = run_to_end(id, 3000);
+	assert_int_equal(o->state, TG_OUTBOX_DELIVERED);
+	assert_true(o->at - t0 < 400);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(run_to_end(slow[i], 4000)->state, TG_OUTBOX_DELIVERED);
+	assert_int_equal(T.nhits, 4);
+	for (i = 2; i < 4; i++)		/* hits 0, 2, 3 are /slow: one after the other */
+		assert_true(T.hits[i].at - T.hits[i == 2 ? 0 : 2].at >= 750);
+	assert_string_equal(T.hits[1].path, "/ok");
+}
+
+/* A reload widens the share (tg_webhook_set_limits): the job held back
+ * goes at once, before the first attempt to its host has ended. */
+static void
+test_share_reloaded(void **state)
+{
+	struct tg_webhook_opts wo = { .attempt_timeout_ms = 3000, .max_inflight = 2,
+		.max_inflight_per_host = 1 };
+	char slow[2][TG_WEBHOOK_ID_LEN], url[64];
+	int i;
+
+	tg_webhook_free(T.w);
+	T.w = NULL;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", T.port);
+	for (i = 0; i < 2; i++)
+		job_at(url, "main", slow[i]);
+	worker_start_opts(&wo);
+	run_for(300);
+	assert_int_equal(T.nhits, 1);
+	tg_webhook_set_limits(T.w, 0, 2);
+	run_for(200);
+	assert_int_equal(T.nhits, 2);			/* the first still in flight */
+	assert_int_equal(T.nout, 0);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(run_to_end(slow[i], 3000)->state, TG_OUTBOX_DELIVERED);
+}
+
+/* ---- receivers that drip their answer ---- */
+
+#define DRIP_MAX	8
+
+/* One connection: D.now written at once, then D.drip one byte a tick,
+ * round and round; what the client sends is read and dropped. */
+struct drip_conn {
+	int fd;
+	struct event *rd, *tick;
+	size_t at;
+};
+
+static struct {
+	const char *now, *drip;
+	int tick_ms;
+	int conns, closed;
+	int64_t closed_at[DRIP_MAX];
+	struct drip_conn *c[DRIP_MAX];
+} D;
+
+static void
+drip_close(struct drip_conn *c)
+{
+	if (c->fd < 0)
+		return;
+	event_free(c->rd);
+	event_free(c->tick);
+	close(c->fd);
+	c->fd = -1;
+}
+
+static void
+on_drip_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct drip_conn *c = arg;
+	char buf[65536];
+	ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+		return;
+	if (D.closed < DRIP_MAX)
+		D.closed_at[D.closed] = mono_ms();
+	D.closed++;		/* the client closed: it stopped reading the answer */
+	drip_close(c);
+}
+
+static void
+on_drip_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct drip_conn *c = arg;
+	size_t len = strlen(D.drip);
+
+	if (len > 0 && send(c->fd, D.drip + c->at++ % len, 1, MSG_NOSIGNAL) < 0 &&
+	    errno != EAGAIN)
+		drip_close(c);
+}
+
+static void
+on_drip_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+    void *arg)
+{
+	struct drip_conn *c;
+	struct timeval tv = { D.tick_ms / 1000, D.tick_ms % 1000 * 1000 };
+
+	if (D.conns >= DRIP_MAX) {
+		close(fd);
+		return;
+	}
+	c = D.c[D.conns++] = tg_xcalloc(1, sizeof(*c));
+	c->fd = fd;
+	evutil_make_socket_nonblocking(fd);
+	if (*D.now != '\0' && send(fd, D.now, strlen(D.now), MSG_NOSIGNAL) < 0)
+		fail_msg("drip: send: %s", strerror(errno));
+	c->rd = event_new(T.base, fd, EV_READ | EV_PERSIST, on_drip_read, c);
+	c->tick = event_new(T.base, -1, EV_PERSIST, on_drip_tick, c);
+	event_add(c->rd, NULL);
+	event_add(c->tick, &tv);
+}
+
+static struct evconnlistener *
+drip_listen(const char *now, const char *drip, int tick_ms, int *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	struct evconnlistener *l;
+
+	memset(&D, 0, sizeof(D));
+	D.now = now;
+	D.drip = drip;
+	D.tick_ms = tick_ms;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	l = evconnlistener_new_bind(T.base, on_drip_accept, NULL,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 16, (struct sockaddr *)&sa, sizeof(sa));
+	assert_non_null(l);
+	getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&sa, &sl);
+	*port = ntohs(sa.sin_port);
+	return l;
+}
+
+static void
+drip_free(struct evconnlistener *l)
+{
+	int i;
+
+	for (i = 0; i < D.conns; i++) {
+		drip_close(D.c[i]);
+		free(D.c[i]);
+	}
+	evconnlistener_free(l);
+}
+
+/* The status decides: a 200 whose body drips (one byte every 100 ms,
+ * faster than the silence timeout) is delivered once the status is in
+ * plus the answer's grace, and the connection closed; without it the
+ * attempt would wait 100 s for the body. */
+static void
+test_answer_drips(void **state)
+{
+	char id[TG_WEBHOOK_ID_LEN], url[64];
+	const struct outcome *o;
+	struct evconnlistener *l;
+	int64_t t0;
+	int port;
+
+	l = drip_listen("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", "x", 100, &port);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/drip", port);
+	t0 = mono_ms();
+	job_at(url, "main", id);
+	o = run_to_end(id, 3000);
+	assert_int_equal(o->state, TG_OUTBOX_DELIVERED);
+	assert_int_equal(o->status, 200);
+	assert_in_range(o->at - t0, 900, 1600);	/* the grace: 1 s after the status */
+	run_for(100);
+	assert_int_equal(D.closed, 1);
+	drip_free(l);
+}
+
+/* A body past the cap ends the attempt at once: here a 500 with 8 KiB of
+ * a 1 MB body, the rest never sent. */
+static void
+test_answer_cap(void **state)
+{
+	static char head[9000];
+	char id[TG_WEBHOOK_ID_LEN], url[64];
+	const struct outcome *o[3];
+	struct evconnlistener *l;
+	int64_t t0;
+	int port, n;
+
+	n = snprintf(head, sizeof(head), "HTTP/1.1 500 Oops\r\nContent-Length: 1000000\r\n\r\n");
+	memset(head + n, 'x', 8192);
+	head[n + 8192] = '\0';
+	l = drip_listen(head, "", 1000, &port);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/cap", port);
+	t0 = mono_ms();
+	job_at(url, "main", id);
+	assert_int_equal(run_to_end(id, 3000)->state, TG_OUTBOX_DEAD);
+	assert_int_equal(outcomes_of(id, o, 3), 3);
+	assert_int_equal(o[0]->status, 500);
+	assert_string_equal(o[0]->error, "HTTP 500");
+	assert_true(o[0]->at - t0 < 400);	/* not the grace's 1 s */
+	assert_true(o[2]->at - t0 < 1200);	/* three attempts, 0 + 100 + 200 ms apart */
+	drip_free(l);
+}
+
+/* A receiver that drips its head (never a whole status) holds each
+ * attempt only until the deadline: three attempts, each about 800 ms,
+ * each failed "deadline", then dead. The silence timeout (300 ms) never
+ * fires: a byte comes every 50 ms. */
+static void
+test_attempt_deadline(void **state)
+{
+	struct tg_webhook_opts wo = { .attempt_timeout_ms = 300, .attempt_deadline_ms = 800,
+		.max_inflight = 4 };
+	char id[TG_WEBHOOK_ID_LEN], url[64];
+	const struct outcome *o[3];
+	struct evconnlistener *l;
+	struct tg_outbox_job j;
+	int64_t t0;
+	int port, i;
+
+	tg_webhook_free(T.w);
+	worker_start_opts(&wo);
+	l = drip_listen("HTTP/1.1 200 OK\r\n", "X-Drip: y\r\n", 50, &port);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/head", port);
+	t0 = mono_ms();
+	job_at(url, "main", id);
+	assert_int_equal(run_to_end(id, 5000)->state, TG_OUTBOX_DEAD);
+	assert_int_equal(outcomes_of(id, o, 3), 3);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(o[i]->status, 0);
+		assert_non_null(strstr(o[i]->error, "deadline"));
+		assert_in_range(o[i]->at - t0, 800 * (i + 1) + 100 * i * (i + 1) / 2,
+		    800 * (i + 1) + 100 * i * (i + 1) / 2 + 400 * (i + 1));
+	}
+	run_for(100);
+	assert_int_equal(D.closed, 3);			/* every connection closed */
+	assert_int_equal(tg_outbox_get(T.ob, id, &j, NULL), 0);
+	assert_int_equal(j.attempts, 3);
+	assert_non_null(strstr(j.last_error, "deadline"));
+	tg_outbox_job_cleanup(&j);
+	drip_free(l);
+}
+
 #define T_(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -924,6 +1198,11 @@ main(void)
 		T_(test_lease_renewed),
 		T_(test_https),
 		T_(test_big_payload),
+		T_(test_answer_drips),
+		T_(test_answer_cap),
+		T_(test_attempt_deadline),
+		T_(test_share_per_host),
+		T_(test_share_reloaded),
 	};
 
 	tg_log_init(stderr, getenv("TG_TEST_LOG") ? TG_LOG_DEBUG : TG_LOG_OFF);

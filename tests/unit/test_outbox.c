@@ -103,7 +103,7 @@ lease(int64_t now)
 {
 	struct tg_outbox_lease *l;
 	struct tg_err err;
-	int rc = tg_outbox_lease(O.ob, now, &l, &err);
+	int rc = tg_outbox_lease(O.ob, now, NULL, &l, &err);
 
 	if (rc < 0)
 		fail_msg("lease: %s", err.msg);
@@ -334,6 +334,115 @@ test_renew_release(void **state)
 	assert_non_null(l);
 	assert_int_equal(l->attempt, 2);	/* the interrupted attempt counts */
 	tg_outbox_lease_free(l);
+}
+
+/* A lease passes over the jobs of the hosts it is told to skip (their
+ * share is in flight) without counting an attempt for them, and names
+ * each job's host as the skip list does: lower case, no user info, port
+ * or brackets. */
+static void
+test_lease_skips_hosts(void **state)
+{
+	static const char *const urls[] = {
+		"https://Hooks.Example:8443/in", "https://hooks.example/again",
+		"http://u:p@b.example:8080/y?x", "http://[FD00::1]:9/z",
+	};
+	static const char *const hosts[] = { "hooks.example", "hooks.example", "b.example",
+		"fd00::1" };
+	char id[4][TG_WEBHOOK_ID_LEN], *skip_v[] = { "hooks.example", "fd00::1" };
+	struct tg_strlist skip = { skip_v, 2 };
+	struct tg_outbox_lease *l, *l2;
+	struct tg_outbox_job j;
+	struct tg_err err;
+	size_t i;
+
+	for (i = 0; i < TG_NELEM(urls); i++) {
+		struct tg_outbox_new n = { .url = urls[i], .secret_ref = "main", .kind = "export" };
+
+		assert_int_equal(tg_outbox_add(O.ob, &n, T0 + (int64_t)i, id[i], &err), 0);
+		assert_int_equal(tg_outbox_payload_set(O.ob, id[i], "{}", 2, T0 + (int64_t)i, &err),
+		    0);
+	}
+	assert_int_equal(tg_outbox_lease(O.ob, T0 + 10, &skip, &l, &err), 1);
+	assert_string_equal(l->id, id[2]);		/* the oldest not skipped */
+	assert_string_equal(l->host, "b.example");
+	assert_int_equal(tg_outbox_lease(O.ob, T0 + 10, &skip, &l2, &err), 0);
+	get(id[0], &j);
+	assert_int_equal(j.attempts, 0);		/* passed over, not attempted */
+	assert_int_equal(j.state, TG_OUTBOX_READY);
+	tg_outbox_job_cleanup(&j);
+	tg_outbox_lease_free(l);
+	for (i = 0; i < TG_NELEM(urls); i++) {
+		if (i == 2)
+			continue;
+		l = lease(T0 + 10);
+		assert_non_null(l);
+		assert_string_equal(l->id, id[i]);
+		assert_string_equal(l->host, hosts[i]);
+		tg_outbox_lease_free(l);
+	}
+}
+
+static void
+usage_is(const char *key, int64_t all, int64_t mine)
+{
+	int64_t a, m;
+	struct tg_err err;
+
+	assert_int_equal(tg_outbox_usage(O.ob, key, &a, &m, &err), 0);
+	assert_int_equal(a, all);
+	assert_int_equal(m, mine);
+}
+
+/* The bytes held: summed from the database at open, kept in step by
+ * commits and deliveries, summed again after a purge; a dead letter keeps
+ * its bytes; a commit of bytes written to the fd directly is checked too
+ * (the job stays waiting, nothing is kept). */
+static void
+test_payload_quota_count(void **state)
+{
+	const struct tg_outbox_quota q = { 20, 0 };
+	char a[TG_WEBHOOK_ID_LEN], b[TG_WEBHOOK_ID_LEN], c[TG_WEBHOOK_ID_LEN];
+	struct tg_outbox_payload *p;
+	struct tg_outbox_lease *l;
+	struct tg_outbox_job j;
+	struct tg_err err;
+	size_t n;
+	int rc;
+
+	add_ready("a", a, T0);
+	add_ready("b", b, T0 + 1);
+	usage_is("demo-key", 14, 14);
+	usage_is(NULL, 14, 0);
+	tg_outbox_close(O.ob);
+	O.ob = open_ob(-1, 1000);
+	usage_is("demo-key", 14, 14);			/* summed from the database */
+	add("c", c, T0);
+	p = tg_outbox_payload_open(O.ob, c, &rc, &err);
+	tg_outbox_payload_limit(p, &q);
+	assert_int_equal(write(tg_outbox_payload_fd(p), "0123456", 7), 7);
+	assert_int_equal(tg_outbox_payload_commit(p, T0, &err), TG_OUTBOX_OVER_QUOTA);
+	assert_non_null(strstr(err.msg, "cap of 20"));
+	get(c, &j);
+	assert_int_equal(j.state, TG_OUTBOX_WAITING);
+	tg_outbox_job_cleanup(&j);
+	assert_false(file_exists(c, ".part") || file_exists(c, ".body"));
+	usage_is(NULL, 14, 0);
+	l = lease(T0 + 10);
+	assert_int_equal(complete(l, 200, -1, T0 + 11, NULL), TG_OUTBOX_DELIVERED);
+	tg_outbox_lease_free(l);
+	usage_is("demo-key", 7, 7);			/* delivered: freed */
+	for (n = 1; (l = lease(T0 + 1000 * (int64_t)n)) != NULL; n++) {	/* b fails: dead */
+		rc = complete(l, 500, -1, T0 + 1000 * (int64_t)n, NULL);
+		tg_outbox_lease_free(l);
+	}
+	assert_int_equal(rc, TG_OUTBOX_DEAD);
+	get(b, &j);
+	assert_int_equal(j.state, TG_OUTBOX_DEAD);
+	tg_outbox_job_cleanup(&j);
+	usage_is("demo-key", 7, 7);			/* a dead letter keeps its data */
+	assert_int_equal(tg_outbox_purge(O.ob, T0 + 100000, &n, &err), 0);
+	usage_is("demo-key", 0, 0);
 }
 
 static void
@@ -635,6 +744,8 @@ main(void)
 		T_(test_schedule_parse),
 		T_(test_crash_lease_expiry),
 		T_(test_renew_release),
+		T_(test_lease_skips_hosts),
+		T_(test_payload_quota_count),
 		T_(test_payload_writer),
 		T_(test_redeliver),
 		T_(test_list_and_json),

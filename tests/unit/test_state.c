@@ -376,6 +376,7 @@ on_jobs(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t
 		w->n = jobs[0].state;
 		w->n2 = jobs[0].attempts;
 		w->s = jobs[0].correlation_id ? strdup(jobs[0].correlation_id) : NULL;
+		w->p = jobs[0].last_error ? strdup(jobs[0].last_error) : NULL;
 	}
 }
 
@@ -421,7 +422,7 @@ lease(int64_t now)
 	struct wait w = { 0 };
 	struct tg_outbox_lease *l;
 
-	expect_later(tg_state_outbox_lease(F.st, now, on_lease, &w), &w);
+	expect_later(tg_state_outbox_lease(F.st, now, NULL, on_lease, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	l = w.lease;
 	w.lease = NULL;
@@ -468,6 +469,190 @@ test_outbox_flow(void **state)
 	wait_clear(&w);
 	tg_outbox_lease_free(l);
 	assert_null(lease(T0 + 5));			/* nothing else is due */
+}
+
+/* Jobs of the hosts a lease is told to skip wait, uncounted, while others
+ * go; the lease names each job's host as the skip list does (lower case,
+ * no user info, port or brackets), in SQL for PostgreSQL. */
+static void
+test_lease_skip(void **state)
+{
+	static const char *const urls[] = {
+		"https://Hooks.Example:8443/in", "http://u:p@b.example:8080/y?x",
+		"http://[FD00::1]:9/z", "https://c.example?q=1", "https://hooks.example/again",
+	};
+	static const char *const hosts[] = { "hooks.example", "b.example", "fd00::1",
+		"c.example", "hooks.example" };
+	char *skip_v[TG_NELEM(urls)];
+	struct tg_strlist skip = { skip_v, 0 };
+	char id[TG_NELEM(urls)][TG_WEBHOOK_ID_LEN];
+	struct wait w = { 0 };
+	size_t i;
+
+	for (i = 0; i < TG_NELEM(urls); i++) {
+		struct tg_outbox_new j = { .url = urls[i], .secret_ref = "main", .kind = "x" };
+
+		expect_later(tg_state_outbox_add(F.st, &j, T0, on_str, &w), &w);
+		snprintf(id[i], TG_WEBHOOK_ID_LEN, "%s", w.s);
+		wait_clear(&w);
+		set_payload(id[i], "{}");
+	}
+	for (i = 0; i < 4; i++) {	/* each host once: the fifth job's is skipped */
+		expect_later(tg_state_outbox_lease(F.st, T0 + 1, &skip, on_lease, &w), &w);
+		assert_int_equal(w.res.rc, TG_STATE_OK);
+		assert_non_null(w.lease);
+		assert_string_equal(w.lease->id, id[i]);
+		assert_string_equal(w.lease->host, hosts[i]);
+		skip_v[skip.n++] = (char *)hosts[i];
+		wait_clear(&w);
+	}
+	expect_later(tg_state_outbox_lease(F.st, T0 + 1, &skip, on_lease, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_null(w.lease);
+	wait_clear(&w);
+	expect_later(tg_state_outbox_lease(F.st, T0 + 1, NULL, on_lease, &w), &w);
+	assert_non_null(w.lease);
+	assert_string_equal(w.lease->id, id[4]);
+	assert_int_equal(w.lease->attempt, 1);		/* the skips counted nothing */
+	assert_string_equal(w.lease->host, "hooks.example");
+	wait_clear(&w);
+}
+
+/* A job of key (NULL: none) into id, its payload writer opened and limited
+ * by q (NULL: none); the writer is returned. */
+static struct tg_state_payload *
+quota_writer(const char *key, const struct tg_outbox_quota *q, char id[TG_WEBHOOK_ID_LEN])
+{
+	struct tg_outbox_new j = { .url = "https://hooks.example/in", .secret_ref = "main",
+		.kind = "export", .api_key = key };
+	struct tg_state_payload *p;
+	struct wait w = { 0 };
+
+	expect_later(tg_state_outbox_add(F.st, &j, T0, on_str, &w), &w);
+	snprintf(id, TG_WEBHOOK_ID_LEN, "%s", w.s);
+	wait_clear(&w);
+	expect_later(tg_state_payload_open(F.st, id, on_payload, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	p = w.w;
+	if (q != NULL)
+		tg_state_payload_limit(p, q);
+	return p;
+}
+
+/* n bytes appended to p: the answer's code. */
+static int
+quota_append(struct tg_state_payload *p, size_t n, char *why, size_t whylen)
+{
+	static char bytes[256];
+	struct evbuffer *b = evbuffer_new();
+	struct wait w = { 0 };
+
+	memset(bytes, 'q', sizeof(bytes));
+	evbuffer_add(b, bytes, n);
+	expect_later(tg_state_payload_append(p, b, on_done, &w), &w);
+	assert_int_equal(evbuffer_get_length(b), 0);
+	evbuffer_free(b);
+	if (why != NULL)
+		snprintf(why, whylen, "%s", w.res.err.msg);
+	return w.res.rc;
+}
+
+static void
+usage_is(const char *key, int64_t all, int64_t mine)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_outbox_usage(F.st, key, on_pair, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, all);
+	assert_int_equal(w.n2, mine);
+}
+
+/* The payload quota: a limited writer's append that would take the bytes
+ * held (every job's, or its key's) over the cap stores nothing and is
+ * refused; committed payloads count until delivered; a payload the
+ * gateway makes itself (set) is never refused. */
+static void
+test_payload_quota(void **state)
+{
+	const struct tg_outbox_quota q = { 100, 60 };
+	struct tg_outbox_result ok = { 200, -1, "" };
+	char a[TG_WEBHOOK_ID_LEN], b[TG_WEBHOOK_ID_LEN], c[TG_WEBHOOK_ID_LEN], why[256];
+	struct tg_state_payload *pa, *pb, *pc;
+	struct tg_outbox_lease *l;
+	struct wait w = { 0 };
+
+	usage_is("k1", 0, 0);
+	pa = quota_writer("k1", &q, a);
+	assert_int_equal(quota_append(pa, 50, NULL, 0), TG_STATE_OK);
+	usage_is("k1", 50, 50);
+	usage_is(NULL, 50, 0);
+	pc = quota_writer("k1", &q, c);			/* k1 would hold 70 of its 60 */
+	assert_int_equal(quota_append(pc, 20, why, sizeof(why)), TG_STATE_REFUSED);
+	assert_non_null(strstr(why, TG_OUTBOX_QUOTA_KEY_WHY " of 60"));
+	tg_state_payload_abort(pc);			/* a refused writer is only aborted */
+	pc = quota_writer("k1", &q, c);
+	assert_int_equal(quota_append(pc, 10, NULL, 0), TG_STATE_OK);
+	usage_is("k1", 60, 60);
+	expect_later(tg_state_payload_commit(pa, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	usage_is("k1", 60, 60);				/* committed: still held */
+	l = lease(T0 + 1);
+	assert_string_equal(l->id, a);
+	expect_later(tg_state_outbox_complete(F.st, l, &ok, T0 + 2, on_outcome, &w), &w);
+	assert_int_equal(w.n, TG_OUTBOX_DELIVERED);
+	wait_clear(&w);
+	tg_outbox_lease_free(l);
+	usage_is("k1", 10, 10);				/* delivered: freed */
+	expect_later(tg_state_payload_commit(pc, T0 + 3, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	pb = quota_writer("k2", &q, b);
+	assert_int_equal(quota_append(pb, 60, NULL, 0), TG_STATE_OK);
+	assert_int_equal(quota_append(pb, 40, why, sizeof(why)), TG_STATE_REFUSED);
+	assert_non_null(strstr(why, "cap of 100"));
+	usage_is("k2", 70, 60);
+	tg_state_payload_abort(pb);
+	add_job(NULL, b);				/* set: never refused */
+	expect_later(tg_state_payload_set(F.st, b, why, 200, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+}
+
+static void
+last_error_is(const char *id, const char *want)
+{
+	struct wait w = { 0 };
+
+	expect_read(tg_state_outbox_get(F.st, id, on_jobs, &w), &w);
+	assert_int_equal(w.count, 1);
+	if (want == NULL)
+		assert_null(w.p);
+	else
+		assert_string_equal(w.p, want);
+	wait_clear(&w);
+}
+
+/* A waiting job says why it waits (its last error) until its payload is
+ * committed; a note to a job no longer waiting changes nothing. */
+static void
+test_outbox_note(void **state)
+{
+	char id[TG_WEBHOOK_ID_LEN];
+	struct wait w = { 0 };
+
+	add_job("note", id);
+	expect_later(tg_state_outbox_note(F.st, id, "waiting for room", on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	last_error_is(id, "waiting for room");
+	set_payload(id, "{}");
+	last_error_is(id, NULL);
+	expect_later(tg_state_outbox_note(F.st, id, "late", on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	last_error_is(id, NULL);
 }
 
 /* Chunks of 64 KiB, one append in flight: the caller's buffer is empty
@@ -1666,7 +1851,7 @@ test_fleet_outbox(void **state)
 		set_payload(id[i], "{\"n\":1}");
 	}
 	for (i = 0; i < 4; i++)
-		assert_non_null(tg_state_outbox_lease(i % 2 ? b : F.st, T0 + 1, on_lease, &w[i]));
+		assert_non_null(tg_state_outbox_lease(i % 2 ? b : F.st, T0 + 1, NULL, on_lease, &w[i]));
 	for (i = 0; i < 4; i++) {
 		wait_for(&w[i]);
 		assert_int_equal(w[i].res.rc, TG_STATE_OK);
@@ -1695,10 +1880,10 @@ test_fleet_outbox(void **state)
 		assert_int_equal(x.res.rc, TG_STATE_OK);
 	}
 	memset(&x, 0, sizeof(x));
-	expect_later(tg_state_outbox_lease(b, T0 + 60000, on_lease, &x), &x);
+	expect_later(tg_state_outbox_lease(b, T0 + 60000, NULL, on_lease, &x), &x);
 	assert_null(x.lease);			/* not expired yet */
 	memset(&x, 0, sizeof(x));
-	expect_later(tg_state_outbox_lease(b, T0 + 60001, on_lease, &x), &x);
+	expect_later(tg_state_outbox_lease(b, T0 + 60001, NULL, on_lease, &x), &x);
 	assert_non_null(x.lease);
 	assert_string_equal(x.lease->id, mine->id);
 	assert_int_equal(x.lease->attempt, 2);
@@ -2321,6 +2506,8 @@ main(void)
 		unsigned needs;
 	} cases[] = {
 		T_(test_outbox_flow, D_OUTBOX), T_(test_payload_stream, D_OUTBOX),
+		T_(test_lease_skip, D_OUTBOX), T_(test_payload_quota, D_OUTBOX),
+		T_(test_outbox_note, D_OUTBOX),
 		T_(test_payload_big, D_OUTBOX),
 		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
 		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),

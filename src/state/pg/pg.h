@@ -57,7 +57,7 @@ enum pg_stmt {
 	PG_RUN_EXPIRE, PG_RUN_PURGE,
 	PG_SW_CREATE, PG_SW_GET, PG_SW_LIST, PG_SW_VARIANTS, PG_SW_CLAIM, PG_SW_SUBMITTED,
 	PG_SW_UNCLAIM, PG_SW_SETTLE, PG_SW_RUNNING,
-	PG_RUN_MANY,
+	PG_RUN_MANY, PG_OB_USAGE, PG_OB_NOTE,
 	PG_NSTMT
 };
 
@@ -330,8 +330,8 @@ struct tg_state_op *tg_state_pg_outbox_set_cid(void *impl, const char *id, const
     tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_outbox_abandon(void *impl, const char *id, const char *reason,
     int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_lease(void *impl, int64_t now_ms, tg_state_lease_cb cb,
-    void *arg);
+struct tg_state_op *tg_state_pg_outbox_lease(void *impl, int64_t now_ms,
+    const struct tg_strlist *skip_hosts, tg_state_lease_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_outbox_renew(void *impl, const struct tg_outbox_lease *l,
     int64_t now_ms, tg_state_num_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_outbox_release(void *impl, const struct tg_outbox_lease *l,
@@ -353,6 +353,11 @@ struct tg_state_op *tg_state_pg_payload_append(struct tg_state_payload *w,
 struct tg_state_op *tg_state_pg_payload_commit(struct tg_state_payload *w, int64_t now_ms,
     tg_state_done_cb cb, void *arg);
 void tg_state_pg_payload_abort(struct tg_state_payload *w);
+void tg_state_pg_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q);
+struct tg_state_op *tg_state_pg_outbox_usage(void *impl, const char *api_key,
+    tg_state_pair_cb cb, void *arg);
+struct tg_state_op *tg_state_pg_outbox_note(void *impl, const char *id, const char *why,
+    tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_payload_set(void *impl, const char *id, const void *data,
     size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_outbox_list(void *impl, const struct tg_outbox_query *q,

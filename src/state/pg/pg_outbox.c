@@ -159,6 +159,18 @@ tg_state_pg_outbox_abandon(void *impl, const char *id, const char *reason, int64
 	return tg_state_pg_submit(o, PG_OUTBOX);
 }
 
+struct tg_state_op *
+tg_state_pg_outbox_note(void *impl, const char *id, const char *why, tg_state_done_cb cb,
+    void *arg)
+{
+	struct pg_op *o = tg_state_pg_op_new(impl, PG_OB_NOTE, tg_state_pg_answer_done, CB(cb),
+	    arg);
+
+	tg_state_pg_param_str(o, id);
+	tg_state_pg_param_str(o, why);
+	return tg_state_pg_submit(o, PG_OUTBOX);
+}
+
 /* ---- lease: the job, then its payload's chunks into the spool file ---- */
 
 struct lease_read {
@@ -205,6 +217,7 @@ lease_from(struct pg_op *o, const PGresult *r)
 	l->expires_at = strtoll(o->val[3], NULL, 10);
 	l->first_delay_ms = strcmp(PQgetvalue(r, 0, 11), "t") == 0 ?
 	    strtoll(o->val[0], NULL, 10) - strtoll(PQgetvalue(r, 0, 10), NULL, 10) : -1;
+	l->host = tg_xstrdup(PQgetvalue(r, 0, 13));
 	return l;
 }
 
@@ -336,17 +349,20 @@ answer_lease(struct pg_op *o, const PGresult *r)
 }
 
 struct tg_state_op *
-tg_state_pg_outbox_lease(void *impl, int64_t now_ms, tg_state_lease_cb cb, void *arg)
+tg_state_pg_outbox_lease(void *impl, int64_t now_ms, const struct tg_strlist *skip_hosts,
+    tg_state_lease_cb cb, void *arg)
 {
 	struct pg *pg = impl;
 	struct pg_op *o = tg_state_pg_op_new(pg, PG_OB_LEASE, answer_lease, CB(cb), arg);
-	char token[33];
+	char token[33], *skip = tg_state_skip_join(skip_hosts);
 
 	tg_id_hex(token, 16);
 	tg_state_pg_param_i64(o, now_ms);
 	tg_state_pg_param_str(o, pg->instance);
 	tg_state_pg_param_str(o, token);
 	tg_state_pg_param_i64(o, now_ms + pg->rules.lease_ms);
+	tg_state_pg_param_str(o, skip);
+	free(skip);
 	o->cleanup = lease_read_free;
 	return tg_state_pg_submit(o, PG_OUTBOX);
 }

@@ -13,6 +13,11 @@
  * writer's rows; a purge deletes a job's rows with it. With one append in
  * flight, memory stays bounded by one append.
  *
+ * A writer given a quota (tg_state_payload_limit) has each append store
+ * its rows only while the rows held stay within it, summed in the same
+ * statement: appends running at once on several connections (or
+ * instances) may each pass the cap by one append, no more.
+ *
  * A commit or abort issued while appends are still in flight waits for
  * them (the pool has several connections), so the size it records counts
  * them all; a commit after a failed append fails. Appends and the commit
@@ -39,6 +44,7 @@ struct pg_payload {
 	int inflight;		/* appends not answered yet */
 	int failed;		/* an append failed: the commit fails */
 	struct pg_op *last;	/* the commit or abort, waiting for the appends */
+	struct tg_outbox_quota q;	/* zero: none */
 };
 
 /* Our ids only ("msg_" and hex). */
@@ -128,19 +134,49 @@ append_end(struct pg_op *o)
 	}
 }
 
+void
+tg_state_pg_payload_limit(struct tg_state_payload *pw, const struct tg_outbox_quota *q)
+{
+	((struct pg_payload *)pw)->q = *q;
+}
+
+/* No row stored: over the cap (n1: the append's bytes, n2: the key's). */
+static void
+answer_append(struct pg_op *o, const PGresult *r)
+{
+	int64_t all, mine, max = strtoll(o->val[4], NULL, 10);
+
+	if (r != NULL && PQntuples(r) == 1 && tg_state_pg_col_i64(r, 0, 0) == 0) {
+		all = tg_state_pg_col_i64(r, 0, 1) + o->n1;
+		mine = tg_state_pg_col_i64(r, 0, 2) + o->n1;
+		o->res.rc = TG_STATE_REFUSED;
+		if (max > 0 && all > max)
+			tg_err_set(&o->res.err, "webhook payloads would hold %lld bytes, over their "
+			    "cap of %lld", (long long)all, (long long)max);
+		else
+			tg_err_set(&o->res.err, "the webhook payloads of the job's API key would "
+			    "hold %lld bytes, over " TG_OUTBOX_QUOTA_KEY_WHY " of %lld",
+			    (long long)mine, (long long)o->n2);
+	}
+	((tg_state_done_cb)o->cb)(&o->res, o->arg);
+}
+
 struct tg_state_op *
 tg_state_pg_payload_append(struct tg_state_payload *pw, struct evbuffer *buf,
     tg_state_done_cb cb, void *arg)
 {
 	struct pg_payload *w = (struct pg_payload *)pw;
-	struct pg_op *o = tg_state_pg_op_new(w->pg, PG_OB_APPEND, tg_state_pg_answer_done,
-	    CB(cb), arg);
+	struct pg_op *o = tg_state_pg_op_new(w->pg, PG_OB_APPEND, answer_append, CB(cb), arg);
 	size_t len = evbuffer_get_length(buf);
 
 	tg_state_pg_param_str(o, w->id);
 	tg_state_pg_param_str(o, w->token);
 	tg_state_pg_param_i64(o, w->n);
 	tg_state_pg_param_buf(o, buf, len);
+	tg_state_pg_param_i64(o, w->q.max_bytes > 0 ? w->q.max_bytes : 0);
+	tg_state_pg_param_i64(o, w->q.key_max_bytes > 0 ? w->q.key_max_bytes : 0);
+	o->n1 = (int64_t)len;
+	o->n2 = w->q.key_max_bytes;
 	w->n += len > 0 ? (int)((len - 1) / PG_CHUNK + 1) : 1;
 	w->size += (int64_t)len;
 	w->inflight++;
@@ -240,5 +276,25 @@ tg_state_pg_payload_set(void *impl, const char *id, const void *data, size_t len
 	tg_state_pg_param_bin(o, data, len);
 	tg_state_pg_param_i64(o, now_ms);
 	tg_state_pg_param_i64(o, now_ms + pg->rules.schedule[0]);
+	return tg_state_pg_submit(o, PG_OUTBOX);
+}
+
+/* ---- the bytes held ---- */
+
+static void
+answer_usage(struct pg_op *o, const PGresult *r)
+{
+	int ok = r != NULL && PQntuples(r) == 1;
+
+	((tg_state_pair_cb)o->cb)(&o->res, ok ? tg_state_pg_col_i64(r, 0, 0) : 0,
+	    ok ? tg_state_pg_col_i64(r, 0, 1) : 0, o->arg);
+}
+
+struct tg_state_op *
+tg_state_pg_outbox_usage(void *impl, const char *api_key, tg_state_pair_cb cb, void *arg)
+{
+	struct pg_op *o = tg_state_pg_op_new(impl, PG_OB_USAGE, answer_usage, CB(cb), arg);
+
+	tg_state_pg_param_str(o, api_key);
 	return tg_state_pg_submit(o, PG_OUTBOX);
 }

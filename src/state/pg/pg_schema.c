@@ -98,6 +98,17 @@ static const char *const v2[] = {
 	" last_error, attempts, last_status, payload_size, created_at, ready_at, next_at," \
 	" first_attempt_at, last_attempt_at, done_at," \
 	" coalesce(state <> 'waiting' AND lease_expires > "
+/* The host of callback URL u as tg_state_url_host (outbox_rules.c) has
+ * it: after the scheme and any user info, without brackets or port,
+ * lower case; '' when there is none. */
+#define URL_HOST(u) "lower(coalesce(substring(" u " from" \
+	" '^[^:/?#]+://(?:[^/?#]*@)?\\[([^]/?#]*)\\]'), substring(" u " from" \
+	" '^[^:/?#]+://(?:[^/?#]*@)?([^/:?#]*)'), ''))"
+/* The payload bytes held (every row: committed, dead letters' and being
+ * written) as a, those of the jobs of API key k (NULL: no key) as m. */
+#define HELD(k) "held AS (SELECT coalesce(sum(octet_length(p.data)), 0) AS a," \
+	" coalesce(sum(octet_length(p.data)) FILTER (WHERE j.api_key IS NOT DISTINCT FROM " k \
+	"), 0) AS m FROM outbox_payloads p JOIN outbox_jobs j ON j.id = p.job_id)"
 /* A payload's bytes $p cut into rows of PG_CHUNK (1 MiB) bytes, numbered from $n. */
 #define CHUNKS(n, p) "SELECT $1::text, $2::text, " n " + i, substring(" p " from i * 1048576 + 1" \
 	" for 1048576) FROM generate_series(0, greatest(length(" p ") - 1, 0) / 1048576) i"
@@ -290,17 +301,19 @@ static const char *const sql[PG_NSTMT] = {
 	    " u AS (UPDATE outbox_jobs SET state = 'dead', last_error = $2, done_at = $3"
 	    " WHERE id = $1 AND state = 'waiting' RETURNING 1)"
 	    " SELECT cur.state, (SELECT count(*) FROM u) FROM cur",
-	/* Several instances never take one job: the row is locked, others skip it. */
+	/* Several instances never take one job: the row is locked, others skip
+	 * it. $5: hosts at their share, each between newlines (or NULL). */
 	[PG_OB_LEASE] = "WITH pick AS (SELECT id, first_attempt_at IS NULL AS first"
 	    " FROM outbox_jobs WHERE state = 'ready' AND next_at <= $1"
 	    " AND (lease_expires IS NULL OR lease_expires <= $1)"
-	    " ORDER BY next_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
+	    " AND position(chr(10) || " URL_HOST("url") " || chr(10) in coalesce($5::text, ''))"
+	    " = 0 ORDER BY next_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
 	    " UPDATE outbox_jobs j SET attempts = j.attempts + 1, last_attempt_at = $1,"
 	    " first_attempt_at = coalesce(j.first_attempt_at, $1), lease_owner = $2,"
 	    " lease_token = $3, lease_expires = $4 FROM pick WHERE j.id = pick.id"
 	    " RETURNING j.id, j.url, j.secret_ref, j.content_type, j.kind, j.correlation_id,"
 	    " j.service, j.api_key, j.payload_size, j.attempts, j.ready_at, pick.first,"
-	    " j.payload_token",
+	    " j.payload_token, " URL_HOST("j.url"),
 	[PG_OB_CHUNK] = "SELECT data FROM outbox_payloads WHERE job_id = $1 AND token = $2"
 	    " AND n = $3",
 	[PG_OB_RENEW] = "UPDATE outbox_jobs SET lease_expires = $3 WHERE id = $1"
@@ -316,10 +329,16 @@ static const char *const sql[PG_NSTMT] = {
 	[PG_OB_NEXT_DUE] = "SELECT min(greatest(next_at, coalesce(lease_expires, 0)))"
 	    " FROM outbox_jobs WHERE state = 'ready'",
 	[PG_OB_STATE] = "SELECT state FROM outbox_jobs WHERE id = $1",
-	[PG_OB_APPEND] = "INSERT INTO outbox_payloads (job_id, token, n, data) "
-	    CHUNKS("$3::integer", "$4::bytea"),
+	/* The rows go in only while the payload rows held, and those of the
+	 * job's key, stay within $5 and $6 (0: no cap); the count says. */
+	[PG_OB_APPEND] = "WITH " HELD("(SELECT api_key FROM outbox_jobs WHERE id = $1)") ","
+	    " ins AS (INSERT INTO outbox_payloads (job_id, token, n, data) "
+	    CHUNKS("$3::integer", "$4::bytea") " WHERE ($5::bigint = 0 OR (SELECT a FROM held)"
+	    " + length($4::bytea) <= $5::bigint) AND ($6::bigint = 0 OR (SELECT m FROM held)"
+	    " + length($4::bytea) <= $6::bigint) RETURNING 1)"
+	    " SELECT (SELECT count(*) FROM ins), a, m FROM held",
 	[PG_OB_COMMIT] = "WITH u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2,"
-	    " payload_size = $3, ready_at = $4, next_at = $5, lease_owner = NULL,"
+	    " payload_size = $3, ready_at = $4, next_at = $5, lease_owner = NULL, last_error = NULL,"
 	    " lease_expires = NULL WHERE id = $1"
 	    " AND state = 'waiting' RETURNING id), d AS (DELETE FROM outbox_payloads"
 	    " WHERE job_id IN (SELECT id FROM u) AND token <> $2) SELECT count(*) FROM u",
@@ -328,7 +347,7 @@ static const char *const sql[PG_NSTMT] = {
 	    " ins AS (INSERT INTO outbox_payloads (job_id, token, n, data) "
 	    CHUNKS("0", "$3::bytea") " WHERE EXISTS (SELECT 1 FROM cur WHERE state = 'waiting')),"
 	    " u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2::text,"
-	    " payload_size = length($3::bytea), ready_at = $4, next_at = $5,"
+	    " payload_size = length($3::bytea), ready_at = $4, next_at = $5, last_error = NULL,"
 	    " lease_owner = NULL, lease_expires = NULL WHERE id = $1"
 	    " AND state = 'waiting' RETURNING id), d AS (DELETE FROM outbox_payloads WHERE"
 	    " job_id IN (SELECT id FROM u) AND token <> $2::text)"
@@ -360,6 +379,8 @@ static const char *const sql[PG_NSTMT] = {
 	    " FOR UPDATE SKIP LOCKED) UPDATE outbox_jobs SET lease_owner = $2,"
 	    " lease_expires = $3 WHERE id IN (SELECT id FROM pick) RETURNING " JOB_COLS
 	    "$1, false)",
+	[PG_OB_USAGE] = "WITH " HELD("$1::text") " SELECT a, m FROM held",
+	[PG_OB_NOTE] = "UPDATE outbox_jobs SET last_error = $2 WHERE id = $1 AND state = 'waiting'",
 	/* ---- runs ---- */
 	[PG_RUN_INSERT] = "INSERT INTO " RUN_INTO " VALUES " RUN_VALUES,
 	[PG_RUN_BRIEF] = "SELECT status, submitted_at, host, validation, checks"

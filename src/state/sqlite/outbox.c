@@ -54,10 +54,12 @@ static const char *const sql[S_COUNT] = {
 	    " 'waiting', ?)",
 	[S_STATE] = "SELECT state FROM jobs WHERE id = ?",
 	[S_SET_READY] = "UPDATE jobs SET state = 'ready', payload_size = ?2, ready_at = ?3,"
+	    " last_error = NULL,"
 	    " next_at = ?4 WHERE id = ?1 AND state = 'waiting'",
 	[S_PICK] = "SELECT j.id FROM jobs j LEFT JOIN leases l ON l.job_id = j.id"
 	    " WHERE j.state = 'ready' AND j.next_at <= ?1"
 	    " AND (l.job_id IS NULL OR l.expires_at <= ?1)"
+	    " AND (?2 IS NULL OR instr(?2, char(10) || tg_url_host(j.url) || char(10)) = 0)"
 	    " ORDER BY j.next_at, j.rowid LIMIT 1",
 	[S_JOB_FOR_LEASE] = "SELECT url, secret_ref, content_type, kind, correlation_id,"
 	    " service, api_key, payload_size, attempts, ready_at, first_attempt_at"
@@ -95,6 +97,10 @@ static const char *const sql[S_COUNT] = {
 	[S_DELETE] = "DELETE FROM jobs WHERE id = ?",
 	[S_FILE_JOB] = "SELECT state FROM jobs WHERE id = ?",
 	[S_SET_CID] = "UPDATE jobs SET correlation_id = ?2 WHERE id = ?1",
+	[S_HELD] = "SELECT coalesce(api_key, ''), sum(payload_size) FROM jobs"
+	    " WHERE state IN ('ready', 'dead') AND payload_size IS NOT NULL GROUP BY 1",
+	[S_JOB_KEY] = "SELECT api_key FROM jobs WHERE id = ?",
+	[S_NOTE] = "UPDATE jobs SET last_error = ?2 WHERE id = ?1 AND state = 'waiting'",
 };
 
 static const char *const state_names[TG_OUTBOX_NSTATES] = {
@@ -239,6 +245,15 @@ exec1(struct tg_outbox *ob, const char *q, struct tg_err *err)
 	return -1;
 }
 
+/* tg_url_host(url): the host the lease's skip list names (outbox_rules.c). */
+static void
+sql_url_host(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	char *h = tg_state_url_host((const char *)sqlite3_value_text(argv[0]));
+
+	sqlite3_result_text(ctx, h, -1, free);
+}
+
 /* WAL lets readers (an operator's sqlite3 shell) run beside the writer and
  * makes each commit one append + fsync. */
 static int
@@ -247,6 +262,11 @@ db_setup(struct tg_outbox *ob, int sync_normal, struct tg_err *err)
 	size_t i;
 
 	sqlite3_busy_timeout(ob->db, 5000);
+	if (sqlite3_create_function(ob->db, "tg_url_host", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+	    NULL, sql_url_host, NULL, NULL) != SQLITE_OK) {
+		tg_state_ob_sql_err(ob, err, "setup");
+		return -1;
+	}
 	if (exec1(ob, "PRAGMA journal_mode = WAL", err) != 0 ||
 	    exec1(ob, sync_normal ? "PRAGMA synchronous = NORMAL" :
 	    "PRAGMA synchronous = FULL", err) != 0 ||
@@ -286,6 +306,7 @@ tg_outbox_open(const struct tg_outbox_opts *opts, struct tg_err *err)
 		goto fail;
 	}
 	opts_copy(ob, opts);
+	TAILQ_INIT(&ob->writers);
 	if (mkdir(ob->dir, 0700) != 0 && errno != EEXIST) {
 		tg_err_set(err, "outbox: cannot create %s: %s", ob->dir, strerror(errno));
 		goto fail;
@@ -315,6 +336,7 @@ tg_outbox_close(struct tg_outbox *ob)
 		sqlite3_finalize(ob->st[i]);
 	if (ob->db != NULL)
 		sqlite3_close(ob->db);
+	tg_state_ob_held_free(ob);
 	tg_state_rules_free(&ob->rules);
 	free(ob->path);
 	free(ob->dir);
@@ -398,6 +420,16 @@ tg_outbox_abandon(struct tg_outbox *ob, const char *id, const char *reason, int6
 		return -1;
 	ob->ctr.dead++;
 	return 0;
+}
+
+int
+tg_outbox_note(struct tg_outbox *ob, const char *id, const char *why, struct tg_err *err)
+{
+	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_NOTE);
+
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	bind_opt(s, 2, why);
+	return tg_state_ob_step_done(ob, s, err);
 }
 
 /* ---- the schedule ---- */

@@ -225,6 +225,8 @@ tg_outbox_purge(struct tg_outbox *ob, int64_t before_ms, size_t *n, struct tg_er
 		goto done;
 	for (i = 0; i < ids.n; i++)
 		tg_state_ob_payload_remove(ob, ids.v[i]);
+	if (ids.n > 0)
+		tg_state_ob_held_forget(ob);	/* dead letters' data went with them */
 	*n = ids.n;
 	rc = 0;
 	goto done;

@@ -28,6 +28,7 @@ tg_outbox_lease_free(struct tg_outbox_lease *l)
 	free(l->service);
 	free(l->api_key);
 	free(l->payload_path);
+	free(l->host);
 	if (l->spool_fd > 0)
 		close(l->spool_fd);
 	free(l);
@@ -56,6 +57,7 @@ load(struct tg_outbox *ob, struct tg_outbox_lease *l, int64_t now_ms, struct tg_
 	l->attempt = sqlite3_column_int(s, 8) + 1;
 	l->first_delay_ms = sqlite3_column_type(s, 10) == SQLITE_NULL ?
 	    now_ms - sqlite3_column_int64(s, 9) : -1;
+	l->host = tg_state_url_host(l->url);
 	rc = 0;
 done:
 	sqlite3_reset(s);
@@ -84,14 +86,18 @@ take(struct tg_outbox *ob, struct tg_outbox_lease *l, int64_t now_ms, struct tg_
 	return tg_state_ob_step_done(ob, s, err);
 }
 
-/* The id of the most overdue leasable job into id: 1, 0 (none) or -1. */
+/* The id of the most overdue leasable job not to a host of skip into id:
+ * 1, 0 (none) or -1. */
 static int
-pick(struct tg_outbox *ob, int64_t now_ms, char id[TG_WEBHOOK_ID_LEN], struct tg_err *err)
+pick(struct tg_outbox *ob, int64_t now_ms, const char *skip, char id[TG_WEBHOOK_ID_LEN],
+    struct tg_err *err)
 {
 	sqlite3_stmt *s = tg_state_ob_stmt(ob, S_PICK);
 	int rc;
 
 	sqlite3_bind_int64(s, 1, now_ms);
+	if (skip != NULL)
+		sqlite3_bind_text(s, 2, skip, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
 		snprintf(id, TG_WEBHOOK_ID_LEN, "%s", (const char *)sqlite3_column_text(s, 0));
@@ -107,8 +113,19 @@ pick(struct tg_outbox *ob, int64_t now_ms, char id[TG_WEBHOOK_ID_LEN], struct tg
 }
 
 int
-tg_outbox_lease(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_lease **out,
-    struct tg_err *err)
+tg_outbox_lease(struct tg_outbox *ob, int64_t now_ms, const struct tg_strlist *skip_hosts,
+    struct tg_outbox_lease **out, struct tg_err *err)
+{
+	char *skip = tg_state_skip_join(skip_hosts);
+	int rc = tg_outbox_lease_joined(ob, now_ms, skip, out, err);
+
+	free(skip);
+	return rc;
+}
+
+int
+tg_outbox_lease_joined(struct tg_outbox *ob, int64_t now_ms, const char *skip,
+    struct tg_outbox_lease **out, struct tg_err *err)
 {
 	struct tg_outbox_lease *l = tg_xcalloc(1, sizeof(*l));
 	int rc;
@@ -118,7 +135,7 @@ tg_outbox_lease(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_lease **o
 		rc = -1;
 		goto done;
 	}
-	if ((rc = pick(ob, now_ms, l->id, err)) != 1) {
+	if ((rc = pick(ob, now_ms, skip, l->id, err)) != 1) {
 		tg_state_ob_rollback(ob);
 		goto done;
 	}
@@ -238,8 +255,10 @@ tg_outbox_complete(struct tg_outbox *ob, const struct tg_outbox_lease *l,
 		return -1;
 	}
 	/* After the commit: a crash in between leaves a file the next open sweeps. */
-	if (st == TG_OUTBOX_DELIVERED || st == TG_OUTBOX_GONE)
+	if (st == TG_OUTBOX_DELIVERED || st == TG_OUTBOX_GONE) {
 		tg_state_ob_payload_remove(ob, l->id);
+		tg_state_ob_held_add(ob, l->api_key, -l->size);
+	}
 	count(ob, st);
 	if (state != NULL)
 		*state = st;

@@ -8,6 +8,8 @@
  *
  * A payload of hundreds of MB never sits in memory: the writer drains the
  * gateway's buffers into the file and the delivery maps it per attempt.
+ * A writer given a quota checks each write against the bytes the outbox
+ * holds (outbox_quota.c) before it writes, so the disk never holds more.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -23,14 +25,6 @@
 #include "tidegate/log.h"
 #include "tidegate/outbox.h"
 #include "outbox_db.h"
-
-struct tg_outbox_payload {
-	struct tg_outbox *ob;
-	char id[TG_WEBHOOK_ID_LEN];
-	char *part;
-	int fd;
-	int64_t size;
-};
 
 char *
 tg_state_ob_payload_path(const struct tg_outbox *ob, const char *id)
@@ -84,11 +78,20 @@ tg_outbox_payload_open(struct tg_outbox *ob, const char *id, int *rc, struct tg_
 		free(p);
 		p = NULL;
 		st = -1;
+	} else {
+		p->key = tg_state_ob_job_key(ob, id);
+		TAILQ_INSERT_TAIL(&ob->writers, p, entry);
 	}
 done:
 	if (rc != NULL)
 		*rc = p != NULL ? 0 : st;
 	return p;
+}
+
+void
+tg_outbox_payload_limit(struct tg_outbox_payload *p, const struct tg_outbox_quota *q)
+{
+	p->q = *q;
 }
 
 int
@@ -103,7 +106,10 @@ tg_outbox_payload_append(struct tg_outbox_payload *p, const void *data, size_t n
 {
 	const char *c = data;
 	ssize_t w;
+	int rc;
 
+	if ((rc = tg_state_ob_room(p, (int64_t)n, err)) != 0)
+		return rc;
 	while (n > 0) {
 		if ((w = write(p->fd, c, n)) < 0) {
 			if (errno == EINTR)
@@ -123,6 +129,8 @@ tg_outbox_payload_write(struct tg_outbox_payload *p, struct evbuffer *buf, struc
 {
 	int w;
 
+	if ((w = tg_state_ob_room(p, (int64_t)evbuffer_get_length(buf), err)) != 0)
+		return w;
 	while (evbuffer_get_length(buf) > 0) {
 		if ((w = evbuffer_write(buf, p->fd)) < 0) {
 			if (errno == EINTR)
@@ -199,8 +207,21 @@ payload_free(struct tg_outbox_payload *p)
 	if (p->fd >= 0)
 		close(p->fd);
 	unlink(p->part);
+	TAILQ_REMOVE(&p->ob->writers, p, entry);
+	free(p->key);
 	free(p->part);
 	free(p);
+}
+
+/* Bytes written to the fd directly count too: the file's own size. */
+static int
+fits(struct tg_outbox_payload *p, struct tg_err *err)
+{
+	struct stat st;
+
+	if (fstat(p->fd, &st) == 0)
+		p->size = st.st_size;
+	return tg_state_ob_room(p, 0, err);
 }
 
 int
@@ -209,8 +230,11 @@ tg_outbox_payload_commit(struct tg_outbox_payload *p, int64_t now_ms, struct tg_
 	struct tg_outbox *ob = p->ob;
 	int rc;
 
-	if ((rc = publish(p, err)) == 0 && (rc = mark_ready(p, now_ms, err)) != 0)
+	if ((rc = fits(p, err)) == 0 && (rc = publish(p, err)) == 0 &&
+	    (rc = mark_ready(p, now_ms, err)) != 0)
 		tg_state_ob_payload_remove(ob, p->id);
+	if (rc == 0)
+		tg_state_ob_held_add(ob, p->key, p->size);
 	payload_free(p);
 	if (rc == 0)
 		tg_state_ob_notify(ob);

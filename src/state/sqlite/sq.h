@@ -111,8 +111,8 @@ struct tg_state_op *tg_state_sq_outbox_set_cid(void *impl, const char *id, const
     tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_abandon(void *impl, const char *id, const char *reason,
     int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_lease(void *impl, int64_t now_ms, tg_state_lease_cb cb,
-    void *arg);
+struct tg_state_op *tg_state_sq_outbox_lease(void *impl, int64_t now_ms,
+    const struct tg_strlist *skip_hosts, tg_state_lease_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_renew(void *impl, const struct tg_outbox_lease *l,
     int64_t now_ms, tg_state_num_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_release(void *impl, const struct tg_outbox_lease *l,
@@ -129,6 +129,11 @@ struct tg_state_op *tg_state_sq_payload_commit(struct tg_state_payload *w, int64
 void tg_state_sq_payload_abort(struct tg_state_payload *w);
 struct tg_state_op *tg_state_sq_payload_set(void *impl, const char *id, const void *data,
     size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+void tg_state_sq_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q);
+struct tg_state_op *tg_state_sq_outbox_usage(void *impl, const char *api_key,
+    tg_state_pair_cb cb, void *arg);
+struct tg_state_op *tg_state_sq_outbox_note(void *impl, const char *id, const char *why,
+    tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_list(void *impl, const struct tg_outbox_query *q,
     tg_state_jobs_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_get(void *impl, const char *id, tg_state_jobs_cb cb,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outbox_db.h"
 #include "sq.h"
 
 /* ---- add ---- */
@@ -101,6 +102,24 @@ tg_state_sq_outbox_abandon(void *impl, const char *id, const char *reason, int64
 }
 
 static void
+run_note(struct sq_op *o)
+{
+	tg_state_sq_rc(o, tg_outbox_note(o->sq->wob, o->s1, o->s2, &o->res.err));
+}
+
+struct tg_state_op *
+tg_state_sq_outbox_note(void *impl, const char *id, const char *why, tg_state_done_cb cb,
+    void *arg)
+{
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_note,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg);
+
+	o->s1 = tg_state_sq_dup(id);
+	o->s2 = tg_state_sq_dup(why);
+	return tg_state_sq_write(o);
+}
+
+static void
 run_redeliver(struct sq_op *o)
 {
 	tg_state_sq_rc(o, tg_outbox_redeliver(o->sq->wob, o->s1, o->t1, &o->res.err));
@@ -125,7 +144,8 @@ run_lease(struct sq_op *o)
 {
 	struct tg_outbox_lease *l = NULL;
 
-	if (tg_state_sq_rc(o, tg_outbox_lease(o->sq->wob, o->t1, &l, &o->res.err)) == 1)
+	if (tg_state_sq_rc(o, tg_outbox_lease_joined(o->sq->wob, o->t1, o->s1, &l,
+	    &o->res.err)) == 1)
 		o->p = l;
 }
 
@@ -147,12 +167,14 @@ drop_lease(struct sq_op *o)
 }
 
 struct tg_state_op *
-tg_state_sq_outbox_lease(void *impl, int64_t now_ms, tg_state_lease_cb cb, void *arg)
+tg_state_sq_outbox_lease(void *impl, int64_t now_ms, const struct tg_strlist *skip_hosts,
+    tg_state_lease_cb cb, void *arg)
 {
 	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_lease, answer_lease,
 	    (void (*)(void))cb, arg);
 
 	o->t1 = now_ms;
+	o->s1 = tg_state_skip_join(skip_hosts);
 	o->cleanup = drop_lease;
 	return tg_state_sq_write(o);
 }

@@ -7,6 +7,8 @@
  * given. An append moves the caller's evbuffer chains into its own buffer
  * (no copy) and the writer thread drains it into the file: with one
  * append in flight, memory stays bounded by one chunk whatever the size.
+ * A writer's quota is kept here, on the loop, and copied into each of its
+ * appends and its commit: the writer thread checks it (outbox_quota.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@ struct sq_payload {
 	struct tg_state_payload pub;
 	struct sq *sq;
 	struct tg_outbox_payload *p;	/* the file; used on the writer thread only */
+	struct tg_outbox_quota q;	/* the loop's copy (zero: none) */
 };
 
 /* ---- dropping a writer nobody holds ---- */
@@ -92,11 +95,34 @@ tg_state_sq_payload_open(void *impl, const char *id, tg_state_payload_cb cb, voi
 
 /* ---- append ---- */
 
+/* The quota the operation carries (t2, t3), for the writer thread. */
+static void
+limit_of(struct sq_op *o, struct tg_outbox_payload *p)
+{
+	struct tg_outbox_quota q = { o->t2, o->t3 };
+
+	tg_outbox_payload_limit(p, &q);
+}
+
+static void
+limit_copy(struct sq_op *o, const struct sq_payload *w)
+{
+	o->t2 = w->q.max_bytes;
+	o->t3 = w->q.key_max_bytes;
+}
+
+void
+tg_state_sq_payload_limit(struct tg_state_payload *pw, const struct tg_outbox_quota *q)
+{
+	((struct sq_payload *)pw)->q = *q;
+}
+
 static void
 run_append(struct sq_op *o)
 {
 	struct sq_payload *w = o->in;
 
+	limit_of(o, w->p);
 	tg_state_sq_rc(o, tg_outbox_payload_write(w->p, o->p, &o->res.err));
 }
 
@@ -116,6 +142,7 @@ tg_state_sq_payload_append(struct tg_state_payload *pw, struct evbuffer *buf,
 
 	o->p = evbuffer_new();
 	evbuffer_add_buffer(o->p, buf);
+	limit_copy(o, w);
 	o->in = w;
 	o->keep = 1;
 	o->cleanup = free_buf;
@@ -129,6 +156,7 @@ run_commit(struct sq_op *o)
 {
 	struct sq_payload *w = o->in;
 
+	limit_of(o, w->p);
 	tg_state_sq_rc(o, tg_outbox_payload_commit(w->p, o->t1, &o->res.err));
 	w->p = NULL;	/* commit frees it in every case */
 }
@@ -154,6 +182,7 @@ tg_state_sq_payload_commit(struct tg_state_payload *pw, int64_t now_ms, tg_state
 
 	o->in = w;
 	o->t1 = now_ms;
+	limit_copy(o, w);
 	o->keep = 1;
 	o->cleanup = free_writer;
 	return tg_state_sq_write(o);
@@ -205,5 +234,24 @@ tg_state_sq_payload_set(void *impl, const char *id, const void *data, size_t len
 	o->s1 = tg_state_sq_dup(id);
 	tg_state_sq_copy_bytes(o, data, len);
 	o->t1 = now_ms;
+	return tg_state_sq_write(o);
+}
+
+/* ---- the bytes held ---- */
+
+static void
+run_usage(struct sq_op *o)
+{
+	tg_state_sq_rc(o, tg_outbox_usage(o->sq->wob, o->s1, &o->n1, &o->n2, &o->res.err));
+}
+
+/* On the writer thread: its connection counts the payloads being written. */
+struct tg_state_op *
+tg_state_sq_outbox_usage(void *impl, const char *api_key, tg_state_pair_cb cb, void *arg)
+{
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_OUTBOX, run_usage,
+	    tg_state_sq_answer_pair, (void (*)(void))cb, arg);
+
+	o->s1 = tg_state_sq_dup(api_key);
 	return tg_state_sq_write(o);
 }
