@@ -563,9 +563,11 @@ def test_postgres_outage(private_pg, make_emulator, fleet, secret_file):
             assert retry_after is not None and int(retry_after) > 0, refusals
             assert ctype.startswith("application/json"), refusals
             body = json.loads(text)
-            # the export's owner cannot be recorded, so neither it nor its webhook is kept
-            assert body["statusCode"] == 503 and body["error"] == "OWNERSHIP_UNAVAILABLE", body
+            # the webhook's outbox is asked first (its payload quota): unreachable,
+            # so nothing was sent to the vendor and no job is left unowned
+            assert body["statusCode"] == 503 and body["error"] == "WEBHOOK_UNAVAILABLE", body
             assert "could not be stored" in body["message"] and body["requestId"], body
+            assert "nothing was sent to the vendor" in body["message"], body
 
         # Recovery without a restart: a new callback export is accepted ...
         deadline = time.monotonic() + 20
