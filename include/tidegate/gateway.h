@@ -150,7 +150,8 @@ struct gw_req {
 	int64_t up_t0, up_ms;		/* its own vendor call: start, response time ms
 					 * (monotonic; -1: no call) */
 	int fault;			/* the front door's refusal of its head: 0, or
-					 * TG_HEAD_NOT_FOUND / _BODY_TOO_LARGE under a
+					 * TG_HEAD_NOT_FOUND / _BODY_TOO_LARGE /
+					 * _UNAVAILABLE under a
 					 * feature's prefix (frontdoor.h) */
 	enum gw_auth auth;
 	const struct tg_key *key;

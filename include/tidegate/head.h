@@ -37,6 +37,7 @@ enum tg_head_fault {
 	TG_HEAD_BAD_TARGET,	/* a body sent to a target the listener refuses */
 	TG_HEAD_NOT_FOUND,	/* a body sent to a path the listener hides */
 	TG_HEAD_BAD_CHUNK,	/* a chunked body malformed after its head passed */
+	TG_HEAD_UNAVAILABLE,	/* a feature cannot tell yet whether the body may be read */
 	TG_HEAD_NFAULTS
 };
 

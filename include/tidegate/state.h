@@ -355,6 +355,19 @@ struct tg_state_op *tg_state_outbox_purge(struct tg_state *st, int64_t before_ms
 struct tg_state_op *tg_state_outbox_stats(struct tg_state *st, int64_t now_ms,
     tg_state_outbox_stats_cb cb, void *arg);
 
+/* ---- webhook outbox: the relay key ---- */
+
+#define TG_STATE_KEY_LEN	32
+
+/**
+ * The state's relay key (st borrowed): TG_STATE_KEY_LEN random bytes made
+ * once per state (the first call on a store without one makes and stores
+ * them; concurrent first calls of a fleet's instances agree on one) and
+ * the same for every instance sharing it, across restarts. cb's data is
+ * the key (borrowed; never logged). UNAVAILABLE without an outbox.
+ */
+struct tg_state_op *tg_state_outbox_key(struct tg_state *st, tg_state_blob_cb cb, void *arg);
+
 /* ---- run registry ---- */
 
 /** Record a submission (st, run borrowed, copied); durable when cb runs

@@ -85,6 +85,33 @@ int tg_webhook_verify(const char *secret, const char *id, const char *ts,
     const char *sig_header, const void *body, size_t len, int64_t now_s, int64_t tolerance_s,
     struct tg_err *err);
 
+/* ---- relay URLs (relay_mac.c) ---- */
+
+#define TG_WEBHOOK_RELAY_KEY_LEN	32	/* the state's relay key (bytes) */
+#define TG_WEBHOOK_RELAY_MAC_HEX	32	/* the MAC in a relay URL: 16 bytes, hex */
+/** "msg_<32 hex>.<32 hex>" and NUL: a relay URL's last path segment. */
+#define TG_WEBHOOK_RELAY_SEG_LEN	(4 + 32 + 1 + TG_WEBHOOK_RELAY_MAC_HEX + 1)
+
+/**
+ * The last path segment of job id's relay URL (all borrowed): the id, a
+ * dot and HMAC-SHA256 of the id under key, its first 16 bytes in hex, so
+ * that any instance holding key tells a genuine id from a made-up one
+ * without asking the state.
+ */
+void tg_webhook_relay_seg(const uint8_t key[TG_WEBHOOK_RELAY_KEY_LEN], const char *id,
+    char out[TG_WEBHOOK_RELAY_SEG_LEN]);
+/**
+ * 0 when seg (borrowed) is a segment tg_webhook_relay_seg made under key
+ * (borrowed; the MAC compared in constant time): its job id into id
+ * (borrowed, "msg_<32 hex>"). -1 otherwise (another shape, or a MAC that
+ * is not key's), id "".
+ */
+int tg_webhook_relay_check(const uint8_t key[TG_WEBHOOK_RELAY_KEY_LEN], const char *seg,
+    char id[TG_WEBHOOK_ID_LEN]);
+/** 1 when seg (borrowed) is a bare job id, "msg_<32 hex>" (the relay URLs
+ * of jobs made before relay URLs carried a MAC), else 0. */
+int tg_webhook_relay_bare(const char *seg);
+
 /* ---- egress policy (egress.c, resolve.c) ---- */
 
 struct tg_egress;

@@ -110,7 +110,7 @@ gw_on_request(struct evhttp_request *req, void *arg)
 	if (fault != 0)		/* refused on its head (frontdoor.h): answer, close */
 		tg_frontdoor_close_after(req);
 	if (fault != 0 && fault != TG_HEAD_BAD_TARGET && fault != TG_HEAD_NOT_FOUND &&
-	    fault != TG_HEAD_BODY_TOO_LARGE) {
+	    fault != TG_HEAD_BODY_TOO_LARGE && fault != TG_HEAD_UNAVAILABLE) {
 		gw_req_reply_error(r, tg_head_fault_status(fault), tg_head_fault_code(fault),
 		    tg_head_fault_message(fault));
 		return;

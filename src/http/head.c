@@ -56,6 +56,8 @@ static const struct {
 	[TG_HEAD_NOT_FOUND] = { 404, "NOT_FOUND", "no such endpoint" },
 	[TG_HEAD_BAD_CHUNK] = { 400, "BAD_REQUEST",
 	    "malformed chunked body (chunk-size line, CRLF after chunk data, or trailer)" },
+	[TG_HEAD_UNAVAILABLE] = { 503, "SERVICE_UNAVAILABLE",
+	    "this endpoint cannot take a body yet; try again later" },
 };
 
 int

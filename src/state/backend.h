@@ -101,6 +101,7 @@ struct tg_state_backend {
 	struct tg_state_op *(*runs_stats)(void *impl, tg_state_runs_stats_cb cb, void *arg);
 	struct tg_state_op *(*runs_archive)(void *impl, const char *id, const void *data,
 	    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+	struct tg_state_op *(*outbox_key)(void *impl, tg_state_blob_cb cb, void *arg);
 	struct tg_state_op *(*runs_archived)(void *impl, const char *id, tg_state_blob_cb cb,
 	    void *arg);
 	struct tg_state_op *(*runs_archive_usage)(void *impl, tg_state_pair_cb cb, void *arg);

@@ -424,6 +424,12 @@ tg_state_runs_archive(struct tg_state *st, const char *id, const void *data, siz
 }
 
 struct tg_state_op *
+tg_state_outbox_key(struct tg_state *st, tg_state_blob_cb cb, void *arg)
+{
+	return st->be->outbox_key(st->impl, cb, arg);
+}
+
+struct tg_state_op *
 tg_state_runs_archived(struct tg_state *st, const char *id, tg_state_blob_cb cb, void *arg)
 {
 	return st->be->runs_archived(st->impl, id, cb, arg);

@@ -352,17 +352,26 @@ relay_add(struct gw_req *r, struct wh_hook *hk)
 	struct tg_outbox_new j = { hk->url, hk->secret_ref, r->key ? r->key->name : NULL,
 		"export", NULL, "dex", NULL };
 
+	if (!WH(r->gw)->relay_key_ok) {	/* no URL could be made for the job */
+		wh_reply_unavailable(r, "the state's relay key is not loaded yet (the state "
+		    "cannot be reached), so nothing was sent to the vendor; try again");
+		return;
+	}
 	add_job(r, &j, NULL, relay_added);
 }
 
+/* The URL the vendor gets: the job's id and its MAC (relay_mac.c). */
 static char *
-relay_url(const struct gw_config *c, const char *id)
+relay_url(const struct wh_hooks *h, const char *id)
 {
-	size_t n = strlen(c->wh_public_url);
+	const char *base = h->gw->rt->cfg.wh_public_url;
+	char seg[TG_WEBHOOK_RELAY_SEG_LEN];
+	size_t n = strlen(base);
 
-	while (n > 0 && c->wh_public_url[n - 1] == '/')
+	while (n > 0 && base[n - 1] == '/')
 		n--;
-	return tg_xasprintf("%.*s%s%s", (int)n, c->wh_public_url, WH_RELAY_PREFIX, id);
+	wh_relay_seg(h, id, seg);	/* loaded: relay_add checked, it stays */
+	return tg_xasprintf("%.*s%s%s", (int)n, base, WH_RELAY_PREFIX, seg);
 }
 
 #define NO_SECRET_MSG "no webhook signing secret is configured for this API key " \
@@ -405,7 +414,7 @@ relay_added(struct gw_req *r)
 	}
 	snprintf(q->hook->id, sizeof(q->hook->id), "%s", q->str);
 	wh_fetch_start(h, q->hook->id, r->key ? r->key->name : NULL, NULL, tg_clock_now_ms(), 0);
-	relay = relay_url(&r->rt->cfg, q->hook->id);
+	relay = relay_url(h, q->hook->id);
 	rewrite_body(r, q->scan, relay);
 	wh_scan_free(q->scan);
 	q->scan = NULL;
@@ -713,13 +722,6 @@ wh_hook_done(struct gw_req *r, enum tg_up_error err)
 
 /* ---- the inbound endpoint (relay mode) ---- */
 
-static int
-job_id_valid(const char *id)
-{
-	return strlen(id) == 4 + 32 && strncmp(id, "msg_", 4) == 0 &&
-	    strspn(id + 4, "0123456789abcdef") == 32;
-}
-
 static void
 reply_status(struct gw_req *r, int status, const char *state, const char *id)
 {
@@ -736,10 +738,11 @@ reply_status(struct gw_req *r, int status, const char *state, const char *id)
 	evbuffer_free(b);
 }
 
+/* The job r's relay URL names (wh_hook_relay checked it). */
 static const char *
 relay_id(const struct gw_req *r)
 {
-	return r->path + strlen(WH_RELAY_PREFIX);
+	return wh_req_find(r)->relay;
 }
 
 /* The seam failed q's operation: 503 when it cannot be reached, else 500. */
@@ -862,15 +865,37 @@ waiting_known(const struct wh_hooks *h)
 	return !h->fleet && h->resumed_all && !h->gw->draining;
 }
 
+/*
+ * Whether the relay URL's segment may name a job: its MAC is the key's,
+ * or (one instance only, where the waiting jobs are known) it is a bare
+ * id of a job made before URLs carried a MAC. A fleet cannot vouch for a
+ * bare id, nor anyone for any id before the key is loaded.
+ */
+static int
+relay_seg_ok(const struct wh_hooks *h, const char *seg, char id[TG_WEBHOOK_ID_LEN])
+{
+	switch (wh_relay_check(h, seg, id)) {
+	case WH_RELAY_GENUINE:
+		return 0;
+	case WH_RELAY_BARE:
+		return waiting_known(h) ? 0 : TG_HEAD_NOT_FOUND;
+	case WH_RELAY_NO_KEY:
+		return TG_HEAD_UNAVAILABLE;
+	default:
+		return TG_HEAD_NOT_FOUND;
+	}
+}
+
 int
 wh_hook_relay_head(struct wh_hooks *h, const char *method, const char *path, int64_t length,
     uint64_t *limit)
 {
-	const char *id = path + strlen(WH_RELAY_PREFIX);
+	char id[TG_WEBHOOK_ID_LEN];
 	uint64_t cap = (uint64_t)h->gw->rt->cfg.wh_max_payload;
+	int v;
 
-	if (!job_id_valid(id))
-		return TG_HEAD_NOT_FOUND;
+	if ((v = relay_seg_ok(h, path + strlen(WH_RELAY_PREFIX), id)) != 0)
+		return v;
 	if (strcmp(method, "POST") != 0) {
 		cap = WH_RELAY_IDLE_BODY;	/* 405 after at most that */
 	} else if (waiting_known(h) && !wh_fetch_waiting(h, id)) {
@@ -886,9 +911,14 @@ wh_hook_relay_head(struct wh_hooks *h, const char *method, const char *path, int
 void
 wh_hook_relay(struct gw_req *r)
 {
-	const char *id = relay_id(r);
+	struct wh_req *q = wh_req_of(r);
+	const char *id = q->relay;
+	int v = relay_seg_ok(WH(r->gw), r->path + strlen(WH_RELAY_PREFIX), q->relay);
 
-	if (!job_id_valid(id)) {
+	if (v == TG_HEAD_UNAVAILABLE || r->fault == TG_HEAD_UNAVAILABLE) {
+		wh_reply_unavailable(r, "relay URLs cannot be checked until the state's relay "
+		    "key is loaded (the state cannot be reached); deliver again later");
+	} else if (v != 0) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
 	} else if (evhttp_request_get_command(r->req) != EVHTTP_REQ_POST) {
 		gw_req_reply_405(r, "POST");

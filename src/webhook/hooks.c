@@ -215,6 +215,7 @@ wh_hooks_new(struct gw *gw, struct tg_err *err)
 		goto fail;
 	if ((h->w = tg_webhook_new(gw->base, gw->dns, h->st, h->pol, &wo, &cbs, h, err)) == NULL)
 		goto fail;
+	wh_relay_key_start(h);
 	h->resume_ev = evtimer_new(gw->base, on_resume, h);
 	if (fleet(h))
 		wh_adopt_start(h);	/* not every waiting job: the dead's */
@@ -306,6 +307,7 @@ wh_hooks_free(struct wh_hooks *h)
 	wh_adds_cancel(h);
 	tg_state_cancel(h->purge_op);
 	tg_state_cancel(h->resume_op);
+	wh_relay_key_stop(h);
 	wh_adopt_stop(h);
 	tg_map_free(h->fetches);
 	tg_map_free(h->quota_key_waits);	/* after the fetchers that count in it */

@@ -51,6 +51,11 @@ struct wh_hooks {
 	size_t quota_waits;		/* fetchers waiting for room under the cap … */
 	struct tg_map *quota_key_waits;	/* … or their key's share (key -> a count) */
 	int drained;			/* SIGTERM: no delivery attempt left in flight */
+	/* the state's relay key (relay_key.c): relay URLs carry its MAC */
+	uint8_t relay_key[TG_WEBHOOK_RELAY_KEY_LEN];
+	int relay_key_ok;		/* loaded: relay ids can be checked */
+	struct event *key_ev;		/* the next try to load it */
+	struct tg_state_op *key_op;
 };
 
 /* The callbackUrl of one request. */
@@ -90,6 +95,7 @@ struct wh_req {
 	int state;			/* … a job's state (get), or -1 */
 	int64_t used[2];		/* … the payload bytes held: all, the key's (usage) */
 	int64_t bytes;			/* relay: the delivery's size */
+	char relay[TG_WEBHOOK_ID_LEN];	/* relay: the job its URL names */
 };
 
 /* feature.c */
@@ -224,6 +230,27 @@ void wh_quota_refused(struct gw *gw, const char *stage, const char *id, const ch
 /** /webhooks… on the admin listener: list, read, redeliver (all borrowed);
  * answered when the seam answers. */
 void wh_admin(struct wh_hooks *h, struct evhttp_request *req, const char *path);
+/* relay_key.c */
+/** Load the state's relay key into h (borrowed), trying again every
+ * second until it comes (a fleet's database may be down at start). */
+void wh_relay_key_start(struct wh_hooks *h);
+/** Stop loading it and forget it (h borrowed). */
+void wh_relay_key_stop(struct wh_hooks *h);
+/** The relay URL segment naming job id (borrowed) into out (borrowed):
+ * 0, or -1 while the key is not loaded. */
+int wh_relay_seg(const struct wh_hooks *h, const char *id, char out[TG_WEBHOOK_RELAY_SEG_LEN]);
+/** How a relay URL's segment seg (borrowed) stands with h (borrowed). */
+enum wh_relay_id {
+	WH_RELAY_GENUINE,	/* its MAC is the key's: id holds the job */
+	WH_RELAY_BARE,		/* a bare job id (made before URLs carried a MAC) */
+	WH_RELAY_FORGED,	/* another shape, or a MAC not the key's */
+	WH_RELAY_NO_KEY		/* the key is not loaded yet: cannot tell */
+};
+/** Which of enum wh_relay_id seg is; id (borrowed) gets the job id of a
+ * genuine or bare one, else "". */
+enum wh_relay_id wh_relay_check(const struct wh_hooks *h, const char *seg,
+    char id[TG_WEBHOOK_ID_LEN]);
+
 /** Forget the admin requests still waiting (teardown); h borrowed. */
 void wh_admin_cancel(struct wh_hooks *h);
 

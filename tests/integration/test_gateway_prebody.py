@@ -8,19 +8,22 @@ ASan is meaningless), and the legitimate use of each still working:
 1. a bearer that is not a gateway key (caller_tokens): capped at the
    service's caller_max_body;
 2. a caller's login: capped at login_max_body;
-3. the relay endpoint POST /__tidegate/callbacks/<id>: an id no job waiting
-   here has is refused on its head (one instance knows every waiting job);
+3. the relay endpoint POST /__tidegate/callbacks/<id>.<mac>: an id whose MAC
+   is not the state's relay key's is refused on its head, on one instance
+   and in a fleet; one instance also refuses an id no job waiting here has;
 4. the admin listener: its API key checked on the head, bodies capped at
    admin_max_body.
 
 Raw sockets: an HTTP client library sends the body with the head.
 """
 import hashlib
+import hmac
 import json
 import os
 import secrets
 import signal
 import socket
+import sqlite3
 import subprocess
 import threading
 import time
@@ -265,6 +268,61 @@ def test_relay_id_no_job_waits_for_refused_on_the_head(make_emulator, make_gatew
     assert status == 405, doc
 
 
+def relay_seg(key, wid):
+    """The relay URL segment the gateway makes for job wid under the
+    state's relay key (src/webhook/relay_mac.c)."""
+    mac = hmac.new(key, b"tidegate-relay-v1:" + wid.encode(), hashlib.sha256)
+    return f"{wid}.{mac.hexdigest()[:32]}"
+
+
+def sqlite_relay_key(gw):
+    db = sqlite3.connect(os.path.join(gw.tmp, "tidegate.db"), timeout=10)
+    try:
+        rows = db.execute("SELECT key FROM state_keys WHERE name = 'relay'").fetchall()
+    finally:
+        db.close()
+    assert len(rows) == 1 and len(rows[0][0]) == 32
+    return bytes(rows[0][0])
+
+
+def test_relay_id_carries_a_mac_checked_on_the_head(make_emulator, make_gateway,
+                                                    receiver, secret_file):
+    """The relay URL names its job and a MAC under the state's relay key: a
+    made-up MAC for the id of a job that does wait is refused on the head
+    (150 MB announced, nothing sent), the genuine one is read and stored,
+    and the key survives a restart (a URL given before it still works)."""
+    emu = make_emulator({"export": {"delay": "30s"}})
+    gw = make_gateway(emu, {**hooks(secret_file), "keys": KEYS})
+    gw.cfg["webhooks"].update({"mode": "relay", "public_url": gw.dex})
+    gw.write_config(gw.cfg)
+    gw.send_signal(signal.SIGHUP)
+    wait_log(gw, "reloaded")
+    r = requests.post(gw.dex + EXPORT, json={"projectId": "P-DEMO",
+                                             "callbackUrl": receiver.url("/mac")},
+                      headers=gw.headers(), timeout=10)
+    assert r.status_code == 200, r.text
+    wid = r.headers["X-Tidegate-Webhook-Id"]
+    key = sqlite_relay_key(gw)
+    genuine = "/__tidegate/callbacks/" + relay_seg(key, wid)
+    forged = [f"/__tidegate/callbacks/{wid}.{secrets.token_hex(16)}",
+              "/__tidegate/callbacks/" + relay_seg(secrets.token_bytes(32), wid),
+              genuine[:-1] + ("0" if genuine[-1] != "0" else "1"),
+              genuine.upper().replace("/__TIDEGATE/CALLBACKS/", "/__tidegate/callbacks/")]
+    for path in forged:
+        status, _, doc = on_head(gw.ports["dex"], head("POST", path, length=HUGE))
+        assert status == 404 and doc["error"] == "NOT_FOUND", (path, doc)
+    assert gw.stop() == 0
+    gw.restart()
+    assert sqlite_relay_key(gw) == key
+    body = json.dumps([{"n": i} for i in range(2000)]).encode()
+    r = requests.post(gw.dex + genuine, data=body, timeout=10)
+    assert r.status_code == 200 and r.json() == {"id": wid, "status": "accepted"}, r.text
+    receiver.wait(lambda: len(receiver.seen()) == 1, timeout=15)
+    got = receiver.seen()[0]
+    assert got["headers"]["webhook-id"] == wid and got["body"] == body
+    assert gw.metric("tidegate_webhook_relay_deliveries_total") == 1
+
+
 # ---- 4. the admin listener ----
 
 def test_admin_key_checked_on_the_head_and_bodies_capped(make_emulator, make_gateway):
@@ -348,7 +406,7 @@ def test_peak_rss_flat_while_clients_push_150_mb_bodies(make_emulator, make_gate
     assert requests.get(gw.admin + "/healthz", timeout=5).status_code == 200
 
 
-# ---- a second instance: a fleet cannot refuse a relay id on the head ----
+# ---- a second instance: relay ids carry a MAC any instance checks ----
 
 @pytest.mark.skipif(not (os.environ.get("PGHOST") or os.environ.get("PGPORT")),
                     reason="no PostgreSQL (run under pg_virtualenv -v 15, as CI does)")
@@ -356,8 +414,9 @@ def test_fleet_relay_delivery_to_another_instance_is_read(make_emulator, make_ga
                                                           receiver, secret_file, pg_url):
     """A job waits at instance 0; the vendor delivers to instance 1 (one
     public_url for the fleet, a load balancer behind it). Instance 1 does
-    not know the job, yet must read the delivery (over 4 KB) and store it:
-    an instance's memory of waiting jobs is no answer for the fleet."""
+    not know the job, yet reads the delivery (over 4 KB) and stores it: the
+    URL's MAC, made under the fleet's one relay key, vouches for it. An id
+    whose MAC is not the key's is refused on the head by every instance."""
     emu = make_emulator()
     gws = [make_gateway(emu, {**hooks(secret_file), "keys": KEYS,
                               "state": {"url": pg_url, "instance": f"gw{i}"}})
@@ -377,9 +436,18 @@ def test_fleet_relay_delivery_to_another_instance_is_read(make_emulator, make_ga
     assert got["headers"]["webhook-id"] == wid and len(got["body"]) > 4096
     assert gws[1].metric("tidegate_webhook_relay_deliveries_total") == 1
     assert gws[0].metric("tidegate_webhook_relay_deliveries_total") == 0
-    # an id no instance knows, over 4 KB: read (up to max_payload), then 404
-    r = requests.post(gws[1].dex + relay_path(), data=b"x" * 8192, timeout=5)
-    assert r.status_code == 404 and r.json()["message"] == "no such webhook job"
+    # one relay key for the fleet, which instance 1 checked instance 0's URL with
+    schema = pg_url.rsplit("%3D", 1)[1]
+    out = subprocess.run(["psql", "-qXAtc", f"SELECT name, length(key) FROM {schema}.state_keys"],
+                         check=True, capture_output=True, text=True, timeout=30).stdout
+    assert out.split() == ["relay|32"], out
+    # a made-up id is refused on the head by every instance, 150 MB announced:
+    # a wrong MAC for a real job's id, a random one, a bare id (no MAC)
+    for gw in gws:
+        for path in (f"/__tidegate/callbacks/{wid}.{secrets.token_hex(16)}",
+                     relay_path() + "." + secrets.token_hex(16), relay_path()):
+            status, _, doc = on_head(gw.ports["dex"], head("POST", path, length=HUGE))
+            assert status == 404 and doc["error"] == "NOT_FOUND", (path, doc)
 
 
 def test_relay_job_waiting_across_a_restart_still_gets_its_delivery(

@@ -58,6 +58,7 @@ enum pg_stmt {
 	PG_SW_CREATE, PG_SW_GET, PG_SW_LIST, PG_SW_VARIANTS, PG_SW_CLAIM, PG_SW_SUBMITTED,
 	PG_SW_UNCLAIM, PG_SW_SETTLE, PG_SW_RUNNING,
 	PG_RUN_MANY, PG_OB_USAGE, PG_OB_NOTE,
+	PG_KEY_PUT, PG_KEY_GET,
 	PG_NSTMT
 };
 
@@ -399,6 +400,8 @@ struct tg_state_op *tg_state_pg_runs_set_figures(void *impl, const char *id, yaj
 struct tg_state_op *tg_state_pg_runs_stats(void *impl, tg_state_runs_stats_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_runs_archive(void *impl, const char *id, const void *data,
     size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+/* pg_outbox_key.c */
+struct tg_state_op *tg_state_pg_outbox_key(void *impl, tg_state_blob_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_runs_archived(void *impl, const char *id, tg_state_blob_cb cb,
     void *arg);
 struct tg_state_op *tg_state_pg_runs_archive_usage(void *impl, tg_state_pair_cb cb, void *arg);

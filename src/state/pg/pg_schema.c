@@ -32,6 +32,10 @@
  * that no two exceed the archive's total).
  *
  * Version 4 (v_owner_keys) bounds correlation ownership per API key.
+ *
+ * Version 5 (v_keys) holds the keys made once per state (state_keys: the
+ * relay key every instance signs and checks relay URLs with), inserted by
+ * the first instance that asks (pg_outbox_key.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -239,7 +243,12 @@ static const char *const v_owner_keys[] = {
 	NULL,
 };
 
-static const char *const *const migrations[] = { v1, v2, v_runs, v_owner_keys };
+static const char *const v_keys[] = {
+	"CREATE TABLE state_keys (name text PRIMARY KEY, key bytea NOT NULL)",
+	NULL,
+};
+
+static const char *const *const migrations[] = { v1, v2, v_runs, v_owner_keys, v_keys };
 
 /*
  * owners: a re-recorded job takes a new id and its key's next number (it
@@ -479,6 +488,11 @@ static const char *const sql[PG_NSTMT] = {
 	    " SELECT (SELECT count(*) FROM d) FROM sweeps WHERE sweep_id = $1",
 	[PG_SW_RUNNING] = "SELECT sweep_id FROM sweeps WHERE state = 'running'"
 	    " ORDER BY created_at, sweep_id",
+	/* a key made by the first instance to ask; the others' inserts wait
+	 * for its commit and do nothing, then read it */
+	[PG_KEY_PUT] = "INSERT INTO state_keys (name, key) VALUES ($1, $2)"
+	    " ON CONFLICT (name) DO NOTHING",
+	[PG_KEY_GET] = "SELECT key FROM state_keys WHERE name = $1",
 };
 
 const char *

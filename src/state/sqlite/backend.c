@@ -121,6 +121,7 @@ const struct tg_state_backend tg_state_sqlite_backend = {
 	.runs_set_figures = tg_state_sq_runs_set_figures,
 	.runs_stats = tg_state_sq_runs_stats,
 	.runs_archive = tg_state_sq_runs_archive,
+	.outbox_key = tg_state_sq_outbox_key,
 	.runs_archived = tg_state_sq_runs_archived,
 	.runs_archive_usage = tg_state_sq_runs_archive_usage,
 	.runs_expire = tg_state_sq_runs_expire,

@@ -38,6 +38,8 @@ static const char *const schema[] = {
 	"CREATE TABLE IF NOT EXISTS leases ("
 	" job_id TEXT PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,"
 	" token TEXT NOT NULL, attempt INTEGER NOT NULL, expires_at INTEGER NOT NULL)",
+	/* keys made once per store: the relay key (sq_outbox_key.c) */
+	"CREATE TABLE IF NOT EXISTS state_keys (name TEXT PRIMARY KEY, key BLOB NOT NULL)",
 };
 
 #define JOB_COLS "j.id, j.state, j.url, j.kind, j.correlation_id, j.service, j.api_key," \

@@ -172,6 +172,8 @@ struct tg_state_op *tg_state_sq_runs_set_figures(void *impl, const char *id, yaj
 struct tg_state_op *tg_state_sq_runs_stats(void *impl, tg_state_runs_stats_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_runs_archive(void *impl, const char *id, const void *data,
     size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
+/* sq_outbox_key.c */
+struct tg_state_op *tg_state_sq_outbox_key(void *impl, tg_state_blob_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_runs_archived(void *impl, const char *id, tg_state_blob_cb cb,
     void *arg);
 struct tg_state_op *tg_state_sq_runs_archive_usage(void *impl, tg_state_pair_cb cb, void *arg);
