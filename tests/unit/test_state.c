@@ -5,7 +5,9 @@
  * add, lease and complete; a payload of several MB streamed in chunks;
  * redelivery; the NOT_FOUND, CONFLICT and UNAVAILABLE codes; runs add,
  * get, list, status and due; sweeps create, claim and settle; ownership
- * record, lookup and prune; token records; poll leadership; cancel before
+ * record, lookup and prune; token records; poll leadership; the relay key
+ * (made once, the same on every handle, agreed on by handles asking at
+ * once); cancel before
  * completion (never called back, nothing leaked under ASan); reads that
  * answer before their call returns and writes that answer later.
  *
@@ -1005,6 +1007,61 @@ on_blob(const struct tg_state_res *res, const void *data, size_t len, void *arg)
 	w->s = data != NULL ? strndup(data, len) : NULL;
 }
 
+/* ---- the relay key ---- */
+
+static void
+on_key(const struct tg_state_res *res, const void *data, size_t len, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->count = len;
+	if (data != NULL) {
+		w->p = malloc(len);
+		memcpy(w->p, data, len);
+	}
+}
+
+/* s's relay key into out (TG_STATE_KEY_LEN bytes, borrowed). */
+static void
+key_of(struct tg_state *s, uint8_t *out)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_outbox_key(s, on_key, &w), &w);	/* may write: later */
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.count, TG_STATE_KEY_LEN);
+	memcpy(out, w.p, TG_STATE_KEY_LEN);
+	wait_clear(&w);
+}
+
+/* Made once, random, the same on every call and every handle on the
+ * store (another instance, a restart). */
+static void
+test_outbox_key(void **state)
+{
+	struct tg_outbox_opts oo = pg_outbox;
+	struct tg_state_opts opts = { .url = F.url, .outbox = &oo };
+	static const uint8_t zero[TG_STATE_KEY_LEN];
+	uint8_t a[TG_STATE_KEY_LEN], b[TG_STATE_KEY_LEN], c[TG_STATE_KEY_LEN];
+	struct tg_state *other;
+	struct tg_err err;
+
+	key_of(F.st, a);
+	assert_memory_not_equal(a, zero, sizeof(a));
+	key_of(F.st, b);
+	assert_memory_equal(a, b, sizeof(a));
+	if (strcmp(F.b->name, "sqlite") == 0) {
+		oo.path = F.outbox;
+		opts.url = NULL;
+	}
+	other = tg_state_open(F.base, &opts, &err);
+	assert_non_null(other);
+	key_of(other, c);
+	assert_memory_equal(a, c, sizeof(a));
+	tg_state_close(other);
+}
+
 static void
 test_run_end_and_archive(void **state)
 {
@@ -1832,6 +1889,31 @@ test_fleet_adopt(void **state)
 /* Two handles lease at once, two leases each, three jobs due: three
  * leases of three jobs and one empty answer; a lease not renewed past its
  * expiry goes to the other handle, and its first holder has lost it. */
+/* Two instances asking at once, on a store that holds no key yet, agree. */
+static void
+test_fleet_outbox_key(void **state)
+{
+	struct tg_state_opts opts = { .url = F.url, .outbox = &pg_outbox };
+	struct wait w[4] = { { 0 } };
+	struct tg_state *b;
+	struct tg_err err;
+	int i;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	for (i = 0; i < 4; i++)
+		assert_non_null(tg_state_outbox_key(i % 2 ? b : F.st, on_key, &w[i]));
+	for (i = 0; i < 4; i++) {
+		wait_for(&w[i]);
+		assert_int_equal(w[i].res.rc, TG_STATE_OK);
+		assert_int_equal(w[i].count, TG_STATE_KEY_LEN);
+		assert_memory_equal(w[i].p, w[0].p, TG_STATE_KEY_LEN);
+	}
+	for (i = 0; i < 4; i++)
+		wait_clear(&w[i]);
+	tg_state_close(b);
+}
+
 static void
 test_fleet_outbox(void **state)
 {
@@ -2470,6 +2552,10 @@ test_open_errors(void **state)
 	assert_null(tg_state_token_get(st, "dex", on_token, &w));	/* down: at once */
 	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
 	wait_clear(&w);
+	assert_null(tg_state_outbox_key(st, on_key, &w));	/* no outbox, down */
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	assert_null(w.p);
+	wait_clear(&w);
 	tg_state_health(st, &h);
 	assert_false(h.up);
 	assert_non_null(strstr(h.reason, "postgresql unavailable"));
@@ -2492,6 +2578,9 @@ test_open_errors(void **state)
 	assert_null(tg_state_outbox_add(st, &(struct tg_outbox_new){ 0 }, T0, on_str, &w));
 	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
 	wait_clear(&w);
+	assert_null(tg_state_outbox_key(st, on_key, &w));	/* no outbox */
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	wait_clear(&w);
 	tg_state_close(st);
 	assert_string_equal(tg_state_rc_str(TG_STATE_CONFLICT), "conflict");
 }
@@ -2507,7 +2596,7 @@ main(void)
 	} cases[] = {
 		T_(test_outbox_flow, D_OUTBOX), T_(test_payload_stream, D_OUTBOX),
 		T_(test_lease_skip, D_OUTBOX), T_(test_payload_quota, D_OUTBOX),
-		T_(test_outbox_note, D_OUTBOX),
+		T_(test_outbox_note, D_OUTBOX), T_(test_outbox_key, D_OUTBOX),
 		T_(test_payload_big, D_OUTBOX),
 		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
 		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),
@@ -2518,6 +2607,7 @@ main(void)
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
+		T_(test_fleet_outbox_key, D_FLEET),
 		T_(test_fleet_wakeups, D_FLEET), T_(test_fleet_adopt, D_FLEET),
 		T_(test_fleet_connections_lost, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),

@@ -193,6 +193,53 @@ emit_one(const char *const *secrets, size_t n, const uint8_t *body, size_t len)
 	free(b64);
 }
 
+/* Relay URL segments: the one made under a key passes under it alone;
+ * every other shape, a MAC of another key, a byte changed anywhere, or
+ * upper-case hex is refused. */
+static void
+test_relay_mac(void **state)
+{
+	uint8_t key[TG_WEBHOOK_RELAY_KEY_LEN], other[TG_WEBHOOK_RELAY_KEY_LEN];
+	const char *wid = "msg_0123456789abcdef0123456789abcdef";
+	char seg[TG_WEBHOOK_RELAY_SEG_LEN], bad[TG_WEBHOOK_RELAY_SEG_LEN + 8];
+	char id[TG_WEBHOOK_ID_LEN];
+	size_t i;
+
+	(void)state;
+	memset(key, 7, sizeof(key));
+	memset(other, 8, sizeof(other));
+	tg_webhook_relay_seg(key, wid, seg);
+	assert_int_equal(strlen(seg), TG_WEBHOOK_RELAY_SEG_LEN - 1);
+	assert_memory_equal(seg, wid, strlen(wid));
+	assert_int_equal(seg[strlen(wid)], '.');
+	assert_int_equal(tg_webhook_relay_check(key, seg, id), 0);
+	assert_string_equal(id, wid);
+	assert_int_equal(tg_webhook_relay_check(other, seg, id), -1);
+	assert_string_equal(id, "");
+	for (i = 0; i < strlen(seg); i++) {	/* any byte changed */
+		strcpy(bad, seg);
+		bad[i] = bad[i] == 'a' ? 'b' : 'a';
+		assert_int_equal(tg_webhook_relay_check(key, bad, id), -1);
+	}
+	snprintf(bad, sizeof(bad), "%s0", seg);		/* longer */
+	assert_int_equal(tg_webhook_relay_check(key, bad, id), -1);
+	snprintf(bad, sizeof(bad), "%.*s", (int)strlen(seg) - 1, seg);	/* shorter */
+	assert_int_equal(tg_webhook_relay_check(key, bad, id), -1);
+	for (i = strlen(wid) + 1; seg[i] != '\0'; i++)		/* upper-case hex */
+		bad[i] = (char)(seg[i] >= 'a' ? seg[i] - 32 : seg[i]);
+	memcpy(bad, seg, strlen(wid) + 1);
+	bad[strlen(seg)] = '\0';
+	if (strcmp(bad, seg) != 0)
+		assert_int_equal(tg_webhook_relay_check(key, bad, id), -1);
+	assert_int_equal(tg_webhook_relay_check(key, wid, id), -1);	/* bare */
+	assert_int_equal(tg_webhook_relay_check(key, "", id), -1);
+	assert_true(tg_webhook_relay_bare(wid));
+	assert_false(tg_webhook_relay_bare(seg));
+	assert_false(tg_webhook_relay_bare("msg_0123456789ABCDEF0123456789abcdef"));
+	tg_webhook_relay_seg(other, wid, bad);		/* another key, another MAC */
+	assert_string_not_equal(bad, seg);
+}
+
 static int
 emit(void)
 {
@@ -225,6 +272,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_rotation),
 		cmocka_unit_test(test_verify),
 		cmocka_unit_test(test_malformed_secrets),
+		cmocka_unit_test(test_relay_mac),
 	};
 
 	if (argc > 1 && strcmp(argv[1], "--emit") == 0)
