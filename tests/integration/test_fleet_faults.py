@@ -53,6 +53,7 @@ import requests
 
 from conftest import TEST_KEY_SHA, Gateway, _attach_log_on_failure, free_port
 import webhook_verify
+from test_gateway_prebody import HUGE, head, on_head
 
 pytestmark = pytest.mark.skipif(
     not (os.environ.get("PGHOST") or os.environ.get("PGPORT") or os.environ.get("PGDATABASE")),
@@ -785,5 +786,37 @@ def test_start_with_postgres_down(private_pg, make_emulator, fleet, secret_file)
         assert len(names) == 2 and set(names) == {"tidegate/gw0"}, names
         assert gw.proc.pid == pid and gw.proc.poll() is None
         assert not [g for g in rcv.got if g[4] == "/down"]
+    finally:
+        rcv.close()
+
+
+def test_relay_refused_until_the_relay_key_is_loaded(private_pg, make_emulator, fleet,
+                                                     secret_file):
+    """Started with its database stopped, a relay-mode instance has no
+    relay key to check a relay URL with: a delivery (150 MB announced, no
+    byte sent) is refused 503 + Retry-After on the head, and a relay export
+    503 before the vendor is called. Once PostgreSQL starts the key is
+    loaded: a made-up MAC is refused 404 on the head."""
+    private_pg.stop("fast")
+    emu = make_emulator()
+    rcv = Receiver()
+    path = f"/__tidegate/callbacks/msg_{uuid.uuid4().hex}.{uuid.uuid4().hex}"
+    try:
+        (gw,) = fleet(emu, private_pg.url, 1, hooks(secret_file, mode="relay",
+                                                  public_url="http://127.0.0.1:9"))
+        gw.wait_tokens()
+        status, fields, doc = on_head(gw.ports["dex"], head("POST", path, length=HUGE))
+        assert status == 503 and doc["error"] == "WEBHOOK_UNAVAILABLE", doc
+        assert int(fields["retry-after"]) > 0, fields
+        r, took = timed(export, gw, rcv.url("/down"))
+        assert_503(r, "WEBHOOK_UNAVAILABLE", took)
+        assert emu.calls("POST /public/v1/export/activities") == 0
+        private_pg.start()
+        deadline = time.monotonic() + 15
+        while not log_events(gw, "webhook_relay_key_loaded"):
+            assert time.monotonic() < deadline, readyz(gw)
+            time.sleep(0.1)
+        status, _, doc = on_head(gw.ports["dex"], head("POST", path, length=HUGE))
+        assert status == 404 and doc["error"] == "NOT_FOUND", doc
     finally:
         rcv.close()
