@@ -55,6 +55,7 @@ struct wh_hooks {
 	uint8_t relay_key[TG_WEBHOOK_RELAY_KEY_LEN];
 	int relay_key_ok;		/* loaded: relay ids can be checked */
 	struct event *key_ev;		/* the next try to load it */
+	unsigned key_tries;		/* failed tries (the first is logged) */
 	struct tg_state_op *key_op;
 };
 

@@ -18,9 +18,6 @@
 #define RETRY_MS	1000
 
 static void
-load(evutil_socket_t fd, short what, void *arg);
-
-static void
 on_key(const struct tg_state_res *res, const void *data, size_t len, void *arg)
 {
 	struct wh_hooks *h = arg;
@@ -30,11 +27,13 @@ on_key(const struct tg_state_res *res, const void *data, size_t len, void *arg)
 	if (res->rc == TG_STATE_OK && len == sizeof(h->relay_key)) {
 		memcpy(h->relay_key, data, sizeof(h->relay_key));
 		h->relay_key_ok = 1;
-		tg_log(TG_LOG_INFO, "webhook_relay_key_loaded", TG_LS("store", tg_state_backend_name(h->st)));
+		tg_log(TG_LOG_INFO, "webhook_relay_key_loaded",
+		    TG_LS("store", tg_state_backend_name(h->st)));
 		return;
 	}
-	tg_log(TG_LOG_WARN, "webhook_relay_key_unavailable", TG_LS("error",
-	    res->rc == TG_STATE_OK ? "a key of another length" : res->err.msg));
+	if (h->key_tries++ == 0)	/* once: the state's own log says the rest */
+		tg_log(TG_LOG_WARN, "webhook_relay_key_unavailable", TG_LS("error",
+		    res->rc == TG_STATE_OK ? "a key of another length" : res->err.msg));
 	evtimer_add(h->key_ev, &tv);
 }
 

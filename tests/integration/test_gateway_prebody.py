@@ -268,6 +268,20 @@ def test_relay_id_no_job_waits_for_refused_on_the_head(make_emulator, make_gatew
     assert status == 405, doc
 
 
+def relay_export(make_gateway, emu, secret_file, callback):
+    """One instance in relay mode (public_url its own listener) and an
+    export with callback: the gateway and the job's webhook id."""
+    gw = make_gateway(emu, {**hooks(secret_file), "keys": KEYS})
+    gw.cfg["webhooks"].update({"mode": "relay", "public_url": gw.dex})
+    gw.write_config(gw.cfg)
+    gw.send_signal(signal.SIGHUP)
+    wait_log(gw, "reloaded")
+    r = requests.post(gw.dex + EXPORT, json={"projectId": "P-DEMO", "callbackUrl": callback},
+                      headers=gw.headers(), timeout=10)
+    assert r.status_code == 200, r.text
+    return gw, r.headers["X-Tidegate-Webhook-Id"]
+
+
 def relay_seg(key, wid):
     """The relay URL segment the gateway makes for job wid under the
     state's relay key (src/webhook/relay_mac.c)."""
@@ -292,16 +306,7 @@ def test_relay_id_carries_a_mac_checked_on_the_head(make_emulator, make_gateway,
     (150 MB announced, nothing sent), the genuine one is read and stored,
     and the key survives a restart (a URL given before it still works)."""
     emu = make_emulator({"export": {"delay": "30s"}})
-    gw = make_gateway(emu, {**hooks(secret_file), "keys": KEYS})
-    gw.cfg["webhooks"].update({"mode": "relay", "public_url": gw.dex})
-    gw.write_config(gw.cfg)
-    gw.send_signal(signal.SIGHUP)
-    wait_log(gw, "reloaded")
-    r = requests.post(gw.dex + EXPORT, json={"projectId": "P-DEMO",
-                                             "callbackUrl": receiver.url("/mac")},
-                      headers=gw.headers(), timeout=10)
-    assert r.status_code == 200, r.text
-    wid = r.headers["X-Tidegate-Webhook-Id"]
+    gw, wid = relay_export(make_gateway, emu, secret_file, receiver.url("/mac"))
     key = sqlite_relay_key(gw)
     genuine = "/__tidegate/callbacks/" + relay_seg(key, wid)
     forged = [f"/__tidegate/callbacks/{wid}.{secrets.token_hex(16)}",
@@ -456,16 +461,7 @@ def test_relay_job_waiting_across_a_restart_still_gets_its_delivery(
     waited through a restart is known again before its delivery comes (the
     start lists every waiting job), so its delivery (over 4 KB) is read."""
     emu = make_emulator({"export": {"delay": "3s"}})
-    gw = make_gateway(emu, {**hooks(secret_file), "keys": KEYS})
-    gw.cfg["webhooks"].update({"mode": "relay", "public_url": gw.dex})
-    gw.write_config(gw.cfg)
-    gw.send_signal(signal.SIGHUP)
-    wait_log(gw, "reloaded")
-    r = requests.post(gw.dex + EXPORT, json={"projectId": "P-DEMO",
-                                             "callbackUrl": receiver.url("/later")},
-                      headers=gw.headers(), timeout=10)
-    assert r.status_code == 200, r.text
-    wid = r.headers["X-Tidegate-Webhook-Id"]
+    gw, wid = relay_export(make_gateway, emu, secret_file, receiver.url("/later"))
     assert gw.stop() == 0
     gw.restart()
     receiver.wait(lambda: len(receiver.seen()) == 1, timeout=15)
