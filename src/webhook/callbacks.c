@@ -400,7 +400,7 @@ relay_added(struct gw_req *r)
 		tg_log(TG_LOG_ERROR, "webhook_add_failed", TG_LS("id", r->id),
 		    TG_LS("error", q->err));
 		wh_reply_unavailable(r, "the webhook could not be stored, so nothing was sent to "
-		    "the vendor; try again");
+		    "the vendor; try again", q->err);
 		return;
 	}
 	snprintf(q->hook->id, sizeof(q->hook->id), "%s", q->str);
@@ -536,7 +536,7 @@ quota_checked(struct gw_req *r)
 		tg_log(TG_LOG_ERROR, "webhook_usage_failed", TG_LS("id", r->id),
 		    TG_LS("error", q->err));
 		wh_reply_unavailable(r, "the webhook could not be stored: its outbox cannot be "
-		    "reached, so nothing was sent to the vendor; try again");
+		    "reached, so nothing was sent to the vendor; try again", q->err);
 	} else if (over_quota(r, msg, sizeof(msg))) {
 		wh_quota_refused(r->gw, "request", NULL, msg);
 		reply_quota(r, msg);
@@ -640,7 +640,7 @@ job_added(struct gw_req *r)
 		snprintf(msg, sizeof(msg), "export %.64s was created at the vendor, but its "
 		    "webhook could not be stored: no callback will come (poll GET "
 		    "/export?correlationId=%.64s instead)", hk->cid, hk->cid);
-		wh_reply_unavailable(r, msg);
+		wh_reply_unavailable(r, msg, q->err);
 		return;
 	}
 	snprintf(hk->id, sizeof(hk->id), "%s", q->str);
@@ -752,7 +752,7 @@ relay_failed(struct gw_req *r, const char *what)
 	    TG_LS("error", q->err));
 	if (q->rc == TG_STATE_UNAVAILABLE)
 		wh_reply_unavailable(r, "the webhook outbox cannot be reached; deliver again "
-		    "later");
+		    "later", q->err);
 	else
 		gw_req_reply_error(r, 500, "INTERNAL", what);
 }
