@@ -37,6 +37,7 @@ enum tg_head_fault {
 	TG_HEAD_BAD_TARGET,	/* a body sent to a target the listener refuses */
 	TG_HEAD_NOT_FOUND,	/* a body sent to a path the listener hides */
 	TG_HEAD_BAD_CHUNK,	/* a chunked body malformed after its head passed */
+	TG_HEAD_BODY_NOT_ALLOWED,	/* a body on a method that has none (HEAD) */
 	TG_HEAD_NFAULTS
 };
 
@@ -59,6 +60,7 @@ struct tg_head {
 	size_t tlen;
 	int minor;		/* HTTP/1.<minor> */
 	int line_ok;		/* the request line parsed whole, method known */
+	int no_body;		/* the method carries no body (HEAD) */
 	int chunked;		/* Transfer-Encoding: chunked */
 	int64_t length;		/* Content-Length, -1 when absent */
 	size_t nfields;

@@ -12,8 +12,22 @@
 
 #include "tidegate/head.h"
 
-static const char *const methods[] = {
-	"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "OPTIONS",
+/*
+ * The methods served, and which may carry a body: the one table of it.
+ * evhttp (libevent 2.1.12, evhttp_method_may_have_body) reads a body after
+ * GET, POST, PUT, DELETE, PATCH and OPTIONS heads and never after HEAD:
+ * a HEAD's Content-Length bytes would be its next request. So a body on a
+ * method that has none is refused (nginx and h2o refuse or zero it too);
+ * "Content-Length: 0" is no body and passes. TRACE and CONNECT are not
+ * served (501). tests/fuzz/fuzz_edge.c holds evhttp to this table.
+ */
+static const struct {
+	const char *name;
+	size_t len;
+	int body;
+} methods[] = {
+	{ "GET", 3, 1 }, { "POST", 4, 1 }, { "PUT", 3, 1 }, { "DELETE", 6, 1 },
+	{ "HEAD", 4, 0 }, { "PATCH", 5, 1 }, { "OPTIONS", 7, 1 },
 };
 
 static const struct {
@@ -56,6 +70,9 @@ static const struct {
 	[TG_HEAD_NOT_FOUND] = { 404, "NOT_FOUND", "no such endpoint" },
 	[TG_HEAD_BAD_CHUNK] = { 400, "BAD_REQUEST",
 	    "malformed chunked body (chunk-size line, CRLF after chunk data, or trailer)" },
+	[TG_HEAD_BODY_NOT_ALLOWED] = { 400, "BAD_REQUEST",
+	    "this method carries no body (HEAD): Content-Length above 0 or "
+	    "Transfer-Encoding refused" },
 };
 
 int
@@ -149,15 +166,16 @@ parse_version(const char *v, size_t n, int *minor)
 	return TG_HEAD_BAD_LINE;
 }
 
+/* The method's row in methods[], or -1. */
 static int
 known_method(const char *m, size_t n)
 {
-	size_t i;
+	int i;
 
-	for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		if (strlen(methods[i]) == n && memcmp(methods[i], m, n) == 0)
-			return 1;
-	return 0;
+	for (i = 0; i < (int)(sizeof(methods) / sizeof(methods[0])); i++)
+		if (methods[i].len == n && memcmp(methods[i].name, m, n) == 0)
+			return i;
+	return -1;
 }
 
 /* "method SP target SP version CRLF" from p, in one pass; *next past it. */
@@ -190,7 +208,10 @@ scan_request_line(const char *p, const char *end, struct tg_head *h, const char 
 	*next = c + 2;
 	if ((rc = parse_version(v, (size_t)(c - v), &h->minor)) != TG_HEAD_OK)
 		return rc;
-	return known_method(h->method, h->mlen) ? TG_HEAD_OK : TG_HEAD_BAD_METHOD;
+	if ((rc = known_method(h->method, h->mlen)) < 0)
+		return TG_HEAD_BAD_METHOD;
+	h->no_body = !methods[rc].body;
+	return TG_HEAD_OK;
 }
 
 /* One field line from p (name, ':', OWS, value, OWS, CRLF) in one pass. */
@@ -278,6 +299,8 @@ check_fields(struct tg_head *h)
 	}
 	if (h->chunked && h->length >= 0)
 		return TG_HEAD_LENGTH_AND_TE;
+	if (h->no_body && (h->chunked || h->length > 0))
+		return TG_HEAD_BODY_NOT_ALLOWED;
 	if (h->chunked && h->minor == 0)
 		return TG_HEAD_BAD_TE;
 	if (hosts > 1 || (hosts == 0 && h->minor == 1))

@@ -100,6 +100,33 @@ test_refuses(void **state)
 	}
 }
 
+/* The one table of methods and bodies: evhttp reads no body after HEAD,
+ * so a HEAD may not announce one; the others may. */
+static void
+test_method_bodies(void **state)
+{
+	struct tg_head h;
+
+	assert_int_equal(parse("HEAD / HTTP/1.1\r\nHost: x\r\nContent-Length: 39\r\n\r\n", &h),
+	    TG_HEAD_BODY_NOT_ALLOWED);
+	assert_int_equal(parse("HEAD / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	    "\r\n", &h), TG_HEAD_BODY_NOT_ALLOWED);
+	assert_int_equal(parse("HEAD / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", &h),
+	    TG_HEAD_OK);
+	assert_int_equal(h.no_body, 1);
+	assert_int_equal(tg_head_fault_status(TG_HEAD_BODY_NOT_ALLOWED), 400);
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", &h),
+	    TG_HEAD_OK);
+	assert_int_equal(h.no_body, 0);
+	assert_int_equal(parse("DELETE / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", &h),
+	    TG_HEAD_OK);
+	assert_int_equal(parse("OPTIONS / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	    "\r\n", &h), TG_HEAD_OK);
+	assert_int_equal(parse("TRACE / HTTP/1.1\r\nHost: x\r\n\r\n", &h), TG_HEAD_BAD_METHOD);
+	assert_int_equal(parse("CONNECT a:1 HTTP/1.1\r\nHost: x\r\n\r\n", &h),
+	    TG_HEAD_BAD_METHOD);
+}
+
 static void
 test_too_many_fields(void **state)
 {
@@ -134,6 +161,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_accepts),
 		cmocka_unit_test(test_refuses),
+		cmocka_unit_test(test_method_bodies),
 		cmocka_unit_test(test_too_many_fields),
 		cmocka_unit_test(test_statuses),
 	};

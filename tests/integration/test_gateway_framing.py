@@ -1,0 +1,157 @@
+"""
+One framing decision at the edge: the front door decides where each request
+ends and evhttp reads only what the front door wrote. A HEAD with a body
+(evhttp reads none after HEAD: the body would be its next request) is
+refused on every listener, and behind nginx's upstream keep-alive no client
+ever gets another's answer. Raw sockets throughout: a client library would
+tidy the bytes up.
+"""
+import socket
+import ssl
+
+import pytest
+
+from conftest import TEST_KEY, free_port
+from test_gateway_proxies import start_nginx
+
+MARK = "smuggled-0d2c"     # the X-Request-Id of the request hidden in a body
+
+
+def hidden_get(path):
+    """A request evhttp would read and answer if it took a HEAD's body as
+    the next request: a head the front door would refuse (Content-Length
+    twice) carrying a marker."""
+    return (f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TEST_KEY}\r\n"
+            f"X-Request-Id: {MARK}\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n").encode()
+
+
+def head_with_body(path, inner):
+    return (f"HEAD {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TEST_KEY}\r\n"
+            f"Content-Length: {len(inner)}\r\n\r\n").encode() + inner
+
+
+def exchange(sock, data, timeout=5.0):
+    """Send data, read until the peer closes; a reset is an error here."""
+    sock.settimeout(timeout)
+    sock.sendall(data)
+    out = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return out
+        out += chunk
+
+
+def plain(port):
+    return socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def tls(port):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx.wrap_socket(plain(port), server_hostname="127.0.0.1")
+
+
+def assert_one_refusal(out):
+    """One answer (a HEAD's: no body), 400, closing; nothing of the hidden
+    request in it."""
+    assert out.count(b"HTTP/1.1 ") == 1, out
+    head = out.partition(b"\r\n\r\n")[0].decode().lower()
+    assert head.startswith("http/1.1 400"), out
+    assert "connection: close" in head and "content-type: application/json" in head, out
+    assert MARK.encode() not in out
+
+
+def listener(kind, emulator, make_gateway, make_emulator, pki):
+    """(connect, path) of the listener named kind."""
+    if kind in ("dex", "sim", "admin"):
+        gw = make_gateway(emulator)
+        path = {"dex": "/public/v1/import/status?correlationId=x",
+                "sim": "/api/v1/cases", "admin": "/healthz"}[kind]
+        return (lambda: plain(gw.ports[kind])), path
+    if kind == "tls":
+        gw = make_gateway(emulator, {"tls_listen": {"cert_file": pki["cert"],
+                                                    "key_file": pki["key"]}})
+        return (lambda: tls(gw.ports["sim"])), "/api/v1/cases"
+    port = free_port()
+    emu = make_emulator({"listen": {"dex_tls": f"127.0.0.1:{port}"},
+                         "tls": {"cert_file": pki["cert"], "key_file": pki["key"]}})
+    if kind == "emulator":
+        return (lambda: plain(emu.ports["dex"])), "/public/v1/import/status?correlationId=x"
+    return (lambda: tls(port)), "/public/v1/import/status?correlationId=x"
+
+
+@pytest.mark.parametrize("kind", ["dex", "sim", "admin", "tls", "emulator", "emulator_tls"])
+def test_head_with_body_refused_on_every_listener(kind, emulator, make_gateway,
+                                                  make_emulator, pki):
+    connect, path = listener(kind, emulator, make_gateway, make_emulator, pki)
+    with connect() as s:
+        out = exchange(s, head_with_body(path, hidden_get(path)))
+    assert_one_refusal(out)
+    # chunked on a HEAD likewise; Content-Length: 0 is no body and passes
+    with connect() as s:
+        out = exchange(s, (f"HEAD {path} HTTP/1.1\r\nHost: x\r\n"
+                           f"Authorization: Bearer {TEST_KEY}\r\nTransfer-Encoding: chunked"
+                           "\r\n\r\n").encode() + b"0\r\n\r\n" + hidden_get(path))
+    assert_one_refusal(out)
+    with connect() as s:
+        out = exchange(s, (f"HEAD {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                           f"Authorization: Bearer {TEST_KEY}\r\nContent-Length: 0\r\n"
+                           "\r\n").encode())
+    assert out.count(b"HTTP/1.1 ") == 1 and not out.startswith(b"HTTP/1.1 400"), out
+
+
+def test_head_with_body_reaches_nobody(gateway, emulator):
+    """Nothing of it reaches the vendor; the access log has the HEAD's 400
+    and no line for the request hidden in its body."""
+    before = emulator.stats()["calls"]
+    path = "/public/v1/import/status?correlationId=x"
+    with plain(gateway.ports["dex"]) as s:
+        exchange(s, head_with_body(path, hidden_get(path)))
+    assert emulator.stats()["calls"] == before
+    lines = [ln for ln in gateway.log_lines() if ln.get("event") == "access"
+             and ln.get("service") == "dex"]
+    assert [(ln["method"], ln["status"]) for ln in lines] == [("HEAD", 400)], lines
+    assert all(ln["id"] != MARK for ln in lines)
+
+
+def attack(nginx_port, emulator):
+    """The attacker's HEAD through nginx hides a request that tidegate
+    would answer a second later (the vendor is slow for that path); what
+    nginx answered the HEAD comes back at once."""
+    emulator.fault(path="/public/v1/import/status", latencyMs=1000, count=1)
+    inner = (f"GET /public/v1/import/status?correlationId={MARK} HTTP/1.1\r\nHost: x\r\n"
+             f"Authorization: Bearer {TEST_KEY}\r\nX-Request-Id: {MARK}\r\n\r\n").encode()
+    with plain(nginx_port) as s:
+        s.settimeout(5)
+        s.sendall(head_with_body("/public/v1/import/status?correlationId=head", inner))
+        return s.recv(65536)
+
+
+def victim(nginx_port):
+    with plain(nginx_port) as s:
+        return exchange(s, b"GET /public/v1/import/status?correlationId=victim HTTP/1.1\r\n"
+                        b"Host: x\r\nConnection: close\r\n"
+                        + f"Authorization: Bearer {TEST_KEY}\r\n\r\n".encode())
+
+
+def test_nginx_keepalive_never_hands_an_answer_to_the_wrong_client(tmp_path, emulator,
+                                                                   make_gateway):
+    """conf/nginx.example.conf (upstream keep-alive): an attacker's HEAD with
+    a body, then a victim's request on nginx's reused upstream connection.
+    With the HEAD's body read as a request, tidegate answered it on that
+    connection and nginx handed the answer to the victim; refused with a
+    closing 400, the connection is never reused."""
+    gw = make_gateway(emulator)
+    proxy, port = start_nginx(str(tmp_path), gw, "10s")
+    try:
+        for _ in range(5):
+            first = attack(port, emulator)
+            out = victim(port)
+            emulator.clear_faults()
+            assert MARK.encode() not in out, out
+            assert out.count(b"HTTP/1.1 ") == 1 and b"correlationId" in out, out
+            assert first.startswith(b"HTTP/1.1 400"), first
+    finally:
+        proxy.stop()
