@@ -81,6 +81,17 @@ int tg_head_parse(const char *buf, size_t len, struct tg_head *h);
  * length, empty line included. *h as for tg_head_parse.
  */
 int tg_head_scan(const char *buf, size_t avail, struct tg_head *h, size_t *hlen);
+/**
+ * A chunk-size line of a chunked body, line[0..len) with its CRLF
+ * (borrowed; RFC 9112 section 7.1): hex digits (leading zeros and case free, at most 15
+ * significant), then chunk extensions (";" name ["=" token or
+ * quoted-string], with optional whitespace around), which are checked and
+ * ignored. 0 and *size set, or -1.
+ */
+int tg_head_chunk_size(const char *line, size_t len, uint64_t *size);
+/** A trailer field line, line[0..len) with its CRLF (borrowed): well-formed
+ * as a header field line is (tg_head_scan). 1 or 0. */
+int tg_head_field_line_ok(const char *line, size_t len);
 /** The field named name (ASCII case-insensitive, borrowed), or NULL; borrowed
  * from h. */
 const struct tg_head_field *tg_head_get(const struct tg_head *h, const char *name);

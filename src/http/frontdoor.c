@@ -61,14 +61,18 @@ refuse(struct conn *c, struct evbuffer *src, struct evbuffer *dst, const struct 
 	c->fault_at = ++c->requests;
 }
 
-/* Empty lines before a request line are ignored (RFC 9112 §2.2). */
-static void
+/* Empty lines before a request line are ignored (RFC 9112 §2.2): 1 when
+ * what follows may be a request line, 0 when a read ended on the CR of one
+ * more (its LF is yet to come: the next request is not refused for it). */
+static int
 skip_empty_lines(struct evbuffer *src)
 {
 	char two[2];
+	ev_ssize_t n;
 
-	while (evbuffer_copyout(src, two, 2) == 2 && two[0] == '\r' && two[1] == '\n')
+	while ((n = evbuffer_copyout(src, two, 2)) == 2 && two[0] == '\r' && two[1] == '\n')
 		evbuffer_drain(src, 2);
+	return n != 1 || two[0] != '\r';
 }
 
 /* A head went on to evhttp: its body (if any) is framed next, a chunked
@@ -113,8 +117,7 @@ step_head(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 	uint64_t limit = 0;
 	int fault;
 
-	skip_empty_lines(src);
-	if ((n = evbuffer_get_length(src)) == 0)
+	if (!skip_empty_lines(src) || (n = evbuffer_get_length(src)) == 0)
 		return 0;
 	if (n > c->door->max_head)
 		n = c->door->max_head;
@@ -170,33 +173,43 @@ peek_line(struct evbuffer *src, char *buf, size_t size)
 	return (ev_ssize_t)len;
 }
 
-/* chunk-size CRLF: hex digits only (evhttp reads no chunk extensions);
- * the chunk counted against the request's limit before it passes. */
+/* "HEX CRLF": the one spelling of a chunk-size line evhttp reads as the
+ * front door does (evhttp's strtoll would take "0x5" as 5, and it refuses
+ * the extensions RFC 9112 lets a client send). */
+static void
+add_chunk_line(struct evbuffer *dst, uint64_t size)
+{
+	char buf[24], *p = buf + sizeof(buf);
+
+	*--p = '\n';
+	*--p = '\r';
+	do {
+		*--p = "0123456789ABCDEF"[size & 15];
+		size >>= 4;
+	} while (size > 0);
+	evbuffer_add(dst, p, (size_t)(buf + sizeof(buf) - p));
+}
+
+/* A chunk-size line (extensions checked and dropped), counted against the
+ * request's limit before the front door writes its own for evhttp. */
 static int
 step_chunk_size(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
 	char line[LINE_MAX_BYTES];
 	ev_ssize_t len = peek_line(src, line, sizeof(line));
 	uint64_t size = 0;
-	ev_ssize_t i;
 
 	if (len <= 0)
 		return (int)len;
-	if (len < 3 || len > 2 + 15)
+	if (tg_head_chunk_size(line, (size_t)len, &size) != 0)
 		return -1;
-	for (i = 0; i < len - 2; i++) {
-		int d = tg_hexval((unsigned char)line[i]);
-
-		if (d < 0)
-			return -1;
-		size = size * 16 + (uint64_t)d;
-	}
 	if (size > c->limit) {
 		c->fault = TG_HEAD_BODY_TOO_LARGE;
 		return -1;
 	}
 	c->limit -= size;
-	evbuffer_remove_buffer(src, dst, (size_t)len);
+	evbuffer_drain(src, (size_t)len);
+	add_chunk_line(dst, size);
 	c->left = size;
 	c->st = size > 0 ? ST_CHUNK_DATA : ST_TRAILER;
 	return 1;
@@ -216,22 +229,26 @@ step_chunk_end(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 	return 1;
 }
 
-/* Trailer fields after the last chunk, up to the empty line. */
+/* Trailer fields after the last chunk, up to the empty line: checked as
+ * header fields are, at most max_head bytes of them, and dropped (nothing
+ * here reads one; evhttp would add them to the request's headers after
+ * the front door's check had passed them). The empty line ends the body. */
 static int
 step_trailer(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
 	char line[LINE_MAX_BYTES];
-	ev_ssize_t len = peek_line(src, line, sizeof(line)), i;
+	ev_ssize_t len = peek_line(src, line, sizeof(line));
 
 	if (len <= 0)
 		return (int)len;
-	for (i = 0; i < len - 2; i++)
-		if (((unsigned char)line[i] < 0x20 && line[i] != '\t') || line[i] == 0x7f)
-			return -1;
-	evbuffer_remove_buffer(src, dst, (size_t)len);
-	if (len == 2)
+	evbuffer_drain(src, (size_t)len);
+	if (len == 2) {
+		evbuffer_add(dst, "\r\n", 2);
 		c->st = ST_HEAD;
-	return 1;
+		return 1;
+	}
+	c->left += (uint64_t)len;
+	return tg_head_field_line_ok(line, (size_t)len) && c->left <= c->door->max_head ? 1 : -1;
 }
 
 static int

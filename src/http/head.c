@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "tidegate/head.h"
+#include "tidegate/util.h"
 
 /*
  * The methods served, and which may carry a body: the one table of it.
@@ -348,6 +349,93 @@ tg_head_parse(const char *buf, size_t len, struct tg_head *h)
 	if (rc == TG_HEAD_INCOMPLETE)
 		return TG_HEAD_BAD_EOL;
 	return rc == TG_HEAD_OK && hlen != len ? TG_HEAD_BAD_LINE : rc;
+}
+
+int
+tg_head_field_line_ok(const char *line, size_t len)
+{
+	struct tg_head_field f;
+	const char *next = NULL;
+
+	if (classes['a'] == 0)
+		init_classes();
+	return len > 0 && scan_field(line, line + len, &f, &next) == TG_HEAD_OK &&
+	    next == line + len;
+}
+
+static const char *
+skip_bws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	return p;
+}
+
+static const char *
+skip_token(const char *p, const char *end)
+{
+	while (p < end && is_tchar((unsigned char)*p))
+		p++;
+	return p;
+}
+
+/* A quoted-string from p (at its DQUOTE): past its closing DQUOTE, or NULL. */
+static const char *
+skip_quoted(const char *p, const char *end)
+{
+	for (p++; p < end && *p != '"'; p++) {
+		if (*p == '\\' && ++p == end)
+			return NULL;
+		if (is_ctl((unsigned char)*p))	/* HTAB is not a CTL here */
+			return NULL;
+	}
+	return p < end ? p + 1 : NULL;
+}
+
+/* *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ) to end. */
+static int
+chunk_ext_ok(const char *p, const char *end)
+{
+	const char *q;
+
+	while ((p = skip_bws(p, end)) < end) {
+		if (*p != ';')
+			return 0;
+		p = skip_bws(p + 1, end);
+		if ((q = skip_token(p, end)) == p)
+			return 0;
+		p = skip_bws(q, end);
+		if (p == end || *p != '=')
+			continue;
+		p = skip_bws(p + 1, end);
+		q = p < end && *p == '"' ? skip_quoted(p, end) : skip_token(p, end);
+		if (q == NULL || q == p)
+			return 0;
+		p = q;
+	}
+	return 1;
+}
+
+int
+tg_head_chunk_size(const char *line, size_t len, uint64_t *size)
+{
+	const char *p = line, *end = line + len - 2;
+	uint64_t n = 0;
+	int digits = 0, d;
+
+	if (classes['a'] == 0)
+		init_classes();
+	if (len < 3 || end[0] != '\r' || end[1] != '\n')
+		return -1;
+	for (; p < end && (d = tg_hexval((unsigned char)*p)) >= 0; p++) {
+		if ((n > 0 || d > 0) && ++digits > 15)
+			return -1;
+		n = n * 16 + (uint64_t)d;
+	}
+	if (p == line || !chunk_ext_ok(p, end))
+		return -1;
+	*size = n;
+	return 0;
 }
 
 const struct tg_head_field *

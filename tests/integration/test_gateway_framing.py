@@ -6,8 +6,11 @@ refused on every listener, and behind nginx's upstream keep-alive no client
 ever gets another's answer. Raw sockets throughout: a client library would
 tidy the bytes up.
 """
+import json
+import re
 import socket
 import ssl
+import time
 
 import pytest
 
@@ -155,3 +158,73 @@ def test_nginx_keepalive_never_hands_an_answer_to_the_wrong_client(tmp_path, emu
             assert first.startswith(b"HTTP/1.1 400"), first
     finally:
         proxy.stop()
+
+
+EXPORT = b'{"projectId":"P-DEMO"}'         # 22 bytes: chunk size 16
+
+
+def chunked_export(chunks):
+    return (f"POST /public/v1/export/activities HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            f"Authorization: Bearer {TEST_KEY}\r\nContent-Type: application/json\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n").encode() + chunks
+
+
+def answer(port, data):
+    with plain(port) as s:
+        out = exchange(s, data)
+    head, _, body = out.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), head.decode().lower(), body
+
+
+@pytest.mark.parametrize("chunks", [
+    b"16;a=b\r\n" + EXPORT + b"\r\n0\r\n\r\n",
+    b"16 ; name = \"quoted ; \\\" value\" ; flag\r\n" + EXPORT + b"\r\n0;last=1\r\n\r\n",
+    b"0000016\r\n" + EXPORT + b"\r\n0\r\nX-Checksum: 1\r\nX-Other: 2\r\n\r\n",
+    b"b\r\n" + EXPORT[:11] + b"\r\nB\r\n" + EXPORT[11:] + b"\r\n000\r\n\r\n",
+], ids=["extension", "extensions-quoted", "leading-zeros-trailer", "case"])
+def test_chunk_lines_read_as_rfc_9112_says(gateway, chunks):
+    """Chunk extensions are ignored (a recipient MUST, RFC 9112 section
+    7.1.1), sizes read in any case with any leading zeros, trailer fields
+    dropped: the export is accepted with its whole body."""
+    status, _, body = answer(gateway.ports["dex"], chunked_export(chunks))
+    assert status == 200, body
+    assert json.loads(body)["correlationId"]
+
+
+@pytest.mark.parametrize("chunks", [
+    b"0x16\r\n" + EXPORT + b"\r\n0\r\n\r\n",
+    b"16\n" + EXPORT + b"\r\n0\r\n\r\n",
+    b"16;a=\"b\r\n" + EXPORT + b"\r\n0\r\n\r\n",
+    b"16\r\n" + EXPORT + b"XX0\r\n\r\n",
+    b"16\r\n" + EXPORT + b"\r\n0\r\n folded: trailer\r\n\r\n",
+    b"16\r\n" + EXPORT + b"\r\n0\r\nX-A: \x01\r\n\r\n",
+    b"1\r\n{\r\n" + b"-1\r\n\r\n",
+], ids=["0x", "bare-lf", "open-quote", "no-crlf-after-data", "folded-trailer",
+        "ctl-in-trailer", "negative"])
+def test_malformed_chunk_is_a_json_400_not_a_reset(gateway, emulator, chunks):
+    before = emulator.stats()["calls"]
+    status, head, body = answer(gateway.ports["dex"], chunked_export(chunks))
+    assert status == 400 and "connection: close" in head, body
+    doc = json.loads(body)
+    assert doc["error"] == "BAD_REQUEST" and "chunked body" in doc["message"], doc
+    assert doc["statusCode"] == 400 and doc["requestId"]
+    assert emulator.stats()["calls"] == before       # the partial body went nowhere
+
+
+GET = (f"GET /public/v1/import/status?correlationId=nope HTTP/1.1\r\nHost: x\r\n"
+       f"Authorization: Bearer {TEST_KEY}\r\n\r\n").encode()
+
+
+def test_read_ending_on_the_cr_of_an_empty_line_waits_for_its_lf(gateway):
+    """Two pipelined requests with empty lines between them, split into two
+    reads at every byte around the empty lines: both are answered alike (the
+    second was refused 400 when a read ended on a lone CR)."""
+    stream = GET + b"\r\n\r\n" + GET.replace(b"HTTP/1.1\r\n", b"HTTP/1.1\r\nConnection: close\r\n")
+    for cut in range(len(GET) - 3, len(GET) + 7):
+        with plain(gateway.ports["dex"]) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.sendall(stream[:cut])
+            time.sleep(0.15)
+            out = exchange(s, stream[cut:])
+        statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", out)
+        assert len(statuses) == 2 and statuses[0] == statuses[1] != b"400", (cut, out)

@@ -127,6 +127,54 @@ test_method_bodies(void **state)
 	    TG_HEAD_BAD_METHOD);
 }
 
+static int
+chunk(const char *line, uint64_t *size)
+{
+	return tg_head_chunk_size(line, strlen(line), size);
+}
+
+/* Chunk-size lines: sizes in any case with any leading zeros, extensions
+ * checked and ignored (RFC 9112 section 7.1.1); what evhttp's strtoll would
+ * read otherwise ("0x5", " 5", "+5", "-1") is refused. */
+static void
+test_chunk_size_lines(void **state)
+{
+	static const char *const bad[] = {
+		"\r\n", "0x5\r\n", " 5\r\n", "+5\r\n", "-1\r\n", "5 \r\nx", "5\n", "5\r\r\n",
+		"5;\r\n", "5;=b\r\n", "5;a=\r\n", "5;a=b c\r\n", "5;a=\"b\r\n", "5;a=\"\x01\"\r\n",
+		"5;a=\"b\\\"\r\n", "5,a\r\n", "5;a b\r\n", "10000000000000000\r\n",
+		"g\r\n", "5\x00\r\n",
+	};
+	uint64_t n = 0;
+	size_t i;
+
+	assert_int_equal(chunk("16;a=b\r\n", &n), 0);
+	assert_int_equal(n, 0x16);
+	assert_int_equal(chunk("00000000000000000000aBc\r\n", &n), 0);
+	assert_int_equal(n, 0xabc);
+	assert_int_equal(chunk("0\r\n", &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(chunk("fffffffffffffff\r\n", &n), 0);	/* 15 digits */
+	assert_int_equal(n, 0xfffffffffffffffULL);
+	assert_int_equal(chunk("5 ; a = \"q \\\" ;\" ;b;c=d\t\r\n", &n), 0);
+	assert_int_equal(n, 5);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (chunk(bad[i], &n) == 0)
+			fail_msg("case %zu accepted", i);
+}
+
+static void
+test_trailer_lines(void **state)
+{
+	assert_true(tg_head_field_line_ok("X-Sum: 12\r\n", 11));
+	assert_true(tg_head_field_line_ok("X-Empty:\r\n", 10));
+	assert_false(tg_head_field_line_ok(" folded\r\n", 9));
+	assert_false(tg_head_field_line_ok("X-A : b\r\n", 9));
+	assert_false(tg_head_field_line_ok("NoColon\r\n", 9));
+	assert_false(tg_head_field_line_ok("X-A: \x01\r\n", 8));
+	assert_false(tg_head_field_line_ok("X-A: b\r\nY: c\r\n", 15));	/* one line only */
+}
+
 static void
 test_too_many_fields(void **state)
 {
@@ -162,6 +210,8 @@ main(void)
 		cmocka_unit_test(test_accepts),
 		cmocka_unit_test(test_refuses),
 		cmocka_unit_test(test_method_bodies),
+		cmocka_unit_test(test_chunk_size_lines),
+		cmocka_unit_test(test_trailer_lines),
 		cmocka_unit_test(test_too_many_fields),
 		cmocka_unit_test(test_statuses),
 	};
