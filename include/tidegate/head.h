@@ -38,6 +38,8 @@ enum tg_head_fault {
 	TG_HEAD_NOT_FOUND,	/* a body sent to a path the listener hides */
 	TG_HEAD_BAD_CHUNK,	/* a chunked body malformed after its head passed */
 	TG_HEAD_BODY_NOT_ALLOWED,	/* a body on a method that has none (HEAD) */
+	TG_HEAD_BAD_HOST,	/* Host not an RFC 3986 host[:port] */
+	TG_HEAD_BAD_EXPECT,	/* Expect other than 100-continue (HTTP/1.1) */
 	TG_HEAD_NFAULTS
 };
 
@@ -61,6 +63,8 @@ struct tg_head {
 	int minor;		/* HTTP/1.<minor> */
 	int line_ok;		/* the request line parsed whole, method known */
 	int no_body;		/* the method carries no body (HEAD) */
+	int tab;		/* a value follows a tab in its OWS: the front door
+				 * writes the head again for evhttp (frontdoor.c) */
 	int chunked;		/* Transfer-Encoding: chunked */
 	int64_t length;		/* Content-Length, -1 when absent */
 	size_t nfields;
@@ -95,7 +99,7 @@ int tg_head_field_line_ok(const char *line, size_t len);
 /** The field named name (ASCII case-insensitive, borrowed), or NULL; borrowed
  * from h. */
 const struct tg_head_field *tg_head_get(const struct tg_head *h, const char *name);
-/** Status code answered for fault (400, 401, 408, 413, 431, 501, 505). */
+/** Status code answered for fault (400, 401, 408, 413, 417, 431, 501, 505). */
 int tg_head_fault_status(int fault);
 /** Stable error code and message for fault (static strings, borrowed). */
 const char *tg_head_fault_code(int fault);

@@ -37,15 +37,42 @@
 
 #define LINE_MAX_BYTES 8192	/* a chunk-size or trailer line */
 
+/*
+ * evhttp reads the target with its own URI parser and drops the connection
+ * without a word when that fails (an authority after "//" with a port over
+ * 65535, a relative path with a ':' ...). Only a target that does not begin
+ * with exactly one '/' can fail it, so only such a rare one is asked (the
+ * very parser, not a copy of its rules).
+ */
+static int
+evhttp_reads_target(const struct tg_head *h)
+{
+	struct evhttp_uri *u;
+	char *t;
+
+	if (h->target[0] == '/' && (h->tlen == 1 || h->target[1] != '/'))
+		return 1;
+	t = tg_xstrndup(h->target, h->tlen);
+	u = evhttp_uri_parse_with_flags(t, EVHTTP_URI_NONCONFORMANT);
+	free(t);
+	if (u == NULL)
+		return 0;
+	evhttp_uri_free(u);
+	return 1;
+}
+
 /* Replace the head (hlen bytes of src) by a bodiless stand-in that carries
- * the fault, keep the method and target when they parsed, drop the rest. */
+ * the fault, keep the method and target when they parsed (the target when
+ * evhttp reads it too), drop the rest. */
 static void
 refuse(struct conn *c, struct evbuffer *src, struct evbuffer *dst, const struct tg_head *h,
     int fault)
 {
 	const struct tg_head_field *rid = h != NULL ? tg_head_get(h, "X-Request-Id") : NULL;
 
-	if (h != NULL && h->line_ok)
+	if (h != NULL && h->line_ok && !evhttp_reads_target(h))
+		evbuffer_add_printf(dst, "%.*s / HTTP/1.1\r\n", (int)h->mlen, h->method);
+	else if (h != NULL && h->line_ok)
 		evbuffer_add_printf(dst, "%.*s %.*s HTTP/1.1\r\n", (int)h->mlen, h->method,
 		    (int)h->tlen, h->target);
 	else
@@ -97,6 +124,8 @@ door_fault(struct conn *c, const struct tg_head *h, uint64_t *limit)
 	int fault = TG_HEAD_OK;
 
 	*limit = d->max_body;
+	if (!evhttp_reads_target(h))
+		return TG_HEAD_BAD_TARGET;
 	if (d->check != NULL && (h->length > 0 || h->chunked || d->check_bodiless)) {
 		fault = d->check(h, d->arg, limit);
 		if (*limit > d->max_body)
@@ -105,6 +134,25 @@ door_fault(struct conn *c, const struct tg_head *h, uint64_t *limit)
 	if (fault == TG_HEAD_OK && h->length >= 0 && (uint64_t)h->length > *limit)
 		fault = TG_HEAD_BODY_TOO_LARGE;
 	return fault;
+}
+
+/* h as evhttp reads what the front door read: each field "name: value",
+ * no tab before a value (evhttp skips spaces only), the request line as
+ * sent. h borrows the bytes being written over, which are not dst's. */
+static void
+write_head(struct evbuffer *dst, const struct tg_head *h)
+{
+	size_t i;
+
+	evbuffer_add(dst, h->method, (size_t)(h->target + h->tlen + 9 - h->method));
+	evbuffer_add(dst, "\r\n", 2);
+	for (i = 0; i < h->nfields; i++) {
+		evbuffer_add(dst, h->f[i].name, h->f[i].nlen);
+		evbuffer_add(dst, ": ", 2);
+		evbuffer_add(dst, h->f[i].value, h->f[i].vlen);
+		evbuffer_add(dst, "\r\n", 2);
+	}
+	evbuffer_add(dst, "\r\n", 2);
 }
 
 /* A head in src: refused as soon as a fault shows, passed on once whole
@@ -133,7 +181,12 @@ step_head(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 		refuse(c, src, dst, fault == TG_HEAD_TOO_LARGE ? NULL : &h, fault);
 		return 1;
 	}
-	evbuffer_remove_buffer(src, dst, hlen);
+	if (h.tab) {
+		write_head(dst, &h);
+		evbuffer_drain(src, hlen);
+	} else {
+		evbuffer_remove_buffer(src, dst, hlen);
+	}
 	head_passed(c, &h, limit);
 	return 1;
 }
@@ -315,7 +368,7 @@ frame_in_place(struct conn *c, struct evbuffer *in, size_t off)
 		}
 		evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET);
 		if (c->st != ST_HEAD || evbuffer_peek(in, -1, &at, &v, 1) < 1 ||
-		    tg_head_scan(v.iov_base, v.iov_len, &h, &hlen) != TG_HEAD_OK ||
+		    tg_head_scan(v.iov_base, v.iov_len, &h, &hlen) != TG_HEAD_OK || h.tab ||
 		    hlen > c->door->max_head || door_fault(c, &h, &limit) != TG_HEAD_OK)
 			break;
 		off += hlen;

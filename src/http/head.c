@@ -6,6 +6,8 @@
  * where a request ends. This parser refuses every such head instead
  * (RFC 9112 §2.2, §3, §5, §6.1, §6.3). Called by frontdoor.c per request.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <string.h>
 #include <strings.h>
@@ -74,6 +76,11 @@ static const struct {
 	[TG_HEAD_BODY_NOT_ALLOWED] = { 400, "BAD_REQUEST",
 	    "this method carries no body (HEAD): Content-Length above 0 or "
 	    "Transfer-Encoding refused" },
+	[TG_HEAD_BAD_HOST] = { 400, "BAD_REQUEST",
+	    "Host is not host[:port] (RFC 3986: a reg-name, an IPv4 address or a bracketed "
+	    "IP-literal)" },
+	[TG_HEAD_BAD_EXPECT] = { 417, "EXPECTATION_FAILED",
+	    "only Expect: 100-continue is understood" },
 };
 
 int
@@ -95,21 +102,26 @@ tg_head_fault_message(int fault)
 }
 
 /* Byte classes, one table lookup per byte: RFC 9110 tchar (ALPHA / DIGIT /
- * "!#$%&'*+-.^_`|~"), and field-value bytes (VCHAR, SP, HTAB, obs-text). */
-enum { C_TCHAR = 1, C_VALUE = 2 };
+ * "!#$%&'*+-.^_`|~"), field-value bytes (VCHAR, SP, HTAB, obs-text), and
+ * RFC 3986 reg-name bytes but '%' (unreserved, sub-delims). */
+enum { C_TCHAR = 1, C_VALUE = 2, C_REGNAME = 4 };
 static unsigned char classes[256];
 
 static void
 init_classes(void)
 {
-	static const char extra[] = "!#$%&'*+-.^_`|~";
+	static const char extra[] = "!#$%&'*+-.^_`|~", reg[] = "-._~!$&'()*+,;=";
 	int c;
 
 	for (c = 0; c < 256; c++) {
+		int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9');
+
 		classes[c] = (c >= 0x20 && c != 0x7f) || c == '\t' ? C_VALUE : 0;
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    (c != 0 && memchr(extra, c, sizeof(extra) - 1) != NULL))
+		if (alnum || (c != 0 && memchr(extra, c, sizeof(extra) - 1) != NULL))
 			classes[c] |= C_TCHAR;
+		if (alnum || (c != 0 && memchr(reg, c, sizeof(reg) - 1) != NULL))
+			classes[c] |= C_REGNAME;
 	}
 }
 
@@ -215,9 +227,12 @@ scan_request_line(const char *p, const char *end, struct tg_head *h, const char 
 	return TG_HEAD_OK;
 }
 
-/* One field line from p (name, ':', OWS, value, OWS, CRLF) in one pass. */
+/* One field line from p (name, ':', OWS, value, OWS, CRLF) in one pass;
+ * *tab set when a tab is in the OWS before the value after the spaces
+ * (evhttp skips only spaces there: its value would begin with the tab). */
 static int
-scan_field(const char *p, const char *end, struct tg_head_field *f, const char **next)
+scan_field(const char *p, const char *end, struct tg_head_field *f, const char **next,
+    int *tab)
 {
 	const char *c = p, *v, *ve;
 	int rc;
@@ -232,8 +247,11 @@ scan_field(const char *p, const char *end, struct tg_head_field *f, const char *
 		return TG_HEAD_BAD_NAME;
 	f->name = p;
 	f->nlen = (size_t)(c - p);
-	for (c++; c < end && (*c == ' ' || *c == '\t'); c++)
+	for (c++; c < end && *c == ' '; c++)
 		;
+	if (c < end && *c == '\t')
+		for (*tab = 1; c < end && (*c == ' ' || *c == '\t'); c++)
+			;
 	v = c;
 	c = skip_value(c, end);
 	if ((rc = crlf(c, end)) <= 0)
@@ -276,6 +294,61 @@ parse_length(const struct tg_head_field *f, int64_t *out)
 	return TG_HEAD_OK;
 }
 
+/* IPv6address or IPvFuture between an IP-literal's brackets, p[0..n). */
+static int
+ip_literal_ok(const char *p, size_t n)
+{
+	char buf[INET6_ADDRSTRLEN];
+	struct in6_addr a;
+	size_t i = 1;
+
+	if (n > 0 && (p[0] == 'v' || p[0] == 'V')) {	/* "v" 1*HEXDIG "." 1*(...) */
+		while (i < n && tg_hexval((unsigned char)p[i]) >= 0)
+			i++;
+		if (i == 1 || i + 1 >= n || p[i++] != '.')
+			return 0;
+		for (; i < n; i++)
+			if (!(classes[(unsigned char)p[i]] & C_REGNAME) && p[i] != ':')
+				return 0;
+		return 1;
+	}
+	if (n == 0 || n >= sizeof(buf))
+		return 0;
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+	return inet_pton(AF_INET6, buf, &a) == 1;
+}
+
+/* Host = uri-host [ ":" port ] (RFC 9110 section 7.2, RFC 3986 section
+ * 3.2.2): a reg-name (unreserved, pct-encoded, sub-delims; an IPv4 address
+ * is one) or an IP-literal, then at most five port digits. */
+static int
+host_ok(const char *v, size_t n)
+{
+	const char *p = v, *end = v + n, *q;
+
+	if (n > 0 && v[0] == '[') {
+		if ((q = memchr(v, ']', n)) == NULL || !ip_literal_ok(v + 1, (size_t)(q - v - 1)))
+			return 0;
+		p = q + 1;
+	} else {
+		while (p < end && *p != ':') {
+			if (classes[(unsigned char)*p] & C_REGNAME)
+				p++;
+			else if (*p == '%' && end - p >= 3 && tg_hexval((unsigned char)p[1]) >= 0 &&
+			    tg_hexval((unsigned char)p[2]) >= 0)
+				p += 3;
+			else
+				return 0;
+		}
+	}
+	if (p < end && *p++ != ':')
+		return 0;
+	for (q = p; p < end && *p >= '0' && *p <= '9'; p++)
+		;
+	return p == end && p - q <= 5;
+}
+
 /* The meaning of the fields that frame the body and address the request. */
 static int
 check_fields(struct tg_head *h)
@@ -293,8 +366,11 @@ check_fields(struct tg_head *h)
 				return TG_HEAD_BAD_TE;
 			h->chunked = 1;
 		}
-		if (NAME_IS(f, "Host"))
-			hosts++;
+		if (NAME_IS(f, "Host") && (hosts++ > 0 || !host_ok(f->value, f->vlen)))
+			return hosts > 1 ? TG_HEAD_NO_HOST : TG_HEAD_BAD_HOST;
+		if (NAME_IS(f, "Expect") && h->minor == 1 && (f->vlen != 12 ||
+		    strncasecmp(f->value, "100-continue", 12) != 0))
+			return TG_HEAD_BAD_EXPECT;	/* evhttp would answer 417 itself */
 		if (NAME_IS(f, TG_HEAD_REFUSAL_FIELD))
 			return TG_HEAD_RESERVED;
 	}
@@ -333,7 +409,7 @@ tg_head_scan(const char *buf, size_t avail, struct tg_head *h, size_t *hlen)
 			return TG_HEAD_BAD_EOL;
 		if (h->nfields == TG_HEAD_MAX_FIELDS)
 			return TG_HEAD_TOO_LARGE;
-		if ((rc = scan_field(p, end, &h->f[h->nfields], &next)) != TG_HEAD_OK)
+		if ((rc = scan_field(p, end, &h->f[h->nfields], &next, &h->tab)) != TG_HEAD_OK)
 			return rc;	/* h->f[] holds only the fields scanned whole */
 		h->nfields++;
 	}
@@ -356,10 +432,11 @@ tg_head_field_line_ok(const char *line, size_t len)
 {
 	struct tg_head_field f;
 	const char *next = NULL;
+	int tab = 0;
 
 	if (classes['a'] == 0)
 		init_classes();
-	return len > 0 && scan_field(line, line + len, &f, &next) == TG_HEAD_OK &&
+	return len > 0 && scan_field(line, line + len, &f, &next, &tab) == TG_HEAD_OK &&
 	    next == line + len;
 }
 

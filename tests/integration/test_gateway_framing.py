@@ -228,3 +228,57 @@ def test_read_ending_on_the_cr_of_an_empty_line_waits_for_its_lf(gateway):
             out = exchange(s, stream[cut:])
         statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", out)
         assert len(statuses) == 2 and statuses[0] == statuses[1] != b"400", (cut, out)
+
+
+@pytest.mark.parametrize("host", [b"a b", b"evil.example/x", b"u@evil.example", b"[::1",
+                                  b"x:123456", b"caf\xc3\xa9", b"%zz"])
+def test_host_outside_rfc_3986_is_a_json_400(gateway, emulator, host):
+    before = emulator.stats()["calls"]
+    status, head, body = answer(gateway.ports["dex"],
+                                b"GET /public/v1/import/status?correlationId=x HTTP/1.1\r\n"
+                                b"Host: " + host + b"\r\n"
+                                + f"Authorization: Bearer {TEST_KEY}\r\n\r\n".encode())
+    assert status == 400 and "connection: close" in head, body
+    doc = json.loads(body)
+    assert doc["error"] == "BAD_REQUEST" and "RFC 3986" in doc["message"]
+    assert emulator.stats()["calls"] == before
+
+
+def test_host_forms_that_are_hosts_pass(gateway):
+    for host in (b"127.0.0.1:8080", b"[::1]:80", b"api.example.com", b"a_b~c"):
+        status, _, body = answer(gateway.ports["dex"],
+                                 b"GET /public/v1/import/status?correlationId=x HTTP/1.1\r\n"
+                                 b"Host: " + host + b"\r\nConnection: close\r\n"
+                                 + f"Authorization: Bearer {TEST_KEY}\r\n\r\n".encode())
+        assert status == 404 and b"correlationId" in body, (host, body)
+
+
+def test_expect_other_than_100_continue_is_a_json_417(gateway):
+    """evhttp answered it itself, in HTML, while the body was on its way."""
+    status, head, body = answer(gateway.ports["dex"], (
+        "POST /public/v1/export/activities HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n"
+        f"Authorization: Bearer {TEST_KEY}\r\nContent-Length: 22\r\n\r\n").encode() + EXPORT)
+    assert status == 417 and "connection: close" in head, body
+    assert json.loads(body)["error"] == "EXPECTATION_FAILED"
+
+
+def test_tab_before_a_value_is_read_alike(gateway, emulator):
+    """OWS may be a tab; evhttp skips only spaces before a value. The front
+    door writes such a head again, so evhttp reads the value it checked:
+    the key is a key and the chunked body is a body."""
+    status, _, body = answer(gateway.ports["dex"], (
+        "POST /public/v1/export/activities HTTP/1.1\r\nHost:\tx\r\nConnection: close\r\n"
+        f"Authorization:\t Bearer {TEST_KEY}\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: \tchunked\r\n\r\n16\r\n").encode() + EXPORT + b"\r\n0\r\n\r\n")
+    assert status == 200 and json.loads(body)["correlationId"], body
+
+
+@pytest.mark.parametrize("target", [b"//a:99999/public/v1/x", b"1:x", b"//[zz]/x",
+                                    b"http://a:123456/"])
+def test_target_evhttp_cannot_parse_is_a_json_400(gateway, target):
+    """evhttp dropped the connection without a word on these."""
+    status, head, body = answer(gateway.ports["dex"], b"GET " + target + b" HTTP/1.1\r\n"
+                                b"Host: x\r\n" + f"Authorization: Bearer {TEST_KEY}\r\n\r\n"
+                                .encode())
+    assert status == 400 and "connection: close" in head, body
+    assert json.loads(body)["error"] == "BAD_REQUEST_TARGET"

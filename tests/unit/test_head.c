@@ -127,6 +127,58 @@ test_method_bodies(void **state)
 	    TG_HEAD_BAD_METHOD);
 }
 
+/* Host is an RFC 3986 host[:port]; Expect is 100-continue or nothing. */
+static void
+test_host_and_expect(void **state)
+{
+	static const char *const good[] = {
+		"x", "example.com", "a-b.c_d~e", "127.0.0.1:8080", "[::1]", "[::1]:443",
+		"[v1.fe80::a+b]", "%41b", "sub!$&'()*+,;=", "", "x:",
+	};
+	static const char *const bad[] = {
+		"a b", "a/b", "a@b", "a?b", "a#b", "\"x\"", "a:b", "a:123456", "[::1", "[zz]",
+		"[::1]x", "%4", "%zz", "a\\b", "<x>", "caf\xc3\xa9", "[v.x]", "[v1.]",
+	};
+	char buf[256];
+	struct tg_head h;
+	size_t i;
+
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", good[i]);
+		if (parse(buf, &h) != TG_HEAD_OK)
+			fail_msg("Host %s refused", good[i]);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", bad[i]);
+		if (parse(buf, &h) != TG_HEAD_BAD_HOST)
+			fail_msg("Host %s accepted", bad[i]);
+	}
+	assert_int_equal(parse("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\n\r\n", &h),
+	    TG_HEAD_OK);
+	assert_int_equal(parse("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue, x\r\n\r\n",
+	    &h), TG_HEAD_BAD_EXPECT);
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nExpect: x\r\n\r\n", &h),
+	    TG_HEAD_BAD_EXPECT);
+	assert_int_equal(tg_head_fault_status(TG_HEAD_BAD_EXPECT), 417);
+	assert_int_equal(parse("GET / HTTP/1.0\r\nExpect: x\r\n\r\n", &h), TG_HEAD_OK);
+}
+
+/* A tab in the whitespace before a value is marked (evhttp would keep it
+ * in the value); spaces alone, or a tab after the value, are not. */
+static void
+test_tab_before_value(void **state)
+{
+	struct tg_head h;
+
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nA: b \t\r\n\r\n", &h), TG_HEAD_OK);
+	assert_int_equal(h.tab, 0);
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nA: \tb\r\n\r\n", &h), TG_HEAD_OK);
+	assert_int_equal(h.tab, 1);
+	assert_memory_equal(h.f[1].value, "b", h.f[1].vlen);
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost:\tx\r\n\r\n", &h), TG_HEAD_OK);
+	assert_int_equal(h.tab, 1);
+}
+
 static int
 chunk(const char *line, uint64_t *size)
 {
@@ -210,6 +262,8 @@ main(void)
 		cmocka_unit_test(test_accepts),
 		cmocka_unit_test(test_refuses),
 		cmocka_unit_test(test_method_bodies),
+		cmocka_unit_test(test_host_and_expect),
+		cmocka_unit_test(test_tab_before_value),
 		cmocka_unit_test(test_chunk_size_lines),
 		cmocka_unit_test(test_trailer_lines),
 		cmocka_unit_test(test_too_many_fields),
