@@ -31,6 +31,16 @@ struct tg_frontdoor_stats {
 	uint64_t header_timeouts, body_timeouts, idle_closed;
 };
 
+/** One decision of the front door, told to tg_frontdoor.decided (tests). */
+struct tg_frontdoor_decision {
+	const struct tg_head *head;	/* a head decided (borrowed, for the call);
+					 * NULL for a body's end, or a head too
+					 * large to parse */
+	int body_end;			/* 1: the body of the last head passed ended */
+	int fault;			/* 0: passed; else the TG_HEAD_* it got */
+	uint64_t body;			/* body bytes passed for that head so far */
+};
+
 struct tg_frontdoor {
 	size_t max_head;	/* bytes of one request head (431 above) */
 	uint64_t max_body;	/* a larger Content-Length is refused with 413 */
@@ -59,6 +69,15 @@ struct tg_frontdoor {
 	int (*check)(const struct tg_head *h, void *arg, uint64_t *limit);
 	void *arg;		/* borrowed, handed to check */
 	int check_bodiless;	/* ask check for heads without a body too */
+	/**
+	 * Tests only (NULL in production, where it costs a test per head and
+	 * per body): told each decision in order: a head passed (fault 0; its
+	 * request is whole unless it announced a body) or refused, and a
+	 * body's end (whole, or cut with a fault). d borrowed, for the call;
+	 * decided_arg borrowed. tests/fuzz/fuzz_edge.c holds evhttp to it.
+	 */
+	void (*decided)(const struct tg_frontdoor_decision *d, void *decided_arg);
+	void *decided_arg;
 };
 
 /** Frame every connection http (borrowed) accepts through door (borrowed: it

@@ -27,6 +27,7 @@ struct conn {
 	uint64_t left;				/* bytes left of a body or chunk */
 	uint64_t limit;				/* body bytes the request in framing
 						 * may still send (chunked) */
+	uint64_t body;				/* its body bytes passed so far */
 	int fault;				/* TG_HEAD_* of request fault_at: a
 						 * refusal, or its body went bad */
 	uint64_t fault_at;			/* 1-based, in the order passed */

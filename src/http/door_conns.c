@@ -70,7 +70,7 @@ claim(evutil_socket_t fd)
 	}
 	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
 	c->st = ST_HEAD;
-	c->left = c->requests = c->limit = c->fault_at = c->delivered = 0;
+	c->left = c->requests = c->limit = c->body = c->fault_at = c->delivered = 0;
 	c->fault = 0;
 	c->busy = c->inflight = 0;
 	c->since = tg_clock_mono_ms();	/* the first head is due from now */

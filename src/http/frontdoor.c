@@ -61,6 +61,15 @@ evhttp_reads_target(const struct tg_head *h)
 	return 1;
 }
 
+/* Tell the test hook (tg_frontdoor.decided) what was decided. */
+static void
+decided(struct conn *c, const struct tg_head *h, int body_end, int fault)
+{
+	struct tg_frontdoor_decision d = { h, body_end, fault, c->body };
+
+	c->door->decided(&d, c->door->decided_arg);
+}
+
 /* Replace the head (hlen bytes of src) by a bodiless stand-in that carries
  * the fault, keep the method and target when they parsed (the target when
  * evhttp reads it too), drop the rest. */
@@ -86,6 +95,8 @@ refuse(struct conn *c, struct evbuffer *src, struct evbuffer *dst, const struct 
 	c->st = ST_DISCARD;
 	c->fault = fault;
 	c->fault_at = ++c->requests;
+	if (c->door->decided != NULL)
+		decided(c, h, 0, fault);
 }
 
 /* Empty lines before a request line are ignored (RFC 9112 §2.2): 1 when
@@ -110,8 +121,10 @@ head_passed(struct conn *c, const struct tg_head *h, uint64_t limit)
 	c->requests++;
 	tg_door_touch(c);
 	c->st = h->chunked ? ST_CHUNK_SIZE : h->length > 0 ? ST_BODY : ST_HEAD;
-	c->left = h->length > 0 ? (uint64_t)h->length : 0;
+	c->left = c->body = h->length > 0 ? (uint64_t)h->length : 0;
 	c->limit = limit;
+	if (c->door->decided != NULL)
+		decided(c, h, 0, 0);
 }
 
 /* What the listener says of a head that parsed: 0 or a fault; *limit the
@@ -203,6 +216,8 @@ step_move(struct conn *c, struct evbuffer *src, struct evbuffer *dst, int next)
 	c->left -= n;
 	if (c->left == 0)
 		c->st = next;
+	if (c->st == ST_HEAD && c->door->decided != NULL)
+		decided(c, NULL, 1, 0);
 	return 1;
 }
 
@@ -261,6 +276,7 @@ step_chunk_size(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 		return -1;
 	}
 	c->limit -= size;
+	c->body += size;
 	evbuffer_drain(src, (size_t)len);
 	add_chunk_line(dst, size);
 	c->left = size;
@@ -298,6 +314,8 @@ step_trailer(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 	if (len == 2) {
 		evbuffer_add(dst, "\r\n", 2);
 		c->st = ST_HEAD;
+		if (c->door->decided != NULL)
+			decided(c, NULL, 1, 0);
 		return 1;
 	}
 	c->left += (uint64_t)len;
@@ -364,6 +382,8 @@ frame_in_place(struct conn *c, struct evbuffer *in, size_t off)
 			c->left -= n;
 			off += n;
 			c->st = c->left == 0 ? ST_HEAD : ST_BODY;
+			if (c->st == ST_HEAD && c->door->decided != NULL)
+				decided(c, NULL, 1, 0);
 			continue;
 		}
 		evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET);
@@ -395,6 +415,8 @@ body_fault(struct conn *c, struct evbuffer *dst)
 	if (c->fault == 0)
 		c->fault = TG_HEAD_BAD_CHUNK;
 	c->fault_at = c->requests;
+	if (c->door->decided != NULL)
+		decided(c, NULL, 1, c->fault);
 	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
 	c->st = ST_DISCARD;
 }
