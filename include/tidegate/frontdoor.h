@@ -29,6 +29,7 @@ struct tg_frontdoor_stats {
 	uint64_t refused_max;	/* refused: max_conns open */
 	uint64_t refused_addr;	/* refused: max_conns_per_addr from that address */
 	uint64_t header_timeouts, body_timeouts, idle_closed;
+	uint64_t body_too_slow;	/* bodies under body_min_rate */
 };
 
 /** One decision of the front door, told to tg_frontdoor.decided (tests). */
@@ -48,6 +49,11 @@ struct tg_frontdoor {
 	uint64_t max_conns_per_addr;	/* from one client address; 0: no limit */
 	int64_t header_timeout_ms;	/* a whole request head; 0: no limit */
 	int64_t body_timeout_ms;	/* between two reads of a body; 0: none */
+	uint64_t body_min_rate;		/* bytes/s a body must average from
+					 * body_rate_grace_ms after its head on
+					 * (it may take grace + size / rate in
+					 * all); 0: no minimum */
+	int64_t body_rate_grace_ms;
 	int64_t idle_timeout_ms;	/* a keep-alive connection between requests */
 	struct tg_frontdoor_stats *stats;	/* borrowed; may be NULL */
 	/** Optional: the connection's bufferevent (a TLS one), made without a

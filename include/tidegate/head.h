@@ -40,6 +40,8 @@ enum tg_head_fault {
 	TG_HEAD_BODY_NOT_ALLOWED,	/* a body on a method that has none (HEAD) */
 	TG_HEAD_BAD_HOST,	/* Host not an RFC 3986 host[:port] */
 	TG_HEAD_BAD_EXPECT,	/* Expect other than 100-continue (HTTP/1.1) */
+	TG_HEAD_BODY_STALLED,	/* no body byte for the listener's body timeout */
+	TG_HEAD_BODY_TOO_SLOW,	/* a body under the listener's minimum rate */
 	TG_HEAD_NFAULTS
 };
 

@@ -123,6 +123,8 @@ head_passed(struct conn *c, const struct tg_head *h, uint64_t limit)
 	c->st = h->chunked ? ST_CHUNK_SIZE : h->length > 0 ? ST_BODY : ST_HEAD;
 	c->left = c->body = h->length > 0 ? (uint64_t)h->length : 0;
 	c->limit = limit;
+	c->rate_since = c->since;
+	c->rate_base = 0;
 	if (c->door->decided != NULL)
 		decided(c, h, 0, 0);
 }

@@ -81,6 +81,10 @@ static const struct {
 	    "IP-literal)" },
 	[TG_HEAD_BAD_EXPECT] = { 417, "EXPECTATION_FAILED",
 	    "only Expect: 100-continue is understood" },
+	[TG_HEAD_BODY_STALLED] = { 408, "REQUEST_TIMEOUT",
+	    "the request body stalled longer than client_body_timeout" },
+	[TG_HEAD_BODY_TOO_SLOW] = { 408, "REQUEST_TIMEOUT",
+	    "the request body arrived slower than client_body_min_rate" },
 };
 
 int
