@@ -187,11 +187,17 @@ parse_version(const char *v, size_t n, int *minor)
 static int
 known_method(const char *m, size_t n)
 {
+	size_t j;
 	int i;
 
-	for (i = 0; i < (int)(sizeof(methods) / sizeof(methods[0])); i++)
-		if (methods[i].len == n && memcmp(methods[i].name, m, n) == 0)
+	for (i = 0; i < (int)(sizeof(methods) / sizeof(methods[0])); i++) {
+		if (methods[i].len != n)
+			continue;
+		for (j = 0; j < n && m[j] == methods[i].name[j]; j++)
+			;		/* a few bytes: no library call */
+		if (j == n)
 			return i;
+	}
 	return -1;
 }
 
@@ -232,14 +238,14 @@ scan_request_line(const char *p, const char *end, struct tg_head *h, const char 
 }
 
 /* One field line from p (name, ':', OWS, value, OWS, CRLF) in one pass;
- * *tab set when a tab is in the OWS before the value after the spaces
- * (evhttp skips only spaces there: its value would begin with the tab). */
-static int
+ * *tab set when a tab is in the OWS before the value (evhttp skips only
+ * spaces there: its value would begin with the tab). */
+static inline int
 scan_field(const char *p, const char *end, struct tg_head_field *f, const char **next,
     int *tab)
 {
 	const char *c = p, *v, *ve;
-	int rc;
+	int rc, ows = 0;
 
 	if (*p == ' ' || *p == '\t')
 		return TG_HEAD_OBS_FOLD;
@@ -251,11 +257,10 @@ scan_field(const char *p, const char *end, struct tg_head_field *f, const char *
 		return TG_HEAD_BAD_NAME;
 	f->name = p;
 	f->nlen = (size_t)(c - p);
-	for (c++; c < end && *c == ' '; c++)
-		;
-	if (c < end && *c == '\t')
-		for (*tab = 1; c < end && (*c == ' ' || *c == '\t'); c++)
-			;
+	for (c++; c < end && (*c == ' ' || *c == '\t'); c++)
+		ows |= *c;
+	if (ows & '\t' & ~' ')
+		*tab = 1;
 	v = c;
 	c = skip_value(c, end);
 	if ((rc = crlf(c, end)) <= 0)
@@ -269,9 +274,23 @@ scan_field(const char *p, const char *end, struct tg_head_field *f, const char *
 	return TG_HEAD_OK;
 }
 
+/* A token (a field name) against lower, a lower-case name of letters and
+ * '-': OR-ing 0x20 folds a letter's case and maps no other token byte
+ * onto a letter or '-', so no library call is needed. */
+static int
+token_is(const char *t, const char *lower, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((t[i] | 0x20) != lower[i])
+			return 0;
+	return 1;
+}
+
 /* Length first: most fields are ruled out without touching their bytes. */
 #define NAME_IS(f, lit) ((f)->nlen == sizeof(lit) - 1 && \
-	strncasecmp((f)->name, (lit), sizeof(lit) - 1) == 0)
+	token_is((f)->name, (lit), sizeof(lit) - 1))
 
 static int
 name_is(const struct tg_head_field *f, const char *name)
@@ -327,7 +346,7 @@ ip_literal_ok(const char *p, size_t n)
  * 3.2.2): a reg-name (unreserved, pct-encoded, sub-delims; an IPv4 address
  * is one) or an IP-literal, then at most five port digits. */
 static int
-host_ok(const char *v, size_t n)
+host_ok_slow(const char *v, size_t n)
 {
 	const char *p = v, *end = v + n, *q;
 
@@ -335,22 +354,41 @@ host_ok(const char *v, size_t n)
 		if ((q = memchr(v, ']', n)) == NULL || !ip_literal_ok(v + 1, (size_t)(q - v - 1)))
 			return 0;
 		p = q + 1;
-	} else {
-		while (p < end && *p != ':') {
-			if (classes[(unsigned char)*p] & C_REGNAME)
-				p++;
-			else if (*p == '%' && end - p >= 3 && tg_hexval((unsigned char)p[1]) >= 0 &&
-			    tg_hexval((unsigned char)p[2]) >= 0)
-				p += 3;
-			else
-				return 0;
-		}
+	}
+	while (p < end && *p != ':' && v[0] != '[') {
+		if (classes[(unsigned char)*p] & C_REGNAME)
+			p++;
+		else if (*p == '%' && end - p >= 3 && tg_hexval((unsigned char)p[1]) >= 0 &&
+		    tg_hexval((unsigned char)p[2]) >= 0)
+			p += 3;
+		else
+			return 0;
 	}
 	if (p < end && *p++ != ':')
 		return 0;
-	for (q = p; p < end && *p >= '0' && *p <= '9'; p++)
+	for (q = p; p < end && (unsigned char)(*p - '0') < 10; p++)
 		;
 	return p == end && p - q <= 5;
+}
+
+/* The same, the common spelling (reg-name bytes, then ":digits") read in
+ * one pass: every request has a Host. */
+static int
+host_ok(const char *v, size_t n)
+{
+	const char *p = v, *end = v + n, *q;
+
+	while (p < end && (classes[(unsigned char)*p] & C_REGNAME))
+		p++;
+	if (p == end)
+		return 1;
+	if (*p == ':') {
+		for (q = ++p; p < end && (unsigned char)(*p - '0') < 10; p++)
+			;
+		if (p == end)
+			return p - q <= 5;
+	}
+	return host_ok_slow(v, n);
 }
 
 /* The meaning of the fields that frame the body and address the request. */
@@ -363,19 +401,19 @@ check_fields(struct tg_head *h)
 	for (i = 0; i < h->nfields; i++) {
 		const struct tg_head_field *f = &h->f[i];
 
-		if (NAME_IS(f, "Content-Length") && (rc = parse_length(f, &h->length)) != 0)
+		if (NAME_IS(f, "content-length") && (rc = parse_length(f, &h->length)) != 0)
 			return rc;
-		if (NAME_IS(f, "Transfer-Encoding")) {
+		if (NAME_IS(f, "transfer-encoding")) {
 			if (tes++ > 0 || f->vlen != 7 || strncasecmp(f->value, "chunked", 7) != 0)
 				return TG_HEAD_BAD_TE;
 			h->chunked = 1;
 		}
-		if (NAME_IS(f, "Host") && (hosts++ > 0 || !host_ok(f->value, f->vlen)))
+		if (NAME_IS(f, "host") && (hosts++ > 0 || !host_ok(f->value, f->vlen)))
 			return hosts > 1 ? TG_HEAD_NO_HOST : TG_HEAD_BAD_HOST;
-		if (NAME_IS(f, "Expect") && h->minor == 1 && (f->vlen != 12 ||
+		if (NAME_IS(f, "expect") && h->minor == 1 && (f->vlen != 12 ||
 		    strncasecmp(f->value, "100-continue", 12) != 0))
 			return TG_HEAD_BAD_EXPECT;	/* evhttp would answer 417 itself */
-		if (NAME_IS(f, TG_HEAD_REFUSAL_FIELD))
+		if (NAME_IS(f, "tidegate-refusal"))	/* TG_HEAD_REFUSAL_FIELD */
 			return TG_HEAD_RESERVED;
 	}
 	if (h->chunked && h->length >= 0)
