@@ -1,14 +1,17 @@
 /*
  * frontdoor.h - the front door of every listener: it frames each request
- * between the accepted socket and evhttp itself
- * (strict head parser of head.h, Content-Length or chunked body), so that
- * evhttp only ever sees requests the gateway and a front proxy read the
- * same way, and so that a request can be refused on its head alone, before
- * its body is read (an API key missing, a body over max_body). A refused
- * request reaches the listener's handler as a stand-in without a body,
- * marked by TG_HEAD_REFUSAL_FIELD, in its place among pipelined requests;
- * the handler answers it with the JSON error body and the connection is
- * closed. Accepted sockets get TCP_NODELAY. Used by the gateway's and the
+ * between the accepted socket and evhttp itself (strict head parser of
+ * head.h, Content-Length or chunked body), and evhttp only ever reads bytes
+ * whose framing the front door decided and wrote (a chunked body in the
+ * one spelling evhttp reads as it does), so that the gateway, evhttp and a
+ * front proxy read each request the same way, and so that a request can be
+ * refused on its head alone, before its body is read (an API key missing,
+ * a body over its limit). A refused request reaches the listener's handler
+ * as a stand-in without a body, in its place among pipelined requests; a
+ * request whose chunked body went bad reaches it with the fault; the
+ * handler answers either with the JSON error body and the connection is
+ * closed. A request cut by a time limit is answered 408 by the front door.
+ * Accepted sockets get TCP_NODELAY. Used by the gateway's and the
  * emulator's listeners.
  */
 #ifndef TIDEGATE_FRONTDOOR_H

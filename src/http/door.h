@@ -24,7 +24,8 @@ struct conn {
 	const struct tg_frontdoor *door;	/* borrowed from the listener */
 	struct evbuffer *hold;			/* received, not yet passed on */
 	int st;
-	uint64_t left;				/* bytes left of a body or chunk */
+	uint64_t left;				/* bytes left of a body or chunk;
+						 * in a trailer, its bytes so far */
 	uint64_t limit;				/* body bytes the request in framing
 						 * may still send (chunked) */
 	uint64_t body;				/* its body bytes passed so far */

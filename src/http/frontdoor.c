@@ -95,6 +95,7 @@ refuse(struct conn *c, struct evbuffer *src, struct evbuffer *dst, const struct 
 	c->st = ST_DISCARD;
 	c->fault = fault;
 	c->fault_at = ++c->requests;
+	c->body = 0;
 	if (c->door->decided != NULL)
 		decided(c, h, 0, fault);
 }
