@@ -17,8 +17,10 @@ this script's clients to LOAD_CPU; PostgreSQL is not pinned.
    PostgreSQL, 3 instances on one PostgreSQL, and for reference 3
    instances with SQLite state each), fresh gateways (and a fresh schema)
    start in front of the emulator, whose data exchange login is slowed by
-   --login-ms; while the first login is pending, --burst GETs of unknown
-   exports (30 threads, round robin over the instances) are sent.
+   --login-ms; while the first login is pending, --burst exports of a kind
+   the vendor does not know (30 threads, round robin over the instances:
+   each reaches the vendor with the token and makes no job; a read of an
+   unknown job would be refused before the vendor) are sent.
    Reported: the emulator's counters `POST /public/v1/authenticate` and
    (once every instance holds its tokens) `POST /api/oauth2/token`.
 2. Upstream polls of one export. The emulator keeps exports IN_PROGRESS;
@@ -78,6 +80,7 @@ PROXY_CONNS = 64
 LOGIN = "POST /public/v1/authenticate"
 SIM_LOGIN = "POST /api/oauth2/token"
 EXPORT_GET = "GET /public/export"
+EXPORT_NOPE = "POST /public/v1/export/nope"
 MODES = {"poll": f"poll every {POLL_EVERY_MS} ms", "long-poll": f"long-poll ?wait={LONG_WAIT_S}"}
 SECRET = "whsec_" + base64.b64encode(b"tidegate-bench-fleet-secret-0001").decode()
 
@@ -230,9 +233,9 @@ def login_round(a, emu, pg, name, n, use_pg, errors):
         def one(i):
             g = gws[i % n]
             try:
-                return requests.get(g.url + "/public/export",
-                                    params={"correlationId": "nope-" + uuid.uuid4().hex},
-                                    headers=g.headers, timeout=30).status_code
+                return requests.post(g.url + "/public/v1/export/nope",
+                                     json={"projectId": "P-DEMO"}, headers=g.headers,
+                                     timeout=30).status_code
             except requests.RequestException:
                 return 0
         t = time.monotonic()
@@ -245,7 +248,7 @@ def login_round(a, emu, pg, name, n, use_pg, errors):
         errors.extend(gateway_errors(gws))
         return {"setup": name, "instances": n, "cold": cold, "burst_s": secs,
                 "dex_logins": emu.calls(LOGIN), "sim_logins": emu.calls(SIM_LOGIN),
-                "upstream_gets": emu.calls(EXPORT_GET),
+                "upstream_gets": emu.calls(EXPORT_NOPE),
                 "codes": {str(c): codes.count(c) for c in sorted(set(codes))}}
     finally:
         stop_all(started)
@@ -262,7 +265,7 @@ def new_job(pg, schema, gw):
     r.raise_for_status()
     cid = r.json()["correlationId"]
     deadline = time.monotonic() + 5
-    while pg.owners(schema) <= before:     # committed just after the answer
+    while pg.owners(schema) <= before:     # committed before the answer
         if time.monotonic() > deadline:
             raise RuntimeError(f"the owner of {cid} was never recorded")
         time.sleep(0.02)
@@ -402,9 +405,10 @@ def report(a, cmd, pgver, dur, res, errors):
 
     rows = res["logins"]
     print(f"Vendor logins for a cold burst: fresh gateways (and schema) each round, the "
-          f"emulator's data exchange login slowed to {a.login_ms} ms; {a.burst} GETs of "
-          f"unknown exports (30 threads, round robin over the instances) sent while the "
-          f"first login is pending.\n")
+          f"emulator's data exchange login slowed to {a.login_ms} ms; {a.burst} exports of "
+          f"a kind the vendor does not know (`{EXPORT_NOPE}`: each reaches it, none makes a "
+          f"job; 30 threads, round robin over the instances) sent while the first login is "
+          f"pending.\n")
     table = []
     for name, n, _ in LOGIN_SETUPS:
         rs = [r for r in rows if r["setup"] == name]
@@ -418,7 +422,7 @@ def report(a, cmd, pgver, dur, res, errors):
                       ", ".join(f"{c}: {k}" for c, k in sorted(codes.items())),
                       f"{sum(r['cold'] for r in rs)}/{len(rs)}"])
     print(lib.table(["setup", "data exchange logins", "simulation logins",
-                     "upstream GETs", "answers (all rounds)", "burst left cold"], table))
+                     "upstream calls", "answers (all rounds)", "burst left cold"], table))
     print()
 
     rows = res["polls"]

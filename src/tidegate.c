@@ -1,10 +1,12 @@
 /*
  * tidegate.c - the gateway's entry point: options, configuration check
- * (-t), logging, the embedded emulator (upstream: embedded), the gateway's
- * request core and the features it serves (jobs, webhook, runs), the
- * event loop. SIGHUP reloads, SIGTERM/SIGINT drain and exit 0
- * (src/gateway/server.c). Started as root, it binds the listeners and
- * becomes the configured `user` before it serves (include/tidegate/priv.h);
+ * (-t: the configuration, the account and the state, read-only, checked
+ * by the functions the start runs, with the same lines printed), logging,
+ * the embedded emulator (upstream: embedded), the gateway's request core
+ * and the features it serves (jobs, webhook, runs), the event loop.
+ * SIGHUP reloads, SIGTERM/SIGINT drain and exit 0 (src/gateway/server.c).
+ * Started as root, it binds the listeners and becomes the configured
+ * `user` before it serves (include/tidegate/priv.h);
  * a Type=notify unit hears READY=1 once it serves (tidegate.service).
  */
 #include <errno.h>
@@ -86,21 +88,19 @@ parse_options(int argc, char **argv, const char **path, int *test)
 		usage(stderr, 2);
 }
 
-/* The one check of the configuration, for -t and the start alike: every
- * problem is printed, one "file:line:col: key: message" a line. */
+/* Every problem, one "file:line:col: key: message" a line; then rep is
+ * emptied. 0 when there was none. */
 static int
-load_config(const char *path, struct gw_config *cfg)
+print_report(const char *path, struct tg_cfg_report *rep)
 {
-	struct tg_cfg_report rep = { 0 };
+	int rc = rep->n > 0 ? -1 : 0;
 	size_t i;
-	int rc;
 
-	rc = gw_config_load(path, cfg, &rep);
-	for (i = 0; i < rep.n; i++)
-		fprintf(stderr, "%s\n", rep.v[i].msg);
-	if (rep.dropped > 0)
-		fprintf(stderr, "%s: %zu more problems not shown\n", path, rep.dropped);
-	tg_config_report_cleanup(&rep);
+	for (i = 0; i < rep->n; i++)
+		fprintf(stderr, "%s\n", rep->v[i].msg);
+	if (rep->dropped > 0)
+		fprintf(stderr, "%s: %zu more problems not shown\n", path, rep->dropped);
+	tg_config_report_cleanup(rep);
 	return rc;
 }
 
@@ -114,6 +114,29 @@ emulator_path(const struct gw_config *c)
 	    tg_xasprintf("%s/%s", dirname(dir), c->emulator_config);
 	free(dir);
 	return path;
+}
+
+/* The embedded emulator binds its listeners first: a gateway listener on
+ * one of their ports would fail the start. */
+static void
+check_emulator_ports(const struct gw_config *c, const struct tg_emu_config *e,
+    struct tg_cfg_report *rep)
+{
+	const char *ours[3] = { c->listen_dex, c->listen_sim, c->listen_admin };
+	const char *keys[3] = { "listen.dex", "listen.sim", "listen.admin" };
+	const char *theirs[5] = { e->listen_dex, e->listen_sim, e->listen_design, e->listen_auth,
+		e->listen_dex_tls };
+	const char *names[5] = { "dex", "sim", "design", "auth", "dex_tls" };
+	int i, j;
+
+	for (i = 0; i < 3; i++)
+		for (j = 0; j < 5; j++)
+			if (tg_config_addr_conflict(ours[i], theirs[j])) {
+				tg_config_report_add(rep, NULL, keys[i], "%s overlaps the embedded "
+				    "emulator's listen.%s (%s): each listener needs its own port",
+				    ours[i], names[j], theirs[j]);
+				break;
+			}
 }
 
 /* upstream: embedded loads this file at start: load it here the same way,
@@ -138,7 +161,9 @@ check_emulator(struct gw_config *c, struct tg_cfg_report *rep)
 	}
 	memset(&ecfg, 0, sizeof(ecfg));
 	sub.file = full;
-	tg_config_load_report(full, tg_emu_config_keys, tg_emu_config_nkeys, &ecfg, &sub);
+	if (tg_config_load_report(full, tg_emu_config_keys, tg_emu_config_nkeys, &ecfg,
+	    &sub) == 0)
+		check_emulator_ports(c, &ecfg, rep);
 	tg_config_report_merge(rep, &sub);
 	tg_config_report_cleanup(&sub);
 	tg_config_free(tg_emu_config_keys, tg_emu_config_nkeys, &ecfg);
@@ -161,20 +186,81 @@ start_emulator(struct event_base *base, const struct gw_config *c,
 	return emu;
 }
 
-/* The state seam with every store the features keep (each feature says
- * how its store is configured). */
-static struct tg_state *
-open_state(struct event_base *base, const struct gw_config *c, struct tg_err *err)
-{
+/* What the state seam is opened with: every store the features keep (each
+ * feature says how its store is configured). so borrows the others. */
+struct state_opts {
+	struct tg_state_opts so;
 	struct tg_runs_opts ro;
 	struct tg_outbox_opts oo;
 	struct tg_owners_opts wo;
-	struct tg_state_opts so = { c->state_url, &ro, &oo, &wo, c->state_instance };
+};
 
-	tg_runs_store_opts(c, &ro);
-	tg_webhook_outbox_opts(c, &oo);
-	tg_jobs_owners_opts(c, &wo);
-	return tg_state_open(base, &so, err);
+static void
+state_opts(const struct gw_config *c, struct state_opts *o)
+{
+	tg_runs_store_opts(c, &o->ro);
+	tg_webhook_outbox_opts(c, &o->oo);
+	tg_jobs_owners_opts(c, &o->wo);
+	o->so = (struct tg_state_opts){ c->state_url, &o->ro, &o->oo, &o->wo,
+		c->state_instance };
+}
+
+static struct tg_state *
+open_state(struct event_base *base, const struct gw_config *c, struct tg_err *err)
+{
+	struct state_opts o;
+
+	state_opts(c, &o);
+	return tg_state_open(base, &o.so, err);
+}
+
+/* The state the start would open, checked without writing (tg_state_check:
+ * the SQLite files read-only, a PostgreSQL URL parsed), with the ids the
+ * start opens it with; each problem at the key that names the part. */
+static void
+check_state(const struct gw_config *c, const struct tg_priv *p, struct tg_cfg_report *rep)
+{
+	static const char *const keys[TG_STATE_NPARTS] = { "state.url", "webhooks.db",
+		"runs.db", "poll.ownership_db" };
+	struct tg_state_problems sp;
+	struct state_opts o;
+	int i;
+
+	state_opts(c, &o);
+	if (tg_state_check(&o.so, &sp) == 0)
+		return;
+	for (i = 0; i < TG_STATE_NPARTS; i++)
+		if (sp.bad[i])
+			tg_config_report_add(rep, NULL, keys[i], "%s%s%s%s", sp.err[i].msg,
+			    p->active ? " (checked as user '" : "", p->active ? p->name : "",
+			    p->active ? "')" : "");
+}
+
+/*
+ * Who the start runs as (tg_priv_begin: root becomes `user` now, effective
+ * ids only, so the state is checked and opened as the account). -t checks
+ * the file the same way, with two differences: an account that does not
+ * exist is refused whoever runs it, and root without `user:` is not (it
+ * checks a file, not who runs it).
+ */
+static int
+check_user(const struct gw_config *c, int test, struct tg_priv *p, int *warn,
+    struct tg_cfg_report *rep)
+{
+	size_t line = 0, col = 0;
+	struct tg_err why;
+
+	memset(p, 0, sizeof(*p));
+	*warn = 0;
+	if (test && c->user == NULL)
+		return 0;
+	if ((test && tg_priv_lookup(c->user, p, &why) != 0) ||
+	    tg_priv_begin(c->user, p, warn, &why) != 0) {
+		tg_config_report_pos(rep, "user", &line, &col);
+		tg_config_report_add_at(rep, line, col, NULL, "%s", why.msg);
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -192,54 +278,44 @@ add_features(struct gw *gw, struct tg_err *err)
 	return 0;
 }
 
-/* Started as root: become the configured user now (root left only as the
- * saved uid, to bind); else say why `user` is not used. */
-static int
-become_user(const struct gw_config *c, struct tg_priv *p, struct tg_err *err)
+/* Why `user` is not used (check_user became it when it could). */
+static void
+log_user(const struct gw_config *c, int warn)
 {
-	struct tg_err why;
-	int warn;
-
-	if (tg_priv_begin(c->user, p, &warn, &why) != 0) {
-		tg_err_set(err, "%s: %s", c->path, why.msg);
-		return -1;
-	}
 	if (warn && geteuid() == 0)
 		tg_log(TG_LOG_WARN, "running_as_root", TG_LS("reason",
 		    "user: root keeps every privilege; name an unprivileged account"));
 	else if (warn)
 		tg_log(TG_LOG_WARN, "user_ignored", TG_LS("user", c->user),
 		    TG_LS("reason", "not started as root"));
-	return 0;
 }
 
 /* Start everything, serve until the drain is over; 0 or 1 for exit. The
  * listeners are bound as root (when started as root), the rest as the user. */
 static int
-run(const char *path, struct gw_config *cfg)
+run(const char *path, struct gw_config *cfg, struct tg_priv *priv)
 {
 	struct event_base *base = tg_event_base_new();
 	struct tg_emu_config ecfg;
 	struct tg_emu *emu = NULL;
 	struct tg_state *st = NULL;
 	struct gw *gw = NULL;
-	struct tg_priv priv;
 	struct tg_err err;
 	int rc = 1;
 
 	memset(&ecfg, 0, sizeof(ecfg));
-	if (become_user(cfg, &priv, &err) != 0 || (strcmp(cfg->upstream, "embedded") == 0 &&
+	if ((strcmp(cfg->upstream, "embedded") == 0 &&
 	    (emu = start_emulator(base, cfg, &ecfg, &err)) == NULL) ||
 	    (st = open_state(base, cfg, &err)) == NULL ||
 	    (gw = gw_new(base, path, cfg, st, &err)) == NULL || add_features(gw, &err) != 0 ||
-	    tg_priv_regain(&priv, &err) != 0 || gw_start(gw, &err) != 0 ||
-	    tg_priv_drop(&priv, &err) != 0) {
+	    tg_priv_regain(priv, &err) != 0 || gw_start(gw, &err) != 0 ||
+	    tg_priv_drop(priv, &err) != 0) {
 		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));
 		goto done;
 	}
-	if (priv.active)
-		tg_log(TG_LOG_INFO, "user", TG_LS("user", priv.name), TG_LI("uid", priv.uid),
-		    TG_LI("gid", priv.gid));
+	if (priv->active)
+		tg_log(TG_LOG_INFO, "user", TG_LS("user", priv->name), TG_LI("uid", priv->uid),
+		    TG_LI("gid", priv->gid));
 	tg_notify_ready();
 	event_base_dispatch(base);
 	tg_log(TG_LOG_INFO, "stopped", TG_LS("config", path));
@@ -258,14 +334,24 @@ int
 main(int argc, char **argv)
 {
 	const char *path = "conf/tidegate.yaml";
+	struct tg_cfg_report rep = { 0 };
 	struct gw_config cfg;
-	int test = 0, lvl;
+	struct tg_priv priv;
+	struct tg_err why;
+	int test = 0, lvl, warn = 0;
 
 	parse_options(argc, argv, &path, &test);
 	tg_metrics_build_set(TG_VERSION, TG_VERSION_GIT);
 	gw_config_add_check(tg_webhook_config_check);
 	gw_config_add_check(check_emulator);
-	if (load_config(path, &cfg) != 0) {
+	memset(&priv, 0, sizeof(priv));
+	/* The same checks for -t and the start, and the same lines printed. */
+	if (gw_config_load(path, &cfg, &rep) == 0 &&
+	    check_user(&cfg, test, &priv, &warn, &rep) == 0)
+		check_state(&cfg, &priv, &rep);
+	if (test || rep.n > 0)	/* what is left is to exit: as the one started */
+		(void)tg_priv_regain(&priv, &why);
+	if (print_report(path, &rep) != 0) {
 		gw_config_free(&cfg);
 		return 1;
 	}
@@ -276,7 +362,8 @@ main(int argc, char **argv)
 		return 0;
 	}
 	tg_log_init(stderr, (enum tg_log_level)lvl);
+	log_user(&cfg, warn);
 	signal(SIGPIPE, SIG_IGN);
 	umask(077);	/* state, spool and payload files: the user's alone */
-	return run(path, &cfg);
+	return run(path, &cfg, &priv);
 }

@@ -132,6 +132,16 @@ void tg_config_report_merge(struct tg_cfg_report *dst, struct tg_cfg_report *src
 void tg_config_report_cleanup(struct tg_cfg_report *rep);
 
 /**
+ * Open a file the configuration names (the file itself, a *_file secret,
+ * a CA bundle) for reading, never blocking: a descriptor the caller owns
+ * (close it), or -1 with *why (static, borrowed) saying why: it does not
+ * exist or cannot be read, it is not a regular file (a directory, a named
+ * pipe, a device), or it is a file of the kernel's /proc or /sys, wherever
+ * a symbolic link leads. path is borrowed.
+ */
+int tg_config_file_open(const char *path, const char **why);
+
+/**
  * Load path into out (zeroed by the caller) using the table. On error
  * returns -1 with the first problem, "file:line:col: key: message", in
  * err; out (borrowed) owns what is filled in either way and must be
@@ -161,5 +171,11 @@ int tg_config_parse_bool(const char *s, int *b);
 /** Split "host:port" / "[v6]:port" (s borrowed); on 0 the caller takes
  * ownership of *host (free()), *port is the number. -1: nothing allocated. */
 int tg_config_parse_addr(const char *s, char **host, int *port);
+/** 1 when listen addresses a and b ("host:port", borrowed) cannot both be
+ * bound: one port (not 0) on the same address, or on a wildcard address
+ * (0.0.0.0, ::) and another of its family (:: covers both, bound
+ * dual-stack). Host names conflict only when spelled alike: where they
+ * resolve is the start's to find out. */
+int tg_config_addr_conflict(const char *a, const char *b);
 
 #endif

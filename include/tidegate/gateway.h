@@ -149,6 +149,9 @@ struct gw_req {
 	uint64_t request_bytes;		/* the body the client sent */
 	int64_t up_t0, up_ms;		/* its own vendor call: start, response time ms
 					 * (monotonic; -1: no call) */
+	int fault;			/* the front door's refusal of its head: 0, or
+					 * TG_HEAD_NOT_FOUND / _BODY_TOO_LARGE under a
+					 * feature's prefix (frontdoor.h) */
 	enum gw_auth auth;
 	const struct tg_key *key;
 	struct tg_up_req *up;		/* a caller's own login (logins.c) */
@@ -174,6 +177,7 @@ struct gw_req {
 	char *case_id, *case_sha256;	/* of a checked submission (gw->case_digest) */
 	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_feature.on_free) */
 	int feat_next;			/* the next feature of the op to ask (feature.c) */
+	int feat_done_next;		/* the next feature whose on_done runs (feature.c) */
 	TAILQ_ENTRY(gw_req) inflight_next;	/* on gw->reqs */
 };
 
@@ -228,10 +232,16 @@ struct gw_feature {
 	const enum tg_op *ops;		/* operations served; terminated by TG_OP_COUNT */
 	/* A path prefix claimed before routing on listener (never upstream);
 	 * prefix_open: its requests carry no API key (the path is their
-	 * credential), so bodies are not refused before they are read. */
+	 * credential), so on_prefix_head says, on the head of one that
+	 * announces a body (method and the normalised path borrowed; length:
+	 * its Content-Length, -1 none), whether the body may be read: 0 or a
+	 * TG_HEAD_* fault, and it may lower *limit (borrowed; max_body when
+	 * called). on_prefix gets a refused head's stand-in too (r->fault). */
 	int prefix_listener;
 	const char *prefix;
 	int prefix_open;
+	int (*on_prefix_head)(void *ctx, const char *method, const char *path, int64_t length,
+	    uint64_t *limit);
 	void (*on_prefix)(struct gw_req *r, void *ctx);
 	/* The request check: scan runs beside the body's check (maybe on the
 	 * worker thread: it reads only its argument, the body as the check
@@ -346,6 +356,13 @@ struct evhttp_request *gw_held_take(struct gw_held *h);
  * (borrowed; copied): its access line says so. Nothing for a request the
  * admin listener does not log. */
 void gw_admin_set_key(struct gw *gw, struct evhttp_request *req, const char *name);
+/* Who may use an admin API (gw_admin_auth). */
+enum gw_admin_auth { GW_ADMIN_OK, GW_ADMIN_MISSING, GW_ADMIN_UNKNOWN, GW_ADMIN_FORBIDDEN };
+/** The caller of an admin API under rt (borrowed), by its X-Api-Key or
+ * bearer (borrowed; NULL when absent): the same verdict the front door
+ * takes on the head; *key the key that matched (borrowed from rt), or NULL. */
+enum gw_admin_auth gw_admin_auth(const struct gw_runtime *rt, const char *apikey,
+    const char *bearer, const struct tg_key **key);
 /** Answer the admin request req (handed back to libevent) with the JSON
  * error body of status, code (borrowed; NULL: the status's) and msg
  * (borrowed), naming the request's id; its access line names code. */
@@ -513,6 +530,10 @@ void gw_req_proxy(struct gw_req *r);
 /** r (borrowed), taken by a feature's on_request (-1), goes on: the
  * features after that one, then the vendor. */
 void gw_req_continue(struct gw_req *r);
+/** r's held answer (borrowed), taken by a feature's on_done (1), goes on:
+ * the on_done of the features after that one, then, when none replies,
+ * the held answer as the vendor gave it. */
+void gw_req_done_continue(struct gw_req *r);
 /** Upstream path and query for r (borrowed; the string is malloc'd, the
  * caller owns it): route template, minus drop_query. */
 char *gw_upstream_uri(struct gw_req *r);

@@ -32,6 +32,8 @@ struct gw_service_cfg {
 	char *id;		/* username / client_id */
 	char *secret;		/* password / client_secret */
 	int caller_tokens;	/* forward bearers that are not gateway keys */
+	int64_t caller_max_body;	/* a body sent with a caller's own token */
+	int64_t login_max_body;		/* a caller's login body */
 	int passthrough;	/* forward unknown paths (else 404) */
 	int login_cache;	/* answer callers' own logins from a cache */
 	int64_t refresh_before, refresh_jitter, login_timeout, login_retry_after;
@@ -52,6 +54,7 @@ struct gw_config {
 	int access_log;
 	int access_log_probes;	/* the admin's /healthz, /readyz, /metrics logged too */
 	int64_t max_body;
+	int64_t admin_max_body;	/* a body on the admin listener */
 	int64_t drain_timeout;
 	int64_t client_header_timeout, client_body_timeout, keepalive_timeout;
 	int64_t client_body_min_rate, client_body_rate_grace;	/* bytes/s (0: none), ms */
@@ -148,6 +151,12 @@ void gw_config_check_services(const struct gw_config *c, size_t i, struct tg_cfg
 void gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep);
 /** 1 when addr ("host:port", borrowed) is a loopback address. */
 int gw_config_addr_loopback(const char *addr);
+struct tg_keyring;
+/** Add configured key k (borrowed) to kr (borrowed; it copies what it
+ * keeps): the one place a configured key becomes a keyring entry, for the
+ * start, a reload and the configuration check. 0, or -1 with err: a bad
+ * digest, no known service, a digest another key has already. */
+int gw_config_key_add(struct tg_keyring *kr, const struct gw_key_cfg *k, struct tg_err *err);
 extern const struct tg_cfg_key gw_config_keys[];
 extern const size_t gw_config_nkeys;
 

@@ -24,6 +24,9 @@ struct tg_priv {
 	char name[64];
 };
 
+/** The account user names (borrowed) into p (borrowed: uid, gid, name;
+ * not made active): 0, or -1 with err when there is no such account. */
+int tg_priv_lookup(const char *user, struct tg_priv *p, struct tg_err *err);
 /**
  * Decide what the start means for `user` (borrowed, as are p and warn:
  * filled; NULL when the key is

@@ -182,6 +182,12 @@ int tg_runs_set_handled(struct tg_runs *r, const char *id, struct tg_err *err);
  * tg_run_cleanup). 0, TG_RUNS_NOT_FOUND or -1. */
 int tg_runs_get(struct tg_runs *r, const char *id, struct tg_run *run, struct tg_err *err);
 
+/** The runs named in ids_json (a JSON array of ids, borrowed) that r
+ * holds: *runs (the caller takes ownership: tg_runs_free) and *n. 0, or -1
+ * with err. */
+int tg_runs_get_many(struct tg_runs *r, const char *ids_json, struct tg_run **runs,
+    size_t *n, struct tg_err *err);
+
 /** Filters of the run list; zero fields match everything; strings borrowed. */
 struct tg_runs_query {
 	const char *status;		/* a tg_runs_status_str name */

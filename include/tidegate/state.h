@@ -104,6 +104,34 @@ struct tg_state_opts {
  */
 struct tg_state *tg_state_open(struct event_base *base, const struct tg_state_opts *opts,
     struct tg_err *err);
+/** The parts of the state a check names (tg_state_check). */
+enum tg_state_part {
+	TG_STATE_PART_URL,		/* state.url: the backend and how to reach it */
+	TG_STATE_PART_OUTBOX,		/* opts->outbox's file and payload directory */
+	TG_STATE_PART_RUNS,		/* opts->runs's file */
+	TG_STATE_PART_OWNERS,		/* opts->owners's file */
+	TG_STATE_NPARTS
+};
+
+/** What a check found, per part (bad[i] set: err[i] says why); the
+ * caller's, filled by tg_state_check. */
+struct tg_state_problems {
+	int bad[TG_STATE_NPARTS];
+	struct tg_err err[TG_STATE_NPARTS];
+};
+
+/**
+ * What tg_state_open would refuse in opts (borrowed), found without
+ * writing a byte or connecting: the URL's scheme and, for PostgreSQL, its
+ * syntax as libpq reads it; for SQLite, each store's directory writable
+ * and its file, when it exists, a regular file the process may read and
+ * write that opens read-only and passes SQLite's quick_check with a
+ * schema version this tidegate knows (a missing file is fine: the open
+ * creates it). Access is judged with the effective ids, as the open
+ * would. Fills *out (borrowed); 0, or -1 when a part is bad. The start
+ * and tidegate -t both call it before anything is opened.
+ */
+int tg_state_check(const struct tg_state_opts *opts, struct tg_state_problems *out);
 /**
  * Takes ownership of st and closes it; NULL-safe. Operations not answered
  * yet are answered now with TG_STATE_UNAVAILABLE (a write among them may
@@ -319,6 +347,10 @@ struct tg_state_op *tg_state_runs_set_handled(struct tg_state *st, const char *i
 /** Run id (st, id borrowed); NOT_FOUND. */
 struct tg_state_op *tg_state_runs_get(struct tg_state *st, const char *id,
     tg_state_runs_cb cb, void *arg);
+/** The runs among ids (n of them; st, ids borrowed) the registry holds, in
+ * no particular order (the others are not named). */
+struct tg_state_op *tg_state_runs_get_many(struct tg_state *st, const char *const *ids,
+    size_t n, tg_state_runs_cb cb, void *arg);
 /** Runs matching q (st, q borrowed), newest first; ERROR for an unknown
  * status name (answer 400). */
 struct tg_state_op *tg_state_runs_list(struct tg_state *st, const struct tg_runs_query *q,

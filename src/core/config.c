@@ -9,7 +9,9 @@
  * and records where each key was set for the callers' own checks. Called
  * by both entry points at start-up, by -t and on SIGHUP.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,10 @@
 #include <strings.h>
 
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <linux/magic.h>
 
 #include <yaml.h>
 
@@ -529,6 +535,58 @@ tg_config_parse_addr(const char *s, char **host, int *port)
 	return 0;
 }
 
+/* A listen address's family and bytes; family 0: a host name. */
+struct laddr {
+	int family, port;
+	unsigned char a[16];
+	char *host;
+};
+
+static int
+laddr_parse(const char *s, struct laddr *l)
+{
+	if (s == NULL || tg_config_parse_addr(s, &l->host, &l->port) != 0)
+		return -1;
+	if (inet_pton(AF_INET, l->host, l->a) == 1)
+		l->family = AF_INET;
+	else if (inet_pton(AF_INET6, l->host, l->a) == 1)
+		l->family = AF_INET6;
+	return 0;
+}
+
+/* Whether wildcard w takes the port of l too: 0.0.0.0 every IPv4
+ * address, :: every address (libevent binds it dual-stack). */
+static int
+covers(const struct laddr *w, const struct laddr *l)
+{
+	static const unsigned char zero[16];
+
+	return w->family != 0 && l->family != 0 &&
+	    memcmp(w->a, zero, w->family == AF_INET ? 4 : 16) == 0 &&
+	    (w->family == AF_INET6 || l->family == AF_INET);
+}
+
+int
+tg_config_addr_conflict(const char *a, const char *b)
+{
+	struct laddr x, y;
+	int rc = 0;
+
+	memset(&x, 0, sizeof(x));
+	memset(&y, 0, sizeof(y));
+	if (laddr_parse(a, &x) == 0 && laddr_parse(b, &y) == 0 && x.port == y.port &&
+	    x.port != 0) {
+		if (x.family == 0 || y.family == 0)
+			rc = x.family == y.family && strcasecmp(x.host, y.host) == 0;
+		else
+			rc = (x.family == y.family && memcmp(x.a, y.a, x.family == AF_INET ? 4 :
+			    16) == 0) || covers(&x, &y) || covers(&y, &x);
+	}
+	free(x.host);
+	free(y.host);
+	return rc;
+}
+
 static int
 parse_int(const char *s, long long *v)
 {
@@ -602,26 +660,93 @@ resolve_path(const char *path, const char *cfgfile)
 
 #define SECRET_MAX 4096
 
+/* What a file that is not regular is, for messages. */
+static const char *
+kind(mode_t m)
+{
+	return S_ISDIR(m) ? "not a regular file (a directory)" : S_ISFIFO(m) ?
+	    "not a regular file (a named pipe)" : S_ISSOCK(m) ?
+	    "not a regular file (a socket)" : S_ISCHR(m) || S_ISBLK(m) ?
+	    "not a regular file (a device)" : "not a regular file";
+}
+
+/* Whether a file system is the kernel's view of itself (proc, sysfs and
+ * their kin): what they hold is the process's or the machine's, never an
+ * operator's secret or setting. */
+static int
+kernel_fs(unsigned long type)
+{
+	static const unsigned long magic[] = { PROC_SUPER_MAGIC, SYSFS_MAGIC,
+		DEBUGFS_MAGIC, TRACEFS_MAGIC, SECURITYFS_MAGIC, CGROUP_SUPER_MAGIC,
+		CGROUP2_SUPER_MAGIC, EFIVARFS_MAGIC, BPF_FS_MAGIC };
+	size_t i;
+
+	for (i = 0; i < sizeof(magic) / sizeof(magic[0]); i++)
+		if (type == magic[i])
+			return 1;
+	return 0;
+}
+
+/*
+ * A FIFO would block the reader until a writer came (a -t that never ends,
+ * a SIGHUP that stops the event loop), and a device may do anything on
+ * open: the type is looked at before the open, and again on what the
+ * non-blocking open got, in case the path changed in between. A symbolic
+ * link is followed (secrets are often links, e.g. Kubernetes'), and where
+ * it leads is judged: a file of /proc or /sys (/proc/self/environ would
+ * hand the process's environment to the vendor as a password) is refused
+ * by the file system it is on, wherever that is mounted.
+ */
+int
+tg_config_file_open(const char *path, const char **why)
+{
+	struct statfs fs;
+	struct stat st;
+	int fd = -1;
+
+	*why = NULL;
+	if (stat(path, &st) != 0)
+		*why = strerror(errno);
+	else if (!S_ISREG(st.st_mode))
+		*why = kind(st.st_mode);
+	else if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
+		*why = strerror(errno);
+	else if (fstat(fd, &st) != 0 || fstatfs(fd, &fs) != 0)
+		*why = strerror(errno);
+	else if (!S_ISREG(st.st_mode))
+		*why = kind(st.st_mode);
+	else if (kernel_fs((unsigned long)fs.f_type))
+		*why = "a file of the kernel's /proc or /sys, refused";
+	if (*why != NULL && fd >= 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 /* The secret in file full: its bytes without the line end, or NULL with
  * why (static) set: a file that cannot be read, is not a regular file
- * (a directory, /dev/null), is empty or longer than SECRET_MAX. */
+ * (a directory, /dev/null, a FIFO), is the kernel's, is empty or longer
+ * than SECRET_MAX. */
 static char *
 read_secret_file(const char *full, const char **why)
 {
 	char buf[SECRET_MAX + 2], *val = NULL;
-	struct stat st;
 	size_t n = 0;
-	FILE *f = fopen(full, "r");
+	ssize_t got = 1;
+	int fd = tg_config_file_open(full, why);
 
-	*why = NULL;
-	if (f == NULL || fstat(fileno(f), &st) != 0)
-		*why = strerror(errno);
-	else if (!S_ISREG(st.st_mode))
-		*why = "not a regular file";
-	else if ((n = fread(buf, 1, sizeof(buf) - 1, f)), ferror(f))
-		*why = strerror(errno);
-	if (f != NULL)
-		fclose(f);
+	while (fd >= 0 && got > 0 && n < sizeof(buf) - 1) {
+		got = read(fd, buf + n, sizeof(buf) - 1 - n);
+		if (got > 0)
+			n += (size_t)got;
+		else if (got < 0 && errno == EINTR)
+			got = 1;
+		else if (got < 0)
+			*why = strerror(errno);
+	}
+	if (fd >= 0)
+		close(fd);
 	while (*why == NULL && n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		n--;
 	if (*why == NULL && n == 0)
@@ -1066,13 +1191,16 @@ tg_config_load_report(const char *path, const struct tg_cfg_key *keys, size_t nk
     void *out, struct tg_cfg_report *rep)
 {
 	yaml_parser_t p;
+	const char *why;
 	FILE *f;
-	int rc;
+	int fd, rc;
 
 	if (rep->file == NULL)
 		rep->file = path;
-	if ((f = fopen(path, "rb")) == NULL) {
-		tg_config_report_add_at(rep, 0, 0, NULL, "%s", strerror(errno));
+	if ((fd = tg_config_file_open(path, &why)) < 0 || (f = fdopen(fd, "rb")) == NULL) {
+		tg_config_report_add_at(rep, 0, 0, NULL, "%s", why ? why : strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
 	yaml_parser_initialize(&p);

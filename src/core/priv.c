@@ -15,8 +15,8 @@
 
 #include "tidegate/priv.h"
 
-static int
-lookup(const char *user, struct tg_priv *p, struct tg_err *err)
+int
+tg_priv_lookup(const char *user, struct tg_priv *p, struct tg_err *err)
 {
 	struct passwd *pw;
 
@@ -39,7 +39,7 @@ tg_priv_begin(const char *user, struct tg_priv *p, int *warn, struct tg_err *err
 	*warn = 0;
 	if (geteuid() != 0) {	/* a unit's User=, or a user's shell */
 		*warn = user != NULL && strcmp(user, "root") != 0 &&
-		    (lookup(user, p, err) != 0 || p->uid != geteuid());
+		    (tg_priv_lookup(user, p, err) != 0 || p->uid != geteuid());
 		memset(p, 0, sizeof(*p));
 		return 0;
 	}
@@ -48,7 +48,7 @@ tg_priv_begin(const char *user, struct tg_priv *p, int *warn, struct tg_err *err
 		    "user: to the account to run as (user: root keeps root)");
 		return -1;
 	}
-	if (lookup(user, p, err) != 0)
+	if (tg_priv_lookup(user, p, err) != 0)
 		return -1;
 	if (p->uid == 0) {
 		*warn = 1;

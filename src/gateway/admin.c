@@ -342,22 +342,47 @@ healthz(struct evhttp_request *req)
 	yajl_gen_free(g);
 }
 
+const char *
+gw_admin_probe(const char *path, size_t len)
+{
+	static const char *const probes[] = { "/healthz", "/readyz", "/metrics" };
+	size_t i;
+
+	for (i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
+		if (strlen(probes[i]) == len && memcmp(path, probes[i], len) == 0)
+			return probes[i] + 1;
+	return NULL;
+}
+
 /* The access log's op of a core path: the probes' own, else "unknown"
  * (a fixed vocabulary, whatever path a client sends). */
 static const char *
 core_op(const char *path, int *probe)
 {
-	static const char *const probes[] = { "/healthz", "/readyz", "/metrics" };
-	size_t i;
+	const char *op = gw_admin_probe(path, strlen(path));
 
-	for (i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
-		if (strcmp(path, probes[i]) == 0) {
-			*probe = 1;
-			return probes[i] + 1;
-		}
-	}
-	*probe = 0;
-	return "unknown";
+	*probe = op != NULL;
+	return op != NULL ? op : "unknown";
+}
+
+/* A request refused on its head (admin_auth.c): its answer, the connection
+ * closed after it. */
+static void
+refused(struct gw *gw, struct evhttp_request *req, int fault)
+{
+	char msg[160];
+
+	tg_frontdoor_close_after(req);
+	if (fault == TG_HEAD_KEY_MISSING || fault == TG_HEAD_KEY_UNKNOWN)
+		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+		    "Bearer");
+	if (fault == TG_HEAD_BODY_TOO_LARGE)
+		snprintf(msg, sizeof(msg), "an admin request body is at most %lld bytes "
+		    "(admin_max_body)", (long long)gw->rt->cfg.admin_max_body);
+	else
+		snprintf(msg, sizeof(msg), "%s", tg_head_fault_message(fault));
+	gw_admin_reply_error(gw, req, tg_head_fault_status(fault), tg_head_fault_code(fault),
+	    msg);
 }
 
 void
@@ -373,9 +398,7 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 		op = core_op(path, &probe);
 	gw_admin_begin(lc->gw, req, op, probe);
 	if (fault != 0) {	/* refused on its head (frontdoor.h): answer, close */
-		tg_frontdoor_close_after(req);
-		gw_admin_reply_error(lc->gw, req, tg_head_fault_status(fault),
-		    tg_head_fault_code(fault), tg_head_fault_message(fault));
+		refused(lc->gw, req, fault);
 	} else if (feat >= 0) {
 		gw_feat_admin(lc->gw, feat, req, path);	/* its admin API (/webhooks…) */
 	} else if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {

@@ -1,11 +1,12 @@
 /*
  * config.c - the gateway's configuration keys, defaults and bounds, and
- * the checks that span keys (addresses, key digests, webhook mode,
- * schedule, allow-list and signing secrets, which are parsed here once;
- * files, URLs, routes, databases and the embedded emulator's file are
- * checked in config_check.c). Every problem is collected with its
- * position; the same path serves the start, -t and SIGHUP, so "-t" passing
- * means the configuration will load.
+ * the checks that span keys (addresses, key digests and the keyring the
+ * start builds from them, webhook mode, schedule, allow-list and signing
+ * secrets, which are parsed here once; files, URLs, routes, listeners and
+ * the embedded emulator's file are checked in config_check.c, the
+ * databases with the state by the entry point). Every problem is
+ * collected with its position; the same path serves the start, -t and
+ * SIGHUP, so "-t" passing means the configuration will load.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <event2/http.h>
 
 #include "tidegate/gateway_config.h"
+#include "tidegate/keys.h"
 
 #define O(f) offsetof(struct gw_config, f)
 #define K(p, t, f, d, doc) { p, t, O(f), d, 0, 0, 0, NULL, 0, 0, 0, doc }
@@ -40,6 +42,13 @@ static const struct tg_cfg_key key_keys[] = {
 	  "(failover.*)"), \
 	K(#svc ".caller_tokens", TG_CFG_BOOL, svc.caller_tokens, "true", \
 	  "forward callers' own bearer tokens that are not gateway keys"), \
+	KB(#svc ".caller_max_body", TG_CFG_SIZE, svc.caller_max_body, "8MB", 1024, \
+	   4294967296.0, "largest body sent with a caller's own token (a bearer that is not " \
+	   "a gateway key): the gateway cannot vouch for it before the vendor does, so a " \
+	   "larger one is refused (413) before it is read"), \
+	KB(#svc ".login_max_body", TG_CFG_SIZE, svc.login_max_body, "16KB", 1024, 1048576.0, \
+	   "largest body of a caller's login (dex: authenticate, sim: the token endpoint); " \
+	   "a larger one is refused (413) before it is read"), \
 	K(#svc ".passthrough", TG_CFG_BOOL, svc.passthrough, "true", \
 	  "forward unknown paths unchanged with credentials injected (false: 404)"), \
 	K(#svc ".login_cache", TG_CFG_BOOL, svc.login_cache, "true", \
@@ -73,6 +82,9 @@ const struct tg_cfg_key gw_config_keys[] = {
 	  "not those, e.g. under Kubernetes probes)"),
 	KB("max_body", TG_CFG_SIZE, max_body, "256MB", 1024, 4294967296.0,
 	   "largest request body accepted from callers (413 above)"),
+	KB("admin_max_body", TG_CFG_SIZE, admin_max_body, "16KB", 1024, 1048576.0,
+	   "largest request body on the admin listener (413 above, before it is read; its "
+	   "API takes no body today)"),
 	KB("drain_timeout", TG_CFG_DURATION, drain_timeout, "30s", 0, 3.6e6,
 	   "on SIGTERM, wait this long for in-flight requests"),
 	KB("client_header_timeout", TG_CFG_DURATION, client_header_timeout, "60s", 0, 3.6e6,
@@ -237,13 +249,13 @@ const struct tg_cfg_key gw_config_keys[] = {
 	KB("poll.max_entries", TG_CFG_INT, poll_max_entries, "10000", 1, 1e7,
 	   "jobs tracked at once"),
 	K("poll.ownership", TG_CFG_BOOL, poll_ownership, "true",
-	  "a job created through the gateway is visible only to the key that created it"),
+	  "a job created through the gateway is served only to the key that created it"),
 	K("poll.ownership_db", TG_CFG_STR, owners_db, "owners.db",
 	  "who created each job, SQLite (relative to this file; read at start)"),
 	KB("poll.ownership_keep", TG_CFG_DURATION, owners_keep, "30d", 60000, 3.1536e11,
 	   "how long a job's creator is remembered; at least the vendor's retention of jobs"),
 	KB("poll.ownership_max", TG_CFG_INT, owners_max, "1000000", 1, 1e9,
-	   "job creators remembered at most; beyond, the oldest are forgotten first"),
+	   "jobs remembered per API key; beyond, that key's oldest are forgotten first"),
 	K("webhooks.mode", TG_CFG_STR, wh_mode_str, "deliver",
 	  "callbackUrl of exports: deliver (the gateway), forward (to the vendor) or relay"),
 	K("webhooks.db", TG_CFG_STR, wh_db, "tidegate.db",
@@ -408,15 +420,31 @@ check_token(const struct gw_config *c, struct tg_cfg_report *rep)
 		    "http(s)://host[:port]/path, without user, query or fragment");
 }
 
+int
+gw_config_key_add(struct tg_keyring *kr, const struct gw_key_cfg *k, struct tg_err *err)
+{
+	const char *svc[3];
+	size_t j;
+
+	for (j = 0; j < k->services.n && j < 3; j++)
+		svc[j] = k->services.v[j];
+	return tg_keyring_add(kr, k->name, k->sha256, svc, j, err);
+}
+
+/* Each key's own checks, then the keyring the start builds, built the same
+ * way (two keys with one digest: the start refused them). */
 static void
 check_keys(struct gw_config *c, struct tg_cfg_report *rep)
 {
+	struct tg_keyring kr = { 0 };
+	struct tg_err why;
 	char key[64];
-	size_t i;
+	size_t i, n;
 
 	for (i = 0; i < c->nkeys; i++) {
 		const char *name = c->keys[i].name, *sha = c->keys[i].sha256;
 
+		n = rep->n;
 		snprintf(key, sizeof(key), "keys[%zu].name", i);
 		if (name != NULL && name[0] == '(')
 			tg_config_report_add(rep, NULL, key, "names starting with '(' are reserved "
@@ -426,7 +454,11 @@ check_keys(struct gw_config *c, struct tg_cfg_report *rep)
 			tg_config_report_add(rep, NULL, key, "expected 64 hex digits (the SHA-256 "
 			    "of the key, e.g. printf %%s KEY | sha256sum)");
 		gw_config_check_services(c, i, rep);
+		if (rep->n == n && name != NULL && sha != NULL &&
+		    gw_config_key_add(&kr, &c->keys[i], &why) != 0)
+			tg_config_report_add(rep, NULL, key, "%s", why.msg);
 	}
+	tg_keyring_cleanup(&kr);
 }
 
 static void

@@ -2,16 +2,17 @@
  * config_check.c - the gateway's configuration checks that look past the
  * key table: files named by the configuration (CA bundles, the embedded
  * emulator's file) exist and are readable, relative paths resolved against
- * the configuration file's directory; database directories exist and are
- * writable; vendor URLs and route templates have the shape the upstream
- * code needs; listeners obey the no-keys loopback rule; the listeners'
- * TLS files load (tls_listen.c); enumerated values
- * and key services are known, with a "did you mean". Called by
- * gw_config_load (config.c), so the start, -t and SIGHUP all run them.
+ * the configuration file's directory (the databases' too, which are
+ * checked with the state by tg_state_check, as the account that opens
+ * them); vendor URLs and route templates have the shape the upstream code
+ * needs; listeners obey the no-keys loopback rule and no two share a port
+ * (tg_config_addr_conflict); the listeners' TLS files load (tls_listen.c);
+ * enumerated values and key services are known, with a "did you mean".
+ * Called by gw_config_load (config.c), so the start, -t and SIGHUP all run
+ * them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,54 +84,26 @@ beside(const struct gw_config *c, const char *file)
 	return tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path, file);
 }
 
-/* *field becomes its resolved path; a file that cannot be read is a problem. */
+/* *field becomes its resolved path; a file that cannot be read is a
+ * problem, and so is one that is not a regular file (OpenSSL would block
+ * on a named pipe) or is the kernel's. */
 static void
 check_readable(struct gw_config *c, char **field, const char *key, const char *at,
     struct tg_cfg_report *rep)
 {
+	const char *why;
 	char *full;
-	struct stat st;
 	int fd;
 
 	if (*field == NULL || **field == '\0')
 		return;
 	full = beside(c, *field);
-	if ((fd = open(full, O_RDONLY)) < 0)
-		tg_config_report_add(rep, at, key, "cannot read %s: %s", full, strerror(errno));
-	else if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
-		tg_config_report_add(rep, at, key, "%s is a directory, not a file", full);
-	if (fd >= 0)
+	if ((fd = tg_config_file_open(full, &why)) < 0)
+		tg_config_report_add(rep, at, key, "cannot read %s: %s", full, why);
+	else
 		close(fd);
 	free(*field);
 	*field = full;
-}
-
-/* A SQLite database: its directory must exist and be writable, and so must
- * the file when it exists (the journal and WAL files sit beside it). */
-static char *
-check_db(const struct gw_config *c, const char *file, const char *key,
-    struct tg_cfg_report *rep)
-{
-	char *full = beside(c, file), *dir;
-	const char *slash = strrchr(full, '/');
-	struct stat st;
-
-	dir = slash == NULL ? tg_xstrdup(".") : slash == full ? tg_xstrdup("/") :
-	    tg_xstrndup(full, (size_t)(slash - full));
-	if (stat(dir, &st) != 0)
-		tg_config_report_add(rep, NULL, key, "directory %s %s", dir, errno == ENOENT ?
-		    "does not exist" : strerror(errno));
-	else if (!S_ISDIR(st.st_mode))
-		tg_config_report_add(rep, NULL, key, "%s (the directory of %s) is not a directory",
-		    dir, full);
-	else if (access(dir, W_OK | X_OK) != 0)
-		tg_config_report_add(rep, NULL, key, "directory %s is not writable: %s", dir,
-		    strerror(errno));
-	else if (stat(full, &st) == 0 && (S_ISDIR(st.st_mode) || access(full, R_OK | W_OK)))
-		tg_config_report_add(rep, NULL, key, "%s is %s", full, S_ISDIR(st.st_mode) ?
-		    "a directory, not a database file" : "not writable");
-	free(dir);
-	return full;
 }
 
 /* The shape the upstream pool accepts: http(s)://host[:port][/path], nothing
@@ -213,18 +186,27 @@ gw_config_addr_loopback(const char *addr)
 	return rc;
 }
 
+/* No two listeners on one address and port (the start's bind fails on
+ * the second), and without keys, loopback only. */
 static void
 check_listeners(const struct gw_config *c, struct tg_cfg_report *rep)
 {
 	const char *addr[3] = { c->listen_dex, c->listen_sim, c->listen_admin };
 	const char *key[3] = { "listen.dex", "listen.sim", "listen.admin" };
-	int i;
+	int i, j;
 
 	for (i = 0; c->nkeys == 0 && i < 3; i++)
 		if (addr[i] != NULL && !gw_config_addr_loopback(addr[i]))
 			tg_config_report_add(rep, NULL, key[i], "%s is not a loopback address and "
 			    "no API keys are configured (add keys, or listen on 127.0.0.1)",
 			    addr[i]);
+	for (i = 1; i < 3; i++)
+		for (j = 0; j < i; j++)
+			if (tg_config_addr_conflict(addr[i], addr[j])) {
+				tg_config_report_add(rep, NULL, key[i], "%s overlaps %s (%s): "
+				    "each listener needs its own port", addr[i], key[j], addr[j]);
+				break;
+			}
 }
 
 /* state.url names a backend by its scheme (the rest, which may hold a
@@ -280,9 +262,10 @@ gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
 	check_tls_listen(c, rep);
 	check_readable(c, &c->tls_ca_file, "tls.ca_file", NULL, rep);
 	check_readable(c, &c->wh_ca_file, "webhooks.ca_file", NULL, rep);
-	c->wh_db_path = check_db(c, c->wh_db, "webhooks.db", rep);
-	c->runs_db_path = check_db(c, c->runs_db, "runs.db", rep);
-	c->owners_db_path = check_db(c, c->owners_db, "poll.ownership_db", rep);
+	/* checked with the state, as the account (tg_state_check) */
+	c->wh_db_path = beside(c, c->wh_db);
+	c->runs_db_path = beside(c, c->runs_db);
+	c->owners_db_path = beside(c, c->owners_db);
 	c->spool_dir_path = beside(c, c->poll_spool_dir);	/* made at start, 0700 */
 	check_url(c->dex.url, "dex.url", 1, rep);
 	check_url(c->dex.fallback_url, "dex.fallback_url", 0, rep);

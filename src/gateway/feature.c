@@ -64,7 +64,8 @@ gw_feat_prefix(struct gw_req *r)
 }
 
 int
-gw_feat_prefix_open(struct gw *gw, int listener, const char *path)
+gw_feat_prefix_head(struct gw *gw, int listener, const char *method, const char *path,
+    int64_t length, uint64_t *limit)
 {
 	const struct gw_feature *f;
 	int id;
@@ -73,9 +74,10 @@ gw_feat_prefix_open(struct gw *gw, int listener, const char *path)
 		f = gw->feat[id];
 		if (f->on_prefix != NULL && f->prefix_open && f->prefix_listener == listener &&
 		    tg_str_startswith(path, f->prefix))
-			return 1;
+			return f->on_prefix_head == NULL ? 0 :
+			    f->on_prefix_head(gw->feat_ctx[id], method, path, length, limit);
 	}
-	return 0;
+	return -1;
 }
 
 /* From the feature after the last one asked: a feature that took r and
@@ -112,14 +114,18 @@ gw_feat_head(struct gw_req *r, int status)
 	return h;
 }
 
+/* From the feature after the last one asked, as gw_feat_request: one that
+ * took a held answer and lets it go on (gw_req_done_continue) resumes the
+ * chain after itself. */
 int
 gw_feat_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture)
 {
 	const struct gw_feature *f;
-	int i, id;
+	int id;
 
-	for (i = 0; i < NOPFEAT(r); i++) {
-		id = OPFEAT(r, i);
+	while (r->feat_done_next < NOPFEAT(r)) {
+		id = OPFEAT(r, r->feat_done_next);
+		r->feat_done_next++;
 		f = r->gw->feat[id];
 		if (f->on_done != NULL && f->on_done(r, r->gw->feat_ctx[id], err, capture))
 			return 1;

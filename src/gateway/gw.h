@@ -74,16 +74,32 @@ void gw_req_finish(struct gw_req *r);
 void gw_req_common_headers(struct gw_req *r);
 /** The front door's check (frontdoor.h) of a listener's heads with a body:
  * h borrowed, arg the listener's struct gw_lctx (borrowed); *limit (the
- * front door's) may be lowered, and is left at max_body here. */
+ * front door's) lowered to the caller's cap. */
 int gw_head_check(const struct tg_head *h, void *arg, uint64_t *limit);
+/** The bearer of an Authorization field f (borrowed; NULL: none), as
+ * tg_http_bearer reads it: malloc'd, the caller's; NULL when none. */
+char *gw_head_bearer(const struct tg_head_field *f);
+/** The admin listener's check (admin_auth.c): as gw_head_check. */
+int gw_admin_head_check(const struct tg_head *h, void *arg, uint64_t *limit);
+/** The largest body of a caller svc (borrowed) cannot vouch for: its own
+ * token's (caller_max_body), or a login's (login_max_body). */
+uint64_t gw_body_cap(const struct gw_service *svc, int login);
+/** The message of a 413 on svc (borrowed) under rt (borrowed): the caps
+ * that apply and how to send more, into msg (size bytes, the caller's). */
+void gw_body_cap_message(const struct gw_runtime *rt, const struct gw_service *svc, int login,
+    char *msg, size_t size);
 /** A normalised path (borrowed) naming the emulator's control API. */
 int gw_path_reserved(const char *path);
 
 /* feature.c: the registered features, called for r's operation. */
 /** Features claiming r's path before routing: 1 when one took r. */
 int gw_feat_prefix(struct gw_req *r);
-/** 1 when path (borrowed) is an open prefix (no API key) on listener. */
-int gw_feat_prefix_open(struct gw *gw, int listener, const char *path);
+/** The head of a request under an open prefix (no API key) on listener
+ * (method, path and limit borrowed; length: its Content-Length, -1 none):
+ * the feature's fault or 0 (*limit maybe lowered), or -1 when path is
+ * under no open prefix. */
+int gw_feat_prefix_head(struct gw *gw, int listener, const char *method, const char *path,
+    int64_t length, uint64_t *limit);
 /** on_request of r's operation's features: 0 to go on, -1 taken. */
 int gw_feat_request(struct gw_req *r);
 /** on_head: the highest ask of r's operation's features. */
@@ -287,6 +303,9 @@ void gw_login_span_end(struct gw_login_span *ls, const struct gw_service *s, int
 
 /* admin.c */
 void gw_admin_on_request(struct evhttp_request *req, void *arg);
+/** The op of a probe's path (path[0..len), borrowed): "healthz", "readyz"
+ * or "metrics" (static), or NULL for any other path. */
+const char *gw_admin_probe(const char *path, size_t len);
 /* admin_log.c */
 /**
  * An admin request req (borrowed) that passed tg_frontdoor_refusal: its

@@ -89,6 +89,17 @@ reply_405(struct gw_req *r)
 	gw_req_reply_405(r, allow);
 }
 
+/* Its head announced more than the caller may send: which cap, and why. */
+static void
+too_large(struct gw_req *r)
+{
+	char msg[512];
+
+	gw_body_cap_message(r->rt, r->svc, r->op == TG_OP_DEX_AUTHENTICATE ||
+	    r->op == TG_OP_SIM_TOKEN, msg, sizeof(msg));
+	gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE", msg);
+}
+
 void
 gw_on_request(struct evhttp_request *req, void *arg)
 {
@@ -98,21 +109,28 @@ gw_on_request(struct evhttp_request *req, void *arg)
 
 	if (fault != 0)		/* refused on its head (frontdoor.h): answer, close */
 		tg_frontdoor_close_after(req);
-	if (fault != 0 && fault != TG_HEAD_BAD_TARGET && fault != TG_HEAD_NOT_FOUND) {
+	if (fault != 0 && fault != TG_HEAD_BAD_TARGET && fault != TG_HEAD_NOT_FOUND &&
+	    fault != TG_HEAD_BODY_TOO_LARGE) {
 		gw_req_reply_error(r, tg_head_fault_status(fault), tg_head_fault_code(fault),
 		    tg_head_fault_message(fault));
 		return;
 	}
 	if (gw_path_prepare(r) != 0)
 		return;		/* 400 or 404 sent; r->path is normalised from here on */
-	if (fault != 0) {	/* refused for its target, which passes now: cannot be */
+	r->fault = fault;
+	if (fault != TG_HEAD_BAD_TARGET && gw_feat_prefix(r))
+		return;		/* a feature's own endpoint: never upstream */
+	if (fault != 0 && fault != TG_HEAD_BODY_TOO_LARGE) {
+		/* refused for its target, which passes now: cannot be */
 		gw_req_reply_error(r, 400, "BAD_REQUEST_TARGET", tg_head_fault_message(fault));
 		return;
 	}
-	if (gw_feat_prefix(r))
-		return;		/* a feature's own endpoint: never upstream */
 	rc = tg_route_match(r->svc->routes, r->method, r->path, &r->m);
 	r->op = r->m.route != NULL ? r->m.route->op : TG_OP_PASSTHROUGH;
+	if (fault != 0) {
+		too_large(r);
+		return;
+	}
 	if (rc < 0) {
 		reply_405(r);
 		return;

@@ -175,6 +175,8 @@ answered(struct gw_req *r, const struct tg_up_req *u, enum tg_up_error err)
 	}
 	if (err == TG_UP_OK && r->started) {
 		gw_req_reply_end(r, 0);
+	} else if (err == TG_UP_OK && r->held) {
+		gw_req_reply_buf(r, r->upstream_status, NULL, r->capture);	/* as it came */
 	} else if (err == TG_UP_OK) {
 		gw_req_reply_buf(r, r->status ? r->status : r->upstream_status, NULL, NULL);
 	} else if (r->started) {
@@ -329,6 +331,12 @@ gw_req_continue(struct gw_req *r)
 	if (gw_feat_request(r) != 0)
 		return;		/* a later feature answers */
 	gw_req_proxy(r);
+}
+
+void
+gw_req_done_continue(struct gw_req *r)
+{
+	answered(r, NULL, TG_UP_OK);
 }
 
 void

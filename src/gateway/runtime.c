@@ -99,21 +99,15 @@ struct gw_runtime *
 gw_runtime_new(struct gw *gw, struct gw_config *cfg, struct tg_err *err)
 {
 	struct gw_runtime *rt = tg_xcalloc(1, sizeof(*rt));
-	const char *svc[3];
-	size_t i, j;
+	size_t i;
 
 	rt->refs = 1;
 	rt->gw = gw;
 	rt->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
-	for (i = 0; i < rt->cfg.nkeys; i++) {
-		const struct gw_key_cfg *k = &rt->cfg.keys[i];
-
-		for (j = 0; j < k->services.n && j < 3; j++)
-			svc[j] = k->services.v[j];
-		if (tg_keyring_add(&rt->keys, k->name, k->sha256, svc, j, err) != 0)
+	for (i = 0; i < rt->cfg.nkeys; i++)
+		if (gw_config_key_add(&rt->keys, &rt->cfg.keys[i], err) != 0)
 			goto err;
-	}
 	for (i = 0; i < 2; i++)
 		if (service_init(gw, rt, (int)i, err) != 0)
 			goto err;

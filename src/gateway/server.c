@@ -52,7 +52,7 @@ set_door(struct gw *gw, int l, const struct gw_config *c)
 	d->body_rate_grace_ms = c->client_body_rate_grace;
 	d->idle_timeout_ms = c->keepalive_timeout;
 	d->stats = &gw->lctx[l].stats;
-	d->check = l == GW_ADMIN ? NULL : gw_head_check;
+	d->check = l == GW_ADMIN ? gw_admin_head_check : gw_head_check;
 	d->arg = &gw->lctx[l];
 	gw_tls_door(gw, l, c, d);
 	if (gw->http[l] != NULL)

@@ -1,8 +1,8 @@
 /*
  * feature.c - the jobs feature as the request core sees it: the
  * operations it serves, its callbacks (job reads answered by the poll
- * multiplexer, creations' answers recorded for ownership through the
- * state seam), its metrics, its drain (long-polls answered at once), and
+ * multiplexer, creations' answers held until their owner is recorded
+ * through the state seam), its metrics, its drain (long-polls answered at once), and
  * each request's slot (struct jobs_req), freed when the request ends.
  */
 #include <stdio.h>
@@ -37,23 +37,18 @@ on_request(struct gw_req *r, void *ctx)
 	return jobs_poll_handle(j->poll, r) ? -1 : 0;
 }
 
-/* A creation's answer names the job: kept for its owner record. */
+/* A creation's answer names the job: held until its owner is recorded. */
 static enum gw_head
 on_head(struct gw_req *r, void *ctx, int status)
 {
-	struct jobs *j = ctx;
-
-	return status == 200 && creates_job(r->op) && r->key != NULL && j->state != NULL ?
-	    GW_HEAD_CAPTURE : GW_HEAD_RELAY;
+	return creates_job(r->op) && jobs_owner_holds(r, status) ? GW_HEAD_HOLD :
+	    GW_HEAD_RELAY;
 }
 
 static int
 on_done(struct gw_req *r, void *ctx, enum tg_up_error err, struct evbuffer *capture)
 {
-	if (err == TG_UP_OK && capture != NULL && r->upstream_status == 200 &&
-	    creates_job(r->op))
-		jobs_owner_record(r, capture);
-	return 0;
+	return creates_job(r->op) && jobs_owner_record(r, err, capture);
 }
 
 static void
@@ -160,9 +155,10 @@ declare_metrics(struct tg_metrics *m)
 	    "Answers served to their waiting callers but not kept: larger than the room "
 	    "eviction could make within poll.cache_max_bytes.");
 	tg_metrics_help(m, "tidegate_job_owner_refusals_total", "counter",
-	    "Reads of a job refused (404) because another API key created it.");
+	    "Reads of a job refused (404): another API key created it, or no record "
+	    "proves that the caller's did.");
 	tg_metrics_help(m, "tidegate_job_owner_errors_total", "counter",
-	    "Job creations whose owner could not be recorded (the job is then unowned).");
+	    "Job creations whose owner could not be recorded (answered 503, never served).");
 	tg_metrics_help(m, "tidegate_poll_spooled_total", "counter",
 	    "Answers too large for the poll cache, written to a spool file instead.");
 	touch_metrics(m);

@@ -1,17 +1,22 @@
 /*
  * jobs.c - correlation ownership of data exchange jobs (poll.ownership).
  * A job created through the gateway (an export, an import) belongs to the
- * API key that created it: the vendor's answer to the creation is recorded
- * through the state seam (include/tidegate/state.h: tg_state_owners_*;
- * durable, so a restart forgets nothing), and every read of a job
- * (GET /export, /import/status, /import/result, /import/failed) is checked
- * against it before the poll multiplexer or the vendor sees it. A lookup
- * may answer later: the request then waits in its slot (struct jobs_req)
- * and goes on from the callback. A read that comes while owner records
- * are still on their way to the store waits for them, so that a job is
- * never readable by another key just after its creation. While the state
- * cannot answer, a job this instance created or looked up lately keeps
- * its owner (known.c); others get 503 OWNERSHIP_UNAVAILABLE.
+ * API key that created it, and is served to that key alone: the vendor's
+ * 200 to the creation is held (its correlationId is the job's only name)
+ * until the owner record is committed through the state seam
+ * (include/tidegate/state.h: tg_state_owners_*; durable, shared by a
+ * fleet), and only then answered, so no read anywhere can come before the
+ * record; a record that cannot be committed is answered 503 and the job
+ * is never served. Every read of a job (GET /export, /import/status,
+ * /import/result, /import/failed) is checked before the poll multiplexer
+ * or the vendor sees it: a keyed caller is served only when a record
+ * names its key; no record (never written, pruned, or written by a caller
+ * without a key) proves nothing, so it is refused like another key's job.
+ * A caller without a key (its own vendor token, a gateway without keys)
+ * is refused a keyed job and left to the vendor for the rest. A lookup
+ * may answer later: the request then waits in its slot (struct jobs_req).
+ * While the state cannot answer, a job this instance recorded or looked up
+ * lately keeps its owner (known.c); others get 503 OWNERSHIP_UNAVAILABLE.
  *
  * The job id is read from the query once (tg_route_query_one): a query the
  * vendor could read another way is refused, and the upstream request is
@@ -38,22 +43,8 @@
 #include "jobs_int.h"
 
 #define PRUNE_EVERY_S 60
-
-/* An owner record on its way to the store: it outlives its request. */
-struct jobs_record {
-	TAILQ_ENTRY(jobs_record) next;
-	struct jobs *j;
-	struct tg_state_op *op;		/* owned by the seam; NULL while it is called */
-	char id[TG_UUID_LEN];		/* the creating request's, for the log */
-	char *cid;
-};
-
-static void
-record_free(struct jobs_record *rec)
-{
-	free(rec->cid);
-	free(rec);
-}
+/* A write the state could not commit: as the other durable features. */
+#define OWNERS_RETRY_AFTER "5"
 
 /* The family a job's creation and its reads share; NULL: not a dex job. */
 static const char *
@@ -143,8 +134,6 @@ jobs_owners_start(struct jobs *j)
 {
 	struct timeval tv = { PRUNE_EVERY_S, 0 };
 
-	TAILQ_INIT(&j->records);
-	TAILQ_INIT(&j->deferred);
 	if ((j->state = j->gw->state) == NULL)
 		return;
 	prune(j);
@@ -155,23 +144,11 @@ jobs_owners_start(struct jobs *j)
 void
 jobs_owners_stop(struct jobs *j)
 {
-	struct jobs_record *rec;
-	struct jobs_req *q;
-
 	if (j->owners_prune != NULL)
 		event_free(j->owners_prune);
 	j->owners_prune = NULL;
 	tg_state_cancel(j->prune_op);
 	j->prune_op = NULL;
-	while ((rec = TAILQ_FIRST(&j->records)) != NULL) {
-		TAILQ_REMOVE(&j->records, rec, next);
-		tg_state_cancel(rec->op);
-		record_free(rec);
-	}
-	while ((q = TAILQ_FIRST(&j->deferred)) != NULL) {
-		TAILQ_REMOVE(&j->deferred, q, defer_next);
-		q->deferred = 0;
-	}
 	jobs_known_free(j);
 }
 
@@ -209,24 +186,38 @@ job_uri(struct gw_req *r, const char *cid)
 static void
 on_lookup(const struct tg_state_res *res, const char *owner, void *arg);
 
+/*
+ * Whether r may read a job whose lookup answered rc and owner: a keyed
+ * caller only when the record names its key (no record proves nothing); a
+ * caller without a key when no key owns it (the vendor judges its token).
+ */
+static int
+owns(const struct gw_req *r, int rc, const char *owner)
+{
+	if (rc == TG_STATE_OK)
+		return r->key != NULL && owner != NULL && strcmp(owner, r->key->name) == 0;
+	return rc == TG_STATE_NOT_FOUND && r->key == NULL;
+}
+
 /* 0: r may read the job the lookup was about; -1 when it has replied (404,
  * 503: r is gone then). */
 static int
 verdict(struct jobs_req *q)
 {
 	struct gw_req *r = q->r;
-	int ok = q->look_rc == TG_STATE_NOT_FOUND || (q->look_rc == TG_STATE_OK &&
-	    r->key != NULL && strcmp(q->owner, r->key->name) == 0);
+	int ok = owns(r, q->look_rc, q->owner);
 
 	free(q->owner);
 	q->owner = NULL;
 	q->looked = 0;
 	if (ok)
 		return 0;
-	if (q->look_rc != TG_STATE_OK) {
+	if (q->look_rc != TG_STATE_OK && q->look_rc != TG_STATE_NOT_FOUND) {
 		tg_log(TG_LOG_ERROR, "owners_lookup_failed", TG_LS("id", r->id),
 		    TG_LS("error", q->look_err.msg));
-		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", "1");
+		if (r->req != NULL)
+			evhttp_add_header(evhttp_request_get_output_headers(r->req),
+			    "Retry-After", "1");
 		gw_req_reply_error(r, 503, "OWNERSHIP_UNAVAILABLE",
 		    "the record of who created this job could not be read; try again");
 		return -1;
@@ -236,20 +227,13 @@ verdict(struct jobs_req *q)
 	return -1;
 }
 
-/* Look up the owner of q's job, unless owner records are still on their
- * way to the store (a read issued now might miss them): then after them.
- * 0 allowed, -1 replied, 1 answered later. */
+/* Look up the owner of q's job: 0 allowed, -1 replied, 1 answered later. */
 static int
 lookup_start(struct jobs_req *q)
 {
 	struct jobs *j = jobs_of(q->r);
 	struct tg_state_op *op;
 
-	if (!TAILQ_EMPTY(&j->records)) {
-		q->deferred = 1;
-		TAILQ_INSERT_TAIL(&j->deferred, q, defer_next);
-		return 1;
-	}
 	q->looked = 0;
 	q->in_lookup = 1;
 	op = tg_state_owners_lookup(j->state, q->fam, q->job, tg_clock_now_ms(), on_lookup, q);
@@ -288,7 +272,7 @@ on_lookup(const struct tg_state_res *res, const char *owner, void *arg)
 		q->look_rc = TG_STATE_ERROR;
 	if (q->owner != NULL)
 		jobs_known_put(jobs_of(q->r), q->fam, q->job, q->owner);
-	else if (q->look_rc == TG_STATE_UNAVAILABLE &&
+	else if (q->look_rc != TG_STATE_NOT_FOUND &&
 	    (owner = jobs_known_get(jobs_of(q->r), q->fam, q->job)) != NULL) {
 		q->look_rc = TG_STATE_OK;	/* the state is away: what this instance saw */
 		q->owner = tg_xstrdup(owner);
@@ -299,28 +283,11 @@ on_lookup(const struct tg_state_res *res, const char *owner, void *arg)
 		go_on(q);
 }
 
-/* The records in flight are durable (or failed): the reads held back go on. */
-static void
-resume_deferred(struct jobs *j)
-{
-	struct jobs_req *q;
-
-	while (TAILQ_EMPTY(&j->records) && (q = TAILQ_FIRST(&j->deferred)) != NULL) {
-		TAILQ_REMOVE(&j->deferred, q, defer_next);
-		q->deferred = 0;
-		if (lookup_start(q) == 0)
-			go_on(q);
-	}
-}
-
 void
 jobs_owner_forget(struct jobs_req *q)
 {
 	tg_state_cancel(q->owner_op);
 	q->owner_op = NULL;
-	if (q->deferred)
-		TAILQ_REMOVE(&jobs_of(q->r)->deferred, q, defer_next);
-	q->deferred = 0;
 	free(q->job);
 	q->job = NULL;
 	free(q->owner);
@@ -363,46 +330,88 @@ jobs_owner_check(struct gw_req *r, char **job)
 	return 0;
 }
 
+/* ---- creations ---- */
+
+int
+jobs_owner_holds(struct gw_req *r, int status)
+{
+	const struct jobs *j = jobs_of(r);
+	const char *fam = family(r->op);
+
+	if (status != 200 || fam == NULL || reads_job(r->op) || r->key == NULL ||
+	    j->state == NULL || !r->rt->cfg.poll_ownership)
+		return 0;
+	jobs_req_of(r)->holding = 1;
+	return 1;
+}
+
+/* The record could not be committed: the job exists at the vendor, and
+ * nobody will be served it through the gateway. r is gone after. */
+static void
+refuse_unowned(struct gw_req *r, const char *cid, const char *why)
+{
+	char msg[400];
+
+	tg_log(TG_LOG_ERROR, "owners_record_failed", TG_LS("id", r->id),
+	    TG_LS("correlationId", cid), TG_LS("error", why));
+	tg_metrics_inc(r->gw->metrics, "tidegate_job_owner_errors_total", "", 1);
+	snprintf(msg, sizeof(msg), "%s %.64s was created at the vendor, but the record of its "
+	    "owner could not be stored: it will not be served through the gateway (create "
+	    "it again later)", family(r->op), cid);
+	if (r->req != NULL)
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After",
+		    OWNERS_RETRY_AFTER);
+	gw_req_reply_error(r, 503, "OWNERSHIP_UNAVAILABLE", msg);
+}
+
+/* The owner is durable (or not): answer the creator, or refuse. */
 static void
 on_recorded(const struct tg_state_res *res, void *arg)
 {
-	struct jobs_record *rec = arg;
-	struct jobs *j = rec->j;
+	struct jobs_req *q = arg;
+	struct gw_req *r = q->r;
 
-	TAILQ_REMOVE(&j->records, rec, next);
+	q->owner_op = NULL;
 	if (res->rc != TG_STATE_OK) {
-		tg_log(TG_LOG_ERROR, "owners_record_failed", TG_LS("id", rec->id),
-		    TG_LS("correlationId", rec->cid), TG_LS("error", res->err.msg));
-		tg_metrics_inc(j->gw->metrics, "tidegate_job_owner_errors_total", "", 1);
+		refuse_unowned(r, q->job, res->err.msg);
+		return;
 	}
-	record_free(rec);
-	resume_deferred(j);
+	jobs_known_put(jobs_of(r), q->fam, q->job, r->key->name);
+	free(q->job);
+	q->job = NULL;
+	gw_req_done_continue(r);	/* the other features, then the held 200 */
 }
 
-void
-jobs_owner_record(struct gw_req *r, struct evbuffer *body)
+int
+jobs_owner_record(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture)
 {
-	yajl_val v = tg_json_parse((const char *)evbuffer_pullup(body, -1),
-	    evbuffer_get_length(body), NULL);
-	const char *cid = tg_json_get_str(v, "correlationId");
-	const char *fam = family(r->op);
-	struct jobs *j = jobs_of(r);
-	struct jobs_record *rec;
+	struct jobs_req *q = jobs_req_find(r);
+	yajl_val v;
+	const char *cid;
 	struct tg_state_op *op;
 
-	if (j->state != NULL && r->key != NULL && fam != NULL && cid != NULL && *cid != '\0') {
-		rec = tg_xcalloc(1, sizeof(*rec));
-		rec->j = j;
-		snprintf(rec->id, sizeof(rec->id), "%s", r->id);
-		rec->cid = tg_xstrdup(cid);
-		jobs_known_put(j, fam, cid, r->key->name);
-		TAILQ_INSERT_TAIL(&j->records, rec, next);
-		op = tg_state_owners_record(j->state, fam, cid, r->key->name, tg_clock_now_ms(),
-		    on_recorded, rec);
-		if (op != NULL)
-			rec->op = op;	/* else answered (and freed) already */
+	if (q == NULL || !q->holding || err != TG_UP_OK)
+		return 0;	/* not held here, or broken off: the core answers 502 */
+	if (capture == NULL) {
+		gw_req_reply_error(r, 502, "UPSTREAM_ERROR", "the vendor's answer to the "
+		    "creation was too large to hold: the job may exist, but is not served");
+		return 1;
 	}
+	v = tg_json_parse((const char *)evbuffer_pullup(capture, -1),
+	    evbuffer_get_length(capture), NULL);
+	cid = tg_json_get_str(v, "correlationId");
+	if (cid == NULL || *cid == '\0') {
+		yajl_tree_free(v);
+		return 0;	/* no job named: nothing to own */
+	}
+	q->job = tg_xstrdup(cid);
+	q->fam = family(r->op);
 	yajl_tree_free(v);
+	op = tg_state_owners_record(jobs_of(r)->state, q->fam, q->job, r->key->name,
+	    tg_clock_now_ms(), on_recorded, q);
+	if (op != NULL)
+		q->owner_op = op;	/* else answered (r may be gone) */
+	return 1;
 }
 
 /* A scrape's part waiting for the count. */

@@ -1,7 +1,7 @@
 /*
  * jobs_int.h - private contract between the jobs feature's files: the poll
  * multiplexer (poll.c), its spool of large final answers (spool.c), the
- * correlation ownership of data exchange jobs (jobs.c), and the feature's
+ * correlation ownership of data exchange jobs (jobs.c, known.c), and the feature's
  * registration with the request core (feature.c), which owns struct jobs
  * and each request's struct jobs_req slot.
  */
@@ -18,7 +18,6 @@ struct event;
 struct jobs_poll;
 struct jobs_spool;
 struct jobs_spool_rd;
-struct jobs_record;
 struct jobs_known;
 struct poll_entry;
 struct tg_state;
@@ -33,8 +32,6 @@ struct jobs {
 	struct event *owners_prune;
 	struct tg_state_op *prune_op;	/* the prune (or its count) in flight */
 	int64_t pruned;			/* rows the last prune removed */
-	TAILQ_HEAD(, jobs_record) records;	/* owner records not yet durable */
-	TAILQ_HEAD(, jobs_req) deferred;	/* job reads waiting for them (jobs.c) */
 	struct jobs_known *known;	/* owners seen lately (known.c); NULL: none yet */
 };
 
@@ -46,12 +43,14 @@ struct jobs_req {
 	int64_t wait_until;		/* long-poll deadline (monotonic ms), 0: none */
 	struct event *wait_timer;
 	struct jobs_spool_rd *spool_rd;	/* reading a spooled answer (spool.c) */
-	/* the owner check of a job read answered later (jobs.c) */
-	char *job;			/* the job id read, while its owner is looked up */
+	/* the owner check of a job read answered later, or the owner record
+	 * of a creation whose answer is held until it is committed (jobs.c) */
+	char *job;			/* the job id, while its owner is looked up or
+					 * recorded */
 	const char *fam;		/* its family (static) */
-	struct tg_state_op *owner_op;	/* the lookup in flight (owned by the seam) */
-	int deferred;			/* on jobs.deferred */
-	TAILQ_ENTRY(jobs_req) defer_next;
+	struct tg_state_op *owner_op;	/* the lookup or record in flight (owned by
+					 * the seam) */
+	int holding;			/* a creation's 200 is held for its record */
 	int in_lookup, looked;		/* the lookup is being called / has answered */
 	int look_rc;			/* its enum tg_state_rc */
 	char *owner;			/* its key (malloc'd), when look_rc is 0 */
@@ -146,9 +145,17 @@ void jobs_owners_stop(struct jobs *j);
 int jobs_owner_check(struct gw_req *r, char **job);
 /** The request of q (borrowed) ends: its lookup is dropped. */
 void jobs_owner_forget(struct jobs_req *q);
-/** The vendor answered a job creation for r's key (r borrowed): record the
- * owner read from body (borrowed). */
-void jobs_owner_record(struct gw_req *r, struct evbuffer *body);
+/** The vendor's status for a creation by r (borrowed): 1 when its answer
+ * is to be held until the owner is recorded (a keyed 200, ownership on). */
+int jobs_owner_holds(struct gw_req *r, int status);
+/**
+ * The creation's exchange ended (err; capture borrowed, the held answer or
+ * NULL): record its owner read from capture, then answer r through the
+ * core (gw_req_done_continue), or 503 when the record cannot be committed.
+ * 1 when it has replied or will reply, 0 when r was not held here, broke
+ * off, or names no job (the core goes on).
+ */
+int jobs_owner_record(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture);
 /** /metrics: the owner records held (gauge), written later into out
  * (borrowed until s, borrowed, is released); j borrowed. */
 void jobs_owners_metrics(struct jobs *j, struct evbuffer *out, struct gw_scrape *s);

@@ -1,6 +1,7 @@
 /*
  * feature.c - the runs feature as the request core sees it: the
- * operations it takes part in (submissions, run statuses and results),
+ * operations it takes part in (submissions, run statuses and results, the
+ * run list filtered per key),
  * its own API prefix on the simulation listener, the statuses other
  * features saw, its metrics and drain, each request's slot (struct
  * runs_req), freed when the request ends (its state operation cancelled),
@@ -18,7 +19,7 @@
 #include "runs_int.h"
 
 static const enum tg_op ops[] = {
-	TG_OP_SIM_SUBMIT, TG_OP_SIM_STATUS, TG_OP_SIM_RESULTS, TG_OP_COUNT
+	TG_OP_SIM_SUBMIT, TG_OP_SIM_STATUS, TG_OP_SIM_RESULTS, TG_OP_SIM_LIST, TG_OP_COUNT
 };
 
 /* /tidegate/v1/…: the registry answers, never the vendor. */
@@ -36,12 +37,14 @@ on_request(struct gw_req *r, void *ctx)
 }
 
 /* A submission's 201 is held until the run is recorded, a status's 200
- * until the status is. */
+ * until the status is, the run list until it is filtered to the caller's. */
 static enum gw_head
 on_head(struct gw_req *r, void *ctx, int status)
 {
 	if (r->op == TG_OP_SIM_SUBMIT && status == 201)
 		return GW_HEAD_HOLD;
+	if (r->op == TG_OP_SIM_LIST)
+		return runs_list_holds(r, status) ? GW_HEAD_HOLD : GW_HEAD_RELAY;
 	if (r->op == TG_OP_SIM_STATUS && status == 200 && r->gw->state != NULL &&
 	    evhttp_request_get_command(r->req) == EVHTTP_REQ_GET)
 		return GW_HEAD_HOLD;
@@ -55,6 +58,8 @@ on_done(struct gw_req *r, void *ctx, enum tg_up_error err, struct evbuffer *capt
 		return err != TG_UP_OK ? runs_uncertain(r, err) : 0;
 	if (r->op == TG_OP_SIM_SUBMIT)
 		return runs_done(r, err, capture);
+	if (r->op == TG_OP_SIM_LIST)
+		return runs_list_done(r, err, capture);
 	return r->op == TG_OP_SIM_STATUS ? runs_status_done(r, err, capture) : 0;
 }
 
@@ -69,6 +74,7 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 		event_free(q->timer);
 	free(q->callback);
 	free(q->sim_id);
+	yajl_tree_free(q->list);
 	tg_sweep_cleanup(&q->sweep_rec);
 	runs_sweep_post_free(q->sweep);
 	free(q);

@@ -92,6 +92,32 @@ sent_case(struct gw_req *r, yajl_val ans, struct tg_run_new *n, char *sha, yajl_
 		n->case_id = "";
 }
 
+/*
+ * A run the registry could not record is seen by no key (keyed.c): a
+ * keyed caller is answered 503 (1: r is gone), one without a key gets the
+ * 201 with X-Tidegate-Run-Tracked: false (0), as the run is the vendor's
+ * to show it.
+ */
+static int
+untracked(struct gw_req *r, const char *id, const struct tg_state_res *res)
+{
+	char msg[400];
+
+	if (r->key == NULL) {
+		if (r->req != NULL)
+			evhttp_add_header(evhttp_request_get_output_headers(r->req),
+			    "X-Tidegate-Run-Tracked", "false");
+		return 0;
+	}
+	snprintf(msg, sizeof(msg), "simulation %.64s was accepted by the vendor, but the run "
+	    "registry could not record it (%.120s): it will not be served through the gateway "
+	    "(submit it again later)", id, res->err.msg);
+	if (r->req != NULL)
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", "5");
+	gw_req_reply_error(r, 503, "REGISTRY_UNAVAILABLE", msg);
+	return 1;
+}
+
 /* The run is recorded (or not): answer the held 201. */
 static void
 on_recorded(const struct tg_state_res *res, void *arg)
@@ -109,8 +135,8 @@ on_recorded(const struct tg_state_res *res, void *arg)
 	} else {
 		tg_log(TG_LOG_ERROR, "run_record_failed", TG_LS("id", r->id),
 		    TG_LS("error", res->err.msg));
-		evhttp_add_header(evhttp_request_get_output_headers(r->req),
-		    "X-Tidegate-Run-Tracked", "false");
+		if (untracked(r, q->sim_id, res))
+			return;
 	}
 	gw_req_reply_buf(r, 201, "application/json", r->capture);	/* frees r */
 }
@@ -165,9 +191,13 @@ runs_done(struct gw_req *r, enum tg_up_error uerr, struct evbuffer *capture)
 	}
 	ans = tg_json_parse((const char *)evbuffer_pullup(capture, -1),
 	    evbuffer_get_length(capture), NULL);
-	rc = r->gw->state != NULL ? record(r, ans, &err) : -1;
-	if (r->gw->state == NULL)
+	/* record may answer (and free r) before it returns: r is not read after */
+	if (r->gw->state == NULL) {
 		tg_err_set(&err, "no run registry");
+		rc = -1;
+	} else {
+		rc = record(r, ans, &err);
+	}
 	yajl_tree_free(ans);
 	if (rc == 0)
 		return 1;	/* answered when the run is recorded */
@@ -331,10 +361,12 @@ reply_gone(struct gw_req *r, const struct tg_run *run)
 }
 
 /*
- * What the registry knows of the run r asks for: go on to the vendor
- * (unknown, or not expired), or answer 410 or from the archive. While
- * runs_gone's call is under way q->verdict takes the answer of its
- * on_request hook; later the request goes on with gw_req_continue.
+ * What the registry knows of the run r asks for: refuse a run r may not
+ * see (keyed.c) or when the registry cannot say, go on to the vendor (not
+ * expired, or a run of no key's the registry does not hold), or answer
+ * 410 or from the archive. While runs_gone's call is under way q->verdict
+ * takes the answer of its on_request hook; later the request goes on with
+ * gw_req_continue.
  */
 static void
 on_gone_run(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
@@ -342,12 +374,13 @@ on_gone_run(const struct tg_state_res *res, const struct tg_run *runs, size_t n,
 {
 	struct gw_req *r = arg;
 	struct runs_req *q = runs_req_of(r);
-	int *verdict = q->verdict;
+	int *verdict = q->verdict, held = res->rc == TG_STATE_OK && n > 0;
+	int known = res->rc == TG_STATE_OK || res->rc == TG_STATE_NOT_FOUND;
 
 	q->op = NULL;
 	q->verdict = NULL;
-	if (res->rc != TG_STATE_UNAVAILABLE &&
-	    (res->rc != 0 || n == 0 || !tg_runs_expired(&runs[0], tg_clock_now_ms()))) {
+	if (known && runs_visible(r, held, held ? runs[0].api_key : NULL) &&
+	    (!held || !tg_runs_expired(&runs[0], tg_clock_now_ms()))) {
 		if (verdict != NULL)
 			*verdict = 0;
 		else
@@ -356,8 +389,11 @@ on_gone_run(const struct tg_state_res *res, const struct tg_run *runs, size_t n,
 	}
 	if (verdict != NULL)
 		*verdict = -1;		/* the feature replies */
-	if (res->rc == TG_STATE_UNAVAILABLE)
-		runs_reply_state(r, res, 503, "REGISTRY_UNAVAILABLE", "the run registry failed");
+	if (!known)
+		runs_reply_state(r, res, 503, "REGISTRY_UNAVAILABLE", "the run registry failed: "
+		    "whose run this is cannot be told");
+	else if (!runs_visible(r, held, held ? runs[0].api_key : NULL))
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no such simulation for this API key");
 	else if (r->op == TG_OP_SIM_RESULTS && runs[0].archived)
 		runs_req_wait(r, tg_state_runs_archived(r->gw->state, runs[0].simulation_id,
 		    on_archived, r));

@@ -68,6 +68,8 @@ struct runs_req {
 	struct event *timer;		/* the wait before the run list is read */
 	const char *uncertain_why;	/* static */
 	int64_t uncertain_since;	/* wall ms: runs submitted since may be its */
+	yajl_val list;			/* the vendor's run list, while its runs' keys
+					 * are read (keyed.c) */
 };
 
 /* slot.c */
@@ -161,6 +163,18 @@ int runs_sweeper_idle(const struct runs_sweeper *sw);
  * answered later with what the vendor's run list shows, 0 when it is not
  * such a submission. */
 int runs_uncertain(struct gw_req *r, enum tg_up_error err);
+
+/* keyed.c */
+/** Whether r (borrowed) may see a run: held, whether the registry holds it;
+ * key (borrowed), the key it was submitted with, or NULL. A keyed caller
+ * sees only its key's runs; one without a key those of no key. */
+int runs_visible(const struct gw_req *r, int held, const char *key);
+/** The vendor's status for GET /simulations (r borrowed): 1 to hold it. */
+int runs_list_holds(const struct gw_req *r, int status);
+/** The held run list (capture borrowed; NULL when over the core's cap):
+ * answered filtered to r's runs, later. 0 when the exchange broke off (the
+ * core answers), else 1. */
+int runs_list_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture);
 
 /* tracker.c */
 /** The tracker of gw (borrowed), owned by the caller. */

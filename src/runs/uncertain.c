@@ -10,7 +10,8 @@
  * them; their ids also in X-Tidegate-Run-Candidates), or that the list
  * could not be read. The vendor's list cannot tell whose a run is (another
  * caller may have submitted the same case meanwhile), so no candidate is
- * recorded as this caller's run. docs/simulations.md.
+ * recorded as this caller's run; those the registry records for another
+ * key are not named (keyed.c: runs are per key). docs/simulations.md.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +38,10 @@ err_words(enum tg_up_error err)
 }
 
 /* The ids of the runs in list (a JSON array of run records) submitted at
- * or after since (wall ms), comma-separated into out. Returns their number,
- * or -1 when list is not a run list. */
+ * or after since (wall ms) into ids (borrowed from list; room for every
+ * run). Returns their number, or -1 when list is not a run list. */
 static int
-candidates(yajl_val list, int64_t since, struct evbuffer *out)
+candidates(yajl_val list, int64_t since, const char **ids)
 {
 	const char *id, *at;
 	int64_t t;
@@ -54,7 +55,7 @@ candidates(yajl_val list, int64_t since, struct evbuffer *out)
 		at = tg_json_get_str(list->u.array.values[i], "submittedAt");
 		if (id == NULL || at == NULL || tg_clock_parse_iso(at, &t) != 0 || t < since)
 			continue;
-		evbuffer_add_printf(out, "%s%s", n++ ? "," : "", id);
+		ids[n++] = id;
 	}
 	return n;
 }
@@ -88,12 +89,42 @@ answer(struct gw_req *r, const char *what, int n, struct evbuffer *ids)
 	gw_req_reply_error(r, 502, "UPSTREAM_ERROR", msg);
 }
 
+/* The candidates' records: those of another key are not r's, nor named. */
+static void
+on_keys(const struct tg_state_res *res, const struct tg_run *runs, size_t nruns, int more,
+    void *arg)
+{
+	struct gw_req *r = arg;
+	struct runs_req *q = runs_req_of(r);
+	struct evbuffer *ids = evbuffer_new();
+	yajl_val list = q->list;
+	const char **c = tg_xcalloc(list->u.array.len + 1, sizeof(*c));
+	int i, n = candidates(list, q->uncertain_since, c), kept = 0;
+	size_t k;
+
+	q->op = NULL;
+	q->list = NULL;
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < nruns && strcmp(runs[k].simulation_id, c[i]) != 0; k++)
+			;
+		if (res->rc != TG_STATE_OK || (k < nruns && !runs_visible(r, 1, runs[k].api_key)))
+			continue;	/* not told apart: not named */
+		evbuffer_add_printf(ids, "%s%s", kept++ ? "," : "", c[i]);
+	}
+	answer(r, res->rc == TG_STATE_OK ? "status 200" : "the run registry failed",
+	    res->rc == TG_STATE_OK ? kept : -1, ids);
+	evbuffer_free(ids);
+	free(c);
+	yajl_tree_free(list);
+}
+
 static void
 on_list(struct gw_vcall *c, const struct gw_vfetch *res, void *arg)
 {
 	struct gw_req *r = arg;
 	struct runs_req *q = runs_req_of(r);
-	struct evbuffer *ids = evbuffer_new();
+	struct evbuffer *none = evbuffer_new();
+	const char **ids;
 	yajl_val v = NULL;
 	char what[64];
 	int n = -1;
@@ -102,15 +133,23 @@ on_list(struct gw_vcall *c, const struct gw_vfetch *res, void *arg)
 	if (res->err == TG_UP_OK && res->status == 200 && res->body != NULL)
 		v = tg_json_parse((const char *)evbuffer_pullup(res->body, -1),
 		    evbuffer_get_length(res->body), NULL);
-	if (v != NULL)
+	if (YAJL_IS_ARRAY(v) && r->gw->state != NULL) {
+		ids = tg_xcalloc(v->u.array.len + 1, sizeof(*ids));
 		n = candidates(v, q->uncertain_since, ids);
+		q->list = v;	/* read again by on_keys */
+		runs_req_wait(r, tg_state_runs_get_many(r->gw->state, ids, (size_t)n, on_keys,
+		    r));
+		free(ids);
+		evbuffer_free(none);
+		return;
+	}
 	if (res->err != TG_UP_OK)
 		snprintf(what, sizeof(what), "%s", tg_up_error_str(res->err));
 	else
 		snprintf(what, sizeof(what), "status %d", res->status);
 	yajl_tree_free(v);
-	answer(r, what, n, ids);
-	evbuffer_free(ids);
+	answer(r, what, n, none);
+	evbuffer_free(none);
 }
 
 static void

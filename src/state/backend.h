@@ -32,6 +32,9 @@ struct tg_state_backend {
 	 * with err. base and opts borrowed. */
 	void *(*open)(struct event_base *base, const struct tg_state_opts *opts,
 	    struct tg_err *err);
+	/** tg_state_check's work for this backend (opts borrowed, out the
+	 * caller's); NULL: nothing to check. */
+	int (*check)(const struct tg_state_opts *opts, struct tg_state_problems *out);
 	/** Takes ownership of impl. */
 	void (*close)(void *impl);
 	/** op borrowed; see tg_state_cancel. */
@@ -89,6 +92,9 @@ struct tg_state_backend {
 	    void *arg);
 	struct tg_state_op *(*runs_get)(void *impl, const char *id, tg_state_runs_cb cb, void *arg);
 	struct tg_state_op *(*runs_list)(void *impl, const struct tg_runs_query *q,
+	    tg_state_runs_cb cb, void *arg);
+	/* ids_json: a JSON array of the ids (borrowed for the call) */
+	struct tg_state_op *(*runs_get_many)(void *impl, const char *ids_json,
 	    tg_state_runs_cb cb, void *arg);
 	struct tg_state_op *(*runs_set_figures)(void *impl, const char *id, yajl_val results,
 	    tg_state_done_cb cb, void *arg);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include "tidegate/json.h"
 #include "tidegate/state.h"
 #include "backend.h"
 
@@ -118,6 +119,19 @@ pick(const char *url, struct tg_err *err)
 	tg_err_set(err, "state.url: unknown scheme \"%.*s\" (expected postgresql:// or "
 	    "none for SQLite)", (int)(n > 32 ? 32 : n), url);
 	return NULL;
+}
+
+int
+tg_state_check(const struct tg_state_opts *opts, struct tg_state_problems *out)
+{
+	const struct tg_state_backend *be;
+
+	memset(out, 0, sizeof(*out));
+	if ((be = pick(opts->url, &out->err[TG_STATE_PART_URL])) == NULL) {
+		out->bad[TG_STATE_PART_URL] = 1;
+		return -1;
+	}
+	return be->check != NULL ? be->check(opts, out) : 0;
 }
 
 struct tg_state *
@@ -354,6 +368,30 @@ tg_state_runs_list(struct tg_state *st, const struct tg_runs_query *q, tg_state_
     void *arg)
 {
 	return st->be->runs_list(st->impl, q, cb, arg);
+}
+
+/* The ids travel as one JSON array, which both databases read as a set
+ * (one statement, whatever their number). */
+struct tg_state_op *
+tg_state_runs_get_many(struct tg_state *st, const char *const *ids, size_t n,
+    tg_state_runs_cb cb, void *arg)
+{
+	yajl_gen g = tg_json_gen_new();
+	const unsigned char *buf;
+	struct tg_state_op *op;
+	size_t i, len;
+	char *json;
+
+	yajl_gen_array_open(g);
+	for (i = 0; i < n; i++)
+		tg_json_str(g, ids[i]);
+	yajl_gen_array_close(g);
+	yajl_gen_get_buf(g, &buf, &len);
+	json = tg_xstrndup((const char *)buf, len);
+	yajl_gen_free(g);
+	op = st->be->runs_get_many(st->impl, json, cb, arg);
+	free(json);
+	return op;
 }
 
 struct tg_state_op *

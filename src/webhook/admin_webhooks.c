@@ -33,22 +33,21 @@
 static int
 authorized(struct gw *gw, struct evhttp_request *req)
 {
-	const char *apikey = tg_http_header(req, "X-Api-Key");
-	const char *presented = apikey != NULL ? apikey : tg_http_bearer(req);
 	const struct tg_key *k;
+	enum gw_admin_auth v = gw_admin_auth(gw->rt, tg_http_header(req, "X-Api-Key"),
+	    tg_http_bearer(req), &k);
 
-	if (gw->rt->keys.n == 0)
-		return 1;	/* no keys: every listener is loopback-only */
-	if (presented == NULL || (k = tg_keyring_match(&gw->rt->keys, presented)) == NULL) {
+	if (v == GW_ADMIN_MISSING || v == GW_ADMIN_UNKNOWN) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
 		    "Bearer");
-		gw_admin_reply_error(gw, req, 401, "UNAUTHORIZED", presented != NULL ?
+		gw_admin_reply_error(gw, req, 401, "UNAUTHORIZED", v == GW_ADMIN_UNKNOWN ?
 		    "unknown API key" : "an API key with the admin service is required "
 		    "(Authorization: Bearer <key> or X-Api-Key)");
 		return 0;
 	}
-	gw_admin_set_key(gw, req, k->name);	/* its access line names it, as dex's do */
-	if (!(k->services & TG_SVC_ADMIN)) {
+	if (k != NULL)
+		gw_admin_set_key(gw, req, k->name);	/* its access line names it */
+	if (v == GW_ADMIN_FORBIDDEN) {
 		gw_admin_reply_error(gw, req, 403, "FORBIDDEN",
 		    "this API key may not use the admin API");
 		return 0;

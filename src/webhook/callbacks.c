@@ -759,6 +759,41 @@ relay_opened(struct gw_req *r)
 	}
 }
 
+/*
+ * Whether this instance knows every job waiting for its export data: with
+ * one instance (SQLite) it lists them all at start and adds each new one
+ * before the vendor hears of its URL. In a fleet a job may wait at another
+ * instance, whose delivery a load balancer may bring here: no memory of
+ * one instance can say "unknown" for the fleet, and the state's answer
+ * comes too late for the head.
+ */
+static int
+waiting_known(const struct wh_hooks *h)
+{
+	return !h->fleet && h->resumed_all && !h->gw->draining;
+}
+
+int
+wh_hook_relay_head(struct wh_hooks *h, const char *method, const char *path, int64_t length,
+    uint64_t *limit)
+{
+	const char *id = path + strlen(WH_RELAY_PREFIX);
+	uint64_t cap = (uint64_t)h->gw->rt->cfg.wh_max_payload;
+
+	if (!job_id_valid(id))
+		return TG_HEAD_NOT_FOUND;
+	if (strcmp(method, "POST") != 0) {
+		cap = WH_RELAY_IDLE_BODY;	/* 405 after at most that */
+	} else if (waiting_known(h) && !wh_fetch_waiting(h, id)) {
+		if (length < 0 || length > WH_RELAY_IDLE_BODY)
+			return TG_HEAD_NOT_FOUND;	/* chunked or large */
+		cap = WH_RELAY_IDLE_BODY;	/* the job's state answers: 404, 410, duplicate */
+	}
+	if (cap < *limit)
+		*limit = cap;
+	return 0;
+}
+
 void
 wh_hook_relay(struct gw_req *r)
 {
@@ -768,10 +803,13 @@ wh_hook_relay(struct gw_req *r)
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
 	} else if (evhttp_request_get_command(r->req) != EVHTTP_REQ_POST) {
 		gw_req_reply_405(r, "POST");
-	} else if ((int64_t)evbuffer_get_length(evhttp_request_get_input_buffer(r->req)) >
-	    r->rt->cfg.wh_max_payload) {
-		gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE",
-		    "the export is larger than webhooks.max_payload");
+	} else if (r->fault == TG_HEAD_NOT_FOUND) {
+		gw_req_reply_error(r, 404, "NOT_FOUND", "no webhook job waits for export data "
+		    "under this id (unknown, delivered already, or given up)");
+	} else if (r->fault != 0 || (int64_t)evbuffer_get_length(
+	    evhttp_request_get_input_buffer(r->req)) > r->rt->cfg.wh_max_payload) {
+		gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE", "the export is larger than "
+		    "webhooks.max_payload or max_body");
 	} else {
 		wh_req_begin(r, relay_opened);
 		wh_req_end(r, tg_state_payload_open(WH(r->gw)->st, id, wh_req_on_payload, r));

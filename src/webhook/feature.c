@@ -123,6 +123,13 @@ wh_reply_unavailable(struct gw_req *r, const char *msg)
 
 /* ---- the core's callbacks ---- */
 
+static int
+on_prefix_head(void *ctx, const char *method, const char *path, int64_t length,
+    uint64_t *limit)
+{
+	return wh_hook_relay_head(ctx, method, path, length, limit);
+}
+
 static void
 on_prefix(struct gw_req *r, void *ctx)
 {
@@ -262,6 +269,7 @@ static const struct gw_feature feature = {
 	.prefix_listener = GW_DEX,
 	.prefix = WH_RELAY_PREFIX,
 	.prefix_open = 1,
+	.on_prefix_head = on_prefix_head,
 	.on_prefix = on_prefix,
 	.wants_scan = wants_scan,
 	.scan = scan,

@@ -592,6 +592,14 @@ wh_fetch_stop(struct wh_hooks *h, const char *id)
 		f->over = 1;	/* its poll's end removes it */
 }
 
+int
+wh_fetch_waiting(const struct wh_hooks *h, const char *id)
+{
+	const struct wh_fetch *f = tg_map_get(h->fetches, id);
+
+	return f != NULL && !f->over;
+}
+
 void
 wh_fetch_give_up(struct wh_hooks *h, const char *id, const char *reason)
 {

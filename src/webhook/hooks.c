@@ -145,7 +145,9 @@ on_resume_page(const struct tg_state_res *res, const struct tg_outbox_job *jobs,
 	h->resume_offset += n;
 	if (n == RESUME_PAGE)
 		event_active(h->resume_ev, EV_TIMEOUT, 1);
-	else if (h->resumed > 0)
+	else
+		h->resumed_all = 1;	/* the relay endpoint may trust fetches */
+	if (n < RESUME_PAGE && h->resumed > 0)
 		tg_log(TG_LOG_INFO, "webhook_fetch_resumed", TG_LI("jobs", h->resumed));
 }
 

@@ -43,6 +43,7 @@ struct wh_hooks {
 	size_t resume_offset, resumed;
 	int resuming;
 	int fleet;			/* the state is shared: waiting jobs are adopted */
+	int resumed_all;		/* one instance: every waiting job is in fetches */
 	struct event *adopt_ev;		/* hold and adopt (adopt.c) */
 	struct tg_state_op *adopt_op, *hold_op;
 	struct wh_adminq admin;		/* admin requests waiting on the seam */
@@ -158,6 +159,18 @@ int wh_hook_done(struct gw_req *r, enum tg_up_error err);
 void wh_hook_free(struct wh_hook *hk);	/* takes ownership; NULL-safe */
 /** POST /__tidegate/callbacks/{id}: the vendor's delivery in relay mode. */
 void wh_hook_relay(struct gw_req *r);
+/** A relay delivery's body when its job waits for none (bytes): enough for
+ * the job's state to answer a repeat, nothing to hold for a stranger. */
+#define WH_RELAY_IDLE_BODY 4096
+/**
+ * Its head, before the body is read (gw_feature.on_prefix_head; all
+ * borrowed): 404 for an id that is not a job id, or that no job waiting
+ * here has while this instance knows every waiting job (one instance) and
+ * the body is chunked or larger than WH_RELAY_IDLE_BODY; the body capped at
+ * webhooks.max_payload, or at WH_RELAY_IDLE_BODY when no job waits for it.
+ */
+int wh_hook_relay_head(struct wh_hooks *h, const char *method, const char *path,
+    int64_t length, uint64_t *limit);
 /** The request of a (borrowed) ends while its job is being added: the add
  * finishes without it (the job still gets its fetcher, or is given up in
  * relay mode). */
@@ -184,6 +197,8 @@ void wh_fetch_stop(struct wh_hooks *h, const char *id);
 /** Give waiting job id (borrowed) up with reason (borrowed): its payload
  * will never come (the export failed). Dead once the seam has written it. */
 void wh_fetch_give_up(struct wh_hooks *h, const char *id, const char *reason);
+/** 1 when job id (borrowed) waits here for its export data (h borrowed). */
+int wh_fetch_waiting(const struct wh_hooks *h, const char *id);
 /** Map value destructor for h->fetches (takes ownership). */
 void wh_fetch_free(void *f);
 

@@ -6,6 +6,7 @@ listener's requests too (probes, 404, 405, the webhook admin API, a front
 door refusal, a client gone before its answer), each with its request id
 answered and named in its error body."""
 import hashlib
+import json
 import os
 import re
 import socket
@@ -329,3 +330,49 @@ def test_admin_probe_lines_can_be_dropped(make_emulator, make_gateway):
     admin = [e for e in gw.log_lines() if e.get("event") == "access"]
     assert sorted(e["id"] for e in admin) == ["p-nope", "p-webhooks"], admin
     assert [e for e in quiet.log_lines() if e.get("event") == "access"] == []
+
+
+def test_non_utf8_user_agent_is_logged_as_valid_json(make_emulator, make_gateway):
+    """A User-Agent of raw bytes 0x80-0xff (and an ill-formed sequence) is
+    logged with U+FFFD for each ill-formed sequence, as Python's "replace"
+    decodes it: the log decodes as strict UTF-8 and every line is JSON.
+    Valid UTF-8 passes unchanged. On dex (the request core's line) and on
+    the admin listener (its own)."""
+    gw = make_gateway(make_emulator())
+    latin1 = bytes(range(0x80, 0x100))
+    agents = {"ua-raw": b"raw/" + latin1 + b" \xe2\x82 \xed\xa0\x80 end",
+              "ua-utf8": "caf\u00e9/\u20ac \U0001F600".encode()}
+    for rid, ua in agents.items():
+        for port, target, auth in ((gw.ports["dex"], b"/public/export?correlationId=nope",
+                                    b"Authorization: Bearer test-key\r\n"),
+                                   (gw.ports["admin"], b"/healthz", b"")):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: t\r\n" + auth +
+                      b"X-Request-Id: " + f"{rid}-{port}".encode() + b"\r\nUser-Agent: " +
+                      ua + b"\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+            s.close()
+            assert answer.startswith(b"HTTP/1.1 "), answer
+    deadline = time.monotonic() + 10
+    while True:
+        with open(gw.log_path, "rb") as f:
+            raw_log = f.read()
+        text = raw_log.decode("utf-8", "strict")          # a strict collector's read
+        got = {}
+        for line in text.splitlines():
+            e = json.loads(line)                           # every line, not only these
+            if e.get("event") == "access":
+                got[e["id"]] = e
+        if all(f"{rid}-{gw.ports[l]}" in got for rid in agents for l in ("dex", "admin")):
+            break
+        assert time.monotonic() < deadline, sorted(got)
+        time.sleep(0.05)
+    for rid, ua in agents.items():
+        for listener in ("dex", "admin"):
+            e = got[f"{rid}-{gw.ports[listener]}"]
+            check(e)
+            assert e["user_agent"] == ua.decode("utf-8", "replace"), (listener, e)
+    assert got[f"ua-raw-{gw.ports['dex']}"]["user_agent"].count("\ufffd") == 128 + 1 + 3
+    assert got[f"ua-utf8-{gw.ports['admin']}"]["user_agent"] == "caf\u00e9/\u20ac \U0001F600"

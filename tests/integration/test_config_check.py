@@ -43,9 +43,10 @@ CASES = [
     ("emulator_config_missing", "emulator_config: emu.yaml\n",
      ["{f}:2:18: emulator_config: cannot read {d}/emu.yaml: " + NOENT +
       " (needed by upstream: embedded)"]),
-    ("database_directory_missing", "runs:\n  db: nodir/runs.db\n",
+    # the state, checked as the start opens it (root starts with a user)
+    ("database_directory_missing", "runs:\n  db: nodir/runs.db\nuser: root\n",
      ["{f}:3:7: runs.db: directory {d}/nodir does not exist"]),
-    ("database_directory_read_only", "webhooks:\n  db: ro/tidegate.db\n",
+    ("database_directory_read_only", "webhooks:\n  db: ro/tidegate.db\nuser: root\n",
      ["{f}:3:7: webhooks.db: directory {d}/ro is not writable: Permission denied"]),
     ("listen_scalar", "listen: 8080\n",
      ["{f}:2:9: listen: must be a mapping of keys (listen.<key>: value, one per line), "
@@ -80,7 +81,7 @@ CASES = [
       "{f}:4:3: dex.pasword_file: unknown key (did you mean 'dex.password_file'?)"]),
     # a secret file that cannot be used is named as resolved, and only once
     ("dex_password_file_is_a_directory", "dex:\n  username: u\n  password_file: .\n",
-     ["{f}:4:18: dex.password_file: cannot use {d}/.: not a regular file"]),
+     ["{f}:4:18: dex.password_file: cannot use {d}/.: not a regular file (a directory)"]),
     ("dex_password_file_empty", "dex:\n  username: u\n  password_file: empty-secret\n",
      ["{f}:4:18: dex.password_file: cannot use {d}/empty-secret: the file is empty"]),
     ("sim_client_secret_file_missing", "sim:\n  client_id: c\n  client_secret_file: nope\n",
@@ -100,6 +101,26 @@ CASES = [
     ("state_url_scheme", "state:\n  url: mysql://u:hunter2@db/x\n",
      ["{f}:3:8: state.url: must be a postgresql:// URL (without state.url the state is kept "
       "in SQLite files)"]),
+    # what only the start found before: the keyring, the binds, libpq's parser
+    ("two_keys_one_digest", f"keys:\n  - name: a\n    sha256: {SHA}\n  - name: b\n"
+     f"    sha256: {SHA.upper()}\n",
+     ["{f}:6:13: keys[1].sha256: key \"b\": same digest as key \"a\""]),
+    ("two_listeners_one_port", "listen:\n  dex: 127.0.0.1:18080\n  sim: 127.0.0.1:18080\n",
+     ["{f}:4:8: listen.sim: 127.0.0.1:18080 overlaps listen.dex (127.0.0.1:18080): each "
+      "listener needs its own port"]),
+    ("wildcard_and_loopback_one_port", f"keys:\n  - name: a\n    sha256: {SHA}\n"
+     "listen:\n  dex: 0.0.0.0:18080\n  admin: 127.0.0.1:18080\n",
+     ["{f}:7:10: listen.admin: 127.0.0.1:18080 overlaps listen.dex (0.0.0.0:18080): each "
+      "listener needs its own port"]),
+    ("ipv6_wildcard_takes_ipv4", f"keys:\n  - name: a\n    sha256: {SHA}\n"
+     "listen:\n  sim: '[::]:18081'\n  admin: 127.0.0.1:18081\n",
+     ["{f}:7:10: listen.admin: 127.0.0.1:18081 overlaps listen.sim ([::]:18081): each "
+      "listener needs its own port"]),
+    ("state_url_unknown_parameter", "user: root\nstate:\n  url: "
+     "postgresql://tg:hunter2@127.0.0.1/tidegate?bogus=1\n",
+     ["{f}:4:8: state.url: not a valid postgresql URL (libpq: invalid URI query parameter)"]),
+    ("state_url_bad_escape", "user: root\nstate:\n  url: postgresql://tg:hun%zzter2@127.0.0.1/x\n",
+     ["{f}:4:8: state.url: not a valid postgresql URL (libpq: invalid percent-encoded token)"]),
 ]
 
 
@@ -241,3 +262,254 @@ def test_postgresql_state_unreachable_at_start(case_dir):
     assert start.returncode == 1
     assert "state: postgresql: cannot connect" in start.stderr
     assert "hunter2" not in start.stderr + start.stdout
+
+
+# Files the configuration names that must be refused at once, never read:
+# (id, file body after line 1 up to the value, key, the value, how to make
+# it, the message after "cannot use|read <path>: "). A named pipe blocked
+# the reader until a writer came (a -t that never ended); a file of /proc
+# was read and sent to the vendor as the password.
+KERNEL = "a file of the kernel's /proc or /sys, refused"
+FIFO = "not a regular file (a named pipe)"
+SHAPES = [
+    ("password_fifo", "dex:\n  username: u\n  password_file: ", "dex.password_file", "pw",
+     "fifo", FIFO),
+    ("password_proc_environ", "dex:\n  username: u\n  password_file: ", "dex.password_file",
+     "/proc/self/environ", None, KERNEL),
+    ("secret_symlink_into_proc", "sim:\n  client_id: c\n  client_secret_file: ",
+     "sim.client_secret_file", "s", "/proc/self/environ", KERNEL),
+    ("secret_under_sys", "webhooks:\n  secret_file: ", "webhooks.secret_file",
+     "/sys/kernel/mm/transparent_hugepage/enabled", None, KERNEL),
+    ("state_url_fifo", "state:\n  url_file: ", "state.url_file", "url", "fifo", FIFO),
+    ("ca_file_fifo", "tls:\n  ca_file: ", "tls.ca_file", "ca.pem", "fifo", FIFO),
+    ("config_itself_fifo", None, None, None, None, FIFO),
+]
+
+
+@pytest.mark.parametrize("name,head,key,value,make,why", SHAPES, ids=[c[0] for c in SHAPES])
+def test_special_files_are_refused_at_once(case_dir, name, head, key, value, make, why):
+    """-t and the start each exit 1 within seconds, naming the file as
+    resolved (relative to the configuration's directory) and why."""
+    path = os.path.join(case_dir, "gw.yaml")
+    if head is None:                 # the configuration file itself is a pipe
+        os.mkfifo(path)
+        want = [f"{path}: {why}"]
+    else:
+        if value.startswith("/") and not os.path.isfile(value):
+            pytest.skip(f"{value} does not exist here")
+        full = value if value.startswith("/") else os.path.join(case_dir, value)
+        if make == "fifo":
+            os.mkfifo(full)
+        elif make is not None:
+            os.symlink(make, full)     # a link is followed; where it leads is judged
+        with open(path, "w") as f:
+            f.write("upstream: remote\n" + head + value + "\n")
+        lines = head.split("\n")
+        verb = "read" if key == "tls.ca_file" else "use"
+        want = [f"{path}:{len(lines) + 1}:{len(lines[-1]) + 1}: {key}: cannot {verb} {full}: "
+                f"{why}"]
+    for args in (["-t", "-c", path], ["-c", path]):
+        r = subprocess.run([EXE] + args, capture_output=True, text=True, timeout=5)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert r.stderr.splitlines() == want, args
+        assert "PATH=" not in r.stdout + r.stderr          # nothing of the environment
+
+
+def test_sighup_with_a_fifo_secret_keeps_serving(emulator, gateway):
+    """A reload whose secret file became a named pipe is refused at once,
+    logged with the file and why; every listener goes on answering and a
+    later reload with a regular file is taken."""
+    gateway.wait_tokens()
+    secret = os.path.join(gateway.tmp, "dex-password")
+    os.remove(secret)
+    os.mkfifo(secret)
+    gateway.send_signal(signal.SIGHUP)
+    failed = wait_event(gateway, "reload_failed", timeout=5)
+    assert failed[0]["reason"].endswith(
+        f"dex.password_file: cannot use {secret}: {FIFO}"), failed
+    assert requests.get(gateway.admin + "/healthz", timeout=2).json() == {"status": "ok"}
+    r = requests.get(gateway.dex + "/public/export", params={"correlationId": "x"},
+                     headers=gateway.headers(), timeout=2)
+    assert r.status_code in (200, 202, 404), r.text      # the dex listener answers
+    assert requests.get(gateway.sim + "/api/v1/simulations", headers=gateway.headers(),
+                        timeout=2).status_code == 200
+    os.remove(secret)
+    with open(secret, "w") as f:
+        f.write("demo\n")
+    gateway.send_signal(signal.SIGHUP)
+    wait_event(gateway, "reloaded", timeout=5)
+
+
+def run_both(path, timeout=30, **kw):
+    """-t, then the real start, on one file: both results."""
+    return (subprocess.run([EXE, "-t", "-c", path], capture_output=True, text=True,
+                           timeout=timeout, **kw),
+            subprocess.run([EXE, "-c", path], capture_output=True, text=True,
+                           timeout=timeout, **kw))
+
+
+def test_unknown_user_is_refused_by_the_check(case_dir):
+    """-t refuses an account that does not exist, whoever runs it; the start
+    as root refuses it with the same line."""
+    path = os.path.join(case_dir, "gw.yaml")
+    with open(path, "w") as f:
+        f.write("upstream: remote\nuser: no-such-account-tg\n")
+    want = [f"{path}:2:7: user: no such user 'no-such-account-tg'"]
+    r = run(["-t", "-c", path])
+    assert (r.returncode, r.stderr.splitlines()) == (1, want), r.stderr
+    if os.geteuid() == 0:
+        start = run(["-c", path])
+        assert (start.returncode, start.stderr.splitlines()) == (1, want), start.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming another account needs root")
+def test_state_directory_the_user_cannot_write(case_dir):
+    """user: nobody and a state directory only root may write: -t (as root)
+    checks the state as nobody, as the start opens it, and both refuse with
+    the same lines; once nobody owns the directory both accept."""
+    path = os.path.join(case_dir, "gw.yaml")
+    with open(path, "w") as f:
+        f.write("upstream: remote\nuser: nobody\n")
+    want = [f"{path}:1:1: {key}: directory {case_dir} is not writable: Permission denied "
+            "(checked as user 'nobody')" for key in ("webhooks.db", "runs.db",
+                                                    "poll.ownership_db")]
+    check, start = run_both(path)
+    assert (check.returncode, check.stderr.splitlines()) == (1, want), check.stderr
+    assert (start.returncode, start.stderr.splitlines()) == (1, want), start.stderr
+    assert sorted(os.listdir(case_dir)) == ["gw.yaml"]          # nothing created
+    os.chown(case_dir, 65534, 65534)
+    check = run(["-t", "-c", path])
+    assert (check.returncode, check.stdout) == (0, "configuration OK\n"), check.stderr
+
+
+def test_embedded_emulator_port_taken_by_a_listener(case_dir):
+    """upstream: embedded binds the emulator's listeners first: a gateway
+    listener on one of their ports is refused by -t as the start refused it."""
+    path = os.path.join(case_dir, "gw.yaml")
+    with open(os.path.join(case_dir, "emu.yaml"), "w") as f:
+        f.write("listen:\n  dex: 127.0.0.1:17480\n  sim: 127.0.0.1:17481\n"
+                "  design: 127.0.0.1:17482\n  auth: 127.0.0.1:17483\n")
+    with open(path, "w") as f:
+        f.write("upstream: embedded\nemulator_config: emu.yaml\nlisten:\n"
+                "  dex: 127.0.0.1:17480\n  sim: 127.0.0.1:17491\n  admin: 127.0.0.1:17492\n")
+    want = [f"{path}:4:8: listen.dex: 127.0.0.1:17480 overlaps the embedded emulator's "
+            "listen.dex (127.0.0.1:17480): each listener needs its own port"]
+    check, start = run_both(path)
+    assert (check.returncode, check.stderr.splitlines()) == (1, want), check.stderr
+    assert (start.returncode, start.stderr.splitlines()) == (1, want), start.stderr
+
+
+def sqlite_db(path):
+    """A real SQLite database in WAL mode, about 85 pages of 4 KiB."""
+    import sqlite3
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+    db.executemany("INSERT INTO t (v) VALUES (?)", [("x" * 1000,) for _ in range(60)])
+    db.execute("CREATE INDEX tv ON t (v)")
+    db.commit()
+    db.close()
+
+
+def patch(path, offset, data):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def junk(n):
+    return bytes((i * 151 + 89) % 251 for i in range(n))
+
+
+# How a state database is damaged: (id, the file (default webhooks.db), the
+# damage, what the check says after "<file>", None when it is accepted).
+MALFORMED = ": database disk image is malformed"
+NOT_A_DB = ": file is not a database"
+DAMAGED = " is damaged (SQLite's quick_check: "
+DB_SHAPES = [
+    ("garbage_header", "tidegate.db", lambda p: patch(p, 0, junk(100)), NOT_A_DB),
+    ("wrong_magic", "tidegate.db", lambda p: patch(p, 0, b"SQLite format 2\x00"), NOT_A_DB),
+    ("bad_page_size", "tidegate.db", lambda p: patch(p, 16, b"\x12\x34"), NOT_A_DB),
+    ("text_file", "tidegate.db", lambda p: open(p, "wb").write(b"not a database\n"), NOT_A_DB),
+    ("truncated_to_header", "tidegate.db", lambda p: os.truncate(p, 100), MALFORMED),
+    ("truncated_mid_page", "tidegate.db", lambda p: os.truncate(p, 4096 * 3 + 1000), MALFORMED),
+    ("truncated_at_half", "runs.db",
+     lambda p: os.truncate(p, os.path.getsize(p) // 8192 * 4096), MALFORMED),
+    ("page_count_too_big", "tidegate.db", lambda p: patch(p, 28, b"\x00\x10\x00\x00"),
+     MALFORMED),
+    ("garbage_schema_page", "owners.db", lambda p: patch(p, 100, junk(3996)), MALFORMED),
+    ("garbage_table_page", "tidegate.db", lambda p: patch(p, 4096 * 2, junk(4096)),
+     DAMAGED + "Page 3: "),
+    ("zeroed_page", "owners.db", lambda p: patch(p, 4096 * 3, bytes(4096)),
+     DAMAGED + "Page 4: "),
+    ("garbage_last_page", "tidegate.db",
+     lambda p: patch(p, os.path.getsize(p) - 4096, junk(4096)), DAMAGED + "On tree page "),
+    ("newer_schema", "runs.db", lambda p: patch(p, 60, b"\x00\x00\x00\x63"),
+     ": schema version 99 is newer than this tidegate's ("),
+    ("not_writable", "tidegate.db", lambda p: os.chmod(p, 0o444), " is not writable: "),
+    ("a_directory", "runs.db", lambda p: (os.remove(p), os.mkdir(p)), " is not a regular file"),
+    ("zero_length", "tidegate.db", lambda p: open(p, "wb").close(), None),
+    ("valid_foreign_table", "tidegate.db", lambda p: None, None),
+]
+KEY_OF = {"tidegate.db": "webhooks.db", "runs.db": "runs.db", "owners.db": "poll.ownership_db"}
+
+
+@pytest.mark.parametrize("name,db,damage,why", DB_SHAPES, ids=[c[0] for c in DB_SHAPES])
+def test_state_database_shapes_check_and_start_agree(case_dir, name, db, damage, why):
+    """A damaged state database is refused by -t, which opens it read-only,
+    and by the start with the same line, before anything is written; a
+    zero-length file or a sound one is accepted by both (the start serves)."""
+    from conftest import free_port
+    if name == "not_writable" and os.geteuid() == 0:
+        pytest.skip("root writes a read-only file")
+    ports = [free_port() for _ in range(3)]
+    path = os.path.join(case_dir, "gw.yaml")
+    with open(path, "w") as f:
+        f.write(f"upstream: remote\nlog_level: warn\nlisten:\n  dex: 127.0.0.1:{ports[0]}\n"
+                f"  sim: 127.0.0.1:{ports[1]}\n  admin: 127.0.0.1:{ports[2]}\n" +
+                ("user: root\n" if os.geteuid() == 0 else ""))
+    full = os.path.join(case_dir, db)
+    sqlite_db(full)
+    damage(full)
+    before = {f: os.stat(os.path.join(case_dir, f)).st_mtime_ns for f in os.listdir(case_dir)}
+    check = run(["-t", "-c", path])
+    after = {f: os.stat(os.path.join(case_dir, f)).st_mtime_ns for f in os.listdir(case_dir)
+             if not f.endswith(("-shm", "-wal"))}
+    assert after == before, "the check wrote"
+    if why is None:
+        assert (check.returncode, check.stdout) == (0, "configuration OK\n"), check.stderr
+        proc = subprocess.Popen([EXE, "-c", path], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 15
+            while True:
+                assert proc.poll() is None, proc.stderr.read()
+                try:
+                    if requests.get(f"http://127.0.0.1:{ports[2]}/healthz",
+                                    timeout=1).status_code == 200:
+                        break
+                except requests.ConnectionError:
+                    pass
+                assert time.monotonic() < deadline, "the start did not serve"
+                time.sleep(0.05)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0, proc.stderr.read()
+        return
+    lines = check.stderr.splitlines()
+    assert check.returncode == 1 and len(lines) == 1, check.stderr
+    assert lines[0].startswith(f"{path}:1:1: {KEY_OF[db]}: {full}{why}"), lines
+    start = run(["-c", path])
+    assert (start.returncode, start.stderr.splitlines()) == (1, lines), start.stderr
+
+
+def test_check_while_the_gateway_runs(emulator, gateway):
+    """-t on the configuration of a running gateway (before a reload) reads
+    its live databases beside it, changes nothing and passes."""
+    requests.get(gateway.admin + "/healthz", timeout=5)
+    for _ in range(3):
+        r = run(["-t", "-c", gateway.config_path])
+        assert (r.returncode, r.stdout) == (0, "configuration OK\n"), r.stderr
+    assert requests.get(gateway.admin + "/healthz", timeout=5).json() == {"status": "ok"}
+    gateway.send_signal(signal.SIGHUP)
+    wait_event(gateway, "reloaded", timeout=5)

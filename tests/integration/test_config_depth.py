@@ -51,6 +51,7 @@ def wait_event(gw, event, timeout=10.0):
 
 
 def test_sighup_with_100000_levels_keeps_serving(emulator, gateway):
+    gateway.own("x")
     good = open(gateway.config_path).read()
     deep_file(gateway.config_path)
     gateway.send_signal(signal.SIGHUP)

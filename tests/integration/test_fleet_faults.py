@@ -497,8 +497,9 @@ def test_postgres_outage(private_pg, make_emulator, fleet, secret_file):
             assert retry_after is not None and int(retry_after) > 0, refusals
             assert ctype.startswith("application/json"), refusals
             body = json.loads(text)
-            assert body["statusCode"] == 503 and body["error"] == "WEBHOOK_UNAVAILABLE", body
-            assert "webhook could not be stored" in body["message"] and body["requestId"], body
+            # the export's owner cannot be recorded, so neither it nor its webhook is kept
+            assert body["statusCode"] == 503 and body["error"] == "OWNERSHIP_UNAVAILABLE", body
+            assert "could not be stored" in body["message"] and body["requestId"], body
 
         # Recovery without a restart: a new callback export is accepted ...
         deadline = time.monotonic() + 20

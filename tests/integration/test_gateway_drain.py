@@ -60,6 +60,7 @@ def wait_waiting(gw, n=1):
 def test_readyz_says_draining_until_the_process_exits(emulator, make_gateway):
     gw = make_gateway(emulator, {"drain_timeout": "60s"})
     gw.wait_tokens()
+    gw.own("x")
     assert requests.get(gw.admin + "/readyz", timeout=5).json()["status"] == "ready"
     emulator.fault(path="/public/export", latencyMs=2500, count=1)
     t, slow = in_thread(lambda: requests.get(gw.dex + "/public/export?correlationId=x",
@@ -121,6 +122,7 @@ def test_a_poll_made_while_draining_does_not_wait(make_emulator, make_gateway):
     long-poll while a slow request holds the drain: it is answered at once."""
     emu = make_emulator({"export": {"delay": "20s"}})
     gw = make_gateway(emu, {"drain_timeout": "60s"})
+    gw.own("x")
     cid = export(gw)
     s = requests.Session()
     assert s.get(gw.dex + "/public/export", params={"correlationId": cid},
@@ -142,6 +144,7 @@ def test_a_poll_made_while_draining_does_not_wait(make_emulator, make_gateway):
 
 def test_drain_timeout_is_logged_as_the_gateways_cut(emulator, make_gateway):
     gw = make_gateway(emulator, {"drain_timeout": "500ms"})
+    gw.own("x")
     # a request the drain's deadline cuts: 503 DRAIN_TIMEOUT, logged as such
     emulator.fault(path="/public/export", latencyMs=5000, count=1)
     t, slow = in_thread(lambda: requests.get(gw.dex + "/public/export?correlationId=x",

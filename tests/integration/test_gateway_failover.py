@@ -261,17 +261,19 @@ def test_dex_fallback_answers_when_the_primary_resets(emulator, make_gateway):
         gw = make_gateway(emulator, {**FAST, "dex": {"url": relay.url,
                                                      "fallback_url": emulator.dex}})
         gw.wait_tokens()
+        nope = [f"nope-{uuid.uuid4().hex}" for _ in range(8)]
+        gw.own(*nope)
         relay.brake()
         requests.delete(emulator.dex + "/__emulator/stats", timeout=5)
-        for _ in range(5):
-            r = requests.get(gw.dex + "/public/export", params={"correlationId": f"nope-{uuid.uuid4().hex}"},
+        for i in range(5):
+            r = requests.get(gw.dex + "/public/export", params={"correlationId": nope[i]},
                              headers=gw.headers(), timeout=30)
             assert r.status_code == 404, r.text  # the vendor's answer for an unknown id
         n = relay.resets
         assert 1 <= n <= 3, n                    # then ejected: not asked again
         assert origin(gw, "dex", "primary")["state"] == "out", (n, origin(gw, "dex", "primary"))
-        for _ in range(3):
-            r = requests.get(gw.dex + "/public/export", params={"correlationId": f"nope-{uuid.uuid4().hex}"},
+        for i in range(5, 8):
+            r = requests.get(gw.dex + "/public/export", params={"correlationId": nope[i]},
                              headers=gw.headers(), timeout=30)
             assert r.status_code == 404, r.text
         assert relay.resets == n

@@ -23,6 +23,7 @@ def test_healthz_readyz_metrics(emulator, gateway):
     assert r.json()["vendor"] == {"dex": "up", "sim": "up"}
     assert r.json()["state"] == {"backend": "sqlite", "up": True, "shared": False}
     assert r.json()["degraded"] is False
+    gateway.own("x")
     requests.get(gateway.dex + "/public/export?correlationId=x", headers=gateway.headers())
     m = gateway.metrics()
     assert 'tidegate_requests_total{service="dex",op="export_get",code="404"} 1' in m
@@ -52,8 +53,10 @@ def test_readyz_tells_a_vendor_gone_after_start(make_emulator, make_gateway):
     emu = make_emulator()
     gw = make_gateway(emu, {"failover": {"eject_after": 0}})
     gw.wait_tokens()
+    cid = requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                        headers=gw.headers(), timeout=10).json()["correlationId"]
     emu.fault(listener="dex", reset=True)
-    r = requests.get(gw.dex + "/public/export", params={"correlationId": "gone"},
+    r = requests.get(gw.dex + "/public/export", params={"correlationId": cid},
                      headers=gw.headers(), timeout=10)
     assert r.status_code == 502
     ready = requests.get(gw.admin + "/readyz", timeout=5)
@@ -62,7 +65,7 @@ def test_readyz_tells_a_vendor_gone_after_start(make_emulator, make_gateway):
     assert ready.json()["vendor"]["dex"] == "unreachable"
     assert gw.metric("tidegate_vendor_up", service="dex") == 0
     emu.clear_faults()
-    requests.get(gw.dex + "/public/export", params={"correlationId": "back"},
+    requests.get(gw.dex + "/public/export", params={"correlationId": cid},
                  headers=gw.headers(), timeout=10)
     assert requests.get(gw.admin + "/readyz", timeout=5).json()["vendor"]["dex"] == "up"
 
@@ -100,6 +103,7 @@ def test_refuses_public_address_without_keys(tmp_path):
 
 def slow_request(emulator, gw):
     """A request the emulator holds for 1.5 s, in flight when this returns."""
+    gw.own("x")
     emulator.fault(path="/public/export", latencyMs=1500, count=1)
     result = {}
 
@@ -123,9 +127,11 @@ def test_sighup_reload_swaps_keys_without_dropping_requests(emulator, make_gatew
     gw.write_config(cfg)
     gw.send_signal(signal.SIGHUP)
     time.sleep(0.3)
-    assert requests.get(gw.dex + "/public/export?correlationId=x",
+    gw.own("y", key="new")
+    assert requests.get(gw.dex + "/public/export?correlationId=y",
                         headers=gw.headers("123456")).status_code == 404
-    assert requests.get(gw.dex + "/public/export?correlationId=x",
+    # the old key is no key now: a caller's token, which the vendor refuses
+    assert requests.get(gw.dex + "/public/export?correlationId=z",
                         headers=gw.headers()).status_code == 401
     t.join()
     assert result["r"].status_code == 404       # the in-flight request finished
@@ -133,6 +139,7 @@ def test_sighup_reload_swaps_keys_without_dropping_requests(emulator, make_gatew
 
 
 def test_sighup_with_bad_config_keeps_running(emulator, gateway):
+    gateway.own("x")
     with open(gateway.config_path, "a") as f:
         f.write("bogus: 1\n")
     gateway.send_signal(signal.SIGHUP)
@@ -180,12 +187,13 @@ def test_embedded_emulator_quick_start(tmp_path, make_gateway):
 def test_access_log_has_no_secrets(emulator, gateway):
     requests.post(gateway.dex + "/public/v1/authenticate",
                   json={"username": "demo", "password": "demo"})
-    requests.get(gateway.dex + "/public/export?correlationId=x", headers=gateway.headers())
+    requests.post(gateway.dex + "/public/v1/export/nope", json={"projectId": "P-DEMO"},
+                  headers=gateway.headers())
     lines = [e for e in gateway.log_lines() if e.get("event") == "access" and
              e["service"] != "admin"]
     assert len(lines) == 2
     e = lines[1]
-    assert e["service"] == "dex" and e["op"] == "export_get" and e["status"] == 404
+    assert e["service"] == "dex" and e["op"] == "export" and e["status"] == 404
     assert e["key"] == "test" and e["upstream_status"] == 404 and len(e["id"]) == 36
     text = gateway.read_log()
     assert TEST_KEY not in text and "demo-secret" not in text and "eyJ" not in text

@@ -120,8 +120,10 @@ def test_escaping_spellings_reach_the_canonical_endpoint(emulator, gateway, targ
                                     b"/api/public/v1/import/..//../export"])
 def test_report_spellings_of_get_export(emulator, gateway, target):
     quiet(emulator, gateway)
-    status, _, body = raw(gateway.ports["dex"], target + b"?correlationId=" +
-                          uuid.uuid4().hex.encode(), headers=key())
+    cid = uuid.uuid4().hex
+    gateway.own(cid)
+    status, _, body = raw(gateway.ports["dex"], target + b"?correlationId=" + cid.encode(),
+                          headers=key())
     assert status == 404, body      # the vendor's answer for an unknown job
     assert all_calls(emulator) == {"dex:GET /public/export": 1}
     assert gateway.metric("tidegate_requests_total", service="dex", op="export_get",
@@ -141,8 +143,10 @@ def test_sim_spellings_reach_the_canonical_endpoint(emulator, gateway):
 def test_aliases_keep_working_over_raw_targets(emulator, gateway):
     quiet(emulator, gateway)
     for prefix in [b"/public/v1", b"/public", b"/api/public/v1", b"/api", b""]:
+        cid = uuid.uuid4().hex
+        gateway.own(cid, family="import")
         status, _, body = raw(gateway.ports["dex"], prefix + b"/import/status?correlationId=" +
-                              uuid.uuid4().hex.encode(), headers=key())
+                              cid.encode(), headers=key())
         assert status == 404, (prefix, body)
     assert all_calls(emulator) == {"dex:GET /public/v1/import/status": 5}
 
@@ -188,6 +192,7 @@ def test_passthrough_never_leaves_the_base_path(make_gateway, line_vendor):
     url, lines = line_vendor
     gw = make_gateway(None, {"dex": {"url": url + "/vendor/api/", "username": None,
                                      "password_file": None}})
+    gw.own("c1")
     for target, want in BASE_CASES:
         status, _, body = raw(gw.ports["dex"], target, headers=key())
         assert status == 200 and body == b"{}", (target, body)

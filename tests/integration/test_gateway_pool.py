@@ -196,6 +196,7 @@ def test_one_key_at_its_cap_is_told_so(make_emulator, make_gateway):
         assert "holds 1 of the 4 connections" in r.json()["message"]
         emu.clear_faults()
         # another key still gets a connection at once
+        gw.own("nope", key="test")
         assert requests.get(gw.dex + "/public/export", params={"correlationId": "nope"},
                             headers=gw.headers(TEST_KEY), timeout=5).status_code == 404
         assert slow.result()

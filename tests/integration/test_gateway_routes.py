@@ -33,7 +33,9 @@ def test_every_dex_alias_reaches_the_canonical_upstream_path(emulator, gateway):
             body = next((b for k, b in BODIES.items() if path.startswith("/" + k)), None)
             if "authenticate" in path:
                 body = {"username": "demo", "password": "wrong" + prefix}
-            r = requests.request(method, gateway.dex + prefix + path.format(u=uuid.uuid4().hex),
+            u = uuid.uuid4().hex
+            gateway.own(u, family="import" if "/import/" in path else "export")
+            r = requests.request(method, gateway.dex + prefix + path.format(u=u),
                                  json=body, headers=gateway.headers(), timeout=10)
             assert r.status_code != 502, (prefix, path, r.text)
             calls = emulator.stats()["calls"]
@@ -55,6 +57,7 @@ def test_every_sim_alias_reaches_the_canonical_upstream_path(emulator, gateway):
         for method, path, upstream in SIM_OPS:
             requests.delete(emulator.dex + "/__emulator/stats")
             u = uuid.uuid4().hex
+            gateway.own_run(u)
             r = requests.request(method, gateway.sim + prefix + path.format(u=u),
                                  headers=gateway.headers(), timeout=10)
             assert r.status_code not in (401, 502), (prefix, path, r.text)
@@ -64,6 +67,7 @@ def test_every_sim_alias_reaches_the_canonical_upstream_path(emulator, gateway):
 
 def test_configured_route_template_is_used(emulator, make_gateway):
     gw = make_gateway(emulator, {"dex": {"routes": {"export_get": "/public/v1/export"}}})
+    gw.own("x")
     requests.get(gw.dex + "/public/export?correlationId=x", headers=gw.headers())
     assert emulator.calls("GET /public/v1/export") == 1
     assert emulator.calls("GET /public/export") == 0
@@ -125,6 +129,7 @@ def test_unreachable_upstream_is_502_json(emulator, make_gateway):
     from conftest import free_port
     gw = make_gateway(emulator, {"dex": {"url": f"http://127.0.0.1:{free_port()}",
                                          "username": None, "password_file": None}})
+    gw.own("x")
     r = requests.get(gw.dex + "/public/export?correlationId=x", headers=gw.headers(),
                      timeout=10)
     assert r.status_code == 502

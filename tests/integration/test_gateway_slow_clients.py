@@ -47,6 +47,7 @@ def refused(port, source="127.0.0.1"):
 
 def test_slowloris_closed_after_header_timeout_normal_client_unaffected(emulator, make_gateway):
     gw = make_gateway(emulator, FAST)
+    gw.own("nope", family="import")        # the normal client's polls reach the vendor
     s = requests.Session()
     h = {"Authorization": f"Bearer {TEST_KEY}"}
     url = gw.dex + "/public/v1/import/status?correlationId=nope"

@@ -61,6 +61,7 @@ def test_slow_client_holds_the_vendor_back(make_emulator, make_gateway):
     time.sleep(0.3)
     assert got < 64 << 20
     assert requests.get(gw.admin + "/healthz", timeout=5).status_code == 200
+    gw.own("nope")
     r = requests.get(gw.dex + "/public/export", params={"correlationId": "nope"},
                      headers=gw.headers(), timeout=10)
     assert r.status_code == 404

@@ -11,17 +11,23 @@ import requests
 from conftest import TEST_KEY
 
 
-def get_export(gw, headers=None):
+def get_export(gw, headers=None, cid=None):
     """An export poll for a fresh unknown id (so the poll multiplexer asks the
-    vendor every time): the emulator answers 404."""
-    return requests.get(gw.dex + "/public/export",
-                        params={"correlationId": "nope-" + uuid.uuid4().hex},
+    vendor every time), recorded as the key's job (a caller's own token needs
+    none): the emulator answers 404."""
+    if cid is None:
+        cid = "nope-" + uuid.uuid4().hex
+        if headers is None:
+            gw.own(cid)
+    return requests.get(gw.dex + "/public/export", params={"correlationId": cid},
                         headers=headers or gw.headers(), timeout=15)
 
 
 def test_one_login_for_a_thousand_requests(emulator, gateway):
+    cids = ["nope-" + uuid.uuid4().hex for _ in range(1000)]
+    gateway.own(*cids)
     with concurrent.futures.ThreadPoolExecutor(32) as pool:
-        codes = list(pool.map(lambda _: get_export(gateway).status_code, range(1000)))
+        codes = list(pool.map(lambda c: get_export(gateway, cid=c).status_code, cids))
     assert set(codes) == {404}              # the emulator's answer for an unknown id
     assert emulator.calls("POST /public/v1/authenticate") == 1
     assert emulator.calls("GET /public/export") == 1000
@@ -191,6 +197,7 @@ def test_api_keys(emulator, make_gateway):
          "sha256": "62af8704764faf8ea82fc61ce9c4c3908b6cb97d463a634e9e587d7c885db0ef",
          "services": ["dex"]}], "dex": {"caller_tokens": False}})
     assert get_export(gw).status_code == 404
+    gw.own("x")
     assert requests.get(gw.dex + "/public/export?correlationId=x",
                         headers={"X-Api-Key": TEST_KEY}).status_code == 404
     r = requests.get(gw.dex + "/public/export?correlationId=x")
@@ -202,3 +209,31 @@ def test_api_keys(emulator, make_gateway):
     assert r.status_code == 403 and r.json()["error"] == "FORBIDDEN"
     log = gw.read_log()
     assert TEST_KEY not in log and "demo-secret" not in log
+
+
+def test_a_401_is_replayed_once_only(emulator, gateway):
+    """A vendor that refuses every call with 401 while each login gives a
+    new token: the caller gets the vendor's 401 after exactly two vendor
+    calls (the first, and one replay with a fresh token), one replay
+    counted, one login more; never a third call or a loop of logins. The
+    same on the simulation API."""
+    gateway.wait_tokens()
+    cases = (
+        ("dex", "/public/v1/authenticate", "GET", "/public/export",
+         lambda: get_export(gateway)),
+        ("sim", "/api/oauth2/token", "GET", "/api/v1/cases",
+         lambda: requests.get(gateway.sim + "/api/v1/cases", headers=gateway.headers(),
+                              timeout=15)),
+    )
+    for svc, login, method, path, call in cases:
+        logins = emulator.calls("POST " + login)
+        calls = emulator.calls(f"{method} {path}")
+        replays = gateway.metric("tidegate_token_replays_total")
+        emulator.fault(method=method, path=path, status=401)
+        r = call()
+        assert r.status_code == 401, (svc, r.text)
+        time.sleep(0.5)                          # a third call or login would show by now
+        assert emulator.calls(f"{method} {path}") == calls + 2, svc
+        assert emulator.calls("POST " + login) == logins + 1, svc
+        assert gateway.metric("tidegate_token_replays_total") == replays + 1, svc
+        emulator.clear_faults()

@@ -173,6 +173,7 @@ def test_the_callers_sampled_flag_goes_on(make_gateway, vendor, flags, sent):
     trace begun here says sampled (tracing off: the vendor may record)."""
     url, seen = vendor
     gw = make_gateway(None, {"dex": {"url": url, "username": None, "password_file": None}})
+    gw.own("C-1")
     tp = {"traceparent": f"00-{CALLER_TRACE}-00f067aa0ba902b7-{flags}"} if flags else {}
     h = {**gw.headers(), "X-Request-Id": "req-flags", **tp}
     r = requests.get(gw.dex + "/public/v2/anything", headers=h, timeout=10)
@@ -247,6 +248,7 @@ def test_vendor_login_carries_the_waiting_callers_trace(make_gateway, vendor):
     assert failed["request_id"] is None and failed["trace_id"] == m.group(1)   # its own
 
     time.sleep(1.2)                                 # the backoff window
+    gw.own("C-1")
     r = requests.get(gw.dex + "/public/export", params={"correlationId": "C-1"},
                      headers={**gw.headers(), "X-Request-Id": "req-cold",
                               "traceparent": CALLER_TP, "tracestate": "vendor=abc"},
@@ -325,6 +327,7 @@ def test_every_id_in_the_log_is_a_request_id(make_emulator, make_gateway,
         receiver.wait(lambda: all(receiver.seen(p) for p in ("/export", "/sim", "/sweep")),
                       timeout=30, what="the three webhooks")
         requests.post(emu.dex + "/__emulator/revoke", timeout=5)
+        gw.own("nope")
         r = send("GET", gw.dex + "/public/export", "req-revoked",
                  params={"correlationId": "nope"})
         assert r.status_code == 404, r.text

@@ -169,6 +169,7 @@ def test_logins_a_traced_request_waits_for_are_client_spans(make_gateway, vendor
                              "tracing": {"otlp_url": otlp, "flush_interval": "200ms"}})
     wait_for(lambda: calls(seen, "POST", "/public/v1/authenticate"), what="the first login")
     time.sleep(1.2)                                 # its 1 s backoff
+    gw.own("C-1")
     r = requests.get(gw.dex + "/public/export", params={"correlationId": "C-1"},
                      headers={**gw.headers(), "X-Request-Id": "req-cold",
                               "traceparent": CALLER_TP}, timeout=10)

@@ -10,6 +10,7 @@ and the directories with their owners and modes.
 """
 import json
 import os
+import pwd
 import re
 import shutil
 import stat
@@ -59,12 +60,20 @@ def test_configuration(tree, tmp_path):
     examples = os.path.join(tree["doc"], "examples")
     assert sorted(os.listdir(examples)) == ["emulator.yaml", "haproxy.example.cfg",
                                             "nginx.example.conf", "production.example.yaml"]
-    # The default passes the check once the secret files it names exist.
+    # The default passes the check once the secret files and the account it
+    # names exist (here the account running the test stands for the one
+    # sysusers.d makes at installation; -t refuses an account that is not).
     for name in ("dex-password", "sim-client-secret"):
         (tmp_path / name).write_text("secret\n")
     local = tmp_path / "tidegate.yaml"
-    local.write_text(text.replace("/etc/tidegate/", f"{tmp_path}/")
-                     .replace("/var/lib/tidegate/", f"{tmp_path}/"))
+    text = text.replace("/etc/tidegate/", f"{tmp_path}/").replace("/var/lib/tidegate/",
+                                                                  f"{tmp_path}/")
+    local.write_text(text.replace("user: tidegate", "user: no-such-account-tg"))
+    r = subprocess.run([os.path.join(tree["bin"], "tidegate"), "-t", "-c", str(local)],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1 and "user: no such user 'no-such-account-tg'" in r.stderr
+    local.write_text(text.replace("user: tidegate",
+                                  "user: " + pwd.getpwuid(os.geteuid()).pw_name))
     r = subprocess.run([os.path.join(tree["bin"], "tidegate"), "-t", "-c", str(local)],
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 0 and r.stdout.strip() == "configuration OK", r.stderr

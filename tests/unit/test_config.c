@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -274,6 +275,78 @@ test_secret(void **state)
 	    "t.yaml:2:1: secret: give only one of secret, secret_env and secret_file");
 }
 
+/* A secret file that is not a regular file of an operator's is refused
+ * before a byte is read, and the open never waits: a named pipe (no writer
+ * ever comes here), a directory, a device, /proc and a link into it. */
+static void
+test_secret_special_files(void **state)
+{
+	char dir[] = "/tmp/tg_special_XXXXXX", fifo[64], link[64], yaml[160], want[200];
+	const char *why;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(symlink("/proc/self/environ", link), 0);
+	assert_int_equal(tg_config_file_open(fifo, &why), -1);
+	assert_string_equal(why, "not a regular file (a named pipe)");
+	assert_int_equal(tg_config_file_open(dir, &why), -1);
+	assert_string_equal(why, "not a regular file (a directory)");
+	assert_int_equal(tg_config_file_open("/dev/null", &why), -1);
+	assert_string_equal(why, "not a regular file (a device)");
+	assert_int_equal(tg_config_file_open("/proc/self/environ", &why), -1);
+	assert_string_equal(why, "a file of the kernel's /proc or /sys, refused");
+	assert_int_equal(tg_config_file_open(link, &why), -1);
+	assert_string_equal(why, "a file of the kernel's /proc or /sys, refused");
+	snprintf(yaml, sizeof(yaml), "secret_file: %s\n", fifo);
+	snprintf(want, sizeof(want), "t.yaml:1:14: secret_file: cannot use %s: not a regular "
+	    "file (a named pipe)", fifo);
+	expect_error(yaml, want);
+	snprintf(yaml, sizeof(yaml), "secret_file: %s\n", link);
+	snprintf(want, sizeof(want), "t.yaml:1:14: secret_file: cannot use %s: a file of the "
+	    "kernel's /proc or /sys, refused", link);
+	expect_error(yaml, want);
+	unlink(fifo);
+	unlink(link);
+	rmdir(dir);
+}
+
+/* Listen addresses two listeners cannot both bind (the start's second bind
+ * fails), as -t judges them without binding. */
+static void
+test_addr_conflict(void **state)
+{
+	static const struct {
+		const char *a, *b;
+		int conflict;
+	} cases[] = {
+		{ "127.0.0.1:80", "127.0.0.1:80", 1 },
+		{ "127.0.0.1:80", "127.0.0.1:81", 0 },
+		{ "127.0.0.1:80", "127.0.0.2:80", 0 },
+		{ "0.0.0.0:80", "127.0.0.1:80", 1 },
+		{ "10.0.0.1:80", "0.0.0.0:80", 1 },
+		{ "0.0.0.0:80", "[::1]:80", 0 },
+		{ "[::]:80", "127.0.0.1:80", 1 },
+		{ "[::]:80", "0.0.0.0:80", 1 },
+		{ "[::1]:80", "[0:0::1]:80", 1 },
+		{ "[::1]:80", "127.0.0.1:80", 0 },
+		{ "127.0.0.1:0", "127.0.0.1:0", 0 },	/* each gets its own port */
+		{ "localhost:80", "LOCALHOST:80", 1 },
+		{ "localhost:80", "127.0.0.1:80", 0 },	/* resolved only at start */
+		{ "nonsense", "127.0.0.1:80", 0 },
+		{ NULL, "127.0.0.1:80", 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < TG_NELEM(cases); i++) {
+		if (tg_config_addr_conflict(cases[i].a, cases[i].b) != cases[i].conflict ||
+		    tg_config_addr_conflict(cases[i].b, cases[i].a) != cases[i].conflict)
+			fail_msg("%s and %s: want %d", cases[i].a ? cases[i].a : "(null)",
+			    cases[i].b, cases[i].conflict);
+	}
+}
+
 /* Every problem of a file is reported in one load, in file order. */
 static void
 test_report_collects_all(void **state)
@@ -424,6 +497,7 @@ main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_null_means_default),
 		cmocka_unit_test(test_secret),
+		cmocka_unit_test(test_secret_special_files),
 		cmocka_unit_test(test_deep_nesting),
 		cmocka_unit_test(test_report_collects_all),
 		cmocka_unit_test(test_section_types),
@@ -431,6 +505,7 @@ main(void)
 		cmocka_unit_test(test_report_positions),
 		cmocka_unit_test(test_path),
 		cmocka_unit_test(test_parsers),
+		cmocka_unit_test(test_addr_conflict),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

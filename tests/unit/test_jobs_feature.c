@@ -1,12 +1,11 @@
 /*
  * test_jobs_feature.c - the jobs feature (src/jobs/) on a real gateway
  * core and a real state seam (SQLite files in a temporary directory),
- * without the emulator, the run registry or the webhook feature: an owner
- * recorded through the feature (jobs_owner_record) is durable once the
- * seam answers, the feature's reads wait for records still on their way,
- * and a read of the job over HTTP by another API key is refused (404)
- * before any vendor is asked, while its creator's read goes on (here to
- * an unreachable vendor). The owner gauge comes through a scrape held
+ * without the emulator, the run registry or the webhook feature: with an
+ * owner recorded through the seam, a read of the job over HTTP by another
+ * API key is refused (404) before any vendor is asked, while its
+ * creator's read goes on (here to an unreachable vendor); a job no record
+ * names is refused to every key. The owner gauge comes through a scrape held
  * until the seam's count answers.
  */
 #include <setjmp.h>
@@ -26,6 +25,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/gateway.h"
 #include "tidegate/http.h"
 #include "tidegate/jobs.h"
@@ -139,32 +139,31 @@ loop_until(struct fixture *f, int (*cond)(struct fixture *))
 	assert_true(cond(f));
 }
 
-static int
-records_done(struct fixture *f)
+static int recorded;
+
+static void
+on_recorded(const struct tg_state_res *res, void *arg)
 {
-	return TAILQ_EMPTY(&f->j->records);
+	assert_int_equal(res->rc, 0);
+	recorded = 1;
 }
 
-/* Record cid as created by key name through the feature, as on_done does. */
+static int
+record_done(struct fixture *f)
+{
+	return recorded;
+}
+
+/* Record cid as created by key name through the seam, as a creation's
+ * held answer does, and wait for the commit. */
 static void
 record(struct fixture *f, const char *name, const char *cid)
 {
-	struct gw_req r;
-	struct evbuffer *body = evbuffer_new();
-	size_t i;
-
-	memset(&r, 0, sizeof(r));
-	r.gw = f->gw;
-	r.rt = f->gw->rt;
-	r.op = TG_OP_DEX_EXPORT;
-	snprintf(r.id, sizeof(r.id), "req-%s", cid);
-	for (i = 0; i < f->gw->rt->keys.n; i++)
-		if (strcmp(f->gw->rt->keys.keys[i].name, name) == 0)
-			r.key = &f->gw->rt->keys.keys[i];
-	assert_non_null(r.key);
-	evbuffer_add_printf(body, "{\"correlationId\":\"%s\"}", cid);
-	jobs_owner_record(&r, body);
-	evbuffer_free(body);
+	recorded = 0;
+	if (tg_state_owners_record(f->st, "export", cid, name, tg_clock_now_ms(), on_recorded,
+	    NULL) != NULL)
+		loop_until(f, record_done);
+	assert_true(recorded);
 }
 
 /* ---- an HTTP client on the same loop ---- */
@@ -227,12 +226,9 @@ test_record_then_read(void **state)
 	struct answer a;
 
 	record(f, "a", "C-1");
-	assert_false(records_done(f));	/* a commit on the seam's writer thread */
-	/* a read while the record is on its way waits for it */
 	http_get(f, f->port[0], "/public/export?correlationId=C-1", "other-key", &a);
 	assert_int_equal(a.status, 404);
 	assert_non_null(strstr(a.body, "no such job for this API key"));
-	assert_true(records_done(f));
 	/* any spelling of the same id */
 	http_get(f, f->port[0], "/public/export?correlationId=c-1", "other-key", &a);
 	assert_int_equal(a.status, 404);
@@ -240,9 +236,11 @@ test_record_then_read(void **state)
 	http_get(f, f->port[0], "/public/export?correlationId=C-1", "test-key", &a);
 	assert_int_not_equal(a.status, 404);
 	assert_true(a.status >= 500);
-	/* a job nobody recorded is anybody's */
+	/* a job no record names proves no key: refused to every key */
 	http_get(f, f->port[0], "/public/export?correlationId=C-2", "other-key", &a);
-	assert_int_not_equal(a.status, 404);
+	assert_int_equal(a.status, 404);
+	http_get(f, f->port[0], "/public/export?correlationId=C-2", "test-key", &a);
+	assert_int_equal(a.status, 404);
 	/* the id is required, and read once */
 	http_get(f, f->port[0], "/public/export", "other-key", &a);
 	assert_int_equal(a.status, 400);

@@ -1,12 +1,14 @@
 /*
- * test_owners.c - the correlation ownership store (src/dex/owners.c)
+ * test_owners.c - the correlation ownership store (src/state/sqlite/owners.c)
  * without an event loop: record and look up, families kept apart, other
  * spellings of an id (case, spaces, a UUID's hyphens and braces) finding
  * its owner, a later record replacing an earlier one, records surviving
  * close and reopen
  * (with their count), the age bound (lookups ignore old records, prune
- * deletes them), the count bound (oldest-first, one record at a time, the
- * newest always kept, never a wholesale reset), WAL mode, and bad inputs.
+ * deletes them), the count bound per key (a key past it loses its own
+ * oldest records, one at a time, never another key's, never a wholesale
+ * reset), a version 1 file migrated with its records, WAL mode, and bad
+ * inputs.
  * Times are passed in; nothing sleeps.
  */
 #include <setjmp.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -193,38 +196,87 @@ rows_in_file(void)
 }
 
 static void
-test_count_bound_oldest_first(void **state)
+test_count_bound_per_key_oldest_first(void **state)
 {
 	char cid[32];
 	int i;
 
 	tg_owners_close(O.o);
 	O.o = open_with(0, 100);
+	record("export", "a-0", "a", T0);
+	record("import", "a-1", "a", T0);
 	for (i = 0; i < 350; i++) {
 		snprintf(cid, sizeof(cid), "c-%d", i);
-		record(i % 2 ? "import" : "export", cid, i % 3 ? "a" : "b", T0 + i);
+		record(i % 2 ? "import" : "export", cid, "b", T0 + i);
 		/* never more than the bound, and never a cliff: once full, full */
-		assert_int_equal(tg_owners_count(O.o), i < 100 ? i + 1 : 100);
+		assert_int_equal(tg_owners_count(O.o), 2 + (i < 100 ? i + 1 : 100));
 	}
-	assert_int_equal(rows_in_file(), 100);
-	/* the newest 100 are kept, the older ones went first */
+	assert_int_equal(rows_in_file(), 102);
+	/* b's newest 100 are kept, its older ones went first; a's are a's */
 	for (i = 0; i < 350; i++) {
 		snprintf(cid, sizeof(cid), "c-%d", i);
 		assert_string_equal(owner(i % 2 ? "import" : "export", cid, T0 + 350),
-		    i < 250 ? "" : i % 3 ? "a" : "b");
+		    i < 250 ? "" : "b");
 	}
-	/* a record that replaces another keeps the count */
-	record("import", "c-349", "z", T0 + 400);
-	assert_int_equal(tg_owners_count(O.o), 100);
-	/* a smaller bound at the next open is applied by prune, oldest first */
+	assert_string_equal(owner("export", "a-0", T0 + 350), "a");
+	assert_string_equal(owner("import", "a-1", T0 + 350), "a");
+	/* a record that replaces another takes the key's next number: the bound
+	 * holds (the key's oldest goes, leaving a gap), never another key's */
+	record("import", "c-349", "b", T0 + 400);
+	assert_int_equal(tg_owners_count(O.o), 101);
+	assert_string_equal(owner("export", "c-250", T0 + 400), "");
+	assert_string_equal(owner("import", "c-251", T0 + 400), "b");
+	/* a smaller bound at the next open is applied by prune, per key, oldest first */
 	tg_owners_close(O.o);
 	O.o = open_with(0, 10);
-	assert_int_equal(tg_owners_count(O.o), 100);
+	assert_int_equal(tg_owners_count(O.o), 101);
 	assert_int_equal(tg_owners_prune(O.o, T0 + 400, NULL), 90);
-	assert_int_equal(rows_in_file(), 10);
-	assert_string_equal(owner("export", "c-340", T0 + 400), "a");
-	assert_string_equal(owner("import", "c-349", T0 + 400), "z");
-	assert_string_equal(owner("import", "c-339", T0 + 400), "");
+	assert_int_equal(rows_in_file(), 11);
+	assert_string_equal(owner("export", "c-342", T0 + 400), "b");
+	assert_string_equal(owner("import", "c-349", T0 + 400), "b");
+	assert_string_equal(owner("import", "c-341", T0 + 400), "b");
+	assert_string_equal(owner("export", "c-340", T0 + 400), "");
+	assert_string_equal(owner("export", "a-0", T0 + 400), "a");
+}
+
+/* A file of version 1 (one bound for all keys) keeps its records, each
+ * key's numbered in the order they were made. */
+static void
+test_version_1_file_migrated(void **state)
+{
+	sqlite3 *db;
+	char q[160];
+	int i;
+
+	tg_owners_close(O.o);
+	O.o = NULL;
+	assert_int_equal(unlink(O.db), 0);
+	assert_int_equal(sqlite3_open(O.db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "CREATE TABLE owners (id INTEGER PRIMARY KEY "
+	    "AUTOINCREMENT, family TEXT NOT NULL, correlation_id TEXT NOT NULL, api_key TEXT "
+	    "NOT NULL, created_at INTEGER NOT NULL, UNIQUE (family, correlation_id)); "
+	    "CREATE INDEX owners_created ON owners (created_at); PRAGMA user_version = 1",
+	    NULL, NULL, NULL), SQLITE_OK);
+	for (i = 0; i < 6; i++) {
+		snprintf(q, sizeof(q), "INSERT INTO owners (family, correlation_id, api_key, "
+		    "created_at) VALUES ('export', 'v-%d', '%s', %lld)", i, i % 2 ? "b" : "a",
+		    T0 + i);
+		assert_int_equal(sqlite3_exec(db, q, NULL, NULL, NULL), SQLITE_OK);
+	}
+	sqlite3_close(db);
+	O.o = open_with(0, 3);
+	assert_int_equal(tg_owners_count(O.o), 6);
+	assert_string_equal(owner("export", "v-1", T0 + 9), "b");
+	/* a's fourth record: a's first (v-0) goes, b's three stay */
+	record("export", "v-6", "a", T0 + 6);
+	assert_string_equal(owner("export", "v-0", T0 + 9), "");
+	assert_string_equal(owner("export", "v-2", T0 + 9), "a");
+	for (i = 1; i < 6; i += 2) {
+		snprintf(q, sizeof(q), "v-%d", i);
+		assert_string_equal(owner("export", q, T0 + 9), "b");
+	}
+	assert_int_equal(tg_owners_count(O.o), 6);
+	assert_int_equal(rows_in_file(), 6);
 }
 
 static void
@@ -240,7 +292,7 @@ test_wal_and_schema(void **state)
 	sqlite3_finalize(s);
 	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int(s, 0), 1);
+	assert_int_equal(sqlite3_column_int(s, 0), 2);
 	sqlite3_finalize(s);
 	sqlite3_close(db);
 }
@@ -270,7 +322,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_other_spellings_of_an_id, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_survives_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_age_bound, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_count_bound_oldest_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_count_bound_per_key_oldest_first, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_version_1_file_migrated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_and_schema, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
 	};

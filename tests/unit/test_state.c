@@ -38,6 +38,7 @@
 #include "tidegate/state.h"
 
 #define T0	1700000000000LL		/* a fixed "now" */
+#define OWNERS_PER_KEY	3		/* poll.ownership_max of both backends here */
 #define MB	(1024 * 1024)
 
 static const int64_t sched[] = { 0 };	/* one attempt: a failure is a dead letter */
@@ -82,7 +83,7 @@ sqlite_setup(void)
 		.path = F.outbox, .schedule_ms = sched, .nschedule = TG_NELEM(sched),
 		.jitter_pct = -1, .lease_ms = 60000, .sync_normal = 1,
 	};
-	struct tg_owners_opts wo = { .path = F.owners };
+	struct tg_owners_opts wo = { .path = F.owners, .max_rows = OWNERS_PER_KEY };
 	struct tg_state_opts opts = { .url = NULL, .runs = &ro, .outbox = &oo, .owners = &wo };
 	struct tg_err err;
 
@@ -151,7 +152,7 @@ static int
 pg_setup(void)
 {
 	const char *base = pg_base_url();
-	struct tg_owners_opts wo = { 0 };
+	struct tg_owners_opts wo = { .max_rows = OWNERS_PER_KEY };
 	struct tg_runs_opts ro = { .archive_max_run = 64, .archive_max_total = 100 };
 	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .outbox = &pg_outbox,
 		.runs = &ro };
@@ -740,6 +741,7 @@ add_run(const char *sim, int64_t submitted, int want)
 static void
 test_runs(void **state)
 {
+	static const char *const many[] = { "sim-x", "sim-b", "sim-\"a", "sim-a'", "" };
 	struct tg_runs_query q = { 0 };
 	struct wait w = { 0 };
 
@@ -754,6 +756,15 @@ test_runs(void **state)
 	settle(tg_state_runs_list(F.st, &q, on_runs, &w), &w);
 	assert_int_equal(w.count, 2);
 	assert_string_equal(w.s, "sim-b");	/* newest first */
+	wait_clear(&w);
+	/* a set of ids: the ones held, whatever their spelling as JSON */
+	settle(tg_state_runs_get_many(F.st, many, TG_NELEM(many), on_runs, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.count, 1);
+	assert_string_equal(w.s, "sim-b");
+	wait_clear(&w);
+	settle(tg_state_runs_get_many(F.st, many, 0, on_runs, &w), &w);
+	assert_int_equal(w.count, 0);
 	wait_clear(&w);
 	settle(tg_state_runs_due(F.st, T0 + 60000, 10, on_runs, &w), &w);
 	assert_int_equal(w.count, 2);
@@ -1140,6 +1151,46 @@ test_owners(void **state)
 	wait_clear(&w);
 	settle(tg_state_owners_count(F.st, on_num, &w), &w);
 	assert_int_equal(w.n, 0);
+	wait_clear(&w);
+}
+
+/* One key past its bound loses its own oldest records, never another key's. */
+static void
+test_owners_per_key(void **state)
+{
+	struct wait w = { 0 };
+	char cid[16];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(cid, sizeof(cid), "A-%d", i);
+		settle(tg_state_owners_record(F.st, "export", cid, "key-a", T0, on_done, &w), &w);
+		assert_int_equal(w.res.rc, TG_STATE_OK);
+		wait_clear(&w);
+	}
+	for (i = 0; i < 10; i++) {
+		snprintf(cid, sizeof(cid), "B-%d", i);
+		settle(tg_state_owners_record(F.st, "export", cid, "key-b", T0 + i, on_done, &w),
+		    &w);
+		assert_int_equal(w.res.rc, TG_STATE_OK);
+		wait_clear(&w);
+	}
+	for (i = 0; i < 12; i++) {
+		snprintf(cid, sizeof(cid), i < 2 ? "a-%d" : "b-%d", i < 2 ? i : i - 2);
+		settle(tg_state_owners_lookup(F.st, "export", cid, T0 + 10, on_str, &w), &w);
+		if (i - 2 >= 0 && i - 2 < 10 - OWNERS_PER_KEY) {
+			assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+		} else {
+			assert_int_equal(w.res.rc, TG_STATE_OK);	/* i < 2: key-a's kept */
+			assert_string_equal(w.s, i < 2 ? "key-a" : "key-b");
+		}
+		wait_clear(&w);
+	}
+	settle(tg_state_owners_prune(F.st, T0 + 10, on_num, &w), &w);
+	assert_int_equal(w.n, 0);		/* within every bound */
+	wait_clear(&w);
+	settle(tg_state_owners_count(F.st, on_num, &w), &w);
+	assert_int_equal(w.n, 2 + OWNERS_PER_KEY);
 	wait_clear(&w);
 }
 
@@ -1847,7 +1898,8 @@ main(void)
 		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),
 		T_(test_run_end_and_archive, D_RUNS), T_(test_run_checks_and_caps, D_RUNS),
 		T_(test_sweeps, D_RUNS), T_(test_sweep_codes, D_RUNS),
-		T_(test_owners, D_SHARED), T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
+		T_(test_owners, D_SHARED), T_(test_owners_per_key, D_SHARED),
+		T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),

@@ -52,6 +52,7 @@ enum pg_stmt {
 	PG_RUN_EXPIRE, PG_RUN_PURGE,
 	PG_SW_CREATE, PG_SW_GET, PG_SW_LIST, PG_SW_VARIANTS, PG_SW_CLAIM, PG_SW_SUBMITTED,
 	PG_SW_UNCLAIM, PG_SW_SETTLE, PG_SW_RUNNING,
+	PG_RUN_MANY,
 	PG_NSTMT
 };
 
@@ -310,6 +311,8 @@ struct tg_state_op *tg_state_pg_runs_set_handled(void *impl, const char *id,
     tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_runs_get(void *impl, const char *id, tg_state_runs_cb cb,
     void *arg);
+struct tg_state_op *tg_state_pg_runs_get_many(void *impl, const char *ids_json,
+    tg_state_runs_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_runs_list(void *impl, const struct tg_runs_query *q,
     tg_state_runs_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_runs_set_figures(void *impl, const char *id, yajl_val results,
@@ -374,5 +377,11 @@ int tg_state_pg_sweeps_recover(PGconn *c, const char *instance, const char *secr
 void *tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts,
     struct tg_err *err);
 void tg_state_pg_close(void *impl);
+
+/* ---- pg_check.c ---- */
+
+/** The seam's check for this backend (backend.h); opts borrowed, out the
+ * caller's. */
+int tg_state_pg_check(const struct tg_state_opts *opts, struct tg_state_problems *out);
 
 #endif

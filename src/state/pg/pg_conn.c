@@ -369,6 +369,7 @@ tg_state_pg_stmt_name(int i)
 		"run_figures", "run_stats", "run_archive", "run_archived", "run_archive_usage",
 		"run_expire", "run_purge", "sw_create", "sw_get", "sw_list", "sw_variants",
 		"sw_claim", "sw_submitted", "sw_unclaim", "sw_settle", "sw_running",
+		"run_many",
 	};
 
 	return names[i];

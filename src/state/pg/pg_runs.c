@@ -360,6 +360,15 @@ tg_state_pg_runs_get(void *impl, const char *id, tg_state_runs_cb cb, void *arg)
 }
 
 struct tg_state_op *
+tg_state_pg_runs_get_many(void *impl, const char *ids_json, tg_state_runs_cb cb, void *arg)
+{
+	struct pg_op *o = tg_state_pg_op_new(impl, PG_RUN_MANY, answer_due, CB(cb), arg);
+
+	tg_state_pg_param_str(o, ids_json);
+	return tg_state_pg_submit(o, PG_RUNS);
+}
+
+struct tg_state_op *
 tg_state_pg_runs_due(void *impl, int64_t now_ms, size_t max, tg_state_runs_cb cb, void *arg)
 {
 	struct pg_op *o = tg_state_pg_op_new(impl, PG_RUN_DUE, answer_due, CB(cb), arg);

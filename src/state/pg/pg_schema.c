@@ -27,6 +27,8 @@
  * lock before it counts: a claim (the sweep's row, so that no two
  * instances exceed its concurrency) and an archive (one advisory lock, so
  * that no two exceed the archive's total).
+ *
+ * Version 4 (v_owner_keys) bounds correlation ownership per API key.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -207,24 +209,44 @@ static const char *const v_runs[] = {
 	" submitted_at, expires_at, status, vendor_status, status_at, completed_at," \
 	" next_check_at, validation, callback_url, sweep_id, variant)"
 
-static const char *const *const migrations[] = { v1, v2, v_runs };
+/* owners per key: each key's records numbered (owner_keys holds its
+ * counter), the existing ones in the order they were made, so that a key
+ * past the bound loses its own oldest, never another key's. */
+static const char *const v_owner_keys[] = {
+	"ALTER TABLE owners ADD COLUMN key_seq bigint NOT NULL DEFAULT 0",
+	"CREATE TABLE owner_keys (api_key text PRIMARY KEY, seq bigint NOT NULL)",
+	"UPDATE owners o SET key_seq = n.rn FROM (SELECT id, row_number() OVER"
+	" (PARTITION BY api_key ORDER BY id) AS rn FROM owners) n WHERE o.id = n.id",
+	"INSERT INTO owner_keys (api_key, seq) SELECT api_key, max(key_seq) FROM owners"
+	" GROUP BY api_key",
+	"CREATE INDEX owners_key ON owners (api_key, key_seq)",
+	NULL,
+};
+
+static const char *const *const migrations[] = { v1, v2, v_runs, v_owner_keys };
 
 /*
- * owners: a re-recorded job takes a new id (it becomes the newest, as
- * SQLite's INSERT OR REPLACE does). record keeps the ids within max_rows
- * of the newest (at most max_rows rows; gaps left by re-records may make
- * it fewer); prune removes the old ones, then the oldest past max_rows.
+ * owners: a re-recorded job takes a new id and its key's next number (it
+ * becomes the newest, as SQLite's INSERT OR REPLACE does). record keeps
+ * the key's numbers within max_rows of its newest, in the transaction of
+ * the statement; the key's counter row serialises its records across the
+ * fleet. Gaps left by re-records may keep fewer. prune removes the old
+ * ones, then each key's past max_rows (a bound lowered since).
  */
 static const char *const sql[PG_NSTMT] = {
-	[PG_OWNERS_RECORD] = "WITH ins AS (INSERT INTO owners (family, correlation_id, api_key,"
-	    " created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (family, correlation_id) DO UPDATE"
-	    " SET api_key = EXCLUDED.api_key, created_at = EXCLUDED.created_at, id = DEFAULT"
-	    " RETURNING id) DELETE FROM owners WHERE id <= (SELECT id FROM ins) - $5::bigint",
+	[PG_OWNERS_RECORD] = "WITH k AS (INSERT INTO owner_keys (api_key, seq) VALUES ($3, 1)"
+	    " ON CONFLICT (api_key) DO UPDATE SET seq = owner_keys.seq + 1 RETURNING seq),"
+	    " ins AS (INSERT INTO owners (family, correlation_id, api_key, created_at, key_seq)"
+	    " SELECT $1::text, $2::text, $3::text, $4::bigint, seq FROM k"
+	    " ON CONFLICT (family, correlation_id) DO UPDATE SET api_key = EXCLUDED.api_key,"
+	    " created_at = EXCLUDED.created_at, key_seq = EXCLUDED.key_seq, id = DEFAULT)"
+	    " DELETE FROM owners WHERE api_key = $3 AND key_seq <= (SELECT seq FROM k) - $5::bigint"
+	    " AND NOT (family = $1 AND correlation_id = $2)",
 	[PG_OWNERS_LOOKUP] = "SELECT api_key FROM owners WHERE family = $1 AND"
 	    " correlation_id = $2 AND created_at >= $3",
 	[PG_OWNERS_PRUNE] = "WITH old AS (DELETE FROM owners WHERE created_at < $1 RETURNING id),"
-	    " extra AS (DELETE FROM owners WHERE id IN (SELECT id FROM owners WHERE"
-	    " created_at >= $1 ORDER BY id DESC OFFSET $2) RETURNING id),"
+	    " extra AS (DELETE FROM owners o USING owner_keys k WHERE o.api_key = k.api_key"
+	    " AND o.key_seq <= k.seq - $2 AND o.created_at >= $1 RETURNING o.id),"
 	    /* poll entries and leases long stale go with them (always run) */
 	    " stale AS (DELETE FROM poll_entries WHERE lead_until < $1 AND answer_until < $1)"
 	    " SELECT (SELECT count(*) FROM old) + (SELECT count(*) FROM extra)",
@@ -347,6 +369,8 @@ static const char *const sql[PG_NSTMT] = {
 	    " next_check_at = CASE WHEN status = 'IN_PROGRESS' THEN $3 ELSE next_check_at END"
 	    " WHERE simulation_id = $1 AND checks = $4",
 	[PG_RUN_GET] = "SELECT " RUN_COLS " FROM runs WHERE simulation_id = $1",
+	[PG_RUN_MANY] = "SELECT " RUN_COLS " FROM runs WHERE simulation_id IN"
+	    " (SELECT jsonb_array_elements_text($1::jsonb))",
 	[PG_RUN_DUE] = "SELECT " RUN_COLS " FROM runs WHERE status = 'IN_PROGRESS'"
 	    " AND next_check_at IS NOT NULL AND next_check_at <= $1 AND expires_at > $1"
 	    " ORDER BY next_check_at, submitted_at, simulation_id LIMIT $2",

@@ -88,6 +88,8 @@ const char *const tg_runs_sql[S_COUNT] = {
 	    " next_check_at, validation, callback_url, sweep_id, variant)"
 	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
 	[S_RUN_GET] = "SELECT " RUN_COLS " FROM runs WHERE simulation_id = ?1",
+	[S_RUN_MANY] = "SELECT " RUN_COLS " FROM runs WHERE simulation_id IN"
+	    " (SELECT value FROM json_each(?1))",
 	[S_RUN_BRIEF] = "SELECT status, submitted_at, host, validation, checks"
 	    " FROM runs WHERE simulation_id = ?1",
 	[S_RUN_UPDATE] = "UPDATE runs SET status = ?2, vendor_status = coalesce(?3, vendor_status),"
@@ -360,6 +362,12 @@ user_version(struct tg_runs *r, int *v, struct tg_err *err)
 	}
 	sqlite3_finalize(s);
 	return rc;
+}
+
+int
+tg_runs_schema_latest(void)
+{
+	return (int)TG_NELEM(migrations);
 }
 
 /* Each version's statements and its user_version in one transaction. */
@@ -780,6 +788,16 @@ tg_runs_get(struct tg_runs *r, const char *id, struct tg_run *run, struct tg_err
 {
 	memset(run, 0, sizeof(*run));
 	return tg_runs_get_row(r, S_RUN_GET, id, "simulation run", read_run, run, err);
+}
+
+int
+tg_runs_get_many(struct tg_runs *r, const char *ids_json, struct tg_run **runs, size_t *n,
+    struct tg_err *err)
+{
+	sqlite3_stmt *s = tg_runs_stmt(r, S_RUN_MANY);
+
+	sqlite3_bind_text(s, 1, ids_json, -1, SQLITE_TRANSIENT);
+	return read_runs(r, s, runs, n, err);
 }
 
 int

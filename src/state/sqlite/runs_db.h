@@ -15,7 +15,7 @@ enum runs_stmt {
 	S_BEGIN, S_COMMIT, S_ROLLBACK,
 	/* runs (registry.c) */
 	S_RUN_INSERT, S_RUN_GET, S_RUN_BRIEF, S_RUN_UPDATE, S_RUN_COUNT_CHECK,
-	S_RUN_CHECK_FAILED, S_RUN_DUE, S_RUN_NEXT_DUE, S_RUN_LIST, S_RUN_FIGURES,
+	S_RUN_CHECK_FAILED, S_RUN_DUE, S_RUN_NEXT_DUE, S_RUN_LIST, S_RUN_FIGURES, S_RUN_MANY,
 	S_RUN_UNHANDLED, S_RUN_HANDLED,
 	S_STATS_RUNS, S_STATS_SWEEPS,
 	/* retention.c */
@@ -34,6 +34,9 @@ struct tg_runs {
 	int64_t retention_ms, grace_ms, archive_keep_ms;
 	int64_t archive_max_run, archive_max_total;
 };
+
+/** The newest schema version (PRAGMA user_version) this registry knows. */
+int tg_runs_schema_latest(void);
 
 /** The SQL text of statement i (prepared once at open). */
 extern const char *const tg_runs_sql[S_COUNT];

@@ -78,6 +78,9 @@ struct tg_state_op *tg_state_sq_write(struct sq_op *o);
 void tg_state_sq_copy_bytes(struct sq_op *o, const void *data, size_t len);
 /** A cleanup (sq_op.cleanup) that frees o->p (o borrowed). */
 void tg_state_sq_free_bytes(struct sq_op *o);
+/** The seam's check (state.h tg_state_check) for this backend, sq_check.c;
+ * opts borrowed, out the caller's. */
+int tg_state_sq_check(const struct tg_state_opts *opts, struct tg_state_problems *out);
 /** The seam's cancel (state.h tg_state_cancel) for this backend; op borrowed. */
 void tg_state_sq_cancel(struct tg_state_op *op);
 /** Map a store's return code into o->res (err already set); the code back. */
@@ -155,6 +158,8 @@ struct tg_state_op *tg_state_sq_runs_set_handled(void *impl, const char *id,
     tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_runs_get(void *impl, const char *id, tg_state_runs_cb cb,
     void *arg);
+struct tg_state_op *tg_state_sq_runs_get_many(void *impl, const char *ids_json,
+    tg_state_runs_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_runs_list(void *impl, const struct tg_runs_query *q,
     tg_state_runs_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_runs_set_figures(void *impl, const char *id, yajl_val results,

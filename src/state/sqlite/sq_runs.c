@@ -291,6 +291,28 @@ tg_state_sq_runs_list(void *impl, const struct tg_runs_query *q, tg_state_runs_c
 }
 
 static void
+run_get_many(struct sq_op *o)
+{
+	struct tg_run *runs = NULL;
+	size_t n = 0;
+
+	if (tg_state_sq_rc(o, tg_runs_get_many(o->sq->rruns, o->s1, &runs, &n,
+	    &o->res.err)) == 0) {
+		o->p = runs;
+		o->np = n;
+	}
+}
+
+struct tg_state_op *
+tg_state_sq_runs_get_many(void *impl, const char *ids_json, tg_state_runs_cb cb, void *arg)
+{
+	struct sq_op *o = runs_op(impl, run_get_many, cb, arg);
+
+	o->s1 = tg_state_sq_dup(ids_json);
+	return tg_state_sq_read(o);
+}
+
+static void
 run_due(struct sq_op *o)
 {
 	struct tg_run *runs = NULL;

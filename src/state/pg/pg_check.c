@@ -1,0 +1,32 @@
+/*
+ * pg_check.c - the PostgreSQL backend's check (tg_state_check, state.h):
+ * state.url read as libpq reads it (PQconninfoParse: an unknown
+ * parameter, a bad %-escape), offline, so that tidegate -t refuses the
+ * URL the start refuses. Whether the server answers is the start's to
+ * find out. libpq's complaint is cut before what it quotes, which may be
+ * the password.
+ */
+#include <string.h>
+
+#include "pg.h"
+
+int
+tg_state_pg_check(const struct tg_state_opts *opts, struct tg_state_problems *out)
+{
+	PQconninfoOption *o;
+	char *msg = NULL;
+	size_t n;
+
+	if ((o = PQconninfoParse(opts->url, &msg)) != NULL) {
+		PQconninfoFree(o);
+		return 0;
+	}
+	n = msg != NULL ? strcspn(msg, ":\"\n") : 0;
+	while (n > 0 && msg[n - 1] == ' ')
+		n--;
+	tg_err_set(&out->err[TG_STATE_PART_URL], "not a valid postgresql URL%s%.*s%s",
+	    n > 0 ? " (libpq: " : "", (int)n, n > 0 ? msg : "", n > 0 ? ")" : "");
+	PQfreemem(msg);
+	out->bad[TG_STATE_PART_URL] = 1;
+	return -1;
+}
