@@ -161,6 +161,26 @@ skip_value(const char *c, const char *end)
 	return c;
 }
 
+/* Skip VCHAR bytes (a request target) from c: eight at a time while none
+ * is at or below 0x20 or at or above 0x7f (SWAR: a borrow or a carry into
+ * the next byte only ever flags a word the byte loop then reads). */
+static const char *
+skip_vchar(const char *c, const char *end)
+{
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	uint64_t x;
+
+	while (end - c >= 8) {
+		memcpy(&x, c, 8);
+		if ((((x - 0x21 * ones) & ~x) | x | (x + ones)) & highs)
+			break;
+		c += 8;
+	}
+	while (c < end && (unsigned char)*c > 0x20 && (unsigned char)*c < 0x7f)
+		c++;
+	return c;
+}
+
 /* CRLF at p: 1; incomplete: 0; anything else: -1 (a bare CR). */
 static int
 crlf(const char *p, const char *end)
@@ -216,8 +236,8 @@ scan_request_line(const char *p, const char *end, struct tg_head *h, const char 
 		return *c == '\r' || *c == '\n' ? TG_HEAD_BAD_EOL : TG_HEAD_BAD_LINE;
 	h->method = p;
 	h->mlen = (size_t)(c - p);
-	for (h->target = ++c; c < end && (unsigned char)*c > 0x20 && (unsigned char)*c < 0x7f; c++)
-		;		/* VCHAR only: no CTL, no space, no obs-text */
+	h->target = ++c;
+	c = skip_vchar(c, end);	/* VCHAR only: no CTL, no space, no obs-text */
 	if (c == end)
 		return TG_HEAD_INCOMPLETE;
 	if (c == h->target || *c != ' ')
@@ -391,6 +411,40 @@ host_ok(const char *v, size_t n)
 	return host_ok_slow(v, n);
 }
 
+/* One field that frames the body or addresses the request; the name's
+ * length picks the one name it can be, so most fields cost one jump. */
+static int
+check_field(struct tg_head *h, const struct tg_head_field *f, size_t *hosts, size_t *tes)
+{
+	switch (f->nlen) {
+	case 4:
+		if (NAME_IS(f, "host") && ((*hosts)++ > 0 || !host_ok(f->value, f->vlen)))
+			return *hosts > 1 ? TG_HEAD_NO_HOST : TG_HEAD_BAD_HOST;
+		break;
+	case 6:
+		if (NAME_IS(f, "expect") && h->minor == 1 && (f->vlen != 12 ||
+		    strncasecmp(f->value, "100-continue", 12) != 0))
+			return TG_HEAD_BAD_EXPECT;	/* evhttp would answer 417 itself */
+		break;
+	case 14:
+		if (NAME_IS(f, "content-length"))
+			return parse_length(f, &h->length);
+		break;
+	case 16:
+		if (NAME_IS(f, "tidegate-refusal"))	/* TG_HEAD_REFUSAL_FIELD */
+			return TG_HEAD_RESERVED;
+		break;
+	case 17:
+		if (!NAME_IS(f, "transfer-encoding"))
+			break;
+		if ((*tes)++ > 0 || f->vlen != 7 || strncasecmp(f->value, "chunked", 7) != 0)
+			return TG_HEAD_BAD_TE;
+		h->chunked = 1;
+		break;
+	}
+	return TG_HEAD_OK;
+}
+
 /* The meaning of the fields that frame the body and address the request. */
 static int
 check_fields(struct tg_head *h)
@@ -398,24 +452,9 @@ check_fields(struct tg_head *h)
 	size_t i, hosts = 0, tes = 0;
 	int rc;
 
-	for (i = 0; i < h->nfields; i++) {
-		const struct tg_head_field *f = &h->f[i];
-
-		if (NAME_IS(f, "content-length") && (rc = parse_length(f, &h->length)) != 0)
+	for (i = 0; i < h->nfields; i++)
+		if ((rc = check_field(h, &h->f[i], &hosts, &tes)) != TG_HEAD_OK)
 			return rc;
-		if (NAME_IS(f, "transfer-encoding")) {
-			if (tes++ > 0 || f->vlen != 7 || strncasecmp(f->value, "chunked", 7) != 0)
-				return TG_HEAD_BAD_TE;
-			h->chunked = 1;
-		}
-		if (NAME_IS(f, "host") && (hosts++ > 0 || !host_ok(f->value, f->vlen)))
-			return hosts > 1 ? TG_HEAD_NO_HOST : TG_HEAD_BAD_HOST;
-		if (NAME_IS(f, "expect") && h->minor == 1 && (f->vlen != 12 ||
-		    strncasecmp(f->value, "100-continue", 12) != 0))
-			return TG_HEAD_BAD_EXPECT;	/* evhttp would answer 417 itself */
-		if (NAME_IS(f, "tidegate-refusal"))	/* TG_HEAD_REFUSAL_FIELD */
-			return TG_HEAD_RESERVED;
-	}
 	if (h->chunked && h->length >= 0)
 		return TG_HEAD_LENGTH_AND_TE;
 	if (h->no_body && (h->chunked || h->length > 0))
