@@ -227,6 +227,33 @@ test_trailer_lines(void **state)
 	assert_false(tg_head_field_line_ok("X-A: b\r\nY: c\r\n", 15));	/* one line only */
 }
 
+/* A request target is visible ASCII wherever the bad byte falls (the
+ * target is read eight bytes at a time: every offset of a word). */
+static void
+test_target_bytes_at_every_offset(void **state)
+{
+	static const unsigned char bad[] = { 0x00, 0x01, 0x09, 0x1f, 0x20, 0x7f, 0x80, 0xff };
+	static const char tail[] = " HTTP/1.1\r\nHost: x\r\n\r\n";
+	char buf[128];
+	struct tg_head h;
+	size_t i, at, n = 4 + 33 + sizeof(tail) - 1;
+
+	memcpy(buf, "GET /", 5);
+	memset(buf + 5, 'a', 32);
+	memcpy(buf + 37, tail, sizeof(tail) - 1);
+	assert_int_equal(tg_head_parse(buf, n, &h), TG_HEAD_OK);
+	assert_int_equal(h.tlen, 33);
+	for (at = 5; at < 37; at++) {
+		for (i = 0; i < sizeof(bad); i++) {
+			buf[at] = (char)bad[i];
+			if (tg_head_parse(buf, n, &h) == TG_HEAD_OK)
+				fail_msg("byte 0x%02x at %zu accepted", bad[i], at);
+		}
+		buf[at] = '~';
+		assert_int_equal(tg_head_parse(buf, n, &h), TG_HEAD_OK);
+	}
+}
+
 static void
 test_too_many_fields(void **state)
 {
@@ -264,6 +291,7 @@ main(void)
 		cmocka_unit_test(test_method_bodies),
 		cmocka_unit_test(test_host_and_expect),
 		cmocka_unit_test(test_tab_before_value),
+		cmocka_unit_test(test_target_bytes_at_every_offset),
 		cmocka_unit_test(test_chunk_size_lines),
 		cmocka_unit_test(test_trailer_lines),
 		cmocka_unit_test(test_too_many_fields),
