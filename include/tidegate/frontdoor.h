@@ -1,14 +1,17 @@
 /*
  * frontdoor.h - the front door of every listener: it frames each request
- * between the accepted socket and evhttp itself
- * (strict head parser of head.h, Content-Length or chunked body), so that
- * evhttp only ever sees requests the gateway and a front proxy read the
- * same way, and so that a request can be refused on its head alone, before
- * its body is read (an API key missing, a body over max_body). A refused
- * request reaches the listener's handler as a stand-in without a body,
- * marked by TG_HEAD_REFUSAL_FIELD, in its place among pipelined requests;
- * the handler answers it with the JSON error body and the connection is
- * closed. Accepted sockets get TCP_NODELAY. Used by the gateway's and the
+ * between the accepted socket and evhttp itself (strict head parser of
+ * head.h, Content-Length or chunked body), and evhttp only ever reads bytes
+ * whose framing the front door decided and wrote (a chunked body in the
+ * one spelling evhttp reads as it does), so that the gateway, evhttp and a
+ * front proxy read each request the same way, and so that a request can be
+ * refused on its head alone, before its body is read (an API key missing,
+ * a body over its limit). A refused request reaches the listener's handler
+ * as a stand-in without a body, in its place among pipelined requests; a
+ * request whose chunked body went bad reaches it with the fault; the
+ * handler answers either with the JSON error body and the connection is
+ * closed. A request cut by a time limit is answered 408 by the front door.
+ * Accepted sockets get TCP_NODELAY. Used by the gateway's and the
  * emulator's listeners.
  */
 #ifndef TIDEGATE_FRONTDOOR_H
@@ -29,6 +32,17 @@ struct tg_frontdoor_stats {
 	uint64_t refused_max;	/* refused: max_conns open */
 	uint64_t refused_addr;	/* refused: max_conns_per_addr from that address */
 	uint64_t header_timeouts, body_timeouts, idle_closed;
+	uint64_t body_too_slow;	/* bodies under body_min_rate */
+};
+
+/** One decision of the front door, told to tg_frontdoor.decided (tests). */
+struct tg_frontdoor_decision {
+	const struct tg_head *head;	/* a head decided (borrowed, for the call);
+					 * NULL for a body's end, or a head too
+					 * large to parse */
+	int body_end;			/* 1: the body of the last head passed ended */
+	int fault;			/* 0: passed; else the TG_HEAD_* it got */
+	uint64_t body;			/* body bytes passed for that head so far */
 };
 
 struct tg_frontdoor {
@@ -38,6 +52,11 @@ struct tg_frontdoor {
 	uint64_t max_conns_per_addr;	/* from one client address; 0: no limit */
 	int64_t header_timeout_ms;	/* a whole request head; 0: no limit */
 	int64_t body_timeout_ms;	/* between two reads of a body; 0: none */
+	uint64_t body_min_rate;		/* bytes/s a body must average from
+					 * body_rate_grace_ms after its head on
+					 * (it may take grace + size / rate in
+					 * all); 0: no minimum */
+	int64_t body_rate_grace_ms;
 	int64_t idle_timeout_ms;	/* a keep-alive connection between requests */
 	struct tg_frontdoor_stats *stats;	/* borrowed; may be NULL */
 	/** Optional: the connection's bufferevent (a TLS one), made without a
@@ -59,6 +78,15 @@ struct tg_frontdoor {
 	int (*check)(const struct tg_head *h, void *arg, uint64_t *limit);
 	void *arg;		/* borrowed, handed to check */
 	int check_bodiless;	/* ask check for heads without a body too */
+	/**
+	 * Tests only (NULL in production, where it costs a test per head and
+	 * per body): told each decision in order: a head passed (fault 0; its
+	 * request is whole unless it announced a body) or refused, and a
+	 * body's end (whole, or cut with a fault). d borrowed, for the call;
+	 * decided_arg borrowed. tests/fuzz/fuzz_edge.c holds evhttp to it.
+	 */
+	void (*decided)(const struct tg_frontdoor_decision *d, void *decided_arg);
+	void *decided_arg;
 };
 
 /** Frame every connection http (borrowed) accepts through door (borrowed: it

@@ -37,6 +37,11 @@ enum tg_head_fault {
 	TG_HEAD_BAD_TARGET,	/* a body sent to a target the listener refuses */
 	TG_HEAD_NOT_FOUND,	/* a body sent to a path the listener hides */
 	TG_HEAD_BAD_CHUNK,	/* a chunked body malformed after its head passed */
+	TG_HEAD_BODY_NOT_ALLOWED,	/* a body on a method that has none (HEAD) */
+	TG_HEAD_BAD_HOST,	/* Host not an RFC 3986 host[:port] */
+	TG_HEAD_BAD_EXPECT,	/* Expect other than 100-continue (HTTP/1.1) */
+	TG_HEAD_BODY_STALLED,	/* no body byte for the listener's body timeout */
+	TG_HEAD_BODY_TOO_SLOW,	/* a body under the listener's minimum rate */
 	TG_HEAD_UNAVAILABLE,	/* a feature cannot tell yet whether the body may be read */
 	TG_HEAD_NFAULTS
 };
@@ -60,6 +65,9 @@ struct tg_head {
 	size_t tlen;
 	int minor;		/* HTTP/1.<minor> */
 	int line_ok;		/* the request line parsed whole, method known */
+	int no_body;		/* the method carries no body (HEAD) */
+	int tab;		/* a value follows a tab in its OWS: the front door
+				 * writes the head again for evhttp (frontdoor.c) */
 	int chunked;		/* Transfer-Encoding: chunked */
 	int64_t length;		/* Content-Length, -1 when absent */
 	size_t nfields;
@@ -80,10 +88,21 @@ int tg_head_parse(const char *buf, size_t len, struct tg_head *h);
  * length, empty line included. *h as for tg_head_parse.
  */
 int tg_head_scan(const char *buf, size_t avail, struct tg_head *h, size_t *hlen);
+/**
+ * A chunk-size line of a chunked body, line[0..len) with its CRLF
+ * (borrowed; RFC 9112 section 7.1): hex digits (leading zeros and case free, at most 15
+ * significant), then chunk extensions (";" name ["=" token or
+ * quoted-string], with optional whitespace around), which are checked and
+ * ignored. 0 and *size set, or -1.
+ */
+int tg_head_chunk_size(const char *line, size_t len, uint64_t *size);
+/** A trailer field line, line[0..len) with its CRLF (borrowed): well-formed
+ * as a header field line is (tg_head_scan). 1 or 0. */
+int tg_head_field_line_ok(const char *line, size_t len);
 /** The field named name (ASCII case-insensitive, borrowed), or NULL; borrowed
  * from h. */
 const struct tg_head_field *tg_head_get(const struct tg_head *h, const char *name);
-/** Status code answered for fault (400, 401, 408, 413, 431, 501, 505). */
+/** Status code answered for fault (400, 401, 408, 413, 417, 431, 501, 505). */
 int tg_head_fault_status(int fault);
 /** Stable error code and message for fault (static strings, borrowed). */
 const char *tg_head_fault_code(int fault);

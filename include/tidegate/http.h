@@ -29,6 +29,14 @@ struct event_base;
  */
 struct event_base *tg_event_base_new(void);
 /**
+ * A new evhttp set up as every listener's is (max_body bytes of body,
+ * TG_HTTP_MAX_HEAD of head, the methods the front door serves), not bound:
+ * tg_http_listen binds one; the front door's differential fuzz target
+ * hands it a socket. base is borrowed (must outlive it); the caller owns
+ * the result: evhttp_free().
+ */
+struct evhttp *tg_http_new(struct event_base *base, size_t max_body);
+/**
  * Bind a new evhttp on addr ("127.0.0.1:7080", "[::1]:0"); max_body bytes
  * for request bodies (larger ones get a 413 from libevent before any
  * handler runs). Returns NULL with err set. *port_out (may be NULL)

@@ -136,13 +136,15 @@ render_clients(struct gw *gw, struct evbuffer *out)
 		    (unsigned long long)gw->lctx[l].stats.refused_max, ln[l],
 		    (unsigned long long)gw->lctx[l].stats.refused_addr);
 	family(out, "tidegate_client_timeouts_total", "counter",
-	    "Client connections closed for a time limit (header, body, keepalive).");
+	    "Client connections closed for a time limit (header, body, body_rate, keepalive).");
 	for (l = 0; l < GW_NLISTENERS; l++)
 		evbuffer_add_printf(out, "tidegate_client_timeouts_total{listener=\"%s\",kind=\"header\"}"
 		    " %llu\ntidegate_client_timeouts_total{listener=\"%s\",kind=\"body\"} %llu\n"
+		    "tidegate_client_timeouts_total{listener=\"%s\",kind=\"body_rate\"} %llu\n"
 		    "tidegate_client_timeouts_total{listener=\"%s\",kind=\"keepalive\"} %llu\n",
 		    ln[l], (unsigned long long)gw->lctx[l].stats.header_timeouts, ln[l],
 		    (unsigned long long)gw->lctx[l].stats.body_timeouts, ln[l],
+		    (unsigned long long)gw->lctx[l].stats.body_too_slow, ln[l],
 		    (unsigned long long)gw->lctx[l].stats.idle_closed);
 }
 

@@ -89,11 +89,17 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "on SIGTERM, wait this long for in-flight requests"),
 	KB("client_header_timeout", TG_CFG_DURATION, client_header_timeout, "60s", 0, 3.6e6,
 	   "a client's whole request head must arrive within this (from the connection's "
-	   "start, or from the first byte of a later head); else the connection is reset; 0: "
-	   "no limit"),
+	   "start, or from the first byte of a later head); else a 408 and the connection "
+	   "closed (reset when not a byte came); 0: no limit"),
 	KB("client_body_timeout", TG_CFG_DURATION, client_body_timeout, "60s", 0, 3.6e6,
-	   "longest gap between two reads of a request body; else the connection is reset; "
-	   "0: no limit"),
+	   "longest gap between two reads of a request body; else a 408 and the connection "
+	   "closed; 0: no limit"),
+	KB("client_body_min_rate", TG_CFG_SIZE, client_body_min_rate, "1KB", 0, 1073741824.0,
+	   "bytes a second a request body must average, counted from client_body_rate_grace "
+	   "after its head (a body may take the grace plus its size over this rate); slower: "
+	   "a 408 and the connection closed; 0: no minimum"),
+	KB("client_body_rate_grace", TG_CFG_DURATION, client_body_rate_grace, "20s", 0, 3.6e6,
+	   "time a request body is given before client_body_min_rate applies"),
 	KB("keepalive_timeout", TG_CFG_DURATION, keepalive_timeout, "75s", 0, 3.6e6,
 	   "an idle keep-alive client connection is closed after this (a request being "
 	   "answered, a long-poll included, is never idle); 0: no limit"),

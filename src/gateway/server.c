@@ -48,6 +48,8 @@ set_door(struct gw *gw, int l, const struct gw_config *c)
 	d->max_conns_per_addr = (uint64_t)c->max_clients_per_ip;
 	d->header_timeout_ms = c->client_header_timeout;
 	d->body_timeout_ms = c->client_body_timeout;
+	d->body_min_rate = (uint64_t)c->client_body_min_rate;
+	d->body_rate_grace_ms = c->client_body_rate_grace;
 	d->idle_timeout_ms = c->keepalive_timeout;
 	d->stats = &gw->lctx[l].stats;
 	d->check = l == GW_ADMIN ? gw_admin_head_check : gw_head_check;

@@ -24,9 +24,11 @@ struct conn {
 	const struct tg_frontdoor *door;	/* borrowed from the listener */
 	struct evbuffer *hold;			/* received, not yet passed on */
 	int st;
-	uint64_t left;				/* bytes left of a body or chunk */
+	uint64_t left;				/* bytes left of a body or chunk;
+						 * in a trailer, its bytes so far */
 	uint64_t limit;				/* body bytes the request in framing
 						 * may still send (chunked) */
+	uint64_t body;				/* its body bytes passed so far */
 	int fault;				/* TG_HEAD_* of request fault_at: a
 						 * refusal, or its body went bad */
 	uint64_t fault_at;			/* 1-based, in the order passed */
@@ -37,6 +39,10 @@ struct conn {
 	uint64_t requests;			/* heads passed on */
 	int64_t since;				/* ms: start of the head being read,
 						 * last body bytes, or idle since */
+	int64_t rate_since;			/* ms: the body's rate counts from */
+	uint64_t rate_base;			/* its bytes received by then */
+	int64_t closing_at;			/* ms: an answer of the front door's
+						 * own is being written; cut then */
 	char addr[48];				/* the client's address ("" unknown) */
 	void (*user_cb)(struct evhttp_connection *, void *);
 	void *user_arg;
@@ -55,5 +61,7 @@ void tg_door_on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, 
 int tg_door_request_begins(struct evhttp_request *req);
 /** Note progress on c (borrowed): a head began, body bytes passed. */
 void tg_door_touch(struct conn *c);
+/** The body bytes of c's request in framing (borrowed) received so far. */
+uint64_t tg_door_body_received(const struct conn *c);
 
 #endif

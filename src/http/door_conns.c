@@ -6,8 +6,12 @@
  * limits on open connections, and the time limits nginx has: the whole
  * request head within client_header_timeout, no gap between body reads
  * longer than client_body_timeout, an idle keep-alive connection closed
- * after keepalive_timeout. One timer a second walks the live slots, and
- * finds the clients that left while their answer was being made. It
+ * after keepalive_timeout; and Apache's minimum body rate (a body may take
+ * a grace period plus its size over client_body_min_rate). A request cut
+ * by a time limit is answered 408 here, by the front door itself, where
+ * an answer can still be written. One timer a second walks the live
+ * slots, and finds the clients that left while their answer was being
+ * made. It
  * also tells a handler how a request's exchange ended (answer written or
  * connection closed first: tg_frontdoor_set_on_end), from the completion
  * and close callbacks it owns. Called by libevent (connection set-up,
@@ -26,7 +30,9 @@
 #include <event2/event.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/errors.h"
 #include "tidegate/http.h"
+#include "tidegate/ids.h"
 #include "tidegate/map.h"
 #include "tidegate/util.h"
 #include "door.h"
@@ -42,6 +48,8 @@ static size_t nslots;
 static struct conn *last_hit;	/* a request's connection is asked for more
 				 * than once: the last one found */
 #define TG_DOOR_MAX_WRITE (1024 * 1024)	/* bytes one write call may take */
+#define TG_DOOR_LINGER_MS 5000	/* the front door's own answer, written and
+				 * then read past, before the connection is cut */
 
 static struct event *sweep_ev;	/* the one-second walk of the slots */
 static struct tg_map *per_addr;	/* client address -> open connections */
@@ -70,10 +78,12 @@ claim(evutil_socket_t fd)
 	}
 	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
 	c->st = ST_HEAD;
-	c->left = c->requests = c->limit = c->fault_at = c->delivered = 0;
+	c->left = c->requests = c->limit = c->body = c->fault_at = c->delivered = 0;
 	c->fault = 0;
 	c->busy = c->inflight = 0;
 	c->since = tg_clock_mono_ms();	/* the first head is due from now */
+	c->rate_since = c->closing_at = 0;
+	c->rate_base = 0;
 	c->addr[0] = '\0';
 	c->user_cb = NULL;
 	c->user_arg = c->done_arg = c->end_arg = NULL;
@@ -157,24 +167,105 @@ over_limit(const struct tg_frontdoor *d, struct conn *c)
 	return 0;
 }
 
-/* Close c's connection for a time limit: a reset for a client that stalls
- * mid-request (its request can only be cut), an orderly close for an idle
- * keep-alive connection (the client sees the end of the stream). */
+/* The front door's own answer is out: the client is told the end
+ * (FIN) while what it still sends is read and dropped (the front door's
+ * input callback discards it), so that the kernel does not answer those
+ * bytes with a reset that could destroy the answer before it is read. */
 static void
-expire(struct conn *c, int64_t now)
+on_answered(struct bufferevent *bev, void *arg)
+{
+	shutdown(bufferevent_getfd(bev), SHUT_WR);
+	bufferevent_enable(bev, EV_READ);
+}
+
+static void
+on_answer_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	evhttp_connection_free(c->evcon);	/* the client left, or is done */
+}
+
+static void
+on_linger_read(struct bufferevent *bev, void *arg)
+{
+	evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
+}
+
+/*
+ * Answer a request cut by a time limit with the JSON error of fault, then
+ * close. Only asked when no request of the connection is in flight: every
+ * answer before it is written, and no handler has this one (evhttp is
+ * still reading it), so the answer is the front door's to write. evhttp's
+ * callbacks on the connection are taken over: it reads nothing more and is
+ * freed once the answer is out and the client closed, or at closing_at.
+ */
+static void
+answer(struct conn *c, int fault, int64_t now)
+{
+	struct evbuffer *b = evbuffer_new();
+	char id[TG_UUID_LEN];
+
+	tg_id_uuid4(id);
+	tg_error_body(b, tg_head_fault_status(fault), tg_head_fault_code(fault),
+	    tg_head_fault_message(fault), id, NULL, 0);
+	evbuffer_add_printf(bufferevent_get_output(c->bev), "HTTP/1.1 %d Request Timeout\r\n"
+	    "Content-Type: application/json\r\nX-Request-Id: %s\r\nConnection: close\r\n"
+	    "Content-Length: %zu\r\n\r\n", tg_head_fault_status(fault), id,
+	    evbuffer_get_length(b));
+	bufferevent_write_buffer(c->bev, b);
+	evbuffer_free(b);
+	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
+	c->st = ST_DISCARD;
+	c->closing_at = now + TG_DOOR_LINGER_MS;
+	bufferevent_setcb(c->bev, on_linger_read, on_answered, on_answer_event, c);
+	bufferevent_disable(c->bev, EV_READ);
+	bufferevent_enable(c->bev, EV_WRITE);
+}
+
+/* Close c's connection for a time limit: a request under way is answered
+ * 408 (fault) and closed; an idle keep-alive connection gets an orderly
+ * close (the client sees the end of the stream); one that never sent a
+ * byte is reset, as there is nothing to answer. */
+static void
+expire(struct conn *c, int64_t now, int fault)
 {
 	struct tg_frontdoor_stats *st = c->door->stats;
 	evutil_socket_t fd = bufferevent_getfd(c->bev);
 	int idle = c->st == ST_HEAD && evbuffer_get_length(c->hold) == 0 && c->requests > 0;
 
 	if (st != NULL)
-		idle ? st->idle_closed++ : c->st == ST_HEAD ? st->header_timeouts++ :
-		    st->body_timeouts++;
+		idle ? st->idle_closed++ : fault == TG_HEAD_TIMEOUT ? st->header_timeouts++ :
+		    fault == TG_HEAD_BODY_TOO_SLOW ? st->body_too_slow++ : st->body_timeouts++;
+	c->since = now;			/* once: evhttp frees it from the loop */
 	if (idle)
 		shutdown(fd, SHUT_RDWR);	/* evhttp reads the end and frees it */
-	else
+	else if (c->st == ST_HEAD && evbuffer_get_length(c->hold) == 0)
 		tg_http_fd_reset(fd);
-	c->since = now;			/* once: evhttp frees it from the loop */
+	else
+		answer(c, fault, now);
+}
+
+uint64_t
+tg_door_body_received(const struct conn *c)
+{
+	return c->body - (c->st == ST_BODY || c->st == ST_CHUNK_DATA ? c->left : 0);
+}
+
+/* A body under way that is slower than body_min_rate on average, counted
+ * from body_rate_grace_ms after rate_since: it may take the grace period
+ * plus its bytes over the rate (Apache's RequestReadTimeout MinRate). */
+static int
+too_slow(const struct conn *c, int64_t now)
+{
+	const struct tg_frontdoor *d = c->door;
+	uint64_t got;
+
+	if (d->body_min_rate == 0 || c->inflight || c->st == ST_HEAD || c->st == ST_DISCARD)
+		return 0;
+	got = tg_door_body_received(c) - c->rate_base;
+	return now - c->rate_since > d->body_rate_grace_ms +
+	    (int64_t)(got * 1000 / d->body_min_rate);
 }
 
 /* The limit that applies to c now, in ms; 0: none (a request being
@@ -221,10 +312,16 @@ on_sweep(evutil_socket_t unused, short what, void *arg)
 
 		if (c != NULL && c->bev != NULL && c->inflight)
 			probe(c);	/* may free the connection: c->bev NULL */
-		if (c == NULL || c->bev == NULL || (lim = limit_of(c)) <= 0)
+		if (c == NULL || c->bev == NULL)
 			continue;
-		if (now - c->since >= lim)
-			expire(c, now);
+		if (c->closing_at > 0 && now >= c->closing_at) {
+			tg_http_fd_reset(bufferevent_getfd(c->bev));
+			evhttp_connection_free(c->evcon);	/* its answer had its time */
+		} else if (too_slow(c, now)) {
+			expire(c, now, TG_HEAD_BODY_TOO_SLOW);
+		} else if ((lim = limit_of(c)) > 0 && now - c->since >= lim) {
+			expire(c, now, c->st == ST_HEAD ? TG_HEAD_TIMEOUT : TG_HEAD_BODY_STALLED);
+		}
 	}
 }
 
@@ -350,7 +447,8 @@ on_done(struct evhttp_request *req, void *arg)
 	tg_frontdoor_end_cb end = c->end_cb;
 
 	c->inflight = 0;
-	c->since = tg_clock_mono_ms();
+	c->since = c->rate_since = tg_clock_mono_ms();
+	c->rate_base = tg_door_body_received(c);	/* a pipelined body waited */
 	c->done_cb = NULL;
 	c->end_cb = NULL;	/* before the calls: the close that may follow is not its end */
 	if (cb != NULL)

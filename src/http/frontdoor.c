@@ -37,15 +37,51 @@
 
 #define LINE_MAX_BYTES 8192	/* a chunk-size or trailer line */
 
+/*
+ * evhttp reads the target with its own URI parser and drops the connection
+ * without a word when that fails (an authority after "//" with a port over
+ * 65535, a relative path with a ':' ...). Only a target that does not begin
+ * with exactly one '/' can fail it, so only such a rare one is asked (the
+ * very parser, not a copy of its rules).
+ */
+static int
+evhttp_reads_target(const struct tg_head *h)
+{
+	struct evhttp_uri *u;
+	char *t;
+
+	if (h->target[0] == '/' && (h->tlen == 1 || h->target[1] != '/'))
+		return 1;
+	t = tg_xstrndup(h->target, h->tlen);
+	u = evhttp_uri_parse_with_flags(t, EVHTTP_URI_NONCONFORMANT);
+	free(t);
+	if (u == NULL)
+		return 0;
+	evhttp_uri_free(u);
+	return 1;
+}
+
+/* Tell the test hook (tg_frontdoor.decided) what was decided. */
+static void
+decided(struct conn *c, const struct tg_head *h, int body_end, int fault)
+{
+	struct tg_frontdoor_decision d = { h, body_end, fault, c->body };
+
+	c->door->decided(&d, c->door->decided_arg);
+}
+
 /* Replace the head (hlen bytes of src) by a bodiless stand-in that carries
- * the fault, keep the method and target when they parsed, drop the rest. */
+ * the fault, keep the method and target when they parsed (the target when
+ * evhttp reads it too), drop the rest. */
 static void
 refuse(struct conn *c, struct evbuffer *src, struct evbuffer *dst, const struct tg_head *h,
     int fault)
 {
 	const struct tg_head_field *rid = h != NULL ? tg_head_get(h, "X-Request-Id") : NULL;
 
-	if (h != NULL && h->line_ok)
+	if (h != NULL && h->line_ok && !evhttp_reads_target(h))
+		evbuffer_add_printf(dst, "%.*s / HTTP/1.1\r\n", (int)h->mlen, h->method);
+	else if (h != NULL && h->line_ok)
 		evbuffer_add_printf(dst, "%.*s %.*s HTTP/1.1\r\n", (int)h->mlen, h->method,
 		    (int)h->tlen, h->target);
 	else
@@ -59,16 +95,23 @@ refuse(struct conn *c, struct evbuffer *src, struct evbuffer *dst, const struct 
 	c->st = ST_DISCARD;
 	c->fault = fault;
 	c->fault_at = ++c->requests;
+	c->body = 0;
+	if (c->door->decided != NULL)
+		decided(c, h, 0, fault);
 }
 
-/* Empty lines before a request line are ignored (RFC 9112 §2.2). */
-static void
+/* Empty lines before a request line are ignored (RFC 9112 §2.2): 1 when
+ * what follows may be a request line, 0 when a read ended on the CR of one
+ * more (its LF is yet to come: the next request is not refused for it). */
+static int
 skip_empty_lines(struct evbuffer *src)
 {
 	char two[2];
+	ev_ssize_t n;
 
-	while (evbuffer_copyout(src, two, 2) == 2 && two[0] == '\r' && two[1] == '\n')
+	while ((n = evbuffer_copyout(src, two, 2)) == 2 && two[0] == '\r' && two[1] == '\n')
 		evbuffer_drain(src, 2);
+	return n != 1 || two[0] != '\r';
 }
 
 /* A head went on to evhttp: its body (if any) is framed next, a chunked
@@ -79,8 +122,12 @@ head_passed(struct conn *c, const struct tg_head *h, uint64_t limit)
 	c->requests++;
 	tg_door_touch(c);
 	c->st = h->chunked ? ST_CHUNK_SIZE : h->length > 0 ? ST_BODY : ST_HEAD;
-	c->left = h->length > 0 ? (uint64_t)h->length : 0;
+	c->left = c->body = h->length > 0 ? (uint64_t)h->length : 0;
 	c->limit = limit;
+	c->rate_since = c->since;
+	c->rate_base = 0;
+	if (c->door->decided != NULL)
+		decided(c, h, 0, 0);
 }
 
 /* What the listener says of a head that parsed: 0 or a fault; *limit the
@@ -93,6 +140,8 @@ door_fault(struct conn *c, const struct tg_head *h, uint64_t *limit)
 	int fault = TG_HEAD_OK;
 
 	*limit = d->max_body;
+	if (!evhttp_reads_target(h))
+		return TG_HEAD_BAD_TARGET;
 	if (d->check != NULL && (h->length > 0 || h->chunked || d->check_bodiless)) {
 		fault = d->check(h, d->arg, limit);
 		if (*limit > d->max_body)
@@ -101,6 +150,25 @@ door_fault(struct conn *c, const struct tg_head *h, uint64_t *limit)
 	if (fault == TG_HEAD_OK && h->length >= 0 && (uint64_t)h->length > *limit)
 		fault = TG_HEAD_BODY_TOO_LARGE;
 	return fault;
+}
+
+/* h as evhttp reads what the front door read: each field "name: value",
+ * no tab before a value (evhttp skips spaces only), the request line as
+ * sent. h borrows the bytes being written over, which are not dst's. */
+static void
+write_head(struct evbuffer *dst, const struct tg_head *h)
+{
+	size_t i;
+
+	evbuffer_add(dst, h->method, (size_t)(h->target + h->tlen + 9 - h->method));
+	evbuffer_add(dst, "\r\n", 2);
+	for (i = 0; i < h->nfields; i++) {
+		evbuffer_add(dst, h->f[i].name, h->f[i].nlen);
+		evbuffer_add(dst, ": ", 2);
+		evbuffer_add(dst, h->f[i].value, h->f[i].vlen);
+		evbuffer_add(dst, "\r\n", 2);
+	}
+	evbuffer_add(dst, "\r\n", 2);
 }
 
 /* A head in src: refused as soon as a fault shows, passed on once whole
@@ -113,8 +181,7 @@ step_head(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 	uint64_t limit = 0;
 	int fault;
 
-	skip_empty_lines(src);
-	if ((n = evbuffer_get_length(src)) == 0)
+	if (!skip_empty_lines(src) || (n = evbuffer_get_length(src)) == 0)
 		return 0;
 	if (n > c->door->max_head)
 		n = c->door->max_head;
@@ -130,7 +197,12 @@ step_head(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 		refuse(c, src, dst, fault == TG_HEAD_TOO_LARGE ? NULL : &h, fault);
 		return 1;
 	}
-	evbuffer_remove_buffer(src, dst, hlen);
+	if (h.tab) {
+		write_head(dst, &h);
+		evbuffer_drain(src, hlen);
+	} else {
+		evbuffer_remove_buffer(src, dst, hlen);
+	}
 	head_passed(c, &h, limit);
 	return 1;
 }
@@ -147,6 +219,8 @@ step_move(struct conn *c, struct evbuffer *src, struct evbuffer *dst, int next)
 	c->left -= n;
 	if (c->left == 0)
 		c->st = next;
+	if (c->st == ST_HEAD && c->door->decided != NULL)
+		decided(c, NULL, 1, 0);
 	return 1;
 }
 
@@ -170,33 +244,44 @@ peek_line(struct evbuffer *src, char *buf, size_t size)
 	return (ev_ssize_t)len;
 }
 
-/* chunk-size CRLF: hex digits only (evhttp reads no chunk extensions);
- * the chunk counted against the request's limit before it passes. */
+/* "HEX CRLF": the one spelling of a chunk-size line evhttp reads as the
+ * front door does (evhttp's strtoll would take "0x5" as 5, and it refuses
+ * the extensions RFC 9112 lets a client send). */
+static void
+add_chunk_line(struct evbuffer *dst, uint64_t size)
+{
+	char buf[24], *p = buf + sizeof(buf);
+
+	*--p = '\n';
+	*--p = '\r';
+	do {
+		*--p = "0123456789ABCDEF"[size & 15];
+		size >>= 4;
+	} while (size > 0);
+	evbuffer_add(dst, p, (size_t)(buf + sizeof(buf) - p));
+}
+
+/* A chunk-size line (extensions checked and dropped), counted against the
+ * request's limit before the front door writes its own for evhttp. */
 static int
 step_chunk_size(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
 	char line[LINE_MAX_BYTES];
 	ev_ssize_t len = peek_line(src, line, sizeof(line));
 	uint64_t size = 0;
-	ev_ssize_t i;
 
 	if (len <= 0)
 		return (int)len;
-	if (len < 3 || len > 2 + 15)
+	if (tg_head_chunk_size(line, (size_t)len, &size) != 0)
 		return -1;
-	for (i = 0; i < len - 2; i++) {
-		int d = tg_hexval((unsigned char)line[i]);
-
-		if (d < 0)
-			return -1;
-		size = size * 16 + (uint64_t)d;
-	}
 	if (size > c->limit) {
 		c->fault = TG_HEAD_BODY_TOO_LARGE;
 		return -1;
 	}
 	c->limit -= size;
-	evbuffer_remove_buffer(src, dst, (size_t)len);
+	c->body += size;
+	evbuffer_drain(src, (size_t)len);
+	add_chunk_line(dst, size);
 	c->left = size;
 	c->st = size > 0 ? ST_CHUNK_DATA : ST_TRAILER;
 	return 1;
@@ -216,22 +301,28 @@ step_chunk_end(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 	return 1;
 }
 
-/* Trailer fields after the last chunk, up to the empty line. */
+/* Trailer fields after the last chunk, up to the empty line: checked as
+ * header fields are, at most max_head bytes of them, and dropped (nothing
+ * here reads one; evhttp would add them to the request's headers after
+ * the front door's check had passed them). The empty line ends the body. */
 static int
 step_trailer(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
 	char line[LINE_MAX_BYTES];
-	ev_ssize_t len = peek_line(src, line, sizeof(line)), i;
+	ev_ssize_t len = peek_line(src, line, sizeof(line));
 
 	if (len <= 0)
 		return (int)len;
-	for (i = 0; i < len - 2; i++)
-		if (((unsigned char)line[i] < 0x20 && line[i] != '\t') || line[i] == 0x7f)
-			return -1;
-	evbuffer_remove_buffer(src, dst, (size_t)len);
-	if (len == 2)
+	evbuffer_drain(src, (size_t)len);
+	if (len == 2) {
+		evbuffer_add(dst, "\r\n", 2);
 		c->st = ST_HEAD;
-	return 1;
+		if (c->door->decided != NULL)
+			decided(c, NULL, 1, 0);
+		return 1;
+	}
+	c->left += (uint64_t)len;
+	return tg_head_field_line_ok(line, (size_t)len) && c->left <= c->door->max_head ? 1 : -1;
 }
 
 static int
@@ -294,11 +385,13 @@ frame_in_place(struct conn *c, struct evbuffer *in, size_t off)
 			c->left -= n;
 			off += n;
 			c->st = c->left == 0 ? ST_HEAD : ST_BODY;
+			if (c->st == ST_HEAD && c->door->decided != NULL)
+				decided(c, NULL, 1, 0);
 			continue;
 		}
 		evbuffer_ptr_set(in, &at, off, EVBUFFER_PTR_SET);
 		if (c->st != ST_HEAD || evbuffer_peek(in, -1, &at, &v, 1) < 1 ||
-		    tg_head_scan(v.iov_base, v.iov_len, &h, &hlen) != TG_HEAD_OK ||
+		    tg_head_scan(v.iov_base, v.iov_len, &h, &hlen) != TG_HEAD_OK || h.tab ||
 		    hlen > c->door->max_head || door_fault(c, &h, &limit) != TG_HEAD_OK)
 			break;
 		off += hlen;
@@ -325,6 +418,8 @@ body_fault(struct conn *c, struct evbuffer *dst)
 	if (c->fault == 0)
 		c->fault = TG_HEAD_BAD_CHUNK;
 	c->fault_at = c->requests;
+	if (c->door->decided != NULL)
+		decided(c, NULL, 1, c->fault);
 	evbuffer_drain(c->hold, evbuffer_get_length(c->hold));
 	c->st = ST_DISCARD;
 }

@@ -6,14 +6,31 @@
  * where a request ends. This parser refuses every such head instead
  * (RFC 9112 §2.2, §3, §5, §6.1, §6.3). Called by frontdoor.c per request.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <string.h>
 #include <strings.h>
 
 #include "tidegate/head.h"
+#include "tidegate/util.h"
 
-static const char *const methods[] = {
-	"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "OPTIONS",
+/*
+ * The methods served, and which may carry a body: the one table of it.
+ * evhttp (libevent 2.1.12, evhttp_method_may_have_body) reads a body after
+ * GET, POST, PUT, DELETE, PATCH and OPTIONS heads and never after HEAD:
+ * a HEAD's Content-Length bytes would be its next request. So a body on a
+ * method that has none is refused (nginx and h2o refuse or zero it too);
+ * "Content-Length: 0" is no body and passes. TRACE and CONNECT are not
+ * served (501). tests/fuzz/fuzz_edge.c holds evhttp to this table.
+ */
+static const struct {
+	const char *name;
+	size_t len;
+	int body;
+} methods[] = {
+	{ "GET", 3, 1 }, { "POST", 4, 1 }, { "PUT", 3, 1 }, { "DELETE", 6, 1 },
+	{ "HEAD", 4, 0 }, { "PATCH", 5, 1 }, { "OPTIONS", 7, 1 },
 };
 
 static const struct {
@@ -56,6 +73,18 @@ static const struct {
 	[TG_HEAD_NOT_FOUND] = { 404, "NOT_FOUND", "no such endpoint" },
 	[TG_HEAD_BAD_CHUNK] = { 400, "BAD_REQUEST",
 	    "malformed chunked body (chunk-size line, CRLF after chunk data, or trailer)" },
+	[TG_HEAD_BODY_NOT_ALLOWED] = { 400, "BAD_REQUEST",
+	    "this method carries no body (HEAD): Content-Length above 0 or "
+	    "Transfer-Encoding refused" },
+	[TG_HEAD_BAD_HOST] = { 400, "BAD_REQUEST",
+	    "Host is not host[:port] (RFC 3986: a reg-name, an IPv4 address or a bracketed "
+	    "IP-literal)" },
+	[TG_HEAD_BAD_EXPECT] = { 417, "EXPECTATION_FAILED",
+	    "only Expect: 100-continue is understood" },
+	[TG_HEAD_BODY_STALLED] = { 408, "REQUEST_TIMEOUT",
+	    "the request body stalled longer than client_body_timeout" },
+	[TG_HEAD_BODY_TOO_SLOW] = { 408, "REQUEST_TIMEOUT",
+	    "the request body arrived slower than client_body_min_rate" },
 	[TG_HEAD_UNAVAILABLE] = { 503, "SERVICE_UNAVAILABLE",
 	    "this endpoint cannot take a body yet; try again later" },
 };
@@ -79,21 +108,26 @@ tg_head_fault_message(int fault)
 }
 
 /* Byte classes, one table lookup per byte: RFC 9110 tchar (ALPHA / DIGIT /
- * "!#$%&'*+-.^_`|~"), and field-value bytes (VCHAR, SP, HTAB, obs-text). */
-enum { C_TCHAR = 1, C_VALUE = 2 };
+ * "!#$%&'*+-.^_`|~"), field-value bytes (VCHAR, SP, HTAB, obs-text), and
+ * RFC 3986 reg-name bytes but '%' (unreserved, sub-delims). */
+enum { C_TCHAR = 1, C_VALUE = 2, C_REGNAME = 4 };
 static unsigned char classes[256];
 
 static void
 init_classes(void)
 {
-	static const char extra[] = "!#$%&'*+-.^_`|~";
+	static const char extra[] = "!#$%&'*+-.^_`|~", reg[] = "-._~!$&'()*+,;=";
 	int c;
 
 	for (c = 0; c < 256; c++) {
+		int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9');
+
 		classes[c] = (c >= 0x20 && c != 0x7f) || c == '\t' ? C_VALUE : 0;
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    (c != 0 && memchr(extra, c, sizeof(extra) - 1) != NULL))
+		if (alnum || (c != 0 && memchr(extra, c, sizeof(extra) - 1) != NULL))
 			classes[c] |= C_TCHAR;
+		if (alnum || (c != 0 && memchr(reg, c, sizeof(reg) - 1) != NULL))
+			classes[c] |= C_REGNAME;
 	}
 }
 
@@ -129,6 +163,26 @@ skip_value(const char *c, const char *end)
 	return c;
 }
 
+/* Skip VCHAR bytes (a request target) from c: eight at a time while none
+ * is at or below 0x20 or at or above 0x7f (SWAR: a borrow or a carry into
+ * the next byte only ever flags a word the byte loop then reads). */
+static const char *
+skip_vchar(const char *c, const char *end)
+{
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	uint64_t x;
+
+	while (end - c >= 8) {
+		memcpy(&x, c, 8);
+		if ((((x - 0x21 * ones) & ~x) | x | (x + ones)) & highs)
+			break;
+		c += 8;
+	}
+	while (c < end && (unsigned char)*c > 0x20 && (unsigned char)*c < 0x7f)
+		c++;
+	return c;
+}
+
 /* CRLF at p: 1; incomplete: 0; anything else: -1 (a bare CR). */
 static int
 crlf(const char *p, const char *end)
@@ -151,15 +205,22 @@ parse_version(const char *v, size_t n, int *minor)
 	return TG_HEAD_BAD_LINE;
 }
 
+/* The method's row in methods[], or -1. */
 static int
 known_method(const char *m, size_t n)
 {
-	size_t i;
+	size_t j;
+	int i;
 
-	for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		if (strlen(methods[i]) == n && memcmp(methods[i], m, n) == 0)
-			return 1;
-	return 0;
+	for (i = 0; i < (int)(sizeof(methods) / sizeof(methods[0])); i++) {
+		if (methods[i].len != n)
+			continue;
+		for (j = 0; j < n && m[j] == methods[i].name[j]; j++)
+			;		/* a few bytes: no library call */
+		if (j == n)
+			return i;
+	}
+	return -1;
 }
 
 /* "method SP target SP version CRLF" from p, in one pass; *next past it. */
@@ -177,8 +238,8 @@ scan_request_line(const char *p, const char *end, struct tg_head *h, const char 
 		return *c == '\r' || *c == '\n' ? TG_HEAD_BAD_EOL : TG_HEAD_BAD_LINE;
 	h->method = p;
 	h->mlen = (size_t)(c - p);
-	for (h->target = ++c; c < end && (unsigned char)*c > 0x20 && (unsigned char)*c < 0x7f; c++)
-		;		/* VCHAR only: no CTL, no space, no obs-text */
+	h->target = ++c;
+	c = skip_vchar(c, end);	/* VCHAR only: no CTL, no space, no obs-text */
 	if (c == end)
 		return TG_HEAD_INCOMPLETE;
 	if (c == h->target || *c != ' ')
@@ -192,15 +253,21 @@ scan_request_line(const char *p, const char *end, struct tg_head *h, const char 
 	*next = c + 2;
 	if ((rc = parse_version(v, (size_t)(c - v), &h->minor)) != TG_HEAD_OK)
 		return rc;
-	return known_method(h->method, h->mlen) ? TG_HEAD_OK : TG_HEAD_BAD_METHOD;
+	if ((rc = known_method(h->method, h->mlen)) < 0)
+		return TG_HEAD_BAD_METHOD;
+	h->no_body = !methods[rc].body;
+	return TG_HEAD_OK;
 }
 
-/* One field line from p (name, ':', OWS, value, OWS, CRLF) in one pass. */
-static int
-scan_field(const char *p, const char *end, struct tg_head_field *f, const char **next)
+/* One field line from p (name, ':', OWS, value, OWS, CRLF) in one pass;
+ * *tab set when a tab is in the OWS before the value (evhttp skips only
+ * spaces there: its value would begin with the tab). */
+static inline int
+scan_field(const char *p, const char *end, struct tg_head_field *f, const char **next,
+    int *tab)
 {
 	const char *c = p, *v, *ve;
-	int rc;
+	int rc, ows = 0;
 
 	if (*p == ' ' || *p == '\t')
 		return TG_HEAD_OBS_FOLD;
@@ -213,7 +280,9 @@ scan_field(const char *p, const char *end, struct tg_head_field *f, const char *
 	f->name = p;
 	f->nlen = (size_t)(c - p);
 	for (c++; c < end && (*c == ' ' || *c == '\t'); c++)
-		;
+		ows |= *c;
+	if (ows & '\t' & ~' ')
+		*tab = 1;
 	v = c;
 	c = skip_value(c, end);
 	if ((rc = crlf(c, end)) <= 0)
@@ -227,9 +296,23 @@ scan_field(const char *p, const char *end, struct tg_head_field *f, const char *
 	return TG_HEAD_OK;
 }
 
+/* A token (a field name) against lower, a lower-case name of letters and
+ * '-': OR-ing 0x20 folds a letter's case and maps no other token byte
+ * onto a letter or '-', so no library call is needed. */
+static int
+token_is(const char *t, const char *lower, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((t[i] | 0x20) != lower[i])
+			return 0;
+	return 1;
+}
+
 /* Length first: most fields are ruled out without touching their bytes. */
 #define NAME_IS(f, lit) ((f)->nlen == sizeof(lit) - 1 && \
-	strncasecmp((f)->name, (lit), sizeof(lit) - 1) == 0)
+	token_is((f)->name, (lit), sizeof(lit) - 1))
 
 static int
 name_is(const struct tg_head_field *f, const char *name)
@@ -256,6 +339,114 @@ parse_length(const struct tg_head_field *f, int64_t *out)
 	return TG_HEAD_OK;
 }
 
+/* IPv6address or IPvFuture between an IP-literal's brackets, p[0..n). */
+static int
+ip_literal_ok(const char *p, size_t n)
+{
+	char buf[INET6_ADDRSTRLEN];
+	struct in6_addr a;
+	size_t i = 1;
+
+	if (n > 0 && (p[0] == 'v' || p[0] == 'V')) {	/* "v" 1*HEXDIG "." 1*(...) */
+		while (i < n && tg_hexval((unsigned char)p[i]) >= 0)
+			i++;
+		if (i == 1 || i + 1 >= n || p[i++] != '.')
+			return 0;
+		for (; i < n; i++)
+			if (!(classes[(unsigned char)p[i]] & C_REGNAME) && p[i] != ':')
+				return 0;
+		return 1;
+	}
+	if (n == 0 || n >= sizeof(buf))
+		return 0;
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+	return inet_pton(AF_INET6, buf, &a) == 1;
+}
+
+/* Host = uri-host [ ":" port ] (RFC 9110 section 7.2, RFC 3986 section
+ * 3.2.2): a reg-name (unreserved, pct-encoded, sub-delims; an IPv4 address
+ * is one) or an IP-literal, then at most five port digits. */
+static int
+host_ok_slow(const char *v, size_t n)
+{
+	const char *p = v, *end = v + n, *q;
+
+	if (n > 0 && v[0] == '[') {
+		if ((q = memchr(v, ']', n)) == NULL || !ip_literal_ok(v + 1, (size_t)(q - v - 1)))
+			return 0;
+		p = q + 1;
+	}
+	while (p < end && *p != ':' && v[0] != '[') {
+		if (classes[(unsigned char)*p] & C_REGNAME)
+			p++;
+		else if (*p == '%' && end - p >= 3 && tg_hexval((unsigned char)p[1]) >= 0 &&
+		    tg_hexval((unsigned char)p[2]) >= 0)
+			p += 3;
+		else
+			return 0;
+	}
+	if (p < end && *p++ != ':')
+		return 0;
+	for (q = p; p < end && (unsigned char)(*p - '0') < 10; p++)
+		;
+	return p == end && p - q <= 5;
+}
+
+/* The same, the common spelling (reg-name bytes, then ":digits") read in
+ * one pass: every request has a Host. */
+static int
+host_ok(const char *v, size_t n)
+{
+	const char *p = v, *end = v + n, *q;
+
+	while (p < end && (classes[(unsigned char)*p] & C_REGNAME))
+		p++;
+	if (p == end)
+		return 1;
+	if (*p == ':') {
+		for (q = ++p; p < end && (unsigned char)(*p - '0') < 10; p++)
+			;
+		if (p == end)
+			return p - q <= 5;
+	}
+	return host_ok_slow(v, n);
+}
+
+/* One field that frames the body or addresses the request; the name's
+ * length picks the one name it can be, so most fields cost one jump. */
+static int
+check_field(struct tg_head *h, const struct tg_head_field *f, size_t *hosts, size_t *tes)
+{
+	switch (f->nlen) {
+	case 4:
+		if (NAME_IS(f, "host") && ((*hosts)++ > 0 || !host_ok(f->value, f->vlen)))
+			return *hosts > 1 ? TG_HEAD_NO_HOST : TG_HEAD_BAD_HOST;
+		break;
+	case 6:
+		if (NAME_IS(f, "expect") && h->minor == 1 && (f->vlen != 12 ||
+		    strncasecmp(f->value, "100-continue", 12) != 0))
+			return TG_HEAD_BAD_EXPECT;	/* evhttp would answer 417 itself */
+		break;
+	case 14:
+		if (NAME_IS(f, "content-length"))
+			return parse_length(f, &h->length);
+		break;
+	case 16:
+		if (NAME_IS(f, "tidegate-refusal"))	/* TG_HEAD_REFUSAL_FIELD */
+			return TG_HEAD_RESERVED;
+		break;
+	case 17:
+		if (!NAME_IS(f, "transfer-encoding"))
+			break;
+		if ((*tes)++ > 0 || f->vlen != 7 || strncasecmp(f->value, "chunked", 7) != 0)
+			return TG_HEAD_BAD_TE;
+		h->chunked = 1;
+		break;
+	}
+	return TG_HEAD_OK;
+}
+
 /* The meaning of the fields that frame the body and address the request. */
 static int
 check_fields(struct tg_head *h)
@@ -263,23 +454,13 @@ check_fields(struct tg_head *h)
 	size_t i, hosts = 0, tes = 0;
 	int rc;
 
-	for (i = 0; i < h->nfields; i++) {
-		const struct tg_head_field *f = &h->f[i];
-
-		if (NAME_IS(f, "Content-Length") && (rc = parse_length(f, &h->length)) != 0)
+	for (i = 0; i < h->nfields; i++)
+		if ((rc = check_field(h, &h->f[i], &hosts, &tes)) != TG_HEAD_OK)
 			return rc;
-		if (NAME_IS(f, "Transfer-Encoding")) {
-			if (tes++ > 0 || f->vlen != 7 || strncasecmp(f->value, "chunked", 7) != 0)
-				return TG_HEAD_BAD_TE;
-			h->chunked = 1;
-		}
-		if (NAME_IS(f, "Host"))
-			hosts++;
-		if (NAME_IS(f, TG_HEAD_REFUSAL_FIELD))
-			return TG_HEAD_RESERVED;
-	}
 	if (h->chunked && h->length >= 0)
 		return TG_HEAD_LENGTH_AND_TE;
+	if (h->no_body && (h->chunked || h->length > 0))
+		return TG_HEAD_BODY_NOT_ALLOWED;
 	if (h->chunked && h->minor == 0)
 		return TG_HEAD_BAD_TE;
 	if (hosts > 1 || (hosts == 0 && h->minor == 1))
@@ -311,7 +492,7 @@ tg_head_scan(const char *buf, size_t avail, struct tg_head *h, size_t *hlen)
 			return TG_HEAD_BAD_EOL;
 		if (h->nfields == TG_HEAD_MAX_FIELDS)
 			return TG_HEAD_TOO_LARGE;
-		if ((rc = scan_field(p, end, &h->f[h->nfields], &next)) != TG_HEAD_OK)
+		if ((rc = scan_field(p, end, &h->f[h->nfields], &next, &h->tab)) != TG_HEAD_OK)
 			return rc;	/* h->f[] holds only the fields scanned whole */
 		h->nfields++;
 	}
@@ -327,6 +508,94 @@ tg_head_parse(const char *buf, size_t len, struct tg_head *h)
 	if (rc == TG_HEAD_INCOMPLETE)
 		return TG_HEAD_BAD_EOL;
 	return rc == TG_HEAD_OK && hlen != len ? TG_HEAD_BAD_LINE : rc;
+}
+
+int
+tg_head_field_line_ok(const char *line, size_t len)
+{
+	struct tg_head_field f;
+	const char *next = NULL;
+	int tab = 0;
+
+	if (classes['a'] == 0)
+		init_classes();
+	return len > 0 && scan_field(line, line + len, &f, &next, &tab) == TG_HEAD_OK &&
+	    next == line + len;
+}
+
+static const char *
+skip_bws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	return p;
+}
+
+static const char *
+skip_token(const char *p, const char *end)
+{
+	while (p < end && is_tchar((unsigned char)*p))
+		p++;
+	return p;
+}
+
+/* A quoted-string from p (at its DQUOTE): past its closing DQUOTE, or NULL. */
+static const char *
+skip_quoted(const char *p, const char *end)
+{
+	for (p++; p < end && *p != '"'; p++) {
+		if (*p == '\\' && ++p == end)
+			return NULL;
+		if (is_ctl((unsigned char)*p))	/* HTAB is not a CTL here */
+			return NULL;
+	}
+	return p < end ? p + 1 : NULL;
+}
+
+/* *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ) to end. */
+static int
+chunk_ext_ok(const char *p, const char *end)
+{
+	const char *q;
+
+	while ((p = skip_bws(p, end)) < end) {
+		if (*p != ';')
+			return 0;
+		p = skip_bws(p + 1, end);
+		if ((q = skip_token(p, end)) == p)
+			return 0;
+		p = skip_bws(q, end);
+		if (p == end || *p != '=')
+			continue;
+		p = skip_bws(p + 1, end);
+		q = p < end && *p == '"' ? skip_quoted(p, end) : skip_token(p, end);
+		if (q == NULL || q == p)
+			return 0;
+		p = q;
+	}
+	return 1;
+}
+
+int
+tg_head_chunk_size(const char *line, size_t len, uint64_t *size)
+{
+	const char *p = line, *end = line + len - 2;
+	uint64_t n = 0;
+	int digits = 0, d;
+
+	if (classes['a'] == 0)
+		init_classes();
+	if (len < 3 || end[0] != '\r' || end[1] != '\n')
+		return -1;
+	for (; p < end && (d = tg_hexval((unsigned char)*p)) >= 0; p++) {
+		if ((n > 0 || d > 0) && ++digits > 15)
+			return -1;
+		n = n * 16 + (uint64_t)d;
+	}
+	if (p == line || !chunk_ext_ok(p, end))
+		return -1;
+	*size = n;
+	return 0;
 }
 
 const struct tg_head_field *

@@ -35,6 +35,18 @@ tg_event_base_new(void)
 }
 
 struct evhttp *
+tg_http_new(struct event_base *base, size_t max_body)
+{
+	struct evhttp *http = evhttp_new(base);
+
+	evhttp_set_max_body_size(http, max_body);
+	evhttp_set_max_headers_size(http, TG_HTTP_MAX_HEAD);
+	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+	    EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+	return http;
+}
+
+struct evhttp *
 tg_http_listen(struct event_base *base, const char *addr, size_t max_body, int *port_out,
     struct tg_err *err)
 {
@@ -49,11 +61,7 @@ tg_http_listen(struct event_base *base, const char *addr, size_t max_body, int *
 		tg_err_set(err, "bad listen address '%s'", addr);
 		return NULL;
 	}
-	http = evhttp_new(base);
-	evhttp_set_max_body_size(http, max_body);
-	evhttp_set_max_headers_size(http, 64 * 1024);
-	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-	    EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+	http = tg_http_new(base, max_body);
 	bs = evhttp_bind_socket_with_handle(http, host, (ev_uint16_t)port);
 	if (bs == NULL) {
 		tg_err_set(err, "cannot listen on %s: %s", addr,

@@ -206,6 +206,7 @@ verdict(struct jobs_req *q)
 {
 	struct gw_req *r = q->r;
 	int ok = owns(r, q->look_rc, q->owner);
+	char msg[400];
 
 	free(q->owner);
 	q->owner = NULL;
@@ -218,8 +219,9 @@ verdict(struct jobs_req *q)
 		if (r->req != NULL)
 			evhttp_add_header(evhttp_request_get_output_headers(r->req),
 			    "Retry-After", "1");
-		gw_req_reply_error(r, 503, "OWNERSHIP_UNAVAILABLE",
-		    "the record of who created this job could not be read; try again");
+		snprintf(msg, sizeof(msg), "the record of who created this job could not be "
+		    "read (%s); try again", q->look_err.msg);
+		gw_req_reply_error(r, 503, "OWNERSHIP_UNAVAILABLE", msg);
 		return -1;
 	}
 	tg_metrics_inc(r->gw->metrics, "tidegate_job_owner_refusals_total", "", 1);
@@ -350,14 +352,14 @@ jobs_owner_holds(struct gw_req *r, int status)
 static void
 refuse_unowned(struct gw_req *r, const char *cid, const char *why)
 {
-	char msg[400];
+	char msg[512];
 
 	tg_log(TG_LOG_ERROR, "owners_record_failed", TG_LS("id", r->id),
 	    TG_LS("correlationId", cid), TG_LS("error", why));
 	tg_metrics_inc(r->gw->metrics, "tidegate_job_owner_errors_total", "", 1);
 	snprintf(msg, sizeof(msg), "%s %.64s was created at the vendor, but the record of its "
-	    "owner could not be stored: it will not be served through the gateway (create "
-	    "it again later)", family(r->op), cid);
+	    "owner could not be stored (%.200s): it will not be served through the gateway "
+	    "(create it again later)", family(r->op), cid, why);
 	if (r->req != NULL)
 		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After",
 		    OWNERS_RETRY_AFTER);

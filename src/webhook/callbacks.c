@@ -354,7 +354,7 @@ relay_add(struct gw_req *r, struct wh_hook *hk)
 
 	if (!WH(r->gw)->relay_key_ok) {	/* no URL could be made for the job */
 		wh_reply_unavailable(r, "the state's relay key is not loaded yet (the state "
-		    "cannot be reached), so nothing was sent to the vendor; try again");
+		    "cannot be reached), so nothing was sent to the vendor; try again", NULL);
 		return;
 	}
 	add_job(r, &j, NULL, relay_added);
@@ -409,7 +409,7 @@ relay_added(struct gw_req *r)
 		tg_log(TG_LOG_ERROR, "webhook_add_failed", TG_LS("id", r->id),
 		    TG_LS("error", q->err));
 		wh_reply_unavailable(r, "the webhook could not be stored, so nothing was sent to "
-		    "the vendor; try again");
+		    "the vendor; try again", q->err);
 		return;
 	}
 	snprintf(q->hook->id, sizeof(q->hook->id), "%s", q->str);
@@ -545,7 +545,7 @@ quota_checked(struct gw_req *r)
 		tg_log(TG_LOG_ERROR, "webhook_usage_failed", TG_LS("id", r->id),
 		    TG_LS("error", q->err));
 		wh_reply_unavailable(r, "the webhook could not be stored: its outbox cannot be "
-		    "reached, so nothing was sent to the vendor; try again");
+		    "reached, so nothing was sent to the vendor; try again", q->err);
 	} else if (over_quota(r, msg, sizeof(msg))) {
 		wh_quota_refused(r->gw, "request", NULL, msg);
 		reply_quota(r, msg);
@@ -649,7 +649,7 @@ job_added(struct gw_req *r)
 		snprintf(msg, sizeof(msg), "export %.64s was created at the vendor, but its "
 		    "webhook could not be stored: no callback will come (poll GET "
 		    "/export?correlationId=%.64s instead)", hk->cid, hk->cid);
-		wh_reply_unavailable(r, msg);
+		wh_reply_unavailable(r, msg, q->err);
 		return;
 	}
 	snprintf(hk->id, sizeof(hk->id), "%s", q->str);
@@ -755,7 +755,7 @@ relay_failed(struct gw_req *r, const char *what)
 	    TG_LS("error", q->err));
 	if (q->rc == TG_STATE_UNAVAILABLE)
 		wh_reply_unavailable(r, "the webhook outbox cannot be reached; deliver again "
-		    "later");
+		    "later", q->err);
 	else
 		gw_req_reply_error(r, 500, "INTERNAL", what);
 }
@@ -917,7 +917,7 @@ wh_hook_relay(struct gw_req *r)
 
 	if (v == TG_HEAD_UNAVAILABLE || r->fault == TG_HEAD_UNAVAILABLE) {
 		wh_reply_unavailable(r, "relay URLs cannot be checked until the state's relay "
-		    "key is loaded (the state cannot be reached); deliver again later");
+		    "key is loaded (the state cannot be reached); deliver again later", NULL);
 	} else if (v != 0) {
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no such webhook job");
 	} else if (evhttp_request_get_command(r->req) != EVHTTP_REQ_POST) {

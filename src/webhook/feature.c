@@ -125,10 +125,14 @@ wh_req_on_pair(const struct tg_state_res *res, int64_t all, int64_t mine, void *
 }
 
 void
-wh_reply_unavailable(struct gw_req *r, const char *msg)
+wh_reply_unavailable(struct gw_req *r, const char *msg, const char *why)
 {
+	char text[640];
+
+	snprintf(text, sizeof(text), "%s%s%s%s", msg, why != NULL && *why ? " (" : "",
+	    why != NULL ? why : "", why != NULL && *why ? ")" : "");
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", "5");
-	gw_req_reply_error(r, 503, "WEBHOOK_UNAVAILABLE", msg);
+	gw_req_reply_error(r, 503, "WEBHOOK_UNAVAILABLE", text);
 }
 
 /* ---- the core's callbacks ---- */

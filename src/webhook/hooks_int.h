@@ -122,8 +122,9 @@ void wh_req_on_jobs(const struct tg_state_res *res, const struct tg_outbox_job *
     void *arg);
 void wh_req_on_payload(const struct tg_state_res *res, struct tg_state_payload *w, void *arg);
 void wh_req_on_pair(const struct tg_state_res *res, int64_t all, int64_t mine, void *arg);
-/** 503 WEBHOOK_UNAVAILABLE with Retry-After and msg (borrowed); frees r. */
-void wh_reply_unavailable(struct gw_req *r, const char *msg);
+/** 503 WEBHOOK_UNAVAILABLE with Retry-After: msg, then the state's cause
+ * why (both borrowed; why may be NULL or ""); frees r. */
+void wh_reply_unavailable(struct gw_req *r, const char *msg, const char *why);
 
 
 /* hooks.c */

@@ -5,11 +5,15 @@
  * to the connection's input buffer and framed, what passed drained as
  * evhttp would. Checks: no crash, no leak, nothing held beyond a head's
  * limit, and without a refusal what passed on is the bytes received, in
- * order, but for dropped empty lines (a refusal passes a stand-in instead).
+ * order, but for dropped empty lines (a refusal passes a stand-in instead)
+ * when nothing was rewritten: a chunked body's size lines and trailer, and
+ * a head with a tab, are written by the front door in the form evhttp
+ * reads (fuzz_edge.c holds evhttp's reading of those to the front door's).
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -47,6 +51,20 @@ strip_crlf(unsigned char *b, size_t n)
 		b[o++] = b[i];
 	}
 	return o;
+}
+
+/* Bytes the front door may write in its own form: a chunked body (its
+ * size lines and trailer), a tab in a head. */
+static int
+rewritten(struct evbuffer *fed)
+{
+	size_t n = evbuffer_get_length(fed), i;
+	const char *p = (const char *)evbuffer_pullup(fed, -1);
+
+	for (i = 0; i < n; i++)
+		if (p[i] == '\t' || (n - i >= 7 && strncasecmp(p + i, "chunked", 7) == 0))
+			return 1;
+	return 0;
 }
 
 /* Without a refusal what passed is what came, in order, but for the empty
@@ -95,7 +113,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (evbuffer_get_length(c.hold) > door.max_head + 64 + 8192)
 			abort();
 	}
-	if (c.st != ST_DISCARD && !same_but_empty_lines(passed, fed))
+	if (c.st != ST_DISCARD && !rewritten(fed) && !same_but_empty_lines(passed, fed))
 		abort();
 	evbuffer_free(fed);
 	bufferevent_free(c.bev);

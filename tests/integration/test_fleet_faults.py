@@ -702,6 +702,8 @@ def test_postgres_frozen(private_pg, make_emulator, fleet, secret_file):
               f"{took_own:.2f} s; degraded after {[degraded[i][0] for i in sorted(degraded)]} s")
         assert_503(poll, "OWNERSHIP_UNAVAILABLE", took_poll)
         assert_503(hook, "WEBHOOK_UNAVAILABLE", took_hook)
+        for r in (poll, hook):      # the error names the cause: the state's deadline
+            assert "no answer within 2000 ms (state.timeout)" in r.json()["message"], r.text
         # a job this instance made is still read (its owner known here), in time
         assert own.status_code in (200, 202) and took_own <= STATE_TIMEOUT_S + MARGIN_S
         assert gets == [200, 200], gets
@@ -759,6 +761,7 @@ def test_start_with_postgres_down(private_pg, make_emulator, fleet, secret_file)
         assert r.status_code == 200 and r.json(), r.text
         r, took = timed(export, gw, rcv.url("/down"))
         assert_503(r, "WEBHOOK_UNAVAILABLE", took)
+        assert "postgresql unavailable" in r.json()["message"], r.text
 
         private_pg.start()
         t_start = time.monotonic()

@@ -100,6 +100,160 @@ test_refuses(void **state)
 	}
 }
 
+/* The one table of methods and bodies: evhttp reads no body after HEAD,
+ * so a HEAD may not announce one; the others may. */
+static void
+test_method_bodies(void **state)
+{
+	struct tg_head h;
+
+	assert_int_equal(parse("HEAD / HTTP/1.1\r\nHost: x\r\nContent-Length: 39\r\n\r\n", &h),
+	    TG_HEAD_BODY_NOT_ALLOWED);
+	assert_int_equal(parse("HEAD / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	    "\r\n", &h), TG_HEAD_BODY_NOT_ALLOWED);
+	assert_int_equal(parse("HEAD / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", &h),
+	    TG_HEAD_OK);
+	assert_int_equal(h.no_body, 1);
+	assert_int_equal(tg_head_fault_status(TG_HEAD_BODY_NOT_ALLOWED), 400);
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", &h),
+	    TG_HEAD_OK);
+	assert_int_equal(h.no_body, 0);
+	assert_int_equal(parse("DELETE / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", &h),
+	    TG_HEAD_OK);
+	assert_int_equal(parse("OPTIONS / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	    "\r\n", &h), TG_HEAD_OK);
+	assert_int_equal(parse("TRACE / HTTP/1.1\r\nHost: x\r\n\r\n", &h), TG_HEAD_BAD_METHOD);
+	assert_int_equal(parse("CONNECT a:1 HTTP/1.1\r\nHost: x\r\n\r\n", &h),
+	    TG_HEAD_BAD_METHOD);
+}
+
+/* Host is an RFC 3986 host[:port]; Expect is 100-continue or nothing. */
+static void
+test_host_and_expect(void **state)
+{
+	static const char *const good[] = {
+		"x", "example.com", "a-b.c_d~e", "127.0.0.1:8080", "[::1]", "[::1]:443",
+		"[v1.fe80::a+b]", "%41b", "sub!$&'()*+,;=", "", "x:",
+	};
+	static const char *const bad[] = {
+		"a b", "a/b", "a@b", "a?b", "a#b", "\"x\"", "a:b", "a:123456", "[::1", "[zz]",
+		"[::1]x", "%4", "%zz", "a\\b", "<x>", "caf\xc3\xa9", "[v.x]", "[v1.]",
+	};
+	char buf[256];
+	struct tg_head h;
+	size_t i;
+
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", good[i]);
+		if (parse(buf, &h) != TG_HEAD_OK)
+			fail_msg("Host %s refused", good[i]);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", bad[i]);
+		if (parse(buf, &h) != TG_HEAD_BAD_HOST)
+			fail_msg("Host %s accepted", bad[i]);
+	}
+	assert_int_equal(parse("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\n\r\n", &h),
+	    TG_HEAD_OK);
+	assert_int_equal(parse("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue, x\r\n\r\n",
+	    &h), TG_HEAD_BAD_EXPECT);
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nExpect: x\r\n\r\n", &h),
+	    TG_HEAD_BAD_EXPECT);
+	assert_int_equal(tg_head_fault_status(TG_HEAD_BAD_EXPECT), 417);
+	assert_int_equal(parse("GET / HTTP/1.0\r\nExpect: x\r\n\r\n", &h), TG_HEAD_OK);
+}
+
+/* A tab in the whitespace before a value is marked (evhttp would keep it
+ * in the value); spaces alone, or a tab after the value, are not. */
+static void
+test_tab_before_value(void **state)
+{
+	struct tg_head h;
+
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nA: b \t\r\n\r\n", &h), TG_HEAD_OK);
+	assert_int_equal(h.tab, 0);
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost: x\r\nA: \tb\r\n\r\n", &h), TG_HEAD_OK);
+	assert_int_equal(h.tab, 1);
+	assert_memory_equal(h.f[1].value, "b", h.f[1].vlen);
+	assert_int_equal(parse("GET / HTTP/1.1\r\nHost:\tx\r\n\r\n", &h), TG_HEAD_OK);
+	assert_int_equal(h.tab, 1);
+}
+
+static int
+chunk(const char *line, uint64_t *size)
+{
+	return tg_head_chunk_size(line, strlen(line), size);
+}
+
+/* Chunk-size lines: sizes in any case with any leading zeros, extensions
+ * checked and ignored (RFC 9112 section 7.1.1); what evhttp's strtoll would
+ * read otherwise ("0x5", " 5", "+5", "-1") is refused. */
+static void
+test_chunk_size_lines(void **state)
+{
+	static const char *const bad[] = {
+		"\r\n", "0x5\r\n", " 5\r\n", "+5\r\n", "-1\r\n", "5 \r\nx", "5\n", "5\r\r\n",
+		"5;\r\n", "5;=b\r\n", "5;a=\r\n", "5;a=b c\r\n", "5;a=\"b\r\n", "5;a=\"\x01\"\r\n",
+		"5;a=\"b\\\"\r\n", "5,a\r\n", "5;a b\r\n", "10000000000000000\r\n",
+		"g\r\n", "5\x00\r\n",
+	};
+	uint64_t n = 0;
+	size_t i;
+
+	assert_int_equal(chunk("16;a=b\r\n", &n), 0);
+	assert_int_equal(n, 0x16);
+	assert_int_equal(chunk("00000000000000000000aBc\r\n", &n), 0);
+	assert_int_equal(n, 0xabc);
+	assert_int_equal(chunk("0\r\n", &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(chunk("fffffffffffffff\r\n", &n), 0);	/* 15 digits */
+	assert_int_equal(n, 0xfffffffffffffffULL);
+	assert_int_equal(chunk("5 ; a = \"q \\\" ;\" ;b;c=d\t\r\n", &n), 0);
+	assert_int_equal(n, 5);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (chunk(bad[i], &n) == 0)
+			fail_msg("case %zu accepted", i);
+}
+
+static void
+test_trailer_lines(void **state)
+{
+	assert_true(tg_head_field_line_ok("X-Sum: 12\r\n", 11));
+	assert_true(tg_head_field_line_ok("X-Empty:\r\n", 10));
+	assert_false(tg_head_field_line_ok(" folded\r\n", 9));
+	assert_false(tg_head_field_line_ok("X-A : b\r\n", 9));
+	assert_false(tg_head_field_line_ok("NoColon\r\n", 9));
+	assert_false(tg_head_field_line_ok("X-A: \x01\r\n", 8));
+	assert_false(tg_head_field_line_ok("X-A: b\r\nY: c\r\n", 15));	/* one line only */
+}
+
+/* A request target is visible ASCII wherever the bad byte falls (the
+ * target is read eight bytes at a time: every offset of a word). */
+static void
+test_target_bytes_at_every_offset(void **state)
+{
+	static const unsigned char bad[] = { 0x00, 0x01, 0x09, 0x1f, 0x20, 0x7f, 0x80, 0xff };
+	static const char tail[] = " HTTP/1.1\r\nHost: x\r\n\r\n";
+	char buf[128];
+	struct tg_head h;
+	size_t i, at, n = 4 + 33 + sizeof(tail) - 1;
+
+	memcpy(buf, "GET /", 5);
+	memset(buf + 5, 'a', 32);
+	memcpy(buf + 37, tail, sizeof(tail) - 1);
+	assert_int_equal(tg_head_parse(buf, n, &h), TG_HEAD_OK);
+	assert_int_equal(h.tlen, 33);
+	for (at = 5; at < 37; at++) {
+		for (i = 0; i < sizeof(bad); i++) {
+			buf[at] = (char)bad[i];
+			if (tg_head_parse(buf, n, &h) == TG_HEAD_OK)
+				fail_msg("byte 0x%02x at %zu accepted", bad[i], at);
+		}
+		buf[at] = '~';
+		assert_int_equal(tg_head_parse(buf, n, &h), TG_HEAD_OK);
+	}
+}
+
 static void
 test_too_many_fields(void **state)
 {
@@ -134,6 +288,12 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_accepts),
 		cmocka_unit_test(test_refuses),
+		cmocka_unit_test(test_method_bodies),
+		cmocka_unit_test(test_host_and_expect),
+		cmocka_unit_test(test_tab_before_value),
+		cmocka_unit_test(test_target_bytes_at_every_offset),
+		cmocka_unit_test(test_chunk_size_lines),
+		cmocka_unit_test(test_trailer_lines),
 		cmocka_unit_test(test_too_many_fields),
 		cmocka_unit_test(test_statuses),
 	};
