@@ -69,8 +69,5 @@ struct tg_emu *tg_emu_new(struct event_base *base, const struct tg_emu_config *c
     struct tg_err *err);
 /** Takes ownership of emu: closes its listeners and frees it; NULL-safe. */
 void tg_emu_free(struct tg_emu *emu);
-/** Bound port of a listener: "dex", "sim", "design", "auth" or "dex_tls";
- * -1 if unknown or not listening. emu and listener are borrowed. */
-int tg_emu_port(const struct tg_emu *emu, const char *listener);
 
 #endif

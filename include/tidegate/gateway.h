@@ -308,9 +308,8 @@ void *gw_req_slot(struct gw_req *r, int id, size_t size);
 
 /* ---- the runtime ---- */
 
-/** Take a reference to gw's running runtime (borrowed gw). */
-struct gw_runtime *gw_runtime_ref(struct gw *gw);
-/** Drop a reference (NULL-safe); freed from the loop after the last. */
+/** Drop a reference to rt (borrowed until here; NULL-safe); freed from the
+ * loop after the last. */
 void gw_runtime_unref(struct gw_runtime *rt);
 /** Stop the loop once draining and every reply has been written (gw borrowed). */
 void gw_maybe_exit(struct gw *gw);

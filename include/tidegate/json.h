@@ -64,7 +64,6 @@ void tg_json_str(yajl_gen g, const char *s);
 void tg_json_kv_str(yajl_gen g, const char *k, const char *v);
 void tg_json_kv_int(yajl_gen g, const char *k, long long v);
 void tg_json_kv_bool(yajl_gen g, const char *k, int v);
-void tg_json_kv_double(yajl_gen g, const char *k, double v);
 /** Write a parsed tree (or subtree) into g; g and v are borrowed. */
 void tg_json_gen_val(yajl_gen g, yajl_val v);
 /** Move everything generated so far into out (copied) and clear g's buffer;

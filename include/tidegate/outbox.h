@@ -320,10 +320,5 @@ int tg_outbox_get_stats(struct tg_outbox *ob, int64_t now_ms, struct tg_outbox_s
 int tg_outbox_schedule_parse(const struct tg_strlist *list, int64_t **ms, size_t *n,
     struct tg_err *err);
 
-/** Lease length of ob (borrowed) in ms: the worker renews a third of it. */
-int64_t tg_outbox_lease_ms(const struct tg_outbox *ob);
-/** Call fn(arg) whenever a job becomes due (commit, redeliver); fn NULL
- * stops. ob borrowed; arg borrowed, passed back to fn. */
-void tg_outbox_set_notify(struct tg_outbox *ob, void (*fn)(void *), void *arg);
 
 #endif

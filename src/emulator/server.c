@@ -415,19 +415,6 @@ tg_emu_new(struct event_base *base, const struct tg_emu_config *cfg, struct tg_e
 	return emu;
 }
 
-int
-tg_emu_port(const struct tg_emu *emu, const char *listener)
-{
-	int l;
-
-	for (l = 0; l < EMU_NLISTENERS; l++)
-		if (strcmp(lnames[l], listener) == 0)
-			return emu->port[l];
-	if (strcmp(listener, "dex_tls") == 0 && tls_dex.http != NULL)
-		return tls_dex.port;
-	return -1;
-}
-
 void
 tg_emu_free(struct tg_emu *emu)
 {

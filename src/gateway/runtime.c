@@ -53,13 +53,6 @@ gw_runtime_on_reap(evutil_socket_t fd, short what, void *arg)
 	gw_runtime_reap(arg);
 }
 
-struct gw_runtime *
-gw_runtime_ref(struct gw *gw)
-{
-	gw->rt->refs++;
-	return gw->rt;
-}
-
 /* The last reference often goes from inside an upstream callback, where the
  * upstreams must not be freed: park the runtime and free it from the loop. */
 void

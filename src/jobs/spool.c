@@ -6,9 +6,9 @@
  *
  * Called by poll.c: it creates the spool when a shared fetch outgrows
  * poll.cache_max_body, appends the vendor's bytes as they arrive, ends it,
- * and hands callers to gw_spool_serve (also while the file is still being
- * written: a reader that catches up waits for the next append). proxy.c
- * calls gw_spool_forget through gw_poll_forget when a request ends.
+ * and hands callers to jobs_spool_serve (also while the file is still being
+ * written: a reader that catches up waits for the next append).
+ * jobs_spool_forget drops a request's reader when the request ends.
  *
  * Writes and reads run on the event loop: each append writes the piece the
  * vendor connection just delivered (tens of KB, into the page cache, no

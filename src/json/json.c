@@ -286,13 +286,6 @@ tg_json_kv_bool(yajl_gen g, const char *k, int v)
 }
 
 void
-tg_json_kv_double(yajl_gen g, const char *k, double v)
-{
-	tg_json_str(g, k);
-	yajl_gen_double(g, v);
-}
-
-void
 tg_json_gen_val(yajl_gen g, yajl_val v)
 {
 	size_t i;

@@ -80,8 +80,6 @@ struct runs *runs_ctx(const struct gw *gw);
 #define RUNS(gw) runs_ctx(gw)
 /** r's slot (borrowed; r owns it), made when absent. */
 struct runs_req *runs_req_of(struct gw_req *r);
-/** r's slot (borrowed), or NULL when the feature never used r. */
-struct runs_req *runs_req_find(const struct gw_req *r);
 
 /** A background operation about id (both borrowed; id copied, may be
  * NULL), listed in gw's feature until runs_bg_free. */

@@ -36,12 +36,6 @@ runs_ctx(const struct gw *gw)
 }
 
 struct runs_req *
-runs_req_find(const struct gw_req *r)
-{
-	return r->slot[slot_id];
-}
-
-struct runs_req *
 runs_req_of(struct gw_req *r)
 {
 	return gw_req_slot(r, slot_id, sizeof(struct runs_req));

@@ -17,10 +17,12 @@
  * its share, the request is refused (503 WEBHOOK_QUOTA) before the vendor
  * hears of it. The vendor's relay delivery is stored under the same quota.
  *
- * Called from proxy.c (wh_hook_prepare before the vendor call,
- * wh_hook_done at its end, wh_hook_relay for the inbound endpoint) and
- * validate.c (wh_hook_check; wh_scan_fill, which reads an export body once
- * for both, and runs on the validation worker thread for a large body).
+ * Called through the webhook feature's registration (feature.c), which
+ * the request core calls per operation: wh_hook_check and wh_scan_fill
+ * when the body is validated (the scan reads an export body once for
+ * both, on the validation worker thread for a large body), wh_hook_prepare
+ * before the vendor call, wh_hook_done at its end, wh_hook_relay_head and
+ * wh_hook_relay for the inbound endpoint.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -205,26 +205,6 @@ tg_state_ob_job_state(struct tg_outbox *ob, const char *id, struct tg_err *err)
 	return rc;
 }
 
-int64_t
-tg_outbox_lease_ms(const struct tg_outbox *ob)
-{
-	return ob->rules.lease_ms;
-}
-
-void
-tg_outbox_set_notify(struct tg_outbox *ob, void (*fn)(void *), void *arg)
-{
-	ob->notify = fn;
-	ob->notify_arg = arg;
-}
-
-void
-tg_state_ob_notify(struct tg_outbox *ob)
-{
-	if (ob->notify != NULL)
-		ob->notify(ob->notify_arg);
-}
-
 /* ---- open / close ---- */
 
 /* One statement that is not kept (pragmas, schema), still prepared. */

@@ -158,8 +158,7 @@ tg_outbox_redeliver(struct tg_outbox *ob, const char *id, int64_t now_ms,
 	s = tg_state_ob_stmt(ob, S_REDELIVER);
 	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, now_ms);
-	if ((rc = tg_state_ob_step_done(ob, s, err)) == 0)
-		tg_state_ob_notify(ob);
+	rc = tg_state_ob_step_done(ob, s, err);
 done:
 	tg_outbox_job_cleanup(&j);
 	return rc;
@@ -177,8 +176,6 @@ tg_outbox_redeliver_since(struct tg_outbox *ob, int64_t since_ms, int64_t now_ms
 	if (tg_state_ob_step_done(ob, s, err) != 0)
 		return -1;
 	*n = (size_t)sqlite3_changes(ob->db);
-	if (*n > 0)
-		tg_state_ob_notify(ob);
 	return 0;
 }
 

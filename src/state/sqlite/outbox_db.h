@@ -55,8 +55,6 @@ struct tg_outbox {
 	char *path, *dir;
 	struct tg_state_rules rules;	/* schedule, jitter, lease (../outbox_rules.h) */
 	struct tg_outbox_stats ctr;	/* counters since open (depth unused) */
-	void (*notify)(void *arg);	/* a job became due (the worker) */
-	void *notify_arg;
 	struct ob_writers writers;	/* payloads being written */
 	struct ob_held held;
 };
@@ -78,7 +76,6 @@ int tg_outbox_lease_joined(struct tg_outbox *ob, int64_t now_ms, const char *ski
     struct tg_outbox_lease **out, struct tg_err *err);
 /** The job's state, or TG_OUTBOX_NOT_FOUND / -1. */
 int tg_state_ob_job_state(struct tg_outbox *ob, const char *id, struct tg_err *err);
-void tg_state_ob_notify(struct tg_outbox *ob);
 
 /* ---- outbox_quota.c ---- */
 

@@ -236,8 +236,6 @@ tg_outbox_payload_commit(struct tg_outbox_payload *p, int64_t now_ms, struct tg_
 	if (rc == 0)
 		tg_state_ob_held_add(ob, p->key, p->size);
 	payload_free(p);
-	if (rc == 0)
-		tg_state_ob_notify(ob);
 	return rc;
 }
 
