@@ -44,13 +44,7 @@ def post(gw, count, conns):
                     ok[0] += r.status == 200
         finally:
             c.close()
-    t = time.monotonic()
-    ts = [threading.Thread(target=worker, args=(count // conns + (i < count % conns),))
-          for i in range(conns)]
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join(300)
+    t = lib.spread(worker, count, conns)
     return ok[0], ok[0] / (time.monotonic() - t)
 
 

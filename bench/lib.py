@@ -42,6 +42,19 @@ STUB_JWT = "eyJhbGciOiJIUzI1NiJ9." + _JWT_PAYLOAD + ".c2ln"
 STUB_BODY = '{"correlationId":"c0ffee","status":"IN_PROGRESS","progress":42}'
 
 
+def spread(worker, count, conns):
+    """Run worker(n) on conns threads, count calls shared out among them;
+    the monotonic time when they started."""
+    t = time.monotonic()
+    ts = [threading.Thread(target=worker, args=(count // conns + (i < count % conns),))
+          for i in range(conns)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join(300)
+    return t
+
+
 def pin(pid, cpu):
     """Pin every thread of pid to cpu."""
     for tid in os.listdir(f"/proc/{pid}/task"):

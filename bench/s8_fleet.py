@@ -350,13 +350,7 @@ def post_exports(gw, receiver_url, count, conns):
                         out["other"][str(key)] = out["other"].get(str(key), 0) + 1
         finally:
             c.close()
-    t = time.monotonic()
-    ts = [threading.Thread(target=worker, args=(count // conns + (i < count % conns),))
-          for i in range(conns)]
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join(300)
+    t = lib.spread(worker, count, conns)
     return out["ok"], out["other"], time.monotonic() - t, t
 
 

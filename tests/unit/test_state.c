@@ -48,6 +48,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/log.h"
 #include "tidegate/state.h"
 
@@ -2126,23 +2127,13 @@ test_fleet_claim_recovery(void **state)
 	free(id);
 }
 
-/* Milliseconds on the monotonic clock. */
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Run the loop until w was called back or ms passed. */
 static void
 wait_ms(struct wait *w, int ms)
 {
-	int64_t end = mono_ms() + ms;
+	int64_t end = tg_clock_mono_ms() + ms;
 
-	while (!w->called && mono_ms() < end) {
+	while (!w->called && tg_clock_mono_ms() < end) {
 		struct timeval tv = { 0, 1000 };
 
 		event_base_loopexit(F.base, &tv);
@@ -2196,7 +2187,7 @@ test_fleet_deadline(void **state)
 	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.vendor_tokens IN ACCESS EXCLUSIVE MODE",
 	    F.schema);
 	assert_int_equal(side_exec(q), 0);
-	t0 = mono_ms();
+	t0 = tg_clock_mono_ms();
 	for (i = 0; i < 3; i++)		/* two sent (one per connection), one queued */
 		assert_non_null(tg_state_token_get(b, "dex", on_token, &w[i]));
 	for (i = 0; i < 20; i++)	/* sent and waiting on the lock */
@@ -2205,7 +2196,7 @@ test_fleet_deadline(void **state)
 	assert_non_null(op);
 	tg_state_cancel(op);
 	wait_ms(&w[0], 3000);
-	took = mono_ms() - t0;
+	took = tg_clock_mono_ms() - t0;
 	assert_true(took >= 400 && took < 1500);
 	for (i = 0; i < 3; i++) {
 		wait_ms(&w[i], 500);
@@ -2213,7 +2204,7 @@ test_fleet_deadline(void **state)
 		assert_int_equal(w[i].res.rc, TG_STATE_UNAVAILABLE);
 		assert_non_null(strstr(w[i].res.err.msg, "no answer within 400 ms"));
 	}
-	assert_true(mono_ms() - t0 < 1500);
+	assert_true(tg_clock_mono_ms() - t0 < 1500);
 	tg_state_health(b, &h);
 	assert_false(h.up);
 	assert_non_null(strstr(h.reason, "no answer within 400 ms"));
@@ -2272,7 +2263,7 @@ test_fleet_deadline_backlog(void **state)
 	    "MODE", F.schema);
 	snprintf(relock, sizeof(relock), "COMMIT; %s", lock);
 	assert_int_equal(side_exec(lock), 0);
-	t0 = mono_ms();
+	t0 = tg_clock_mono_ms();
 	for (i = 0; i < 5; i++)
 		assert_non_null(tg_state_token_get(b, "dex", on_token, &w[i]));
 	loop_ms(300);
@@ -2285,7 +2276,7 @@ test_fleet_deadline_backlog(void **state)
 		assert_int_equal(w[i].res.rc, TG_STATE_UNAVAILABLE);
 		assert_non_null(strstr(w[i].res.err.msg, "no answer within 600 ms"));
 	}
-	assert_true(mono_ms() - t0 < 600 + 400);
+	assert_true(tg_clock_mono_ms() - t0 < 600 + 400);
 	tg_state_health(b, &h);
 	assert_true(h.up);				/* the server answers */
 	assert_int_equal(side_exec("COMMIT"), 0);
@@ -2327,11 +2318,11 @@ test_fleet_deadline_connecting(void **state)
 	opts.url = url;
 	b = tg_state_open(F.base, &opts, &err);
 	assert_non_null(b);
-	t0 = mono_ms();
+	t0 = tg_clock_mono_ms();
 	assert_non_null(tg_state_token_get(b, "dex", on_token, &w));
 	wait_ms(&w, 2000);
 	assert_int_equal(w.called, 1);
-	assert_true(mono_ms() - t0 >= 300 && mono_ms() - t0 < 1300);
+	assert_true(tg_clock_mono_ms() - t0 >= 300 && tg_clock_mono_ms() - t0 < 1300);
 	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
 	assert_non_null(strstr(w.res.err.msg, "no answer within 300 ms"));
 	assert_null(strstr(w.res.err.msg, "s3cret"));
@@ -2477,16 +2468,16 @@ fwd_stop(void)
 static int64_t
 until_health(struct tg_state *b, int up, int ms, struct tg_state_health *h)
 {
-	int64_t t0 = mono_ms();
+	int64_t t0 = tg_clock_mono_ms();
 
-	for (tg_state_health(b, h); !h->up != !up && mono_ms() - t0 < ms;
+	for (tg_state_health(b, h); !h->up != !up && tg_clock_mono_ms() - t0 < ms;
 	    tg_state_health(b, h)) {
 		struct timeval tv = { 0, 5000 };
 
 		event_base_loopexit(F.base, &tv);
 		event_base_loop(F.base, EVLOOP_ONCE);
 	}
-	return mono_ms() - t0;
+	return tg_clock_mono_ms() - t0;
 }
 
 /*
