@@ -29,7 +29,7 @@ PREFIXES = {
     'core': ('tg_',),
     'json': ('tg_json_',),
     'state': ('tg_state_', 'tg_outbox_', 'tg_runs_', 'tg_run_', 'tg_sweep_', 'tg_sweeps_',
-              'tg_owners_'),
+              'tg_owners_', 'tg_db_'),
     'http': ('tg_http_', 'tg_multipart_', 'tg_head_', 'tg_frontdoor_', 'tg_route_',
              'tg_reply_', 'tg_door_', 'tg_event_'),
     'upstream': ('tg_upstream_', 'tg_up_'),

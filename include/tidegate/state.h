@@ -63,7 +63,6 @@
 #include <yajl/yajl_tree.h>
 
 #include "tidegate/outbox.h"
-#include "tidegate/owners.h"
 #include "tidegate/runs_store.h"
 #include "tidegate/util.h"
 
@@ -96,6 +95,13 @@ struct tg_state_payload;	/* a payload being written */
 /* ---- open / close ---- */
 
 /** Which backend and what it keeps; every pointer borrowed for the open. */
+/** Correlation ownership's settings (tg_state_opts.owners). */
+struct tg_owners_opts {
+	const char *path;	/* SQLite file, created if missing (borrowed) */
+	int64_t keep_ms;	/* rows older than this no longer count; <= 0: 30 days */
+	long long max_rows;	/* rows kept per API key at most; <= 0: 1,000,000 */
+};
+
 struct tg_state_opts {
 	const char *url;			/* NULL or "": SQLite; "postgresql://…": a fleet */
 	const struct tg_runs_opts *runs;	/* run registry and sweeps; NULL: none */
@@ -560,6 +566,8 @@ struct tg_state_health {
 	char reason[256];		/* why not (no secret), when !up */
 	int shared;			/* other instances share it (a fleet) */
 	int listening;			/* other instances' wake-ups are heard now */
+	int conns_ready;		/* connections that can take work now (a
+					 * fleet's; 0 for one instance) */
 	unsigned long long queries;	/* operations answered by the server */
 	double lat_le[TG_STATE_LAT_BUCKETS];	/* the buckets' upper bounds, seconds */
 	unsigned long long lat[TG_STATE_LAT_BUCKETS + 1];	/* per bucket, +Inf last */

@@ -38,7 +38,6 @@
 #include "tidegate/dex.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
-#include "tidegate/owners.h"
 #include "tidegate/state.h"
 #include "jobs_int.h"
 

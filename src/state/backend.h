@@ -13,6 +13,7 @@
 #define TG_STATE_BACKEND_H
 
 #include "tidegate/state.h"
+#include "db.h"
 
 struct tg_state_backend;
 
@@ -28,10 +29,11 @@ struct tg_state_payload {
 
 struct tg_state_backend {
 	const char *name;		/* "sqlite", … */
+	const struct tg_db_driver *db;	/* the driver under the domains (db.h) */
 	/** The backend's handle (the caller, state.c, owns it: close), or NULL
-	 * with err. base and opts borrowed. */
+	 * with err. base, opts and the domains' statements borrowed. */
 	void *(*open)(struct event_base *base, const struct tg_state_opts *opts,
-	    struct tg_err *err);
+	    const struct tg_db_list *stmts, struct tg_err *err);
 	/** tg_state_check's work for this backend (opts borrowed, out the
 	 * caller's); NULL: nothing to check. */
 	int (*check)(const struct tg_state_opts *opts, struct tg_state_problems *out);
@@ -126,30 +128,6 @@ struct tg_state_backend {
 	struct tg_state_op *(*sweep_settle)(void *impl, const char *id, int64_t now_ms,
 	    tg_state_num_cb cb, void *arg);
 	struct tg_state_op *(*sweep_running)(void *impl, tg_state_strs_cb cb, void *arg);
-	struct tg_state_op *(*owners_record)(void *impl, const char *family, const char *cid,
-	    const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg);
-	struct tg_state_op *(*owners_lookup)(void *impl, const char *family, const char *cid,
-	    int64_t now_ms, tg_state_str_cb cb, void *arg);
-	struct tg_state_op *(*owners_prune)(void *impl, int64_t now_ms, tg_state_num_cb cb,
-	    void *arg);
-	struct tg_state_op *(*owners_count)(void *impl, tg_state_num_cb cb, void *arg);
-	struct tg_state_op *(*token_get)(void *impl, const char *service, tg_state_token_cb cb,
-	    void *arg);
-	struct tg_state_op *(*token_put)(void *impl, const char *service,
-	    const struct tg_state_token *t, tg_state_done_cb cb, void *arg);
-	struct tg_state_op *(*token_invalidate)(void *impl, const char *service, const char *token,
-	    tg_state_done_cb cb, void *arg);
-	struct tg_state_op *(*poll_lead)(void *impl, const char *key, int64_t now_ms,
-	    int64_t ttl_ms, tg_state_num_cb cb, void *arg);
-	struct tg_state_op *(*poll_publish)(void *impl, const char *key,
-	    const struct tg_state_answer *a, int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb,
-	    void *arg);
-	struct tg_state_op *(*poll_fetch)(void *impl, const char *key, int64_t now_ms,
-	    tg_state_answer_cb cb, void *arg);
-	struct tg_state_op *(*poll_release)(void *impl, const char *key, tg_state_done_cb cb,
-	    void *arg);
-	struct tg_state_op *(*notify)(void *impl, const char *topic, const char *what,
-	    tg_state_done_cb cb, void *arg);
 	struct tg_state_op *(*outbox_hold)(void *impl, const char *const *ids, size_t n,
 	    int64_t now_ms, tg_state_done_cb cb, void *arg);
 	struct tg_state_op *(*outbox_adopt)(void *impl, int64_t now_ms, size_t max,

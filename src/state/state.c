@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <unistd.h>
 
 #include "tidegate/json.h"
 #include "tidegate/state.h"
-#include "backend.h"
+#include "db.h"
+#include "seam.h"
 
 struct tg_state_watch {
 	TAILQ_ENTRY(tg_state_watch) next;
@@ -20,13 +22,8 @@ struct tg_state_watch {
 	void *arg;
 };
 
-struct tg_state {
-	const struct tg_state_backend *be;
-	void *impl;
-	TAILQ_HEAD(, tg_state_watch) watches;
-	struct tg_state_watch *cursor;	/* the next watch a wake-up reaches */
-	int64_t timeout_ms;		/* every operation's deadline */
-};
+#define OWNERS_KEEP_MS		(30LL * 24 * 3600 * 1000)
+#define OWNERS_MAX_ROWS		1000000
 
 
 /* Schemes of state.url. A NULL backend is known but not built in. */
@@ -98,6 +95,8 @@ tg_state_health(const struct tg_state *st, struct tg_state_health *h)
 	h->up = 1;
 	if (st->be->health != NULL)
 		st->be->health(st->impl, h);
+	h->notifies = st->notifies;
+	h->leases = tg_state_shared_leads(st);
 }
 
 /* The backend url names, or NULL with err. */
@@ -135,22 +134,48 @@ tg_state_check(const struct tg_state_opts *opts, struct tg_state_problems *out)
 	return be->check != NULL ? be->check(opts, out) : 0;
 }
 
+/* The instance's name: the configured one (state.instance), else host:pid. */
+static char *
+instance_name(const char *configured)
+{
+	char host[256];
+
+	if (configured != NULL && *configured != '\0')
+		return tg_xstrdup(configured);
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	return tg_xasprintf("%s:%ld", host, (long)getpid());
+}
+
 struct tg_state *
 tg_state_open(struct event_base *base, const struct tg_state_opts *opts, struct tg_err *err)
 {
 	const struct tg_state_backend *be = pick(opts->url, err);
+	struct tg_state_opts o = *opts;
 	struct tg_state *st;
-	void *impl;
+	char *name;
 
-	if (be == NULL || (impl = be->open(base, opts, err)) == NULL)
+	if (be == NULL)
 		return NULL;
+	o.instance = name = instance_name(opts->instance);
 	st = tg_xcalloc(1, sizeof(*st));
+	if ((st->impl = be->open(base, &o, &tg_state_db_stmts, err)) == NULL) {
+		free(name);
+		free(st);
+		return NULL;
+	}
 	st->be = be;
-	st->impl = impl;
+	st->instance = name;
 	st->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TG_STATE_TIMEOUT_MS;
+	st->owners_keep_ms = opts->owners != NULL && opts->owners->keep_ms > 0 ?
+	    opts->owners->keep_ms : OWNERS_KEEP_MS;
+	st->owners_max_rows = opts->owners != NULL && opts->owners->max_rows > 0 ?
+	    opts->owners->max_rows : OWNERS_MAX_ROWS;
+	tg_state_shared_init(st);
 	TAILQ_INIT(&st->watches);
 	if (be->listen != NULL)
-		be->listen(impl, wake, st);
+		be->listen(st->impl, wake, st);
 	return st;
 }
 
@@ -162,6 +187,8 @@ tg_state_close(struct tg_state *st)
 	if (st == NULL)
 		return;
 	st->be->close(st->impl);
+	tg_state_shared_free(st);
+	free(st->instance);
 	while ((w = TAILQ_FIRST(&st->watches)) != NULL) {
 		TAILQ_REMOVE(&st->watches, w, next);
 		free(w);
@@ -512,86 +539,6 @@ struct tg_state_op *
 tg_state_sweep_running(struct tg_state *st, tg_state_strs_cb cb, void *arg)
 {
 	return st->be->sweep_running(st->impl, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_owners_record(struct tg_state *st, const char *family, const char *cid,
-    const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg)
-{
-	return st->be->owners_record(st->impl, family, cid, key, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_owners_lookup(struct tg_state *st, const char *family, const char *cid,
-    int64_t now_ms, tg_state_str_cb cb, void *arg)
-{
-	return st->be->owners_lookup(st->impl, family, cid, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_owners_prune(struct tg_state *st, int64_t now_ms, tg_state_num_cb cb, void *arg)
-{
-	return st->be->owners_prune(st->impl, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_owners_count(struct tg_state *st, tg_state_num_cb cb, void *arg)
-{
-	return st->be->owners_count(st->impl, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_token_get(struct tg_state *st, const char *service, tg_state_token_cb cb, void *arg)
-{
-	return st->be->token_get(st->impl, service, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_token_put(struct tg_state *st, const char *service, const struct tg_state_token *t,
-    tg_state_done_cb cb, void *arg)
-{
-	return st->be->token_put(st->impl, service, t, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_token_invalidate(struct tg_state *st, const char *service, const char *token,
-    tg_state_done_cb cb, void *arg)
-{
-	return st->be->token_invalidate(st->impl, service, token, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_poll_lead(struct tg_state *st, const char *key, int64_t now_ms, int64_t ttl_ms,
-    tg_state_num_cb cb, void *arg)
-{
-	return st->be->poll_lead(st->impl, key, now_ms, ttl_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_poll_publish(struct tg_state *st, const char *key, const struct tg_state_answer *a,
-    int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb, void *arg)
-{
-	return st->be->poll_publish(st->impl, key, a, now_ms, ttl_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_poll_fetch(struct tg_state *st, const char *key, int64_t now_ms,
-    tg_state_answer_cb cb, void *arg)
-{
-	return st->be->poll_fetch(st->impl, key, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_poll_release(struct tg_state *st, const char *key, tg_state_done_cb cb, void *arg)
-{
-	return st->be->poll_release(st->impl, key, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_notify(struct tg_state *st, const char *topic, const char *what, tg_state_done_cb cb,
-    void *arg)
-{
-	return st->be->notify(st->impl, topic, what, cb, arg);
 }
 
 struct tg_state_op *

@@ -45,6 +45,7 @@
 
 #include <cmocka.h>
 #include <libpq-fe.h>
+#include <sqlite3.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 
@@ -88,8 +89,37 @@ static struct {
 	char url[1024];
 } F;
 
+/* SQL run on a SQLite file directly, as another program would. */
+static void
+sqlite_exec(const char *path, const char *sql)
+{
+	sqlite3 *db;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/* The first cell of sql's answer on a SQLite file, as text. */
+static const char *
+sqlite_value(const char *path, const char *sql)
+{
+	static char out[64];
+	sqlite3_stmt *s;
+	sqlite3 *db;
+
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	snprintf(out, sizeof(out), "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return out;
+}
+
+/* The SQLite state on F's files (made by sqlite_setup) opened again. */
 static int
-sqlite_setup(void)
+sqlite_open(void)
 {
 	struct tg_runs_opts ro = {
 		.path = F.runs, .sync_normal = 1, .archive_max_run = 64, .archive_max_total = 100,
@@ -102,16 +132,22 @@ sqlite_setup(void)
 	struct tg_state_opts opts = { .url = NULL, .runs = &ro, .outbox = &oo, .owners = &wo };
 	struct tg_err err;
 
+	F.st = tg_state_open(F.base, &opts, &err);
+	if (F.st == NULL)
+		print_error("open: %s\n", err.msg);
+	return F.st != NULL ? 0 : -1;
+}
+
+static int
+sqlite_setup(void)
+{
 	snprintf(F.dir, sizeof(F.dir), "/tmp/tg-state-XXXXXX");
 	if (mkdtemp(F.dir) == NULL)
 		return -1;
 	snprintf(F.runs, sizeof(F.runs), "%s/runs.db", F.dir);
 	snprintf(F.outbox, sizeof(F.outbox), "%s/outbox.db", F.dir);
 	snprintf(F.owners, sizeof(F.owners), "%s/owners.db", F.dir);
-	F.st = tg_state_open(F.base, &opts, &err);
-	if (F.st == NULL)
-		print_error("open: %s\n", err.msg);
-	return F.st != NULL ? 0 : -1;
+	return sqlite_open();
 }
 
 static void
@@ -1449,6 +1485,85 @@ test_owners_per_key(void **state)
 	wait_clear(&w);
 }
 
+/* A record needs family, correlationId and key: refused, nothing kept. */
+static void
+test_owners_bad_inputs(void **state)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_owners_record(F.st, "export", "", "key-a", T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	assert_non_null(strstr(w.res.err.msg, "needs family, correlationId and key"));
+	wait_clear(&w);
+	settle(tg_state_owners_record(F.st, "export", NULL, "key-a", T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	wait_clear(&w);
+	settle(tg_state_owners_record(F.st, "export", "c", NULL, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	wait_clear(&w);
+	settle(tg_state_owners_count(F.st, on_num, &w), &w);
+	assert_int_equal(w.n, 0);
+	wait_clear(&w);
+}
+
+/* The owner of cid at now, "" when none. */
+static const char *
+owner_of(const char *cid, int64_t now)
+{
+	static char key[64];
+	struct wait w = { 0 };
+
+	settle(tg_state_owners_lookup(F.st, "export", cid, now, on_str, &w), &w);
+	snprintf(key, sizeof(key), "%s", w.res.rc == TG_STATE_OK ? w.s : "");
+	wait_clear(&w);
+	return key;
+}
+
+/* A SQLite file of version 1 (one bound for all keys) keeps its records,
+ * each key's numbered in the order they were made, in WAL at version 2;
+ * the records survive a reopen. */
+static void
+test_owners_file_v1(void **state)
+{
+	struct wait w = { 0 };
+	char q[192];
+	int i;
+
+	tg_state_close(F.st);
+	F.st = NULL;
+	assert_int_equal(unlink(F.owners), 0);
+	for (i = 0; i < 6; i++) {
+		snprintf(q, sizeof(q), "INSERT INTO owners (family, correlation_id, api_key, "
+		    "created_at) VALUES ('export', 'v-%d', '%s', %lld);", i, i % 2 ? "b" : "a",
+		    (long long)(T0 + i));
+		sqlite_exec(F.owners, i == 0 ? "CREATE TABLE owners (id INTEGER PRIMARY KEY "
+		    "AUTOINCREMENT, family TEXT NOT NULL, correlation_id TEXT NOT NULL, api_key "
+		    "TEXT NOT NULL, created_at INTEGER NOT NULL, UNIQUE (family, correlation_id)); "
+		    "PRAGMA user_version = 1" : "SELECT 1");
+		sqlite_exec(F.owners, q);
+	}
+	assert_int_equal(sqlite_open(), 0);
+	settle(tg_state_owners_count(F.st, on_num, &w), &w);
+	assert_int_equal(w.n, 6);
+	wait_clear(&w);
+	assert_string_equal(owner_of("v-1", T0 + 9), "b");
+	/* a's fourth record (bound OWNERS_PER_KEY = 3): a's first goes, b's stay */
+	settle(tg_state_owners_record(F.st, "export", "v-6", "a", T0 + 6, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	tg_state_close(F.st);
+	assert_int_equal(sqlite_open(), 0);
+	assert_string_equal(owner_of("v-0", T0 + 9), "");
+	assert_string_equal(owner_of("v-2", T0 + 9), "a");
+	assert_string_equal(owner_of("v-6", T0 + 9), "a");
+	for (i = 1; i < 6; i += 2) {
+		snprintf(q, sizeof(q), "v-%d", i);
+		assert_string_equal(owner_of(q, T0 + 9), "b");
+	}
+	assert_string_equal(sqlite_value(F.owners, "PRAGMA journal_mode"), "wal");
+	assert_string_equal(sqlite_value(F.owners, "PRAGMA user_version"), "2");
+}
+
 static void
 on_token(const struct tg_state_res *res, const struct tg_state_token *t, void *arg)
 {
@@ -2141,17 +2256,21 @@ wait_ms(struct wait *w, int ms)
 	}
 }
 
-/* Ask b for a token until it answers NOT_FOUND (the server answers). */
+/* Ask b for a token until it answers NOT_FOUND (the server answers) with
+ * every connection ready: one still preparing its statements would wait
+ * on a lock the test takes next. */
 static void
 until_answers(struct tg_state *b)
 {
+	struct tg_state_health h;
 	struct wait w = { 0 };
 	int i;
 
 	for (i = 0; i < 500; i++) {
 		wait_clear(&w);
 		settle(tg_state_token_get(b, "dex", on_token, &w), &w);
-		if (w.res.rc == TG_STATE_NOT_FOUND)
+		tg_state_health(b, &h);
+		if (w.res.rc == TG_STATE_NOT_FOUND && h.conns_ready == PG_POOL_SIZE)
 			return;
 		usleep(10000);
 		event_base_loop(F.base, EVLOOP_NONBLOCK);
@@ -2594,6 +2713,7 @@ main(void)
 		T_(test_run_end_and_archive, D_RUNS), T_(test_run_checks_and_caps, D_RUNS),
 		T_(test_sweeps, D_RUNS), T_(test_sweep_codes, D_RUNS),
 		T_(test_owners, D_SHARED), T_(test_owners_per_key, D_SHARED),
+		T_(test_owners_bad_inputs, D_SHARED), T_(test_owners_file_v1, D_LOCAL),
 		T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),

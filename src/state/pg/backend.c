@@ -34,8 +34,6 @@
 #include "pg.h"
 #include "../run_rules.h"
 
-#define KEEP_MS		(30LL * 24 * 3600 * 1000)
-#define MAX_ROWS	1000000
 
 /* libpq's parameters: defaults first, then the URL (dbname, expanded),
  * whose own settings override them; the last two values are owned. An
@@ -90,25 +88,8 @@ pg_free(struct pg *pg)
 	free(pg->secret);
 	free(pg->instance);
 	free(pg->spool);
-	tg_state_pg_wake_free(pg);
 	tg_state_rules_free(&pg->rules);
 	free(pg);
-}
-
-/* The instance's name: the configured one (state.instance), else host:pid. */
-static void
-name_instance(struct pg *pg, const char *configured)
-{
-	char host[256] = "", name[320];
-
-	if (configured != NULL && *configured != '\0') {
-		pg->instance = tg_xstrdup(configured);
-		return;
-	}
-	if (gethostname(host, sizeof(host) - 1) != 0)
-		snprintf(host, sizeof(host), "unknown");
-	snprintf(name, sizeof(name), "%s:%ld", host, (long)getpid());
-	pg->instance = tg_xstrdup(name);
 }
 
 /* The webhook outbox's rules, and where leased payloads are spooled: its
@@ -143,25 +124,23 @@ runs_opts(struct pg *pg, const struct tg_runs_opts *o)
 }
 
 void *
-tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts, struct tg_err *err)
+tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts,
+    const struct tg_db_list *stmts, struct tg_err *err)
 {
 	struct pg *pg;
 
 	pg = tg_xcalloc(1, sizeof(*pg));
 	pg->be = &tg_state_pg_backend;
 	pg->base = base;
+	pg->stmts = stmts;
 	if (secret(pg, opts->url, err) != 0) {
 		pg_free(pg);
 		return NULL;
 	}
-	name_instance(pg, opts->instance);
+	pg->instance = tg_xstrdup(opts->instance != NULL ? opts->instance : "");
 	params(pg, opts->url);
 	pg->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TG_STATE_TIMEOUT_MS;
-	if (opts->owners != NULL) {
-		pg->owners = 1;
-		pg->keep_ms = opts->owners->keep_ms > 0 ? opts->owners->keep_ms : KEEP_MS;
-		pg->max_rows = opts->owners->max_rows > 0 ? opts->owners->max_rows : MAX_ROWS;
-	}
+	pg->owners = opts->owners != NULL;
 	outbox_opts(pg, opts->outbox);
 	if (opts->runs != NULL)
 		runs_opts(pg, opts->runs);

@@ -10,7 +10,7 @@
  * (connections: connect, migrate, prepare, send, read, fail and
  * reconnect), pg_schema.c (the schema's migrations and the statements'
  * SQL), pg_err.c (errors without secrets), pg_shared.c (owners, tokens,
- * poll entries), pg_wake.c (LISTEN/NOTIFY wake-ups, the leads held,
+ * pg_db.c (the driver entries under the domains), pg_wake.c (LISTEN/NOTIFY wake-ups,
  * health and the probe that keeps it true), pg_outbox.c (the webhook
  * outbox's jobs and leases), pg_outbox_admin.c (its admin queries),
  * pg_payload.c (its payloads, in chunk rows), pg_runs.c (the run
@@ -31,6 +31,7 @@
 #include "tidegate/map.h"
 #include "tidegate/state.h"
 #include "../backend.h"
+#include "../db.h"
 #include "../outbox_rules.h"
 
 #define PG_POOL		2	/* connections per backend */
@@ -43,9 +44,6 @@
 
 /** The prepared statements (pg_schema.c holds their SQL). */
 enum pg_stmt {
-	PG_OWNERS_RECORD, PG_OWNERS_LOOKUP, PG_OWNERS_PRUNE, PG_OWNERS_COUNT,
-	PG_TOKEN_GET, PG_TOKEN_PUT, PG_TOKEN_INVALIDATE,
-	PG_POLL_LEAD, PG_POLL_PUBLISH, PG_POLL_FETCH, PG_POLL_RELEASE, PG_NOTIFY,
 	PG_OB_ADD, PG_OB_SET_CID, PG_OB_ABANDON, PG_OB_LEASE, PG_OB_CHUNK, PG_OB_RENEW,
 	PG_OB_RELEASE, PG_OB_COMPLETE, PG_OB_NEXT_DUE, PG_OB_STATE, PG_OB_APPEND,
 	PG_OB_COMMIT, PG_OB_DROP, PG_OB_SET, PG_OB_GET, PG_OB_LIST, PG_OB_REDELIVER,
@@ -103,6 +101,7 @@ struct pg_conn {
 struct pg {
 	const struct tg_state_backend *be;	/* this backend's vtable */
 	struct event_base *base;
+	const struct tg_db_list *stmts;		/* the domains' (borrowed) */
 	const char *const *keys;		/* connection parameters (libpq's */
 	const char *const *vals;		/* keyword/value arrays; owned) */
 	char *secret;				/* the password: never in err or logs */
@@ -125,8 +124,6 @@ struct pg {
 	struct tg_state_rules rules;		/* its schedule and lease length */
 	struct tg_outbox_stats ctr;		/* its counters since open */
 	char *spool;				/* where leased payloads are spooled */
-	int64_t keep_ms;
-	long long max_rows;
 	int runs;				/* run registry and sweeps configured: */
 	int64_t retention_ms, grace_ms, archive_keep_ms;
 	int64_t archive_max_run, archive_max_total;
@@ -135,10 +132,9 @@ struct pg {
 	void (*wake)(void *ctx, const char *topic, const char *what);
 	void *wake_ctx;
 	int heard;			/* the listener has listened before */
-	struct tg_map *leads;		/* keys this instance leads -> until (mono ms) */
 	unsigned long long queries, lat[TG_STATE_LAT_BUCKETS + 1];
 	double lat_sum;
-	unsigned long long wakeups, notifies;
+	unsigned long long wakeups;
 };
 
 /** One operation; freed by pg_conn.c once answered or cancelled. */
@@ -235,12 +231,19 @@ void tg_state_pg_kick(struct pg *pg);
  * was the last one up, every queued one UNAVAILABLE with why (borrowed,
  * shown as is), and connect again after the backoff. */
 void tg_state_pg_conn_drop(struct pg_conn *k, const char *why);
-/** The name of prepared statement i (static, borrowed). */
-const char *tg_state_pg_stmt_name(int i);
+/** The name of prepared statement i (static, borrowed): PG_NSTMT and
+ * on are the domains' (db.h). */
+const char *tg_state_pg_stmt_name(const struct pg *pg, int i);
+/** Statements every connection of pg (borrowed) prepares. */
+int tg_state_pg_nstmt(const struct pg *pg);
+/** The prepared statement of a domain's s (static). */
+int tg_state_pg_stmt_index(const struct pg *pg, const struct tg_db_stmt *s);
+/** The driver entries (pg_db.c). */
+extern const struct tg_db_driver tg_state_pg_db;
 
 /* ---- pg_wake.c ---- */
 
-#define PG_CHANNEL	"tidegate"	/* the one NOTIFY channel of a fleet */
+#define PG_CHANNEL	TG_DB_CHANNEL	/* the one NOTIFY channel of a fleet */
 
 /** An operation of pg (borrowed) was answered by the server after us µs. */
 void tg_state_pg_lat(struct pg *pg, int64_t us);
@@ -249,12 +252,8 @@ void tg_state_pg_notifies(struct pg_conn *k);
 /** k (borrowed) listens again: after the first time, wake-ups may have
  * been lost meanwhile; every watch hears a NULL one. */
 void tg_state_pg_listening(struct pg_conn *k);
-/** This instance leads key (borrowed) until mono ms (0: no longer). */
-void tg_state_pg_lead_held(struct pg *pg, const char *key, int64_t until);
 /** c's (borrowed) server notices go to pg's (borrowed) debug log. */
 void tg_state_pg_quiet(struct pg *pg, PGconn *c);
-/** Free what pg_wake.c keeps in pg (borrowed). */
-void tg_state_pg_wake_free(struct pg *pg);
 /** Health of pg (borrowed) is down (why in pg->down) until the server
  * answers again: a connection was lost, or an operation timed out (then
  * new operations fail at once meanwhile); a ping is sent at once. */
@@ -268,13 +267,11 @@ void tg_state_pg_probe_stop(struct pg *pg);
 void tg_state_pg_listen(void *impl, void (*wake)(void *ctx, const char *topic,
     const char *what), void *ctx);
 void tg_state_pg_health(const void *impl, struct tg_state_health *h);
-struct tg_state_op *tg_state_pg_notify(void *impl, const char *topic, const char *what,
-    tg_state_done_cb cb, void *arg);
 
 /* ---- pg_schema.c ---- */
 
-/** The SQL of prepared statement i (static, borrowed). */
-const char *tg_state_pg_sql(int i);
+/** The SQL of prepared statement i of pg (static, borrowed). */
+const char *tg_state_pg_sql(const struct pg *pg, int i);
 /** The migration's first command (static, borrowed): it begins the
  * migration's transaction, takes its lock and answers the schema's
  * version. */
@@ -301,29 +298,6 @@ void tg_state_pg_answer_done(struct pg_op *o, const PGresult *r);
 void tg_state_pg_answer_num(struct pg_op *o, const PGresult *r);
 
 /* ---- the operations (include/tidegate/state.h; impl is the struct pg *) ---- */
-
-struct tg_state_op *tg_state_pg_owners_record(void *impl, const char *family,
-    const char *cid, const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_owners_lookup(void *impl, const char *family,
-    const char *cid, int64_t now_ms, tg_state_str_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_owners_prune(void *impl, int64_t now_ms, tg_state_num_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_pg_owners_count(void *impl, tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_token_get(void *impl, const char *service,
-    tg_state_token_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_token_put(void *impl, const char *service,
-    const struct tg_state_token *t, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_token_invalidate(void *impl, const char *service,
-    const char *token, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_poll_lead(void *impl, const char *key, int64_t now_ms,
-    int64_t ttl_ms, tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_poll_publish(void *impl, const char *key,
-    const struct tg_state_answer *a, int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_pg_poll_fetch(void *impl, const char *key, int64_t now_ms,
-    tg_state_answer_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_poll_release(void *impl, const char *key, tg_state_done_cb cb,
-    void *arg);
 
 struct tg_state_op *tg_state_pg_outbox_add(void *impl, const struct tg_outbox_new *job,
     int64_t now_ms, tg_state_str_cb cb, void *arg);
@@ -452,7 +426,7 @@ struct tg_state_op *tg_state_pg_sweep_running(void *impl, tg_state_strs_cb cb, v
 
 /** The seam's open and close for this backend (backend.h). */
 void *tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts,
-    struct tg_err *err);
+    const struct tg_db_list *stmts, struct tg_err *err);
 void tg_state_pg_close(void *impl);
 
 /* ---- pg_check.c ---- */

@@ -154,7 +154,7 @@ ready(struct pg_conn *k)
 static void
 prepare_next(struct pg_conn *k)
 {
-	if (k->nprep == PG_NSTMT && k->listener) {	/* then LISTEN (pg_wake.c) */
+	if (k->nprep == tg_state_pg_nstmt(k->pg) && k->listener) {	/* then LISTEN (pg_wake.c) */
 		if (!PQsendQuery(k->c, "LISTEN " PG_CHANNEL)) {
 			conn_fail(k, PQerrorMessage(k->c));
 			return;
@@ -162,11 +162,11 @@ prepare_next(struct pg_conn *k)
 		flush(k);
 		return;
 	}
-	if (k->nprep >= PG_NSTMT) {
+	if (k->nprep >= tg_state_pg_nstmt(k->pg)) {
 		ready(k);
 		return;
 	}
-	if (!PQsendPrepare(k->c, tg_state_pg_stmt_name(k->nprep), tg_state_pg_sql(k->nprep), 0,
+	if (!PQsendPrepare(k->c, tg_state_pg_stmt_name(k->pg, k->nprep), tg_state_pg_sql(k->pg, k->nprep), 0,
 	    NULL)) {
 		conn_fail(k, PQerrorMessage(k->c));
 		return;
@@ -183,12 +183,9 @@ prepare(struct pg_conn *k)
 }
 
 const char *
-tg_state_pg_stmt_name(int i)
+tg_state_pg_stmt_name(const struct pg *pg, int i)
 {
 	static const char *const names[PG_NSTMT] = {
-		"owners_record", "owners_lookup", "owners_prune", "owners_count", "token_get",
-		"token_put", "token_invalidate", "poll_lead", "poll_publish", "poll_fetch",
-		"poll_release", "notify",
 		"ob_add", "ob_set_cid", "ob_abandon", "ob_lease", "ob_chunk", "ob_renew",
 		"ob_release", "ob_complete", "ob_next_due", "ob_state", "ob_append", "ob_commit",
 		"ob_drop", "ob_set", "ob_get", "ob_list", "ob_redeliver", "ob_redeliver_since",
@@ -201,7 +198,19 @@ tg_state_pg_stmt_name(int i)
 		"run_many", "ob_usage", "ob_note", "key_put", "key_get",
 	};
 
-	return names[i];
+	return i < PG_NSTMT ? names[i] : tg_db_list_at(pg->stmts, (size_t)(i - PG_NSTMT))->name;
+}
+
+int
+tg_state_pg_nstmt(const struct pg *pg)
+{
+	return PG_NSTMT + (int)tg_db_list_count(pg->stmts);
+}
+
+int
+tg_state_pg_stmt_index(const struct pg *pg, const struct tg_db_stmt *s)
+{
+	return PG_NSTMT + (int)tg_db_list_index(pg->stmts, s);
 }
 
 /* ---- the migration: once per open, by the first connection made ---- */
@@ -443,7 +452,7 @@ send_op(struct pg_conn *k, const struct pg_op *o)
 {
 	if (o->stmt == PG_PING)
 		return PQsendQueryParams(k->c, "SELECT 1", 0, NULL, NULL, NULL, NULL, 0);
-	return PQsendQueryPrepared(k->c, tg_state_pg_stmt_name(o->stmt), o->nparams,
+	return PQsendQueryPrepared(k->c, tg_state_pg_stmt_name(k->pg, o->stmt), o->nparams,
 	    (const char *const *)o->val, o->len, o->fmt, o->binary);
 }
 

@@ -356,7 +356,7 @@ expire(struct pg_op *o)
 	    "(state.timeout)", (long long)pg->timeout_ms);
 	if (o->conn == NULL || now - sent_ms >= pg->timeout_ms)
 		tg_log(TG_LOG_WARN, "state_pg_timeout", TG_LS("why", why),
-		    TG_LS("statement", o->stmt >= 0 ? tg_state_pg_stmt_name(o->stmt) : "ping"),
+		    TG_LS("statement", o->stmt >= 0 ? tg_state_pg_stmt_name(o->pg, o->stmt) : "ping"),
 		    TG_LS("while", o->conn == NULL ? "queued" : "sent"),
 		    TG_LS("instance", pg->instance));
 	if (o->conn == NULL) {

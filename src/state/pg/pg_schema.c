@@ -250,57 +250,8 @@ static const char *const v_keys[] = {
 
 static const char *const *const migrations[] = { v1, v2, v_runs, v_owner_keys, v_keys };
 
-/*
- * owners: a re-recorded job takes a new id and its key's next number (it
- * becomes the newest, as SQLite's INSERT OR REPLACE does). record keeps
- * the key's numbers within max_rows of its newest, in the transaction of
- * the statement; the key's counter row serialises its records across the
- * fleet. Gaps left by re-records may keep fewer. prune removes the old
- * ones, then each key's past max_rows (a bound lowered since).
- */
+/* The statements of the domains not yet written once (db.h has the others). */
 static const char *const sql[PG_NSTMT] = {
-	[PG_OWNERS_RECORD] = "WITH k AS (INSERT INTO owner_keys (api_key, seq) VALUES ($3, 1)"
-	    " ON CONFLICT (api_key) DO UPDATE SET seq = owner_keys.seq + 1 RETURNING seq),"
-	    " ins AS (INSERT INTO owners (family, correlation_id, api_key, created_at, key_seq)"
-	    " SELECT $1::text, $2::text, $3::text, $4::bigint, seq FROM k"
-	    " ON CONFLICT (family, correlation_id) DO UPDATE SET api_key = EXCLUDED.api_key,"
-	    " created_at = EXCLUDED.created_at, key_seq = EXCLUDED.key_seq, id = DEFAULT)"
-	    " DELETE FROM owners WHERE api_key = $3 AND key_seq <= (SELECT seq FROM k) - $5::bigint"
-	    " AND NOT (family = $1 AND correlation_id = $2)",
-	[PG_OWNERS_LOOKUP] = "SELECT api_key FROM owners WHERE family = $1 AND"
-	    " correlation_id = $2 AND created_at >= $3",
-	[PG_OWNERS_PRUNE] = "WITH old AS (DELETE FROM owners WHERE created_at < $1 RETURNING id),"
-	    " extra AS (DELETE FROM owners o USING owner_keys k WHERE o.api_key = k.api_key"
-	    " AND o.key_seq <= k.seq - $2 AND o.created_at >= $1 RETURNING o.id),"
-	    /* poll entries and leases long stale go with them (always run) */
-	    " stale AS (DELETE FROM poll_entries WHERE lead_until < $1 AND answer_until < $1)"
-	    " SELECT (SELECT count(*) FROM old) + (SELECT count(*) FROM extra)",
-	[PG_OWNERS_COUNT] = "SELECT count(*) FROM owners",
-	[PG_TOKEN_GET] = "SELECT token, expires_at FROM vendor_tokens WHERE service = $1",
-	[PG_TOKEN_PUT] = "INSERT INTO vendor_tokens (service, token, expires_at, instance)"
-	    " VALUES ($1, $2, $3, $4) ON CONFLICT (service) DO UPDATE SET token = EXCLUDED.token,"
-	    " expires_at = EXCLUDED.expires_at, instance = EXCLUDED.instance, written_at = now()",
-	[PG_TOKEN_INVALIDATE] = "DELETE FROM vendor_tokens WHERE service = $1 AND"
-	    " ($2::text IS NULL OR token = $2::text)",
-	/* free, run out, or this instance's; never while a published answer
-	 * is fresh (the others use it) */
-	[PG_POLL_LEAD] = "INSERT INTO poll_entries (key, leader, lead_until) VALUES ($1, $2, $4)"
-	    " ON CONFLICT (key) DO UPDATE SET leader = EXCLUDED.leader,"
-	    " lead_until = EXCLUDED.lead_until WHERE (poll_entries.lead_until <= $3::bigint"
-	    " OR poll_entries.leader = $2) AND poll_entries.answer_until <= $3::bigint"
-	    " RETURNING 1",
-	/* the answer, the lead given up, the other instances woken */
-	[PG_POLL_PUBLISH] = "WITH u AS (INSERT INTO poll_entries (key, status, content_type,"
-	    " body, answer_until) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO UPDATE SET"
-	    " status = EXCLUDED.status, content_type = EXCLUDED.content_type,"
-	    " body = EXCLUDED.body, answer_until = EXCLUDED.answer_until, lead_until = 0"
-	    " RETURNING key) SELECT pg_notify('" PG_CHANNEL "', 'poll' || E'\\n' || $6::text"
-	    " || E'\\n' || key) FROM u",
-	[PG_POLL_FETCH] = "SELECT status, content_type, body, answer_until FROM poll_entries"
-	    " WHERE key = $1 AND status IS NOT NULL AND answer_until > $2",
-	[PG_POLL_RELEASE] = "UPDATE poll_entries SET lead_until = 0 WHERE key = $1"
-	    " AND leader = $2",
-	[PG_NOTIFY] = "SELECT pg_notify('" PG_CHANNEL "', $1)",
 	/* a waiting job's lease columns hold its fetch (hold, adopt) */
 	[PG_OB_ADD] = "INSERT INTO outbox_jobs (id, url, secret_ref, api_key, kind,"
 	    " correlation_id, service, content_type, state, created_at, lease_owner,"
@@ -496,9 +447,9 @@ static const char *const sql[PG_NSTMT] = {
 };
 
 const char *
-tg_state_pg_sql(int i)
+tg_state_pg_sql(const struct pg *pg, int i)
 {
-	return sql[i];
+	return i < PG_NSTMT ? sql[i] : tg_db_list_at(pg->stmts, (size_t)(i - PG_NSTMT))->sql;
 }
 
 const char *

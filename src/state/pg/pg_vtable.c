@@ -1,8 +1,7 @@
 /*
  * pg_vtable.c - the PostgreSQL state backend's vtable for the seam
- * (src/state/state.c): every domain of include/tidegate/state.h —
- * correlation ownership, vendor token records and poll entries
- * (pg_shared.c), the webhook outbox with its payloads (pg_outbox.c,
+ * (src/state/state.c): its driver under the domains written once
+ * (pg_db.c), and the domains not yet: the webhook outbox with its payloads (pg_outbox.c,
  * pg_outbox_admin.c, pg_payload.c), the run registry (pg_runs.c) and
  * sweeps (pg_sweeps.c).
  */
@@ -10,6 +9,7 @@
 
 const struct tg_state_backend tg_state_pg_backend = {
 	.name = "postgresql",
+	.db = &tg_state_pg_db,
 	.open = tg_state_pg_open,
 	.close = tg_state_pg_close,
 	.check = tg_state_pg_check,
@@ -63,18 +63,6 @@ const struct tg_state_backend tg_state_pg_backend = {
 	.sweep_unclaim = tg_state_pg_sweep_unclaim,
 	.sweep_settle = tg_state_pg_sweep_settle,
 	.sweep_running = tg_state_pg_sweep_running,
-	.owners_record = tg_state_pg_owners_record,
-	.owners_lookup = tg_state_pg_owners_lookup,
-	.owners_prune = tg_state_pg_owners_prune,
-	.owners_count = tg_state_pg_owners_count,
-	.token_get = tg_state_pg_token_get,
-	.token_put = tg_state_pg_token_put,
-	.token_invalidate = tg_state_pg_token_invalidate,
-	.poll_lead = tg_state_pg_poll_lead,
-	.poll_publish = tg_state_pg_poll_publish,
-	.poll_fetch = tg_state_pg_poll_fetch,
-	.poll_release = tg_state_pg_poll_release,
-	.notify = tg_state_pg_notify,
 	.outbox_hold = tg_state_pg_outbox_hold,
 	.outbox_adopt = tg_state_pg_outbox_adopt,
 	.listen = tg_state_pg_listen,

@@ -1,9 +1,8 @@
 /*
- * pg_wake.c - what the PostgreSQL backend tells and hears across a fleet,
- * and what it says of itself (include/tidegate/state.h: notify, watch,
- * health).
+ * pg_wake.c - what the PostgreSQL backend hears across a fleet, and what
+ * it says of itself (include/tidegate/state.h: watch, health).
  *
- * Wake-ups: one channel, PG_CHANNEL, whose payload is
+ * Wake-ups: one channel, PG_CHANNEL (sent by shared.c), whose payload is
  * "<topic>\n<instance>\n<what>". Connection 0 of the pool LISTENs on it
  * once its statements are prepared (pg_conn.c) and keeps working as the
  * others; what PQconsumeInput brings in is handed here, and every
@@ -14,9 +13,8 @@
  *
  * Health: whether a connection is up and the server answers, and why
  * not; the number and latency (from send to answer) of the server's
- * answers, wake-ups sent and heard, and the leads this instance holds
- * (pg_shared.c tells tg_state_pg_lead_held when it takes, renews or gives
- * one up). Health is down from a connection lost or an operation timed
+ * answers and the wake-ups heard (those sent and the leads held are the
+ * seam's, shared.c). Health is down from a connection lost or an operation timed
  * out (pg_op.c) until the server answers again; a server that froze with
  * its sockets open is noticed by the probe even when nothing is asked: a
  * ping (SELECT 1, with the deadline of any operation) once nothing was
@@ -103,28 +101,6 @@ tg_state_pg_listen(void *impl, void (*wake)(void *ctx, const char *topic, const 
 	pg->wake_ctx = ctx;
 }
 
-struct tg_state_op *
-tg_state_pg_notify(void *impl, const char *topic, const char *what, tg_state_done_cb cb,
-    void *arg)
-{
-	struct pg *pg = impl;
-	struct pg_op *o = tg_state_pg_op_new(pg, PG_NOTIFY, tg_state_pg_answer_done,
-	    (void (*)(void))cb, arg);
-	char *payload;
-
-	if (topic == NULL || strchr(topic, '\n') != NULL || what == NULL || strlen(what) > 1000) {
-		o->res.rc = TG_STATE_ERROR;
-		tg_err_set(&o->res.err, "notify: a topic without newline and a what of at most "
-		    "1000 bytes");
-		return tg_state_pg_answer_now(o);
-	}
-	payload = tg_xasprintf("%s\n%s\n%s", topic, pg->instance, what);
-	tg_state_pg_param_str(o, payload);
-	free(payload);
-	pg->notifies++;
-	return tg_state_pg_submit(o, PG_ANY);
-}
-
 /* A server's NOTICE (e.g. "relation … already exists, skipping" while
  * migrating): a debug log line, never stderr outside the JSON log. */
 static void
@@ -142,46 +118,6 @@ tg_state_pg_quiet(struct pg *pg, PGconn *c)
 {
 	if (c != NULL)
 		(void)PQsetNoticeProcessor(c, on_notice, pg);
-}
-
-/* ---- leads held ---- */
-
-void
-tg_state_pg_lead_held(struct pg *pg, const char *key, int64_t until)
-{
-	int64_t *u;
-
-	if (pg->leads == NULL)
-		pg->leads = tg_map_new(free);
-	if (until == 0) {
-		(void)tg_map_del(pg->leads, key);
-		return;
-	}
-	u = tg_xmalloc(sizeof(*u));
-	*u = until;
-	tg_map_put(pg->leads, key, u);
-}
-
-static size_t
-leads_live(const struct pg *pg)
-{
-	int64_t now = tg_clock_mono_ms();
-	size_t pos = 0, n = 0;
-	const char *k;
-	void *v;
-
-	if (pg->leads == NULL)
-		return 0;
-	while (tg_map_next(pg->leads, &pos, &k, &v))
-		n += *(int64_t *)v > now;
-	return n;
-}
-
-void
-tg_state_pg_wake_free(struct pg *pg)
-{
-	tg_map_free(pg->leads);
-	pg->leads = NULL;
 }
 
 /* ---- health ---- */
@@ -266,7 +202,8 @@ tg_state_pg_health(const void *impl, struct tg_state_health *h)
 
 	h->up = 0;
 	for (i = 0; i < PG_POOL; i++)
-		h->up |= pg->conn[i].st >= PG_IDLE;
+		h->conns_ready += pg->conn[i].st >= PG_IDLE;
+	h->up = h->conns_ready > 0;
 	if (pg->unsure != PG_SURE)
 		h->up = 0;
 	if (!h->up)
@@ -274,12 +211,10 @@ tg_state_pg_health(const void *impl, struct tg_state_health *h)
 		    "state: postgresql: connecting");
 	h->shared = 1;
 	h->listening = pg->conn[0].listener && pg->conn[0].st >= PG_IDLE &&
-	    pg->conn[0].nprep > PG_NSTMT;
+	    pg->conn[0].nprep > tg_state_pg_nstmt(pg);
 	h->queries = pg->queries;
 	memcpy(h->lat_le, lat_le, sizeof(h->lat_le));
 	memcpy(h->lat, pg->lat, sizeof(h->lat));
 	h->lat_sum = pg->lat_sum;
 	h->wakeups = pg->wakeups;
-	h->notifies = pg->notifies;
-	h->leases = leads_live(pg);
 }

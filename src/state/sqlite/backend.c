@@ -25,8 +25,8 @@ stores_close(struct sq *sq)
 	tg_outbox_close(sq->wob);
 	tg_runs_close(sq->rruns);
 	tg_runs_close(sq->wruns);
-	tg_owners_close(sq->rown);
-	tg_owners_close(sq->wown);
+	tg_state_sq_conn_close(&sq->own_r);
+	tg_state_sq_conn_close(&sq->own_w);
 }
 
 /* The write connection first: it creates and migrates; the read one then
@@ -40,17 +40,20 @@ stores_open(struct sq *sq, const struct tg_state_opts *opts, struct tg_err *err)
 	if (opts->runs != NULL && ((sq->wruns = tg_runs_open(opts->runs, err)) == NULL ||
 	    (sq->rruns = tg_runs_open(opts->runs, err)) == NULL))
 		return -1;
-	if (opts->owners != NULL && ((sq->wown = tg_owners_open(opts->owners, err)) == NULL ||
-	    (sq->rown = tg_owners_open(opts->owners, err)) == NULL))
+	if (opts->owners != NULL && (tg_state_sq_conn_open(&sq->own_w, opts->owners->path,
+	    &tg_state_sq_owners_schema, err) != 0 || tg_state_sq_conn_open(&sq->own_r,
+	    opts->owners->path, &tg_state_sq_owners_schema, err) != 0))
 		return -1;
 	return 0;
 }
 
 static void *
-sq_open(struct event_base *base, const struct tg_state_opts *opts, struct tg_err *err)
+sq_open(struct event_base *base, const struct tg_state_opts *opts,
+    const struct tg_db_list *stmts, struct tg_err *err)
 {
 	struct sq *sq;
 
+	(void)stmts;	/* prepared on first use, per connection */
 	if (!sqlite3_threadsafe()) {
 		tg_err_set(err, "state: this SQLite library is built without thread support");
 		return NULL;
@@ -76,12 +79,12 @@ sq_close(void *impl)
 	sq->closing = 1;
 	tg_worker_free(sq->w);
 	stores_close(sq);
-	tg_state_sq_tokens_free(sq);
 	free(sq);
 }
 
 const struct tg_state_backend tg_state_sqlite_backend = {
 	.name = "sqlite",
+	.db = &tg_state_sq_db,
 	.open = sq_open,
 	.close = sq_close,
 	.check = tg_state_sq_check,
@@ -135,18 +138,6 @@ const struct tg_state_backend tg_state_sqlite_backend = {
 	.sweep_unclaim = tg_state_sq_sweep_unclaim,
 	.sweep_settle = tg_state_sq_sweep_settle,
 	.sweep_running = tg_state_sq_sweep_running,
-	.owners_record = tg_state_sq_owners_record,
-	.owners_lookup = tg_state_sq_owners_lookup,
-	.owners_prune = tg_state_sq_owners_prune,
-	.owners_count = tg_state_sq_owners_count,
-	.token_get = tg_state_sq_token_get,
-	.token_put = tg_state_sq_token_put,
-	.token_invalidate = tg_state_sq_token_invalidate,
-	.poll_lead = tg_state_sq_poll_lead,
-	.poll_publish = tg_state_sq_poll_publish,
-	.poll_fetch = tg_state_sq_poll_fetch,
-	.poll_release = tg_state_sq_poll_release,
-	.notify = tg_state_sq_notify,
 	.outbox_hold = tg_state_sq_outbox_hold,
 	.outbox_adopt = tg_state_sq_outbox_adopt,
 };

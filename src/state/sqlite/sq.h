@@ -17,15 +17,42 @@
 
 #include <stdint.h>
 
+#include "tidegate/map.h"
 #include "tidegate/outbox.h"
-#include "tidegate/owners.h"
 #include "tidegate/runs_store.h"
 #include "tidegate/state.h"
 #include "tidegate/worker.h"
 #include "../backend.h"
+#include "../db.h"
 
-struct sq_token;
 struct sq_op;
+struct sqlite3;
+
+/** One connection of the driver (sq_conn.c). */
+struct sq_conn {
+	struct sqlite3 *db;		/* NULL: not open */
+	struct tg_map *prep;		/* statement name -> its prepared statements */
+};
+
+/** A store's schema: versions[v] (NULL-terminated) brings it from v to v + 1. */
+struct sq_schema {
+	const char *name;
+	int nversions;
+	const char *const *const *versions;
+};
+
+/** Rows copied out of a statement (sq_conn.c). */
+struct sq_cell {
+	enum tg_db_type type;	/* NULL, INT, or BLOB (text and blobs) */
+	int64_t i;		/* INT */
+	char *p;		/* the bytes (an INT's text), NUL-terminated; NULL: NULL */
+	size_t len;
+};
+struct sq_rows {
+	int nrow, ncol, cap;
+	struct sq_cell *cell;	/* row-major */
+	int64_t changes;
+};
 
 /** What an operation needs configured. */
 enum sq_domain { SQ_NONE, SQ_OUTBOX, SQ_RUNS, SQ_OWNERS };
@@ -35,8 +62,7 @@ struct sq {
 	struct tg_worker *w;			/* the writer thread */
 	struct tg_outbox *rob, *wob;		/* read / write connections; NULL: none */
 	struct tg_runs *rruns, *wruns;
-	struct tg_owners *rown, *wown;
-	struct sq_token *tokens;		/* vendor token records (in memory) */
+	struct sq_conn own_r, own_w;		/* ownership: read / write */
 	int closing;				/* the writer thread is stopping */
 };
 
@@ -48,6 +74,8 @@ struct sq_op {
 	struct sq *sq;
 	enum sq_domain dom;
 	struct tg_job *job;		/* while queued */
+	/* set by answer: o goes on with another step (its handle kept) */
+	struct tg_state_op *(*next)(struct sq_op *o);
 	int cancelled;			/* no callback */
 	int keep;			/* runs even when cancelled (payload writes) */
 	sq_fn run;			/* the work; sets res */
@@ -65,6 +93,23 @@ struct sq_op {
 	size_t np;
 	int more;
 };
+
+/** Open c (the caller's; tg_state_sq_conn_close) on path (borrowed),
+ * migrated to sc (static); 0, or -1 with err. */
+int tg_state_sq_conn_open(struct sq_conn *c, const char *path, const struct sq_schema *sc,
+    struct tg_err *err);
+/** Close c (borrowed); a closed one is fine. */
+void tg_state_sq_conn_close(struct sq_conn *c);
+/** Run q (borrowed) on c (borrowed): its rows (the caller's:
+ * tg_state_sq_rows_free), or NULL with res set. */
+struct sq_rows *tg_state_sq_conn_exec(struct sq_conn *c, const struct tg_db_q *q,
+    struct tg_state_res *res);
+/** Takes ownership of r; NULL-safe. */
+void tg_state_sq_rows_free(struct sq_rows *r);
+/** The driver entries (sq_db.c). */
+extern const struct tg_db_driver tg_state_sq_db;
+/** The ownership store's schema (owners_schema.c). */
+extern const struct sq_schema tg_state_sq_owners_schema;
 
 /** A new operation of sq for domain dom; cb is the typed callback, cast. */
 struct sq_op *tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer,
@@ -98,8 +143,6 @@ void tg_state_sq_answer_str(struct sq_op *o);	/* out */
 struct tg_run_new *tg_state_sq_run_new_dup(const struct tg_run_new *r);
 /** Takes ownership of r and frees it with its strings; NULL-safe. */
 void tg_state_sq_run_new_free(struct tg_run_new *r);
-/** In-memory records: free the token table of sq. */
-void tg_state_sq_tokens_free(struct sq *sq);
 /** The payload writer of a payload_open that nobody took (cancelled or
  * closing): dropped on the writer thread, or here once it has stopped. */
 void tg_state_sq_payload_drop(struct sq *sq, struct tg_outbox_payload *p);
@@ -198,33 +241,9 @@ struct tg_state_op *tg_state_sq_sweep_unclaim(void *impl, const char *id, const 
 struct tg_state_op *tg_state_sq_sweep_settle(void *impl, const char *id, int64_t now_ms,
     tg_state_num_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_sweep_running(void *impl, tg_state_strs_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_owners_record(void *impl, const char *family, const char *cid,
-    const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_owners_lookup(void *impl, const char *family, const char *cid,
-    int64_t now_ms, tg_state_str_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_owners_prune(void *impl, int64_t now_ms, tg_state_num_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_sq_owners_count(void *impl, tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_token_get(void *impl, const char *service,
-    tg_state_token_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_token_put(void *impl, const char *service,
-    const struct tg_state_token *t, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_token_invalidate(void *impl, const char *service,
-    const char *token, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_poll_lead(void *impl, const char *key, int64_t now_ms,
-    int64_t ttl_ms, tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_poll_publish(void *impl, const char *key,
-    const struct tg_state_answer *a, int64_t now_ms, int64_t ttl_ms, tg_state_done_cb cb,
-    void *arg);
 struct tg_state_op *tg_state_sq_outbox_hold(void *impl, const char *const *ids, size_t n,
     int64_t now_ms, tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_adopt(void *impl, int64_t now_ms, size_t max,
     tg_state_jobs_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_poll_release(void *impl, const char *key,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_notify(void *impl, const char *topic, const char *what,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_poll_fetch(void *impl, const char *key, int64_t now_ms,
-    tg_state_answer_cb cb, void *arg);
 
 #endif

@@ -79,7 +79,7 @@ configured(struct sq_op *o)
 
 	if (o->dom == SQ_NONE || (o->dom == SQ_OUTBOX && sq->wob != NULL) ||
 	    (o->dom == SQ_RUNS && sq->wruns != NULL) ||
-	    (o->dom == SQ_OWNERS && sq->wown != NULL))
+	    (o->dom == SQ_OWNERS && sq->own_w.db != NULL))
 		return 1;
 	o->res.rc = TG_STATE_UNAVAILABLE;
 	tg_err_set(&o->res.err, "state: no %s is configured", names[o->dom]);
@@ -89,9 +89,15 @@ configured(struct sq_op *o)
 struct tg_state_op *
 tg_state_sq_read(struct sq_op *o)
 {
+	struct tg_state_op *(*next)(struct sq_op *);
+
 	if (configured(o))
 		o->run(o);
 	o->answer(o);
+	if ((next = o->next) != NULL) {
+		o->next = NULL;
+		return next(o);
+	}
 	op_free(o);
 	return NULL;
 }
@@ -117,6 +123,13 @@ on_done(void *arg, int cancelled)
 			tg_err_set(&o->res.err, "state: closing");
 		}
 		o->answer(o);
+		if (o->next != NULL && !cancelled) {
+			struct tg_state_op *(*next)(struct sq_op *) = o->next;
+
+			o->next = NULL;
+			(void)next(o);
+			return;
+		}
 	}
 	op_free(o);
 }

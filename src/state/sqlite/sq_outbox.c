@@ -443,3 +443,33 @@ tg_state_sq_outbox_stats(void *impl, int64_t now_ms, tg_state_outbox_stats_cb cb
 	o->cleanup = free_p;
 	return tg_state_sq_write(o);
 }
+
+/* ---- one instance: a waiting job's fetch is always its own ---- */
+
+static void
+run_ok(struct sq_op *o)
+{
+	o->res.rc = TG_STATE_OK;
+}
+
+struct tg_state_op *
+tg_state_sq_outbox_hold(void *impl, const char *const *ids, size_t n, int64_t now_ms,
+    tg_state_done_cb cb, void *arg)
+{
+	return tg_state_sq_read(tg_state_sq_op_new(impl, SQ_NONE, run_ok,
+	    tg_state_sq_answer_done, (void (*)(void))cb, arg));
+}
+
+static void
+answer_none(struct sq_op *o)
+{
+	((tg_state_jobs_cb)o->cb)(&o->res, NULL, 0, o->arg);
+}
+
+struct tg_state_op *
+tg_state_sq_outbox_adopt(void *impl, int64_t now_ms, size_t max, tg_state_jobs_cb cb,
+    void *arg)
+{
+	return tg_state_sq_read(tg_state_sq_op_new(impl, SQ_NONE, run_ok, answer_none,
+	    (void (*)(void))cb, arg));
+}

@@ -1,0 +1,152 @@
+/*
+ * db.h - the driver interface under the state's domains (private to
+ * src/state/). A domain (owners.c, shared.c, …) writes each operation
+ * once: a statement (struct tg_db_stmt: its PostgreSQL text and, where
+ * the dialect differs, its SQLite text), parameters, and an answer that
+ * reads the rows on the loop. A driver (sqlite/sq_db.c, pg/pg_db.c) runs
+ * it: SQLite on the loop's read connection (a read: answered before the
+ * call returns) or on the writer thread (a write: one transaction), and
+ * PostgreSQL on its pool of libpq connections, on the loop. What differs
+ * between the two databases lives in the driver or in a statement's pair
+ * of texts, never in a second copy of a domain.
+ *
+ * Parameters are numbered $1, $2, … in both dialects (SQLite reads $N as
+ * a named parameter; the driver binds it by number). A SQLite text may
+ * hold several statements separated by ';': a write runs them in one
+ * transaction, and the rows are those of the last statement that has
+ * columns. PostgreSQL results come in binary: a domain reads cells only
+ * through tg_db_str, tg_db_blob and tg_db_i64, which decode by type.
+ */
+#ifndef TG_STATE_DB_H
+#define TG_STATE_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tidegate/state.h"
+
+#define TG_DB_MAXP	16	/* parameters of a statement at most */
+#define TG_DB_CHANNEL	"tidegate"	/* a fleet's one wake-up channel */
+
+/** The store a statement needs configured (SQLite: its file). */
+enum tg_db_store { TG_DB_ANY, TG_DB_OWNERS, TG_DB_OUTBOX, TG_DB_RUNS };
+
+/** A statement, written once (static; domains own their tables). */
+struct tg_db_stmt {
+	const char *name;	/* unique: the prepared statement's name */
+	enum tg_db_store store;
+	int write;		/* SQLite: runs on the writer thread, in a transaction */
+	const char *sql;	/* PostgreSQL */
+	const char *lite;	/* SQLite; NULL: sql */
+};
+
+enum tg_db_type { TG_DB_NULL, TG_DB_INT, TG_DB_TEXT, TG_DB_BLOB };
+
+/** One parameter (the value owned by its query). */
+struct tg_db_param {
+	enum tg_db_type type;
+	int64_t i;
+	char *p;		/* TEXT: NUL-terminated; BLOB: len bytes */
+	size_t len;
+};
+
+struct tg_db_rows;
+
+/**
+ * One query of a domain operation. A domain embeds it first in its own
+ * record (the typed callback beside it), fills it with tg_db_query_init
+ * and the tg_db_* parameter calls, and hands it to tg_db_submit, which
+ * takes ownership: the driver calls answer once on the loop (unless the
+ * operation was cancelled), then cleanup (may be NULL) and free().
+ */
+struct tg_db_q {
+	const struct tg_db_stmt *stmt;
+	struct tg_db_param par[TG_DB_MAXP];
+	int npar;
+	/** r (borrowed) is NULL when res.rc != 0. May call tg_db_again. */
+	void (*answer)(struct tg_db_q *q, const struct tg_db_rows *r);
+	void (*cleanup)(struct tg_db_q *q);
+	struct tg_state_res res;
+	int keep;		/* runs even when cancelled while queued */
+	int again;		/* set by tg_db_again: run once more */
+};
+
+/** Rows of one statement (the driver's; borrowed by an answer). */
+struct tg_db_rows {
+	const struct tg_state_backend *be;
+	const void *res;
+};
+
+/** The driver entries of a backend (in struct tg_state_backend). */
+struct tg_db_driver {
+	/** 1: instances share this database (a fleet); 0: one instance. */
+	int fleet;
+	/** Takes ownership of q: its handle, or NULL when answered already. */
+	struct tg_state_op *(*submit)(void *impl, struct tg_db_q *q);
+	int (*nrows)(const struct tg_db_rows *r);
+	/** Cell (row, col): its bytes and length, NULL for SQL NULL. */
+	const char *(*cell)(const struct tg_db_rows *r, int row, int col, size_t *len);
+	int64_t (*i64)(const struct tg_db_rows *r, int row, int col);
+	/** Rows the statement changed. */
+	int64_t (*changes)(const struct tg_db_rows *r);
+};
+
+/** q (borrowed) runs stmt (static) and is answered by answer. */
+void tg_db_query_init(struct tg_db_q *q, const struct tg_db_stmt *stmt,
+    void (*answer)(struct tg_db_q *q, const struct tg_db_rows *r));
+/** Parameters, in order: text (borrowed, copied; NULL: SQL NULL), a
+ * number, bytes (borrowed, copied), len bytes drained from buf. */
+void tg_db_text(struct tg_db_q *q, const char *s);
+void tg_db_int(struct tg_db_q *q, int64_t n);
+void tg_db_bytes(struct tg_db_q *q, const void *data, size_t len);
+/** A time: t, or SQL NULL when t is 0. */
+void tg_db_time(struct tg_db_q *q, int64_t t);
+/** Free q's parameters (q borrowed). */
+void tg_db_params_free(struct tg_db_q *q);
+/** From q's answer: run stmt next, its parameters given again after
+ * this call; the handle stays valid and the caller is not answered yet. */
+void tg_db_again(struct tg_db_q *q, const struct tg_db_stmt *stmt);
+/** Answer q (ownership taken) now with rc and why (borrowed): NULL. */
+struct tg_state_op *tg_db_fail(struct tg_db_q *q, int rc, const char *why);
+
+/** Submit q (ownership taken) to st's driver (st borrowed). */
+struct tg_state_op *tg_db_submit(struct tg_state *st, struct tg_db_q *q);
+/** 1 when st's (borrowed) instances share its database. */
+int tg_db_fleet(const struct tg_state *st);
+
+/* Reading rows (r borrowed; what comes back is valid during the answer). */
+int tg_db_nrows(const struct tg_db_rows *r);
+/** Text of a cell, NUL-terminated; NULL for SQL NULL. */
+const char *tg_db_str(const struct tg_db_rows *r, int row, int col);
+/** Bytes of a cell and their length; NULL for SQL NULL (*len 0). */
+const void *tg_db_blob(const struct tg_db_rows *r, int row, int col, size_t *len);
+/** A cell as a number; 0 for SQL NULL. */
+int64_t tg_db_i64(const struct tg_db_rows *r, int row, int col);
+/** 1 when the cell is SQL NULL. */
+int tg_db_isnull(const struct tg_db_rows *r, int row, int col);
+int64_t tg_db_changes(const struct tg_db_rows *r);
+/** A malloc'd copy of a cell's text (the caller frees), NULL for NULL. */
+char *tg_db_strdup(const struct tg_db_rows *r, int row, int col);
+
+/** A domain's statements (static). */
+struct tg_db_table {
+	const struct tg_db_stmt *s;
+	size_t n;
+};
+extern const struct tg_db_table tg_state_owners_stmts, tg_state_shared_stmts;
+
+/** Statements of several domains, in order (static). */
+struct tg_db_list {
+	const struct tg_db_table *const *t;
+	size_t n;
+};
+/** Every domain's (stmts.c): state.c hands it to the backend's open; the
+ * PostgreSQL driver prepares them all on each connection. */
+extern const struct tg_db_list tg_state_db_stmts;
+/** Statements in l (borrowed), the i-th, and the position of s (one of
+ * l's; static) in l, or -1. */
+size_t tg_db_list_count(const struct tg_db_list *l);
+const struct tg_db_stmt *tg_db_list_at(const struct tg_db_list *l, size_t i);
+long tg_db_list_index(const struct tg_db_list *l, const struct tg_db_stmt *s);
+
+#endif

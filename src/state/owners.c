@@ -1,0 +1,170 @@
+/*
+ * owners.c - correlation ownership, written once for every backend
+ * (include/tidegate/state.h tg_state_owners_*): which gateway API key
+ * created a data exchange job (family "export" or "import" and the
+ * correlationId the vendor answered, folded by tg_state_job_key), so that
+ * reads of the job by any other key can be refused. Bounded: a record
+ * counts for keep_ms, and a key past max_rows records loses its own
+ * oldest first, never another key's (owner_keys numbers each key's
+ * records, so no key can push another's jobs out).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "job_key.h"
+#include "seam.h"
+
+enum { RECORD, LOOKUP, PRUNE, COUNT };
+
+/* PostgreSQL records, numbers and evicts in one statement; SQLite runs
+ * the same steps in one transaction. A re-recorded job takes a new id and
+ * its key's next number (it becomes the newest); the key's counter row
+ * serialises its records across a fleet; gaps left by re-records may keep
+ * fewer. A prune removes the old records and each key's past max_rows (a
+ * bound lowered since), and poll entries long stale (a fleet's; SQLite
+ * has none). */
+static const struct tg_db_stmt sql[] = {
+	[RECORD] = { "owners_record", TG_DB_OWNERS, 1,
+	    "WITH k AS (INSERT INTO owner_keys (api_key, seq) VALUES ($3, 1)"
+	    " ON CONFLICT (api_key) DO UPDATE SET seq = owner_keys.seq + 1 RETURNING seq),"
+	    " ins AS (INSERT INTO owners (family, correlation_id, api_key, created_at, key_seq)"
+	    " SELECT $1::text, $2::text, $3::text, $4::bigint, seq FROM k"
+	    " ON CONFLICT (family, correlation_id) DO UPDATE SET api_key = EXCLUDED.api_key,"
+	    " created_at = EXCLUDED.created_at, key_seq = EXCLUDED.key_seq, id = DEFAULT)"
+	    " DELETE FROM owners WHERE api_key = $3 AND key_seq <= (SELECT seq FROM k) - $5::bigint"
+	    " AND NOT (family = $1 AND correlation_id = $2)",
+	    "INSERT INTO owner_keys (api_key, seq) VALUES ($3, 1)"
+	    " ON CONFLICT (api_key) DO UPDATE SET seq = seq + 1;"
+	    " INSERT OR REPLACE INTO owners (family, correlation_id, api_key, created_at, key_seq)"
+	    " VALUES ($1, $2, $3, $4, (SELECT seq FROM owner_keys WHERE api_key = $3));"
+	    " DELETE FROM owners WHERE api_key = $3 AND key_seq <= (SELECT seq FROM owner_keys"
+	    " WHERE api_key = $3) - $5 AND NOT (family = $1 AND correlation_id = $2)" },
+	[LOOKUP] = { "owners_lookup", TG_DB_OWNERS, 0,
+	    "SELECT api_key FROM owners WHERE family = $1 AND correlation_id = $2"
+	    " AND created_at >= $3", NULL },
+	[PRUNE] = { "owners_prune", TG_DB_OWNERS, 1,
+	    "WITH stale AS (DELETE FROM poll_entries WHERE lead_until < $1 AND answer_until < $1)"
+	    " DELETE FROM owners WHERE created_at < $1 OR id IN (SELECT o.id FROM owners o"
+	    " JOIN owner_keys k ON o.api_key = k.api_key AND o.key_seq <= k.seq - $2)",
+	    "DELETE FROM owners WHERE created_at < $1 OR id IN (SELECT o.id FROM owner_keys k"
+	    " JOIN owners o ON o.api_key = k.api_key AND o.key_seq <= k.seq - $2)" },
+	[COUNT] = { "owners_count", TG_DB_OWNERS, 0, "SELECT count(*) FROM owners", NULL },
+};
+
+const struct tg_db_table tg_state_owners_stmts = { sql, TG_NELEM(sql) };
+
+struct op {
+	struct tg_db_q q;
+	tg_state_done_cb done;
+	tg_state_str_cb str;
+	tg_state_num_cb num;
+	void *arg;
+	int changes;		/* num: rows changed, else the first cell */
+};
+
+static struct op *
+op_new(const struct tg_db_stmt *s, void (*answer)(struct tg_db_q *, const struct tg_db_rows *),
+    void *arg)
+{
+	struct op *o = tg_xcalloc(1, sizeof(*o));
+
+	tg_db_query_init(&o->q, s, answer);
+	o->arg = arg;
+	return o;
+}
+
+static void
+param_job(struct op *o, const char *family, const char *cid)
+{
+	char *key = tg_state_job_key(cid != NULL ? cid : "");
+
+	tg_db_text(&o->q, family);
+	tg_db_text(&o->q, key);
+	free(key);
+}
+
+static void
+answer_done(struct tg_db_q *q, const struct tg_db_rows *r)
+{
+	struct op *o = (struct op *)q;
+
+	(void)r;
+	o->done(&q->res, o->arg);
+}
+
+struct tg_state_op *
+tg_state_owners_record(struct tg_state *st, const char *family, const char *cid,
+    const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg)
+{
+	struct op *o = op_new(&sql[RECORD], answer_done, arg);
+
+	o->done = cb;
+	if (family == NULL || cid == NULL || *cid == '\0' || key == NULL)
+		return tg_db_fail(&o->q, TG_STATE_ERROR,
+		    "owners: a record needs family, correlationId and key");
+	param_job(o, family, cid);
+	tg_db_text(&o->q, key);
+	tg_db_int(&o->q, now_ms);
+	tg_db_int(&o->q, st->owners_max_rows);
+	return tg_db_submit(st, &o->q);
+}
+
+static void
+answer_lookup(struct tg_db_q *q, const struct tg_db_rows *r)
+{
+	struct op *o = (struct op *)q;
+	const char *key = NULL;
+
+	if (r != NULL && tg_db_nrows(r) > 0)
+		key = tg_db_str(r, 0, 0);
+	else if (r != NULL) {
+		q->res.rc = TG_STATE_NOT_FOUND;
+		tg_err_set(&q->res.err, "no owner recorded for the job");
+	}
+	o->str(&q->res, key, o->arg);
+}
+
+struct tg_state_op *
+tg_state_owners_lookup(struct tg_state *st, const char *family, const char *cid,
+    int64_t now_ms, tg_state_str_cb cb, void *arg)
+{
+	struct op *o = op_new(&sql[LOOKUP], answer_lookup, arg);
+
+	o->str = cb;
+	param_job(o, family, cid);
+	tg_db_int(&o->q, now_ms - st->owners_keep_ms);
+	return tg_db_submit(st, &o->q);
+}
+
+static void
+answer_num(struct tg_db_q *q, const struct tg_db_rows *r)
+{
+	struct op *o = (struct op *)q;
+	int64_t n = 0;
+
+	if (r != NULL)
+		n = o->changes ? tg_db_changes(r) : tg_db_i64(r, 0, 0);
+	o->num(&q->res, n, o->arg);
+}
+
+struct tg_state_op *
+tg_state_owners_prune(struct tg_state *st, int64_t now_ms, tg_state_num_cb cb, void *arg)
+{
+	struct op *o = op_new(&sql[PRUNE], answer_num, arg);
+
+	o->num = cb;
+	o->changes = 1;
+	tg_db_int(&o->q, now_ms - st->owners_keep_ms);
+	tg_db_int(&o->q, st->owners_max_rows);
+	return tg_db_submit(st, &o->q);
+}
+
+struct tg_state_op *
+tg_state_owners_count(struct tg_state *st, tg_state_num_cb cb, void *arg)
+{
+	struct op *o = op_new(&sql[COUNT], answer_num, arg);
+
+	o->num = cb;
+	return tg_db_submit(st, &o->q);
+}

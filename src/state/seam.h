@@ -1,0 +1,42 @@
+/*
+ * seam.h - the opened state (struct tg_state) as the domains see it
+ * (private to src/state/): the backend and its handle, the watches of
+ * wake-ups, and what the domains keep per state: ownership's bounds, and
+ * what one instance keeps in memory (vendor tokens) or counts (leads
+ * held, wake-ups sent). state.c opens and closes it; domains submit
+ * queries to it through db.h.
+ */
+#ifndef TG_STATE_SEAM_H
+#define TG_STATE_SEAM_H
+
+#include <sys/queue.h>
+
+#include "tidegate/map.h"
+#include "tidegate/state.h"
+#include "backend.h"
+
+struct tg_state_watch;
+
+struct tg_state {
+	const struct tg_state_backend *be;
+	void *impl;
+	TAILQ_HEAD(, tg_state_watch) watches;
+	struct tg_state_watch *cursor;	/* the next watch a wake-up reaches */
+	int64_t timeout_ms;		/* every operation's deadline */
+	char *instance;			/* this instance's name (tokens, leads) */
+	/* ownership (owners.c) */
+	int64_t owners_keep_ms;
+	long long owners_max_rows;
+	/* shared.c */
+	struct tg_map *tokens;		/* one instance: service -> its token */
+	struct tg_map *leads;		/* a fleet: keys led -> until (mono ms) */
+	unsigned long long notifies;	/* wake-ups sent */
+};
+
+/** shared.c: set up and free what it keeps in st (borrowed). */
+void tg_state_shared_init(struct tg_state *st);
+void tg_state_shared_free(struct tg_state *st);
+/** Leads st (borrowed) holds now. */
+size_t tg_state_shared_leads(const struct tg_state *st);
+
+#endif

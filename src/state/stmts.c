@@ -1,0 +1,13 @@
+/*
+ * stmts.c - the statements of every domain, in one list: state.c hands it
+ * to the backend at open, and the PostgreSQL driver prepares each on
+ * every connection, by its name. A new domain adds its table here.
+ */
+#include "db.h"
+
+static const struct tg_db_table *const tables[] = {
+	&tg_state_owners_stmts,
+	&tg_state_shared_stmts,
+};
+
+const struct tg_db_list tg_state_db_stmts = { tables, sizeof(tables) / sizeof(tables[0]) };
