@@ -78,39 +78,7 @@ struct tg_state_backend {
 	    void *arg);
 	struct tg_state_op *(*outbox_stats)(void *impl, int64_t now_ms, tg_state_outbox_stats_cb cb,
 	    void *arg);
-	struct tg_state_op *(*runs_add)(void *impl, const struct tg_run_new *run, int64_t now_ms,
-	    tg_state_done_cb cb, void *arg);
-	struct tg_state_op *(*runs_set_status)(void *impl, const char *id,
-	    enum tg_run_status status, int64_t completed_at, int64_t now_ms, tg_state_num_cb cb,
-	    void *arg);
-	struct tg_state_op *(*runs_check_failed)(void *impl, const char *id, const char *why,
-	    int64_t retry_after_ms, int64_t now_ms, tg_state_done_cb cb, void *arg);
-	struct tg_state_op *(*runs_due)(void *impl, int64_t now_ms, size_t max, tg_state_runs_cb cb,
-	    void *arg);
-	struct tg_state_op *(*runs_next_due)(void *impl, int64_t now_ms, tg_state_num_cb cb,
-	    void *arg);
-	struct tg_state_op *(*runs_next_unhandled)(void *impl, tg_state_unhandled_cb cb, void *arg);
-	struct tg_state_op *(*runs_set_handled)(void *impl, const char *id, tg_state_done_cb cb,
-	    void *arg);
-	struct tg_state_op *(*runs_get)(void *impl, const char *id, tg_state_runs_cb cb, void *arg);
-	struct tg_state_op *(*runs_list)(void *impl, const struct tg_runs_query *q,
-	    tg_state_runs_cb cb, void *arg);
-	/* ids_json: a JSON array of the ids (borrowed for the call) */
-	struct tg_state_op *(*runs_get_many)(void *impl, const char *ids_json,
-	    tg_state_runs_cb cb, void *arg);
-	struct tg_state_op *(*runs_set_figures)(void *impl, const char *id, yajl_val results,
-	    tg_state_done_cb cb, void *arg);
-	struct tg_state_op *(*runs_stats)(void *impl, tg_state_runs_stats_cb cb, void *arg);
-	struct tg_state_op *(*runs_archive)(void *impl, const char *id, const void *data,
-	    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
 	struct tg_state_op *(*outbox_key)(void *impl, tg_state_blob_cb cb, void *arg);
-	struct tg_state_op *(*runs_archived)(void *impl, const char *id, tg_state_blob_cb cb,
-	    void *arg);
-	struct tg_state_op *(*runs_archive_usage)(void *impl, tg_state_pair_cb cb, void *arg);
-	struct tg_state_op *(*runs_expire)(void *impl, int64_t now_ms, tg_state_num_cb cb,
-	    void *arg);
-	struct tg_state_op *(*runs_purge)(void *impl, int64_t now_ms, tg_state_pair_cb cb,
-	    void *arg);
 	struct tg_state_op *(*sweep_create)(void *impl, const struct tg_sweep_new *s,
 	    int64_t now_ms, tg_state_str_cb cb, void *arg);
 	struct tg_state_op *(*sweep_get)(void *impl, const char *id, tg_state_sweeps_cb cb,

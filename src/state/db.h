@@ -68,6 +68,9 @@ struct tg_db_q {
 	void (*cleanup)(struct tg_db_q *q);
 	struct tg_state_res res;
 	int keep;		/* runs even when cancelled while queued */
+	int writes;		/* an operation that writes in a later step: each
+				 * step runs as a write (SQLite: on the writer,
+				 * answered later, reading what it wrote) */
 	int again;		/* set by tg_db_again: run once more */
 };
 
@@ -133,7 +136,8 @@ struct tg_db_table {
 	const struct tg_db_stmt *s;
 	size_t n;
 };
-extern const struct tg_db_table tg_state_owners_stmts, tg_state_shared_stmts;
+extern const struct tg_db_table tg_state_owners_stmts, tg_state_shared_stmts,
+    tg_state_runs_stmts, tg_state_runs_keep_stmts;
 
 /** Statements of several domains, in order (static). */
 struct tg_db_list {

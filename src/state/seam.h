@@ -14,6 +14,7 @@
 #include "tidegate/map.h"
 #include "tidegate/state.h"
 #include "backend.h"
+#include "run_rules.h"
 
 struct tg_state_watch;
 
@@ -27,6 +28,8 @@ struct tg_state {
 	/* ownership (owners.c) */
 	int64_t owners_keep_ms;
 	long long owners_max_rows;
+	/* the run registry (runs.c, runs_keep.c) */
+	struct tg_state_runs_limits runs;
 	/* shared.c */
 	struct tg_map *tokens;		/* one instance: service -> its token */
 	struct tg_map *leads;		/* a fleet: keys led -> until (mono ms) */

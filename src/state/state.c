@@ -172,6 +172,8 @@ tg_state_open(struct event_base *base, const struct tg_state_opts *opts, struct 
 	    opts->owners->keep_ms : OWNERS_KEEP_MS;
 	st->owners_max_rows = opts->owners != NULL && opts->owners->max_rows > 0 ?
 	    opts->owners->max_rows : OWNERS_MAX_ROWS;
+	if (opts->runs != NULL)
+		tg_state_runs_limits(opts->runs, &st->runs);
 	tg_state_shared_init(st);
 	TAILQ_INIT(&st->watches);
 	if (be->listen != NULL)
@@ -347,137 +349,12 @@ tg_state_outbox_stats(struct tg_state *st, int64_t now_ms, tg_state_outbox_stats
 	return st->be->outbox_stats(st->impl, now_ms, cb, arg);
 }
 
-struct tg_state_op *
-tg_state_runs_add(struct tg_state *st, const struct tg_run_new *run, int64_t now_ms,
-    tg_state_done_cb cb, void *arg)
-{
-	return st->be->runs_add(st->impl, run, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_set_status(struct tg_state *st, const char *id, enum tg_run_status status,
-    int64_t completed_at, int64_t now_ms, tg_state_num_cb cb, void *arg)
-{
-	return st->be->runs_set_status(st->impl, id, status, completed_at, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_check_failed(struct tg_state *st, const char *id, const char *why,
-    int64_t retry_after_ms, int64_t now_ms, tg_state_done_cb cb, void *arg)
-{
-	return st->be->runs_check_failed(st->impl, id, why, retry_after_ms, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_due(struct tg_state *st, int64_t now_ms, size_t max, tg_state_runs_cb cb,
-    void *arg)
-{
-	return st->be->runs_due(st->impl, now_ms, max, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_next_due(struct tg_state *st, int64_t now_ms, tg_state_num_cb cb, void *arg)
-{
-	return st->be->runs_next_due(st->impl, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_next_unhandled(struct tg_state *st, tg_state_unhandled_cb cb, void *arg)
-{
-	return st->be->runs_next_unhandled(st->impl, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_set_handled(struct tg_state *st, const char *id, tg_state_done_cb cb, void *arg)
-{
-	return st->be->runs_set_handled(st->impl, id, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_get(struct tg_state *st, const char *id, tg_state_runs_cb cb, void *arg)
-{
-	return st->be->runs_get(st->impl, id, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_list(struct tg_state *st, const struct tg_runs_query *q, tg_state_runs_cb cb,
-    void *arg)
-{
-	return st->be->runs_list(st->impl, q, cb, arg);
-}
-
 /* The ids travel as one JSON array, which both databases read as a set
  * (one statement, whatever their number). */
-struct tg_state_op *
-tg_state_runs_get_many(struct tg_state *st, const char *const *ids, size_t n,
-    tg_state_runs_cb cb, void *arg)
-{
-	yajl_gen g = tg_json_gen_new();
-	const unsigned char *buf;
-	struct tg_state_op *op;
-	size_t i, len;
-	char *json;
-
-	yajl_gen_array_open(g);
-	for (i = 0; i < n; i++)
-		tg_json_str(g, ids[i]);
-	yajl_gen_array_close(g);
-	yajl_gen_get_buf(g, &buf, &len);
-	json = tg_xstrndup((const char *)buf, len);
-	yajl_gen_free(g);
-	op = st->be->runs_get_many(st->impl, json, cb, arg);
-	free(json);
-	return op;
-}
-
-struct tg_state_op *
-tg_state_runs_set_figures(struct tg_state *st, const char *id, yajl_val results,
-    tg_state_done_cb cb, void *arg)
-{
-	return st->be->runs_set_figures(st->impl, id, results, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_stats(struct tg_state *st, tg_state_runs_stats_cb cb, void *arg)
-{
-	return st->be->runs_stats(st->impl, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_archive(struct tg_state *st, const char *id, const void *data, size_t len,
-    int64_t now_ms, tg_state_done_cb cb, void *arg)
-{
-	return st->be->runs_archive(st->impl, id, data, len, now_ms, cb, arg);
-}
-
 struct tg_state_op *
 tg_state_outbox_key(struct tg_state *st, tg_state_blob_cb cb, void *arg)
 {
 	return st->be->outbox_key(st->impl, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_archived(struct tg_state *st, const char *id, tg_state_blob_cb cb, void *arg)
-{
-	return st->be->runs_archived(st->impl, id, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_archive_usage(struct tg_state *st, tg_state_pair_cb cb, void *arg)
-{
-	return st->be->runs_archive_usage(st->impl, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_expire(struct tg_state *st, int64_t now_ms, tg_state_num_cb cb, void *arg)
-{
-	return st->be->runs_expire(st->impl, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_runs_purge(struct tg_state *st, int64_t now_ms, tg_state_pair_cb cb, void *arg)
-{
-	return st->be->runs_purge(st->impl, now_ms, cb, arg);
 }
 
 struct tg_state_op *

@@ -48,14 +48,10 @@ enum pg_stmt {
 	PG_OB_RELEASE, PG_OB_COMPLETE, PG_OB_NEXT_DUE, PG_OB_STATE, PG_OB_APPEND,
 	PG_OB_COMMIT, PG_OB_DROP, PG_OB_SET, PG_OB_GET, PG_OB_LIST, PG_OB_REDELIVER,
 	PG_OB_REDELIVER_SINCE, PG_OB_PURGE, PG_OB_STATS, PG_OB_HOLD, PG_OB_ADOPT,
-	/* runs and sweeps (pg_runs.c, pg_sweeps.c) */
-	PG_RUN_INSERT, PG_RUN_BRIEF, PG_RUN_UPDATE, PG_RUN_COUNT_CHECK, PG_RUN_CHECK_FAILED,
-	PG_RUN_GET, PG_RUN_DUE, PG_RUN_NEXT_DUE, PG_RUN_LIST, PG_RUN_UNHANDLED, PG_RUN_HANDLED,
-	PG_RUN_FIGURES, PG_RUN_STATS, PG_RUN_ARCHIVE, PG_RUN_ARCHIVED, PG_RUN_ARCHIVE_USAGE,
-	PG_RUN_EXPIRE, PG_RUN_PURGE,
+	/* sweeps (pg_sweeps.c) */
 	PG_SW_CREATE, PG_SW_GET, PG_SW_LIST, PG_SW_VARIANTS, PG_SW_CLAIM, PG_SW_SUBMITTED,
 	PG_SW_UNCLAIM, PG_SW_SETTLE, PG_SW_RUNNING,
-	PG_RUN_MANY, PG_OB_USAGE, PG_OB_NOTE,
+	PG_OB_USAGE, PG_OB_NOTE,
 	PG_KEY_PUT, PG_KEY_GET,
 	PG_NSTMT
 };
@@ -347,50 +343,13 @@ struct tg_state_op *tg_state_pg_outbox_purge(void *impl, int64_t before_ms,
     tg_state_num_cb cb, void *arg);
 struct tg_state_op *tg_state_pg_outbox_stats(void *impl, int64_t now_ms,
     tg_state_outbox_stats_cb cb, void *arg);
-/* pg_runs.c */
-struct tg_state_op *tg_state_pg_runs_add(void *impl, const struct tg_run_new *run,
-    int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_runs_set_status(void *impl, const char *id,
-    enum tg_run_status status, int64_t completed_at, int64_t now_ms, tg_state_num_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_pg_runs_check_failed(void *impl, const char *id, const char *why,
-    int64_t retry_after_ms, int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_runs_due(void *impl, int64_t now_ms, size_t max,
-    tg_state_runs_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_runs_next_due(void *impl, int64_t now_ms, tg_state_num_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_pg_runs_next_unhandled(void *impl, tg_state_unhandled_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_pg_runs_set_handled(void *impl, const char *id,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_runs_get(void *impl, const char *id, tg_state_runs_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_pg_runs_get_many(void *impl, const char *ids_json,
-    tg_state_runs_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_runs_list(void *impl, const struct tg_runs_query *q,
-    tg_state_runs_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_runs_set_figures(void *impl, const char *id, yajl_val results,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_runs_stats(void *impl, tg_state_runs_stats_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_runs_archive(void *impl, const char *id, const void *data,
-    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
 /* pg_outbox_key.c */
 struct tg_state_op *tg_state_pg_outbox_key(void *impl, tg_state_blob_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_runs_archived(void *impl, const char *id, tg_state_blob_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_pg_runs_archive_usage(void *impl, tg_state_pair_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_runs_expire(void *impl, int64_t now_ms, tg_state_num_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_pg_runs_purge(void *impl, int64_t now_ms, tg_state_pair_cb cb,
-    void *arg);
-/** Parameters of run (borrowed) as PG_RUN_INSERT and PG_SW_SUBMITTED take
+/** Parameters of run (borrowed) as PG_SW_SUBMITTED takes
  * them (13, $4 to $16), for pg (borrowed), in sweep_id (borrowed; NULL:
  * none) at now_ms; o borrowed. */
 void tg_state_pg_param_run(struct pg_op *o, const struct pg *pg, const struct tg_run_new *run,
     const char *sweep_id, int64_t now_ms);
-/** A run's columns (pg_schema.c's RUN_COLS) of row i of r (borrowed) into
- * run (borrowed; it takes ownership of what it is given). */
-void tg_state_pg_run_row(const PGresult *r, int i, struct tg_run *run);
 /** Column col of row i of r (borrowed): malloc'd text, NULL for NULL. */
 char *tg_state_pg_col_str(const PGresult *r, int i, int col);
 /** Column col of row i of r (borrowed) as a number; 0 for NULL. */

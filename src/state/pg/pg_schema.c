@@ -215,10 +215,6 @@ static const char *const v_runs[] = {
 };
 
 
-#define RUN_COLS "simulation_id, api_key, host, case_id, case_sha256, status," \
-	" vendor_status, submitted_at, expires_at, status_at, completed_at, next_check_at," \
-	" checks, validation, failure, last_error, callback_url, sweep_id, variant," \
-	" archived::int, results_size, figures"
 #define SWEEP_COLS "api_key, base_case_id, created_at, concurrency, callback_url," \
 	" state, variants, done_at, sweep_id"
 /* $1 simulation_id, $2 sweep_id, $3 variant, then tg_state_pg_param_run's. */
@@ -342,59 +338,6 @@ static const char *const sql[PG_NSTMT] = {
 	[PG_OB_USAGE] = "WITH " HELD("$1::text") " SELECT a, m FROM held",
 	[PG_OB_NOTE] = "UPDATE outbox_jobs SET last_error = $2 WHERE id = $1 AND state = 'waiting'",
 	/* ---- runs ---- */
-	[PG_RUN_INSERT] = "INSERT INTO " RUN_INTO " VALUES " RUN_VALUES,
-	[PG_RUN_BRIEF] = "SELECT status, submitted_at, host, validation, checks"
-	    " FROM runs WHERE simulation_id = $1",
-	/* Applied only to the run as brief read it (status, checks). */
-	[PG_RUN_UPDATE] = "UPDATE runs SET status = $2, vendor_status = coalesce($3,"
-	    " vendor_status), status_at = $4, completed_at = coalesce($5, completed_at),"
-	    " next_check_at = $6, checks = checks + 1, failure = coalesce($7, failure),"
-	    " last_error = NULL WHERE simulation_id = $1 AND status = $8 AND checks = $9",
-	[PG_RUN_COUNT_CHECK] = "UPDATE runs SET checks = checks + 1 WHERE simulation_id = $1",
-	[PG_RUN_CHECK_FAILED] = "UPDATE runs SET checks = checks + 1, last_error = $2,"
-	    " next_check_at = CASE WHEN status = 'IN_PROGRESS' THEN $3 ELSE next_check_at END"
-	    " WHERE simulation_id = $1 AND checks = $4",
-	[PG_RUN_GET] = "SELECT " RUN_COLS " FROM runs WHERE simulation_id = $1",
-	[PG_RUN_MANY] = "SELECT " RUN_COLS " FROM runs WHERE simulation_id IN"
-	    " (SELECT jsonb_array_elements_text($1::jsonb))",
-	[PG_RUN_DUE] = "SELECT " RUN_COLS " FROM runs WHERE status = 'IN_PROGRESS'"
-	    " AND next_check_at IS NOT NULL AND next_check_at <= $1 AND expires_at > $1"
-	    " ORDER BY next_check_at, submitted_at, simulation_id LIMIT $2",
-	[PG_RUN_NEXT_DUE] = "SELECT min(next_check_at) FROM runs WHERE status = 'IN_PROGRESS'"
-	    " AND next_check_at IS NOT NULL AND expires_at > $1",
-	[PG_RUN_LIST] = "SELECT " RUN_COLS " FROM runs WHERE ($1::text IS NULL OR status = $1)"
-	    " AND ($2::text IS NULL OR case_id = $2) AND ($3::text IS NULL OR sweep_id = $3)"
-	    " AND ($4::text IS NULL OR api_key = $4) AND submitted_at >= $5"
-	    " AND submitted_at < $6 ORDER BY submitted_at DESC, simulation_id"
-	    " LIMIT $7 OFFSET $8",
-	[PG_RUN_UNHANDLED] = "SELECT simulation_id, status FROM runs"
-	    " WHERE NOT ended_handled AND status <> 'IN_PROGRESS'"
-	    " ORDER BY status_at, simulation_id LIMIT 1",
-	[PG_RUN_HANDLED] = "UPDATE runs SET ended_handled = true WHERE simulation_id = $1",
-	[PG_RUN_FIGURES] = "UPDATE runs SET figures = $2 WHERE simulation_id = $1",
-	[PG_RUN_STATS] = "SELECT status, count(*), count(*) FILTER (WHERE archived),"
-	    " coalesce(sum(results_size) FILTER (WHERE archived), 0) FROM runs GROUP BY status"
-	    " UNION ALL SELECT 'sweeps ' || state, count(*), 0, 0 FROM sweeps GROUP BY state"
-	    " UNION ALL SELECT 'variants ' || state, count(*), 0, 0 FROM sweep_variants"
-	    " WHERE state IN ('pending', 'submitting') GROUP BY state",
-	[PG_RUN_ARCHIVE] = "SELECT a_found::int, a_status, a_vendor, a_used, a_old, a_stored::int"
-	    " FROM tidegate_run_archive($1, $2, $3, $4)",
-	[PG_RUN_ARCHIVED] = "SELECT results FROM runs WHERE simulation_id = $1 AND archived"
-	    " AND results IS NOT NULL",
-	[PG_RUN_ARCHIVE_USAGE] = "SELECT coalesce(sum(results_size), 0), count(*) FROM runs"
-	    " WHERE archived",
-	[PG_RUN_EXPIRE] = "UPDATE runs SET status = 'EXPIRED', status_at = $1,"
-	    " next_check_at = NULL WHERE expires_at <= $1 AND status <> 'EXPIRED'",
-	/* The sweep's variants go with it (ON DELETE CASCADE); a sweep waits
-	 * for its runs to be gone, those deleted by this statement too. */
-	[PG_RUN_PURGE] = "WITH r AS (DELETE FROM runs WHERE (NOT archived AND"
-	    " expires_at <= $1::bigint - $2::bigint) OR (archived AND"
-	    " expires_at <= $1::bigint - $3::bigint) RETURNING simulation_id, sweep_id),"
-	    " s AS (DELETE FROM sweeps WHERE state = 'done'"
-	    " AND created_at <= $1::bigint - $4::bigint - $2::bigint AND NOT EXISTS"
-	    " (SELECT 1 FROM runs WHERE runs.sweep_id = sweeps.sweep_id AND"
-	    " runs.simulation_id NOT IN (SELECT simulation_id FROM r)) RETURNING 1)"
-	    " SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM s)",
 	/* ---- sweeps ---- */
 	/* $7: the variants, a JSON array of {"name", "body", "sha"}. */
 	[PG_SW_CREATE] = "WITH s AS (INSERT INTO sweeps (sweep_id, api_key, base_case_id,"

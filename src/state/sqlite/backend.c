@@ -25,6 +25,8 @@ stores_close(struct sq *sq)
 	tg_outbox_close(sq->wob);
 	tg_runs_close(sq->rruns);
 	tg_runs_close(sq->wruns);
+	tg_state_sq_conn_close(&sq->runs_r);
+	tg_state_sq_conn_close(&sq->runs_w);
 	tg_state_sq_conn_close(&sq->own_r);
 	tg_state_sq_conn_close(&sq->own_w);
 }
@@ -37,12 +39,17 @@ stores_open(struct sq *sq, const struct tg_state_opts *opts, struct tg_err *err)
 	if (opts->outbox != NULL && ((sq->wob = tg_outbox_open(opts->outbox, err)) == NULL ||
 	    (sq->rob = tg_outbox_open(opts->outbox, err)) == NULL))
 		return -1;
+	if (opts->runs != NULL && (tg_state_sq_conn_open(&sq->runs_w, opts->runs->path,
+	    &tg_state_sq_runs_schema, opts->runs->sync_normal, err) != 0 ||
+	    tg_state_sq_conn_open(&sq->runs_r, opts->runs->path, &tg_state_sq_runs_schema,
+	    opts->runs->sync_normal, err) != 0))
+		return -1;
 	if (opts->runs != NULL && ((sq->wruns = tg_runs_open(opts->runs, err)) == NULL ||
 	    (sq->rruns = tg_runs_open(opts->runs, err)) == NULL))
 		return -1;
 	if (opts->owners != NULL && (tg_state_sq_conn_open(&sq->own_w, opts->owners->path,
-	    &tg_state_sq_owners_schema, err) != 0 || tg_state_sq_conn_open(&sq->own_r,
-	    opts->owners->path, &tg_state_sq_owners_schema, err) != 0))
+	    &tg_state_sq_owners_schema, 1, err) != 0 || tg_state_sq_conn_open(&sq->own_r,
+	    opts->owners->path, &tg_state_sq_owners_schema, 1, err) != 0))
 		return -1;
 	return 0;
 }
@@ -111,24 +118,7 @@ const struct tg_state_backend tg_state_sqlite_backend = {
 	.outbox_redeliver_since = tg_state_sq_outbox_redeliver_since,
 	.outbox_purge = tg_state_sq_outbox_purge,
 	.outbox_stats = tg_state_sq_outbox_stats,
-	.runs_add = tg_state_sq_runs_add,
-	.runs_set_status = tg_state_sq_runs_set_status,
-	.runs_check_failed = tg_state_sq_runs_check_failed,
-	.runs_due = tg_state_sq_runs_due,
-	.runs_next_due = tg_state_sq_runs_next_due,
-	.runs_next_unhandled = tg_state_sq_runs_next_unhandled,
-	.runs_set_handled = tg_state_sq_runs_set_handled,
-	.runs_get = tg_state_sq_runs_get,
-	.runs_list = tg_state_sq_runs_list,
-	.runs_get_many = tg_state_sq_runs_get_many,
-	.runs_set_figures = tg_state_sq_runs_set_figures,
-	.runs_stats = tg_state_sq_runs_stats,
-	.runs_archive = tg_state_sq_runs_archive,
 	.outbox_key = tg_state_sq_outbox_key,
-	.runs_archived = tg_state_sq_runs_archived,
-	.runs_archive_usage = tg_state_sq_runs_archive_usage,
-	.runs_expire = tg_state_sq_runs_expire,
-	.runs_purge = tg_state_sq_runs_purge,
 	.sweep_create = tg_state_sq_sweep_create,
 	.sweep_get = tg_state_sq_sweep_get,
 	.sweep_list = tg_state_sq_sweep_list,

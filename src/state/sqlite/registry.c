@@ -19,60 +19,10 @@
 #include "tidegate/crypto.h"
 #include "tidegate/json.h"
 #include "runs_db.h"
+#include "sq.h"
 #include "../run_rules.h"
 
 
-/* Version 1. A later version appends its own list; old ones never change. */
-static const char *const schema_v1[] = {
-	"CREATE TABLE runs ("
-	" simulation_id TEXT PRIMARY KEY, api_key TEXT, host TEXT NOT NULL,"
-	" case_id TEXT NOT NULL, case_sha256 TEXT NOT NULL,"
-	" submitted_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
-	" status TEXT NOT NULL CHECK (status IN"
-	"  ('IN_PROGRESS', 'COMPLETED', 'FAILED', 'EXPIRED', 'UNKNOWN')),"
-	" vendor_status TEXT, status_at INTEGER NOT NULL, completed_at INTEGER,"
-	" next_check_at INTEGER, checks INTEGER NOT NULL DEFAULT 0,"
-	" validation TEXT, failure TEXT, last_error TEXT, callback_url TEXT,"
-	" sweep_id TEXT, variant TEXT,"
-	" archived INTEGER NOT NULL DEFAULT 0 CHECK (archived IN (0, 1)),"
-	" results BLOB, results_size INTEGER NOT NULL DEFAULT 0, figures TEXT)",
-	"CREATE INDEX runs_due ON runs (next_check_at) WHERE next_check_at IS NOT NULL",
-	"CREATE INDEX runs_submitted ON runs (submitted_at)",
-	"CREATE INDEX runs_expires ON runs (expires_at)",
-	"CREATE INDEX runs_sweep ON runs (sweep_id, status) WHERE sweep_id IS NOT NULL",
-	"CREATE INDEX runs_archived ON runs (archived, results_size)",
-	"CREATE TABLE sweeps ("
-	" sweep_id TEXT PRIMARY KEY, api_key TEXT, base_case_id TEXT NOT NULL,"
-	" created_at INTEGER NOT NULL, concurrency INTEGER NOT NULL CHECK (concurrency >= 1),"
-	" callback_url TEXT, state TEXT NOT NULL CHECK (state IN ('running', 'done')),"
-	" variants INTEGER NOT NULL, done_at INTEGER)",
-	"CREATE TABLE sweep_variants ("
-	" sweep_id TEXT NOT NULL REFERENCES sweeps (sweep_id) ON DELETE CASCADE,"
-	" position INTEGER NOT NULL, name TEXT NOT NULL,"
-	" state TEXT NOT NULL CHECK (state IN"
-	"  ('pending', 'submitting', 'submitted', 'rejected')),"
-	" case_body BLOB, case_sha256 TEXT NOT NULL, simulation_id TEXT, error TEXT,"
-	" attempts INTEGER NOT NULL DEFAULT 0, submitted_at INTEGER,"
-	" PRIMARY KEY (sweep_id, position), UNIQUE (sweep_id, name))",
-};
-
-/* Version 2: whether the gateway has handled a run's end (figures,
- * archive, webhook, sweep), so that a restart in between loses none. */
-static const char *const schema_v2[] = {
-	"ALTER TABLE runs ADD COLUMN ended_handled INTEGER NOT NULL DEFAULT 0"
-	" CHECK (ended_handled IN (0, 1))",
-	"UPDATE runs SET ended_handled = 1 WHERE status != 'IN_PROGRESS'",
-	"CREATE INDEX runs_unhandled ON runs (status_at)"
-	" WHERE ended_handled = 0 AND status != 'IN_PROGRESS'",
-};
-
-static const struct {
-	const char *const *sql;
-	size_t n;
-} migrations[] = {
-	{ schema_v1, TG_NELEM(schema_v1) },
-	{ schema_v2, TG_NELEM(schema_v2) },
-};
 
 #define RUN_COLS "simulation_id, api_key, host, case_id, case_sha256, status," \
 	" vendor_status, submitted_at, expires_at, status_at, completed_at, next_check_at," \
@@ -367,7 +317,7 @@ user_version(struct tg_runs *r, int *v, struct tg_err *err)
 int
 tg_runs_schema_latest(void)
 {
-	return (int)TG_NELEM(migrations);
+	return tg_state_sq_runs_schema.nversions;
 }
 
 /* Each version's statements and its user_version in one transaction. */
@@ -375,7 +325,7 @@ static int
 migrate(struct tg_runs *r, struct tg_err *err)
 {
 	char pragma[48];
-	size_t i, latest = TG_NELEM(migrations);
+	size_t i, latest = (size_t)tg_state_sq_runs_schema.nversions;
 	int v;
 
 	if (user_version(r, &v, err) != 0)
@@ -388,8 +338,8 @@ migrate(struct tg_runs *r, struct tg_err *err)
 	for (; (size_t)v < latest; v++) {
 		if (exec1(r, "BEGIN IMMEDIATE", err) != 0)
 			return -1;
-		for (i = 0; i < migrations[v].n; i++)
-			if (exec1(r, migrations[v].sql[i], err) != 0)
+		for (i = 0; tg_state_sq_runs_schema.versions[v][i] != NULL; i++)
+			if (exec1(r, tg_state_sq_runs_schema.versions[v][i], err) != 0)
 				goto fail;
 		snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", v + 1);
 		if (exec1(r, pragma, err) != 0 || exec1(r, "COMMIT", err) != 0)

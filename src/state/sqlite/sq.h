@@ -63,6 +63,7 @@ struct sq {
 	struct tg_outbox *rob, *wob;		/* read / write connections; NULL: none */
 	struct tg_runs *rruns, *wruns;
 	struct sq_conn own_r, own_w;		/* ownership: read / write */
+	struct sq_conn runs_r, runs_w;		/* run registry and sweeps */
 	int closing;				/* the writer thread is stopping */
 };
 
@@ -95,9 +96,10 @@ struct sq_op {
 };
 
 /** Open c (the caller's; tg_state_sq_conn_close) on path (borrowed),
- * migrated to sc (static); 0, or -1 with err. */
+ * migrated to sc (static), synchronous=NORMAL (else FULL) when asked; 0,
+ * or -1 with err. */
 int tg_state_sq_conn_open(struct sq_conn *c, const char *path, const struct sq_schema *sc,
-    struct tg_err *err);
+    int sync_normal, struct tg_err *err);
 /** Close c (borrowed); a closed one is fine. */
 void tg_state_sq_conn_close(struct sq_conn *c);
 /** Run q (borrowed) on c (borrowed): its rows (the caller's:
@@ -108,8 +110,8 @@ struct sq_rows *tg_state_sq_conn_exec(struct sq_conn *c, const struct tg_db_q *q
 void tg_state_sq_rows_free(struct sq_rows *r);
 /** The driver entries (sq_db.c). */
 extern const struct tg_db_driver tg_state_sq_db;
-/** The ownership store's schema (owners_schema.c). */
-extern const struct sq_schema tg_state_sq_owners_schema;
+/** The stores' schemas (owners_schema.c, runs_schema.c). */
+extern const struct sq_schema tg_state_sq_owners_schema, tg_state_sq_runs_schema;
 
 /** A new operation of sq for domain dom; cb is the typed callback, cast. */
 struct sq_op *tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer,
@@ -189,41 +191,8 @@ struct tg_state_op *tg_state_sq_outbox_purge(void *impl, int64_t before_ms,
     tg_state_num_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_stats(void *impl, int64_t now_ms,
     tg_state_outbox_stats_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_add(void *impl, const struct tg_run_new *run,
-    int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_set_status(void *impl, const char *id,
-    enum tg_run_status status, int64_t completed_at, int64_t now_ms, tg_state_num_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_sq_runs_check_failed(void *impl, const char *id, const char *why,
-    int64_t retry_after_ms, int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_due(void *impl, int64_t now_ms, size_t max,
-    tg_state_runs_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_next_due(void *impl, int64_t now_ms, tg_state_num_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_sq_runs_next_unhandled(void *impl, tg_state_unhandled_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_sq_runs_set_handled(void *impl, const char *id,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_get(void *impl, const char *id, tg_state_runs_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_sq_runs_get_many(void *impl, const char *ids_json,
-    tg_state_runs_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_list(void *impl, const struct tg_runs_query *q,
-    tg_state_runs_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_set_figures(void *impl, const char *id, yajl_val results,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_stats(void *impl, tg_state_runs_stats_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_archive(void *impl, const char *id, const void *data,
-    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
 /* sq_outbox_key.c */
 struct tg_state_op *tg_state_sq_outbox_key(void *impl, tg_state_blob_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_archived(void *impl, const char *id, tg_state_blob_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_sq_runs_archive_usage(void *impl, tg_state_pair_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_runs_expire(void *impl, int64_t now_ms, tg_state_num_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_sq_runs_purge(void *impl, int64_t now_ms, tg_state_pair_cb cb,
-    void *arg);
 struct tg_state_op *tg_state_sq_sweep_create(void *impl, const struct tg_sweep_new *s,
     int64_t now_ms, tg_state_str_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_sweep_get(void *impl, const char *id, tg_state_sweeps_cb cb,

@@ -97,7 +97,7 @@ fail:
 
 int
 tg_state_sq_conn_open(struct sq_conn *c, const char *path, const struct sq_schema *sc,
-    struct tg_err *err)
+    int sync_normal, struct tg_err *err)
 {
 	memset(c, 0, sizeof(*c));
 	if (path == NULL || *path == '\0') {
@@ -113,7 +113,8 @@ tg_state_sq_conn_open(struct sq_conn *c, const char *path, const struct sq_schem
 	}
 	sqlite3_busy_timeout(c->db, 5000);
 	if (exec1(c->db, "PRAGMA journal_mode = WAL", err) != 0 ||
-	    exec1(c->db, "PRAGMA synchronous = NORMAL", err) != 0 ||
+	    exec1(c->db, sync_normal ? "PRAGMA synchronous = NORMAL" :
+	    "PRAGMA synchronous = FULL", err) != 0 ||
 	    exec1(c->db, "PRAGMA foreign_keys = ON", err) != 0 || migrate(c->db, sc, err) != 0) {
 		tg_state_sq_conn_close(c);
 		return -1;

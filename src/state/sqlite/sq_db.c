@@ -15,7 +15,8 @@
 static struct sq_conn *
 conn_for(struct sq *sq, enum tg_db_store s, int write)
 {
-	(void)s;
+	if (s == TG_DB_RUNS)
+		return write ? &sq->runs_w : &sq->runs_r;
 	return write ? &sq->own_w : &sq->own_r;
 }
 
@@ -25,8 +26,8 @@ run_q(struct sq_op *o)
 	struct tg_db_q *q = o->in;
 
 	tg_state_sq_rows_free(o->p);
-	o->p = tg_state_sq_conn_exec(conn_for(o->sq, q->stmt->store, q->stmt->write), q,
-	    &o->res);
+	o->p = tg_state_sq_conn_exec(conn_for(o->sq, q->stmt->store, q->stmt->write ||
+	    q->writes), q, &o->res);
 }
 
 static struct tg_state_op *go(struct sq_op *o);
@@ -69,7 +70,7 @@ go(struct sq_op *o)
 
 	o->dom = dom[q->stmt->store];
 	o->keep = q->keep;
-	return q->stmt->write ? tg_state_sq_write(o) : tg_state_sq_read(o);
+	return q->stmt->write || q->writes ? tg_state_sq_write(o) : tg_state_sq_read(o);
 }
 
 static struct tg_state_op *
