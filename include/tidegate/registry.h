@@ -6,13 +6,11 @@
  * restart), JSON Merge Patch restricted to the editable sections of a case,
  * and the side-by-side summaries of a sweep (JSON and CSV).
  *
- * Files: the store itself is the SQLite state backend's
- * (tidegate/runs_store.h, included here); src/sim/runs_json.c (runs as
- * JSON, the 410 body), src/sim/merge_patch.c, src/sim/sweep.c (sweep
- * requests, summaries).
- * The registry itself (runs_store.h) is the state seam's: the runs
- * feature (src/runs/) reaches it through tidegate/state.h, whose SQLite
- * backend commits on its writer thread. Times are
+ * Files: the records are the state seam's (tidegate/run_records.h,
+ * included here); src/sim/runs_json.c (runs as JSON, the 410 body),
+ * src/sim/merge_patch.c, src/sim/sweep.c (sweep requests, summaries).
+ * The registry itself is the state seam's: the runs feature (src/runs/)
+ * reaches it through tidegate/state.h. Times are
  * milliseconds since the epoch, passed in by the caller (tg_clock_now_ms()
  * in the gateway, fixed values in tests); 0 means "none" in every time
  * field.
@@ -32,7 +30,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "tidegate/util.h"
-#include "tidegate/runs_store.h"
+#include "tidegate/run_records.h"
 #include "tidegate/sim.h"
 
 struct evbuffer;

@@ -63,7 +63,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "tidegate/outbox.h"
-#include "tidegate/runs_store.h"
+#include "tidegate/run_records.h"
 #include "tidegate/util.h"
 
 struct event_base;

@@ -79,23 +79,6 @@ struct tg_state_backend {
 	struct tg_state_op *(*outbox_stats)(void *impl, int64_t now_ms, tg_state_outbox_stats_cb cb,
 	    void *arg);
 	struct tg_state_op *(*outbox_key)(void *impl, tg_state_blob_cb cb, void *arg);
-	struct tg_state_op *(*sweep_create)(void *impl, const struct tg_sweep_new *s,
-	    int64_t now_ms, tg_state_str_cb cb, void *arg);
-	struct tg_state_op *(*sweep_get)(void *impl, const char *id, tg_state_sweeps_cb cb,
-	    void *arg);
-	struct tg_state_op *(*sweep_list)(void *impl, const char *api_key, const char *state,
-	    size_t limit, size_t offset, tg_state_sweeps_cb cb, void *arg);
-	struct tg_state_op *(*sweep_variants)(void *impl, const char *id, tg_state_variants_cb cb,
-	    void *arg);
-	struct tg_state_op *(*sweep_claim)(void *impl, const char *id, int64_t now_ms,
-	    tg_state_claim_cb cb, void *arg);
-	struct tg_state_op *(*sweep_submitted)(void *impl, const char *id, const char *name,
-	    const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb, void *arg);
-	struct tg_state_op *(*sweep_unclaim)(void *impl, const char *id, const char *name,
-	    const char *why, int final, int64_t now_ms, tg_state_done_cb cb, void *arg);
-	struct tg_state_op *(*sweep_settle)(void *impl, const char *id, int64_t now_ms,
-	    tg_state_num_cb cb, void *arg);
-	struct tg_state_op *(*sweep_running)(void *impl, tg_state_strs_cb cb, void *arg);
 	struct tg_state_op *(*outbox_hold)(void *impl, const char *const *ids, size_t n,
 	    int64_t now_ms, tg_state_done_cb cb, void *arg);
 	struct tg_state_op *(*outbox_adopt)(void *impl, int64_t now_ms, size_t max,

@@ -14,7 +14,7 @@
 
 #include <yajl/yajl_tree.h>
 
-#include "tidegate/runs_store.h"
+#include "tidegate/run_records.h"
 
 /** The columns a new run is stored with (strings static or borrowed from
  * the run the row was made of). */

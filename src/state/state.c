@@ -358,67 +358,6 @@ tg_state_outbox_key(struct tg_state *st, tg_state_blob_cb cb, void *arg)
 }
 
 struct tg_state_op *
-tg_state_sweep_create(struct tg_state *st, const struct tg_sweep_new *s, int64_t now_ms,
-    tg_state_str_cb cb, void *arg)
-{
-	return st->be->sweep_create(st->impl, s, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_sweep_get(struct tg_state *st, const char *id, tg_state_sweeps_cb cb, void *arg)
-{
-	return st->be->sweep_get(st->impl, id, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_sweep_list(struct tg_state *st, const char *api_key, const char *state,
-    size_t limit, size_t offset, tg_state_sweeps_cb cb, void *arg)
-{
-	return st->be->sweep_list(st->impl, api_key, state, limit, offset, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_sweep_variants(struct tg_state *st, const char *id, tg_state_variants_cb cb,
-    void *arg)
-{
-	return st->be->sweep_variants(st->impl, id, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_sweep_claim(struct tg_state *st, const char *id, int64_t now_ms,
-    tg_state_claim_cb cb, void *arg)
-{
-	return st->be->sweep_claim(st->impl, id, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_sweep_submitted(struct tg_state *st, const char *id, const char *name,
-    const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb, void *arg)
-{
-	return st->be->sweep_submitted(st->impl, id, name, run, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_sweep_unclaim(struct tg_state *st, const char *id, const char *name,
-    const char *why, int final, int64_t now_ms, tg_state_done_cb cb, void *arg)
-{
-	return st->be->sweep_unclaim(st->impl, id, name, why, final, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_sweep_settle(struct tg_state *st, const char *id, int64_t now_ms,
-    tg_state_num_cb cb, void *arg)
-{
-	return st->be->sweep_settle(st->impl, id, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_sweep_running(struct tg_state *st, tg_state_strs_cb cb, void *arg)
-{
-	return st->be->sweep_running(st->impl, cb, arg);
-}
-
-struct tg_state_op *
 tg_state_outbox_hold(struct tg_state *st, const char *const *ids, size_t n, int64_t now_ms,
     tg_state_done_cb cb, void *arg)
 {

@@ -10,6 +10,7 @@ static const struct tg_db_table *const tables[] = {
 	&tg_state_shared_stmts,
 	&tg_state_runs_stmts,
 	&tg_state_runs_keep_stmts,
+	&tg_state_sweeps_stmts,
 };
 
 const struct tg_db_list tg_state_db_stmts = { tables, sizeof(tables) / sizeof(tables[0]) };

@@ -1,11 +1,10 @@
 /*
  * test_sweep.c - sweeps: the request parser with every problem at once,
  * building the variants' cases (restricted merge patch and case rules,
- * all problems of all variants before anything is returned), the
- * registry's variant queue (claims under the concurrency limit, accepted
- * and refused submissions, a claim interrupted by a restart, settling,
- * purge), and the side-by-side summaries: column order, JSON, and CSV
- * with RFC 4180 quoting. Garbage never crashes.
+ * all problems of all variants before anything is returned), and the
+ * side-by-side summaries: column order, JSON, and CSV with RFC 4180
+ * quoting. Garbage never crashes. The variant queue is the state seam's
+ * (test_state.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,12 +44,6 @@ static char *om_types[] = { "CORRECTIVE_MAINTENANCE", "PREVENTIVE_MAINTENANCE",
 static const struct tg_case_rules kinds = {
 	{ con_types, 2 }, { om_types, 4 }, { NULL, 0 }, 0,
 };
-
-static struct {
-	char dir[64];
-	char db[96];
-	struct tg_runs *r;
-} R;
 
 /* ---- helpers ---- */
 
@@ -108,35 +101,6 @@ request(const char *src, struct tg_sweep_request *req, size_t max, const char *w
 	tg_problems_cleanup(&p);
 	return rc;
 }
-
-static int
-setup(void **state)
-{
-	struct tg_runs_opts o = { 0 };
-	struct tg_err err = { "" };
-
-	snprintf(R.dir, sizeof(R.dir), "/tmp/tg-sweep-XXXXXX");
-	if (mkdtemp(R.dir) == NULL)
-		return -1;
-	snprintf(R.db, sizeof(R.db), "%s/runs.db", R.dir);
-	o.path = R.db;
-	o.sync_normal = 1;
-	R.r = tg_runs_open(&o, &err);
-	return R.r != NULL ? 0 : -1;
-}
-
-static int
-teardown(void **state)
-{
-	char cmd[128];
-
-	tg_runs_close(R.r);
-	R.r = NULL;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", R.dir);
-	return system(cmd) == 0 ? 0 : -1;
-}
-
-/* ---- requests ---- */
 
 static void
 test_request_ok(void **state)
@@ -283,293 +247,6 @@ test_build_all_problems(void **state)
 }
 
 /* ---- the queue in the registry ---- */
-
-static void
-create3(char id[TG_SWEEP_ID_LEN])
-{
-	struct tg_sweep_variant_new v[] = {
-		{ "base", "{\"caseId\":\"C\"}", 14 },
-		{ "ctv-3", "{\"caseId\":\"C\",\"x\":3}", 20 },
-		{ "ctv-4", "{\"caseId\":\"C\",\"x\":4}", 20 },
-	};
-	struct tg_sweep_new s = {
-		.api_key = "team-a", .base_case_id = "C", .callback_url = "https://h.example/?k=1",
-		.concurrency = 2, .variants = v, .nvariants = 3,
-	};
-	struct tg_err err = { "" };
-
-	if (tg_runs_sweep_create(R.r, &s, T0, id, &err) != 0)
-		fail_msg("create: %s", err.msg);
-}
-
-static void
-claim(const char *id, const char *want)
-{
-	struct tg_sweep_claim c;
-	struct tg_err err = { "" };
-	int rc = tg_runs_sweep_claim(R.r, id, T0, &c, &err);
-
-	if (want == NULL) {
-		assert_int_equal(rc, 0);
-		assert_null(c.name);
-		return;
-	}
-	assert_int_equal(rc, 1);
-	assert_string_equal(c.name, want);
-	assert_string_equal(c.api_key, "team-a");
-	assert_int_equal(strlen(c.body), c.len);
-	assert_int_equal(strlen(c.case_sha256), 64);
-	tg_sweep_claim_cleanup(&c);
-}
-
-static void
-submitted(const char *id, const char *name, const char *sim)
-{
-	struct tg_run_new n = {
-		.simulation_id = sim, .host = "primary", .case_id = "C",
-		.case_sha256 = "00", .submitted_at = T0,
-		.callback_url = "https://ignored.example/",
-	};
-	struct tg_err err = { "" };
-
-	if (tg_runs_sweep_submitted(R.r, id, name, &n, T0, &err) != 0)
-		fail_msg("submitted %s: %s", name, err.msg);
-}
-
-static char *
-statuses(const char *id)
-{
-	struct tg_sweep_variant *v;
-	struct tg_err err = { "" };
-	char *s = tg_xstrdup(""), *t;
-	size_t i, n;
-
-	assert_int_equal(tg_runs_sweep_variants(R.r, id, &v, &n, &err), 0);
-	for (i = 0; i < n; i++) {
-		t = tg_xasprintf("%s%s%s=%s/%d", s, i ? " " : "", v[i].name,
-		    tg_sweep_variant_status(&v[i]), v[i].attempts);
-		free(s);
-		s = t;
-	}
-	tg_sweep_variants_free(v, n);
-	return s;
-}
-
-#define EXPECT_STATUSES(id, want) do {			\
-	char *got_ = statuses(id);			\
-	assert_string_equal(got_, want);		\
-	free(got_);					\
-} while (0)
-
-static void
-test_queue(void **state)
-{
-	struct tg_runs_opts o = { .path = R.db };
-	char id[TG_SWEEP_ID_LEN], **ids;
-	struct tg_err err = { "" };
-	struct tg_sweep sw;
-	struct tg_run run;
-	size_t n;
-
-	create3(id);
-	assert_true(strncmp(id, "swp_", 4) == 0 && strlen(id) == 36);
-	assert_int_equal(tg_runs_sweep_get(R.r, id, &sw, &err), 0);
-	assert_int_equal(sw.state, TG_SWEEP_RUNNING);
-	assert_int_equal(sw.nvariants, 3);
-	assert_int_equal(sw.concurrency, 2);
-	assert_int_equal(sw.created_at, T0);
-	assert_string_equal(sw.base_case_id, "C");
-	tg_sweep_cleanup(&sw);
-	EXPECT_STATUSES(id, "base=PENDING/0 ctv-3=PENDING/0 ctv-4=PENDING/0");
-
-	/* Two in flight at most. */
-	claim(id, "base");
-	claim(id, "ctv-3");
-	claim(id, NULL);
-	submitted(id, "base", "sim-0");
-	claim(id, NULL);
-	assert_int_equal(tg_runs_get(R.r, "sim-0", &run, &err), 0);
-	assert_string_equal(run.sweep_id, id);
-	assert_string_equal(run.variant, "base");
-	assert_null(run.callback_url);
-	tg_run_cleanup(&run);
-
-	/* No answer: pending again; then a restart in the middle of a claim. */
-	assert_int_equal(tg_runs_sweep_unclaim(R.r, id, "ctv-3", "connection refused", 0, T0,
-	    &err), 0);
-	EXPECT_STATUSES(id, "base=IN_PROGRESS/1 ctv-3=PENDING/1 ctv-4=PENDING/0");
-	claim(id, "ctv-3");
-	tg_runs_close(R.r);
-	R.r = tg_runs_open(&o, &err);
-	assert_non_null(R.r);
-	EXPECT_STATUSES(id, "base=IN_PROGRESS/1 ctv-3=PENDING/2 ctv-4=PENDING/0");
-	assert_int_equal(tg_runs_sweeps_running(R.r, &ids, &n, &err), 0);
-	assert_int_equal(n, 1);
-	assert_string_equal(ids[0], id);
-	tg_runs_ids_free(ids, n);
-	claim(id, "ctv-3");
-
-	/* A run that ends makes room. */
-	assert_int_equal(tg_runs_set_status(R.r, "sim-0", TG_RUN_COMPLETED, 0, T0 + SEC, &err), 1);
-	claim(id, "ctv-4");
-	assert_int_equal(tg_runs_sweep_unclaim(R.r, id, "ctv-4", "400: bad case", 1, T0, &err),
-	    0);
-	assert_int_equal(tg_runs_sweep_settle(R.r, id, T0 + SEC, &err), 0);
-	submitted(id, "ctv-3", "sim-1");
-	claim(id, NULL);
-	assert_int_equal(tg_runs_sweep_settle(R.r, id, T0 + SEC, &err), 0);
-	assert_int_equal(tg_runs_set_status(R.r, "sim-1", TG_RUN_FAILED, 0, T0 + 9 * SEC, &err),
-	    1);
-	assert_int_equal(tg_runs_sweep_settle(R.r, id, T0 + 9 * SEC, &err), 1);
-	assert_int_equal(tg_runs_sweep_settle(R.r, id, T0 + 10 * SEC, &err), 0);
-	EXPECT_STATUSES(id, "base=COMPLETED/1 ctv-3=FAILED/3 ctv-4=REJECTED/1");
-	assert_int_equal(tg_runs_sweep_get(R.r, id, &sw, &err), 0);
-	assert_int_equal(sw.state, TG_SWEEP_DONE);
-	assert_int_equal(sw.done_at, T0 + 9 * SEC);
-	tg_sweep_cleanup(&sw);
-	assert_int_equal(tg_runs_sweeps_running(R.r, &ids, &n, &err), 0);
-	assert_int_equal(n, 0);
-	tg_runs_ids_free(ids, n);
-}
-
-static void
-test_queue_errors(void **state)
-{
-	struct tg_sweep_variant_new v[] = { { "a", "{}", 2 }, { "a", "{}", 2 } };
-	struct tg_sweep_new s = { .base_case_id = "C", .variants = v, .nvariants = 2 };
-	struct tg_run_new rn = { .simulation_id = "s", .host = "h", .case_id = "C",
-		.case_sha256 = "00" };
-	char id[TG_SWEEP_ID_LEN], **ids;
-	struct tg_sweep_claim c;
-	struct tg_sweep_variant *vv;
-	struct tg_err err = { "" };
-	struct tg_sweep sw;
-	size_t n;
-
-	assert_int_equal(tg_runs_sweep_create(R.r, &s, T0, id, &err), -1);
-	assert_non_null(strstr(err.msg, "given twice"));
-	s.nvariants = 0;
-	assert_int_equal(tg_runs_sweep_create(R.r, &s, T0, id, &err), -1);
-	s.nvariants = 1;
-	s.base_case_id = NULL;
-	assert_int_equal(tg_runs_sweep_create(R.r, &s, T0, id, &err), -1);
-	s.base_case_id = "C";
-	s.concurrency = -1;
-	assert_int_equal(tg_runs_sweep_create(R.r, &s, T0, id, &err), -1);
-	/* Nothing of a refused sweep remains. */
-	assert_int_equal(tg_runs_sweeps_running(R.r, &ids, &n, &err), 0);
-	assert_int_equal(n, 0);
-	tg_runs_ids_free(ids, n);
-	s.concurrency = 0;
-	assert_int_equal(tg_runs_sweep_create(R.r, &s, T0, id, &err), 0);
-	assert_int_equal(tg_runs_sweep_get(R.r, id, &sw, &err), 0);
-	assert_int_equal(sw.concurrency, TG_SWEEP_CONCURRENCY);
-	assert_null(sw.api_key);
-	tg_sweep_cleanup(&sw);
-	/* Steps out of order. */
-	assert_int_equal(tg_runs_sweep_submitted(R.r, id, "a", &rn, T0, &err), TG_RUNS_CONFLICT);
-	assert_int_equal(tg_runs_sweep_unclaim(R.r, id, "a", "x", 0, T0, &err), TG_RUNS_CONFLICT);
-	assert_int_equal(tg_runs_sweep_submitted(R.r, id, "zz", &rn, T0, &err),
-	    TG_RUNS_NOT_FOUND);
-	/* A run id the registry already holds: the variant stays claimed. */
-	assert_int_equal(tg_runs_sweep_claim(R.r, id, T0, &c, &err), 1);
-	tg_sweep_claim_cleanup(&c);
-	assert_int_equal(tg_runs_add(R.r, &rn, T0, &err), 0);
-	assert_int_equal(tg_runs_sweep_submitted(R.r, id, "a", &rn, T0, &err), TG_RUNS_CONFLICT);
-	assert_int_equal(tg_runs_sweep_unclaim(R.r, id, "a", NULL, 0, T0, &err), 0);
-	/* Unknown sweeps. */
-	assert_int_equal(tg_runs_sweep_claim(R.r, "swp_x", T0, &c, &err), TG_RUNS_NOT_FOUND);
-	assert_int_equal(tg_runs_sweep_get(R.r, "swp_x", &sw, &err), TG_RUNS_NOT_FOUND);
-	assert_int_equal(tg_runs_sweep_variants(R.r, "swp_x", &vv, &n, &err), TG_RUNS_NOT_FOUND);
-	assert_int_equal(tg_runs_sweep_settle(R.r, "swp_x", T0, &err), TG_RUNS_NOT_FOUND);
-}
-
-/* Sweeps listed per key and state, newest first, paged; JSON briefs. */
-static void
-test_sweep_list(void **state)
-{
-	struct tg_sweep_variant_new v[] = { { "only", "{\"caseId\":\"C\"}", 14 } };
-	struct tg_sweep_new s = { .api_key = "team-a", .base_case_id = "C", .variants = v,
-		.nvariants = 1 };
-	char ids[3][TG_SWEEP_ID_LEN], other[TG_SWEEP_ID_LEN];
-	struct tg_err err = { "" };
-	struct tg_sweep *l;
-	size_t n, i;
-	int more;
-	yajl_gen g;
-	yajl_val j;
-
-	for (i = 0; i < 3; i++)
-		assert_int_equal(tg_runs_sweep_create(R.r, &s, T0 + (int64_t)i * 1000, ids[i],
-		    &err), 0);
-	s.api_key = "team-b";
-	assert_int_equal(tg_runs_sweep_create(R.r, &s, T0 + 5000, other, &err), 0);
-	assert_int_equal(tg_runs_sweep_list(R.r, "team-a", NULL, 2, 0, &l, &n, &more, &err), 0);
-	assert_int_equal(n, 2);
-	assert_true(more);
-	assert_string_equal(l[0].id, ids[2]);	/* newest first */
-	assert_string_equal(l[1].id, ids[1]);
-	g = tg_json_gen_new();
-	tg_sweep_brief_json(g, &l[0]);
-	j = gen_tree(g);
-	assert_non_null(j);
-	assert_string_equal(tg_json_get_str(j, "sweepId"), ids[2]);
-	assert_string_equal(tg_json_get_str(j, "state"), "running");
-	assert_int_equal(YAJL_GET_INTEGER(tg_json_get(j, "variants")), 1);
-	yajl_tree_free(j);
-	tg_sweeps_free(l, n);
-	assert_int_equal(tg_runs_sweep_list(R.r, "team-a", NULL, 2, 2, &l, &n, &more, &err), 0);
-	assert_int_equal(n, 1);
-	assert_false(more);
-	assert_string_equal(l[0].id, ids[0]);
-	tg_sweeps_free(l, n);
-	assert_int_equal(tg_runs_sweep_list(R.r, "team-a", "done", 0, 0, &l, &n, NULL, &err), 0);
-	assert_int_equal(n, 0);
-	tg_sweeps_free(l, n);
-	assert_int_equal(tg_runs_sweep_list(R.r, NULL, "running", 0, 0, &l, &n, NULL, &err), 0);
-	assert_int_equal(n, 4);
-	tg_sweeps_free(l, n);
-	assert_int_equal(tg_runs_sweep_list(R.r, "team-a", "finished", 0, 0, &l, &n, NULL, &err),
-	    -1);
-	assert_non_null(strstr(err.msg, "running, done"));
-	assert_null(l);
-	assert_int_equal(tg_runs_sweep_list(R.r, "x' OR 1=1 --", NULL, 0, 0, &l, &n, NULL, &err),
-	    0);
-	assert_int_equal(n, 0);
-	tg_sweeps_free(l, n);
-}
-
-static void
-test_sweep_purge(void **state)
-{
-	struct tg_sweep_variant_new v[] = { { "a", "{}", 2 }, { "b", "{}", 2 } };
-	struct tg_sweep_new s = { .base_case_id = "C", .variants = v, .nvariants = 2 };
-	char id[TG_SWEEP_ID_LEN];
-	struct tg_sweep_claim c;
-	struct tg_err err = { "" };
-	struct tg_sweep sw;
-	size_t nr, ns;
-
-	assert_int_equal(tg_runs_sweep_create(R.r, &s, T0, id, &err), 0);
-	assert_int_equal(tg_runs_sweep_claim(R.r, id, T0, &c, &err), 1);
-	tg_sweep_claim_cleanup(&c);
-	submitted(id, "a", "sim-a");
-	assert_int_equal(tg_runs_sweep_claim(R.r, id, T0, &c, &err), 1);
-	tg_sweep_claim_cleanup(&c);
-	assert_int_equal(tg_runs_sweep_unclaim(R.r, id, "b", "refused", 1, T0, &err), 0);
-	/* The run expires unfinished: the sweep can then settle. */
-	assert_int_equal(tg_runs_expire(R.r, T0 + 30 * DAY, &nr, &err), 0);
-	assert_int_equal(nr, 1);
-	assert_int_equal(tg_runs_sweep_settle(R.r, id, T0 + 30 * DAY, &err), 1);
-	assert_int_equal(tg_runs_purge(R.r, T0 + 37 * DAY - 1, &nr, &ns, &err), 0);
-	assert_int_equal(nr + ns, 0);
-	assert_int_equal(tg_runs_purge(R.r, T0 + 37 * DAY, &nr, &ns, &err), 0);
-	assert_int_equal(nr, 1);
-	assert_int_equal(ns, 1);
-	assert_int_equal(tg_runs_sweep_get(R.r, id, &sw, &err), TG_RUNS_NOT_FOUND);
-}
-
-/* ---- summaries ---- */
 
 static void
 variant(struct tg_sweep_variant *v, const char *name, enum tg_variant_state st,
@@ -739,10 +416,6 @@ main(void)
 		cmocka_unit_test(test_request_problems),
 		cmocka_unit_test(test_build_ok),
 		cmocka_unit_test(test_build_all_problems),
-		cmocka_unit_test_setup_teardown(test_queue, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_queue_errors, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sweep_list, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sweep_purge, setup, teardown),
 		cmocka_unit_test(test_columns_and_csv),
 		cmocka_unit_test(test_summary_json),
 		cmocka_unit_test(test_garbage),

@@ -48,9 +48,6 @@ enum pg_stmt {
 	PG_OB_RELEASE, PG_OB_COMPLETE, PG_OB_NEXT_DUE, PG_OB_STATE, PG_OB_APPEND,
 	PG_OB_COMMIT, PG_OB_DROP, PG_OB_SET, PG_OB_GET, PG_OB_LIST, PG_OB_REDELIVER,
 	PG_OB_REDELIVER_SINCE, PG_OB_PURGE, PG_OB_STATS, PG_OB_HOLD, PG_OB_ADOPT,
-	/* sweeps (pg_sweeps.c) */
-	PG_SW_CREATE, PG_SW_GET, PG_SW_LIST, PG_SW_VARIANTS, PG_SW_CLAIM, PG_SW_SUBMITTED,
-	PG_SW_UNCLAIM, PG_SW_SETTLE, PG_SW_RUNNING,
 	PG_OB_USAGE, PG_OB_NOTE,
 	PG_KEY_PUT, PG_KEY_GET,
 	PG_NSTMT
@@ -345,42 +342,6 @@ struct tg_state_op *tg_state_pg_outbox_stats(void *impl, int64_t now_ms,
     tg_state_outbox_stats_cb cb, void *arg);
 /* pg_outbox_key.c */
 struct tg_state_op *tg_state_pg_outbox_key(void *impl, tg_state_blob_cb cb, void *arg);
-/** Parameters of run (borrowed) as PG_SW_SUBMITTED takes
- * them (13, $4 to $16), for pg (borrowed), in sweep_id (borrowed; NULL:
- * none) at now_ms; o borrowed. */
-void tg_state_pg_param_run(struct pg_op *o, const struct pg *pg, const struct tg_run_new *run,
-    const char *sweep_id, int64_t now_ms);
-/** Column col of row i of r (borrowed): malloc'd text, NULL for NULL. */
-char *tg_state_pg_col_str(const PGresult *r, int i, int col);
-/** Column col of row i of r (borrowed) as a number; 0 for NULL. */
-int64_t tg_state_pg_col_i64(const PGresult *r, int i, int col);
-/** A time parameter of o (borrowed): t, or SQL NULL when t is 0. */
-void tg_state_pg_param_time(struct pg_op *o, int64_t t);
-/** Answer o (borrowed, rc and err set) before its call returns, and free
- * it (pg_conn.c): the caller's o is gone. NULL, for the call to return. */
-struct tg_state_op *tg_state_pg_answer_now(struct pg_op *o);
-/** The number of rows a command changed (r borrowed). */
-int64_t tg_state_pg_changed(const PGresult *r);
-
-/* pg_sweeps.c */
-struct tg_state_op *tg_state_pg_sweep_create(void *impl, const struct tg_sweep_new *s,
-    int64_t now_ms, tg_state_str_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_sweep_get(void *impl, const char *id, tg_state_sweeps_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_pg_sweep_list(void *impl, const char *api_key, const char *state,
-    size_t limit, size_t offset, tg_state_sweeps_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_sweep_variants(void *impl, const char *id,
-    tg_state_variants_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_sweep_claim(void *impl, const char *id, int64_t now_ms,
-    tg_state_claim_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_sweep_submitted(void *impl, const char *id, const char *name,
-    const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_sweep_unclaim(void *impl, const char *id, const char *name,
-    const char *why, int final, int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_sweep_settle(void *impl, const char *id, int64_t now_ms,
-    tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_sweep_running(void *impl, tg_state_strs_cb cb, void *arg);
-
 /* ---- backend.c ---- */
 
 /** The seam's open and close for this backend (backend.h). */

@@ -190,8 +190,7 @@ tg_state_pg_stmt_name(const struct pg *pg, int i)
 		"ob_release", "ob_complete", "ob_next_due", "ob_state", "ob_append", "ob_commit",
 		"ob_drop", "ob_set", "ob_get", "ob_list", "ob_redeliver", "ob_redeliver_since",
 		"ob_purge", "ob_stats", "ob_hold", "ob_adopt",
-		"sw_create", "sw_get", "sw_list", "sw_variants",
-		"sw_claim", "sw_submitted", "sw_unclaim", "sw_settle", "sw_running",
+		
 		"ob_usage", "ob_note", "key_put", "key_get",
 	};
 

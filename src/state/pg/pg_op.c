@@ -183,14 +183,6 @@ tg_state_pg_finish(struct pg_op *o, const PGresult *r)
 		requeue(o);
 }
 
-struct tg_state_op *
-tg_state_pg_answer_now(struct pg_op *o)
-{
-	o->answer(o, NULL);
-	op_free(o);
-	return NULL;
-}
-
 void
 tg_state_pg_fail(struct pg_op *o, int rc, const char *why)
 {

@@ -48,6 +48,13 @@ struct pg_payload {
 };
 
 /* Our ids only ("msg_" and hex). */
+/* Column col of row i of r (borrowed) as a number; 0 for NULL. */
+static int64_t
+col_i64(const PGresult *r, int i, int col)
+{
+	return PQgetisnull(r, i, col) ? 0 : strtoll(PQgetvalue(r, i, col), NULL, 10);
+}
+
 static int
 id_valid(const char *id)
 {
@@ -146,9 +153,9 @@ answer_append(struct pg_op *o, const PGresult *r)
 {
 	int64_t all, mine, max = strtoll(o->val[4], NULL, 10);
 
-	if (r != NULL && PQntuples(r) == 1 && tg_state_pg_col_i64(r, 0, 0) == 0) {
-		all = tg_state_pg_col_i64(r, 0, 1) + o->n1;
-		mine = tg_state_pg_col_i64(r, 0, 2) + o->n1;
+	if (r != NULL && PQntuples(r) == 1 && col_i64(r, 0, 0) == 0) {
+		all = col_i64(r, 0, 1) + o->n1;
+		mine = col_i64(r, 0, 2) + o->n1;
 		o->res.rc = TG_STATE_REFUSED;
 		if (max > 0 && all > max)
 			tg_err_set(&o->res.err, "webhook payloads would hold %lld bytes, over their "
@@ -286,8 +293,8 @@ answer_usage(struct pg_op *o, const PGresult *r)
 {
 	int ok = r != NULL && PQntuples(r) == 1;
 
-	((tg_state_pair_cb)o->cb)(&o->res, ok ? tg_state_pg_col_i64(r, 0, 0) : 0,
-	    ok ? tg_state_pg_col_i64(r, 0, 1) : 0, o->arg);
+	((tg_state_pair_cb)o->cb)(&o->res, ok ? col_i64(r, 0, 0) : 0,
+	    ok ? col_i64(r, 0, 1) : 0, o->arg);
 }
 
 struct tg_state_op *

@@ -338,50 +338,6 @@ static const char *const sql[PG_NSTMT] = {
 	[PG_OB_USAGE] = "WITH " HELD("$1::text") " SELECT a, m FROM held",
 	[PG_OB_NOTE] = "UPDATE outbox_jobs SET last_error = $2 WHERE id = $1 AND state = 'waiting'",
 	/* ---- runs ---- */
-	/* ---- sweeps ---- */
-	/* $7: the variants, a JSON array of {"name", "body", "sha"}. */
-	[PG_SW_CREATE] = "WITH s AS (INSERT INTO sweeps (sweep_id, api_key, base_case_id,"
-	    " created_at, concurrency, callback_url, state, variants)"
-	    " VALUES ($1, $2, $3, $4, $5, $6, 'running', json_array_length($7::json))"
-	    " RETURNING sweep_id) INSERT INTO sweep_variants (sweep_id, position, name, state,"
-	    " case_body, case_sha256) SELECT s.sweep_id, e.pos - 1, e.v->>'name', 'pending',"
-	    " convert_to(e.v->>'body', 'UTF8'), e.v->>'sha' FROM s,"
-	    " json_array_elements($7::json) WITH ORDINALITY AS e(v, pos)",
-	[PG_SW_GET] = "SELECT " SWEEP_COLS " FROM sweeps WHERE sweep_id = $1",
-	[PG_SW_LIST] = "SELECT " SWEEP_COLS " FROM sweeps"
-	    " WHERE ($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR state = $2)"
-	    " ORDER BY created_at DESC, sweep_id LIMIT $3 OFFSET $4",
-	/* The first row says whether the sweep exists (name NULL). */
-	[PG_SW_VARIANTS] = "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-	    " -1 FROM sweeps WHERE sweep_id = $1 UNION ALL"
-	    " SELECT v.name, v.state, v.case_sha256, v.simulation_id, v.error,"
-	    " v.attempts, v.submitted_at, r.status, r.failure, r.figures, v.position"
-	    " FROM sweep_variants v LEFT JOIN runs r ON r.simulation_id = v.simulation_id"
-	    " WHERE v.sweep_id = $1 ORDER BY 11",
-	[PG_SW_CLAIM] = "SELECT c_name, c_body, c_sha, c_key FROM tidegate_sweep_claim($1, $2)",
-	/* The variant's state before (NULL: none); the run and the variant
-	 * change together, or not at all (a known simulation id: 23505). */
-	[PG_SW_SUBMITTED] = "WITH v AS (UPDATE sweep_variants SET state = 'submitted',"
-	    " case_body = NULL, simulation_id = $1, submitted_at = $8, error = NULL"
-	    " WHERE sweep_id = $2 AND name = $3 AND state = 'submitting' RETURNING 1),"
-	    " i AS (INSERT INTO " RUN_INTO " SELECT * FROM (VALUES " RUN_VALUES ") x"
-	    " WHERE EXISTS (SELECT 1 FROM v) RETURNING 1)"
-	    " SELECT (SELECT state FROM sweep_variants WHERE sweep_id = $2 AND name = $3),"
-	    " (SELECT count(*) FROM i)",
-	[PG_SW_UNCLAIM] = "WITH v AS (UPDATE sweep_variants SET state = $3, error = $4,"
-	    " case_body = CASE WHEN $3 = 'rejected' THEN NULL ELSE case_body END"
-	    " WHERE sweep_id = $1 AND name = $2 AND state = 'submitting' RETURNING 1)"
-	    " SELECT (SELECT state FROM sweep_variants WHERE sweep_id = $1 AND name = $2),"
-	    " (SELECT count(*) FROM v)",
-	/* NULL: no such sweep; else 1 when it became done now. */
-	[PG_SW_SETTLE] = "WITH d AS (UPDATE sweeps SET state = 'done', done_at = $2"
-	    " WHERE sweep_id = $1 AND state = 'running' AND NOT EXISTS (SELECT 1 FROM"
-	    " sweep_variants v WHERE v.sweep_id = $1 AND v.state IN ('pending', 'submitting'))"
-	    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.sweep_id = $1"
-	    " AND r.status = 'IN_PROGRESS') RETURNING 1)"
-	    " SELECT (SELECT count(*) FROM d) FROM sweeps WHERE sweep_id = $1",
-	[PG_SW_RUNNING] = "SELECT sweep_id FROM sweeps WHERE state = 'running'"
-	    " ORDER BY created_at, sweep_id",
 	/* a key made by the first instance to ask; the others' inserts wait
 	 * for its commit and do nothing, then read it */
 	[PG_KEY_PUT] = "INSERT INTO state_keys (name, key) VALUES ($1, $2)"

@@ -2,8 +2,7 @@
  * pg_vtable.c - the PostgreSQL state backend's vtable for the seam
  * (src/state/state.c): its driver under the domains written once
  * (pg_db.c), and the domains not yet: the webhook outbox with its payloads (pg_outbox.c,
- * pg_outbox_admin.c, pg_payload.c), the run registry (pg_runs.c) and
- * sweeps (pg_sweeps.c).
+ * pg_outbox_admin.c, pg_payload.c),.
  */
 #include "pg.h"
 
@@ -37,15 +36,6 @@ const struct tg_state_backend tg_state_pg_backend = {
 	.outbox_purge = tg_state_pg_outbox_purge,
 	.outbox_stats = tg_state_pg_outbox_stats,
 	.outbox_key = tg_state_pg_outbox_key,
-	.sweep_create = tg_state_pg_sweep_create,
-	.sweep_get = tg_state_pg_sweep_get,
-	.sweep_list = tg_state_pg_sweep_list,
-	.sweep_variants = tg_state_pg_sweep_variants,
-	.sweep_claim = tg_state_pg_sweep_claim,
-	.sweep_submitted = tg_state_pg_sweep_submitted,
-	.sweep_unclaim = tg_state_pg_sweep_unclaim,
-	.sweep_settle = tg_state_pg_sweep_settle,
-	.sweep_running = tg_state_pg_sweep_running,
 	.outbox_hold = tg_state_pg_outbox_hold,
 	.outbox_adopt = tg_state_pg_outbox_adopt,
 	.listen = tg_state_pg_listen,

@@ -23,8 +23,6 @@ stores_close(struct sq *sq)
 {
 	tg_outbox_close(sq->rob);
 	tg_outbox_close(sq->wob);
-	tg_runs_close(sq->rruns);
-	tg_runs_close(sq->wruns);
 	tg_state_sq_conn_close(&sq->runs_r);
 	tg_state_sq_conn_close(&sq->runs_w);
 	tg_state_sq_conn_close(&sq->own_r);
@@ -43,9 +41,6 @@ stores_open(struct sq *sq, const struct tg_state_opts *opts, struct tg_err *err)
 	    &tg_state_sq_runs_schema, opts->runs->sync_normal, err) != 0 ||
 	    tg_state_sq_conn_open(&sq->runs_r, opts->runs->path, &tg_state_sq_runs_schema,
 	    opts->runs->sync_normal, err) != 0))
-		return -1;
-	if (opts->runs != NULL && ((sq->wruns = tg_runs_open(opts->runs, err)) == NULL ||
-	    (sq->rruns = tg_runs_open(opts->runs, err)) == NULL))
 		return -1;
 	if (opts->owners != NULL && (tg_state_sq_conn_open(&sq->own_w, opts->owners->path,
 	    &tg_state_sq_owners_schema, 1, err) != 0 || tg_state_sq_conn_open(&sq->own_r,
@@ -119,15 +114,6 @@ const struct tg_state_backend tg_state_sqlite_backend = {
 	.outbox_purge = tg_state_sq_outbox_purge,
 	.outbox_stats = tg_state_sq_outbox_stats,
 	.outbox_key = tg_state_sq_outbox_key,
-	.sweep_create = tg_state_sq_sweep_create,
-	.sweep_get = tg_state_sq_sweep_get,
-	.sweep_list = tg_state_sq_sweep_list,
-	.sweep_variants = tg_state_sq_sweep_variants,
-	.sweep_claim = tg_state_sq_sweep_claim,
-	.sweep_submitted = tg_state_sq_sweep_submitted,
-	.sweep_unclaim = tg_state_sq_sweep_unclaim,
-	.sweep_settle = tg_state_sq_sweep_settle,
-	.sweep_running = tg_state_sq_sweep_running,
 	.outbox_hold = tg_state_sq_outbox_hold,
 	.outbox_adopt = tg_state_sq_outbox_adopt,
 };

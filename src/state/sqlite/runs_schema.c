@@ -53,6 +53,17 @@ static const char *const v2[] = {
 	NULL,
 };
 
-static const char *const *const versions[] = { v1, v2 };
+/* Version 3: a claim names the instance that made it, as a fleet's do
+ * (the statements of sweeps.c are the same for both databases). */
+static const char *const v3[] = {
+	"ALTER TABLE sweep_variants ADD COLUMN claimed_by TEXT",
+	NULL,
+};
 
-const struct sq_schema tg_state_sq_runs_schema = { "runs", 2, versions };
+static const char *const *const versions[] = { v1, v2, v3 };
+
+/* One instance: a variant left submitting by a process that stopped in
+ * the middle of its submission is pending again (the submission may have
+ * reached the vendor: docs/simulations.md). */
+const struct sq_schema tg_state_sq_runs_schema = { "runs", 3, versions,
+	"UPDATE sweep_variants SET state = 'pending' WHERE state = 'submitting'" };

@@ -19,7 +19,6 @@
 
 #include "tidegate/map.h"
 #include "tidegate/outbox.h"
-#include "tidegate/runs_store.h"
 #include "tidegate/state.h"
 #include "tidegate/worker.h"
 #include "../backend.h"
@@ -34,11 +33,13 @@ struct sq_conn {
 	struct tg_map *prep;		/* statement name -> its prepared statements */
 };
 
-/** A store's schema: versions[v] (NULL-terminated) brings it from v to v + 1. */
+/** A store's schema: versions[v] (NULL-terminated) brings it from v to
+ * v + 1; on_open (NULL: none) runs at each open of its writer. */
 struct sq_schema {
 	const char *name;
 	int nversions;
 	const char *const *const *versions;
+	const char *on_open;
 };
 
 /** Rows copied out of a statement (sq_conn.c). */
@@ -61,7 +62,6 @@ struct sq {
 	const struct tg_state_backend *be;	/* this backend's vtable (backend.c) */
 	struct tg_worker *w;			/* the writer thread */
 	struct tg_outbox *rob, *wob;		/* read / write connections; NULL: none */
-	struct tg_runs *rruns, *wruns;
 	struct sq_conn own_r, own_w;		/* ownership: read / write */
 	struct sq_conn runs_r, runs_w;		/* run registry and sweeps */
 	int closing;				/* the writer thread is stopping */
@@ -141,10 +141,6 @@ void tg_state_sq_answer_num(struct sq_op *o);	/* n1 */
 void tg_state_sq_answer_pair(struct sq_op *o);	/* n1, n2 */
 void tg_state_sq_answer_str(struct sq_op *o);	/* out */
 
-/** A copy of r (borrowed): the caller takes ownership (tg_state_sq_run_new_free). */
-struct tg_run_new *tg_state_sq_run_new_dup(const struct tg_run_new *r);
-/** Takes ownership of r and frees it with its strings; NULL-safe. */
-void tg_state_sq_run_new_free(struct tg_run_new *r);
 /** The payload writer of a payload_open that nobody took (cancelled or
  * closing): dropped on the writer thread, or here once it has stopped. */
 void tg_state_sq_payload_drop(struct sq *sq, struct tg_outbox_payload *p);
@@ -193,23 +189,6 @@ struct tg_state_op *tg_state_sq_outbox_stats(void *impl, int64_t now_ms,
     tg_state_outbox_stats_cb cb, void *arg);
 /* sq_outbox_key.c */
 struct tg_state_op *tg_state_sq_outbox_key(void *impl, tg_state_blob_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_sweep_create(void *impl, const struct tg_sweep_new *s,
-    int64_t now_ms, tg_state_str_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_sweep_get(void *impl, const char *id, tg_state_sweeps_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_sq_sweep_list(void *impl, const char *api_key, const char *state,
-    size_t limit, size_t offset, tg_state_sweeps_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_sweep_variants(void *impl, const char *id,
-    tg_state_variants_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_sweep_claim(void *impl, const char *id, int64_t now_ms,
-    tg_state_claim_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_sweep_submitted(void *impl, const char *id, const char *name,
-    const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_sweep_unclaim(void *impl, const char *id, const char *name,
-    const char *why, int final, int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_sweep_settle(void *impl, const char *id, int64_t now_ms,
-    tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_sweep_running(void *impl, tg_state_strs_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_hold(void *impl, const char *const *ids, size_t n,
     int64_t now_ms, tg_state_done_cb cb, void *arg);
 struct tg_state_op *tg_state_sq_outbox_adopt(void *impl, int64_t now_ms, size_t max,

@@ -21,7 +21,6 @@
 #include <sqlite3.h>
 
 #include "sq.h"
-#include "runs_db.h"
 
 /* A directory the open creates files in: missing is a problem unless
  * may_miss (the payload directory, which the open makes). */
@@ -142,7 +141,7 @@ tg_state_sq_check(const struct tg_state_opts *opts, struct tg_state_problems *ou
 		free(payloads);
 	}
 	if (opts->runs != NULL && opts->runs->path != NULL)
-		check_store(opts->runs->path, NULL, tg_runs_schema_latest(), TG_STATE_PART_RUNS,
+		check_store(opts->runs->path, NULL, tg_state_sq_runs_schema.nversions, TG_STATE_PART_RUNS,
 		    out);
 	if (opts->owners != NULL && opts->owners->path != NULL)
 		check_store(opts->owners->path, NULL, 0, TG_STATE_PART_OWNERS, out);

@@ -64,7 +64,8 @@ user_version(sqlite3 *db, struct tg_err *err)
 	return v;
 }
 
-/* The file at the schema's last version, in one transaction. */
+/* The file at the schema's last version, and the store's work at open,
+ * in one transaction. */
 static int
 migrate(sqlite3 *db, const struct sq_schema *sc, struct tg_err *err)
 {
@@ -88,7 +89,8 @@ migrate(sqlite3 *db, const struct sq_schema *sc, struct tg_err *err)
 		if (exec1(db, pragma, err) != 0)
 			goto fail;
 	}
-	if (exec1(db, "COMMIT", err) == 0)
+	if ((sc->on_open == NULL || exec1(db, sc->on_open, err) == 0) &&
+	    exec1(db, "COMMIT", err) == 0)
 		return 0;
 fail:
 	(void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);

@@ -78,7 +78,7 @@ configured(struct sq_op *o)
 	const struct sq *sq = o->sq;
 
 	if (o->dom == SQ_NONE || (o->dom == SQ_OUTBOX && sq->wob != NULL) ||
-	    (o->dom == SQ_RUNS && sq->wruns != NULL) ||
+	    (o->dom == SQ_RUNS && sq->runs_w.db != NULL) ||
 	    (o->dom == SQ_OWNERS && sq->own_w.db != NULL))
 		return 1;
 	o->res.rc = TG_STATE_UNAVAILABLE;
