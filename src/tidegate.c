@@ -54,6 +54,9 @@ version(void)
 {
 	printf("tidegate %s%s%s%s\n", TG_VERSION, TG_VERSION_GIT[0] ? " (git " : "",
 	    TG_VERSION_GIT, TG_VERSION_GIT[0] ? ")" : "");
+	/* what the build has: a fleet needs postgresql, Type=notify systemd */
+	printf("features: sqlite %cpostgresql %csystemd\n", TG_HAVE_PQ ? '+' : '-',
+	    TG_HAVE_SYSTEMD ? '+' : '-');
 	exit(0);
 }
 

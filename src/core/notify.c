@@ -3,13 +3,16 @@
  * (include/tidegate/notify.h), through libsystemd. sd_notify itself does
  * nothing without NOTIFY_SOCKET; the environment is kept (unset_environment
  * 0) because a reload sends again. Failures are not the gateway's business:
- * a manager that does not listen only makes the start time out.
+ * a manager that does not listen only makes the start time out. A build
+ * without libsystemd (-Dsystemd=disabled) sends nothing: run it as
+ * Type=exec (tidegate --version says which it is).
  */
 #include <time.h>
 
-#include <systemd/sd-daemon.h>
-
 #include "tidegate/notify.h"
+
+#if TG_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
 
 void
 tg_notify_ready(void)
@@ -33,3 +36,19 @@ tg_notify_stopping(void)
 {
 	(void)sd_notify(0, "STOPPING=1\nSTATUS=draining");
 }
+#else
+void
+tg_notify_ready(void)
+{
+}
+
+void
+tg_notify_reloading(void)
+{
+}
+
+void
+tg_notify_stopping(void)
+{
+}
+#endif

@@ -32,8 +32,13 @@ static const struct {
 	const struct tg_state_backend *be;
 } backends[] = {
 	{ "sqlite", &tg_state_sqlite_backend },
+#if TG_HAVE_PQ
 	{ "postgresql", &tg_state_pg_backend },
 	{ "postgres", &tg_state_pg_backend },
+#else
+	{ "postgresql", NULL },
+	{ "postgres", NULL },
+#endif
 };
 
 const char *

@@ -39,7 +39,10 @@ def test_help(exe, opt):
 def test_version(exe, opt):
     r = run(exe, opt)
     assert r.returncode == 0 and r.stderr == ""
-    line = r.stdout.strip()
+    lines = r.stdout.strip().split("\n")
+    line = lines[0]
+    # the gateway says what the build has (this one: everything)
+    assert lines[1:] == (["features: sqlite +postgresql +systemd"] if exe == "tidegate" else [])
     assert line.split()[:2] == [exe, project_version()], line
     git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--git-dir"], capture_output=True)
     if git.returncode == 0:     # built from a checkout: git describe names a commit of it

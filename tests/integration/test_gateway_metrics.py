@@ -59,7 +59,7 @@ def test_build_info_and_process_series(emulator, make_gateway):
     gw = make_gateway(emulator)
     text = gw.metrics()
     version = subprocess.run([os.path.join(BUILD, "tidegate"), "--version"],
-                             capture_output=True, text=True).stdout.split()
+                             capture_output=True, text=True).stdout.split("\n")[0].split()
     info = series(text, "tidegate_build_info")
     assert len(info) == 1 and list(info.values()) == [1.0]
     labels = dict(re.findall(r'(\w+)="([^"]*)"', list(info)[0]))
