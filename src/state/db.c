@@ -98,6 +98,64 @@ tg_db_fail(struct tg_db_q *q, int rc, const char *why)
 	return NULL;
 }
 
+/* ---- operation records ---- */
+
+void *
+tg_db_op_new(size_t size, struct tg_state *st, const struct tg_db_stmt *stmt,
+    void (*answer)(struct tg_db_q *q, const struct tg_db_rows *r), const char *id, void *arg)
+{
+	struct tg_db_op *o = tg_xcalloc(1, size);
+
+	tg_db_query_init(&o->q, stmt, answer);
+	o->q.cleanup = tg_db_op_cleanup;
+	o->st = st;
+	o->arg = arg;
+	if (id != NULL) {
+		o->id = tg_xstrdup(id);
+		tg_db_text(&o->q, id);
+	}
+	return o;
+}
+
+void
+tg_db_op_cleanup(struct tg_db_q *q)
+{
+	free(((struct tg_db_op *)q)->id);
+}
+
+void
+tg_db_answer_done(struct tg_db_q *q, const struct tg_db_rows *r)
+{
+	struct tg_db_op *o = (struct tg_db_op *)q;
+
+	(void)r;
+	o->cb.done(&q->res, o->arg);
+}
+
+void
+tg_db_answer_changes(struct tg_db_q *q, const struct tg_db_rows *r)
+{
+	struct tg_db_op *o = (struct tg_db_op *)q;
+
+	o->cb.num(&q->res, r != NULL ? tg_db_changes(r) : 0, o->arg);
+}
+
+size_t
+tg_db_page(struct tg_db_op *o, const struct tg_db_rows *r, size_t limit, int missing,
+    const char *what, int *more)
+{
+	size_t n = r != NULL ? (size_t)tg_db_nrows(r) : 0;
+
+	*more = limit > 0 && n > limit;
+	if (*more)
+		n = limit;
+	if (r != NULL && n == 0 && missing) {
+		o->q.res.rc = TG_STATE_NOT_FOUND;
+		tg_err_set(&o->q.res.err, "no %s %s", what, o->id != NULL ? o->id : "");
+	}
+	return n;
+}
+
 /* ---- rows ---- */
 
 int

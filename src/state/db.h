@@ -74,6 +74,37 @@ struct tg_db_q {
 	int again;		/* set by tg_db_again: run once more */
 };
 
+/** The typed callback of an operation: the one member its answer calls. */
+union tg_db_cb {
+	tg_state_done_cb done;
+	tg_state_num_cb num;
+	tg_state_pair_cb pair;
+	tg_state_str_cb str;
+	tg_state_blob_cb blob;
+	tg_state_strs_cb strs;
+	tg_state_token_cb token;
+	tg_state_answer_cb answer;
+	tg_state_runs_cb runs;
+	tg_state_unhandled_cb unhandled;
+	tg_state_runs_stats_cb stats;
+	tg_state_sweeps_cb sweeps;
+	tg_state_variants_cb variants;
+	tg_state_claim_cb claim;
+};
+
+/**
+ * What an operation of a domain keeps: its query (first), the state, the
+ * typed callback and the caller's arg, and the id of the record it names
+ * (for messages; owned). A domain that keeps more embeds it first.
+ */
+struct tg_db_op {
+	struct tg_db_q q;
+	struct tg_state *st;
+	union tg_db_cb cb;
+	void *arg;
+	char *id;
+};
+
 /** Rows of one statement (the driver's; borrowed by an answer). */
 struct tg_db_rows {
 	const struct tg_state_backend *be;
@@ -111,6 +142,26 @@ void tg_db_params_free(struct tg_db_q *q);
 void tg_db_again(struct tg_db_q *q, const struct tg_db_stmt *stmt);
 /** Answer q (ownership taken) now with rc and why (borrowed): NULL. */
 struct tg_state_op *tg_db_fail(struct tg_db_q *q, int rc, const char *why);
+
+/**
+ * A zeroed operation record of size bytes (at least a struct tg_db_op; the
+ * caller owns it until tg_db_submit) running stmt (static), answered by
+ * answer, for st and arg (borrowed); id (borrowed; NULL: none) is kept and
+ * given as parameter $1. Its cleanup frees the id (a domain with more to
+ * free sets its own and calls tg_db_op_cleanup).
+ */
+void *tg_db_op_new(size_t size, struct tg_state *st, const struct tg_db_stmt *stmt,
+    void (*answer)(struct tg_db_q *q, const struct tg_db_rows *r), const char *id, void *arg);
+void tg_db_op_cleanup(struct tg_db_q *q);
+/** Answers of a struct tg_db_op: cb.done; cb.num with the rows changed. */
+void tg_db_answer_done(struct tg_db_q *q, const struct tg_db_rows *r);
+void tg_db_answer_changes(struct tg_db_q *q, const struct tg_db_rows *r);
+
+/** The rows of r (borrowed; NULL: none) a page of at most limit (0: all)
+ * reads; *more set when there are more. None with missing set: o's
+ * result is NOT_FOUND, "no <what> <o->id>" (what borrowed). */
+size_t tg_db_page(struct tg_db_op *o, const struct tg_db_rows *r, size_t limit, int missing,
+    const char *what, int *more);
 
 /** Submit q (ownership taken) to st's driver (st borrowed). */
 struct tg_state_op *tg_db_submit(struct tg_state *st, struct tg_db_q *q);

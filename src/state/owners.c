@@ -54,28 +54,8 @@ static const struct tg_db_stmt sql[] = {
 
 const struct tg_db_table tg_state_owners_stmts = { sql, TG_NELEM(sql) };
 
-struct op {
-	struct tg_db_q q;
-	tg_state_done_cb done;
-	tg_state_str_cb str;
-	tg_state_num_cb num;
-	void *arg;
-	int changes;		/* num: rows changed, else the first cell */
-};
-
-static struct op *
-op_new(const struct tg_db_stmt *s, void (*answer)(struct tg_db_q *, const struct tg_db_rows *),
-    void *arg)
-{
-	struct op *o = tg_xcalloc(1, sizeof(*o));
-
-	tg_db_query_init(&o->q, s, answer);
-	o->arg = arg;
-	return o;
-}
-
 static void
-param_job(struct op *o, const char *family, const char *cid)
+param_job(struct tg_db_op *o, const char *family, const char *cid)
 {
 	char *key = tg_state_job_key(cid != NULL ? cid : "");
 
@@ -84,22 +64,14 @@ param_job(struct op *o, const char *family, const char *cid)
 	free(key);
 }
 
-static void
-answer_done(struct tg_db_q *q, const struct tg_db_rows *r)
-{
-	struct op *o = (struct op *)q;
-
-	(void)r;
-	o->done(&q->res, o->arg);
-}
-
 struct tg_state_op *
 tg_state_owners_record(struct tg_state *st, const char *family, const char *cid,
     const char *key, int64_t now_ms, tg_state_done_cb cb, void *arg)
 {
-	struct op *o = op_new(&sql[RECORD], answer_done, arg);
+	struct tg_db_op *o = tg_db_op_new(sizeof(*o), st, &sql[RECORD], tg_db_answer_done,
+	    NULL, arg);
 
-	o->done = cb;
+	o->cb.done = cb;
 	if (family == NULL || cid == NULL || *cid == '\0' || key == NULL)
 		return tg_db_fail(&o->q, TG_STATE_ERROR,
 		    "owners: a record needs family, correlationId and key");
@@ -113,7 +85,7 @@ tg_state_owners_record(struct tg_state *st, const char *family, const char *cid,
 static void
 answer_lookup(struct tg_db_q *q, const struct tg_db_rows *r)
 {
-	struct op *o = (struct op *)q;
+	struct tg_db_op *o = (struct tg_db_op *)q;
 	const char *key = NULL;
 
 	if (r != NULL && tg_db_nrows(r) > 0)
@@ -122,49 +94,46 @@ answer_lookup(struct tg_db_q *q, const struct tg_db_rows *r)
 		q->res.rc = TG_STATE_NOT_FOUND;
 		tg_err_set(&q->res.err, "no owner recorded for the job");
 	}
-	o->str(&q->res, key, o->arg);
+	o->cb.str(&q->res, key, o->arg);
 }
 
 struct tg_state_op *
 tg_state_owners_lookup(struct tg_state *st, const char *family, const char *cid,
     int64_t now_ms, tg_state_str_cb cb, void *arg)
 {
-	struct op *o = op_new(&sql[LOOKUP], answer_lookup, arg);
+	struct tg_db_op *o = tg_db_op_new(sizeof(*o), st, &sql[LOOKUP], answer_lookup, NULL, arg);
 
-	o->str = cb;
+	o->cb.str = cb;
 	param_job(o, family, cid);
 	tg_db_int(&o->q, now_ms - st->owners_keep_ms);
 	return tg_db_submit(st, &o->q);
 }
 
-static void
-answer_num(struct tg_db_q *q, const struct tg_db_rows *r)
-{
-	struct op *o = (struct op *)q;
-	int64_t n = 0;
-
-	if (r != NULL)
-		n = o->changes ? tg_db_changes(r) : tg_db_i64(r, 0, 0);
-	o->num(&q->res, n, o->arg);
-}
-
 struct tg_state_op *
 tg_state_owners_prune(struct tg_state *st, int64_t now_ms, tg_state_num_cb cb, void *arg)
 {
-	struct op *o = op_new(&sql[PRUNE], answer_num, arg);
+	struct tg_db_op *o = tg_db_op_new(sizeof(*o), st, &sql[PRUNE], tg_db_answer_changes,
+	    NULL, arg);
 
-	o->num = cb;
-	o->changes = 1;
+	o->cb.num = cb;
 	tg_db_int(&o->q, now_ms - st->owners_keep_ms);
 	tg_db_int(&o->q, st->owners_max_rows);
 	return tg_db_submit(st, &o->q);
 }
 
+static void
+answer_count(struct tg_db_q *q, const struct tg_db_rows *r)
+{
+	struct tg_db_op *o = (struct tg_db_op *)q;
+
+	o->cb.num(&q->res, r != NULL ? tg_db_i64(r, 0, 0) : 0, o->arg);
+}
+
 struct tg_state_op *
 tg_state_owners_count(struct tg_state *st, tg_state_num_cb cb, void *arg)
 {
-	struct op *o = op_new(&sql[COUNT], answer_num, arg);
+	struct tg_db_op *o = tg_db_op_new(sizeof(*o), st, &sql[COUNT], answer_count, NULL, arg);
 
-	o->num = cb;
+	o->cb.num = cb;
 	return tg_db_submit(st, &o->q);
 }

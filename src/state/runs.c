@@ -71,15 +71,10 @@ const struct tg_db_table tg_state_runs_stmts = { sql, TG_NELEM(sql) };
 
 /* One operation: the typed callback its answer calls, and what a status
  * check keeps across its steps. */
+/* One operation: what a status check keeps across its steps, and a
+ * list's page. */
 struct op {
-	struct tg_db_q q;
-	const struct tg_state *st;
-	tg_state_done_cb done;
-	tg_state_num_cb num;
-	tg_state_runs_cb runs;
-	tg_state_unhandled_cb unhandled;
-	void *arg;
-	char *id;
+	struct tg_db_op d;
 	size_t limit;			/* a list's page */
 	int missing;			/* no row: NOT_FOUND */
 	enum tg_run_status status;	/* set_status: what the vendor said */
@@ -90,35 +85,18 @@ struct op {
 static void
 op_cleanup(struct tg_db_q *q)
 {
-	struct op *o = (struct op *)q;
-
-	free(o->id);
-	free(o->why);
+	free(((struct op *)q)->why);
+	tg_db_op_cleanup(q);
 }
 
 static struct op *
 op_new(struct tg_state *st, int stmt, void (*answer)(struct tg_db_q *,
     const struct tg_db_rows *), const char *id, void *arg)
 {
-	struct op *o = tg_xcalloc(1, sizeof(*o));
+	struct op *o = tg_db_op_new(sizeof(*o), st, &sql[stmt], answer, id, arg);
 
-	tg_db_query_init(&o->q, &sql[stmt], answer);
-	o->q.cleanup = op_cleanup;
-	o->st = st;
-	o->arg = arg;
-	o->id = id != NULL ? tg_xstrdup(id) : NULL;
-	if (id != NULL)
-		tg_db_text(&o->q, id);
+	o->d.q.cleanup = op_cleanup;
 	return o;
-}
-
-static void
-answer_done(struct tg_db_q *q, const struct tg_db_rows *r)
-{
-	struct op *o = (struct op *)q;
-
-	(void)r;
-	o->done(&q->res, o->arg);
 }
 
 /* ---- rows and parameters (sweeps.c's too) ---- */
@@ -193,8 +171,8 @@ answer_add(struct tg_db_q *q, const struct tg_db_rows *r)
 
 	(void)r;
 	if (q->res.rc == TG_STATE_CONFLICT)
-		tg_err_set(&q->res.err, "simulation %s is already recorded", o->id);
-	o->done(&q->res, o->arg);
+		tg_err_set(&q->res.err, "simulation %s is already recorded", o->d.id);
+	o->d.cb.done(&q->res, o->d.arg);
 }
 
 struct tg_state_op *
@@ -204,15 +182,15 @@ tg_state_runs_add(struct tg_state *st, const struct tg_run_new *run, int64_t now
 	struct op *o = op_new(st, INSERT, answer_add, NULL, arg);
 	struct tg_err err;
 
-	o->done = cb;
+	o->d.cb.done = cb;
 	if (tg_state_run_new_ok(run, &err) != 0)
-		return tg_db_fail(&o->q, TG_STATE_ERROR, err.msg);
-	o->id = tg_xstrdup(run->simulation_id);
-	tg_db_text(&o->q, run->simulation_id);
-	tg_db_text(&o->q, NULL);
-	tg_db_text(&o->q, NULL);
-	tg_state_run_params(&o->q, st, run, NULL, now_ms);
-	return tg_db_submit(st, &o->q);
+		return tg_db_fail(&o->d.q, TG_STATE_ERROR, err.msg);
+	o->d.id = tg_xstrdup(run->simulation_id);
+	tg_db_text(&o->d.q, run->simulation_id);
+	tg_db_text(&o->d.q, NULL);
+	tg_db_text(&o->d.q, NULL);
+	tg_state_run_params(&o->d.q, st, run, NULL, now_ms);
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* ---- status checks: read the run, then change it as it was read ---- */
@@ -225,8 +203,8 @@ brief_found(struct op *o, const struct tg_db_rows *r)
 		return 0;
 	if (tg_db_nrows(r) > 0)
 		return 1;
-	o->q.res.rc = TG_STATE_NOT_FOUND;
-	tg_err_set(&o->q.res.err, "no simulation run %s", o->id);
+	o->d.q.res.rc = TG_STATE_NOT_FOUND;
+	tg_err_set(&o->d.q.res.err, "no simulation run %s", o->d.id);
 	return 0;
 }
 
@@ -236,9 +214,9 @@ static void answer_status_brief(struct tg_db_q *q, const struct tg_db_rows *r);
 static void
 reread(struct op *o, void (*answer)(struct tg_db_q *, const struct tg_db_rows *))
 {
-	tg_db_again(&o->q, &sql[BRIEF]);
-	o->q.answer = answer;
-	tg_db_text(&o->q, o->id);
+	tg_db_again(&o->d.q, &sql[BRIEF]);
+	o->d.q.answer = answer;
+	tg_db_text(&o->d.q, o->d.id);
 }
 
 static void
@@ -251,7 +229,7 @@ answer_status_done(struct tg_db_q *q, const struct tg_db_rows *r)
 		reread(o, answer_status_brief);
 		return;
 	}
-	o->num(&q->res, r != NULL && updated && tg_runs_status_terminal(o->status), o->arg);
+	o->d.cb.num(&q->res, r != NULL && updated && tg_runs_status_terminal(o->status), o->d.arg);
 }
 
 /* The update of what the vendor said to the run as brief read it. */
@@ -264,17 +242,17 @@ status_update(struct op *o, const struct tg_db_rows *r)
 
 	tg_state_run_change(o->status, o->completed_at, o->now_ms, tg_db_i64(r, 0, 1),
 	    tg_db_str(r, 0, 2), tg_db_str(r, 0, 3), checks, &c);
-	tg_db_again(&o->q, &sql[UPDATE]);
-	o->q.answer = answer_status_done;
-	tg_db_text(&o->q, o->id);
-	tg_db_text(&o->q, c.status);
-	tg_db_text(&o->q, c.vendor_status);
-	tg_db_int(&o->q, o->now_ms);
-	tg_db_time(&o->q, c.completed_at);
-	tg_db_time(&o->q, c.next_check_at);
-	tg_db_text(&o->q, c.failure);
-	tg_db_text(&o->q, was);
-	tg_db_int(&o->q, checks);
+	tg_db_again(&o->d.q, &sql[UPDATE]);
+	o->d.q.answer = answer_status_done;
+	tg_db_text(&o->d.q, o->d.id);
+	tg_db_text(&o->d.q, c.status);
+	tg_db_text(&o->d.q, c.vendor_status);
+	tg_db_int(&o->d.q, o->now_ms);
+	tg_db_time(&o->d.q, c.completed_at);
+	tg_db_time(&o->d.q, c.next_check_at);
+	tg_db_text(&o->d.q, c.failure);
+	tg_db_text(&o->d.q, was);
+	tg_db_int(&o->d.q, checks);
 	free(c.failure);
 	free(was);
 }
@@ -288,14 +266,14 @@ answer_status_brief(struct tg_db_q *q, const struct tg_db_rows *r)
 	int st;
 
 	if (!brief_found(o, r)) {
-		o->num(&q->res, 0, o->arg);
+		o->d.cb.num(&q->res, 0, o->d.arg);
 		return;
 	}
 	st = tg_state_run_status_at(r, 0, 0);
 	if (st >= 0 && tg_runs_status_terminal(st)) {
 		tg_db_again(q, &sql[COUNT_CHECK]);
 		q->answer = answer_status_done;
-		tg_db_text(q, o->id);
+		tg_db_text(q, o->d.id);
 		return;
 	}
 	status_update(o, r);
@@ -307,14 +285,14 @@ tg_state_runs_set_status(struct tg_state *st, const char *id, enum tg_run_status
 {
 	struct op *o = op_new(st, BRIEF, answer_status_brief, id, arg);
 
-	o->num = cb;
-	o->q.writes = 1;
+	o->d.cb.num = cb;
+	o->d.q.writes = 1;
 	o->status = status;
 	o->completed_at = completed_at;
 	o->now_ms = now_ms;
 	if ((unsigned)status >= TG_RUN_NSTATUS)
-		return tg_db_fail(&o->q, TG_STATE_ERROR, "run status is not a status");
-	return tg_db_submit(st, &o->q);
+		return tg_db_fail(&o->d.q, TG_STATE_ERROR, "run status is not a status");
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void answer_failed_brief(struct tg_db_q *q, const struct tg_db_rows *r);
@@ -328,7 +306,7 @@ answer_failed_done(struct tg_db_q *q, const struct tg_db_rows *r)
 		reread(o, answer_failed_brief);
 		return;
 	}
-	o->done(&q->res, o->arg);
+	o->d.cb.done(&q->res, o->d.arg);
 }
 
 static void
@@ -338,13 +316,13 @@ answer_failed_brief(struct tg_db_q *q, const struct tg_db_rows *r)
 	int checks;
 
 	if (!brief_found(o, r)) {
-		o->done(&q->res, o->arg);
+		o->d.cb.done(&q->res, o->d.arg);
 		return;
 	}
 	checks = (int)tg_db_i64(r, 0, 4);
 	tg_db_again(q, &sql[CHECK_FAILED]);
 	q->answer = answer_failed_done;
-	tg_db_text(q, o->id);
+	tg_db_text(q, o->d.id);
 	tg_db_text(q, o->why);
 	tg_db_int(q, o->now_ms + tg_state_run_retry_delay(checks, o->retry_after_ms));
 	tg_db_int(q, checks);
@@ -356,12 +334,12 @@ tg_state_runs_check_failed(struct tg_state *st, const char *id, const char *why,
 {
 	struct op *o = op_new(st, BRIEF, answer_failed_brief, id, arg);
 
-	o->done = cb;
-	o->q.writes = 1;
+	o->d.cb.done = cb;
+	o->d.q.writes = 1;
 	o->why = tg_xstrdup(tg_state_run_check_error(why));
 	o->retry_after_ms = retry_after_ms;
 	o->now_ms = now_ms;
-	return tg_db_submit(st, &o->q);
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* ---- reading runs ---- */
@@ -372,20 +350,14 @@ answer_rows(struct tg_db_q *q, const struct tg_db_rows *r)
 {
 	struct op *o = (struct op *)q;
 	struct tg_run *runs = NULL;
-	size_t i, n = r != NULL ? (size_t)tg_db_nrows(r) : 0;
-	int more = o->limit > 0 && n > o->limit;
+	int more;
+	size_t i, n = tg_db_page(&o->d, r, o->limit, o->missing, "simulation run", &more);
 
-	if (more)
-		n = o->limit;
-	if (r != NULL && n == 0 && o->missing) {
-		q->res.rc = TG_STATE_NOT_FOUND;
-		tg_err_set(&q->res.err, "no simulation run %s", o->id);
-	}
 	if (n > 0)
 		runs = tg_xcalloc(n, sizeof(*runs));
 	for (i = 0; i < n; i++)
 		tg_state_run_read(r, (int)i, &runs[i]);
-	o->runs(&q->res, runs, n, more, o->arg);
+	o->d.cb.runs(&q->res, runs, n, more, o->d.arg);
 	tg_runs_free(runs, n);
 }
 
@@ -394,9 +366,9 @@ tg_state_runs_get(struct tg_state *st, const char *id, tg_state_runs_cb cb, void
 {
 	struct op *o = op_new(st, GET, answer_rows, id, arg);
 
-	o->runs = cb;
+	o->d.cb.runs = cb;
 	o->missing = 1;
-	return tg_db_submit(st, &o->q);
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* The ids travel as one JSON array, which both databases read as a set
@@ -410,15 +382,15 @@ tg_state_runs_get_many(struct tg_state *st, const char *const *ids, size_t n,
 	const unsigned char *buf;
 	size_t i, len;
 
-	o->runs = cb;
+	o->d.cb.runs = cb;
 	yajl_gen_array_open(g);
 	for (i = 0; i < n; i++)
 		tg_json_str(g, ids[i]);
 	yajl_gen_array_close(g);
 	yajl_gen_get_buf(g, &buf, &len);
-	tg_db_text(&o->q, (const char *)buf);
+	tg_db_text(&o->d.q, (const char *)buf);
 	yajl_gen_free(g);
-	return tg_db_submit(st, &o->q);
+	return tg_db_submit(st, &o->d.q);
 }
 
 struct tg_state_op *
@@ -427,10 +399,10 @@ tg_state_runs_due(struct tg_state *st, int64_t now_ms, size_t max, tg_state_runs
 {
 	struct op *o = op_new(st, DUE, answer_rows, NULL, arg);
 
-	o->runs = cb;
-	tg_db_int(&o->q, now_ms);
-	tg_db_int(&o->q, max > 0 && max < INT64_MAX ? (int64_t)max : INT64_MAX);
-	return tg_db_submit(st, &o->q);
+	o->d.cb.runs = cb;
+	tg_db_int(&o->d.q, now_ms);
+	tg_db_int(&o->d.q, max > 0 && max < INT64_MAX ? (int64_t)max : INT64_MAX);
+	return tg_db_submit(st, &o->d.q);
 }
 
 struct tg_state_op *
@@ -440,19 +412,19 @@ tg_state_runs_list(struct tg_state *st, const struct tg_runs_query *q, tg_state_
 	struct op *o = op_new(st, LIST, answer_rows, NULL, arg);
 	struct tg_err err;
 
-	o->runs = cb;
+	o->d.cb.runs = cb;
 	o->limit = tg_state_runs_page(q->limit);
 	if (tg_state_runs_status_ok(q->status, &err) != 0)
-		return tg_db_fail(&o->q, TG_STATE_ERROR, err.msg);
-	tg_db_text(&o->q, q->status);
-	tg_db_text(&o->q, q->case_id);
-	tg_db_text(&o->q, q->sweep_id);
-	tg_db_text(&o->q, q->api_key);
-	tg_db_int(&o->q, q->from_ms);
-	tg_db_int(&o->q, q->to_ms > 0 ? q->to_ms : INT64_MAX);
-	tg_db_int(&o->q, (int64_t)o->limit + 1);
-	tg_db_int(&o->q, q->offset < INT64_MAX ? (int64_t)q->offset : INT64_MAX);
-	return tg_db_submit(st, &o->q);
+		return tg_db_fail(&o->d.q, TG_STATE_ERROR, err.msg);
+	tg_db_text(&o->d.q, q->status);
+	tg_db_text(&o->d.q, q->case_id);
+	tg_db_text(&o->d.q, q->sweep_id);
+	tg_db_text(&o->d.q, q->api_key);
+	tg_db_int(&o->d.q, q->from_ms);
+	tg_db_int(&o->d.q, q->to_ms > 0 ? q->to_ms : INT64_MAX);
+	tg_db_int(&o->d.q, (int64_t)o->limit + 1);
+	tg_db_int(&o->d.q, q->offset < INT64_MAX ? (int64_t)q->offset : INT64_MAX);
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -463,7 +435,7 @@ answer_next_due(struct tg_db_q *q, const struct tg_db_rows *r)
 
 	if (r != NULL && tg_db_nrows(r) > 0 && !tg_db_isnull(r, 0, 0))
 		due = tg_db_i64(r, 0, 0);
-	o->num(&q->res, due, o->arg);
+	o->d.cb.num(&q->res, due, o->d.arg);
 }
 
 struct tg_state_op *
@@ -471,9 +443,9 @@ tg_state_runs_next_due(struct tg_state *st, int64_t now_ms, tg_state_num_cb cb, 
 {
 	struct op *o = op_new(st, NEXT_DUE, answer_next_due, NULL, arg);
 
-	o->num = cb;
-	tg_db_int(&o->q, now_ms);
-	return tg_db_submit(st, &o->q);
+	o->d.cb.num = cb;
+	tg_db_int(&o->d.q, now_ms);
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -488,7 +460,7 @@ answer_unhandled(struct tg_db_q *q, const struct tg_db_rows *r)
 		st = tg_state_run_status_at(r, 0, 1);
 		st = st >= 0 ? st : TG_RUN_UNKNOWN;
 	}
-	o->unhandled(&q->res, id, (enum tg_run_status)st, o->arg);
+	o->d.cb.unhandled(&q->res, id, (enum tg_run_status)st, o->d.arg);
 }
 
 struct tg_state_op *
@@ -496,17 +468,17 @@ tg_state_runs_next_unhandled(struct tg_state *st, tg_state_unhandled_cb cb, void
 {
 	struct op *o = op_new(st, UNHANDLED, answer_unhandled, NULL, arg);
 
-	o->unhandled = cb;
-	return tg_db_submit(st, &o->q);
+	o->d.cb.unhandled = cb;
+	return tg_db_submit(st, &o->d.q);
 }
 
 struct tg_state_op *
 tg_state_runs_set_handled(struct tg_state *st, const char *id, tg_state_done_cb cb, void *arg)
 {
-	struct op *o = op_new(st, HANDLED, answer_done, id, arg);
+	struct op *o = op_new(st, HANDLED, tg_db_answer_done, id, arg);
 
-	o->done = cb;
-	return tg_db_submit(st, &o->q);
+	o->d.cb.done = cb;
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -516,9 +488,9 @@ answer_figures(struct tg_db_q *q, const struct tg_db_rows *r)
 
 	if (r != NULL && tg_db_changes(r) == 0) {
 		q->res.rc = TG_STATE_NOT_FOUND;
-		tg_err_set(&q->res.err, "no simulation run %s", o->id);
+		tg_err_set(&q->res.err, "no simulation run %s", o->d.id);
 	}
-	o->done(&q->res, o->arg);
+	o->d.cb.done(&q->res, o->d.arg);
 }
 
 struct tg_state_op *
@@ -529,10 +501,10 @@ tg_state_runs_set_figures(struct tg_state *st, const char *id, yajl_val results,
 	struct tg_err err;
 	char *fig = tg_state_run_figures(id, results, &err);
 
-	o->done = cb;
+	o->d.cb.done = cb;
 	if (fig == NULL)
-		return tg_db_fail(&o->q, TG_STATE_ERROR, err.msg);
-	tg_db_text(&o->q, fig);
+		return tg_db_fail(&o->d.q, TG_STATE_ERROR, err.msg);
+	tg_db_text(&o->d.q, fig);
 	free(fig);
-	return tg_db_submit(st, &o->q);
+	return tg_db_submit(st, &o->d.q);
 }

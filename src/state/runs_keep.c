@@ -57,40 +57,16 @@ static const struct tg_db_stmt sql[] = {
 const struct tg_db_table tg_state_runs_keep_stmts = { sql, TG_NELEM(sql) };
 
 struct op {
-	struct tg_db_q q;
-	struct tg_state *st;
-	tg_state_done_cb done;
-	tg_state_num_cb num;
-	tg_state_pair_cb pair;
-	tg_state_blob_cb blob;
-	tg_state_runs_stats_cb stats;
-	void *arg;
-	char *id;
+	struct tg_db_op d;
 	size_t len;		/* an archive's bytes */
 	int64_t n1, now_ms;	/* a purge's runs, and when */
 };
-
-static void
-op_cleanup(struct tg_db_q *q)
-{
-	free(((struct op *)q)->id);
-}
 
 static struct op *
 op_new(struct tg_state *st, int stmt, void (*answer)(struct tg_db_q *,
     const struct tg_db_rows *), const char *id, void *arg)
 {
-	struct op *o = tg_xcalloc(1, sizeof(*o));
-
-	tg_db_query_init(&o->q, &sql[stmt], answer);
-	o->q.cleanup = op_cleanup;
-	o->st = st;
-	o->arg = arg;
-	if (id != NULL) {
-		o->id = tg_xstrdup(id);
-		tg_db_text(&o->q, id);
-	}
-	return o;
+	return tg_db_op_new(sizeof(struct op), st, &sql[stmt], answer, id, arg);
 }
 
 /* Rows: a status (its runs, archived, archived bytes) or a counter name. */
@@ -112,7 +88,7 @@ answer_stats(struct tg_db_q *q, const struct tg_db_rows *r)
 			*c = (uint64_t)tg_db_i64(r, i, 1);
 		}
 	}
-	o->stats(&q->res, r != NULL ? &st : NULL, o->arg);
+	o->d.cb.stats(&q->res, r != NULL ? &st : NULL, o->d.arg);
 }
 
 struct tg_state_op *
@@ -120,8 +96,8 @@ tg_state_runs_stats(struct tg_state *st, tg_state_runs_stats_cb cb, void *arg)
 {
 	struct op *o = op_new(st, STATS, answer_stats, NULL, arg);
 
-	o->stats = cb;
-	return tg_db_submit(st, &o->q);
+	o->d.cb.stats = cb;
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* ---- the archive ---- */
@@ -130,20 +106,20 @@ tg_state_runs_stats(struct tg_state *st, tg_state_runs_stats_cb cb, void *arg)
 static void
 archive_refused(struct op *o, const struct tg_db_rows *r)
 {
-	const struct tg_state_runs_limits *l = &o->st->runs;
+	const struct tg_state_runs_limits *l = &o->d.st->runs;
 	int st = tg_state_run_status_at(r, 0, 1), vst = tg_state_run_status_at(r, 0, 2);
-	struct tg_state_res *res = &o->q.res;
+	struct tg_state_res *res = &o->d.q.res;
 
 	if (st != TG_RUN_COMPLETED && vst != TG_RUN_COMPLETED) {
 		res->rc = TG_STATE_CONFLICT;
-		tg_err_set(&res->err, "simulation %s has not completed (%s)", o->id,
+		tg_err_set(&res->err, "simulation %s has not completed (%s)", o->d.id,
 		    tg_runs_status_str(st < 0 ? TG_RUN_UNKNOWN : st));
-	} else if (tg_state_archive_caps(o->id, o->len, tg_db_i64(r, 0, 4), tg_db_i64(r, 0, 3),
+	} else if (tg_state_archive_caps(o->d.id, o->len, tg_db_i64(r, 0, 4), tg_db_i64(r, 0, 3),
 	    l->archive_max_run, l->archive_max_total, &res->err) != 0) {
 		res->rc = TG_STATE_REFUSED;
 	} else {
 		res->rc = TG_STATE_ERROR;
-		tg_err_set(&res->err, "results of %s were not archived", o->id);
+		tg_err_set(&res->err, "results of %s were not archived", o->d.id);
 	}
 }
 
@@ -154,11 +130,11 @@ answer_archive(struct tg_db_q *q, const struct tg_db_rows *r)
 
 	if (r != NULL && (tg_db_nrows(r) == 0 || tg_db_i64(r, 0, 0) == 0)) {
 		q->res.rc = TG_STATE_NOT_FOUND;
-		tg_err_set(&q->res.err, "no simulation run %s", o->id);
+		tg_err_set(&q->res.err, "no simulation run %s", o->d.id);
 	} else if (r != NULL && tg_db_i64(r, 0, 5) == 0) {
 		archive_refused(o, r);
 	}
-	o->done(&q->res, o->arg);
+	o->d.cb.done(&q->res, o->d.arg);
 }
 
 struct tg_state_op *
@@ -168,16 +144,16 @@ tg_state_runs_archive(struct tg_state *st, const char *id, const void *data, siz
 	struct op *o = op_new(st, ARCHIVE, answer_archive, id, arg);
 
 	(void)now_ms;
-	o->done = cb;
+	o->d.cb.done = cb;
 	o->len = len;
 	if (data == NULL && len > 0)
-		return tg_db_fail(&o->q, TG_STATE_ERROR, "no results to archive");
+		return tg_db_fail(&o->d.q, TG_STATE_ERROR, "no results to archive");
 	if (len > INT32_MAX)
-		return tg_db_fail(&o->q, TG_STATE_REFUSED, "results are too large to archive");
-	tg_db_bytes(&o->q, data, len);
-	tg_db_int(&o->q, st->runs.archive_max_run);
-	tg_db_int(&o->q, st->runs.archive_max_total);
-	return tg_db_submit(st, &o->q);
+		return tg_db_fail(&o->d.q, TG_STATE_REFUSED, "results are too large to archive");
+	tg_db_bytes(&o->d.q, data, len);
+	tg_db_int(&o->d.q, st->runs.archive_max_run);
+	tg_db_int(&o->d.q, st->runs.archive_max_total);
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -189,14 +165,14 @@ answer_archived(struct tg_db_q *q, const struct tg_db_rows *r)
 
 	if (r != NULL && tg_db_nrows(r) > 0) {
 		data = tg_db_blob(r, 0, 0, &len);
-		o->blob(&q->res, data != NULL ? data : "", len, o->arg);
+		o->d.cb.blob(&q->res, data != NULL ? data : "", len, o->d.arg);
 		return;
 	}
 	if (r != NULL) {
 		q->res.rc = TG_STATE_NOT_FOUND;
-		tg_err_set(&q->res.err, "no archived results for simulation %s", o->id);
+		tg_err_set(&q->res.err, "no archived results for simulation %s", o->d.id);
 	}
-	o->blob(&q->res, NULL, 0, o->arg);
+	o->d.cb.blob(&q->res, NULL, 0, o->d.arg);
 }
 
 struct tg_state_op *
@@ -204,8 +180,8 @@ tg_state_runs_archived(struct tg_state *st, const char *id, tg_state_blob_cb cb,
 {
 	struct op *o = op_new(st, ARCHIVED, answer_archived, id, arg);
 
-	o->blob = cb;
-	return tg_db_submit(st, &o->q);
+	o->d.cb.blob = cb;
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -214,7 +190,7 @@ answer_usage(struct tg_db_q *q, const struct tg_db_rows *r)
 	struct op *o = (struct op *)q;
 	int ok = r != NULL && tg_db_nrows(r) > 0;
 
-	o->pair(&q->res, ok ? tg_db_i64(r, 0, 0) : 0, ok ? tg_db_i64(r, 0, 1) : 0, o->arg);
+	o->d.cb.pair(&q->res, ok ? tg_db_i64(r, 0, 0) : 0, ok ? tg_db_i64(r, 0, 1) : 0, o->d.arg);
 }
 
 struct tg_state_op *
@@ -222,28 +198,20 @@ tg_state_runs_archive_usage(struct tg_state *st, tg_state_pair_cb cb, void *arg)
 {
 	struct op *o = op_new(st, USAGE, answer_usage, NULL, arg);
 
-	o->pair = cb;
-	return tg_db_submit(st, &o->q);
+	o->d.cb.pair = cb;
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* ---- expiry and purge ---- */
 
-static void
-answer_expire(struct tg_db_q *q, const struct tg_db_rows *r)
-{
-	struct op *o = (struct op *)q;
-
-	o->num(&q->res, r != NULL ? tg_db_changes(r) : 0, o->arg);
-}
-
 struct tg_state_op *
 tg_state_runs_expire(struct tg_state *st, int64_t now_ms, tg_state_num_cb cb, void *arg)
 {
-	struct op *o = op_new(st, EXPIRE, answer_expire, NULL, arg);
+	struct op *o = op_new(st, EXPIRE, tg_db_answer_changes, NULL, arg);
 
-	o->num = cb;
-	tg_db_int(&o->q, now_ms);
-	return tg_db_submit(st, &o->q);
+	o->d.cb.num = cb;
+	tg_db_int(&o->d.q, now_ms);
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -255,11 +223,11 @@ answer_purge(struct tg_db_q *q, const struct tg_db_rows *r)
 		o->n1 = tg_db_changes(r);
 		tg_db_again(q, &sql[PURGE_SWEEPS]);
 		tg_db_int(q, o->now_ms);
-		tg_db_int(q, o->st->runs.retention_ms);
-		tg_db_int(q, o->st->runs.grace_ms);
+		tg_db_int(q, o->d.st->runs.retention_ms);
+		tg_db_int(q, o->d.st->runs.grace_ms);
 		return;
 	}
-	o->pair(&q->res, o->n1, r != NULL ? tg_db_changes(r) : 0, o->arg);
+	o->d.cb.pair(&q->res, o->n1, r != NULL ? tg_db_changes(r) : 0, o->d.arg);
 }
 
 struct tg_state_op *
@@ -267,10 +235,10 @@ tg_state_runs_purge(struct tg_state *st, int64_t now_ms, tg_state_pair_cb cb, vo
 {
 	struct op *o = op_new(st, PURGE_RUNS, answer_purge, NULL, arg);
 
-	o->pair = cb;
+	o->d.cb.pair = cb;
 	o->now_ms = now_ms;
-	tg_db_int(&o->q, now_ms);
-	tg_db_int(&o->q, st->runs.grace_ms);
-	tg_db_int(&o->q, st->runs.archive_keep_ms);
-	return tg_db_submit(st, &o->q);
+	tg_db_int(&o->d.q, now_ms);
+	tg_db_int(&o->d.q, st->runs.grace_ms);
+	tg_db_int(&o->d.q, st->runs.archive_keep_ms);
+	return tg_db_submit(st, &o->d.q);
 }

@@ -57,43 +57,15 @@ static const struct tg_db_stmt sql[] = {
 const struct tg_db_table tg_state_shared_stmts = { sql, TG_NELEM(sql) };
 
 struct op {
-	struct tg_db_q q;
-	struct tg_state *st;
-	tg_state_done_cb done;
-	tg_state_num_cb num;
-	tg_state_token_cb token;
-	tg_state_answer_cb answer;
-	void *arg;
-	char *key;		/* a lead's key */
-	int64_t ttl_ms;
+	struct tg_db_op d;	/* d.id: the statement's $1 (service, key, payload) */
+	int64_t ttl_ms;		/* a lead's */
 };
-
-static void
-op_cleanup(struct tg_db_q *q)
-{
-	free(((struct op *)q)->key);
-}
 
 static struct op *
 op_new(struct tg_state *st, int stmt, void (*answer)(struct tg_db_q *,
-    const struct tg_db_rows *), void *arg)
+    const struct tg_db_rows *), const char *first, void *arg)
 {
-	struct op *o = tg_xcalloc(1, sizeof(*o));
-
-	tg_db_query_init(&o->q, &sql[stmt], answer);
-	o->q.cleanup = op_cleanup;
-	o->st = st;
-	o->arg = arg;
-	return o;
-}
-
-static void
-answer_done(struct tg_db_q *q, const struct tg_db_rows *r)
-{
-	struct op *o = (struct op *)q;
-
-	(void)r;
-	o->done(&q->res, o->arg);
+	return tg_db_op_new(sizeof(struct op), st, &sql[stmt], answer, first, arg);
 }
 
 static struct tg_state_op *
@@ -136,7 +108,7 @@ answer_token(struct tg_db_q *q, const struct tg_db_rows *r)
 		q->res.rc = TG_STATE_NOT_FOUND;
 		tg_err_set(&q->res.err, "no token held for the service");
 	}
-	o->token(&q->res, t.token != NULL ? &t : NULL, o->arg);
+	o->d.cb.token(&q->res, t.token != NULL ? &t : NULL, o->d.arg);
 }
 
 struct tg_state_op *
@@ -156,10 +128,9 @@ tg_state_token_get(struct tg_state *st, const char *service, tg_state_token_cb c
 		cb(&res, k != NULL ? &t : NULL, arg);
 		return NULL;
 	}
-	o = op_new(st, TOKEN_GET, answer_token, arg);
-	o->token = cb;
-	tg_db_text(&o->q, service);
-	return tg_db_submit(st, &o->q);
+	o = op_new(st, TOKEN_GET, answer_token, service, arg);
+	o->d.cb.token = cb;
+	return tg_db_submit(st, &o->d.q);
 }
 
 struct tg_state_op *
@@ -176,13 +147,12 @@ tg_state_token_put(struct tg_state *st, const char *service, const struct tg_sta
 		tg_map_put(st->tokens, service, k);
 		return done_now(cb, arg, TG_STATE_OK, NULL);
 	}
-	o = op_new(st, TOKEN_PUT, answer_done, arg);
-	o->done = cb;
-	tg_db_text(&o->q, service);
-	tg_db_text(&o->q, t->token != NULL ? t->token : "");
-	tg_db_int(&o->q, t->expires_at);
-	tg_db_text(&o->q, st->instance);
-	return tg_db_submit(st, &o->q);
+	o = op_new(st, TOKEN_PUT, tg_db_answer_done, service, arg);
+	o->d.cb.done = cb;
+	tg_db_text(&o->d.q, t->token != NULL ? t->token : "");
+	tg_db_int(&o->d.q, t->expires_at);
+	tg_db_text(&o->d.q, st->instance);
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -194,7 +164,7 @@ answer_invalidate(struct tg_db_q *q, const struct tg_db_rows *r)
 		q->res.rc = TG_STATE_NOT_FOUND;
 		tg_err_set(&q->res.err, "the service holds no such token");
 	}
-	o->done(&q->res, o->arg);
+	o->d.cb.done(&q->res, o->d.arg);
 }
 
 struct tg_state_op *
@@ -212,11 +182,10 @@ tg_state_token_invalidate(struct tg_state *st, const char *service, const char *
 		(void)tg_map_del(st->tokens, service);
 		return done_now(cb, arg, TG_STATE_OK, NULL);
 	}
-	o = op_new(st, TOKEN_INVALIDATE, answer_invalidate, arg);
-	o->done = cb;
-	tg_db_text(&o->q, service);
-	tg_db_text(&o->q, token);
-	return tg_db_submit(st, &o->q);
+	o = op_new(st, TOKEN_INVALIDATE, answer_invalidate, service, arg);
+	o->d.cb.done = cb;
+	tg_db_text(&o->d.q, token);
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* ---- poll entries ---- */
@@ -257,8 +226,8 @@ answer_lead(struct tg_db_q *q, const struct tg_db_rows *r)
 	int led = r != NULL && tg_db_nrows(r) > 0;
 
 	if (led)
-		lead_held(o->st, o->key, tg_clock_mono_ms() + o->ttl_ms);
-	o->num(&q->res, led, o->arg);
+		lead_held(o->d.st, o->d.id, tg_clock_mono_ms() + o->ttl_ms);
+	o->d.cb.num(&q->res, led, o->d.arg);
 }
 
 struct tg_state_op *
@@ -272,15 +241,13 @@ tg_state_poll_lead(struct tg_state *st, const char *key, int64_t now_ms, int64_t
 		cb(&res, 1, arg);
 		return NULL;
 	}
-	o = op_new(st, LEAD, answer_lead, arg);
-	o->num = cb;
-	o->key = tg_xstrdup(key);
+	o = op_new(st, LEAD, answer_lead, key, arg);
+	o->d.cb.num = cb;
 	o->ttl_ms = ttl_ms;
-	tg_db_text(&o->q, key);
-	tg_db_text(&o->q, st->instance);
-	tg_db_int(&o->q, now_ms);
-	tg_db_int(&o->q, now_ms + ttl_ms);
-	return tg_db_submit(st, &o->q);
+	tg_db_text(&o->d.q, st->instance);
+	tg_db_int(&o->d.q, now_ms);
+	tg_db_int(&o->d.q, now_ms + ttl_ms);
+	return tg_db_submit(st, &o->d.q);
 }
 
 struct tg_state_op *
@@ -291,11 +258,10 @@ tg_state_poll_release(struct tg_state *st, const char *key, tg_state_done_cb cb,
 	if (!tg_db_fleet(st))
 		return done_now(cb, arg, TG_STATE_OK, NULL);
 	lead_held(st, key, 0);
-	o = op_new(st, RELEASE, answer_done, arg);
-	o->done = cb;
-	tg_db_text(&o->q, key);
-	tg_db_text(&o->q, st->instance);
-	return tg_db_submit(st, &o->q);
+	o = op_new(st, RELEASE, tg_db_answer_done, key, arg);
+	o->d.cb.done = cb;
+	tg_db_text(&o->d.q, st->instance);
+	return tg_db_submit(st, &o->d.q);
 }
 
 struct tg_state_op *
@@ -307,16 +273,15 @@ tg_state_poll_publish(struct tg_state *st, const char *key, const struct tg_stat
 	if (!tg_db_fleet(st))
 		return done_now(cb, arg, TG_STATE_OK, NULL);
 	lead_held(st, key, 0);
-	o = op_new(st, PUBLISH, answer_done, arg);
-	o->done = cb;
-	tg_db_text(&o->q, key);
-	tg_db_int(&o->q, a->status);
-	tg_db_text(&o->q, a->content_type);
-	tg_db_bytes(&o->q, a->body, a->body != NULL ? a->len : 0);
-	tg_db_int(&o->q, now_ms + ttl_ms);
-	tg_db_text(&o->q, st->instance);
+	o = op_new(st, PUBLISH, tg_db_answer_done, key, arg);
+	o->d.cb.done = cb;
+	tg_db_int(&o->d.q, a->status);
+	tg_db_text(&o->d.q, a->content_type);
+	tg_db_bytes(&o->d.q, a->body, a->body != NULL ? a->len : 0);
+	tg_db_int(&o->d.q, now_ms + ttl_ms);
+	tg_db_text(&o->d.q, st->instance);
 	st->notifies++;
-	return tg_db_submit(st, &o->q);
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -330,14 +295,14 @@ answer_fetch(struct tg_db_q *q, const struct tg_db_rows *r)
 		a.content_type = tg_db_str(r, 0, 1);
 		a.body = tg_db_blob(r, 0, 2, &a.len);
 		a.expires_at = tg_db_i64(r, 0, 3);
-		o->answer(&q->res, &a, o->arg);
+		o->d.cb.answer(&q->res, &a, o->d.arg);
 		return;
 	}
 	if (r != NULL) {
 		q->res.rc = TG_STATE_NOT_FOUND;
 		tg_err_set(&q->res.err, "no answer published for the key");
 	}
-	o->answer(&q->res, NULL, o->arg);
+	o->d.cb.answer(&q->res, NULL, o->d.arg);
 }
 
 struct tg_state_op *
@@ -352,11 +317,10 @@ tg_state_poll_fetch(struct tg_state *st, const char *key, int64_t now_ms,
 		cb(&res, NULL, arg);
 		return NULL;
 	}
-	o = op_new(st, FETCH, answer_fetch, arg);
-	o->answer = cb;
-	tg_db_text(&o->q, key);
-	tg_db_int(&o->q, now_ms);
-	return tg_db_submit(st, &o->q);
+	o = op_new(st, FETCH, answer_fetch, key, arg);
+	o->d.cb.answer = cb;
+	tg_db_int(&o->d.q, now_ms);
+	return tg_db_submit(st, &o->d.q);
 }
 
 struct tg_state_op *
@@ -371,13 +335,12 @@ tg_state_notify(struct tg_state *st, const char *topic, const char *what, tg_sta
 	if (topic == NULL || strchr(topic, '\n') != NULL || what == NULL || strlen(what) > 1000)
 		return done_now(cb, arg, TG_STATE_ERROR, "notify: a topic without newline and a "
 		    "what of at most 1000 bytes");
-	o = op_new(st, NOTIFY, answer_done, arg);
-	o->done = cb;
 	payload = tg_xasprintf("%s\n%s\n%s", topic, st->instance, what);
-	tg_db_text(&o->q, payload);
+	o = op_new(st, NOTIFY, tg_db_answer_done, payload, arg);
+	o->d.cb.done = cb;
 	free(payload);
 	st->notifies++;
-	return tg_db_submit(st, &o->q);
+	return tg_db_submit(st, &o->d.q);
 }
 
 void

@@ -113,16 +113,8 @@ static const struct tg_db_stmt sql[] = {
 const struct tg_db_table tg_state_sweeps_stmts = { sql, TG_NELEM(sql) };
 
 struct op {
-	struct tg_db_q q;
-	tg_state_done_cb done;
-	tg_state_num_cb num;
-	tg_state_str_cb str;
-	tg_state_sweeps_cb sweeps;
-	tg_state_variants_cb variants;
-	tg_state_claim_cb claim;
-	tg_state_strs_cb strs;
-	void *arg;
-	char *id, *name, *run_id;
+	struct tg_db_op d;
+	char *name, *run_id;	/* a variant's, and its run's */
 	size_t limit;		/* a list's page */
 	int get;		/* no row: NOT_FOUND */
 };
@@ -132,24 +124,18 @@ op_cleanup(struct tg_db_q *q)
 {
 	struct op *o = (struct op *)q;
 
-	free(o->id);
 	free(o->name);
 	free(o->run_id);
+	tg_db_op_cleanup(q);
 }
 
 static struct op *
-op_new(int stmt, void (*answer)(struct tg_db_q *, const struct tg_db_rows *), const char *id,
-    void *arg)
+op_new(struct tg_state *st, int stmt, void (*answer)(struct tg_db_q *,
+    const struct tg_db_rows *), const char *id, void *arg)
 {
-	struct op *o = tg_xcalloc(1, sizeof(*o));
+	struct op *o = tg_db_op_new(sizeof(*o), st, &sql[stmt], answer, id, arg);
 
-	tg_db_query_init(&o->q, &sql[stmt], answer);
-	o->q.cleanup = op_cleanup;
-	o->arg = arg;
-	if (id != NULL) {
-		o->id = tg_xstrdup(id);
-		tg_db_text(&o->q, id);
-	}
+	o->d.q.cleanup = op_cleanup;
 	return o;
 }
 
@@ -206,7 +192,7 @@ answer_create(struct tg_db_q *q, const struct tg_db_rows *r)
 	(void)r;
 	if (q->res.rc == TG_STATE_CONFLICT)	/* an id drawn twice: never seen */
 		q->res.rc = TG_STATE_ERROR;
-	o->str(&q->res, q->res.rc == TG_STATE_OK ? o->id : NULL, o->arg);
+	o->d.cb.str(&q->res, q->res.rc == TG_STATE_OK ? o->d.id : NULL, o->d.arg);
 }
 
 struct tg_state_op *
@@ -219,17 +205,17 @@ tg_state_sweep_create(struct tg_state *st, const struct tg_sweep_new *s, int64_t
 
 	tg_id_hex(hex, 16);
 	snprintf(id, sizeof(id), "swp_%s", hex);
-	o = op_new(CREATE, answer_create, id, arg);
-	o->str = cb;
+	o = op_new(st, CREATE, answer_create, id, arg);
+	o->d.cb.str = cb;
 	if (tg_state_sweep_new_ok(s, &err) != 0 || names_unique(s, &err) != 0)
-		return tg_db_fail(&o->q, TG_STATE_ERROR, err.msg);
-	tg_db_text(&o->q, s->api_key);
-	tg_db_text(&o->q, s->base_case_id);
-	tg_db_int(&o->q, now_ms);
-	tg_db_int(&o->q, s->concurrency > 0 ? s->concurrency : TG_SWEEP_CONCURRENCY);
-	tg_db_text(&o->q, s->callback_url);
-	param_variants(&o->q, s);
-	return tg_db_submit(st, &o->q);
+		return tg_db_fail(&o->d.q, TG_STATE_ERROR, err.msg);
+	tg_db_text(&o->d.q, s->api_key);
+	tg_db_text(&o->d.q, s->base_case_id);
+	tg_db_int(&o->d.q, now_ms);
+	tg_db_int(&o->d.q, s->concurrency > 0 ? s->concurrency : TG_SWEEP_CONCURRENCY);
+	tg_db_text(&o->d.q, s->callback_url);
+	param_variants(&o->d.q, s);
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* ---- reading sweeps ---- */
@@ -259,49 +245,43 @@ answer_sweeps(struct tg_db_q *q, const struct tg_db_rows *r)
 {
 	struct op *o = (struct op *)q;
 	struct tg_sweep *sw = NULL;
-	size_t i, n = r != NULL ? (size_t)tg_db_nrows(r) : 0;
-	int more = o->limit > 0 && n > o->limit;
+	int more;
+	size_t i, n = tg_db_page(&o->d, r, o->limit, o->get, "sweep", &more);
 
-	if (more)
-		n = o->limit;
-	if (r != NULL && n == 0 && o->get) {
-		q->res.rc = TG_STATE_NOT_FOUND;
-		tg_err_set(&q->res.err, "no sweep %s", o->id);
-	}
 	if (n > 0)
 		sw = tg_xcalloc(n, sizeof(*sw));
 	for (i = 0; i < n; i++)
 		sweep_row(r, (int)i, &sw[i]);
-	o->sweeps(&q->res, sw, n, more, o->arg);
+	o->d.cb.sweeps(&q->res, sw, n, more, o->d.arg);
 	tg_sweeps_free(sw, n);
 }
 
 struct tg_state_op *
 tg_state_sweep_get(struct tg_state *st, const char *id, tg_state_sweeps_cb cb, void *arg)
 {
-	struct op *o = op_new(GET, answer_sweeps, id, arg);
+	struct op *o = op_new(st, GET, answer_sweeps, id, arg);
 
-	o->sweeps = cb;
+	o->d.cb.sweeps = cb;
 	o->get = 1;
-	return tg_db_submit(st, &o->q);
+	return tg_db_submit(st, &o->d.q);
 }
 
 struct tg_state_op *
 tg_state_sweep_list(struct tg_state *st, const char *api_key, const char *state,
     size_t limit, size_t offset, tg_state_sweeps_cb cb, void *arg)
 {
-	struct op *o = op_new(LIST, answer_sweeps, NULL, arg);
+	struct op *o = op_new(st, LIST, answer_sweeps, NULL, arg);
 	struct tg_err err;
 
-	o->sweeps = cb;
+	o->d.cb.sweeps = cb;
 	o->limit = tg_state_sweeps_page(limit);
 	if (tg_state_sweep_state_ok(state, &err) != 0)
-		return tg_db_fail(&o->q, TG_STATE_ERROR, err.msg);
-	tg_db_text(&o->q, api_key);
-	tg_db_text(&o->q, state);
-	tg_db_int(&o->q, (int64_t)o->limit + 1);
-	tg_db_int(&o->q, offset < INT64_MAX ? (int64_t)offset : INT64_MAX);
-	return tg_db_submit(st, &o->q);
+		return tg_db_fail(&o->d.q, TG_STATE_ERROR, err.msg);
+	tg_db_text(&o->d.q, api_key);
+	tg_db_text(&o->d.q, state);
+	tg_db_int(&o->d.q, (int64_t)o->limit + 1);
+	tg_db_int(&o->d.q, offset < INT64_MAX ? (int64_t)offset : INT64_MAX);
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* Row i: name, state, sha, simulation_id, error, attempts, submitted_at,
@@ -337,14 +317,14 @@ answer_variants(struct tg_db_q *q, const struct tg_db_rows *r)
 
 	if (r != NULL && tg_db_nrows(r) == 0) {
 		q->res.rc = TG_STATE_NOT_FOUND;
-		tg_err_set(&q->res.err, "no sweep %s", o->id);
+		tg_err_set(&q->res.err, "no sweep %s", o->d.id);
 	} else if (r != NULL) {
 		n = (size_t)tg_db_nrows(r) - 1;
 		v = n > 0 ? tg_xcalloc(n, sizeof(*v)) : NULL;
 		for (i = 0; i < n; i++)
 			variant_row(r, (int)i + 1, &v[i]);
 	}
-	o->variants(&q->res, v, n, o->arg);
+	o->d.cb.variants(&q->res, v, n, o->d.arg);
 	tg_sweep_variants_free(v, n);
 }
 
@@ -352,10 +332,10 @@ struct tg_state_op *
 tg_state_sweep_variants(struct tg_state *st, const char *id, tg_state_variants_cb cb,
     void *arg)
 {
-	struct op *o = op_new(VARIANTS, answer_variants, id, arg);
+	struct op *o = op_new(st, VARIANTS, answer_variants, id, arg);
 
-	o->variants = cb;
-	return tg_db_submit(st, &o->q);
+	o->d.cb.variants = cb;
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -369,17 +349,17 @@ answer_running(struct tg_db_q *q, const struct tg_db_rows *r)
 		ids = tg_xcalloc(n, sizeof(*ids));
 	for (i = 0; i < n; i++)
 		ids[i] = tg_db_str(r, (int)i, 0);
-	o->strs(&q->res, ids, n, o->arg);
+	o->d.cb.strs(&q->res, ids, n, o->d.arg);
 	free(ids);
 }
 
 struct tg_state_op *
 tg_state_sweep_running(struct tg_state *st, tg_state_strs_cb cb, void *arg)
 {
-	struct op *o = op_new(RUNNING, answer_running, NULL, arg);
+	struct op *o = op_new(st, RUNNING, answer_running, NULL, arg);
 
-	o->strs = cb;
-	return tg_db_submit(st, &o->q);
+	o->d.cb.strs = cb;
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* ---- the submission queue ---- */
@@ -394,9 +374,9 @@ answer_claim(struct tg_db_q *q, const struct tg_db_rows *r)
 	if (r == NULL || tg_db_nrows(r) == 0 || tg_db_isnull(r, 0, 0)) {
 		if (r != NULL && tg_db_nrows(r) == 0) {
 			q->res.rc = TG_STATE_NOT_FOUND;
-			tg_err_set(&q->res.err, "no sweep %s", o->id);
+			tg_err_set(&q->res.err, "no sweep %s", o->d.id);
 		}
-		o->claim(&q->res, NULL, o->arg);
+		o->d.cb.claim(&q->res, NULL, o->d.arg);
 		return;
 	}
 	memset(&c, 0, sizeof(c));
@@ -405,19 +385,19 @@ answer_claim(struct tg_db_q *q, const struct tg_db_rows *r)
 	sha = tg_db_str(r, 0, 2);
 	snprintf(c.case_sha256, sizeof(c.case_sha256), "%s", sha != NULL ? sha : "");
 	c.api_key = (char *)tg_db_str(r, 0, 3);
-	o->claim(&q->res, &c, o->arg);
+	o->d.cb.claim(&q->res, &c, o->d.arg);
 }
 
 struct tg_state_op *
 tg_state_sweep_claim(struct tg_state *st, const char *id, int64_t now_ms, tg_state_claim_cb cb,
     void *arg)
 {
-	struct op *o = op_new(CLAIM, answer_claim, id, arg);
+	struct op *o = op_new(st, CLAIM, answer_claim, id, arg);
 
 	(void)now_ms;
-	o->claim = cb;
-	tg_db_text(&o->q, st->instance);
-	return tg_db_submit(st, &o->q);
+	o->d.cb.claim = cb;
+	tg_db_text(&o->d.q, st->instance);
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* The variant's state before the change (NULL: none) said it was
@@ -430,11 +410,11 @@ expect_submitting(struct op *o, const struct tg_db_rows *r)
 	if (r == NULL || tg_db_nrows(r) == 0)
 		return;
 	if ((was = tg_db_str(r, 0, 0)) == NULL) {
-		o->q.res.rc = TG_STATE_NOT_FOUND;
-		tg_err_set(&o->q.res.err, "no variant %.64s in sweep %s", o->name, o->id);
+		o->d.q.res.rc = TG_STATE_NOT_FOUND;
+		tg_err_set(&o->d.q.res.err, "no variant %.64s in sweep %s", o->name, o->d.id);
 	} else if (strcmp(was, "submitting") != 0) {
-		o->q.res.rc = TG_STATE_CONFLICT;
-		tg_err_set(&o->q.res.err, "sweep variant %.64s is %s, not submitting", o->name,
+		o->d.q.res.rc = TG_STATE_CONFLICT;
+		tg_err_set(&o->d.q.res.err, "sweep variant %.64s is %s, not submitting", o->name,
 		    was);
 	}
 }
@@ -447,27 +427,27 @@ answer_submitted(struct tg_db_q *q, const struct tg_db_rows *r)
 	if (q->res.rc == TG_STATE_CONFLICT)	/* the run's id is known */
 		tg_err_set(&q->res.err, "simulation %s is already recorded", o->run_id);
 	expect_submitting(o, r);
-	o->done(&q->res, o->arg);
+	o->d.cb.done(&q->res, o->d.arg);
 }
 
 struct tg_state_op *
 tg_state_sweep_submitted(struct tg_state *st, const char *id, const char *name,
     const struct tg_run_new *run, int64_t now_ms, tg_state_done_cb cb, void *arg)
 {
-	struct op *o = op_new(SUBMITTED, answer_submitted, NULL, arg);
+	struct op *o = op_new(st, SUBMITTED, answer_submitted, NULL, arg);
 	struct tg_err err;
 
-	o->done = cb;
+	o->d.cb.done = cb;
 	if (tg_state_run_new_ok(run, &err) != 0)
-		return tg_db_fail(&o->q, TG_STATE_ERROR, err.msg);
-	o->id = tg_xstrdup(id);
+		return tg_db_fail(&o->d.q, TG_STATE_ERROR, err.msg);
+	o->d.id = tg_xstrdup(id);
 	o->name = tg_xstrdup(name);
 	o->run_id = tg_xstrdup(run->simulation_id);
-	tg_db_text(&o->q, run->simulation_id);
-	tg_db_text(&o->q, id);
-	tg_db_text(&o->q, name);
-	tg_state_run_params(&o->q, st, run, id, now_ms);
-	return tg_db_submit(st, &o->q);
+	tg_db_text(&o->d.q, run->simulation_id);
+	tg_db_text(&o->d.q, id);
+	tg_db_text(&o->d.q, name);
+	tg_state_run_params(&o->d.q, st, run, id, now_ms);
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -476,23 +456,23 @@ answer_unclaim(struct tg_db_q *q, const struct tg_db_rows *r)
 	struct op *o = (struct op *)q;
 
 	expect_submitting(o, r);
-	o->done(&q->res, o->arg);
+	o->d.cb.done(&q->res, o->d.arg);
 }
 
 struct tg_state_op *
 tg_state_sweep_unclaim(struct tg_state *st, const char *id, const char *name, const char *why,
     int final, int64_t now_ms, tg_state_done_cb cb, void *arg)
 {
-	struct op *o = op_new(UNCLAIM, answer_unclaim, id, arg);
+	struct op *o = op_new(st, UNCLAIM, answer_unclaim, id, arg);
 
 	(void)now_ms;
-	o->done = cb;
+	o->d.cb.done = cb;
 	o->name = tg_xstrdup(name != NULL ? name : "");
-	tg_db_text(&o->q, name);
-	tg_db_text(&o->q, tg_state_variant_state_name(final ? TG_VARIANT_REJECTED :
+	tg_db_text(&o->d.q, name);
+	tg_db_text(&o->d.q, tg_state_variant_state_name(final ? TG_VARIANT_REJECTED :
 	    TG_VARIANT_PENDING));
-	tg_db_text(&o->q, tg_state_variant_unclaim_error(why));
-	return tg_db_submit(st, &o->q);
+	tg_db_text(&o->d.q, tg_state_variant_unclaim_error(why));
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* No row: no sweep; else 1 when it became done with this call. */
@@ -503,18 +483,18 @@ answer_settle(struct tg_db_q *q, const struct tg_db_rows *r)
 
 	if (r != NULL && tg_db_nrows(r) == 0) {
 		q->res.rc = TG_STATE_NOT_FOUND;
-		tg_err_set(&q->res.err, "no sweep %s", o->id);
+		tg_err_set(&q->res.err, "no sweep %s", o->d.id);
 	}
-	o->num(&q->res, r != NULL && tg_db_nrows(r) > 0 ? tg_db_i64(r, 0, 0) : 0, o->arg);
+	o->d.cb.num(&q->res, r != NULL && tg_db_nrows(r) > 0 ? tg_db_i64(r, 0, 0) : 0, o->d.arg);
 }
 
 struct tg_state_op *
 tg_state_sweep_settle(struct tg_state *st, const char *id, int64_t now_ms, tg_state_num_cb cb,
     void *arg)
 {
-	struct op *o = op_new(SETTLE, answer_settle, id, arg);
+	struct op *o = op_new(st, SETTLE, answer_settle, id, arg);
 
-	o->num = cb;
-	tg_db_int(&o->q, now_ms);
-	return tg_db_submit(st, &o->q);
+	o->d.cb.num = cb;
+	tg_db_int(&o->d.q, now_ms);
+	return tg_db_submit(st, &o->d.q);
 }
