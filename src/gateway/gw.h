@@ -122,7 +122,7 @@ void gw_feat_stop(struct gw *gw);
 /** The check's scans: 1 when a feature of r's op wants one (scan_of is
  * then the feature's id); the scan's result is handed to gw_feat_check. */
 int gw_feat_wants_scan(const struct gw_req *r, int *id);
-void *gw_feat_scan(struct gw *gw, int id, const struct gw_body *b);
+void *gw_feat_scan(struct gw *gw, int id, const struct tg_check_body *b);
 void gw_feat_scan_free(struct gw *gw, int id, void *scan);
 /** check of every feature of r's op; scan (taken) goes to feature id (-1: none). */
 void gw_feat_check(struct gw_req *r, int id, void *scan, struct tg_problems *p);

@@ -145,6 +145,8 @@ touch_metrics(struct tg_metrics *m)
 static void
 declare_metrics(struct tg_metrics *m)
 {
+	tg_metrics_help(m, "tidegate_long_poll_duration_seconds", "histogram",
+	    "Time from arrival to the last byte of requests held as long-polls (?wait=).");
 	tg_metrics_help(m, "tidegate_poll_requests_total", "counter",
 	    "Polls by how they were answered: cached, coalesced, fetched, long-poll, passthrough.");
 	tg_metrics_help(m, "tidegate_poll_upstream_total", "counter",

@@ -1102,7 +1102,8 @@ poll_job(struct jobs_poll *p, struct gw_req *r, char *job)
 		goto done;
 	}
 	count(r, busy(e) ? "coalesced" : wms ? "long-poll" : "fetched");
-	r->long_poll = wms > 0;
+	if (wms > 0)
+		r->histogram = "tidegate_long_poll_duration_seconds";
 	add_waiter(e, r, wms);
 	if (!busy(e)) {
 		if (fresh(e))
