@@ -176,7 +176,8 @@ struct gw_req {
 	struct evbuffer *capture;	/* copy of the vendor's answer for on_done */
 	const char *drop_query;		/* query parameter not to forward (features may set) */
 	int held;			/* a feature holds the vendor's answer (GW_HEAD_HOLD) */
-	struct gw_check *check;		/* its body checked on the worker */
+	struct gw_offload *offload;	/* its work on the worker thread (its body's
+					 * check), cancelled when r ends */
 	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_feature.on_free) */
 	int feat_next;			/* the next feature of the op to ask (feature.c) */
 	int feat_done_next;		/* the next feature whose on_done runs (feature.c) */

@@ -178,7 +178,8 @@ gw_req_finish(struct gw_req *r)
 		gw_span_server(r, origin, served);
 	}
 	gw_feat_free(r);
-	gw_validate_forget(r);
+	if (r->offload != NULL)
+		r->offload->cancel(r->offload);	/* its check on the worker */
 	gw_flush_handover(r);	/* the reply's tracker (flush.c) owns the connection now */
 	if (r->up != NULL)
 		tg_up_req_cancel(r->up);

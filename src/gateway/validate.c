@@ -16,6 +16,7 @@
  * request. Inline and off the loop the same functions run on the same
  * inputs, so the answers are the same; only where they run differs.
  */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include <event2/buffer.h>
@@ -34,6 +35,7 @@ struct gw_check {
 	struct evbuffer *body;		/* the body: owned off the loop, else borrowed */
 	int owns_body;
 	int scan_id;			/* the feature reading the body too, or -1 */
+	struct gw_offload off;		/* r->offload while on the worker */
 	struct tg_check c;
 };
 
@@ -147,6 +149,17 @@ check_verdict(struct gw_check *k)
 
 /* ---- inline, or on the worker ---- */
 
+/* The request ends while its check is on the worker (r->offload): the
+ * check never touches it again; on_check_done frees the check. */
+static void
+check_cancel(struct gw_offload *o)
+{
+	struct gw_check *k = (struct gw_check *)((char *)o - offsetof(struct gw_check, off));
+
+	k->r = NULL;
+	tg_worker_cancel(k->job);
+}
+
 static void
 on_check_done(void *arg, int cancelled)
 {
@@ -165,7 +178,7 @@ on_check_done(void *arg, int cancelled)
 		k->job = tg_worker_submit(gw->worker, check_run, on_check_done, k);
 		return;
 	}
-	r->check = NULL;
+	r->offload = NULL;
 	evbuffer_add_buffer(evhttp_request_get_input_buffer(r->req), k->body);
 	rc = check_verdict(k);
 	check_free(k);
@@ -192,7 +205,8 @@ gw_validate(struct gw_req *r)
 		evbuffer_add_buffer(k->body, in);	/* moves the chains: no copy */
 		tg_metrics_inc(r->gw->metrics, "tidegate_validation_offloaded_total",
 		    r->svc->index == GW_DEX ? "service=\"dex\"" : "service=\"sim\"", 1);
-		r->check = k;
+		k->off.cancel = check_cancel;
+		r->offload = &k->off;
 		k->job = tg_worker_submit(r->gw->worker, check_run, on_check_done, k);
 		return -1;	/* on_check_done goes on with the request */
 	}
@@ -205,12 +219,3 @@ gw_validate(struct gw_req *r)
 	return rc;
 }
 
-void
-gw_validate_forget(struct gw_req *r)
-{
-	if (r->check != NULL) {
-		r->check->r = NULL;
-		tg_worker_cancel(r->check->job);
-		r->check = NULL;
-	}
-}
