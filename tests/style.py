@@ -36,7 +36,6 @@ CIRCLES_LEFT = {
     'emulator': [{'control.c', 'server.c'}],
     'gateway': [{'config.c', 'config_check.c'}, {'runtime.c', 'vendor.c'}],
     'http': [{'door_conns.c', 'frontdoor.c'}],
-    'jobs': [{'jobs.c', 'poll.c'}],
     'runs': [{'sweeper.c', 'tracker.c'}],
     'sim': [{'case_check.c', 'case_entries.c'}],
     'upstream': [{'pool.c', 'request.c', 'tls.c'}],
