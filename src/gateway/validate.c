@@ -125,13 +125,13 @@ check_verdict(struct gw_check *k)
 	if (out.header != NULL)
 		evhttp_add_header(evhttp_request_get_output_headers(r->req), out.header,
 		    out.header_value);
+	if (rc > 0 && out.reply != NULL) {
+		gw_req_reply_buf(r, out.status, "application/json", out.reply);
+		evbuffer_free(out.reply);
+		return -1;
+	}
 	if (rc > 0) {
-		if (out.reply == NULL)
-			gw_req_reply_error(r, out.status, out.code, out.msg);
-		else
-			gw_req_reply_buf(r, out.status, "application/json", out.reply);
-		if (out.reply != NULL)
-			evbuffer_free(out.reply);
+		gw_req_reply_error(r, out.status, out.code, out.msg);
 		return -1;
 	}
 	if (out.body != NULL) {

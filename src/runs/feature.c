@@ -1,8 +1,9 @@
 /*
  * feature.c - the runs feature as the request core sees it: the
  * operations it takes part in (submissions, run statuses and results, the
- * run list filtered per key),
- * its own API prefix on the simulation listener, the statuses other
+ * run list filtered per key), the digest and caseId of a checked
+ * submission read beside its check (its scan), its own API prefix on the
+ * simulation listener, the statuses other
  * features saw, its metrics and drain, each request's slot (struct
  * runs_req), freed when the request ends (its state operation cancelled),
  * and the state operations tied to no request (struct runs_bg), cancelled
