@@ -23,7 +23,7 @@ OWNER = {
     'json.h': 'json',
     'state.h': 'state', 'outbox.h': 'state', 'run_records.h': 'state',
     'http.h': 'http', 'frontdoor.h': 'http', 'head.h': 'http', 'target.h': 'http',
-    'multipart.h': 'http', 'routes.h': 'http',
+    'multipart.h': 'http', 'routes.h': 'http', 'body_check.h': 'http',
     'upstream.h': 'upstream',
     'token.h': 'auth', 'keys.h': 'auth',
     'ops.h': 'ops',

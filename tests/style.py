@@ -8,9 +8,12 @@ Run: python3 tests/style.py SOURCE_ROOT BUILD_ROOT   (meson test style)
    brace of a definition that starts at column 0).
 3. Every exported symbol of a module's library carries one of the
    module's prefixes (PREFIXES below), read with nm from BUILD_ROOT.
-4. Inside a module's library no cycle of calls runs through more than
-   three files: the files whose objects reach each other through their
-   undefined symbols form strongly connected groups of at most three.
+4. Inside a module's library no files call each other in a circle: the
+   files whose objects reach each other through their undefined symbols
+   form no strongly connected group, except the circles still left
+   (CIRCLES_LEFT below, at most three files each), which may only shrink:
+   a new circle, a file added to a left one, or an entry that is no longer
+   a circle (remove it) is an offence.
 5. Every declaration in include/tidegate/*.h that takes or returns a
    pointer says who owns it: "borrowed", "takes ownership", "owned",
    "owns" or "frees" in its comment or in the comment of its block.
@@ -24,6 +27,20 @@ import sys
 
 MAX_LINES = 60
 MAX_CYCLE = 3
+# The circles of calls still left, by module, files named as meson names
+# their objects (src/state/pg/pg_op.c: pg_pg_op.c). The request core's
+# feature.c <-> otlp.c and relay.c <-> reply.c <-> validate.c are gone.
+# None: the size rule only (src/state is being rewritten).
+CIRCLES_LEFT = {
+    'state': None,
+    'emulator': [{'control.c', 'server.c'}],
+    'gateway': [{'config.c', 'config_check.c'}, {'runtime.c', 'vendor.c'}],
+    'http': [{'door_conns.c', 'frontdoor.c'}],
+    'runs': [{'sweeper.c', 'tracker.c'}],
+    'sim': [{'case_check.c', 'case_entries.c'}],
+    'upstream': [{'pool.c', 'request.c', 'tls.c'}],
+    'webhook': [{'deliver.c', 'worker.c'}, {'callbacks.c', 'feature.c', 'hooks.c'}],
+}
 
 PREFIXES = {
     'core': ('tg_',),
@@ -146,10 +163,22 @@ def check_libs(build, bad):
                         mod, obj, s, ' '.join(prefixes)))
         graph = {o: {owner[s] for s in u if s in owner and owner[s] != o}
                  for o, (_, u) in objs.items()}
-        for comp in sccs(graph):
-            if len(comp) > MAX_CYCLE:
-                bad.append('%s: %d files call each other in a circle: %s' % (
-                    mod, len(comp), ' '.join(sorted(c.replace('.c.o', '.c') for c in comp))))
+        check_circles(mod, [{os.path.basename(c)[:-len('.o')] for c in comp}
+                            for comp in sccs(graph) if len(comp) > 1], bad)
+
+
+def check_circles(mod, found, bad):
+    left = CIRCLES_LEFT.get(mod, [])
+    if left is None:
+        left = found
+    for comp in found:
+        if not any(comp <= known for known in left) or len(comp) > MAX_CYCLE:
+            bad.append('%s: %d files call each other in a circle: %s' % (
+                mod, len(comp), ' '.join(sorted(comp))))
+    for known in left:
+        if known not in found:
+            bad.append('%s: %s no longer call each other in a circle: drop them from '
+                       'CIRCLES_LEFT' % (mod, ' '.join(sorted(known))))
 
 
 def check_ownership(root, bad):

@@ -6,7 +6,8 @@
  * - exports (src/dex/export_check.c): tree-based (bodies are small);
  *   checks tables E1-E7 and returns the body normalised to the vendor's
  *   spelling.
- * - routes (src/dex/routes.c): the service's route table for the router.
+ * - routes (src/dex/routes.c): the service's route table for the router,
+ *   naming each route's request check (src/dex/checks.c, body_check.h).
  * - job reads (src/dex/job_query.c): the one correlationId of a query.
  * - activity imports (src/dex/import_check.c): streaming over yajl's event
  *   parser, so a 200 MB import is checked at parser speed in bounded memory;
@@ -27,6 +28,11 @@ struct evbuffer;
 
 /* ---- data exchange: routes ---- */
 
+/** The request checks its route table names (src/dex/checks.c): an
+ * export's body, an activity import's JSON body or upload; static. */
+extern const struct tg_body_check tg_dex_export_check;
+extern const struct tg_body_check tg_dex_import_json_check;
+extern const struct tg_body_check tg_dex_import_file_check;
 /** The data exchange service's routes (operations TG_OP_DEX_*) and prefixes;
  * static, borrowed. */
 extern const struct tg_service_routes tg_dex_service_routes;

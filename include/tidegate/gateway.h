@@ -27,6 +27,7 @@
 #include <yajl/yajl_gen.h>
 #include <yajl/yajl_tree.h>
 
+#include "tidegate/body_check.h"
 #include "tidegate/frontdoor.h"
 #include "tidegate/gateway_config.h"
 #include "tidegate/ids.h"
@@ -113,7 +114,6 @@ struct gw {
 	struct event *reap_ev;
 	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
 	struct tg_worker *worker;	/* checks large bodies off the loop */
-	int case_digest;		/* a feature reads submissions' SHA-256 (features may set) */
 	struct tg_state *state;		/* durable and shared state (state.h), borrowed:
 					 * the entry point opens and closes it */
 	/* registered features (feature.c) */
@@ -145,7 +145,8 @@ struct gw_req {
 					 * tracing.sample's draw; 1 while tracing is off */
 	char client[64];		/* the peer's address (access log) */
 	char *user_agent;		/* the client's User-Agent, or NULL (owned) */
-	char *correlation_id;		/* the correlationId its query names, or NULL (owned) */
+	char *job;			/* the job its query names (its service's job_param:
+					 * the access line's correlationId), or NULL (owned) */
 	uint64_t request_bytes;		/* the body the client sent */
 	int64_t up_t0, up_ms;		/* its own vendor call: start, response time ms
 					 * (monotonic; -1: no call) */
@@ -162,8 +163,9 @@ struct gw_req {
 	int started, paused, client_gone;
 	uint64_t bytes;
 	int64_t t0, t0_us;		/* arrival: monotonic ms (access log), us (metrics) */
-	int long_poll;			/* held as a long-poll (features may set): its time
-					 * goes to tidegate_long_poll_duration_seconds */
+	const char *histogram;		/* the histogram its time goes to (features may
+					 * set; static), NULL:
+					 * tidegate_request_duration_seconds */
 	const char *origin;		/* features may set */
 	const char *retry;		/* why the vendor was asked again, or NULL
 					 * (tg_up_req_why; static) */
@@ -174,8 +176,8 @@ struct gw_req {
 	struct evbuffer *capture;	/* copy of the vendor's answer for on_done */
 	const char *drop_query;		/* query parameter not to forward (features may set) */
 	int held;			/* a feature holds the vendor's answer (GW_HEAD_HOLD) */
-	struct gw_check *check;		/* its body checked on the worker */
-	char *case_id, *case_sha256;	/* of a checked submission (gw->case_digest) */
+	struct gw_offload *offload;	/* its work on the worker thread (its body's
+					 * check), cancelled when r ends */
 	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_feature.on_free) */
 	int feat_next;			/* the next feature of the op to ask (feature.c) */
 	int feat_done_next;		/* the next feature whose on_done runs (feature.c) */
@@ -199,18 +201,6 @@ struct gw_answer {
 	const char *body;		/* borrowed for the call */
 	size_t len;
 	struct gw_observed *obs;	/* set by the core: gw_answer_hold */
-};
-
-/* A request body as the request check read it, for a feature's scan
- * (gw_feature.scan): parsed once, everything borrowed for the call. */
-struct gw_body {
-	yajl_val tree;			/* the caller's body parsed; NULL: not JSON */
-	int checked;			/* the check passed: the fields below hold */
-	const char *sent;		/* the normalised body to be sent */
-	size_t sentlen;
-	const char *stripped;		/* the same without its callbackUrl */
-	size_t stripped_len;
-	const char *callback;		/* the callbackUrl in the body sent, or NULL */
 };
 
 /* An answer a feature holds for GET uri (gw_answer_peek), borrowed until
@@ -249,7 +239,7 @@ struct gw_feature {
 	 * parsed it) when wants_scan says so; check then runs on the loop with
 	 * its result (takes ownership) and may add problems to the one 400. */
 	int (*wants_scan)(const struct gw_req *r, void *ctx);
-	void *(*scan)(const struct gw_body *b);
+	void *(*scan)(const struct tg_check_body *b);
 	void (*scan_free)(void *scan);
 	void (*check)(struct gw_req *r, void *ctx, void *scan, struct tg_problems *p);
 	/* After the check: 0 to go on, -1 when the feature has replied or

@@ -2,13 +2,16 @@
  * routes.h - the router: maps every spelling a tool may use (prefixes such
  * as /public/v1, /api) onto a service's canonical routes and expands the
  * configured upstream path templates. It knows no service: a service's
- * table (its routes, their operation numbers and names, its prefixes) is
- * declared by that service (dex.h, sim.h). Implemented in src/http/router.c.
+ * table (its routes, their operation numbers, names and request checks,
+ * its prefixes) is declared by that service (dex.h, sim.h). Implemented in
+ * src/http/router.c.
  */
 #ifndef TIDEGATE_ROUTES_H
 #define TIDEGATE_ROUTES_H
 
 #include <stddef.h>
+
+struct tg_body_check;
 
 /* A route table entry; its strings are static, borrowed. */
 struct tg_route {
@@ -17,6 +20,8 @@ struct tg_route {
 	const char *pattern;	/* canonical path; "{name}" captures one segment */
 	const char *name;	/* metrics label and config key under routes. */
 	const char *upstream;	/* default upstream path template */
+	const struct tg_body_check *check;	/* its request check (body_check.h), or
+						 * NULL: none */
 };
 
 #define TG_ROUTE_MAXPARAM 2
@@ -36,6 +41,8 @@ struct tg_service_routes {
 	size_t nroutes;
 	const char *const *prefixes;	/* stripped before matching; "" last */
 	size_t nprefixes;
+	const char *job_param;	/* the query parameter naming a job (the access
+				 * line's correlationId), or NULL */
 };
 
 /**

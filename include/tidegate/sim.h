@@ -3,7 +3,8 @@
  * case (src/sim/case_check.c: structure, case type from the fixableTypes,
  * and a diff against the partial case the gateway served) and the store of
  * served cases (src/sim/case_store.c). Problems go into struct tg_problems
- * (problems.h). The route table is src/sim/routes.c.
+ * (problems.h). The route table is src/sim/routes.c; the submission's
+ * request check, which it names, src/sim/submit_check.c.
  */
 #ifndef TIDEGATE_SIM_H
 #define TIDEGATE_SIM_H
@@ -19,6 +20,9 @@
 
 /* ---- simulation: routes ---- */
 
+/** The check of a submission its route table names (src/sim/submit_check.c);
+ * static. */
+extern const struct tg_body_check tg_sim_submit_check;
 /** The simulation service's routes (operations TG_OP_SIM_*) and prefixes;
  * static, borrowed. */
 extern const struct tg_service_routes tg_sim_service_routes;

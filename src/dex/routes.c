@@ -2,28 +2,30 @@
  * routes.c - the data exchange service's canonical operations, the path
  * prefixes tools use for them, and the default upstream paths (the spec's
  * example addresses, including its two exceptions: GET /public/export and
- * /public/v1/import/activities/failed).
+ * /public/v1/import/activities/failed), each route with its request check
+ * (checks.c).
  */
 #include "tidegate/dex.h"
 #include "tidegate/util.h"
 
 static const struct tg_route dex_routes[] = {
 	{ TG_OP_DEX_AUTHENTICATE, "POST", "/authenticate", "authenticate",
-	  "/public/v1/authenticate" },
-	{ TG_OP_DEX_EXPORT, "POST", "/export/{kind}", "export", "/public/v1/export/{kind}" },
-	{ TG_OP_DEX_EXPORT_GET, "GET", "/export", "export_get", "/public/export" },
+	  "/public/v1/authenticate", NULL },
+	{ TG_OP_DEX_EXPORT, "POST", "/export/{kind}", "export", "/public/v1/export/{kind}",
+	  &tg_dex_export_check },
+	{ TG_OP_DEX_EXPORT_GET, "GET", "/export", "export_get", "/public/export", NULL },
 	{ TG_OP_DEX_IMPORT_JSON, "POST", "/import/activities", "import_activities",
-	  "/public/v1/import/activities" },
+	  "/public/v1/import/activities", &tg_dex_import_json_check },
 	{ TG_OP_DEX_IMPORT_FILE, "POST", "/import/activities/file", "import_file",
-	  "/public/v1/import/activities/file" },
+	  "/public/v1/import/activities/file", &tg_dex_import_file_check },
 	{ TG_OP_DEX_IMPORT_STATUS, "GET", "/import/status", "import_status",
-	  "/public/v1/import/status" },
+	  "/public/v1/import/status", NULL },
 	{ TG_OP_DEX_IMPORT_RESULT, "GET", "/import/result", "import_result",
-	  "/public/v1/import/result" },
+	  "/public/v1/import/result", NULL },
 	{ TG_OP_DEX_IMPORT_FAILED, "GET", "/import/failed", "import_failed",
-	  "/public/v1/import/activities/failed" },
+	  "/public/v1/import/activities/failed", NULL },
 	{ TG_OP_DEX_IMPORT_FAILED, "GET", "/import/activities/failed", "import_failed",
-	  "/public/v1/import/activities/failed" },
+	  "/public/v1/import/activities/failed", NULL },
 };
 
 /* Longest first: "/public/v1/export" must not be read as "/public" + "/v1/export". */
@@ -33,4 +35,5 @@ static const char *const dex_prefixes[] = {
 
 const struct tg_service_routes tg_dex_service_routes = {
 	dex_routes, TG_NELEM(dex_routes), dex_prefixes, TG_NELEM(dex_prefixes),
+	"correlationId",
 };

@@ -73,8 +73,6 @@ gw_metrics_declare(struct tg_metrics *m)
 	tg_metrics_help(m, "tidegate_request_duration_seconds", "histogram",
 	    "Time from request arrival to the last byte handed to the client (long-polls "
 	    "apart).");
-	tg_metrics_help(m, "tidegate_long_poll_duration_seconds", "histogram",
-	    "Time from arrival to the last byte of requests held as long-polls (?wait=).");
 	tg_metrics_help(m, "tidegate_login_cache_total", "counter",
 	    "Callers' own logins answered from the cache (hit) or by the vendor (miss).");
 	tg_metrics_help(m, "tidegate_token_replays_total", "counter",

@@ -166,7 +166,7 @@ gw_feat_wants_scan(const struct gw_req *r, int *id)
 }
 
 void *
-gw_feat_scan(struct gw *gw, int id, const struct gw_body *b)
+gw_feat_scan(struct gw *gw, int id, const struct tg_check_body *b)
 {
 	return id < 0 ? NULL : gw->feat[id]->scan(b);
 }

@@ -122,7 +122,7 @@ void gw_feat_stop(struct gw *gw);
 /** The check's scans: 1 when a feature of r's op wants one (scan_of is
  * then the feature's id); the scan's result is handed to gw_feat_check. */
 int gw_feat_wants_scan(const struct gw_req *r, int *id);
-void *gw_feat_scan(struct gw *gw, int id, const struct gw_body *b);
+void *gw_feat_scan(struct gw *gw, int id, const struct tg_check_body *b);
 void gw_feat_scan_free(struct gw *gw, int id, void *scan);
 /** check of every feature of r's op; scan (taken) goes to feature id (-1: none). */
 void gw_feat_check(struct gw_req *r, int id, void *scan, struct tg_problems *p);
@@ -179,8 +179,13 @@ int gw_path_prepare(struct gw_req *r);
  * went to the worker thread, which then replies or calls gw_req_validated.
  */
 int gw_validate(struct gw_req *r);
-/** r ends: a check still running for it is cancelled (it never touches r). */
-void gw_validate_forget(struct gw_req *r);
+/* Work of a request's on the worker thread (validate.c's check): when the
+ * request ends first (gw_req_finish), cancel(o) makes sure it never
+ * touches the request again. A hook, not a call, so that the end of a
+ * request names none of the steps before it. */
+struct gw_offload {
+	void (*cancel)(struct gw_offload *o);
+};
 /** A served partial case, to diff later submissions against (takes body). */
 void gw_case_served(struct gw_req *r, struct evbuffer *body);
 
@@ -231,19 +236,23 @@ struct gw_span {
 };
 /** The exporter of c's tracing.* (borrowed) for gw (borrowed: its loop,
  * resolver, metrics), owned by the caller (gw_otlp_free); NULL with err
- * when tracing.otlp_url is unset (err empty) or unusable. */
-struct gw_otlp *gw_otlp_new(struct gw *gw, const struct gw_config *c, struct tg_err *err);
+ * when tracing.otlp_url is unset (err empty) or unusable. wake(gw) is
+ * called when an export ends or is given up while gw drains (the drain's
+ * gw_maybe_exit: the exporter names no caller). */
+struct gw_otlp *gw_otlp_new(struct gw *gw, const struct gw_config *c,
+    void (*wake)(struct gw *gw), struct tg_err *err);
 /** Free o (takes ownership; NULL-safe): spans queued and an export in
  * flight are lost. Never from inside its upstream's callbacks. */
 void gw_otlp_free(struct gw_otlp *o);
-/** On SIGHUP: gw->otlp made again from c (borrowed) when its tracing.*
- * keys changed (spans queued under the old keys are lost), or freed. */
-void gw_otlp_reload(struct gw *gw, const struct gw_config *c);
+/** On SIGHUP: gw->otlp made again from c (borrowed) with wake (as
+ * gw_otlp_new) when its tracing.* keys changed (spans queued under the
+ * old keys are lost), or freed. */
+void gw_otlp_reload(struct gw *gw, const struct gw_config *c, void (*wake)(struct gw *gw));
 /** Queue a copy of s (borrowed), or drop it (counted) when the queue is
  * full; never blocks nor grows. o borrowed. */
 void gw_otlp_add(struct gw_otlp *o, const struct gw_span *s);
 /** Drain: 1 when nothing is queued nor in flight (o NULL: 1); else a
- * last export is started and gw_maybe_exit is called when it ends. */
+ * last export is started and o's wake is called when it ends. */
 int gw_otlp_idle(struct gw_otlp *o);
 /** The OTLP/HTTP JSON body (ExportTraceServiceRequest) of the n spans of
  * v (borrowed) under service.name service (borrowed), appended to out

@@ -8,7 +8,8 @@
  * time. A failed export (no connection, no answer, not 2xx) drops its
  * batch, counts it, and warns at most once a minute; nothing is retried.
  * Made by server.c at start and on SIGHUP; on SIGTERM the drain waits for
- * a last export of what is queued (gw_maybe_exit), at most DRAIN_MS
+ * a last export of what is queued (gw_otlp_idle; the exporter then calls
+ * back the drain's wake it was made with, so it names no caller), at most DRAIN_MS
  * (and drain_timeout); what is left then is lost. Metrics: tidegate_spans_exported_total,
  * tidegate_spans_dropped_total{reason}.
  */
@@ -36,6 +37,7 @@
 
 struct gw_otlp {
 	struct gw *gw;			/* borrowed */
+	void (*wake)(struct gw *gw);	/* the drain's: told when an export ends */
 	struct tg_upstream *up;
 	char *url, *service, *path;	/* path: the URL's, "/" when none */
 	int64_t flush_ms;
@@ -231,7 +233,7 @@ on_exported(int status, const struct evkeyvalq *h, struct evbuffer *body,
 	if (o->n * 2 > o->max || (o->gw->draining && o->n > 0))
 		kick(o);
 	else if (o->gw->draining)
-		gw_maybe_exit(o->gw);
+		o->wake(o->gw);
 }
 
 static void
@@ -269,7 +271,7 @@ on_give_up(evutil_socket_t fd, short what, void *arg)
 	struct gw_otlp *o = arg;
 
 	o->gave_up = 1;		/* what is still queued or in flight is lost */
-	gw_maybe_exit(o->gw);
+	o->wake(o->gw);
 }
 
 int
@@ -284,14 +286,15 @@ gw_otlp_idle(struct gw_otlp *o)
 		evtimer_add(o->give_up, &tv);
 	}
 	if (o->inflight == NULL)
-		kick(o);	/* the last export; its end calls gw_maybe_exit */
+		kick(o);	/* the last export; its end calls o->wake */
 	return 0;
 }
 
 /* ---- life ---- */
 
 struct gw_otlp *
-gw_otlp_new(struct gw *gw, const struct gw_config *c, struct tg_err *err)
+gw_otlp_new(struct gw *gw, const struct gw_config *c, void (*wake)(struct gw *gw),
+    struct tg_err *err)
 {
 	struct tg_upstream_opts opts = { .connect_timeout_ms = c->connect_timeout,
 		.read_timeout_ms = READ_TIMEOUT_MS, .max_conns = 1, .max_idle = 1,
@@ -304,6 +307,7 @@ gw_otlp_new(struct gw *gw, const struct gw_config *c, struct tg_err *err)
 		return NULL;
 	o = tg_xcalloc(1, sizeof(*o));
 	o->gw = gw;
+	o->wake = wake;
 	if ((o->up = tg_upstream_new(gw->base, gw->dns, c->otlp_url, NULL, &opts, err)) == NULL) {
 		free(o);
 		return NULL;
@@ -373,14 +377,14 @@ carry(struct gw_otlp *old, struct gw_otlp *n)
 }
 
 void
-gw_otlp_reload(struct gw *gw, const struct gw_config *c)
+gw_otlp_reload(struct gw *gw, const struct gw_config *c, void (*wake)(struct gw *gw))
 {
 	struct gw_otlp *old = gw->otlp;
 	struct tg_err err;
 
 	if (old != NULL ? same(old, c) : c->otlp_url == NULL)
 		return;
-	gw->otlp = gw_otlp_new(gw, c, &err);
+	gw->otlp = gw_otlp_new(gw, c, wake, &err);
 	carry(old, gw->otlp);
 	gw_otlp_free(old);
 	if (gw->otlp == NULL && err.msg[0] != '\0')

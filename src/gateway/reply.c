@@ -65,16 +65,18 @@ gw_access_note(struct gw_req *r)
 {
 	const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(r->req);
 	const char *q = u != NULL ? evhttp_uri_get_query(u) : NULL;
-	const char *cid;
+	const char *param = r->svc->routes->job_param, *job;
 	struct evkeyvalq args;
 
 	r->up_ms = -1;
 	r->user_agent = gw_access_client(r->req, r->client, sizeof(r->client),
 	    &r->request_bytes);
+	if (param == NULL || q == NULL)
+		return;
 	TAILQ_INIT(&args);
-	if (q != NULL && evhttp_parse_query_str(q, &args) == 0 &&
-	    (cid = evhttp_find_header(&args, "correlationId")) != NULL)
-		r->correlation_id = tg_xstrndup(cid, strnlen(cid, 128));
+	if (evhttp_parse_query_str(q, &args) == 0 &&
+	    (job = evhttp_find_header(&args, param)) != NULL)
+		r->job = tg_xstrndup(job, strnlen(job, 128));
 	evhttp_clear_headers(&args);
 }
 
@@ -125,7 +127,7 @@ access_line(struct gw_req *r, int64_t ms)
 {
 	struct gw_access a = { .id = r->id, .trace_id = r->trace_id, .client = r->client,
 		.user_agent = r->user_agent, .service = r->svc->name, .op = tg_op_name(r->op),
-		.method = r->method, .path = r->path, .correlation_id = r->correlation_id,
+		.method = r->method, .path = r->path, .correlation_id = r->job,
 		.status = r->status, .request_bytes = r->request_bytes, .bytes = r->bytes,
 		.ms = ms, .key = r->key ? r->key->name : NULL,
 		.upstream_status = r->upstream_status, .upstream_ms = r->up_ms,
@@ -155,7 +157,7 @@ access_log(struct gw_req *r)
 	labels[n + 9] = (char)('0' + code % 10);
 	memcpy(labels + n + 10, "\"", 2);
 	tg_metrics_inc(r->gw->metrics, "tidegate_requests_total", labels, 1);
-	tg_metrics_observe(r->gw->metrics, r->long_poll ? "tidegate_long_poll_duration_seconds" :
+	tg_metrics_observe(r->gw->metrics, r->histogram ? r->histogram :
 	    "tidegate_request_duration_seconds", base,
 	    (double)(tg_clock_mono_us() - r->t0_us) / 1e6);
 	if (!r->rt->cfg.access_log)
@@ -176,7 +178,8 @@ gw_req_finish(struct gw_req *r)
 		gw_span_server(r, origin, served);
 	}
 	gw_feat_free(r);
-	gw_validate_forget(r);
+	if (r->offload != NULL)
+		r->offload->cancel(r->offload);	/* its check on the worker */
 	gw_flush_handover(r);	/* the reply's tracker (flush.c) owns the connection now */
 	if (r->up != NULL)
 		tg_up_req_cancel(r->up);
@@ -189,7 +192,7 @@ gw_req_finish(struct gw_req *r)
 	free(r->path);
 	free(r->uri);
 	free(r->user_agent);
-	free(r->correlation_id);
+	free(r->job);
 	TAILQ_REMOVE(&gw->reqs, r, inflight_next);
 	free(r);
 	gw->inflight--;

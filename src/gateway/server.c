@@ -159,7 +159,7 @@ reload(struct gw *gw)
 	for (l = 0; l < GW_NLISTENERS; l++)
 		set_door(gw, l, &rt->cfg);
 	gw_feat_reload(gw, &old->cfg);
-	gw_otlp_reload(gw, &rt->cfg);
+	gw_otlp_reload(gw, &rt->cfg, gw_maybe_exit);
 	gw_runtime_unref(old);
 	tg_log_set_level((enum tg_log_level)tg_log_level_parse(rt->cfg.log_level));
 	tg_log(TG_LOG_INFO, "reloaded", TG_LS("config", gw->config_path));
@@ -299,7 +299,7 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 		gw_free(gw);
 		return NULL;
 	}
-	gw->otlp = gw_otlp_new(gw, &gw->rt->cfg, err);	/* NULL: tracing off */
+	gw->otlp = gw_otlp_new(gw, &gw->rt->cfg, gw_maybe_exit, err);	/* NULL: tracing off */
 	if (gw->otlp == NULL && err->msg[0] != '\0') {
 		gw_free(gw);
 		return NULL;

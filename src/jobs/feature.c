@@ -31,10 +31,13 @@ static int
 on_request(struct gw_req *r, void *ctx)
 {
 	struct jobs *j = ctx;
+	char *job;
 
 	if (creates_job(r->op))
 		return 0;
-	return jobs_poll_handle(j->poll, r) ? -1 : 0;
+	if (jobs_owner_check(r, &job) != 0)
+		return -1;	/* ambiguous, another key's job, or checked later */
+	return jobs_poll_handle(j->poll, r, job) ? -1 : 0;
 }
 
 /* A creation's answer names the job: held until its owner is recorded. */
@@ -145,6 +148,8 @@ touch_metrics(struct tg_metrics *m)
 static void
 declare_metrics(struct tg_metrics *m)
 {
+	tg_metrics_help(m, "tidegate_long_poll_duration_seconds", "histogram",
+	    "Time from arrival to the last byte of requests held as long-polls (?wait=).");
 	tg_metrics_help(m, "tidegate_poll_requests_total", "counter",
 	    "Polls by how they were answered: cached, coalesced, fetched, long-poll, passthrough.");
 	tg_metrics_help(m, "tidegate_poll_upstream_total", "counter",

@@ -1,6 +1,7 @@
 /*
  * jobs_int.h - private contract between the jobs feature's files: the poll
- * multiplexer (poll.c), its spool of large final answers (spool.c), the
+ * multiplexer (poll.c, poll_cache.c, poll_wait.c, poll_fetch.c: their own
+ * contract is poll_int.h), its spool of large final answers (spool.c), the
  * correlation ownership of data exchange jobs (jobs.c, known.c), and the feature's
  * registration with the request core (feature.c), which owns struct jobs
  * and each request's struct jobs_req slot.
@@ -79,9 +80,10 @@ struct jobs *jobs_of(const struct gw_req *r);
  * spool directory, which a reload does not change. Owned by the caller. */
 struct jobs_poll *jobs_poll_new(struct gw *gw, const struct gw_config *c);
 void jobs_poll_free(struct jobs_poll *p);	/* takes ownership; NULL-safe */
-/** Serve a pollable GET from the multiplexer p (borrowed): 1 when handled
- * (replied, waiting, or its owner check answers later), 0 to proxy. */
-int jobs_poll_handle(struct jobs_poll *p, struct gw_req *r);
+/** Serve a pollable GET of job (taken: the id its owner check read, or
+ * NULL) from the multiplexer p (borrowed; NULL: off): 1 when handled
+ * (replied or waiting), 0 to proxy. */
+int jobs_poll_handle(struct jobs_poll *p, struct gw_req *r, char *job);
 /** The owner check of r (borrowed) allowed it later: serve r from the
  * multiplexer or proxy it. Takes ownership of job (the id read, or NULL). */
 void jobs_poll_resume(struct gw_req *r, char *job);

@@ -1,8 +1,9 @@
 /*
  * feature.c - the runs feature as the request core sees it: the
  * operations it takes part in (submissions, run statuses and results, the
- * run list filtered per key),
- * its own API prefix on the simulation listener, the statuses other
+ * run list filtered per key), the digest and caseId of a checked
+ * submission read beside its check (its scan), its own API prefix on the
+ * simulation listener, the statuses other
  * features saw, its metrics and drain, each request's slot (struct
  * runs_req), freed when the request ends (its state operation cancelled),
  * and the state operations tied to no request (struct runs_bg), cancelled
@@ -10,11 +11,14 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "tidegate/crypto.h"
+#include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "runs_int.h"
 
@@ -74,10 +78,65 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 		event_free(q->timer);
 	free(q->callback);
 	free(q->sim_id);
+	free(q->case_id);
 	yajl_tree_free(q->list);
 	tg_sweep_cleanup(&q->sweep_rec);
 	runs_sweep_post_free(q->sweep);
 	free(q);
+}
+
+/* A submission's digest and caseId, read beside its check (maybe on the
+ * worker thread: reads only b), so a large case is not parsed and hashed
+ * again on the loop when its run is recorded (runs.c). */
+struct case_scan {
+	char sha[TG_RUNS_SHA_LEN];
+	char *case_id;
+};
+
+static int
+wants_scan(const struct gw_req *r, void *ctx)
+{
+	return r->op == TG_OP_SIM_SUBMIT;
+}
+
+static void *
+scan(const struct tg_check_body *b)
+{
+	struct case_scan *s;
+	uint8_t md[TG_SHA256_LEN];
+	const char *id;
+
+	if (!b->checked || b->sent == NULL)
+		return NULL;
+	s = tg_xcalloc(1, sizeof(*s));
+	tg_sha256_oneshot(b->sent, b->sentlen, md);
+	tg_hex(md, sizeof(md), s->sha);
+	id = tg_json_get_str(b->tree, "caseId");
+	s->case_id = id ? tg_xstrdup(id) : NULL;
+	return s;
+}
+
+static void
+scan_free(void *arg)
+{
+	struct case_scan *s = arg;
+
+	free(s->case_id);
+	free(s);
+}
+
+static void
+check(struct gw_req *r, void *ctx, void *arg, struct tg_problems *p)
+{
+	struct case_scan *s = arg;
+	struct runs_req *q;
+
+	if (s == NULL)
+		return;
+	q = runs_req_of(r);
+	memcpy(q->case_sha256, s->sha, sizeof(q->case_sha256));
+	q->case_id = s->case_id;
+	free(s);
 }
 
 /* Statuses the poll multiplexer fetched for its callers. */
@@ -125,6 +184,10 @@ static const struct gw_feature feature = {
 	.prefix_listener = GW_SIM,
 	.prefix = RUNS_API_PREFIX,
 	.on_prefix = on_prefix,
+	.wants_scan = wants_scan,
+	.scan = scan,
+	.scan_free = scan_free,
+	.check = check,
 	.on_request = on_request,
 	.on_head = on_head,
 	.on_done = on_done,
@@ -171,7 +234,6 @@ tg_runs_register(struct gw *gw, struct tg_err *err)
 	}
 	runs_slot_set(id);
 	declare_metrics(gw->metrics);
-	gw->case_digest = 1;	/* submissions' SHA-256 from their check */
 	rn->tracker = runs_tracker_new(gw);
 	rn->sweeper = runs_sweeper_new(gw);
 	return 0;

@@ -63,7 +63,8 @@ iso_member(yajl_val v, const char *name)
 
 /*
  * The case's id (the answer's, else the body's) and digest. A checked
- * submission has them from its check (validate.c, perhaps off the loop):
+ * submission has them from the feature's scan of its check (feature.c,
+ * perhaps off the loop):
  * a large case is not parsed and hashed again on the loop. *cs is the
  * parsed body when it had to be read here.
  */
@@ -71,14 +72,15 @@ static void
 sent_case(struct gw_req *r, yajl_val ans, struct tg_run_new *n, char *sha, yajl_val *cs)
 {
 	struct evbuffer *sent = r->body ? r->body : evhttp_request_get_input_buffer(r->req);
+	struct runs_req *q = runs_req_of(r);
 	const void *bytes;
 	size_t len;
 
 	n->case_id = tg_json_get_str(ans, "caseId");
-	if (r->case_sha256 != NULL) {
-		n->case_sha256 = r->case_sha256;
+	if (q->case_sha256[0] != '\0') {
+		n->case_sha256 = q->case_sha256;
 		if (n->case_id == NULL)
-			n->case_id = r->case_id;
+			n->case_id = q->case_id;
 	} else {
 		bytes = evbuffer_pullup(sent, -1);
 		len = evbuffer_get_length(sent);

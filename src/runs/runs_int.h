@@ -70,6 +70,9 @@ struct runs_req {
 	int64_t uncertain_since;	/* wall ms: runs submitted since may be its */
 	yajl_val list;			/* the vendor's run list, while its runs' keys
 					 * are read (keyed.c) */
+	/* a checked submission, as the feature's scan of its check read it */
+	char *case_id;			/* its caseId, or NULL (owned) */
+	char case_sha256[TG_RUNS_SHA_LEN];	/* its body's SHA-256; "": not scanned */
 };
 
 /* slot.c */

@@ -73,18 +73,18 @@ answer(struct gw_req *r, const char *what, int n, struct evbuffer *ids)
 	if (n == 0)
 		snprintf(msg, sizeof(msg), "the sim vendor API got the submission but %s; its run "
 		    "list shows no run of case %s submitted since: the run was not made, "
-		    "submit again", q->uncertain_why, r->case_id);
+		    "submit again", q->uncertain_why, q->case_id);
 	else if (n > 0)
 		snprintf(msg, sizeof(msg), "the sim vendor API got the submission but %s; its run "
 		    "list shows %d run(s) of case %s submitted since (%.*s): one may be this "
 		    "submission's, check them before submitting again", q->uncertain_why, n,
-		    r->case_id, (int)(len > 600 ? 600 : len), evbuffer_pullup(ids, -1));
+		    q->case_id, (int)(len > 600 ? 600 : len), evbuffer_pullup(ids, -1));
 	else
 		snprintf(msg, sizeof(msg), "the sim vendor API got the submission but %s: the run "
 		    "may exist; its run list could not be read (%s): list the case's runs before "
 		    "submitting again", q->uncertain_why, what);
 	tg_log(TG_LOG_WARN, "run_submission_uncertain", TG_LS("id", r->id),
-	    TG_LS("caseId", r->case_id), TG_LI("candidates", n < 0 ? -1 : n),
+	    TG_LS("caseId", q->case_id), TG_LI("candidates", n < 0 ? -1 : n),
 	    TG_LS("key", r->key ? r->key->name : NULL));
 	gw_req_reply_error(r, 502, "UPSTREAM_ERROR", msg);
 }
@@ -157,7 +157,7 @@ on_delay(evutil_socket_t fd, short what, void *arg)
 {
 	struct gw_req *r = arg;
 	const struct gw_service *s = &r->rt->svc[GW_SIM];
-	char *enc = evhttp_uriencode(r->case_id, -1, 0), *path, *uri;
+	char *enc = evhttp_uriencode(runs_req_of(r)->case_id, -1, 0), *path, *uri;
 	struct tg_route_match m;
 	struct gw_vcall_req q;
 
@@ -182,10 +182,12 @@ runs_uncertain(struct gw_req *r, enum tg_up_error err)
 	struct runs_req *q;
 	struct timeval tv = { RECONCILE_DELAY_MS / 1000, (RECONCILE_DELAY_MS % 1000) * 1000 };
 
-	if (r->op != TG_OP_SIM_SUBMIT || r->started || r->case_id == NULL ||
+	if (r->op != TG_OP_SIM_SUBMIT || r->started ||
 	    (err != TG_UP_RESET && err != TG_UP_TIMEOUT && err != TG_UP_PROTOCOL))
 		return 0;
 	q = runs_req_of(r);
+	if (q->case_id == NULL)
+		return 0;	/* not checked: no case to look for */
 	q->uncertain_why = err_words(err);
 	q->uncertain_since = tg_clock_now_ms() - (tg_clock_mono_ms() - r->t0) - SKEW_MS;
 	q->timer = evtimer_new(r->gw->base, on_delay, r);

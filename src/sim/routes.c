@@ -1,25 +1,28 @@
 /*
  * routes.c - the simulation service's canonical operations (token, cases,
  * submit, status, results), the prefixes tools use, and the default
- * upstream paths of tidegate-emulator (docs/emulator.md).
+ * upstream paths of tidegate-emulator (docs/emulator.md); a submission's
+ * request check is submit_check.c.
  */
 #include "tidegate/sim.h"
 #include "tidegate/util.h"
 
 static const struct tg_route sim_routes[] = {
-	{ TG_OP_SIM_TOKEN, "POST", "/oauth2/token", "token", "/api/oauth2/token" },
-	{ TG_OP_SIM_CASES, "GET", "/cases", "cases", "/api/v1/cases" },
-	{ TG_OP_SIM_CASE, "GET", "/cases/{id}", "case", "/api/v1/cases/{id}" },
-	{ TG_OP_SIM_SUBMIT, "POST", "/simulations", "simulations", "/api/v1/simulations" },
-	{ TG_OP_SIM_LIST, "GET", "/simulations", "simulation_list", "/api/v1/simulations" },
+	{ TG_OP_SIM_TOKEN, "POST", "/oauth2/token", "token", "/api/oauth2/token", NULL },
+	{ TG_OP_SIM_CASES, "GET", "/cases", "cases", "/api/v1/cases", NULL },
+	{ TG_OP_SIM_CASE, "GET", "/cases/{id}", "case", "/api/v1/cases/{id}", NULL },
+	{ TG_OP_SIM_SUBMIT, "POST", "/simulations", "simulations", "/api/v1/simulations",
+	  &tg_sim_submit_check },
+	{ TG_OP_SIM_LIST, "GET", "/simulations", "simulation_list", "/api/v1/simulations",
+	  NULL },
 	{ TG_OP_SIM_STATUS, "GET", "/simulations/{id}", "simulation",
-	  "/api/v1/simulations/{id}" },
+	  "/api/v1/simulations/{id}", NULL },
 	{ TG_OP_SIM_RESULTS, "GET", "/simulations/{id}/results", "results",
-	  "/api/v1/simulations/{id}/results" },
+	  "/api/v1/simulations/{id}/results", NULL },
 };
 
 static const char *const sim_prefixes[] = { "/api/v1", "/v1", "/api", "" };
 
 const struct tg_service_routes tg_sim_service_routes = {
-	sim_routes, TG_NELEM(sim_routes), sim_prefixes, TG_NELEM(sim_prefixes),
+	sim_routes, TG_NELEM(sim_routes), sim_prefixes, TG_NELEM(sim_prefixes), NULL,
 };

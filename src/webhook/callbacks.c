@@ -132,7 +132,7 @@ object_callback(yajl_val v, const char **member)
  * worker thread for a large body.
  */
 void
-wh_scan_fill(struct wh_scan *s, const struct gw_body *b)
+wh_scan_fill(struct wh_scan *s, const struct tg_check_body *b)
 {
 	memset(s, 0, sizeof(*s));
 	s->raw_url = object_callback(b->tree, &s->raw_member);
@@ -155,7 +155,7 @@ wh_scan_fill(struct wh_scan *s, const struct gw_body *b)
 static void
 scan_bytes(struct wh_scan *s, const char *bytes, size_t len)
 {
-	struct gw_body b = { NULL, 0, NULL, 0, NULL, 0, NULL };
+	struct tg_check_body b = { NULL, 0, NULL, 0, NULL, 0, NULL };
 
 	b.tree = tg_json_parse(bytes, len, NULL);
 	wh_scan_fill(s, &b);

@@ -157,7 +157,7 @@ wants_scan(const struct gw_req *r, void *ctx)
 }
 
 static void *
-scan(const struct gw_body *b)
+scan(const struct tg_check_body *b)
 {
 	struct wh_scan *s = tg_xmalloc(sizeof(*s));
 

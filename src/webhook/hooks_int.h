@@ -148,7 +148,7 @@ void wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out, struct gw_scrape
  * (b borrowed): nothing is parsed again. Reads nothing else: safe on the
  * worker thread.
  */
-void wh_scan_fill(struct wh_scan *s, const struct gw_body *b);
+void wh_scan_fill(struct wh_scan *s, const struct tg_check_body *b);
 /** Free a heap scan (takes ownership; NULL-safe). */
 void wh_scan_free(struct wh_scan *s);
 /** 1 when r (borrowed) is an export whose callbackUrl the gateway handles. */
