@@ -10,9 +10,9 @@
  * canonical operations and path prefixes it serves and the callbacks the
  * core calls at each step of a request of those operations, with a slot
  * in every request for its own state (h2o's handlers and relayd's se_priv
- * are the models). Features never call each other: they meet through the
- * core's observers (answers seen, callback URL checks, cached answers) and
- * through the state seam.
+ * are the models). Features never call each other's code: they meet
+ * through the core's observers (answers seen), through the APIs one offers
+ * the others by name (feature_apis.h) and through the state seam.
  *
  * Structs here are the core's; features read their fields and write only
  * the ones marked "features may set".
@@ -47,6 +47,8 @@ enum gw_listener { GW_DEX, GW_SIM, GW_ADMIN, GW_NLISTENERS };
 
 /* Features a process may register; each has one slot per request. */
 #define GW_MAX_FEATURES 8
+/* APIs the features may offer each other (feature_apis.h). */
+#define GW_MAX_APIS 8
 
 struct gw_service {
 	int index;			/* GW_DEX or GW_SIM */
@@ -111,6 +113,7 @@ struct gw {
 	struct event *sig[3], *drain_timer;
 	struct gw_runtime *dying;	/* released, freed from reap_ev */
 	struct event *reap_ev;
+	struct event *start_ev;		/* the features' start, on the loop's first turn */
 	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
 	struct tg_worker *worker;	/* checks large bodies off the loop */
 	int case_digest;		/* a feature reads submissions' SHA-256 (features may set) */
@@ -122,6 +125,12 @@ struct gw {
 	int nfeat;
 	unsigned char by_op[TG_OP_COUNT][GW_MAX_FEATURES];	/* feature ids per op */
 	unsigned char nby_op[TG_OP_COUNT];
+	struct gw_api_entry {		/* offered by the features (feature.c) */
+		const char *name;
+		const void *api;
+		void *ctx;
+	} apis[GW_MAX_APIS];
+	int napis;
 	int exit_code;
 };
 
@@ -213,8 +222,8 @@ struct gw_body {
 	const char *callback;		/* the callbackUrl in the body sent, or NULL */
 };
 
-/* An answer a feature holds for GET uri (gw_answer_peek), borrowed until
- * the loop runs again. */
+/* An answer a feature holds for GET uri (feature_apis.h, jobs.answers),
+ * borrowed until the loop runs again. */
 struct gw_peek {
 	int status;
 	const char *body;
@@ -265,18 +274,18 @@ struct gw_feature {
 	    struct evbuffer *capture);
 	/* r ends: free slot (its own state); r's fields are still valid. */
 	void (*on_free)(struct gw_req *r, void *ctx, void *slot);
-	/* Observers and capabilities. */
+	/* Observers. */
 	void (*on_answer)(void *ctx, const struct gw_answer *a);
-	int (*peek)(void *ctx, int service, const char *uri, struct gw_peek *out);
-	int (*callback_check)(void *ctx, const struct gw_req *r, const char *url,
-	    const char *key, struct tg_problems *p);
 	/* The admin listener: path prefix and handler. */
 	const char *admin_prefix;
 	void (*on_admin)(void *ctx, struct evhttp_request *req, const char *path);
 	/* Process: scrape-time metrics into out (borrowed; a part written
 	 * later holds s: gw_scrape_hold / gw_scrape_release), reload (old
 	 * configuration borrowed), drain (SIGTERM), idle (drain may end),
-	 * stop (free ctx). */
+	 * stop (free ctx); start: on the loop's first turn, every feature
+	 * registered (and privileges dropped): the APIs it uses are looked up
+	 * here, and what it runs in the background that may use them starts. */
+	void (*start)(void *ctx);
 	void (*metrics)(void *ctx, struct evbuffer *out, struct gw_scrape *s);
 	void (*reload)(void *ctx, const struct gw_config *old);
 	void (*drain)(void *ctx);
@@ -332,17 +341,6 @@ void gw_observed_cancel(struct gw_observed *o);
  * returned handle is released (gw_answer_release, exactly once). */
 struct gw_observed *gw_answer_hold(const struct gw_answer *a);
 void gw_answer_release(struct gw_observed *o);
-/** The first registered peek's answer for GET uri (borrowed) of service:
- * 1 and *out, or 0. */
-int gw_answer_peek(struct gw *gw, int service, const char *uri, struct gw_peek *out);
-/**
- * A callback URL (borrowed) given by r's caller (borrowed) for API key
- * (borrowed, may be NULL): checked by the feature that delivers webhooks
- * (secret configured, egress policy), problems at /callbackUrl. 0, or -1
- * with a problem added (also when no feature delivers webhooks).
- */
-int gw_callback_check(const struct gw_req *r, const char *url, const char *key,
-    struct tg_problems *p);
 
 /* ---- admin requests answered later (held.c) ---- */
 

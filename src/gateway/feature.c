@@ -10,6 +10,7 @@
 
 #include <event2/event.h>
 
+#include "tidegate/feature_apis.h"
 #include "tidegate/util.h"
 #include "tidegate/worker.h"
 #include "gw.h"
@@ -255,30 +256,36 @@ gw_observed_cancel(struct gw_observed *o)
 		o->done = NULL;	/* freed by the last release */
 }
 
-int
-gw_answer_peek(struct gw *gw, int service, const char *uri, struct gw_peek *out)
-{
-	int id;
+/* ---- the APIs the features offer each other (feature_apis.h) ---- */
 
-	for (id = 0; id < gw->nfeat; id++)
-		if (gw->feat[id]->peek != NULL)
-			return gw->feat[id]->peek(gw->feat_ctx[id], service, uri, out);
-	return 0;
+const void *
+gw_api_get(const struct gw *gw, const char *name, void **ctx)
+{
+	int i;
+
+	for (i = 0; i < gw->napis; i++)
+		if (strcmp(gw->apis[i].name, name) == 0) {
+			if (ctx != NULL)
+				*ctx = gw->apis[i].ctx;
+			return gw->apis[i].api;
+		}
+	return NULL;
 }
 
 int
-gw_callback_check(const struct gw_req *r, const char *url, const char *key,
-    struct tg_problems *p)
+gw_api_provide(struct gw *gw, const char *name, const void *api, void *ctx,
+    struct tg_err *err)
 {
-	struct gw *gw = r->gw;
-	int id;
-
-	for (id = 0; id < gw->nfeat; id++)
-		if (gw->feat[id]->callback_check != NULL)
-			return gw->feat[id]->callback_check(gw->feat_ctx[id], r, url, key, p);
-	tg_problems_add(p, "/callbackUrl", "no_secret", "no webhook signing secret is "
-	    "configured for this API key (webhooks.secret or keys[].webhook_secret)");
-	return -1;
+	if (gw_api_get(gw, name, NULL) != NULL) {
+		tg_err_set(err, "API %s: offered twice", name);
+		return -1;
+	}
+	if (gw->napis >= GW_MAX_APIS) {
+		tg_err_set(err, "API %s: at most %d APIs", name, GW_MAX_APIS);
+		return -1;
+	}
+	gw->apis[gw->napis++] = (struct gw_api_entry){ name, api, ctx };
+	return 0;
 }
 
 /* ---- the process ---- */
@@ -319,6 +326,19 @@ void
 gw_feat_admin(struct gw *gw, int id, struct evhttp_request *req, const char *path)
 {
 	gw->feat[id]->on_admin(gw->feat_ctx[id], req, path);
+}
+
+void
+gw_feat_on_start(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw *gw = arg;
+	int id;
+
+	(void)fd;
+	(void)what;
+	for (id = 0; id < gw->nfeat; id++)
+		if (gw->feat[id]->start != NULL)
+			gw->feat[id]->start(gw->feat_ctx[id]);
 }
 
 void

@@ -10,6 +10,7 @@
 
 #include <event2/buffer.h>
 
+#include "tidegate/feature_apis.h"
 #include "tidegate/log.h"
 #include "jobs_int.h"
 
@@ -67,6 +68,9 @@ peek(void *ctx, int service, const char *uri, struct gw_peek *out)
 	return j->poll != NULL && jobs_poll_peek(j->poll, service, uri, out);
 }
 
+/* What the multiplexer offers other features (feature_apis.h). */
+static const struct gw_jobs_answers answers = { .peek = peek };
+
 static void
 metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 {
@@ -103,7 +107,6 @@ static const struct gw_feature feature = {
 	.on_head = on_head,
 	.on_done = on_done,
 	.on_free = on_free,
-	.peek = peek,
 	.metrics = metrics,
 	.drain = drain,
 	.stop = stop,
@@ -179,6 +182,8 @@ tg_jobs_register(struct gw *gw, struct tg_err *err)
 		stop(j);
 		return -1;
 	}
+	if (gw_api_provide(gw, GW_API_JOBS_ANSWERS, &answers, j, err) != 0)
+		return -1;	/* registered: its stop frees j */
 	j->id = id;
 	jobs_slot_set(id);
 	declare_metrics(gw->metrics);

@@ -96,6 +96,20 @@ metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 	runs_metrics(((struct runs *)ctx)->gw, out, s);
 }
 
+/* Once every feature is registered: the webhook feature's API (it
+ * registers after this one), then the tracker and the sweeper, which may
+ * hand an ended run's webhook to it at once (a read of the state seam may
+ * answer before it returns). */
+static void
+start(void *ctx)
+{
+	struct runs *rn = ctx;
+
+	rn->callbacks = gw_api_get(rn->gw, GW_API_WEBHOOK_CALLBACKS, &rn->callbacks_ctx);
+	rn->tracker = runs_tracker_new(rn->gw);
+	rn->sweeper = runs_sweeper_new(rn->gw);
+}
+
 static int
 idle(void *ctx)
 {
@@ -131,6 +145,7 @@ static const struct gw_feature feature = {
 	.on_free = on_free,
 	.on_answer = on_answer,
 	.metrics = metrics,
+	.start = start,
 	.idle = idle,
 	.stop = stop,
 };
@@ -172,7 +187,5 @@ tg_runs_register(struct gw *gw, struct tg_err *err)
 	runs_slot_set(id);
 	declare_metrics(gw->metrics);
 	gw->case_digest = 1;	/* submissions' SHA-256 from their check */
-	rn->tracker = runs_tracker_new(gw);
-	rn->sweeper = runs_sweeper_new(gw);
-	return 0;
+	return 0;	/* the tracker and the sweeper begin at start */
 }

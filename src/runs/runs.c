@@ -318,7 +318,7 @@ runs_prepare(struct gw_req *r)
 		r->drop_query = "callbackUrl";
 	memset(&p, 0, sizeof(p));
 	p.max = 1;
-	if (gw_callback_check(r, url, r->key ? r->key->name : NULL, &p) != 0) {
+	if (runs_callback_check(r, url, &p) != 0) {
 		free(url);
 		gw_reply_problems(r, &p);
 		tg_problems_cleanup(&p);

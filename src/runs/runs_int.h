@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <sys/queue.h>
 
+#include "tidegate/feature_apis.h"
 #include "tidegate/gateway.h"
 #include "tidegate/registry.h"
 #include "tidegate/runs.h"
@@ -50,6 +51,10 @@ struct runs {
 	struct runs_tracker *tracker;
 	struct runs_sweeper *sweeper;
 	LIST_HEAD(, runs_bg) bgs;	/* operations tied to no request */
+	/* the webhook feature's callback URLs (feature_apis.h), looked up at
+	 * start; NULL: no webhook feature, no callbackUrl is accepted */
+	const struct gw_webhook_callbacks *callbacks;
+	void *callbacks_ctx;
 };
 
 /* One request's part in the feature (r->slot[id]), made on first use. */
@@ -80,6 +85,14 @@ struct runs *runs_ctx(const struct gw *gw);
 #define RUNS(gw) runs_ctx(gw)
 /** r's slot (borrowed; r owns it), made when absent. */
 struct runs_req *runs_req_of(struct gw_req *r);
+/** A callbackUrl (borrowed) r's caller (borrowed) gave: checked by the
+ * webhook feature (webhook.callbacks). 0, or -1 with a problem in p
+ * (also when no feature delivers webhooks). */
+int runs_callback_check(const struct gw_req *r, const char *url, struct tg_problems *p);
+/** Whose webhook secrets sign for API key (borrowed, may be NULL) under
+ * gw's running configuration (borrowed), or NULL: none, or no webhook
+ * feature. */
+const char *runs_secret_ref(struct gw *gw, const char *key);
 
 /** A background operation about id (both borrowed; id copied, may be
  * NULL), listed in gw's feature until runs_bg_free. */

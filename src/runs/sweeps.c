@@ -270,7 +270,7 @@ post_sweep(struct gw_req *r)
 	    &p) != 0)
 		goto refuse;
 	url = sp->req.callback_url;
-	if (url != NULL && gw_callback_check(r, url, r->key ? r->key->name : NULL, &p) != 0)
+	if (url != NULL && runs_callback_check(r, url, &p) != 0)
 		goto refuse;
 	if (strlen(sp->req.base_case_id) * 3 >= TG_ROUTE_PARAMLEN) {
 		tg_problems_add(&p, "/baseCaseId", "range", "baseCaseId is too long");

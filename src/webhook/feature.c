@@ -3,7 +3,8 @@
  * with a callbackUrl (their body scanned beside the request check, the
  * URL checked and taken out, the vendor's 200 held until the job is
  * durable), the relay endpoint the vendor delivers to, callback URL checks
- * for other features (gw_callback_check), the admin API under /webhooks,
+ * and signing secrets for other features (webhook.callbacks,
+ * feature_apis.h), the admin API under /webhooks,
  * metrics, reload, drain, and each request's slot (struct wh_req) with
  * the seam operation it waits on.
  */
@@ -241,6 +242,28 @@ callback_check(void *ctx, const struct gw_req *r, const char *url, const char *k
 	return 0;
 }
 
+static const char *
+secret_ref(void *ctx, const struct gw_runtime *rt, const char *key)
+{
+	return gw_config_wh_secret_ref(&rt->cfg, key);
+}
+
+/* What the feature offers other features (feature_apis.h). */
+static const struct gw_webhook_callbacks callbacks = {
+	.check = callback_check,
+	.secret_ref = secret_ref,
+};
+
+/* The jobs feature registers before this one, but a start is where every
+ * feature is known. */
+static void
+start(void *ctx)
+{
+	struct wh_hooks *h = ctx;
+
+	h->answers = gw_api_get(h->gw, GW_API_JOBS_ANSWERS, &h->answers_ctx);
+}
+
 static void
 on_admin(void *ctx, struct evhttp_request *req, const char *path)
 {
@@ -293,12 +316,12 @@ static const struct gw_feature feature = {
 	.on_head = on_head,
 	.on_done = on_done,
 	.on_free = on_free,
-	.callback_check = callback_check,
 	.admin_prefix = "/webhooks",
 	.on_admin = on_admin,
 	.metrics = metrics,
 	.reload = reload,
 	.drain = drain,
+	.start = start,
 	.idle = idle,
 	.stop = stop,
 };
@@ -362,6 +385,8 @@ tg_webhook_register(struct gw *gw, struct tg_err *err)
 		wh_hooks_free(h);
 		return -1;
 	}
+	if (gw_api_provide(gw, GW_API_WEBHOOK_CALLBACKS, &callbacks, h, err) != 0)
+		return -1;	/* registered: its stop frees h */
 	slot_id = id;
 	declare_metrics(gw->metrics);
 	return 0;

@@ -628,9 +628,10 @@ poll_vendor(struct wh_fetch *f)
 static int
 from_cache(struct wh_fetch *f)
 {
+	const struct wh_hooks *h = f->h;
 	struct gw_peek pk;
-	char *uri = export_uri(f, f->h->gw->rt);
-	int hit = gw_answer_peek(f->h->gw, GW_DEX, uri, &pk);
+	char *uri = export_uri(f, h->gw->rt);
+	int hit = h->answers != NULL && h->answers->peek(h->answers_ctx, GW_DEX, uri, &pk);
 	unsigned gen;
 
 	free(uri);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "tidegate/feature_apis.h"
 #include "tidegate/gateway.h"
 #include "tidegate/state.h"
 #include "tidegate/webhook.h"
@@ -57,6 +58,10 @@ struct wh_hooks {
 	struct event *key_ev;		/* the next try to load it */
 	unsigned key_tries;		/* failed tries (the first is logged) */
 	struct tg_state_op *key_op;
+	/* the jobs feature's answers (feature_apis.h), looked up at start;
+	 * NULL: no jobs feature, export data is always fetched */
+	const struct gw_jobs_answers *answers;
+	void *answers_ctx;
 };
 
 /* The callbackUrl of one request. */
