@@ -122,6 +122,7 @@ struct gw {
 	/* registered features (feature.c) */
 	const struct gw_feature *feat[GW_MAX_FEATURES];
 	void *feat_ctx[GW_MAX_FEATURES];
+	int feat_cfg[GW_MAX_FEATURES];	/* each one's settings in cfg.settings, -1 none */
 	int nfeat;
 	unsigned char by_op[TG_OP_COUNT][GW_MAX_FEATURES];	/* feature ids per op */
 	unsigned char nby_op[TG_OP_COUNT];
@@ -239,6 +240,9 @@ struct gw_peek {
  */
 struct gw_feature {
 	const char *name;
+	/* Its configuration, defined before the configuration was loaded
+	 * (gw_config_define); its settings: gw_feature_settings. NULL: none. */
+	const struct gw_config_def *config;
 	const enum tg_op *ops;		/* operations served; terminated by TG_OP_COUNT */
 	/* A path prefix claimed before routing on listener (never upstream);
 	 * prefix_open: its requests carry no API key (the path is their
@@ -307,10 +311,15 @@ void gw_free(struct gw *gw);
 /**
  * Register feature f (borrowed, static) with its context ctx (borrowed;
  * f->stop frees it) before gw_start: its id (the index of its request
- * slot), or -1 with err when GW_MAX_FEATURES are registered.
+ * slot and of its settings), or -1 with err when GW_MAX_FEATURES are
+ * registered or its configuration was not loaded (gw_config_define).
  */
 int gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
     struct tg_err *err);
+/** The settings of feature id under rt (borrowed from rt's configuration:
+ * the one a request or a reload sees), filled from the key table its
+ * config names; NULL when it has none. */
+const void *gw_feature_settings(const struct gw_runtime *rt, int id);
 /** r's slot of feature id (borrowed; r owns it until the feature's
  * on_free), made zeroed, size bytes, when absent. */
 void *gw_req_slot(struct gw_req *r, int id, size_t size);

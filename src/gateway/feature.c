@@ -15,23 +15,54 @@
 #include "tidegate/worker.h"
 #include "gw.h"
 
+/* Where f's settings are in a configuration c: -1 none, -2 its
+ * configuration was not defined before c was loaded. */
+static int
+settings_index(const struct gw_config *c, const struct gw_feature *f)
+{
+	size_t i;
+
+	if (f->config == NULL)
+		return -1;
+	for (i = 0; i < c->ndefs; i++)
+		if (c->def[i] == f->config)
+			return (int)i;
+	return -2;
+}
+
 int
 gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
     struct tg_err *err)
 {
 	const enum tg_op *op;
-	int id = gw->nfeat;
+	int id = gw->nfeat, cfg = settings_index(&gw->rt->cfg, f);
 
 	if (id >= GW_MAX_FEATURES) {
 		tg_err_set(err, "feature %s: at most %d features", f->name, GW_MAX_FEATURES);
 		return -1;
 	}
+	if (cfg == -2) {
+		tg_err_set(err, "feature %s: its configuration was not defined before loading",
+		    f->name);
+		return -1;
+	}
+	gw->feat_cfg[id] = cfg;
 	gw->feat[id] = f;
 	gw->feat_ctx[id] = ctx;
 	gw->nfeat++;
 	for (op = f->ops; op != NULL && *op != TG_OP_COUNT; op++)
 		gw->by_op[*op][gw->nby_op[*op]++] = (unsigned char)id;
 	return id;
+}
+
+/* Every runtime's configuration holds the features' settings in one order
+ * (the process's definitions), so the index found at registration holds. */
+const void *
+gw_feature_settings(const struct gw_runtime *rt, int id)
+{
+	int i = rt->gw->feat_cfg[id];
+
+	return i < 0 ? NULL : rt->cfg.settings[i];
 }
 
 void *

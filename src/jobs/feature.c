@@ -102,6 +102,7 @@ stop(void *ctx)
 
 static const struct gw_feature feature = {
 	.name = "jobs",
+	.config = &tg_jobs_config,
 	.ops = ops,
 	.on_request = on_request,
 	.on_head = on_head,
@@ -171,12 +172,12 @@ int
 tg_jobs_register(struct gw *gw, struct tg_err *err)
 {
 	struct jobs *j = tg_xcalloc(1, sizeof(*j));
-	const struct gw_config *c = &gw->rt->cfg;
+	const struct jobs_cfg *c = jobs_cfg_of(&gw->rt->cfg);
 	int id;
 
 	j->gw = gw;
 	jobs_owners_start(j);
-	if (c->poll_enabled)
+	if (c != NULL && c->poll_enabled)
 		j->poll = jobs_poll_new(gw, c);
 	if ((id = gw_feature_register(gw, &feature, j, err)) < 0) {
 		stop(j);

@@ -200,7 +200,7 @@ touch(struct poll_entry *e)
 static int
 make_room(struct jobs_poll *p, size_t need)
 {
-	size_t max = (size_t)p->gw->rt->cfg.poll_cache_max_bytes;
+	size_t max = (size_t)jobs_cfg(p->gw->rt)->poll_cache_max_bytes;
 	struct poll_entry *e, *next;
 
 	if (need > max)
@@ -279,7 +279,7 @@ is_terminal(struct poll_entry *e, int status, const char *body, size_t len)
 static int64_t
 interval(const struct poll_entry *e)
 {
-	const struct gw_config *c = &e->p->gw->rt->cfg;
+	const struct jobs_cfg *c = jobs_cfg(e->p->gw->rt);
 	int64_t age = tg_clock_mono_ms() - e->created, iv = c->poll_interval;
 
 	if (age > c->poll_backoff_after)
@@ -488,7 +488,7 @@ static void
 publish(struct poll_entry *e)
 {
 	struct tg_state_answer a = { e->ans.status, e->ans.ctype, e->ans.body, e->ans.len, 0 };
-	int64_t ttl = e->ans.terminal ? e->p->gw->rt->cfg.poll_terminal_ttl : interval(e);
+	int64_t ttl = e->ans.terminal ? jobs_cfg(e->p->gw->rt)->poll_terminal_ttl : interval(e);
 
 	if (!e->leading || e->ans.status == 429 || e->ans.status >= 500)
 		return;		/* unlead() gives the lead up */
@@ -625,7 +625,7 @@ on_f_head(struct gw_vcall *c, int status, const struct evkeyvalq *h, void *arg)
 static int
 spoolable(const struct poll_entry *e)
 {
-	if (e->f_status != 200 || e->p->gw->rt->cfg.poll_spool_max_bytes <= 0)
+	if (e->f_status != 200 || jobs_cfg(e->p->gw->rt)->poll_spool_max_bytes <= 0)
 		return 0;
 	if (e->op == TG_OP_DEX_EXPORT_GET || e->op == TG_OP_SIM_RESULTS)
 		return 1;
@@ -637,7 +637,7 @@ spoolable(const struct poll_entry *e)
 static int
 spool_start(struct poll_entry *e)
 {
-	const struct gw_config *c = &e->p->gw->rt->cfg;
+	const struct jobs_cfg *c = jobs_cfg(e->p->gw->rt);
 	const char *ct = e->f_hdr ? evhttp_find_header(e->f_hdr, "Content-Type") : NULL;
 	struct gw_req *r;
 	struct tg_err err;
@@ -675,7 +675,7 @@ static void
 on_f_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
 {
 	struct poll_entry *e = arg;
-	size_t max = (size_t)e->p->gw->rt->cfg.poll_cache_max_body;
+	size_t max = (size_t)jobs_cfg(e->p->gw->rt)->poll_cache_max_body;
 
 	if (e->writing != NULL) {
 		if (jobs_spool_append(e->writing, buf) != 0)
@@ -856,7 +856,7 @@ lead(struct poll_entry *e)
 		return;
 	}
 	op = tg_state_poll_lead(e->p->fleet, e->key, tg_clock_now_ms(),
-	    e->p->gw->rt->cfg.poll_max_interval, on_lead, e);
+	    jobs_cfg(e->p->gw->rt)->poll_max_interval, on_lead, e);
 	if (op != NULL)
 		e->lead_op = op;	/* answered later */
 }
@@ -919,7 +919,7 @@ idle(const struct poll_entry *e)
 static void
 sweep(struct jobs_poll *p, int all)
 {
-	const struct gw_config *c = &p->gw->rt->cfg;
+	const struct jobs_cfg *c = jobs_cfg(p->gw->rt);
 	int64_t now = tg_clock_mono_ms();
 	struct poll_entry *e;
 	const char *k;
@@ -960,9 +960,9 @@ entry_get(struct jobs_poll *p, struct gw_req *r, const char *job, const char *id
 		free(uri);
 		return e;
 	}
-	if ((long long)tg_map_count(p->entries) >= r->rt->cfg.poll_max_entries)
+	if ((long long)tg_map_count(p->entries) >= jobs_cfg(r->rt)->poll_max_entries)
 		sweep(p, 1);
-	if ((long long)tg_map_count(p->entries) >= r->rt->cfg.poll_max_entries) {
+	if ((long long)tg_map_count(p->entries) >= jobs_cfg(r->rt)->poll_max_entries) {
 		free(key);
 		free(uri);
 		return NULL;	/* full of active jobs: this caller is proxied as is */
@@ -1039,7 +1039,7 @@ wait_ms(struct gw_req *r)
 {
 	char *w = tg_http_query(r->req, "wait"), *end;
 	double s = w ? strtod(w, &end) : 0;
-	int64_t ms, margin, cap = r->rt->cfg.poll_max_wait;
+	int64_t ms, margin, cap = jobs_cfg(r->rt)->poll_max_wait;
 
 	if (w != NULL && (end == w || *end != '\0' || s < 0))
 		s = 0;
@@ -1048,7 +1048,7 @@ wait_ms(struct gw_req *r)
 	if (ms > cap)
 		ms = cap;
 	/* answer before a proxy whose timeout equals the wait gives up */
-	margin = r->rt->cfg.poll_wait_margin;
+	margin = jobs_cfg(r->rt)->poll_wait_margin;
 	return ms - (margin < ms / 4 ? margin : ms / 4);
 }
 
@@ -1198,7 +1198,7 @@ jobs_poll_peek(struct jobs_poll *p, int service, const char *uri, struct gw_peek
 }
 
 struct jobs_poll *
-jobs_poll_new(struct gw *gw, const struct gw_config *c)
+jobs_poll_new(struct gw *gw, const struct jobs_cfg *c)
 {
 	struct jobs_poll *p = tg_xcalloc(1, sizeof(*p));
 	struct timeval tv = { 30, 0 };
@@ -1251,7 +1251,7 @@ jobs_poll_metrics(struct jobs_poll *p, struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tidegate_poll_cache_max_bytes The budget of held "
 	    "answers (poll.cache_max_bytes).\n# TYPE tidegate_poll_cache_max_bytes gauge\n"
 	    "tidegate_poll_cache_max_bytes %lld\n",
-	    (long long)gw->rt->cfg.poll_cache_max_bytes);
+	    (long long)jobs_cfg(gw->rt)->poll_cache_max_bytes);
 	evbuffer_add_printf(out, "# HELP tidegate_poll_entries Jobs the poll multiplexer "
 	    "tracks.\n# TYPE tidegate_poll_entries gauge\ntidegate_poll_entries %zu\n",
 	    tg_map_count(p->entries));

@@ -135,6 +135,7 @@ stop(void *ctx)
 
 static const struct gw_feature feature = {
 	.name = "runs",
+	.config = &tg_runs_config,
 	.ops = ops,
 	.prefix_listener = GW_SIM,
 	.prefix = RUNS_API_PREFIX,

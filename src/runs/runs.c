@@ -25,8 +25,10 @@
 #include "runs_int.h"
 
 void
-tg_runs_store_opts(const struct gw_config *c, struct tg_runs_opts *o)
+tg_runs_store_opts(const struct gw_config *g, struct tg_runs_opts *o)
 {
+	const struct runs_cfg *c = runs_cfg_of(g);
+
 	memset(o, 0, sizeof(*o));
 	o->path = c->runs_db_path;
 	o->archive_max_run = c->runs_archive_max;

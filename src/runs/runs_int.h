@@ -77,7 +77,24 @@ struct runs_req {
 					 * are read (keyed.c) */
 };
 
+/* config.c */
+/* The feature's settings (runs.*), one per configuration loaded. */
+struct runs_cfg {
+	char *runs_db;
+	int runs_archive;
+	int64_t runs_archive_max, runs_archive_max_total, runs_archive_keep, runs_grace;
+	int64_t runs_retention_interval;
+	char *runs_sync;
+	long long runs_sweep_max_variants, runs_sweep_concurrency;
+	char *runs_db_path;	/* not a key: runs_db resolved against the file's directory */
+};
+/** The feature's settings in c (borrowed from c), before a gateway runs. */
+const struct runs_cfg *runs_cfg_of(const struct gw_config *c);
+
 /* slot.c */
+/** The feature's settings under rt (borrowed from rt): what a request or
+ * a reload sees. */
+const struct runs_cfg *runs_cfg(const struct gw_runtime *rt);
 /** The request slot the core gave the feature (gw_feature_register). */
 void runs_slot_set(int id);
 /** The feature of gw (borrowed). */

@@ -29,6 +29,12 @@ runs_slot_set(int id)
 	slot_id = id;
 }
 
+const struct runs_cfg *
+runs_cfg(const struct gw_runtime *rt)
+{
+	return gw_feature_settings(rt, slot_id);
+}
+
 struct runs *
 runs_ctx(const struct gw *gw)
 {

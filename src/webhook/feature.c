@@ -228,7 +228,7 @@ callback_check(void *ctx, const struct gw_req *r, const char *url, const char *k
 	struct wh_hooks *h = ctx;
 	struct tg_err why;
 
-	if (gw_config_wh_secret_ref(&r->rt->cfg, key) == NULL) {
+	if (wh_secret_ref(r->rt, key) == NULL) {
 		tg_problems_add(p, "/callbackUrl", "no_secret", "no webhook signing secret is "
 		    "configured for this API key (webhooks.secret or keys[].webhook_secret)");
 		return -1;
@@ -245,7 +245,7 @@ callback_check(void *ctx, const struct gw_req *r, const char *url, const char *k
 static const char *
 secret_ref(void *ctx, const struct gw_runtime *rt, const char *key)
 {
-	return gw_config_wh_secret_ref(&rt->cfg, key);
+	return wh_secret_ref(rt, key);
 }
 
 /* What the feature offers other features (feature_apis.h). */
@@ -302,6 +302,7 @@ stop(void *ctx)
 
 static const struct gw_feature feature = {
 	.name = "webhook",
+	.config = &tg_webhook_config,
 	.ops = ops,
 	.prefix_listener = GW_DEX,
 	.prefix = WH_RELAY_PREFIX,
@@ -376,18 +377,18 @@ declare_metrics(struct tg_metrics *m)
 int
 tg_webhook_register(struct gw *gw, struct tg_err *err)
 {
-	struct wh_hooks *h;
+	struct wh_hooks *h = wh_hooks_new(gw);
 	int id;
 
-	if ((h = wh_hooks_new(gw, err)) == NULL)
-		return -1;
 	if ((id = gw_feature_register(gw, &feature, h, err)) < 0) {
 		wh_hooks_free(h);
 		return -1;
 	}
-	if (gw_api_provide(gw, GW_API_WEBHOOK_CALLBACKS, &callbacks, h, err) != 0)
-		return -1;	/* registered: its stop frees h */
 	slot_id = id;
+	wh_cfg_bind(id);	/* its settings are reached by it: before its start */
+	if (gw_api_provide(gw, GW_API_WEBHOOK_CALLBACKS, &callbacks, h, err) != 0 ||
+	    wh_hooks_start(h, err) != 0)
+		return -1;	/* registered: its stop frees h */
 	declare_metrics(gw->metrics);
 	return 0;
 }

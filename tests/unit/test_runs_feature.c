@@ -33,6 +33,7 @@
 struct fx {
 	char dir[64];
 	char cfg_path[128];
+	char outbox[128];	/* the webhook outbox the runs feature adds to */
 	struct event_base *base;
 	struct gw_config cfg;
 	struct tg_state *st;
@@ -121,8 +122,7 @@ write_config(const char *path)
 	    "keys:\n  - name: k1\n    sha256: "
 	    "c48a01f49fd0f2cc404bc3cbbc80e91457a3d41bb429a695243de4c61794155c\n"
 	    "    services: [sim]\n"
-	    "runs:\n  db: runs.db\n  sync: normal\n"
-	    "webhooks:\n  db: outbox.db\n", fp);
+	    "runs:\n  db: runs.db\n  sync: normal\n", fp);
 	fclose(fp);
 }
 
@@ -140,12 +140,14 @@ setup(void **state)
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->cfg_path, sizeof(f->cfg_path), "%s/tidegate.yaml", f->dir);
 	write_config(f->cfg_path);
+	assert_int_equal(gw_config_define(&tg_runs_config), 0);	/* only the feature's keys */
 	assert_int_equal(gw_config_load(f->cfg_path, &f->cfg, &rep), 0);
 	tg_config_report_cleanup(&rep);
 	f->base = event_base_new();
 	tg_runs_store_opts(&f->cfg, &ro);
 	memset(&oo, 0, sizeof(oo));
-	oo.path = f->cfg.wh_db_path;
+	snprintf(f->outbox, sizeof(f->outbox), "%s/outbox.db", f->dir);
+	oo.path = f->outbox;
 	memset(&so, 0, sizeof(so));
 	so.runs = &ro;
 	so.outbox = &oo;
