@@ -119,8 +119,11 @@ struct gw {
 	int case_digest;		/* a feature reads submissions' SHA-256 (features may set) */
 	struct tg_state *state;		/* durable and shared state (state.h), borrowed:
 					 * the entry point opens and closes it */
-	/* registered features (feature.c) */
+	/* registered features (feature.c), and their per-request roles
+	 * resolved once (NULL: none), so a request costs what it did */
 	const struct gw_feature *feat[GW_MAX_FEATURES];
+	const struct gw_request_role *feat_req[GW_MAX_FEATURES];
+	const struct gw_check_role *feat_chk[GW_MAX_FEATURES];
 	void *feat_ctx[GW_MAX_FEATURES];
 	int feat_cfg[GW_MAX_FEATURES];	/* each one's settings in cfg.settings, -1 none */
 	int nfeat;
@@ -186,7 +189,7 @@ struct gw_req {
 	int held;			/* a feature holds the vendor's answer (GW_HEAD_HOLD) */
 	struct gw_check *check;		/* its body checked on the worker */
 	char *case_id, *case_sha256;	/* of a checked submission (gw->case_digest) */
-	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_feature.on_free) */
+	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_request_role.on_free) */
 	int feat_next;			/* the next feature of the op to ask (feature.c) */
 	int feat_done_next;		/* the next feature whose on_done runs (feature.c) */
 	TAILQ_ENTRY(gw_req) inflight_next;	/* on gw->reqs */
@@ -212,7 +215,7 @@ struct gw_answer {
 };
 
 /* A request body as the request check read it, for a feature's scan
- * (gw_feature.scan): parsed once, everything borrowed for the call. */
+ * (gw_check_role.scan): parsed once, everything borrowed for the call. */
 struct gw_body {
 	yajl_val tree;			/* the caller's body parsed; NULL: not JSON */
 	int checked;			/* the check passed: the fields below hold */
@@ -233,38 +236,20 @@ struct gw_peek {
 };
 
 /*
- * A feature: every callback is optional; ctx is what gw_feature_register
- * was given (borrowed by the core). Callbacks named on_* run for requests
- * of the feature's ops in registration order, each with the request r
- * (borrowed) whose slot[id] the feature may fill.
+ * A feature, by role (h2o splits its handlers, filters and loggers the
+ * same way): what it does for each request of its operations, what it
+ * checks in their bodies, the endpoints it serves itself, what it runs in
+ * the background, and its configuration. Every role and every callback is
+ * optional (NULL); ctx is what gw_feature_register was given (borrowed by
+ * the core). Per-request callbacks run for requests of the feature's ops
+ * in registration order, each with the request r (borrowed) whose slot[id]
+ * the feature may fill. What one feature offers another is not here: it
+ * is named (feature_apis.h).
  */
-struct gw_feature {
-	const char *name;
-	/* Its configuration, defined before the configuration was loaded
-	 * (gw_config_define); its settings: gw_feature_settings. NULL: none. */
-	const struct gw_config_def *config;
+
+/* Per request (the core resolves it at registration: gw->feat_req). */
+struct gw_request_role {
 	const enum tg_op *ops;		/* operations served; terminated by TG_OP_COUNT */
-	/* A path prefix claimed before routing on listener (never upstream);
-	 * prefix_open: its requests carry no API key (the path is their
-	 * credential), so on_prefix_head says, on the head of one that
-	 * announces a body (method and the normalised path borrowed; length:
-	 * its Content-Length, -1 none), whether the body may be read: 0 or a
-	 * TG_HEAD_* fault, and it may lower *limit (borrowed; max_body when
-	 * called). on_prefix gets a refused head's stand-in too (r->fault). */
-	int prefix_listener;
-	const char *prefix;
-	int prefix_open;
-	int (*on_prefix_head)(void *ctx, const char *method, const char *path, int64_t length,
-	    uint64_t *limit);
-	void (*on_prefix)(struct gw_req *r, void *ctx);
-	/* The request check: scan runs beside the body's check (maybe on the
-	 * worker thread: it reads only its argument, the body as the check
-	 * parsed it) when wants_scan says so; check then runs on the loop with
-	 * its result (takes ownership) and may add problems to the one 400. */
-	int (*wants_scan)(const struct gw_req *r, void *ctx);
-	void *(*scan)(const struct gw_body *b);
-	void (*scan_free)(void *scan);
-	void (*check)(struct gw_req *r, void *ctx, void *scan, struct tg_problems *p);
 	/* After the check: 0 to go on, -1 when the feature has replied or
 	 * will reply (the request is then the feature's until it replies). */
 	int (*on_request)(struct gw_req *r, void *ctx);
@@ -276,25 +261,67 @@ struct gw_feature {
 	 * has replied (only for a request it held). */
 	int (*on_done)(struct gw_req *r, void *ctx, enum tg_up_error err,
 	    struct evbuffer *capture);
-	/* r ends: free slot (its own state); r's fields are still valid. */
+	/* r ends: free slot (its own state, whichever role made it); r's
+	 * fields are still valid. */
 	void (*on_free)(struct gw_req *r, void *ctx, void *slot);
-	/* Observers. */
-	void (*on_answer)(void *ctx, const struct gw_answer *a);
-	/* The admin listener: path prefix and handler. */
+};
+
+/* The request check of its operations: scan runs beside the body's check
+ * (maybe on the worker thread: it reads only its argument, the body as the
+ * check parsed it) when wants_scan says so; check then runs on the loop
+ * with its result (takes ownership) and may add problems to the one 400. */
+struct gw_check_role {
+	int (*wants_scan)(const struct gw_req *r, void *ctx);
+	void *(*scan)(const struct gw_body *b);
+	void (*scan_free)(void *scan);
+	void (*check)(struct gw_req *r, void *ctx, void *scan, struct tg_problems *p);
+};
+
+/* Endpoints of its own, never upstream. A path prefix claimed before
+ * routing on listener; prefix_open: its requests carry no API key (the
+ * path is their credential), so on_prefix_head says, on the head of one
+ * that announces a body (method and the normalised path borrowed; length:
+ * its Content-Length, -1 none), whether the body may be read: 0 or a
+ * TG_HEAD_* fault, and it may lower *limit (borrowed; max_body when
+ * called). on_prefix gets a refused head's stand-in too (r->fault). And a
+ * path prefix on the admin listener with its handler. */
+struct gw_endpoint_role {
+	int prefix_listener;
+	const char *prefix;
+	int prefix_open;
+	int (*on_prefix_head)(void *ctx, const char *method, const char *path, int64_t length,
+	    uint64_t *limit);
+	void (*on_prefix)(struct gw_req *r, void *ctx);
 	const char *admin_prefix;
 	void (*on_admin)(void *ctx, struct evhttp_request *req, const char *path);
-	/* Process: scrape-time metrics into out (borrowed; a part written
-	 * later holds s: gw_scrape_hold / gw_scrape_release), reload (old
-	 * configuration borrowed), drain (SIGTERM), idle (drain may end),
-	 * stop (free ctx); start: on the loop's first turn, every feature
-	 * registered (and privileges dropped): the APIs it uses are looked up
-	 * here, and what it runs in the background that may use them starts. */
+};
+
+/* In the background and in the process: start (the loop's first turn,
+ * every feature registered, privileges dropped: the APIs it uses are
+ * looked up here, and what it runs that may use them starts), answers
+ * other features got (gw_answer_seen), scrape-time metrics into out
+ * (borrowed; a part written later holds s: gw_scrape_hold /
+ * gw_scrape_release), reload (old configuration borrowed), drain
+ * (SIGTERM), idle (drain may end), stop (free ctx). */
+struct gw_background_role {
 	void (*start)(void *ctx);
+	void (*on_answer)(void *ctx, const struct gw_answer *a);
 	void (*metrics)(void *ctx, struct evbuffer *out, struct gw_scrape *s);
 	void (*reload)(void *ctx, const struct gw_config *old);
 	void (*drain)(void *ctx);
 	int (*idle)(void *ctx);
 	void (*stop)(void *ctx);
+};
+
+struct gw_feature {
+	const char *name;
+	/* Its configuration, defined before the configuration was loaded
+	 * (gw_config_define); its settings: gw_feature_settings. */
+	const struct gw_config_def *config;
+	const struct gw_request_role *request;
+	const struct gw_check_role *check;
+	const struct gw_endpoint_role *endpoints;
+	const struct gw_background_role *background;
 };
 
 /* ---- process (src/tidegate.c) ---- */

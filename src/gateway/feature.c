@@ -48,9 +48,12 @@ gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
 	}
 	gw->feat_cfg[id] = cfg;
 	gw->feat[id] = f;
+	gw->feat_req[id] = f->request;
+	gw->feat_chk[id] = f->check;
 	gw->feat_ctx[id] = ctx;
 	gw->nfeat++;
-	for (op = f->ops; op != NULL && *op != TG_OP_COUNT; op++)
+	for (op = f->request != NULL ? f->request->ops : NULL; op != NULL && *op != TG_OP_COUNT;
+	    op++)
 		gw->by_op[*op][gw->nby_op[*op]++] = (unsigned char)id;
 	return id;
 }
@@ -81,12 +84,12 @@ int
 gw_feat_prefix(struct gw_req *r)
 {
 	struct gw *gw = r->gw;
-	const struct gw_feature *f;
+	const struct gw_endpoint_role *f;
 	int id;
 
 	for (id = 0; id < gw->nfeat; id++) {
-		f = gw->feat[id];
-		if (f->on_prefix != NULL && f->prefix_listener == r->svc->index &&
+		f = gw->feat[id]->endpoints;
+		if (f != NULL && f->on_prefix != NULL && f->prefix_listener == r->svc->index &&
 		    tg_str_startswith(r->path, f->prefix)) {
 			f->on_prefix(r, gw->feat_ctx[id]);
 			return 1;
@@ -99,12 +102,13 @@ int
 gw_feat_prefix_head(struct gw *gw, int listener, const char *method, const char *path,
     int64_t length, uint64_t *limit)
 {
-	const struct gw_feature *f;
+	const struct gw_endpoint_role *f;
 	int id;
 
 	for (id = 0; id < gw->nfeat; id++) {
-		f = gw->feat[id];
-		if (f->on_prefix != NULL && f->prefix_open && f->prefix_listener == listener &&
+		f = gw->feat[id]->endpoints;
+		if (f != NULL && f->on_prefix != NULL && f->prefix_open &&
+		    f->prefix_listener == listener &&
 		    tg_str_startswith(path, f->prefix))
 			return f->on_prefix_head == NULL ? 0 :
 			    f->on_prefix_head(gw->feat_ctx[id], method, path, length, limit);
@@ -117,13 +121,13 @@ gw_feat_prefix_head(struct gw *gw, int listener, const char *method, const char 
 int
 gw_feat_request(struct gw_req *r)
 {
-	const struct gw_feature *f;
+	const struct gw_request_role *f;
 	int id;
 
 	while (r->feat_next < NOPFEAT(r)) {
 		id = OPFEAT(r, r->feat_next);
 		r->feat_next++;
-		f = r->gw->feat[id];
+		f = r->gw->feat_req[id];
 		if (f->on_request != NULL && f->on_request(r, r->gw->feat_ctx[id]) != 0)
 			return -1;
 	}
@@ -133,13 +137,13 @@ gw_feat_request(struct gw_req *r)
 enum gw_head
 gw_feat_head(struct gw_req *r, int status)
 {
-	const struct gw_feature *f;
+	const struct gw_request_role *f;
 	enum gw_head h = GW_HEAD_RELAY, a;
 	int i, id;
 
 	for (i = 0; i < NOPFEAT(r); i++) {
 		id = OPFEAT(r, i);
-		f = r->gw->feat[id];
+		f = r->gw->feat_req[id];
 		if (f->on_head != NULL && (a = f->on_head(r, r->gw->feat_ctx[id], status)) > h)
 			h = a;
 	}
@@ -152,13 +156,13 @@ gw_feat_head(struct gw_req *r, int status)
 int
 gw_feat_done(struct gw_req *r, enum tg_up_error err, struct evbuffer *capture)
 {
-	const struct gw_feature *f;
+	const struct gw_request_role *f;
 	int id;
 
 	while (r->feat_done_next < NOPFEAT(r)) {
 		id = OPFEAT(r, r->feat_done_next);
 		r->feat_done_next++;
-		f = r->gw->feat[id];
+		f = r->gw->feat_req[id];
 		if (f->on_done != NULL && f->on_done(r, r->gw->feat_ctx[id], err, capture))
 			return 1;
 	}
@@ -174,8 +178,8 @@ gw_feat_free(struct gw_req *r)
 	for (id = 0; id < gw->nfeat; id++) {
 		if (r->slot[id] == NULL)
 			continue;
-		if (gw->feat[id]->on_free != NULL)
-			gw->feat[id]->on_free(r, gw->feat_ctx[id], r->slot[id]);
+		if (gw->feat_req[id] != NULL && gw->feat_req[id]->on_free != NULL)
+			gw->feat_req[id]->on_free(r, gw->feat_ctx[id], r->slot[id]);
 		r->slot[id] = NULL;
 	}
 }
@@ -183,13 +187,13 @@ gw_feat_free(struct gw_req *r)
 int
 gw_feat_wants_scan(const struct gw_req *r, int *id)
 {
-	const struct gw_feature *f;
+	const struct gw_check_role *f;
 	int i;
 
 	for (i = 0; i < NOPFEAT(r); i++) {
 		*id = OPFEAT(r, i);
-		f = r->gw->feat[*id];
-		if (f->wants_scan != NULL && f->scan != NULL &&
+		f = r->gw->feat_chk[*id];
+		if (f != NULL && f->wants_scan != NULL && f->scan != NULL &&
 		    f->wants_scan(r, r->gw->feat_ctx[*id]))
 			return 1;
 	}
@@ -200,26 +204,26 @@ gw_feat_wants_scan(const struct gw_req *r, int *id)
 void *
 gw_feat_scan(struct gw *gw, int id, const struct gw_body *b)
 {
-	return id < 0 ? NULL : gw->feat[id]->scan(b);
+	return id < 0 ? NULL : gw->feat_chk[id]->scan(b);
 }
 
 void
 gw_feat_scan_free(struct gw *gw, int id, void *scan)
 {
-	if (id >= 0 && scan != NULL && gw->feat[id]->scan_free != NULL)
-		gw->feat[id]->scan_free(scan);
+	if (id >= 0 && scan != NULL && gw->feat_chk[id]->scan_free != NULL)
+		gw->feat_chk[id]->scan_free(scan);
 }
 
 void
 gw_feat_check(struct gw_req *r, int sid, void *scan, struct tg_problems *p)
 {
-	const struct gw_feature *f;
+	const struct gw_check_role *f;
 	int i, id;
 
 	for (i = 0; i < NOPFEAT(r); i++) {
 		id = OPFEAT(r, i);
-		f = r->gw->feat[id];
-		if (f->check != NULL)
+		f = r->gw->feat_chk[id];
+		if (f != NULL && f->check != NULL)
 			f->check(r, r->gw->feat_ctx[id], id == sid ? scan : NULL, p);
 		if (id == sid)
 			scan = NULL;
@@ -227,7 +231,11 @@ gw_feat_check(struct gw_req *r, int sid, void *scan, struct tg_problems *p)
 	gw_feat_scan_free(r->gw, sid, scan);
 }
 
-/* ---- observers and capabilities ---- */
+/* ---- observers ---- */
+
+/* Feature id's background role's callback fn, or NULL (none, or no role). */
+#define BG(gw, id, fn) \
+	((gw)->feat[id]->background != NULL ? (gw)->feat[id]->background->fn : NULL)
 
 /* An answer's observers: its publisher goes on when the count drops to 0. */
 struct gw_observed {
@@ -247,8 +255,8 @@ gw_answer_seen(struct gw *gw, struct gw_answer *a, void (*done)(void *arg), void
 	o->arg = arg;
 	a->obs = o;
 	for (id = 0; id < gw->nfeat; id++)
-		if (gw->feat[id]->on_answer != NULL)
-			gw->feat[id]->on_answer(gw->feat_ctx[id], a);
+		if (BG(gw, id, on_answer) != NULL)
+			BG(gw, id, on_answer)(gw->feat_ctx[id], a);
 	a->obs = NULL;
 	if (o->pending == 1) {
 		free(o);
@@ -336,13 +344,13 @@ gw_maybe_exit(struct gw *gw)
 int
 gw_feat_admin_find(struct gw *gw, const char *path, const char **op)
 {
-	const struct gw_feature *f;
+	const struct gw_endpoint_role *f;
 	size_t n;
 	int id;
 
 	for (id = 0; id < gw->nfeat; id++) {
-		f = gw->feat[id];
-		if (f->on_admin == NULL || f->admin_prefix == NULL)
+		f = gw->feat[id]->endpoints;
+		if (f == NULL || f->on_admin == NULL || f->admin_prefix == NULL)
 			continue;
 		n = strlen(f->admin_prefix);
 		if (strncmp(path, f->admin_prefix, n) == 0 && (path[n] == '\0' || path[n] == '/')) {
@@ -356,7 +364,7 @@ gw_feat_admin_find(struct gw *gw, const char *path, const char **op)
 void
 gw_feat_admin(struct gw *gw, int id, struct evhttp_request *req, const char *path)
 {
-	gw->feat[id]->on_admin(gw->feat_ctx[id], req, path);
+	gw->feat[id]->endpoints->on_admin(gw->feat_ctx[id], req, path);
 }
 
 void
@@ -368,8 +376,8 @@ gw_feat_on_start(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	for (id = 0; id < gw->nfeat; id++)
-		if (gw->feat[id]->start != NULL)
-			gw->feat[id]->start(gw->feat_ctx[id]);
+		if (BG(gw, id, start) != NULL)
+			BG(gw, id, start)(gw->feat_ctx[id]);
 }
 
 void
@@ -378,8 +386,8 @@ gw_feat_reload(struct gw *gw, const struct gw_config *old)
 	int id;
 
 	for (id = 0; id < gw->nfeat; id++)
-		if (gw->feat[id]->reload != NULL)
-			gw->feat[id]->reload(gw->feat_ctx[id], old);
+		if (BG(gw, id, reload) != NULL)
+			BG(gw, id, reload)(gw->feat_ctx[id], old);
 }
 
 void
@@ -388,8 +396,8 @@ gw_feat_drain(struct gw *gw)
 	int id;
 
 	for (id = 0; id < gw->nfeat; id++)
-		if (gw->feat[id]->drain != NULL)
-			gw->feat[id]->drain(gw->feat_ctx[id]);
+		if (BG(gw, id, drain) != NULL)
+			BG(gw, id, drain)(gw->feat_ctx[id]);
 }
 
 int
@@ -398,7 +406,7 @@ gw_feat_idle(struct gw *gw)
 	int id;
 
 	for (id = 0; id < gw->nfeat; id++)
-		if (gw->feat[id]->idle != NULL && !gw->feat[id]->idle(gw->feat_ctx[id]))
+		if (BG(gw, id, idle) != NULL && !BG(gw, id, idle)(gw->feat_ctx[id]))
 			return 0;
 	return 1;
 }
@@ -410,7 +418,7 @@ gw_feat_stop(struct gw *gw)
 	int id;
 
 	for (id = gw->nfeat - 1; id >= 0; id--)
-		if (gw->feat[id]->stop != NULL)
-			gw->feat[id]->stop(gw->feat_ctx[id]);
+		if (BG(gw, id, stop) != NULL)
+			BG(gw, id, stop)(gw->feat_ctx[id]);
 	gw->nfeat = 0;
 }

@@ -189,7 +189,7 @@ void gw_case_served(struct gw_req *r, struct evbuffer *body);
 
 /* held.c */
 /** /metrics: the core's series (takes core), then each feature's part
- * (gw_feature.metrics), replied to req (borrowed) once all are in. */
+ * (gw_background_role.metrics), replied to req (borrowed) once all are in. */
 void gw_scrape(struct gw *gw, struct evhttp_request *req, struct evbuffer *core);
 
 /* logins.c */

@@ -48,7 +48,7 @@ struct gw_check {
 	char *out;			/* the normalised body */
 	size_t outlen;
 	int scan_id;			/* the feature reading the body too, or -1 */
-	void *scan;			/* what it read (gw_feature.scan) */
+	void *scan;			/* what it read (gw_check_role.scan) */
 	/* imports */
 	int file, dry, too_large;
 	char *ctype;

@@ -100,17 +100,25 @@ stop(void *ctx)
 	free(j);
 }
 
-static const struct gw_feature feature = {
-	.name = "jobs",
-	.config = &tg_jobs_config,
+static const struct gw_request_role request = {
 	.ops = ops,
 	.on_request = on_request,
 	.on_head = on_head,
 	.on_done = on_done,
 	.on_free = on_free,
+};
+
+static const struct gw_background_role background = {
 	.metrics = metrics,
 	.drain = drain,
 	.stop = stop,
+};
+
+static const struct gw_feature feature = {
+	.name = "jobs",
+	.config = &tg_jobs_config,
+	.request = &request,
+	.background = &background,
 };
 
 /* Every series known in advance, at 0 from start (the long-poll latency of

@@ -133,22 +133,34 @@ stop(void *ctx)
 	free(rn);
 }
 
-static const struct gw_feature feature = {
-	.name = "runs",
-	.config = &tg_runs_config,
+static const struct gw_request_role request = {
 	.ops = ops,
-	.prefix_listener = GW_SIM,
-	.prefix = RUNS_API_PREFIX,
-	.on_prefix = on_prefix,
 	.on_request = on_request,
 	.on_head = on_head,
 	.on_done = on_done,
 	.on_free = on_free,
+};
+
+static const struct gw_endpoint_role endpoints = {
+	.prefix_listener = GW_SIM,
+	.prefix = RUNS_API_PREFIX,
+	.on_prefix = on_prefix,
+};
+
+static const struct gw_background_role background = {
+	.start = start,
 	.on_answer = on_answer,
 	.metrics = metrics,
-	.start = start,
 	.idle = idle,
 	.stop = stop,
+};
+
+static const struct gw_feature feature = {
+	.name = "runs",
+	.config = &tg_runs_config,
+	.request = &request,
+	.endpoints = &endpoints,
+	.background = &background,
 };
 
 /* Its series are at 0 from start, every label known in advance. */

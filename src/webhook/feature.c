@@ -300,31 +300,47 @@ stop(void *ctx)
 	wh_hooks_free(ctx);
 }
 
-static const struct gw_feature feature = {
-	.name = "webhook",
-	.config = &tg_webhook_config,
+static const struct gw_request_role request = {
 	.ops = ops,
+	.on_request = on_request,
+	.on_head = on_head,
+	.on_done = on_done,
+	.on_free = on_free,
+};
+
+static const struct gw_check_role checks = {
+	.wants_scan = wants_scan,
+	.scan = scan,
+	.scan_free = scan_free,
+	.check = check,
+};
+
+static const struct gw_endpoint_role endpoints = {
 	.prefix_listener = GW_DEX,
 	.prefix = WH_RELAY_PREFIX,
 	.prefix_open = 1,
 	.on_prefix_head = on_prefix_head,
 	.on_prefix = on_prefix,
-	.wants_scan = wants_scan,
-	.scan = scan,
-	.scan_free = scan_free,
-	.check = check,
-	.on_request = on_request,
-	.on_head = on_head,
-	.on_done = on_done,
-	.on_free = on_free,
 	.admin_prefix = "/webhooks",
 	.on_admin = on_admin,
+};
+
+static const struct gw_background_role background = {
+	.start = start,
 	.metrics = metrics,
 	.reload = reload,
 	.drain = drain,
-	.start = start,
 	.idle = idle,
 	.stop = stop,
+};
+
+static const struct gw_feature feature = {
+	.name = "webhook",
+	.config = &tg_webhook_config,
+	.request = &request,
+	.check = &checks,
+	.endpoints = &endpoints,
+	.background = &background,
 };
 
 /* Every series known in advance, at 0 from start. */

@@ -231,7 +231,7 @@ void wh_hook_relay(struct gw_req *r);
  * the job's state to answer a repeat, nothing to hold for a stranger. */
 #define WH_RELAY_IDLE_BODY 4096
 /**
- * Its head, before the body is read (gw_feature.on_prefix_head; all
+ * Its head, before the body is read (gw_endpoint_role.on_prefix_head; all
  * borrowed): 404 for an id that is not a job id, or that no job waiting
  * here has while this instance knows every waiting job (one instance) and
  * the body is chunked or larger than WH_RELAY_IDLE_BODY; the body capped at

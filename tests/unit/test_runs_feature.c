@@ -271,10 +271,17 @@ static void
 test_run_webhook_enqueued(void **state)
 {
 	struct fx *f = *state;
+	struct tg_err err;
 	struct got g;
+	void *ctx = &g;
 
 	ended_run(f, "sim-hook", "https://receiver.example/hook");
 	start_feature(f, 1);
+	/* one provider per name; a lookup names its context */
+	assert_int_equal(gw_api_provide(f->gw, GW_API_WEBHOOK_CALLBACKS, &stub_callbacks,
+	    NULL, &err), -1);
+	assert_ptr_equal(gw_api_get(f->gw, GW_API_WEBHOOK_CALLBACKS, &ctx), &stub_callbacks);
+	assert_null(ctx);
 	wait_handled(f);
 	list_jobs(f, &g);
 	assert_int_equal(g.njobs, 1);
@@ -305,6 +312,7 @@ test_run_webhook_without_webhooks(void **state)
 
 	ended_run(f, "sim-alone", "https://receiver.example/hook");
 	start_feature(f, 0);
+	assert_null(gw_api_get(f->gw, GW_API_WEBHOOK_CALLBACKS, NULL));
 	wait_handled(f);
 	list_jobs(f, &g);
 	assert_int_equal(g.njobs, 0);
