@@ -6,11 +6,13 @@
  * path of one request (route -> caller authentication -> request check ->
  * vendor token -> upstream -> relay), replies and the access log, the
  * admin listener and drain. It names no feature. A feature (src/jobs/,
- * src/webhook/, src/runs/) registers a struct gw_feature at start-up: the
- * canonical operations and path prefixes it serves and the callbacks the
- * core calls at each step of a request of those operations, with a slot
- * in every request for its own state (h2o's handlers and relayd's se_priv
- * are the models). Features never call each other's code: they meet
+ * src/webhook/, src/runs/) registers a struct gw_feature at start-up, by
+ * role: the callbacks the core calls at each step of a request of the
+ * canonical operations it serves, what it checks in their bodies, the
+ * endpoints it serves itself, what it runs in the background, and its
+ * configuration (its own key table: gateway_config.h), with a slot in
+ * every request for its own state (h2o's handlers and configurators and
+ * relayd's se_priv are the models). Features never call each other's code: they meet
  * through the core's observers (answers seen), through the APIs one offers
  * the others by name (feature_apis.h) and through the state seam.
  *
@@ -124,6 +126,7 @@ struct gw {
 	const struct gw_feature *feat[GW_MAX_FEATURES];
 	const struct gw_request_role *feat_req[GW_MAX_FEATURES];
 	const struct gw_check_role *feat_chk[GW_MAX_FEATURES];
+	const struct gw_endpoint_role *feat_ep[GW_MAX_FEATURES];	/* asked per request */
 	void *feat_ctx[GW_MAX_FEATURES];
 	int feat_cfg[GW_MAX_FEATURES];	/* each one's settings in cfg.settings, -1 none */
 	int nfeat;

@@ -154,11 +154,11 @@ const void *gw_config_settings(const struct gw_config *c, const struct gw_config
 /** Every key, the core's then each feature's, as Markdown rows into out
  * (borrowed): -K, the table in docs/configuration.md. */
 void gw_config_doc(FILE *out);
-/** A feature's check of its own keys: problems into rep (borrowed); it may
- * fill the parsed fields of c (borrowed) its keys feed. */
+/** A check of the entry point's that looks past the gateway's keys (the
+ * embedded emulator's file): problems into rep (borrowed); c borrowed. */
 typedef void (*gw_config_check_fn)(struct gw_config *c, struct tg_cfg_report *rep);
-/** Run fn in every later gw_config_load (once per process, before the
- * first load: the entry point adds each feature's check). */
+/** Run fn in every later gw_config_load, after the features' checks (once
+ * per process, before the first load). */
 void gw_config_add_check(gw_config_check_fn fn);
 /* config_check.c: checks that look past the key table. */
 /** 0 when v (borrowed) is one of choices (NULL-terminated); else a problem at key. */

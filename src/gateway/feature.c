@@ -50,6 +50,7 @@ gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
 	gw->feat[id] = f;
 	gw->feat_req[id] = f->request;
 	gw->feat_chk[id] = f->check;
+	gw->feat_ep[id] = f->endpoints;
 	gw->feat_ctx[id] = ctx;
 	gw->nfeat++;
 	for (op = f->request != NULL ? f->request->ops : NULL; op != NULL && *op != TG_OP_COUNT;
@@ -88,7 +89,7 @@ gw_feat_prefix(struct gw_req *r)
 	int id;
 
 	for (id = 0; id < gw->nfeat; id++) {
-		f = gw->feat[id]->endpoints;
+		f = gw->feat_ep[id];
 		if (f != NULL && f->on_prefix != NULL && f->prefix_listener == r->svc->index &&
 		    tg_str_startswith(r->path, f->prefix)) {
 			f->on_prefix(r, gw->feat_ctx[id]);
@@ -106,7 +107,7 @@ gw_feat_prefix_head(struct gw *gw, int listener, const char *method, const char 
 	int id;
 
 	for (id = 0; id < gw->nfeat; id++) {
-		f = gw->feat[id]->endpoints;
+		f = gw->feat_ep[id];
 		if (f != NULL && f->on_prefix != NULL && f->prefix_open &&
 		    f->prefix_listener == listener &&
 		    tg_str_startswith(path, f->prefix))
