@@ -126,7 +126,8 @@ struct gw {
 	const struct gw_feature *feat[GW_MAX_FEATURES];
 	const struct gw_request_role *feat_req[GW_MAX_FEATURES];
 	const struct gw_check_role *feat_chk[GW_MAX_FEATURES];
-	const struct gw_endpoint_role *feat_ep[GW_MAX_FEATURES];	/* asked per request */
+	const struct gw_endpoint_role *feat_ep[GW_MAX_FEATURES];	/* asked per request;
+									 * never NULL */
 	void *feat_ctx[GW_MAX_FEATURES];
 	int feat_cfg[GW_MAX_FEATURES];	/* each one's settings in cfg.settings, -1 none */
 	int nfeat;

@@ -30,6 +30,10 @@ settings_index(const struct gw_config *c, const struct gw_feature *f)
 	return -2;
 }
 
+/* A feature without endpoints: every request's prefix walk reads it like
+ * the others, without a test of its own. */
+static const struct gw_endpoint_role no_endpoints;
+
 int
 gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
     struct tg_err *err)
@@ -50,7 +54,7 @@ gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
 	gw->feat[id] = f;
 	gw->feat_req[id] = f->request;
 	gw->feat_chk[id] = f->check;
-	gw->feat_ep[id] = f->endpoints;
+	gw->feat_ep[id] = f->endpoints != NULL ? f->endpoints : &no_endpoints;
 	gw->feat_ctx[id] = ctx;
 	gw->nfeat++;
 	for (op = f->request != NULL ? f->request->ops : NULL; op != NULL && *op != TG_OP_COUNT;
@@ -90,7 +94,7 @@ gw_feat_prefix(struct gw_req *r)
 
 	for (id = 0; id < gw->nfeat; id++) {
 		f = gw->feat_ep[id];
-		if (f != NULL && f->on_prefix != NULL && f->prefix_listener == r->svc->index &&
+		if (f->on_prefix != NULL && f->prefix_listener == r->svc->index &&
 		    tg_str_startswith(r->path, f->prefix)) {
 			f->on_prefix(r, gw->feat_ctx[id]);
 			return 1;
@@ -108,8 +112,7 @@ gw_feat_prefix_head(struct gw *gw, int listener, const char *method, const char 
 
 	for (id = 0; id < gw->nfeat; id++) {
 		f = gw->feat_ep[id];
-		if (f != NULL && f->on_prefix != NULL && f->prefix_open &&
-		    f->prefix_listener == listener &&
+		if (f->on_prefix != NULL && f->prefix_open && f->prefix_listener == listener &&
 		    tg_str_startswith(path, f->prefix))
 			return f->on_prefix_head == NULL ? 0 :
 			    f->on_prefix_head(gw->feat_ctx[id], method, path, length, limit);
