@@ -60,6 +60,16 @@ version(void)
 	exit(0);
 }
 
+/* The features' configurations, before any is loaded or listed (-K): their
+ * keys follow the core's in this order. */
+static void
+define_configs(void)
+{
+	(void)gw_config_define(&tg_jobs_config);
+	(void)gw_config_define(&tg_webhook_config);
+	(void)gw_config_define(&tg_runs_config);
+}
+
 /* Options: -c sets *path, -t *test; -K, -h and -V answer and exit. */
 static void
 parse_options(int argc, char **argv, const char **path, int *test)
@@ -73,7 +83,7 @@ parse_options(int argc, char **argv, const char **path, int *test)
 
 	while ((ch = getopt_long(argc, argv, "tc:KhVv", longs, NULL)) != -1) {
 		if (ch == 'K') {
-			tg_config_doc(gw_config_keys, gw_config_nkeys, stdout);
+			gw_config_doc(stdout);
 			exit(0);
 		}
 		if (ch == 't')
@@ -343,9 +353,9 @@ main(int argc, char **argv)
 	struct tg_err why;
 	int test = 0, lvl, warn = 0;
 
+	define_configs();
 	parse_options(argc, argv, &path, &test);
 	tg_metrics_build_set(TG_VERSION, TG_VERSION_GIT);
-	gw_config_add_check(tg_webhook_config_check);
 	gw_config_add_check(check_emulator);
 	memset(&priv, 0, sizeof(priv));
 	/* The same checks for -t and the start, and the same lines printed. */

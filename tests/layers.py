@@ -30,7 +30,7 @@ OWNER = {
     'dex.h': 'dex',
     'sim.h': 'sim', 'registry.h': 'sim',
     'webhook.h': 'webhook',
-    'gateway.h': 'gateway', 'gateway_config.h': 'gateway',
+    'gateway.h': 'gateway', 'gateway_config.h': 'gateway', 'feature_apis.h': 'gateway',
     'jobs.h': 'jobs', 'runs.h': 'runs',
     'emulator.h': 'emulator',
 }

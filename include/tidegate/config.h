@@ -64,6 +64,22 @@ struct tg_cfg_key {
 	const char *doc;	/* one line, for docs/configuration.md */
 };
 
+/*
+ * One table of a binary that loads several (tg_config_load_tables_report):
+ * its keys fill out. Keys of all tables share the file's one namespace: a
+ * key no table knows is unknown, the "did you mean" looks in every table,
+ * and a list at the same path in several tables (keys[]) is read from the
+ * same items, each table filling its own array from its own sub-table.
+ */
+struct tg_cfg_table {
+	const struct tg_cfg_key *keys;	/* borrowed */
+	size_t nkeys;
+	void *out;			/* borrowed; NULL for tg_config_doc_tables */
+};
+
+/* At most this many tables in one load. */
+#define TG_CONFIG_MAX_TABLES 9
+
 /* One problem found in a configuration file. */
 struct tg_cfg_problem {
 	size_t line, col;	/* 0:0 sorts first (problems without a position) */
@@ -104,6 +120,10 @@ struct tg_cfg_report {
  */
 int tg_config_load_report(const char *path, const struct tg_cfg_key *keys, size_t nkeys,
     void *out, struct tg_cfg_report *rep);
+/** Same for nt tables (t borrowed, at most TG_CONFIG_MAX_TABLES; each out
+ * zeroed by the caller and released with tg_config_free of its table). */
+int tg_config_load_tables_report(const char *path, const struct tg_cfg_table *t, size_t nt,
+    struct tg_cfg_report *rep);
 /** Same, from a string (yaml borrowed for the call); name is used in messages
  * (and kept in rep->file like path). */
 int tg_config_load_string_report(const char *name, const char *yaml,
@@ -162,6 +182,9 @@ void tg_config_free(const struct tg_cfg_key *keys, size_t nkeys, void *out);
 /** Write the table as Markdown rows (key, type, default, meaning) to out;
  * both borrowed. */
 void tg_config_doc(const struct tg_cfg_key *keys, size_t nkeys, FILE *out);
+/** The same for nt tables (t borrowed), in order; a list a table before
+ * has (keys[]) adds only its items' rows. */
+void tg_config_doc_tables(const struct tg_cfg_table *t, size_t nt, FILE *out);
 
 /** Parse helpers, exposed for tests and for query parameters; s and the
  * outputs are borrowed. */

@@ -6,13 +6,15 @@
  * path of one request (route -> caller authentication -> request check ->
  * vendor token -> upstream -> relay), replies and the access log, the
  * admin listener and drain. It names no feature. A feature (src/jobs/,
- * src/webhook/, src/runs/) registers a struct gw_feature at start-up: the
- * canonical operations and path prefixes it serves and the callbacks the
- * core calls at each step of a request of those operations, with a slot
- * in every request for its own state (h2o's handlers and relayd's se_priv
- * are the models). Features never call each other: they meet through the
- * core's observers (answers seen, callback URL checks, cached answers) and
- * through the state seam.
+ * src/webhook/, src/runs/) registers a struct gw_feature at start-up, by
+ * role: the callbacks the core calls at each step of a request of the
+ * canonical operations it serves, what it checks in their bodies, the
+ * endpoints it serves itself, what it runs in the background, and its
+ * configuration (its own key table: gateway_config.h), with a slot in
+ * every request for its own state (h2o's handlers and configurators and
+ * relayd's se_priv are the models). Features never call each other's code: they meet
+ * through the core's observers (answers seen), through the APIs one offers
+ * the others by name (feature_apis.h) and through the state seam.
  *
  * Structs here are the core's; features read their fields and write only
  * the ones marked "features may set".
@@ -48,6 +50,8 @@ enum gw_listener { GW_DEX, GW_SIM, GW_ADMIN, GW_NLISTENERS };
 
 /* Features a process may register; each has one slot per request. */
 #define GW_MAX_FEATURES 8
+/* APIs the features may offer each other (feature_apis.h). */
+#define GW_MAX_APIS 8
 
 struct gw_service {
 	int index;			/* GW_DEX or GW_SIM */
@@ -112,16 +116,29 @@ struct gw {
 	struct event *sig[3], *drain_timer;
 	struct gw_runtime *dying;	/* released, freed from reap_ev */
 	struct event *reap_ev;
+	struct event *start_ev;		/* the features' start, on the loop's first turn */
 	struct tg_case_store *cases;	/* partial cases served, kept across reloads */
 	struct tg_worker *worker;	/* checks large bodies off the loop */
 	struct tg_state *state;		/* durable and shared state (state.h), borrowed:
 					 * the entry point opens and closes it */
-	/* registered features (feature.c) */
+	/* registered features (feature.c), and their per-request roles
+	 * resolved once (NULL: none), so a request costs what it did */
 	const struct gw_feature *feat[GW_MAX_FEATURES];
+	const struct gw_request_role *feat_req[GW_MAX_FEATURES];
+	const struct gw_check_role *feat_chk[GW_MAX_FEATURES];
+	const struct gw_endpoint_role *feat_ep[GW_MAX_FEATURES];	/* asked per request;
+									 * never NULL */
 	void *feat_ctx[GW_MAX_FEATURES];
+	int feat_cfg[GW_MAX_FEATURES];	/* each one's settings in cfg.settings, -1 none */
 	int nfeat;
 	unsigned char by_op[TG_OP_COUNT][GW_MAX_FEATURES];	/* feature ids per op */
 	unsigned char nby_op[TG_OP_COUNT];
+	struct gw_api_entry {		/* offered by the features (feature.c) */
+		const char *name;
+		const void *api;
+		void *ctx;
+	} apis[GW_MAX_APIS];
+	int napis;
 	int exit_code;
 };
 
@@ -178,7 +195,7 @@ struct gw_req {
 	int held;			/* a feature holds the vendor's answer (GW_HEAD_HOLD) */
 	struct gw_offload *offload;	/* its work on the worker thread (its body's
 					 * check), cancelled when r ends */
-	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_feature.on_free) */
+	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_request_role.on_free) */
 	int feat_next;			/* the next feature of the op to ask (feature.c) */
 	int feat_done_next;		/* the next feature whose on_done runs (feature.c) */
 	TAILQ_ENTRY(gw_req) inflight_next;	/* on gw->reqs */
@@ -203,8 +220,8 @@ struct gw_answer {
 	struct gw_observed *obs;	/* set by the core: gw_answer_hold */
 };
 
-/* An answer a feature holds for GET uri (gw_answer_peek), borrowed until
- * the loop runs again. */
+/* An answer a feature holds for GET uri (feature_apis.h, jobs.answers),
+ * borrowed until the loop runs again. */
 struct gw_peek {
 	int status;
 	const char *body;
@@ -213,35 +230,20 @@ struct gw_peek {
 };
 
 /*
- * A feature: every callback is optional; ctx is what gw_feature_register
- * was given (borrowed by the core). Callbacks named on_* run for requests
- * of the feature's ops in registration order, each with the request r
- * (borrowed) whose slot[id] the feature may fill.
+ * A feature, by role (h2o splits its handlers, filters and loggers the
+ * same way): what it does for each request of its operations, what it
+ * checks in their bodies, the endpoints it serves itself, what it runs in
+ * the background, and its configuration. Every role and every callback is
+ * optional (NULL); ctx is what gw_feature_register was given (borrowed by
+ * the core). Per-request callbacks run for requests of the feature's ops
+ * in registration order, each with the request r (borrowed) whose slot[id]
+ * the feature may fill. What one feature offers another is not here: it
+ * is named (feature_apis.h).
  */
-struct gw_feature {
-	const char *name;
+
+/* Per request (the core resolves it at registration: gw->feat_req). */
+struct gw_request_role {
 	const enum tg_op *ops;		/* operations served; terminated by TG_OP_COUNT */
-	/* A path prefix claimed before routing on listener (never upstream);
-	 * prefix_open: its requests carry no API key (the path is their
-	 * credential), so on_prefix_head says, on the head of one that
-	 * announces a body (method and the normalised path borrowed; length:
-	 * its Content-Length, -1 none), whether the body may be read: 0 or a
-	 * TG_HEAD_* fault, and it may lower *limit (borrowed; max_body when
-	 * called). on_prefix gets a refused head's stand-in too (r->fault). */
-	int prefix_listener;
-	const char *prefix;
-	int prefix_open;
-	int (*on_prefix_head)(void *ctx, const char *method, const char *path, int64_t length,
-	    uint64_t *limit);
-	void (*on_prefix)(struct gw_req *r, void *ctx);
-	/* The request check: scan runs beside the body's check (maybe on the
-	 * worker thread: it reads only its argument, the body as the check
-	 * parsed it) when wants_scan says so; check then runs on the loop with
-	 * its result (takes ownership) and may add problems to the one 400. */
-	int (*wants_scan)(const struct gw_req *r, void *ctx);
-	void *(*scan)(const struct tg_check_body *b);
-	void (*scan_free)(void *scan);
-	void (*check)(struct gw_req *r, void *ctx, void *scan, struct tg_problems *p);
 	/* After the check: 0 to go on, -1 when the feature has replied or
 	 * will reply (the request is then the feature's until it replies). */
 	int (*on_request)(struct gw_req *r, void *ctx);
@@ -253,25 +255,67 @@ struct gw_feature {
 	 * has replied (only for a request it held). */
 	int (*on_done)(struct gw_req *r, void *ctx, enum tg_up_error err,
 	    struct evbuffer *capture);
-	/* r ends: free slot (its own state); r's fields are still valid. */
+	/* r ends: free slot (its own state, whichever role made it); r's
+	 * fields are still valid. */
 	void (*on_free)(struct gw_req *r, void *ctx, void *slot);
-	/* Observers and capabilities. */
-	void (*on_answer)(void *ctx, const struct gw_answer *a);
-	int (*peek)(void *ctx, int service, const char *uri, struct gw_peek *out);
-	int (*callback_check)(void *ctx, const struct gw_req *r, const char *url,
-	    const char *key, struct tg_problems *p);
-	/* The admin listener: path prefix and handler. */
+};
+
+/* The request check of its operations: scan runs beside the body's check
+ * (maybe on the worker thread: it reads only its argument, the body as the
+ * check parsed it) when wants_scan says so; check then runs on the loop
+ * with its result (takes ownership) and may add problems to the one 400. */
+struct gw_check_role {
+	int (*wants_scan)(const struct gw_req *r, void *ctx);
+	void *(*scan)(const struct tg_check_body *b);
+	void (*scan_free)(void *scan);
+	void (*check)(struct gw_req *r, void *ctx, void *scan, struct tg_problems *p);
+};
+
+/* Endpoints of its own, never upstream. A path prefix claimed before
+ * routing on listener; prefix_open: its requests carry no API key (the
+ * path is their credential), so on_prefix_head says, on the head of one
+ * that announces a body (method and the normalised path borrowed; length:
+ * its Content-Length, -1 none), whether the body may be read: 0 or a
+ * TG_HEAD_* fault, and it may lower *limit (borrowed; max_body when
+ * called). on_prefix gets a refused head's stand-in too (r->fault). And a
+ * path prefix on the admin listener with its handler. */
+struct gw_endpoint_role {
+	int prefix_listener;
+	const char *prefix;
+	int prefix_open;
+	int (*on_prefix_head)(void *ctx, const char *method, const char *path, int64_t length,
+	    uint64_t *limit);
+	void (*on_prefix)(struct gw_req *r, void *ctx);
 	const char *admin_prefix;
 	void (*on_admin)(void *ctx, struct evhttp_request *req, const char *path);
-	/* Process: scrape-time metrics into out (borrowed; a part written
-	 * later holds s: gw_scrape_hold / gw_scrape_release), reload (old
-	 * configuration borrowed), drain (SIGTERM), idle (drain may end),
-	 * stop (free ctx). */
+};
+
+/* In the background and in the process: start (the loop's first turn,
+ * every feature registered, privileges dropped: the APIs it uses are
+ * looked up here, and what it runs that may use them starts), answers
+ * other features got (gw_answer_seen), scrape-time metrics into out
+ * (borrowed; a part written later holds s: gw_scrape_hold /
+ * gw_scrape_release), reload (old configuration borrowed), drain
+ * (SIGTERM), idle (drain may end), stop (free ctx). */
+struct gw_background_role {
+	void (*start)(void *ctx);
+	void (*on_answer)(void *ctx, const struct gw_answer *a);
 	void (*metrics)(void *ctx, struct evbuffer *out, struct gw_scrape *s);
 	void (*reload)(void *ctx, const struct gw_config *old);
 	void (*drain)(void *ctx);
 	int (*idle)(void *ctx);
 	void (*stop)(void *ctx);
+};
+
+struct gw_feature {
+	const char *name;
+	/* Its configuration, defined before the configuration was loaded
+	 * (gw_config_define); its settings: gw_feature_settings. */
+	const struct gw_config_def *config;
+	const struct gw_request_role *request;
+	const struct gw_check_role *check;
+	const struct gw_endpoint_role *endpoints;
+	const struct gw_background_role *background;
 };
 
 /* ---- process (src/tidegate.c) ---- */
@@ -288,10 +332,15 @@ void gw_free(struct gw *gw);
 /**
  * Register feature f (borrowed, static) with its context ctx (borrowed;
  * f->stop frees it) before gw_start: its id (the index of its request
- * slot), or -1 with err when GW_MAX_FEATURES are registered.
+ * slot and of its settings), or -1 with err when GW_MAX_FEATURES are
+ * registered or its configuration was not loaded (gw_config_define).
  */
 int gw_feature_register(struct gw *gw, const struct gw_feature *f, void *ctx,
     struct tg_err *err);
+/** The settings of feature id under rt (borrowed from rt's configuration:
+ * the one a request or a reload sees), filled from the key table its
+ * config names; NULL when it has none. */
+const void *gw_feature_settings(const struct gw_runtime *rt, int id);
 /** r's slot of feature id (borrowed; r owns it until the feature's
  * on_free), made zeroed, size bytes, when absent. */
 void *gw_req_slot(struct gw_req *r, int id, size_t size);
@@ -322,17 +371,6 @@ void gw_observed_cancel(struct gw_observed *o);
  * returned handle is released (gw_answer_release, exactly once). */
 struct gw_observed *gw_answer_hold(const struct gw_answer *a);
 void gw_answer_release(struct gw_observed *o);
-/** The first registered peek's answer for GET uri (borrowed) of service:
- * 1 and *out, or 0. */
-int gw_answer_peek(struct gw *gw, int service, const char *uri, struct gw_peek *out);
-/**
- * A callback URL (borrowed) given by r's caller (borrowed) for API key
- * (borrowed, may be NULL): checked by the feature that delivers webhooks
- * (secret configured, egress policy), problems at /callbackUrl. 0, or -1
- * with a problem added (also when no feature delivers webhooks).
- */
-int gw_callback_check(const struct gw_req *r, const char *url, const char *key,
-    struct tg_problems *p);
 
 /* ---- admin requests answered later (held.c) ---- */
 

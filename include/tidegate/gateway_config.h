@@ -1,11 +1,14 @@
 /*
  * gateway_config.h - the gateway's configuration (conf/tidegate.yaml): a plain
- * struct filled by the core loader from the key table in config.c, which
- * is also the source of docs/configuration.md.
+ * struct of the core's keys filled by the core loader from the key table in
+ * config.c, and one settings struct per feature, filled from the key table
+ * the feature defines (struct gw_config_def, h2o's configurators are the
+ * model). The tables together are the source of docs/configuration.md (-K).
  */
 #ifndef TIDEGATE_GW_CONFIG_H
 #define TIDEGATE_GW_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tidegate/config.h"
@@ -17,11 +20,44 @@ struct gw_key_cfg {
 	char *name;
 	char *sha256;		/* hex digest of the key */
 	struct tg_strlist services;
-	char *webhook_secret;	/* as configured: whsec_ lines, current first */
-	struct tg_strlist wh_secrets;	/* not a key: webhook_secret split into lines */
 };
 
-enum gw_wh_mode { GW_WH_DELIVER, GW_WH_FORWARD, GW_WH_RELAY };
+struct gw_config;
+
+/*
+ * A feature's configuration: the keys of its own sections (poll.*,
+ * webhooks.*; a list the core has, such as keys[], may get keys of its
+ * own), parsed into a settings struct of its own. Defined once per process
+ * before the first load (gw_config_define); every later load (the start,
+ * -t, SIGHUP) reads its keys with the core's, in one namespace (an unknown
+ * key is unknown to all), and -K lists them after the core's.
+ */
+struct gw_config_def {
+	const char *name;		/* the feature's: "jobs", "webhook", "runs" */
+	const struct tg_cfg_key *keys;	/* paths from the file's root; offsets into
+					 * its settings struct */
+	size_t nkeys;
+	size_t size;			/* bytes of its settings struct */
+	/* Its checks across keys and what it derives (resolved paths, parsed
+	 * lists), problems into rep: c (the core's part) read only, s its
+	 * settings. Runs with the core's checks, so "-t" passing means the
+	 * configuration will load. NULL: none. */
+	void (*check)(const struct gw_config *c, void *s, struct tg_cfg_report *rep);
+	/* Free what check derived (the table's own fields are freed by the
+	 * core). NULL: nothing derived. */
+	void (*cleanup)(void *s);
+};
+
+/* Feature configurations a process may define. */
+#define GW_CONFIG_MAX_DEFS 8
+
+/* A key table's row (tg_cfg_key) for field f of struct type st: path p,
+ * type t, default d (YAML text; NULL: none), one line of doc; with
+ * bounds lo..hi (GW_CFG_KEYB). */
+#define GW_CFG_KEY(st, p, t, f, d, doc) \
+	{ p, t, offsetof(st, f), d, 0, 0, 0, NULL, 0, 0, 0, doc }
+#define GW_CFG_KEYB(st, p, t, f, d, lo, hi, doc) \
+	{ p, t, offsetof(st, f), d, 0, lo, hi, NULL, 0, 0, 0, doc }
 
 struct gw_service_cfg {
 	char *url, *fallback_url;
@@ -78,33 +114,6 @@ struct gw_config {
 	size_t nkeys;
 	long long max_problems;	/* problems listed in one 400 */
 	int64_t check_worker_min;	/* bodies this large are checked off the loop */
-	int poll_enabled, poll_ownership;
-	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
-	int64_t poll_wait_margin, poll_spool_max_bytes;
-	char *poll_spool_dir;	/* large final answers (poll.spool_dir) */
-	int64_t poll_cache_max_body, poll_cache_max_bytes, poll_terminal_ttl;
-	long long poll_max_entries;
-	char *owners_db;	/* correlation ownership (poll.ownership_db) */
-	int64_t owners_keep;
-	long long owners_max;
-	/* webhooks (callbackUrl) */
-	char *wh_mode_str, *wh_db, *wh_public_url, *wh_ca_file;
-	struct tg_strlist wh_schedule, wh_allow;
-	char *wh_secret;
-	int64_t wh_attempt_timeout, wh_lease, wh_poll_interval, wh_payload_timeout;
-	int64_t wh_max_payload, wh_retention;
-	long long wh_max_inflight;
-	int64_t wh_attempt_deadline;	/* webhooks.attempt_deadline */
-	long long wh_max_inflight_per_host;
-	int64_t wh_payload_max_bytes;	/* webhooks.payload_max_bytes */
-	double wh_payload_key_share;
-	/* simulation run registry */
-	char *runs_db;
-	int runs_archive;
-	int64_t runs_archive_max, runs_archive_max_total, runs_archive_keep, runs_grace;
-	int64_t runs_retention_interval;
-	char *runs_sync;
-	long long runs_sweep_max_variants, runs_sweep_concurrency;
 	/* the state seam */
 	char *state_url;	/* NULL: SQLite; a secret (the URL may hold a password) */
 	char *state_instance;	/* NULL in the file: host:pid, set by gw_config_load */
@@ -115,15 +124,12 @@ struct gw_config {
 	int64_t otlp_flush;	/* ms between exports */
 	long long otlp_max_queue;	/* spans held waiting for export */
 	double otlp_sample;		/* share of new traces exported, 0..1 */
-	/* derived by gw_config_load (not keys) */
-	enum gw_wh_mode wh_mode;
-	char *wh_db_path;		/* wh_db resolved against the file's directory */
-	char *runs_db_path;		/* runs_db resolved likewise */
-	char *owners_db_path;		/* owners_db resolved likewise */
-	char *spool_dir_path;		/* poll_spool_dir resolved likewise */
-	int64_t *wh_schedule_ms;
-	size_t wh_nschedule;
-	struct tg_strlist wh_secrets;	/* wh_secret split into lines, current first */
+	/* the features' settings, in the order their configurations were
+	 * defined (gw_config_define): settings[i] filled from def[i]'s keys,
+	 * owned by this struct (gw_config_free) */
+	const struct gw_config_def *def[GW_CONFIG_MAX_DEFS];
+	void *settings[GW_CONFIG_MAX_DEFS];
+	size_t ndefs;
 };
 
 /**
@@ -133,16 +139,26 @@ struct gw_config {
  */
 int gw_config_load(const char *path, struct gw_config *cfg, struct tg_cfg_report *rep);
 void gw_config_free(struct gw_config *cfg);
-/** The webhook secrets of key name ("global": webhooks.secret); NULL when none. */
-const struct tg_strlist *gw_config_wh_secrets(const struct gw_config *cfg, const char *name);
-/** Whose webhook secrets sign for API key (borrowed, may be NULL): its
- * own, "global", or NULL when none is configured (borrowed from cfg or key). */
-const char *gw_config_wh_secret_ref(const struct gw_config *cfg, const char *key);
-/** A feature's check of its own keys: problems into rep (borrowed); it may
- * fill the parsed fields of c (borrowed) its keys feed. */
+/**
+ * Define a feature's configuration d (borrowed, static) for every later
+ * gw_config_load and -K: once per process, before the first load (the
+ * entry point defines each feature's; a second call with d does nothing).
+ * 0, or -1 when GW_CONFIG_MAX_DEFS are defined.
+ */
+int gw_config_define(const struct gw_config_def *d);
+/** The settings c (borrowed) holds for d (borrowed from c; NULL when d was
+ * not defined before c was loaded). Before a gateway runs (the state's
+ * options, -t); a running feature reaches its own by its id
+ * (gw_feature_settings, gateway.h). */
+const void *gw_config_settings(const struct gw_config *c, const struct gw_config_def *d);
+/** Every key, the core's then each feature's, as Markdown rows into out
+ * (borrowed): -K, the table in docs/configuration.md. */
+void gw_config_doc(FILE *out);
+/** A check of the entry point's that looks past the gateway's keys (the
+ * embedded emulator's file): problems into rep (borrowed); c borrowed. */
 typedef void (*gw_config_check_fn)(struct gw_config *c, struct tg_cfg_report *rep);
-/** Run fn in every later gw_config_load (once per process, before the
- * first load: the entry point adds each feature's check). */
+/** Run fn in every later gw_config_load, after the features' checks (once
+ * per process, before the first load). */
 void gw_config_add_check(gw_config_check_fn fn);
 /* config_check.c: checks that look past the key table. */
 /** 0 when v (borrowed) is one of choices (NULL-terminated); else a problem at key. */
@@ -150,10 +166,18 @@ int gw_config_check_choice(struct tg_cfg_report *rep, const char *key, const cha
     const char *const *choices);
 /** keys[i].services: known names, at least one. */
 void gw_config_check_services(const struct gw_config *c, size_t i, struct tg_cfg_report *rep);
-/** Files, databases, URLs, route templates, listeners, the embedded emulator's
- * file; resolves tls.ca_file, webhooks.ca_file and the databases against the
- * file's directory (c and rep borrowed; c's resolved paths are owned by c). */
+/** Files, URLs, route templates, listeners, the state; resolves
+ * tls.ca_file and the listeners' TLS files against the file's directory
+ * (c and rep borrowed; c's resolved paths are owned by c). */
 void gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep);
+/** file (borrowed) resolved against the directory of c's file (borrowed):
+ * malloc'd, the caller's. For a feature's files and databases. */
+char *gw_config_beside(const struct gw_config *c, const char *file);
+/** *field (a file named by key; borrowed, owned by its struct) becomes its
+ * path resolved beside c's file (gw_config_beside); a file that cannot be
+ * read, or is not a regular file, is a problem at key in rep (borrowed). */
+void gw_config_check_readable(const struct gw_config *c, char **field, const char *key,
+    struct tg_cfg_report *rep);
 /** 1 when addr ("host:port", borrowed) is a loopback address. */
 int gw_config_addr_loopback(const char *addr);
 struct tg_keyring;

@@ -5,18 +5,25 @@
  * /import/status|result|failed, simulation status and results) and
  * records who created each export and import. It publishes every status
  * answer it gets to the core's observers (gw_answer_seen) and offers its
- * fresh answers to gw_answer_peek.
+ * fresh answers to other features (jobs.answers, feature_apis.h). Its
+ * configuration (poll.*) is its own: tg_jobs_config.
  */
 #ifndef TIDEGATE_JOBS_H
 #define TIDEGATE_JOBS_H
 
 struct gw;
 struct gw_config;
+struct gw_config_def;
 struct tg_err;
 struct tg_owners_opts;
 
-/** The ownership store's options from c (borrowed; o borrows from c): for
- * the state seam's open (tg_state_opts.owners). */
+/** The feature's keys (poll.*) and settings: gw_config_define it before
+ * the first gw_config_load. */
+extern const struct gw_config_def tg_jobs_config;
+
+/** The ownership store's options from c (borrowed, loaded with
+ * tg_jobs_config defined; o borrows from c): for the state seam's open
+ * (tg_state_opts.owners). */
 void tg_jobs_owners_opts(const struct gw_config *c, struct tg_owners_opts *o);
 
 /** Register the feature with gw (borrowed), configured by gw's running

@@ -12,11 +12,17 @@
 
 struct gw;
 struct gw_config;
+struct gw_config_def;
 struct tg_err;
 struct tg_runs_opts;
 
-/** The run registry's store options from c (borrowed; o's strings borrow
- * from c): for the state seam's open (tg_state_opts.runs). */
+/** The feature's keys (runs.*) and settings: gw_config_define it before
+ * the first gw_config_load. */
+extern const struct gw_config_def tg_runs_config;
+
+/** The run registry's store options from c (borrowed, loaded with
+ * tg_runs_config defined; o's strings borrow from c): for the state
+ * seam's open (tg_state_opts.runs). */
 void tg_runs_store_opts(const struct gw_config *c, struct tg_runs_opts *o);
 
 /** Register the feature with gw (borrowed), configured by gw's running

@@ -289,13 +289,14 @@ void tg_webhook_free(struct tg_webhook *w);
 
 struct gw;
 struct gw_config;
-struct tg_cfg_report;
-/** The outbox's store options from c (borrowed; o borrows from c): for the
- * state seam's open (tg_state_opts.outbox). */
+struct gw_config_def;
+/** The feature's keys (webhooks.*, keys[].webhook_secret), their checks
+ * and settings: gw_config_define it before the first gw_config_load. */
+extern const struct gw_config_def tg_webhook_config;
+/** The outbox's store options from c (borrowed, loaded with
+ * tg_webhook_config defined; o borrows from c): for the state seam's open
+ * (tg_state_opts.outbox). */
 void tg_webhook_outbox_opts(const struct gw_config *c, struct tg_outbox_opts *o);
-/** The feature's keys (webhooks.*, keys[].webhook_secret) in c (borrowed;
- * parsed fields filled), problems into rep: gw_config_add_check. */
-void tg_webhook_config_check(struct gw_config *c, struct tg_cfg_report *rep);
 /**
  * Register the webhook feature with gw (borrowed), configured by gw's
  * running configuration: callbackUrl on exports (deliver and relay modes),

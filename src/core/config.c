@@ -601,8 +601,8 @@ parse_int(const char *s, long long *v)
 
 #define FIELD(base, off, type) ((type *)((char *)(base) + (off)))
 
-static int bind_table(struct ctx *c, struct ynode *map, const struct tg_cfg_key *keys,
-    size_t nkeys, void *base, const char *prefix);
+static int bind_tables(struct ctx *c, struct ynode *map, const struct tg_cfg_table *t,
+    size_t nt, const char *prefix);
 
 /* A bound as the key is written: a duration in its largest whole unit
  * (1h, not 3.6e+06), a size in whole KiB/MiB/GiB, a number in full. */
@@ -796,31 +796,40 @@ set_strlist(struct ctx *c, const struct tg_cfg_key *k, const char *name, struct 
 	return rc;
 }
 
+/* One table's share of a list every table with a list at the same path
+ * fills from the same items (keys[] of the core and of a feature). */
+struct list_part {
+	const struct tg_cfg_key *k;
+	void *base;
+};
+
 static int
-set_list(struct ctx *c, const struct tg_cfg_key *k, const char *name, struct ynode *v,
-    void *base)
+set_list(struct ctx *c, const struct list_part *p, size_t np, const char *name,
+    struct ynode *v)
 {
-	void **arr = FIELD(base, k->off, void *);
-	size_t *count = FIELD(base, k->count_off, size_t), i;
-	char sub[240];
+	struct tg_cfg_table sub[TG_CONFIG_MAX_TABLES];
+	char subname[240];
+	size_t i, m;
 	int rc = 0;
 
-	if (v == NULL)
-		return 0;
 	if (v->t != Y_SEQ)
 		return fail(c, v->line, v->col, name, "expected a list");
-	*arr = tg_xcalloc(v->n, k->elem_size);
-	*count = v->n;
+	for (m = 0; m < np; m++) {
+		*FIELD(p[m].base, p[m].k->off, void *) = tg_xcalloc(v->n, p[m].k->elem_size);
+		*FIELD(p[m].base, p[m].k->count_off, size_t) = v->n;
+	}
 	for (i = 0; i < v->n; i++) {
-		snprintf(sub, sizeof(sub), "%s[%zu]", name, i);
-		record_pos(c, sub, v->items[i]->line, v->items[i]->col);
+		snprintf(subname, sizeof(subname), "%s[%zu]", name, i);
+		record_pos(c, subname, v->items[i]->line, v->items[i]->col);
 		if (v->items[i]->t != Y_MAP) {
-			rc = fail(c, v->items[i]->line, v->items[i]->col, sub,
+			rc = fail(c, v->items[i]->line, v->items[i]->col, subname,
 			    "expected a mapping");
 			continue;
 		}
-		if (bind_table(c, v->items[i], k->sub, k->nsub, (char *)*arr + i * k->elem_size,
-		    sub))
+		for (m = 0; m < np; m++)
+			sub[m] = (struct tg_cfg_table){ p[m].k->sub, p[m].k->nsub,
+				*FIELD(p[m].base, p[m].k->off, char *) + i * p[m].k->elem_size };
+		if (bind_tables(c, v->items[i], sub, np, subname))
 			rc = -1;
 	}
 	return rc;
@@ -1023,11 +1032,55 @@ bind_key(struct ctx *c, const struct tg_cfg_key *k, struct ynode *map, const cha
 	record_pos(c, name, e->val->line, e->val->col);
 	if (k->type == TG_CFG_STRLIST)
 		return set_strlist(c, k, name, e->val, NULL, base);
-	if (k->type == TG_CFG_LIST)
-		return set_list(c, k, name, e->val, base);
 	if (e->val->t != Y_SCALAR)
 		return fail(c, e->val->line, e->val->col, name, "expected a scalar value");
 	return set_scalar(c, k, name, e->val->s, e->val->line, e->val->col, base);
+}
+
+/* 1 when a table before t[before] has a list at path: that list is bound
+ * (and documented) first, with every later table's list at the same path. */
+static int
+list_seen(const struct tg_cfg_table *t, size_t before, const char *path)
+{
+	size_t i, j;
+
+	for (i = 0; i < before; i++)
+		for (j = 0; j < t[i].nkeys; j++)
+			if (t[i].keys[j].type == TG_CFG_LIST && strcmp(t[i].keys[j].path, path) == 0)
+				return 1;
+	return 0;
+}
+
+/* The list k of table t[ti] with every later table's list at its path. */
+static int
+bind_lists(struct ctx *c, const struct tg_cfg_table *t, size_t nt, size_t ti,
+    const struct tg_cfg_key *k, struct ynode *map, const char *prefix)
+{
+	struct list_part p[TG_CONFIG_MAX_TABLES];
+	char name[200];
+	struct yent *e;
+	size_t i, j, np = 0;
+
+	if (list_seen(t, ti, k->path))
+		return 0;
+	for (i = ti; i < nt && np < TG_CONFIG_MAX_TABLES; i++)
+		for (j = 0; j < t[i].nkeys; j++)
+			if (t[i].keys[j].type == TG_CFG_LIST &&
+			    strcmp(t[i].keys[j].path, k->path) == 0) {
+				p[np++] = (struct list_part){ &t[i].keys[j], t[i].out };
+				break;
+			}
+	snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? "." : "", k->path);
+	e = lookup(map, k->path);
+	if (e != NULL && is_null(e->val)) {
+		e->used = 1;
+		e = NULL;
+	}
+	if (e == NULL)
+		return k->required ? fail(c, map->line, map->col, name, "required") : 0;
+	e->used = 1;
+	record_pos(c, name, e->val->line, e->val->col);
+	return set_list(c, p, np, name, e->val);
 }
 
 /* Keep cand as the best hint so far when it is within 2 edits of bad. */
@@ -1053,27 +1106,40 @@ consider(const char *bad, const char *cand, size_t len, char *best, size_t bests
  * _env and _file forms (secrets), and the sections that hold them, so a
  * misspelt section ("webhook") is matched as well as a misspelt leaf.
  */
-static int
-suggest(const char *bad, const struct tg_cfg_key *keys, size_t nkeys, char *best,
-    size_t bestsz)
+/* The candidates of one key: its path, the sections above it, and for a
+ * secret its _env and _file forms. */
+static void
+consider_key(const char *bad, const struct tg_cfg_key *k, char *best, size_t bestsz,
+    int *bestd)
 {
 	char alt[200];
-	const char *p, *dot;
-	int bestd = 3;
-	size_t i;
+	const char *p = k->path, *dot;
 
-	for (i = 0; i < nkeys; i++) {
-		p = keys[i].path;
-		consider(bad, p, strlen(p), best, bestsz, &bestd);
-		for (dot = strchr(p, '.'); dot != NULL; dot = strchr(dot + 1, '.'))
-			consider(bad, p, (size_t)(dot - p), best, bestsz, &bestd);
-		if (keys[i].type != TG_CFG_SECRET)
-			continue;
-		snprintf(alt, sizeof(alt), "%s_env", p);
-		consider(bad, alt, strlen(alt), best, bestsz, &bestd);
-		snprintf(alt, sizeof(alt), "%s_file", p);
-		consider(bad, alt, strlen(alt), best, bestsz, &bestd);
-	}
+	consider(bad, p, strlen(p), best, bestsz, bestd);
+	for (dot = strchr(p, '.'); dot != NULL; dot = strchr(dot + 1, '.'))
+		consider(bad, p, (size_t)(dot - p), best, bestsz, bestd);
+	if (k->type != TG_CFG_SECRET)
+		return;
+	snprintf(alt, sizeof(alt), "%s_env", p);
+	consider(bad, alt, strlen(alt), best, bestsz, bestd);
+	snprintf(alt, sizeof(alt), "%s_file", p);
+	consider(bad, alt, strlen(alt), best, bestsz, bestd);
+}
+
+/*
+ * The nearest spelling of an unknown key among every table's keys, their
+ * _env and _file forms (secrets), and the sections that hold them, so a
+ * misspelt section ("webhook") is matched as well as a misspelt leaf.
+ */
+static int
+suggest(const char *bad, const struct tg_cfg_table *t, size_t nt, char *best, size_t bestsz)
+{
+	int bestd = 3;
+	size_t i, j;
+
+	for (i = 0; i < nt; i++)
+		for (j = 0; j < t[i].nkeys; j++)
+			consider_key(bad, &t[i].keys[j], best, bestsz, &bestd);
 	return bestd < 3 ? 0 : -1;
 }
 
@@ -1095,7 +1161,7 @@ check_section(struct ctx *c, const struct yent *e, const char *name)
 
 static int
 check_unknown(struct ctx *c, struct ynode *map, const char *rel, const char *prefix,
-    const struct tg_cfg_key *keys, size_t nkeys)
+    const struct tg_cfg_table *t, size_t nt)
 {
 	char path[200], name[240], hint[200];
 	size_t i;
@@ -1107,7 +1173,7 @@ check_unknown(struct ctx *c, struct ynode *map, const char *rel, const char *pre
 		snprintf(path, sizeof(path), "%s%s%s", rel, *rel ? "." : "", e->key);
 		snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? "." : "", path);
 		if (e->used == 2 && e->val->t == Y_MAP) {
-			if (check_unknown(c, e->val, path, prefix, keys, nkeys))
+			if (check_unknown(c, e->val, path, prefix, t, nt))
 				rc = -1;
 			continue;
 		}
@@ -1118,7 +1184,7 @@ check_unknown(struct ctx *c, struct ynode *map, const char *rel, const char *pre
 		}
 		if (e->used)
 			continue;
-		if (suggest(path, keys, nkeys, hint, sizeof(hint)) == 0)
+		if (suggest(path, t, nt, hint, sizeof(hint)) == 0)
 			rc = fail(c, e->line, e->col, name, "unknown key (did you mean '%s%s%s'?)",
 			    prefix, *prefix ? "." : "", hint);
 		else
@@ -1127,17 +1193,24 @@ check_unknown(struct ctx *c, struct ynode *map, const char *rel, const char *pre
 	return rc;
 }
 
+/* Every table's keys from map (a list at one path: bound together, with
+ * the first table that has it), then whatever no table knows. */
 static int
-bind_table(struct ctx *c, struct ynode *map, const struct tg_cfg_key *keys, size_t nkeys,
-    void *base, const char *prefix)
+bind_tables(struct ctx *c, struct ynode *map, const struct tg_cfg_table *t, size_t nt,
+    const char *prefix)
 {
-	size_t i;
+	const struct tg_cfg_key *k;
+	size_t i, j;
 	int rc = 0;
 
-	for (i = 0; i < nkeys; i++)
-		if (bind_key(c, &keys[i], map, prefix, base))
-			rc = -1;
-	if (check_unknown(c, map, "", prefix, keys, nkeys))
+	for (i = 0; i < nt; i++)
+		for (j = 0; j < t[i].nkeys; j++) {
+			k = &t[i].keys[j];
+			if (k->type == TG_CFG_LIST ? bind_lists(c, t, nt, i, k, map, prefix) :
+			    bind_key(c, k, map, prefix, t[i].out))
+				rc = -1;
+		}
+	if (check_unknown(c, map, "", prefix, t, nt))
 		rc = -1;
 	return rc;
 }
@@ -1155,8 +1228,7 @@ record_sections(struct ctx *c, const struct ynode *root)
 }
 
 static int
-load(yaml_parser_t *p, const struct tg_cfg_key *keys, size_t nkeys, void *out,
-    struct tg_cfg_report *rep)
+load(yaml_parser_t *p, const struct tg_cfg_table *t, size_t nt, struct tg_cfg_report *rep)
 {
 	struct ctx c = { rep->file, rep, 0 };
 	struct ynode *root = parse_doc(p, &c);
@@ -1164,7 +1236,7 @@ load(yaml_parser_t *p, const struct tg_cfg_key *keys, size_t nkeys, void *out,
 	if (root == NULL)
 		return -1;
 	record_sections(&c, root);
-	bind_table(&c, root, keys, nkeys, out, "");
+	bind_tables(&c, root, t, nt, "");
 	rep->bound = 1;
 	node_free(root);
 	return rep->n > 0 ? -1 : 0;
@@ -1174,6 +1246,7 @@ int
 tg_config_load_string_report(const char *name, const char *yaml,
     const struct tg_cfg_key *keys, size_t nkeys, void *out, struct tg_cfg_report *rep)
 {
+	struct tg_cfg_table t = { keys, nkeys, out };
 	yaml_parser_t p;
 	int rc;
 
@@ -1181,14 +1254,14 @@ tg_config_load_string_report(const char *name, const char *yaml,
 		rep->file = name;
 	yaml_parser_initialize(&p);
 	yaml_parser_set_input_string(&p, (const unsigned char *)yaml, strlen(yaml));
-	rc = load(&p, keys, nkeys, out, rep);
+	rc = load(&p, &t, 1, rep);
 	yaml_parser_delete(&p);
 	return rc;
 }
 
 int
-tg_config_load_report(const char *path, const struct tg_cfg_key *keys, size_t nkeys,
-    void *out, struct tg_cfg_report *rep)
+tg_config_load_tables_report(const char *path, const struct tg_cfg_table *t, size_t nt,
+    struct tg_cfg_report *rep)
 {
 	yaml_parser_t p;
 	const char *why;
@@ -1197,6 +1270,10 @@ tg_config_load_report(const char *path, const struct tg_cfg_key *keys, size_t nk
 
 	if (rep->file == NULL)
 		rep->file = path;
+	if (nt > TG_CONFIG_MAX_TABLES) {
+		tg_config_report_add_at(rep, 0, 0, NULL, "internal: %zu key tables", nt);
+		return -1;
+	}
 	if ((fd = tg_config_file_open(path, &why)) < 0 || (f = fdopen(fd, "rb")) == NULL) {
 		tg_config_report_add_at(rep, 0, 0, NULL, "%s", why ? why : strerror(errno));
 		if (fd >= 0)
@@ -1205,10 +1282,19 @@ tg_config_load_report(const char *path, const struct tg_cfg_key *keys, size_t nk
 	}
 	yaml_parser_initialize(&p);
 	yaml_parser_set_input_file(&p, f);
-	rc = load(&p, keys, nkeys, out, rep);
+	rc = load(&p, t, nt, rep);
 	yaml_parser_delete(&p);
 	fclose(f);
 	return rc;
+}
+
+int
+tg_config_load_report(const char *path, const struct tg_cfg_key *keys, size_t nkeys,
+    void *out, struct tg_cfg_report *rep)
+{
+	struct tg_cfg_table t = { keys, nkeys, out };
+
+	return tg_config_load_tables_report(path, &t, 1, rep);
 }
 
 /* The first problem into err, for callers that stop at one. */
@@ -1327,6 +1413,27 @@ doc_rows(const struct tg_cfg_key *keys, size_t nkeys, const char *prefix, FILE *
 void
 tg_config_doc(const struct tg_cfg_key *keys, size_t nkeys, FILE *out)
 {
+	struct tg_cfg_table t = { keys, nkeys, NULL };
+
+	tg_config_doc_tables(&t, 1, out);
+}
+
+void
+tg_config_doc_tables(const struct tg_cfg_table *t, size_t nt, FILE *out)
+{
+	char name[200];
+	size_t i, j;
+
 	fputs("| key | type | default | meaning |\n|---|---|---|---|\n", out);
-	doc_rows(keys, nkeys, "", out);
+	for (i = 0; i < nt; i++)
+		for (j = 0; j < t[i].nkeys; j++) {
+			const struct tg_cfg_key *k = &t[i].keys[j];
+
+			if (k->type != TG_CFG_LIST || !list_seen(t, i, k->path)) {
+				doc_rows(k, 1, "", out);
+				continue;
+			}
+			snprintf(name, sizeof(name), "%s[].", k->path);	/* its items' keys */
+			doc_rows(k->sub, k->nsub, name, out);
+		}
 }

@@ -6,7 +6,7 @@
  * the listener stays open through the drain), /metrics (Prometheus text,
  * with the pools' per-owner series, then each feature's), HEAD on those
  * three as GET without the body (probes), and the features' admin APIs
- * (gw_feature.admin_prefix: /webhooks…). Each request gets its request
+ * (gw_endpoint_role.admin_prefix: /webhooks…). Each request gets its request
  * id and access line first (admin_log.c).
  */
 #include <stdio.h>

@@ -1,12 +1,13 @@
 /*
- * config.c - the gateway's configuration keys, defaults and bounds, and
- * the checks that span keys (addresses, key digests and the keyring the
- * start builds from them, webhook mode, schedule, allow-list and signing
- * secrets, which are parsed here once; files, URLs, routes, listeners and
- * the embedded emulator's file are checked in config_check.c, the
- * databases with the state by the entry point). Every problem is
- * collected with its position; the same path serves the start, -t and
- * SIGHUP, so "-t" passing means the configuration will load.
+ * config.c - the core's configuration keys, defaults and bounds, the
+ * checks that span them (addresses, key digests and the keyring the start
+ * builds from them, the token endpoint; files, URLs, routes and listeners
+ * are checked in config_check.c, the databases with the state by the
+ * entry point), and the features' configurations (gw_config_define): each
+ * feature's key table is loaded with the core's, into its own settings,
+ * and checked by its own check. Every problem is collected with its
+ * position; the same path serves the start, -t and SIGHUP, so "-t"
+ * passing means the configuration will load.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -30,9 +31,6 @@ static const struct tg_cfg_key key_keys[] = {
 	  0, "SHA-256 of the key, 64 hex digits (printf %s KEY | sha256sum)" },
 	{ "services", TG_CFG_STRLIST, offsetof(struct gw_key_cfg, services), "dex,sim", 0, 0, 0,
 	  NULL, 0, 0, 0, "services the key may use: dex, sim, admin" },
-	{ "webhook_secret", TG_CFG_SECRET, offsetof(struct gw_key_cfg, webhook_secret), NULL, 0,
-	  0, 0, NULL, 0, 0, 0, "this key's webhook signing secrets (whsec_ lines, current first; "
-	  "else webhooks.secret)" },
 };
 
 #define SERVICE_KEYS(svc, defurl) \
@@ -217,106 +215,6 @@ const struct tg_cfg_key gw_config_keys[] = {
 	KB("validation.worker_min_body", TG_CFG_SIZE, check_worker_min, "256KB", 0, 4294967296.0,
 	   "request bodies this large are checked on the worker thread, so the event loop "
 	   "keeps serving (smaller: checked inline)"),
-	K("poll.enabled", TG_CFG_BOOL, poll_enabled, "true",
-	  "share upstream polls of one job among all its callers"),
-	KB("poll.interval", TG_CFG_DURATION, poll_interval, "1s", 10, 3.6e6,
-	   "reuse a non-terminal answer this long"),
-	KB("poll.max_interval", TG_CFG_DURATION, poll_max_interval, "10s", 10, 3.6e6,
-	   "longest reuse as a job ages"),
-	KB("poll.backoff_after", TG_CFG_DURATION, poll_backoff_after, "30s", 1000, 8.64e7,
-	   "job age after which the interval grows (by interval per backoff_after)"),
-	KB("poll.max_wait", TG_CFG_DURATION, poll_max_wait, "50s", 0, 3.6e6,
-	   "longest long-poll (?wait=N seconds is capped to this); keep it under the "
-	   "read/idle timeout of any proxy or load balancer in front (nginx 60s)"),
-	KB("poll.wait_margin", TG_CFG_DURATION, poll_wait_margin, "500ms", 0, 60000,
-	   "a long-poll answers this much before min(wait, max_wait) (at most a quarter "
-	   "of the wait), so a proxy whose timeout equals the wait sees the answer first"),
-	KB("poll.cache_max_body", TG_CFG_SIZE, poll_cache_max_body, "1MB", 1024, 1073741824.0,
-	   "largest answer shared from memory (bigger: each caller streams its own)"),
-	KB("poll.cache_max_bytes", TG_CFG_SIZE, poll_cache_max_bytes, "64MB", 0,
-	   1099511627776.0, "bytes of answers held in all; the least recently used answer no "
-	   "request waits on is evicted first (0: none kept)"),
-	KB("poll.spool_max_bytes", TG_CFG_SIZE, poll_spool_max_bytes, "4GB", 0,
-	   1099511627776.0, "final answers larger than cache_max_body are written once to "
-	   "files in spool_dir and every caller is served from there; bytes of all spool "
-	   "files at once (an answer that outgrows it: each caller streams its own; 0: no "
-	   "spool)"),
-	K("poll.spool_dir", TG_CFG_STR, poll_spool_dir, "spool",
-	  "directory of the spool files (relative to this file; created 0700, files 0600, "
-	  "leftovers removed at start)"),
-	KB("poll.terminal_ttl", TG_CFG_DURATION, poll_terminal_ttl, "10m", 1000, 8.64e7,
-	   "how long a final answer is served without asking the vendor"),
-	KB("poll.max_entries", TG_CFG_INT, poll_max_entries, "10000", 1, 1e7,
-	   "jobs tracked at once"),
-	K("poll.ownership", TG_CFG_BOOL, poll_ownership, "true",
-	  "a job created through the gateway is served only to the key that created it"),
-	K("poll.ownership_db", TG_CFG_STR, owners_db, "owners.db",
-	  "who created each job, SQLite (relative to this file; read at start)"),
-	KB("poll.ownership_keep", TG_CFG_DURATION, owners_keep, "30d", 60000, 3.1536e11,
-	   "how long a job's creator is remembered; at least the vendor's retention of jobs"),
-	KB("poll.ownership_max", TG_CFG_INT, owners_max, "1000000", 1, 1e9,
-	   "jobs remembered per API key; beyond, that key's oldest are forgotten first"),
-	K("webhooks.mode", TG_CFG_STR, wh_mode_str, "deliver",
-	  "callbackUrl of exports: deliver (the gateway), forward (to the vendor) or relay"),
-	K("webhooks.db", TG_CFG_STR, wh_db, "tidegate.db",
-	  "webhook outbox, SQLite (relative to this file; payloads in <db>.payloads/)"),
-	K("webhooks.schedule", TG_CFG_STRLIST, wh_schedule, "0s,5s,5m,30m,2h,5h,10h,10h",
-	  "delay before each delivery attempt; dead letter after the last"),
-	KB("webhooks.attempt_timeout", TG_CFG_DURATION, wh_attempt_timeout, "15s", 100, 3.6e6,
-	   "DNS, connect, and silence while sending or awaiting the answer, per attempt"),
-	KB("webhooks.lease", TG_CFG_DURATION, wh_lease, "60s", 1000, 3.6e6,
-	   "an attempt's claim on its job; after a crash the job is retried once it expires"),
-	KB("webhooks.max_inflight", TG_CFG_INT, wh_max_inflight, "8", 1, 1024,
-	   "delivery attempts at once"),
-	KB("webhooks.attempt_deadline", TG_CFG_DURATION, wh_attempt_deadline, "60s", 100, 8.64e7,
-	   "a whole delivery attempt (DNS to answer), plus a second per MiB of payload; at "
-	   "least attempt_timeout"),
-	KB("webhooks.max_inflight_per_host", TG_CFG_INT, wh_max_inflight_per_host, "0", 0, 1024,
-	   "delivery attempts at once to one callback host, per instance; 0: a quarter of "
-	   "max_inflight (at least 1)"),
-	KB("webhooks.payload_max_bytes", TG_CFG_SIZE, wh_payload_max_bytes, "4GB", 1024,
-	   1099511627776.0 * 64, "export data held for delivery in all (waiting, ready and dead "
-	   "jobs); at it, new callbackUrls are refused with 503 WEBHOOK_QUOTA"),
-	KB("webhooks.payload_key_share", TG_CFG_DOUBLE, wh_payload_key_share, "0.5", 0.001, 1,
-	   "share of payload_max_bytes the jobs of one API key may hold (0 to 1)"),
-	K("webhooks.allow", TG_CFG_STRLIST, wh_allow, NULL,
-	  "egress allow-list: CIDRs, addresses, host names, *.suffixes (else special ranges "
-	  "are refused)"),
-	K("webhooks.secret", TG_CFG_SECRET, wh_secret, NULL,
-	  "signing secrets for keys without their own: whsec_ lines, current first"),
-	KB("webhooks.poll_interval", TG_CFG_DURATION, wh_poll_interval, "2s", 10, 3.6e6,
-	   "deliver mode: poll a pending export this often (growing with its age)"),
-	KB("webhooks.payload_timeout", TG_CFG_DURATION, wh_payload_timeout, "24h", 1000, 2.592e9,
-	   "give a job up (dead) when its export data has not come after this long"),
-	K("webhooks.public_url", TG_CFG_STR, wh_public_url, NULL,
-	  "relay mode: base URL the vendor reaches this gateway's data exchange listener at"),
-	KB("webhooks.max_payload", TG_CFG_SIZE, wh_max_payload, "1GB", 1024, 1099511627776.0,
-	   "largest export data stored for delivery (bigger: the job is given up)"),
-	KB("webhooks.retention", TG_CFG_DURATION, wh_retention, "7d", 60000, 3.1536e10,
-	   "finished jobs (delivered, gone, dead) are purged this long after they end"),
-	K("webhooks.ca_file", TG_CFG_STR, wh_ca_file, NULL,
-	  "PEM CA bundle for https callbacks (default: system)"),
-	K("runs.db", TG_CFG_STR, runs_db, "runs.db",
-	  "simulation run registry (SQLite; relative to this file)"),
-	K("runs.archive", TG_CFG_BOOL, runs_archive, "false",
-	  "keep the results of completed runs past the vendor's retention"),
-	KB("runs.archive_max", TG_CFG_SIZE, runs_archive_max, "16MB", 1024, 1099511627776.0,
-	   "largest results archived for one run"),
-	KB("runs.archive_max_total", TG_CFG_SIZE, runs_archive_max_total, "1GB", 1024,
-	   1099511627776.0 * 64, "bytes of archived results kept in all (a run that does not fit "
-	   "stays unarchived)"),
-	KB("runs.archive_keep", TG_CFG_DURATION, runs_archive_keep, "90d", 60000, 3.1536e11,
-	   "archived runs are purged this long after the vendor's expiry"),
-	KB("runs.grace", TG_CFG_DURATION, runs_grace, "7d", 0, 3.1536e11,
-	   "runs without an archive are purged this long after the vendor's expiry"),
-	KB("runs.retention_interval", TG_CFG_DURATION, runs_retention_interval, "1m", 100, 8.64e7,
-	   "how often runs past the vendor's retention are marked EXPIRED and old rows purged"),
-	K("runs.sync", TG_CFG_STR, runs_sync, "full",
-	  "SQLite synchronous mode of the registry: full (survives power loss) or normal"),
-	KB("runs.sweep_max_variants", TG_CFG_INT, runs_sweep_max_variants, "100", 1, 1000,
-	   "most variants one sweep may have"),
-	KB("runs.sweep_concurrency", TG_CFG_INT, runs_sweep_concurrency, "4", 1, 64,
-	   "variants of a sweep in flight at once when the sweep does not say"),
 	K("state.url", TG_CFG_SECRET, state_url, NULL,
 	  "where durable and shared state lives: absent, the SQLite files above (one "
 	  "instance); postgresql://… for a fleet of instances sharing one database "
@@ -352,21 +250,7 @@ const struct tg_cfg_key gw_config_keys[] = {
 
 const size_t gw_config_nkeys = TG_NELEM(gw_config_keys);
 
-static void
-strlist_wipe(struct tg_strlist *l)
-{
-	size_t i;
-
-	for (i = 0; i < l->n; i++) {
-		explicit_bzero(l->v[i], strlen(l->v[i]));
-		free(l->v[i]);
-	}
-	free(l->v);
-	l->v = NULL;
-	l->n = 0;
-}
-
-/* The features' checks of their keys (gw_config_add_check), in order. */
+/* The entry point's checks (gw_config_add_check), in order. */
 static gw_config_check_fn checks[8];
 static size_t nchecks;
 
@@ -382,25 +266,63 @@ gw_config_add_check(gw_config_check_fn fn)
 		checks[nchecks++] = fn;
 }
 
-const struct tg_strlist *
-gw_config_wh_secrets(const struct gw_config *cfg, const char *name)
+/* The features' configurations (gw_config_define), in the order defined:
+ * the order of their keys in -K and of their checks. */
+static const struct gw_config_def *defs[GW_CONFIG_MAX_DEFS];
+static size_t ndefs;
+
+int
+gw_config_define(const struct gw_config_def *d)
 {
 	size_t i;
 
-	if (name != NULL && strcmp(name, "global") == 0)
-		return cfg->wh_secrets.n > 0 ? &cfg->wh_secrets : NULL;
-	for (i = 0; name != NULL && i < cfg->nkeys; i++)
-		if (cfg->keys[i].name != NULL && strcmp(cfg->keys[i].name, name) == 0)
-			return cfg->keys[i].wh_secrets.n > 0 ? &cfg->keys[i].wh_secrets : NULL;
+	for (i = 0; i < ndefs; i++)
+		if (defs[i] == d)
+			return 0;
+	if (ndefs >= GW_CONFIG_MAX_DEFS)
+		return -1;
+	defs[ndefs++] = d;
+	return 0;
+}
+
+const void *
+gw_config_settings(const struct gw_config *c, const struct gw_config_def *d)
+{
+	size_t i;
+
+	for (i = 0; i < c->ndefs; i++)
+		if (c->def[i] == d)
+			return c->settings[i];
 	return NULL;
 }
 
-const char *
-gw_config_wh_secret_ref(const struct gw_config *cfg, const char *key)
+/* The core's table, then each defined feature's, into t (ndefs + 1 rows);
+ * with c (NULL: for -K), each fills its own struct: the features' are made
+ * here, zeroed, and owned by c. */
+static size_t
+tables(struct gw_config *c, struct tg_cfg_table *t)
 {
-	if (key != NULL && gw_config_wh_secrets(cfg, key) != NULL)
-		return key;
-	return gw_config_wh_secrets(cfg, "global") != NULL ? "global" : NULL;
+	size_t i;
+
+	t[0] = (struct tg_cfg_table){ gw_config_keys, gw_config_nkeys, c };
+	for (i = 0; i < ndefs; i++) {
+		t[i + 1] = (struct tg_cfg_table){ defs[i]->keys, defs[i]->nkeys, NULL };
+		if (c == NULL)
+			continue;
+		c->def[i] = defs[i];
+		c->settings[i] = t[i + 1].out = tg_xcalloc(1, defs[i]->size);
+	}
+	if (c != NULL)
+		c->ndefs = ndefs;
+	return ndefs + 1;
+}
+
+void
+gw_config_doc(FILE *out)
+{
+	struct tg_cfg_table t[GW_CONFIG_MAX_DEFS + 1];
+
+	tg_config_doc_tables(t, tables(NULL, t), out);
 }
 
 /* Whether the file set secret key (name, name_env or name_file). */
@@ -485,7 +407,6 @@ check(struct gw_config *c, struct tg_cfg_report *rep)
 	static const char *const upstreams[] = { "remote", "embedded", NULL };
 	static const char *const levels[] = { "debug", "info", "warn", "error", "off", NULL };
 	static const char *const spellings[] = { "status", "statuses", NULL };
-	static const char *const syncs[] = { "full", "normal", NULL };
 	const struct gw_service_cfg *s[2] = { &c->dex, &c->sim };
 	size_t i;
 
@@ -504,20 +425,24 @@ check(struct gw_config *c, struct tg_cfg_report *rep)
 			    "secret, or neither", i ? "client_id" : "username");
 	}
 	check_token(c, rep);
-	gw_config_check_choice(rep, "runs.sync", c->runs_sync, syncs);
+	for (i = 0; i < c->ndefs; i++)	/* the features' own keys */
+		if (c->def[i]->check != NULL)
+			c->def[i]->check(c, c->settings[i], rep);
 	for (i = 0; i < nchecks; i++)
-		checks[i](c, rep);	/* the features' own keys */
+		checks[i](c, rep);
 	gw_config_check_more(c, rep);
 }
 
 int
 gw_config_load(const char *path, struct gw_config *cfg, struct tg_cfg_report *rep)
 {
+	struct tg_cfg_table t[GW_CONFIG_MAX_DEFS + 1];
+
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->path = tg_xstrdup(path);
 	if (rep->file == NULL)
 		rep->file = path;
-	tg_config_load_report(path, gw_config_keys, gw_config_nkeys, cfg, rep);
+	tg_config_load_tables_report(path, t, tables(cfg, t), rep);
 	if (rep->bound)
 		check(cfg, rep);
 	return rep->n > 0 ? -1 : 0;
@@ -528,27 +453,16 @@ gw_config_free(struct gw_config *cfg)
 {
 	size_t i;
 
-	for (i = 0; cfg->keys != NULL && i < cfg->nkeys; i++) {
-		strlist_wipe(&cfg->keys[i].wh_secrets);
-		if (cfg->keys[i].webhook_secret != NULL)
-			explicit_bzero(cfg->keys[i].webhook_secret,
-			    strlen(cfg->keys[i].webhook_secret));
+	for (i = 0; i < cfg->ndefs; i++) {
+		if (cfg->def[i]->cleanup != NULL)
+			cfg->def[i]->cleanup(cfg->settings[i]);
+		tg_config_free(cfg->def[i]->keys, cfg->def[i]->nkeys, cfg->settings[i]);
+		free(cfg->settings[i]);
+		cfg->settings[i] = NULL;
 	}
-	strlist_wipe(&cfg->wh_secrets);
-	if (cfg->wh_secret != NULL)
-		explicit_bzero(cfg->wh_secret, strlen(cfg->wh_secret));
+	cfg->ndefs = 0;
 	if (cfg->state_url != NULL)
 		explicit_bzero(cfg->state_url, strlen(cfg->state_url));
-	free(cfg->wh_schedule_ms);
-	cfg->wh_schedule_ms = NULL;
-	free(cfg->wh_db_path);
-	cfg->wh_db_path = NULL;
-	free(cfg->runs_db_path);
-	cfg->runs_db_path = NULL;
-	free(cfg->owners_db_path);
-	cfg->owners_db_path = NULL;
-	free(cfg->spool_dir_path);
-	cfg->spool_dir_path = NULL;
 	tg_config_free(gw_config_keys, gw_config_nkeys, cfg);
 	free(cfg->path);
 	cfg->path = NULL;

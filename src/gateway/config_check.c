@@ -2,9 +2,9 @@
  * config_check.c - the gateway's configuration checks that look past the
  * key table: files named by the configuration (CA bundles, the embedded
  * emulator's file) exist and are readable, relative paths resolved against
- * the configuration file's directory (the databases' too, which are
- * checked with the state by tg_state_check, as the account that opens
- * them); vendor URLs and route templates have the shape the upstream code
+ * the configuration file's directory (for the features' files and
+ * databases too: gw_config_beside, gw_config_check_readable); vendor URLs
+ * and route templates have the shape the upstream code
  * needs; listeners obey the no-keys loopback rule and no two share a port
  * (tg_config_addr_conflict); the listeners' TLS files load (tls_listen.c);
  * enumerated values and key services are known, with a "did you mean".
@@ -73,9 +73,8 @@ gw_config_check_services(const struct gw_config *c, size_t i, struct tg_cfg_repo
 	}
 }
 
-/* A file named in the configuration, resolved against its directory. */
-static char *
-beside(const struct gw_config *c, const char *file)
+char *
+gw_config_beside(const struct gw_config *c, const char *file)
 {
 	const char *slash = strrchr(c->path, '/');
 
@@ -84,11 +83,10 @@ beside(const struct gw_config *c, const char *file)
 	return tg_xasprintf("%.*s/%s", (int)(slash - c->path), c->path, file);
 }
 
-/* *field becomes its resolved path; a file that cannot be read is a
- * problem, and so is one that is not a regular file (OpenSSL would block
- * on a named pipe) or is the kernel's. */
-static void
-check_readable(struct gw_config *c, char **field, const char *key, const char *at,
+/* A file that is not a regular file is refused too: OpenSSL would block
+ * on a named pipe. */
+void
+gw_config_check_readable(const struct gw_config *c, char **field, const char *key,
     struct tg_cfg_report *rep)
 {
 	const char *why;
@@ -97,9 +95,9 @@ check_readable(struct gw_config *c, char **field, const char *key, const char *a
 
 	if (*field == NULL || **field == '\0')
 		return;
-	full = beside(c, *field);
+	full = gw_config_beside(c, *field);
 	if ((fd = tg_config_file_open(full, &why)) < 0)
-		tg_config_report_add(rep, at, key, "cannot read %s: %s", full, why);
+		tg_config_report_add(rep, NULL, key, "cannot read %s: %s", full, why);
 	else
 		close(fd);
 	free(*field);
@@ -246,9 +244,9 @@ check_tls_listen(struct gw_config *c, struct tg_cfg_report *rep)
 		    "tls_listen.cert_file", "tls_listen needs both cert_file and key_file");
 		return;
 	}
-	check_readable(c, &c->ltls_cert, "tls_listen.cert_file", NULL, rep);
-	check_readable(c, &c->ltls_key, "tls_listen.key_file", NULL, rep);
-	check_readable(c, &c->ltls_client_ca, "tls_listen.client_ca_file", NULL, rep);
+	gw_config_check_readable(c, &c->ltls_cert, "tls_listen.cert_file", rep);
+	gw_config_check_readable(c, &c->ltls_key, "tls_listen.key_file", rep);
+	gw_config_check_readable(c, &c->ltls_client_ca, "tls_listen.client_ca_file", rep);
 	if (c->ltls_cert == NULL || rep->n != n)
 		return;
 	if ((ctx = gw_tls_ctx_new(c, &err)) == NULL)
@@ -260,13 +258,7 @@ void
 gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
 {
 	check_tls_listen(c, rep);
-	check_readable(c, &c->tls_ca_file, "tls.ca_file", NULL, rep);
-	check_readable(c, &c->wh_ca_file, "webhooks.ca_file", NULL, rep);
-	/* checked with the state, as the account (tg_state_check) */
-	c->wh_db_path = beside(c, c->wh_db);
-	c->runs_db_path = beside(c, c->runs_db);
-	c->owners_db_path = beside(c, c->owners_db);
-	c->spool_dir_path = beside(c, c->poll_spool_dir);	/* made at start, 0700 */
+	gw_config_check_readable(c, &c->tls_ca_file, "tls.ca_file", rep);
 	check_url(c->dex.url, "dex.url", 1, rep);
 	check_url(c->dex.fallback_url, "dex.fallback_url", 0, rep);
 	check_url(c->sim.url, "sim.url", 1, rep);

@@ -115,6 +115,9 @@ int gw_feat_admin_find(struct gw *gw, const char *path, const char **op);
 /** Hand req (borrowed) to feature id's admin API. */
 void gw_feat_admin(struct gw *gw, int id, struct evhttp_request *req, const char *path);
 /** Reload, drain, idle and stop of every feature. */
+/** gw->start_ev's callback (arg: the struct gw, borrowed): the loop's first
+ * turn, every feature registered: their start callbacks, in order. */
+void gw_feat_on_start(evutil_socket_t fd, short what, void *arg);
 void gw_feat_reload(struct gw *gw, const struct gw_config *old);
 void gw_feat_drain(struct gw *gw);
 int gw_feat_idle(struct gw *gw);
@@ -191,7 +194,7 @@ void gw_case_served(struct gw_req *r, struct evbuffer *body);
 
 /* held.c */
 /** /metrics: the core's series (takes core), then each feature's part
- * (gw_feature.metrics), replied to req (borrowed) once all are in. */
+ * (gw_background_role.metrics), replied to req (borrowed) once all are in. */
 void gw_scrape(struct gw *gw, struct evhttp_request *req, struct evbuffer *core);
 
 /* logins.c */

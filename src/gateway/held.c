@@ -88,6 +88,7 @@ void
 gw_scrape(struct gw *gw, struct evhttp_request *req, struct evbuffer *core)
 {
 	struct gw_scrape *s = tg_xcalloc(1, sizeof(*s));
+	const struct gw_background_role *b;
 	int id;
 
 	s->held = gw_held_new(req);
@@ -95,10 +96,10 @@ gw_scrape(struct gw *gw, struct evhttp_request *req, struct evbuffer *core)
 	s->nparts = 1;
 	s->pending = 1;		/* until every feature has been asked */
 	for (id = 0; id < gw->nfeat; id++) {
-		if (gw->feat[id]->metrics == NULL)
+		if ((b = gw->feat[id]->background) == NULL || b->metrics == NULL)
 			continue;
 		s->parts[s->nparts] = evbuffer_new();
-		gw->feat[id]->metrics(gw->feat_ctx[id], s->parts[s->nparts++], s);
+		b->metrics(gw->feat_ctx[id], s->parts[s->nparts++], s);
 	}
 	gw_scrape_release(s);
 }

@@ -287,6 +287,9 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	gw->metrics = tg_metrics_new();
 	gw_metrics_declare(gw->metrics);
 	gw->reap_ev = event_new(base, -1, 0, gw_runtime_on_reap, gw);
+	/* the features register next, before the loop runs */
+	gw->start_ev = event_new(base, -1, 0, gw_feat_on_start, gw);
+	event_active(gw->start_ev, EV_TIMEOUT, 1);
 	if ((gw->worker = tg_worker_new(base, err)) == NULL) {
 		gw_free(gw);
 		return NULL;
@@ -347,6 +350,7 @@ gw_free(struct gw *gw)
 	gw_runtime_unref(gw->rt);
 	gw_runtime_reap(gw);
 	event_free(gw->reap_ev);
+	event_free(gw->start_ev);
 	tg_case_store_free(gw->cases);
 	if (gw->dns != NULL)
 		evdns_base_free(gw->dns, 0);

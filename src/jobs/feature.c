@@ -10,6 +10,7 @@
 
 #include <event2/buffer.h>
 
+#include "tidegate/feature_apis.h"
 #include "tidegate/log.h"
 #include "jobs_int.h"
 
@@ -70,6 +71,9 @@ peek(void *ctx, int service, const char *uri, struct gw_peek *out)
 	return j->poll != NULL && jobs_poll_peek(j->poll, service, uri, out);
 }
 
+/* What the multiplexer offers other features (feature_apis.h). */
+static const struct gw_jobs_answers answers = { .peek = peek };
+
 static void
 metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 {
@@ -99,17 +103,25 @@ stop(void *ctx)
 	free(j);
 }
 
-static const struct gw_feature feature = {
-	.name = "jobs",
+static const struct gw_request_role request = {
 	.ops = ops,
 	.on_request = on_request,
 	.on_head = on_head,
 	.on_done = on_done,
 	.on_free = on_free,
-	.peek = peek,
+};
+
+static const struct gw_background_role background = {
 	.metrics = metrics,
 	.drain = drain,
 	.stop = stop,
+};
+
+static const struct gw_feature feature = {
+	.name = "jobs",
+	.config = &tg_jobs_config,
+	.request = &request,
+	.background = &background,
 };
 
 /* Every series known in advance, at 0 from start (the long-poll latency of
@@ -173,17 +185,19 @@ int
 tg_jobs_register(struct gw *gw, struct tg_err *err)
 {
 	struct jobs *j = tg_xcalloc(1, sizeof(*j));
-	const struct gw_config *c = &gw->rt->cfg;
+	const struct jobs_cfg *c = jobs_cfg_of(&gw->rt->cfg);
 	int id;
 
 	j->gw = gw;
 	jobs_owners_start(j);
-	if (c->poll_enabled)
+	if (c != NULL && c->poll_enabled)
 		j->poll = jobs_poll_new(gw, c);
 	if ((id = gw_feature_register(gw, &feature, j, err)) < 0) {
 		stop(j);
 		return -1;
 	}
+	if (gw_api_provide(gw, GW_API_JOBS_ANSWERS, &answers, j, err) != 0)
+		return -1;	/* registered: its stop frees j */
 	j->id = id;
 	jobs_slot_set(id);
 	declare_metrics(gw->metrics);

@@ -123,9 +123,11 @@ on_prune(evutil_socket_t fd, short what, void *arg)
 void
 tg_jobs_owners_opts(const struct gw_config *c, struct tg_owners_opts *o)
 {
-	o->path = c->owners_db_path;
-	o->keep_ms = c->owners_keep;
-	o->max_rows = c->owners_max;
+	const struct jobs_cfg *j = jobs_cfg_of(c);
+
+	o->path = j->owners_db_path;
+	o->keep_ms = j->owners_keep;
+	o->max_rows = j->owners_max;
 }
 
 void
@@ -316,7 +318,7 @@ jobs_owner_check(struct gw_req *r, char **job)
 		refuse(r, "required", "query parameter 'correlationId' is required");
 		return -1;
 	}
-	if (r->rt->cfg.poll_ownership) {
+	if (jobs_cfg(r->rt)->poll_ownership) {
 		q = jobs_req_of(r);
 		q->job = *job;
 		q->fam = family(op);
@@ -340,7 +342,7 @@ jobs_owner_holds(struct gw_req *r, int status)
 	const char *fam = family(r->op);
 
 	if (status != 200 || fam == NULL || reads_job(r->op) || r->key == NULL ||
-	    j->state == NULL || !r->rt->cfg.poll_ownership)
+	    j->state == NULL || !jobs_cfg(r->rt)->poll_ownership)
 		return 0;
 	jobs_req_of(r)->holding = 1;
 	return 1;

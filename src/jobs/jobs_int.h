@@ -24,6 +24,22 @@ struct poll_entry;
 struct tg_state;
 struct tg_state_op;
 
+/* The feature's settings (config.c: poll.*), one per configuration loaded. */
+struct jobs_cfg {
+	int poll_enabled, poll_ownership;
+	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
+	int64_t poll_wait_margin, poll_spool_max_bytes;
+	char *poll_spool_dir;	/* large final answers (poll.spool_dir) */
+	int64_t poll_cache_max_body, poll_cache_max_bytes, poll_terminal_ttl;
+	long long poll_max_entries;
+	char *owners_db;	/* correlation ownership (poll.ownership_db) */
+	int64_t owners_keep;
+	long long owners_max;
+	/* derived by its check (not keys) */
+	char *owners_db_path;	/* owners_db resolved against the file's directory */
+	char *spool_dir_path;	/* poll_spool_dir resolved likewise */
+};
+
 /* The feature: created by tg_jobs_register, freed by its stop callback. */
 struct jobs {
 	struct gw *gw;
@@ -65,7 +81,14 @@ void jobs_known_put(struct jobs *j, const char *fam, const char *job, const char
 const char *jobs_known_get(const struct jobs *j, const char *fam, const char *job);
 void jobs_known_free(struct jobs *j);	/* what j remembers; j borrowed */
 
+/* config.c */
+/** The feature's settings in c (borrowed from c), before a gateway runs. */
+const struct jobs_cfg *jobs_cfg_of(const struct gw_config *c);
+
 /* slot.c */
+/** The feature's settings under rt (borrowed from rt): what a request or
+ * a reload sees. */
+const struct jobs_cfg *jobs_cfg(const struct gw_runtime *rt);
 /** The request slot the core gave the feature (gw_feature_register). */
 void jobs_slot_set(int id);
 /** r's slot (borrowed; r owns it), made when absent. */
@@ -78,7 +101,7 @@ struct jobs *jobs_of(const struct gw_req *r);
 /* poll.c */
 /** The multiplexer of gw (borrowed); c (borrowed) sets its sweep period and
  * spool directory, which a reload does not change. Owned by the caller. */
-struct jobs_poll *jobs_poll_new(struct gw *gw, const struct gw_config *c);
+struct jobs_poll *jobs_poll_new(struct gw *gw, const struct jobs_cfg *c);
 void jobs_poll_free(struct jobs_poll *p);	/* takes ownership; NULL-safe */
 /** Serve a pollable GET of job (taken: the id its owner check read, or
  * NULL) from the multiplexer p (borrowed; NULL: off): 1 when handled

@@ -67,7 +67,7 @@ idle(const struct poll_entry *e)
 static void
 sweep(struct jobs_poll *p, int all)
 {
-	const struct gw_config *c = &p->gw->rt->cfg;
+	const struct jobs_cfg *c = jobs_cfg(p->gw->rt);
 	int64_t now = tg_clock_mono_ms();
 	struct poll_entry *e;
 	const char *k;
@@ -108,9 +108,9 @@ entry_get(struct jobs_poll *p, struct gw_req *r, const char *job, const char *id
 		free(uri);
 		return e;
 	}
-	if ((long long)tg_map_count(p->entries) >= r->rt->cfg.poll_max_entries)
+	if ((long long)tg_map_count(p->entries) >= jobs_cfg(r->rt)->poll_max_entries)
 		sweep(p, 1);
-	if ((long long)tg_map_count(p->entries) >= r->rt->cfg.poll_max_entries) {
+	if ((long long)tg_map_count(p->entries) >= jobs_cfg(r->rt)->poll_max_entries) {
 		free(key);
 		free(uri);
 		return NULL;	/* full of active jobs: this caller is proxied as is */
@@ -159,7 +159,7 @@ wait_ms(struct gw_req *r)
 {
 	char *w = tg_http_query(r->req, "wait"), *end;
 	double s = w ? strtod(w, &end) : 0;
-	int64_t ms, margin, cap = r->rt->cfg.poll_max_wait;
+	int64_t ms, margin, cap = jobs_cfg(r->rt)->poll_max_wait;
 
 	if (w != NULL && (end == w || *end != '\0' || s < 0))
 		s = 0;
@@ -168,7 +168,7 @@ wait_ms(struct gw_req *r)
 	if (ms > cap)
 		ms = cap;
 	/* answer before a proxy whose timeout equals the wait gives up */
-	margin = r->rt->cfg.poll_wait_margin;
+	margin = jobs_cfg(r->rt)->poll_wait_margin;
 	return ms - (margin < ms / 4 ? margin : ms / 4);
 }
 
@@ -276,7 +276,7 @@ jobs_poll_peek(struct jobs_poll *p, int service, const char *uri, struct gw_peek
 }
 
 struct jobs_poll *
-jobs_poll_new(struct gw *gw, const struct gw_config *c)
+jobs_poll_new(struct gw *gw, const struct jobs_cfg *c)
 {
 	struct jobs_poll *p = tg_xcalloc(1, sizeof(*p));
 	struct timeval tv = { 30, 0 };
@@ -329,7 +329,7 @@ jobs_poll_metrics(struct jobs_poll *p, struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tidegate_poll_cache_max_bytes The budget of held "
 	    "answers (poll.cache_max_bytes).\n# TYPE tidegate_poll_cache_max_bytes gauge\n"
 	    "tidegate_poll_cache_max_bytes %lld\n",
-	    (long long)gw->rt->cfg.poll_cache_max_bytes);
+	    (long long)jobs_cfg(gw->rt)->poll_cache_max_bytes);
 	evbuffer_add_printf(out, "# HELP tidegate_poll_entries Jobs the poll multiplexer "
 	    "tracks.\n# TYPE tidegate_poll_entries gauge\ntidegate_poll_entries %zu\n",
 	    tg_map_count(p->entries));

@@ -107,7 +107,7 @@ jobs_answer_touch(struct poll_entry *e)
 int
 jobs_cache_make_room(struct jobs_poll *p, size_t need)
 {
-	size_t max = (size_t)p->gw->rt->cfg.poll_cache_max_bytes;
+	size_t max = (size_t)jobs_cfg(p->gw->rt)->poll_cache_max_bytes;
 	struct poll_entry *e, *next;
 
 	if (need > max)
@@ -186,7 +186,7 @@ jobs_answer_terminal(struct poll_entry *e, int status, const char *body, size_t 
 int64_t
 jobs_poll_interval(const struct poll_entry *e)
 {
-	const struct gw_config *c = &e->p->gw->rt->cfg;
+	const struct jobs_cfg *c = jobs_cfg(e->p->gw->rt);
 	int64_t age = tg_clock_mono_ms() - e->created, iv = c->poll_interval;
 
 	if (age > c->poll_backoff_after)

@@ -75,7 +75,7 @@ static void
 publish(struct poll_entry *e)
 {
 	struct tg_state_answer a = { e->ans.status, e->ans.ctype, e->ans.body, e->ans.len, 0 };
-	int64_t ttl = e->ans.terminal ? e->p->gw->rt->cfg.poll_terminal_ttl : jobs_poll_interval(e);
+	int64_t ttl = e->ans.terminal ? jobs_cfg(e->p->gw->rt)->poll_terminal_ttl : jobs_poll_interval(e);
 
 	if (!e->leading || e->ans.status == 429 || e->ans.status >= 500)
 		return;		/* jobs_poll_unlead() gives the lead up */
@@ -198,7 +198,7 @@ on_f_head(struct gw_vcall *c, int status, const struct evkeyvalq *h, void *arg)
 static int
 spoolable(const struct poll_entry *e)
 {
-	if (e->f_status != 200 || e->p->gw->rt->cfg.poll_spool_max_bytes <= 0)
+	if (e->f_status != 200 || jobs_cfg(e->p->gw->rt)->poll_spool_max_bytes <= 0)
 		return 0;
 	if (e->op == TG_OP_DEX_EXPORT_GET || e->op == TG_OP_SIM_RESULTS)
 		return 1;
@@ -210,7 +210,7 @@ spoolable(const struct poll_entry *e)
 static int
 spool_start(struct poll_entry *e)
 {
-	const struct gw_config *c = &e->p->gw->rt->cfg;
+	const struct jobs_cfg *c = jobs_cfg(e->p->gw->rt);
 	const char *ct = e->f_hdr ? evhttp_find_header(e->f_hdr, "Content-Type") : NULL;
 	struct gw_req *r;
 	struct tg_err err;
@@ -248,7 +248,7 @@ static void
 on_f_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
 {
 	struct poll_entry *e = arg;
-	size_t max = (size_t)e->p->gw->rt->cfg.poll_cache_max_body;
+	size_t max = (size_t)jobs_cfg(e->p->gw->rt)->poll_cache_max_body;
 
 	if (e->writing != NULL) {
 		if (jobs_spool_append(e->writing, buf) != 0)
@@ -429,7 +429,7 @@ jobs_poll_lead(struct poll_entry *e)
 		return;
 	}
 	op = tg_state_poll_lead(e->p->fleet, e->key, tg_clock_now_ms(),
-	    e->p->gw->rt->cfg.poll_max_interval, on_lead, e);
+	    jobs_cfg(e->p->gw->rt)->poll_max_interval, on_lead, e);
 	if (op != NULL)
 		e->lead_op = op;	/* answered later */
 }

@@ -17,6 +17,12 @@ jobs_slot_set(int id)
 	slot_id = id;
 }
 
+const struct jobs_cfg *
+jobs_cfg(const struct gw_runtime *rt)
+{
+	return gw_feature_settings(rt, slot_id);
+}
+
 struct jobs *
 jobs_of(const struct gw_req *r)
 {

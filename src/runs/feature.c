@@ -155,6 +155,20 @@ metrics(void *ctx, struct evbuffer *out, struct gw_scrape *s)
 	runs_metrics(((struct runs *)ctx)->gw, out, s);
 }
 
+/* Once every feature is registered: the webhook feature's API (it
+ * registers after this one), then the tracker and the sweeper, which may
+ * hand an ended run's webhook to it at once (a read of the state seam may
+ * answer before it returns). */
+static void
+start(void *ctx)
+{
+	struct runs *rn = ctx;
+
+	rn->callbacks = gw_api_get(rn->gw, GW_API_WEBHOOK_CALLBACKS, &rn->callbacks_ctx);
+	rn->tracker = runs_tracker_new(rn->gw);
+	rn->sweeper = runs_sweeper_new(rn->gw);
+}
+
 static int
 idle(void *ctx)
 {
@@ -178,24 +192,43 @@ stop(void *ctx)
 	free(rn);
 }
 
-static const struct gw_feature feature = {
-	.name = "runs",
+static const struct gw_request_role request = {
 	.ops = ops,
-	.prefix_listener = GW_SIM,
-	.prefix = RUNS_API_PREFIX,
-	.on_prefix = on_prefix,
-	.wants_scan = wants_scan,
-	.scan = scan,
-	.scan_free = scan_free,
-	.check = check,
 	.on_request = on_request,
 	.on_head = on_head,
 	.on_done = on_done,
 	.on_free = on_free,
+};
+
+/* the submission's caseId and digest, read beside its check */
+static const struct gw_check_role check_role = {
+	.wants_scan = wants_scan,
+	.scan = scan,
+	.scan_free = scan_free,
+	.check = check,
+};
+
+static const struct gw_endpoint_role endpoints = {
+	.prefix_listener = GW_SIM,
+	.prefix = RUNS_API_PREFIX,
+	.on_prefix = on_prefix,
+};
+
+static const struct gw_background_role background = {
+	.start = start,
 	.on_answer = on_answer,
 	.metrics = metrics,
 	.idle = idle,
 	.stop = stop,
+};
+
+static const struct gw_feature feature = {
+	.name = "runs",
+	.config = &tg_runs_config,
+	.request = &request,
+	.check = &check_role,
+	.endpoints = &endpoints,
+	.background = &background,
 };
 
 /* Its series are at 0 from start, every label known in advance. */
@@ -234,7 +267,5 @@ tg_runs_register(struct gw *gw, struct tg_err *err)
 	}
 	runs_slot_set(id);
 	declare_metrics(gw->metrics);
-	rn->tracker = runs_tracker_new(gw);
-	rn->sweeper = runs_sweeper_new(gw);
-	return 0;
+	return 0;	/* the tracker and the sweeper begin at start */
 }

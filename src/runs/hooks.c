@@ -76,7 +76,7 @@ runs_hook_run(struct runs_bg *b, const struct tg_run *run)
 		return -1;
 	memset(&j, 0, sizeof(j));
 	j.url = run->callback_url;
-	j.secret_ref = gw_config_wh_secret_ref(&gw->rt->cfg, run->api_key);
+	j.secret_ref = runs_secret_ref(gw, run->api_key);
 	j.api_key = run->api_key;
 	j.kind = "simulation";
 	j.correlation_id = run->simulation_id;
@@ -143,7 +143,7 @@ runs_hook_sweep(struct runs_bg *b, const struct tg_sweep_variant *v, size_t n)
 
 	memset(&j, 0, sizeof(j));
 	j.url = s->callback_url;
-	j.secret_ref = gw_config_wh_secret_ref(&gw->rt->cfg, s->api_key);
+	j.secret_ref = runs_secret_ref(gw, s->api_key);
 	j.api_key = s->api_key;
 	j.kind = "sweep";
 	j.correlation_id = s->id;

@@ -25,8 +25,10 @@
 #include "runs_int.h"
 
 void
-tg_runs_store_opts(const struct gw_config *c, struct tg_runs_opts *o)
+tg_runs_store_opts(const struct gw_config *g, struct tg_runs_opts *o)
 {
+	const struct runs_cfg *c = runs_cfg_of(g);
+
 	memset(o, 0, sizeof(*o));
 	o->path = c->runs_db_path;
 	o->archive_max_run = c->runs_archive_max;
@@ -320,7 +322,7 @@ runs_prepare(struct gw_req *r)
 		r->drop_query = "callbackUrl";
 	memset(&p, 0, sizeof(p));
 	p.max = 1;
-	if (gw_callback_check(r, url, r->key ? r->key->name : NULL, &p) != 0) {
+	if (runs_callback_check(r, url, &p) != 0) {
 		free(url);
 		gw_reply_problems(r, &p);
 		tg_problems_cleanup(&p);

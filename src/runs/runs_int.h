@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <sys/queue.h>
 
+#include "tidegate/feature_apis.h"
 #include "tidegate/gateway.h"
 #include "tidegate/registry.h"
 #include "tidegate/runs.h"
@@ -50,6 +51,10 @@ struct runs {
 	struct runs_tracker *tracker;
 	struct runs_sweeper *sweeper;
 	LIST_HEAD(, runs_bg) bgs;	/* operations tied to no request */
+	/* the webhook feature's callback URLs (feature_apis.h), looked up at
+	 * start; NULL: no webhook feature, no callbackUrl is accepted */
+	const struct gw_webhook_callbacks *callbacks;
+	void *callbacks_ctx;
 };
 
 /* One request's part in the feature (r->slot[id]), made on first use. */
@@ -75,7 +80,24 @@ struct runs_req {
 	char case_sha256[TG_RUNS_SHA_LEN];	/* its body's SHA-256; "": not scanned */
 };
 
+/* config.c */
+/* The feature's settings (runs.*), one per configuration loaded. */
+struct runs_cfg {
+	char *runs_db;
+	int runs_archive;
+	int64_t runs_archive_max, runs_archive_max_total, runs_archive_keep, runs_grace;
+	int64_t runs_retention_interval;
+	char *runs_sync;
+	long long runs_sweep_max_variants, runs_sweep_concurrency;
+	char *runs_db_path;	/* not a key: runs_db resolved against the file's directory */
+};
+/** The feature's settings in c (borrowed from c), before a gateway runs. */
+const struct runs_cfg *runs_cfg_of(const struct gw_config *c);
+
 /* slot.c */
+/** The feature's settings under rt (borrowed from rt): what a request or
+ * a reload sees. */
+const struct runs_cfg *runs_cfg(const struct gw_runtime *rt);
 /** The request slot the core gave the feature (gw_feature_register). */
 void runs_slot_set(int id);
 /** The feature of gw (borrowed). */
@@ -83,6 +105,14 @@ struct runs *runs_ctx(const struct gw *gw);
 #define RUNS(gw) runs_ctx(gw)
 /** r's slot (borrowed; r owns it), made when absent. */
 struct runs_req *runs_req_of(struct gw_req *r);
+/** A callbackUrl (borrowed) r's caller (borrowed) gave: checked by the
+ * webhook feature (webhook.callbacks). 0, or -1 with a problem in p
+ * (also when no feature delivers webhooks). */
+int runs_callback_check(const struct gw_req *r, const char *url, struct tg_problems *p);
+/** Whose webhook secrets sign for API key (borrowed, may be NULL) under
+ * gw's running configuration (borrowed), or NULL: none, or no webhook
+ * feature. */
+const char *runs_secret_ref(struct gw *gw, const char *key);
 
 /** A background operation about id (both borrowed; id copied, may be
  * NULL), listed in gw's feature until runs_bg_free. */

@@ -29,6 +29,12 @@ runs_slot_set(int id)
 	slot_id = id;
 }
 
+const struct runs_cfg *
+runs_cfg(const struct gw_runtime *rt)
+{
+	return gw_feature_settings(rt, slot_id);
+}
+
 struct runs *
 runs_ctx(const struct gw *gw)
 {
@@ -39,6 +45,28 @@ struct runs_req *
 runs_req_of(struct gw_req *r)
 {
 	return gw_req_slot(r, slot_id, sizeof(struct runs_req));
+}
+
+int
+runs_callback_check(const struct gw_req *r, const char *url, struct tg_problems *p)
+{
+	const struct runs *rn = runs_ctx(r->gw);
+	const char *key = r->key != NULL ? r->key->name : NULL;
+
+	if (rn->callbacks != NULL)
+		return rn->callbacks->check(rn->callbacks_ctx, r, url, key, p);
+	tg_problems_add(p, "/callbackUrl", "no_secret", "no webhook signing secret is "
+	    "configured for this API key (webhooks.secret or keys[].webhook_secret)");
+	return -1;
+}
+
+const char *
+runs_secret_ref(struct gw *gw, const char *key)
+{
+	const struct runs *rn = runs_ctx(gw);
+
+	return rn->callbacks == NULL ? NULL :
+	    rn->callbacks->secret_ref(rn->callbacks_ctx, gw->rt, key);
 }
 
 void

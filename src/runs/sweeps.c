@@ -140,7 +140,7 @@ on_created(const struct tg_state_res *res, const char *id, void *arg)
 	tg_log(TG_LOG_INFO, "sweep_created", TG_LS("id", r->id), TG_LS("sweepId", id),
 	    TG_LS("key", r->key->name), TG_LI("variants", sp->req.n),
 	    TG_LI("concurrency", sp->req.concurrency > 0 ? sp->req.concurrency :
-	    (int)r->rt->cfg.runs_sweep_concurrency));
+	    (int)runs_cfg(r->rt)->runs_sweep_concurrency));
 	loc = tg_xasprintf("%s/%s", SWEEPS_PATH, id);
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Location", loc);
 	free(loc);
@@ -169,7 +169,7 @@ create(struct gw_req *r, yajl_val base)
 	s.base_case_id = sp->req.base_case_id;
 	s.callback_url = sp->callback;
 	s.concurrency = sp->req.concurrency > 0 ? sp->req.concurrency :
-	    (int)r->rt->cfg.runs_sweep_concurrency;
+	    (int)runs_cfg(r->rt)->runs_sweep_concurrency;
 	s.variants = built;
 	s.nvariants = sp->req.n;
 	/* s is copied by the call; r may be gone when it returns */
@@ -266,11 +266,11 @@ post_sweep(struct gw_req *r)
 	p.max = (size_t)r->rt->cfg.max_problems;
 	runs_req_of(r)->sweep = sp;
 	if (tg_sweep_request_parse((const char *)evbuffer_pullup(in, -1),
-	    evbuffer_get_length(in), (size_t)r->rt->cfg.runs_sweep_max_variants, &sp->req,
+	    evbuffer_get_length(in), (size_t)runs_cfg(r->rt)->runs_sweep_max_variants, &sp->req,
 	    &p) != 0)
 		goto refuse;
 	url = sp->req.callback_url;
-	if (url != NULL && gw_callback_check(r, url, r->key ? r->key->name : NULL, &p) != 0)
+	if (url != NULL && runs_callback_check(r, url, &p) != 0)
 		goto refuse;
 	if (strlen(sp->req.base_case_id) * 3 >= TG_ROUTE_PARAMLEN) {
 		tg_problems_add(&p, "/baseCaseId", "range", "baseCaseId is too long");

@@ -352,7 +352,7 @@ on_archive(const struct tg_state_res *res, void *arg)
 static void
 got_results(struct runs_tracker *t, int status, struct evbuffer *body)
 {
-	const struct gw_config *c = &t->gw->rt->cfg;
+	const struct runs_cfg *c = runs_cfg(t->gw->rt);
 	struct tg_state_op *op;
 	const char *data;
 	size_t len;
@@ -430,7 +430,7 @@ start(struct runs_tracker *t)
 	path = tg_route_expand(s->cfg->routes[t->phase == PHASE_STATUS ? TG_OP_SIM_STATUS :
 	    TG_OP_SIM_RESULTS], &m);
 	uri = tg_xasprintf("%s%s", tg_upstream_base_path(s->api), path ? path : "/");
-	max = t->phase == PHASE_STATUS ? STATUS_MAX_BODY : (size_t)rt->cfg.runs_archive_max;
+	max = t->phase == PHASE_STATUS ? STATUS_MAX_BODY : (size_t)runs_cfg(rt)->runs_archive_max;
 	memset(&q, 0, sizeof(q));
 	q.rt = rt;
 	q.service = GW_SIM;
@@ -529,7 +529,7 @@ runs_lead(struct gw *gw, tg_state_num_cb cb, void *arg)
 static void
 retention_again(struct runs_tracker *t)
 {
-	int64_t every = t->gw->rt->cfg.runs_retention_interval;
+	int64_t every = runs_cfg(t->gw->rt)->runs_retention_interval;
 	struct timeval tv = { (time_t)(every / 1000), (suseconds_t)(every % 1000) * 1000 };
 
 	evtimer_add(t->retention, &tv);

@@ -23,7 +23,7 @@
 static void
 arm(struct wh_hooks *h)
 {
-	int64_t ms = h->gw->rt->cfg.wh_lease / 3;
+	int64_t ms = wh_cfg(h->gw->rt)->wh_lease / 3;
 	struct timeval tv;
 
 	if (ms < 100)
@@ -66,7 +66,7 @@ on_adopted(const struct tg_state_res *res, const struct tg_outbox_job *jobs, siz
     void *arg)
 {
 	struct wh_hooks *h = arg;
-	const struct gw_config *c = &h->gw->rt->cfg;
+	const struct wh_cfg *c = wh_cfg(h->gw->rt);
 	size_t i;
 
 	h->adopt_op = NULL;
@@ -75,7 +75,7 @@ on_adopted(const struct tg_state_res *res, const struct tg_outbox_job *jobs, siz
 		n = 0;
 	}
 	for (i = 0; i < n; i++)
-		wh_fetch_start(h, jobs[i].id, jobs[i].api_key, c->wh_mode == GW_WH_RELAY ? NULL :
+		wh_fetch_start(h, jobs[i].id, jobs[i].api_key, c->wh_mode == WH_RELAY ? NULL :
 		    jobs[i].correlation_id, jobs[i].created_at, 0);
 	if (n > 0)
 		tg_log(TG_LOG_INFO, "webhook_fetch_adopted", TG_LI("jobs", n));

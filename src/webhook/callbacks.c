@@ -227,7 +227,7 @@ reply_quota(struct gw_req *r, const char *msg)
 static const char *
 secret_ref(struct gw_req *r)
 {
-	return gw_config_wh_secret_ref(&r->rt->cfg, r->key != NULL ? r->key->name : NULL);
+	return wh_secret_ref(r->rt, r->key != NULL ? r->key->name : NULL);
 }
 
 static void
@@ -293,7 +293,7 @@ wh_adds_cancel(struct wh_hooks *h)
 static void
 orphan_added(struct wh_add *a, const char *id)
 {
-	const struct gw_config *c = &a->h->gw->rt->cfg;
+	const struct wh_cfg *c = wh_cfg(a->h->gw->rt);
 
 	if (a->cid != NULL)
 		wh_fetch_start(a->h, id, a->key, a->cid, tg_clock_now_ms(), c->wh_poll_interval);
@@ -366,7 +366,7 @@ relay_add(struct gw_req *r, struct wh_hook *hk)
 static char *
 relay_url(const struct wh_hooks *h, const char *id)
 {
-	const char *base = h->gw->rt->cfg.wh_public_url;
+	const char *base = wh_cfg(h->gw->rt)->wh_public_url;
 	char seg[TG_WEBHOOK_RELAY_SEG_LEN];
 	size_t n = strlen(base);
 
@@ -428,7 +428,7 @@ relay_added(struct gw_req *r)
 static int
 hooked_op(const struct gw_req *r)
 {
-	return r->rt->cfg.wh_mode != GW_WH_FORWARD && r->op == TG_OP_DEX_EXPORT &&
+	return wh_cfg(r->rt)->wh_mode != WH_FORWARD && r->op == TG_OP_DEX_EXPORT &&
 	    evhttp_request_get_command(r->req) == EVHTTP_REQ_POST;
 }
 
@@ -518,7 +518,7 @@ over_quota(struct gw_req *r, char *msg, size_t n)
 	struct tg_outbox_quota cap;
 	size_t all, mine;
 
-	wh_quota_of(&r->rt->cfg, &cap);
+	wh_quota_of(wh_cfg(r->rt), &cap);
 	wh_quota_waits(WH(r->gw), r->key ? r->key->name : NULL, &all, &mine);
 	if (q->used[0] >= cap.max_bytes || all > 0)
 		snprintf(msg, n, "webhook payloads hold %lld bytes of their cap "
@@ -551,7 +551,7 @@ quota_checked(struct gw_req *r)
 	} else if (over_quota(r, msg, sizeof(msg))) {
 		wh_quota_refused(r->gw, "request", NULL, msg);
 		reply_quota(r, msg);
-	} else if (r->rt->cfg.wh_mode == GW_WH_RELAY) {
+	} else if (wh_cfg(r->rt)->wh_mode == WH_RELAY) {
 		relay_add(r, q->hook);		/* relay_added sends it on */
 	} else {
 		rewrite_body(r, q->scan, NULL);
@@ -619,7 +619,7 @@ reply_held(struct gw_req *r)
 	    TG_LS("request_id", r->id), TG_LS("trace_id", r->trace_id),
 	    TG_LS("delivery_trace_id", trace),
 	    TG_LS("correlationId", HOOK(r)->cid), TG_LS("key", r->key ? r->key->name : NULL),
-	    TG_LS("host", host), TG_LS("mode", r->rt->cfg.wh_mode_str));
+	    TG_LS("host", host), TG_LS("mode", wh_cfg(r->rt)->wh_mode_str));
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Webhook-Id",
 	    HOOK(r)->id);
 	gw_req_reply_buf(r, 200, "application/json", r->capture);
@@ -656,7 +656,7 @@ job_added(struct gw_req *r)
 	}
 	snprintf(hk->id, sizeof(hk->id), "%s", q->str);
 	wh_fetch_start(WH(r->gw), hk->id, r->key ? r->key->name : NULL, hk->cid, tg_clock_now_ms(),
-	    r->rt->cfg.wh_poll_interval);
+	    wh_cfg(r->rt)->wh_poll_interval);
 	reply_held(r);
 }
 
@@ -840,7 +840,7 @@ relay_opened(struct gw_req *r)
 
 	if (q->rc == TG_STATE_OK) {
 		q->bytes = (int64_t)evbuffer_get_length(in);
-		wh_quota_of(&r->rt->cfg, &cap);
+		wh_quota_of(wh_cfg(r->rt), &cap);
 		tg_state_payload_limit(q->w, &cap);
 		wh_req_begin(r, relay_appended);
 		wh_req_end(r, tg_state_payload_append(q->w, in, wh_req_on_done, r));
@@ -893,7 +893,7 @@ wh_hook_relay_head(struct wh_hooks *h, const char *method, const char *path, int
     uint64_t *limit)
 {
 	char id[TG_WEBHOOK_ID_LEN];
-	uint64_t cap = (uint64_t)h->gw->rt->cfg.wh_max_payload;
+	uint64_t cap = (uint64_t)wh_cfg(h->gw->rt)->wh_max_payload;
 	int v;
 
 	if ((v = relay_seg_ok(h, path + strlen(WH_RELAY_PREFIX), id)) != 0)
@@ -928,7 +928,7 @@ wh_hook_relay(struct gw_req *r)
 		gw_req_reply_error(r, 404, "NOT_FOUND", "no webhook job waits for export data "
 		    "under this id (unknown, delivered already, or given up)");
 	} else if (r->fault != 0 || (int64_t)evbuffer_get_length(
-	    evhttp_request_get_input_buffer(r->req)) > r->rt->cfg.wh_max_payload) {
+	    evhttp_request_get_input_buffer(r->req)) > wh_cfg(r->rt)->wh_max_payload) {
 		gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE", "the export is larger than "
 		    "webhooks.max_payload or max_body");
 	} else {

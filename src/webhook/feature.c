@@ -3,7 +3,8 @@
  * with a callbackUrl (their body scanned beside the request check, the
  * URL checked and taken out, the vendor's 200 held until the job is
  * durable), the relay endpoint the vendor delivers to, callback URL checks
- * for other features (gw_callback_check), the admin API under /webhooks,
+ * and signing secrets for other features (webhook.callbacks,
+ * feature_apis.h), the admin API under /webhooks,
  * metrics, reload, drain, and each request's slot (struct wh_req) with
  * the seam operation it waits on.
  */
@@ -227,7 +228,7 @@ callback_check(void *ctx, const struct gw_req *r, const char *url, const char *k
 	struct wh_hooks *h = ctx;
 	struct tg_err why;
 
-	if (gw_config_wh_secret_ref(&r->rt->cfg, key) == NULL) {
+	if (wh_secret_ref(r->rt, key) == NULL) {
 		tg_problems_add(p, "/callbackUrl", "no_secret", "no webhook signing secret is "
 		    "configured for this API key (webhooks.secret or keys[].webhook_secret)");
 		return -1;
@@ -239,6 +240,28 @@ callback_check(void *ctx, const struct gw_req *r, const char *url, const char *k
 		return -1;
 	}
 	return 0;
+}
+
+static const char *
+secret_ref(void *ctx, const struct gw_runtime *rt, const char *key)
+{
+	return wh_secret_ref(rt, key);
+}
+
+/* What the feature offers other features (feature_apis.h). */
+static const struct gw_webhook_callbacks callbacks = {
+	.check = callback_check,
+	.secret_ref = secret_ref,
+};
+
+/* The jobs feature registers before this one, but a start is where every
+ * feature is known. */
+static void
+start(void *ctx)
+{
+	struct wh_hooks *h = ctx;
+
+	h->answers = gw_api_get(h->gw, GW_API_JOBS_ANSWERS, &h->answers_ctx);
 }
 
 static void
@@ -277,30 +300,47 @@ stop(void *ctx)
 	wh_hooks_free(ctx);
 }
 
-static const struct gw_feature feature = {
-	.name = "webhook",
+static const struct gw_request_role request = {
 	.ops = ops,
+	.on_request = on_request,
+	.on_head = on_head,
+	.on_done = on_done,
+	.on_free = on_free,
+};
+
+static const struct gw_check_role checks = {
+	.wants_scan = wants_scan,
+	.scan = scan,
+	.scan_free = scan_free,
+	.check = check,
+};
+
+static const struct gw_endpoint_role endpoints = {
 	.prefix_listener = GW_DEX,
 	.prefix = WH_RELAY_PREFIX,
 	.prefix_open = 1,
 	.on_prefix_head = on_prefix_head,
 	.on_prefix = on_prefix,
-	.wants_scan = wants_scan,
-	.scan = scan,
-	.scan_free = scan_free,
-	.check = check,
-	.on_request = on_request,
-	.on_head = on_head,
-	.on_done = on_done,
-	.on_free = on_free,
-	.callback_check = callback_check,
 	.admin_prefix = "/webhooks",
 	.on_admin = on_admin,
+};
+
+static const struct gw_background_role background = {
+	.start = start,
 	.metrics = metrics,
 	.reload = reload,
 	.drain = drain,
 	.idle = idle,
 	.stop = stop,
+};
+
+static const struct gw_feature feature = {
+	.name = "webhook",
+	.config = &tg_webhook_config,
+	.request = &request,
+	.check = &checks,
+	.endpoints = &endpoints,
+	.background = &background,
 };
 
 /* Every series known in advance, at 0 from start. */
@@ -353,16 +393,18 @@ declare_metrics(struct tg_metrics *m)
 int
 tg_webhook_register(struct gw *gw, struct tg_err *err)
 {
-	struct wh_hooks *h;
+	struct wh_hooks *h = wh_hooks_new(gw);
 	int id;
 
-	if ((h = wh_hooks_new(gw, err)) == NULL)
-		return -1;
 	if ((id = gw_feature_register(gw, &feature, h, err)) < 0) {
 		wh_hooks_free(h);
 		return -1;
 	}
 	slot_id = id;
+	wh_cfg_bind(id);	/* its settings are reached by it: before its start */
+	if (gw_api_provide(gw, GW_API_WEBHOOK_CALLBACKS, &callbacks, h, err) != 0 ||
+	    wh_hooks_start(h, err) != 0)
+		return -1;	/* registered: its stop frees h */
 	declare_metrics(gw->metrics);
 	return 0;
 }

@@ -73,7 +73,7 @@ struct wh_fetch {
 };
 
 void
-wh_quota_of(const struct gw_config *c, struct tg_outbox_quota *q)
+wh_quota_of(const struct wh_cfg *c, struct tg_outbox_quota *q)
 {
 	q->max_bytes = c->wh_payload_max_bytes;
 	q->key_max_bytes = (int64_t)((double)c->wh_payload_max_bytes * c->wh_payload_key_share);
@@ -247,7 +247,7 @@ end(struct wh_fetch *f)
 static int64_t
 deadline(const struct wh_fetch *f)
 {
-	return f->created + f->h->gw->rt->cfg.wh_payload_timeout;
+	return f->created + wh_cfg(f->h->gw->rt)->wh_payload_timeout;
 }
 
 /* The next poll: the vendor's Retry-After when it asked for one (429,
@@ -256,7 +256,7 @@ deadline(const struct wh_fetch *f)
 static void
 again(struct wh_fetch *f, int64_t retry_after_ms)
 {
-	const struct gw_config *c = &f->h->gw->rt->cfg;
+	const struct wh_cfg *c = wh_cfg(f->h->gw->rt);
 	int64_t now = tg_clock_now_ms(), d = c->wh_poll_interval;
 	int64_t floor = c->wh_poll_interval < 1000 ? c->wh_poll_interval : 1000;
 
@@ -410,7 +410,7 @@ on_opened(const struct tg_state_res *res, struct tg_state_payload *w, void *arg)
 	f->opening = 0;
 	f->w = w;
 	if (w != NULL) {
-		wh_quota_of(&f->h->gw->rt->cfg, &q);
+		wh_quota_of(wh_cfg(f->h->gw->rt), &q);
 		tg_state_payload_limit(w, &q);
 	}
 	if (res->rc != TG_STATE_OK) {
@@ -483,7 +483,7 @@ too_large(struct wh_fetch *f)
 	release(f);
 	writer_drop(f);
 	snprintf(why, sizeof(why), "the export is larger than webhooks.max_payload (%lld bytes)",
-	    (long long)f->h->gw->rt->cfg.wh_max_payload);
+	    (long long)wh_cfg(f->h->gw->rt)->wh_max_payload);
 	abandon(f, why);
 }
 
@@ -497,7 +497,7 @@ on_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
 		return;
 	}
 	f->bytes += (int64_t)evbuffer_get_length(buf);
-	if (f->bytes > f->h->gw->rt->cfg.wh_max_payload) {
+	if (f->bytes > wh_cfg(f->h->gw->rt)->wh_max_payload) {
 		too_large(f);
 		return;
 	}
@@ -628,9 +628,10 @@ poll_vendor(struct wh_fetch *f)
 static int
 from_cache(struct wh_fetch *f)
 {
+	const struct wh_hooks *h = f->h;
 	struct gw_peek pk;
-	char *uri = export_uri(f, f->h->gw->rt);
-	int hit = gw_answer_peek(f->h->gw, GW_DEX, uri, &pk);
+	char *uri = export_uri(f, h->gw->rt);
+	int hit = h->answers != NULL && h->answers->peek(h->answers_ctx, GW_DEX, uri, &pk);
 	unsigned gen;
 
 	free(uri);
@@ -641,7 +642,7 @@ from_cache(struct wh_fetch *f)
 		again(f, -1);
 		return 1;
 	}
-	if ((int64_t)pk.len > f->h->gw->rt->cfg.wh_max_payload)
+	if ((int64_t)pk.len > wh_cfg(f->h->gw->rt)->wh_max_payload)
 		return 0;	/* the vendor's stream gives the size error */
 	f->bytes = (int64_t)pk.len;
 	f->status = 200;
@@ -673,7 +674,7 @@ on_room(const struct tg_state_res *res, int64_t all, int64_t mine, void *arg)
 	struct tg_outbox_quota q;
 
 	op_done(f);
-	wh_quota_of(&f->h->gw->rt->cfg, &q);
+	wh_quota_of(wh_cfg(f->h->gw->rt), &q);
 	if (res->rc == TG_STATE_OK && (f->quota == Q_ALL ? all >= q.max_bytes :
 	    mine >= q.key_max_bytes))
 		again(f, -1);

@@ -41,7 +41,7 @@ on_secrets(const char *ref, void *arg)
 {
 	struct wh_hooks *h = arg;
 
-	return gw_config_wh_secrets(&h->gw->rt->cfg, ref);
+	return wh_secrets(h->gw->rt, ref);
 }
 
 static const char *
@@ -113,7 +113,7 @@ on_purge(evutil_socket_t fd, short what, void *arg)
 	if (h->purging)
 		return;
 	h->purging = 1;
-	op = tg_state_outbox_purge(h->st, tg_clock_now_ms() - h->gw->rt->cfg.wh_retention,
+	op = tg_state_outbox_purge(h->st, tg_clock_now_ms() - wh_cfg(h->gw->rt)->wh_retention,
 	    on_purged, h);
 	if (h->purging)
 		h->purge_op = op;
@@ -128,7 +128,7 @@ on_resume_page(const struct tg_state_res *res, const struct tg_outbox_job *jobs,
     void *arg)
 {
 	struct wh_hooks *h = arg;
-	const struct gw_config *c = &h->gw->rt->cfg;
+	const struct wh_cfg *c = wh_cfg(h->gw->rt);
 	struct timeval tv = { RETRY_MS / 1000, 0 };
 	size_t i;
 
@@ -140,7 +140,7 @@ on_resume_page(const struct tg_state_res *res, const struct tg_outbox_job *jobs,
 		return;
 	}
 	for (i = 0; i < n; i++)
-		wh_fetch_start(h, jobs[i].id, jobs[i].api_key, c->wh_mode == GW_WH_RELAY ? NULL :
+		wh_fetch_start(h, jobs[i].id, jobs[i].api_key, c->wh_mode == WH_RELAY ? NULL :
 		    jobs[i].correlation_id, jobs[i].created_at, 0);
 	h->resumed += n;
 	h->resume_offset += n;
@@ -178,8 +178,10 @@ fleet(struct wh_hooks *h)
 }
 
 void
-tg_webhook_outbox_opts(const struct gw_config *c, struct tg_outbox_opts *o)
+tg_webhook_outbox_opts(const struct gw_config *g, struct tg_outbox_opts *o)
 {
+	const struct wh_cfg *c = wh_cfg_of(g);
+
 	memset(o, 0, sizeof(*o));
 	o->path = c->wh_db_path;
 	o->schedule_ms = c->wh_schedule_ms;
@@ -188,10 +190,23 @@ tg_webhook_outbox_opts(const struct gw_config *c, struct tg_outbox_opts *o)
 }
 
 struct wh_hooks *
-wh_hooks_new(struct gw *gw, struct tg_err *err)
+wh_hooks_new(struct gw *gw)
 {
-	const struct gw_config *c = &gw->rt->cfg;
 	struct wh_hooks *h = tg_xcalloc(1, sizeof(*h));
+
+	h->gw = gw;
+	h->st = gw->state;
+	h->fetches = tg_map_new(wh_fetch_free);
+	TAILQ_INIT(&h->admin);
+	TAILQ_INIT(&h->adds);
+	return h;
+}
+
+int
+wh_hooks_start(struct wh_hooks *h, struct tg_err *err)
+{
+	struct gw *gw = h->gw;
+	const struct wh_cfg *c = wh_cfg(gw->rt);
 	struct tg_webhook_opts wo = {
 		.attempt_timeout_ms = c->wh_attempt_timeout,
 		.attempt_deadline_ms = c->wh_attempt_deadline,
@@ -202,19 +217,14 @@ wh_hooks_new(struct gw *gw, struct tg_err *err)
 	struct tg_webhook_cbs cbs = { on_secrets, on_outcome };
 	struct timeval tv = { PURGE_EVERY_MS / 1000, 0 };
 
-	h->gw = gw;
-	h->st = gw->state;
-	h->fetches = tg_map_new(wh_fetch_free);
-	TAILQ_INIT(&h->admin);
-	TAILQ_INIT(&h->adds);
 	if (h->st == NULL) {
 		tg_err_set(err, "webhooks need the state seam (its outbox)");
-		goto fail;
+		return -1;
 	}
 	if ((h->pol = tg_egress_new(&c->wh_allow, err)) == NULL)
-		goto fail;
+		return -1;
 	if ((h->w = tg_webhook_new(gw->base, gw->dns, h->st, h->pol, &wo, &cbs, h, err)) == NULL)
-		goto fail;
+		return -1;
 	wh_relay_key_start(h);
 	h->resume_ev = evtimer_new(gw->base, on_resume, h);
 	if (fleet(h))
@@ -226,10 +236,7 @@ wh_hooks_new(struct gw *gw, struct tg_err *err)
 	on_purge(-1, 0, h);
 	tg_log(TG_LOG_INFO, "webhooks", TG_LS("mode", c->wh_mode_str),
 	    TG_LS("db", c->wh_db_path), TG_LI("schedule", c->wh_nschedule));
-	return h;
-fail:
-	wh_hooks_free(h);
-	return NULL;
+	return 0;
 }
 
 /* ---- reload, drain, stop ---- */
@@ -247,9 +254,10 @@ retired_free(struct wh_hooks *h)
 }
 
 void
-wh_hooks_reload(struct wh_hooks *h, const struct gw_config *old)
+wh_hooks_reload(struct wh_hooks *h, const struct gw_config *was)
 {
-	const struct gw_config *c = &h->gw->rt->cfg;
+	const struct wh_cfg *old = wh_cfg_of(was);
+	const struct wh_cfg *c = wh_cfg(h->gw->rt);
 	struct tg_egress *pol;
 	struct tg_err err;
 	size_t i;
@@ -388,6 +396,6 @@ wh_hooks_metrics(struct wh_hooks *h, struct evbuffer *out, struct gw_scrape *s)
 
 	tg_state_outbox_stats(h->st, tg_clock_now_ms(), on_stats, ws);
 	ws = scrape_part(out, s);
-	ws->cap = h->gw->rt->cfg.wh_payload_max_bytes;
+	ws->cap = wh_cfg(h->gw->rt)->wh_payload_max_bytes;
 	tg_state_outbox_usage(h->st, NULL, on_usage, ws);
 }

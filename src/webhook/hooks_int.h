@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "tidegate/feature_apis.h"
 #include "tidegate/gateway.h"
 #include "tidegate/state.h"
 #include "tidegate/webhook.h"
@@ -24,6 +25,36 @@ struct wh_admin_op;
 TAILQ_HEAD(wh_adminq, wh_admin_op);
 struct wh_add;
 TAILQ_HEAD(wh_addq, wh_add);
+
+enum wh_mode { WH_DELIVER, WH_FORWARD, WH_RELAY };
+
+/* keys[i]'s webhook part (keys[].webhook_secret), beside the core's keys[i]. */
+struct wh_key_cfg {
+	char *webhook_secret;	/* as configured: whsec_ lines, current first */
+	struct tg_strlist wh_secrets;	/* not a key: webhook_secret split into lines */
+};
+
+/* The feature's settings (config.c: webhooks.*), one per configuration loaded. */
+struct wh_cfg {
+	char *wh_mode_str, *wh_db, *wh_public_url, *wh_ca_file;
+	struct tg_strlist wh_schedule, wh_allow;
+	char *wh_secret;
+	int64_t wh_attempt_timeout, wh_lease, wh_poll_interval, wh_payload_timeout;
+	int64_t wh_max_payload, wh_retention;
+	long long wh_max_inflight;
+	int64_t wh_attempt_deadline;	/* webhooks.attempt_deadline */
+	long long wh_max_inflight_per_host;
+	int64_t wh_payload_max_bytes;	/* webhooks.payload_max_bytes */
+	double wh_payload_key_share;
+	struct wh_key_cfg *keys;	/* as many as the core's keys */
+	size_t nkeys;
+	/* derived by its check (not keys) */
+	enum wh_mode wh_mode;
+	char *wh_db_path;		/* wh_db resolved against the file's directory */
+	int64_t *wh_schedule_ms;
+	size_t wh_nschedule;
+	struct tg_strlist wh_secrets;	/* wh_secret split into lines, current first */
+};
 
 /* The feature: created at registration with struct gw and kept across
  * reloads; the worker is not reloadable. */
@@ -57,6 +88,10 @@ struct wh_hooks {
 	struct event *key_ev;		/* the next try to load it */
 	unsigned key_tries;		/* failed tries (the first is logged) */
 	struct tg_state_op *key_op;
+	/* the jobs feature's answers (feature_apis.h), looked up at start;
+	 * NULL: no jobs feature, export data is always fetched */
+	const struct gw_jobs_answers *answers;
+	void *answers_ctx;
 };
 
 /* The callbackUrl of one request. */
@@ -99,6 +134,22 @@ struct wh_req {
 	char relay[TG_WEBHOOK_ID_LEN];	/* relay: the job its URL names */
 };
 
+/* config.c */
+/** The feature's settings in c (borrowed from c), before a gateway runs. */
+const struct wh_cfg *wh_cfg_of(const struct gw_config *c);
+/** The webhook secrets of API key name under rt ("global": webhooks.secret;
+ * borrowed from rt); NULL when none. */
+const struct tg_strlist *wh_secrets(const struct gw_runtime *rt, const char *name);
+/** Whose webhook secrets sign for API key (borrowed, may be NULL) under
+ * rt: its own, "global", or NULL when none is configured (borrowed). */
+const char *wh_secret_ref(const struct gw_runtime *rt, const char *key);
+
+/** The feature's id with the core (gw_feature_register), for wh_cfg. */
+void wh_cfg_bind(int id);
+/** The feature's settings under rt (borrowed from rt): what a request or
+ * a reload sees. */
+const struct wh_cfg *wh_cfg(const struct gw_runtime *rt);
+
 /* feature.c */
 /** The feature of gw (borrowed). */
 struct wh_hooks *wh_ctx(const struct gw *gw);
@@ -128,12 +179,16 @@ void wh_reply_unavailable(struct gw_req *r, const char *msg, const char *why);
 
 
 /* hooks.c */
-/** Open the outbox, start the worker, resume waiting jobs: the feature's
- * context (owned by the caller: wh_hooks_free), or NULL with err. */
-struct wh_hooks *wh_hooks_new(struct gw *gw, struct tg_err *err);
+/** The feature's context for gw (borrowed), not started (owned by the
+ * caller: wh_hooks_free). */
+struct wh_hooks *wh_hooks_new(struct gw *gw);
+/** Open the outbox, start the worker, resume waiting jobs (h borrowed,
+ * registered): 0, or -1 with err (wh_hooks_free frees what was started). */
+int wh_hooks_start(struct wh_hooks *h, struct tg_err *err);
 /** Stop at once (leases released: due again at the next start); takes h; NULL-safe. */
 void wh_hooks_free(struct wh_hooks *h);
-/** After a reload: the new egress policy; old (borrowed) is the previous configuration. */
+/** After a reload: the new egress policy; old (borrowed) is the previous
+ * configuration (its settings: wh_cfg_of). */
 void wh_hooks_reload(struct wh_hooks *h, const struct gw_config *old);
 /** SIGTERM: stop polling, let attempts in flight end, then gw_maybe_exit. */
 void wh_hooks_drain(struct wh_hooks *h);
@@ -176,7 +231,7 @@ void wh_hook_relay(struct gw_req *r);
  * the job's state to answer a repeat, nothing to hold for a stranger. */
 #define WH_RELAY_IDLE_BODY 4096
 /**
- * Its head, before the body is read (gw_feature.on_prefix_head; all
+ * Its head, before the body is read (gw_endpoint_role.on_prefix_head; all
  * borrowed): 404 for an id that is not a job id, or that no job waiting
  * here has while this instance knows every waiting job (one instance) and
  * the body is chunked or larger than WH_RELAY_IDLE_BODY; the body capped at
@@ -223,7 +278,7 @@ int wh_fetch_waiting(const struct wh_hooks *h, const char *id);
 void wh_fetch_free(void *f);
 /** The payload quota of c (borrowed): webhooks.payload_max_bytes and one
  * key's share of it, into q. */
-void wh_quota_of(const struct gw_config *c, struct tg_outbox_quota *q);
+void wh_quota_of(const struct wh_cfg *c, struct tg_outbox_quota *q);
 /** Payload data refused by the quota (stage "request" or "store"; why and
  * id borrowed, id may be NULL): counted and logged. gw borrowed. */
 void wh_quota_refused(struct gw *gw, const char *stage, const char *id, const char *why);

@@ -433,6 +433,122 @@ test_report_positions(void **state)
 	done(&c);
 }
 
+/* A second table, as a feature of the gateway registers: its own section,
+ * and a key of its own in every item of the first table's list. */
+struct ext_item {
+	char *tag;
+};
+
+struct ext {
+	long long level;
+	struct ext_item *items;
+	size_t nitems;
+};
+
+static const struct tg_cfg_key ext_item_keys[] = {
+	{ "tag", TG_CFG_STR, offsetof(struct ext_item, tag), "none", 0, 0, 0, NULL, 0, 0, 0,
+	  "its tag" },
+};
+
+static const struct tg_cfg_key ext_keys[] = {
+	{ "ext.level", TG_CFG_INT, offsetof(struct ext, level), "2", 0, 1, 5, NULL, 0, 0, 0,
+	  "a level" },
+	{ "items", TG_CFG_LIST, offsetof(struct ext, items), NULL, 0, 0, 0, ext_item_keys, 1,
+	  sizeof(struct ext_item), offsetof(struct ext, nitems), "unused: the first table's" },
+};
+
+/* Write yaml to a new file named into path (a mkstemp template). */
+static void
+write_tmp(char *path, const char *yaml)
+{
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
+	close(fd);
+}
+
+static int
+load_two(const char *yaml, struct cfg *c, struct ext *x, struct tg_cfg_report *rep)
+{
+	char path[] = "/tmp/tg_tables_XXXXXX";
+	struct tg_cfg_table t[2] = { { keys, TG_NELEM(keys), c }, { ext_keys, 2, x } };
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	memset(x, 0, sizeof(*x));
+	memset(rep, 0, sizeof(*rep));
+	write_tmp(path, yaml);
+	rep->file = "t.yaml";
+	rc = tg_config_load_tables_report(path, t, 2, rep);
+	unlink(path);
+	return rc;
+}
+
+static void
+done_two(struct cfg *c, struct ext *x, struct tg_cfg_report *rep)
+{
+	tg_config_free(ext_keys, 2, x);
+	done(c);
+	tg_config_report_cleanup(rep);
+}
+
+/* Several tables: each fills its own struct, a list at one path is read
+ * once into both tables' arrays, and problems read as with one table. */
+static void
+test_tables(void **state)
+{
+	struct tg_cfg_report rep;
+	struct cfg c;
+	struct ext x;
+
+	assert_int_equal(load_two("workers: 3\next:\n  level: 4\nitems:\n  - name: a\n"
+	    "    tag: t1\n  - name: b\n", &c, &x, &rep), 0);
+	assert_int_equal(c.workers, 3);
+	assert_int_equal(x.level, 4);
+	assert_int_equal(c.nitems, 2);
+	assert_int_equal(x.nitems, 2);
+	assert_string_equal(c.items[0].name, "a");
+	assert_string_equal(x.items[0].tag, "t1");
+	assert_string_equal(c.items[1].name, "b");
+	assert_string_equal(x.items[1].tag, "none");
+	done_two(&c, &x, &rep);
+	assert_int_equal(load_two("ext:\n  levle: 1\n  level: 9\nitems:\n  - name: a\n"
+	    "    tga: x\nworkrs: 1\n", &c, &x, &rep), -1);
+	assert_int_equal(rep.n, 4);
+	assert_string_equal(rep.v[0].msg, "t.yaml:2:3: ext.levle: unknown key "
+	    "(did you mean 'ext.level'?)");
+	assert_string_equal(rep.v[1].msg, "t.yaml:3:10: ext.level: must be between 1 and 5");
+	assert_string_equal(rep.v[2].msg, "t.yaml:6:5: items[0].tga: unknown key "
+	    "(did you mean 'items[0].tag'?)");
+	assert_string_equal(rep.v[3].msg, "t.yaml:7:1: workrs: unknown key "
+	    "(did you mean 'workers'?)");
+	done_two(&c, &x, &rep);
+}
+
+/* The reference of several tables: in order, and a list the first table
+ * documents gets only the later table's item rows. */
+static void
+test_doc_tables(void **state)
+{
+	struct tg_cfg_table t[2] = { { keys, TG_NELEM(keys), NULL }, { ext_keys, 2, NULL } };
+	char *buf = NULL, *items, *level, *tag;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	tg_config_doc_tables(t, 2, f);
+	fclose(f);
+	items = strstr(buf, "| `items` | list |");
+	level = strstr(buf, "| `ext.level` | integer | `2` | a level |");
+	tag = strstr(buf, "| `items[].tag` | string | `none` | its tag |");
+	assert_non_null(items);
+	assert_non_null(level);
+	assert_non_null(tag);
+	assert_true(items < level && level < tag);
+	assert_null(strstr(buf, "unused: the first table's"));
+	free(buf);
+}
+
 /* TG_CFG_PATH: relative to the config file's directory, absolute as given. */
 static void
 test_path(void **state)
@@ -502,6 +618,8 @@ main(void)
 		cmocka_unit_test(test_report_collects_all),
 		cmocka_unit_test(test_section_types),
 		cmocka_unit_test(test_suggestions),
+		cmocka_unit_test(test_tables),
+		cmocka_unit_test(test_doc_tables),
 		cmocka_unit_test(test_report_positions),
 		cmocka_unit_test(test_path),
 		cmocka_unit_test(test_parsers),

@@ -96,6 +96,7 @@ setup(void **state)
 	snprintf(f->dir, sizeof(f->dir), "/tmp/tg-jobs-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	write_config(f);
+	assert_int_equal(gw_config_define(&tg_jobs_config), 0);
 	assert_int_equal(gw_config_load(f->path, &cfg, &rep), 0);
 	tg_config_report_cleanup(&rep);
 	f->base = tg_event_base_new();

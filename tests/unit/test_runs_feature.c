@@ -3,8 +3,10 @@
  * files in a temporary directory) and a gateway that never listens: a run
  * that ended with a callback URL, recorded before the feature starts, is
  * handled by the tracker on its own: its webhook job is stored, then its
- * payload (the job is ready), then the end is marked handled. A run that
- * ended without one is marked handled with no job.
+ * payload (the job is ready), then the end is marked handled, the
+ * webhook feature's API (registered after the feature, as the entry point
+ * does) reached once every feature is there. A run that ended without one,
+ * or with no feature to deliver webhooks, is marked handled with no job.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +22,7 @@
 
 #include "tidegate/clock.h"
 #include "tidegate/config.h"
+#include "tidegate/feature_apis.h"
 #include "tidegate/gateway.h"
 #include "tidegate/gateway_config.h"
 #include "tidegate/runs.h"
@@ -30,6 +33,7 @@
 struct fx {
 	char dir[64];
 	char cfg_path[128];
+	char outbox[128];	/* the webhook outbox the runs feature adds to */
 	struct event_base *base;
 	struct gw_config cfg;
 	struct tg_state *st;
@@ -118,8 +122,7 @@ write_config(const char *path)
 	    "keys:\n  - name: k1\n    sha256: "
 	    "c48a01f49fd0f2cc404bc3cbbc80e91457a3d41bb429a695243de4c61794155c\n"
 	    "    services: [sim]\n"
-	    "runs:\n  db: runs.db\n  sync: normal\n"
-	    "webhooks:\n  db: outbox.db\n", fp);
+	    "runs:\n  db: runs.db\n  sync: normal\n", fp);
 	fclose(fp);
 }
 
@@ -137,16 +140,14 @@ setup(void **state)
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->cfg_path, sizeof(f->cfg_path), "%s/tidegate.yaml", f->dir);
 	write_config(f->cfg_path);
+	assert_int_equal(gw_config_define(&tg_runs_config), 0);	/* only the feature's keys */
 	assert_int_equal(gw_config_load(f->cfg_path, &f->cfg, &rep), 0);
 	tg_config_report_cleanup(&rep);
-	/* the webhook feature splits the secrets; here one global secret */
-	f->cfg.wh_secrets.v = calloc(1, sizeof(char *));
-	f->cfg.wh_secrets.v[0] = strdup("whsec_dGVzdA==");
-	f->cfg.wh_secrets.n = 1;
 	f->base = event_base_new();
 	tg_runs_store_opts(&f->cfg, &ro);
 	memset(&oo, 0, sizeof(oo));
-	oo.path = f->cfg.wh_db_path;
+	snprintf(f->outbox, sizeof(f->outbox), "%s/outbox.db", f->dir);
+	oo.path = f->outbox;
 	memset(&so, 0, sizeof(so));
 	so.runs = &ro;
 	so.outbox = &oo;
@@ -198,14 +199,39 @@ ended_run(struct fx *f, const char *id, const char *callback)
 	assert_int_equal(g.n, 1);	/* terminal with this call: an end to handle */
 }
 
+/* The webhook feature's API as the runs feature uses it: every key signs
+ * with the global secret. */
+static int
+stub_check(void *ctx, const struct gw_req *r, const char *url, const char *key,
+    struct tg_problems *p)
+{
+	return 0;
+}
+
+static const char *
+stub_secret_ref(void *ctx, const struct gw_runtime *rt, const char *key)
+{
+	return "global";
+}
+
+static const struct gw_webhook_callbacks stub_callbacks = {
+	.check = stub_check,
+	.secret_ref = stub_secret_ref,
+};
+
+/* The feature, with the webhook feature's API registered after it (as the
+ * entry point orders them) when callbacks is set. */
 static void
-start_feature(struct fx *f)
+start_feature(struct fx *f, int callbacks)
 {
 	struct tg_err err;
 
 	f->gw = gw_new(f->base, f->cfg_path, &f->cfg, f->st, &err);
 	assert_non_null(f->gw);
 	assert_int_equal(tg_runs_register(f->gw, &err), 0);
+	if (callbacks)
+		assert_int_equal(gw_api_provide(f->gw, GW_API_WEBHOOK_CALLBACKS,
+		    &stub_callbacks, NULL, &err), 0);
 }
 
 /* Loop until no end is left unhandled. */
@@ -245,10 +271,17 @@ static void
 test_run_webhook_enqueued(void **state)
 {
 	struct fx *f = *state;
+	struct tg_err err;
 	struct got g;
+	void *ctx = &g;
 
 	ended_run(f, "sim-hook", "https://receiver.example/hook");
-	start_feature(f);
+	start_feature(f, 1);
+	/* one provider per name; a lookup names its context */
+	assert_int_equal(gw_api_provide(f->gw, GW_API_WEBHOOK_CALLBACKS, &stub_callbacks,
+	    NULL, &err), -1);
+	assert_ptr_equal(gw_api_get(f->gw, GW_API_WEBHOOK_CALLBACKS, &ctx), &stub_callbacks);
+	assert_null(ctx);
 	wait_handled(f);
 	list_jobs(f, &g);
 	assert_int_equal(g.njobs, 1);
@@ -264,7 +297,22 @@ test_run_without_callback(void **state)
 	struct got g;
 
 	ended_run(f, "sim-quiet", NULL);
-	start_feature(f);
+	start_feature(f, 1);
+	wait_handled(f);
+	list_jobs(f, &g);
+	assert_int_equal(g.njobs, 0);
+}
+
+/* No feature delivers webhooks: the end is handled, no job is stored. */
+static void
+test_run_webhook_without_webhooks(void **state)
+{
+	struct fx *f = *state;
+	struct got g;
+
+	ended_run(f, "sim-alone", "https://receiver.example/hook");
+	start_feature(f, 0);
+	assert_null(gw_api_get(f->gw, GW_API_WEBHOOK_CALLBACKS, NULL));
 	wait_handled(f);
 	list_jobs(f, &g);
 	assert_int_equal(g.njobs, 0);
@@ -276,6 +324,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_run_webhook_enqueued, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_without_callback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_webhook_without_webhooks, setup,
+		    teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
