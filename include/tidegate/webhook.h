@@ -29,7 +29,7 @@
 #include <yajl/yajl_gen.h>
 
 #include "tidegate/config.h"
-#include "tidegate/outbox.h"
+#include "tidegate/state.h"
 #include "tidegate/util.h"
 
 struct event_base;

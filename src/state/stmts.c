@@ -4,10 +4,16 @@
  * every connection, by its name. A new domain adds its table here.
  */
 #include "db.h"
+#include "outbox.h"
 
 static const struct tg_db_table *const tables[] = {
 	&tg_state_owners_stmts,
 	&tg_state_shared_stmts,
+	&tg_state_outbox_stmts,
+	&tg_state_outbox_admin_stmts,
+	&tg_state_outbox_key_stmts,
+	&tg_state_payload_stmts,
+	&tg_state_payload_rows_stmts,
 };
 
 const struct tg_db_list tg_state_db_stmts = { tables, sizeof(tables) / sizeof(tables[0]) };

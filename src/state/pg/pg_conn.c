@@ -186,16 +186,12 @@ const char *
 tg_state_pg_stmt_name(const struct pg *pg, int i)
 {
 	static const char *const names[PG_NSTMT] = {
-		"ob_add", "ob_set_cid", "ob_abandon", "ob_lease", "ob_chunk", "ob_renew",
-		"ob_release", "ob_complete", "ob_next_due", "ob_state", "ob_append", "ob_commit",
-		"ob_drop", "ob_set", "ob_get", "ob_list", "ob_redeliver", "ob_redeliver_since",
-		"ob_purge", "ob_stats", "ob_hold", "ob_adopt",
 		"run_insert", "run_brief", "run_update", "run_count_check", "run_check_failed",
 		"run_get", "run_due", "run_next_due", "run_list", "run_unhandled", "run_handled",
 		"run_figures", "run_stats", "run_archive", "run_archived", "run_archive_usage",
 		"run_expire", "run_purge", "sw_create", "sw_get", "sw_list", "sw_variants",
 		"sw_claim", "sw_submitted", "sw_unclaim", "sw_settle", "sw_running",
-		"run_many", "ob_usage", "ob_note", "key_put", "key_get",
+		"run_many",
 	};
 
 	return i < PG_NSTMT ? names[i] : tg_db_list_at(pg->stmts, (size_t)(i - PG_NSTMT))->name;

@@ -15,12 +15,13 @@
 static struct sq_conn *
 conn_for(struct sq *sq, enum tg_db_store s, int write)
 {
-	(void)s;
+	if (s == TG_DB_OUTBOX)
+		return write ? &sq->ob_w : &sq->ob_r;
 	return write ? &sq->own_w : &sq->own_r;
 }
 
-static void
-run_q(struct sq_op *o)
+void
+tg_state_sq_db_run(struct sq_op *o)
 {
 	struct tg_db_q *q = o->in;
 
@@ -31,8 +32,8 @@ run_q(struct sq_op *o)
 
 static struct tg_state_op *go(struct sq_op *o);
 
-static void
-answer_q(struct sq_op *o)
+void
+tg_state_sq_db_answer(struct sq_op *o)
 {
 	struct tg_db_q *q = o->in;
 	struct tg_db_rows r = { o->sq->be, o->p };
@@ -46,8 +47,8 @@ answer_q(struct sq_op *o)
 	}
 }
 
-static void
-cleanup_q(struct sq_op *o)
+void
+tg_state_sq_db_cleanup(struct sq_op *o)
 {
 	struct tg_db_q *q = o->in;
 
@@ -75,10 +76,11 @@ go(struct sq_op *o)
 static struct tg_state_op *
 submit(void *impl, struct tg_db_q *q)
 {
-	struct sq_op *o = tg_state_sq_op_new(impl, SQ_NONE, run_q, answer_q, NULL, NULL);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_NONE, tg_state_sq_db_run,
+	    tg_state_sq_db_answer, NULL, NULL);
 
 	o->in = q;
-	o->cleanup = cleanup_q;
+	o->cleanup = tg_state_sq_db_cleanup;
 	return go(o);
 }
 
