@@ -16,7 +16,8 @@
  * waits for its export data the same columns hold its fetch: the adding
  * instance's for the lease length, renewed by hold; adopt takes those
  * that ran out (their fetcher died) with FOR UPDATE SKIP LOCKED, so one
- * survivor polls each; the data's commit clears them. One instance (a
+ * survivor polls each (outbox_admin.c, which reads jobs); the data's
+ * commit clears them. One instance (a
  * driver that is no fleet) always holds its own: hold and adopt answer
  * at once.
  *
@@ -34,7 +35,7 @@
 #include "payload.h"
 #include "seam.h"
 
-enum { ADD, SET_CID, ABANDON, NOTE, LEASE, RENEW, RELEASE, COMPLETE, NEXT_DUE, HOLD, ADOPT };
+enum { ADD, SET_CID, ABANDON, NOTE, LEASE, RENEW, RELEASE, COMPLETE, NEXT_DUE, HOLD };
 
 /* The host of callback URL u as tg_state_url_host (outbox_rules.c) has
  * it: after the scheme and any user info, without brackets or port,
@@ -118,12 +119,6 @@ static const struct tg_db_stmt sql[] = {
 	[HOLD] = { "ob_hold", TG_DB_OUTBOX, 1,
 	    "UPDATE outbox_jobs SET lease_owner = $2, lease_expires = $3"
 	    " WHERE id = ANY($1::text[]) AND state = 'waiting'", NULL },
-	[ADOPT] = { "ob_adopt", TG_DB_OUTBOX, 1,
-	    "WITH pick AS (SELECT id FROM outbox_jobs WHERE state = 'waiting'"
-	    " AND coalesce(lease_expires, 0) <= $1 ORDER BY created_at, seq LIMIT $4"
-	    " FOR UPDATE SKIP LOCKED) UPDATE outbox_jobs SET lease_owner = $2,"
-	    " lease_expires = $3 WHERE id IN (SELECT id FROM pick) RETURNING "
-	    TG_OUTBOX_JOB_COLS "$1, false)", NULL },
 };
 
 const struct tg_db_table tg_state_outbox_stmts = { sql, TG_NELEM(sql) };
@@ -136,7 +131,6 @@ struct op {
 	tg_state_str_cb str;
 	tg_state_lease_cb lease;
 	tg_state_outcome_cb outcome;
-	tg_state_jobs_cb jobs;
 	void *arg;
 	char id[TG_WEBHOOK_ID_LEN];
 	char token[33];			/* a lease's */
@@ -314,39 +308,6 @@ tg_state_outbox_hold(struct tg_state *st, const char *const *ids, size_t n, int6
 	evbuffer_free(b);
 	tg_db_text(&o->f.q, st->instance);
 	tg_db_int(&o->f.q, now_ms + st->rules.lease_ms);
-	return tg_db_submit(st, &o->f.q);
-}
-
-static void
-answer_jobs(struct tg_db_q *q, const struct tg_db_rows *r)
-{
-	struct op *o = (struct op *)q;
-	struct tg_outbox_job *jobs = NULL;
-	size_t n = 0;
-
-	if (r != NULL)
-		jobs = tg_state_outbox_jobs(r, &n);
-	o->jobs(&q->res, jobs, n, o->arg);
-	tg_outbox_jobs_free(jobs, n);
-}
-
-struct tg_state_op *
-tg_state_outbox_adopt(struct tg_state *st, int64_t now_ms, size_t max, tg_state_jobs_cb cb,
-    void *arg)
-{
-	struct tg_state_res res = { TG_STATE_OK, { "" } };
-	struct op *o;
-
-	if (!tg_db_fleet(st)) {
-		cb(&res, NULL, 0, arg);
-		return NULL;
-	}
-	o = op_new(st, ADOPT, answer_jobs, NULL, arg);
-	o->jobs = cb;
-	tg_db_int(&o->f.q, now_ms);
-	tg_db_text(&o->f.q, st->instance);
-	tg_db_int(&o->f.q, now_ms + st->rules.lease_ms);
-	tg_db_int(&o->f.q, (int64_t)max);
 	return tg_db_submit(st, &o->f.q);
 }
 

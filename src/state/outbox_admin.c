@@ -1,7 +1,7 @@
 /*
  * outbox_admin.c - what operators see and do with the webhook outbox,
  * written once for every backend (include/tidegate/state.h, "admin"):
- * list and get jobs, redeliver one job or every failure since a time (the
+ * list, get and adopt jobs, redeliver one job or every failure since a time (the
  * refusals of outbox_rules.c), purge finished jobs (their payloads go
  * with them: chunk rows by the database, files by the store), and the
  * counters behind /metrics (depth and live leases from the database,
@@ -21,7 +21,13 @@
 
 #define LIST_LIMIT	100
 
-enum { GET, LIST, REDELIVER, REDELIVER_SINCE, PURGE, STATS };
+/* A job's columns; then the time a lease is judged live at, and ", false)". */
+#define JOB_COLS "id, state, url, kind, correlation_id, service, api_key," \
+	" secret_ref, last_error, attempts, last_status, payload_size, created_at, ready_at," \
+	" next_at, first_attempt_at, last_attempt_at, done_at," \
+	" coalesce(state <> 'waiting' AND lease_expires > "
+
+enum { GET, LIST, REDELIVER, REDELIVER_SINCE, PURGE, STATS, ADOPT };
 
 #define REDELIVERED "state = 'ready', attempts = 0, next_at = $2, done_at = NULL," \
 	" lease_owner = NULL, lease_token = NULL, lease_expires = NULL"
@@ -29,9 +35,9 @@ enum { GET, LIST, REDELIVER, REDELIVER_SINCE, PURGE, STATS };
 
 static const struct tg_db_stmt sql[] = {
 	[GET] = { "ob_get", TG_DB_OUTBOX, 0,
-	    "SELECT " TG_OUTBOX_JOB_COLS "$2, false) FROM outbox_jobs WHERE id = $1", NULL },
+	    "SELECT " JOB_COLS "$2, false) FROM outbox_jobs WHERE id = $1", NULL },
 	[LIST] = { "ob_list", TG_DB_OUTBOX, 0,
-	    "SELECT " TG_OUTBOX_JOB_COLS "$6, false) FROM outbox_jobs"
+	    "SELECT " JOB_COLS "$6, false) FROM outbox_jobs"
 	    " WHERE (CAST($1 AS text) IS NULL OR state = CAST($1 AS text)) AND created_at >= $2"
 	    " AND (CAST($3 AS text) IS NULL OR correlation_id = CAST($3 AS text))"
 	    " ORDER BY created_at DESC, id LIMIT $4 OFFSET $5", NULL },
@@ -57,6 +63,13 @@ static const struct tg_db_stmt sql[] = {
 	    "SELECT state, count(*) FROM outbox_jobs GROUP BY state UNION ALL"
 	    " SELECT 'leased', count(*) FROM outbox_jobs WHERE lease_expires > $1"
 	    " AND state <> 'waiting'", NULL },
+	/* a fleet's only (outbox.c holds the fetch of waiting jobs) */
+	[ADOPT] = { "ob_adopt", TG_DB_OUTBOX, 1,
+	    "WITH pick AS (SELECT id FROM outbox_jobs WHERE state = 'waiting'"
+	    " AND coalesce(lease_expires, 0) <= $1 ORDER BY created_at, seq LIMIT $4"
+	    " FOR UPDATE SKIP LOCKED) UPDATE outbox_jobs SET lease_owner = $2,"
+	    " lease_expires = $3 WHERE id IN (SELECT id FROM pick) RETURNING "
+	    JOB_COLS "$1, false)", NULL },
 };
 
 const struct tg_db_table tg_state_outbox_admin_stmts = { sql, TG_NELEM(sql) };
@@ -97,7 +110,7 @@ ms(const struct tg_db_rows *r, int i, int c)
 	return tg_db_isnull(r, i, c) ? 0 : tg_db_i64(r, i, c);
 }
 
-/* Row i of TG_OUTBOX_JOB_COLS into j. */
+/* Row i of JOB_COLS into j. */
 static void
 row(const struct tg_db_rows *r, int i, struct tg_outbox_job *j)
 {
@@ -123,8 +136,8 @@ row(const struct tg_db_rows *r, int i, struct tg_outbox_job *j)
 	j->leased = tg_db_i64(r, i, 18) != 0;
 }
 
-struct tg_outbox_job *
-tg_state_outbox_jobs(const struct tg_db_rows *r, size_t *n)
+static struct tg_outbox_job *
+jobs_of(const struct tg_db_rows *r, size_t *n)
 {
 	struct tg_outbox_job *jobs = NULL;
 	size_t i;
@@ -145,7 +158,7 @@ answer_jobs(struct tg_db_q *q, const struct tg_db_rows *r)
 	size_t n = 0;
 
 	if (r != NULL)
-		jobs = tg_state_outbox_jobs(r, &n);
+		jobs = jobs_of(r, &n);
 	if (r != NULL && n == 0 && o->get) {
 		q->res.rc = TG_STATE_NOT_FOUND;
 		tg_err_set(&q->res.err, "no webhook job %s", o->id);
@@ -179,6 +192,28 @@ tg_state_outbox_get(struct tg_state *st, const char *id, tg_state_jobs_cb cb, vo
 	o->jobs = cb;
 	o->get = 1;
 	tg_db_int(&o->q, tg_clock_now_ms());
+	return tg_db_submit(st, &o->q);
+}
+
+/* Waiting jobs whose fetch's hold ran out (their instance died) held by
+ * this one now, oldest first; one instance holds its own already. */
+struct tg_state_op *
+tg_state_outbox_adopt(struct tg_state *st, int64_t now_ms, size_t max, tg_state_jobs_cb cb,
+    void *arg)
+{
+	struct tg_state_res res = { TG_STATE_OK, { "" } };
+	struct op *o;
+
+	if (!tg_db_fleet(st)) {
+		cb(&res, NULL, 0, arg);
+		return NULL;
+	}
+	o = op_new(st, ADOPT, answer_jobs, NULL, arg);
+	o->jobs = cb;
+	tg_db_int(&o->q, now_ms);
+	tg_db_text(&o->q, st->instance);
+	tg_db_int(&o->q, now_ms + st->rules.lease_ms);
+	tg_db_int(&o->q, (int64_t)max);
 	return tg_db_submit(st, &o->q);
 }
 

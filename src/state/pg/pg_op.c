@@ -1,6 +1,6 @@
 /*
  * pg_op.c - the life of one operation of the PostgreSQL backend (pg.h):
- * made by a seam call (pg_shared.c, pg_outbox.c, …), queued in the
+ * made by a seam call (pg_runs.c, pg_sweeps.c) or a domain query (pg_db.c), queued in the
  * backend's FIFO until pg_conn.c hands it to an idle connection, answered
  * exactly once (unless cancelled), then freed.
  *
