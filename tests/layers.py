@@ -21,7 +21,7 @@ OWNER = {
     'problems.h': 'core', 'util.h': 'core', 'worker.h': 'core', 'notify.h': 'core',
     'priv.h': 'core',
     'json.h': 'json',
-    'state.h': 'state', 'outbox.h': 'state', 'run_records.h': 'state',
+    'state.h': 'state', 'run_records.h': 'state',
     'http.h': 'http', 'frontdoor.h': 'http', 'head.h': 'http', 'target.h': 'http',
     'multipart.h': 'http', 'routes.h': 'http', 'body_check.h': 'http',
     'upstream.h': 'upstream',

@@ -62,12 +62,151 @@
 
 #include <yajl/yajl_tree.h>
 
-#include "tidegate/outbox.h"
+#include "tidegate/config.h"
 #include "tidegate/run_records.h"
 #include "tidegate/util.h"
 
 struct event_base;
 struct evbuffer;
+
+/* ---- webhook outbox: records ---- */
+
+enum tg_outbox_state {
+	TG_OUTBOX_WAITING,	/* added, no payload yet */
+	TG_OUTBOX_READY,	/* payload committed; due at next_at (retrying if attempts > 0) */
+	TG_OUTBOX_DELIVERED,	/* a 2xx answer */
+	TG_OUTBOX_GONE,		/* 410: the receiver wants no more */
+	TG_OUTBOX_DEAD,		/* schedule exhausted, or abandoned while waiting */
+	TG_OUTBOX_NSTATES
+};
+/** "waiting", "ready", … (static, borrowed). */
+const char *tg_outbox_state_str(enum tg_outbox_state s);
+/** The state named s (borrowed), or -1. */
+int tg_outbox_state_parse(const char *s);
+
+/** What the why of a refusal for a key's share (not the cap of all) says,
+ * in every backend. */
+#define TG_OUTBOX_QUOTA_KEY_WHY	"this API key's share"
+
+/**
+ * Caps on the payload bytes the outbox holds: the committed payloads of
+ * ready and dead jobs (a dead letter keeps its data for redelivery) and
+ * the payloads being written. Zero fields: no cap.
+ */
+struct tg_outbox_quota {
+	int64_t max_bytes;		/* every job's */
+	int64_t key_max_bytes;		/* the jobs of one API key (those without
+					 * one count as one key) */
+};
+
+/** "msg_" and 32 hex digits: the webhook-id, stable across attempts. */
+#define TG_WEBHOOK_ID_LEN	40
+
+/** The outbox's settings (tg_state_opts.outbox); zero fields take their
+ * defaults, every pointer borrowed for the open. */
+struct tg_outbox_opts {
+	const char *path;		/* SQLite file; required with SQLite */
+	const char *payload_dir;	/* SQLite: the payload files (NULL:
+					 * "<path>.payloads"); PostgreSQL: where
+					 * leased payloads are spooled (NULL:
+					 * $TMPDIR, else /tmp) */
+	const int64_t *schedule_ms;	/* delay before attempt i+1, i = 0…n-1;
+					 * NULL: 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h */
+	size_t nschedule;
+	int jitter_pct;			/* each delay grows by a random 0…pct %; 0: 10; -1: none */
+	int64_t retry_after_max_ms;	/* cap on a Retry-After; 0: 24 h */
+	int64_t lease_ms;		/* attempt lease; 0: 60 s (the worker renews it) */
+	int sync_normal;		/* SQLite: synchronous=NORMAL instead of FULL
+					 * (docs/webhooks.md) */
+};
+/**
+ * Parse a schedule of durations ("0", "5s", "5m" …; list borrowed) into an
+ * array for tg_outbox_opts: the caller takes ownership of *ms (free()). -1
+ * with err for an empty list or a bad duration.
+ */
+int tg_outbox_schedule_parse(const struct tg_strlist *list, int64_t **ms, size_t *n,
+    struct tg_err *err);
+
+/** A new job; every string borrowed (copied). */
+struct tg_outbox_new {
+	const char *url;		/* required; checked with tg_egress_check_url first */
+	const char *secret_ref;		/* required: the name the worker's secrets callback
+					 * resolves; never the secret itself */
+	const char *api_key;		/* name of the caller's gateway key, or NULL */
+	const char *kind;		/* required, e.g. "export" */
+	const char *correlation_id;	/* or NULL */
+	const char *service;		/* or NULL */
+	const char *content_type;	/* NULL: application/json */
+};
+
+/** One leased attempt; owned by the caller, freed with tg_outbox_lease_free
+ * (which frees its strings and closes its spool file). */
+struct tg_outbox_lease {
+	char id[TG_WEBHOOK_ID_LEN];
+	char token[33];			/* this lease's secret handle */
+	char *url, *secret_ref, *content_type, *kind, *correlation_id, *service, *api_key;
+	char *payload_path;		/* the committed payload file (PostgreSQL:
+					 * "/proc/self/fd/N" of spool_fd) */
+	int spool_fd;			/* PostgreSQL: an unlinked file holding the
+					 * payload (owned, closed by lease_free); 0: none */
+	int64_t size;			/* its length in bytes */
+	int attempt;			/* 1 for the first attempt */
+	int64_t expires_at;		/* ms; renew before then */
+	int64_t first_delay_ms;		/* attempt 1: ms since the payload was ready; else -1 */
+	char *host;			/* the URL's host, as the lease's skip list
+					 * names hosts (lower case, no brackets) */
+};
+/** Takes ownership of l and frees it; NULL-safe. */
+void tg_outbox_lease_free(struct tg_outbox_lease *l);
+
+/* An attempt's status when the gateway refused to send it (the egress
+ * policy refuses the URL's host now): dead at once, no schedule. */
+#define TG_OUTBOX_REFUSED	(-1)
+
+/** What one attempt came to; error borrowed ("" or NULL on success). */
+struct tg_outbox_result {
+	int status;			/* HTTP status, 0 when no answer,
+					 * TG_OUTBOX_REFUSED */
+	int64_t retry_after_ms;		/* from Retry-After, -1 when none */
+	const char *error;		/* why it failed (no secrets) */
+};
+
+/** One job as listed; strings owned by it (tg_outbox_job_cleanup). */
+struct tg_outbox_job {
+	char id[TG_WEBHOOK_ID_LEN];
+	enum tg_outbox_state state;
+	char *url, *kind, *correlation_id, *service, *api_key, *secret_ref, *last_error;
+	int attempts;
+	int last_status;		/* 0: none */
+	int leased;			/* an attempt holds a live lease */
+	int64_t size;			/* payload bytes, -1 before it exists */
+	int64_t created_at, ready_at, next_at, first_attempt_at, last_attempt_at, done_at;
+					/* ms; 0 when not (yet) */
+};
+/** Free the strings j owns (j itself is borrowed). */
+void tg_outbox_job_cleanup(struct tg_outbox_job *j);
+/** Takes ownership of the array jobs[0..n): cleans up each and frees it. */
+void tg_outbox_jobs_free(struct tg_outbox_job *jobs, size_t n);
+
+/** Filters; zero fields match everything. */
+struct tg_outbox_query {
+	int state;			/* enum tg_outbox_state, or -1 for any */
+	int64_t since_ms;		/* created at or after */
+	const char *correlation_id;	/* borrowed */
+	size_t limit;			/* 0: 100 */
+	size_t offset;
+};
+
+/** Counters for /metrics: depth now, the rest since the state was opened
+ * (this instance's). */
+struct tg_outbox_stats {
+	uint64_t depth[TG_OUTBOX_NSTATES];	/* jobs by state */
+	uint64_t leased;			/* live leases (attempts in flight) */
+	uint64_t attempts;			/* leases taken */
+	uint64_t delivered, gone, dead, retries;	/* outcomes recorded */
+	uint64_t first_delay_count;		/* time to first attempt: number … */
+	int64_t first_delay_sum_ms;		/* … and sum (ready → first lease) */
+};
 
 /* ---- results ---- */
 

@@ -3,8 +3,8 @@
  * Webhooks signing (sign.c), the egress (SSRF) policy applied to callback
  * URLs (egress.c, resolve.c), outbox jobs as JSON (job_json.c) and the
  * delivery worker on the event loop (deliver.c, worker.c). The durable
- * outbox is reached only through the state seam (tidegate/state.h); its
- * types are tidegate/outbox.h (included here). Called by the webhook
+ * outbox is reached only through the state seam (tidegate/state.h, whose
+ * record types it uses: included here). Called by the webhook
  * feature (src/webhook/feature.c): the export route adds jobs and streams
  * their payloads, the admin listener lists and redelivers, the metrics
  * endpoint reads the counters.
@@ -29,7 +29,7 @@
 #include <yajl/yajl_gen.h>
 
 #include "tidegate/config.h"
-#include "tidegate/outbox.h"
+#include "tidegate/state.h"
 #include "tidegate/util.h"
 
 struct event_base;

@@ -1,17 +1,18 @@
 /*
- * outbox_rules.c - the webhook outbox's rules shared by the SQLite and
- * PostgreSQL state backends (outbox_rules.h): schedule defaults, the delay
- * before the next attempt (jitter forward only, Retry-After capped), the
- * outcome of an attempt and the redelivery refusals, and the host a
- * callback URL's in-flight share counts against. Written once so that
- * both backends retry on exactly the same schedule.
+ * outbox_rules.c - the webhook outbox's rules (outbox_rules.h): schedule
+ * defaults and parsing, the delay before the next attempt (jitter forward
+ * only, Retry-After capped), the outcome of an attempt and the redelivery
+ * refusals, the host a callback URL's in-flight share counts against, and
+ * the records of state.h (state names, freeing leases and jobs).
  */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 
+#include "tidegate/config.h"
 #include "tidegate/ids.h"
 #include "outbox_rules.h"
 
@@ -152,4 +153,96 @@ tg_state_skip_join(const struct tg_strlist *skip)
 	s = tg_xstrdup((const char *)evbuffer_pullup(b, -1));
 	evbuffer_free(b);
 	return s;
+}
+
+/* ---- the records of state.h ---- */
+
+static const char *const state_names[TG_OUTBOX_NSTATES] = {
+	"waiting", "ready", "delivered", "gone", "dead",
+};
+
+const char *
+tg_outbox_state_str(enum tg_outbox_state s)
+{
+	return (unsigned)s < TG_OUTBOX_NSTATES ? state_names[s] : "unknown";
+}
+
+int
+tg_outbox_state_parse(const char *s)
+{
+	int i;
+
+	for (i = 0; s != NULL && i < TG_OUTBOX_NSTATES; i++)
+		if (strcmp(s, state_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+void
+tg_outbox_lease_free(struct tg_outbox_lease *l)
+{
+	if (l == NULL)
+		return;
+	free(l->url);
+	free(l->secret_ref);
+	free(l->content_type);
+	free(l->kind);
+	free(l->correlation_id);
+	free(l->service);
+	free(l->api_key);
+	free(l->payload_path);
+	free(l->host);
+	if (l->spool_fd > 0)
+		close(l->spool_fd);
+	free(l);
+}
+
+void
+tg_outbox_job_cleanup(struct tg_outbox_job *j)
+{
+	if (j == NULL)
+		return;
+	free(j->url);
+	free(j->kind);
+	free(j->correlation_id);
+	free(j->service);
+	free(j->api_key);
+	free(j->secret_ref);
+	free(j->last_error);
+	memset(j, 0, sizeof(*j));
+}
+
+void
+tg_outbox_jobs_free(struct tg_outbox_job *jobs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		tg_outbox_job_cleanup(&jobs[i]);
+	free(jobs);
+}
+
+int
+tg_outbox_schedule_parse(const struct tg_strlist *list, int64_t **ms, size_t *n,
+    struct tg_err *err)
+{
+	size_t i;
+
+	*ms = NULL;
+	*n = 0;
+	if (list == NULL || list->n == 0) {
+		tg_err_set(err, "webhook schedule is empty");
+		return -1;
+	}
+	*ms = tg_xcalloc(list->n, sizeof(**ms));
+	for (i = 0; i < list->n; i++) {
+		if (tg_config_parse_duration(list->v[i], &(*ms)[i]) != 0 || (*ms)[i] < 0) {
+			tg_err_set(err, "webhook schedule entry '%s' is not a duration", list->v[i]);
+			free(*ms);
+			*ms = NULL;
+			return -1;
+		}
+	}
+	*n = list->n;
+	return 0;
 }

@@ -1,9 +1,9 @@
 /*
- * outbox_rules.h - the webhook outbox's rules every state backend applies
- * the same way (src/state/outbox_rules.c): the retry schedule with its
- * defaults, jitter and Retry-After cap, the lease length, the state an
- * attempt's outcome leads to, and why a job cannot be redelivered. Pure:
- * no SQL, no I/O. Private to src/state/ (sqlite/, pg/).
+ * outbox_rules.h - the webhook outbox's rules (src/state/outbox_rules.c),
+ * applied by its domain (outbox.c, outbox_admin.c) whatever the database:
+ * the retry schedule with its defaults, jitter and Retry-After cap, the
+ * lease length, the state an attempt's outcome leads to, and why a job
+ * cannot be redelivered. Pure: no SQL, no I/O. Private to src/state/.
  */
 #ifndef TG_STATE_OUTBOX_RULES_H
 #define TG_STATE_OUTBOX_RULES_H
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tidegate/outbox.h"
+#include "tidegate/state.h"
 
 struct tg_state_rules {
 	int64_t *schedule;		/* delay before attempt i+1 (owned) */
@@ -49,9 +49,9 @@ const char *tg_state_rules_refusal(enum tg_outbox_state st, int leased, int has_
 /**
  * The host of a callback URL (borrowed), lower case, without IPv6
  * brackets, user info or port: what the worker's in-flight share per
- * host counts (SQLite's lease computes it with this; PostgreSQL's with
- * the same rule in SQL, pg_schema.c). "" when the URL has no "://". The
- * caller takes ownership (free()).
+ * host counts (a lease names it with this; SQLite's lease SQL calls it
+ * as tg_url_host, PostgreSQL's has the same rule in SQL, outbox.c). ""
+ * when the URL has no "://". The caller takes ownership (free()).
  */
 char *tg_state_url_host(const char *url);
 /** The hosts of skip (borrowed; NULL or empty: none) as one string, each

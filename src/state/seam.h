@@ -14,6 +14,7 @@
 #include "tidegate/map.h"
 #include "tidegate/state.h"
 #include "backend.h"
+#include "outbox_rules.h"
 #include "run_rules.h"
 
 struct tg_state_watch;
@@ -34,11 +35,20 @@ struct tg_state {
 	struct tg_map *tokens;		/* one instance: service -> its token */
 	struct tg_map *leads;		/* a fleet: keys led -> until (mono ms) */
 	unsigned long long notifies;	/* wake-ups sent */
+	/* the webhook outbox (outbox.c, outbox_admin.c, payload.c) */
+	int outbox;			/* configured */
+	struct tg_state_rules rules;	/* its schedule and lease length */
+	struct tg_outbox_stats ctr;	/* this instance's counters since open */
+	char *spool;			/* where leased payloads are spooled */
 };
 
 /** shared.c: set up and free what it keeps in st (borrowed). */
 void tg_state_shared_init(struct tg_state *st);
 void tg_state_shared_free(struct tg_state *st);
+/** outbox.c: set up (o borrowed; NULL: no outbox) and free what the
+ * outbox keeps in st (borrowed). */
+void tg_state_outbox_init(struct tg_state *st, const struct tg_outbox_opts *o);
+void tg_state_outbox_free(struct tg_state *st);
 /** Leads st (borrowed) holds now. */
 size_t tg_state_shared_leads(const struct tg_state *st);
 

@@ -180,6 +180,7 @@ tg_state_open(struct event_base *base, const struct tg_state_opts *opts, struct 
 	if (opts->runs != NULL)
 		tg_state_runs_limits(opts->runs, &st->runs);
 	tg_state_shared_init(st);
+	tg_state_outbox_init(st, opts->outbox);
 	TAILQ_INIT(&st->watches);
 	if (be->listen != NULL)
 		be->listen(st->impl, wake, st);
@@ -195,6 +196,7 @@ tg_state_close(struct tg_state *st)
 		return;
 	st->be->close(st->impl);
 	tg_state_shared_free(st);
+	tg_state_outbox_free(st);
 	free(st->instance);
 	while ((w = TAILQ_FIRST(&st->watches)) != NULL) {
 		TAILQ_REMOVE(&st->watches, w, next);
@@ -220,177 +222,4 @@ tg_state_cancel(struct tg_state_op *op)
 {
 	if (op != NULL)
 		op->be->cancel(op);
-}
-
-/* ---- operations: straight to the backend ---- */
-
-struct tg_state_op *
-tg_state_outbox_add(struct tg_state *st, const struct tg_outbox_new *job, int64_t now_ms,
-    tg_state_str_cb cb, void *arg)
-{
-	return st->be->outbox_add(st->impl, job, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_set_cid(struct tg_state *st, const char *id, const char *cid,
-    tg_state_done_cb cb, void *arg)
-{
-	return st->be->outbox_set_cid(st->impl, id, cid, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_abandon(struct tg_state *st, const char *id, const char *reason,
-    int64_t now_ms, tg_state_done_cb cb, void *arg)
-{
-	return st->be->outbox_abandon(st->impl, id, reason, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_lease(struct tg_state *st, int64_t now_ms, const struct tg_strlist *skip_hosts,
-    tg_state_lease_cb cb, void *arg)
-{
-	return st->be->outbox_lease(st->impl, now_ms, skip_hosts, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_renew(struct tg_state *st, const struct tg_outbox_lease *l, int64_t now_ms,
-    tg_state_num_cb cb, void *arg)
-{
-	return st->be->outbox_renew(st->impl, l, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_release(struct tg_state *st, const struct tg_outbox_lease *l,
-    tg_state_done_cb cb, void *arg)
-{
-	return st->be->outbox_release(st->impl, l, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_complete(struct tg_state *st, const struct tg_outbox_lease *l,
-    const struct tg_outbox_result *r, int64_t now_ms, tg_state_outcome_cb cb, void *arg)
-{
-	return st->be->outbox_complete(st->impl, l, r, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_next_due(struct tg_state *st, tg_state_num_cb cb, void *arg)
-{
-	return st->be->outbox_next_due(st->impl, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_payload_open(struct tg_state *st, const char *id, tg_state_payload_cb cb, void *arg)
-{
-	return st->be->payload_open(st->impl, id, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_payload_append(struct tg_state_payload *w, struct evbuffer *buf,
-    tg_state_done_cb cb, void *arg)
-{
-	return w->be->payload_append(w, buf, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_payload_commit(struct tg_state_payload *w, int64_t now_ms, tg_state_done_cb cb,
-    void *arg)
-{
-	return w->be->payload_commit(w, now_ms, cb, arg);
-}
-
-void
-tg_state_payload_abort(struct tg_state_payload *w)
-{
-	if (w == NULL)
-		return;
-	w->be->payload_abort(w);
-}
-
-struct tg_state_op *
-tg_state_payload_set(struct tg_state *st, const char *id, const void *data, size_t len,
-    int64_t now_ms, tg_state_done_cb cb, void *arg)
-{
-	return st->be->payload_set(st->impl, id, data, len, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_list(struct tg_state *st, const struct tg_outbox_query *q,
-    tg_state_jobs_cb cb, void *arg)
-{
-	return st->be->outbox_list(st->impl, q, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_get(struct tg_state *st, const char *id, tg_state_jobs_cb cb, void *arg)
-{
-	return st->be->outbox_get(st->impl, id, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_redeliver(struct tg_state *st, const char *id, int64_t now_ms,
-    tg_state_done_cb cb, void *arg)
-{
-	return st->be->outbox_redeliver(st->impl, id, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_redeliver_since(struct tg_state *st, int64_t since_ms, int64_t now_ms,
-    tg_state_num_cb cb, void *arg)
-{
-	return st->be->outbox_redeliver_since(st->impl, since_ms, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_purge(struct tg_state *st, int64_t before_ms, tg_state_num_cb cb, void *arg)
-{
-	return st->be->outbox_purge(st->impl, before_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_stats(struct tg_state *st, int64_t now_ms, tg_state_outbox_stats_cb cb,
-    void *arg)
-{
-	return st->be->outbox_stats(st->impl, now_ms, cb, arg);
-}
-
-/* The ids travel as one JSON array, which both databases read as a set
- * (one statement, whatever their number). */
-struct tg_state_op *
-tg_state_outbox_key(struct tg_state *st, tg_state_blob_cb cb, void *arg)
-{
-	return st->be->outbox_key(st->impl, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_hold(struct tg_state *st, const char *const *ids, size_t n, int64_t now_ms,
-    tg_state_done_cb cb, void *arg)
-{
-	return st->be->outbox_hold(st->impl, ids, n, now_ms, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_adopt(struct tg_state *st, int64_t now_ms, size_t max, tg_state_jobs_cb cb,
-    void *arg)
-{
-	return st->be->outbox_adopt(st->impl, now_ms, max, cb, arg);
-}
-
-void
-tg_state_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q)
-{
-	w->be->payload_limit(w, q);
-}
-
-struct tg_state_op *
-tg_state_outbox_usage(struct tg_state *st, const char *api_key, tg_state_pair_cb cb, void *arg)
-{
-	return st->be->outbox_usage(st->impl, api_key, cb, arg);
-}
-
-struct tg_state_op *
-tg_state_outbox_note(struct tg_state *st, const char *id, const char *why, tg_state_done_cb cb,
-    void *arg)
-{
-	return st->be->outbox_note(st->impl, id, why, cb, arg);
 }

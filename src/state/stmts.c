@@ -4,6 +4,7 @@
  * every connection, by its name. A new domain adds its table here.
  */
 #include "db.h"
+#include "outbox.h"
 
 static const struct tg_db_table *const tables[] = {
 	&tg_state_owners_stmts,
@@ -11,6 +12,11 @@ static const struct tg_db_table *const tables[] = {
 	&tg_state_runs_stmts,
 	&tg_state_runs_keep_stmts,
 	&tg_state_sweeps_stmts,
+	&tg_state_outbox_stmts,
+	&tg_state_outbox_admin_stmts,
+	&tg_state_outbox_key_stmts,
+	&tg_state_payload_stmts,
+	&tg_state_payload_rows_stmts,
 };
 
 const struct tg_db_list tg_state_db_stmts = { tables, sizeof(tables) / sizeof(tables[0]) };

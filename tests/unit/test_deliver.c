@@ -42,6 +42,7 @@
 
 #include "tidegate/clock.h"
 #include "tidegate/http.h"
+#include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/state.h"
 #include "tidegate/webhook.h"
@@ -75,7 +76,6 @@ static struct {
 	struct evdns_base *dns;
 	struct evhttp *http;
 	int port;
-	struct tg_outbox *ob;
 	struct tg_state *st;
 	int64_t lease_ms;
 	struct tg_egress *pol;
@@ -243,8 +243,8 @@ policy(const char *entry)
 	return tg_egress_new(&l, NULL);
 }
 
-/* The test's own connection and the worker's state seam on one database. */
-static struct tg_outbox *
+/* The worker's state seam on the test's database: 0, or -1. */
+static int
 outbox_open(int64_t lease_ms)
 {
 	struct tg_outbox_opts oo = { .path = T.db, .schedule_ms = sched,
@@ -254,7 +254,119 @@ outbox_open(int64_t lease_ms)
 	T.lease_ms = lease_ms;
 	tg_state_close(T.st);
 	T.st = tg_state_open(T.base, &so, NULL);
-	return T.st != NULL ? tg_outbox_open(&oo, NULL) : NULL;
+	return T.st != NULL ? 0 : -1;
+}
+
+/* ---- the test's own calls of the seam, waited for on the loop ---- */
+
+struct seam_wait {
+	int called;
+	struct tg_state_res res;
+	char *s;
+	struct tg_outbox_job job;
+	struct tg_state_payload *w;
+};
+
+static void
+seam_until(struct seam_wait *w)
+{
+	int i;
+
+	for (i = 0; i < 5000 && !w->called; i++) {
+		struct timeval tv = { 0, 1000 };
+
+		event_base_loopexit(T.base, &tv);
+		event_base_loop(T.base, EVLOOP_ONCE);
+	}
+	if (!w->called)
+		fail_msg("the state seam did not answer");
+}
+
+static void
+seam_done(const struct tg_state_res *res, void *arg)
+{
+	struct seam_wait *w = arg;
+
+	w->called = 1;
+	w->res = *res;
+}
+
+static void
+seam_str(const struct tg_state_res *res, const char *s, void *arg)
+{
+	seam_done(res, arg);
+	((struct seam_wait *)arg)->s = s != NULL ? strdup(s) : NULL;
+}
+
+static char *
+dup_or_null(const char *s)
+{
+	return s != NULL ? strdup(s) : NULL;
+}
+
+static void
+seam_jobs(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n,
+    void *arg)
+{
+	struct seam_wait *w = arg;
+
+	seam_done(res, arg);
+	if (n != 1)
+		return;
+	w->job = jobs[0];
+	w->job.url = dup_or_null(jobs[0].url);
+	w->job.kind = dup_or_null(jobs[0].kind);
+	w->job.correlation_id = dup_or_null(jobs[0].correlation_id);
+	w->job.service = dup_or_null(jobs[0].service);
+	w->job.api_key = dup_or_null(jobs[0].api_key);
+	w->job.secret_ref = dup_or_null(jobs[0].secret_ref);
+	w->job.last_error = dup_or_null(jobs[0].last_error);
+}
+
+static void
+seam_writer(const struct tg_state_res *res, struct tg_state_payload *p, void *arg)
+{
+	seam_done(res, arg);
+	((struct seam_wait *)arg)->w = p;
+}
+
+/* A job added (its id into id): 0, or -1 with err. */
+static int
+ob_add(const struct tg_outbox_new *j, char id[TG_WEBHOOK_ID_LEN], struct tg_err *err)
+{
+	struct seam_wait w = { 0 };
+
+	if (tg_state_outbox_add(T.st, j, tg_clock_now_ms(), seam_str, &w) != NULL)
+		seam_until(&w);
+	*err = w.res.err;
+	if (w.res.rc == TG_STATE_OK)
+		snprintf(id, TG_WEBHOOK_ID_LEN, "%s", w.s);
+	free(w.s);
+	return w.res.rc == TG_STATE_OK ? 0 : -1;
+}
+
+static int
+ob_set(const char *id, const char *body, struct tg_err *err)
+{
+	struct seam_wait w = { 0 };
+
+	if (tg_state_payload_set(T.st, id, body, strlen(body), tg_clock_now_ms(), seam_done,
+	    &w) != NULL)
+		seam_until(&w);
+	*err = w.res.err;
+	return w.res.rc == TG_STATE_OK ? 0 : -1;
+}
+
+/* Job id into *j (the caller cleans it up): 0, or -1. */
+static int
+ob_get(const char *id, struct tg_outbox_job *j)
+{
+	struct seam_wait w = { 0 };
+
+	if (tg_state_outbox_get(T.st, id, seam_jobs, &w) != NULL)
+		seam_until(&w);
+	*j = w.job;
+	return w.res.rc == TG_STATE_OK ? 0 : -1;
 }
 
 static int
@@ -278,10 +390,11 @@ setup(void **state)
 	evdns_base_load_hosts(T.dns, T.hosts);
 	T.http = tg_http_listen(T.base, "127.0.0.1:0", 1 << 20, &T.port, &err);
 	evhttp_set_gencb(T.http, on_request, NULL);
-	T.ob = outbox_open(0);
 	T.pol = policy("127.0.0.1/32");
+	if (outbox_open(0) != 0)
+		return -1;
 	worker_start();
-	return T.http != NULL && T.ob != NULL && T.pol != NULL ? 0 : -1;
+	return T.http != NULL && T.pol != NULL ? 0 : -1;
 }
 
 static int
@@ -293,7 +406,6 @@ teardown(void **state)
 	tg_webhook_free(T.w);
 	event_base_loopexit(T.base, &tv);	/* cancelled lookups report back */
 	event_base_dispatch(T.base);
-	tg_outbox_close(T.ob);
 	tg_state_close(T.st);
 	tg_egress_free(T.pol);
 	evhttp_free(T.http);
@@ -341,8 +453,7 @@ job_at(const char *url, const char *ref, char id[TG_WEBHOOK_ID_LEN])
 		.correlation_id = "corr-1", .service = "dex" };
 	struct tg_err err;
 
-	if (tg_outbox_add(T.ob, &j, tg_clock_now_ms(), id, &err) != 0 ||
-	    tg_outbox_payload_set(T.ob, id, BODY, strlen(BODY), tg_clock_now_ms(), &err) != 0)
+	if (ob_add(&j, id, &err) != 0 || ob_set(id, BODY, &err) != 0)
 		fail_msg("job: %s", err.msg);
 	if (T.w != NULL)
 		tg_webhook_kick(T.w);
@@ -409,7 +520,7 @@ test_gone(void **state)
 	assert_int_equal(run_to_end(id, 2000)->state, TG_OUTBOX_GONE);
 	run_for(300);
 	assert_int_equal(T.nhits, 1);			/* never again */
-	assert_int_equal(tg_outbox_get(T.ob, id, &j, NULL), 0);
+	assert_int_equal(ob_get(id, &j), 0);
 	assert_int_equal(j.state, TG_OUTBOX_GONE);
 	assert_int_equal(j.last_status, 410);
 	tg_outbox_job_cleanup(&j);
@@ -496,7 +607,7 @@ test_timeout_dead_letter(void **state)
 	assert_int_equal(o[0]->status, 0);
 	assert_non_null(strstr(o[0]->error, "no answer"));
 	assert_int_equal(o[1]->state, TG_OUTBOX_READY);
-	assert_int_equal(tg_outbox_get(T.ob, id, &j, NULL), 0);
+	assert_int_equal(ob_get(id, &j), 0);
 	assert_int_equal(j.state, TG_OUTBOX_DEAD);
 	assert_int_equal(j.attempts, 3);
 	assert_non_null(strstr(j.last_error, "no answer"));
@@ -575,7 +686,7 @@ test_drain_and_free(void **state)
 	run_for(50);
 	assert_int_equal(tg_webhook_inflight(T.w), 1);
 	tg_webhook_free(T.w);
-	assert_int_equal(tg_outbox_get(T.ob, id, &j, NULL), 0);
+	assert_int_equal(ob_get(id, &j), 0);
 	assert_int_equal(j.leased, 0);
 	assert_int_equal(j.state, TG_OUTBOX_READY);
 	assert_int_equal(j.attempts, 1);
@@ -605,8 +716,7 @@ test_lease_renewed(void **state)
 	const struct outcome *o;
 
 	tg_webhook_free(T.w);
-	tg_outbox_close(T.ob);
-	T.ob = outbox_open(300);		/* renewed every 100 ms */
+	assert_int_equal(outbox_open(300), 0);	/* renewed every 100 ms */
 	worker_start_with(2000, NULL);
 	job("/slow", "main", id);
 	o = run_to_end(id, 3000);
@@ -860,20 +970,32 @@ big_payload(char id[TG_WEBHOOK_ID_LEN], const char *url)
 {
 	static char chunk[1 << 20];
 	struct tg_outbox_new j = { .url = url, .secret_ref = "main", .kind = "export" };
-	struct tg_outbox_payload *p;
+	struct evbuffer *b = evbuffer_new();
+	struct seam_wait w = { 0 };
+	struct tg_state_payload *p;
 	struct tg_err err;
 	size_t i;
 
 	/* Stop the worker while the payload is written, as the gateway would not. */
 	tg_webhook_free(T.w);
 	T.w = NULL;
-	assert_int_equal(tg_outbox_add(T.ob, &j, tg_clock_now_ms(), id, &err), 0);
-	p = tg_outbox_payload_open(T.ob, id, NULL, &err);
+	assert_int_equal(ob_add(&j, id, &err), 0);
+	if (tg_state_payload_open(T.st, id, seam_writer, &w) != NULL)
+		seam_until(&w);
+	assert_non_null(p = w.w);
 	for (i = 0; i < BIG / sizeof(chunk); i++) {
+		memset(&w, 0, sizeof(w));
 		memset(chunk, 'a' + (int)(i % 26), sizeof(chunk));
-		assert_int_equal(tg_outbox_payload_append(p, chunk, sizeof(chunk), &err), 0);
+		evbuffer_add(b, chunk, sizeof(chunk));
+		if (tg_state_payload_append(p, b, seam_done, &w) != NULL)
+			seam_until(&w);
+		assert_int_equal(w.res.rc, TG_STATE_OK);
 	}
-	assert_int_equal(tg_outbox_payload_commit(p, tg_clock_now_ms(), &err), 0);
+	evbuffer_free(b);
+	memset(&w, 0, sizeof(w));
+	if (tg_state_payload_commit(p, tg_clock_now_ms(), seam_done, &w) != NULL)
+		seam_until(&w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
 }
 
 static void
@@ -1173,11 +1295,41 @@ test_attempt_deadline(void **state)
 	}
 	run_for(100);
 	assert_int_equal(D.closed, 3);			/* every connection closed */
-	assert_int_equal(tg_outbox_get(T.ob, id, &j, NULL), 0);
+	assert_int_equal(ob_get(id, &j), 0);
 	assert_int_equal(j.attempts, 3);
 	assert_non_null(strstr(j.last_error, "deadline"));
 	tg_outbox_job_cleanup(&j);
 	drip_free(l);
+}
+
+/* A job as the admin API shows it: the URL's query and the secret's name
+ * stay inside, times in RFC 3339, a time not yet null. */
+static void
+test_job_json(void **state)
+{
+	struct tg_outbox_job j = { .id = "msg_0a", .state = TG_OUTBOX_READY,
+		.url = "https://hooks.example.com/in?token=s3cret", .kind = "export",
+		.secret_ref = "main", .size = 7, .created_at = 1700000000002LL };
+	const unsigned char *out;
+	struct tg_err err;
+	yajl_gen g = tg_json_gen_new();
+	yajl_val v;
+	size_t len;
+
+	tg_outbox_job_json(g, &j);
+	yajl_gen_get_buf(g, &out, &len);
+	v = tg_json_parse((const char *)out, len, &err);
+	assert_non_null(v);
+	assert_string_equal(tg_json_get_str(v, "id"), "msg_0a");
+	assert_string_equal(tg_json_get_str(v, "state"), "ready");
+	assert_string_equal(tg_json_get_str(v, "url"), "https://hooks.example.com/in?\u2026");
+	assert_null(strstr((const char *)out, "s3cret"));
+	assert_null(strstr((const char *)out, "main"));
+	assert_string_equal(tg_json_get_str(v, "createdAt"), "2023-11-14T22:13:20.002Z");
+	assert_true(YAJL_IS_NULL(tg_json_get(v, "firstAttemptAt")));
+	assert_int_equal(YAJL_GET_INTEGER(tg_json_get(v, "size")), 7);
+	yajl_tree_free(v);
+	yajl_gen_free(g);
 }
 
 #define T_(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1191,6 +1343,7 @@ main(void)
 		T_(test_redirect_not_followed),
 		T_(test_retry_after),
 		cmocka_unit_test(test_retry_after_parse),
+		cmocka_unit_test(test_job_json),
 		T_(test_timeout_dead_letter),
 		T_(test_egress),
 		T_(test_secrets),

@@ -87,7 +87,26 @@ static struct {
 	PGconn *side;			/* PostgreSQL: the test's own connection */
 	char schema[64];
 	char url[1024];
+	struct tg_outbox_opts oo;	/* a case's outbox (reopen); path "": the fixture's */
 } F;
+
+/* The outbox a backend opens: the fixture's one-attempt schedule, or the
+ * case's (F.oo, reopen); path the SQLite file's. */
+static struct tg_outbox_opts
+outbox_opts(const char *path)
+{
+	struct tg_outbox_opts o = {
+		.path = path, .schedule_ms = sched, .nschedule = TG_NELEM(sched),
+		.jitter_pct = -1, .lease_ms = 60000, .sync_normal = 1,
+	};
+
+	if (F.oo.lease_ms != 0) {
+		o = F.oo;
+		o.path = path;
+		o.sync_normal = 1;
+	}
+	return o;
+}
 
 /* SQL run on a SQLite file directly, as another program would. */
 static void
@@ -124,10 +143,7 @@ sqlite_open(void)
 	struct tg_runs_opts ro = {
 		.path = F.runs, .sync_normal = 1, .archive_max_run = 64, .archive_max_total = 100,
 	};
-	struct tg_outbox_opts oo = {
-		.path = F.outbox, .schedule_ms = sched, .nschedule = TG_NELEM(sched),
-		.jitter_pct = -1, .lease_ms = 60000, .sync_normal = 1,
-	};
+	struct tg_outbox_opts oo = outbox_opts(F.outbox);
 	struct tg_owners_opts wo = { .path = F.owners, .max_rows = OWNERS_PER_KEY };
 	struct tg_state_opts opts = { .url = NULL, .runs = &ro, .outbox = &oo, .owners = &wo };
 	struct tg_err err;
@@ -192,10 +208,26 @@ side_exec(const char *q)
 	return ok ? 0 : -1;
 }
 
-/* The outbox as the SQLite entry has it. */
+/* The outbox as the SQLite entry has it (a second handle's). */
 static const struct tg_outbox_opts pg_outbox = {
 	.schedule_ms = sched, .nschedule = TG_NELEM(sched), .jitter_pct = -1, .lease_ms = 60000,
 };
+
+/* The PostgreSQL state on F's schema (made by pg_setup) opened again. */
+static int
+pg_open(void)
+{
+	struct tg_outbox_opts oo = outbox_opts(NULL);
+	struct tg_owners_opts wo = { .max_rows = OWNERS_PER_KEY };
+	struct tg_runs_opts ro = { .archive_max_run = 64, .archive_max_total = 100 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .outbox = &oo, .runs = &ro };
+	struct tg_err err;
+
+	F.st = tg_state_open(F.base, &opts, &err);
+	if (F.st == NULL)
+		print_error("open: %s\n", err.msg);
+	return F.st != NULL ? 0 : -1;
+}
 
 /* A schema of its own for each case, named in the URL's options, and an
  * application_name to find the backend's connections by. */
@@ -203,11 +235,6 @@ static int
 pg_setup(void)
 {
 	const char *base = pg_base_url();
-	struct tg_owners_opts wo = { .max_rows = OWNERS_PER_KEY };
-	struct tg_runs_opts ro = { .archive_max_run = 64, .archive_max_total = 100 };
-	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .outbox = &pg_outbox,
-		.runs = &ro };
-	struct tg_err err;
 	char q[128];
 
 	F.side = PQconnectdb(base);
@@ -221,10 +248,7 @@ pg_setup(void)
 		return -1;
 	snprintf(F.url, sizeof(F.url), "%s%soptions=-csearch_path%%3D%s&application_name=%s",
 	    base, strchr(base, '?') != NULL ? "&" : "?", F.schema, F.schema);
-	F.st = tg_state_open(F.base, &opts, &err);
-	if (F.st == NULL)
-		print_error("open: %s\n", err.msg);
-	return F.st != NULL ? 0 : -1;
+	return pg_open();
 }
 
 static void
@@ -251,6 +275,7 @@ setup(void **state)
 	const struct backend *b = *state;
 
 	F.b = b;
+	memset(&F.oo, 0, sizeof(F.oo));
 	F.base = event_base_new();
 	return F.base != NULL ? b->setup() : -1;
 }
@@ -430,7 +455,7 @@ on_payload(const struct tg_state_res *res, struct tg_state_payload *p, void *arg
 
 /* A job added through the seam: its id into id. */
 static void
-add_job(const char *cid, char id[TG_WEBHOOK_ID_LEN])
+add_job_at(const char *cid, char id[TG_WEBHOOK_ID_LEN], int64_t now)
 {
 	struct tg_outbox_new j = {
 		.url = "https://hooks.example/in", .secret_ref = "main", .kind = "export",
@@ -438,7 +463,7 @@ add_job(const char *cid, char id[TG_WEBHOOK_ID_LEN])
 	};
 	struct wait w = { 0 };
 
-	expect_later(tg_state_outbox_add(F.st, &j, T0, on_str, &w), &w);
+	expect_later(tg_state_outbox_add(F.st, &j, now, on_str, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	assert_non_null(w.s);
 	assert_int_equal(strncmp(w.s, "msg_", 4), 0);
@@ -447,12 +472,24 @@ add_job(const char *cid, char id[TG_WEBHOOK_ID_LEN])
 }
 
 static void
-set_payload(const char *id, const char *body)
+add_job(const char *cid, char id[TG_WEBHOOK_ID_LEN])
+{
+	add_job_at(cid, id, T0);
+}
+
+static void
+set_payload_at(const char *id, const char *body, int64_t now)
 {
 	struct wait w = { 0 };
 
-	expect_later(tg_state_payload_set(F.st, id, body, strlen(body), T0, on_done, &w), &w);
+	expect_later(tg_state_payload_set(F.st, id, body, strlen(body), now, on_done, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
+}
+
+static void
+set_payload(const char *id, const char *body)
+{
+	set_payload_at(id, body, T0);
 }
 
 static struct tg_outbox_lease *
@@ -1097,6 +1134,554 @@ test_outbox_key(void **state)
 	key_of(other, c);
 	assert_memory_equal(a, c, sizeof(a));
 	tg_state_close(other);
+}
+
+/* ---- outbox: the schedule, leases, admin and SQLite's files ---- */
+
+static const int64_t sched3[] = { 0, 100, 200 };
+
+/* F.st closed ("kill -9": nothing completed or released) and opened
+ * again with schedule sc (n entries; NULL: the default, jittered) and
+ * leases of lease_ms. */
+static void
+reopen(const int64_t *sc, size_t n, int64_t lease_ms)
+{
+	F.oo = (struct tg_outbox_opts){ .schedule_ms = sc, .nschedule = n,
+		.jitter_pct = sc != NULL ? -1 : 0, .lease_ms = lease_ms };
+	tg_state_close(F.st);
+	F.st = NULL;
+	event_base_loop(F.base, EVLOOP_NONBLOCK);
+	assert_int_equal(strcmp(F.b->name, "sqlite") == 0 ? sqlite_open() : pg_open(), 0);
+}
+
+static void
+on_job(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n, void *arg)
+{
+	struct wait *w = arg;
+	struct tg_outbox_job *j;
+
+	got(w, res);
+	w->count = n;
+	if (n == 0)
+		return;
+	w->p = j = malloc(sizeof(*j));
+	*j = jobs[0];
+	j->url = j->kind = j->correlation_id = j->service = j->api_key = j->secret_ref = NULL;
+	w->s = jobs[0].last_error != NULL ? strdup(jobs[0].last_error) : NULL;
+}
+
+/* Job id's numbers and state into *j (its last error: the wait's s, the
+ * caller clears w). */
+static void
+get_job(const char *id, struct tg_outbox_job *j, struct wait *w)
+{
+	expect_read(tg_state_outbox_get(F.st, id, on_job, w), w);
+	assert_int_equal(w->res.rc, TG_STATE_OK);
+	*j = *(struct tg_outbox_job *)w->p;
+}
+
+static enum tg_outbox_state
+complete_as(struct tg_outbox_lease *l, int status, int64_t ra, const char *error, int64_t now,
+    int64_t *next)
+{
+	struct tg_outbox_result r = { status, ra, error };
+	struct wait w = { 0 };
+
+	expect_later(tg_state_outbox_complete(F.st, l, &r, now, on_outcome, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	if (next != NULL)
+		*next = w.n2;
+	tg_outbox_lease_free(l);
+	return (enum tg_outbox_state)w.n;
+}
+
+static void
+redeliver_refused(const char *id, int64_t now, const char *why)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_outbox_redeliver(F.st, id, now, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_CONFLICT);
+	assert_non_null(strstr(w.res.err.msg, why));
+}
+
+/* Every outcome: a retry on the schedule, 2xx delivered, 410 gone, 3xx,
+ * 4xx and no answer failures until the job is dead with its last error;
+ * Retry-After honoured on 429 and 5xx only; what cannot be redelivered. */
+static void
+test_outbox_outcomes(void **state)
+{
+	char id[TG_WEBHOOK_ID_LEN], gone[TG_WEBHOOK_ID_LEN], dead[TG_WEBHOOK_ID_LEN];
+	static const int fails[] = { 301, 404 };
+	struct tg_outbox_lease *l;
+	struct tg_outbox_job j;
+	struct wait w = { 0 };
+	int64_t next, now = T0 + 1000;
+	int i;
+
+	reopen(sched3, TG_NELEM(sched3), 1000);
+	add_job("c-1", id);
+	assert_int_equal(strlen(id), 36);
+	get_job(id, &j, &w);
+	assert_int_equal(j.state, TG_OUTBOX_WAITING);
+	assert_int_equal(j.size, -1);
+	wait_clear(&w);
+	assert_null(lease(T0 + 10000));			/* no payload, nothing to send */
+	set_payload_at(id, "{\"a\":1}", T0 + 50);
+	l = lease(T0 + 50);
+	assert_string_equal(l->id, id);
+	assert_int_equal(l->attempt, 1);
+	assert_int_equal(l->size, 7);
+	assert_int_equal(l->first_delay_ms, 0);
+	assert_int_equal(l->expires_at, T0 + 1050);
+	assert_string_equal(l->secret_ref, "main");
+	assert_null(lease(T0 + 50));			/* held */
+	assert_int_equal(complete_as(l, 500, -1, "boom", T0 + 60, &next), TG_OUTBOX_READY);
+	assert_int_equal(next, T0 + 160);		/* schedule[1], no jitter */
+	assert_null(lease(T0 + 159));
+	l = lease(T0 + 160);
+	assert_int_equal(l->attempt, 2);
+	assert_int_equal(l->first_delay_ms, -1);
+	assert_int_equal(complete_as(l, 204, -1, "", T0 + 170, NULL), TG_OUTBOX_DELIVERED);
+	get_job(id, &j, &w);
+	assert_int_equal(j.state, TG_OUTBOX_DELIVERED);
+	assert_int_equal(j.attempts, 2);
+	assert_int_equal(j.last_status, 204);
+	assert_int_equal(j.done_at, T0 + 170);
+	assert_int_equal(j.first_attempt_at, T0 + 50);
+	assert_int_equal(j.ready_at, T0 + 50);
+	wait_clear(&w);
+	redeliver_refused(id, T0 + 300, "no longer kept");
+	add_job("gone", gone);
+	set_payload(gone, "{}");
+	assert_int_equal(complete_as(lease(T0 + 200), 410, -1, "", T0 + 200, NULL), TG_OUTBOX_GONE);
+	add_job("dead", dead);
+	set_payload(dead, "{}");
+	for (i = 0; i < 2; i++, now += 1000)
+		assert_int_equal(complete_as(lease(now), fails[i], -1, "no", now, NULL),
+		    TG_OUTBOX_READY);
+	l = lease(now);
+	assert_int_equal(l->attempt, 3);
+	assert_int_equal(complete_as(l, 0, -1, "connection refused", now, NULL), TG_OUTBOX_DEAD);
+	assert_null(lease(now + 100000));
+	get_job(dead, &j, &w);
+	assert_int_equal(j.state, TG_OUTBOX_DEAD);
+	assert_int_equal(j.attempts, 3);
+	assert_int_equal(j.last_status, 0);
+	assert_string_equal(w.s, "connection refused");
+	wait_clear(&w);
+	add_job("ra", id);
+	set_payload(id, "{}");
+	assert_int_equal(complete_as(lease(T0 + 5000), 429, 5000, "", T0 + 5000, &next),
+	    TG_OUTBOX_READY);
+	assert_int_equal(next, T0 + 10000);
+	assert_int_equal(complete_as(lease(T0 + 10000), 404, 5000, "", T0 + 10000, &next),
+	    TG_OUTBOX_READY);
+	assert_int_equal(next, T0 + 10200);
+	l = lease(T0 + 10200);
+	redeliver_refused(id, T0 + 10201, "in flight");
+	tg_outbox_lease_free(l);
+}
+
+/* The default schedule: 5 s and up to 10 % more before the second
+ * attempt; a Retry-After stretches a delay up to 24 h, no further. */
+static void
+test_outbox_default_schedule(void **state)
+{
+	char id[TG_WEBHOOK_ID_LEN];
+	int64_t next;
+
+	reopen(NULL, 0, 60000);
+	add_job("def", id);
+	set_payload(id, "{}");
+	assert_int_equal(complete_as(lease(T0), 500, -1, "", T0, &next), TG_OUTBOX_READY);
+	assert_in_range(next, T0 + 5000, T0 + 5500);
+	assert_int_equal(complete_as(lease(next), 503, 30LL * 86400000, "", next, &next),
+	    TG_OUTBOX_READY);
+	assert_true(next > T0 + 86400000 && next <= T0 + 5500 + 86400000);
+}
+
+/* A process dies holding a lease: after reopening, the job waits for the
+ * lease to expire and is then attempted again (at least once); the dead
+ * process's lease can no longer record anything. A renewed lease holds
+ * its job until the new expiry; a released one is due at once, its
+ * interrupted attempt counted. */
+static void
+test_outbox_lease_expiry(void **state)
+{
+	struct tg_outbox_result ok = { 200, -1, "" };
+	char id[TG_WEBHOOK_ID_LEN];
+	struct tg_outbox_lease *l, *l2;
+	struct wait w = { 0 };
+
+	reopen(sched3, TG_NELEM(sched3), 1000);
+	add_job("crash", id);
+	set_payload(id, "{}");
+	l = lease(T0);
+	assert_int_equal(l->expires_at, T0 + 1000);
+	reopen(sched3, TG_NELEM(sched3), 1000);
+	assert_null(lease(T0 + 999));
+	expect_read(tg_state_outbox_next_due(F.st, on_num, &w), &w);
+	assert_int_equal(w.n, T0 + 1000);
+	wait_clear(&w);
+	l2 = lease(T0 + 1000);
+	assert_string_equal(l2->id, id);
+	assert_int_equal(l2->attempt, 2);
+	expect_later(tg_state_outbox_complete(F.st, l, &ok, T0 + 1001, on_outcome, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_CONFLICT);
+	assert_non_null(strstr(w.res.err.msg, "lost"));
+	wait_clear(&w);
+	expect_later(tg_state_outbox_renew(F.st, l, T0 + 1001, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_CONFLICT);
+	wait_clear(&w);
+	tg_outbox_lease_free(l);
+	expect_later(tg_state_outbox_renew(F.st, l2, T0 + 1900, on_num, &w), &w);
+	assert_int_equal(w.n, T0 + 2900);
+	wait_clear(&w);
+	assert_null(lease(T0 + 2500));
+	expect_later(tg_state_outbox_release(F.st, l2, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	tg_outbox_lease_free(l2);
+	l = lease(T0 + 2500);
+	assert_int_equal(l->attempt, 3);
+	assert_int_equal(complete_as(l, 200, -1, "", T0 + 2501, NULL), TG_OUTBOX_DELIVERED);
+}
+
+static void
+on_list(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t n, void *arg)
+{
+	struct wait *w = arg;
+	char (*ids)[TG_WEBHOOK_ID_LEN];
+	size_t i;
+
+	got(w, res);
+	w->count = n;
+	w->p = ids = calloc(n + 1, sizeof(*ids));
+	for (i = 0; i < n; i++) {
+		memcpy(ids[i], jobs[i].id, sizeof(ids[i]));
+		w->n = jobs[i].state;
+	}
+}
+
+/* The ids q (borrowed) lists, newest first, into w->p; their number. */
+static size_t
+list_ids(const struct tg_outbox_query *q, struct wait *w)
+{
+	memset(w, 0, sizeof(*w));
+	expect_read(tg_state_outbox_list(F.st, q, on_list, w), w);
+	assert_int_equal(w->res.rc, TG_STATE_OK);
+	return w->count;
+}
+
+static void
+on_stats_all(const struct tg_state_res *res, const struct tg_outbox_stats *st, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->p = malloc(sizeof(*st));
+	memcpy(w->p, st, sizeof(*st));
+}
+
+static struct tg_outbox_stats
+stats_at(int64_t now)
+{
+	struct tg_outbox_stats st;
+	struct wait w = { 0 };
+
+	expect_later(tg_state_outbox_stats(F.st, now, on_stats_all, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	st = *(struct tg_outbox_stats *)w.p;
+	wait_clear(&w);
+	return st;
+}
+
+static void
+code_is(struct tg_state_op *op, struct wait *w, int rc)
+{
+	settle(op, w);
+	assert_int_equal(w->res.rc, rc);
+	wait_clear(w);
+}
+
+/* Lists by state, correlationId, time, page; the counters of stats; a
+ * purge of finished jobs only; the codes of jobs that cannot take what is
+ * asked. */
+static void
+test_outbox_list_and_stats(void **state)
+{
+	char first[TG_WEBHOOK_ID_LEN], b1[TG_WEBHOOK_ID_LEN], b2[TG_WEBHOOK_ID_LEN];
+	struct tg_outbox_query q = { .state = -1 };
+	struct tg_outbox_stats st;
+	struct tg_outbox_lease *l;
+	struct wait w;
+
+	reopen(sched3, TG_NELEM(sched3), 1000);
+	add_job_at("a", first, T0);
+	add_job_at("b", b1, T0 + 1);
+	set_payload(b1, "{}");
+	add_job_at("b", b2, T0 + 2);
+	set_payload(b2, "{}");
+	assert_int_equal(list_ids(&q, &w), 3);
+	assert_string_equal(((char (*)[TG_WEBHOOK_ID_LEN])w.p)[0], b2);	/* newest first */
+	assert_string_equal(((char (*)[TG_WEBHOOK_ID_LEN])w.p)[2], first);
+	wait_clear(&w);
+	q = (struct tg_outbox_query){ .state = TG_OUTBOX_READY, .limit = 1, .offset = 1 };
+	assert_int_equal(list_ids(&q, &w), 1);
+	assert_string_equal(w.p, b1);
+	wait_clear(&w);
+	q = (struct tg_outbox_query){ .state = -1, .correlation_id = "a" };
+	assert_int_equal(list_ids(&q, &w), 1);
+	wait_clear(&w);
+	q = (struct tg_outbox_query){ .state = -1, .since_ms = T0 + 2 };
+	assert_int_equal(list_ids(&q, &w), 1);
+	assert_string_equal(w.p, b2);
+	wait_clear(&w);
+	assert_int_equal(complete_as(lease(T0 + 40), 200, -1, "", T0 + 50, NULL),
+	    TG_OUTBOX_DELIVERED);
+	l = lease(T0 + 60);				/* b2's first attempt, in flight */
+	st = stats_at(T0 + 70);
+	assert_int_equal(st.depth[TG_OUTBOX_WAITING], 1);
+	assert_int_equal(st.depth[TG_OUTBOX_READY], 1);
+	assert_int_equal(st.depth[TG_OUTBOX_DELIVERED], 1);
+	assert_int_equal(st.leased, 1);
+	assert_int_equal(st.attempts, 2);
+	assert_int_equal(st.delivered, 1);
+	assert_int_equal(st.first_delay_count, 2);
+	assert_int_equal(st.first_delay_sum_ms, 40 + 60);
+	assert_int_equal(complete_as(l, 500, -1, "", T0 + 80, NULL), TG_OUTBOX_READY);
+	st = stats_at(T0 + 90);
+	assert_int_equal(st.retries, 1);
+	assert_int_equal(st.leased, 0);
+	memset(&w, 0, sizeof(w));
+	expect_later(tg_state_outbox_purge(F.st, T0 + 51, on_num, &w), &w);
+	assert_int_equal(w.n, 1);			/* finished jobs only */
+	wait_clear(&w);
+	code_is(tg_state_outbox_get(F.st, b1, on_jobs, &w), &w, TG_STATE_NOT_FOUND);
+	st = stats_at(T0 + 90);
+	assert_int_equal(st.depth[TG_OUTBOX_DELIVERED], 0);
+	assert_int_equal(st.depth[TG_OUTBOX_READY] + st.depth[TG_OUTBOX_WAITING], 2);
+	code_is(tg_state_outbox_abandon(F.st, first, "export failed", T0, on_done, &w), &w, 0);
+	code_is(tg_state_outbox_abandon(F.st, first, "again", T0, on_done, &w), &w,
+	    TG_STATE_CONFLICT);
+	code_is(tg_state_outbox_abandon(F.st, "msg_ab", "x", T0, on_done, &w), &w,
+	    TG_STATE_NOT_FOUND);
+	redeliver_refused(first, T0, "abandoned");
+	code_is(tg_state_payload_open(F.st, "msg_0000", on_payload, &w), &w, TG_STATE_NOT_FOUND);
+	code_is(tg_state_payload_open(F.st, "../../etc/passwd", on_payload, &w), &w,
+	    TG_STATE_NOT_FOUND);
+}
+
+/* A committed payload of key's (borrowed) into id. */
+static void
+commit_of(const char *key, const char *body, char id[TG_WEBHOOK_ID_LEN])
+{
+	struct tg_state_payload *p = quota_writer(key, NULL, id);
+	struct wait w = { 0 };
+
+	assert_int_equal(quota_append(p, strlen(body), NULL, 0), TG_STATE_OK);
+	expect_later(tg_state_payload_commit(p, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+}
+
+/* The bytes held survive a restart, a dead letter keeps its bytes until
+ * purged, and an append refused for them leaves its job waiting. */
+static void
+test_outbox_quota_count(void **state)
+{
+	const struct tg_outbox_quota q = { 20, 0 };
+	char a[TG_WEBHOOK_ID_LEN], b[TG_WEBHOOK_ID_LEN], c[TG_WEBHOOK_ID_LEN];
+	struct tg_state_payload *p;
+	struct wait w = { 0 };
+
+	commit_of("demo-key", "0123456", a);
+	commit_of("demo-key", "6543210", b);
+	usage_is("demo-key", 14, 14);
+	usage_is(NULL, 14, 0);
+	reopen(sched, TG_NELEM(sched), 60000);
+	usage_is("demo-key", 14, 14);			/* summed from the database */
+	p = quota_writer("demo-key", &q, c);
+	assert_int_equal(quota_append(p, 7, NULL, 0), TG_STATE_REFUSED);
+	tg_state_payload_abort(p);
+	expect_read(tg_state_outbox_get(F.st, c, on_jobs, &w), &w);
+	assert_int_equal(w.n, TG_OUTBOX_WAITING);
+	wait_clear(&w);
+	usage_is(NULL, 14, 0);
+	assert_int_equal(complete_as(lease(T0 + 10), 200, -1, "", T0 + 11, NULL),
+	    TG_OUTBOX_DELIVERED);
+	usage_is("demo-key", 7, 7);			/* delivered: freed */
+	assert_int_equal(complete_as(lease(T0 + 12), 500, -1, "", T0 + 12, NULL),
+	    TG_OUTBOX_DEAD);
+	usage_is("demo-key", 7, 7);			/* a dead letter keeps its data */
+	expect_later(tg_state_outbox_purge(F.st, T0 + 100000, on_num, &w), &w);
+	assert_int_equal(w.n, 2);
+	wait_clear(&w);
+	usage_is("demo-key", 0, 0);
+}
+
+static void
+test_outbox_schedule_parse(void **state)
+{
+	char *good[] = { "0", "5s", "5m", "2h" }, *bad[] = { "5s", "soon" };
+	struct tg_strlist g = { good, 4 }, b = { bad, 2 }, e = { NULL, 0 };
+	struct tg_err err;
+	int64_t *ms;
+	size_t n;
+
+	assert_int_equal(tg_outbox_schedule_parse(&g, &ms, &n, &err), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(ms[1], 5000);
+	assert_int_equal(ms[2], 300000);
+	assert_int_equal(ms[3], 7200000);
+	free(ms);
+	assert_int_equal(tg_outbox_schedule_parse(&b, &ms, &n, &err), -1);
+	assert_non_null(strstr(err.msg, "soon"));
+	assert_int_equal(tg_outbox_schedule_parse(&e, &ms, &n, &err), -1);
+	assert_int_equal(tg_outbox_state_parse("dead"), TG_OUTBOX_DEAD);
+	assert_int_equal(tg_outbox_state_parse("nope"), -1);
+	assert_string_equal(tg_outbox_state_str(TG_OUTBOX_GONE), "gone");
+}
+
+/* SQLite: a payload file of the outbox's directory ("<id>.part",
+ * "<id>.body"), name given, is there. */
+static int
+payload_file(const char *name, const char *suffix)
+{
+	char path[192];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s.payloads/%s%s", F.outbox, name, suffix);
+	return stat(path, &sb) == 0;
+}
+
+static void
+payload_touch(const char *name, const char *suffix)
+{
+	char path[192];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.payloads/%s%s", F.outbox, name, suffix);
+	assert_non_null(f = fopen(path, "w"));
+	fclose(f);
+}
+
+/* SQLite's payload files: a committed payload is "<id>.body" until its
+ * job is delivered (a dead letter keeps it); jobs survive a restart, and
+ * the open sweeps the files no job needs (an unfinished write, a job
+ * unknown) and leaves the rest. */
+static void
+test_outbox_files(void **state)
+{
+	char wt[TG_WEBHOOK_ID_LEN], r[TG_WEBHOOK_ID_LEN], d[TG_WEBHOOK_ID_LEN];
+	struct wait w = { 0 };
+
+	add_job("w", wt);
+	add_job("r", r);
+	set_payload(r, "{}");
+	assert_true(payload_file(r, ".body"));
+	add_job("d", d);
+	set_payload(d, "{}");
+	assert_int_equal(complete_as(lease(T0), 200, -1, "", T0, NULL), TG_OUTBOX_DELIVERED);
+	assert_int_equal(complete_as(lease(T0), 500, -1, "", T0, NULL), TG_OUTBOX_DEAD);
+	usage_is(NULL, 2, 2);			/* after the removal, on the writer thread */
+	assert_false(payload_file(r, ".body"));
+	assert_true(payload_file(d, ".body"));
+	payload_touch("msg_feedface", ".body");	/* no such job */
+	payload_touch(wt, ".part");		/* a writer that died */
+	payload_touch("notours", "");
+	reopen(sched, TG_NELEM(sched), 60000);
+	assert_false(payload_file(wt, ".part"));
+	assert_false(payload_file("msg_feedface", ".body"));
+	assert_true(payload_file(d, ".body"));
+	assert_true(payload_file("notours", ""));
+	expect_read(tg_state_outbox_get(F.st, r, on_jobs, &w), &w);
+	assert_int_equal(w.n, TG_OUTBOX_DELIVERED);
+	wait_clear(&w);
+	set_payload(wt, "{}");			/* the waiting job takes its payload */
+}
+
+/* A version 1 file (jobs in "jobs", leases in their own table) with a job
+ * in every state, a leased one among them, and a relay key: after the
+ * migration every job is there in its state, the lease still holds its
+ * job until its expiry, payloads and key are the same. */
+static void
+test_outbox_file_v1(void **state)
+{
+	static const char *const ids[] = { "msg_0a", "msg_0b", "msg_0c", "msg_0d", "msg_0e",
+		"msg_0f", "msg_1a" };
+	static const int states[] = { TG_OUTBOX_WAITING, TG_OUTBOX_READY, TG_OUTBOX_READY,
+		TG_OUTBOX_DELIVERED, TG_OUTBOX_GONE, TG_OUTBOX_DEAD, TG_OUTBOX_DEAD };
+	static const uint8_t key[TG_STATE_KEY_LEN] = { 7, 7, 7 };
+	uint8_t back[TG_STATE_KEY_LEN];
+	struct tg_outbox_lease *l;
+	struct tg_outbox_job j;
+	struct wait w = { 0 };
+	char cmd[512];
+	size_t i;
+
+	tg_state_close(F.st);
+	F.st = NULL;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s %s-wal %s-shm %s.payloads", F.outbox, F.outbox,
+	    F.outbox, F.outbox);
+	assert_int_equal(system(cmd), 0);
+	sqlite_exec(F.outbox, "CREATE TABLE jobs (id TEXT PRIMARY KEY, url TEXT NOT NULL,"
+	    " secret_ref TEXT NOT NULL, api_key TEXT, kind TEXT NOT NULL, correlation_id TEXT,"
+	    " service TEXT, content_type TEXT NOT NULL, state TEXT NOT NULL CHECK (state IN"
+	    " ('waiting', 'ready', 'delivered', 'gone', 'dead')), payload_size INTEGER,"
+	    " attempts INTEGER NOT NULL DEFAULT 0, next_at INTEGER, created_at INTEGER NOT NULL,"
+	    " ready_at INTEGER, first_attempt_at INTEGER, last_attempt_at INTEGER,"
+	    " last_status INTEGER, last_error TEXT, done_at INTEGER);"
+	    "CREATE TABLE leases (job_id TEXT PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,"
+	    " token TEXT NOT NULL, attempt INTEGER NOT NULL, expires_at INTEGER NOT NULL);"
+	    "CREATE TABLE state_keys (name TEXT PRIMARY KEY, key BLOB NOT NULL);"
+	    "INSERT INTO jobs (id, url, secret_ref, kind, content_type, state, payload_size,"
+	    " attempts, next_at, created_at, ready_at, last_status, last_error, done_at) VALUES"
+	    " ('msg_0a', 'https://h.example/a', 'main', 'export', 'application/json', 'waiting',"
+	    "  NULL, 0, NULL, 1700000000000, NULL, NULL, 'waiting for room', NULL),"
+	    " ('msg_0b', 'https://h.example/b', 'main', 'export', 'application/json', 'ready',"
+	    "  2, 0, 1700000000000, 1700000000001, 1700000000000, NULL, NULL, NULL),"
+	    " ('msg_0c', 'https://h.example/c', 'main', 'export', 'application/json', 'ready',"
+	    "  2, 1, 1699999999999, 1700000000002, 1699999999999, NULL, NULL, NULL),"
+	    " ('msg_0d', 'https://h.example/d', 'main', 'export', 'application/json',"
+	    "  'delivered', 2, 1, NULL, 1700000000003, 1, 200, NULL, 5),"
+	    " ('msg_0e', 'https://h.example/e', 'main', 'export', 'application/json', 'gone',"
+	    "  2, 1, NULL, 1700000000004, 1, 410, NULL, 5),"
+	    " ('msg_0f', 'https://h.example/f', 'main', 'export', 'application/json', 'dead',"
+	    "  2, 8, NULL, 1700000000005, 1, 500, 'server error', 5),"
+	    " ('msg_1a', 'https://h.example/g', 'main', 'export', 'application/json', 'dead',"
+	    "  NULL, 0, NULL, 1700000000006, NULL, NULL, 'export failed', 5);"
+	    "INSERT INTO leases VALUES ('msg_0c', 'tok', 2, 4102444800000);"
+	    "INSERT INTO state_keys VALUES ('relay', x'0707070000000000000000000000000000000000"
+	    "000000000000000000000000');"
+	    "PRAGMA user_version = 1");
+	assert_int_equal(mkdir(strcat(strcpy(cmd, F.outbox), ".payloads"), 0700), 0);
+	payload_touch("msg_0b", ".body");
+	payload_touch("msg_0c", ".body");
+	payload_touch("msg_0f", ".body");
+	assert_int_equal(sqlite_open(), 0);
+	assert_string_equal(sqlite_value(F.outbox, "PRAGMA user_version"), "2");
+	for (i = 0; i < TG_NELEM(ids); i++) {
+		get_job(ids[i], &j, &w);
+		assert_int_equal(j.state, states[i]);
+		assert_int_equal(j.leased, i == 2);
+		wait_clear(&w);
+	}
+	l = lease(T0 + 500);			/* the leased job waits for its lease */
+	assert_string_equal(l->id, "msg_0b");
+	assert_int_equal(l->size, 2);
+	tg_outbox_lease_free(l);
+	assert_null(lease(T0 + 500));
+	l = lease(4102444800000LL);		/* its expiry: taken over */
+	assert_string_equal(l->id, "msg_0c");
+	assert_int_equal(l->attempt, 2);
+	assert_true(payload_file("msg_0c", ".body") && payload_file("msg_0f", ".body"));
+	tg_outbox_lease_free(l);
+	code_is(tg_state_outbox_redeliver(F.st, "msg_0f", T0, on_done, &w), &w, 0);
+	redeliver_refused("msg_1a", T0, "abandoned");
+	set_payload("msg_0a", "{}");
+	key_of(F.st, back);
+	assert_memory_equal(back, key, sizeof(key));
 }
 
 static void
@@ -2709,7 +3294,11 @@ main(void)
 		T_(test_outbox_note, D_OUTBOX), T_(test_outbox_key, D_OUTBOX),
 		T_(test_payload_big, D_OUTBOX),
 		T_(test_redeliver, D_OUTBOX), T_(test_outbox_admin, D_OUTBOX),
-		T_(test_codes, D_OUTBOX), T_(test_runs, D_RUNS),
+		T_(test_codes, D_OUTBOX), T_(test_outbox_outcomes, D_OUTBOX),
+		T_(test_outbox_default_schedule, D_OUTBOX), T_(test_outbox_lease_expiry, D_OUTBOX),
+		T_(test_outbox_list_and_stats, D_OUTBOX), T_(test_outbox_quota_count, D_OUTBOX),
+		T_(test_outbox_schedule_parse, D_LOCAL), T_(test_outbox_files, D_LOCAL),
+		T_(test_outbox_file_v1, D_LOCAL), T_(test_runs, D_RUNS),
 		T_(test_run_end_and_archive, D_RUNS), T_(test_run_checks_and_caps, D_RUNS),
 		T_(test_sweeps, D_RUNS), T_(test_sweep_codes, D_RUNS),
 		T_(test_owners, D_SHARED), T_(test_owners_per_key, D_SHARED),

@@ -2,9 +2,10 @@
  * backend.c - the PostgreSQL state backend's handle: open and close.
  *
  * This backend keeps everything a fleet shares (issue 14): correlation
- * ownership, vendor token records and poll entries (pg_shared.c), the
- * webhook outbox (pg_outbox.c, pg_payload.c), the run registry (pg_runs.c)
- * and sweeps (pg_sweeps.c).
+ * ownership, vendor token records, poll entries and the webhook outbox
+ * (the domains written once over pg_db.c; payloads in chunk rows,
+ * ../payload_rows.c), the run registry (pg_runs.c) and sweeps
+ * (pg_sweeps.c).
  *
  * Open does not touch the network: it reads the URL and starts the pool,
  * whose connections are made on the loop (pg_conn.c), the first of them
@@ -87,25 +88,7 @@ pg_free(struct pg *pg)
 	free((void *)pg->vals);
 	free(pg->secret);
 	free(pg->instance);
-	free(pg->spool);
-	tg_state_rules_free(&pg->rules);
 	free(pg);
-}
-
-/* The webhook outbox's rules, and where leased payloads are spooled: its
- * payload_dir, else $TMPDIR, else /tmp (pg_outbox.c). o borrowed; NULL:
- * no outbox. */
-static void
-outbox_opts(struct pg *pg, const struct tg_outbox_opts *o)
-{
-	const char *tmp = getenv("TMPDIR");
-
-	if (o == NULL)
-		return;
-	pg->outbox = 1;
-	tg_state_rules_init(&pg->rules, o);
-	pg->spool = tg_xstrdup(o->payload_dir != NULL && *o->payload_dir != '\0' ?
-	    o->payload_dir : tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
 }
 
 /* The run registry's limits (its path is SQLite's only). */
@@ -141,7 +124,7 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts,
 	params(pg, opts->url);
 	pg->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TG_STATE_TIMEOUT_MS;
 	pg->owners = opts->owners != NULL;
-	outbox_opts(pg, opts->outbox);
+	pg->outbox = opts->outbox != NULL;
 	if (opts->runs != NULL)
 		runs_opts(pg, opts->runs);
 	tg_state_pg_pool_start(pg);

@@ -9,11 +9,9 @@
  * answered once, cancelled, or failed at its deadline), pg_conn.c
  * (connections: connect, migrate, prepare, send, read, fail and
  * reconnect), pg_schema.c (the schema's migrations and the statements'
- * SQL), pg_err.c (errors without secrets), pg_shared.c (owners, tokens,
- * pg_db.c (the driver entries under the domains), pg_wake.c (LISTEN/NOTIFY wake-ups,
- * health and the probe that keeps it true), pg_outbox.c (the webhook
- * outbox's jobs and leases), pg_outbox_admin.c (its admin queries),
- * pg_payload.c (its payloads, in chunk rows), pg_runs.c (the run
+ * SQL), pg_err.c (errors without secrets), pg_db.c (the driver entries
+ * under the domains written once), pg_wake.c (LISTEN/NOTIFY wake-ups,
+ * health and the probe that keeps it true), pg_runs.c (the run
  * registry), pg_sweeps.c (sweeps), pg_vtable.c (the vtable).
  *
  * Threads: the loop's only. Nothing here blocks: open only parses the URL;
@@ -32,26 +30,13 @@
 #include "tidegate/state.h"
 #include "../backend.h"
 #include "../db.h"
-#include "../outbox_rules.h"
 
 #define PG_POOL		2	/* connections per backend */
 #define PG_MAXP		16	/* parameters of a statement at most */
-#define PG_CHUNK	1048576	/* payload bytes per row at most (pg_schema.c's SQL too) */
 #define PG_BACKOFF_MIN	100	/* ms before the first reconnect */
 #define PG_BACKOFF_MAX	5000	/* ms between reconnects at most */
 #define PG_CONNECT_MS	10000	/* a connection attempt (connect to ready) gives up after */
 #define PG_PING		(-1)	/* the probe's statement (pg_wake.c): not prepared */
-
-/** The prepared statements (pg_schema.c holds their SQL). */
-enum pg_stmt {
-	PG_OB_ADD, PG_OB_SET_CID, PG_OB_ABANDON, PG_OB_LEASE, PG_OB_CHUNK, PG_OB_RENEW,
-	PG_OB_RELEASE, PG_OB_COMPLETE, PG_OB_NEXT_DUE, PG_OB_STATE, PG_OB_APPEND,
-	PG_OB_COMMIT, PG_OB_DROP, PG_OB_SET, PG_OB_GET, PG_OB_LIST, PG_OB_REDELIVER,
-	PG_OB_REDELIVER_SINCE, PG_OB_PURGE, PG_OB_STATS, PG_OB_HOLD, PG_OB_ADOPT,
-	PG_OB_USAGE, PG_OB_NOTE,
-	PG_KEY_PUT, PG_KEY_GET,
-	PG_NSTMT
-};
 
 /** What an operation needs configured. */
 enum pg_domain { PG_ANY, PG_OWNERS, PG_OUTBOX, PG_RUNS };
@@ -114,9 +99,6 @@ struct pg {
 	struct event *probe_ev;
 	int owners;				/* ownership configured */
 	int outbox;				/* the webhook outbox configured */
-	struct tg_state_rules rules;		/* its schedule and lease length */
-	struct tg_outbox_stats ctr;		/* its counters since open */
-	char *spool;				/* where leased payloads are spooled */
 	int runs;				/* run registry and sweeps configured: */
 	int64_t retention_ms, grace_ms, archive_keep_ms;
 	int64_t archive_max_run, archive_max_total;
@@ -139,7 +121,7 @@ struct pg_op {
 	int in_live;
 	int64_t deadline_ms;		/* monotonic; each step gets its own */
 	struct pg_conn *conn;		/* in flight on it; NULL while queued */
-	int stmt;			/* enum pg_stmt, or PG_PING */
+	int stmt;			/* a domain statement's index, or PG_PING */
 	int nparams;
 	char *val[PG_MAXP];		/* parameter values (owned; NULL: SQL NULL) */
 	int len[PG_MAXP];
@@ -163,7 +145,7 @@ struct pg_op {
 
 /** A new operation of pg running statement stmt; cb is the typed
  * callback, cast. The caller owns it until tg_state_pg_submit. */
-struct pg_op *tg_state_pg_op_new(struct pg *pg, enum pg_stmt stmt, pg_answer_fn answer,
+struct pg_op *tg_state_pg_op_new(struct pg *pg, int stmt, pg_answer_fn answer,
     void (*cb)(void), void *arg);
 /** Parameters, in order: a string (borrowed, copied; NULL: SQL NULL), a
  * number, bytes (borrowed, copied; sent in binary). o borrowed. */
@@ -175,7 +157,7 @@ void tg_state_pg_param_buf(struct pg_op *o, struct evbuffer *buf, size_t len);
 /** Forget o's parameters and result and make it run stmt next: an answer
  * (o borrowed) then sets the new parameters and o->again, and o is queued
  * again when the answer returns, its handle unchanged. */
-void tg_state_pg_op_reuse(struct pg_op *o, enum pg_stmt stmt);
+void tg_state_pg_op_reuse(struct pg_op *o, int stmt);
 /** Answer o (ownership taken) now with rc and why (borrowed). */
 void tg_state_pg_fail(struct pg_op *o, int rc, const char *why);
 /**
@@ -183,7 +165,7 @@ void tg_state_pg_fail(struct pg_op *o, int rc, const char *why);
  * operation, answered by answer; the parameters are dropped for the
  * caller to give again, the handle stays valid, cb is not called yet.
  */
-void tg_state_pg_again(struct pg_op *o, enum pg_stmt stmt, pg_answer_fn answer);
+void tg_state_pg_again(struct pg_op *o, int stmt, pg_answer_fn answer);
 /**
  * Takes ownership of o: queued for the first free connection (its
  * handle), or answered at once UNAVAILABLE (NULL) when the backend is
@@ -224,8 +206,8 @@ void tg_state_pg_kick(struct pg *pg);
  * was the last one up, every queued one UNAVAILABLE with why (borrowed,
  * shown as is), and connect again after the backoff. */
 void tg_state_pg_conn_drop(struct pg_conn *k, const char *why);
-/** The name of prepared statement i (static, borrowed): PG_NSTMT and
- * on are the domains' (db.h). */
+/** The name of prepared statement i, the i-th of the domains' (db.h;
+ * static, borrowed). */
 const char *tg_state_pg_stmt_name(const struct pg *pg, int i);
 /** Statements every connection of pg (borrowed) prepares. */
 int tg_state_pg_nstmt(const struct pg *pg);
@@ -292,56 +274,6 @@ void tg_state_pg_answer_num(struct pg_op *o, const PGresult *r);
 
 /* ---- the operations (include/tidegate/state.h; impl is the struct pg *) ---- */
 
-struct tg_state_op *tg_state_pg_outbox_add(void *impl, const struct tg_outbox_new *job,
-    int64_t now_ms, tg_state_str_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_set_cid(void *impl, const char *id, const char *cid,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_abandon(void *impl, const char *id, const char *reason,
-    int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_lease(void *impl, int64_t now_ms,
-    const struct tg_strlist *skip_hosts, tg_state_lease_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_renew(void *impl, const struct tg_outbox_lease *l,
-    int64_t now_ms, tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_release(void *impl, const struct tg_outbox_lease *l,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_complete(void *impl, const struct tg_outbox_lease *l,
-    const struct tg_outbox_result *r, int64_t now_ms, tg_state_outcome_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_hold(void *impl, const char *const *ids, size_t n,
-    int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_adopt(void *impl, int64_t now_ms, size_t max,
-    tg_state_jobs_cb cb, void *arg);
-/** The rows of r (borrowed) as jobs to o's tg_state_jobs_cb; a get
- * (o->n1) without a row is NOT_FOUND (pg_outbox_admin.c). */
-void tg_state_pg_answer_jobs(struct pg_op *o, const PGresult *r);
-struct tg_state_op *tg_state_pg_outbox_next_due(void *impl, tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_payload_open(void *impl, const char *id,
-    tg_state_payload_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_payload_append(struct tg_state_payload *w,
-    struct evbuffer *buf, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_payload_commit(struct tg_state_payload *w, int64_t now_ms,
-    tg_state_done_cb cb, void *arg);
-void tg_state_pg_payload_abort(struct tg_state_payload *w);
-void tg_state_pg_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q);
-struct tg_state_op *tg_state_pg_outbox_usage(void *impl, const char *api_key,
-    tg_state_pair_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_note(void *impl, const char *id, const char *why,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_payload_set(void *impl, const char *id, const void *data,
-    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_list(void *impl, const struct tg_outbox_query *q,
-    tg_state_jobs_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_get(void *impl, const char *id, tg_state_jobs_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_pg_outbox_redeliver(void *impl, const char *id, int64_t now_ms,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_redeliver_since(void *impl, int64_t since_ms,
-    int64_t now_ms, tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_purge(void *impl, int64_t before_ms,
-    tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_pg_outbox_stats(void *impl, int64_t now_ms,
-    tg_state_outbox_stats_cb cb, void *arg);
-/* pg_outbox_key.c */
-struct tg_state_op *tg_state_pg_outbox_key(void *impl, tg_state_blob_cb cb, void *arg);
 /* ---- backend.c ---- */
 
 /** The seam's open and close for this backend (backend.h). */

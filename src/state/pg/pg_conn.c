@@ -185,28 +185,19 @@ prepare(struct pg_conn *k)
 const char *
 tg_state_pg_stmt_name(const struct pg *pg, int i)
 {
-	static const char *const names[PG_NSTMT] = {
-		"ob_add", "ob_set_cid", "ob_abandon", "ob_lease", "ob_chunk", "ob_renew",
-		"ob_release", "ob_complete", "ob_next_due", "ob_state", "ob_append", "ob_commit",
-		"ob_drop", "ob_set", "ob_get", "ob_list", "ob_redeliver", "ob_redeliver_since",
-		"ob_purge", "ob_stats", "ob_hold", "ob_adopt",
-		
-		"ob_usage", "ob_note", "key_put", "key_get",
-	};
-
-	return i < PG_NSTMT ? names[i] : tg_db_list_at(pg->stmts, (size_t)(i - PG_NSTMT))->name;
+	return tg_db_list_at(pg->stmts, (size_t)i)->name;
 }
 
 int
 tg_state_pg_nstmt(const struct pg *pg)
 {
-	return PG_NSTMT + (int)tg_db_list_count(pg->stmts);
+	return (int)tg_db_list_count(pg->stmts);
 }
 
 int
 tg_state_pg_stmt_index(const struct pg *pg, const struct tg_db_stmt *s)
 {
-	return PG_NSTMT + (int)tg_db_list_index(pg->stmts, s);
+	return (int)tg_db_list_index(pg->stmts, s);
 }
 
 /* ---- the migration: once per open, by the first connection made ---- */

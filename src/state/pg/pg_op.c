@@ -1,6 +1,6 @@
 /*
  * pg_op.c - the life of one operation of the PostgreSQL backend (pg.h):
- * made by a seam call (pg_shared.c, pg_outbox.c, …), queued in the
+ * made by a seam call (pg_runs.c, pg_sweeps.c) or a domain query (pg_db.c), queued in the
  * backend's FIFO until pg_conn.c hands it to an idle connection, answered
  * exactly once (unless cancelled), then freed.
  *
@@ -39,7 +39,7 @@
 static void arm(struct pg *pg);
 
 struct pg_op *
-tg_state_pg_op_new(struct pg *pg, enum pg_stmt stmt, pg_answer_fn answer,
+tg_state_pg_op_new(struct pg *pg, int stmt, pg_answer_fn answer,
     void (*cb)(void), void *arg)
 {
 	struct pg_op *o = tg_xcalloc(1, sizeof(*o));
@@ -102,7 +102,7 @@ params_free(struct pg_op *o)
 }
 
 void
-tg_state_pg_op_reuse(struct pg_op *o, enum pg_stmt stmt)
+tg_state_pg_op_reuse(struct pg_op *o, int stmt)
 {
 	params_free(o);
 	o->stmt = stmt;
@@ -111,7 +111,7 @@ tg_state_pg_op_reuse(struct pg_op *o, enum pg_stmt stmt)
 }
 
 void
-tg_state_pg_again(struct pg_op *o, enum pg_stmt stmt, pg_answer_fn answer)
+tg_state_pg_again(struct pg_op *o, int stmt, pg_answer_fn answer)
 {
 	params_free(o);
 	o->stmt = stmt;

@@ -16,7 +16,8 @@
  * sqlite/owners.c, the job id folded by tg_state_job_key), vendor token
  * records, and poll entries (leadership and the cached terminal answer).
  *
- * Version 2 holds the webhook outbox (as sqlite/outbox.c): outbox_jobs,
+ * Version 2 holds the webhook outbox (../outbox.c, its SQL written once
+ * for both databases; SQLite's file has the same table): outbox_jobs,
  * one row a job with its lease (owner instance, token, expiry) in the row,
  * and outbox_payloads, a job's payload in rows of at most PG_CHUNK bytes
  * keyed by job, writer token and chunk number. A writer's rows are
@@ -35,7 +36,7 @@
  *
  * Version 5 (v_keys) holds the keys made once per state (state_keys: the
  * relay key every instance signs and checks relay URLs with), inserted by
- * the first instance that asks (pg_outbox_key.c).
+ * the first instance that asks (../outbox_key.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -98,26 +99,6 @@ static const char *const v2[] = {
 };
 
 
-#define JOB_COLS "id, state, url, kind, correlation_id, service, api_key, secret_ref," \
-	" last_error, attempts, last_status, payload_size, created_at, ready_at, next_at," \
-	" first_attempt_at, last_attempt_at, done_at," \
-	" coalesce(state <> 'waiting' AND lease_expires > "
-/* The host of callback URL u as tg_state_url_host (outbox_rules.c) has
- * it: after the scheme and any user info, without brackets or port,
- * lower case; '' when there is none. */
-#define URL_HOST(u) "lower(coalesce(substring(" u " from" \
-	" '^[^:/?#]+://(?:[^/?#]*@)?\\[([^]/?#]*)\\]'), substring(" u " from" \
-	" '^[^:/?#]+://(?:[^/?#]*@)?([^/:?#]*)'), ''))"
-/* The payload bytes held (every row: committed, dead letters' and being
- * written) as a, those of the jobs of API key k (NULL: no key) as m. */
-#define HELD(k) "held AS (SELECT coalesce(sum(octet_length(p.data)), 0) AS a," \
-	" coalesce(sum(octet_length(p.data)) FILTER (WHERE j.api_key IS NOT DISTINCT FROM " k \
-	"), 0) AS m FROM outbox_payloads p JOIN outbox_jobs j ON j.id = p.job_id)"
-/* A payload's bytes $p cut into rows of PG_CHUNK (1 MiB) bytes, numbered from $n. */
-#define CHUNKS(n, p) "SELECT $1::text, $2::text, " n " + i, substring(" p " from i * 1048576 + 1" \
-	" for 1048576) FROM generate_series(0, greatest(length(" p ") - 1, 0) / 1048576) i"
-#define REDELIVERED "state = 'ready', attempts = 0, next_at = $2, done_at = NULL," \
-	" lease_owner = NULL, lease_token = NULL, lease_expires = NULL"
 /* "tidegate archive": the advisory lock of archive writes. */
 #define ARCHIVE_LOCK	"8388346167643174001"
 
@@ -215,16 +196,6 @@ static const char *const v_runs[] = {
 };
 
 
-#define SWEEP_COLS "api_key, base_case_id, created_at, concurrency, callback_url," \
-	" state, variants, done_at, sweep_id"
-/* $1 simulation_id, $2 sweep_id, $3 variant, then tg_state_pg_param_run's. */
-#define RUN_VALUES "($1::text, $4::text, $5::text, $6::text, $7::text, $8::bigint," \
-	" $9::bigint, $10::text, $11::text, $12::bigint, $13::bigint, $14::bigint, $15::text," \
-	" $16::text, $2::text, $3::text)"
-#define RUN_INTO "runs (simulation_id, api_key, host, case_id, case_sha256," \
-	" submitted_at, expires_at, status, vendor_status, status_at, completed_at," \
-	" next_check_at, validation, callback_url, sweep_id, variant)"
-
 /* owners per key: each key's records numbered (owner_keys holds its
  * counter), the existing ones in the order they were made, so that a key
  * past the bound loses its own oldest, never another key's. */
@@ -246,109 +217,10 @@ static const char *const v_keys[] = {
 
 static const char *const *const migrations[] = { v1, v2, v_runs, v_owner_keys, v_keys };
 
-/* The statements of the domains not yet written once (db.h has the others). */
-static const char *const sql[PG_NSTMT] = {
-	/* a waiting job's lease columns hold its fetch (hold, adopt) */
-	[PG_OB_ADD] = "INSERT INTO outbox_jobs (id, url, secret_ref, api_key, kind,"
-	    " correlation_id, service, content_type, state, created_at, lease_owner,"
-	    " lease_expires) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'waiting', $9, $10, $11)",
-	[PG_OB_SET_CID] = "UPDATE outbox_jobs SET correlation_id = $2 WHERE id = $1",
-	[PG_OB_ABANDON] = "WITH cur AS (SELECT state FROM outbox_jobs WHERE id = $1 FOR UPDATE),"
-	    " u AS (UPDATE outbox_jobs SET state = 'dead', last_error = $2, done_at = $3"
-	    " WHERE id = $1 AND state = 'waiting' RETURNING 1)"
-	    " SELECT cur.state, (SELECT count(*) FROM u) FROM cur",
-	/* Several instances never take one job: the row is locked, others skip
-	 * it. $5: hosts at their share, each between newlines (or NULL). */
-	[PG_OB_LEASE] = "WITH pick AS (SELECT id, first_attempt_at IS NULL AS first"
-	    " FROM outbox_jobs WHERE state = 'ready' AND next_at <= $1"
-	    " AND (lease_expires IS NULL OR lease_expires <= $1)"
-	    " AND position(chr(10) || " URL_HOST("url") " || chr(10) in coalesce($5::text, ''))"
-	    " = 0 ORDER BY next_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)"
-	    " UPDATE outbox_jobs j SET attempts = j.attempts + 1, last_attempt_at = $1,"
-	    " first_attempt_at = coalesce(j.first_attempt_at, $1), lease_owner = $2,"
-	    " lease_token = $3, lease_expires = $4 FROM pick WHERE j.id = pick.id"
-	    " RETURNING j.id, j.url, j.secret_ref, j.content_type, j.kind, j.correlation_id,"
-	    " j.service, j.api_key, j.payload_size, j.attempts, j.ready_at, pick.first,"
-	    " j.payload_token, " URL_HOST("j.url"),
-	[PG_OB_CHUNK] = "SELECT data FROM outbox_payloads WHERE job_id = $1 AND token = $2"
-	    " AND n = $3",
-	[PG_OB_RENEW] = "UPDATE outbox_jobs SET lease_expires = $3 WHERE id = $1"
-	    " AND lease_token = $2",
-	[PG_OB_RELEASE] = "UPDATE outbox_jobs SET lease_owner = NULL, lease_token = NULL,"
-	    " lease_expires = NULL WHERE id = $1 AND lease_token = $2",
-	[PG_OB_COMPLETE] = "WITH u AS (UPDATE outbox_jobs SET state = $3, next_at = $4,"
-	    " last_status = $5, last_error = $6, done_at = $7, lease_owner = NULL,"
-	    " lease_token = NULL, lease_expires = NULL WHERE id = $1 AND lease_token = $2"
-	    " RETURNING id, state), d AS (DELETE FROM outbox_payloads WHERE job_id IN"
-	    " (SELECT id FROM u WHERE state IN ('delivered', 'gone')))"
-	    " SELECT count(*) FROM u",
-	[PG_OB_NEXT_DUE] = "SELECT min(greatest(next_at, coalesce(lease_expires, 0)))"
-	    " FROM outbox_jobs WHERE state = 'ready'",
-	[PG_OB_STATE] = "SELECT state FROM outbox_jobs WHERE id = $1",
-	/* The rows go in only while the payload rows held, and those of the
-	 * job's key, stay within $5 and $6 (0: no cap); the count says. */
-	[PG_OB_APPEND] = "WITH " HELD("(SELECT api_key FROM outbox_jobs WHERE id = $1)") ","
-	    " ins AS (INSERT INTO outbox_payloads (job_id, token, n, data) "
-	    CHUNKS("$3::integer", "$4::bytea") " WHERE ($5::bigint = 0 OR (SELECT a FROM held)"
-	    " + length($4::bytea) <= $5::bigint) AND ($6::bigint = 0 OR (SELECT m FROM held)"
-	    " + length($4::bytea) <= $6::bigint) RETURNING 1)"
-	    " SELECT (SELECT count(*) FROM ins), a, m FROM held",
-	[PG_OB_COMMIT] = "WITH u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2,"
-	    " payload_size = $3, ready_at = $4, next_at = $5, lease_owner = NULL, last_error = NULL,"
-	    " lease_expires = NULL WHERE id = $1"
-	    " AND state = 'waiting' RETURNING id), d AS (DELETE FROM outbox_payloads"
-	    " WHERE job_id IN (SELECT id FROM u) AND token <> $2) SELECT count(*) FROM u",
-	[PG_OB_DROP] = "DELETE FROM outbox_payloads WHERE job_id = $1 AND token = $2",
-	[PG_OB_SET] = "WITH cur AS (SELECT id, state FROM outbox_jobs WHERE id = $1 FOR UPDATE),"
-	    " ins AS (INSERT INTO outbox_payloads (job_id, token, n, data) "
-	    CHUNKS("0", "$3::bytea") " WHERE EXISTS (SELECT 1 FROM cur WHERE state = 'waiting')),"
-	    " u AS (UPDATE outbox_jobs SET state = 'ready', payload_token = $2::text,"
-	    " payload_size = length($3::bytea), ready_at = $4, next_at = $5, last_error = NULL,"
-	    " lease_owner = NULL, lease_expires = NULL WHERE id = $1"
-	    " AND state = 'waiting' RETURNING id), d AS (DELETE FROM outbox_payloads WHERE"
-	    " job_id IN (SELECT id FROM u) AND token <> $2::text)"
-	    " SELECT cur.state, (SELECT count(*) FROM u) FROM cur",
-	[PG_OB_GET] = "SELECT " JOB_COLS "$2, false) FROM outbox_jobs WHERE id = $1",
-	[PG_OB_LIST] = "SELECT " JOB_COLS "$6, false) FROM outbox_jobs"
-	    " WHERE ($1::text IS NULL OR state = $1::text) AND created_at >= $2"
-	    " AND ($3::text IS NULL OR correlation_id = $3::text)"
-	    " ORDER BY created_at DESC, id LIMIT $4 OFFSET $5",
-	[PG_OB_REDELIVER] = "WITH cur AS (SELECT state, payload_size IS NOT NULL AS has,"
-	    " coalesce(lease_expires > $2, false) AS leased FROM outbox_jobs WHERE id = $1"
-	    " FOR UPDATE), u AS (UPDATE outbox_jobs SET " REDELIVERED " WHERE id = $1"
-	    " AND NOT coalesce(lease_expires > $2, false) AND (state = 'ready' OR"
-	    " (state = 'dead' AND payload_size IS NOT NULL)) RETURNING 1)"
-	    " SELECT cur.state, cur.has, cur.leased, (SELECT count(*) FROM u) FROM cur",
-	[PG_OB_REDELIVER_SINCE] = "WITH u AS (UPDATE outbox_jobs SET " REDELIVERED
-	    " WHERE ((state = 'dead' AND payload_size IS NOT NULL AND done_at >= $1)"
-	    " OR (state = 'ready' AND attempts > 0 AND last_attempt_at >= $1))"
-	    " AND NOT coalesce(lease_expires > $2, false) RETURNING 1) SELECT count(*) FROM u",
-	[PG_OB_PURGE] = "WITH d AS (DELETE FROM outbox_jobs WHERE state IN ('delivered', 'gone',"
-	    " 'dead') AND done_at < $1 RETURNING 1) SELECT count(*) FROM d",
-	[PG_OB_STATS] = "SELECT state, count(*) FROM outbox_jobs GROUP BY state UNION ALL"
-	    " SELECT 'leased', count(*) FROM outbox_jobs WHERE lease_expires > $1"
-	    " AND state <> 'waiting'",
-	[PG_OB_HOLD] = "UPDATE outbox_jobs SET lease_owner = $2, lease_expires = $3"
-	    " WHERE id = ANY($1::text[]) AND state = 'waiting'",
-	[PG_OB_ADOPT] = "WITH pick AS (SELECT id FROM outbox_jobs WHERE state = 'waiting'"
-	    " AND coalesce(lease_expires, 0) <= $1 ORDER BY created_at, seq LIMIT $4"
-	    " FOR UPDATE SKIP LOCKED) UPDATE outbox_jobs SET lease_owner = $2,"
-	    " lease_expires = $3 WHERE id IN (SELECT id FROM pick) RETURNING " JOB_COLS
-	    "$1, false)",
-	[PG_OB_USAGE] = "WITH " HELD("$1::text") " SELECT a, m FROM held",
-	[PG_OB_NOTE] = "UPDATE outbox_jobs SET last_error = $2 WHERE id = $1 AND state = 'waiting'",
-	/* ---- runs ---- */
-	/* a key made by the first instance to ask; the others' inserts wait
-	 * for its commit and do nothing, then read it */
-	[PG_KEY_PUT] = "INSERT INTO state_keys (name, key) VALUES ($1, $2)"
-	    " ON CONFLICT (name) DO NOTHING",
-	[PG_KEY_GET] = "SELECT key FROM state_keys WHERE name = $1",
-};
-
 const char *
 tg_state_pg_sql(const struct pg *pg, int i)
 {
-	return i < PG_NSTMT ? sql[i] : tg_db_list_at(pg->stmts, (size_t)(i - PG_NSTMT))->sql;
+	return tg_db_list_at(pg->stmts, (size_t)i)->sql;
 }
 
 const char *

@@ -17,16 +17,35 @@
 #include <sqlite3.h>
 
 #include "sq.h"
+#include "../payload.h"
 
 static void
 stores_close(struct sq *sq)
 {
-	tg_outbox_close(sq->rob);
-	tg_outbox_close(sq->wob);
+	tg_state_sq_conn_close(&sq->ob_r);
+	tg_state_sq_conn_close(&sq->ob_w);
+	tg_state_sq_files_close(sq);
 	tg_state_sq_conn_close(&sq->runs_r);
 	tg_state_sq_conn_close(&sq->runs_w);
 	tg_state_sq_conn_close(&sq->own_r);
 	tg_state_sq_conn_close(&sq->own_w);
+}
+
+/* The outbox: its connections (a commit fsynced unless sync_normal: it
+ * survives power loss, not only a killed process) and payload files. */
+static int
+outbox_open(struct sq *sq, const struct tg_outbox_opts *o, struct tg_err *err)
+{
+	if (o->path == NULL || *o->path == '\0') {
+		tg_err_set(err, "outbox: no database path");
+		return -1;
+	}
+	if (tg_state_sq_conn_open(&sq->ob_w, o->path, &tg_state_sq_outbox_schema,
+	    o->sync_normal, err) != 0 ||
+	    tg_state_sq_conn_open(&sq->ob_r, o->path, &tg_state_sq_outbox_schema,
+	    o->sync_normal, err) != 0)
+		return -1;
+	return tg_state_sq_files_open(sq, o, err);
 }
 
 /* The write connection first: it creates and migrates; the read one then
@@ -34,8 +53,7 @@ stores_close(struct sq *sq)
 static int
 stores_open(struct sq *sq, const struct tg_state_opts *opts, struct tg_err *err)
 {
-	if (opts->outbox != NULL && ((sq->wob = tg_outbox_open(opts->outbox, err)) == NULL ||
-	    (sq->rob = tg_outbox_open(opts->outbox, err)) == NULL))
+	if (opts->outbox != NULL && outbox_open(sq, opts->outbox, err) != 0)
 		return -1;
 	if (opts->runs != NULL && (tg_state_sq_conn_open(&sq->runs_w, opts->runs->path,
 	    &tg_state_sq_runs_schema, opts->runs->sync_normal, err) != 0 ||
@@ -87,33 +105,9 @@ sq_close(void *impl)
 const struct tg_state_backend tg_state_sqlite_backend = {
 	.name = "sqlite",
 	.db = &tg_state_sq_db,
+	.payloads = &tg_state_sq_files,
 	.open = sq_open,
 	.close = sq_close,
 	.check = tg_state_sq_check,
 	.cancel = tg_state_sq_cancel,
-	.outbox_add = tg_state_sq_outbox_add,
-	.outbox_set_cid = tg_state_sq_outbox_set_cid,
-	.outbox_abandon = tg_state_sq_outbox_abandon,
-	.outbox_lease = tg_state_sq_outbox_lease,
-	.outbox_renew = tg_state_sq_outbox_renew,
-	.outbox_release = tg_state_sq_outbox_release,
-	.outbox_complete = tg_state_sq_outbox_complete,
-	.outbox_next_due = tg_state_sq_outbox_next_due,
-	.payload_open = tg_state_sq_payload_open,
-	.payload_append = tg_state_sq_payload_append,
-	.payload_commit = tg_state_sq_payload_commit,
-	.payload_abort = tg_state_sq_payload_abort,
-	.payload_set = tg_state_sq_payload_set,
-	.payload_limit = tg_state_sq_payload_limit,
-	.outbox_usage = tg_state_sq_outbox_usage,
-	.outbox_note = tg_state_sq_outbox_note,
-	.outbox_list = tg_state_sq_outbox_list,
-	.outbox_get = tg_state_sq_outbox_get,
-	.outbox_redeliver = tg_state_sq_outbox_redeliver,
-	.outbox_redeliver_since = tg_state_sq_outbox_redeliver_since,
-	.outbox_purge = tg_state_sq_outbox_purge,
-	.outbox_stats = tg_state_sq_outbox_stats,
-	.outbox_key = tg_state_sq_outbox_key,
-	.outbox_hold = tg_state_sq_outbox_hold,
-	.outbox_adopt = tg_state_sq_outbox_adopt,
 };

@@ -36,4 +36,6 @@ static const char *const v2[] = {
 
 static const char *const *const versions[] = { v1, v2 };
 
-const struct sq_schema tg_state_sq_owners_schema = { "owners", 2, versions, NULL };
+const struct sq_schema tg_state_sq_owners_schema = {
+	.name = "owners", .nversions = 2, .versions = versions,
+};

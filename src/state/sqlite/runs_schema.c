@@ -65,5 +65,7 @@ static const char *const *const versions[] = { v1, v2, v3 };
 /* One instance: a variant left submitting by a process that stopped in
  * the middle of its submission is pending again (the submission may have
  * reached the vendor: docs/simulations.md). */
-const struct sq_schema tg_state_sq_runs_schema = { "runs", 3, versions,
-	"UPDATE sweep_variants SET state = 'pending' WHERE state = 'submitting'" };
+const struct sq_schema tg_state_sq_runs_schema = {
+	.name = "runs", .nversions = 3, .versions = versions,
+	.on_open = "UPDATE sweep_variants SET state = 'pending' WHERE state = 'submitting'",
+};

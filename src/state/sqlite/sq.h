@@ -3,8 +3,9 @@
  * the backend's handle (two connections per store: one read on the loop,
  * one write on the writer thread), the operation record every seam call
  * fills, and the machinery that answers it (backend.c). The per-domain
- * files (sq_outbox.c, sq_payload.c, sq_runs.c, sq_sweeps.c, sq_shared.c)
- * build operations on it.
+ * files (sq_runs.c, sq_sweeps.c) and the driver under the domains written
+ * once (sq_db.c, sq_conn.c; the payload files, sq_files.c) build
+ * operations on it.
  *
  * Threads: a read operation runs and answers on the loop before its call
  * returns, on the read connections. A write operation is queued on the
@@ -18,13 +19,13 @@
 #include <stdint.h>
 
 #include "tidegate/map.h"
-#include "tidegate/outbox.h"
 #include "tidegate/state.h"
 #include "tidegate/worker.h"
 #include "../backend.h"
 #include "../db.h"
 
 struct sq_op;
+struct sq_files;
 struct sqlite3;
 
 /** One connection of the driver (sq_conn.c). */
@@ -40,6 +41,9 @@ struct sq_schema {
 	int nversions;
 	const char *const *const *versions;
 	const char *on_open;
+	/** Set up each connection before the migration (SQL functions); 0,
+	 * or -1. NULL: nothing. */
+	int (*setup)(struct sqlite3 *db);
 };
 
 /** Rows copied out of a statement (sq_conn.c). */
@@ -61,7 +65,8 @@ enum sq_domain { SQ_NONE, SQ_OUTBOX, SQ_RUNS, SQ_OWNERS };
 struct sq {
 	const struct tg_state_backend *be;	/* this backend's vtable (backend.c) */
 	struct tg_worker *w;			/* the writer thread */
-	struct tg_outbox *rob, *wob;		/* read / write connections; NULL: none */
+	struct sq_conn ob_r, ob_w;		/* the webhook outbox: read / write */
+	struct sq_files *files;			/* its payload files (sq_files.c) */
 	struct sq_conn own_r, own_w;		/* ownership: read / write */
 	struct sq_conn runs_r, runs_w;		/* run registry and sweeps */
 	int closing;				/* the writer thread is stopping */
@@ -110,8 +115,19 @@ struct sq_rows *tg_state_sq_conn_exec(struct sq_conn *c, const struct tg_db_q *q
 void tg_state_sq_rows_free(struct sq_rows *r);
 /** The driver entries (sq_db.c). */
 extern const struct tg_db_driver tg_state_sq_db;
-/** The stores' schemas (owners_schema.c, runs_schema.c). */
-extern const struct sq_schema tg_state_sq_owners_schema, tg_state_sq_runs_schema;
+/** The stores' schemas (owners_schema.c, runs_schema.c, outbox_schema.c). */
+extern const struct sq_schema tg_state_sq_owners_schema, tg_state_sq_runs_schema,
+    tg_state_sq_outbox_schema;
+/** A driver query's steps for an operation of its own (sq_db.c; o->in is
+ * the struct tg_db_q, taken): run it on its store's connection (rows in
+ * o->p), answer it, free it. */
+void tg_state_sq_db_run(struct sq_op *o);
+void tg_state_sq_db_answer(struct sq_op *o);
+void tg_state_sq_db_cleanup(struct sq_op *o);
+/** The outbox's payload files (sq_files.c): the directory made and swept
+ * of files no job needs (o borrowed; 0, or -1 with err), and freed. */
+int tg_state_sq_files_open(struct sq *sq, const struct tg_outbox_opts *o, struct tg_err *err);
+void tg_state_sq_files_close(struct sq *sq);
 
 /** A new operation of sq for domain dom; cb is the typed callback, cast. */
 struct sq_op *tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer,
@@ -140,58 +156,5 @@ void tg_state_sq_answer_done(struct sq_op *o);
 void tg_state_sq_answer_num(struct sq_op *o);	/* n1 */
 void tg_state_sq_answer_pair(struct sq_op *o);	/* n1, n2 */
 void tg_state_sq_answer_str(struct sq_op *o);	/* out */
-
-/** The payload writer of a payload_open that nobody took (cancelled or
- * closing): dropped on the writer thread, or here once it has stopped. */
-void tg_state_sq_payload_drop(struct sq *sq, struct tg_outbox_payload *p);
-
-/* The operations (include/tidegate/state.h; impl is the struct sq *). */
-struct tg_state_op *tg_state_sq_outbox_add(void *impl, const struct tg_outbox_new *job,
-    int64_t now_ms, tg_state_str_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_set_cid(void *impl, const char *id, const char *cid,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_abandon(void *impl, const char *id, const char *reason,
-    int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_lease(void *impl, int64_t now_ms,
-    const struct tg_strlist *skip_hosts, tg_state_lease_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_renew(void *impl, const struct tg_outbox_lease *l,
-    int64_t now_ms, tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_release(void *impl, const struct tg_outbox_lease *l,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_complete(void *impl, const struct tg_outbox_lease *l,
-    const struct tg_outbox_result *r, int64_t now_ms, tg_state_outcome_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_next_due(void *impl, tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_payload_open(void *impl, const char *id,
-    tg_state_payload_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_payload_append(struct tg_state_payload *w,
-    struct evbuffer *buf, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_payload_commit(struct tg_state_payload *w, int64_t now_ms,
-    tg_state_done_cb cb, void *arg);
-void tg_state_sq_payload_abort(struct tg_state_payload *w);
-struct tg_state_op *tg_state_sq_payload_set(void *impl, const char *id, const void *data,
-    size_t len, int64_t now_ms, tg_state_done_cb cb, void *arg);
-void tg_state_sq_payload_limit(struct tg_state_payload *w, const struct tg_outbox_quota *q);
-struct tg_state_op *tg_state_sq_outbox_usage(void *impl, const char *api_key,
-    tg_state_pair_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_note(void *impl, const char *id, const char *why,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_list(void *impl, const struct tg_outbox_query *q,
-    tg_state_jobs_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_get(void *impl, const char *id, tg_state_jobs_cb cb,
-    void *arg);
-struct tg_state_op *tg_state_sq_outbox_redeliver(void *impl, const char *id, int64_t now_ms,
-    tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_redeliver_since(void *impl, int64_t since_ms,
-    int64_t now_ms, tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_purge(void *impl, int64_t before_ms,
-    tg_state_num_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_stats(void *impl, int64_t now_ms,
-    tg_state_outbox_stats_cb cb, void *arg);
-/* sq_outbox_key.c */
-struct tg_state_op *tg_state_sq_outbox_key(void *impl, tg_state_blob_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_hold(void *impl, const char *const *ids, size_t n,
-    int64_t now_ms, tg_state_done_cb cb, void *arg);
-struct tg_state_op *tg_state_sq_outbox_adopt(void *impl, int64_t now_ms, size_t max,
-    tg_state_jobs_cb cb, void *arg);
 
 #endif

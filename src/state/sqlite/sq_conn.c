@@ -114,6 +114,11 @@ tg_state_sq_conn_open(struct sq_conn *c, const char *path, const struct sq_schem
 		return -1;
 	}
 	sqlite3_busy_timeout(c->db, 5000);
+	if (sc->setup != NULL && sc->setup(c->db) != 0) {
+		tg_err_set(err, "state setup: %s", sqlite3_errmsg(c->db));
+		tg_state_sq_conn_close(c);
+		return -1;
+	}
 	if (exec1(c->db, "PRAGMA journal_mode = WAL", err) != 0 ||
 	    exec1(c->db, sync_normal ? "PRAGMA synchronous = NORMAL" :
 	    "PRAGMA synchronous = FULL", err) != 0 ||

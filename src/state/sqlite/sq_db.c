@@ -17,11 +17,13 @@ conn_for(struct sq *sq, enum tg_db_store s, int write)
 {
 	if (s == TG_DB_RUNS)
 		return write ? &sq->runs_w : &sq->runs_r;
+	if (s == TG_DB_OUTBOX)
+		return write ? &sq->ob_w : &sq->ob_r;
 	return write ? &sq->own_w : &sq->own_r;
 }
 
-static void
-run_q(struct sq_op *o)
+void
+tg_state_sq_db_run(struct sq_op *o)
 {
 	struct tg_db_q *q = o->in;
 
@@ -32,8 +34,8 @@ run_q(struct sq_op *o)
 
 static struct tg_state_op *go(struct sq_op *o);
 
-static void
-answer_q(struct sq_op *o)
+void
+tg_state_sq_db_answer(struct sq_op *o)
 {
 	struct tg_db_q *q = o->in;
 	struct tg_db_rows r = { o->sq->be, o->p };
@@ -47,8 +49,8 @@ answer_q(struct sq_op *o)
 	}
 }
 
-static void
-cleanup_q(struct sq_op *o)
+void
+tg_state_sq_db_cleanup(struct sq_op *o)
 {
 	struct tg_db_q *q = o->in;
 
@@ -76,10 +78,11 @@ go(struct sq_op *o)
 static struct tg_state_op *
 submit(void *impl, struct tg_db_q *q)
 {
-	struct sq_op *o = tg_state_sq_op_new(impl, SQ_NONE, run_q, answer_q, NULL, NULL);
+	struct sq_op *o = tg_state_sq_op_new(impl, SQ_NONE, tg_state_sq_db_run,
+	    tg_state_sq_db_answer, NULL, NULL);
 
 	o->in = q;
-	o->cleanup = cleanup_q;
+	o->cleanup = tg_state_sq_db_cleanup;
 	return go(o);
 }
 

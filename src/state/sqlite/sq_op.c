@@ -1,6 +1,6 @@
 /*
  * sq_op.c - the life of one operation of the SQLite backend (sq.h): made
- * by an sq_*.c operation, run now on the loop's connection for a read or
+ * by an sq_*.c operation or a driver query (sq_db.c), run now on the loop's connection for a read or
  * queued on the writer thread for a write (src/core/worker.c), answered
  * once on the loop unless cancelled, then freed.
  */
@@ -77,7 +77,7 @@ configured(struct sq_op *o)
 	};
 	const struct sq *sq = o->sq;
 
-	if (o->dom == SQ_NONE || (o->dom == SQ_OUTBOX && sq->wob != NULL) ||
+	if (o->dom == SQ_NONE || (o->dom == SQ_OUTBOX && sq->ob_w.db != NULL) ||
 	    (o->dom == SQ_RUNS && sq->runs_w.db != NULL) ||
 	    (o->dom == SQ_OWNERS && sq->own_w.db != NULL))
 		return 1;
