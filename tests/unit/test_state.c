@@ -2335,6 +2335,7 @@ test_sweep_queue_errors(void **state)
 	assert_string_equal(last_err.msg, "sweep variant a is pending, not submitting");
 	assert_int_equal(get_run("s", &run), TG_STATE_NOT_FOUND);	/* nor its run */
 	assert_int_equal(unclaim(id, "a", "x", 0), TG_STATE_CONFLICT);
+	expect_statuses(id, "a=PENDING/0");		/* untouched */
 	assert_int_equal(submitted_run(id, "zz", &rn), TG_STATE_NOT_FOUND);
 	ids = tg_xasprintf("no variant zz in sweep %s", id);
 	assert_string_equal(last_err.msg, ids);
@@ -3612,6 +3613,78 @@ test_fleet_claim_recovery(void **state)
 	free(id);
 }
 
+/* Run the loop until n of the backend's connections wait for a lock (at
+ * most ~10 s); the side connection may be inside its transaction. */
+static void
+until_locked(int n)
+{
+	char q[192];
+	PGresult *r;
+	int i, waiting = 0;
+
+	snprintf(q, sizeof(q), "SELECT count(*) FROM pg_stat_activity WHERE application_name ="
+	    " '%s' AND wait_event_type = 'Lock'", F.schema);
+	for (i = 0; i < 1000 && waiting < n; i++) {
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(10000);
+		assert_int_equal(side_exec("SELECT pg_stat_clear_snapshot()"), 0);
+		r = PQexec(F.side, q);
+		waiting = PQresultStatus(r) == PGRES_TUPLES_OK ? atoi(PQgetvalue(r, 0, 0)) : -1;
+		PQclear(r);
+	}
+	assert_int_equal(waiting, n);
+}
+
+/* Two instances answer a check of one run at once (a lock the test takes
+ * holds both updates until both have read the run): one ends it, the
+ * other's answer is only counted. */
+static void
+test_fleet_status_race(void **state)
+{
+	struct tg_runs_opts ro = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .runs = &ro };
+	struct tg_state_health ha, hb;
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w[2] = { { 0 } };
+	struct tg_run run;
+	char q[160];
+	int i;
+
+	add_run("sim-r", T0, TG_STATE_OK);
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	for (i = 0; i < 1000; i++) {		/* every connection prepared */
+		tg_state_health(F.st, &ha);
+		tg_state_health(b, &hb);
+		if (ha.conns_ready == PG_POOL_SIZE && hb.conns_ready == PG_POOL_SIZE)
+			break;
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(10000);
+	}
+	assert_int_equal(hb.conns_ready, PG_POOL_SIZE);
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.runs IN SHARE MODE", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	assert_non_null(tg_state_runs_set_status(F.st, "sim-r", TG_RUN_COMPLETED, 0, T0 + 5000,
+	    on_num, &w[0]));
+	assert_non_null(tg_state_runs_set_status(b, "sim-r", TG_RUN_FAILED, 0, T0 + 5000, on_num,
+	    &w[1]));
+	until_locked(2);			/* both read, both updates waiting */
+	assert_int_equal(side_exec("COMMIT"), 0);
+	for (i = 0; i < 2; i++) {
+		wait_for(&w[i]);
+		assert_int_equal(w[i].res.rc, TG_STATE_OK);
+	}
+	assert_int_equal(w[0].n + w[1].n, 1);
+	run_get_ok("sim-r", &run);
+	assert_int_equal(run.status, w[0].n == 1 ? TG_RUN_COMPLETED : TG_RUN_FAILED);
+	assert_int_equal(run.vendor_status, run.status);
+	assert_int_equal(run.checks, 2);
+	assert_true((run.failure != NULL) == (run.status == TG_RUN_FAILED));
+	tg_run_cleanup(&run);
+	tg_state_close(b);
+}
+
 /* Run the loop until w was called back or ms passed. */
 static void
 wait_ms(struct wait *w, int ms)
@@ -4102,6 +4175,7 @@ main(void)
 		T_(test_fleet_wakeups, D_FLEET), T_(test_fleet_adopt, D_FLEET),
 		T_(test_fleet_connections_lost, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
+		T_(test_fleet_status_race, D_FLEET | D_RUNS),
 		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
 		T_(test_fleet_frozen_idle, D_FLEET), T_(test_fleet_deadline_backlog, D_FLEET),
 		T_(test_open_errors, D_LOCAL),
