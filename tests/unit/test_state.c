@@ -1545,22 +1545,28 @@ check_failed(const char *id, const char *why, int64_t retry_after, int64_t now)
 	return w.res.rc;
 }
 
+/* item appended to *s (owned; "" at first), after a space unless first. */
+static void
+join(char **s, const char *item)
+{
+	char *t = tg_xasprintf("%s%s%s", *s, **s != '\0' ? " " : "", item);
+
+	free(*s);
+	*s = t;
+}
+
 /* The ids of the runs answered, joined by spaces, into w->s. */
 static void
 on_ids(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
     void *arg)
 {
 	struct wait *w = arg;
-	char *s = tg_xstrdup(""), *t;
 	size_t i;
 
 	got(w, res);
-	for (i = 0; i < n; i++) {
-		t = tg_xasprintf("%s%s%s", s, i ? " " : "", runs[i].simulation_id);
-		free(s);
-		s = t;
-	}
-	w->s = s;
+	w->s = tg_xstrdup("");
+	for (i = 0; i < n; i++)
+		join(&w->s, runs[i].simulation_id);
 	w->count = n;
 	w->more = more;
 }
@@ -2167,18 +2173,17 @@ on_statuses(const struct tg_state_res *res, const struct tg_sweep_variant *v, si
     void *arg)
 {
 	struct wait *w = arg;
-	char *s = tg_xstrdup(""), *t;
+	char *item;
 	size_t i;
 
 	got(w, res);
+	w->s = tg_xstrdup("");
 	for (i = 0; i < n; i++) {
-		t = tg_xasprintf("%s%s%s=%s/%d%s%s", s, i ? " " : "", v[i].name,
-		    tg_sweep_variant_status(&v[i]), v[i].attempts, v[i].error ? ":" : "",
-		    v[i].error ? v[i].error : "");
-		free(s);
-		s = t;
+		item = tg_xasprintf("%s=%s/%d%s%s", v[i].name, tg_sweep_variant_status(&v[i]),
+		    v[i].attempts, v[i].error ? ":" : "", v[i].error ? v[i].error : "");
+		join(&w->s, item);
+		free(item);
 	}
-	w->s = s;
 	w->count = n;
 }
 
@@ -2372,17 +2377,14 @@ on_sweep_ids(const struct tg_state_res *res, const struct tg_sweep *sw, size_t n
     void *arg)
 {
 	struct wait *w = arg;
-	char *s = tg_xstrdup(""), *t;
 	size_t i;
 
 	got(w, res);
+	w->s = tg_xstrdup("");
 	for (i = 0; i < n; i++) {
-		t = tg_xasprintf("%s%s%s", s, i ? " " : "", sw[i].id);
-		free(s);
-		s = t;
+		join(&w->s, sw[i].id);
 		w->n += (int64_t)sw[i].nvariants;
 	}
-	w->s = s;
 	w->count = n;
 	w->more = more;
 }
