@@ -50,6 +50,7 @@
 #include <event2/event.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/state.h"
 
@@ -1985,6 +1986,1378 @@ test_sweep_codes(void **state)
 	free(id);
 }
 
+/* ---- runs and sweeps in detail: every rule of the registry and the
+ * queue, on each backend ---- */
+
+#define SEC	1000LL
+#define DAY	(86400LL * 1000)
+
+static struct tg_err last_err;		/* the last helper's error, when it failed */
+
+/* F's registry reopened: SQLite's files, or the same PostgreSQL schema
+ * (the same instance name: its claims are given back). */
+static void
+reopen(void)
+{
+	struct tg_runs_opts ro = { .archive_max_run = 64, .archive_max_total = 100 };
+	struct tg_state_opts opts = { .url = F.url, .runs = &ro };
+	struct tg_err err;
+
+	tg_state_close(F.st);
+	F.st = NULL;
+	if (strcmp(F.b->name, "sqlite") == 0) {
+		assert_int_equal(sqlite_open(), 0);
+		return;
+	}
+	F.st = tg_state_open(F.base, &opts, &err);
+	assert_non_null(F.st);
+}
+
+static char *
+opt_dup(const char *s)
+{
+	return s != NULL ? tg_xstrdup(s) : NULL;
+}
+
+/* run (borrowed) copied into out (the caller's; tg_run_cleanup). */
+static void
+run_copy(const struct tg_run *run, struct tg_run *out)
+{
+	const unsigned char *buf;
+	yajl_gen g;
+	size_t len;
+
+	*out = *run;
+	out->simulation_id = opt_dup(run->simulation_id);
+	out->api_key = opt_dup(run->api_key);
+	out->host = opt_dup(run->host);
+	out->case_id = opt_dup(run->case_id);
+	out->validation = opt_dup(run->validation);
+	out->failure = opt_dup(run->failure);
+	out->last_error = opt_dup(run->last_error);
+	out->callback_url = opt_dup(run->callback_url);
+	out->sweep_id = opt_dup(run->sweep_id);
+	out->variant = opt_dup(run->variant);
+	out->figures = NULL;
+	if (run->figures != NULL) {
+		g = tg_json_gen_new();
+		tg_json_gen_val(g, run->figures);
+		yajl_gen_get_buf(g, &buf, &len);
+		out->figures = tg_json_parse((const char *)buf, len, NULL);
+		yajl_gen_free(g);
+	}
+}
+
+struct run_got {
+	struct wait w;
+	struct tg_run *out;
+};
+
+static void
+on_run_copy(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
+    void *arg)
+{
+	struct run_got *g = arg;
+
+	(void)more;
+	got(&g->w, res);
+	if (n == 1)
+		run_copy(&runs[0], g->out);
+}
+
+/* Run id into run (tg_run_cleanup it); its code. */
+static int
+get_run(const char *id, struct tg_run *run)
+{
+	struct run_got g = { .out = run };
+
+	memset(run, 0, sizeof(*run));
+	settle(tg_state_runs_get(F.st, id, on_run_copy, &g), &g.w);
+	last_err = g.w.res.err;
+	return g.w.res.rc;
+}
+
+static void
+run_get_ok(const char *id, struct tg_run *run)
+{
+	if (get_run(id, run) != TG_STATE_OK)
+		fail_msg("get %s: %s", id, last_err.msg);
+}
+
+static void
+runs_add_full(const char *id, const char *case_id, const char *key, int64_t sub,
+    enum tg_run_status st)
+{
+	char sha[TG_RUNS_SHA_LEN];
+	struct tg_run_new n = {
+		.simulation_id = id, .api_key = key, .host = "primary", .case_id = case_id,
+		.case_sha256 = sha, .submitted_at = sub, .status = st,
+		.validation = "passed (diff checked)",
+	};
+	struct wait w = { 0 };
+
+	tg_runs_case_digest(id, strlen(id), sha);
+	expect_later(tg_state_runs_add(F.st, &n, sub, on_done, &w), &w);
+	if (w.res.rc != TG_STATE_OK)
+		fail_msg("add %s: %s", id, w.res.err.msg);
+}
+
+static void
+runs_add_at(const char *id, int64_t sub)
+{
+	runs_add_full(id, "CASE-OM-1", "demo-key", sub, TG_RUN_IN_PROGRESS);
+}
+
+/* What a status check answered: 1 when the run ended with it, 0 when not,
+ * or minus its code. */
+static int
+run_set(const char *id, enum tg_run_status st, int64_t done, int64_t now)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_runs_set_status(F.st, id, st, done, now, on_num, &w), &w);
+	last_err = w.res.err;
+	return w.res.rc == TG_STATE_OK ? (int)w.n : -w.res.rc;
+}
+
+static int
+check_failed(const char *id, const char *why, int64_t retry_after, int64_t now)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_runs_check_failed(F.st, id, why, retry_after, now, on_done, &w),
+	    &w);
+	return w.res.rc;
+}
+
+/* item appended to *s (owned; "" at first), after a space unless first. */
+static void
+join(char **s, const char *item)
+{
+	char *t = tg_xasprintf("%s%s%s", *s, **s != '\0' ? " " : "", item);
+
+	free(*s);
+	*s = t;
+}
+
+/* The ids of the runs answered, joined by spaces, into w->s. */
+static void
+on_ids(const struct tg_state_res *res, const struct tg_run *runs, size_t n, int more,
+    void *arg)
+{
+	struct wait *w = arg;
+	size_t i;
+
+	got(w, res);
+	w->s = tg_xstrdup("");
+	for (i = 0; i < n; i++)
+		join(&w->s, runs[i].simulation_id);
+	w->count = n;
+	w->more = more;
+}
+
+static void
+expect_list(const struct tg_runs_query *q, const char *want, int want_more)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_runs_list(F.st, q, on_ids, &w), &w);
+	if (w.res.rc != TG_STATE_OK)
+		fail_msg("list: %s", w.res.err.msg);
+	assert_string_equal(w.s, want);
+	assert_int_equal(w.more, want_more);
+	wait_clear(&w);
+}
+
+static void
+expect_due(int64_t now, size_t max, const char *want)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_runs_due(F.st, now, max, on_ids, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_string_equal(w.s, want);
+	wait_clear(&w);
+}
+
+static int64_t
+next_due(int64_t now)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_runs_next_due(F.st, now, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	return w.n;
+}
+
+/* Recorded, checked, ended once, kept across a reopen; the codes of a
+ * second record, a run missing a field, an unknown run and status. */
+static void
+test_run_lifecycle(void **state)
+{
+	struct tg_run_new n = {
+		.simulation_id = "sim-1", .api_key = "team-a", .host = "primary",
+		.case_id = "CASE-OM-1", .submitted_at = T0,
+		.validation = "passed (diff checked)",
+		.callback_url = "https://hooks.example/run?token=s3cret",
+	};
+	char sha[TG_RUNS_SHA_LEN];
+	struct wait w = { 0 };
+	struct tg_run run;
+
+	tg_runs_case_digest("{}", 2, sha);
+	n.case_sha256 = sha;
+	expect_later(tg_state_runs_add(F.st, &n, T0 + 10, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	run_get_ok("sim-1", &run);
+	assert_int_equal(run.status, TG_RUN_IN_PROGRESS);
+	assert_int_equal(run.vendor_status, TG_RUN_IN_PROGRESS);
+	assert_int_equal(run.submitted_at, T0);
+	assert_int_equal(run.expires_at, T0 + 30 * DAY);
+	assert_int_equal(run.status_at, T0 + 10);
+	assert_int_equal(run.next_check_at, T0 + 2 * SEC);
+	assert_int_equal(run.completed_at, 0);
+	assert_int_equal(run.checks, 0);
+	assert_string_equal(run.case_sha256, sha);
+	assert_string_equal(run.case_id, "CASE-OM-1");
+	assert_string_equal(run.host, "primary");
+	assert_string_equal(run.callback_url, "https://hooks.example/run?token=s3cret");
+	assert_null(run.sweep_id);
+	assert_false(run.archived);
+	tg_run_cleanup(&run);
+	/* Still running: the next check waits twice as long. */
+	assert_int_equal(run_set("sim-1", TG_RUN_IN_PROGRESS, 0, T0 + 2 * SEC), 0);
+	run_get_ok("sim-1", &run);
+	assert_int_equal(run.next_check_at, T0 + 6 * SEC);
+	assert_int_equal(run.checks, 1);
+	tg_run_cleanup(&run);
+	/* Completed: 1 once, and the first terminal status stays. */
+	assert_int_equal(run_set("sim-1", TG_RUN_COMPLETED, T0 + 5 * SEC, T0 + 6 * SEC), 1);
+	assert_int_equal(run_set("sim-1", TG_RUN_FAILED, 0, T0 + 7 * SEC), 0);
+	assert_int_equal(run_set("sim-1", TG_RUN_COMPLETED, 0, T0 + 8 * SEC), 0);
+	reopen();
+	run_get_ok("sim-1", &run);
+	assert_int_equal(run.status, TG_RUN_COMPLETED);
+	assert_int_equal(run.vendor_status, TG_RUN_COMPLETED);
+	assert_int_equal(run.completed_at, T0 + 5 * SEC);
+	assert_int_equal(run.status_at, T0 + 6 * SEC);
+	assert_int_equal(run.next_check_at, 0);
+	assert_int_equal(run.checks, 4);
+	assert_string_equal(run.api_key, "team-a");
+	assert_string_equal(run.validation, "passed (diff checked)");
+	assert_null(run.failure);
+	tg_run_cleanup(&run);
+	expect_later(tg_state_runs_add(F.st, &n, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_CONFLICT);
+	assert_string_equal(w.res.err.msg, "simulation sim-1 is already recorded");
+	wait_clear(&w);
+	n.simulation_id = "sim-2";
+	n.host = NULL;
+	settle(tg_state_runs_add(F.st, &n, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	wait_clear(&w);
+	assert_int_equal(get_run("sim-2", &run), TG_STATE_NOT_FOUND);
+	assert_int_equal(run_set("nope", TG_RUN_COMPLETED, 0, T0), -TG_STATE_NOT_FOUND);
+	assert_string_equal(last_err.msg, "no simulation run nope");
+	assert_int_equal(get_run("nope", &run), TG_STATE_NOT_FOUND);
+	assert_string_equal(last_err.msg, "no simulation run nope");
+	assert_int_equal(run_set("sim-1", TG_RUN_NSTATUS, 0, T0), -TG_STATE_ERROR);
+}
+
+/* A first answer that is already final; a 404 before expiry. */
+static void
+test_run_first_answer(void **state)
+{
+	struct tg_run run;
+
+	runs_add_full("sim-done", "CASE-OM-1", NULL, T0, TG_RUN_COMPLETED);
+	run_get_ok("sim-done", &run);
+	assert_int_equal(run.status, TG_RUN_COMPLETED);
+	assert_int_equal(run.vendor_status, TG_RUN_COMPLETED);
+	assert_int_equal(run.next_check_at, 0);
+	assert_int_equal(run.completed_at, T0);
+	assert_null(run.api_key);
+	tg_run_cleanup(&run);
+	/* UNKNOWN: terminal, no vendor status of its own. */
+	runs_add_at("sim-lost", T0);
+	assert_int_equal(run_set("sim-lost", TG_RUN_UNKNOWN, 0, T0 + 2 * SEC), 1);
+	run_get_ok("sim-lost", &run);
+	assert_int_equal(run.status, TG_RUN_UNKNOWN);
+	assert_int_equal(run.vendor_status, TG_RUN_IN_PROGRESS);
+	assert_int_equal(run.completed_at, 0);
+	assert_int_equal(run.next_check_at, 0);
+	tg_run_cleanup(&run);
+	expect_due(T0 + DAY, 0, "");
+}
+
+/* A FAILED run: how long it took, its host and its validation. */
+static void
+test_run_failure_text(void **state)
+{
+	struct tg_run_new n = {
+		.simulation_id = "sim-f", .host = "fallback", .case_id = "CASE-CON-1",
+		.case_sha256 = "00", .submitted_at = T0,
+		.validation = "passed (diff skipped: base case not served)",
+	};
+	struct wait w = { 0 };
+	struct tg_run run;
+
+	expect_later(tg_state_runs_add(F.st, &n, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(run_set("sim-f", TG_RUN_FAILED, T0 + 192 * SEC, T0 + 200 * SEC), 1);
+	run_get_ok("sim-f", &run);
+	assert_int_equal(run.status, TG_RUN_FAILED);
+	assert_int_equal(run.vendor_status, TG_RUN_FAILED);
+	assert_int_equal(run.completed_at, T0 + 192 * SEC);
+	assert_string_equal(run.failure, "the vendor reported FAILED 3 min 12 s after "
+	    "submission and gives no reason; host: fallback; gateway validation: passed (diff "
+	    "skipped: base case not served)");
+	tg_run_cleanup(&run);
+}
+
+/* Checks without an answer: the schedule, Retry-After up to an hour, the
+ * error until an answer clears it, never a check after the end. */
+static void
+test_run_check_failed(void **state)
+{
+	struct tg_run run;
+
+	runs_add_at("sim-c", T0);
+	assert_int_equal(check_failed("sim-c", "upstream timeout", -1, T0 + 2 * SEC), 0);
+	run_get_ok("sim-c", &run);
+	assert_int_equal(run.checks, 1);
+	assert_int_equal(run.next_check_at, T0 + 6 * SEC);
+	assert_string_equal(run.last_error, "upstream timeout");
+	assert_int_equal(run.status, TG_RUN_IN_PROGRESS);
+	tg_run_cleanup(&run);
+	assert_int_equal(check_failed("sim-c", "429", 60 * SEC, T0 + 6 * SEC), 0);
+	run_get_ok("sim-c", &run);
+	assert_int_equal(run.next_check_at, T0 + 66 * SEC);
+	tg_run_cleanup(&run);
+	assert_int_equal(check_failed("sim-c", NULL, DAY, T0 + 66 * SEC), 0);
+	run_get_ok("sim-c", &run);
+	assert_int_equal(run.next_check_at, T0 + 66 * SEC + 3600 * SEC);
+	assert_string_equal(run.last_error, "no answer");
+	tg_run_cleanup(&run);
+	assert_int_equal(run_set("sim-c", TG_RUN_COMPLETED, 0, T0 + 4000 * SEC), 1);
+	run_get_ok("sim-c", &run);
+	assert_null(run.last_error);
+	assert_int_equal(run.checks, 4);
+	tg_run_cleanup(&run);
+	assert_int_equal(check_failed("sim-c", "x", -1, T0 + 5000 * SEC), 0);
+	run_get_ok("sim-c", &run);
+	assert_int_equal(run.next_check_at, 0);
+	assert_int_equal(run.status, TG_RUN_COMPLETED);
+	assert_int_equal(run.checks, 5);
+	tg_run_cleanup(&run);
+	assert_int_equal(check_failed("nope", "x", -1, T0), TG_STATE_NOT_FOUND);
+}
+
+/* Due runs by next check, then submission, then id; never an ended or
+ * expired one. */
+static void
+test_run_due_order(void **state)
+{
+	runs_add_at("a", T0);				/* due T0 + 2 s */
+	runs_add_at("b", T0 - 1 * SEC);			/* due T0 + 1 s */
+	runs_add_at("c", T0 + 500);			/* due T0 + 2.5 s */
+	runs_add_at("d", T0);				/* due with a: by id */
+	runs_add_full("done", "CASE-OM-1", NULL, T0 - 5 * SEC, TG_RUN_COMPLETED);
+	runs_add_at("old", T0 - 31 * DAY);		/* past expiry, never marked */
+	assert_int_equal(next_due(T0), T0 + 1 * SEC);
+	expect_due(T0, 0, "");
+	expect_due(T0 + 2 * SEC, 0, "b a d");
+	expect_due(T0 + 3 * SEC, 1, "b");
+	expect_due(T0 + 3 * SEC, 0, "b a d c");
+	/* Checked runs move back in the queue. */
+	assert_int_equal(run_set("b", TG_RUN_IN_PROGRESS, 0, T0 + 3 * SEC), 0);	/* T0 + 7 s */
+	assert_int_equal(run_set("a", TG_RUN_COMPLETED, 0, T0 + 3 * SEC), 1);
+	expect_due(T0 + 3 * SEC, 0, "d c");
+	expect_due(T0 + 7 * SEC, 0, "d c b");
+	assert_int_equal(run_set("c", TG_RUN_FAILED, 0, T0 + 3 * SEC), 1);
+	assert_int_equal(run_set("d", TG_RUN_COMPLETED, 0, T0 + 3 * SEC), 1);
+	assert_int_equal(next_due(T0 + 3 * SEC), T0 + 7 * SEC);
+	assert_int_equal(run_set("b", TG_RUN_COMPLETED, 0, T0 + 7 * SEC), 1);
+	assert_int_equal(next_due(T0 + 7 * SEC), INT64_MAX);
+}
+
+/* Every filter alone and together, a time window, pages; an unknown
+ * status refused with the names it knows. */
+static void
+test_run_list_filters(void **state)
+{
+	struct tg_runs_query q = { 0 };
+	struct wait w = { 0 };
+
+	runs_add_full("r1", "CASE-OM-1", "team-a", T0 + 1 * SEC, TG_RUN_IN_PROGRESS);
+	runs_add_full("r2", "CASE-OM-2", "team-a", T0 + 2 * SEC, TG_RUN_IN_PROGRESS);
+	runs_add_full("r3", "CASE-OM-1", "team-b", T0 + 3 * SEC, TG_RUN_IN_PROGRESS);
+	runs_add_full("r4", "CASE-CON-1", "team-b", T0 + 4 * SEC, TG_RUN_IN_PROGRESS);
+	runs_add_full("r5", "CASE-OM-1", "team-a", T0 + 5 * SEC, TG_RUN_IN_PROGRESS);
+	assert_int_equal(run_set("r3", TG_RUN_COMPLETED, 0, T0 + 10 * SEC), 1);
+	assert_int_equal(run_set("r5", TG_RUN_FAILED, 0, T0 + 10 * SEC), 1);
+	expect_list(&q, "r5 r4 r3 r2 r1", 0);
+	q.status = "IN_PROGRESS";
+	expect_list(&q, "r4 r2 r1", 0);
+	q.case_id = "CASE-OM-1";
+	expect_list(&q, "r1", 0);
+	q.status = NULL;
+	expect_list(&q, "r5 r3 r1", 0);
+	q.api_key = "team-a";
+	expect_list(&q, "r5 r1", 0);
+	q = (struct tg_runs_query){ .from_ms = T0 + 2 * SEC, .to_ms = T0 + 4 * SEC };
+	expect_list(&q, "r3 r2", 0);
+	q = (struct tg_runs_query){ .sweep_id = "swp_none" };
+	expect_list(&q, "", 0);
+	q = (struct tg_runs_query){ .limit = 2 };
+	expect_list(&q, "r5 r4", 1);
+	q.offset = 2;
+	expect_list(&q, "r3 r2", 1);
+	q.offset = 4;
+	expect_list(&q, "r1", 0);
+	q.offset = 9;
+	expect_list(&q, "", 0);
+	q = (struct tg_runs_query){ .status = "COMPLETED", .limit = 5000 };
+	expect_list(&q, "r3", 0);
+	q = (struct tg_runs_query){ .status = "DONE" };
+	settle(tg_state_runs_list(F.st, &q, on_ids, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	assert_string_equal(w.res.err.msg, "unknown run status 'DONE' (IN_PROGRESS, COMPLETED, "
+	    "FAILED, EXPIRED, UNKNOWN)");
+	assert_int_equal(w.count, 0);
+	wait_clear(&w);
+}
+
+/* Only the numbers of the results are kept; not an object: refused. */
+static void
+test_run_figures(void **state)
+{
+	static const char src[] = "{\"caseType\": \"O&M\", \"availability\": 0.956643,"
+	    " \"totalCost\": 7266549, \"vesselUtilisation\": {\"CTV\": 0.5},"
+	    " \"allTasksCompleted\": true}";
+	yajl_val res = tg_json_parse(src, sizeof(src) - 1, NULL);
+	struct wait w = { 0 };
+	struct tg_run run;
+
+	assert_non_null(res);
+	runs_add_at("sim-x", T0);
+	expect_later(tg_state_runs_set_figures(F.st, "sim-x", res, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	expect_later(tg_state_runs_set_figures(F.st, "nope", res, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	settle(tg_state_runs_set_figures(F.st, "sim-x", tg_json_get(res, "totalCost"), on_done,
+	    &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	assert_string_equal(w.res.err.msg, "results of sim-x are not a JSON object");
+	wait_clear(&w);
+	run_get_ok("sim-x", &run);
+	assert_true(YAJL_IS_OBJECT(run.figures));
+	assert_int_equal(run.figures->u.object.len, 2);
+	assert_string_equal(tg_json_get(run.figures, "availability")->u.number.r, "0.956643");
+	assert_int_equal(YAJL_GET_INTEGER(tg_json_get(run.figures, "totalCost")), 7266549);
+	tg_run_cleanup(&run);
+	yajl_tree_free(res);
+}
+
+static void
+expect_archive(const char *id, const void *data, size_t len, int want, const char *msg)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_runs_archive(F.st, id, data, len, T0, on_done, &w), &w);
+	if (w.res.rc != want)
+		fail_msg("archive %s (%zu bytes): %d, want %d: %s", id, len, w.res.rc, want,
+		    w.res.err.msg);
+	if (msg != NULL)
+		assert_string_equal(w.res.err.msg, msg);
+}
+
+/* The archive's codes and caps with their texts (64 bytes a run, 100 in
+ * all); a replacement counts only its difference. */
+static void
+test_run_archive_caps(void **state)
+{
+	char big[80];
+	struct wait w = { 0 };
+	struct tg_run run;
+
+	memset(big, 'x', sizeof(big));
+	runs_add_at("r1", T0);
+	runs_add_at("r2", T0);
+	runs_add_at("r3", T0);
+	runs_add_at("r4", T0);
+	assert_int_equal(run_set("r1", TG_RUN_COMPLETED, 0, T0 + 5 * SEC), 1);
+	assert_int_equal(run_set("r2", TG_RUN_COMPLETED, 0, T0 + 5 * SEC), 1);
+	assert_int_equal(run_set("r3", TG_RUN_COMPLETED, 0, T0 + 5 * SEC), 1);
+	expect_archive("r4", big, 10, TG_STATE_CONFLICT,
+	    "simulation r4 has not completed (IN_PROGRESS)");
+	expect_archive("nope", big, 10, TG_STATE_NOT_FOUND, "no simulation run nope");
+	expect_archive("r1", big, 65, TG_STATE_REFUSED,
+	    "results of r1 are 65 bytes; the archive keeps at most 64 bytes per run");
+	expect_archive("r1", big, 40, TG_STATE_OK, NULL);
+	expect_archive("r2", big, 40, TG_STATE_OK, NULL);
+	expect_archive("r3", big, 40, TG_STATE_REFUSED,
+	    "archive full: 80 of 100 bytes used; results of r3 need 40 more");
+	expect_archive("r1", "{\"a\":1}", 7, TG_STATE_OK, NULL);
+	expect_archive("r3", big, 40, TG_STATE_OK, NULL);
+	expect_archive("r2", big, 54, TG_STATE_REFUSED,		/* 7 + 54 + 40 */
+	    "archive full: 87 of 100 bytes used; results of r2 need 54 more");
+	expect_archive("r2", big, 53, TG_STATE_OK, NULL);	/* 100: the cap itself */
+	settle(tg_state_runs_archive_usage(F.st, on_pair, &w), &w);
+	assert_int_equal(w.n, 100);
+	assert_int_equal(w.n2, 3);
+	wait_clear(&w);
+	settle(tg_state_runs_archived(F.st, "r1", on_blob, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.count, 7);
+	assert_string_equal(w.s, "{\"a\":1}");
+	wait_clear(&w);
+	settle(tg_state_runs_archived(F.st, "r4", on_blob, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	assert_null(w.s);
+	wait_clear(&w);
+	settle(tg_state_runs_archived(F.st, "nope", on_blob, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	run_get_ok("r1", &run);
+	assert_true(run.archived);
+	assert_int_equal(run.results_size, 7);
+	tg_run_cleanup(&run);
+	run_get_ok("r4", &run);
+	assert_false(run.archived);
+	assert_int_equal(run.results_size, 0);
+	tg_run_cleanup(&run);
+}
+
+static void
+expire(int64_t now, int64_t want)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_runs_expire(F.st, now, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, want);
+}
+
+static void
+purge(int64_t now, int64_t want_runs, int64_t want_sweeps)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_runs_purge(F.st, now, on_pair, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, want_runs);
+	assert_int_equal(w.n2, want_sweeps);
+}
+
+/* Expiry after 30 days (once), no answers after it; purge after 7 more,
+ * archived runs after 90. */
+static void
+test_run_expire_purge(void **state)
+{
+	struct wait w = { 0 };
+	struct tg_run run;
+
+	runs_add_at("a", T0);
+	runs_add_at("b", T0);
+	runs_add_at("c", T0 + DAY);
+	assert_int_equal(run_set("b", TG_RUN_COMPLETED, 0, T0 + 5 * SEC), 1);
+	expect_archive("b", "{}", 2, TG_STATE_OK, NULL);
+	expire(T0 + 30 * DAY - 1, 0);
+	expire(T0 + 30 * DAY, 2);
+	expire(T0 + 30 * DAY, 0);
+	run_get_ok("a", &run);
+	assert_int_equal(run.status, TG_RUN_EXPIRED);
+	assert_int_equal(run.vendor_status, TG_RUN_IN_PROGRESS);
+	assert_int_equal(run.status_at, T0 + 30 * DAY);
+	assert_int_equal(run.next_check_at, 0);
+	assert_true(tg_runs_expired(&run, T0 + 30 * DAY));
+	assert_false(tg_runs_expired(&run, T0 + 30 * DAY - 1));
+	tg_run_cleanup(&run);
+	assert_int_equal(run_set("a", TG_RUN_COMPLETED, 0, T0 + 30 * DAY), 0);
+	run_get_ok("b", &run);
+	assert_int_equal(run.status, TG_RUN_EXPIRED);
+	assert_int_equal(run.vendor_status, TG_RUN_COMPLETED);
+	assert_true(run.archived);
+	tg_run_cleanup(&run);
+	expect_due(T0 + 30 * DAY, 0, "c");
+	purge(T0 + 37 * DAY - 1, 0, 0);
+	purge(T0 + 37 * DAY, 1, 0);
+	assert_int_equal(get_run("a", &run), TG_STATE_NOT_FOUND);
+	run_get_ok("c", &run);
+	tg_run_cleanup(&run);
+	purge(T0 + 38 * DAY, 1, 0);
+	assert_int_equal(get_run("c", &run), TG_STATE_NOT_FOUND);
+	settle(tg_state_runs_archived(F.st, "b", on_blob, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_string_equal(w.s, "{}");
+	wait_clear(&w);
+	purge(T0 + 120 * DAY - 1, 0, 0);
+	purge(T0 + 120 * DAY, 1, 0);
+	settle(tg_state_runs_archived(F.st, "b", on_blob, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	assert_int_equal(get_run("b", &run), TG_STATE_NOT_FOUND);
+}
+
+/* ---- sweeps in detail ---- */
+
+static char *
+sweep_new(const struct tg_sweep_new *s, int64_t now)
+{
+	struct wait w = { 0 };
+	char *id;
+
+	expect_later(tg_state_sweep_create(F.st, s, now, on_str, &w), &w);
+	if (w.res.rc != TG_STATE_OK)
+		fail_msg("create: %s", w.res.err.msg);
+	id = w.s;
+	w.s = NULL;
+	return id;
+}
+
+/* A sweep of three variants, two at once, of key team-a. */
+static char *
+sweep_of_three(void)
+{
+	static const struct tg_sweep_variant_new v[] = {
+		{ "base", "{\"caseId\":\"C\"}", 14 },
+		{ "ctv-3", "{\"caseId\":\"C\",\"x\":3}", 20 },
+		{ "ctv-4", "{\"caseId\":\"C\",\"x\":4}", 20 },
+	};
+	struct tg_sweep_new s = {
+		.api_key = "team-a", .base_case_id = "C", .callback_url = "https://h.example/?k=1",
+		.concurrency = 2, .variants = v, .nvariants = 3,
+	};
+
+	return sweep_new(&s, T0);
+}
+
+struct sweep_got {
+	struct wait w;
+	struct tg_sweep *out;
+};
+
+static void
+on_sweep_copy(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, int more,
+    void *arg)
+{
+	struct sweep_got *g = arg;
+
+	(void)more;
+	got(&g->w, res);
+	if (n != 1)
+		return;
+	*g->out = s[0];
+	g->out->api_key = opt_dup(s[0].api_key);
+	g->out->base_case_id = opt_dup(s[0].base_case_id);
+	g->out->callback_url = opt_dup(s[0].callback_url);
+}
+
+/* Sweep id into sw (tg_sweep_cleanup it); its code. */
+static int
+get_sweep(const char *id, struct tg_sweep *sw)
+{
+	struct sweep_got g = { .out = sw };
+
+	memset(sw, 0, sizeof(*sw));
+	settle(tg_state_sweep_get(F.st, id, on_sweep_copy, &g), &g.w);
+	return g.w.res.rc;
+}
+
+/* A claim: its name into w->s, its key into w->p, and in w->n whether its
+ * body and digest agree. */
+static void
+on_claim_full(const struct tg_state_res *res, const struct tg_sweep_claim *c, void *arg)
+{
+	struct wait *w = arg;
+	char sha[TG_RUNS_SHA_LEN];
+
+	got(w, res);
+	if (c == NULL)
+		return;
+	w->s = tg_xstrdup(c->name);
+	w->p = opt_dup(c->api_key);
+	tg_runs_case_digest(c->body, c->len, sha);
+	w->n = strlen(c->body) == c->len && strcmp(sha, c->case_sha256) == 0;
+}
+
+/* Claim the next variant of sweep id: want (NULL: none may be now), of
+ * key want_key. */
+static void
+expect_claim(const char *id, const char *want, const char *want_key)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_sweep_claim(F.st, id, T0, on_claim_full, &w), &w);
+	if (w.res.rc != TG_STATE_OK)
+		fail_msg("claim %s: %s", want != NULL ? want : "nothing", w.res.err.msg);
+	if (want == NULL) {
+		assert_null(w.s);
+	} else {
+		assert_string_equal(w.s, want);
+		assert_int_equal(w.n, 1);
+		if (want_key != NULL)
+			assert_string_equal(w.p, want_key);
+		else
+			assert_null(w.p);
+	}
+	wait_clear(&w);
+}
+
+static int
+submitted_run(const char *id, const char *name, const struct tg_run_new *n)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_sweep_submitted(F.st, id, name, n, T0, on_done, &w), &w);
+	last_err = w.res.err;
+	return w.res.rc;
+}
+
+/* The vendor accepted variant name of sweep id as run sim. */
+static int
+submitted(const char *id, const char *name, const char *sim)
+{
+	struct tg_run_new n = {
+		.simulation_id = sim, .host = "primary", .case_id = "C",
+		.case_sha256 = "00", .submitted_at = T0,
+		.callback_url = "https://ignored.example/",
+	};
+
+	return submitted_run(id, name, &n);
+}
+
+static int
+unclaim(const char *id, const char *name, const char *why, int final)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_sweep_unclaim(F.st, id, name, why, final, T0, on_done, &w), &w);
+	last_err = w.res.err;
+	return w.res.rc;
+}
+
+/* 1 when sweep id became done with this call, 0 when not; or minus the
+ * code. */
+static int
+settle_sweep(const char *id, int64_t now)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_sweep_settle(F.st, id, now, on_num, &w), &w);
+	return w.res.rc == TG_STATE_OK ? (int)w.n : -w.res.rc;
+}
+
+/* "name=STATUS/attempts[:error]" of every variant, joined by spaces. */
+static void
+on_statuses(const struct tg_state_res *res, const struct tg_sweep_variant *v, size_t n,
+    void *arg)
+{
+	struct wait *w = arg;
+	char *item;
+	size_t i;
+
+	got(w, res);
+	w->s = tg_xstrdup("");
+	for (i = 0; i < n; i++) {
+		item = tg_xasprintf("%s=%s/%d%s%s", v[i].name, tg_sweep_variant_status(&v[i]),
+		    v[i].attempts, v[i].error ? ":" : "", v[i].error ? v[i].error : "");
+		join(&w->s, item);
+		free(item);
+	}
+	w->count = n;
+}
+
+static void
+expect_statuses(const char *id, const char *want)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_sweep_variants(F.st, id, on_statuses, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_string_equal(w.s, want);
+	wait_clear(&w);
+}
+
+/* The ids of the running sweeps, joined by spaces. */
+static char *
+running_ids(void)
+{
+	struct wait w = { 0 };
+	char *s = tg_xstrdup(""), *t;
+
+	settle(tg_state_sweep_running(F.st, on_strs, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_true(w.count <= 1);		/* on_strs keeps the first */
+	if (w.count == 1) {
+		t = tg_xstrdup(w.s);
+		free(s);
+		s = t;
+	}
+	wait_clear(&w);
+	return s;
+}
+
+/* A sweep's queue from the first claim to done: two in flight at most, a
+ * submission without an answer pending again, a claim interrupted by a
+ * restart pending again, room made by a run that ends, a refusal for good,
+ * done once when the last run ends. */
+static void
+test_sweep_queue(void **state)
+{
+	char *id = sweep_of_three(), *ids;
+	struct tg_sweep sw;
+	struct tg_run run;
+	size_t i;
+
+	assert_int_equal(strncmp(id, "swp_", 4), 0);
+	assert_int_equal(strlen(id), 36);
+	for (i = 4; i < 36; i++)
+		assert_non_null(strchr("0123456789abcdef", id[i]));
+	assert_int_equal(get_sweep(id, &sw), TG_STATE_OK);
+	assert_string_equal(sw.id, id);
+	assert_int_equal(sw.state, TG_SWEEP_RUNNING);
+	assert_int_equal(sw.nvariants, 3);
+	assert_int_equal(sw.concurrency, 2);
+	assert_int_equal(sw.created_at, T0);
+	assert_int_equal(sw.done_at, 0);
+	assert_string_equal(sw.base_case_id, "C");
+	assert_string_equal(sw.api_key, "team-a");
+	assert_string_equal(sw.callback_url, "https://h.example/?k=1");
+	tg_sweep_cleanup(&sw);
+	expect_statuses(id, "base=PENDING/0 ctv-3=PENDING/0 ctv-4=PENDING/0");
+	expect_claim(id, "base", "team-a");
+	expect_claim(id, "ctv-3", "team-a");
+	expect_claim(id, NULL, NULL);
+	assert_int_equal(submitted(id, "base", "sim-0"), TG_STATE_OK);
+	expect_claim(id, NULL, NULL);
+	run_get_ok("sim-0", &run);
+	assert_string_equal(run.sweep_id, id);
+	assert_string_equal(run.variant, "base");
+	assert_null(run.callback_url);
+	assert_int_equal(run.status, TG_RUN_IN_PROGRESS);
+	tg_run_cleanup(&run);
+	assert_int_equal(unclaim(id, "ctv-3", "connection refused", 0), TG_STATE_OK);
+	expect_statuses(id, "base=IN_PROGRESS/1 ctv-3=PENDING/1:connection refused "
+	    "ctv-4=PENDING/0");
+	expect_claim(id, "ctv-3", "team-a");
+	expect_statuses(id, "base=IN_PROGRESS/1 ctv-3=SUBMITTING/2:connection refused "
+	    "ctv-4=PENDING/0");
+	reopen();
+	expect_statuses(id, "base=IN_PROGRESS/1 ctv-3=PENDING/2:connection refused "
+	    "ctv-4=PENDING/0");
+	ids = running_ids();
+	assert_string_equal(ids, id);
+	free(ids);
+	expect_claim(id, "ctv-3", "team-a");
+	assert_int_equal(run_set("sim-0", TG_RUN_COMPLETED, 0, T0 + SEC), 1);
+	expect_claim(id, "ctv-4", "team-a");
+	assert_int_equal(unclaim(id, "ctv-4", "400: bad case", 1), TG_STATE_OK);
+	assert_int_equal(settle_sweep(id, T0 + SEC), 0);
+	assert_int_equal(submitted(id, "ctv-3", "sim-1"), TG_STATE_OK);
+	expect_claim(id, NULL, NULL);
+	assert_int_equal(settle_sweep(id, T0 + SEC), 0);
+	assert_int_equal(run_set("sim-1", TG_RUN_FAILED, 0, T0 + 9 * SEC), 1);
+	assert_int_equal(settle_sweep(id, T0 + 9 * SEC), 1);
+	assert_int_equal(settle_sweep(id, T0 + 10 * SEC), 0);
+	expect_statuses(id, "base=COMPLETED/1 ctv-3=FAILED/3 ctv-4=REJECTED/1:400: bad case");
+	assert_int_equal(get_sweep(id, &sw), TG_STATE_OK);
+	assert_int_equal(sw.state, TG_SWEEP_DONE);
+	assert_int_equal(sw.done_at, T0 + 9 * SEC);
+	tg_sweep_cleanup(&sw);
+	ids = running_ids();
+	assert_string_equal(ids, "");
+	free(ids);
+	free(id);
+}
+
+static void
+expect_create_error(const struct tg_sweep_new *s, const char *msg)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_sweep_create(F.st, s, T0, on_str, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	assert_string_equal(w.res.err.msg, msg);
+	assert_null(w.s);
+	wait_clear(&w);
+}
+
+/* Sweeps refused whole; steps out of order; a run id already recorded
+ * leaves the variant claimed; unknown sweeps. */
+static void
+test_sweep_queue_errors(void **state)
+{
+	static const struct tg_sweep_variant_new v[] = { { "a", "{}", 2 }, { "a", "{}", 2 } };
+	struct tg_sweep_new s = { .base_case_id = "C", .variants = v, .nvariants = 2 };
+	struct tg_run_new rn = { .simulation_id = "s", .host = "h", .case_id = "C",
+		.case_sha256 = "00" };
+	struct wait w = { 0 };
+	struct tg_sweep sw;
+	struct tg_run run;
+	char *id, *ids;
+
+	expect_create_error(&s, "sweep variant name 'a' is given twice");
+	s.nvariants = 0;
+	expect_create_error(&s, "a sweep has 1 to 1000 variants, not 0");
+	s.nvariants = 1;
+	s.base_case_id = NULL;
+	expect_create_error(&s, "a sweep needs a base case id");
+	s.base_case_id = "C";
+	s.concurrency = -1;
+	expect_create_error(&s, "sweep concurrency -1 is below 1");
+	ids = running_ids();
+	assert_string_equal(ids, "");		/* nothing of a refused sweep remains */
+	free(ids);
+	s.concurrency = 0;
+	id = sweep_new(&s, T0);
+	assert_int_equal(get_sweep(id, &sw), TG_STATE_OK);
+	assert_int_equal(sw.concurrency, TG_SWEEP_CONCURRENCY);
+	assert_null(sw.api_key);
+	assert_null(sw.callback_url);
+	tg_sweep_cleanup(&sw);
+	/* Steps out of order. */
+	assert_int_equal(submitted_run(id, "a", &rn), TG_STATE_CONFLICT);
+	assert_string_equal(last_err.msg, "sweep variant a is pending, not submitting");
+	assert_int_equal(get_run("s", &run), TG_STATE_NOT_FOUND);	/* nor its run */
+	assert_int_equal(unclaim(id, "a", "x", 0), TG_STATE_CONFLICT);
+	expect_statuses(id, "a=PENDING/0");		/* untouched */
+	assert_int_equal(submitted_run(id, "zz", &rn), TG_STATE_NOT_FOUND);
+	ids = tg_xasprintf("no variant zz in sweep %s", id);
+	assert_string_equal(last_err.msg, ids);
+	free(ids);
+	/* A run id the registry already holds: the variant stays claimed. */
+	expect_claim(id, "a", NULL);
+	expect_later(tg_state_runs_add(F.st, &rn, T0, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(submitted_run(id, "a", &rn), TG_STATE_CONFLICT);
+	assert_string_equal(last_err.msg, "simulation s is already recorded");
+	expect_statuses(id, "a=SUBMITTING/1");
+	run_get_ok("s", &run);
+	assert_null(run.sweep_id);
+	tg_run_cleanup(&run);
+	assert_int_equal(unclaim(id, "a", NULL, 0), TG_STATE_OK);
+	expect_statuses(id, "a=PENDING/1:submission failed");
+	/* Unknown sweeps. */
+	wait_clear(&w);
+	expect_later(tg_state_sweep_claim(F.st, "swp_x", T0, on_claim_full, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	assert_string_equal(w.res.err.msg, "no sweep swp_x");
+	wait_clear(&w);
+	assert_int_equal(get_sweep("swp_x", &sw), TG_STATE_NOT_FOUND);
+	settle(tg_state_sweep_variants(F.st, "swp_x", on_statuses, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	assert_int_equal(settle_sweep("swp_x", T0), -TG_STATE_NOT_FOUND);
+	free(id);
+}
+
+/* The ids of the sweeps listed, joined by spaces; more. */
+static void
+on_sweep_ids(const struct tg_state_res *res, const struct tg_sweep *sw, size_t n, int more,
+    void *arg)
+{
+	struct wait *w = arg;
+	size_t i;
+
+	got(w, res);
+	w->s = tg_xstrdup("");
+	for (i = 0; i < n; i++) {
+		join(&w->s, sw[i].id);
+		w->n += (int64_t)sw[i].nvariants;
+	}
+	w->count = n;
+	w->more = more;
+}
+
+static void
+expect_sweeps(const char *key, const char *st, size_t limit, size_t offset, const char *want,
+    int want_more)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_sweep_list(F.st, key, st, limit, offset, on_sweep_ids, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_string_equal(w.s, want);
+	assert_int_equal(w.more, want_more);
+	assert_int_equal(w.n, (int64_t)w.count);	/* one variant each */
+	wait_clear(&w);
+}
+
+/* Sweeps listed per key and state, newest first, in pages. */
+static void
+test_sweep_list_pages(void **state)
+{
+	static const struct tg_sweep_variant_new v[] = { { "only", "{\"caseId\":\"C\"}", 14 } };
+	struct tg_sweep_new s = { .api_key = "team-a", .base_case_id = "C", .variants = v,
+		.nvariants = 1 };
+	char *ids[3], *other, *want;
+	struct wait w = { 0 };
+	int i;
+
+	for (i = 0; i < 3; i++)
+		ids[i] = sweep_new(&s, T0 + i * SEC);
+	s.api_key = "team-b";
+	other = sweep_new(&s, T0 + 5 * SEC);
+	want = tg_xasprintf("%s %s", ids[2], ids[1]);
+	expect_sweeps("team-a", NULL, 2, 0, want, 1);
+	free(want);
+	expect_sweeps("team-a", NULL, 2, 2, ids[0], 0);
+	expect_sweeps("team-a", "done", 0, 0, "", 0);
+	want = tg_xasprintf("%s %s %s %s", other, ids[2], ids[1], ids[0]);
+	expect_sweeps(NULL, "running", 0, 0, want, 0);
+	free(want);
+	expect_sweeps("x' OR 1=1 --", NULL, 0, 0, "", 0);
+	settle(tg_state_sweep_list(F.st, "team-a", "finished", 0, 0, on_sweep_ids, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	assert_string_equal(w.res.err.msg, "unknown sweep state 'finished' (running, done)");
+	assert_int_equal(w.count, 0);
+	wait_clear(&w);
+	for (i = 0; i < 3; i++)
+		free(ids[i]);
+	free(other);
+}
+
+/* A done sweep goes with the purge of its last run, not before. */
+static void
+test_sweep_purge(void **state)
+{
+	static const struct tg_sweep_variant_new v[] = { { "a", "{}", 2 }, { "b", "{}", 2 } };
+	struct tg_sweep_new s = { .base_case_id = "C", .variants = v, .nvariants = 2 };
+	char *id = sweep_new(&s, T0);
+	struct tg_sweep sw;
+	struct wait w = { 0 };
+
+	expect_claim(id, "a", NULL);
+	assert_int_equal(submitted(id, "a", "sim-a"), TG_STATE_OK);
+	expect_claim(id, "b", NULL);
+	assert_int_equal(unclaim(id, "b", "refused", 1), TG_STATE_OK);
+	assert_int_equal(settle_sweep(id, T0 + SEC), 0);	/* sim-a runs */
+	expire(T0 + 30 * DAY, 1);
+	assert_int_equal(settle_sweep(id, T0 + 30 * DAY), 1);
+	purge(T0 + 37 * DAY - 1, 0, 0);
+	purge(T0 + 37 * DAY, 1, 1);
+	assert_int_equal(get_sweep(id, &sw), TG_STATE_NOT_FOUND);
+	settle(tg_state_sweep_variants(F.st, id, on_statuses, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&w);
+	free(id);
+}
+
+static void
+on_stats_copy(const struct tg_state_res *res, const struct tg_runs_stats *st, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	if (st != NULL) {
+		w->p = tg_xmalloc(sizeof(*st));
+		memcpy(w->p, st, sizeof(*st));
+	}
+}
+
+static void
+expect_stats(const struct tg_runs_stats *want)
+{
+	struct wait w = { 0 };
+	const struct tg_runs_stats *st;
+	int i;
+
+	settle(tg_state_runs_stats(F.st, on_stats_copy, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	st = w.p;
+	for (i = 0; i < TG_RUN_NSTATUS; i++)
+		if (st->runs[i] != want->runs[i])
+			fail_msg("runs %s: %llu, want %llu", tg_runs_status_str(i),
+			    (unsigned long long)st->runs[i], (unsigned long long)want->runs[i]);
+	assert_int_equal(st->archived, want->archived);
+	assert_int_equal(st->archived_bytes, want->archived_bytes);
+	assert_int_equal(st->sweeps_running, want->sweeps_running);
+	assert_int_equal(st->sweeps_done, want->sweeps_done);
+	assert_int_equal(st->variants_pending, want->variants_pending);
+	assert_int_equal(st->variants_submitting, want->variants_submitting);
+	wait_clear(&w);
+}
+
+/* Every counter behind the metrics, through runs, sweeps and expiry. */
+static void
+test_run_stats(void **state)
+{
+	static const struct tg_sweep_variant_new v[] = {
+		{ "base", "{}", 2 }, { "ctv-3", "{\"x\":3}", 7 }, { "ctv-4", "{\"x\":4}", 7 },
+	};
+	struct tg_sweep_new sw = { .base_case_id = "C", .concurrency = 2, .variants = v,
+		.nvariants = 3 };
+	struct tg_runs_stats want = { .runs = { 0 } };
+	char *a, *b;
+
+	expect_stats(&want);
+	runs_add_at("r1", T0);
+	runs_add_at("r2", T0);
+	runs_add_at("r3", T0);
+	runs_add_at("r4", T0);
+	assert_int_equal(run_set("r1", TG_RUN_COMPLETED, 0, T0 + 5 * SEC), 1);
+	assert_int_equal(run_set("r2", TG_RUN_FAILED, 0, T0 + 5 * SEC), 1);
+	assert_int_equal(run_set("r3", TG_RUN_UNKNOWN, 0, T0 + 5 * SEC), 1);
+	expect_archive("r1", "{\"cost\":12}", 11, TG_STATE_OK, NULL);
+	want.runs[TG_RUN_IN_PROGRESS] = 1;
+	want.runs[TG_RUN_COMPLETED] = want.runs[TG_RUN_FAILED] = 1;
+	want.runs[TG_RUN_UNKNOWN] = 1;
+	want.archived = 1;
+	want.archived_bytes = 11;
+	expect_stats(&want);
+	/* Sweep a: one variant submitted (a run), one submitting, one pending. */
+	a = sweep_new(&sw, T0);
+	want.sweeps_running = 1;
+	want.variants_pending = 3;
+	expect_stats(&want);
+	expect_claim(a, "base", NULL);
+	assert_int_equal(submitted(a, "base", "s1"), TG_STATE_OK);
+	expect_claim(a, "ctv-3", NULL);
+	want.runs[TG_RUN_IN_PROGRESS] = 2;
+	want.variants_pending = 1;
+	want.variants_submitting = 1;
+	expect_stats(&want);
+	/* Sweep b: its only variant rejected, so it is done. */
+	sw.nvariants = 1;
+	b = sweep_new(&sw, T0);
+	expect_claim(b, "base", NULL);
+	assert_int_equal(unclaim(b, "base", "400", 1), TG_STATE_OK);
+	assert_int_equal(settle_sweep(b, T0), 1);
+	want.sweeps_done = 1;
+	expect_stats(&want);
+	/* Expiry moves every row to EXPIRED; the archive stays. */
+	expire(T0 + 30 * DAY, 5);
+	memset(want.runs, 0, sizeof(want.runs));
+	want.runs[TG_RUN_EXPIRED] = 5;
+	expect_stats(&want);
+	free(a);
+	free(b);
+}
+
+/* The next end not handled (want NULL: none). */
+static void
+expect_unhandled(const char *want, enum tg_run_status want_st)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_runs_next_unhandled(F.st, on_unhandled, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	if (want == NULL) {
+		assert_null(w.s);
+	} else {
+		assert_string_equal(w.s, want);
+		assert_int_equal(w.n, want_st);
+	}
+	wait_clear(&w);
+}
+
+static void
+set_handled(const char *id)
+{
+	struct wait w = { 0 };
+
+	expect_later(tg_state_runs_set_handled(F.st, id, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+}
+
+/* Ends oldest first, kept across a reopen until handled; a handled end
+ * that later expires is not handled again, an unfinished run that expires
+ * is. */
+static void
+test_run_unhandled_ends(void **state)
+{
+	runs_add_at("a", T0);
+	runs_add_at("b", T0 + SEC);
+	expect_unhandled(NULL, 0);
+	assert_int_equal(run_set("b", TG_RUN_FAILED, T0 + 5 * SEC, T0 + 6 * SEC), 1);
+	assert_int_equal(run_set("a", TG_RUN_COMPLETED, T0 + 7 * SEC, T0 + 8 * SEC), 1);
+	reopen();
+	expect_unhandled("b", TG_RUN_FAILED);
+	set_handled("b");
+	expect_unhandled("a", TG_RUN_COMPLETED);
+	set_handled("a");
+	expect_unhandled(NULL, 0);
+	runs_add_at("c", T0 + 2 * SEC);
+	expire(T0 + 31 * DAY, 3);
+	expect_unhandled("c", TG_RUN_EXPIRED);
+	set_handled("c");
+	expect_unhandled(NULL, 0);
+}
+
+/* Ids and filters that are no run's: nothing found, nothing broken. */
+static void
+test_run_garbage(void **state)
+{
+	static const char *const junk[] = { "", "'", "x' OR 1=1 --", "%", "\xff\xfe", "swp_",
+		"IN_PROGRESS", "sim-1\"; DROP TABLE runs; --" };
+	struct tg_runs_query q;
+	struct tg_sweep sw;
+	struct tg_run run;
+	size_t i;
+
+	runs_add_at("real", T0);
+	for (i = 0; i < TG_NELEM(junk); i++) {
+		/* PostgreSQL refuses text that is not UTF-8 (ERROR, never a
+		 * run); SQLite finds nothing. */
+		if (junk[i][0] == '\xff' && strcmp(F.b->name, "postgresql") == 0) {
+			assert_int_equal(get_run(junk[i], &run), TG_STATE_ERROR);
+			continue;
+		}
+		assert_int_equal(get_run(junk[i], &run), TG_STATE_NOT_FOUND);
+		assert_int_equal(run_set(junk[i], TG_RUN_COMPLETED, 0, T0), -TG_STATE_NOT_FOUND);
+		q = (struct tg_runs_query){ .case_id = junk[i], .api_key = junk[i] };
+		expect_list(&q, "", 0);
+		q = (struct tg_runs_query){ .sweep_id = junk[i] };
+		expect_list(&q, "", 0);
+		assert_int_equal(get_sweep(junk[i], &sw), TG_STATE_NOT_FOUND);
+		expect_sweeps(junk[i], NULL, 0, 0, "", 0);
+	}
+	q = (struct tg_runs_query){ 0 };
+	expect_list(&q, "real", 0);
+}
+
+/* ---- the SQLite runs file ---- */
+
+/* The file's version, its journal; a newer version refused and left as it
+ * was; reopening an up-to-date file changes nothing. */
+static void
+test_runs_file_version(void **state)
+{
+	struct tg_runs_opts ro = { .path = F.runs };
+	struct tg_state_opts opts = { .url = NULL, .runs = &ro };
+	struct tg_err err;
+	struct tg_run run;
+
+	runs_add_at("kept", T0);
+	tg_state_close(F.st);
+	F.st = NULL;
+	assert_string_equal(sqlite_value(F.runs, "PRAGMA user_version"), "3");
+	assert_string_equal(sqlite_value(F.runs, "PRAGMA journal_mode"), "wal");
+	assert_int_equal(sqlite_open(), 0);
+	tg_state_close(F.st);
+	F.st = NULL;
+	assert_string_equal(sqlite_value(F.runs, "PRAGMA user_version"), "3");
+	sqlite_exec(F.runs, "PRAGMA user_version = 7");
+	assert_null(tg_state_open(F.base, &opts, &err));
+	assert_non_null(strstr(err.msg, "runs schema version 7 is newer than this tidegate "
+	    "knows (3)"));
+	assert_string_equal(sqlite_value(F.runs, "PRAGMA user_version"), "7");
+	sqlite_exec(F.runs, "PRAGMA user_version = 3");
+	assert_int_equal(sqlite_open(), 0);
+	run_get_ok("kept", &run);
+	assert_int_equal(run.status, TG_RUN_IN_PROGRESS);
+	tg_run_cleanup(&run);
+}
+
+/* A version 1 file: the ends recorded before the upgrade count as
+ * handled, runs still in progress are handled when they end. */
+static void
+test_runs_file_v1(void **state)
+{
+	struct tg_run run;
+
+	runs_add_at("done", T0);
+	runs_add_at("running", T0 + SEC);
+	assert_int_equal(run_set("done", TG_RUN_COMPLETED, T0 + 5 * SEC, T0 + 6 * SEC), 1);
+	tg_state_close(F.st);
+	F.st = NULL;
+	sqlite_exec(F.runs, "DROP INDEX runs_unhandled; ALTER TABLE runs DROP COLUMN"
+	    " ended_handled; ALTER TABLE sweep_variants DROP COLUMN claimed_by;"
+	    " PRAGMA user_version = 1");
+	assert_int_equal(sqlite_open(), 0);
+	assert_string_equal(sqlite_value(F.runs, "PRAGMA user_version"), "3");
+	expect_unhandled(NULL, 0);
+	run_get_ok("done", &run);
+	assert_int_equal(run.status, TG_RUN_COMPLETED);
+	assert_int_equal(run.completed_at, T0 + 5 * SEC);
+	tg_run_cleanup(&run);
+	assert_int_equal(run_set("running", TG_RUN_FAILED, T0 + 9 * SEC, T0 + 9 * SEC), 1);
+	expect_unhandled("running", TG_RUN_FAILED);
+}
+
+#define CLAIMED_BY_COLUMNS "SELECT count(*) FROM pragma_table_info('sweep_variants')" \
+	" WHERE name = 'claimed_by'"
+
+/* A version 2 file (claims named no instance) at version 3: its runs,
+ * sweeps and variants kept, the claim it left submitting pending again,
+ * and a claim on it names this instance. */
+static void
+test_runs_file_v2(void **state)
+{
+	char *id = sweep_of_three(), q[160];
+	struct tg_sweep sw;
+	struct tg_run run;
+
+	expect_claim(id, "base", "team-a");
+	assert_int_equal(submitted(id, "base", "sim-0"), TG_STATE_OK);
+	expect_claim(id, "ctv-3", "team-a");
+	runs_add_at("solo", T0);
+	assert_int_equal(run_set("solo", TG_RUN_COMPLETED, 0, T0 + SEC), 1);
+	expect_archive("solo", "{\"r\":1}", 7, TG_STATE_OK, NULL);
+	tg_state_close(F.st);
+	F.st = NULL;
+	sqlite_exec(F.runs, "ALTER TABLE sweep_variants DROP COLUMN claimed_by;"
+	    " PRAGMA user_version = 2");
+	assert_string_equal(sqlite_value(F.runs, CLAIMED_BY_COLUMNS), "0");
+	assert_int_equal(sqlite_open(), 0);
+	assert_string_equal(sqlite_value(F.runs, "PRAGMA user_version"), "3");
+	assert_string_equal(sqlite_value(F.runs, CLAIMED_BY_COLUMNS), "1");
+	assert_int_equal(get_sweep(id, &sw), TG_STATE_OK);
+	assert_int_equal(sw.state, TG_SWEEP_RUNNING);
+	assert_int_equal(sw.nvariants, 3);
+	assert_int_equal(sw.concurrency, 2);
+	assert_string_equal(sw.api_key, "team-a");
+	tg_sweep_cleanup(&sw);
+	expect_statuses(id, "base=IN_PROGRESS/1 ctv-3=PENDING/1 ctv-4=PENDING/0");
+	run_get_ok("sim-0", &run);
+	assert_string_equal(run.sweep_id, id);
+	assert_string_equal(run.variant, "base");
+	tg_run_cleanup(&run);
+	run_get_ok("solo", &run);
+	assert_int_equal(run.status, TG_RUN_COMPLETED);
+	assert_int_equal(run.results_size, 7);
+	tg_run_cleanup(&run);
+	expect_claim(id, "ctv-3", "team-a");
+	snprintf(q, sizeof(q), "SELECT claimed_by IS NOT NULL AND claimed_by <> '' FROM"
+	    " sweep_variants WHERE sweep_id = '%s' AND name = 'ctv-3'", id);
+	assert_string_equal(sqlite_value(F.runs, q), "1");
+	free(id);
+}
+
+/* Files that cannot be the registry's: refused at open, left as they were. */
+static void
+test_runs_file_garbage(void **state)
+{
+	struct tg_runs_opts ro = { 0 };
+	struct tg_state_opts opts = { .url = NULL, .runs = &ro };
+	char path[128];
+	struct stat sb;
+	struct tg_err err;
+	FILE *f;
+	int i;
+
+	assert_null(tg_state_open(F.base, &opts, &err));
+	assert_non_null(strstr(err.msg, "no database path for the runs store"));
+	ro.path = "/nonexistent-dir/x/runs.db";
+	assert_null(tg_state_open(F.base, &opts, &err));
+	assert_non_null(strstr(err.msg, "cannot open /nonexistent-dir/x/runs.db"));
+	snprintf(path, sizeof(path), "%s/not-a-db", F.dir);
+	assert_non_null(f = fopen(path, "w"));
+	for (i = 0; i < 200; i++)
+		fputs("this is not a database file ", f);
+	fclose(f);
+	ro.path = path;
+	assert_null(tg_state_open(F.base, &opts, &err));
+	assert_non_null(strstr(err.msg, "not a database"));
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, 200 * 28);
+}
+
 /* ---- ownership, tokens, poll entries ---- */
 
 static void
@@ -2827,6 +4200,78 @@ test_fleet_claim_recovery(void **state)
 	free(id);
 }
 
+/* Run the loop until n of the backend's connections wait for a lock (at
+ * most ~10 s); the side connection may be inside its transaction. */
+static void
+until_locked(int n)
+{
+	char q[192];
+	PGresult *r;
+	int i, waiting = 0;
+
+	snprintf(q, sizeof(q), "SELECT count(*) FROM pg_stat_activity WHERE application_name ="
+	    " '%s' AND wait_event_type = 'Lock'", F.schema);
+	for (i = 0; i < 1000 && waiting < n; i++) {
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(10000);
+		assert_int_equal(side_exec("SELECT pg_stat_clear_snapshot()"), 0);
+		r = PQexec(F.side, q);
+		waiting = PQresultStatus(r) == PGRES_TUPLES_OK ? atoi(PQgetvalue(r, 0, 0)) : -1;
+		PQclear(r);
+	}
+	assert_int_equal(waiting, n);
+}
+
+/* Two instances answer a check of one run at once (a lock the test takes
+ * holds both updates until both have read the run): one ends it, the
+ * other's answer is only counted. */
+static void
+test_fleet_status_race(void **state)
+{
+	struct tg_runs_opts ro = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .runs = &ro };
+	struct tg_state_health ha, hb;
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w[2] = { { 0 } };
+	struct tg_run run;
+	char q[160];
+	int i;
+
+	add_run("sim-r", T0, TG_STATE_OK);
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	for (i = 0; i < 1000; i++) {		/* every connection prepared */
+		tg_state_health(F.st, &ha);
+		tg_state_health(b, &hb);
+		if (ha.conns_ready == PG_POOL_SIZE && hb.conns_ready == PG_POOL_SIZE)
+			break;
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(10000);
+	}
+	assert_int_equal(hb.conns_ready, PG_POOL_SIZE);
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.runs IN SHARE MODE", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	assert_non_null(tg_state_runs_set_status(F.st, "sim-r", TG_RUN_COMPLETED, 0, T0 + 5000,
+	    on_num, &w[0]));
+	assert_non_null(tg_state_runs_set_status(b, "sim-r", TG_RUN_FAILED, 0, T0 + 5000, on_num,
+	    &w[1]));
+	until_locked(2);			/* both read, both updates waiting */
+	assert_int_equal(side_exec("COMMIT"), 0);
+	for (i = 0; i < 2; i++) {
+		wait_for(&w[i]);
+		assert_int_equal(w[i].res.rc, TG_STATE_OK);
+	}
+	assert_int_equal(w[0].n + w[1].n, 1);
+	run_get_ok("sim-r", &run);
+	assert_int_equal(run.status, w[0].n == 1 ? TG_RUN_COMPLETED : TG_RUN_FAILED);
+	assert_int_equal(run.vendor_status, run.status);
+	assert_int_equal(run.checks, 2);
+	assert_true((run.failure != NULL) == (run.status == TG_RUN_FAILED));
+	tg_run_cleanup(&run);
+	tg_state_close(b);
+}
+
 /* Run the loop until w was called back or ms passed. */
 static void
 wait_ms(struct wait *w, int ms)
@@ -3301,6 +4746,16 @@ main(void)
 		T_(test_outbox_file_v1, D_LOCAL), T_(test_runs, D_RUNS),
 		T_(test_run_end_and_archive, D_RUNS), T_(test_run_checks_and_caps, D_RUNS),
 		T_(test_sweeps, D_RUNS), T_(test_sweep_codes, D_RUNS),
+		T_(test_run_lifecycle, D_RUNS), T_(test_run_first_answer, D_RUNS),
+		T_(test_run_failure_text, D_RUNS), T_(test_run_check_failed, D_RUNS),
+		T_(test_run_due_order, D_RUNS), T_(test_run_list_filters, D_RUNS),
+		T_(test_run_figures, D_RUNS), T_(test_run_archive_caps, D_RUNS),
+		T_(test_run_expire_purge, D_RUNS), T_(test_run_stats, D_RUNS),
+		T_(test_run_unhandled_ends, D_RUNS), T_(test_run_garbage, D_RUNS),
+		T_(test_sweep_queue, D_RUNS), T_(test_sweep_queue_errors, D_RUNS),
+		T_(test_sweep_list_pages, D_RUNS), T_(test_sweep_purge, D_RUNS),
+		T_(test_runs_file_version, D_LOCAL), T_(test_runs_file_v1, D_LOCAL),
+		T_(test_runs_file_v2, D_LOCAL), T_(test_runs_file_garbage, D_LOCAL),
 		T_(test_owners, D_SHARED), T_(test_owners_per_key, D_SHARED),
 		T_(test_owners_bad_inputs, D_SHARED), T_(test_owners_file_v1, D_LOCAL),
 		T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
@@ -3311,6 +4766,7 @@ main(void)
 		T_(test_fleet_wakeups, D_FLEET), T_(test_fleet_adopt, D_FLEET),
 		T_(test_fleet_connections_lost, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
+		T_(test_fleet_status_race, D_FLEET | D_RUNS),
 		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
 		T_(test_fleet_frozen_idle, D_FLEET), T_(test_fleet_deadline_backlog, D_FLEET),
 		T_(test_open_errors, D_LOCAL),

@@ -364,6 +364,18 @@ test_summary_json(void **state)
 	assert_int_equal(tg_json_ptr(t, "/variants/2/figures")->u.object.len, 0);
 	yajl_tree_free(t);
 	yajl_gen_free(g);
+	/* The brief of a sweep list: the record and its number of variants. */
+	g = tg_json_gen_new();
+	tg_sweep_brief_json(g, &s);
+	t = gen_tree(g);
+	assert_non_null(t);
+	assert_string_equal(tg_json_get_str(t, "sweepId"), "swp_1");
+	assert_string_equal(tg_json_get_str(t, "state"), "running");
+	assert_string_equal(tg_json_get_str(t, "createdAt"), "2023-11-14T22:13:20Z");
+	assert_string_equal(tg_json_get_str(t, "callbackUrl"), "https://h.example/cb?…");
+	assert_int_equal(YAJL_GET_INTEGER(tg_json_get(t, "variants")), 3);
+	assert_null(tg_json_get(t, "counts"));
+	yajl_tree_free(t);
 	for (i = 0; i < 3; i++) {
 		free(v[i].name);
 		free(v[i].simulation_id);
