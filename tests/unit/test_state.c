@@ -1997,7 +1997,7 @@ static struct tg_err last_err;		/* the last helper's error, when it failed */
 /* F's registry reopened: SQLite's files, or the same PostgreSQL schema
  * (the same instance name: its claims are given back). */
 static void
-reopen(void)
+reopen_registry(void)
 {
 	struct tg_runs_opts ro = { .archive_max_run = 64, .archive_max_total = 100 };
 	struct tg_state_opts opts = { .url = F.url, .runs = &ro };
@@ -2236,7 +2236,7 @@ test_run_lifecycle(void **state)
 	assert_int_equal(run_set("sim-1", TG_RUN_COMPLETED, T0 + 5 * SEC, T0 + 6 * SEC), 1);
 	assert_int_equal(run_set("sim-1", TG_RUN_FAILED, 0, T0 + 7 * SEC), 0);
 	assert_int_equal(run_set("sim-1", TG_RUN_COMPLETED, 0, T0 + 8 * SEC), 0);
-	reopen();
+	reopen_registry();
 	run_get_ok("sim-1", &run);
 	assert_int_equal(run.status, TG_RUN_COMPLETED);
 	assert_int_equal(run.vendor_status, TG_RUN_COMPLETED);
@@ -2847,7 +2847,7 @@ test_sweep_queue(void **state)
 	expect_claim(id, "ctv-3", "team-a");
 	expect_statuses(id, "base=IN_PROGRESS/1 ctv-3=SUBMITTING/2:connection refused "
 	    "ctv-4=PENDING/0");
-	reopen();
+	reopen_registry();
 	expect_statuses(id, "base=IN_PROGRESS/1 ctv-3=PENDING/2:connection refused "
 	    "ctv-4=PENDING/0");
 	ids = running_ids();
@@ -3176,7 +3176,7 @@ test_run_unhandled_ends(void **state)
 	expect_unhandled(NULL, 0);
 	assert_int_equal(run_set("b", TG_RUN_FAILED, T0 + 5 * SEC, T0 + 6 * SEC), 1);
 	assert_int_equal(run_set("a", TG_RUN_COMPLETED, T0 + 7 * SEC, T0 + 8 * SEC), 1);
-	reopen();
+	reopen_registry();
 	expect_unhandled("b", TG_RUN_FAILED);
 	set_handled("b");
 	expect_unhandled("a", TG_RUN_COMPLETED);
