@@ -127,6 +127,8 @@ struct pg_op {
 	int len[PG_MAXP];
 	int fmt[PG_MAXP];		/* 0 text, 1 binary */
 	int binary;			/* results in binary */
+	int lookup;			/* a read: text the database cannot hold
+					 * (not UTF-8) matches no row */
 	int cancelled;
 	int keep;			/* runs even when cancelled (payload writes) */
 	int again;			/* set by answer: queued again for its next step */

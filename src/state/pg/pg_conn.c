@@ -354,7 +354,10 @@ answered(struct pg_conn *k, const PGresult *r)
 	o->conn = NULL;
 	tg_state_pg_lat(k->pg, tg_clock_mono_us() - o->sent_us);
 	tg_state_pg_answered(k->pg);
-	if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
+	/* A read of text the database cannot hold (22021: not UTF-8) finds
+	 * what any row holds of it: nothing (an error result has no rows). */
+	if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK ||
+	    (o->lookup && state != NULL && strcmp(state, "22021") == 0))
 		o->res.rc = TG_STATE_OK;
 	else {
 		/* A unique key taken (23505): the record exists already. */

@@ -70,6 +70,7 @@ answer_q(struct pg_op *o, const PGresult *r)
 		return;
 	tg_state_pg_again(o, tg_state_pg_stmt_index(o->pg, q->stmt), answer_q);
 	o->binary = 1;
+	o->lookup = !q->stmt->write;
 	params_move(o, q);
 }
 
@@ -82,6 +83,7 @@ submit(void *impl, struct tg_db_q *q)
 	o->p = q;
 	o->cleanup = cleanup_q;
 	o->binary = 1;
+	o->lookup = !q->stmt->write;
 	o->keep = q->keep;
 	params_move(o, q);
 	return tg_state_pg_submit(o, domains[q->stmt->store]);
