@@ -133,33 +133,21 @@ struct pg_op {
 	int keep;			/* runs even when cancelled (payload writes) */
 	int again;			/* set by answer: queued again for its next step */
 	void (*cleanup)(struct pg_op *o);	/* frees p when the op goes; may be NULL */
-	void *p;			/* the op's own state (cleanup frees it) */
-	int64_t n1, n2;			/* the op's own numbers */
-	void *ctx;			/* kept across steps (owned: free()) */
+	void *p;			/* what it runs: a domain's query (cleanup frees it) */
 	int64_t sent_us;		/* when it was sent (monotonic µs) */
-	pg_answer_fn answer;
-	void (*cb)(void);		/* the typed callback, cast back by answer */
-	void *arg;
+	pg_answer_fn answer;		/* hands res and the rows to p's caller */
 	struct tg_state_res res;
 };
 
 /* ---- pg_op.c ---- */
 
-/** A new operation of pg running statement stmt; cb is the typed
- * callback, cast. The caller owns it until tg_state_pg_submit. */
-struct pg_op *tg_state_pg_op_new(struct pg *pg, int stmt, pg_answer_fn answer,
-    void (*cb)(void), void *arg);
+/** A new operation of pg running statement stmt, answered by answer. The
+ * caller owns it until tg_state_pg_submit. */
+struct pg_op *tg_state_pg_op_new(struct pg *pg, int stmt, pg_answer_fn answer);
 /** Parameters, in order: a string (borrowed, copied; NULL: SQL NULL), a
- * number, bytes (borrowed, copied; sent in binary). o borrowed. */
+ * number. o borrowed. */
 void tg_state_pg_param_str(struct pg_op *o, const char *s);
 void tg_state_pg_param_i64(struct pg_op *o, int64_t n);
-void tg_state_pg_param_bin(struct pg_op *o, const void *data, size_t len);
-/** len bytes drained from buf (borrowed) into a binary parameter of o. */
-void tg_state_pg_param_buf(struct pg_op *o, struct evbuffer *buf, size_t len);
-/** Forget o's parameters and result and make it run stmt next: an answer
- * (o borrowed) then sets the new parameters and o->again, and o is queued
- * again when the answer returns, its handle unchanged. */
-void tg_state_pg_op_reuse(struct pg_op *o, int stmt);
 /** Answer o (ownership taken) now with rc and why (borrowed). */
 void tg_state_pg_fail(struct pg_op *o, int rc, const char *why);
 /**
@@ -267,14 +255,6 @@ char *tg_state_pg_schema_rest(int have, const char *recover, struct tg_err *err)
  * (borrowed; NULL or "": none) replaced by "***". */
 void tg_state_pg_err(struct tg_err *err, const char *prefix, const char *msg,
     const char *secret);
-
-/* ---- answers shared by several operations (pg_conn.c) ---- */
-
-void tg_state_pg_answer_done(struct pg_op *o, const PGresult *r);
-/** n: the first column of the first row as a number (0 when none). */
-void tg_state_pg_answer_num(struct pg_op *o, const PGresult *r);
-
-/* ---- the operations (include/tidegate/state.h; impl is the struct pg *) ---- */
 
 /* ---- backend.c ---- */
 

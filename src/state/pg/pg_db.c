@@ -78,7 +78,7 @@ static struct tg_state_op *
 submit(void *impl, struct tg_db_q *q)
 {
 	struct pg_op *o = tg_state_pg_op_new(impl, tg_state_pg_stmt_index(impl, q->stmt),
-	    answer_q, NULL, NULL);
+	    answer_q);
 
 	o->p = q;
 	o->cleanup = cleanup_q;

@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "tidegate/clock.h"
@@ -39,8 +38,7 @@
 static void arm(struct pg *pg);
 
 struct pg_op *
-tg_state_pg_op_new(struct pg *pg, int stmt, pg_answer_fn answer,
-    void (*cb)(void), void *arg)
+tg_state_pg_op_new(struct pg *pg, int stmt, pg_answer_fn answer)
 {
 	struct pg_op *o = tg_xcalloc(1, sizeof(*o));
 
@@ -48,8 +46,6 @@ tg_state_pg_op_new(struct pg *pg, int stmt, pg_answer_fn answer,
 	o->pg = pg;
 	o->stmt = stmt;
 	o->answer = answer;
-	o->cb = cb;
-	o->arg = arg;
 	return o;
 }
 
@@ -68,25 +64,6 @@ tg_state_pg_param_i64(struct pg_op *o, int64_t n)
 	tg_state_pg_param_str(o, num);
 }
 
-void
-tg_state_pg_param_bin(struct pg_op *o, const void *data, size_t len)
-{
-	o->val[o->nparams] = tg_xmalloc(len > 0 ? len : 1);
-	if (len > 0)
-		memcpy(o->val[o->nparams], data, len);
-	o->len[o->nparams] = (int)len;
-	o->fmt[o->nparams++] = 1;
-}
-
-void
-tg_state_pg_param_buf(struct pg_op *o, struct evbuffer *buf, size_t len)
-{
-	o->val[o->nparams] = tg_xmalloc(len > 0 ? len : 1);
-	evbuffer_remove(buf, o->val[o->nparams], len);
-	o->len[o->nparams] = (int)len;
-	o->fmt[o->nparams++] = 1;
-}
-
 static void
 params_free(struct pg_op *o)
 {
@@ -99,15 +76,6 @@ params_free(struct pg_op *o)
 		o->fmt[i] = 0;
 	}
 	o->nparams = 0;
-}
-
-void
-tg_state_pg_op_reuse(struct pg_op *o, int stmt)
-{
-	params_free(o);
-	o->stmt = stmt;
-	o->binary = 0;
-	o->again = 1;
 }
 
 void
@@ -150,7 +118,6 @@ op_free(struct pg_op *o)
 	if (o->cleanup != NULL)
 		o->cleanup(o);
 	params_free(o);
-	free(o->ctx);
 	free(o);
 }
 
@@ -420,20 +387,4 @@ tg_state_pg_deadlines_stop(struct pg *pg)
 	if (pg->deadline_ev != NULL)
 		event_free(pg->deadline_ev);
 	pg->deadline_ev = NULL;
-}
-
-/* ---- answers shared by several operations ---- */
-
-void
-tg_state_pg_answer_done(struct pg_op *o, const PGresult *r)
-{
-	((tg_state_done_cb)o->cb)(&o->res, o->arg);
-}
-
-void
-tg_state_pg_answer_num(struct pg_op *o, const PGresult *r)
-{
-	int64_t n = r != NULL && PQntuples(r) > 0 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
-
-	((tg_state_num_cb)o->cb)(&o->res, n, o->arg);
 }

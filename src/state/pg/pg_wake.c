@@ -172,7 +172,7 @@ on_probe(evutil_socket_t fd, short what, void *arg)
 		made |= pg->conn[i].st >= PG_IDLE;
 	if (pg->ping == NULL && made && (pg->unsure != PG_SURE ||
 	    tg_clock_mono_ms() - pg->answered_ms >= pg->timeout_ms)) {
-		pg->ping = tg_state_pg_op_new(pg, 0, on_ping, NULL, NULL);
+		pg->ping = tg_state_pg_op_new(pg, 0, on_ping);
 		pg->ping->stmt = PG_PING;
 		tg_state_pg_enqueue(pg->ping);
 	}

@@ -85,19 +85,11 @@ struct sq_op {
 	int cancelled;			/* no callback */
 	int keep;			/* runs even when cancelled (payload writes) */
 	sq_fn run;			/* the work; sets res */
-	sq_fn answer;			/* calls cb with res and the results */
+	sq_fn answer;			/* hands res and the results to in's caller */
 	sq_fn cleanup;			/* frees what in / p hold; may be NULL */
-	void (*cb)(void);		/* the typed callback, cast back by answer */
-	void *arg;
 	struct tg_state_res res;
-	char *s1, *s2, *s3;		/* string arguments (copies; freed here) */
-	int64_t t1, t2, t3;		/* number arguments */
-	void *in;			/* an op's own copied input (cleanup frees) */
-	int64_t n1, n2;			/* number results */
-	char *out;			/* string result (freed here) */
-	void *p;			/* an op's own result (cleanup frees) */
-	size_t np;
-	int more;
+	void *in;			/* what it runs: a domain's query, a file's work */
+	void *p;			/* its result: rows (cleanup frees) */
 };
 
 /** Open c (the caller's; tg_state_sq_conn_close) on path (borrowed),
@@ -129,32 +121,16 @@ void tg_state_sq_db_cleanup(struct sq_op *o);
 int tg_state_sq_files_open(struct sq *sq, const struct tg_outbox_opts *o, struct tg_err *err);
 void tg_state_sq_files_close(struct sq *sq);
 
-/** A new operation of sq for domain dom; cb is the typed callback, cast. */
-struct sq_op *tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer,
-    void (*cb)(void), void *arg);
+/** A new operation of sq for domain dom, run by run and answered by answer. */
+struct sq_op *tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer);
 /** Run o now on the loop (a read), answer and free it: NULL. */
 struct tg_state_op *tg_state_sq_read(struct sq_op *o);
 /** Queue o on the writer thread: its handle, or NULL when answered at once. */
 struct tg_state_op *tg_state_sq_write(struct sq_op *o);
-/** o (borrowed) keeps a copy of data (borrowed) in o->p / o->np, freed
- * with o (its cleanup). */
-void tg_state_sq_copy_bytes(struct sq_op *o, const void *data, size_t len);
-/** A cleanup (sq_op.cleanup) that frees o->p (o borrowed). */
-void tg_state_sq_free_bytes(struct sq_op *o);
 /** The seam's check (state.h tg_state_check) for this backend, sq_check.c;
  * opts borrowed, out the caller's. */
 int tg_state_sq_check(const struct tg_state_opts *opts, struct tg_state_problems *out);
 /** The seam's cancel (state.h tg_state_cancel) for this backend; op borrowed. */
 void tg_state_sq_cancel(struct tg_state_op *op);
-/** Map a store's return code into o->res (err already set); the code back. */
-int tg_state_sq_rc(struct sq_op *o, int rc);
-/** Copy of s, NULL for NULL. */
-char *tg_state_sq_dup(const char *s);
-
-/* Answers shared by several operations. */
-void tg_state_sq_answer_done(struct sq_op *o);
-void tg_state_sq_answer_num(struct sq_op *o);	/* n1 */
-void tg_state_sq_answer_pair(struct sq_op *o);	/* n1, n2 */
-void tg_state_sq_answer_str(struct sq_op *o);	/* out */
 
 #endif

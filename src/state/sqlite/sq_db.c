@@ -79,7 +79,7 @@ static struct tg_state_op *
 submit(void *impl, struct tg_db_q *q)
 {
 	struct sq_op *o = tg_state_sq_op_new(impl, SQ_NONE, tg_state_sq_db_run,
-	    tg_state_sq_db_answer, NULL, NULL);
+	    tg_state_sq_db_answer);
 
 	o->in = q;
 	o->cleanup = tg_state_sq_db_cleanup;

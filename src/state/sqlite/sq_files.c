@@ -252,7 +252,7 @@ writer_drop(struct fwriter *w)
 static struct sq_op *
 fop_new(struct sq *sq, sq_fn run, sq_fn answer, struct fop **out)
 {
-	struct sq_op *o = tg_state_sq_op_new(sq, SQ_OUTBOX, run, answer, NULL, NULL);
+	struct sq_op *o = tg_state_sq_op_new(sq, SQ_OUTBOX, run, answer);
 
 	o->in = *out = tg_xcalloc(1, sizeof(**out));
 	return o;
@@ -470,8 +470,8 @@ static struct tg_state_op *
 files_commit(struct tg_payload_commit *c)
 {
 	struct fwriter *w = (struct fwriter *)c->w;
-	struct sq_op *o = tg_state_sq_op_new(w->sq, SQ_OUTBOX, run_commit, tg_state_sq_db_answer,
-	    NULL, NULL);
+	struct sq_op *o = tg_state_sq_op_new(w->sq, SQ_OUTBOX, run_commit,
+	    tg_state_sq_db_answer);
 
 	o->in = c;
 	o->keep = 1;
@@ -528,8 +528,8 @@ run_set(struct sq_op *o)
 static struct tg_state_op *
 files_set(struct tg_state *st, struct tg_db_q *q)
 {
-	struct sq_op *o = tg_state_sq_op_new(st->impl, SQ_OUTBOX, run_set, tg_state_sq_db_answer,
-	    NULL, NULL);
+	struct sq_op *o = tg_state_sq_op_new(st->impl, SQ_OUTBOX, run_set,
+	    tg_state_sq_db_answer);
 
 	o->in = q;
 	o->cleanup = tg_state_sq_db_cleanup;

@@ -12,8 +12,7 @@
 #include "sq.h"
 
 struct sq_op *
-tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer,
-    void (*cb)(void), void *arg)
+tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer)
 {
 	struct sq_op *o = tg_xcalloc(1, sizeof(*o));
 
@@ -22,37 +21,7 @@ tg_state_sq_op_new(struct sq *sq, enum sq_domain dom, sq_fn run, sq_fn answer,
 	o->dom = dom;
 	o->run = run;
 	o->answer = answer;
-	o->cb = cb;
-	o->arg = arg;
 	return o;
-}
-
-char *
-tg_state_sq_dup(const char *s)
-{
-	return s != NULL ? tg_xstrdup(s) : NULL;
-}
-
-int
-tg_state_sq_rc(struct sq_op *o, int rc)
-{
-	switch (rc) {
-	case -2:	/* TG_OUTBOX_NOT_FOUND, TG_RUNS_NOT_FOUND */
-		o->res.rc = TG_STATE_NOT_FOUND;
-		break;
-	case -3:	/* TG_OUTBOX_CONFLICT, TG_RUNS_CONFLICT */
-		o->res.rc = TG_STATE_CONFLICT;
-		break;
-	case -4:	/* TG_RUNS_REFUSED */
-		o->res.rc = TG_STATE_REFUSED;
-		break;
-	default:
-		o->res.rc = rc < 0 ? TG_STATE_ERROR : TG_STATE_OK;
-		break;
-	}
-	if (o->res.rc == TG_STATE_OK)
-		o->res.err.msg[0] = '\0';
-	return rc;
 }
 
 static void
@@ -60,10 +29,6 @@ op_free(struct sq_op *o)
 {
 	if (o->cleanup != NULL)
 		o->cleanup(o);
-	free(o->s1);
-	free(o->s2);
-	free(o->s3);
-	free(o->out);
 	free(o);
 }
 
@@ -153,45 +118,5 @@ tg_state_sq_cancel(struct tg_state_op *op)
 		tg_worker_cancel(o->job);
 }
 
-void
-tg_state_sq_answer_done(struct sq_op *o)
-{
-	((tg_state_done_cb)o->cb)(&o->res, o->arg);
-}
-
-void
-tg_state_sq_answer_num(struct sq_op *o)
-{
-	((tg_state_num_cb)o->cb)(&o->res, o->res.rc == 0 ? o->n1 : 0, o->arg);
-}
-
-void
-tg_state_sq_answer_pair(struct sq_op *o)
-{
-	((tg_state_pair_cb)o->cb)(&o->res, o->res.rc == 0 ? o->n1 : 0,
-	    o->res.rc == 0 ? o->n2 : 0, o->arg);
-}
-
-void
-tg_state_sq_answer_str(struct sq_op *o)
-{
-	((tg_state_str_cb)o->cb)(&o->res, o->res.rc == 0 ? o->out : NULL, o->arg);
-}
-
 /* ---- open / close ---- */
 
-void
-tg_state_sq_free_bytes(struct sq_op *o)
-{
-	free(o->p);
-}
-
-void
-tg_state_sq_copy_bytes(struct sq_op *o, const void *data, size_t len)
-{
-	o->p = tg_xmalloc(len > 0 ? len : 1);
-	if (len > 0)
-		memcpy(o->p, data, len);
-	o->np = len;
-	o->cleanup = tg_state_sq_free_bytes;
-}
