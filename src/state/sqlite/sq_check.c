@@ -137,14 +137,16 @@ tg_state_sq_check(const struct tg_state_opts *opts, struct tg_state_problems *ou
 		payloads = opts->outbox->payload_dir != NULL ?
 		    tg_xstrdup(opts->outbox->payload_dir) :
 		    tg_xasprintf("%s.payloads", opts->outbox->path);
-		check_store(opts->outbox->path, payloads, 0, TG_STATE_PART_OUTBOX, out);
+		check_store(opts->outbox->path, payloads, tg_state_sq_outbox_schema.nversions,
+		    TG_STATE_PART_OUTBOX, out);
 		free(payloads);
 	}
 	if (opts->runs != NULL && opts->runs->path != NULL)
-		check_store(opts->runs->path, NULL, tg_state_sq_runs_schema.nversions, TG_STATE_PART_RUNS,
-		    out);
+		check_store(opts->runs->path, NULL, tg_state_sq_runs_schema.nversions,
+		    TG_STATE_PART_RUNS, out);
 	if (opts->owners != NULL && opts->owners->path != NULL)
-		check_store(opts->owners->path, NULL, 0, TG_STATE_PART_OWNERS, out);
+		check_store(opts->owners->path, NULL, tg_state_sq_owners_schema.nversions,
+		    TG_STATE_PART_OWNERS, out);
 	for (i = 0; i < TG_STATE_NPARTS; i++)
 		if (out->bad[i])
 			return -1;
