@@ -53,10 +53,18 @@ struct sq_cell {
 	char *p;		/* the bytes (an INT's text), NUL-terminated; NULL: NULL */
 	size_t len;
 };
+struct sq_block;
+/* A small result (a lookup's row) takes one allocation: its first cells
+ * and bytes are inline; more go to the heap (cells) and to blocks that
+ * never move (bytes). */
 struct sq_rows {
 	int nrow, ncol, cap;
-	struct sq_cell *cell;	/* row-major */
+	struct sq_cell *cell;	/* row-major: cell0, or on the heap */
 	int64_t changes;
+	struct sq_block *more;	/* bytes past small[] */
+	size_t used;		/* of small[] */
+	struct sq_cell cell0[8];
+	char small[256];
 };
 
 /** What an operation needs configured. */

@@ -20,9 +20,13 @@
 
 #define SQ_SCRIPT	8	/* statements of one SQLite text at most */
 
+/* A statement's prepared parts, and for each the parameter of the query
+ * its i-th placeholder ($N) takes, read from the names once. */
 struct sq_prep {
 	int n;
 	sqlite3_stmt *s[SQ_SCRIPT];
+	int np[SQ_SCRIPT];
+	unsigned char par[SQ_SCRIPT][TG_DB_MAXP];	/* N, 0: none */
 };
 
 static void
@@ -139,6 +143,21 @@ tg_state_sq_conn_close(struct sq_conn *c)
 	memset(c, 0, sizeof(*c));
 }
 
+/* The query parameter each placeholder of statement k of p takes. */
+static void
+map_params(struct sq_prep *p, int k)
+{
+	const char *name;
+	int i, n = sqlite3_bind_parameter_count(p->s[k]);
+
+	p->np[k] = n < TG_DB_MAXP ? n : TG_DB_MAXP;
+	for (i = 0; i < p->np[k]; i++) {
+		name = sqlite3_bind_parameter_name(p->s[k], i + 1);
+		n = name != NULL ? atoi(name + 1) : 0;
+		p->par[k][i] = (unsigned char)(n >= 1 && n <= TG_DB_MAXP ? n : 0);
+	}
+}
+
 /* The prepared statements of st on c (prepared now the first time), or
  * NULL with err. */
 static struct sq_prep *
@@ -158,23 +177,22 @@ prepared(struct sq_conn *c, const struct tg_db_stmt *st, struct tg_err *err)
 			return NULL;
 		}
 		if (p->s[p->n] != NULL)
-			p->n++;
+			map_params(p, p->n++);
 	}
 	tg_map_put(c->prep, st->name, p);
 	return p;
 }
 
-/* Bind q's parameters to s by their names ($N). */
+/* Bind q's parameters to statement k of pr, as its names ($N) say. */
 static void
-bind(sqlite3_stmt *s, const struct tg_db_q *q)
+bind(const struct sq_prep *pr, int k, const struct tg_db_q *q)
 {
 	const struct tg_db_param *p;
-	const char *name;
+	sqlite3_stmt *s = pr->s[k];
 	int i, n;
 
-	for (i = 1; i <= sqlite3_bind_parameter_count(s); i++) {
-		if ((name = sqlite3_bind_parameter_name(s, i)) == NULL ||
-		    (n = atoi(name + 1)) < 1 || n > q->npar)
+	for (i = 1; i <= pr->np[k]; i++) {
+		if ((n = pr->par[k][i - 1]) < 1 || n > q->npar)
 			continue;
 		p = &q->par[n - 1];
 		if (p->type == TG_DB_INT)
@@ -188,17 +206,69 @@ bind(sqlite3_stmt *s, const struct tg_db_q *q)
 	}
 }
 
+struct sq_block {
+	struct sq_block *next;
+	char data[];
+};
+
 void
 tg_state_sq_rows_free(struct sq_rows *r)
 {
-	int i;
+	struct sq_block *b;
 
 	if (r == NULL)
 		return;
-	for (i = 0; i < r->nrow * r->ncol; i++)
-		free(r->cell[i].p);
-	free(r->cell);
+	while ((b = r->more) != NULL) {
+		r->more = b->next;
+		free(b);
+	}
+	if (r->cell != r->cell0)
+		free(r->cell);
 	free(r);
+}
+
+static struct sq_rows *
+rows_new(int ncol)
+{
+	struct sq_rows *r = tg_xcalloc(1, sizeof(*r));
+
+	r->ncol = ncol;
+	r->cell = r->cell0;
+	r->cap = (int)TG_NELEM(r->cell0);
+	return r;
+}
+
+/* n bytes of r's that stay where they are until r is freed. */
+static char *
+rows_bytes(struct sq_rows *r, size_t n)
+{
+	struct sq_block *b;
+
+	if (n <= sizeof(r->small) - r->used) {
+		r->used += n;
+		return r->small + r->used - n;
+	}
+	b = tg_xmalloc(sizeof(*b) + n);
+	b->next = r->more;
+	r->more = b;
+	return b->data;
+}
+
+/* Room in r for one more row. */
+static void
+rows_grow(struct sq_rows *r)
+{
+	int cap;
+
+	if ((r->nrow + 1) * r->ncol <= r->cap)
+		return;
+	cap = r->cap * 2 > (r->nrow + 1) * r->ncol ? r->cap * 2 : (r->nrow + 1) * r->ncol;
+	if (r->cell == r->cell0) {
+		r->cell = tg_xmalloc((size_t)cap * sizeof(*r->cell));
+		memcpy(r->cell, r->cell0, sizeof(r->cell0));
+	} else
+		r->cell = tg_xrealloc(r->cell, (size_t)cap * sizeof(*r->cell));
+	r->cap = cap;
 }
 
 /* The current row of s appended to r. */
@@ -209,10 +279,7 @@ row_copy(struct sq_rows *r, sqlite3_stmt *s)
 	const void *v;
 	int i;
 
-	if ((r->nrow + 1) * r->ncol > r->cap) {
-		r->cap = r->cap > 0 ? r->cap * 2 : r->ncol * 4;
-		r->cell = tg_xrealloc(r->cell, (size_t)r->cap * sizeof(*r->cell));
-	}
+	rows_grow(r);
 	for (i = 0; i < r->ncol; i++) {
 		c = &r->cell[r->nrow * r->ncol + i];
 		memset(c, 0, sizeof(*c));
@@ -230,7 +297,7 @@ row_copy(struct sq_rows *r, sqlite3_stmt *s)
 			v = c->type == TG_DB_INT ? (const void *)sqlite3_column_text(s, i) :
 			    sqlite3_column_blob(s, i);
 			c->len = (size_t)sqlite3_column_bytes(s, i);
-			c->p = tg_xmalloc(c->len + 1);
+			c->p = rows_bytes(r, c->len + 1);
 			if (c->len > 0)
 				memcpy(c->p, v, c->len);
 			c->p[c->len] = '\0';
@@ -241,15 +308,15 @@ row_copy(struct sq_rows *r, sqlite3_stmt *s)
 
 /* Run s to its end; rows into *out when it has columns. SQLite's code. */
 static int
-run1(sqlite3_stmt *s, const struct tg_db_q *q, struct sq_rows **out)
+run1(const struct sq_prep *pr, int k, const struct tg_db_q *q, struct sq_rows **out)
 {
+	sqlite3_stmt *s = pr->s[k];
 	int rc;
 
-	bind(s, q);
+	bind(pr, k, q);
 	if (sqlite3_column_count(s) > 0) {
 		tg_state_sq_rows_free(*out);
-		*out = tg_xcalloc(1, sizeof(**out));
-		(*out)->ncol = sqlite3_column_count(s);
+		*out = rows_new(sqlite3_column_count(s));
 	}
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
 		if (sqlite3_column_count(s) > 0)
@@ -284,11 +351,11 @@ tg_state_sq_conn_exec(struct sq_conn *c, const struct tg_db_q *q, struct tg_stat
 		return NULL;
 	}
 	for (i = 0; i < p->n && rc == SQLITE_DONE; i++)
-		rc = run1(p->s[i], q, &rows);
+		rc = run1(p, i, q, &rows);
 	if (rc == SQLITE_DONE && (!tx || sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL) ==
 	    SQLITE_OK)) {
 		if (rows == NULL)
-			rows = tg_xcalloc(1, sizeof(*rows));
+			rows = rows_new(0);
 		rows->changes = sqlite3_changes64(c->db);
 		res->rc = TG_STATE_OK;
 		return rows;
