@@ -1,5 +1,5 @@
 /*
- * test_upstream.c - the upstream pool against in-process evhttp servers on
+ * test_pool.c - the upstream pool against in-process evhttp servers on
  * 127.0.0.1 (plain and TLS, same event loop): keep-alive reuse, the
  * max_conns limit with FIFO queueing, the idempotent retry, failover to
  * the fallback origin, read and connect timeouts, a malformed answer,

@@ -1,5 +1,5 @@
 /*
- * test_runs_feature.c - the runs feature over a real state seam (SQLite
+ * test_feature.c - the runs feature over a real state seam (SQLite
  * files in a temporary directory) and a gateway that never listens: a run
  * that ended with a callback URL, recorded before the feature starts, is
  * handled by the tracker on its own: its webhook job is stored, then its

@@ -1,5 +1,5 @@
 /*
- * test_jobs_feature.c - the jobs feature (src/jobs/) on a real gateway
+ * test_feature.c - the jobs feature (src/jobs/) on a real gateway
  * core and a real state seam (SQLite files in a temporary directory),
  * without the emulator, the run registry or the webhook feature: with an
  * owner recorded through the seam, a read of the job over HTTP by another
