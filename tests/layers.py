@@ -6,6 +6,11 @@ the entry point), follows them through the headers they reach, and checks
 each module it lands in against ALLOWED below; then checks that the folders
 form no cycle. Prints each offending chain and exits 1.
 
+The unit tests mirror the sources: tests/unit/<module>/test_<file>.c tests
+src/<module>/<file>.c. Each is checked to name a source that exists, and
+its includes like its module's, plus the harness (tests/unit/harness/) and
+the few modules TEST_EXTRA names with the reason.
+
 Run: python3 tests/layers.py [SOURCE_ROOT]   (meson test layers runs it)
 The table is documented in docs/architecture.md (Modules).
 """
@@ -59,12 +64,29 @@ ALLOWED = {
     'runs': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'gateway'},    'entry': set(OWNER.values()) | {'gateway'},
 }
 
+# What a unit test may reach besides its module's layers: the tables or
+# servers it drives its module with.
+TEST_EXTRA = {
+    'http/test_router.c': {'dex', 'sim', 'ops'},	# the real route tables
+    'dex/test_checks.c': {'sim'},	# both tables' checks, driven alike
+    'sim/test_case_entries.c': {'emulator'},	# against the emulator's rules
+    'upstream/test_pool.c': {'http'},	# its servers are the http listener
+}
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def resolve(root, here, name):
-    """Path of an #include "name" seen in directory here, or None."""
-    for base in (here, os.path.join(root, 'include'), os.path.join(root, 'src')):
+    """Path of an #include "name" seen in directory here, or None. A unit
+    test also finds the harness and its module's private headers (the
+    include_directories of tests/unit/<module>/meson.build)."""
+    bases = [here, os.path.join(root, 'include'), os.path.join(root, 'src')]
+    rel = os.path.relpath(here, root).split(os.sep)
+    if rel[:2] == ['tests', 'unit']:
+        bases.append(os.path.join(root, 'tests', 'unit', 'harness'))
+        src = os.path.join(root, 'src')
+        bases += [os.path.join(src, d) for d in sorted(os.listdir(src))]
+    for base in bases:
         p = os.path.normpath(os.path.join(base, name))
         if os.path.isfile(p):
             return p
@@ -76,6 +98,8 @@ def owner(root, path):
     parts = rel.split(os.sep)
     if parts[0] == 'include':
         return OWNER.get(parts[-1], '?' + rel)
+    if parts[0] == 'tests':
+        return 'harness' if parts[2] == 'harness' else parts[2]
     if parts == ['src', 'tidegate.c'] or parts[-2:] == ['emulator', 'main.c']:
         return 'entry'
     return parts[1]
@@ -99,6 +123,32 @@ def chain(seen, start, p):
     while out[-1] != start:
         out.append(seen[out[-1]])
     return ' <- '.join(os.path.basename(x) for x in out)
+
+
+def check_tests(root, bad):
+    """The unit tests' mirror of src/ and their includes; their count."""
+    top = os.path.join(root, 'tests', 'unit')
+    n = 0
+    for mod in sorted(os.listdir(top)):
+        full = os.path.join(top, mod)
+        if not os.path.isdir(full) or mod == 'harness':
+            continue
+        for f in sorted(x for x in os.listdir(full) if x.endswith('.c')):
+            rel = mod + '/' + f
+            n += 1
+            if mod not in ALLOWED or not f.startswith('test_') or not os.path.isfile(
+                    os.path.join(root, 'src', mod, f[len('test_'):])):
+                bad.append('tests/unit/%s: names no src/%s/%s' % (rel, mod, f[len('test_'):]))
+                continue
+            may = ALLOWED[mod] | {mod, 'harness'} | TEST_EXTRA.get(rel, set())
+            path = os.path.join(full, f)
+            seen = reached(root, path, {})
+            for p in seen:
+                if owner(root, p) not in may:
+                    bad.append('tests/unit/%s (%s) reaches %s (%s): %s' %
+                               (rel, mod, os.path.relpath(p, root), owner(root, p),
+                                chain(seen, path, p)))
+    return n
 
 
 def main():
@@ -144,11 +194,12 @@ def main():
     for m in sorted(edges):
         if m not in state:
             visit(m, [m])
+    tests = check_tests(root, bad)
     for line in bad:
         print(line)
     if bad:
         return 1
-    print('layers OK: %d sources, %d modules' % (len(sources), len(edges)))
+    print('layers OK: %d sources, %d modules, %d unit tests' % (len(sources), len(edges), tests))
     return 0
 
 

@@ -2,7 +2,7 @@
  * target.c - checks and normalises the request target of a request line
  * before the gateway routes on it or builds a vendor request line from it.
  * Called by the gateway for every request on its service listeners
- * (src/gateway/paths.c), by tests/unit/test_target.c and by the fuzz
+ * (src/gateway/paths.c), by tests/unit/http/test_target.c and by the fuzz
  * target tests/fuzz/fuzz_target.c.
  *
  * Tools and attackers spell one path many ways (/a/../b, %2e%2e, %65xport,

@@ -14,7 +14,7 @@ import pytest
 from conftest import BUILD
 import webhook_verify
 
-EMITTER = os.path.join(BUILD, "tests", "unit", "test_webhook_sign")
+EMITTER = os.path.join(BUILD, "tests", "unit", "webhook", "test_sign")
 
 
 def test_python_verifier_knows_the_published_vector():

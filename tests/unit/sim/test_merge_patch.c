@@ -20,6 +20,7 @@
 
 #include "tidegate/json.h"
 #include "tidegate/registry.h"
+#include "harness.h"
 
 static const char BASE[] =
     "{'caseId': 'CASE-OM-T', 'name': 'Two farms', 'currency': 'EUR',"
@@ -36,24 +37,6 @@ static const char BASE[] =
     "   {'id': 'B-01', 'type': 'OSS', 'fixable': []}]}]}";
 
 /* ---- helpers ---- */
-
-static yajl_val
-parse(const char *src)
-{
-	char *s = tg_xstrdup(src), *c;
-	struct tg_err err = { "" };
-	yajl_val v;
-
-	for (c = s; *c; c++)
-		if (*c == '\'')
-			*c = '"';
-	v = tg_json_parse(s, strlen(s), &err);
-	if (v == NULL)
-		print_error("%s\n%s\n", err.msg, s);
-	free(s);
-	assert_non_null(v);
-	return v;
-}
 
 static char *
 dump(yajl_val v)
@@ -117,7 +100,7 @@ json_equal(yajl_val a, yajl_val b)
 static void
 assert_json(yajl_val got, const char *want_src)
 {
-	yajl_val want = parse(want_src);
+	yajl_val want = th_parse_quoted(want_src);
 	char *g, *w;
 
 	if (!json_equal(got, want)) {
@@ -128,32 +111,17 @@ assert_json(yajl_val got, const char *want_src)
 	yajl_tree_free(want);
 }
 
-/* The problems, one "path code" per line, in order. */
-static char *
-problem_list(const struct tg_problems *p)
-{
-	char *s = tg_xstrdup(""), *t;
-	size_t i;
-
-	for (i = 0; i < p->n; i++) {
-		t = tg_xasprintf("%s%s %s\n", s, p->v[i].path, p->v[i].code);
-		free(s);
-		s = t;
-	}
-	return s;
-}
-
 /* Apply patch to BASE restricted; expect these problems ("" for none). */
 static void
 expect_problems(const char *patch_src, const char *at, const char *want)
 {
-	yajl_val base = parse(BASE), patch = parse(patch_src), res = (yajl_val)1;
+	yajl_val base = th_parse_quoted(BASE), patch = th_parse_quoted(patch_src), res = (yajl_val)1;
 	struct tg_problems p = { 0 };
 	char *got;
 	int rc;
 
 	rc = tg_merge_patch_apply(base, patch, at, &res, &p);
-	got = problem_list(&p);
+	got = th_problem_list(&p);
 	if (strcmp(got, want) != 0)
 		fail_msg("patch %s\ngot:\n%swant:\n%s", patch_src, got, want);
 	assert_int_equal(rc, want[0] == '\0' ? 0 : -1);
@@ -192,8 +160,8 @@ test_rfc_appendix_a(void **state)
 	size_t i;
 
 	for (i = 0; i < TG_NELEM(cases); i++) {
-		t = parse(cases[i][0]);
-		p = parse(cases[i][1]);
+		t = th_parse_quoted(cases[i][0]);
+		p = th_parse_quoted(cases[i][1]);
 		r = tg_merge_patch_rfc7396(t, p);
 		assert_json(r, cases[i][2]);
 		yajl_tree_free(r);
@@ -205,10 +173,10 @@ test_rfc_appendix_a(void **state)
 static void
 test_rfc_section3_example(void **state)
 {
-	yajl_val t = parse("{'title': 'Goodbye!', 'author': {'givenName': 'John',"
+	yajl_val t = th_parse_quoted("{'title': 'Goodbye!', 'author': {'givenName': 'John',"
 	    " 'familyName': 'Doe'}, 'tags': ['example', 'sample'],"
 	    " 'content': 'This will be unchanged'}");
-	yajl_val p = parse("{'title': 'Hello!', 'phoneNumber': '+01-123-456-7890',"
+	yajl_val p = th_parse_quoted("{'title': 'Hello!', 'phoneNumber': '+01-123-456-7890',"
 	    " 'author': {'familyName': null}, 'tags': ['example']}");
 	yajl_val r = tg_merge_patch_rfc7396(t, p);
 	char *s = dump(r);
@@ -229,22 +197,22 @@ test_rfc_section3_example(void **state)
 static void
 test_rfc_edges(void **state)
 {
-	yajl_val t = parse("{'a': 1, 'a': 2, 'n': 1.50}"), p, r;
+	yajl_val t = th_parse_quoted("{'a': 1, 'a': 2, 'n': 1.50}"), p, r;
 
 	/* No target: the patch applies to nothing. */
-	p = parse("{'x': {'y': null, 'z': true}}");
+	p = th_parse_quoted("{'x': {'y': null, 'z': true}}");
 	r = tg_merge_patch_rfc7396(NULL, p);
 	assert_json(r, "{'x': {'z': true}}");
 	yajl_tree_free(r);
 	yajl_tree_free(p);
 	/* A name the target gives twice is removed whole; numbers keep their digits. */
-	p = parse("{'a': null}");
+	p = th_parse_quoted("{'a': null}");
 	r = tg_merge_patch_rfc7396(t, p);
 	assert_json(r, "{'n': 1.50}");
 	yajl_tree_free(r);
 	yajl_tree_free(p);
 	/* A name the patch gives twice applies in order. */
-	p = parse("{'b': 1, 'b': {'c': 2}}");
+	p = th_parse_quoted("{'b': 1, 'b': {'c': 2}}");
 	r = tg_merge_patch_rfc7396(t, p);
 	assert_json(tg_json_get(r, "b"), "{'c': 2}");
 	yajl_tree_free(r);
@@ -255,7 +223,7 @@ test_rfc_edges(void **state)
 static void
 test_inputs_unchanged(void **state)
 {
-	yajl_val t = parse(BASE), p = parse("{'vesselList': [], 'personnelList': null,"
+	yajl_val t = th_parse_quoted(BASE), p = th_parse_quoted("{'vesselList': [], 'personnelList': null,"
 	    " 'windFarms': [{'infrastructureList': [{'fixable': null}, {}]}, {}]}"), r, c;
 	char *t0 = dump(t), *p0 = dump(p), *t1, *p1;
 	struct tg_problems pr = { 0 };
@@ -285,10 +253,10 @@ test_inputs_unchanged(void **state)
 static void
 test_restricted_lists(void **state)
 {
-	yajl_val base = parse(BASE), patch, res, want;
+	yajl_val base = th_parse_quoted(BASE), patch, res, want;
 	struct tg_problems p = { 0 };
 
-	patch = parse("{'vesselList': [{'id': 'V-CTV-1', 'type': 'CTV', 'quantity': 3,"
+	patch = th_parse_quoted("{'vesselList': [{'id': 'V-CTV-1', 'type': 'CTV', 'quantity': 3,"
 	    " 'dayRate': 3800}], 'personnelList': [{'id': 'P-WTG', 'role': 'WTG_TECHNICIAN',"
 	    " 'quantity': 14, 'dayRate': 620}]}");
 	assert_int_equal(tg_merge_patch_apply(base, patch, NULL, &res, &p), 0);
@@ -303,7 +271,7 @@ test_restricted_lists(void **state)
 	yajl_tree_free(res);
 	yajl_tree_free(patch);
 	/* An empty patch is the base case. */
-	patch = parse("{}");
+	patch = th_parse_quoted("{}");
 	assert_int_equal(tg_merge_patch_apply(base, patch, NULL, &res, &p), 0);
 	assert_true(json_equal(res, base));
 	yajl_tree_free(res);
@@ -314,10 +282,10 @@ test_restricted_lists(void **state)
 static void
 test_restricted_fixable(void **state)
 {
-	yajl_val base = parse(BASE), patch, res;
+	yajl_val base = th_parse_quoted(BASE), patch, res;
 	struct tg_problems p = { 0 };
 
-	patch = parse("{'windFarms': [{'infrastructureList': [{}, {'fixable': [{'id': 'A-02-CM',"
+	patch = th_parse_quoted("{'windFarms': [{'infrastructureList': [{}, {'fixable': [{'id': 'A-02-CM',"
 	    " 'fixableType': 'CORRECTIVE_MAINTENANCE', 'failureRatePerYear': 2}]}]},"
 	    " {'infrastructureList': [{'fixable': null}]}]}");
 	assert_int_equal(tg_merge_patch_apply(base, patch, "/variants/0/patch", &res, &p), 0);
@@ -401,7 +369,7 @@ test_patch_not_object(void **state)
 static void
 test_base_not_case(void **state)
 {
-	yajl_val base = parse("[1]"), patch = parse("{}"), res;
+	yajl_val base = th_parse_quoted("[1]"), patch = th_parse_quoted("{}"), res;
 	struct tg_problems p = { 0 };
 
 	assert_int_equal(tg_merge_patch_apply(base, patch, "/x", &res, &p), -1);
@@ -412,9 +380,9 @@ test_base_not_case(void **state)
 	tg_problems_cleanup(&p);
 	yajl_tree_free(base);
 	/* A base without wind farms cannot have them patched. */
-	base = parse("{'windFarms': 3}");
+	base = th_parse_quoted("{'windFarms': 3}");
 	yajl_tree_free(patch);
-	patch = parse("{'windFarms': [{}]}");
+	patch = th_parse_quoted("{'windFarms': [{}]}");
 	assert_int_equal(tg_merge_patch_apply(base, patch, NULL, &res, &p), -1);
 	assert_string_equal(p.v[0].path, "/windFarms");
 	assert_non_null(strstr(p.v[0].message, "no windFarms array"));
@@ -443,8 +411,8 @@ test_garbage(void **state)
 
 	for (i = 0; i < TG_NELEM(docs); i++) {
 		for (j = 0; j < TG_NELEM(docs); j++) {
-			t = parse(docs[i]);
-			q = parse(docs[j]);
+			t = th_parse_quoted(docs[i]);
+			q = th_parse_quoted(docs[j]);
 			r = tg_merge_patch_rfc7396(t, q);
 			assert_non_null(r);
 			yajl_tree_free(r);

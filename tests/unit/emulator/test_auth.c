@@ -1,5 +1,5 @@
 /*
- * test_emu_jwt.c - the emulator's HS256 tokens: verify, tamper, expiry
+ * test_auth.c - the emulator's HS256 tokens: verify, tamper, expiry
  * against the advanced clock, revocation generation.
  */
 #include <setjmp.h>

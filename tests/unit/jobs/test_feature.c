@@ -1,5 +1,5 @@
 /*
- * test_jobs_feature.c - the jobs feature (src/jobs/) on a real gateway
+ * test_feature.c - the jobs feature (src/jobs/) on a real gateway
  * core and a real state seam (SQLite files in a temporary directory),
  * without the emulator, the run registry or the webhook feature: with an
  * owner recorded through the seam, a read of the job over HTTP by another
@@ -32,13 +32,15 @@
 #include "tidegate/log.h"
 #include "tidegate/state.h"
 #include "jobs_int.h"
+#include "feature.h"
+#include "harness.h"
 
 /* sha256("test-key") and sha256("other-key") */
 #define KEY_A_SHA "62af8704764faf8ea82fc61ce9c4c3908b6cb97d463a634e9e587d7c885db0ef"
 #define KEY_B_SHA "580843d03d2216ff1a275d0991bad66e4d1af871171d929e9de604b7959f9bca"
 
 struct fixture {
-	char dir[64], path[96];
+	struct th_gw_dir d;
 	int port[3];
 	struct event_base *base;
 	struct tg_state *st;
@@ -63,46 +65,39 @@ free_port(void)
 	return port;
 }
 
-static void
-write_config(struct fixture *f)
+/* The configuration: two keys of the data exchange, vendors unreachable. */
+static char *
+config_yaml(struct fixture *f)
 {
-	FILE *fp;
 	int i;
 
 	for (i = 0; i < 3; i++)
 		f->port[i] = free_port();
-	snprintf(f->path, sizeof(f->path), "%s/tidegate.yaml", f->dir);
-	assert_non_null(fp = fopen(f->path, "w"));
-	fprintf(fp, "listen:\n  dex: 127.0.0.1:%d\n  sim: 127.0.0.1:%d\n  admin: 127.0.0.1:%d\n"
+	return tg_xasprintf("listen:\n  dex: 127.0.0.1:%d\n  sim: 127.0.0.1:%d\n  admin: 127.0.0.1:%d\n"
 	    "log_level: off\nupstream: remote\ndex:\n  url: http://127.0.0.1:1\n"
 	    "sim:\n  url: http://127.0.0.1:1\n"
 	    "keys:\n  - name: a\n    sha256: %s\n    services: [dex]\n"
 	    "  - name: b\n    sha256: %s\n    services: [dex]\n",
 	    f->port[0], f->port[1], f->port[2], KEY_A_SHA, KEY_B_SHA);
-	fclose(fp);
 }
 
 static int
 setup(void **state)
 {
 	struct fixture *f = tg_xcalloc(1, sizeof(*f));
-	struct tg_cfg_report rep = { 0 };
 	struct gw_config cfg;
 	struct tg_owners_opts oo;
 	struct tg_state_opts so = { .owners = &oo };
 	struct tg_err err;
+	char *yaml = config_yaml(f);
 
 	tg_log_init(stderr, TG_LOG_OFF);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/tg-jobs-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	write_config(f);
-	assert_int_equal(gw_config_define(&tg_jobs_config), 0);
-	assert_int_equal(gw_config_load(f->path, &cfg, &rep), 0);
-	tg_config_report_cleanup(&rep);
+	th_gw_config(&f->d, "tg-jobs", &tg_jobs_config, yaml, &cfg);
+	free(yaml);
 	f->base = tg_event_base_new();
 	tg_jobs_owners_opts(&cfg, &oo);
 	assert_non_null(f->st = tg_state_open(f->base, &so, &err));
-	assert_non_null(f->gw = gw_new(f->base, f->path, &cfg, f->st, &err));
+	assert_non_null(f->gw = gw_new(f->base, f->d.path, &cfg, f->st, &err));
 	assert_int_equal(tg_jobs_register(f->gw, &err), 0);
 	assert_int_equal(gw_start(f->gw, &err), 0);
 	f->j = f->gw->feat_ctx[0];
@@ -114,30 +109,13 @@ static int
 teardown(void **state)
 {
 	struct fixture *f = *state;
-	char cmd[128];
 
 	gw_free(f->gw);
 	tg_state_close(f->st);
 	event_base_free(f->base);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	assert_int_equal(system(cmd), 0);
+	th_rmtree(f->d.dir);
 	free(f);
 	return 0;
-}
-
-/* Run the loop until cond(f) holds (or a few seconds pass). */
-static void
-loop_until(struct fixture *f, int (*cond)(struct fixture *))
-{
-	int i;
-
-	for (i = 0; i < 500 && !cond(f); i++) {
-		struct timeval tv = { 0, 10000 };
-
-		event_base_loopexit(f->base, &tv);
-		event_base_dispatch(f->base);
-	}
-	assert_true(cond(f));
 }
 
 static int recorded;
@@ -149,12 +127,6 @@ on_recorded(const struct tg_state_res *res, void *arg)
 	recorded = 1;
 }
 
-static int
-record_done(struct fixture *f)
-{
-	return recorded;
-}
-
 /* Record cid as created by key name through the seam, as a creation's
  * held answer does, and wait for the commit. */
 static void
@@ -163,7 +135,7 @@ record(struct fixture *f, const char *name, const char *cid)
 	recorded = 0;
 	if (tg_state_owners_record(f->st, "export", cid, name, tg_clock_now_ms(), on_recorded,
 	    NULL) != NULL)
-		loop_until(f, record_done);
+		assert_true(th_run_until(f->base, &recorded, 1, 5000));
 	assert_true(recorded);
 }
 
@@ -190,14 +162,6 @@ on_answer(struct evhttp_request *req, void *arg)
 	a->done = 1;
 }
 
-static struct answer *pending;
-
-static int
-answered(struct fixture *f)
-{
-	return pending->done;
-}
-
 static void
 http_get(struct fixture *f, int port, const char *uri, const char *key, struct answer *a)
 {
@@ -213,8 +177,7 @@ http_get(struct fixture *f, int port, const char *uri, const char *key, struct a
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Authorization", auth);
 	}
 	assert_int_equal(evhttp_make_request(c, req, EVHTTP_REQ_GET, uri), 0);
-	pending = a;
-	loop_until(f, answered);
+	assert_true(th_run_until(f->base, &a->done, 1, 5000));
 	evhttp_connection_free(c);
 }
 

@@ -1,5 +1,5 @@
 /*
- * test_runs_feature.c - the runs feature over a real state seam (SQLite
+ * test_feature.c - the runs feature over a real state seam (SQLite
  * files in a temporary directory) and a gateway that never listens: a run
  * that ended with a callback URL, recorded before the feature starts, is
  * handled by the tracker on its own: its webhook job is stored, then its
@@ -27,12 +27,13 @@
 #include "tidegate/gateway_config.h"
 #include "tidegate/runs.h"
 #include "tidegate/state.h"
+#include "feature.h"
+#include "harness.h"
 
 #define DEADLINE_MS	15000
 
 struct fx {
-	char dir[64];
-	char cfg_path[128];
+	struct th_gw_dir d;
 	char outbox[128];	/* the webhook outbox the runs feature adds to */
 	struct event_base *base;
 	struct gw_config cfg;
@@ -101,30 +102,21 @@ on_jobs(const struct tg_state_res *res, const struct tg_outbox_job *jobs, size_t
 static void
 wait_for(struct fx *f, struct got *g)
 {
-	int64_t end = tg_clock_now_ms() + DEADLINE_MS;
-
-	while (!g->done && tg_clock_now_ms() < end)
-		event_base_loop(f->base, EVLOOP_ONCE);
-	assert_true(g->done);
+	assert_true(th_run_until(f->base, &g->done, 1, DEADLINE_MS));
 }
 
-static void
-write_config(const char *path)
-{
-	FILE *fp = fopen(path, "w");
-
-	assert_non_null(fp);
-	fputs("listen:\n  dex: 127.0.0.1:0\n  sim: 127.0.0.1:0\n  admin: 127.0.0.1:0\n"
-	    "log_level: error\n"
-	    "dex:\n  url: http://127.0.0.1:9\n  username: u\n  password: p\n"
-	    "sim:\n  url: http://127.0.0.1:9\n  auth_url: http://127.0.0.1:9\n"
-	    "  client_id: c\n  client_secret: s\n"
-	    "keys:\n  - name: k1\n    sha256: "
-	    "c48a01f49fd0f2cc404bc3cbbc80e91457a3d41bb429a695243de4c61794155c\n"
-	    "    services: [sim]\n"
-	    "runs:\n  db: runs.db\n  sync: normal\n", fp);
-	fclose(fp);
-}
+/* The configuration: a sim key, vendors unreachable, the run registry in
+ * the temporary directory. */
+static const char config_yaml[] =
+	"listen:\n  dex: 127.0.0.1:0\n  sim: 127.0.0.1:0\n  admin: 127.0.0.1:0\n"
+	"log_level: error\n"
+	"dex:\n  url: http://127.0.0.1:9\n  username: u\n  password: p\n"
+	"sim:\n  url: http://127.0.0.1:9\n  auth_url: http://127.0.0.1:9\n"
+	"  client_id: c\n  client_secret: s\n"
+	"keys:\n  - name: k1\n    sha256: "
+	"c48a01f49fd0f2cc404bc3cbbc80e91457a3d41bb429a695243de4c61794155c\n"
+	"    services: [sim]\n"
+	"runs:\n  db: runs.db\n  sync: normal\n";
 
 static int
 setup(void **state)
@@ -133,20 +125,14 @@ setup(void **state)
 	struct tg_runs_opts ro;
 	struct tg_outbox_opts oo;
 	struct tg_state_opts so;
-	struct tg_cfg_report rep = { 0 };
 	struct tg_err err;
 
-	snprintf(f->dir, sizeof(f->dir), "/tmp/tg_runs_feature_XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->cfg_path, sizeof(f->cfg_path), "%s/tidegate.yaml", f->dir);
-	write_config(f->cfg_path);
-	assert_int_equal(gw_config_define(&tg_runs_config), 0);	/* only the feature's keys */
-	assert_int_equal(gw_config_load(f->cfg_path, &f->cfg, &rep), 0);
-	tg_config_report_cleanup(&rep);
+	/* only the feature's keys */
+	th_gw_config(&f->d, "tg_runs_feature", &tg_runs_config, config_yaml, &f->cfg);
 	f->base = event_base_new();
 	tg_runs_store_opts(&f->cfg, &ro);
 	memset(&oo, 0, sizeof(oo));
-	snprintf(f->outbox, sizeof(f->outbox), "%s/outbox.db", f->dir);
+	snprintf(f->outbox, sizeof(f->outbox), "%s/outbox.db", f->d.dir);
 	oo.path = f->outbox;
 	memset(&so, 0, sizeof(so));
 	so.runs = &ro;
@@ -161,14 +147,12 @@ static int
 teardown(void **state)
 {
 	struct fx *f = *state;
-	char cmd[128];
 
 	gw_free(f->gw);
 	tg_state_close(f->st);
 	gw_config_free(&f->cfg);
 	event_base_free(f->base);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	assert_int_equal(system(cmd), 0);
+	th_rmtree(f->d.dir);
 	free(f);
 	return 0;
 }
@@ -226,7 +210,7 @@ start_feature(struct fx *f, int callbacks)
 {
 	struct tg_err err;
 
-	f->gw = gw_new(f->base, f->cfg_path, &f->cfg, f->st, &err);
+	f->gw = gw_new(f->base, f->d.path, &f->cfg, f->st, &err);
 	assert_non_null(f->gw);
 	assert_int_equal(tg_runs_register(f->gw, &err), 0);
 	if (callbacks)

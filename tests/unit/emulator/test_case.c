@@ -1,5 +1,5 @@
 /*
- * test_emu_case.c - the simulation model below the HTTP layer: seeded
+ * test_case.c - the simulation model below the HTTP layer: seeded
  * cases and their kinds, deep equality, the validity rules of a submitted
  * case, and that results are deterministic and monotone in resources.
  */

@@ -1,5 +1,5 @@
 /*
- * test_upstream.c - the upstream pool against in-process evhttp servers on
+ * test_pool.c - the upstream pool against in-process evhttp servers on
  * 127.0.0.1 (plain and TLS, same event loop): keep-alive reuse, the
  * max_conns limit with FIFO queueing, the idempotent retry, failover to
  * the fallback origin, read and connect timeouts, a malformed answer,
@@ -36,9 +36,11 @@
 #include <event2/keyvalq_struct.h>
 #include <openssl/ssl.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "tidegate/upstream.h"
+#include "harness.h"
 
 #define BIG_TOTAL	(50u * 1024 * 1024)
 #define BIG_CHUNK	(64u * 1024)
@@ -322,36 +324,6 @@ teardown(void **state)
 	return 0;
 }
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Run the loop until *flag is set; fail the test after ms. */
-static void
-run_until(const int *flag, int ms)
-{
-	int64_t end = now_ms() + ms;
-
-	while (!*flag && now_ms() < end)
-		event_base_loop(T.base, EVLOOP_ONCE);
-	assert_true(*flag);
-}
-
-static void
-run_for(int ms)
-{
-	int never = 0;
-	int64_t end = now_ms() + ms;
-
-	while (!never && now_ms() < end)
-		event_base_loop(T.base, EVLOOP_ONCE);
-}
-
 static struct tg_upstream *
 up_new(const char *url, const char *fallback, const struct tg_upstream_opts *opts)
 {
@@ -483,7 +455,7 @@ test_keepalive(void **state)
 	for (i = 0; i < 10; i++) {
 		call_init(&c);
 		tg_upstream_send(u, EVHTTP_REQ_GET, "/ok", &h, NULL, &call_cbs, &c);
-		run_until(&c.done, 3000);
+		assert_true(th_run_until(T.base, &c.done, 1, 3000));
 		assert_int_equal(c.err, TG_UP_OK);
 		assert_int_equal(c.status, 200);
 		got = body_str(&c);
@@ -522,7 +494,7 @@ test_pool_limit_fifo(void **state)
 	tg_upstream_get_stats(u, &st);
 	assert_int_equal(st.queued, 5);
 	while (!all) {
-		run_until(&c[4].done, 5000);
+		assert_true(th_run_until(T.base, &c[4].done, 1, 5000));
 		tg_upstream_get_stats(u, &st);
 		assert_true(st.busy + st.idle <= 2);
 		for (all = 1, i = 0; i < 5; i++)
@@ -556,7 +528,7 @@ test_retry_idempotent(void **state)
 	url = url_of("http", T.port);
 	u = up_new(url, NULL, NULL);
 	call_send(u, &c, EVHTTP_REQ_GET, "/drop", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_OK);
 	assert_int_equal(T.drop_hits, 2);
 	tg_upstream_get_stats(u, &st);
@@ -565,7 +537,7 @@ test_retry_idempotent(void **state)
 
 	evbuffer_add_printf(body, "{\"a\":1}");
 	call_send(u, &c, EVHTTP_REQ_POST, "/drop", body);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_RESET);
 	assert_int_equal(c.heads, 0);
 	assert_int_equal(T.drop_post_hits, 1);
@@ -592,7 +564,7 @@ test_failover(void **state)
 	live = url_of("http", T.port);
 	u = up_new(dead, live, NULL);
 	call_send(u, &c, EVHTTP_REQ_POST, "/ok", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_OK);
 	assert_string_equal(c.origin, "fallback");
 	tg_upstream_get_stats(u, &st);
@@ -605,7 +577,7 @@ test_failover(void **state)
 	/* Without a fallback: one retry, then the connect error. */
 	u = up_new(dead, NULL, NULL);
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_CONNECT);
 	assert_int_equal(c.heads, 0);
 	assert_non_null(strstr(c.detail, "cannot connect"));
@@ -631,12 +603,12 @@ test_read_timeout(void **state)
 	server_start(NULL);
 	url = url_of("http", T.port);
 	u = up_new(url, NULL, &o);
-	t0 = now_ms();
+	t0 = tg_clock_mono_ms();
 	call_send(u, &c, EVHTTP_REQ_GET, "/hang", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_TIMEOUT);
-	assert_true(now_ms() - t0 >= 150);
-	assert_true(now_ms() - t0 < 2000);
+	assert_true(tg_clock_mono_ms() - t0 >= 150);
+	assert_true(tg_clock_mono_ms() - t0 < 2000);
 	tg_upstream_get_stats(u, &st);
 	assert_int_equal(st.retries, 0);
 	assert_int_equal(st.busy, 0);
@@ -678,7 +650,7 @@ test_protocol_error(void **state)
 	url = url_of("http", ntohs(sa.sin_port));
 	u = up_new(url, NULL, NULL);
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_PROTOCOL);
 	tg_upstream_get_stats(u, &st);
 	assert_int_equal(st.retries, 0);	/* bytes came back: not retried */
@@ -789,7 +761,7 @@ test_stream_backpressure(void **state)
 	url = url_of("http", T.port);
 	u = up_new(url, NULL, NULL);
 	sink_start(&s, u);
-	run_until(&s.done, 20000);
+	assert_true(th_run_until(T.base, &s.done, 1, 20000));
 	assert_int_equal(s.err, TG_UP_OK);
 	assert_int_equal(s.got, BIG_TOTAL);
 	assert_false(s.bad);
@@ -819,8 +791,8 @@ test_cancel_mid_stream(void **state)
 	url = url_of("http", T.port);
 	u = up_new(url, NULL, NULL);
 	sink_start(&s, u);
-	run_until(&s.done, 5000);
-	run_for(100);
+	assert_true(th_run_until(T.base, &s.done, 1, 5000));
+	th_run_for(T.base, 100);
 	assert_int_equal(s.dones, 0);
 	tg_upstream_get_stats(u, &st);
 	assert_int_equal(st.busy, 0);
@@ -828,7 +800,7 @@ test_cancel_mid_stream(void **state)
 	assert_false(T.st.active);
 	/* The pool goes on with a new connection. */
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_OK);
 	assert_int_equal(T.conns, 2);
 	call_done(&c);
@@ -853,11 +825,11 @@ test_cancel_queued(void **state)
 	call_send(u, &a, EVHTTP_REQ_GET, "/slow?i=0", NULL);
 	r = call_send(u, &b, EVHTTP_REQ_GET, "/slow?i=1", NULL);
 	call_send(u, &d, EVHTTP_REQ_GET, "/slow?i=2", NULL);
-	run_for(20);
+	th_run_for(T.base, 20);
 	tg_upstream_get_stats(u, &st);
 	assert_int_equal(st.queued, 2);
 	tg_up_req_cancel(r);
-	run_until(&d.done, 3000);
+	assert_true(th_run_until(T.base, &d.done, 1, 3000));
 	assert_int_equal(a.err, TG_UP_OK);
 	assert_int_equal(d.err, TG_UP_OK);
 	assert_int_equal(b.dones, 0);
@@ -867,7 +839,7 @@ test_cancel_queued(void **state)
 	call_done(&d);
 	/* Requests still in flight at free are dropped without callbacks. */
 	call_send(u, &a, EVHTTP_REQ_GET, "/hang", NULL);
-	run_for(20);
+	th_run_for(T.base, 20);
 	tg_upstream_free(u);
 	assert_int_equal(a.dones, 0);
 	call_done(&a);
@@ -943,7 +915,7 @@ test_owner_cap_fifo(void **state)
 		snprintf(uri, sizeof(uri), "/slow?i=%d", i);
 		call_owned(u, &c[i], uri, own[i]);
 	}
-	run_for(20);
+	th_run_for(T.base, 20);
 	a = owner_stats(u, "a");
 	b = owner_stats(u, "b");
 	assert_int_equal(a.busy, 1);
@@ -951,7 +923,7 @@ test_owner_cap_fifo(void **state)
 	assert_int_equal(b.busy, 1);
 	assert_int_equal(b.queued, 1);
 	for (i = 0; i < 4; i++)
-		run_until(&c[i].done, 3000);
+		assert_true(th_run_until(T.base, &c[i].done, 1, 3000));
 	for (i = 0; i < 4; i++) {
 		assert_int_equal(c[i].err, TG_UP_OK);
 		call_done(&c[i]);
@@ -987,13 +959,13 @@ test_owner_cap_others_pass(void **state)
 	u = up_new(url, NULL, &o);
 	for (i = 0; i < 4; i++)
 		call_owned(u, &hang[i], "/hang", "greedy");
-	run_for(50);
+	th_run_for(T.base, 50);
 	assert_int_equal(T.hang_hits, 2);	/* its cap: two of the four */
 	call_send(u, &mine, EVHTTP_REQ_GET, "/ok", NULL);
-	run_until(&mine.done, 3000);
+	assert_true(th_run_until(T.base, &mine.done, 1, 3000));
 	assert_int_equal(mine.err, TG_UP_OK);
 	call_owned(u, &other, "/ok", "other");
-	run_until(&other.done, 3000);
+	assert_true(th_run_until(T.base, &other.done, 1, 3000));
 	assert_int_equal(other.err, TG_UP_OK);
 	assert_int_equal(T.ok_hits, 2);
 	tg_upstream_get_stats(u, &st);
@@ -1027,13 +999,13 @@ test_queue_deadline(void **state)
 	url = url_of("http", T.port);
 	u = up_new(url, NULL, &o);
 	call_send(u, &h, EVHTTP_REQ_GET, "/hang", NULL);
-	run_for(20);
-	t0 = now_ms();
+	th_run_for(T.base, 20);
+	t0 = tg_clock_mono_ms();
 	call_send(u, &q, EVHTTP_REQ_GET, "/ok", NULL);
-	run_until(&q.done, 3000);
+	assert_true(th_run_until(T.base, &q.done, 1, 3000));
 	assert_int_equal(q.err, TG_UP_BUSY);
-	assert_true(now_ms() - t0 >= 140);
-	assert_true(now_ms() - t0 < 1000);
+	assert_true(tg_clock_mono_ms() - t0 >= 140);
+	assert_true(tg_clock_mono_ms() - t0 < 1000);
 	assert_int_equal(q.heads, 0);
 	assert_non_null(strstr(q.detail, "all 1 connections are busy"));
 	assert_int_equal(T.ok_hits, 0);
@@ -1067,7 +1039,7 @@ test_queue_deadline_owner(void **state)
 	u = up_new(url, NULL, &o);
 	call_owned(u, &h, "/hang", "k");
 	call_owned(u, &q, "/ok", "k");
-	run_until(&q.done, 3000);
+	assert_true(th_run_until(T.base, &q.done, 1, 3000));
 	assert_int_equal(q.err, TG_UP_BUSY);
 	assert_non_null(strstr(q.detail, "holds 1 of the 2 connections"));
 	assert_int_equal(T.ok_hits, 0);
@@ -1098,12 +1070,12 @@ test_cancel_releases(void **state)
 	u = up_new(url, NULL, &o);
 	r = call_owned(u, &h, "/hang", "k");
 	call_owned(u, &q, "/ok", "k");
-	run_for(50);
+	th_run_for(T.base, 50);
 	assert_int_equal(T.hang_hits, 1);
 	assert_int_equal(owner_stats(u, "k").queued, 1);
 	assert_int_equal(q.done, 0);
 	tg_up_req_cancel(r);
-	run_until(&q.done, 3000);
+	assert_true(th_run_until(T.base, &q.done, 1, 3000));
 	assert_int_equal(q.err, TG_UP_OK);
 	assert_int_equal(T.ok_hits, 1);
 	assert_int_equal(T.conns, 2);
@@ -1143,8 +1115,8 @@ fetch_one(struct tg_upstream *u, const char *uri, size_t max, struct fres *f)
 {
 	memset(f, 0, sizeof(*f));
 	tg_upstream_fetch(u, EVHTTP_REQ_GET, uri, NULL, NULL, max, on_fetched, f);
-	run_until(&f->calls, 3000);
-	run_for(20);
+	assert_true(th_run_until(T.base, &f->calls, 1, 3000));
+	th_run_for(T.base, 20);
 	assert_int_equal(f->calls, 1);
 }
 
@@ -1186,7 +1158,7 @@ test_body_by_reference(void **state)
 	u = up_new(url, NULL, NULL);
 	evbuffer_add(body, big, sizeof(big));
 	call_send(u, &c, EVHTTP_REQ_PATCH, "/len", body);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_OK);
 	got = body_str(&c);
 	assert_string_equal(got, "1048576");
@@ -1219,7 +1191,7 @@ test_send_file(void **state)
 		call_init(&c);
 		assert_non_null(tg_upstream_send_file(u, EVHTTP_REQ_POST, "/len", NULL, fd,
 		    sizeof(buf), &call_cbs, &c));
-		run_until(&c.done, 3000);
+		assert_true(th_run_until(T.base, &c.done, 1, 3000));
 		assert_int_equal(c.err, TG_UP_OK);
 		got = body_str(&c);
 		assert_string_equal(got, "3145728");
@@ -1299,7 +1271,7 @@ test_tls_verified(void **state)
 	u = tls_client(T.port, "ca", 0);
 	for (i = 0; i < 3; i++) {
 		call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
-		run_until(&c.done, 3000);
+		assert_true(th_run_until(T.base, &c.done, 1, 3000));
 		assert_int_equal(c.err, TG_UP_OK);
 		assert_int_equal(c.status, 200);
 		call_done(&c);
@@ -1308,12 +1280,12 @@ test_tls_verified(void **state)
 	/* A TLS connection the server closed is replaced, not reconnected. */
 	for (i = 0; i < 2; i++) {
 		call_send(u, &c, EVHTTP_REQ_GET, "/close", NULL);
-		run_until(&c.done, 3000);
+		assert_true(th_run_until(T.base, &c.done, 1, 3000));
 		assert_int_equal(c.err, TG_UP_OK);
 		call_done(&c);
 	}
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_OK);
 	assert_int_equal(T.conns, 3);
 	call_done(&c);
@@ -1330,7 +1302,7 @@ tls_refused(const char *cert, const char *ca, const char *reason)
 	server_start(cert);
 	u = tls_client(T.port, ca, 0);
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_TLS);
 	assert_int_equal(c.heads, 0);
 	if (strstr(c.detail, reason) == NULL)
@@ -1371,11 +1343,11 @@ test_tls_connect_timeout(void **state)
 	assert_int_equal(listen(fd, 8), 0);
 	getsockname(fd, (struct sockaddr *)&sa, &sl);
 	u = tls_client(ntohs(sa.sin_port), "ca", 200);
-	t0 = now_ms();
+	t0 = tg_clock_mono_ms();
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_TIMEOUT);
-	assert_true(now_ms() - t0 < 1500);
+	assert_true(tg_clock_mono_ms() - t0 < 1500);
 	assert_non_null(strstr(c.detail, "timed out"));
 	call_done(&c);
 	tg_upstream_free(u);
@@ -1411,7 +1383,7 @@ test_connect_addr(void **state)
 	server_start("other");
 	u = named_client("other.example", T.port, "127.0.0.1");
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_OK);
 	got = body_str(&c);
 	want = tg_xasprintf("other.example:%d", T.port);
@@ -1427,7 +1399,7 @@ test_connect_addr(void **state)
 	server_start("srv");
 	u = named_client("other.example", T.port, "127.0.0.1");
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_TLS);
 	assert_non_null(strstr(c.detail, "mismatch"));
 	call_done(&c);
@@ -1480,7 +1452,7 @@ test_bad_target_refused(void **state)
 	for (i = 0; i < TG_NELEM(bad); i++) {
 		call_send(u, &c, EVHTTP_REQ_GET, bad[i], NULL);
 		assert_int_equal(c.done, 0);
-		run_until(&c.done, 3000);
+		assert_true(th_run_until(T.base, &c.done, 1, 3000));
 		assert_int_equal(c.err, TG_UP_BAD_TARGET);
 		assert_int_equal(c.heads, 0);
 		assert_int_equal(c.dones, 1);
@@ -1494,7 +1466,7 @@ test_bad_target_refused(void **state)
 	call_done(&c);
 	assert_int_equal(T.conns, 0);
 	call_send(u, &c, EVHTTP_REQ_GET, "/ok?x=%41", NULL);
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_OK);
 	assert_int_equal(c.status, 200);
 	assert_int_equal(T.conns, 1);
@@ -1528,7 +1500,7 @@ test_bad_target_logged(void **state)
 	evhttp_add_header(tg_up_req_headers(r), "X-Request-Id", "req-bad");
 	evhttp_add_header(tg_up_req_headers(r), "traceparent",
 	    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
-	run_until(&c.done, 3000);
+	assert_true(th_run_until(T.base, &c.done, 1, 3000));
 	assert_int_equal(c.err, TG_UP_BAD_TARGET);
 	call_done(&c);
 	r = call_send(u, &c, EVHTTP_REQ_GET, "/a\rb", NULL);

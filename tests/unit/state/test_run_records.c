@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "tidegate/run_records.h"
-#include "../../src/state/run_rules.h"
+#include "run_rules.h"
 
 #define T0	1700000000000LL
 #define SEC	1000LL

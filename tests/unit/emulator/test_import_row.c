@@ -1,5 +1,5 @@
 /*
- * test_emu_import_row.c - unit tests of src/emulator/import_row.c: the
+ * test_import_row.c - unit tests of src/emulator/import_row.c: the
  * checks and failure messages of import rows, create versus update, and
  * the all-strings row form.
  */

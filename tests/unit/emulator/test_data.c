@@ -1,5 +1,5 @@
 /*
- * test_emu_export.c - unit tests of the seeded records behind the export
+ * test_data.c - unit tests of the seeded records behind the export
  * endpoints (data.c): counts, id formats, references that stay inside the
  * configured counts, determinism, and the heap-free activity view. Run by
  * meson test (suite unit).

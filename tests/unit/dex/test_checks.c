@@ -1,5 +1,5 @@
 /*
- * test_body_check.c - unit tests of the request checks the route tables
+ * test_checks.c - unit tests of the request checks the route tables
  * name (body_check.h; src/dex/checks.c, src/sim/submit_check.c), driven
  * through the tables as the request core drives them: which routes carry
  * a check, an export normalised and scanned, a submission that is not

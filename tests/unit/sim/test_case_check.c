@@ -19,6 +19,7 @@
 
 #include "tidegate/json.h"
 #include "tidegate/sim.h"
+#include "harness.h"
 
 static const char CON[] =
     "{'caseId': 'CASE-CON-T', 'name': 'Test construction', 'currency': 'EUR',"
@@ -78,24 +79,6 @@ struct want {
 
 /* ---- helpers ---- */
 
-static yajl_val
-parse(const char *src)
-{
-	char *s = tg_xstrdup(src), *c;
-	struct tg_err err = { "" };
-	yajl_val v;
-
-	for (c = s; *c; c++)
-		if (*c == '\'')
-			*c = '"';
-	v = tg_json_parse(s, strlen(s), &err);
-	if (v == NULL)
-		print_error("%s\n%s\n", err.msg, s);
-	free(s);
-	assert_non_null(v);
-	return v;
-}
-
 /* src with the one occurrence of from replaced by to (malloc'd). */
 static char *
 edit(const char *src, const char *from, const char *to)
@@ -113,7 +96,7 @@ edit(const char *src, const char *from, const char *to)
 static int
 check(const char *sub, const char *base, enum tg_case_type *type, struct tg_problems *p)
 {
-	yajl_val s = parse(sub), b = base ? parse(base) : NULL;
+	yajl_val s = th_parse_quoted(sub), b = base ? th_parse_quoted(base) : NULL;
 	int rc;
 
 	rc = tg_case_check(s, b, &kinds, type, p);
@@ -774,7 +757,7 @@ static void
 test_store(void **state)
 {
 	struct tg_case_store *cs = tg_case_store_new(2);
-	yajl_val a = parse("{'v': 1}"), b = parse("{'v': 2}"), c = parse("{'v': 3}"), a2;
+	yajl_val a = th_parse_quoted("{'v': 1}"), b = th_parse_quoted("{'v': 2}"), c = th_parse_quoted("{'v': 3}"), a2;
 
 	assert_null(tg_case_store_get(cs, "A"));
 	tg_case_store_put(cs, "A", a);
@@ -785,25 +768,25 @@ test_store(void **state)
 	assert_ptr_equal(tg_case_store_get(cs, "A"), a);
 	assert_ptr_equal(tg_case_store_get(cs, "C"), c);
 	/* replacing frees the old tree (the leak checker watches) and counts as a use */
-	a2 = parse("{'v': 4}");
+	a2 = th_parse_quoted("{'v': 4}");
 	tg_case_store_put(cs, "A", a2);
 	tg_case_store_put(cs, "A", a2);				/* same tree: kept */
 	assert_ptr_equal(tg_case_store_get(cs, "A"), a2);
-	tg_case_store_put(cs, "D", parse("{'v': 5}"));		/* drops C */
+	tg_case_store_put(cs, "D", th_parse_quoted("{'v': 5}"));		/* drops C */
 	assert_null(tg_case_store_get(cs, "C"));
 	assert_non_null(tg_case_store_get(cs, "D"));
 	/* NULL forgets */
 	tg_case_store_put(cs, "A", NULL);
 	assert_null(tg_case_store_get(cs, "A"));
-	tg_case_store_put(cs, NULL, parse("[]"));		/* freed, not kept */
+	tg_case_store_put(cs, NULL, th_parse_quoted("[]"));		/* freed, not kept */
 	assert_null(tg_case_store_get(cs, NULL));
 	tg_case_store_free(cs);
 	tg_case_store_free(NULL);
 	assert_null(tg_case_store_get(NULL, "A"));
 	/* max 0 takes the default, larger than any test needs */
 	cs = tg_case_store_new(0);
-	tg_case_store_put(cs, "A", parse("{}"));
-	tg_case_store_put(cs, "B", parse("{}"));
+	tg_case_store_put(cs, "A", th_parse_quoted("{}"));
+	tg_case_store_put(cs, "B", th_parse_quoted("{}"));
 	assert_non_null(tg_case_store_get(cs, "A"));
 	tg_case_store_free(cs);
 }
@@ -815,7 +798,7 @@ static void
 test_store_refs(void **state)
 {
 	struct tg_case_store *cs = tg_case_store_new(1);
-	yajl_val a = parse("{'v': 1}"), b = parse("{'v': 2}");
+	yajl_val a = th_parse_quoted("{'v': 1}"), b = th_parse_quoted("{'v': 2}");
 	struct tg_case_ref *r1, *r2, *r3;
 
 	assert_null(tg_case_store_ref(cs, "A"));
@@ -832,7 +815,7 @@ test_store_refs(void **state)
 	assert_int_equal(tg_json_get(tg_case_ref_tree(r2), "v")->u.number.i, 1);
 	tg_case_ref_release(r2);				/* frees a */
 	r3 = tg_case_store_ref(cs, "B");
-	tg_case_store_put(cs, "B", parse("{'v': 3}"));		/* replaced */
+	tg_case_store_put(cs, "B", th_parse_quoted("{'v': 3}"));		/* replaced */
 	assert_int_equal(tg_json_get(tg_case_ref_tree(r3), "v")->u.number.i, 2);
 	r1 = tg_case_store_ref(cs, "B");
 	tg_case_store_free(cs);

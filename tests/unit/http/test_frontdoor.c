@@ -27,6 +27,7 @@
 #include "tidegate/clock.h"
 #include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
+#include "harness.h"
 
 enum mode { ANSWER, HOLD, UNFRAMED };
 
@@ -110,28 +111,14 @@ on_request(struct evhttp_request *req, void *arg)
 	evbuffer_free(b);
 }
 
-/* Run the loop until *n reaches want, at most 3 s (one turn of 20 ms
- * when it is there already). */
+/* Run the loop until *n is set (at most 3 s), then one turn of 20 ms
+ * more: what the same exchange writes next (the answer of a handler that
+ * answered at once, a second end) is on the socket or seen by then. */
 static void
-run_until(const int *n, int want)
+settle(const int *n)
 {
-	int64_t end = tg_clock_mono_ms() + 3000;
-	struct timeval tv = { 0, 20000 };
-
-	do {
-		event_base_loopexit(base, &tv);
-		event_base_dispatch(base);
-	} while (*n < want && tg_clock_mono_ms() < end);
-}
-
-static void
-run_for(int64_t ms)
-{
-	int64_t end = tg_clock_mono_ms() + ms;
-	int done = 1;
-
-	while (tg_clock_mono_ms() < end)
-		run_until(&done, 1);	/* one turn */
+	th_run_until(base, n, 1, 3000);
+	th_run_for(base, 20);
 }
 
 static int
@@ -159,7 +146,7 @@ test_written(void **state)
 	memset(&seen, 0, sizeof(seen));
 	seen.mode = ANSWER;
 	fd = client(port_framed);
-	run_until(&seen.ends, 1);
+	settle(&seen.ends);
 	assert_int_equal(seen.rc, 0);
 	assert_int_equal(seen.ends, 1);
 	assert_int_equal(seen.written, 1);
@@ -169,7 +156,7 @@ test_written(void **state)
 	assert_true(recv(fd, buf, sizeof(buf), 0) > 12);
 	assert_memory_equal(buf, "HTTP/1.1 200", 12);
 	close(fd);			/* the close after the end is no second end */
-	run_for(100);
+	th_run_for(base, 100);
 	assert_int_equal(seen.ends, 1);
 }
 
@@ -184,20 +171,20 @@ test_closed_first(void **state)
 	memset(&seen, 0, sizeof(seen));
 	seen.mode = HOLD;
 	fd = client(port_framed);
-	run_until(&seen.handled, 1);
+	settle(&seen.handled);
 	assert_int_equal(seen.rc, 0);
 	assert_non_null(seen.held);
 	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
 	close(fd);			/* an RST */
-	run_for(100);
+	th_run_for(base, 100);
 	if (seen.held != NULL)
 		tg_reply_buf(seen.held, 200, "text/plain", NULL);
-	run_until(&seen.ends, 1);
+	settle(&seen.ends);
 	assert_int_equal(seen.closes, 1);	/* the close slot is untouched */
 	assert_int_equal(seen.ends, 1);
 	assert_int_equal(seen.written, 0);
 	assert_null(seen.end_req);
-	run_for(100);
+	th_run_for(base, 100);
 	assert_int_equal(seen.ends, 1);
 }
 
@@ -233,7 +220,7 @@ exchange(const char *data, size_t len, char *out, size_t size)
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	assert_int_equal(send(fd, data, len, 0), (ssize_t)len);
 	while (!done && tg_clock_mono_ms() < end && got + 1 < size) {
-		run_for(10);
+		th_run_for(base, 10);
 		n = recv(fd, out + got, size - 1 - got, MSG_DONTWAIT);
 		if (n > 0)
 			got += (size_t)n;
@@ -333,11 +320,11 @@ test_unframed(void **state)
 	memset(&seen, 0, sizeof(seen));
 	seen.mode = UNFRAMED;
 	fd = client(port_plain);
-	run_until(&seen.handled, 1);
+	settle(&seen.handled);
 	assert_int_equal(seen.rc, -1);
 	assert_true(recv(fd, buf, sizeof(buf), 0) > 12);
 	close(fd);
-	run_for(100);
+	th_run_for(base, 100);
 	assert_int_equal(seen.ends, 0);
 }
 

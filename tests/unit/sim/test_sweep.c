@@ -20,6 +20,7 @@
 #include "tidegate/json.h"
 #include "tidegate/registry.h"
 #include "gen_tree.h"
+#include "harness.h"
 
 #define T0	1700000000000LL
 #define SEC	1000LL
@@ -47,52 +48,16 @@ static const struct tg_case_rules kinds = {
 
 /* ---- helpers ---- */
 
-static char *
-quotes(const char *src)
-{
-	char *s = tg_xstrdup(src), *c;
-
-	for (c = s; *c; c++)
-		if (*c == '\'')
-			*c = '"';
-	return s;
-}
-
-static yajl_val
-parse(const char *src)
-{
-	char *s = quotes(src);
-	yajl_val v = tg_json_parse(s, strlen(s), NULL);
-
-	free(s);
-	assert_non_null(v);
-	return v;
-}
-
-static char *
-problem_list(const struct tg_problems *p)
-{
-	char *s = tg_xstrdup(""), *t;
-	size_t i;
-
-	for (i = 0; i < p->n; i++) {
-		t = tg_xasprintf("%s%s %s\n", s, p->v[i].path, p->v[i].code);
-		free(s);
-		s = t;
-	}
-	return s;
-}
-
 /* Parse a request written with single quotes; expect these problems. */
 static int
 request(const char *src, struct tg_sweep_request *req, size_t max, const char *want)
 {
 	struct tg_problems p = { 0 };
-	char *s = quotes(src), *got;
+	char *s = th_quotes(src), *got;
 	int rc;
 
 	rc = tg_sweep_request_parse(s, strlen(s), max, req, &p);
-	got = problem_list(&p);
+	got = th_problem_list(&p);
 	if (strcmp(got, want) != 0)
 		fail_msg("request %s\ngot:\n%swant:\n%s", src, got, want);
 	assert_int_equal(rc, want[0] == '\0' ? 0 : -1);
@@ -180,7 +145,7 @@ test_build_ok(void **state)
 	struct tg_sweep_request req;
 	struct tg_sweep_variant_new *v;
 	struct tg_problems p = { 0 };
-	yajl_val base = parse(OM), c;
+	yajl_val base = th_parse_quoted(OM), c;
 	char sha[2][TG_RUNS_SHA_LEN];
 
 	request("{'baseCaseId': 'CASE-OM-T', 'variants': [{'name': 'base', 'patch': {}},"
@@ -214,7 +179,7 @@ test_build_all_problems(void **state)
 	struct tg_sweep_request req;
 	struct tg_sweep_variant_new *v = (void *)1;
 	struct tg_problems p = { 0 };
-	yajl_val base = parse(OM);
+	yajl_val base = th_parse_quoted(OM);
 	char *got;
 
 	request("{'baseCaseId': 'CASE-OM-T', 'variants': ["
@@ -226,7 +191,7 @@ test_build_all_problems(void **state)
 	    " {'name': 'no-vessels', 'patch': {'vesselList': null}}]}", &req, 0, "");
 	assert_int_equal(tg_sweep_build(&req, base, &kinds, &v, &p), -1);
 	assert_null(v);
-	got = problem_list(&p);
+	got = th_problem_list(&p);
 	assert_string_equal(got,
 	    "/variants/0/patch/name not_editable\n"
 	    "/variants/0/patch/windFarms not_editable\n"
@@ -238,7 +203,7 @@ test_build_all_problems(void **state)
 	tg_problems_cleanup(&p);
 	/* A base that is no case. */
 	yajl_tree_free(base);
-	base = parse("[]");
+	base = th_parse_quoted("[]");
 	assert_int_equal(tg_sweep_build(&req, base, &kinds, &v, &p), -1);
 	assert_string_equal(p.v[0].path, "/baseCaseId");
 	tg_problems_cleanup(&p);
@@ -256,7 +221,7 @@ variant(struct tg_sweep_variant *v, const char *name, enum tg_variant_state st,
 	v->name = tg_xstrdup(name);
 	v->state = st;
 	v->run_status = rs;
-	v->figures = figures != NULL ? parse(figures) : NULL;
+	v->figures = figures != NULL ? th_parse_quoted(figures) : NULL;
 	if (st == TG_VARIANT_SUBMITTED)
 		v->simulation_id = tg_xasprintf("sim-%s", name);
 }
@@ -396,7 +361,7 @@ test_garbage(void **state)
 		" {\"windFarms\": [[], 1, null]}}]}",
 		"{\"baseCaseId\": \"B\", \"variants\": [{\"name\": \"a\", \"patch\": {}}]}",
 	};
-	yajl_val base = parse(OM);
+	yajl_val base = th_parse_quoted(OM);
 	struct tg_sweep_variant_new *v;
 	struct tg_sweep_request req;
 	struct tg_problems p = { 0 };

@@ -1,5 +1,5 @@
 /*
- * test_webhook_sign.c - Standard Webhooks signing: the spec's published
+ * test_sign.c - Standard Webhooks signing: the spec's published
  * vector, streaming equals one-shot, key rotation (one signature per
  * secret), the receiver's check (wrong secret, altered body, id or
  * timestamp, tolerance), and malformed "whsec_" secrets.

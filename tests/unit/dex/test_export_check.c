@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "tidegate/dex.h"
+#include "harness.h"
 
 static const struct tg_export_opts lax = { 0, NULL };
 static const struct tg_export_opts strict = { 1, NULL };
@@ -33,18 +34,6 @@ struct res {
 	size_t total;
 	char list[8192];
 };
-
-/* s with every ' turned into " (caller frees). */
-static char *
-q(const char *s)
-{
-	char *d = strdup(s), *c;
-
-	for (c = d; *c != '\0'; c++)
-		if (*c == '\'')
-			*c = '"';
-	return d;
-}
 
 static void
 run_raw(struct res *r, const char *kind, const char *body, size_t len,
@@ -73,7 +62,7 @@ run_raw(struct res *r, const char *kind, const char *body, size_t len,
 static void
 run(struct res *r, const char *kind, const char *body, const struct tg_export_opts *o)
 {
-	char *b = q(body);
+	char *b = th_quotes(body);
 
 	run_raw(r, kind, b, strlen(b), o);
 	free(b);
@@ -85,7 +74,7 @@ expect_ok(const char *kind, const char *body, const struct tg_export_opts *o,
     const char *want)
 {
 	const struct tg_export_opts *modes[] = { o != NULL ? o : &lax, &strict };
-	char *w = q(want);
+	char *w = th_quotes(want);
 	struct res r;
 	size_t i;
 

@@ -24,8 +24,10 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/log.h"
 #include "tidegate/webhook.h"
+#include "harness.h"
 
 static int
 sa_of(const char *ip, struct sockaddr_storage *ss)
@@ -278,27 +280,6 @@ on_res(const char *addr, const char *why, int policy, void *arg)
 	snprintf(r->why, sizeof(r->why), "%s", why ? why : "");
 }
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-run_until(const int *flag, int ms)
-{
-	int64_t end = mono_ms() + ms;
-	struct timeval tv = { 0, 10000 };
-
-	while (!*flag && mono_ms() < end) {
-		event_base_loopexit(D.base, &tv);
-		event_base_dispatch(D.base);
-	}
-}
-
 static void
 resolve(const struct tg_egress *p, const char *host, struct res *r)
 {
@@ -306,7 +287,7 @@ resolve(const struct tg_egress *p, const char *host, struct res *r)
 	tg_egress_resolve(p, D.base, D.dns, host, 300, on_res, r);
 	/* Never from inside the call. */
 	assert_int_equal(r->done, 0);
-	run_until(&r->done, 2000);
+	th_run_until(D.base, &r->done, 1, 2000);
 	assert_int_equal(r->done, 1);
 }
 
@@ -390,22 +371,21 @@ test_dns_timeout_and_cancel(void **state)
 	struct tg_egress *p = tg_egress_new(NULL, NULL);
 	struct tg_egress_lookup *l;
 	struct res r;
-	int64_t t0 = mono_ms();
-	int never = 0;
+	int64_t t0 = tg_clock_mono_ms();
 
 	resolve(p, "unknown.test", &r);
 	assert_non_null(strstr(r.why, "timed out"));
 	assert_int_equal(r.refused, 0);		/* DNS: may heal, retried */
-	assert_true(mono_ms() - t0 >= 250);
+	assert_true(tg_clock_mono_ms() - t0 >= 250);
 	memset(&r, 0, sizeof(r));
 	l = tg_egress_resolve(p, D.base, D.dns, "unknown.test", 300, on_res, &r);
 	tg_egress_lookup_cancel(l);
-	run_until(&never, 100);
+	th_run_for(D.base, 100);
 	assert_int_equal(r.done, 0);
 	/* A lookup answered from the hosts file, cancelled before delivery. */
 	l = tg_egress_resolve(p, D.base, D.dns, "pub.test", 300, on_res, &r);
 	tg_egress_lookup_cancel(l);
-	run_until(&never, 20);
+	th_run_for(D.base, 20);
 	assert_int_equal(r.done, 0);
 	tg_egress_free(p);
 }
