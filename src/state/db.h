@@ -90,6 +90,8 @@ union tg_db_cb {
 	tg_state_sweeps_cb sweeps;
 	tg_state_variants_cb variants;
 	tg_state_claim_cb claim;
+	tg_state_jobs_cb jobs;
+	tg_state_outbox_stats_cb outbox_stats;
 };
 
 /**

@@ -75,14 +75,7 @@ static const struct tg_db_stmt sql[] = {
 const struct tg_db_table tg_state_outbox_admin_stmts = { sql, TG_NELEM(sql) };
 
 struct op {
-	struct tg_db_q q;
-	struct tg_state *st;
-	tg_state_done_cb done;
-	tg_state_num_cb num;
-	tg_state_jobs_cb jobs;
-	tg_state_outbox_stats_cb stats;
-	void *arg;
-	char id[TG_WEBHOOK_ID_LEN];
+	struct tg_db_op d;
 	int get;		/* a get: no row is NOT_FOUND */
 };
 
@@ -90,16 +83,7 @@ static struct op *
 op_new(struct tg_state *st, int stmt, void (*answer)(struct tg_db_q *,
     const struct tg_db_rows *), const char *id, void *arg)
 {
-	struct op *o = tg_xcalloc(1, sizeof(*o));
-
-	tg_db_query_init(&o->q, &sql[stmt], answer);
-	o->st = st;
-	o->arg = arg;
-	if (id != NULL) {
-		snprintf(o->id, sizeof(o->id), "%s", id);
-		tg_db_text(&o->q, id);
-	}
-	return o;
+	return tg_db_op_new(sizeof(struct op), st, &sql[stmt], answer, id, arg);
 }
 
 /* ---- jobs ---- */
@@ -161,9 +145,9 @@ answer_jobs(struct tg_db_q *q, const struct tg_db_rows *r)
 		jobs = jobs_of(r, &n);
 	if (r != NULL && n == 0 && o->get) {
 		q->res.rc = TG_STATE_NOT_FOUND;
-		tg_err_set(&q->res.err, "no webhook job %s", o->id);
+		tg_err_set(&q->res.err, "no webhook job %s", o->d.id);
 	}
-	o->jobs(&q->res, jobs, n, o->arg);
+	o->d.cb.jobs(&q->res, jobs, n, o->d.arg);
 	tg_outbox_jobs_free(jobs, n);
 }
 
@@ -173,15 +157,15 @@ tg_state_outbox_list(struct tg_state *st, const struct tg_outbox_query *q,
 {
 	struct op *o = op_new(st, LIST, answer_jobs, NULL, arg);
 
-	o->jobs = cb;
-	tg_db_text(&o->q, q->state >= 0 && q->state < TG_OUTBOX_NSTATES ?
+	o->d.cb.jobs = cb;
+	tg_db_text(&o->d.q, q->state >= 0 && q->state < TG_OUTBOX_NSTATES ?
 	    tg_outbox_state_str(q->state) : NULL);
-	tg_db_int(&o->q, q->since_ms);
-	tg_db_text(&o->q, q->correlation_id);
-	tg_db_int(&o->q, (int64_t)(q->limit > 0 ? q->limit : LIST_LIMIT));
-	tg_db_int(&o->q, (int64_t)q->offset);
-	tg_db_int(&o->q, tg_clock_now_ms());
-	return tg_db_submit(st, &o->q);
+	tg_db_int(&o->d.q, q->since_ms);
+	tg_db_text(&o->d.q, q->correlation_id);
+	tg_db_int(&o->d.q, (int64_t)(q->limit > 0 ? q->limit : LIST_LIMIT));
+	tg_db_int(&o->d.q, (int64_t)q->offset);
+	tg_db_int(&o->d.q, tg_clock_now_ms());
+	return tg_db_submit(st, &o->d.q);
 }
 
 struct tg_state_op *
@@ -189,10 +173,10 @@ tg_state_outbox_get(struct tg_state *st, const char *id, tg_state_jobs_cb cb, vo
 {
 	struct op *o = op_new(st, GET, answer_jobs, id, arg);
 
-	o->jobs = cb;
+	o->d.cb.jobs = cb;
 	o->get = 1;
-	tg_db_int(&o->q, tg_clock_now_ms());
-	return tg_db_submit(st, &o->q);
+	tg_db_int(&o->d.q, tg_clock_now_ms());
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* Waiting jobs whose fetch's hold ran out (their instance died) held by
@@ -209,12 +193,12 @@ tg_state_outbox_adopt(struct tg_state *st, int64_t now_ms, size_t max, tg_state_
 		return NULL;
 	}
 	o = op_new(st, ADOPT, answer_jobs, NULL, arg);
-	o->jobs = cb;
-	tg_db_int(&o->q, now_ms);
-	tg_db_text(&o->q, st->instance);
-	tg_db_int(&o->q, now_ms + st->rules.lease_ms);
-	tg_db_int(&o->q, (int64_t)max);
-	return tg_db_submit(st, &o->q);
+	o->d.cb.jobs = cb;
+	tg_db_int(&o->d.q, now_ms);
+	tg_db_text(&o->d.q, st->instance);
+	tg_db_int(&o->d.q, now_ms + st->rules.lease_ms);
+	tg_db_int(&o->d.q, (int64_t)max);
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* ---- redelivery ---- */
@@ -230,15 +214,15 @@ answer_redeliver(struct tg_db_q *q, const struct tg_db_rows *r)
 
 	if (r != NULL && tg_db_nrows(r) == 0) {
 		q->res.rc = TG_STATE_NOT_FOUND;
-		tg_err_set(&q->res.err, "no webhook job %s", o->id);
+		tg_err_set(&q->res.err, "no webhook job %s", o->d.id);
 	} else if (r != NULL && tg_db_i64(r, 0, 3) == 0) {
 		st = tg_outbox_state_parse(tg_db_str(r, 0, 0));
 		why = tg_state_rules_refusal(st, tg_db_i64(r, 0, 2) != 0, tg_db_i64(r, 0, 1) != 0);
 		q->res.rc = TG_STATE_CONFLICT;
-		tg_err_set(&q->res.err, "webhook job %s is %s: %s", o->id,
+		tg_err_set(&q->res.err, "webhook job %s is %s: %s", o->d.id,
 		    tg_outbox_state_str(st), why != NULL ? why : "it changed meanwhile");
 	}
-	o->done(&q->res, o->arg);
+	o->d.cb.done(&q->res, o->d.arg);
 }
 
 struct tg_state_op *
@@ -247,9 +231,9 @@ tg_state_outbox_redeliver(struct tg_state *st, const char *id, int64_t now_ms,
 {
 	struct op *o = op_new(st, REDELIVER, answer_redeliver, id, arg);
 
-	o->done = cb;
-	tg_db_int(&o->q, now_ms);
-	return tg_db_submit(st, &o->q);
+	o->d.cb.done = cb;
+	tg_db_int(&o->d.q, now_ms);
+	return tg_db_submit(st, &o->d.q);
 }
 
 static void
@@ -257,7 +241,7 @@ answer_changes(struct tg_db_q *q, const struct tg_db_rows *r)
 {
 	struct op *o = (struct op *)q;
 
-	o->num(&q->res, r != NULL ? tg_db_changes(r) : 0, o->arg);
+	o->d.cb.num(&q->res, r != NULL ? tg_db_changes(r) : 0, o->d.arg);
 }
 
 struct tg_state_op *
@@ -266,10 +250,10 @@ tg_state_outbox_redeliver_since(struct tg_state *st, int64_t since_ms, int64_t n
 {
 	struct op *o = op_new(st, REDELIVER_SINCE, answer_changes, NULL, arg);
 
-	o->num = cb;
-	tg_db_int(&o->q, since_ms);
-	tg_db_int(&o->q, now_ms);
-	return tg_db_submit(st, &o->q);
+	o->d.cb.num = cb;
+	tg_db_int(&o->d.q, since_ms);
+	tg_db_int(&o->d.q, now_ms);
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* The jobs deleted: their payloads go too (files: the store's). */
@@ -277,12 +261,12 @@ static void
 answer_purge(struct tg_db_q *q, const struct tg_db_rows *r)
 {
 	struct op *o = (struct op *)q;
-	const struct tg_payload_store *ps = o->st->be->payloads;
+	const struct tg_payload_store *ps = o->d.st->be->payloads;
 	int i, n = r != NULL ? tg_db_nrows(r) : 0;
 
 	for (i = 0; i < n && ps->drop != NULL; i++)
-		ps->drop(o->st, tg_db_str(r, i, 0));
-	o->num(&q->res, n, o->arg);
+		ps->drop(o->d.st, tg_db_str(r, i, 0));
+	o->d.cb.num(&q->res, n, o->d.arg);
 }
 
 struct tg_state_op *
@@ -290,9 +274,9 @@ tg_state_outbox_purge(struct tg_state *st, int64_t before_ms, tg_state_num_cb cb
 {
 	struct op *o = op_new(st, PURGE, answer_purge, NULL, arg);
 
-	o->num = cb;
-	tg_db_int(&o->q, before_ms);
-	return tg_db_submit(st, &o->q);
+	o->d.cb.num = cb;
+	tg_db_int(&o->d.q, before_ms);
+	return tg_db_submit(st, &o->d.q);
 }
 
 /* ---- counters ---- */
@@ -302,7 +286,7 @@ static void
 answer_stats(struct tg_db_q *q, const struct tg_db_rows *r)
 {
 	struct op *o = (struct op *)q;
-	struct tg_outbox_stats st = o->st->ctr;
+	struct tg_outbox_stats st = o->d.st->ctr;
 	int i, s;
 
 	memset(st.depth, 0, sizeof(st.depth));
@@ -315,7 +299,7 @@ answer_stats(struct tg_db_q *q, const struct tg_db_rows *r)
 		else if ((s = tg_outbox_state_parse(tg_db_str(r, i, 0))) >= 0)
 			st.depth[s] = n;
 	}
-	o->stats(&q->res, r != NULL ? &st : NULL, o->arg);
+	o->d.cb.outbox_stats(&q->res, r != NULL ? &st : NULL, o->d.arg);
 }
 
 struct tg_state_op *
@@ -324,7 +308,7 @@ tg_state_outbox_stats(struct tg_state *st, int64_t now_ms, tg_state_outbox_stats
 {
 	struct op *o = op_new(st, STATS, answer_stats, NULL, arg);
 
-	o->stats = cb;
-	tg_db_int(&o->q, now_ms);
-	return tg_db_submit(st, &o->q);
+	o->d.cb.outbox_stats = cb;
+	tg_db_int(&o->d.q, now_ms);
+	return tg_db_submit(st, &o->d.q);
 }

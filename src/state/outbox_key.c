@@ -27,16 +27,10 @@ static const struct tg_db_stmt sql[] = {
 
 const struct tg_db_table tg_state_outbox_key_stmts = { sql, TG_NELEM(sql) };
 
-struct op {
-	struct tg_db_q q;
-	tg_state_blob_cb cb;
-	void *arg;
-};
-
 static void
 answer(struct tg_db_q *q, const struct tg_db_rows *r)
 {
-	struct op *o = (struct op *)q;
+	struct tg_db_op *o = (struct tg_db_op *)q;
 	const void *key = NULL;
 	size_t len = 0;
 
@@ -52,22 +46,19 @@ answer(struct tg_db_q *q, const struct tg_db_rows *r)
 		    TG_STATE_KEY_LEN);
 	}
 	if (q->res.rc != TG_STATE_OK)
-		o->cb(&q->res, NULL, 0, o->arg);
+		o->cb.blob(&q->res, NULL, 0, o->arg);
 	else
-		o->cb(&q->res, key, len, o->arg);
+		o->cb.blob(&q->res, key, len, o->arg);
 }
 
 struct tg_state_op *
 tg_state_outbox_key(struct tg_state *st, tg_state_blob_cb cb, void *arg)
 {
-	struct op *o = tg_xcalloc(1, sizeof(*o));
+	struct tg_db_op *o = tg_db_op_new(sizeof(*o), st, &sql[PUT], answer, KEY_NAME, arg);
 	unsigned char fresh[TG_STATE_KEY_LEN];
 
-	tg_db_query_init(&o->q, &sql[PUT], answer);
-	o->cb = cb;
-	o->arg = arg;
+	o->cb.blob = cb;
 	tg_id_random(fresh, sizeof(fresh));
-	tg_db_text(&o->q, KEY_NAME);
 	tg_db_bytes(&o->q, fresh, sizeof(fresh));
 	memset(fresh, 0, sizeof(fresh));
 	return tg_db_submit(st, &o->q);
