@@ -4,7 +4,7 @@
  * the case rules) so that all problems are known before anything is
  * submitted, and the side-by-side summaries of the variants' key figures
  * as JSON and CSV. Called by the gateway's sweep handlers; the durable
- * side of a sweep is sweep_store.c.
+ * side of a sweep is the state seam's (src/state/sweeps.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

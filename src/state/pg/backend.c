@@ -1,11 +1,10 @@
 /*
  * backend.c - the PostgreSQL state backend's handle: open and close.
  *
- * This backend keeps everything a fleet shares (issue 14): correlation
- * ownership, vendor token records, poll entries and the webhook outbox
- * (the domains written once over pg_db.c; payloads in chunk rows,
- * ../payload_rows.c), the run registry (pg_runs.c) and sweeps
- * (pg_sweeps.c).
+ * This backend keeps everything a fleet shares: correlation ownership,
+ * vendor token records, poll entries, the webhook outbox (payloads in
+ * chunk rows, ../payload_rows.c), the run registry and sweeps, each domain
+ * written once over its driver (pg_db.c).
  *
  * Open does not touch the network: it reads the URL and starts the pool,
  * whose connections are made on the loop (pg_conn.c), the first of them

@@ -2,8 +2,8 @@
  * pg.h - private contract between the files of the PostgreSQL state
  * backend: the backend's handle (a small pool of libpq connections driven
  * by libevent on the loop, a FIFO of operations waiting for a free
- * connection), the operation record every seam call fills, and the
- * prepared statements.
+ * connection), the operation record a domain's query becomes, and the
+ * domains' statements it prepares.
  *
  * Files: backend.c (open, close), pg_op.c (an operation's life: queued,
  * answered once, cancelled, or failed at its deadline), pg_conn.c
@@ -11,8 +11,7 @@
  * reconnect), pg_schema.c (the schema's migrations and the statements'
  * SQL), pg_err.c (errors without secrets), pg_db.c (the driver entries
  * under the domains written once), pg_wake.c (LISTEN/NOTIFY wake-ups,
- * health and the probe that keeps it true), pg_runs.c (the run
- * registry), pg_sweeps.c (sweeps), pg_vtable.c (the vtable).
+ * health and the probe that keeps it true), pg_vtable.c (the vtable).
  *
  * Threads: the loop's only. Nothing here blocks: open only parses the URL;
  * connecting, migrating and everything after run on the loop.

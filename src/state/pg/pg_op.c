@@ -1,7 +1,7 @@
 /*
  * pg_op.c - the life of one operation of the PostgreSQL backend (pg.h):
- * made by a seam call (pg_runs.c, pg_sweeps.c) or a domain query (pg_db.c), queued in the
- * backend's FIFO until pg_conn.c hands it to an idle connection, answered
+ * made by a domain's query (pg_db.c) or the probe's ping (pg_wake.c),
+ * queued in the backend's FIFO until pg_conn.c hands it to an idle connection, answered
  * exactly once (unless cancelled), then freed.
  *
  * Deadlines: every operation submitted gets one, state.timeout after it

@@ -1,7 +1,8 @@
 /*
- * pg_schema.c - the PostgreSQL backend's schema and SQL: the migrations
- * (version n brings the schema from n - 1 to n; tidegate_schema holds the
- * versions applied) and the statements every connection prepares.
+ * pg_schema.c - the PostgreSQL backend's schema: the migrations (version
+ * n brings the schema from n - 1 to n; tidegate_schema holds the versions
+ * applied), and the text of the i-th domain statement every connection
+ * prepares (the domains hold their SQL).
  *
  * Migrations run once per open, on the first connection made (pg_conn.c,
  * on the loop: two simple queries, the version read and the rest),
@@ -25,8 +26,8 @@
  * them before the commit names the writer's token in the job (in the same
  * statement that makes it ready and drops any other writer's rows).
  *
- * Version 3 (v_runs) holds the run registry and sweeps (as sqlite/registry.c
- * and sweep_store.c keep them; times in ms since the epoch as bigint,
+ * Version 3 (v_runs) holds the run registry and sweeps (the tables of
+ * SQLite's runs file, sqlite/runs_schema.c; times in ms since the epoch as bigint,
  * flags boolean, cases and archives bytea) and two functions for what must
  * lock before it counts: a claim (the sweep's row, so that no two
  * instances exceed its concurrency) and an archive (one advisory lock, so
@@ -138,7 +139,7 @@ static const char *const v_runs[] = {
 	" PRIMARY KEY (sweep_id, position), UNIQUE (sweep_id, name))",
 	/* Each statement of a function sees what committed before it began:
 	 * the count follows the lock. NULL name: nothing may be claimed now;
-	 * no row: no such sweep. claimed_by: the instance (pg_sweeps.c). */
+	 * no row: no such sweep. claimed_by: the instance (../sweeps.c). */
 	"CREATE FUNCTION tidegate_sweep_claim(p_id text, p_by text)"
 	" RETURNS TABLE (c_name text, c_body bytea, c_sha text, c_key text)"
 	" LANGUAGE plpgsql AS $$"

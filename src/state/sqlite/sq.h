@@ -1,11 +1,10 @@
 /*
  * sq.h - private contract between the files of the SQLite state backend:
  * the backend's handle (two connections per store: one read on the loop,
- * one write on the writer thread), the operation record every seam call
- * fills, and the machinery that answers it (backend.c). The per-domain
- * files (sq_runs.c, sq_sweeps.c) and the driver under the domains written
- * once (sq_db.c, sq_conn.c; the payload files, sq_files.c) build
- * operations on it.
+ * one write on the writer thread), the operation record a domain's query
+ * or a payload file's work becomes, and the machinery that answers it
+ * (sq_op.c). The driver under the domains written once (sq_db.c,
+ * sq_conn.c) and the payload files (sq_files.c) build operations on it.
  *
  * Threads: a read operation runs and answers on the loop before its call
  * returns, on the read connections. A write operation is queued on the

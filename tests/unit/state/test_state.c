@@ -692,6 +692,7 @@ test_payload_quota(void **state)
 	usage_is("k2", 70, 60);
 	tg_state_payload_abort(pb);
 	add_job(NULL, b);				/* set: never refused */
+	memset(why, 'x', 200);				/* 200 bytes, every one written */
 	expect_later(tg_state_payload_set(F.st, b, why, 200, T0, on_done, &w), &w);
 	assert_int_equal(w.res.rc, TG_STATE_OK);
 	wait_clear(&w);
