@@ -1,8 +1,9 @@
 /*
  * sq_op.c - the life of one operation of the SQLite backend (sq.h): made
- * by an sq_*.c operation or a driver query (sq_db.c), run now on the loop's connection for a read or
- * queued on the writer thread for a write (src/core/worker.c), answered
- * once on the loop unless cancelled, then freed.
+ * by a driver query (sq_db.c) or a payload file's work (sq_files.c), run
+ * now on the loop's connection for a read or queued on the writer thread
+ * for a write (src/core/worker.c), answered once on the loop unless
+ * cancelled, then freed.
  */
 #include <stdlib.h>
 #include <string.h>
