@@ -27,12 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 
 #include "pg.h"
-#include "../run_rules.h"
 
 
 /* libpq's parameters: defaults first, then the URL (dbname, expanded),
@@ -90,21 +88,6 @@ pg_free(struct pg *pg)
 	free(pg);
 }
 
-/* The run registry's limits (its path is SQLite's only). */
-static void
-runs_opts(struct pg *pg, const struct tg_runs_opts *o)
-{
-	struct tg_state_runs_limits l;
-
-	tg_state_runs_limits(o, &l);
-	pg->runs = 1;
-	pg->retention_ms = l.retention_ms;
-	pg->grace_ms = l.grace_ms;
-	pg->archive_keep_ms = l.archive_keep_ms;
-	pg->archive_max_run = l.archive_max_run;
-	pg->archive_max_total = l.archive_max_total;
-}
-
 void *
 tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts,
     const struct tg_db_list *stmts, struct tg_err *err)
@@ -124,8 +107,7 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts,
 	pg->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TG_STATE_TIMEOUT_MS;
 	pg->owners = opts->owners != NULL;
 	pg->outbox = opts->outbox != NULL;
-	if (opts->runs != NULL)
-		runs_opts(pg, opts->runs);
+	pg->runs = opts->runs != NULL;
 	tg_state_pg_pool_start(pg);
 	return pg;
 }

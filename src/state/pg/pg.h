@@ -98,9 +98,7 @@ struct pg {
 	struct event *probe_ev;
 	int owners;				/* ownership configured */
 	int outbox;				/* the webhook outbox configured */
-	int runs;				/* run registry and sweeps configured: */
-	int64_t retention_ms, grace_ms, archive_keep_ms;
-	int64_t archive_max_run, archive_max_total;
+	int runs;				/* run registry and sweeps configured */
 	int closing;
 	/* wake-ups and health (pg_wake.c) */
 	void (*wake)(void *ctx, const char *topic, const char *what);
