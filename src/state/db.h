@@ -92,6 +92,7 @@ union tg_db_cb {
 	tg_state_claim_cb claim;
 	tg_state_jobs_cb jobs;
 	tg_state_outbox_stats_cb outbox_stats;
+	tg_state_payload_cb payload;
 };
 
 /**

@@ -83,18 +83,10 @@ id_valid(const char *id)
 
 /* ---- open ---- */
 
-struct open_op {
-	struct tg_db_q q;
-	struct tg_state *st;
-	tg_state_payload_cb cb;
-	void *arg;
-	char id[TG_WEBHOOK_ID_LEN];
-};
-
 static void
 answer_open(struct tg_db_q *q, const struct tg_db_rows *r)
 {
-	struct open_op *o = (struct open_op *)q;
+	struct tg_db_op *o = (struct tg_db_op *)q;
 	const char *st;
 
 	if (r != NULL && tg_db_nrows(r) == 0) {
@@ -106,25 +98,21 @@ answer_open(struct tg_db_q *q, const struct tg_db_rows *r)
 		    st);
 	}
 	if (r == NULL || q->res.rc != TG_STATE_OK) {
-		o->cb(&q->res, NULL, o->arg);
+		o->cb.payload(&q->res, NULL, o->arg);
 		return;
 	}
-	o->st->be->payloads->open(o->st, o->id, tg_db_str(r, 0, 1), o->cb, o->arg);
+	o->st->be->payloads->open(o->st, o->id, tg_db_str(r, 0, 1), o->cb.payload, o->arg);
 }
 
 struct tg_state_op *
 tg_state_payload_open(struct tg_state *st, const char *id, tg_state_payload_cb cb, void *arg)
 {
-	struct open_op *o = tg_xcalloc(1, sizeof(*o));
+	struct tg_db_op *o = tg_db_op_new(sizeof(*o), st, &sql[STATE], answer_open,
+	    id_valid(id) ? id : NULL, arg);
 
-	tg_db_query_init(&o->q, &sql[STATE], answer_open);
-	o->st = st;
-	o->cb = cb;
-	o->arg = arg;
-	if (!id_valid(id))
+	o->cb.payload = cb;
+	if (o->id == NULL)
 		return tg_db_fail(&o->q, TG_STATE_NOT_FOUND, "no webhook job (malformed id)");
-	snprintf(o->id, sizeof(o->id), "%s", id);
-	tg_db_text(&o->q, id);
 	return tg_db_submit(st, &o->q);
 }
 
@@ -185,19 +173,12 @@ tg_state_payload_commit(struct tg_state_payload *w, int64_t now_ms, tg_state_don
 
 /* ---- a payload in memory ---- */
 
-struct set_op {
-	struct tg_db_q q;
-	tg_state_done_cb cb;
-	void *arg;
-	char id[TG_WEBHOOK_ID_LEN];
-};
-
 /* One row (state, changed): NOT_FOUND without it, CONFLICT when the job
  * was not waiting. */
 static void
 answer_set(struct tg_db_q *q, const struct tg_db_rows *r)
 {
-	struct set_op *o = (struct set_op *)q;
+	struct tg_db_op *o = (struct tg_db_op *)q;
 
 	if (r != NULL && tg_db_nrows(r) == 0) {
 		q->res.rc = TG_STATE_NOT_FOUND;
@@ -207,24 +188,21 @@ answer_set(struct tg_db_q *q, const struct tg_db_rows *r)
 		tg_err_set(&q->res.err, "webhook job %s is %s, not waiting for a payload", o->id,
 		    tg_db_str(r, 0, 0));
 	}
-	o->cb(&q->res, o->arg);
+	o->cb.done(&q->res, o->arg);
 }
 
 struct tg_state_op *
 tg_state_payload_set(struct tg_state *st, const char *id, const void *data, size_t len,
     int64_t now_ms, tg_state_done_cb cb, void *arg)
 {
-	struct set_op *o = tg_xcalloc(1, sizeof(*o));
+	struct tg_db_op *o = tg_db_op_new(sizeof(*o), st, &sql[SET], answer_set,
+	    id_valid(id) ? id : NULL, arg);
 	char token[33];
 
-	tg_db_query_init(&o->q, &sql[SET], answer_set);
-	o->cb = cb;
-	o->arg = arg;
-	if (!id_valid(id))
+	o->cb.done = cb;
+	if (o->id == NULL)
 		return tg_db_fail(&o->q, TG_STATE_NOT_FOUND, "no webhook job (malformed id)");
-	snprintf(o->id, sizeof(o->id), "%s", id);
 	tg_id_hex(token, 16);
-	tg_db_text(&o->q, id);
 	tg_db_text(&o->q, token);
 	tg_db_bytes(&o->q, data, len);
 	tg_db_int(&o->q, now_ms);
