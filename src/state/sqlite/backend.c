@@ -40,29 +40,22 @@ outbox_open(struct sq *sq, const struct tg_outbox_opts *o, struct tg_err *err)
 		tg_err_set(err, "outbox: no database path");
 		return -1;
 	}
-	if (tg_state_sq_conn_open(&sq->ob_w, o->path, &tg_state_sq_outbox_schema,
-	    o->sync_normal, err) != 0 ||
-	    tg_state_sq_conn_open(&sq->ob_r, o->path, &tg_state_sq_outbox_schema,
+	if (tg_state_sq_store_open(&sq->ob_w, &sq->ob_r, o->path, &tg_state_sq_outbox_schema,
 	    o->sync_normal, err) != 0)
 		return -1;
 	return tg_state_sq_files_open(sq, o, err);
 }
 
-/* The write connection first: it creates and migrates; the read one then
- * finds the schema in place. */
 static int
 stores_open(struct sq *sq, const struct tg_state_opts *opts, struct tg_err *err)
 {
 	if (opts->outbox != NULL && outbox_open(sq, opts->outbox, err) != 0)
 		return -1;
-	if (opts->runs != NULL && (tg_state_sq_conn_open(&sq->runs_w, opts->runs->path,
-	    &tg_state_sq_runs_schema, opts->runs->sync_normal, err) != 0 ||
-	    tg_state_sq_conn_open(&sq->runs_r, opts->runs->path, &tg_state_sq_runs_schema,
-	    opts->runs->sync_normal, err) != 0))
+	if (opts->runs != NULL && tg_state_sq_store_open(&sq->runs_w, &sq->runs_r,
+	    opts->runs->path, &tg_state_sq_runs_schema, opts->runs->sync_normal, err) != 0)
 		return -1;
-	if (opts->owners != NULL && (tg_state_sq_conn_open(&sq->own_w, opts->owners->path,
-	    &tg_state_sq_owners_schema, 1, err) != 0 || tg_state_sq_conn_open(&sq->own_r,
-	    opts->owners->path, &tg_state_sq_owners_schema, 1, err) != 0))
+	if (opts->owners != NULL && tg_state_sq_store_open(&sq->own_w, &sq->own_r,
+	    opts->owners->path, &tg_state_sq_owners_schema, 1, err) != 0)
 		return -1;
 	return 0;
 }

@@ -99,11 +99,12 @@ struct sq_op {
 	void *p;			/* its result: rows (cleanup frees) */
 };
 
-/** Open c (the caller's; tg_state_sq_conn_close) on path (borrowed),
- * migrated to sc (static), synchronous=NORMAL (else FULL) when asked; 0,
- * or -1 with err. */
-int tg_state_sq_conn_open(struct sq_conn *c, const char *path, const struct sq_schema *sc,
-    int sync_normal, struct tg_err *err);
+/** Open a store's write connection w and read connection r (the
+ * caller's; tg_state_sq_conn_close) on path (borrowed): the writer first,
+ * migrating it to sc (static) and doing its work at open, then the reader;
+ * synchronous=NORMAL (else FULL) when asked. 0, or -1 with err. */
+int tg_state_sq_store_open(struct sq_conn *w, struct sq_conn *r, const char *path,
+    const struct sq_schema *sc, int sync_normal, struct tg_err *err);
 /** Close c (borrowed); a closed one is fine. */
 void tg_state_sq_conn_close(struct sq_conn *c);
 /** Run q (borrowed) on c (borrowed): its rows (the caller's:

@@ -101,9 +101,11 @@ fail:
 	return -1;
 }
 
-int
-tg_state_sq_conn_open(struct sq_conn *c, const char *path, const struct sq_schema *sc,
-    int sync_normal, struct tg_err *err)
+/* Open c on path; the writer migrates (and does the store's work at
+ * open), the reader finds the schema in place. */
+static int
+conn_open(struct sq_conn *c, const char *path, const struct sq_schema *sc, int sync_normal,
+    int writer, struct tg_err *err)
 {
 	memset(c, 0, sizeof(*c));
 	if (path == NULL || *path == '\0') {
@@ -126,12 +128,21 @@ tg_state_sq_conn_open(struct sq_conn *c, const char *path, const struct sq_schem
 	if (exec1(c->db, "PRAGMA journal_mode = WAL", err) != 0 ||
 	    exec1(c->db, sync_normal ? "PRAGMA synchronous = NORMAL" :
 	    "PRAGMA synchronous = FULL", err) != 0 ||
-	    exec1(c->db, "PRAGMA foreign_keys = ON", err) != 0 || migrate(c->db, sc, err) != 0) {
+	    exec1(c->db, "PRAGMA foreign_keys = ON", err) != 0 ||
+	    (writer && migrate(c->db, sc, err) != 0)) {
 		tg_state_sq_conn_close(c);
 		return -1;
 	}
 	c->prep = tg_map_new(prep_free);
 	return 0;
+}
+
+int
+tg_state_sq_store_open(struct sq_conn *w, struct sq_conn *r, const char *path,
+    const struct sq_schema *sc, int sync_normal, struct tg_err *err)
+{
+	return conn_open(w, path, sc, sync_normal, 1, err) != 0 ||
+	    conn_open(r, path, sc, sync_normal, 0, err) != 0 ? -1 : 0;
 }
 
 void
