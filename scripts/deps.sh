@@ -1,15 +1,20 @@
 # scripts/deps.sh - sourced by scripts/run, scripts/test and bench/run:
 # installs the Debian packages the project needs when they are missing.
 # Only as root (CI and the project's machines); otherwise it says what is missing.
+# TG_PACKAGES is what building and the quick start need (scripts/run: the
+# gateway with its embedded emulator on SQLite); TG_TEST_PACKAGES is what the
+# tests add (scripts/test, bench/run): the libraries of the optional
+# features, the peers the tests run (nginx, HAProxy, PostgreSQL, Node.js for
+# the npm tools) and promtool.
 # prometheus is there for promtool (`promtool check metrics` in the tests); its
 # server, enabled by the package, is stopped and disabled at once: it listens
 # on :9090, the admin listener's default port.
 # tg_install_npm (scripts/test) installs the npm packages the integration
 # tests use into $TG_NPM_DIR (default build-npm/ in the repository).
 TG_PACKAGES="build-essential pkg-config meson ninja-build libevent-dev libyajl-dev libssl-dev
-libyaml-dev libsqlite3-dev libcmocka-dev libmimalloc-dev python3-pytest python3-requests curl
-openssl nginx-light haproxy nodejs postgresql-15 postgresql-common libpq-dev
-libsystemd-dev scdoc systemd man-db prometheus"
+libyaml-dev libsqlite3-dev libmimalloc-dev scdoc curl"
+TG_TEST_PACKAGES="libcmocka-dev python3-pytest python3-requests openssl nginx-light haproxy
+nodejs postgresql-15 postgresql-common libpq-dev libsystemd-dev systemd man-db prometheus"
 
 tg_install_deps() {
 	local missing="" p
