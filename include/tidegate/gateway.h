@@ -114,6 +114,11 @@ struct gw {
 	int draining;
 	int drain_cut;			/* drain_timeout passed: what was left was cut */
 	struct event *sig[3], *drain_timer;
+	/* SIGTERM with drain_delay: /readyz says draining while the listeners
+	 * still serve, until delay_end_ms (monotonic), then the drain */
+	int stopping;
+	int64_t delay_end_ms;
+	struct event *delay_timer;
 	struct gw_runtime *dying;	/* released, freed from reap_ev */
 	struct event *reap_ev;
 	struct event *start_ev;		/* the features' start, on the loop's first turn */

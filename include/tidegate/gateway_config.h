@@ -92,6 +92,7 @@ struct gw_config {
 	int64_t max_body;
 	int64_t admin_max_body;	/* a body on the admin listener */
 	int64_t drain_timeout;
+	int64_t drain_delay;	/* SIGTERM: /readyz 503 this long before the drain */
 	int64_t client_header_timeout, client_body_timeout, keepalive_timeout;
 	int64_t client_body_min_rate, client_body_rate_grace;	/* bytes/s (0: none), ms */
 	long long max_clients, max_clients_per_ip;

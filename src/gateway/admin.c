@@ -289,8 +289,10 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	gw_scrape(gw, req, b);	/* takes b; replies once every feature's part is in */
 }
 
-/* Draining (SIGTERM until exit) is its own answer: 503 with "status":
- * "draining", whatever the tokens say, so a balancer stops sending here. */
+/* Draining (SIGTERM until exit, drain_delay included) is its own answer:
+ * 503 with "status": "draining", whatever the tokens say, so a balancer
+ * stops sending here; listeners_stop_in_ms says how long the dex and sim
+ * listeners still accept (0 once they stopped). */
 /* One meaning: the instance can serve (it is not draining). What the
  * vendor does is beside it: each service's token ("services") and whole
  * state ("vendor": up, logging in, login failing, unreachable, no
@@ -299,7 +301,8 @@ static void
 readyz(struct gw *gw, struct evhttp_request *req)
 {
 	yajl_gen g = tg_json_gen_new();
-	int ready = !gw->draining, i, ok;
+	int ready = !gw->draining && !gw->stopping, i, ok;
+	int64_t left = gw->draining ? 0 : gw->delay_end_ms - tg_clock_mono_ms();
 	const char *state;
 
 	yajl_gen_map_open(g);
@@ -321,8 +324,11 @@ readyz(struct gw *gw, struct evhttp_request *req)
 	if (!gw_admin_state_ready(gw, g))
 		tg_json_kv_bool(g, "degraded", 0);
 	tg_json_kv_bool(g, "ready", ready);
-	tg_json_kv_bool(g, "draining", gw->draining);
-	tg_json_kv_str(g, "status", gw->draining ? "draining" : "ready");
+	tg_json_kv_bool(g, "draining", !ready);
+	tg_json_kv_str(g, "status", ready ? "ready" : "draining");
+	if (!ready) {	/* drain_delay: the listeners still serve this long */
+		tg_json_kv_int(g, "listeners_stop_in_ms", left > 0 ? left : 0);
+	}
 	yajl_gen_map_close(g);
 	reply_json(req, ready ? 200 : 503, g);
 	yajl_gen_free(g);

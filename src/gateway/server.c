@@ -21,6 +21,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/errors.h"
 #include "tidegate/http.h"
 #include "tidegate/log.h"
@@ -257,6 +258,46 @@ drain(struct gw *gw)
 	evtimer_add(gw->drain_timer, &tv);
 }
 
+static void
+on_delay_over(evutil_socket_t fd, short what, void *arg)
+{
+	drain(arg);
+}
+
+/*
+ * SIGTERM: with drain_delay, /readyz answers 503 (admin.c) while the
+ * listeners keep accepting and serving, so a balancer probing it takes
+ * this instance out before the listeners close; then the drain. SIGINT
+ * (a terminal's ^C) and a second SIGTERM during the delay start the drain
+ * at once: an impatient operator is not made to wait, and requests in
+ * flight are still drained. The service manager hears STOPPING=1 once.
+ */
+static void
+stop(struct gw *gw, int sig)
+{
+	int64_t delay = gw->rt->cfg.drain_delay;
+	struct timeval tv = { (time_t)(delay / 1000), (suseconds_t)(delay % 1000 * 1000) };
+
+	if (gw->draining)
+		return;
+	if (!gw->stopping)
+		tg_notify_stopping();
+	if (gw->stopping || sig == SIGINT || delay == 0) {
+		if (gw->stopping)
+			tg_log(TG_LOG_INFO, "drain_delay_cut", TG_LS("signal",
+			    sig == SIGINT ? "SIGINT" : "SIGTERM"));
+		gw->stopping = 1;
+		drain(gw);
+		return;
+	}
+	gw->stopping = 1;
+	gw->delay_end_ms = tg_clock_mono_ms() + delay;
+	gw->delay_timer = evtimer_new(gw->base, on_delay_over, gw);
+	evtimer_add(gw->delay_timer, &tv);
+	tg_log(TG_LOG_INFO, "drain_delay", TG_LI("ms", delay),
+	    TG_LS("reason", "/readyz answers 503; the listeners serve until the delay ends"));
+}
+
 /* The service manager hears of both (notify.h: nothing without systemd). */
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
@@ -266,8 +307,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		reload(arg);
 		tg_notify_ready();
 	} else {
-		tg_notify_stopping();
-		drain(arg);
+		stop(arg, (int)sig);
 	}
 }
 
@@ -338,6 +378,8 @@ gw_free(struct gw *gw)
 			event_free(gw->sig[i]);
 	if (gw->drain_timer != NULL)
 		event_free(gw->drain_timer);
+	if (gw->delay_timer != NULL)
+		event_free(gw->delay_timer);
 	for (i = 0; i < GW_NLISTENERS; i++)
 		if (gw->http[i] != NULL)
 			evhttp_free(gw->http[i]);
