@@ -119,6 +119,10 @@ struct gw {
 	int stopping;
 	int64_t delay_end_ms;
 	struct event *delay_timer;
+	/* the last SIGHUP's outcome (the start counts as one, as Prometheus
+	 * does): 1 loaded, 0 refused; when a configuration last loaded (Unix ms) */
+	int reload_ok;
+	int64_t reload_ok_at_ms;
 	struct gw_runtime *dying;	/* released, freed from reap_ev */
 	struct event *reap_ev;
 	struct event *start_ev;		/* the features' start, on the loop's first turn */

@@ -274,6 +274,21 @@ render_owners(struct gw *gw, struct evbuffer *out)
 	}
 }
 
+/* Prometheus's own names for a reload's outcome, so its alert rules
+ * (ConfigReloadFailed) read the gateway too. */
+static void
+render_reload(struct gw *gw, struct evbuffer *out)
+{
+	family(out, "tidegate_config_last_reload_successful", "gauge",
+	    "Whether the last configuration reload (SIGHUP) succeeded (the start counts as one).");
+	evbuffer_add_printf(out, "tidegate_config_last_reload_successful %d\n", gw->reload_ok);
+	family(out, "tidegate_config_last_reload_success_timestamp_seconds", "gauge",
+	    "Unix time of the last configuration loaded (the start, or a successful reload).");
+	evbuffer_add_printf(out, "tidegate_config_last_reload_success_timestamp_seconds "
+	    "%lld.%03lld\n", (long long)(gw->reload_ok_at_ms / 1000),
+	    (long long)(gw->reload_ok_at_ms % 1000));
+}
+
 static void
 metrics(struct gw *gw, struct evhttp_request *req)
 {
@@ -281,6 +296,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 
 	tg_metrics_render(gw->metrics, b);
 	tg_metrics_process_render(b);
+	render_reload(gw, b);
 	render_gauges(gw, b);
 	render_clients(gw, b);
 	render_owners(gw, b);

@@ -122,8 +122,8 @@ load_for_reload(const char *path, struct gw_config *cfg)
 	return all;
 }
 
-static void
-reload(struct gw *gw)
+static int
+reload_apply(struct gw *gw)
 {
 	struct gw_runtime *rt, *old;
 	struct gw_config cfg;
@@ -136,7 +136,7 @@ reload(struct gw *gw)
 		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", why));
 		free(why);
 		gw_config_free(&cfg);
-		return;
+		return -1;
 	}
 	if (!same_listeners(&cfg, &gw->rt->cfg) || (cfg.nkeys == 0 && gw->rt->cfg.nkeys > 0))
 		tg_log(TG_LOG_WARN, "reload_listeners_kept",
@@ -146,12 +146,12 @@ reload(struct gw *gw)
 	if (refused != NULL) {
 		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", refused));
 		gw_config_free(&cfg);
-		return;
+		return -1;
 	}
 	if ((rt = gw_runtime_new(gw, &cfg, &err)) == NULL) {
 		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", err.msg));
 		gw_config_free(&cfg);
-		return;
+		return -1;
 	}
 	old = gw->rt;
 	gw->rt = rt;
@@ -164,6 +164,17 @@ reload(struct gw *gw)
 	gw_runtime_unref(old);
 	tg_log_set_level((enum tg_log_level)tg_log_level_parse(rt->cfg.log_level));
 	tg_log(TG_LOG_INFO, "reloaded", TG_LS("config", gw->config_path));
+	return 0;
+}
+
+/* SIGHUP: the new configuration, or the old one kept; the outcome goes to
+ * tidegate_config_last_reload_successful (admin.c). */
+static void
+reload(struct gw *gw)
+{
+	gw->reload_ok = reload_apply(gw) == 0;
+	if (gw->reload_ok)
+		gw->reload_ok_at_ms = tg_clock_now_ms();
 }
 
 static void
@@ -324,6 +335,8 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	TAILQ_INIT(&gw->reqs);
 	TAILQ_INIT(&gw->admin_reqs);
 	gw->config_path = tg_xstrdup(config_path);
+	gw->reload_ok = 1;	/* the start loaded it */
+	gw->reload_ok_at_ms = tg_clock_now_ms();
 	gw->metrics = tg_metrics_new();
 	gw_metrics_declare(gw->metrics);
 	gw->reap_ev = event_new(base, -1, 0, gw_runtime_on_reap, gw);

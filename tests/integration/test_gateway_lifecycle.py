@@ -11,6 +11,18 @@ import pytest
 import requests
 
 from test_gateway_drain import in_thread
+from test_gateway_metrics import promtool_check
+
+
+def wait_event(gw, event, n=1, timeout=5.0):
+    """Until the log holds n lines of event; they are returned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = [e for e in gw.log_lines() if e.get("event") == event]
+        if len(got) >= n:
+            return got
+        assert time.monotonic() < deadline, f"no {event}:\n" + gw.read_log()
+        time.sleep(0.02)
 
 
 def readyz(gw):
@@ -101,3 +113,39 @@ def test_sigint_skips_the_delay(emulator, make_gateway):
     assert gw.proc.wait(timeout=5) == 0
     assert time.monotonic() - t0 < 1.0
     assert not any(e.get("event") == "drain_delay" for e in gw.log_lines())
+
+
+RELOAD_OK = "tidegate_config_last_reload_successful"
+RELOAD_AT = "tidegate_config_last_reload_success_timestamp_seconds"
+
+
+def test_reload_metrics_follow_each_sighup(emulator, make_gateway):
+    before = time.time()
+    gw = make_gateway(emulator)
+    text = gw.metrics()
+    promtool_check(text)
+    assert f"# TYPE {RELOAD_OK} gauge\n" in text and f"# TYPE {RELOAD_AT} gauge\n" in text
+    assert f"# HELP {RELOAD_OK} " in text and f"# HELP {RELOAD_AT} " in text
+    assert gw.metric(RELOAD_OK) == 1
+    started = gw.metric(RELOAD_AT)
+    assert before - 1 <= started <= time.time(), (before, started)
+    # a refused file: 0, the timestamp of the last one loaded kept
+    good = open(gw.config_path).read()
+    with open(gw.config_path, "a") as f:
+        f.write("bogus: 1\n")
+    time.sleep(0.05)
+    gw.send_signal(signal.SIGHUP)
+    wait_event(gw, "reload_failed")
+    assert gw.metric(RELOAD_OK) == 0
+    assert gw.metric(RELOAD_AT) == started
+    promtool_check(gw.metrics())
+    # the file mended: 1 and a new timestamp
+    with open(gw.config_path, "w") as f:
+        f.write(good)
+    time.sleep(0.05)
+    sent = time.time()
+    gw.send_signal(signal.SIGHUP)
+    wait_event(gw, "reloaded")
+    assert gw.metric(RELOAD_OK) == 1
+    at = gw.metric(RELOAD_AT)
+    assert sent - 0.01 <= at <= time.time() and at > started, (sent, at, started)
