@@ -87,6 +87,7 @@ struct gw_config {
 	char *listen_dex, *listen_sim, *listen_admin;
 	char *log_level;
 	char *user;		/* the account to become when started as root */
+	char *pid_file;		/* NULL: none (a service manager knows the pid) */
 	int access_log;
 	int access_log_probes;	/* the admin's /healthz, /readyz, /metrics logged too */
 	int64_t max_body;

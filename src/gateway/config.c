@@ -74,6 +74,11 @@ const struct tg_cfg_key gw_config_keys[] = {
 	  "started as root: the account to run as once the listeners are bound (root "
 	  "refuses to start without it; \"root\" keeps root, with a warning); "
 	  "ignored otherwise"),
+	K("pid_file", TG_CFG_PATH, pid_file, NULL,
+	  "file the process id is written to once the listeners are bound (removed at exit), "
+	  "for tidegate -s reload|stop; a live tidegate already named in it refuses the "
+	  "start; relative: to this file's directory; unset: none (systemd and containers "
+	  "know the pid)"),
 	K("access_log", TG_CFG_BOOL, access_log, "true", "one JSON line per request"),
 	K("access_log_probes", TG_CFG_BOOL, access_log_probes, "true",
 	  "log the admin listener's /healthz, /readyz and /metrics requests too (false: "

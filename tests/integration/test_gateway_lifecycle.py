@@ -4,12 +4,16 @@ and serve, then the drain; SIGHUP's outcome in
 tidegate_config_last_reload_successful and its timestamp; a changed listen
 address rebound on SIGHUP; the pid file and `tidegate -s`; the version line
 first in the log; `-T`, the effective configuration with secrets redacted."""
+import json
+import os
 import signal
+import subprocess
 import time
 
 import pytest
 import requests
 
+from conftest import BUILD
 from test_gateway_drain import in_thread
 from test_gateway_metrics import promtool_check
 
@@ -149,3 +153,84 @@ def test_reload_metrics_follow_each_sighup(emulator, make_gateway):
     assert gw.metric(RELOAD_OK) == 1
     at = gw.metric(RELOAD_AT)
     assert sent - 0.01 <= at <= time.time() and at > started, (sent, at, started)
+
+
+def tidegate(*args):
+    return subprocess.run([os.path.join(BUILD, "tidegate"), *args], capture_output=True,
+                          text=True, timeout=20)
+
+
+def test_version_line_first_in_the_log(emulator, make_gateway):
+    gw = make_gateway(emulator, {"log_level": "warn"})
+    first = json.loads(gw.read_log().splitlines()[0])
+    v = tidegate("--version").stdout.splitlines()
+    assert first["event"] == "starting" and first["level"] == "info", first
+    assert v[0].startswith(f"tidegate {first['version']}")
+    assert v[1] == "features: " + first["features"]
+    assert first["config"] == gw.config_path and first["pid"] == gw.proc.pid
+    # log_level: warn holds back the rest of the info lines
+    assert not any(e.get("event") == "listening" for e in gw.log_lines())
+
+
+def test_pid_file_and_signal_commands(emulator, make_gateway):
+    gw = make_gateway(emulator, {"pid_file": "tidegate.pid"})    # beside the file
+    pid_file = os.path.join(gw.tmp, "tidegate.pid")
+    assert open(pid_file).read() == f"{gw.proc.pid}\n"
+    assert os.stat(pid_file).st_mode & 0o777 == 0o644
+    assert not [f for f in os.listdir(gw.tmp) if f.endswith(".tmp")]
+    # a second instance of the configuration is refused while this one lives
+    second = tidegate("-c", gw.config_path)
+    assert second.returncode == 1
+    assert f"process {gw.proc.pid}, a running tidegate, holds it" in second.stderr
+    assert pid_file in second.stderr
+    assert open(pid_file).read() == f"{gw.proc.pid}\n"
+    r = tidegate("-s", "reload", "-c", gw.config_path)
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r
+    wait_event(gw, "reloaded")
+    # a file a reload would refuse: reported, nothing sent
+    good = open(gw.config_path).read()
+    with open(gw.config_path, "a") as f:
+        f.write("bogus: 1\n")
+    r = tidegate("-s", "reload", "-c", gw.config_path)
+    assert r.returncode == 1 and "bogus" in r.stderr and "reload not sent" in r.stderr, r
+    time.sleep(0.2)
+    assert len(wait_event(gw, "reloaded")) == 1 and not any(
+        e.get("event") == "reload_failed" for e in gw.log_lines())
+    with open(gw.config_path, "w") as f:
+        f.write(good)
+    r = tidegate("-s", "stop", "-c", gw.config_path)
+    assert r.returncode == 0, r
+    assert gw.proc.wait(timeout=10) == 0
+    assert not os.path.exists(pid_file)
+    # the process gone: the file missing, then stale
+    r = tidegate("-s", "stop", "-c", gw.config_path)
+    assert r.returncode == 1 and f"pid_file {pid_file}: no such file" in r.stderr, r
+    with open(pid_file, "w") as f:
+        f.write(f"{gw.proc.pid}\n")
+    r = tidegate("-s", "reload", "-c", gw.config_path)
+    assert r.returncode == 1, r
+    assert f"pid_file {pid_file}: process {gw.proc.pid} is not running" in r.stderr
+
+
+def test_stale_pid_file_is_taken_over(emulator, make_gateway, tmp_path):
+    """A file naming a process gone, or one that is not a tidegate (a pid
+    reused since), does not stop the start; -s refuses to signal the other."""
+    pid_file = str(tmp_path / "tidegate.pid")
+    with open(pid_file, "w") as f:
+        f.write(f"{os.getpid()}\n")               # this test: alive, not a tidegate
+    gw = make_gateway(emulator, {"pid_file": pid_file})
+    assert open(pid_file).read() == f"{gw.proc.pid}\n"
+    with open(pid_file, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    r = tidegate("-s", "stop", "-c", gw.config_path)
+    assert r.returncode == 1 and "runs another program" in r.stderr, r
+    assert gw.proc.poll() is None
+
+
+def test_signal_without_pid_file(tmp_path):
+    cfg = tmp_path / "tidegate.yaml"
+    cfg.write_text("log_level: info\n")
+    r = tidegate("-s", "reload", "-c", str(cfg))
+    assert r.returncode == 1
+    assert f"{cfg} sets no pid_file: nothing to signal" in r.stderr, r
+    assert tidegate("-s", "restart", "-c", str(cfg)).returncode == 2
