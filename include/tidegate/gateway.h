@@ -84,6 +84,7 @@ struct gw_lctx {
 	int listener;
 	struct tg_frontdoor door;	/* the listener's front door (frontdoor.h) */
 	struct tg_frontdoor_stats stats;	/* its counters, for /metrics */
+	int retired;			/* its address changed on SIGHUP (listeners.c) */
 };
 
 struct gw_admin_req;
@@ -94,6 +95,8 @@ struct gw_vcall;
 
 struct gw_tls;
 struct gw_otlp;
+struct gw_retired;
+struct gw_listener_kind;
 
 struct gw {
 	struct event_base *base;
@@ -105,7 +108,11 @@ struct gw {
 	struct gw_tls *tls;		/* TLS of the listeners (tls_listen.c), owned */
 	struct gw_otlp *otlp;		/* the span exporter (otlp.c), owned; NULL:
 					 * tracing.otlp_url unset, no spans made */
-	struct gw_lctx lctx[GW_NLISTENERS];
+	struct gw_lctx *lctx[GW_NLISTENERS];	/* owned, each listener's since its bind */
+	struct gw_retired *retired;	/* listeners of addresses given up on SIGHUP,
+					 * until their connections close (listeners.c) */
+	struct event *retired_ev;
+	const struct gw_listener_kind *lkinds;	/* static: what serves each listener */
 	struct tg_metrics *metrics;
 	size_t inflight;		/* client requests being handled */
 	TAILQ_HEAD(, gw_req) reqs;	/* those requests, for the drain's deadline */

@@ -118,12 +118,15 @@ static void
 render_clients(struct gw *gw, struct evbuffer *out)
 {
 	static const char *const ln[GW_NLISTENERS] = { "dex", "sim", "admin" };
+	struct tg_frontdoor_stats st[GW_NLISTENERS];
 	int l;
 
+	for (l = 0; l < GW_NLISTENERS; l++)
+		gw_listener_stats(gw, l, &st[l]);
 	family(out, "tidegate_client_connections", "gauge", "Client connections open.");
 	for (l = 0; l < GW_NLISTENERS; l++)
 		evbuffer_add_printf(out, "tidegate_client_connections{listener=\"%s\"} %llu\n",
-		    ln[l], (unsigned long long)gw->lctx[l].stats.open);
+		    ln[l], (unsigned long long)st[l].open);
 	family(out, "tidegate_client_connections_refused_total", "counter",
 	    "Client connections refused at accept: max_clients or max_clients_per_ip.");
 	for (l = 0; l < GW_NLISTENERS; l++)
@@ -131,8 +134,8 @@ render_clients(struct gw *gw, struct evbuffer *out)
 		    "reason=\"max_clients\"} %llu\n"
 		    "tidegate_client_connections_refused_total{listener=\"%s\","
 		    "reason=\"max_clients_per_ip\"} %llu\n", ln[l],
-		    (unsigned long long)gw->lctx[l].stats.refused_max, ln[l],
-		    (unsigned long long)gw->lctx[l].stats.refused_addr);
+		    (unsigned long long)st[l].refused_max, ln[l],
+		    (unsigned long long)st[l].refused_addr);
 	family(out, "tidegate_client_timeouts_total", "counter",
 	    "Client connections closed for a time limit (header, body, body_rate, keepalive).");
 	for (l = 0; l < GW_NLISTENERS; l++)
@@ -140,10 +143,10 @@ render_clients(struct gw *gw, struct evbuffer *out)
 		    " %llu\ntidegate_client_timeouts_total{listener=\"%s\",kind=\"body\"} %llu\n"
 		    "tidegate_client_timeouts_total{listener=\"%s\",kind=\"body_rate\"} %llu\n"
 		    "tidegate_client_timeouts_total{listener=\"%s\",kind=\"keepalive\"} %llu\n",
-		    ln[l], (unsigned long long)gw->lctx[l].stats.header_timeouts, ln[l],
-		    (unsigned long long)gw->lctx[l].stats.body_timeouts, ln[l],
-		    (unsigned long long)gw->lctx[l].stats.body_too_slow, ln[l],
-		    (unsigned long long)gw->lctx[l].stats.idle_closed);
+		    ln[l], (unsigned long long)st[l].header_timeouts, ln[l],
+		    (unsigned long long)st[l].body_timeouts, ln[l],
+		    (unsigned long long)st[l].body_too_slow, ln[l],
+		    (unsigned long long)st[l].idle_closed);
 }
 
 /* Series read from the pools and token sources at scrape time, one family

@@ -7,13 +7,14 @@ first in the log; `-T`, the effective configuration with secrets redacted."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 
 import pytest
 import requests
 
-from conftest import BUILD
+from conftest import BUILD, free_port
 from test_gateway_drain import in_thread
 from test_gateway_metrics import promtool_check
 
@@ -234,3 +235,71 @@ def test_signal_without_pid_file(tmp_path):
     assert r.returncode == 1
     assert f"{cfg} sets no pid_file: nothing to signal" in r.stderr, r
     assert tidegate("-s", "restart", "-c", str(cfg)).returncode == 2
+
+
+def test_sighup_rebinds_a_changed_listen_address(emulator, make_gateway):
+    gw = make_gateway(emulator)
+    gw.wait_tokens()
+    gw.own("x", "y")
+    old = gw.dex
+    # a keep-alive connection open on the old address, and a request in flight on it
+    keep = requests.Session()
+    assert keep.get(old + "/public/export?correlationId=x", headers=gw.headers(),
+                    timeout=5).status_code == 404
+    emulator.fault(path="/public/export", latencyMs=1500, count=1)
+    th, slow = in_thread(lambda: requests.get(old + "/public/export?correlationId=y",
+                                              headers=gw.headers(), timeout=10))
+    time.sleep(0.3)
+    new_port = free_port()
+    cfg = dict(gw.cfg)
+    cfg["listen"] = dict(cfg["listen"], dex=f"127.0.0.1:{new_port}")
+    gw.write_config(cfg)
+    gw.send_signal(signal.SIGHUP)
+    wait_event(gw, "reloaded")
+    new = f"http://127.0.0.1:{new_port}"
+    r = requests.get(new + "/public/export?correlationId=x", headers=gw.headers(), timeout=5)
+    assert r.status_code == 404 and r.headers.get("Connection") != "close", r.text
+    assert refused(old + "/healthz")
+    # the keep-alive connection's next answer is its last
+    r = keep.get(old + "/public/export?correlationId=x", headers=gw.headers(), timeout=5)
+    assert r.status_code == 404 and r.headers.get("Connection") == "close"
+    th.join()
+    assert slow["r"].status_code == 404, slow           # finished on the old listener
+    assert slow["r"].headers.get("Connection") == "close"
+    assert gw.metric("tidegate_config_last_reload_successful") == 1
+    listening = [e for e in gw.log_lines() if e.get("event") == "listening"]
+    assert listening[-1]["listener"] == "dex" and listening[-1]["port"] == new_port
+    keep.close()
+    retired = wait_event(gw, "listener_retired")        # its last connection closed
+    assert retired[0]["listener"] == "dex"
+    assert gw.metric("tidegate_client_connections", listener="dex") == 0
+    assert not any(e.get("event") == "reload_listeners_kept" for e in gw.log_lines())
+    # the new address is the one drained on SIGTERM
+    assert gw.stop() == 0
+
+
+def test_sighup_to_a_taken_port_keeps_the_old_listener(emulator, make_gateway):
+    gw = make_gateway(emulator)
+    gw.own("x")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        cfg = dict(gw.cfg)
+        cfg["listen"] = dict(cfg["listen"], sim=f"127.0.0.1:{free_port()}",
+                             dex=f"127.0.0.1:{port}")
+        gw.write_config(cfg)
+        gw.send_signal(signal.SIGHUP)
+        failed = wait_event(gw, "reload_failed")
+        assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in \
+            failed[0]["reason"], failed
+        assert gw.metric("tidegate_config_last_reload_successful") == 0
+        assert requests.get(gw.dex + "/public/export?correlationId=x", headers=gw.headers(),
+                            timeout=5).status_code == 404
+        assert requests.get(gw.sim + "/api/v1/cases", headers=gw.headers(),
+                            timeout=5).status_code == 200
+        # the sim listener bound for the failed reload was closed again
+        assert refused(f"http://{cfg['listen']['sim']}/healthz")
+    finally:
+        taken.close()
