@@ -432,8 +432,10 @@ main(int argc, char **argv)
 		return 1;
 	}
 	lvl = tg_log_level_parse(cfg.log_level);	/* checked by gw_config_load */
+	if (test == 2)		/* -T: the file checked, then what it amounts to */
+		gw_config_print(&cfg, stdout);
 	if (test) {
-		puts("configuration OK");
+		fputs("configuration OK\n", test == 2 ? stderr : stdout);
 		gw_config_free(&cfg);
 		return 0;
 	}

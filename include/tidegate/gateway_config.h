@@ -156,6 +156,9 @@ const void *gw_config_settings(const struct gw_config *c, const struct gw_config
 /** Every key, the core's then each feature's, as Markdown rows into out
  * (borrowed): -K, the table in docs/configuration.md. */
 void gw_config_doc(FILE *out);
+/** tidegate -T: c (borrowed, loaded) as YAML on out (borrowed): every key
+ * with its effective value, secrets redacted (config_print.c). */
+void gw_config_print(const struct gw_config *c, FILE *out);
 /** A check of the entry point's that looks past the gateway's keys (the
  * embedded emulator's file): problems into rep (borrowed); c borrowed. */
 typedef void (*gw_config_check_fn)(struct gw_config *c, struct tg_cfg_report *rep);
