@@ -76,7 +76,7 @@ const struct tg_cfg_key gw_config_keys[] = {
 	  "ignored otherwise"),
 	K("pid_file", TG_CFG_PATH, pid_file, NULL,
 	  "file the process id is written to once the listeners are bound (removed at exit), "
-	  "for tidegate -s reload|stop; a live tidegate already named in it refuses the "
+	  "for tidegate -s reload and -s stop; a live tidegate already named in it refuses the "
 	  "start; relative: to this file's directory; unset: none (systemd and containers "
 	  "know the pid)"),
 	K("access_log", TG_CFG_BOOL, access_log, "true", "one JSON line per request"),

@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 
-from conftest import BUILD, ROOT_USER, TEST_KEY_SHA, free_port, to_yaml
+from conftest import BUILD, ROOT, ROOT_USER, TEST_KEY_SHA, free_port, to_yaml
 from test_gateway_drain import in_thread
 from test_gateway_metrics import promtool_check
 
@@ -389,3 +389,14 @@ def test_printed_config_loads_again(tmp_path):
     assert t.returncode == 0 and t.stdout == "configuration OK\n", t
     r2 = tidegate("-T", "-c", str(again))
     assert r2.stdout.split("\n", 1)[1] == r.stdout.split("\n", 1)[1]
+
+
+def test_readme_reloads_through_the_pid_file():
+    """The README signals the quick start's gateway by its pid_file, never by
+    a pgrep that reaches every gateway of the host."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    assert "pgrep" not in readme and "kill -HUP" not in readme
+    assert "build/tidegate -s reload -c conf/tidegate.yaml" in readme
+    with open(os.path.join(ROOT, "conf", "tidegate.yaml")) as f:
+        assert re.search(r"^pid_file: tidegate\.pid ", f.read(), re.M)
