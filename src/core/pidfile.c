@@ -89,7 +89,9 @@ tg_pidfile_write(const char *path, struct tg_err *err)
 	int fd, len, ok;
 
 	len = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	/* a name made in advance (a link to another file) is not written through */
+	(void)unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	ok = fd >= 0 && fchmod(fd, 0644) == 0 && write(fd, buf, (size_t)len) == len;
 	if (fd >= 0 && close(fd) != 0)
 		ok = 0;

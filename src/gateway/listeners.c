@@ -111,7 +111,7 @@ gw_rebind_prepare(struct gw *gw, const struct gw_config *c, struct gw_rebind *rb
 	memset(rb, 0, sizeof(*rb));
 	if (loopback_rule(c, err) != 0)
 		return -1;
-	for (l = 0; l < GW_NLISTENERS; l++) {
+	for (l = 0; l < GW_NLISTENERS && !gw->draining; l++) {	/* draining: none opens */
 		if (strcmp(gw_listen_addr(c, l), gw_listen_addr(&gw->rt->cfg, l)) == 0)
 			continue;
 		rb->http[l] = tg_http_listen(gw->base, gw_listen_addr(c, l), (size_t)c->max_body,

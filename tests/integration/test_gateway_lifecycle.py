@@ -400,3 +400,25 @@ def test_readme_reloads_through_the_pid_file():
     assert "build/tidegate -s reload -c conf/tidegate.yaml" in readme
     with open(os.path.join(ROOT, "conf", "tidegate.yaml")) as f:
         assert re.search(r"^pid_file: tidegate\.pid ", f.read(), re.M)
+
+
+def test_sighup_while_draining_opens_no_listener(emulator, make_gateway):
+    gw = make_gateway(emulator, {"drain_timeout": "10s"})
+    gw.wait_tokens()
+    gw.own("x")
+    emulator.fault(path="/public/export", latencyMs=1500, count=1)
+    th, slow = in_thread(lambda: requests.get(gw.dex + "/public/export?correlationId=x",
+                                              headers=gw.headers(), timeout=10))
+    time.sleep(0.3)
+    gw.send_signal(signal.SIGTERM)
+    wait_event(gw, "draining")
+    port = free_port()
+    cfg = dict(gw.cfg)
+    cfg["listen"] = dict(cfg["listen"], dex=f"127.0.0.1:{port}")
+    gw.write_config(cfg)
+    gw.send_signal(signal.SIGHUP)
+    wait_event(gw, "reloaded")
+    assert refused(f"http://127.0.0.1:{port}/healthz")
+    th.join()
+    assert slow["r"].status_code == 404
+    assert gw.proc.wait(timeout=10) == 0
