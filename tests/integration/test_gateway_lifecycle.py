@@ -238,6 +238,14 @@ def test_signal_without_pid_file(tmp_path):
     assert tidegate("-s", "restart", "-c", str(cfg)).returncode == 2
 
 
+def move(gw, **addrs):
+    """SIGHUP with listen.<name> changed to each of addrs (host:port)."""
+    cfg = dict(gw.cfg)
+    cfg["listen"] = dict(cfg["listen"], **addrs)
+    gw.write_config(cfg)
+    gw.send_signal(signal.SIGHUP)
+
+
 def test_sighup_rebinds_a_changed_listen_address(emulator, make_gateway):
     gw = make_gateway(emulator)
     gw.wait_tokens()
@@ -252,10 +260,7 @@ def test_sighup_rebinds_a_changed_listen_address(emulator, make_gateway):
                                               headers=gw.headers(), timeout=10))
     time.sleep(0.3)
     new_port = free_port()
-    cfg = dict(gw.cfg)
-    cfg["listen"] = dict(cfg["listen"], dex=f"127.0.0.1:{new_port}")
-    gw.write_config(cfg)
-    gw.send_signal(signal.SIGHUP)
+    move(gw, dex=f"127.0.0.1:{new_port}")
     wait_event(gw, "reloaded")
     new = f"http://127.0.0.1:{new_port}"
     r = requests.get(new + "/public/export?correlationId=x", headers=gw.headers(), timeout=5)
@@ -287,11 +292,8 @@ def test_sighup_to_a_taken_port_keeps_the_old_listener(emulator, make_gateway):
     taken.listen(1)
     port = taken.getsockname()[1]
     try:
-        cfg = dict(gw.cfg)
-        cfg["listen"] = dict(cfg["listen"], sim=f"127.0.0.1:{free_port()}",
-                             dex=f"127.0.0.1:{port}")
-        gw.write_config(cfg)
-        gw.send_signal(signal.SIGHUP)
+        sim = f"127.0.0.1:{free_port()}"
+        move(gw, sim=sim, dex=f"127.0.0.1:{port}")
         failed = wait_event(gw, "reload_failed")
         assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in \
             failed[0]["reason"], failed
@@ -301,7 +303,7 @@ def test_sighup_to_a_taken_port_keeps_the_old_listener(emulator, make_gateway):
         assert requests.get(gw.sim + "/api/v1/cases", headers=gw.headers(),
                             timeout=5).status_code == 200
         # the sim listener bound for the failed reload was closed again
-        assert refused(f"http://{cfg['listen']['sim']}/healthz")
+        assert refused(f"http://{sim}/healthz")
     finally:
         taken.close()
 
@@ -413,10 +415,7 @@ def test_sighup_while_draining_opens_no_listener(emulator, make_gateway):
     gw.send_signal(signal.SIGTERM)
     wait_event(gw, "draining")
     port = free_port()
-    cfg = dict(gw.cfg)
-    cfg["listen"] = dict(cfg["listen"], dex=f"127.0.0.1:{port}")
-    gw.write_config(cfg)
-    gw.send_signal(signal.SIGHUP)
+    move(gw, dex=f"127.0.0.1:{port}")
     wait_event(gw, "reloaded")
     assert refused(f"http://127.0.0.1:{port}/healthz")
     th.join()
