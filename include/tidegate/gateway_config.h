@@ -87,11 +87,13 @@ struct gw_config {
 	char *listen_dex, *listen_sim, *listen_admin;
 	char *log_level;
 	char *user;		/* the account to become when started as root */
+	char *pid_file;		/* NULL: none (a service manager knows the pid) */
 	int access_log;
 	int access_log_probes;	/* the admin's /healthz, /readyz, /metrics logged too */
 	int64_t max_body;
 	int64_t admin_max_body;	/* a body on the admin listener */
 	int64_t drain_timeout;
+	int64_t drain_delay;	/* SIGTERM: /readyz 503 this long before the drain */
 	int64_t client_header_timeout, client_body_timeout, keepalive_timeout;
 	int64_t client_body_min_rate, client_body_rate_grace;	/* bytes/s (0: none), ms */
 	long long max_clients, max_clients_per_ip;
@@ -154,6 +156,9 @@ const void *gw_config_settings(const struct gw_config *c, const struct gw_config
 /** Every key, the core's then each feature's, as Markdown rows into out
  * (borrowed): -K, the table in docs/configuration.md. */
 void gw_config_doc(FILE *out);
+/** tidegate -T: c (borrowed, loaded) as YAML on out (borrowed): every key
+ * with its effective value, secrets redacted (config_print.c). */
+void gw_config_print(const struct gw_config *c, FILE *out);
 /** A check of the entry point's that looks past the gateway's keys (the
  * embedded emulator's file): problems into rep (borrowed); c borrowed. */
 typedef void (*gw_config_check_fn)(struct gw_config *c, struct tg_cfg_report *rep);

@@ -74,6 +74,11 @@ const struct tg_cfg_key gw_config_keys[] = {
 	  "started as root: the account to run as once the listeners are bound (root "
 	  "refuses to start without it; \"root\" keeps root, with a warning); "
 	  "ignored otherwise"),
+	K("pid_file", TG_CFG_PATH, pid_file, NULL,
+	  "file the process id is written to once the listeners are bound (removed at exit), "
+	  "for tidegate -s reload and -s stop; a live tidegate already named in it refuses the "
+	  "start; relative: to this file's directory; unset: none (systemd and containers "
+	  "know the pid)"),
 	K("access_log", TG_CFG_BOOL, access_log, "true", "one JSON line per request"),
 	K("access_log_probes", TG_CFG_BOOL, access_log_probes, "true",
 	  "log the admin listener's /healthz, /readyz and /metrics requests too (false: "
@@ -85,6 +90,10 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "API takes no body today)"),
 	KB("drain_timeout", TG_CFG_DURATION, drain_timeout, "30s", 0, 3.6e6,
 	   "on SIGTERM, wait this long for in-flight requests"),
+	KB("drain_delay", TG_CFG_DURATION, drain_delay, "0s", 0, 3.6e6,
+	   "on SIGTERM, /readyz answers 503 this long while the listeners still accept and "
+	   "serve, so a load balancer probing it stops sending here first; then the drain "
+	   "(drain_timeout). A second SIGTERM, or SIGINT, starts the drain at once"),
 	KB("client_header_timeout", TG_CFG_DURATION, client_header_timeout, "60s", 0, 3.6e6,
 	   "a client's whole request head must arrive within this (from the connection's "
 	   "start, or from the first byte of a later head); else a 408 and the connection "

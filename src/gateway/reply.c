@@ -199,6 +199,21 @@ gw_req_finish(struct gw_req *r)
 	gw_maybe_exit(gw);
 }
 
+/* 1 when conn (borrowed; NULL: 0) came through a retired listener
+ * (listeners.c): its answers close it, so its client moves to the new
+ * address. */
+static int
+conn_retired(const struct gw *gw, struct evhttp_connection *conn)
+{
+	struct evhttp *http = conn != NULL ? evhttp_connection_get_server(conn) : NULL;
+	const struct gw_retired *r;
+
+	for (r = gw->retired; r != NULL && http != NULL; r = r->next)
+		if (r->http == http)
+			return 1;
+	return 0;
+}
+
 void
 gw_req_common_headers(struct gw_req *r)
 {
@@ -206,7 +221,7 @@ gw_req_common_headers(struct gw_req *r)
 
 	evhttp_remove_header(h, "X-Request-Id");
 	evhttp_add_header(h, "X-Request-Id", r->id);
-	if (r->gw->draining)
+	if (r->gw->draining || (r->gw->retired != NULL && conn_retired(r->gw, r->conn)))
 		evhttp_add_header(h, "Connection", "close");
 }
 
