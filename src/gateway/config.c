@@ -199,6 +199,16 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "... but always this many at once"),
 	KB("failover.retry_after_max", TG_CFG_DURATION, retry_after_max, "60s", 1000, 8.64e7,
 	   "a 503's Retry-After keeps its origin out of service at most this long"),
+	K("real_ip_from", TG_CFG_STRLIST, real_ip_from, NULL,
+	  "trusted proxies, on every listener: addresses and CIDR blocks (IPv4, IPv6); a "
+	  "request from one takes its client address from X-Forwarded-For, walked from the "
+	  "right past trusted proxies (nginx's set_real_ip_from, real_ip_recursive on); "
+	  "other peers' X-Forwarded-For is ignored; unset: none"),
+	K("proxy_protocol.listeners", TG_CFG_STRLIST, proxy_protocol_on, NULL,
+	  "listeners whose every connection opens with a PROXY protocol header (v1 or v2, "
+	  "HAProxy's send-proxy / send-proxy-v2) giving the client's address: dex, sim, "
+	  "admin; a connection without a valid one is closed unanswered; not with TLS on the "
+	  "listener; unset: none"),
 	K("tls.verify", TG_CFG_BOOL, tls_verify, "true",
 	  "verify upstream certificates and host names"),
 	K("tls.ca_file", TG_CFG_STR, tls_ca_file, NULL, "PEM CA bundle (default: system)"),
@@ -461,6 +471,7 @@ gw_config_free(struct gw_config *cfg)
 		cfg->settings[i] = NULL;
 	}
 	cfg->ndefs = 0;
+	gw_client_config_free(cfg);
 	if (cfg->state_url != NULL)
 		explicit_bzero(cfg->state_url, strlen(cfg->state_url));
 	tg_config_free(gw_config_keys, gw_config_nkeys, cfg);

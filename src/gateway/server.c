@@ -55,6 +55,7 @@ set_door(struct gw *gw, int l, const struct gw_config *c)
 	d->check = l == GW_ADMIN ? gw_admin_head_check : gw_head_check;
 	d->arg = &gw->lctx[l];
 	gw_tls_door(gw, l, c, d);
+	gw_client_door(l, c, d);
 	if (gw->http[l] != NULL)
 		evhttp_set_max_body_size(gw->http[l], (ev_ssize_t)c->max_body);
 }
