@@ -249,7 +249,8 @@ too_slow(const struct conn *c, int64_t now)
 	const struct tg_frontdoor *d = c->door;
 	uint64_t got;
 
-	if (d->body_min_rate == 0 || c->inflight || c->st == ST_HEAD || c->st == ST_DISCARD)
+	if (d->body_min_rate == 0 || c->inflight || c->st == ST_HEAD || c->st == ST_DISCARD ||
+	    c->st == ST_PROXY)
 		return 0;
 	got = tg_door_body_received(c) - c->rate_base;
 	return now - c->rate_since > d->body_rate_grace_ms +
@@ -263,9 +264,11 @@ limit_of(const struct conn *c)
 {
 	if (c->inflight || c->st == ST_DISCARD)
 		return 0;
+	if (c->st == ST_PROXY)
+		return c->door->header_timeout_ms;	/* from the connection's start */
 	if (c->st != ST_HEAD)
 		return c->door->body_timeout_ms;
-	if (evbuffer_get_length(c->hold) > 0 || c->requests == 0 || c->st == ST_PROXY)
+	if (evbuffer_get_length(c->hold) > 0 || c->requests == 0)
 		return c->door->header_timeout_ms;
 	return c->door->idle_timeout_ms;
 }
@@ -308,7 +311,8 @@ on_sweep(evutil_socket_t unused, short what, void *arg)
 		} else if (too_slow(c, now)) {
 			expire(c, now, TG_HEAD_BODY_TOO_SLOW);
 		} else if ((lim = limit_of(c)) > 0 && now - c->since >= lim) {
-			expire(c, now, c->st == ST_HEAD ? TG_HEAD_TIMEOUT : TG_HEAD_BODY_STALLED);
+			expire(c, now, c->st == ST_HEAD || c->st == ST_PROXY ? TG_HEAD_TIMEOUT :
+			    TG_HEAD_BODY_STALLED);
 		}
 	}
 }
