@@ -104,8 +104,10 @@ const struct tg_cfg_key gw_config_keys[] = {
 	KB("max_clients", TG_CFG_INT, max_clients, "4096", 0, 1e6,
 	   "open client connections per listener; more are reset at accept; 0: no limit"),
 	KB("max_clients_per_ip", TG_CFG_INT, max_clients_per_ip, "0", 0, 1e6,
-	   "open client connections per listener from one address; 0: no limit (a sidecar's "
-	   "callers all come from 127.0.0.1)"),
+	   "open client connections per listener from one address (a PROXY header's, on a "
+	   "proxy_protocol listener); a trusted proxy's (real_ip_from) are not counted: each "
+	   "request through one counts under its client while in flight, 429 above; 0: no "
+	   "limit (a sidecar's callers all come from 127.0.0.1)"),
 	KB("client_send_timeout", TG_CFG_DURATION, client_send_timeout, "60s", 0, 8.64e7,
 	   "reset a client that takes no byte of its answer for this long, and cancel the "
 	   "vendor request feeding it (0: never)"),
