@@ -65,7 +65,8 @@ tg_door_proxied(struct conn *c, const struct tg_proxy_hdr *h)
 }
 
 /* Every X-Forwarded-For field of the request, the last first (together
- * they are one list, RFC 9110 5.3), from the connection's address on. */
+ * they are one list, RFC 9110 5.3), from the connection's address on.
+ * Asked again of the set in force: a reload may have stopped trusting it. */
 static void
 forwarded_for(const struct conn *c, struct evhttp_request *req, char *out, size_t size)
 {
@@ -74,6 +75,8 @@ forwarded_for(const struct conn *c, struct evhttp_request *req, char *out, size_
 
 	memcpy(out, c->addr, size < sizeof(c->addr) ? size : sizeof(c->addr));
 	out[size - 1] = '\0';
+	if (!tg_http_cidrs_match(c->door->real_ip_from, c->addr))
+		return;
 	TAILQ_FOREACH_REVERSE(h, in, evkeyvalq, next) {
 		if (strcasecmp(h->key, "X-Forwarded-For") == 0 &&
 		    !tg_http_realip_xff(c->door->real_ip_from, h->value, strlen(h->value), out, size))

@@ -376,3 +376,35 @@ def test_config_refuses_bad_blocks_and_listeners(tmp_path, pki):
     rc, err = check_config(tmp_path, "real_ip_from: [127.0.0.1, 'fd00::/8']\n"
                            "proxy_protocol:\n  listeners: [dex, admin]\n")
     assert rc == 0, err
+
+
+def test_reload_that_stops_trusting_a_proxy_holds_on_its_open_connections(emulator,
+                                                                          make_gateway):
+    """A keep-alive connection from a trusted proxy, then a SIGHUP without
+    real_ip_from: its next request's X-Forwarded-For is no longer read."""
+    import signal
+    gw = make_gateway(emulator, {"real_ip_from": ["127.0.0.1"]})
+    c = http.client.HTTPConnection("127.0.0.1", gw.ports["sim"], timeout=10)
+
+    def client():
+        i = rid()
+        c.request("GET", PATH, headers={"Authorization": "Bearer " + TEST_KEY,
+                                        "X-Request-Id": i, "X-Forwarded-For": "203.0.113.8"})
+        r = c.getresponse()
+        r.read()
+        assert r.status == 404
+        return access(gw, i)["client"]
+
+    try:
+        assert client() == "203.0.113.8"
+        cfg = dict(gw.cfg)
+        del cfg["real_ip_from"]
+        gw.write_config(cfg)
+        gw.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while not [e for e in gw.log_lines() if e.get("event") == "reloaded"]:
+            assert time.monotonic() < deadline, "no reload"
+            time.sleep(0.05)
+        assert client() == "127.0.0.1"
+    finally:
+        c.close()
