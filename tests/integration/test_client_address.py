@@ -12,6 +12,7 @@ Loopback's other addresses (127.0.0.2, 127.0.0.3) play distinct clients."""
 import http.client
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -26,6 +27,10 @@ from conftest import BUILD, TEST_KEY, free_port
 from test_gateway_proxies import example, start_export, start_haproxy, start_nginx
 
 PP_DEX = {"proxy_protocol": {"listeners": ["dex"]}}
+needs_haproxy = pytest.mark.skipif(shutil.which("haproxy") is None,
+                                   reason="haproxy is not installed (scripts/deps.sh)")
+needs_nginx = pytest.mark.skipif(shutil.which("nginx") is None,
+                                 reason="nginx is not installed (scripts/deps.sh)")
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 PATH = "/public/v1/client-probe"    # passed through: the vendor's 404
 
@@ -189,6 +194,7 @@ def test_proxy_protocol_counts_per_real_client(emulator, make_gateway):
     assert client_of(gw, dex, b"PROXY TCP4 192.0.2.1 127.0.0.1 4 2\r\n") == "192.0.2.1"
 
 
+@needs_haproxy
 @pytest.mark.parametrize("send", ["send-proxy-v2", "send-proxy"])
 def test_haproxy_example_sends_the_client_address(tmp_path, emulator, make_gateway, send):
     """conf/haproxy.example.cfg as written (send-proxy-v2), and with
@@ -215,6 +221,7 @@ def client_request(port, src):
     return i
 
 
+@needs_haproxy
 def test_haproxy_send_proxy_v2_counts_per_real_client(tmp_path, emulator, make_gateway):
     """Through HAProxy (TCP mode: one gateway connection per client
     connection) with max_clients_per_ip 1: two clients hold a connection
@@ -249,6 +256,7 @@ def test_haproxy_send_proxy_v2_counts_per_real_client(tmp_path, emulator, make_g
         proxy.stop()
 
 
+@needs_nginx
 def test_nginx_example_forwards_the_client_and_its_request_id(tmp_path, emulator,
                                                               make_gateway):
     """conf/nginx.example.conf with real_ip_from naming nginx's address:
