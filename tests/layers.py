@@ -28,6 +28,7 @@ OWNER = {
     'json.h': 'json',
     'state.h': 'state', 'run_records.h': 'state',
     'http.h': 'http', 'frontdoor.h': 'http', 'head.h': 'http', 'target.h': 'http',
+    'proxy_proto.h': 'http', 'realip.h': 'http',
     'multipart.h': 'http', 'routes.h': 'http', 'body_check.h': 'http',
     'upstream.h': 'upstream',
     'token.h': 'auth', 'keys.h': 'auth',

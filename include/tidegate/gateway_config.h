@@ -23,6 +23,7 @@ struct gw_key_cfg {
 };
 
 struct gw_config;
+struct tg_cidrs;
 
 /*
  * A feature's configuration: the keys of its own sections (poll.*,
@@ -112,6 +113,11 @@ struct gw_config {
 	/* tls_listen.*: TLS on the gateway's own listeners */
 	char *ltls_cert, *ltls_key, *ltls_client_ca;
 	struct tg_strlist ltls_on;	/* listener names */
+	/* the client address behind load balancers (client_addr.c) */
+	struct tg_strlist real_ip_from;		/* trusted proxies, as written */
+	struct tg_strlist proxy_protocol_on;	/* listener names */
+	struct tg_cidrs *real_ip;		/* real_ip_from parsed by the check
+						 * (owned; NULL: none) */
 	struct gw_key_cfg *keys;
 	size_t nkeys;
 	long long max_problems;	/* problems listed in one 400 */
@@ -183,6 +189,14 @@ char *gw_config_beside(const struct gw_config *c, const char *file);
  * read, or is not a regular file, is a problem at key in rep (borrowed). */
 void gw_config_check_readable(const struct gw_config *c, char **field, const char *key,
     struct tg_cfg_report *rep);
+/* client_addr.c */
+/** real_ip_from parsed into c->real_ip (owned by c), proxy_protocol's
+ * listeners known and not speaking TLS: problems into rep (borrowed). */
+void gw_client_config_check(struct gw_config *c, struct tg_cfg_report *rep);
+/** Free what gw_client_config_check derived (c borrowed). */
+void gw_client_config_free(struct gw_config *c);
+/** 1 when listener l's name ("dex", "sim", "admin") is in list (borrowed). */
+int gw_config_names_listener(const struct tg_strlist *list, int l);
 /** 1 when addr ("host:port", borrowed) is a loopback address. */
 int gw_config_addr_loopback(const char *addr);
 struct tg_keyring;

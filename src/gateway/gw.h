@@ -257,6 +257,11 @@ void gw_tls_reload(struct gw *gw, const struct gw_config *c);
 void gw_tls_door(struct gw *gw, int l, const struct gw_config *c, struct tg_frontdoor *d);
 /** 1 when listener l speaks TLS now. */
 int gw_tls_on(const struct gw *gw, int l);
+
+/* client_addr.c */
+/** Listener l's front door d (borrowed) gets c's (borrowed; it must outlive
+ * d's use: set again on reload) trusted proxies and PROXY protocol. */
+void gw_client_door(int l, const struct gw_config *c, struct tg_frontdoor *d);
 /** Why c (borrowed) may not be reloaded over gw's running listeners: a
  * listener that speaks TLS would stop, or client certificates would no
  * longer be asked for (static text), else NULL. */

@@ -47,6 +47,7 @@ gw_listener_door(struct gw *gw, int l, const struct gw_config *c)
 	d->check = gw->lkinds[l].check;
 	d->arg = gw->lctx[l];
 	gw_tls_door(gw, l, c, d);
+	gw_client_door(l, c, d);
 	evhttp_set_max_body_size(gw->http[l], (ev_ssize_t)c->max_body);
 }
 

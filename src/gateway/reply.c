@@ -48,14 +48,9 @@ op_labels(const struct gw_req *r, size_t *len)
 char *
 gw_access_client(struct evhttp_request *req, char *client, size_t size, uint64_t *body)
 {
-	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 	const char *ua = tg_http_header(req, "User-Agent");
-	char *host = NULL;
-	ev_uint16_t port = 0;
 
-	if (conn != NULL)
-		evhttp_connection_get_peer(conn, &host, &port);
-	snprintf(client, size, "%s", host != NULL ? host : "");
+	tg_frontdoor_client(req, client, size);	/* decided by the front door */
 	*body = evbuffer_get_length(evhttp_request_get_input_buffer(req));
 	return ua != NULL ? tg_xstrndup(ua, strnlen(ua, 256)) : NULL;
 }
