@@ -128,7 +128,8 @@ render_clients(struct gw *gw, struct evbuffer *out)
 		evbuffer_add_printf(out, "tidegate_client_connections{listener=\"%s\"} %llu\n",
 		    ln[l], (unsigned long long)st[l].open);
 	family(out, "tidegate_client_connections_refused_total", "counter",
-	    "Client connections refused at accept: max_clients or max_clients_per_ip.");
+	    "Client connections refused at accept (max_clients, max_clients_per_ip), and "
+	    "requests through a trusted proxy refused 429 over max_clients_per_ip.");
 	for (l = 0; l < GW_NLISTENERS; l++)
 		evbuffer_add_printf(out, "tidegate_client_connections_refused_total{listener=\"%s\","
 		    "reason=\"max_clients\"} %llu\n"
