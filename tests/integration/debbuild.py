@@ -49,3 +49,37 @@ def build_deb(root, workdir):
     assert len(debs) == 1 and len(changes) == 1, os.listdir(workdir)
     return {"deb": debs[0], "changes": changes[0], "log": text, "version": version,
             "dir": workdir}
+
+
+def _edit(text, old, new):
+    assert text.count(old) == 1, f"the shipped configuration no longer has {old!r}"
+    return text.replace(old, new)
+
+
+def point_at_emulator(text, emu, ports):
+    """The shipped configuration (dist/tidegate.yaml.in) with its listeners
+    on ports (dex, sim, admin) and its vendor at the Emulator emu, the demo
+    accounts (secrets: demo, demo-secret in the files it names); each line
+    it edits must be there once, so a changed default fails loudly."""
+    for k, default in (("dex", 8080), ("sim", 8081), ("admin", 9090)):
+        text = _edit(text, f"{k}: 127.0.0.1:{default}", f"{k}: 127.0.0.1:{ports[k]}")
+    text = _edit(text, "url: https://dataexchange.example.com/api", f"url: {emu.dex}")
+    text = _edit(text, "username: integration@example.com", "username: demo")
+    text = _edit(text, "url: https://simulation.example.com", f"url: {emu.sim}")
+    text = _edit(text, "token_url: https://auth.example.com/api/oauth2/token",
+                 f"token_url: {emu.auth}/api/oauth2/token")
+    return _edit(text, "client_id: tidegate-client", "client_id: demo")
+
+
+SECRETS = (("dex-password", "demo"), ("sim-client-secret", "demo-secret"))
+
+
+def write_secrets(confdir, gid):
+    """The two secret files beside the configuration, 0640 root:gid, as the
+    operator writes them."""
+    for name, secret in SECRETS:
+        path = os.path.join(confdir, name)
+        with open(path, "w") as f:
+            f.write(secret + "\n")
+        os.chown(path, 0, gid)
+        os.chmod(path, 0o640)

@@ -27,6 +27,7 @@ import pytest
 import requests
 
 from conftest import ROOT, Process, free_port, tokens_held
+from debbuild import point_at_emulator, write_secrets
 
 BUILD_SCRIPT = os.path.join(ROOT, "dist/container/build")
 
@@ -79,11 +80,7 @@ def test_oci_layout(image):
     assert blobs == sorted(d["digest"][7:] for d in [entry, manifest["config"]]
                            + manifest["layers"])
     with gzip.open(image["layer"], "rb") as f:
-        diff_id = "sha256:" + hashlib.file_digest(f, "sha256").hexdigest() \
-            if hasattr(hashlib, "file_digest") else None
-    if diff_id is None:
-        with gzip.open(image["layer"], "rb") as f:
-            diff_id = "sha256:" + hashlib.sha256(f.read()).hexdigest()
+        diff_id = "sha256:" + hashlib.sha256(f.read()).hexdigest()
     assert image["config"]["rootfs"] == {"type": "layers", "diff_ids": [diff_id]}
 
 
@@ -150,34 +147,16 @@ def unpack(image):
     return root
 
 
-def edit(text, old, new):
-    assert text.count(old) == 1, old
-    return text.replace(old, new)
-
-
 def configure(root, image, emu):
     """The image's own configuration, its listeners moved to free loopback
     ports and its vendor to the emulator, with the secret files beside it
     (0640 root:tidegate) as an operator's mount would hold them."""
     ports = {k: free_port() for k in ("dex", "sim", "admin")}
     path = os.path.join(root, "etc/tidegate/tidegate.yaml")
-    text = open(path).read()
-    for k, default in (("dex", 8080), ("sim", 8081), ("admin", 9090)):
-        text = edit(text, f"{k}: 127.0.0.1:{default}", f"{k}: 127.0.0.1:{ports[k]}")
-    text = edit(text, "url: https://dataexchange.example.com/api", f"url: {emu.dex}")
-    text = edit(text, "username: integration@example.com", "username: demo")
-    text = edit(text, "url: https://simulation.example.com", f"url: {emu.sim}")
-    text = edit(text, "token_url: https://auth.example.com/api/oauth2/token",
-                f"token_url: {emu.auth}/api/oauth2/token")
-    text = edit(text, "client_id: tidegate-client", "client_id: demo")
+    text = point_at_emulator(open(path).read(), emu, ports)
     with open(path, "w") as f:
         f.write(text)
-    for name, secret in (("dex-password", "demo"), ("sim-client-secret", "demo-secret")):
-        p = os.path.join(root, "etc/tidegate", name)
-        with open(p, "w") as f:
-            f.write(secret + "\n")
-        os.chown(p, 0, image["gid"])
-        os.chmod(p, 0o640)
+    write_secrets(os.path.join(root, "etc/tidegate"), image["gid"])
     return ports
 
 
@@ -209,7 +188,6 @@ def test_chroot_run(image, make_emulator):
             cases = requests.get(f"http://127.0.0.1:{ports['sim']}/api/v1/cases", timeout=10)
             assert cases.status_code == 200, cases.text
             assert cases.json() and all("caseId" in x for x in cases.json()), cases.text
-            assert emu.calls("sim") >= 1 or cases.json()
             h = subprocess.run(health, capture_output=True, text=True, timeout=10)
             assert h.returncode == 0, h.stderr
             # The state is written as the image's user in its volume.

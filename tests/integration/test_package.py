@@ -26,6 +26,7 @@ import pytest
 import requests
 
 from conftest import ROOT, Process, free_port, tokens_held
+from debbuild import point_at_emulator, write_secrets
 
 CONF = "/etc/tidegate/tidegate.yaml"
 DOC = "/usr/share/doc/tidegate"
@@ -116,26 +117,13 @@ def owner(path):
             grp.getgrgid(st.st_gid).gr_name)
 
 
-def edit(text, old, new):
-    assert text.count(old) == 1, old
-    return text.replace(old, new)
-
-
 def start_installed(make_emulator, state):
     """The installed gateway as the account, the installed configuration
     with the listeners on free loopback ports and the vendor at an emulator
     (the installed one); its state stays in /var/lib/tidegate."""
     emu = make_emulator(build="/usr/bin")
     ports = {k: free_port() for k in ("dex", "sim", "admin")}
-    text = open(CONF).read()
-    for k, default in (("dex", 8080), ("sim", 8081), ("admin", 9090)):
-        text = edit(text, f"{k}: 127.0.0.1:{default}", f"{k}: 127.0.0.1:{ports[k]}")
-    text = edit(text, "url: https://dataexchange.example.com/api", f"url: {emu.dex}")
-    text = edit(text, "username: integration@example.com", "username: demo")
-    text = edit(text, "url: https://simulation.example.com", f"url: {emu.sim}")
-    text = edit(text, "token_url: https://auth.example.com/api/oauth2/token",
-                f"token_url: {emu.auth}/api/oauth2/token")
-    text = edit(text, "client_id: tidegate-client", "client_id: demo")
+    text = point_at_emulator(open(CONF).read(), emu, ports)
     path = os.path.join(state, "tidegate.yaml")
     with open(path, "w") as f:
         f.write(text)
@@ -187,12 +175,7 @@ def test_install_start_purge(built_deb, make_emulator):
                                    "tidegate.service")
         # The operator's steps (the configuration's header): the secret
         # files, then the check as the account the unit runs as.
-        for name, secret in (("dex-password", "demo"), ("sim-client-secret", "demo-secret")):
-            path = f"/etc/tidegate/{name}"
-            with open(path, "w") as f:
-                f.write(secret + "\n")
-            os.chown(path, 0, grp.getgrnam("tidegate").gr_gid)
-            os.chmod(path, 0o640)
+        write_secrets("/etc/tidegate", grp.getgrnam("tidegate").gr_gid)
         r = subprocess.run(["runuser", "-u", "tidegate", "--", "/usr/bin/tidegate", "-t", "-c",
                             CONF], capture_output=True, text=True, timeout=10)
         assert r.returncode == 0 and r.stdout.strip() == "configuration OK", r.stderr
