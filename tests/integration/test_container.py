@@ -204,7 +204,10 @@ def test_chroot_run(image, make_emulator):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_podman_run(image):
+def test_podman_run(image, make_emulator):
+    """Where podman works: the image loaded and run with its configuration
+    mounted on /etc/tidegate (host network, free loopback ports), /readyz
+    answered, stopped with its StopSignal."""
     if shutil.which("podman") is None:
         pytest.skip("podman is missing: the image ran from its root file system (chroot)")
     r = subprocess.run(["podman", "load", "-i", image["archive"]], capture_output=True,
@@ -212,13 +215,37 @@ def test_podman_run(image):
     if r.returncode != 0:
         pytest.skip("podman cannot load images on this machine: " + r.stderr.strip()[-300:])
     ref = r.stdout.strip().split()[-1]
+    root = unpack(image)
+    name = f"tidegate-test-{os.getpid()}"
     try:
-        r = subprocess.run(["podman", "run", "--rm", "--network=host", "--entrypoint",
-                            "/usr/bin/tidegate", ref, "-t", "-c",
-                            "/usr/share/doc/tidegate/examples/emulator.yaml"],
+        ports = configure(root, image, make_emulator())
+        run = ["podman", "run", "--network=host",
+               "-v", os.path.join(root, "etc/tidegate") + ":/etc/tidegate:ro"]
+        r = subprocess.run(run + ["--rm", "--entrypoint", "/usr/bin/tidegate", ref, "-t", "-c",
+                                  "/etc/tidegate/tidegate.yaml"],
                            capture_output=True, text=True, timeout=120)
-        if r.returncode != 0 and "configuration" not in r.stdout + r.stderr:
+        if "configuration OK" not in r.stdout and "tidegate.yaml" not in r.stderr:
             pytest.skip("podman run does not work here: " + r.stderr.strip()[-300:])
         assert r.returncode == 0, r.stdout + r.stderr
+        subprocess.run(run + ["-d", "--name", name, ref], check=True, capture_output=True,
+                       timeout=120)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                r = requests.get(f"http://127.0.0.1:{ports['admin']}/readyz", timeout=2)
+                if r.status_code == 200 and tokens_held(r.json()):
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, "no /readyz from the podman container"
+            time.sleep(0.2)
+        r = subprocess.run(["podman", "stop", "-t", "40", name], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        code = subprocess.run(["podman", "inspect", "--format", "{{.State.ExitCode}}", name],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+        assert code == "0", code
     finally:
+        subprocess.run(["podman", "rm", "-f", name], capture_output=True, timeout=60)
         subprocess.run(["podman", "rmi", "-f", ref], capture_output=True, timeout=120)
+        shutil.rmtree(root, ignore_errors=True)
