@@ -67,7 +67,8 @@ def test_oci_layout(image):
     assert index["schemaVersion"] == 2 and len(index["manifests"]) == 1
     entry = index["manifests"][0]
     assert entry["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
-    assert entry["annotations"]["org.opencontainers.image.ref.name"] == image["version"]
+    assert entry["annotations"]["org.opencontainers.image.ref.name"] == \
+        "tidegate:" + image["version"]
     manifest = image["manifest"]
     assert manifest["config"]["mediaType"] == "application/vnd.oci.image.config.v1+json"
     assert [l["mediaType"] for l in manifest["layers"]] == [
