@@ -236,6 +236,11 @@ def test_prefix_paths_agree(prefix_root):
         assert os.path.exists(root + p), p
     for other in named - docs:
         assert other.startswith((confdir + "/", "/var/lib/tidegate/")), other
+    # The man pages name the same places.
+    page = open(root + prefix_root["prefix"] + "/share/man/man8/tidegate.8").read().replace(
+        "\\&", "")      # scdoc's zero-width marks after a full stop
+    assert f"{conf}" in page and f"{doc}/examples/" in page, page
+    assert not re.search(r"@[a-z_]+@", page)
     assert sorted(os.listdir(os.path.join(prefix_root["doc"], "openapi"))) == sorted(
         f for f in os.listdir(os.path.join(ROOT, "docs/openapi")) if not f.startswith("."))
     assert {f for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md")} <= set(
