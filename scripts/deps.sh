@@ -5,7 +5,9 @@
 # gateway with its embedded emulator on SQLite); TG_TEST_PACKAGES is what the
 # tests add (scripts/test, bench/run): the libraries of the optional
 # features, the peers the tests run (nginx, HAProxy, PostgreSQL, Node.js for
-# the npm tools) and promtool.
+# the npm tools), promtool, and what the package and image tests build with
+# (debhelper, dpkg-dev, lintian, fakeroot: test_package.py; mmdebstrap:
+# test_container.py).
 # prometheus is there for promtool (`promtool check metrics` in the tests); its
 # server, enabled by the package, is stopped and disabled at once: it listens
 # on :9090, the admin listener's default port.
@@ -14,7 +16,8 @@
 TG_PACKAGES="build-essential pkg-config meson ninja-build libevent-dev libyajl-dev libssl-dev
 libyaml-dev libsqlite3-dev libmimalloc-dev scdoc curl"
 TG_TEST_PACKAGES="libcmocka-dev python3-pytest python3-requests openssl nginx-light haproxy
-nodejs postgresql-15 postgresql-common libpq-dev libsystemd-dev systemd man-db prometheus"
+nodejs postgresql-15 postgresql-common libpq-dev libsystemd-dev systemd man-db prometheus
+debhelper dpkg-dev lintian fakeroot mmdebstrap"
 
 tg_install_deps() {
 	local missing="" p

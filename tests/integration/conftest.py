@@ -514,3 +514,15 @@ def make_oauth2_server(tmp_path, request):
     for srv in started:
         _attach_log_on_failure(request, srv)
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def built_deb(tmp_path_factory):
+    """The tidegate .deb, built once per session from a copy of the tree
+    (debbuild.py); skipped, naming the tool, where the machine cannot build
+    it (scripts/deps.sh installs them: TG_TEST_PACKAGES)."""
+    import debbuild
+    missing = debbuild.missing_tools()
+    if missing:
+        pytest.skip("cannot build the Debian package: missing " + ", ".join(missing))
+    return debbuild.build_deb(ROOT, str(tmp_path_factory.mktemp("deb")))
