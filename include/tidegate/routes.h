@@ -22,6 +22,8 @@ struct tg_route {
 	const char *upstream;	/* default upstream path template */
 	const struct tg_body_check *check;	/* its request check (body_check.h), or
 						 * NULL: none */
+	const char *accepts;	/* the media types its body may have, comma-separated
+				 * (tg_http_media_accepted; 415 otherwise), or NULL: any */
 };
 
 #define TG_ROUTE_MAXPARAM 2

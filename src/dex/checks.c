@@ -119,6 +119,7 @@ struct import_check {
 	int file, dry, too_large, rc;
 	char *ctype;
 	size_t max_part;
+	char msg[160];			/* a 413's words (tg_check_out.msg) */
 	struct tg_import_result res;
 	char request_id[TG_UUID_LEN];	/* named by a dry run's answer */
 };
@@ -231,7 +232,9 @@ import_verdict(struct tg_check *c, struct tg_check_out *out)
 	if (x->too_large) {
 		out->status = 413;
 		out->code = "PAYLOAD_TOO_LARGE";
-		out->msg = "the uploaded file is too large";
+		snprintf(x->msg, sizeof(x->msg), "a part of the upload is larger than %zu bytes, "
+		    "the limit of one part (max_body)", x->max_part);
+		out->msg = x->msg;
 		return 1;
 	}
 	if (x->rc != 0 || c->p.total > 0)

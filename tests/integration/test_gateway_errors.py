@@ -113,3 +113,126 @@ def test_large_text_vendor_error_is_cut_at_8k_as_text(make_gateway, html_vendor)
     assert v["body"].startswith(v["message"]) and len(v["message"].encode()) in (398, 399)
     assert body["message"].startswith("the dex vendor answered 502 Bad Gateway to this "
                                       "request: <html>\u00e9")
+
+
+# ---- Content-Type ----
+
+@pytest.mark.parametrize("ctype", ["text/xml", "application/x-www-form-urlencoded",
+                                   "multipart/form-data; boundary=B"])
+def test_export_body_of_another_type_is_415(emulator, gateway, ctype):
+    r = requests.post(gateway.dex + EXPORT + "activities", data=b"<x/>",
+                      headers={**gateway.headers(), "Content-Type": ctype}, timeout=10)
+    body = gw_error(r, 415, "UNSUPPORTED_MEDIA_TYPE")
+    assert body["message"].startswith(f"Content-Type {ctype} is not taken here: this "
+                                      "endpoint takes application/json (or a +json type)")
+    assert ("curl -d sends" in body["message"]) == ctype.startswith("application/x-www")
+    assert r.headers["Accept-Post"] == "application/json"
+    assert emulator.calls("POST /public/v1/export/activities") == 0
+
+
+def test_json_types_and_a_missing_type_are_taken(emulator, gateway):
+    gateway.wait_tokens()
+    body = json.dumps({"projectId": "P-DEMO"}).encode()
+    for ctype in ["application/json", "Application/JSON ; charset=utf-8",
+                  "application/vnd.example+json", None]:
+        h = dict(gateway.headers(), **({"Content-Type": ctype} if ctype else {}))
+        r = requests.post(gateway.dex + EXPORT + "activities", data=body, headers=h,
+                          timeout=10)
+        assert r.status_code == 200, (ctype, r.text)
+    assert emulator.calls("POST /public/v1/export/activities") == 4
+
+
+def test_multipart_upload_to_the_json_import_is_415_and_json_to_the_file_import(
+        emulator, gateway):
+    files = {"file": ("a.json", b"[]", "application/json")}
+    r = requests.post(gateway.dex + "/public/v1/import/activities?projectId=P-DEMO",
+                      files=files, headers=gateway.headers(), timeout=10)
+    body = gw_error(r, 415, "UNSUPPORTED_MEDIA_TYPE")
+    assert "this endpoint takes application/json" in body["message"]
+    r = requests.post(gateway.dex + "/public/v1/import/activities/file?projectId=P-DEMO",
+                      json=[], headers=gateway.headers(), timeout=10)
+    body = gw_error(r, 415, "UNSUPPORTED_MEDIA_TYPE")
+    assert body["message"] == ("Content-Type application/json is not taken here: this "
+                               "endpoint takes multipart/form-data")
+    assert r.headers["Accept-Post"] == "multipart/form-data"
+    r = requests.post(gateway.sim + "/api/v1/simulations", data="<case/>",
+                      headers={**gateway.headers(), "Content-Type": "application/xml"},
+                      timeout=10)
+    gw_error(r, 415, "UNSUPPORTED_MEDIA_TYPE")
+    assert emulator.calls("POST /public/v1/import/activities") == 0
+    assert emulator.calls("POST /public/v1/import/activities/file") == 0
+
+
+# ---- correlationId, callbacks, 413 ----
+
+@pytest.mark.parametrize("auth", ["key", "caller"])
+def test_malformed_correlation_id_is_400_and_never_reaches_the_vendor(emulator, make_gateway,
+                                                                     auth):
+    gw = make_gateway(emulator, {"poll": {"uuid_ids": True}})
+    h = gw.headers() if auth == "key" else {"Authorization": "Bearer " + emulator.token()}
+    for path in ["/public/export", "/public/v1/import/status", "/public/v1/import/result",
+                 "/api/public/v1/import/activities/failed"]:
+        r = requests.get(gw.dex + path, params={"correlationId": "abc", "wait": 5},
+                         headers=h, timeout=10)
+        body = gw_error(r, 400, "VALIDATION_FAILED")
+        (d,) = body["details"]
+        assert (d["path"], d["code"]) == ("", "format"), d
+        assert d["message"].startswith("query parameter 'correlationId' is not a job id of "
+                                       "the vendor: 'abc' (its ids are UUIDs"), d
+        assert "poll.uuid_ids" in d["message"]
+    calls = emulator.stats()["calls"]
+    assert not [c for c in calls if "/export" in c or "/import" in c], calls
+    # the vendor's own ids pass
+    r = requests.post(gw.dex + EXPORT + "activities", json={"projectId": "P-DEMO"},
+                      headers=gw.headers(), timeout=10)
+    cid = r.json()["correlationId"]
+    r = requests.get(gw.dex + "/public/export", params={"correlationId": cid},
+                     headers=gw.headers(), timeout=10)
+    assert r.status_code in (200, 202), r.text
+    assert emulator.calls("GET /public/export") == 1
+
+
+def egress_detail(gw, url):
+    r = requests.post(gw.dex + EXPORT + "activities",
+                      json={"projectId": "P-DEMO", "callbackUrl": url},
+                      headers=gw.headers(), timeout=10)
+    (d,) = gw_error(r, 400, "VALIDATION_FAILED")["details"]
+    assert (d["path"], d["code"]) == ("/callbackUrl", "egress"), d
+    return d["message"]
+
+
+def test_refused_callback_addresses_name_webhooks_allow(emulator, make_gateway, tmp_path):
+    secret = tmp_path / "whsec"
+    secret.write_text("whsec_" + "A" * 43 + "=\n")
+    gw = make_gateway(emulator, {"webhooks": {"secret_file": str(secret)}})
+    assert egress_detail(gw, "http://127.0.0.1:9/x") == (
+        "callback URL host 127.0.0.1 is a loopback address (not allowed; to allow it, "
+        "list 127.0.0.1/32 in webhooks.allow)")
+    assert egress_detail(gw, "http://10.1.2.3/x") == (
+        "callback URL host 10.1.2.3 is a private address (not allowed; to allow it, list "
+        "10.1.2.3/32 in webhooks.allow)")
+    assert egress_detail(gw, "http://[::1]/x").endswith("list ::1/128 in webhooks.allow)")
+    assert egress_detail(gw, "http://[::ffff:192.168.1.1]/x").endswith(
+        "a private address (not allowed; to allow it, list 192.168.1.1/32 in "
+        "webhooks.allow)")
+    assert "list 'localhost' itself in webhooks.allow" in egress_detail(
+        gw, "http://localhost:9/x")
+    assert emulator.calls("POST /public/v1/export/activities") == 0
+
+
+def test_413_names_the_limit_and_its_key(emulator, make_gateway):
+    gw = make_gateway(emulator, {"max_body": "4KB", "dex": {"caller_max_body": "2KB"}})
+    big = json.dumps({"projectId": "P-DEMO", "names": ["n" * 100] * 50}).encode()
+    r = requests.post(gw.dex + EXPORT + "activities", data=big,
+                      headers={**gw.headers(), "Content-Type": "application/json"}, timeout=10)
+    body = gw_error(r, 413, "PAYLOAD_TOO_LARGE")
+    assert "at most 4096 bytes with a gateway API key (max_body), 2048 with a caller's own " \
+           "token" in body["message"] and "dex.caller_max_body" in body["message"], body
+    r = requests.post(gw.dex + "/public/v1/authenticate", data=b"{" + b" " * 20000 + b"}",
+                      headers={"Content-Type": "application/json"}, timeout=10)
+    body = gw_error(r, 413, "PAYLOAD_TOO_LARGE")
+    assert body["message"] == "a login body is at most 4096 bytes (dex.login_max_body)"
+    r = requests.post(gw.admin + "/webhooks/redeliver", data=b"x" * 20000,
+                      headers=gw.headers(), timeout=10)
+    assert r.status_code == 413 and "(admin_max_body)" in r.json()["message"], r.text
+    assert emulator.calls("POST /public/v1/export/activities") == 0
