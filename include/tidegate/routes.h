@@ -64,6 +64,14 @@ int tg_route_match(const struct tg_service_routes *sr, const char *method, const
 void tg_route_allow(const struct tg_service_routes *sr, const char *path, char *out,
     size_t n);
 /**
+ * The route path nearest path, a near miss of it (tg_did_you_mean: another
+ * case, or at most two edits; "{name}" segments taken from path), with the
+ * prefix path was sent under: into out (n bytes), 1; 0 when none is near.
+ * Off the matching path: for a 404. sr, path and out are borrowed.
+ */
+int tg_route_suggest(const struct tg_service_routes *sr, const char *path, char *out,
+    size_t n);
+/**
  * Expand "{name}" in tmpl from m's parameters, or NULL if one is missing.
  * tmpl and m are borrowed; the caller takes ownership of the result (free()).
  */

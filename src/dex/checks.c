@@ -40,7 +40,11 @@ export_begin(struct tg_check *c, const struct tg_check_in *in)
 	x->kind = kind ? tg_xstrdup(kind) : NULL;
 	x->eo.strict = in->strict;
 	x->eo.wp_status_field = in->wp_status_field;
-	x->skip = !tg_export_kind_known(kind) && !x->eo.strict;
+	/* A kind not known is the vendor's to judge (a kind added since), but a
+	 * near miss of a known one is a typo: refused with its "did you mean",
+	 * as near misses of field names are. */
+	x->skip = !tg_export_kind_known(kind) && !x->eo.strict &&
+	    tg_export_kind_hint(kind) == NULL;
 	c->priv = x;
 }
 

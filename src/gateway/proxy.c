@@ -89,6 +89,17 @@ reply_405(struct gw_req *r)
 	gw_req_reply_405(r, allow);
 }
 
+/* An unknown path: the route path it nearly is, if one is near. */
+static void
+not_found(struct gw_req *r)
+{
+	char msg[400];
+
+	snprintf(msg, sizeof(msg), "no such endpoint");
+	gw_path_hint(r, msg + strlen(msg), sizeof(msg) - strlen(msg));
+	gw_req_reply_error(r, 404, "NOT_FOUND", msg);
+}
+
 /* Its head announced more than the caller may send: which cap, and why. */
 static void
 too_large(struct gw_req *r)
@@ -162,7 +173,7 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		return;
 	}
 	if (rc == 0 && !r->svc->cfg->passthrough) {
-		gw_req_reply_error(r, 404, "NOT_FOUND", "no such endpoint");
+		not_found(r);
 		return;
 	}
 	if (gw_req_authenticate(r) != 0 || media_refused(r))

@@ -8,7 +8,8 @@
  * read. The OAuth token endpoint's errors are relayed as they came: OAuth
  * clients read RFC 6749 5.2 bodies ("error": "invalid_client"). Called by
  * relay.c (relayed and held answers), logins.c, and features that answer
- * with a vendor's answer they keep (jobs' polls, runs' status).
+ * with a vendor's answer they keep (jobs' polls, runs' status). A 404 to
+ * a path that is no route's but near one says which (gw_path_hint).
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "tidegate/errors.h"
 #include "tidegate/http.h"
 #include "tidegate/json.h"
+#include "tidegate/routes.h"
 #include "gw.h"
 
 /* Length of the longest prefix of s[0..n) that is whole UTF-8: a body cut
@@ -64,6 +66,11 @@ wrap_message(const struct gw_req *r, int status, const char *said, char *msg, si
 {
 	const char *login = r->op == TG_OP_DEX_AUTHENTICATE ? " the login" : "";
 
+	char hint[340] = "";
+	size_t len;
+
+	if (status == 404 && r->m.route == NULL)	/* passed through: a near miss? */
+		gw_path_hint(r, hint, sizeof(hint));
 	if (status == 401 && r->auth == GW_AUTH_CALLER && !*login &&
 	    tg_http_bearer(r->req) != NULL)
 		snprintf(msg, size, "not an API key of this gateway, and the vendor refused it "
@@ -72,7 +79,19 @@ wrap_message(const struct gw_req *r, int status, const char *said, char *msg, si
 		snprintf(msg, size, "the %s vendor answered %d %s to%s%s%s", r->svc->name, status,
 		    tg_http_reason(status), *login ? login : " this request", said ? ": " : "",
 		    said ? said : "");
+	if (*hint != '\0' && (len = strlen(msg)) + strlen(hint) < size)
+		memcpy(msg + len, hint, strlen(hint) + 1);	/* whole, or not at all */
 	msg[utf8_prefix((const unsigned char *)msg, strlen(msg))] = '\0';	/* cut by size */
+}
+
+void
+gw_path_hint(const struct gw_req *r, char *out, size_t n)
+{
+	char near[300];
+
+	*out = '\0';
+	if (tg_route_suggest(r->svc->routes, r->path, near, sizeof(near)))
+		snprintf(out, n, " (did you mean '%s'?)", near);
 }
 
 static void
