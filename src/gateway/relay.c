@@ -7,7 +7,9 @@
  * byte for client_send_timeout is dropped by flush.c and its call
  * cancelled). Features of the operation decide at the head whether the
  * answer is relayed, copied for them, or held until they answer
- * (feature.c). Called by proxy.c, by logins that are not cached, by the
+ * (feature.c). An error answer (400 and above) is read, up to
+ * GW_VENDOR_ERROR_MAX, and wrapped in the gateway's error body
+ * (vendor_error.c); every other answer streams through as it comes. Called by proxy.c, by logins that are not cached, by the
  * request check when it passes a request (gw_req_validated), and by
  * features that hand a request back (gw_req_proxy).
  */
@@ -187,7 +189,7 @@ answered(struct gw_req *r, const struct tg_up_req *u, enum tg_up_error err)
 	if (err == TG_UP_OK && r->started) {
 		gw_req_reply_end(r, 0);
 	} else if (err == TG_UP_OK && r->held) {
-		gw_req_reply_vendor(r, r->upstream_status, NULL, r->capture);	/* as it came */
+		gw_req_reply_vendor(r, r->upstream_status, NULL, r->capture);	/* an error wrapped */
 	} else if (err == TG_UP_OK && r->vendor_error != NULL) {
 		gw_req_reply_vendor(r, r->upstream_status, NULL, r->vendor_error);
 	} else if (err == TG_UP_OK) {

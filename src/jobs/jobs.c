@@ -311,6 +311,16 @@ is_uuid(const char *s)
 	return s[36] == '\0';
 }
 
+/* Echoed in an error only when it is plain ASCII (a cut leaves it whole). */
+static int
+printable(const char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x20 || *s > 0x7e)
+			return 0;
+	return 1;
+}
+
 int
 jobs_owner_check(struct gw_req *r, char **job)
 {
@@ -337,7 +347,7 @@ jobs_owner_check(struct gw_req *r, char **job)
 		snprintf(msg, sizeof(msg), "query parameter 'correlationId' is not a job id of "
 		    "the vendor: '%.64s%s' (its ids are UUIDs, as its exports and imports "
 		    "answer them: 8-4-4-4-12 hex digits; poll.uuid_ids: false sends any id)",
-		    *job, strlen(*job) > 64 ? "…" : "");
+		    printable(*job) ? *job : "…", strlen(*job) > 64 ? "…" : "");
 		refuse(r, "format", msg);
 		free(*job);
 		*job = NULL;
