@@ -27,6 +27,7 @@
 #include "tidegate/jobs.h"
 #include "tidegate/log.h"
 #include "tidegate/notify.h"
+#include "tidegate/pidfile.h"
 #include "tidegate/priv.h"
 #include "tidegate/runs.h"
 #include "tidegate/state.h"
@@ -38,9 +39,13 @@
 static void
 usage(FILE *out, int rc)
 {
-	fputs("usage: tidegate [-t] [-c FILE] | -K | -h | -V\n"
+	fputs("usage: tidegate [-t | -T | -s reload|stop] [-c FILE] | -K | -h | -V\n"
 	    "  -c, --config FILE  configuration (default conf/tidegate.yaml)\n"
 	    "  -t, --test         check the configuration, print \"configuration OK\", exit\n"
+	    "  -T, --test-print   check it, then print the effective configuration (every\n"
+	    "                     key, defaults included; secrets redacted) as YAML, exit\n"
+	    "  -s, --signal SIG   reload or stop the gateway named by the configuration's\n"
+	    "                     pid_file (SIGHUP, SIGTERM)\n"
 	    "  -K, --keys         print every configuration key as a Markdown table\n"
 	    "  -h, --help         print this help\n"
 	    "  -V, -v, --version  print the version\n"
@@ -49,15 +54,30 @@ usage(FILE *out, int rc)
 	exit(rc);
 }
 
+/* What the build has: a fleet needs postgresql, Type=notify systemd. */
+static const char *const features = TG_HAVE_PQ && TG_HAVE_SYSTEMD ?
+    "sqlite +postgresql +systemd" : TG_HAVE_PQ ? "sqlite +postgresql -systemd" :
+    TG_HAVE_SYSTEMD ? "sqlite -postgresql +systemd" : "sqlite -postgresql -systemd";
+
 static void
 version(void)
 {
 	printf("tidegate %s%s%s%s\n", TG_VERSION, TG_VERSION_GIT[0] ? " (git " : "",
 	    TG_VERSION_GIT, TG_VERSION_GIT[0] ? ")" : "");
-	/* what the build has: a fleet needs postgresql, Type=notify systemd */
-	printf("features: sqlite %cpostgresql %csystemd\n", TG_HAVE_PQ ? '+' : '-',
-	    TG_HAVE_SYSTEMD ? '+' : '-');
+	printf("features: %s\n", features);
 	exit(0);
+}
+
+/* The log's first line, whatever log_level (but off) says: what runs, built
+ * with what, from which file, as nginx's "starting" notice. */
+static void
+log_start(const char *path, int lvl)
+{
+	tg_log_init(stderr, lvl == TG_LOG_OFF ? TG_LOG_OFF : TG_LOG_INFO);
+	tg_log(TG_LOG_INFO, "starting", TG_LS("version", TG_VERSION),
+	    TG_LS("git", TG_VERSION_GIT[0] ? TG_VERSION_GIT : NULL),
+	    TG_LS("features", features), TG_LS("config", path), TG_LI("pid", getpid()));
+	tg_log_set_level((enum tg_log_level)lvl);
 }
 
 /* The features' configurations, before any is loaded or listed (-K): their
@@ -70,24 +90,28 @@ define_configs(void)
 	(void)gw_config_define(&tg_runs_config);
 }
 
-/* Options: -c sets *path, -t *test; -K, -h and -V answer and exit. */
+/* Options: -c sets *path, -t *test (1; -T: 2), -s *sig; -K, -h and -V
+ * answer and exit. */
 static void
-parse_options(int argc, char **argv, const char **path, int *test)
+parse_options(int argc, char **argv, const char **path, int *test, const char **sig)
 {
 	static const struct option longs[] = {
 		{ "config", required_argument, NULL, 'c' }, { "test", no_argument, NULL, 't' },
+		{ "test-print", no_argument, NULL, 'T' }, { "signal", required_argument, NULL, 's' },
 		{ "keys", no_argument, NULL, 'K' }, { "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' }, { NULL, 0, NULL, 0 }
 	};
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "tc:KhVv", longs, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "tTs:c:KhVv", longs, NULL)) != -1) {
 		if (ch == 'K') {
 			gw_config_doc(stdout);
 			exit(0);
 		}
-		if (ch == 't')
-			*test = 1;
+		if (ch == 't' || ch == 'T')
+			*test = ch == 't' ? 1 : 2;
+		else if (ch == 's' && (strcmp(optarg, "reload") == 0 || strcmp(optarg, "stop") == 0))
+			*sig = optarg;
 		else if (ch == 'c')
 			*path = optarg;
 		else if (ch == 'h')
@@ -97,7 +121,7 @@ parse_options(int argc, char **argv, const char **path, int *test)
 		else
 			usage(stderr, 2);
 	}
-	if (optind < argc)
+	if (optind < argc || (*sig != NULL && *test))
 		usage(stderr, 2);
 }
 
@@ -114,6 +138,37 @@ print_report(const char *path, struct tg_cfg_report *rep)
 	if (rep->dropped > 0)
 		fprintf(stderr, "%s: %zu more problems not shown\n", path, rep->dropped);
 	tg_config_report_cleanup(rep);
+	return rc;
+}
+
+/*
+ * -s reload|stop: SIGHUP or SIGTERM to the process the configuration's
+ * pid_file names, and no other (a shared host runs several gateways). A
+ * file a reload would refuse is reported and nothing is sent; a stop only
+ * needs pid_file to be readable.
+ */
+static int
+signal_cmd(const char *path, const char *what)
+{
+	int sig = strcmp(what, "reload") == 0 ? SIGHUP : SIGTERM, rc = 1;
+	struct tg_cfg_report rep = { 0 };
+	struct gw_config cfg;
+	struct tg_err err;
+	pid_t pid;
+
+	if (gw_config_load(path, &cfg, &rep) != 0 && (sig == SIGHUP || cfg.pid_file == NULL)) {
+		(void)print_report(path, &rep);
+		fprintf(stderr, "tidegate: %s: %s not sent\n", path, what);
+	} else if (cfg.pid_file == NULL) {
+		fprintf(stderr, "tidegate: %s sets no pid_file: nothing to signal (set pid_file, "
+		    "or signal the process yourself: systemctl %s tidegate)\n", path, what);
+	} else if (tg_pidfile_signal(cfg.pid_file, "tidegate", sig, &pid, &err) != 0) {
+		fprintf(stderr, "tidegate: %s\n", err.msg);
+	} else {
+		rc = 0;
+	}
+	tg_config_report_cleanup(&rep);
+	gw_config_free(&cfg);
 	return rc;
 }
 
@@ -314,6 +369,7 @@ run(const char *path, struct gw_config *cfg, struct tg_priv *priv)
 	struct tg_state *st = NULL;
 	struct gw *gw = NULL;
 	struct tg_err err;
+	char *pid_file = cfg->pid_file != NULL ? tg_xstrdup(cfg->pid_file) : NULL;
 	int rc = 1;
 
 	memset(&ecfg, 0, sizeof(ecfg));
@@ -322,6 +378,7 @@ run(const char *path, struct gw_config *cfg, struct tg_priv *priv)
 	    (st = open_state(base, cfg, &err)) == NULL ||
 	    (gw = gw_new(base, path, cfg, st, &err)) == NULL || add_features(gw, &err) != 0 ||
 	    tg_priv_regain(priv, &err) != 0 || gw_start(gw, &err) != 0 ||
+	    (pid_file != NULL && tg_pidfile_write(pid_file, &err) != 0) ||
 	    tg_priv_drop(priv, &err) != 0) {
 		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", err.msg));
 		goto done;
@@ -334,6 +391,9 @@ run(const char *path, struct gw_config *cfg, struct tg_priv *priv)
 	tg_log(TG_LOG_INFO, "stopped", TG_LS("config", path));
 	rc = 0;
 done:
+	if (pid_file != NULL && tg_pidfile_remove(pid_file, &err) != 0)
+		tg_log(TG_LOG_WARN, "pid_file_kept", TG_LS("reason", err.msg));
+	free(pid_file);
 	gw_free(gw);	/* the gateway's upstreams may still talk to the emulator */
 	tg_state_close(st);	/* after the features: their operations are over */
 	gw_config_free(cfg);	/* emptied by gw_new when it took it */
@@ -351,12 +411,15 @@ main(int argc, char **argv)
 	struct gw_config cfg;
 	struct tg_priv priv;
 	struct tg_err why;
+	const char *sig = NULL;
 	int test = 0, lvl, warn = 0;
 
 	define_configs();
-	parse_options(argc, argv, &path, &test);
+	parse_options(argc, argv, &path, &test, &sig);
 	tg_metrics_build_set(TG_VERSION, TG_VERSION_GIT);
 	gw_config_add_check(check_emulator);
+	if (sig != NULL)
+		return signal_cmd(path, sig);
 	memset(&priv, 0, sizeof(priv));
 	/* The same checks for -t and the start, and the same lines printed. */
 	if (gw_config_load(path, &cfg, &rep) == 0 &&
@@ -369,13 +432,20 @@ main(int argc, char **argv)
 		return 1;
 	}
 	lvl = tg_log_level_parse(cfg.log_level);	/* checked by gw_config_load */
+	if (test == 2)		/* -T: the file checked, then what it amounts to */
+		gw_config_print(&cfg, stdout);
 	if (test) {
-		puts("configuration OK");
+		fputs("configuration OK\n", test == 2 ? stderr : stdout);
 		gw_config_free(&cfg);
 		return 0;
 	}
-	tg_log_init(stderr, (enum tg_log_level)lvl);
+	log_start(path, lvl);
 	log_user(&cfg, warn);
+	if (cfg.pid_file != NULL && tg_pidfile_check(cfg.pid_file, "tidegate", &why) != 0) {
+		tg_log(TG_LOG_ERROR, "start_failed", TG_LS("reason", why.msg));
+		gw_config_free(&cfg);
+		return 1;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	umask(077);	/* state, spool and payload files: the user's alone */
 	return run(path, &cfg, &priv);

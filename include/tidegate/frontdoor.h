@@ -11,6 +11,10 @@
  * request whose chunked body went bad reaches it with the fault; the
  * handler answers either with the JSON error body and the connection is
  * closed. A request cut by a time limit is answered 408 by the front door.
+ * The front door also decides, in one place, the client address of each
+ * request (tg_frontdoor_client): the peer's, or the one a PROXY protocol
+ * header gave (proxy_protocol), or, from a trusted proxy (real_ip_from),
+ * the one its X-Forwarded-For names.
  * Accepted sockets get TCP_NODELAY. Used by the gateway's and the
  * emulator's listeners.
  */
@@ -24,6 +28,8 @@
 #include <event2/http.h>
 
 #include "tidegate/head.h"
+
+struct tg_cidrs;
 
 /** Counters of a listener's front door (the listener's, written by the
  * front door). */
@@ -49,7 +55,17 @@ struct tg_frontdoor {
 	size_t max_head;	/* bytes of one request head (431 above) */
 	uint64_t max_body;	/* a larger Content-Length is refused with 413 */
 	uint64_t max_conns;	/* open connections of the listener; 0: no limit */
-	uint64_t max_conns_per_addr;	/* from one client address; 0: no limit */
+	uint64_t max_conns_per_addr;	/* from one client address; 0: no limit.
+					 * A trusted proxy's connections are not
+					 * counted: each request on one counts,
+					 * while it is in flight, under its
+					 * client's address (over: 429) */
+	int proxy_protocol;	/* a PROXY header (v1 or v2) opens every
+				 * connection; without one, or malformed, or
+				 * not whole within header_timeout_ms, the
+				 * connection is closed unanswered */
+	const struct tg_cidrs *real_ip_from;	/* borrowed; NULL: no proxy is
+						 * trusted (no header is read) */
 	int64_t header_timeout_ms;	/* a whole request head; 0: no limit */
 	int64_t body_timeout_ms;	/* between two reads of a body; 0: none */
 	uint64_t body_min_rate;		/* bytes/s a body must average from
@@ -137,6 +153,18 @@ int tg_frontdoor_set_on_end(struct evhttp_request *req, tg_frontdoor_end_cb cb, 
  * for a request that passed the front door whole.
  */
 int tg_frontdoor_refusal(struct evhttp_request *req);
+/**
+ * The client address of req (borrowed) into out[size] (the caller's): on
+ * a framed listener the front door's decision, made once per request when
+ * its handler takes it (tg_frontdoor_refusal; asked before, the
+ * connection's address): the peer's, or the PROXY header's; from a peer in
+ * real_ip_from, the address X-Forwarded-For names, walked from the right
+ * past trusted proxies. Elsewhere evhttp's peer. "" when unknown.
+ */
+void tg_frontdoor_client(struct evhttp_request *req, char *out, size_t size);
+/** The address conn (borrowed) speaks for, into out[size]: its peer's, or
+ * the PROXY header's (the hop an X-Forwarded-For sent on names). */
+void tg_frontdoor_conn_addr(struct evhttp_connection *conn, char *out, size_t size);
 /** Mark the reply to req (borrowed) as the connection's last: the front
  * door discards what else the client sends. */
 void tg_frontdoor_close_after(struct evhttp_request *req);

@@ -84,6 +84,7 @@ struct gw_lctx {
 	int listener;
 	struct tg_frontdoor door;	/* the listener's front door (frontdoor.h) */
 	struct tg_frontdoor_stats stats;	/* its counters, for /metrics */
+	int retired;			/* its address changed on SIGHUP (listeners.c) */
 };
 
 struct gw_admin_req;
@@ -94,6 +95,8 @@ struct gw_vcall;
 
 struct gw_tls;
 struct gw_otlp;
+struct gw_retired;
+struct gw_listener_kind;
 
 struct gw {
 	struct event_base *base;
@@ -105,7 +108,11 @@ struct gw {
 	struct gw_tls *tls;		/* TLS of the listeners (tls_listen.c), owned */
 	struct gw_otlp *otlp;		/* the span exporter (otlp.c), owned; NULL:
 					 * tracing.otlp_url unset, no spans made */
-	struct gw_lctx lctx[GW_NLISTENERS];
+	struct gw_lctx *lctx[GW_NLISTENERS];	/* owned, each listener's since its bind */
+	struct gw_retired *retired;	/* listeners of addresses given up on SIGHUP,
+					 * until their connections close (listeners.c) */
+	struct event *retired_ev;
+	const struct gw_listener_kind *lkinds;	/* static: what serves each listener */
 	struct tg_metrics *metrics;
 	size_t inflight;		/* client requests being handled */
 	TAILQ_HEAD(, gw_req) reqs;	/* those requests, for the drain's deadline */
@@ -114,6 +121,15 @@ struct gw {
 	int draining;
 	int drain_cut;			/* drain_timeout passed: what was left was cut */
 	struct event *sig[3], *drain_timer;
+	/* SIGTERM with drain_delay: /readyz says draining while the listeners
+	 * still serve, until delay_end_ms (monotonic), then the drain */
+	int stopping;
+	int64_t delay_end_ms;
+	struct event *delay_timer;
+	/* the last SIGHUP's outcome (the start counts as one, as Prometheus
+	 * does): 1 loaded, 0 refused; when a configuration last loaded (Unix ms) */
+	int reload_ok;
+	int64_t reload_ok_at_ms;
 	struct gw_runtime *dying;	/* released, freed from reap_ev */
 	struct event *reap_ev;
 	struct event *start_ev;		/* the features' start, on the loop's first turn */

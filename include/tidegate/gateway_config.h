@@ -23,6 +23,7 @@ struct gw_key_cfg {
 };
 
 struct gw_config;
+struct tg_cidrs;
 
 /*
  * A feature's configuration: the keys of its own sections (poll.*,
@@ -87,11 +88,13 @@ struct gw_config {
 	char *listen_dex, *listen_sim, *listen_admin;
 	char *log_level;
 	char *user;		/* the account to become when started as root */
+	char *pid_file;		/* NULL: none (a service manager knows the pid) */
 	int access_log;
 	int access_log_probes;	/* the admin's /healthz, /readyz, /metrics logged too */
 	int64_t max_body;
 	int64_t admin_max_body;	/* a body on the admin listener */
 	int64_t drain_timeout;
+	int64_t drain_delay;	/* SIGTERM: /readyz 503 this long before the drain */
 	int64_t client_header_timeout, client_body_timeout, keepalive_timeout;
 	int64_t client_body_min_rate, client_body_rate_grace;	/* bytes/s (0: none), ms */
 	long long max_clients, max_clients_per_ip;
@@ -110,6 +113,11 @@ struct gw_config {
 	/* tls_listen.*: TLS on the gateway's own listeners */
 	char *ltls_cert, *ltls_key, *ltls_client_ca;
 	struct tg_strlist ltls_on;	/* listener names */
+	/* the client address behind load balancers (client_addr.c) */
+	struct tg_strlist real_ip_from;		/* trusted proxies, as written */
+	struct tg_strlist proxy_protocol_on;	/* listener names */
+	struct tg_cidrs *real_ip;		/* real_ip_from parsed by the check
+						 * (owned; NULL: none) */
 	struct gw_key_cfg *keys;
 	size_t nkeys;
 	long long max_problems;	/* problems listed in one 400 */
@@ -154,6 +162,9 @@ const void *gw_config_settings(const struct gw_config *c, const struct gw_config
 /** Every key, the core's then each feature's, as Markdown rows into out
  * (borrowed): -K, the table in docs/configuration.md. */
 void gw_config_doc(FILE *out);
+/** tidegate -T: c (borrowed, loaded) as YAML on out (borrowed): every key
+ * with its effective value, secrets redacted (config_print.c). */
+void gw_config_print(const struct gw_config *c, FILE *out);
 /** A check of the entry point's that looks past the gateway's keys (the
  * embedded emulator's file): problems into rep (borrowed); c borrowed. */
 typedef void (*gw_config_check_fn)(struct gw_config *c, struct tg_cfg_report *rep);
@@ -178,6 +189,14 @@ char *gw_config_beside(const struct gw_config *c, const char *file);
  * read, or is not a regular file, is a problem at key in rep (borrowed). */
 void gw_config_check_readable(const struct gw_config *c, char **field, const char *key,
     struct tg_cfg_report *rep);
+/* client_addr.c */
+/** real_ip_from parsed into c->real_ip (owned by c), proxy_protocol's
+ * listeners known and not speaking TLS: problems into rep (borrowed). */
+void gw_client_config_check(struct gw_config *c, struct tg_cfg_report *rep);
+/** Free what gw_client_config_check derived (c borrowed). */
+void gw_client_config_free(struct gw_config *c);
+/** 1 when listener l's name ("dex", "sim", "admin") is in list (borrowed). */
+int gw_config_names_listener(const struct tg_strlist *list, int l);
 /** 1 when addr ("host:port", borrowed) is a loopback address. */
 int gw_config_addr_loopback(const char *addr);
 struct tg_keyring;

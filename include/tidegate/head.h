@@ -43,6 +43,8 @@ enum tg_head_fault {
 	TG_HEAD_BODY_STALLED,	/* no body byte for the listener's body timeout */
 	TG_HEAD_BODY_TOO_SLOW,	/* a body under the listener's minimum rate */
 	TG_HEAD_UNAVAILABLE,	/* a feature cannot tell yet whether the body may be read */
+	TG_HEAD_CLIENT_LIMIT,	/* through a trusted proxy: its client has
+				 * max_clients_per_ip requests in flight */
 	TG_HEAD_NFAULTS
 };
 

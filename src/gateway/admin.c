@@ -118,21 +118,25 @@ static void
 render_clients(struct gw *gw, struct evbuffer *out)
 {
 	static const char *const ln[GW_NLISTENERS] = { "dex", "sim", "admin" };
+	struct tg_frontdoor_stats st[GW_NLISTENERS];
 	int l;
 
+	for (l = 0; l < GW_NLISTENERS; l++)
+		gw_listener_stats(gw, l, &st[l]);
 	family(out, "tidegate_client_connections", "gauge", "Client connections open.");
 	for (l = 0; l < GW_NLISTENERS; l++)
 		evbuffer_add_printf(out, "tidegate_client_connections{listener=\"%s\"} %llu\n",
-		    ln[l], (unsigned long long)gw->lctx[l].stats.open);
+		    ln[l], (unsigned long long)st[l].open);
 	family(out, "tidegate_client_connections_refused_total", "counter",
-	    "Client connections refused at accept: max_clients or max_clients_per_ip.");
+	    "Client connections refused at accept (max_clients, max_clients_per_ip), and "
+	    "requests through a trusted proxy refused 429 over max_clients_per_ip.");
 	for (l = 0; l < GW_NLISTENERS; l++)
 		evbuffer_add_printf(out, "tidegate_client_connections_refused_total{listener=\"%s\","
 		    "reason=\"max_clients\"} %llu\n"
 		    "tidegate_client_connections_refused_total{listener=\"%s\","
 		    "reason=\"max_clients_per_ip\"} %llu\n", ln[l],
-		    (unsigned long long)gw->lctx[l].stats.refused_max, ln[l],
-		    (unsigned long long)gw->lctx[l].stats.refused_addr);
+		    (unsigned long long)st[l].refused_max, ln[l],
+		    (unsigned long long)st[l].refused_addr);
 	family(out, "tidegate_client_timeouts_total", "counter",
 	    "Client connections closed for a time limit (header, body, body_rate, keepalive).");
 	for (l = 0; l < GW_NLISTENERS; l++)
@@ -140,10 +144,10 @@ render_clients(struct gw *gw, struct evbuffer *out)
 		    " %llu\ntidegate_client_timeouts_total{listener=\"%s\",kind=\"body\"} %llu\n"
 		    "tidegate_client_timeouts_total{listener=\"%s\",kind=\"body_rate\"} %llu\n"
 		    "tidegate_client_timeouts_total{listener=\"%s\",kind=\"keepalive\"} %llu\n",
-		    ln[l], (unsigned long long)gw->lctx[l].stats.header_timeouts, ln[l],
-		    (unsigned long long)gw->lctx[l].stats.body_timeouts, ln[l],
-		    (unsigned long long)gw->lctx[l].stats.body_too_slow, ln[l],
-		    (unsigned long long)gw->lctx[l].stats.idle_closed);
+		    ln[l], (unsigned long long)st[l].header_timeouts, ln[l],
+		    (unsigned long long)st[l].body_timeouts, ln[l],
+		    (unsigned long long)st[l].body_too_slow, ln[l],
+		    (unsigned long long)st[l].idle_closed);
 }
 
 /* Series read from the pools and token sources at scrape time, one family
@@ -274,6 +278,21 @@ render_owners(struct gw *gw, struct evbuffer *out)
 	}
 }
 
+/* Prometheus's own names for a reload's outcome, so its alert rules
+ * (ConfigReloadFailed) read the gateway too. */
+static void
+render_reload(struct gw *gw, struct evbuffer *out)
+{
+	family(out, "tidegate_config_last_reload_successful", "gauge",
+	    "Whether the last configuration reload (SIGHUP) succeeded (the start counts as one).");
+	evbuffer_add_printf(out, "tidegate_config_last_reload_successful %d\n", gw->reload_ok);
+	family(out, "tidegate_config_last_reload_success_timestamp_seconds", "gauge",
+	    "Unix time of the last configuration loaded (the start, or a successful reload).");
+	evbuffer_add_printf(out, "tidegate_config_last_reload_success_timestamp_seconds "
+	    "%lld.%03lld\n", (long long)(gw->reload_ok_at_ms / 1000),
+	    (long long)(gw->reload_ok_at_ms % 1000));
+}
+
 static void
 metrics(struct gw *gw, struct evhttp_request *req)
 {
@@ -281,6 +300,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 
 	tg_metrics_render(gw->metrics, b);
 	tg_metrics_process_render(b);
+	render_reload(gw, b);
 	render_gauges(gw, b);
 	render_clients(gw, b);
 	render_owners(gw, b);
@@ -289,8 +309,10 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	gw_scrape(gw, req, b);	/* takes b; replies once every feature's part is in */
 }
 
-/* Draining (SIGTERM until exit) is its own answer: 503 with "status":
- * "draining", whatever the tokens say, so a balancer stops sending here. */
+/* Draining (SIGTERM until exit, drain_delay included) is its own answer:
+ * 503 with "status": "draining", whatever the tokens say, so a balancer
+ * stops sending here; listeners_stop_in_ms says how long the dex and sim
+ * listeners still accept (0 once they stopped). */
 /* One meaning: the instance can serve (it is not draining). What the
  * vendor does is beside it: each service's token ("services") and whole
  * state ("vendor": up, logging in, login failing, unreachable, no
@@ -299,7 +321,8 @@ static void
 readyz(struct gw *gw, struct evhttp_request *req)
 {
 	yajl_gen g = tg_json_gen_new();
-	int ready = !gw->draining, i, ok;
+	int ready = !gw->draining && !gw->stopping, i, ok;
+	int64_t left = gw->draining ? 0 : gw->delay_end_ms - tg_clock_mono_ms();
 	const char *state;
 
 	yajl_gen_map_open(g);
@@ -321,8 +344,11 @@ readyz(struct gw *gw, struct evhttp_request *req)
 	if (!gw_admin_state_ready(gw, g))
 		tg_json_kv_bool(g, "degraded", 0);
 	tg_json_kv_bool(g, "ready", ready);
-	tg_json_kv_bool(g, "draining", gw->draining);
-	tg_json_kv_str(g, "status", gw->draining ? "draining" : "ready");
+	tg_json_kv_bool(g, "draining", !ready);
+	tg_json_kv_str(g, "status", ready ? "ready" : "draining");
+	if (!ready) {	/* drain_delay: the listeners still serve this long */
+		tg_json_kv_int(g, "listeners_stop_in_ms", left > 0 ? left : 0);
+	}
 	yajl_gen_map_close(g);
 	reply_json(req, ready ? 200 : 503, g);
 	yajl_gen_free(g);

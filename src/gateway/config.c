@@ -74,6 +74,11 @@ const struct tg_cfg_key gw_config_keys[] = {
 	  "started as root: the account to run as once the listeners are bound (root "
 	  "refuses to start without it; \"root\" keeps root, with a warning); "
 	  "ignored otherwise"),
+	K("pid_file", TG_CFG_PATH, pid_file, NULL,
+	  "file the process id is written to once the listeners are bound (removed at exit), "
+	  "for tidegate -s reload and -s stop; a live tidegate already named in it refuses the "
+	  "start; relative: to this file's directory; unset: none (systemd and containers "
+	  "know the pid)"),
 	K("access_log", TG_CFG_BOOL, access_log, "true", "one JSON line per request"),
 	K("access_log_probes", TG_CFG_BOOL, access_log_probes, "true",
 	  "log the admin listener's /healthz, /readyz and /metrics requests too (false: "
@@ -85,6 +90,10 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "API takes no body today)"),
 	KB("drain_timeout", TG_CFG_DURATION, drain_timeout, "30s", 0, 3.6e6,
 	   "on SIGTERM, wait this long for in-flight requests"),
+	KB("drain_delay", TG_CFG_DURATION, drain_delay, "0s", 0, 3.6e6,
+	   "on SIGTERM, /readyz answers 503 this long while the listeners still accept and "
+	   "serve, so a load balancer probing it stops sending here first; then the drain "
+	   "(drain_timeout). A second SIGTERM, or SIGINT, starts the drain at once"),
 	KB("client_header_timeout", TG_CFG_DURATION, client_header_timeout, "60s", 0, 3.6e6,
 	   "a client's whole request head must arrive within this (from the connection's "
 	   "start, or from the first byte of a later head); else a 408 and the connection "
@@ -104,8 +113,10 @@ const struct tg_cfg_key gw_config_keys[] = {
 	KB("max_clients", TG_CFG_INT, max_clients, "4096", 0, 1e6,
 	   "open client connections per listener; more are reset at accept; 0: no limit"),
 	KB("max_clients_per_ip", TG_CFG_INT, max_clients_per_ip, "0", 0, 1e6,
-	   "open client connections per listener from one address; 0: no limit (a sidecar's "
-	   "callers all come from 127.0.0.1)"),
+	   "open client connections per listener from one address (a PROXY header's, on a "
+	   "proxy_protocol listener); a trusted proxy's (real_ip_from) are not counted: each "
+	   "request through one counts under its client while in flight, 429 above; 0: no "
+	   "limit (a sidecar's callers all come from 127.0.0.1)"),
 	KB("client_send_timeout", TG_CFG_DURATION, client_send_timeout, "60s", 0, 8.64e7,
 	   "reset a client that takes no byte of its answer for this long, and cancel the "
 	   "vendor request feeding it (0: never)"),
@@ -199,6 +210,16 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "... but always this many at once"),
 	KB("failover.retry_after_max", TG_CFG_DURATION, retry_after_max, "60s", 1000, 8.64e7,
 	   "a 503's Retry-After keeps its origin out of service at most this long"),
+	K("real_ip_from", TG_CFG_STRLIST, real_ip_from, NULL,
+	  "trusted proxies, on every listener: addresses and CIDR blocks (IPv4, IPv6); a "
+	  "request from one takes its client address from X-Forwarded-For, walked from the "
+	  "right past trusted proxies (nginx's set_real_ip_from, real_ip_recursive on); "
+	  "other peers' X-Forwarded-For is ignored; unset: none"),
+	K("proxy_protocol.listeners", TG_CFG_STRLIST, proxy_protocol_on, NULL,
+	  "listeners whose every connection opens with a PROXY protocol header (v1 or v2, "
+	  "HAProxy's send-proxy / send-proxy-v2) giving the client's address: dex, sim, "
+	  "admin; a connection without a valid one is closed unanswered; not with TLS on the "
+	  "listener; unset: none"),
 	K("tls.verify", TG_CFG_BOOL, tls_verify, "true",
 	  "verify upstream certificates and host names"),
 	K("tls.ca_file", TG_CFG_STR, tls_ca_file, NULL, "PEM CA bundle (default: system)"),
@@ -461,6 +482,7 @@ gw_config_free(struct gw_config *cfg)
 		cfg->settings[i] = NULL;
 	}
 	cfg->ndefs = 0;
+	gw_client_config_free(cfg);
 	if (cfg->state_url != NULL)
 		explicit_bzero(cfg->state_url, strlen(cfg->state_url));
 	tg_config_free(gw_config_keys, gw_config_nkeys, cfg);

@@ -258,6 +258,7 @@ void
 gw_config_check_more(struct gw_config *c, struct tg_cfg_report *rep)
 {
 	check_tls_listen(c, rep);
+	gw_client_config_check(c, rep);
 	gw_config_check_readable(c, &c->tls_ca_file, "tls.ca_file", rep);
 	check_url(c->dex.url, "dex.url", 1, rep);
 	check_url(c->dex.fallback_url, "dex.fallback_url", 0, rep);

@@ -205,6 +205,51 @@ void gw_scrape(struct gw *gw, struct evhttp_request *req, struct evbuffer *core)
 /* logins.c */
 void gw_login_handle(struct gw_req *r);
 
+/* listeners.c: the listeners, bound at start and rebound on SIGHUP. */
+/** listen.<l> of c (borrowed). */
+const char *gw_listen_addr(const struct gw_config *c, int l);
+/* What serves a listener: its requests' handler and the check of its heads
+ * (frontdoor.h), both called with the listener's struct gw_lctx. */
+struct gw_listener_kind {
+	void (*on_request)(struct evhttp_request *req, void *arg);
+	int (*check)(const struct tg_head *h, void *arg, uint64_t *limit);
+};
+/** Bind the three listeners of gw->rt's configuration (TLS from it too),
+ * served by kinds (borrowed, static: kept for rebinds): 0, or -1 with err
+ * (a non-loopback address without API keys, a bind). */
+int gw_listeners_bind(struct gw *gw, const struct gw_listener_kind *kinds,
+    struct tg_err *err);
+/** Listener l's front door from c (borrowed): at bind and on SIGHUP. */
+void gw_listener_door(struct gw *gw, int l, const struct gw_config *c);
+/** Stop http (borrowed) accepting: its bound sockets are closed. */
+void gw_listener_close(struct evhttp *http);
+/* The new listeners of a reload, bound before anything else changes. */
+struct gw_rebind {
+	struct evhttp *http[GW_NLISTENERS];	/* owned until commit or abort */
+	int port[GW_NLISTENERS];
+};
+/** Bind each address of c (borrowed) that differs from the running one's
+ * into rb (the caller's): 0, or -1 with err naming the address and the
+ * error (nothing then is bound). */
+int gw_rebind_prepare(struct gw *gw, const struct gw_config *c, struct gw_rebind *rb,
+    struct tg_err *err);
+/** The reload failed after prepare: rb's listeners closed. */
+void gw_rebind_abort(struct gw_rebind *rb);
+/** The reload is done (gw->rt is the new one): rb's listeners replace the
+ * old, which stop accepting and are retired until their connections close. */
+void gw_rebind_commit(struct gw *gw, struct gw_rebind *rb);
+/* A listener whose address a SIGHUP changed, until its connections close. */
+struct gw_retired {
+	struct gw_retired *next;
+	struct evhttp *http;		/* accepts no more */
+	struct gw_lctx *lctx;		/* its connections' door and counters */
+};
+/** Listener l's counters into st (the caller's), its retired
+ * predecessors' included. */
+void gw_listener_stats(const struct gw *gw, int l, struct tg_frontdoor_stats *st);
+/** Free every listener, retired ones included. */
+void gw_listeners_free(struct gw *gw);
+
 /* tls_listen.c: TLS on the listeners. The server context of c (borrowed),
  * owned by the caller, or NULL: none configured, or err. */
 SSL_CTX *gw_tls_ctx_new(const struct gw_config *c, struct tg_err *err);
@@ -217,6 +262,11 @@ void gw_tls_reload(struct gw *gw, const struct gw_config *c);
 void gw_tls_door(struct gw *gw, int l, const struct gw_config *c, struct tg_frontdoor *d);
 /** 1 when listener l speaks TLS now. */
 int gw_tls_on(const struct gw *gw, int l);
+
+/* client_addr.c */
+/** Listener l's front door d (borrowed) gets c's (borrowed; it must outlive
+ * d's use: set again on reload) trusted proxies and PROXY protocol. */
+void gw_client_door(int l, const struct gw_config *c, struct tg_frontdoor *d);
 /** Why c (borrowed) may not be reloaded over gw's running listeners: a
  * listener that speaks TLS would stop, or client certificates would no
  * longer be asked for (static text), else NULL. */

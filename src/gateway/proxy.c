@@ -141,8 +141,8 @@ void
 gw_on_request(struct evhttp_request *req, void *arg)
 {
 	struct gw_lctx *lc = arg;
+	int rc, fault = tg_frontdoor_refusal(req);	/* first: it decides the client */
 	struct gw_req *r = req_new(lc->gw, lc->listener, req);
-	int rc, fault = tg_frontdoor_refusal(req);
 
 	if (fault != 0)		/* refused on its head (frontdoor.h): answer, close */
 		tg_frontdoor_close_after(req);

@@ -48,14 +48,9 @@ op_labels(const struct gw_req *r, size_t *len)
 char *
 gw_access_client(struct evhttp_request *req, char *client, size_t size, uint64_t *body)
 {
-	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 	const char *ua = tg_http_header(req, "User-Agent");
-	char *host = NULL;
-	ev_uint16_t port = 0;
 
-	if (conn != NULL)
-		evhttp_connection_get_peer(conn, &host, &port);
-	snprintf(client, size, "%s", host != NULL ? host : "");
+	tg_frontdoor_client(req, client, size);	/* decided by the front door */
 	*body = evbuffer_get_length(evhttp_request_get_input_buffer(req));
 	return ua != NULL ? tg_xstrndup(ua, strnlen(ua, 256)) : NULL;
 }
@@ -201,6 +196,21 @@ gw_req_finish(struct gw_req *r)
 	gw_maybe_exit(gw);
 }
 
+/* 1 when conn (borrowed; NULL: 0) came through a retired listener
+ * (listeners.c): its answers close it, so its client moves to the new
+ * address. */
+static int
+conn_retired(const struct gw *gw, struct evhttp_connection *conn)
+{
+	struct evhttp *http = conn != NULL ? evhttp_connection_get_server(conn) : NULL;
+	const struct gw_retired *r;
+
+	for (r = gw->retired; r != NULL && http != NULL; r = r->next)
+		if (r->http == http)
+			return 1;
+	return 0;
+}
+
 void
 gw_req_common_headers(struct gw_req *r)
 {
@@ -208,7 +218,7 @@ gw_req_common_headers(struct gw_req *r)
 
 	evhttp_remove_header(h, "X-Request-Id");
 	evhttp_add_header(h, "X-Request-Id", r->id);
-	if (r->gw->draining)
+	if (r->gw->draining || (r->gw->retired != NULL && conn_retired(r->gw, r->conn)))
 		evhttp_add_header(h, "Connection", "close");
 }
 

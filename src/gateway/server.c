@@ -2,12 +2,16 @@
  * server.c - the gateway's lifecycle: build a runtime (upstreams, token
  * sources, keys) from a configuration, start the validation worker
  * (validate.c), bind the listeners once the entry point has registered the
- * features (refusing non-loopback addresses when no API keys are
- * configured), reload on SIGHUP without dropping connections, and drain on
- * SIGTERM (requests, checks, whatever each feature waits for: its idle
- * callback, and a last export of the spans queued (otlp.c); the admin listener stays open so /readyz says "draining" until
- * the end; past drain_timeout what is left is cut, and logged as such).
- * Called by src/tidegate.c.
+ * features (listeners.c; refusing non-loopback addresses when no API keys
+ * are configured), reload on SIGHUP without dropping connections (a
+ * changed listen address is bound first and the old one retired; a
+ * refused reload keeps everything, tidegate_config_last_reload_successful
+ * says 0), and stop on SIGTERM: /readyz answers 503 for drain_delay while
+ * the listeners still serve, then the drain (requests, checks, whatever
+ * each feature waits for: its idle callback, and a last export of the
+ * spans queued (otlp.c); the admin listener stays open so /readyz says
+ * "draining" until the end; past drain_timeout what is left is cut, and
+ * logged as such). Called by src/tidegate.c.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -21,6 +25,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/errors.h"
 #include "tidegate/http.h"
 #include "tidegate/log.h"
@@ -28,80 +33,6 @@
 #include "tidegate/sim.h"
 #include "tidegate/worker.h"
 #include "gw.h"
-
-static const char *
-listen_addr(const struct gw_config *c, int l)
-{
-	return l == GW_DEX ? c->listen_dex : l == GW_SIM ? c->listen_sim : c->listen_admin;
-}
-
-/* The listener's front door from a configuration: at bind and on SIGHUP
- * (the listeners stay; their limits follow the configuration). */
-static void
-set_door(struct gw *gw, int l, const struct gw_config *c)
-{
-	struct tg_frontdoor *d = &gw->lctx[l].door;
-
-	d->max_head = TG_HTTP_MAX_HEAD;
-	d->max_body = (uint64_t)c->max_body;
-	d->max_conns = (uint64_t)c->max_clients;
-	d->max_conns_per_addr = (uint64_t)c->max_clients_per_ip;
-	d->header_timeout_ms = c->client_header_timeout;
-	d->body_timeout_ms = c->client_body_timeout;
-	d->body_min_rate = (uint64_t)c->client_body_min_rate;
-	d->body_rate_grace_ms = c->client_body_rate_grace;
-	d->idle_timeout_ms = c->keepalive_timeout;
-	d->stats = &gw->lctx[l].stats;
-	d->check = l == GW_ADMIN ? gw_admin_head_check : gw_head_check;
-	d->arg = &gw->lctx[l];
-	gw_tls_door(gw, l, c, d);
-	if (gw->http[l] != NULL)
-		evhttp_set_max_body_size(gw->http[l], (ev_ssize_t)c->max_body);
-}
-
-static int
-bind_listeners(struct gw *gw, struct tg_err *err)
-{
-	const struct gw_config *c = &gw->rt->cfg;
-	int l, port;
-
-	if (gw_tls_start(gw, err) != 0)
-		return -1;
-	for (l = 0; l < GW_NLISTENERS; l++) {
-		if (c->nkeys == 0 && !gw_config_addr_loopback(listen_addr(c, l))) {
-			tg_err_set(err, "%s: listen.%s: %s is not a loopback address and no API "
-			    "keys are configured (add keys, or listen on 127.0.0.1)", c->path,
-			    l == GW_DEX ? "dex" : l == GW_SIM ? "sim" : "admin", listen_addr(c, l));
-			return -1;
-		}
-		gw->http[l] = tg_http_listen(gw->base, listen_addr(c, l), (size_t)c->max_body,
-		    &port, err);
-		if (gw->http[l] == NULL)
-			return -1;
-		gw->lctx[l].gw = gw;
-		gw->lctx[l].listener = l;
-		set_door(gw, l, c);
-		tg_frontdoor_attach(gw->http[l], &gw->lctx[l].door);
-		evhttp_set_gencb(gw->http[l], l == GW_ADMIN ? gw_admin_on_request : gw_on_request,
-		    &gw->lctx[l]);
-		tg_log(TG_LOG_INFO, "listening", TG_LS("listener",
-		    l == GW_DEX ? "dex" : l == GW_SIM ? "sim" : "admin"),
-		    TG_LS("addr", listen_addr(c, l)), TG_LI("port", port),
-		    TG_LS("tls", gw_tls_on(gw, l) ? "on" : "off"));
-	}
-	return 0;
-}
-
-static int
-same_listeners(const struct gw_config *a, const struct gw_config *b)
-{
-	int l;
-
-	for (l = 0; l < GW_NLISTENERS; l++)
-		if (strcmp(listen_addr(a, l), listen_addr(b, l)) != 0)
-			return 0;
-	return 1;
-}
 
 /* Every problem of a refused file, joined with "; " (NULL when none). */
 static char *
@@ -121,10 +52,11 @@ load_for_reload(const char *path, struct gw_config *cfg)
 	return all;
 }
 
-static void
-reload(struct gw *gw)
+static int
+reload_apply(struct gw *gw)
 {
 	struct gw_runtime *rt, *old;
+	struct gw_rebind rb;
 	struct gw_config cfg;
 	struct tg_err err;
 	const char *refused;
@@ -135,46 +67,44 @@ reload(struct gw *gw)
 		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", why));
 		free(why);
 		gw_config_free(&cfg);
-		return;
+		return -1;
 	}
-	if (!same_listeners(&cfg, &gw->rt->cfg) || (cfg.nkeys == 0 && gw->rt->cfg.nkeys > 0))
-		tg_log(TG_LOG_WARN, "reload_listeners_kept",
-		    TG_LS("reason", "listen addresses and the no-keys loopback rule need a restart"));
-	refused = cfg.nkeys == 0 && gw->rt->cfg.nkeys > 0 ?
-	    "removing every API key requires a restart" : gw_tls_downgrade(gw, &cfg);
-	if (refused != NULL) {
+	if ((refused = gw_tls_downgrade(gw, &cfg)) != NULL) {
 		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", refused));
 		gw_config_free(&cfg);
-		return;
+		return -1;
 	}
-	if ((rt = gw_runtime_new(gw, &cfg, &err)) == NULL) {
+	/* a changed listen address is bound first: a bind that fails keeps all */
+	if (gw_rebind_prepare(gw, &cfg, &rb, &err) != 0 ||
+	    (rt = gw_runtime_new(gw, &cfg, &err)) == NULL) {
+		gw_rebind_abort(&rb);
 		tg_log(TG_LOG_ERROR, "reload_failed", TG_LS("reason", err.msg));
 		gw_config_free(&cfg);
-		return;
+		return -1;
 	}
 	old = gw->rt;
 	gw->rt = rt;
 	if (gw->tls != NULL)
 		gw_tls_reload(gw, &rt->cfg);
 	for (l = 0; l < GW_NLISTENERS; l++)
-		set_door(gw, l, &rt->cfg);
+		gw_listener_door(gw, l, &rt->cfg);
+	gw_rebind_commit(gw, &rb);
 	gw_feat_reload(gw, &old->cfg);
 	gw_otlp_reload(gw, &rt->cfg, gw_maybe_exit);
 	gw_runtime_unref(old);
 	tg_log_set_level((enum tg_log_level)tg_log_level_parse(rt->cfg.log_level));
 	tg_log(TG_LOG_INFO, "reloaded", TG_LS("config", gw->config_path));
+	return 0;
 }
 
+/* SIGHUP: the new configuration, or the old one kept; the outcome goes to
+ * tidegate_config_last_reload_successful (admin.c). */
 static void
-stop_accepting(struct evhttp_bound_socket *bs, void *arg)
+reload(struct gw *gw)
 {
-	struct evhttp_bound_socket **list = arg;
-	size_t i;
-
-	for (i = 0; i < 8 && list[i] != NULL; i++)
-		;
-	if (i < 8)
-		list[i] = bs;
+	gw->reload_ok = reload_apply(gw) == 0;
+	if (gw->reload_ok)
+		gw->reload_ok_at_ms = tg_clock_now_ms();
 }
 
 #define DRAIN_GRACE_MS	1000	/* past drain_timeout: to write the cut requests' 503s */
@@ -233,21 +163,15 @@ on_drain_timeout(evutil_socket_t fd, short what, void *arg)
 static void
 drain(struct gw *gw)
 {
-	struct evhttp_bound_socket *bs[8];
 	struct timeval tv;
-	int l, i;
+	int l;
 
 	if (gw->draining)
 		return;
 	gw->draining = 1;
-	for (l = 0; l < GW_NLISTENERS; l++) {
-		if (l == GW_ADMIN)
-			continue;
-		memset(bs, 0, sizeof(bs));
-		evhttp_foreach_bound_socket(gw->http[l], stop_accepting, bs);
-		for (i = 0; i < 8 && bs[i] != NULL; i++)
-			evhttp_del_accept_socket(gw->http[l], bs[i]);
-	}
+	for (l = 0; l < GW_NLISTENERS; l++)
+		if (l != GW_ADMIN)
+			gw_listener_close(gw->http[l]);
 	tg_log(TG_LOG_INFO, "draining", TG_LI("inflight", gw->inflight));
 	gw_feat_drain(gw);
 	gw_maybe_exit(gw);
@@ -255,6 +179,46 @@ drain(struct gw *gw)
 	tv.tv_sec = gw->rt->cfg.drain_timeout / 1000;
 	tv.tv_usec = (gw->rt->cfg.drain_timeout % 1000) * 1000;
 	evtimer_add(gw->drain_timer, &tv);
+}
+
+static void
+on_delay_over(evutil_socket_t fd, short what, void *arg)
+{
+	drain(arg);
+}
+
+/*
+ * SIGTERM: with drain_delay, /readyz answers 503 (admin.c) while the
+ * listeners keep accepting and serving, so a balancer probing it takes
+ * this instance out before the listeners close; then the drain. SIGINT
+ * (a terminal's ^C) and a second SIGTERM during the delay start the drain
+ * at once: an impatient operator is not made to wait, and requests in
+ * flight are still drained. The service manager hears STOPPING=1 once.
+ */
+static void
+stop(struct gw *gw, int sig)
+{
+	int64_t delay = gw->rt->cfg.drain_delay;
+	struct timeval tv = { (time_t)(delay / 1000), (suseconds_t)(delay % 1000 * 1000) };
+
+	if (gw->draining)
+		return;
+	if (!gw->stopping)
+		tg_notify_stopping();
+	if (gw->stopping || sig == SIGINT || delay == 0) {
+		if (gw->stopping)
+			tg_log(TG_LOG_INFO, "drain_delay_cut", TG_LS("signal",
+			    sig == SIGINT ? "SIGINT" : "SIGTERM"));
+		gw->stopping = 1;
+		drain(gw);
+		return;
+	}
+	gw->stopping = 1;
+	gw->delay_end_ms = tg_clock_mono_ms() + delay;
+	gw->delay_timer = evtimer_new(gw->base, on_delay_over, gw);
+	evtimer_add(gw->delay_timer, &tv);
+	tg_log(TG_LOG_INFO, "drain_delay", TG_LI("ms", delay),
+	    TG_LS("reason", "/readyz answers 503; the listeners serve until the delay ends"));
 }
 
 /* The service manager hears of both (notify.h: nothing without systemd). */
@@ -266,8 +230,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		reload(arg);
 		tg_notify_ready();
 	} else {
-		tg_notify_stopping();
-		drain(arg);
+		stop(arg, (int)sig);
 	}
 }
 
@@ -284,6 +247,8 @@ gw_new(struct event_base *base, const char *config_path, struct gw_config *cfg,
 	TAILQ_INIT(&gw->reqs);
 	TAILQ_INIT(&gw->admin_reqs);
 	gw->config_path = tg_xstrdup(config_path);
+	gw->reload_ok = 1;	/* the start loaded it */
+	gw->reload_ok_at_ms = tg_clock_now_ms();
 	gw->metrics = tg_metrics_new();
 	gw_metrics_declare(gw->metrics);
 	gw->reap_ev = event_new(base, -1, 0, gw_runtime_on_reap, gw);
@@ -319,7 +284,11 @@ gw_start(struct gw *gw, struct tg_err *err)
 {
 	int i;
 
-	if (bind_listeners(gw, err) != 0)
+	static const struct gw_listener_kind kinds[GW_NLISTENERS] = {
+		{ gw_on_request, gw_head_check }, { gw_on_request, gw_head_check },
+		{ gw_admin_on_request, gw_admin_head_check } };
+
+	if (gw_listeners_bind(gw, kinds, err) != 0)
 		return -1;
 	for (i = 0; i < 2; i++)
 		gw_vendor_prefetch(&gw->rt->svc[i]);
@@ -338,9 +307,9 @@ gw_free(struct gw *gw)
 			event_free(gw->sig[i]);
 	if (gw->drain_timer != NULL)
 		event_free(gw->drain_timer);
-	for (i = 0; i < GW_NLISTENERS; i++)
-		if (gw->http[i] != NULL)
-			evhttp_free(gw->http[i]);
+	if (gw->delay_timer != NULL)
+		event_free(gw->delay_timer);
+	gw_listeners_free(gw);
 	/* Checks still owed (their requests are gone with the listeners): the
 	 * running one ends first; they release runtimes, so before the reap. */
 	tg_worker_free(gw->worker);

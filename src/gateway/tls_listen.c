@@ -118,13 +118,7 @@ accepting(struct event_base *base, void *arg)
 static int
 named(const struct gw_config *c, int l)
 {
-	const char *name = l == GW_DEX ? "dex" : l == GW_SIM ? "sim" : "admin";
-	size_t i;
-
-	for (i = 0; i < c->ltls_on.n; i++)
-		if (strcmp(c->ltls_on.v[i], name) == 0)
-			return 1;
-	return 0;
+	return gw_config_names_listener(&c->ltls_on, l);
 }
 
 void

@@ -18,6 +18,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "tidegate/ids.h"
 #include "version.h"
@@ -120,8 +121,7 @@ gw_trace_of_req(struct gw_trace *t, const struct gw_req *r)
 {
 	const char *st = r->req != NULL ? tg_http_header(r->req, "tracestate") : NULL;
 	const char *prev = r->req != NULL ? tg_http_header(r->req, "X-Forwarded-For") : NULL;
-	char *host = NULL;
-	ev_uint16_t port;
+	char host[48] = "";
 
 	memset(t, 0, sizeof(*t));
 	copy_in(t->rid, sizeof(t->rid), r->id);
@@ -130,13 +130,13 @@ gw_trace_of_req(struct gw_trace *t, const struct gw_req *r)
 	t->unsampled = !r->sampled;
 	if (st != NULL)
 		copy_in(t->state, sizeof(t->state), st);
-	if (r->conn != NULL)
-		evhttp_connection_get_peer(r->conn, &host, &port);
+	if (r->conn != NULL)	/* the hop: the peer, or its PROXY header's address */
+		tg_frontdoor_conn_addr(r->conn, host, sizeof(host));
 	if (prev != NULL && strlen(prev) + 70 < sizeof(t->forwarded))
 		snprintf(t->forwarded, sizeof(t->forwarded), "%s, %s", prev,
-		    host ? host : "unknown");
+		    *host ? host : "unknown");
 	else
-		copy_in(t->forwarded, sizeof(t->forwarded), host ? host : "unknown");
+		copy_in(t->forwarded, sizeof(t->forwarded), *host ? host : "unknown");
 }
 
 /* The names gw_trace_headers_span sets, as bits. */

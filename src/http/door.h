@@ -14,8 +14,10 @@
 #include <event2/http.h>
 
 #include "tidegate/frontdoor.h"
+#include "tidegate/proxy_proto.h"
 
-enum { ST_HEAD, ST_BODY, ST_CHUNK_SIZE, ST_CHUNK_DATA, ST_CHUNK_END, ST_TRAILER, ST_DISCARD };
+enum { ST_HEAD, ST_BODY, ST_CHUNK_SIZE, ST_CHUNK_DATA, ST_CHUNK_END, ST_TRAILER, ST_DISCARD,
+	ST_PROXY };
 
 /* The front door's state of one live connection, found by its socket. */
 struct conn {
@@ -43,7 +45,14 @@ struct conn {
 	uint64_t rate_base;			/* its bytes received by then */
 	int64_t closing_at;			/* ms: an answer of the front door's
 						 * own is being written; cut then */
-	char addr[48];				/* the client's address ("" unknown) */
+	char addr[48];				/* the peer's address, or the PROXY
+						 * header's ("" unknown) */
+	int counted;				/* counted under addr (per_addr) */
+	int trusted;				/* addr is in real_ip_from */
+	char client[48];			/* trusted: the request in flight's
+						 * client (X-Forwarded-For) */
+	int client_counted;			/* counted under client */
+	int client_fault;			/* TG_HEAD_CLIENT_LIMIT for it, or 0 */
 	void (*user_cb)(struct evhttp_connection *, void *);
 	void *user_arg;
 	void (*done_cb)(struct evhttp_request *, void *);
@@ -59,6 +68,21 @@ void tg_door_on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, 
  * until the answer is written. Returns the fault the front door recorded
  * for this request (c->fault), or 0. */
 int tg_door_request_begins(struct evhttp_request *req);
+/** A PROXY header h (borrowed) opened c (borrowed): its address becomes
+ * c's, counted and limited as a peer's is at accept. 0, or -1: refused
+ * (max_conns_per_addr), to be closed unanswered. */
+int tg_door_proxied(struct conn *c, const struct tg_proxy_hdr *h);
+/** The open connections (or, through a trusted proxy, requests in flight)
+ * counted under addr (borrowed), after adding delta; "" counts nothing. */
+size_t tg_door_addr_count(const char *addr, int delta);
+/** The connection conn (borrowed) is, or NULL when not framed. */
+struct conn *tg_door_find(struct evhttp_connection *conn);
+/** A trusted proxy's request req (borrowed) begins on c (borrowed): its
+ * client address decided from X-Forwarded-For, counted under it. 0, or
+ * TG_HEAD_CLIENT_LIMIT (not counted). */
+int tg_door_client_begin(struct conn *c, struct evhttp_request *req);
+/** The request in flight on c (borrowed) ended: uncounted. */
+void tg_door_client_end(struct conn *c);
 /** Note progress on c (borrowed): a head began, body bytes passed. */
 void tg_door_touch(struct conn *c);
 /** The body bytes of c's request in framing (borrowed) received so far. */

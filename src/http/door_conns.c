@@ -14,7 +14,8 @@
  * made. It
  * also tells a handler how a request's exchange ended (answer written or
  * connection closed first: tg_frontdoor_set_on_end), from the completion
- * and close callbacks it owns. Called by libevent (connection set-up,
+ * and close callbacks it owns, and the client address decided for a
+ * request (door_client.c decides it). Called by libevent (connection set-up,
  * close, completion, the timer) and by the listeners' handlers
  * (tg_frontdoor_refusal, the callbacks they chain).
  */
@@ -33,7 +34,7 @@
 #include "tidegate/errors.h"
 #include "tidegate/http.h"
 #include "tidegate/ids.h"
-#include "tidegate/map.h"
+#include "tidegate/realip.h"
 #include "tidegate/util.h"
 #include "door.h"
 
@@ -52,7 +53,6 @@ static struct conn *last_hit;	/* a request's connection is asked for more
 				 * then read past, before the connection is cut */
 
 static struct event *sweep_ev;	/* the one-second walk of the slots */
-static struct tg_map *per_addr;	/* client address -> open connections */
 
 /* A connection being set up: the bufferevent evhttp asked for, not yet
  * given its descriptor. */
@@ -84,29 +84,13 @@ claim(evutil_socket_t fd)
 	c->since = tg_clock_mono_ms();	/* the first head is due from now */
 	c->rate_since = c->closing_at = 0;
 	c->rate_base = 0;
-	c->addr[0] = '\0';
+	c->addr[0] = c->client[0] = '\0';
+	c->counted = c->trusted = c->client_counted = c->client_fault = 0;
 	c->user_cb = NULL;
 	c->user_arg = c->done_arg = c->end_arg = NULL;
 	c->done_cb = NULL;
 	c->end_cb = NULL;
 	return c;
-}
-
-static size_t
-addr_count(const char *addr, int delta)
-{
-	uintptr_t n;
-
-	if (addr[0] == '\0')
-		return 0;
-	if (per_addr == NULL)
-		per_addr = tg_map_new(NULL);
-	n = (uintptr_t)tg_map_get(per_addr, addr) + (uintptr_t)(intptr_t)delta;
-	if (n == 0)
-		tg_map_del(per_addr, addr);
-	else
-		tg_map_put(per_addr, addr, (void *)n);
-	return (size_t)n;
 }
 
 /* The connection goes: a request in flight whose end was asked for ends
@@ -124,7 +108,9 @@ on_close(struct evhttp_connection *evcon, void *arg)
 		end(NULL, 0, c->end_arg);
 	if (c->door->stats != NULL)
 		c->door->stats->open--;
-	addr_count(c->addr, -1);
+	if (c->counted)
+		tg_door_addr_count(c->addr, -1);
+	tg_door_client_end(c);
 	c->bev = NULL;
 	c->evcon = NULL;
 	c->user_cb = NULL;
@@ -159,7 +145,9 @@ over_limit(const struct tg_frontdoor *d, struct conn *c)
 		st->refused_max++;
 		return 1;
 	}
-	if (d->max_conns_per_addr > 0 && addr_count(c->addr, 0) >= d->max_conns_per_addr) {
+	if (c->trusted || d->proxy_protocol)
+		return 0;	/* counted by request, or once its PROXY header is read */
+	if (d->max_conns_per_addr > 0 && tg_door_addr_count(c->addr, 0) >= d->max_conns_per_addr) {
 		if (st != NULL)
 			st->refused_addr++;
 		return 1;
@@ -240,8 +228,8 @@ expire(struct conn *c, int64_t now, int fault)
 	c->since = now;			/* once: evhttp frees it from the loop */
 	if (idle)
 		shutdown(fd, SHUT_RDWR);	/* evhttp reads the end and frees it */
-	else if (c->st == ST_HEAD && evbuffer_get_length(c->hold) == 0)
-		tg_http_fd_reset(fd);
+	else if ((c->st == ST_HEAD && evbuffer_get_length(c->hold) == 0) || c->st == ST_PROXY)
+		tg_http_fd_reset(fd);	/* nothing to answer; a proxy's header gets no answer */
 	else
 		answer(c, fault, now);
 }
@@ -261,7 +249,8 @@ too_slow(const struct conn *c, int64_t now)
 	const struct tg_frontdoor *d = c->door;
 	uint64_t got;
 
-	if (d->body_min_rate == 0 || c->inflight || c->st == ST_HEAD || c->st == ST_DISCARD)
+	if (d->body_min_rate == 0 || c->inflight || c->st == ST_HEAD || c->st == ST_DISCARD ||
+	    c->st == ST_PROXY)
 		return 0;
 	got = tg_door_body_received(c) - c->rate_base;
 	return now - c->rate_since > d->body_rate_grace_ms +
@@ -275,6 +264,8 @@ limit_of(const struct conn *c)
 {
 	if (c->inflight || c->st == ST_DISCARD)
 		return 0;
+	if (c->st == ST_PROXY)
+		return c->door->header_timeout_ms;	/* from the connection's start */
 	if (c->st != ST_HEAD)
 		return c->door->body_timeout_ms;
 	if (evbuffer_get_length(c->hold) > 0 || c->requests == 0)
@@ -320,7 +311,8 @@ on_sweep(evutil_socket_t unused, short what, void *arg)
 		} else if (too_slow(c, now)) {
 			expire(c, now, TG_HEAD_BODY_TOO_SLOW);
 		} else if ((lim = limit_of(c)) > 0 && now - c->since >= lim) {
-			expire(c, now, c->st == ST_HEAD ? TG_HEAD_TIMEOUT : TG_HEAD_BODY_STALLED);
+			expire(c, now, c->st == ST_HEAD || c->st == ST_PROXY ? TG_HEAD_TIMEOUT :
+			    TG_HEAD_BODY_STALLED);
 		}
 	}
 }
@@ -344,6 +336,9 @@ admit(struct pending *p, evutil_socket_t fd, struct evhttp_connection *evcon)
 
 	c->door = p->door;
 	peer_addr(fd, c->addr, sizeof(c->addr));
+	c->st = p->door->proxy_protocol ? ST_PROXY : ST_HEAD;
+	c->trusted = p->door->real_ip_from != NULL && !p->door->proxy_protocol &&
+	    tg_http_cidrs_match(p->door->real_ip_from, c->addr);
 	if (over_limit(p->door, c)) {
 		tg_http_fd_reset(fd);	/* evhttp sees the error and frees it */
 		return;
@@ -352,7 +347,8 @@ admit(struct pending *p, evutil_socket_t fd, struct evhttp_connection *evcon)
 	c->evcon = evcon;
 	if (p->door->stats != NULL)
 		p->door->stats->open++;
-	addr_count(c->addr, 1);
+	if (!c->trusted && !p->door->proxy_protocol)
+		c->counted = tg_door_addr_count(c->addr, 1) > 0;
 	/* replies are written whole: no 40 ms wait for a delayed ACK */
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* libevent writes 16 KB a loop turn by default: a 4 MB answer took
@@ -408,8 +404,8 @@ tg_door_touch(struct conn *c)
 	c->since = tg_clock_mono_ms();
 }
 
-static struct conn *
-find(struct evhttp_connection *conn)
+struct conn *
+tg_door_find(struct evhttp_connection *conn)
 {
 	struct bufferevent *bev;
 	evutil_socket_t fd;
@@ -427,7 +423,7 @@ void
 tg_frontdoor_set_closecb(struct evhttp_connection *conn,
     void (*cb)(struct evhttp_connection *, void *), void *arg)
 {
-	struct conn *c = find(conn);
+	struct conn *c = tg_door_find(conn);
 
 	if (c != NULL) {
 		c->user_cb = cb;
@@ -450,6 +446,7 @@ on_done(struct evhttp_request *req, void *arg)
 	c->since = c->rate_since = tg_clock_mono_ms();
 	c->rate_base = tg_door_body_received(c);	/* a pipelined body waited */
 	c->done_cb = NULL;
+	tg_door_client_end(c);
 	c->end_cb = NULL;	/* before the calls: the close that may follow is not its end */
 	if (cb != NULL)
 		cb(req, c->done_arg);
@@ -462,7 +459,7 @@ tg_frontdoor_set_on_complete(struct evhttp_request *req,
     void (*cb)(struct evhttp_request *, void *), void *arg)
 {
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
-	struct conn *c = conn != NULL ? find(conn) : NULL;
+	struct conn *c = conn != NULL ? tg_door_find(conn) : NULL;
 
 	if (c != NULL && c->inflight) {
 		c->done_cb = cb;
@@ -476,7 +473,7 @@ int
 tg_frontdoor_set_on_end(struct evhttp_request *req, tg_frontdoor_end_cb cb, void *arg)
 {
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
-	struct conn *c = conn != NULL ? find(conn) : NULL;
+	struct conn *c = conn != NULL ? tg_door_find(conn) : NULL;
 
 	if (c == NULL || !c->inflight)
 		return -1;
@@ -498,17 +495,59 @@ int
 tg_door_request_begins(struct evhttp_request *req)
 {
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
-	struct conn *c = conn != NULL ? find(conn) : NULL;
+	struct conn *c = conn != NULL ? tg_door_find(conn) : NULL;
 
 	if (c == NULL)
 		return 0;
-	if (!c->inflight)	/* asked twice for one request: counted once */
+	if (!c->inflight) {	/* asked twice for one request: counted once */
 		c->delivered++;
+		c->client_fault = c->trusted ? tg_door_client_begin(c, req) : 0;
+	}
 	c->inflight = 1;
 	c->done_cb = NULL;
 	evhttp_request_set_on_complete_cb(req, on_done, c);
+	if (c->client_fault != 0)
+		return c->client_fault;
 	if (c->fault == 0 || (c->delivered != c->fault_at &&
 	    evbuffer_get_length(bufferevent_get_input(c->bev)) > 0))
 		return 0;
 	return c->fault;
+}
+
+static void
+copy_out(char *out, size_t size, const char *s)
+{
+	size_t n = strnlen(s, size - 1);
+
+	memcpy(out, s, n);
+	out[n] = '\0';
+}
+
+void
+tg_frontdoor_client(struct evhttp_request *req, char *out, size_t size)
+{
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	struct conn *c = conn != NULL ? tg_door_find(conn) : NULL;
+
+	if (c != NULL && c->trusted && c->inflight)
+		copy_out(out, size, c->client);
+	else if (c != NULL || conn == NULL)
+		copy_out(out, size, c != NULL ? c->addr : "");
+	else
+		tg_frontdoor_conn_addr(conn, out, size);
+}
+
+void
+tg_frontdoor_conn_addr(struct evhttp_connection *conn, char *out, size_t size)
+{
+	struct conn *c = tg_door_find(conn);
+	char *host = NULL;
+	ev_uint16_t port = 0;
+
+	if (c != NULL) {
+		copy_out(out, size, c->addr);
+		return;
+	}
+	evhttp_connection_get_peer(conn, &host, &port);
+	copy_out(out, size, host != NULL ? host : "");
 }

@@ -325,10 +325,39 @@ step_trailer(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 	return tg_head_field_line_ok(line, (size_t)len) && c->left <= c->door->max_head ? 1 : -1;
 }
 
+/* The PROXY header that opens a connection of a proxy_protocol listener,
+ * before any HTTP byte: its address becomes the connection's. Malformed,
+ * too large, or refused by the per-address limit: the connection is reset
+ * unanswered (the balancer, not a client, broke the protocol). */
+static int
+step_proxy(struct conn *c, struct evbuffer *src)
+{
+	size_t n = evbuffer_get_length(src);
+	struct tg_proxy_hdr h;
+	int len;
+
+	if (n > TG_PROXY_V2_MAX)
+		n = TG_PROXY_V2_MAX;
+	len = tg_http_proxy_parse(evbuffer_pullup(src, (ev_ssize_t)n), n, &h);
+	if (len == 0)
+		return 0;
+	if (len < 0 || tg_door_proxied(c, &h) != 0) {
+		evbuffer_drain(src, evbuffer_get_length(src));
+		c->st = ST_DISCARD;
+		tg_http_fd_reset(bufferevent_getfd(c->bev));
+		return 0;
+	}
+	evbuffer_drain(src, (size_t)len);
+	c->st = ST_HEAD;
+	return 1;
+}
+
 static int
 step(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
 	switch (c->st) {
+	case ST_PROXY:
+		return step_proxy(c, src);
 	case ST_HEAD:
 		return step_head(c, src, dst);
 	case ST_BODY:
@@ -438,7 +467,8 @@ tg_door_on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void 
 	c->busy = 1;
 	len = evbuffer_get_length(in);
 	off = len - info->n_added;
-	if (c->st != ST_HEAD || (evbuffer_get_length(c->hold) == 0 && c->requests > 0))
+	if ((c->st != ST_HEAD && c->st != ST_PROXY) ||
+	    (evbuffer_get_length(c->hold) == 0 && c->requests > 0))
 		tg_door_touch(c);	/* body bytes, or a new head begins */
 	if (evbuffer_get_length(c->hold) == 0 && c->st != ST_DISCARD)
 		off = frame_in_place(c, in, off);

@@ -87,6 +87,8 @@ static const struct {
 	    "the request body arrived slower than client_body_min_rate" },
 	[TG_HEAD_UNAVAILABLE] = { 503, "SERVICE_UNAVAILABLE",
 	    "this endpoint cannot take a body yet; try again later" },
+	[TG_HEAD_CLIENT_LIMIT] = { 429, "TOO_MANY_REQUESTS",
+	    "this client address has max_clients_per_ip requests in progress already" },
 };
 
 int

@@ -21,7 +21,7 @@ OTHER_SHA = "580843d03d2216ff1a275d0991bad66e4d1af871171d929e9de604b7959f9bca"
 
 pytestmark = pytest.mark.skipif(
     not (os.environ.get("PGHOST") or os.environ.get("PGPORT") or os.environ.get("PGDATABASE")),
-    reason="no PostgreSQL (run under pg_virtualenv -v 15, as CI does)")
+    reason="no PostgreSQL: PG* unset (scripts/test starts one unless TG_TEST_NO_PG=1)")
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import time
 import pytest
 import requests
 
-from conftest import BUILD, EC, make_ca, openssl
+from conftest import BUILD, EC, free_port, make_ca, openssl
 
 
 def https(gw, listener="sim"):
@@ -181,3 +181,26 @@ def test_a_key_that_does_not_match_refuses_check_and_start(pki, tmp_path):
     cfg.write_text(f"upstream: remote\ntls_listen:\n  cert_file: {pki['cert']}\n")
     r = subprocess.run([exe, "-t", "-c", str(cfg)], capture_output=True, text=True)
     assert r.returncode == 1 and "key_file" in r.stderr, r.stderr
+
+
+def test_sighup_rebinds_a_tls_listener(emulator, make_gateway, pki):
+    """A TLS listener moved by SIGHUP speaks TLS at its new address; the old
+    address refuses new connections."""
+    gw = tls_gateway(make_gateway, emulator, pki)
+    old = https(gw)
+    port = free_port()
+    cfg = dict(gw.cfg)
+    cfg["listen"] = dict(cfg["listen"], sim=f"127.0.0.1:{port}")
+    gw.write_config(cfg)
+    gw.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while not any(e.get("event") == "reloaded" for e in gw.log_lines()):
+        assert time.monotonic() < deadline, gw.read_log()
+        time.sleep(0.02)
+    r = requests.get(f"https://127.0.0.1:{port}/api/v1/cases", headers=gw.headers(),
+                     verify=pki["ca"], timeout=10)
+    assert r.status_code == 200, r.text
+    with pytest.raises(requests.exceptions.ConnectionError):
+        requests.get(f"http://127.0.0.1:{port}/api/v1/cases", headers=gw.headers(), timeout=5)
+    with pytest.raises(requests.exceptions.ConnectionError):
+        requests.get(old + "/api/v1/cases", headers=gw.headers(), verify=pki["ca"], timeout=5)

@@ -43,13 +43,21 @@ def start_nginx(tmp, gw, read_timeout):
                    os.path.join(d, "stdout.log"), f"http://127.0.0.1:{port}/"), port
 
 
-def start_haproxy(tmp, gw, server_timeout):
-    port = free_port()
-    cfg = example("haproxy.example.cfg", {
-        "server gw1 127.0.0.1:8080 check port 9090":
+def start_haproxy(tmp, gw, server_timeout, text=None, port=None):
+    """HAProxy with conf/haproxy.example.cfg (or text: another
+    configuration, the example's ports and timeout swapped where it has
+    them) on port (default: a free one)."""
+    port = port or free_port()
+    subs = {"server gw1 127.0.0.1:8080 check port 9090":
             f"server gw1 127.0.0.1:{gw.ports['dex']} check port {gw.ports['admin']}",
-        "bind 127.0.0.1:8443": f"bind 127.0.0.1:{port}",
-        "timeout server 60s": f"timeout server {server_timeout}"})
+            "bind 127.0.0.1:8443": f"bind 127.0.0.1:{port}",
+            "timeout server 60s": f"timeout server {server_timeout}"}
+    if text is None:
+        cfg = example("haproxy.example.cfg", subs)
+    else:
+        cfg = text
+        for old, new in subs.items():
+            cfg = cfg.replace(old, new)
     path = os.path.join(tmp, f"haproxy-{port}.cfg")
     with open(path, "w") as f:
         f.write(cfg)
@@ -57,16 +65,25 @@ def start_haproxy(tmp, gw, server_timeout):
                    f"http://127.0.0.1:{port}/"), port
 
 
-@pytest.fixture
-def slow_export(make_emulator, make_gateway):
-    """A gateway whose long-polls last at most 3 s, and a job that stays in
-    progress far longer."""
+def slow_gateway(make_emulator, make_gateway, overrides=None):
+    """A gateway whose long-polls last at most 3 s, in front of a vendor
+    whose exports stay in progress far longer."""
     emu = make_emulator({"export": {"delay": "60s"}})
-    gw = make_gateway(emu, {"poll": {"max_wait": "3s"}})
-    r = requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+    return make_gateway(emu, {"poll": {"max_wait": "3s"}, **(overrides or {})})
+
+
+def start_export(base, gw):
+    r = requests.post(base + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
                       headers=gw.headers(), timeout=10)
     assert r.status_code == 200, r.text
-    return gw, r.json()["correlationId"]
+    return r.json()["correlationId"]
+
+
+@pytest.fixture
+def slow_export(make_emulator, make_gateway):
+    """slow_gateway, and a job of it that stays in progress."""
+    gw = slow_gateway(make_emulator, make_gateway)
+    return gw, start_export(gw.dex, gw)
 
 
 def long_poll(port, gw, cid):
@@ -104,10 +121,14 @@ def test_nginx_example_long_poll_at_max_wait_gets_the_gateways_202(tmp_path, slo
         proxy.stop()
 
 
-def test_haproxy_example_long_poll_at_max_wait_gets_the_gateways_202(tmp_path, slow_export):
-    gw, cid = slow_export
+def test_haproxy_example_long_poll_at_max_wait_gets_the_gateways_202(tmp_path, make_emulator,
+                                                                    make_gateway):
+    """The example sends a PROXY protocol header (send-proxy-v2): the dex
+    listener expects one."""
+    gw = slow_gateway(make_emulator, make_gateway, {"proxy_protocol": {"listeners": ["dex"]}})
     proxy, port = start_haproxy(str(tmp_path), gw, "3s")
     try:
+        cid = start_export(f"http://127.0.0.1:{port}", gw)
         r, elapsed = long_poll(port, gw, cid)
         assert_gateway_202(r, elapsed)
         short, sport = start_haproxy(str(tmp_path), gw, "2s")

@@ -369,7 +369,7 @@ def test_limits_that_contradict_each_other_are_refused(tmp_path, body, want):
 
 @pytest.mark.skipif(
     not (os.environ.get("PGHOST") or os.environ.get("PGPORT") or os.environ.get("PGDATABASE")),
-    reason="no PostgreSQL (run under pg_virtualenv -v 15, as CI does)")
+    reason="no PostgreSQL: PG* unset (scripts/test starts one unless TG_TEST_NO_PG=1)")
 def test_a_fleet_shares_the_quota_in_its_database(make_emulator, make_gateway, pg_url,
                                                   secret_file, closing):
     """Two instances on one PostgreSQL: the bytes held are the database's.

@@ -53,3 +53,20 @@ def test_ready_reloading_stopping(emulator, make_gateway, manager):
     assert m.get("STOPPING") == "1", m
     assert gw.proc.wait(timeout=10) == 0
 
+
+
+def test_stopping_at_sigterm_not_after_drain_delay(emulator, make_gateway, manager):
+    """With drain_delay, the stop begins at SIGTERM: STOPPING=1 then, once,
+    though the listeners serve a while longer."""
+    gw = make_gateway(emulator, {"drain_delay": "1s"})
+    assert next_message(manager).get("READY") == "1"
+    t0 = time.monotonic()
+    gw.send_signal(signal.SIGTERM)
+    m = next_message(manager)
+    assert m.get("STOPPING") == "1", m
+    assert time.monotonic() - t0 < 0.3
+    assert gw.proc.wait(timeout=10) == 0
+    assert time.monotonic() - t0 >= 1.0
+    manager.settimeout(0.2)
+    with pytest.raises(socket.timeout):
+        next_message(manager)

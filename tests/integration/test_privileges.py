@@ -108,3 +108,33 @@ def test_drops_to_user_after_binding(emulator, nobody_dir, request):
     finally:
         rc = gw.stop()
     assert rc == 0, gw.read_log()
+
+
+def test_pid_file_written_as_root_kept_when_the_user_cannot_remove_it(emulator, nobody_dir):
+    """pid_file in a directory only root may write (/run's way): written
+    before the drop, root's and 0644; at exit the account cannot remove it,
+    which the log says, and the next start takes the stale file over."""
+    rundir = tempfile.mkdtemp(prefix="tg-run-")
+    os.chmod(rundir, 0o755)
+    pid_file = os.path.join(rundir, "tidegate.pid")
+    try:
+        gw = Gateway(nobody_dir, emulator, {"user": "nobody", "pid_file": pid_file})
+        try:
+            s = os.stat(pid_file)
+            assert (s.st_uid, stat.S_IMODE(s.st_mode)) == (0, 0o644)
+            assert open(pid_file).read() == f"{gw.proc.pid}\n"
+            r = subprocess.run([os.path.join(BUILD, "tidegate"), "-s", "stop", "-c",
+                                gw.config_path], capture_output=True, text=True, timeout=20)
+            assert r.returncode == 0, r
+            assert gw.proc.wait(timeout=10) == 0
+        finally:
+            gw.stop()
+        kept = [e for e in gw.log_lines() if e.get("event") == "pid_file_kept"]
+        assert kept and "Permission denied" in kept[0]["reason"], gw.read_log()
+        gw.restart()
+        try:
+            assert open(pid_file).read() == f"{gw.proc.pid}\n"
+        finally:
+            assert gw.stop() == 0
+    finally:
+        shutil.rmtree(rundir, ignore_errors=True)
