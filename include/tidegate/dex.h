@@ -88,6 +88,10 @@ int tg_export_check_tree(const char *kind, yajl_val root, const struct tg_export
 void tg_export_out_cleanup(struct tg_export_out *out);
 /** 1 if kind (borrowed) is one of the seven export kinds. */
 int tg_export_kind_known(const char *kind);
+/** The known kind an unknown kind (borrowed, may be NULL) nearly is (another
+ * case, or at most two edits: "activites"), borrowed from the table; NULL
+ * when kind is known or near none. */
+const char *tg_export_kind_hint(const char *kind);
 
 /* ---- data exchange: activity imports (streaming) ---- */
 

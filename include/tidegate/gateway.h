@@ -209,6 +209,8 @@ struct gw_req {
 	struct evbuffer *capture;	/* copy of the vendor's answer for on_done */
 	const char *drop_query;		/* query parameter not to forward (features may set) */
 	int held;			/* a feature holds the vendor's answer (GW_HEAD_HOLD) */
+	struct evbuffer *vendor_error;	/* a relayed error answer, read up to
+					 * GW_VENDOR_ERROR_MAX to be wrapped (owned) */
 	struct gw_offload *offload;	/* its work on the worker thread (its body's
 					 * check), cancelled when r ends */
 	void *slot[GW_MAX_FEATURES];	/* each feature's state (gw_request_role.on_free) */
@@ -428,6 +430,14 @@ void gw_scrape_release(struct gw_scrape *s);
 const char *gw_req_owner(const struct gw_req *r);
 /** Reply with b (borrowed, may be NULL) as the body; ctype borrowed. */
 void gw_req_reply_buf(struct gw_req *r, int status, const char *ctype, struct evbuffer *b);
+/** The most of a vendor's error answer read and relayed (vendor_error.c). */
+#define GW_VENDOR_ERROR_MAX 8192
+/** Reply with the vendor's answer b (borrowed, may be NULL; ctype
+ * borrowed): as gw_req_reply_buf below status 400 and for the OAuth token
+ * endpoint, else wrapped in the gateway's error body with the vendor's
+ * status, message and (at most GW_VENDOR_ERROR_MAX bytes of) body. */
+void gw_req_reply_vendor(struct gw_req *r, int status, const char *ctype,
+    struct evbuffer *b);
 /** Reply with what g generated (g stays the caller's). */
 void gw_req_reply_json(struct gw_req *r, int status, yajl_gen g);
 /** The JSON error body of DESIGN.md; code and msg borrowed. */

@@ -68,6 +68,10 @@ const char *tg_http_method(struct evhttp_request *req);
 const char *tg_http_cmd_name(enum evhttp_cmd_type cmd);
 /** Request header value (borrowed) or NULL; name is borrowed. */
 const char *tg_http_header(struct evhttp_request *req, const char *name);
+/** 1 when the media type of Content-Type value ctype is one of accepts
+ * (comma-separated types, "application/json" taking "+json" types too),
+ * or when either is NULL (nothing declared); else 0. Both borrowed. */
+int tg_http_media_accepted(const char *accepts, const char *ctype);
 /** Bearer token of the Authorization header (borrowed, after "Bearer "), or NULL. */
 const char *tg_http_bearer(struct evhttp_request *req);
 /**

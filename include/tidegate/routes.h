@@ -22,6 +22,8 @@ struct tg_route {
 	const char *upstream;	/* default upstream path template */
 	const struct tg_body_check *check;	/* its request check (body_check.h), or
 						 * NULL: none */
+	const char *accepts;	/* the media types its body may have, comma-separated
+				 * (tg_http_media_accepted; 415 otherwise), or NULL: any */
 };
 
 #define TG_ROUTE_MAXPARAM 2
@@ -60,6 +62,14 @@ int tg_route_match(const struct tg_service_routes *sr, const char *method, const
  * only when tg_route_match said -1. sr, path and out are borrowed.
  */
 void tg_route_allow(const struct tg_service_routes *sr, const char *path, char *out,
+    size_t n);
+/**
+ * The route path nearest path, a near miss of it (tg_did_you_mean: another
+ * case, or at most two edits; "{name}" segments taken from path), with the
+ * prefix path was sent under: into out (n bytes), 1; 0 when none is near.
+ * Off the matching path: for a 404. sr, path and out are borrowed.
+ */
+int tg_route_suggest(const struct tg_service_routes *sr, const char *path, char *out,
     size_t n);
 /**
  * Expand "{name}" in tmpl from m's parameters, or NULL if one is missing.

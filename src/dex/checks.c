@@ -40,7 +40,11 @@ export_begin(struct tg_check *c, const struct tg_check_in *in)
 	x->kind = kind ? tg_xstrdup(kind) : NULL;
 	x->eo.strict = in->strict;
 	x->eo.wp_status_field = in->wp_status_field;
-	x->skip = !tg_export_kind_known(kind) && !x->eo.strict;
+	/* A kind not known is the vendor's to judge (a kind added since), but a
+	 * near miss of a known one is a typo: refused with its "did you mean",
+	 * as near misses of field names are. */
+	x->skip = !tg_export_kind_known(kind) && !x->eo.strict &&
+	    tg_export_kind_hint(kind) == NULL;
 	c->priv = x;
 }
 
@@ -119,6 +123,7 @@ struct import_check {
 	int file, dry, too_large, rc;
 	char *ctype;
 	size_t max_part;
+	char msg[160];			/* a 413's words (tg_check_out.msg) */
 	struct tg_import_result res;
 	char request_id[TG_UUID_LEN];	/* named by a dry run's answer */
 };
@@ -231,7 +236,9 @@ import_verdict(struct tg_check *c, struct tg_check_out *out)
 	if (x->too_large) {
 		out->status = 413;
 		out->code = "PAYLOAD_TOO_LARGE";
-		out->msg = "the uploaded file is too large";
+		snprintf(x->msg, sizeof(x->msg), "a part of the upload is larger than %zu bytes, "
+		    "the limit of one part (max_body)", x->max_part);
+		out->msg = x->msg;
 		return 1;
 	}
 	if (x->rc != 0 || c->p.total > 0)

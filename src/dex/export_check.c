@@ -462,18 +462,38 @@ tg_export_kind_known(const char *kind)
 	return kind_find(kind) != NULL;
 }
 
+/* The kinds' names, NULL-terminated, into names. */
 static void
-unknown_kind(struct check *c, const char *kind)
+kind_names(const char *names[TG_NELEM(kinds) + 1])
 {
-	const char *names[TG_NELEM(kinds) + 1];
-	char cbuf[CLIP + 4], list[256];
 	size_t i;
 
 	for (i = 0; i < TG_NELEM(kinds); i++)
 		names[i] = kinds[i].name;
 	names[i] = NULL;
-	report(c, NULL, -1, "unknown_kind", "unknown export kind '%s' (one of %s)",
-	    clip(kind != NULL ? kind : "", cbuf), join(names, list, sizeof(list)));
+}
+
+const char *
+tg_export_kind_hint(const char *kind)
+{
+	const char *names[TG_NELEM(kinds) + 1];
+
+	if (kind == NULL || kind_find(kind) != NULL)
+		return NULL;
+	kind_names(names);
+	return tg_did_you_mean(kind, names, TG_NELEM(kinds));
+}
+
+static void
+unknown_kind(struct check *c, const char *kind)
+{
+	const char *names[TG_NELEM(kinds) + 1], *hint = tg_export_kind_hint(kind);
+	char cbuf[CLIP + 4], list[256];
+
+	kind_names(names);
+	report(c, NULL, -1, "unknown_kind", "unknown export kind '%s' (%s%s%sone of %s)",
+	    clip(kind != NULL ? kind : "", cbuf), hint ? "did you mean '" : "",
+	    hint ? hint : "", hint ? "'? " : "", join(names, list, sizeof(list)));
 }
 
 static void

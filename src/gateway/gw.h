@@ -44,6 +44,11 @@ void gw_trace_headers_span(const struct gw_trace *t, struct evkeyvalq *out, char
  * later): the features of its operation, then the vendor. */
 void gw_req_validated(struct gw_req *r);
 
+/* vendor_error.c */
+/** " (did you mean '<path>'?)" for r's path when a route path is near it
+ * (tg_route_suggest), else "": into out (n bytes, borrowed). For a 404. */
+void gw_path_hint(const struct gw_req *r, char *out, size_t n);
+
 /* reply.c */
 /* One access line (docs/configuration.md, Signals and logs): the fields
  * every listener's requests are logged with, null where a pointer is NULL

@@ -53,7 +53,7 @@ reply_body(struct gw_req *r, int status, const char *body, size_t len)
 
 	evbuffer_add(b, body, len);
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Cache-Control", "no-store");
-	gw_req_reply_buf(r, status, "application/json", b);
+	gw_req_reply_vendor(r, status, "application/json", b);	/* a refusal: wrapped */
 	evbuffer_free(b);
 }
 

@@ -89,6 +89,17 @@ reply_405(struct gw_req *r)
 	gw_req_reply_405(r, allow);
 }
 
+/* An unknown path: the route path it nearly is, if one is near. */
+static void
+not_found(struct gw_req *r)
+{
+	char msg[400];
+
+	snprintf(msg, sizeof(msg), "no such endpoint");
+	gw_path_hint(r, msg + strlen(msg), sizeof(msg) - strlen(msg));
+	gw_req_reply_error(r, 404, "NOT_FOUND", msg);
+}
+
 /* Its head announced more than the caller may send: which cap, and why. */
 static void
 too_large(struct gw_req *r)
@@ -98,6 +109,32 @@ too_large(struct gw_req *r)
 	gw_body_cap_message(r->rt, r->svc, r->op == TG_OP_DEX_AUTHENTICATE ||
 	    r->op == TG_OP_SIM_TOKEN, msg, sizeof(msg));
 	gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE", msg);
+}
+
+/* A body declared as a type its route does not take (415, RFC 9110
+ * 15.5.16) is refused before it is read as the route's: an XML body would
+ * otherwise be told "invalid JSON", a form "malformed number". Accept-Post
+ * names what the route takes. A body without Content-Type is read as the
+ * route's first type, as legacy tools send it. */
+static int
+media_refused(struct gw_req *r)
+{
+	const char *accepts = r->m.route != NULL ? r->m.route->accepts : NULL;
+	const char *ct;
+	char msg[400];
+
+	if (accepts == NULL ||
+	    evbuffer_get_length(evhttp_request_get_input_buffer(r->req)) == 0 ||
+	    tg_http_media_accepted(accepts, ct = tg_http_header(r->req, "Content-Type")))
+		return 0;
+	snprintf(msg, sizeof(msg), "Content-Type %.100s is not taken here: this endpoint takes "
+	    "%s%s%s", ct, accepts, strcmp(accepts, "application/json") == 0 ?
+	    " (or a +json type)" : "", strncasecmp(ct, "application/x-www-form-urlencoded",
+	    33) == 0 ? "; curl -d sends application/x-www-form-urlencoded: add -H "
+	    "'Content-Type: application/json'" : "");
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Accept-Post", accepts);
+	gw_req_reply_error(r, 415, "UNSUPPORTED_MEDIA_TYPE", msg);
+	return 1;
 }
 
 void
@@ -136,10 +173,10 @@ gw_on_request(struct evhttp_request *req, void *arg)
 		return;
 	}
 	if (rc == 0 && !r->svc->cfg->passthrough) {
-		gw_req_reply_error(r, 404, "NOT_FOUND", "no such endpoint");
+		not_found(r);
 		return;
 	}
-	if (gw_req_authenticate(r) != 0)
+	if (gw_req_authenticate(r) != 0 || media_refused(r))
 		return;
 	if (r->op == TG_OP_DEX_AUTHENTICATE || r->op == TG_OP_SIM_TOKEN) {
 		gw_login_handle(r);

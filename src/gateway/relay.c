@@ -7,7 +7,9 @@
  * byte for client_send_timeout is dropped by flush.c and its call
  * cancelled). Features of the operation decide at the head whether the
  * answer is relayed, copied for them, or held until they answer
- * (feature.c). Called by proxy.c, by logins that are not cached, by the
+ * (feature.c). An error answer (400 and above) is read, up to
+ * GW_VENDOR_ERROR_MAX, and wrapped in the gateway's error body
+ * (vendor_error.c); every other answer streams through as it comes. Called by proxy.c, by logins that are not cached, by the
  * request check when it passes a request (gw_req_validated), and by
  * features that hand a request back (gw_req_proxy).
  */
@@ -102,6 +104,13 @@ on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *a
 		evhttp_remove_header(out, "Content-Length");
 		return;
 	}
+	if (evhttp_request_get_command(r->req) != EVHTTP_REQ_HEAD && status >= 400 &&
+	    h == GW_HEAD_RELAY && r->op != TG_OP_SIM_TOKEN) {
+		/* an error: read (bounded) and wrapped in on_done (vendor_error.c) */
+		r->vendor_error = evbuffer_new();
+		evhttp_remove_header(out, "Content-Length");
+		return;
+	}
 	gw_req_common_headers(r);
 	r->status = status;
 	if (evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD || status == 204 ||
@@ -149,6 +158,10 @@ on_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
 
 	if (r->held && r->capture != NULL)
 		capture(r, buf);
+	if (r->vendor_error != NULL && evbuffer_get_length(r->vendor_error) <=
+	    GW_VENDOR_ERROR_MAX)	/* one byte past the bound tells it was cut */
+		evbuffer_remove_buffer(buf, r->vendor_error, GW_VENDOR_ERROR_MAX + 1 -
+		    evbuffer_get_length(r->vendor_error));
 	if (!r->started || r->req == NULL) {
 		evbuffer_drain(buf, evbuffer_get_length(buf));
 		return;
@@ -176,7 +189,9 @@ answered(struct gw_req *r, const struct tg_up_req *u, enum tg_up_error err)
 	if (err == TG_UP_OK && r->started) {
 		gw_req_reply_end(r, 0);
 	} else if (err == TG_UP_OK && r->held) {
-		gw_req_reply_buf(r, r->upstream_status, NULL, r->capture);	/* as it came */
+		gw_req_reply_vendor(r, r->upstream_status, NULL, r->capture);	/* an error wrapped */
+	} else if (err == TG_UP_OK && r->vendor_error != NULL) {
+		gw_req_reply_vendor(r, r->upstream_status, NULL, r->vendor_error);
 	} else if (err == TG_UP_OK) {
 		gw_req_reply_buf(r, r->status ? r->status : r->upstream_status, NULL, NULL);
 	} else if (r->started) {

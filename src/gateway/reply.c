@@ -184,6 +184,8 @@ gw_req_finish(struct gw_req *r)
 		evbuffer_free(r->body);
 	if (r->capture != NULL)
 		evbuffer_free(r->capture);
+	if (r->vendor_error != NULL)
+		evbuffer_free(r->vendor_error);
 	free(r->path);
 	free(r->uri);
 	free(r->user_agent);

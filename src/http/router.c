@@ -6,11 +6,14 @@
  * Called by the gateway for every request, on the path as
  * tg_http_target_normalise left it (target.c): no dot segments, no empty
  * ones but a trailing one, unreserved characters decoded, no encoded '/'.
+ * On a 404 the gateway asks it for the route path nearest the one sent
+ * (tg_route_suggest, with the validators' "did you mean").
  */
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "tidegate/problems.h"
 #include "tidegate/routes.h"
 #include "tidegate/util.h"
 
@@ -117,6 +120,65 @@ tg_route_allow(const struct tg_service_routes *sr, const char *path, char *out, 
 	for (j = 0; j < sr->nroutes; j++)
 		if (tg_route_match(sr, sr->routes[j].method, path, &m) == 1)
 			allow(out, n, sr->routes[j].method);
+}
+
+/* pat with each "{name}" segment replaced by path's segment at the same
+ * place, into out (n bytes): "/export/{kind}" for "/exports/x" reads
+ * "/export/x". 0 when the segment counts differ or it does not fit. */
+static int
+fill_pattern(const char *pat, const char *path, char *out, size_t n)
+{
+	size_t k = 0, pl, sl, len;
+	const char *src;
+
+	while (*pat == '/' && *path == '/') {
+		pat++;
+		path++;
+		pl = strcspn(pat, "/");
+		sl = strcspn(path, "/");
+		src = *pat == '{' ? path : pat;
+		len = *pat == '{' ? sl : pl;
+		if (k + len + 2 > n)
+			return 0;
+		out[k++] = '/';
+		memcpy(out + k, src, len);
+		k += len;
+		pat += pl;
+		path += sl;
+	}
+	out[k] = '\0';
+	return *pat == '\0' && *path == '\0';
+}
+
+#define SUGGEST_MAX 32
+
+int
+tg_route_suggest(const struct tg_service_routes *sr, const char *path, char *out, size_t n)
+{
+	char cand[SUGGEST_MAX][128];
+	const char *c[SUGGEST_MAX], *hint, *rest;
+	size_t i, j, k, pl;
+
+	for (i = 0; i < sr->nprefixes; i++) {
+		pl = strlen(sr->prefixes[i]);
+		if (strncmp(path, sr->prefixes[i], pl) != 0 || (pl > 0 && path[pl] != '/'))
+			continue;
+		rest = path + pl;
+		for (j = k = 0; j < sr->nroutes && k < SUGGEST_MAX; j++) {
+			if (strchr(sr->routes[j].pattern, '{') == NULL)
+				snprintf(cand[k], sizeof(cand[k]), "%s", sr->routes[j].pattern);
+			else if (!fill_pattern(sr->routes[j].pattern, rest, cand[k],
+			    sizeof(cand[k])))
+				continue;
+			if (strcmp(cand[k], rest) != 0)
+				c[k] = cand[k], k++;
+		}
+		if ((hint = tg_did_you_mean(rest, c, k)) != NULL) {
+			snprintf(out, n, "%.*s%s", (int)pl, path, hint);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 const char *

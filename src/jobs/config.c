@@ -48,6 +48,9 @@ static const struct tg_cfg_key keys[] = {
 	   "jobs tracked at once"),
 	K("poll.ownership", TG_CFG_BOOL, poll_ownership, "true",
 	  "a job created through the gateway is served only to the key that created it"),
+	K("poll.uuid_ids", TG_CFG_BOOL, poll_uuid_ids, "true",
+	  "a job read whose correlationId is not a UUID (the form the vendor's ids take) is "
+	  "refused with 400 without asking the vendor; false: any id is sent"),
 	K("poll.ownership_db", TG_CFG_STR, owners_db, "owners.db",
 	  "who created each job, SQLite (relative to this file; read at start)"),
 	KB("poll.ownership_keep", TG_CFG_DURATION, owners_keep, "30d", 60000, 3.1536e11,

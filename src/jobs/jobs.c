@@ -25,6 +25,7 @@
  * those operations) and feature.c (the creations' answers, start, stop,
  * metrics).
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,6 +298,29 @@ jobs_owner_forget(struct jobs_req *q)
 	q->owner = NULL;
 }
 
+/* The vendor's job ids: 8-4-4-4-12 hex digits, either case. */
+static int
+is_uuid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < 36; i++)
+		if (i == 8 || i == 13 || i == 18 || i == 23 ? s[i] != '-' :
+		    !isxdigit((unsigned char)s[i]))
+			return 0;
+	return s[36] == '\0';
+}
+
+/* Echoed in an error only when it is plain ASCII (a cut leaves it whole). */
+static int
+printable(const char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x20 || *s > 0x7e)
+			return 0;
+	return 1;
+}
+
 int
 jobs_owner_check(struct gw_req *r, char **job)
 {
@@ -304,6 +328,7 @@ jobs_owner_check(struct gw_req *r, char **job)
 	enum tg_op op = r->op;
 	struct jobs_req *q;
 	struct tg_err why;
+	char msg[320];
 	int rc;
 
 	*job = NULL;
@@ -316,6 +341,16 @@ jobs_owner_check(struct gw_req *r, char **job)
 	}
 	if (*job == NULL) {
 		refuse(r, "required", "query parameter 'correlationId' is required");
+		return -1;
+	}
+	if (jobs_cfg(r->rt)->poll_uuid_ids && !is_uuid(*job)) {
+		snprintf(msg, sizeof(msg), "query parameter 'correlationId' is not a job id of "
+		    "the vendor: '%.64s%s' (its ids are UUIDs, as its exports and imports "
+		    "answer them: 8-4-4-4-12 hex digits; poll.uuid_ids: false sends any id)",
+		    printable(*job) ? *job : "…", strlen(*job) > 64 ? "…" : "");
+		refuse(r, "format", msg);
+		free(*job);
+		*job = NULL;
 		return -1;
 	}
 	if (jobs_cfg(r->rt)->poll_ownership) {

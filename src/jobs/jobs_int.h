@@ -27,6 +27,7 @@ struct tg_state_op;
 /* The feature's settings (config.c: poll.*), one per configuration loaded. */
 struct jobs_cfg {
 	int poll_enabled, poll_ownership;
+	int poll_uuid_ids;	/* job reads take only UUIDs (poll.uuid_ids) */
 	int64_t poll_interval, poll_max_interval, poll_backoff_after, poll_max_wait;
 	int64_t poll_wait_margin, poll_spool_max_bytes;
 	char *poll_spool_dir;	/* large final answers (poll.spool_dir) */

@@ -74,7 +74,7 @@ jobs_waiter_reply(struct gw_req *r, const struct poll_answer *a, const char *how
 		evhttp_add_header(h, "Retry-After", a->retry_after);
 	r->upstream_status = a->status;
 	r->origin = how;
-	gw_req_reply_buf(r, a->status, a->ctype ? a->ctype : "application/json", b);
+	gw_req_reply_vendor(r, a->status, a->ctype ? a->ctype : "application/json", b);
 	evbuffer_free(b);
 }
 

@@ -916,6 +916,7 @@ wh_hook_relay(struct gw_req *r)
 	struct wh_req *q = wh_req_of(r);
 	const char *id = q->relay;
 	int v = relay_seg_ok(WH(r->gw), r->path + strlen(WH_RELAY_PREFIX), q->relay);
+	char msg[200];
 
 	if (v == TG_HEAD_UNAVAILABLE || r->fault == TG_HEAD_UNAVAILABLE) {
 		wh_reply_unavailable(r, "relay URLs cannot be checked until the state's relay "
@@ -929,8 +930,10 @@ wh_hook_relay(struct gw_req *r)
 		    "under this id (unknown, delivered already, or given up)");
 	} else if (r->fault != 0 || (int64_t)evbuffer_get_length(
 	    evhttp_request_get_input_buffer(r->req)) > wh_cfg(r->rt)->wh_max_payload) {
-		gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE", "the export is larger than "
-		    "webhooks.max_payload or max_body");
+		snprintf(msg, sizeof(msg), "the export is larger than a relayed export may be: "
+		    "at most webhooks.max_payload (%lld bytes) and max_body (%lld bytes)",
+		    (long long)wh_cfg(r->rt)->wh_max_payload, (long long)r->rt->cfg.max_body);
+		gw_req_reply_error(r, 413, "PAYLOAD_TOO_LARGE", msg);
 	} else {
 		wh_req_begin(r, relay_opened);
 		wh_req_end(r, tg_state_payload_open(WH(r->gw)->st, id, wh_req_on_payload, r));

@@ -360,12 +360,14 @@ tg_egress_check_addr(const struct tg_egress *p, const char *host, const struct s
 	    (form != NULL && net_allowed(p, 0, v4)))
 		return 0;
 	inet_ntop(v6 ? AF_INET6 : AF_INET, a, txt, sizeof(txt));
+	/* the fix named with the refusal: the address itself in webhooks.allow */
 	if (form != NULL) {
 		inet_ntop(AF_INET, v4, v4txt, sizeof(v4txt));
-		tg_err_set(why, "%s is %s of %s, a %s address (not allowed)", txt, form, v4txt,
-		    range);
+		tg_err_set(why, "%s is %s of %s, a %s address (not allowed; to allow it, list "
+		    "%s/32 in webhooks.allow)", txt, form, v4txt, range, v4txt);
 	} else
-		tg_err_set(why, "%s is a %s address (not allowed)", txt, range);
+		tg_err_set(why, "%s is a %s address (not allowed; to allow it, list %s/%d in "
+		    "webhooks.allow)", txt, range, txt, v6 ? 128 : 32);
 	return -1;
 }
 

@@ -302,6 +302,9 @@ class Gateway(Process):
             "dex": {"username": "demo", "password_file": "dex-password"},
             "sim": {"client_id": "demo", "client_secret_file": "sim-secret"},
             "keys": [{"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]}],
+            # tests read made-up jobs ("x", "nope"): not UUIDs (test_gateway_errors
+            # checks the default, true)
+            "poll": {"uuid_ids": False},
         }
         cfg.update(ROOT_USER)
         if emulator is not None:

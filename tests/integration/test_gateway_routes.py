@@ -76,7 +76,11 @@ def test_configured_route_template_is_used(emulator, make_gateway):
 def test_unknown_path_passes_through_with_credentials(emulator, gateway):
     r = requests.get(gateway.dex + "/public/v2/brand-new?x=1", headers=gateway.headers())
     assert r.status_code == 404
-    assert r.json()["message"] == "no such endpoint"     # the emulator's answer
+    body = r.json()     # the emulator's answer, in the gateway's error body
+    assert body["message"] == ("the dex vendor answered 404 Not Found to this request: "
+                               "no such endpoint")
+    assert body["vendor"]["message"] == "no such endpoint" and body["vendor"]["status"] == 404
+    assert body["requestId"] == r.headers["X-Request-Id"]
     assert emulator.calls("GET /public/v2/brand-new") == 1
 
 

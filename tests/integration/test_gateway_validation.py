@@ -134,7 +134,8 @@ def test_import_file_upload_checked(emulator, gateway):
     r = requests.post(url, data="[]", headers={**gateway.headers(),
                                                "Content-Type": "application/json"},
                       timeout=10)
-    assert r.status_code == 400
+    # a JSON body to the file import: the type it does not take (was 400 "multipart")
+    assert r.status_code == 415 and r.headers["Accept-Post"] == "multipart/form-data"
     good = json.dumps([{"id": "F-1", "siteId": "S-1"}])
     r = requests.post(gateway.dex + "/public/v1/import/activities/file?correlationId=P-DEMO",
                       files={"file": ("a.json", good, "application/json")},

@@ -30,6 +30,8 @@ from conftest import NPM_DIR, ROOT, TEST_KEY_SHA, free_port
 DOCS = os.path.join(ROOT, "docs", "openapi")
 VENDOR = os.path.join(DOCS, "vendor.yaml")
 TIDEGATE = os.path.join(DOCS, "tidegate.yaml")
+GW_DEX = os.path.join(DOCS, "gateway-dex.yaml")
+GW_SIM = os.path.join(DOCS, "gateway-sim.yaml")
 BIN = os.path.join(NPM_DIR, "node_modules", ".bin")
 
 needs_node = pytest.mark.skipif(shutil.which("node") is None,
@@ -127,7 +129,7 @@ def checked(r, status):
 @needs_node
 def test_lint():
     spectral = npm_tool("spectral", "@stoplight/spectral-cli")
-    for doc in (VENDOR, TIDEGATE):
+    for doc in (VENDOR, TIDEGATE, GW_DEX, GW_SIM):
         p = subprocess.run([spectral, "lint", "--fail-severity=warn", "-r",
                             os.path.join(DOCS, ".spectral.yaml"), doc],
                            capture_output=True, text=True, timeout=60)
@@ -496,3 +498,89 @@ def test_readme_webhook_example_allows_the_receiver(tmp_path):
                         str(conf / "tidegate.yaml")], capture_output=True, text=True,
                        timeout=30)
     assert p.returncode == 0 and "configuration OK" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+@needs_node
+def test_gateway_listener_documents_validate(emulator, make_gateway, prisms):
+    """gateway-dex.yaml and gateway-sim.yaml in front of the gateway's own
+    listeners: long-polls, validation errors, 413, 415, 404 (with its hint),
+    the vendor's errors wrapped (401 of a bearer that is no key, 429, 409)."""
+    gw = make_gateway(emulator, {"max_body": "64KB", "poll": {"uuid_ids": True}})
+    gw.wait_tokens()
+    px = prisms({"dex": (GW_DEX, gw.dex), "sim": (GW_SIM, gw.sim)})
+    dex, sim = px["dex"].url, px["sim"].url
+    h, t = gw.headers(), 10
+
+    # an export, long-polled until ready (X-Api-Key this time)
+    r = checked(requests.post(dex + "/public/v1/export/activities", timeout=t,
+                              headers={"X-Api-Key": "test-key"},
+                              json={"projectId": "P-DEMO"}), 200)
+    cid = r.json()["correlationId"]
+    r = requests.get(dex + "/public/export", params={"correlationId": cid, "wait": 10},
+                     headers=h, timeout=15)
+    assert r.headers["X-Tidegate-Poll"] == "long-poll", r.headers
+    assert len(checked(r, 200).json()) == 50
+    # an import, its status long-polled
+    r = checked(requests.post(dex + "/public/v1/import/activities", timeout=t,
+                              params={"projectId": "P-DEMO"}, headers=h,
+                              json=[{"id": "GW-2", "siteId": "S-1"}]), 200)
+    icid = r.json()["correlationId"]
+    checked(requests.get(dex + "/public/v1/import/status", timeout=15, headers=h,
+                         params={"correlationId": icid, "wait": 5}), 200)
+
+    # errors made by the gateway
+    r = checked(requests.post(dex + "/public/v1/export/activities", headers=h, timeout=t,
+                              json={"projectId": "P-DEMO", "projectid": "P-DEMO"}), 400)
+    assert r.json()["error"] == "VALIDATION_FAILED" and r.json()["details"][0]["path"]
+    big = {"projectId": "P-DEMO", "names": ["n" * 1000] * 100}
+    r = checked(requests.post(dex + "/public/v1/export/activities", json=big, headers=h,
+                              timeout=t), 413)
+    assert "max_body (65536 bytes)" in r.json()["message"]
+    r = checked(requests.post(dex + "/public/v1/import/activities/file", timeout=t,
+                              params={"projectId": "P-DEMO"}, headers=h,
+                              files={"file": ("a.json", b"[]", "application/json")}), 200)
+    other = "0f0e0d0c-0b0a-4909-8807-060504030201"      # no record names it: the gateway's
+    r = checked(requests.get(dex + "/public/export", params={"correlationId": other},
+                             headers=h, timeout=t), 404)
+    assert "vendor" not in r.json()
+
+    # the vendor's errors, in the gateway's body
+    r = checked(requests.post(dex + "/public/v1/export/activities", timeout=t,
+                              headers={"Authorization": "Bearer not-a-key"},
+                              json={"projectId": "P-DEMO"}), 401)
+    assert r.json()["message"].startswith("not an API key of this gateway, and the vendor "
+                                          "refused it as a token")
+    emulator.fault(path="/public/v1/export/activities", status=429, retryAfter=3, count=1)
+    r = checked(requests.post(dex + "/public/v1/export/activities", headers=h, timeout=t,
+                              json={"projectId": "P-DEMO"}), 429)
+    assert r.headers["Retry-After"] == "3" and r.json()["vendor"]["status"] == 429
+    r = checked(requests.post(dex + "/public/v1/authenticate", timeout=t,
+                              json={"username": "demo", "password": "wrong"}), 401)
+    assert r.json()["vendor"]["message"] == "invalid username or password"
+
+    # the simulation listener: a run submitted, its results asked too early (the
+    # vendor's 409, wrapped), its status long-polled; a case the checks refuse
+    case = checked(requests.get(sim + "/api/v1/cases/CASE-OM-1", headers=h, timeout=t),
+                   200).json()
+    sid = checked(requests.post(sim + "/api/v1/simulations", json=case, headers=h,
+                                timeout=t), 201).json()["simulationId"]
+    r = checked(requests.get(sim + f"/api/v1/simulations/{sid}/results", headers=h,
+                             timeout=t), 409)
+    assert r.json()["vendor"]["status"] == 409 and r.json()["requestId"]
+    checked(requests.get(sim + f"/api/v1/simulations/{sid}", params={"wait": 1},
+                         headers=h, timeout=t), 200)
+    r = checked(requests.post(sim + "/api/v1/simulations", headers=h, timeout=t,
+                              json=dict(case, name="renamed")), 400)
+    assert r.json()["error"] == "VALIDATION_FAILED"
+    checked(requests.post(sim + "/api/oauth2/token", timeout=t,
+                          data={"grant_type": "client_credentials", "client_id": "demo",
+                                "client_secret": "demo-secret"}), 200)
+
+    # what Prism itself refuses (the document does not allow it) is checked
+    # straight at the gateway: a body of another type, a path near a route
+    r = requests.post(gw.dex + "/public/v1/export/activities", data="<x/>", timeout=t,
+                      headers={**h, "Content-Type": "text/xml"})
+    assert r.status_code == 415 and r.headers["Accept-Post"] == "application/json"
+    r = requests.get(gw.dex + "/public/v1/import/statu", headers=h, timeout=t,
+                     params={"correlationId": icid})
+    assert r.status_code == 404 and "did you mean '/public/v1/import/status'" in r.text

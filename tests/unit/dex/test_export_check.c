@@ -133,6 +133,22 @@ test_unknown_kind(void **state)
 	snprintf(buf, sizeof(buf), want, "x");
 	strcat(buf, " type: body must be a JSON object, not an array\n");
 	expect_bad("x", "[]", &lax, buf);
+	/* a near miss names the kind it nearly is */
+	expect_bad("activites", "{'projectId':'P'}", &lax, " unknown_kind: unknown export "
+	    "kind 'activites' (did you mean 'activities'? one of activities, "
+	    "activity-categories, personnel, timesheets, work-order-sequences, work-orders, "
+	    "work-packages)\n");
+}
+
+static void
+test_kind_hint(void **state)
+{
+	assert_string_equal(tg_export_kind_hint("activites"), "activities");
+	assert_string_equal(tg_export_kind_hint("Work-Orders"), "work-orders");
+	assert_string_equal(tg_export_kind_hint("timesheet"), "timesheets");
+	assert_null(tg_export_kind_hint("activities"));	/* known: no hint */
+	assert_null(tg_export_kind_hint("invoices"));
+	assert_null(tg_export_kind_hint(NULL));
 }
 
 /* ---- valid bodies, one per kind, every member ---- */
@@ -744,6 +760,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kinds_known),
 		cmocka_unit_test(test_unknown_kind),
+		cmocka_unit_test(test_kind_hint),
 		cmocka_unit_test(test_valid_bodies),
 		cmocka_unit_test(test_common_aliases),
 		cmocka_unit_test(test_status_aliases),

@@ -98,6 +98,39 @@ test_captures_and_expand(void **state)
 	assert_string_equal(tg_op_name(TG_OP_DEX_EXPORT_GET), "export_get");
 }
 
+/* A 404's "did you mean": under the prefix sent, only when near. */
+static void
+test_suggest(void **state)
+{
+	static const struct {
+		const char *sent, *near;	/* near NULL: no hint */
+	} cases[] = {
+		{ "/public/v1/import/statu", "/public/v1/import/status" },
+		{ "/public/v1/exports/activities", "/public/v1/export/activities" },
+		{ "/api/Import/Result", "/api/import/result" },
+		{ "/import/activities/faild", "/import/activities/failed" },
+		{ "/public/v2/brand-new", NULL },
+		{ "/public/v1/export/activities/x", NULL },
+		{ "/", NULL },
+	};
+	char out[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (cases[i].near == NULL) {
+			assert_int_equal(tg_route_suggest(&tg_dex_service_routes, cases[i].sent, out,
+			    sizeof(out)), 0);
+			continue;
+		}
+		assert_int_equal(tg_route_suggest(&tg_dex_service_routes, cases[i].sent, out,
+		    sizeof(out)), 1);
+		assert_string_equal(out, cases[i].near);
+	}
+	assert_int_equal(tg_route_suggest(&tg_sim_service_routes, "/api/v1/simulation/abc",
+	    out, sizeof(out)), 1);
+	assert_string_equal(out, "/api/v1/simulations/abc");
+}
+
 int
 main(void)
 {
@@ -105,6 +138,7 @@ main(void)
 		cmocka_unit_test(test_dex_aliases),
 		cmocka_unit_test(test_dex_unknown_and_405),
 		cmocka_unit_test(test_captures_and_expand),
+		cmocka_unit_test(test_suggest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -65,7 +65,8 @@ free_port(void)
 	return port;
 }
 
-/* The configuration: two keys of the data exchange, vendors unreachable. */
+/* The configuration: two keys of the data exchange, vendors unreachable;
+ * the jobs read are made up ("C-1"), not the vendor's UUIDs. */
 static char *
 config_yaml(struct fixture *f)
 {
@@ -77,7 +78,8 @@ config_yaml(struct fixture *f)
 	    "log_level: off\nupstream: remote\ndex:\n  url: http://127.0.0.1:1\n"
 	    "sim:\n  url: http://127.0.0.1:1\n"
 	    "keys:\n  - name: a\n    sha256: %s\n    services: [dex]\n"
-	    "  - name: b\n    sha256: %s\n    services: [dex]\n",
+	    "  - name: b\n    sha256: %s\n    services: [dex]\n"
+	    "poll:\n  uuid_ids: false\n",
 	    f->port[0], f->port[1], f->port[2], KEY_A_SHA, KEY_B_SHA);
 }
 
