@@ -90,7 +90,8 @@ struct tg_quota_grant {
 	int64_t granted;	/* take: units granted, 0..n */
 	int64_t wait_ms;	/* RATE: until the fleet's next unit (0: now) */
 	int64_t left;		/* RATE: units the fleet's bucket holds after it */
-	int64_t used;		/* DAY: the day's units used, fleet-wide; SLOTS: held fleet-wide */
+	int64_t used;		/* DAY: the day's units used, fleet-wide; SLOTS: what this
+				 * instance holds after it */
 	int64_t instances;	/* live instances the store knows of (0: unknown) */
 };
 typedef void (*tg_quota_store_cb)(int rc, const struct tg_quota_grant *g, void *arg);
@@ -112,6 +113,17 @@ struct tg_quota_store {
 	void (*cancel)(void *ctx, void *op);
 	void *ctx;
 };
+
+struct tg_state;
+/**
+ * The store over the state seam (st borrowed, outliving the store): its
+ * quota domain, and the live instances it counts (each instance says it
+ * is live every 5 s, for 15 s). The caller takes ownership.
+ */
+struct tg_quota_store *tg_quota_store_state(struct tg_state *st);
+/** Free a store made by tg_quota_store_state (takes ownership; NULL ok),
+ * after the client using it. */
+void tg_quota_store_state_free(struct tg_quota_store *store);
 
 /** The client's settings; zero fields take their defaults. */
 struct tg_quota_opts {

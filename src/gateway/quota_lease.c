@@ -63,7 +63,7 @@ took_cb(int rc, const struct tg_quota_grant *g, void *arg)
 		if (g->instances > 0)
 			l->q->instances = g->instances;
 		if (l->def.kind == TG_QUOTA_SLOTS)
-			l->held += g->granted;
+			l->held = g->used;	/* a holding that expired meanwhile is gone */
 		else
 			l->share += g->granted;
 		if (l->def.kind == TG_QUOTA_DAY)

@@ -41,7 +41,7 @@ answer(int rc)
 	if (rc == 0)
 		F.pool -= g.granted;
 	g.instances = F.instances;
-	g.used = 1000 - F.pool;
+	g.used = 1000 - F.pool;		/* one client: all it holds */
 	F.pending = 0;
 	F.cb(rc, &g, F.arg);
 }
