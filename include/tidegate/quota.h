@@ -79,8 +79,9 @@ struct tg_quota_verdict {
 	int64_t left;		/* units left after this take, as this instance knows */
 	int64_t reset_s;	/* seconds until the quota is whole again */
 	int pending;		/* refused only because this instance's share is
-				 * empty while a lease is under way: wait for it
-				 * (tg_quota_wait, with a deadline) before refusing */
+				 * empty while the fleet's last answer had units: a
+				 * lease is under way, wait for it (tg_quota_wait,
+				 * with a deadline) before refusing */
 };
 
 /* ---- the store the shares are leased from ---- */
