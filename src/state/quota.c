@@ -120,6 +120,18 @@ submit(struct tg_db_op *o, const char *name, int64_t n)
 	return tg_db_submit(o->st, &o->q);
 }
 
+/* A rate's parameters after its name: $2 now, $3 interval, $4 burst, $5 n. */
+static struct tg_state_op *
+rate_submit(struct tg_db_op *o, const char *name, int64_t interval_us, int64_t burst,
+    int64_t n, int64_t now_us)
+{
+	tg_db_int(&o->q, now_us);
+	tg_db_int(&o->q, interval_us > 0 ? interval_us : 1);
+	tg_db_int(&o->q, burst);
+	tg_db_int(&o->q, n);
+	return submit(o, name, n);
+}
+
 struct tg_state_op *
 tg_state_quota_rate_take(struct tg_state *st, const char *name, int64_t interval_us,
     int64_t burst, int64_t n, int64_t now_us, tg_state_pair_cb cb, void *arg)
@@ -127,11 +139,7 @@ tg_state_quota_rate_take(struct tg_state *st, const char *name, int64_t interval
 	struct tg_db_op *o = op_new(st, RATE_TAKE, name, arg);
 
 	o->cb.pair = cb;
-	tg_db_int(&o->q, now_us);
-	tg_db_int(&o->q, interval_us > 0 ? interval_us : 1);
-	tg_db_int(&o->q, burst);
-	tg_db_int(&o->q, n);
-	return submit(o, name, n);
+	return rate_submit(o, name, interval_us, burst, n, now_us);
 }
 
 struct tg_state_op *
@@ -141,11 +149,7 @@ tg_state_quota_rate_give(struct tg_state *st, const char *name, int64_t interval
 	struct tg_db_op *o = op_new(st, RATE_GIVE, name, arg);
 
 	o->cb.done = cb;
-	tg_db_int(&o->q, now_us);
-	tg_db_int(&o->q, interval_us > 0 ? interval_us : 1);
-	tg_db_int(&o->q, burst);
-	tg_db_int(&o->q, n);
-	return submit(o, name, n);
+	return rate_submit(o, name, interval_us, burst, n, now_us);
 }
 
 struct tg_state_op *
