@@ -27,7 +27,7 @@ struct tg_quota_limit {
 	int64_t held;			/* SLOTS: units this instance holds leased */
 	int64_t in_use;			/* SLOTS: taken, not given back */
 	int64_t day;			/* DAY: the UTC day of share and used */
-	int64_t used;			/* DAY: used (fleet-wide as last seen + ours) */
+	int64_t used;			/* DAY: used fleet-wide as last seen, our share included */
 	int64_t fleet_left;		/* RATE: the fleet bucket's units, last seen */
 	int64_t fleet_wait_until_us;	/* RATE: the fleet's next unit */
 	int64_t fb_used;		/* SLOTS, DAY on the fallback share */

@@ -113,7 +113,7 @@ figures(struct tg_quota_limit *l, int64_t now_us, struct tg_quota_verdict *v)
 	default:
 		v->quota = l->def.limit;
 		v->window_s = 86400;
-		v->left = l->def.limit - l->used;
+		v->left = l->def.limit - l->used + l->share;	/* a share is used, to the fleet */
 		v->reset_s = ceil_s(ms_to_midnight() * 1000);
 		break;
 	}
@@ -177,8 +177,6 @@ take_share(struct tg_quota_limit *l, int64_t n, int64_t now_us, int *pending)
 		l->in_use += n;
 	else
 		l->share -= n;
-	if (l->def.kind == TG_QUOTA_DAY)
-		l->used += n;
 	if (have - n < (tg_quota_batch(l) + 1) / 2 && !l->op)
 		event_active(l->renew, 0, 0);
 	return 0;
@@ -236,11 +234,12 @@ tg_quota_give(struct tg_quota_limit *l, int64_t n, int64_t now_us)
 	default:
 		if (l->day != tg_quota_today())
 			return;		/* yesterday's unit: the new day is whole */
+		if (l->lease && !l->fallback) {
+			l->share += l->removed ? 0 : n;	/* still used, to the fleet */
+			break;
+		}
 		l->used -= n < l->used ? n : l->used;
-		if (l->fallback)
-			l->fb_used -= n < l->fb_used ? n : l->fb_used;
-		else if (l->lease && !l->removed)
-			l->share += n;
+		l->fb_used -= n < l->fb_used ? n : l->fb_used;
 		break;
 	}
 	tg_quota_wake(l);

@@ -20,6 +20,13 @@ static const struct tg_cfg_key key_keys[] = {
 	GW_CFG_KEYB(struct lim_key_cfg, "limits.concurrent", TG_CFG_INT, concurrent, "0", 0,
 	    1e9, "requests of this key in flight at once, fleet-wide (0: no limit); over it: "
 	    "429 CONCURRENCY_LIMITED"),
+	GW_CFG_KEYB(struct lim_key_cfg, "limits.daily.exports", TG_CFG_INT, daily[0], "0", 0,
+	    1e12, "exports this key may create a UTC day, fleet-wide (0: no limit); over it: "
+	    "429 QUOTA_EXCEEDED; one the vendor refuses does not count"),
+	GW_CFG_KEYB(struct lim_key_cfg, "limits.daily.imports", TG_CFG_INT, daily[1], "0", 0,
+	    1e12, "imports (JSON or file) this key may create a UTC day, as daily.exports"),
+	GW_CFG_KEYB(struct lim_key_cfg, "limits.daily.simulations", TG_CFG_INT, daily[2], "0",
+	    0, 1e12, "simulation runs this key may submit a UTC day, as daily.exports"),
 };
 
 static const struct tg_cfg_key keys[] = {
@@ -47,7 +54,8 @@ check(const struct gw_config *c, void *s, struct tg_cfg_report *rep)
 		k = &l->keys[i];
 		if (k->rate > 0 && k->burst == 0)
 			k->burst = (long long)ceil(k->rate);
-		l->any |= k->rate > 0 || k->concurrent > 0;
+		l->any |= k->rate > 0 || k->concurrent > 0 || k->daily[0] > 0 || k->daily[1] > 0
+		    || k->daily[2] > 0;
 	}
 }
 

@@ -1,8 +1,10 @@
 /*
  * feature.c - the per-key limits feature as the request core sees it:
- * every operation of a key with limits takes a unit of its rate and a
- * slot of its concurrency from the quota engine (quota.h) before the
- * vendor is asked; over either, 429 with the gateway's error body,
+ * every operation of a key with limits takes a unit of its rate, a slot
+ * of its concurrency and, for a job creation, a unit of its daily quota
+ * from the quota engine (quota.h) before the vendor is asked (a creation
+ * the vendor refuses gives its unit back); over any, 429 with the
+ * gateway's error body,
  * Retry-After and the RateLimit fields (rate.h), which answers under the
  * limit carry too (limits.headers). While the instance's share is empty
  * only because its next lease is on the way (a fleet), the request waits
@@ -24,11 +26,28 @@
 
 #define WAIT_MS	250	/* the longest a request waits for a lease on its way */
 
+/* Each kind: the limit's name after "key:<name>:", its field name, the
+ * setting a refusal names, its error code. */
+static const struct {
+	const char *suffix, *field, *setting, *code;
+} KIND[LIM_N] = {
+	[LIM_RATE] = { "rate", "rate", "keys[].limits.rate", "RATE_LIMITED" },
+	[LIM_SLOTS] = { "concurrent", "concurrent", "keys[].limits.concurrent",
+	    "CONCURRENCY_LIMITED" },
+	[LIM_EXPORTS] = { "daily:export", "daily-exports", "keys[].limits.daily.exports",
+	    "QUOTA_EXCEEDED" },
+	[LIM_IMPORTS] = { "daily:import", "daily-imports", "keys[].limits.daily.imports",
+	    "QUOTA_EXCEEDED" },
+	[LIM_SIMS] = { "daily:simulation", "daily-simulations",
+	    "keys[].limits.daily.simulations", "QUOTA_EXCEEDED" },
+};
+
 /* One key's limits in the quota engine (references held), and its labels. */
 struct lim_key {
-	struct tg_quota_limit *rate, *slots;
+	struct tg_quota_limit *lim[LIM_N];
 	char *name;		/* the key's, for messages */
 	char *labels;		/* key="<name>" */
+	int any;
 };
 
 struct lim {
@@ -41,9 +60,11 @@ struct lim {
 	size_t nkeys;
 };
 
-/* A request's slot: the concurrency unit it holds, or its wait. */
+/* A request's slot: the concurrency unit and the creation it holds, or
+ * its wait. */
 struct lim_req {
 	struct tg_quota_limit *slot;	/* referenced until given back */
+	struct tg_quota_limit *day;	/* a creation's unit, given back if refused */
 	struct tg_quota_waiter w;
 	struct event *deadline;
 	struct tg_quota_limit *on;	/* the limit waited on (borrowed from w) */
@@ -57,13 +78,12 @@ static enum tg_op ops[TG_OP_COUNT + 1];
 static void
 keys_free(struct lim *l)
 {
-	size_t i;
+	size_t i, j;
 
 	for (i = 0; i < l->nkeys; i++) {
-		if (l->keys[i].rate)
-			tg_quota_unref(l->keys[i].rate);
-		if (l->keys[i].slots)
-			tg_quota_unref(l->keys[i].slots);
+		for (j = 0; j < LIM_N; j++)
+			if (l->keys[i].lim[j])
+				tg_quota_unref(l->keys[i].lim[j]);
 		free(l->keys[i].name);
 		free(l->keys[i].labels);
 	}
@@ -72,29 +92,57 @@ keys_free(struct lim *l)
 	l->nkeys = 0;
 }
 
-/* The definitions of rt's keys' limits into d (room for 2 a key). */
+/* Key i's limit of kind j as c configures it: 0 and *d set, or -1: none. */
+static int
+def_of(const struct lim_key_cfg *c, int j, struct tg_quota_def *d)
+{
+	if (j == LIM_RATE && c->rate > 0)
+		*d = (struct tg_quota_def){ NULL, TG_QUOTA_RATE, c->rate, c->burst, 0 };
+	else if (j == LIM_SLOTS && c->concurrent > 0)
+		*d = (struct tg_quota_def){ NULL, TG_QUOTA_SLOTS, 0, 0, c->concurrent };
+	else if (j >= LIM_EXPORTS && c->daily[j - LIM_EXPORTS] > 0)
+		*d = (struct tg_quota_def){ NULL, TG_QUOTA_DAY, 0, 0, c->daily[j - LIM_EXPORTS] };
+	else
+		return -1;
+	return 0;
+}
+
+/* The definitions of rt's keys' limits into d (room for LIM_N a key). */
 static size_t
 defs_of(const struct gw_runtime *rt, const struct lim_cfg *c, struct tg_quota_def *d,
     char (*names)[160])
 {
 	size_t i, n = 0;
+	int j;
 
-	for (i = 0; i < c->nkeys && i < rt->keys.n; i++) {
-		if (c->keys[i].rate > 0) {
-			snprintf(names[n], sizeof(names[n]), "key:%s:rate", rt->keys.keys[i].name);
-			d[n] = (struct tg_quota_def){ names[n], TG_QUOTA_RATE, c->keys[i].rate,
-			    c->keys[i].burst, 0 };
-			n++;
-		}
-		if (c->keys[i].concurrent > 0) {
-			snprintf(names[n], sizeof(names[n]), "key:%s:concurrent",
-			    rt->keys.keys[i].name);
-			d[n] = (struct tg_quota_def){ names[n], TG_QUOTA_SLOTS, 0, 0,
-			    c->keys[i].concurrent };
-			n++;
+	for (i = 0; i < c->nkeys && i < rt->keys.n; i++)
+		for (j = 0; j < LIM_N; j++)
+			if (def_of(&c->keys[i], j, &d[n]) == 0) {
+				snprintf(names[n], sizeof(names[n]), "key:%s:%s",
+				    rt->keys.keys[i].name, KIND[j].suffix);
+				d[n].name = names[n];
+				n++;
+			}
+	return n;
+}
+
+/* Point key k (named name) at its limits. */
+static void
+key_set(struct lim *l, struct lim_key *k, const char *name)
+{
+	char ln[200];
+	int j;
+
+	k->name = tg_xstrdup(name);
+	for (j = 0; j < LIM_N; j++) {
+		snprintf(ln, sizeof(ln), "key:%s:%s", name, KIND[j].suffix);
+		if ((k->lim[j] = tg_quota_find(l->q, ln)) != NULL) {
+			tg_quota_ref(k->lim[j]);
+			k->any = 1;
 		}
 	}
-	return n;
+	snprintf(ln, sizeof(ln), "key=\"%s\"", name);
+	k->labels = tg_xstrdup(ln);
 }
 
 /* Define the limits of the current runtime's keys and point keys[] at them. */
@@ -103,9 +151,9 @@ build(struct lim *l)
 {
 	const struct gw_runtime *rt = l->gw->rt;
 	const struct lim_cfg *c = lim_cfg_of(&rt->cfg);
-	size_t n = 2 * (c->nkeys + 1), i;
+	size_t n = LIM_N * (c->nkeys + 1), i;
 	struct tg_quota_def *d = tg_xcalloc(n, sizeof(*d));
-	char (*names)[160] = tg_xcalloc(n, sizeof(*names)), ln[200];
+	char (*names)[160] = tg_xcalloc(n, sizeof(*names));
 	struct tg_err err;
 
 	n = defs_of(rt, c, d, names);
@@ -114,57 +162,43 @@ build(struct lim *l)
 	keys_free(l);
 	l->keys = tg_xcalloc(rt->keys.n + 1, sizeof(*l->keys));
 	l->nkeys = rt->keys.n;
-	for (i = 0; i < l->nkeys; i++) {
-		struct lim_key *k = &l->keys[i];
-
-		k->name = tg_xstrdup(rt->keys.keys[i].name);
-		snprintf(ln, sizeof(ln), "key:%s:rate", k->name);
-		if ((k->rate = tg_quota_find(l->q, ln)) != NULL)
-			tg_quota_ref(k->rate);
-		snprintf(ln, sizeof(ln), "key:%s:concurrent", k->name);
-		if ((k->slots = tg_quota_find(l->q, ln)) != NULL)
-			tg_quota_ref(k->slots);
-		snprintf(ln, sizeof(ln), "key=\"%s\"", k->name);
-		k->labels = tg_xstrdup(ln);
-	}
+	for (i = 0; i < l->nkeys; i++)
+		key_set(l, &l->keys[i], rt->keys.keys[i].name);
 	l->built = rt;
 	free(d);
 	free(names);
 }
 
-/* The RateLimit fields of v (of limit lm) onto r's answer. */
+/* The RateLimit fields of v (of kind j) onto r's answer. */
 static void
-add_fields(struct gw_req *r, const struct tg_quota_limit *lm, const struct tg_quota_verdict *v)
+add_fields(struct gw_req *r, int j, const struct tg_quota_verdict *v)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
-	const char *name = tg_quota_limit_def(lm)->kind == TG_QUOTA_RATE ? "rate" : "concurrent";
 	char policy[128], state[128];
 
-	tg_rate_fields(name, v->quota, v->window_s, v->left, v->reset_s, policy, sizeof(policy),
-	    state, sizeof(state));
+	tg_rate_fields(KIND[j].field, v->quota, v->window_s, v->left, v->reset_s, policy,
+	    sizeof(policy), state, sizeof(state));
 	evhttp_remove_header(h, "RateLimit-Policy");
 	evhttp_remove_header(h, "RateLimit");
 	evhttp_add_header(h, "RateLimit-Policy", policy);
 	evhttp_add_header(h, "RateLimit", state);
 }
 
-/* 429 for key k over limit lm (v its figures). */
+/* 429 for key k over its limit of kind j (v its figures). */
 static void
-refuse(struct lim *l, struct gw_req *r, struct lim_key *k, struct tg_quota_limit *lm,
+refuse(struct lim *l, struct gw_req *r, struct lim_key *k, int j,
     const struct tg_quota_verdict *v)
 {
-	int rate = tg_quota_limit_def(lm)->kind == TG_QUOTA_RATE;
 	char msg[300], ra[24], lab[240];
 
-	add_fields(r, lm, v);
+	add_fields(r, j, v);
 	snprintf(ra, sizeof(ra), "%lld", (long long)((v->retry_ms + 999) / 1000));
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
-	snprintf(msg, sizeof(msg), "API key \"%s\" is over its %s (%s): retry after %s s",
-	    k->name, rate ? "rate limit" : "concurrency limit",
-	    rate ? "keys[].limits.rate" : "keys[].limits.concurrent", ra);
-	snprintf(lab, sizeof(lab), "%s,limit=\"%s\"", k->labels, rate ? "rate" : "concurrent");
+	snprintf(msg, sizeof(msg), "API key \"%s\" is over its %s limit (%s): retry after %s s",
+	    k->name, KIND[j].field, KIND[j].setting, ra);
+	snprintf(lab, sizeof(lab), "%s,limit=\"%s\"", k->labels, KIND[j].field);
 	tg_metrics_inc(l->gw->metrics, "tidegate_key_limited_total", lab, 1);
-	gw_req_reply_error(r, 429, rate ? "RATE_LIMITED" : "CONCURRENCY_LIMITED", msg);
+	gw_req_reply_error(r, 429, KIND[j].code, msg);
 }
 
 enum { ADMIT, REFUSED, WAIT };
@@ -178,39 +212,66 @@ key_index(const struct lim *l, const struct gw_req *r, size_t *i)
 	return *i < l->nkeys ? 0 : -1;
 }
 
+/* The daily quota a creation of op counts against, or -1. */
+static int
+creation(enum tg_op op)
+{
+	return op == TG_OP_DEX_EXPORT ? LIM_EXPORTS : op == TG_OP_DEX_IMPORT_JSON ||
+	    op == TG_OP_DEX_IMPORT_FILE ? LIM_IMPORTS : op == TG_OP_SIM_SUBMIT ? LIM_SIMS : -1;
+}
+
+/* Give back the units of took[0..n-1] (kinds of k) taken at now. */
+static void
+give_back(struct lim_key *k, const int *took, int n, int64_t now)
+{
+	while (n-- > 0)
+		tg_quota_give(k->lim[took[n]], 1, now);
+}
+
+/* Keep what r holds until it ends: its slot and its creation's unit. */
+static void
+hold(struct lim *l, struct gw_req *r, struct lim_key *k, int day)
+{
+	struct lim_req *s;
+
+	if (!k->lim[LIM_SLOTS] && day < 0)
+		return;
+	s = gw_req_slot(r, l->id, sizeof(*s));
+	if (k->lim[LIM_SLOTS])
+		s->slot = tg_quota_ref(k->lim[LIM_SLOTS]);
+	if (day >= 0)
+		s->day = tg_quota_ref(k->lim[day]);
+}
+
 /* Take k's units for r: ADMIT, REFUSED (replied) or WAIT (*on: the limit
  * whose lease is on its way; may_wait 0: refuse instead). */
 static int
 admit(struct lim *l, struct gw_req *r, struct lim_key *k, int may_wait,
     struct tg_quota_limit **on)
 {
-	const struct lim_cfg *c = lim_cfg_of(&r->rt->cfg);
+	struct tg_quota_verdict v[LIM_N];
 	int64_t now = tg_clock_mono_us();
-	struct tg_quota_verdict v = { 0 }, vs = { 0 };
-	struct lim_req *s;
+	int kinds[3] = { LIM_RATE, LIM_SLOTS, creation(r->op) }, took[3], n = 0, i, first = -1;
 
-	if (k->rate && tg_quota_take(k->rate, 1, now, &v) < 0) {
-		*on = k->rate;
-		if (v.pending && may_wait)
-			return WAIT;
-		refuse(l, r, k, k->rate, &v);
-		return REFUSED;
+	for (i = 0; i < 3; i++) {
+		int j = kinds[i];
+
+		if (j < 0 || !k->lim[j])
+			continue;
+		if (tg_quota_take(k->lim[j], 1, now, &v[j]) < 0) {
+			give_back(k, took, n, now);
+			*on = k->lim[j];
+			if (v[j].pending && may_wait)
+				return WAIT;
+			refuse(l, r, k, j, &v[j]);
+			return REFUSED;
+		}
+		took[n++] = j;
+		first = first < 0 ? j : first;
 	}
-	if (k->slots && tg_quota_take(k->slots, 1, now, &vs) < 0) {
-		if (k->rate)
-			tg_quota_give(k->rate, 1, now);
-		*on = k->slots;
-		if (vs.pending && may_wait)
-			return WAIT;
-		refuse(l, r, k, k->slots, &vs);
-		return REFUSED;
-	}
-	if (k->slots) {
-		s = gw_req_slot(r, l->id, sizeof(*s));
-		s->slot = tg_quota_ref(k->slots);
-	}
-	if (c->headers)
-		add_fields(r, k->rate ? k->rate : k->slots, k->rate ? &v : &vs);
+	hold(l, r, k, kinds[2] >= 0 && k->lim[kinds[2]] ? kinds[2] : -1);
+	if (first >= 0 && lim_cfg_of(&r->rt->cfg)->headers)
+		add_fields(r, first, &v[first]);
 	tg_metrics_inc(l->gw->metrics, "tidegate_key_admitted_total", k->labels, 1);
 	return ADMIT;
 }
@@ -237,6 +298,17 @@ woken(struct tg_quota_waiter *w, void *arg)
 		gw_req_continue(s->r);
 }
 
+/* The kind of k's limit lm. */
+static int
+kind_of(const struct lim_key *k, const struct tg_quota_limit *lm)
+{
+	int j;
+
+	for (j = 0; j < LIM_N && k->lim[j] != lm; j++)
+		;
+	return j < LIM_N ? j : LIM_RATE;
+}
+
 /* The lease did not come in time: refused, to be retried in a second. */
 static void
 deadline_cb(evutil_socket_t fd, short what, void *arg)
@@ -251,7 +323,7 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	wait_end(s);
 	tg_quota_peek(on, tg_clock_mono_us(), &v);
 	v.retry_ms = 1000;
-	refuse(s->l, s->r, s->k, on, &v);
+	refuse(s->l, s->r, s->k, kind_of(s->k, on), &v);
 	tg_quota_unref(on);
 }
 
@@ -268,7 +340,7 @@ on_request(struct gw_req *r, void *ctx)
 	if (l->q == NULL || !lim_cfg_of(&r->rt->cfg)->any || key_index(l, r, &i) != 0)
 		return 0;
 	k = &l->keys[i];
-	if (!k->rate && !k->slots)
+	if (!k->any)
 		return 0;
 	switch (admit(l, r, k, 1, &on)) {
 	case ADMIT:
@@ -287,6 +359,21 @@ on_request(struct gw_req *r, void *ctx)
 	return -1;
 }
 
+/* A creation the vendor refused (not 2xx) does not count against the day. */
+static enum gw_head
+on_head(struct gw_req *r, void *ctx, int status)
+{
+	struct lim *l = ctx;
+	struct lim_req *s = r->slot[l->id];
+
+	if (s != NULL && s->day != NULL && (status < 200 || status > 299)) {
+		tg_quota_give(s->day, 1, tg_clock_mono_us());
+		tg_quota_unref(s->day);
+		s->day = NULL;
+	}
+	return GW_HEAD_RELAY;
+}
+
 static void
 on_free(struct gw_req *r, void *ctx, void *slot)
 {
@@ -297,6 +384,8 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 		tg_quota_give(s->slot, 1, tg_clock_mono_us());
 		tg_quota_unref(s->slot);
 	}
+	if (s->day)
+		tg_quota_unref(s->day);
 	free(s);
 }
 
@@ -356,6 +445,7 @@ stop(void *ctx)
 static const struct gw_request_role request = {
 	.ops = ops,
 	.on_request = on_request,
+	.on_head = on_head,
 	.on_free = on_free,
 };
 

@@ -10,11 +10,16 @@
 #include "tidegate/limits.h"
 #include "tidegate/quota.h"
 
+/* A key's limits, by kind: its rate, its concurrency, and its daily
+ * quotas of job creations (exports, imports, simulations). */
+enum { LIM_RATE, LIM_SLOTS, LIM_EXPORTS, LIM_IMPORTS, LIM_SIMS, LIM_N };
+
 /* A key's limits as configured (keys[].limits.*; 0: none). */
 struct lim_key_cfg {
 	double rate;		/* requests a second */
 	long long burst;	/* at once; 0: the rate rounded up (at least 1) */
 	long long concurrent;	/* requests at once */
+	long long daily[3];	/* creations a UTC day: exports, imports, simulations */
 };
 
 /* The feature's settings, one per configuration loaded. */

@@ -100,3 +100,40 @@ def test_reload_keeps_use(emulator, make_gateway):
     r = get(gw)
     assert r.status_code == 429			# 2 + 1 of a burst of 3 used
     assert r.headers["RateLimit-Policy"] == '"rate";q=3;w=30'
+
+
+def export(gw, key=TEST_KEY):
+    return requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                         headers={"Authorization": "Bearer " + key}, timeout=10)
+
+
+def to_midnight():
+    now = time.time()
+    return 86400 - int(now) % 86400
+
+
+def test_daily_exports_and_give_back_on_refusal(emulator, make_gateway):
+    cfg = limited()
+    cfg["keys"][0]["limits"] = {"daily": {"exports": 2}}
+    gw = make_gateway(emulator, cfg)
+    emulator.fault(path="/public/v1/export/activities", status=500, count=1)
+    r = export(gw)
+    assert r.status_code == 500			# the vendor refused: not counted
+    assert r.headers["RateLimit-Policy"] == '"daily-exports";q=2;w=86400'
+    firsts = [export(gw) for _ in range(2)]
+    assert [x.status_code for x in firsts] == [200, 200], [x.text for x in firsts]
+    assert [x.headers["RateLimit"].split(";")[1] for x in firsts] == ["r=1", "r=0"]
+    r = export(gw)
+    assert r.status_code == 429
+    assert r.json()["error"] == "QUOTA_EXCEEDED"
+    assert "keys[].limits.daily.exports" in r.json()["message"]
+    assert abs(int(r.headers["Retry-After"]) - to_midnight()) <= 2
+    assert r.headers["RateLimit-Policy"] == '"daily-exports";q=2;w=86400'
+    assert r.headers["RateLimit"].startswith('"daily-exports";r=0;t=')
+    assert get(gw).status_code == 404		# reads are not creations
+    assert export(gw, OTHER).status_code == 200
+    assert gw.metric("tidegate_key_limited_total", key="test", limit="daily-exports") == 1
+    # kept in the owners file: a restart does not forget the day's use
+    gw.stop()
+    gw.restart()
+    assert export(gw).status_code == 429

@@ -422,6 +422,7 @@ test_sqlite_day_survives_restart(void **state)
 	struct tg_quota_def d = { "key:a:daily:export", TG_QUOTA_DAY, 0, 0, 3 };
 	char dir[] = "/tmp/tg-quota-XXXXXX", cmd[64];
 	struct tg_quota_store *store;
+	struct tg_quota_verdict v;
 	struct tg_quota_limit *l;
 	struct tg_quota *q;
 	struct tg_state *st;
@@ -433,6 +434,8 @@ test_sqlite_day_survives_restart(void **state)
 	q = client(store, 0, &d, 1);
 	l = tg_quota_find(q, d.name);
 	assert_int_equal(take_waiting(l), 0);
+	tg_quota_peek(l, tg_clock_mono_us(), &v);
+	assert_int_equal(v.left, 2);	/* a leased unit not taken is still there */
 	assert_int_equal(take_waiting(l), 0);
 	tg_quota_free(q);		/* a leased unit not taken goes back */
 	for (i = 0; i < 50; i++)
