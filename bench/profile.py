@@ -92,6 +92,8 @@ def main():
                     help="tracing on: export spans to a local collector")
     ap.add_argument("--limit-rate", type=float, default=0,
                     help="give the key used this rate limit a second (burst the same)")
+    ap.add_argument("--no-fields", action="store_true",
+                    help="with --limit-rate: no RateLimit fields under the limit")
     a = ap.parse_args()
     stub = lib.stub()
     col = collector() if a.otlp else None
@@ -100,6 +102,7 @@ def main():
     if a.limit_rate:
         over["keys"] = [{"name": "bench", "sha256": lib.TEST_KEY_SHA, "services": ["dex", "sim"],
                          "limits": {"rate": a.limit_rate, "burst": int(a.limit_rate)}}]
+        over["limits"] = {"headers": not a.no_fields}
     keep = tempfile.mktemp(prefix="tg-bench-callgrind-")
     try:
         small = run(stub, a.n1, None, over)

@@ -13,6 +13,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/event.h>
 #include <event2/http.h>
@@ -45,9 +46,12 @@ static const struct {
 /* One key's limits in the quota engine (references held), and its labels. */
 struct lim_key {
 	struct tg_quota_limit *lim[LIM_N];
+	char *policy[LIM_N];	/* its RateLimit-Policy value (constant per limit) */
 	char *name;		/* the key's, for messages */
 	char *labels;		/* key="<name>" */
 	int any;
+	uint64_t admitted;	/* requests admitted under its limits (kept across
+				 * reloads by name; counted here, not looked up) */
 };
 
 struct lim {
@@ -81,9 +85,11 @@ keys_free(struct lim *l)
 	size_t i, j;
 
 	for (i = 0; i < l->nkeys; i++) {
-		for (j = 0; j < LIM_N; j++)
+		for (j = 0; j < LIM_N; j++) {
 			if (l->keys[i].lim[j])
 				tg_quota_unref(l->keys[i].lim[j]);
+			free(l->keys[i].policy[j]);
+		}
 		free(l->keys[i].name);
 		free(l->keys[i].labels);
 	}
@@ -126,23 +132,40 @@ defs_of(const struct gw_runtime *rt, const struct lim_cfg *c, struct tg_quota_de
 	return n;
 }
 
-/* Point key k (named name) at its limits. */
+/* Point key k (named name) at its limits; its policy fields made once. */
 static void
 key_set(struct lim *l, struct lim_key *k, const char *name)
 {
-	char ln[200];
+	struct tg_quota_verdict v;
+	char ln[200], state[8];
 	int j;
 
 	k->name = tg_xstrdup(name);
 	for (j = 0; j < LIM_N; j++) {
 		snprintf(ln, sizeof(ln), "key:%s:%s", name, KIND[j].suffix);
-		if ((k->lim[j] = tg_quota_find(l->q, ln)) != NULL) {
-			tg_quota_ref(k->lim[j]);
-			k->any = 1;
-		}
+		if ((k->lim[j] = tg_quota_find(l->q, ln)) == NULL)
+			continue;
+		tg_quota_ref(k->lim[j]);
+		k->any = 1;
+		tg_quota_peek(k->lim[j], tg_clock_mono_us(), &v);
+		tg_rate_fields(KIND[j].field, v.quota, v.window_s, 0, 0, ln, sizeof(ln), state,
+		    sizeof(state));
+		k->policy[j] = tg_xstrdup(ln);
 	}
 	snprintf(ln, sizeof(ln), "key=\"%s\"", name);
 	k->labels = tg_xstrdup(ln);
+}
+
+/* The admitted count of the key named name among old[0..n-1], or 0. */
+static uint64_t
+admitted_of(const struct lim_key *old, size_t n, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(old[i].name, name) == 0)
+			return old[i].admitted;
+	return 0;
 }
 
 /* Define the limits of the current runtime's keys and point keys[] at them. */
@@ -154,33 +177,61 @@ build(struct lim *l)
 	size_t n = LIM_N * (c->nkeys + 1), i;
 	struct tg_quota_def *d = tg_xcalloc(n, sizeof(*d));
 	char (*names)[160] = tg_xcalloc(n, sizeof(*names));
+	struct lim_key *keys;
 	struct tg_err err;
 
 	n = defs_of(rt, c, d, names);
 	if (tg_quota_define(l->q, d, n, &err) != 0)
 		tg_log(TG_LOG_ERROR, "limits_refused", TG_LS("error", err.msg));
+	keys = tg_xcalloc(rt->keys.n + 1, sizeof(*keys));
+	for (i = 0; i < rt->keys.n; i++) {
+		key_set(l, &keys[i], rt->keys.keys[i].name);
+		keys[i].admitted = admitted_of(l->keys, l->nkeys, keys[i].name);
+	}
 	keys_free(l);
-	l->keys = tg_xcalloc(rt->keys.n + 1, sizeof(*l->keys));
+	l->keys = keys;
 	l->nkeys = rt->keys.n;
-	for (i = 0; i < l->nkeys; i++)
-		key_set(l, &l->keys[i], rt->keys.keys[i].name);
 	l->built = rt;
 	free(d);
 	free(names);
 }
 
-/* The RateLimit fields of v (of kind j) onto r's answer. */
+/* Decimal digits of n (>= 0) at the end of buf (size 24): their start. */
+static char *
+digits(int64_t n, char *end)
+{
+	*--end = '\0';
+	do {
+		*--end = (char)('0' + n % 10);
+		n /= 10;
+	} while (n > 0);
+	return end;
+}
+
+/* The RateLimit fields of v (k's limit of kind j) onto r's answer; no
+ * printf: they go on every answer of a limited key. */
 static void
-add_fields(struct gw_req *r, int j, const struct tg_quota_verdict *v)
+add_fields(struct gw_req *r, const struct lim_key *k, int j, const struct tg_quota_verdict *v)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
-	char policy[128], state[128];
+	char state[96], left[24], reset[24];
+	const char *f = KIND[j].field, *ls = digits(v->left, left + sizeof(left)),
+	    *rs = digits(v->reset_s, reset + sizeof(reset));
+	size_t n = 0, fl = strlen(f), a = strlen(ls), b = strlen(rs);
 
-	tg_rate_fields(KIND[j].field, v->quota, v->window_s, v->left, v->reset_s, policy,
-	    sizeof(policy), state, sizeof(state));
-	evhttp_remove_header(h, "RateLimit-Policy");
-	evhttp_remove_header(h, "RateLimit");
-	evhttp_add_header(h, "RateLimit-Policy", policy);
+	if (fl + a + b + 10 >= sizeof(state))
+		return;
+	state[n++] = '"';
+	memcpy(state + n, f, fl);
+	n += fl;
+	memcpy(state + n, "\";r=", 4);
+	n += 4;
+	memcpy(state + n, ls, a);
+	n += a;
+	memcpy(state + n, ";t=", 3);
+	n += 3;
+	memcpy(state + n, rs, b + 1);
+	evhttp_add_header(h, "RateLimit-Policy", k->policy[j]);
 	evhttp_add_header(h, "RateLimit", state);
 }
 
@@ -191,7 +242,7 @@ refuse(struct lim *l, struct gw_req *r, struct lim_key *k, int j,
 {
 	char msg[300], ra[24], lab[240];
 
-	add_fields(r, j, v);
+	add_fields(r, k, j, v);
 	snprintf(ra, sizeof(ra), "%lld", (long long)((v->retry_ms + 999) / 1000));
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", ra);
 	snprintf(msg, sizeof(msg), "API key \"%s\" is over its %s limit (%s): retry after %s s",
@@ -271,8 +322,8 @@ admit(struct lim *l, struct gw_req *r, struct lim_key *k, int may_wait,
 	}
 	hold(l, r, k, kinds[2] >= 0 && k->lim[kinds[2]] ? kinds[2] : -1);
 	if (first >= 0 && lim_cfg_of(&r->rt->cfg)->headers)
-		add_fields(r, first, &v[first]);
-	tg_metrics_inc(l->gw->metrics, "tidegate_key_admitted_total", k->labels, 1);
+		add_fields(r, k, first, &v[first]);
+	k->admitted++;
 	return ADMIT;
 }
 
@@ -419,6 +470,31 @@ reload(void *ctx, const struct gw_config *old)
 		build(l);
 }
 
+/* Per key with limits: requests admitted and each limit's units left. */
+static void
+key_metrics(struct lim *l, struct evbuffer *out)
+{
+	struct tg_quota_verdict v;
+	size_t i;
+	int j;
+
+	evbuffer_add_printf(out, "# HELP tidegate_key_admitted_total Requests of an API key "
+	    "with limits admitted under them.\n# TYPE tidegate_key_admitted_total counter\n");
+	for (i = 0; i < l->nkeys; i++)
+		if (l->keys[i].any)
+			evbuffer_add_printf(out, "tidegate_key_admitted_total{%s} %llu\n",
+			    l->keys[i].labels, (unsigned long long)l->keys[i].admitted);
+	evbuffer_add_printf(out, "# HELP tidegate_key_quota_left Units of each limit of an API "
+	    "key left, as this instance knows.\n# TYPE tidegate_key_quota_left gauge\n");
+	for (i = 0; i < l->nkeys; i++)
+		for (j = 0; j < LIM_N; j++)
+			if (l->keys[i].lim[j]) {
+				tg_quota_peek(l->keys[i].lim[j], tg_clock_mono_us(), &v);
+				evbuffer_add_printf(out, "tidegate_key_quota_left{%s,limit=\"%s\"} "
+				    "%lld\n", l->keys[i].labels, KIND[j].field, (long long)v.left);
+			}
+}
+
 static void
 metrics(void *ctx, struct evbuffer *out, struct gw_scrape *sc)
 {
@@ -429,6 +505,7 @@ metrics(void *ctx, struct evbuffer *out, struct gw_scrape *sc)
 	    "fallback share because the state database does not answer.\n"
 	    "# TYPE tidegate_quota_fallback_limits gauge\ntidegate_quota_fallback_limits %d\n",
 	    l->q != NULL ? tg_quota_fallback(l->q) : 0);
+	key_metrics(l, out);
 }
 
 static void
@@ -477,8 +554,6 @@ tg_limits_register(struct gw *gw, struct tg_err *err)
 		free(l);
 		return -1;
 	}
-	tg_metrics_help(gw->metrics, "tidegate_key_admitted_total", "counter",
-	    "Requests of an API key with limits admitted under them.");
 	tg_metrics_help(gw->metrics, "tidegate_key_limited_total", "counter",
 	    "Requests of an API key refused with 429, by limit (rate, concurrent).");
 	return 0;
