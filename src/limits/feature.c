@@ -457,6 +457,8 @@ start(void *ctx)
 	o.hold_ms = c->hold_ms;
 	o.timeout_ms = l->gw->state != NULL ? tg_state_timeout_ms(l->gw->state) : 0;
 	l->q = tg_quota_new(l->gw->base, l->store, &o);
+	if (l->gw->quota == NULL)
+		l->gw->quota = l->q;
 	build(l);
 }
 
@@ -514,6 +516,8 @@ stop(void *ctx)
 	struct lim *l = ctx;
 
 	keys_free(l);
+	if (l->gw->quota == l->q)
+		l->gw->quota = NULL;
 	tg_quota_free(l->q);
 	tg_quota_store_state_free(l->store);
 	free(l);

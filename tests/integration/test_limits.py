@@ -5,13 +5,17 @@ concurrency gets 429 CONCURRENCY_LIMITED until its request ends; a SIGHUP
 keeps what was used; the counters name the key and the limit."""
 import hashlib
 import json
+import os
 import signal
 import threading
 import time
 
+import pytest
 import requests
 
 from conftest import TEST_KEY, TEST_KEY_SHA
+from test_fleet import pg_url  # noqa: F401 (a fixture)
+from test_fleet_faults import private_pg  # noqa: F401 (a fixture)
 
 OTHER = "other-key"
 KEYS = [{"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]},
@@ -137,3 +141,96 @@ def test_daily_exports_and_give_back_on_refusal(emulator, make_gateway):
     gw.stop()
     gw.restart()
     assert export(gw).status_code == 429
+
+
+# ---- a fleet: real PostgreSQL ----
+
+needs_pg = pytest.mark.skipif(
+    not (os.environ.get("PGHOST") or os.environ.get("PGPORT") or os.environ.get("PGDATABASE")),
+    reason="no PostgreSQL: PG* unset (run under pg_virtualenv -v 15)")
+
+
+def fleet_of(make_gateway, emulator, url, n, cfg, timeout=None):
+    gws = []
+    for i in range(n):
+        c = json.loads(json.dumps(cfg))
+        c["state"] = {"url": url, "instance": f"gw{i}"}
+        if timeout:
+            c["state"]["timeout"] = timeout
+        gws.append(make_gateway(emulator, c))
+    return gws
+
+
+def load(targets, seconds):
+    """Each target (a gateway, repeated for more load) asked in a loop by its
+    own thread for seconds: the statuses, and how long it ran."""
+    out, lock = [], threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def worker(gw):
+        s = requests.Session()
+        while time.monotonic() < stop:
+            r = s.get(gw.dex + PATH, headers={"Authorization": "Bearer " + TEST_KEY},
+                      timeout=10)
+            with lock:
+                out.append(r.status_code)
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=worker, args=(gw,)) for gw in targets]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    return out, time.monotonic() - t0
+
+
+@needs_pg
+def test_fleet_rate_holds_across_three_instances(emulator, make_gateway, pg_url):
+    """20/s with a burst of 20 for the fleet; load spread unevenly (four
+    callers on gw0, one on each other): admitted at most burst + rate x
+    time, and not far below it."""
+    gws = fleet_of(make_gateway, emulator, pg_url, 3, limited(rate=20, burst=20))
+    codes, took = load([gws[0]] * 4 + gws[1:], 3.0)
+    ok, refused = codes.count(404), codes.count(429)
+    assert ok + refused == len(codes), set(codes)
+    assert ok <= 20 + 20 * took, (ok, took)
+    assert ok >= 0.75 * (20 + 20 * took) - 20, (ok, took)
+    assert sum(g.metric("tidegate_key_admitted_total", key="test") for g in gws) == ok
+    assert sum(g.metric("tidegate_key_limited_total", key="test", limit="rate")
+               for g in gws) == refused
+    assert all(requests.get(g.admin + "/readyz", timeout=5).json()["quota"]["state"]
+               == "leasing" for g in gws)
+
+
+@needs_pg
+def test_database_frozen_local_shares_then_recovery(private_pg, make_emulator, make_gateway):
+    """The database frozen (SIGSTOP) under two instances: leases time out,
+    each instance serves the key from a local share of its limit (the limit
+    / the 2 live instances), /readyz and the metrics say so; thawed, they
+    lease again."""
+    emulator = make_emulator()
+    gws = fleet_of(make_gateway, emulator, private_pg.url, 2, limited(rate=10, burst=10),
+                   timeout="1s")
+    codes, _ = load(gws, 1.0)			# leasing; members counted
+    assert set(codes) <= {404, 429}
+    time.sleep(5.5)				# every instance said it is live
+    private_pg.freeze()
+    try:
+        load(gws, 1.5)				# leases time out: local shares
+        for g in gws:
+            q = requests.get(g.admin + "/readyz", timeout=5).json()["quota"]
+            assert q == {"fallback_limits": 1, "state": "local-shares"}, q
+            assert g.metric("tidegate_quota_fallback_limits") == 1
+        codes, took = load([gws[0]], 2.0)
+        ok = codes.count(404)
+        assert set(codes) <= {404, 429}
+        assert ok <= 5 + 5 * took + 1, (ok, took)	# half the limit, one instance
+        assert ok >= 5, ok
+    finally:
+        private_pg.thaw()
+    deadline = time.monotonic() + 10
+    while any(requests.get(g.admin + "/readyz", timeout=5).json()["quota"]["state"]
+              != "leasing" for g in gws):
+        assert time.monotonic() < deadline, "still on local shares"
+        load(gws, 0.2)
+    assert all(g.metric("tidegate_quota_fallback_limits") == 0 for g in gws)
