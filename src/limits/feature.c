@@ -20,6 +20,8 @@
 #include <event2/buffer.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/http.h"
+#include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "tidegate/rate.h"
 #include "tidegate/state.h"
@@ -523,6 +525,92 @@ stop(void *ctx)
 	free(l);
 }
 
+
+/* ---- the admin API: GET /limits ---- */
+
+/* limit's definition and figures into g (a map). */
+static void
+limit_json(yajl_gen g, struct tg_quota_limit *lm)
+{
+	const struct tg_quota_def *d = tg_quota_limit_def(lm);
+	struct tg_quota_verdict v;
+
+	tg_quota_peek(lm, tg_clock_mono_us(), &v);
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "name", d->name);
+	tg_json_kv_str(g, "kind", tg_quota_kind_str(d->kind));
+	if (d->kind == TG_QUOTA_RATE) {
+		tg_json_str(g, "per_second");
+		yajl_gen_double(g, d->per_second);
+	}
+	tg_json_kv_int(g, "quota", v.quota);
+	tg_json_kv_int(g, "window_s", v.window_s);
+	tg_json_kv_int(g, "left", v.left);
+	tg_json_kv_int(g, "reset_s", v.reset_s);
+	tg_json_kv_bool(g, "local_share", tg_quota_limit_fallback(lm));
+	yajl_gen_map_close(g);
+}
+
+/* Each key's limits, figures and admitted count. */
+static void
+limits_json(struct lim *l, yajl_gen g)
+{
+	size_t i;
+	int j;
+
+	yajl_gen_map_open(g);
+	tg_json_kv_int(g, "fallback_limits", l->q != NULL ? tg_quota_fallback(l->q) : 0);
+	tg_json_str(g, "keys");
+	yajl_gen_array_open(g);
+	for (i = 0; i < l->nkeys; i++) {
+		yajl_gen_map_open(g);
+		tg_json_kv_str(g, "key", l->keys[i].name);
+		tg_json_kv_int(g, "admitted", (long long)l->keys[i].admitted);
+		tg_json_str(g, "limits");
+		yajl_gen_map_open(g);
+		for (j = 0; j < LIM_N; j++)
+			if (l->keys[i].lim[j]) {
+				tg_json_str(g, KIND[j].field);
+				limit_json(g, l->keys[i].lim[j]);
+			}
+		yajl_gen_map_close(g);
+		yajl_gen_map_close(g);
+	}
+	yajl_gen_array_close(g);
+	yajl_gen_map_close(g);
+}
+
+static void
+on_admin(void *ctx, struct evhttp_request *req, const char *path)
+{
+	struct lim *l = ctx;
+	const struct tg_key *k = NULL;
+	enum gw_admin_auth v = gw_admin_auth(l->gw->rt, tg_http_header(req, "X-Api-Key"),
+	    tg_http_bearer(req), &k);
+	yajl_gen g;
+
+	if (k != NULL)
+		gw_admin_set_key(l->gw, req, k->name);
+	if (v != GW_ADMIN_OK) {
+		gw_admin_reply_error(l->gw, req, v == GW_ADMIN_FORBIDDEN ? 403 : 401, NULL,
+		    "an API key with the admin service is required");
+		return;
+	}
+	if (strcmp(path, "/limits") != 0 || evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+		gw_admin_reply_error(l->gw, req, 404, "NOT_FOUND", "GET /limits only");
+		return;
+	}
+	g = tg_json_gen_new();
+	limits_json(l, g);
+	tg_reply_json(req, 200, g);
+	yajl_gen_free(g);
+}
+
+static const struct gw_endpoint_role endpoints = {
+	.admin_prefix = "/limits",
+	.on_admin = on_admin,
+};
+
 static const struct gw_request_role request = {
 	.ops = ops,
 	.on_request = on_request,
@@ -541,6 +629,7 @@ static const struct gw_feature feature = {
 	.name = "limits",
 	.config = &tg_limits_config,
 	.request = &request,
+	.endpoints = &endpoints,
 	.background = &background,
 };
 

@@ -18,9 +18,12 @@ from test_fleet import pg_url  # noqa: F401 (a fixture)
 from test_fleet_faults import private_pg  # noqa: F401 (a fixture)
 
 OTHER = "other-key"
+OPS = "ops-key"
 KEYS = [{"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]},
         {"name": "other", "sha256": hashlib.sha256(OTHER.encode()).hexdigest(),
-         "services": ["dex", "sim"]}]
+         "services": ["dex", "sim"]},
+        {"name": "ops", "sha256": hashlib.sha256(OPS.encode()).hexdigest(),
+         "services": ["admin"]}]
 PATH = "/public/v1/nothing-here"
 
 
@@ -62,6 +65,21 @@ def test_rate_429_with_fields_other_key_served(emulator, make_gateway):
     assert gw.metric("tidegate_key_limited_total", key="test", limit="rate") == 1
     assert gw.metric("tidegate_key_admitted_total", key="test") == 3
     assert gw.metric("tidegate_key_limited_total", key="other", limit="rate") == 0
+    assert gw.metric("tidegate_key_quota_left", key="test", limit="rate") == 0
+    # the admin API: each key's limits, figures and use
+    assert requests.get(gw.admin + "/limits", timeout=5).status_code == 401
+    a = requests.get(gw.admin + "/limits", headers={"Authorization": "Bearer " + OPS},
+                     timeout=5)
+    assert a.status_code == 200, a.text
+    keys = {k["key"]: k for k in a.json()["keys"]}
+    assert a.json()["fallback_limits"] == 0
+    assert keys["other"] == {"key": "other", "admitted": 0, "limits": {}}
+    rate = keys["test"]["limits"]["rate"]
+    assert keys["test"]["admitted"] == 3
+    assert {k: rate[k] for k in ("name", "kind", "per_second", "quota", "window_s", "left",
+                                 "local_share")} == {
+        "name": "key:test:rate", "kind": "rate", "per_second": 0.5, "quota": 3,
+        "window_s": 6, "left": 0, "local_share": False}
 
 
 def test_concurrency_429_until_the_request_ends(emulator, make_gateway):
