@@ -54,6 +54,8 @@ struct lim_key {
 	int any;
 	uint64_t admitted;	/* requests admitted under its limits (kept across
 				 * reloads by name; counted here, not looked up) */
+	uint64_t vendor_calls;	/* vendor answers to its requests */
+	uint64_t created;	/* jobs it created (a creation answered 2xx) */
 };
 
 struct lim {
@@ -158,16 +160,19 @@ key_set(struct lim *l, struct lim_key *k, const char *name)
 	k->labels = tg_xstrdup(ln);
 }
 
-/* The admitted count of the key named name among old[0..n-1], or 0. */
-static uint64_t
-admitted_of(const struct lim_key *old, size_t n, const char *name)
+/* The counts of the key named k->name among old[0..n-1] carried to k. */
+static void
+counts_of(const struct lim_key *old, size_t n, struct lim_key *k)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (strcmp(old[i].name, name) == 0)
-			return old[i].admitted;
-	return 0;
+		if (strcmp(old[i].name, k->name) == 0) {
+			k->admitted = old[i].admitted;
+			k->vendor_calls = old[i].vendor_calls;
+			k->created = old[i].created;
+			return;
+		}
 }
 
 /* Define the limits of the current runtime's keys and point keys[] at them. */
@@ -188,7 +193,7 @@ build(struct lim *l)
 	keys = tg_xcalloc(rt->keys.n + 1, sizeof(*keys));
 	for (i = 0; i < rt->keys.n; i++) {
 		key_set(l, &keys[i], rt->keys.keys[i].name);
-		keys[i].admitted = admitted_of(l->keys, l->nkeys, keys[i].name);
+		counts_of(l->keys, l->nkeys, &keys[i]);
 	}
 	keys_free(l);
 	l->keys = keys;
@@ -412,14 +417,21 @@ on_request(struct gw_req *r, void *ctx)
 	return -1;
 }
 
-/* A creation the vendor refused (not 2xx) does not count against the day. */
+/* The key's vendor calls and jobs counted; a creation the vendor refused
+ * (not 2xx) does not count against the day. */
 static enum gw_head
 on_head(struct gw_req *r, void *ctx, int status)
 {
 	struct lim *l = ctx;
 	struct lim_req *s = r->slot[l->id];
+	int ok = status >= 200 && status <= 299;
+	size_t i;
 
-	if (s != NULL && s->day != NULL && (status < 200 || status > 299)) {
+	if (key_index(l, r, &i) == 0) {
+		l->keys[i].vendor_calls++;
+		l->keys[i].created += ok && creation(r->op) >= 0;
+	}
+	if (s != NULL && s->day != NULL && !ok) {
 		tg_quota_give(s->day, 1, tg_clock_mono_us());
 		tg_quota_unref(s->day);
 		s->day = NULL;
@@ -474,7 +486,8 @@ reload(void *ctx, const struct gw_config *old)
 		build(l);
 }
 
-/* Per key with limits: requests admitted and each limit's units left. */
+/* Per key: vendor calls and jobs created; per key with limits: requests
+ * admitted and each limit's units left. */
 static void
 key_metrics(struct lim *l, struct evbuffer *out)
 {
@@ -488,6 +501,15 @@ key_metrics(struct lim *l, struct evbuffer *out)
 		if (l->keys[i].any)
 			evbuffer_add_printf(out, "tidegate_key_admitted_total{%s} %llu\n",
 			    l->keys[i].labels, (unsigned long long)l->keys[i].admitted);
+	evbuffer_add_printf(out, "# HELP tidegate_key_vendor_calls_total Vendor answers to an "
+	    "API key's requests.\n# TYPE tidegate_key_vendor_calls_total counter\n"
+	    "# HELP tidegate_key_jobs_created_total Jobs an API key created (exports, imports, "
+	    "simulation runs answered 2xx).\n# TYPE tidegate_key_jobs_created_total counter\n");
+	for (i = 0; i < l->nkeys; i++)
+		evbuffer_add_printf(out, "tidegate_key_vendor_calls_total{%s} %llu\n"
+		    "tidegate_key_jobs_created_total{%s} %llu\n", l->keys[i].labels,
+		    (unsigned long long)l->keys[i].vendor_calls, l->keys[i].labels,
+		    (unsigned long long)l->keys[i].created);
 	evbuffer_add_printf(out, "# HELP tidegate_key_quota_left Units of each limit of an API "
 	    "key left, as this instance knows.\n# TYPE tidegate_key_quota_left gauge\n");
 	for (i = 0; i < l->nkeys; i++)

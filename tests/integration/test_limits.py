@@ -155,6 +155,9 @@ def test_daily_exports_and_give_back_on_refusal(emulator, make_gateway):
     assert get(gw).status_code == 404		# reads are not creations
     assert export(gw, OTHER).status_code == 200
     assert gw.metric("tidegate_key_limited_total", key="test", limit="daily-exports") == 1
+    assert gw.metric("tidegate_key_jobs_created_total", key="test") == 2
+    assert gw.metric("tidegate_key_vendor_calls_total", key="test") == 4	# 500, 2 x 200, 404
+    assert gw.metric("tidegate_key_jobs_created_total", key="other") == 1
     # kept in the owners file: a restart does not forget the day's use
     gw.stop()
     gw.restart()
