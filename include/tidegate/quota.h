@@ -118,12 +118,14 @@ struct tg_quota_store {
 struct tg_state;
 /**
  * The store over the state seam (st borrowed, outliving the store): its
- * quota domain, and the live instances it counts (each instance says it
- * is live every 5 s, for 15 s). The caller takes ownership.
+ * quota domain, and the live instances it counts (an instance says it is
+ * live with its leases, at most every 5 s, and counts for 15 s). The
+ * caller takes ownership.
  */
 struct tg_quota_store *tg_quota_store_state(struct tg_state *st);
 /** Free a store made by tg_quota_store_state (takes ownership; NULL ok),
- * after the client using it. */
+ * after the client using it: operations still in flight (the client's
+ * last hand-backs) are cancelled. */
 void tg_quota_store_state_free(struct tg_quota_store *store);
 
 /** The client's settings; zero fields take their defaults. */

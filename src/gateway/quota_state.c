@@ -15,9 +15,12 @@
 #define MEMBERS_EVERY_MS	5000	/* how often an instance says it is live */
 #define MEMBERS_TTL_MS		15000	/* and for how long that counts */
 
+struct qs_op;
+
 struct qs {
 	struct tg_quota_store store;	/* first: what the client holds */
 	struct tg_state *st;
+	struct qs_op *ops;		/* in flight: cancelled when the store goes */
 	int64_t instances;
 	int64_t members_at_ms;
 	struct tg_state_op *members;
@@ -26,6 +29,7 @@ struct qs {
 /* One lease or hand-back in flight. */
 struct qs_op {
 	struct qs *s;
+	struct qs_op *next, **prev;	/* on s->ops while in flight */
 	struct tg_state_op *h;
 	struct tg_rate rate;
 	int64_t now_us;
@@ -55,6 +59,17 @@ members(struct qs *s, int64_t now_ms)
 }
 
 static void
+unlink_op(struct qs_op *o)
+{
+	if (o->prev == NULL)
+		return;
+	*o->prev = o->next;
+	if (o->next)
+		o->next->prev = o->prev;
+	o->prev = NULL;
+}
+
+static void
 answered(struct qs_op *o, const struct tg_state_res *res, int64_t a, int64_t b)
 {
 	struct tg_quota_grant g = { 0 };
@@ -66,6 +81,7 @@ answered(struct qs_op *o, const struct tg_state_res *res, int64_t a, int64_t b)
 		g.left = tg_rate_left(&o->rate, b, o->now_us);
 		g.wait_ms = (tg_rate_wait(&o->rate, b, o->now_us) + 999) / 1000;
 	}
+	unlink_op(o);
 	o->cb(res->rc == TG_STATE_OK ? 0 : -1, &g, o->arg);
 	if (o->h || o->answered)
 		free(o);	/* answered later, or after the call returned */
@@ -94,6 +110,11 @@ started(struct qs_op *o, struct tg_state_op *h)
 		return NULL;
 	}
 	o->h = h;
+	o->next = o->s->ops;	/* in flight until answered or cancelled */
+	if (o->next)
+		o->next->prev = &o->next;
+	o->prev = &o->s->ops;
+	o->s->ops = o;
 	return o;
 }
 
@@ -152,6 +173,7 @@ qs_cancel(void *ctx, void *op)
 {
 	struct qs_op *o = op;
 
+	unlink_op(o);
 	tg_state_cancel(o->h);
 	free(o);
 }
@@ -177,6 +199,8 @@ tg_quota_store_state_free(struct tg_quota_store *store)
 
 	if (!s)
 		return;
+	while (s->ops)		/* hand-backs still in flight: never answered now */
+		qs_cancel(s, s->ops);
 	if (s->members)
 		tg_state_cancel(s->members);
 	free(s);

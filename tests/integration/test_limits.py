@@ -234,7 +234,8 @@ def test_database_frozen_local_shares_then_recovery(private_pg, make_emulator, m
                    timeout="1s")
     codes, _ = load(gws, 1.0)			# leasing; members counted
     assert set(codes) <= {404, 429}
-    time.sleep(5.5)				# every instance said it is live
+    time.sleep(5.5)
+    load(gws, 0.5)				# leases count the live instances again: 2
     private_pg.freeze()
     try:
         load(gws, 1.5)				# leases time out: local shares
