@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "limits_int.h"
 
@@ -32,6 +33,10 @@ static const struct tg_cfg_key key_keys[] = {
 static const struct tg_cfg_key keys[] = {
 	K("limits.headers", TG_CFG_BOOL, headers, "true",
 	  "RateLimit-Policy and RateLimit fields on answers under a key's limit too"),
+	K("limits.count", TG_CFG_STR, count, "all",
+	  "what counts against a key's rate: all (every request, whatever answers it) or "
+	  "vendor (only requests answered by a vendor call of their own: not cached answers, "
+	  "long-polls or the gateway's own answers)"),
 	KB("limits.lease", TG_CFG_DURATION, lease_ms, "200ms", 10, 60000,
 	   "an instance leases from the fleet's limit its demand over this long at a time"),
 	KB("limits.hold", TG_CFG_DURATION, hold_ms, "1s", 100, 60000,
@@ -49,7 +54,9 @@ check(const struct gw_config *c, void *s, struct tg_cfg_report *rep)
 	size_t i;
 
 	(void)c;
-	(void)rep;
+	if (strcmp(l->count, "all") != 0 && strcmp(l->count, "vendor") != 0)
+		tg_config_report_add(rep, NULL, "limits.count", "must be all or vendor");
+	l->count_vendor = strcmp(l->count, "vendor") == 0;
 	for (i = 0; i < l->nkeys; i++) {
 		k = &l->keys[i];
 		if (k->rate > 0 && k->burst == 0)

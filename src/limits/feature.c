@@ -72,6 +72,9 @@ struct lim {
  * its wait. */
 struct lim_req {
 	struct tg_quota_limit *slot;	/* referenced until given back */
+	struct tg_quota_limit *rate;	/* limits.count vendor: the rate's unit, given
+					 * back when no vendor call answered r */
+	int vendor;			/* a vendor call of r's own answered */
 	struct tg_quota_limit *day;	/* a creation's unit, given back if refused */
 	struct tg_quota_waiter w;
 	struct event *deadline;
@@ -286,15 +289,20 @@ give_back(struct lim_key *k, const int *took, int n, int64_t now)
 		tg_quota_give(k->lim[took[n]], 1, now);
 }
 
-/* Keep what r holds until it ends: its slot and its creation's unit. */
+/* Keep what r holds until it ends: its slot, its creation's unit, and
+ * (limits.count vendor) its rate's unit. */
 static void
 hold(struct lim *l, struct gw_req *r, struct lim_key *k, int day)
 {
 	struct lim_req *s;
 
-	if (!k->lim[LIM_SLOTS] && day < 0)
+	int by_vendor = k->lim[LIM_RATE] && lim_cfg_of(&r->rt->cfg)->count_vendor;
+
+	if (!k->lim[LIM_SLOTS] && day < 0 && !by_vendor)
 		return;
 	s = gw_req_slot(r, l->id, sizeof(*s));
+	if (by_vendor)
+		s->rate = tg_quota_ref(k->lim[LIM_RATE]);
 	if (k->lim[LIM_SLOTS])
 		s->slot = tg_quota_ref(k->lim[LIM_SLOTS]);
 	if (day >= 0)
@@ -431,6 +439,8 @@ on_head(struct gw_req *r, void *ctx, int status)
 		l->keys[i].vendor_calls++;
 		l->keys[i].created += ok && creation(r->op) >= 0;
 	}
+	if (s != NULL)
+		s->vendor = 1;
 	if (s != NULL && s->day != NULL && !ok) {
 		tg_quota_give(s->day, 1, tg_clock_mono_us());
 		tg_quota_unref(s->day);
@@ -451,6 +461,11 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 	}
 	if (s->day)
 		tg_quota_unref(s->day);
+	if (s->rate) {		/* limits.count vendor: answered without one */
+		if (!s->vendor)
+			tg_quota_give(s->rate, 1, tg_clock_mono_us());
+		tg_quota_unref(s->rate);
+	}
 	free(s);
 }
 

@@ -25,6 +25,10 @@ struct lim_key_cfg {
 /* The feature's settings, one per configuration loaded. */
 struct lim_cfg {
 	int headers;		/* RateLimit fields on answers under the limit too */
+	char *count;		/* "all", or "vendor": only requests the vendor answers
+				 * count against a rate (cached answers, long-polls
+				 * and the gateway's own answers do not) */
+	int count_vendor;	/* not a key: count is "vendor" */
 	int64_t lease_ms, hold_ms;
 	struct lim_key_cfg *keys;	/* as many as the core's keys */
 	size_t nkeys;

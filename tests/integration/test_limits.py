@@ -256,3 +256,18 @@ def test_database_frozen_local_shares_then_recovery(private_pg, make_emulator, m
         assert time.monotonic() < deadline, "still on local shares"
         load(gws, 0.2)
     assert all(g.metric("tidegate_quota_fallback_limits") == 0 for g in gws)
+
+
+def test_count_vendor_only_answers_of_the_vendor_count(emulator, make_gateway):
+    """limits.count vendor: the gateway's own answers (a read of a job no
+    record gives this key, refused without asking the vendor) do not use
+    the key's rate; answers of the vendor do."""
+    cfg = limited(rate=0.1, burst=2)
+    cfg["limits"] = {"count": "vendor"}
+    gw = make_gateway(emulator, cfg)
+    reads = [requests.get(gw.dex + "/public/export", params={"correlationId": "nope"},
+                          headers=gw.headers(), timeout=10) for _ in range(3)]
+    assert {r.status_code for r in reads} == {404}
+    assert emulator.calls("GET /public/export") == 0
+    assert [get(gw).status_code for _ in range(3)] == [404, 404, 429]
+    assert gw.metric("tidegate_key_limited_total", key="test", limit="rate") == 1
