@@ -27,6 +27,11 @@ CASES = [
      ["{f}:3:12: tls.ca_file: cannot read {d}/ca.pem: " + NOENT]),
     ("webhooks_ca_file_missing", "webhooks:\n  ca_file: hooks-ca.pem\n",
      ["{f}:3:12: webhooks.ca_file: cannot read {d}/hooks-ca.pem: " + NOENT]),
+    ("limits_count_unknown", "limits:\n  count: some\n",
+     ["{f}:3:10: limits.count: must be all or vendor"]),
+    ("limits_rate_negative", f"keys:\n  - name: a\n    sha256: {SHA}\n    limits:\n"
+     "      rate: -1\n",
+     ["{f}:6:13: keys[0].limits.rate: must be between 0 and 1000000"]),
     ("route_without_slash", "sim:\n  routes:\n    token: oauth/token\n",
      ["{f}:4:12: sim.routes.token: must start with '/' (did you mean '/oauth/token'?)"]),
     ("route_absolute_url", "dex:\n  routes:\n    export: https://vendor.example/x/{{kind}}\n",
