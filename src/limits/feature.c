@@ -139,6 +139,26 @@ defs_of(const struct gw_runtime *rt, const struct lim_cfg *c, struct tg_quota_de
 	return n;
 }
 
+/* key="<name>" with name escaped as the Prometheus text format wants (a
+ * key's name is the operator's text: a quote must not end the label). */
+static char *
+label_of(const char *name)
+{
+	size_t n = strlen(name), i, o = 0;
+	char *out = tg_xmalloc(2 * n + 8);
+
+	memcpy(out, "key=\"", 5);
+	o = 5;
+	for (i = 0; i < n; i++) {
+		if (name[i] == '\\' || name[i] == '"' || name[i] == '\n')
+			out[o++] = '\\';
+		out[o++] = name[i] == '\n' ? 'n' : name[i];
+	}
+	out[o++] = '"';
+	out[o] = '\0';
+	return out;
+}
+
 /* Point key k (named name) at its limits; its policy fields made once. */
 static void
 key_set(struct lim *l, struct lim_key *k, const char *name)
@@ -159,8 +179,7 @@ key_set(struct lim *l, struct lim_key *k, const char *name)
 		    sizeof(state));
 		k->policy[j] = tg_xstrdup(ln);
 	}
-	snprintf(ln, sizeof(ln), "key=\"%s\"", name);
-	k->labels = tg_xstrdup(ln);
+	k->labels = label_of(name);
 }
 
 /* The counts of the key named k->name among old[0..n-1] carried to k. */

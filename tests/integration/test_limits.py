@@ -271,3 +271,14 @@ def test_count_vendor_only_answers_of_the_vendor_count(emulator, make_gateway):
     assert emulator.calls("GET /public/export") == 0
     assert [get(gw).status_code for _ in range(3)] == [404, 404, 429]
     assert gw.metric("tidegate_key_limited_total", key="test", limit="rate") == 1
+
+
+def test_key_name_escaped_in_labels(emulator, make_gateway):
+    """A key's name is the operator's text: a quote in it is escaped in the
+    series' labels, never ending them."""
+    keys = [dict(KEYS[0], name='team "a"\\x', limits={"rate": 100})]
+    gw = make_gateway(emulator, {"keys": keys})
+    assert get(gw).status_code == 404
+    lines = [ln for ln in gw.metrics().splitlines() if ln.startswith("tidegate_key_")]
+    assert 'tidegate_key_admitted_total{key="team \\"a\\"\\\\x"} 1' in lines, lines
+    assert 'tidegate_key_vendor_calls_total{key="team \\"a\\"\\\\x"} 1' in lines, lines
