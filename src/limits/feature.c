@@ -79,7 +79,7 @@ struct lim_req {
 	struct tg_quota_waiter w;
 	struct event *deadline;
 	struct tg_quota_limit *on;	/* the limit waited on (borrowed from w) */
-	struct lim_key *k;
+	struct lim_key *k;		/* borrowed until a reload (key_again) */
 	struct lim *l;
 	struct gw_req *r;
 };
@@ -370,6 +370,20 @@ wait_end(struct lim_req *s)
 	s->deadline = NULL;
 }
 
+/* After a wait: s->k again, from the keys as they are now; 0 when a
+ * reload came meanwhile (the request then goes on unlimited: its key's
+ * entry is gone, and the new limits were not the ones it waited for). */
+static int
+key_again(struct lim_req *s)
+{
+	size_t i;
+
+	if (key_index(s->l, s->r, &i) != 0)
+		return 0;
+	s->k = &s->l->keys[i];
+	return 1;
+}
+
 /* Units may be there: take again (no second wait) and go on, or refuse. */
 static void
 woken(struct tg_quota_waiter *w, void *arg)
@@ -379,7 +393,7 @@ woken(struct tg_quota_waiter *w, void *arg)
 
 	(void)w;
 	wait_end(s);
-	if (admit(s->l, s->r, s->k, 0, &on) == ADMIT)
+	if (!key_again(s) || admit(s->l, s->r, s->k, 0, &on) == ADMIT)
 		gw_req_continue(s->r);
 }
 
@@ -406,9 +420,13 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	tg_quota_ref(on);
 	wait_end(s);
-	tg_quota_peek(on, tg_clock_mono_us(), &v);
-	v.retry_ms = 1000;
-	refuse(s->l, s->r, s->k, kind_of(s->k, on), &v);
+	if (!key_again(s)) {
+		gw_req_continue(s->r);
+	} else {
+		tg_quota_peek(on, tg_clock_mono_us(), &v);
+		v.retry_ms = 1000;
+		refuse(s->l, s->r, s->k, kind_of(s->k, on), &v);
+	}
 	tg_quota_unref(on);
 }
 
