@@ -13,6 +13,8 @@ not depend on the machine's load.
     LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/bin/python3 bench/profile.py
     /usr/bin/python3 bench/profile.py --otlp   # tracing on: spans exported to a local
                                                # collector answering 200
+    /usr/bin/python3 bench/profile.py --limit-rate 1e6   # the key used has a rate limit
+                                                         # (keys[].limits) it never reaches
 """
 import argparse
 import http.client
@@ -88,11 +90,19 @@ def main():
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--otlp", action="store_true",
                     help="tracing on: export spans to a local collector")
+    ap.add_argument("--limit-rate", type=float, default=0,
+                    help="give the key used this rate limit a second (burst the same)")
+    ap.add_argument("--no-fields", action="store_true",
+                    help="with --limit-rate: no RateLimit fields under the limit")
     a = ap.parse_args()
     stub = lib.stub()
     col = collector() if a.otlp else None
     over = {"tracing": {"otlp_url": f"http://127.0.0.1:{col.server_address[1]}/v1/traces"}} \
-        if col else None
+        if col else {}
+    if a.limit_rate:
+        over["keys"] = [{"name": "bench", "sha256": lib.TEST_KEY_SHA, "services": ["dex", "sim"],
+                         "limits": {"rate": a.limit_rate, "burst": int(a.limit_rate)}}]
+        over["limits"] = {"headers": not a.no_fields}
     keep = tempfile.mktemp(prefix="tg-bench-callgrind-")
     try:
         small = run(stub, a.n1, None, over)

@@ -44,6 +44,7 @@ struct evbuffer;
 struct evdns_base;
 struct tg_case_store;
 struct tg_state;
+struct tg_quota;
 struct tg_worker;
 
 enum gw_listener { GW_DEX, GW_SIM, GW_ADMIN, GW_NLISTENERS };
@@ -130,6 +131,10 @@ struct gw {
 	 * does): 1 loaded, 0 refused; when a configuration last loaded (Unix ms) */
 	int reload_ok;
 	int64_t reload_ok_at_ms;
+	struct tg_quota *quota;		/* the quota engine's lease client (quota.h),
+					 * made at start by the first feature that
+					 * needs one and shared (owned by it); NULL:
+					 * none. /readyz reports its fallback. */
 	struct gw_runtime *dying;	/* released, freed from reap_ev */
 	struct event *reap_ev;
 	struct event *start_ev;		/* the features' start, on the loop's first turn */

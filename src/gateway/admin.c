@@ -19,6 +19,7 @@
 #include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "tidegate/json.h"
+#include "tidegate/quota.h"
 #include "gw.h"
 
 /* Every series whose labels are known in advance, at 0 from start: each
@@ -341,6 +342,14 @@ readyz(struct gw *gw, struct evhttp_request *req)
 		tg_json_kv_str(g, gw->rt->svc[i].name, gw_vendor_health(&gw->rt->svc[i]));
 	yajl_gen_map_close(g);
 	gw_admin_origins_ready(gw, g);
+	if (gw->quota != NULL) {	/* limits on a local share: the database is away */
+		tg_json_str(g, "quota");
+		yajl_gen_map_open(g);
+		tg_json_kv_int(g, "fallback_limits", tg_quota_fallback(gw->quota));
+		tg_json_kv_str(g, "state", tg_quota_fallback(gw->quota) ? "local-shares" :
+		    "leasing");
+		yajl_gen_map_close(g);
+	}
 	if (!gw_admin_state_ready(gw, g))
 		tg_json_kv_bool(g, "degraded", 0);
 	tg_json_kv_bool(g, "ready", ready);
