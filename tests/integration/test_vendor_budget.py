@@ -1,0 +1,197 @@
+"""The vendor's budget per service (dex.budget.*): at most budget.rate calls a
+second (budget.burst at once) reach the vendor, the rest wait in the pool's
+queue (callers' reads before their submissions) up to pool.queue_timeout,
+then 503 UPSTREAM_BUSY with Retry-After. A vendor 429 with Retry-After pauses
+the service's calls (capped at budget.pause_max), on every instance of a
+fleet sharing PostgreSQL: the state row and its wake-up carry it."""
+import concurrent.futures
+import os
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+import requests
+
+LIST = "GET /public/v1/budget-probe"
+CREATE = "POST /public/v1/export/nope"
+
+
+def get(gw, timeout=30):
+    return requests.get(gw.dex + "/public/v1/budget-probe", headers=gw.headers(), timeout=timeout)
+
+
+def create(gw, timeout=30):
+    return requests.post(gw.dex + "/public/v1/export/nope", json={"projectId": "P-DEMO"},
+                         headers=gw.headers(), timeout=timeout)
+
+
+def parallel(fns):
+    with concurrent.futures.ThreadPoolExecutor(len(fns)) as pool:
+        return list(pool.map(lambda f: f(), fns))
+
+
+class Sampler:
+    """Counts of one emulator call key, sampled every 50 ms in a thread:
+    (seconds since start, count) pairs."""
+
+    def __init__(self, emulator, key):
+        self.emulator, self.key, self.samples = emulator, key, []
+        self.stop_ev = threading.Event()
+        self.t0 = time.monotonic()
+        self.base = emulator.calls(key)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop_ev.is_set():
+            n = self.emulator.calls(self.key) - self.base
+            self.samples.append((time.monotonic() - self.t0, n))
+            time.sleep(0.05)
+
+    def stop(self):
+        self.stop_ev.set()
+        self.thread.join(5)
+        return self.samples
+
+
+def test_rate_budget_caps_vendor_calls_per_second(emulator, make_gateway):
+    gw = make_gateway(emulator, {"dex": {"budget": {"rate": 10, "burst": 5}},
+                                 "pool": {"queue_timeout": "20s"}})
+    gw.wait_tokens()
+    assert get(gw).status_code == 404      # the connection warm; one unit used
+    time.sleep(1)                   # the bucket full again
+    s = Sampler(emulator, LIST)
+    t0 = time.monotonic()
+    codes = [r.status_code for r in parallel([lambda: get(gw)] * 40)]
+    took = time.monotonic() - t0
+    samples = s.stop()
+    assert codes == [404] * 40
+    # 5 at once, then one each 100 ms: 35 more take 3.5 s
+    assert took >= 3.2, took
+    for t, n in samples:
+        assert n <= 5 + 10 * t + 1, (t, n, samples)
+    assert gw.metric("tidegate_vendor_budget_waits_total", service="dex", **{"class": "read"}) \
+        >= 30
+
+
+def test_reads_go_before_submissions(emulator, make_gateway):
+    gw = make_gateway(emulator, {"dex": {"budget": {"rate": 4, "burst": 1}},
+                                 "pool": {"queue_timeout": "20s"}})
+    gw.wait_tokens()
+    done = {}
+
+    def timed(name, fn):
+        def run():
+            r = fn(gw)
+            done[name] = time.monotonic()
+            return r.status_code
+        return run
+
+    creates = [timed(f"c{i}", create) for i in range(8)]
+    reads = [timed(f"r{i}", get) for i in range(4)]
+
+    def late_reads():
+        time.sleep(0.3)     # the creates queued first
+        return parallel(reads)
+
+    with concurrent.futures.ThreadPoolExecutor(9) as pool:
+        fc = [pool.submit(f) for f in creates]
+        fr = pool.submit(late_reads)
+        assert [f.result() for f in fc] == [404] * 8
+        assert fr.result() == [404] * 4
+    last_read = max(done[f"r{i}"] for i in range(4))
+    later_creates = [i for i in range(8) if done[f"c{i}"] > last_read]
+    # at 4/s, 0.3 s in at most 3 creates went; every read beats the rest
+    assert len(later_creates) >= 4, (later_creates, done)
+
+
+def test_queue_timeout_is_503_upstream_busy(emulator, make_gateway):
+    gw = make_gateway(emulator, {"dex": {"budget": {"rate": 1, "burst": 1}},
+                                 "pool": {"queue_timeout": "500ms"}})
+    gw.wait_tokens()
+    before = emulator.calls(LIST)
+    rs = parallel([lambda: get(gw)] * 6)
+    busy = [r for r in rs if r.status_code == 503]
+    assert len([r for r in rs if r.status_code == 404]) <= 2
+    assert len(busy) >= 4
+    for r in busy:
+        body = r.json()
+        assert body["error"] == "UPSTREAM_BUSY", body
+        assert "budget" in body["message"], body
+        assert int(r.headers["Retry-After"]) >= 1
+    assert emulator.calls(LIST) - before <= 2
+    assert gw.metric("tidegate_vendor_budget_refusals_total", service="dex",
+                     **{"class": "read"}) == len(busy)
+
+
+def test_vendor_429_pauses_the_service_and_is_capped(emulator, make_gateway):
+    gw = make_gateway(emulator, {"dex": {"budget": {"pause_max": "2s"}}})
+    gw.wait_tokens()
+    assert get(gw).status_code == 404
+    emulator.fault(method="GET", path="/public/v1/budget-probe", status=429, retryAfter=86400, count=1)
+    r = get(gw)
+    assert r.status_code == 429
+    t0 = time.monotonic()
+    before = emulator.calls(LIST)
+    s = Sampler(emulator, LIST)
+    rs = parallel([lambda: get(gw)] * 3)
+    took = time.monotonic() - t0
+    samples = s.stop()
+    assert [x.status_code for x in rs] == [404] * 3
+    # held the pause (2 s, the cap, not a day) and sent after it
+    assert 1.6 <= took < 5, took
+    assert all(n == 0 for t, n in samples if t < 1.5), samples
+    assert emulator.calls(LIST) - before == 3
+    assert gw.metric("tidegate_vendor_throttled_total", service="dex") == 1
+    assert gw.metric("tidegate_vendor_pauses_total", service="dex", **{"from": "vendor"}) == 1
+    assert gw.metric("tidegate_vendor_pause_delayed_total", service="dex") >= 1
+
+
+pg = pytest.mark.skipif(
+    not (os.environ.get("PGHOST") or os.environ.get("PGPORT") or os.environ.get("PGDATABASE")),
+    reason="no PostgreSQL: PG* unset (scripts/test starts one unless TG_TEST_NO_PG=1)")
+
+
+@pytest.fixture
+def pg_url():
+    schema = "budget_" + uuid.uuid4().hex[:12]
+    subprocess.run(["psql", "-qXc", f"CREATE SCHEMA {schema}"], check=True,
+                   capture_output=True, timeout=30)
+    yield f"postgresql:///?options=-csearch_path%3D{schema}"
+    subprocess.run(["psql", "-qXc", f"DROP SCHEMA {schema} CASCADE"], check=False,
+                   capture_output=True, timeout=30)
+
+
+@pg
+def test_vendor_429_at_one_instance_pauses_the_fleet(emulator, make_gateway, pg_url):
+    gws = [make_gateway(emulator, {"state": {"url": pg_url, "instance": f"gw{i}"},
+                                   "dex": {"budget": {"pause_max": "10s"}}})
+           for i in range(3)]
+    for gw in gws:
+        gw.wait_tokens()
+        assert get(gw).status_code == 404
+    emulator.fault(method="GET", path="/public/v1/budget-probe", status=429, retryAfter=3, count=1)
+    assert get(gws[0]).status_code == 429
+    t0 = time.monotonic()
+    time.sleep(0.3)     # the wake-up travels
+    s = Sampler(emulator, LIST)
+    rs = parallel([lambda g=g: get(g) for g in gws[1:] for _ in range(2)])
+    took = time.monotonic() - t0
+    samples = s.stop()
+    assert [x.status_code for x in rs] == [404] * 4
+    assert 2.5 <= took < 6, took
+    assert all(n == 0 for t, n in samples if t < 2.2), samples
+    for gw in gws[1:]:
+        assert gw.metric("tidegate_vendor_pauses_total", service="dex",
+                         **{"from": "fleet"}) == 1
+        assert gw.metric("tidegate_vendor_pause_delayed_total", service="dex") >= 1
+    assert gws[0].metric("tidegate_vendor_pauses_total", service="dex", **{"from": "vendor"}) == 1
+    # a late joiner reads the pause from its row
+    emulator.fault(method="GET", path="/public/v1/budget-probe", status=429, retryAfter=4, count=1)
+    assert get(gws[0]).status_code == 429
+    late = make_gateway(emulator, {"state": {"url": pg_url, "instance": "gw9"},
+                                   "dex": {"budget": {"pause_max": "10s"}}})
+    late.wait_tokens()
+    assert late.metric("tidegate_vendor_pauses_total", service="dex", **{"from": "fleet"}) == 1
