@@ -53,13 +53,15 @@ void
 tg_upstream_gate_kick(struct tg_upstream *u)
 {
 	evtimer_del(u->gate_timer);
-	tg_upstream_pump_kick(u);
+	event_active(u->pump, EV_TIMEOUT, 0);
 }
 
 void
 tg_upstream_on_gate_timer(evutil_socket_t fd, short what, void *arg)
 {
-	tg_upstream_pump_kick(arg);
+	struct tg_upstream *u = arg;
+
+	event_active(u->pump, EV_TIMEOUT, 0);
 }
 
 int
@@ -96,7 +98,7 @@ tg_upstream_gate_put(struct tg_up_req *r, int unused)
 	r->gated = 0;
 	if (u->gate.put != NULL)
 		u->gate.put(u->gate.arg, (enum tg_up_class)r->klass, unused);
-	tg_upstream_pump_kick(u);	/* a concurrency slot came free */
+	event_active(u->pump, EV_TIMEOUT, 0);	/* a concurrency slot came free */
 }
 
 void
