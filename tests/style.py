@@ -54,7 +54,7 @@ PREFIXES = {
     'dex': ('tg_dex_', 'tg_export_', 'tg_import_', 'tg_route_query_'),
     'sim': ('tg_sim_', 'tg_case_', 'tg_sweep_', 'tg_merge_', 'tg_runs_', 'tg_run_'),
     'webhook': ('tg_webhook_', 'tg_egress_', 'tg_outbox_job_', 'wh_'),
-    'gateway': ('gw_', 'tg_op_'),
+    'gateway': ('gw_', 'tg_op_', 'tg_quota_'),
     'jobs': ('tg_jobs_', 'jobs_'),
     'runs': ('tg_runs_', 'runs_'),
     'emulator': ('tg_emu_', 'emu_'),
