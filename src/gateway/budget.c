@@ -1,7 +1,9 @@
 /*
  * budget.c - the vendor's budget per service, the gate in front of its
  * API upstream (upstream.h): at most budget.rate requests a second with
- * budget.burst at once (GCRA, rate.h) and budget.concurrent in flight,
+ * budget.burst at once and budget.concurrent in flight, two limits of the
+ * quota engine's lease client (quota.h: "vendor:<svc>:rate" and
+ * "vendor:<svc>:slots", taken in memory, their waiters waking the queue),
  * and the pause a vendor's 429 (or 503) with Retry-After asks for. Kept
  * in struct gw, so a reload changes the limits without resetting what
  * was used; the current runtime's upstream is the one gated and woken.
@@ -28,7 +30,7 @@
 #include "tidegate/clock.h"
 #include "tidegate/http.h"
 #include "tidegate/log.h"
-#include "tidegate/rate.h"
+#include "tidegate/quota.h"
 #include "tidegate/state.h"
 #include "gw.h"
 
@@ -38,10 +40,12 @@ struct gw_budget {
 	const char *name;		/* "dex" / "sim" (static) */
 	struct tg_upstream *up;		/* the current runtime's API (borrowed) */
 	int gated;			/* the gate is set on up */
-	int has_rate;
-	struct tg_rate rate;
-	int64_t tat;			/* monotonic us */
-	long long conc_max, inflight;
+	struct tg_quota *q;		/* the limits' client, made with the first */
+	struct tg_quota_limit *rate, *slots;	/* borrowed from q; NULL: none */
+	struct tg_quota_waiter rate_w, slots_w;
+	int rate_waiting, slots_waiting;
+	long long inflight;		/* slots taken from slots */
+	char rate_name[32], slots_name[32];
 	int64_t pause_max_ms;
 	int64_t pause_until;		/* Unix ms; 0: none */
 	struct tg_state_watch *watch;
@@ -51,11 +55,45 @@ struct gw_budget {
 	unsigned long long throttled, pauses_local, pauses_remote, delayed;
 };
 
+static void
+on_units(struct tg_quota_waiter *w, void *arg)
+{
+	struct gw_budget *b = arg;
+
+	if (w == &b->rate_w)
+		b->rate_waiting = 0;
+	else
+		b->slots_waiting = 0;
+	if (b->up != NULL)
+		tg_upstream_gate_kick(b->up);
+}
+
+static void
+wait_for(struct gw_budget *b, struct tg_quota_limit *l, struct tg_quota_waiter *w,
+    int *waiting)
+{
+	if (*waiting)
+		return;
+	*waiting = 1;
+	tg_quota_wait(l, w, on_units, b);
+}
+
+static void
+waits_cancel(struct gw_budget *b)
+{
+	if (b->rate_waiting)
+		tg_quota_wait_cancel(&b->rate_w);
+	if (b->slots_waiting)
+		tg_quota_wait_cancel(&b->slots_w);
+	b->rate_waiting = b->slots_waiting = 0;
+}
+
 static int
 gate_take(void *arg, enum tg_up_class k, int first, int64_t *wait_ms)
 {
 	struct gw_budget *b = arg;
-	int64_t now, w;
+	struct tg_quota_verdict v;
+	int64_t now;
 
 	if (b->pause_until != 0 && (now = tg_clock_now_ms()) < b->pause_until) {
 		*wait_ms = b->pause_until - now;
@@ -63,19 +101,21 @@ gate_take(void *arg, enum tg_up_class k, int first, int64_t *wait_ms)
 			b->delayed++;
 		return 0;
 	}
-	if (b->conc_max > 0 && b->inflight >= b->conc_max) {
-		*wait_ms = -1;		/* a put wakes the queue */
+	now = tg_clock_mono_us();
+	if (b->slots != NULL && tg_quota_take(b->slots, 1, now, &v) != 0) {
+		*wait_ms = -1;		/* the waiter wakes the queue */
+		wait_for(b, b->slots, &b->slots_w, &b->slots_waiting);
 		return 0;
 	}
-	if (b->has_rate) {
-		now = tg_clock_mono_us();
-		if ((w = tg_rate_wait(&b->rate, b->tat, now)) > 0) {
-			*wait_ms = (w + 999) / 1000;
-			return 0;
-		}
-		tg_rate_take(&b->rate, &b->tat, now, 1);
+	if (b->rate != NULL && tg_quota_take(b->rate, 1, now, &v) != 0) {
+		if (b->slots != NULL)
+			tg_quota_give(b->slots, 1, now);
+		*wait_ms = v.retry_ms;	/* a backstop behind the waiter */
+		wait_for(b, b->rate, &b->rate_w, &b->rate_waiting);
+		return 0;
 	}
-	b->inflight++;
+	if (b->slots != NULL)
+		b->inflight++;
 	return 1;
 }
 
@@ -83,13 +123,14 @@ static void
 gate_put(void *arg, enum tg_up_class k, int unused)
 {
 	struct gw_budget *b = arg;
+	int64_t now = tg_clock_mono_us();
 
-	if (b->inflight > 0)
+	if (b->slots != NULL && b->inflight > 0) {
 		b->inflight--;
-	if (unused && b->has_rate)
-		tg_rate_give(&b->rate, &b->tat, tg_clock_mono_us(), 1);
-	if (b->up != NULL && b->conc_max > 0)
-		tg_upstream_gate_kick(b->up);	/* a request of an older runtime may end */
+		tg_quota_give(b->slots, 1, now);	/* its waiter wakes the queue */
+	}
+	if (unused && b->rate != NULL)
+		tg_quota_give(b->rate, 1, now);
 }
 
 static void
@@ -245,21 +286,55 @@ on_wake(const char *topic, const char *what, void *arg)
 		pause_take(b, until, 1);
 }
 
+/* The limits of c (borrowed) defined in b's client, made with the first
+ * limit (its timer runs only while a budget is set); a limit kept by
+ * name keeps what was used. */
+static void
+limits_define(struct gw_budget *b, const struct gw_service_cfg *c)
+{
+	struct tg_quota_def d[2];
+	struct tg_quota_limit *slots;
+	struct tg_err err;
+	size_t n = 0;
+
+	memset(d, 0, sizeof(d));
+	if (c->budget_rate > 0) {
+		d[n].name = b->rate_name;
+		d[n].kind = TG_QUOTA_RATE;
+		d[n].per_second = c->budget_rate;
+		d[n++].burst = c->budget_burst > 0 ? c->budget_burst :
+		    c->budget_rate >= 1 ? (int64_t)c->budget_rate : 1;
+	}
+	if (c->budget_concurrent > 0) {
+		d[n].name = b->slots_name;
+		d[n].kind = TG_QUOTA_SLOTS;
+		d[n++].limit = c->budget_concurrent;
+	}
+	waits_cancel(b);
+	if (b->q == NULL && n > 0)
+		b->q = tg_quota_new(b->gw->base, NULL, NULL);
+	if (b->q != NULL && tg_quota_define(b->q, d, n, &err) != 0)
+		tg_log(TG_LOG_ERROR, "vendor_budget_refused", TG_LS("service", b->name),
+		    TG_LS("error", err.msg));	/* the key table's bounds keep it valid */
+	b->rate = b->q != NULL ? tg_quota_find(b->q, b->rate_name) : NULL;
+	slots = b->q != NULL ? tg_quota_find(b->q, b->slots_name) : NULL;
+	if (slots != b->slots)
+		b->inflight = 0;	/* a new limit: nothing of it is held */
+	b->slots = slots;
+}
+
 /* budget.* of s's configuration (borrowed) into b; s's API gated when a
  * limit is set or a pause was ever seen. */
 static void
 budget_config(struct gw_budget *b, struct gw_service *s)
 {
 	const struct gw_service_cfg *c = s->cfg;
-	int64_t burst = c->budget_burst > 0 ? c->budget_burst :
-	    c->budget_rate >= 1 ? (int64_t)c->budget_rate : 1;
 
-	b->has_rate = c->budget_rate > 0 && tg_rate_init(&b->rate, c->budget_rate, burst) == 0;
-	b->conc_max = c->budget_concurrent;
+	limits_define(b, c);
 	b->pause_max_ms = c->budget_pause_max > 0 ? c->budget_pause_max : 60000;
 	b->up = s->api;
 	b->gated = 0;
-	if (b->has_rate || b->conc_max > 0 || b->pause_until != 0)
+	if (b->rate != NULL || b->slots != NULL || b->pause_until != 0)
 		gate_set(b);
 }
 
@@ -275,6 +350,8 @@ gw_budget_attach(struct gw *gw, struct gw_service *s)
 		b->service = s->index;
 		b->name = s->name;
 		snprintf(b->key, sizeof(b->key), "vendor_pause:%s", s->name);
+		snprintf(b->rate_name, sizeof(b->rate_name), "vendor:%s:rate", s->name);
+		snprintf(b->slots_name, sizeof(b->slots_name), "vendor:%s:slots", s->name);
 		if (gw->state != NULL) {
 			tg_state_health(gw->state, &h);
 			if (h.shared) {
@@ -300,6 +377,8 @@ gw_budget_free(struct gw_budget *b)
 {
 	if (b == NULL)
 		return;
+	waits_cancel(b);
+	tg_quota_free(b->q);
 	tg_state_cancel(b->write);
 	tg_state_cancel(b->fetch);
 	if (b->watch != NULL)

@@ -76,6 +76,21 @@ def test_rate_budget_caps_vendor_calls_per_second(emulator, make_gateway):
         >= 30
 
 
+def test_concurrent_budget_caps_calls_in_flight(emulator, make_gateway):
+    gw = make_gateway(emulator, {"dex": {"budget": {"concurrent": 2}},
+                                 "pool": {"queue_timeout": "20s"}})
+    gw.wait_tokens()
+    emulator.fault(method="GET", path="/public/v1/budget-probe", latencyMs=300)
+    t0 = time.monotonic()
+    codes = [r.status_code for r in parallel([lambda: get(gw)] * 6)]
+    took = time.monotonic() - t0
+    assert codes == [404] * 6
+    assert took >= 0.85, took       # three rounds of two, 300 ms each
+    assert gw.metric("tidegate_vendor_budget_inflight", service="dex") == 0
+    assert gw.metric("tidegate_vendor_budget_waits_total", service="dex",
+                     **{"class": "read"}) >= 4
+
+
 def test_reads_go_before_submissions(emulator, make_gateway):
     gw = make_gateway(emulator, {"dex": {"budget": {"rate": 4, "burst": 1}},
                                  "pool": {"queue_timeout": "20s"}})
