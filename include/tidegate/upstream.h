@@ -305,6 +305,9 @@ enum tg_up_class {
 const char *tg_up_class_str(enum tg_up_class k);
 /** Set r's class (r borrowed): right after send, like tg_up_req_set_owner. */
 void tg_up_req_set_class(struct tg_up_req *r, enum tg_up_class k);
+/** tg_up_req_set_owner and tg_up_req_set_class in one step (r borrowed,
+ * owner copied). */
+void tg_up_req_set_owner_class(struct tg_up_req *r, const char *owner, enum tg_up_class k);
 
 /*
  * The gate (a vendor budget): take asks for one request of class k to

@@ -199,9 +199,9 @@ vcall_send(struct gw_vcall *c)
 		evhttp_add_header(h, "Authorization", auth);
 		free(auth);
 	}
-	if (c->owner != NULL)
-		tg_up_req_set_owner(c->up, c->owner);
-	if (c->klass != TG_UP_CLASS_URGENT)
+	if (c->owner != NULL)	/* one move in the queue for both */
+		tg_up_req_set_owner_class(c->up, c->owner, (enum tg_up_class)c->klass);
+	else if (c->klass != TG_UP_CLASS_URGENT)
 		tg_up_req_set_class(c->up, (enum tg_up_class)c->klass);
 }
 

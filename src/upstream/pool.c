@@ -436,7 +436,7 @@ dispatch(struct up_origin *o)
 		 * asked once a connection can be had. */
 		if (o->nidle == 0 && o->nbusy >= o->u->opts.max_conns)
 			break;
-		if (!tg_upstream_gate_admit(o->u, r))
+		if (o->u->gate.take != NULL && !tg_upstream_gate_admit(o->u, r))
 			break;
 		pick(o, r, &c);
 		tg_upstream_dequeue(r);
@@ -619,7 +619,7 @@ owner_get(struct tg_upstream *u, const char *name)
 }
 
 void
-tg_up_req_set_owner(struct tg_up_req *r, const char *owner)
+tg_up_req_set_owner_class(struct tg_up_req *r, const char *owner, enum tg_up_class k)
 {
 	struct up_origin *o = r->o;
 	int queued = r->queued;
@@ -629,8 +629,16 @@ tg_up_req_set_owner(struct tg_up_req *r, const char *owner)
 	if (queued)
 		tg_upstream_dequeue(r);
 	r->w = owner_get(r->u, owner);
+	if ((unsigned)k < TG_UP_NCLASS)
+		r->klass = (int)k;
 	if (queued)
 		tg_upstream_enqueue(o, r, 0);
+}
+
+void
+tg_up_req_set_owner(struct tg_up_req *r, const char *owner)
+{
+	tg_up_req_set_owner_class(r, owner, (enum tg_up_class)r->klass);
 }
 
 struct tg_upstream *

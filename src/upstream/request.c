@@ -644,7 +644,8 @@ tg_upstream_req_free(struct tg_up_req *r)
 	struct up_conn *c;
 
 	tg_upstream_dequeue(r);
-	tg_upstream_gate_put(r, 0);
+	if (r->gated)
+		tg_upstream_gate_put(r, 0);
 	if ((c = tg_upstream_req_unbind(r)) != NULL)
 		tg_upstream_conn_kill(c);
 	TAILQ_REMOVE(&r->u->live, r, lentry);
