@@ -310,15 +310,15 @@ void tg_up_req_set_class(struct tg_up_req *r, enum tg_up_class k);
 void tg_up_req_set_owner_class(struct tg_up_req *r, const char *owner, enum tg_up_class k);
 
 /*
- * The gate (a vendor budget): take asks for one request of class k to
- * start (first: the request was not held back before): 1 when it may (it then holds what it took until put), else 0
+ * The gate (a vendor budget): take asks for one request of class k,
+ * queued since queued_ms (tg_clock_mono_ms), to start: 1 when it may (it then holds what it took until put), else 0
  * with *wait_ms the time after which to ask again (-1: until
  * tg_upstream_gate_kick). A refusal of class k refuses every later class
  * too. put hands back what take gave: unused 1 when nothing was sent.
  * Both run on the loop, never re-entering the upstream.
  */
 struct tg_up_gate {
-	int (*take)(void *arg, enum tg_up_class k, int first, int64_t *wait_ms);
+	int (*take)(void *arg, enum tg_up_class k, int64_t queued_ms, int64_t *wait_ms);
 	void (*put)(void *arg, enum tg_up_class k, int unused);
 	void *arg;
 };
@@ -327,8 +327,9 @@ struct tg_up_gate {
 void tg_upstream_set_gate(struct tg_upstream *u, const struct tg_up_gate *gate);
 /** The gate may admit again: look at the queue (u borrowed). */
 void tg_upstream_gate_kick(struct tg_upstream *u);
-/* Per class, since _new: requests the gate held back (once each), and
- * requests failed with TG_UP_BUSY. */
+/* Per class, since _new: requests the gate held back (queued while it
+ * refused; counted once each, when they start or time out), and requests
+ * failed with TG_UP_BUSY. */
 struct tg_upstream_class_stats {
 	unsigned long long gate_waits[TG_UP_NCLASS];
 	unsigned long long timeouts[TG_UP_NCLASS];

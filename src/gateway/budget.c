@@ -48,6 +48,7 @@ struct gw_budget {
 	char rate_name[32], slots_name[32];
 	int64_t pause_max_ms;
 	int64_t pause_until;		/* Unix ms; 0: none */
+	int64_t pause_end_mono;		/* the same, tg_clock_mono_ms */
 	struct tg_state_watch *watch;
 	struct tg_state_op *write, *fetch;	/* in flight, or NULL */
 	int dirty;			/* a longer pause came while writing */
@@ -89,7 +90,7 @@ waits_cancel(struct gw_budget *b)
 }
 
 static int
-gate_take(void *arg, enum tg_up_class k, int first, int64_t *wait_ms)
+gate_take(void *arg, enum tg_up_class k, int64_t queued_ms, int64_t *wait_ms)
 {
 	struct gw_budget *b = arg;
 	struct tg_quota_verdict v;
@@ -97,8 +98,6 @@ gate_take(void *arg, enum tg_up_class k, int first, int64_t *wait_ms)
 
 	if (b->pause_until != 0 && (now = tg_clock_now_ms()) < b->pause_until) {
 		*wait_ms = b->pause_until - now;
-		if (first)
-			b->delayed++;
 		return 0;
 	}
 	now = tg_clock_mono_us();
@@ -116,6 +115,8 @@ gate_take(void *arg, enum tg_up_class k, int first, int64_t *wait_ms)
 	}
 	if (b->slots != NULL)
 		b->inflight++;
+	if (queued_ms < b->pause_end_mono)
+		b->delayed++;	/* it waited for a pause to end */
 	return 1;
 }
 
@@ -156,6 +157,7 @@ pause_take(struct gw_budget *b, int64_t until, int remote)
 	if (until <= now || until <= b->pause_until)
 		return 0;
 	b->pause_until = until;
+	b->pause_end_mono = tg_clock_mono_ms() + (until - now);
 	if (remote)
 		b->pauses_remote++;
 	else

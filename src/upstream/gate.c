@@ -64,6 +64,18 @@ tg_upstream_on_gate_timer(evutil_socket_t fd, short what, void *arg)
 	event_active(u->pump, EV_TIMEOUT, 0);
 }
 
+void
+tg_upstream_gate_count(struct tg_up_req *r)
+{
+	struct tg_upstream *u = r->u;
+
+	if (r->klass != TG_UP_CLASS_URGENT && r->seq <= u->gate_refused_upto &&
+	    u->gate.take != NULL) {
+		u->gate_waits[r->klass]++;
+		r->gate_held = 1;
+	}
+}
+
 int
 tg_upstream_gate_admit(struct tg_upstream *u, struct tg_up_req *r)
 {
@@ -72,14 +84,15 @@ tg_upstream_gate_admit(struct tg_upstream *u, struct tg_up_req *r)
 
 	if (u->gate.take == NULL || r->klass == TG_UP_CLASS_URGENT || r->gated || r->probe)
 		return 1;
-	if (u->gate.take(u->gate.arg, (enum tg_up_class)r->klass, !r->gate_held, &wait_ms)) {
+	if (u->gate.take(u->gate.arg, (enum tg_up_class)r->klass, r->queued_at, &wait_ms)) {
 		r->gated = 1;
+		tg_upstream_gate_count(r);
 		return 1;
 	}
-	if (!r->gate_held) {
-		r->gate_held = 1;
-		u->gate_waits[r->klass]++;
-	}
+	/* Every request queued now waits behind this one: each enqueue runs
+	 * the pump, which asks again, so the mark covers later ones too. */
+	r->gate_held = 1;
+	u->gate_refused_upto = u->seq;
 	if (wait_ms >= 0) {
 		tv.tv_sec = (time_t)(wait_ms / 1000);
 		tv.tv_usec = (suseconds_t)((wait_ms % 1000) * 1000);

@@ -526,9 +526,8 @@ tg_upstream_req_expire(struct tg_up_req *r)
 	char path[128];
 
 	/* An owner whose cap is the whole pool is held back by the pool. */
-	/* Requests behind the one the gate held back never asked it. */
-	if (r->gate_held || (u->gate.take != NULL && r->klass != TG_UP_CLASS_URGENT &&
-	    !tg_upstream_owner_capped(r, o) && o->nbusy < u->opts.max_conns))
+	tg_upstream_gate_count(r);
+	if (r->gate_held)
 		snprintf(r->detail, sizeof(r->detail), "the vendor's budget (a rate, a "
 		    "concurrency limit or a pause it asked for) held it back for %lld ms",
 		    (long long)waited);

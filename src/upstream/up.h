@@ -128,6 +128,8 @@ struct tg_upstream {
 	struct tg_up_gate gate;		/* take NULL: none */
 	struct event *gate_timer;	/* ask the gate again */
 	unsigned long long gate_waits[TG_UP_NCLASS], class_timeouts[TG_UP_NCLASS];
+	unsigned long long gate_refused_upto;	/* seq of the newest request queued
+						 * when the gate last refused */
 	size_t class_queued[TG_UP_NCLASS];
 	size_t nlive, nretrying;	/* requests in flight (probes not counted), and
 					 * those on a second attempt: the retry budget */
@@ -206,6 +208,9 @@ void tg_upstream_conn_release(struct up_conn *c, int reusable);
 /** Whether r may start now (urgent, no gate, or the gate's take said
  * yes); else the gate timer is armed and r counted as held back once. */
 int tg_upstream_gate_admit(struct tg_upstream *u, struct tg_up_req *r);
+/** Count r (borrowed), starting or timing out, as held back by the gate
+ * when it was queued while the gate refused. */
+void tg_upstream_gate_count(struct tg_up_req *r);
 /** r lets go of what the gate gave it, if anything (unused: not sent). */
 void tg_upstream_gate_put(struct tg_up_req *r, int unused);
 /** The gate timer's callback: the pump runs. */

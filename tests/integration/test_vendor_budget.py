@@ -72,8 +72,9 @@ def test_rate_budget_caps_vendor_calls_per_second(emulator, make_gateway):
     assert took >= 3.2, took
     for t, n in samples:
         assert n <= 5 + 10 * t + 1, (t, n, samples)
+    # the warm-up call and the first five of the burst went at once
     assert gw.metric("tidegate_vendor_budget_waits_total", service="dex", **{"class": "read"}) \
-        >= 30
+        >= 33
 
 
 def test_concurrent_budget_caps_calls_in_flight(emulator, make_gateway):
@@ -88,7 +89,7 @@ def test_concurrent_budget_caps_calls_in_flight(emulator, make_gateway):
     assert took >= 0.85, took       # three rounds of two, 300 ms each
     assert gw.metric("tidegate_vendor_budget_inflight", service="dex") == 0
     assert gw.metric("tidegate_vendor_budget_waits_total", service="dex",
-                     **{"class": "read"}) >= 4
+                     **{"class": "read"}) == 4
 
 
 def test_reads_go_before_submissions(emulator, make_gateway):
@@ -161,7 +162,7 @@ def test_vendor_429_pauses_the_service_and_is_capped(emulator, make_gateway):
     assert emulator.calls(LIST) - before == 3
     assert gw.metric("tidegate_vendor_throttled_total", service="dex") == 1
     assert gw.metric("tidegate_vendor_pauses_total", service="dex", **{"from": "vendor"}) == 1
-    assert gw.metric("tidegate_vendor_pause_delayed_total", service="dex") >= 1
+    assert gw.metric("tidegate_vendor_pause_delayed_total", service="dex") == 3
 
 
 pg = pytest.mark.skipif(
@@ -201,7 +202,7 @@ def test_vendor_429_at_one_instance_pauses_the_fleet(emulator, make_gateway, pg_
     for gw in gws[1:]:
         assert gw.metric("tidegate_vendor_pauses_total", service="dex",
                          **{"from": "fleet"}) == 1
-        assert gw.metric("tidegate_vendor_pause_delayed_total", service="dex") >= 1
+        assert gw.metric("tidegate_vendor_pause_delayed_total", service="dex") == 2
     assert gws[0].metric("tidegate_vendor_pauses_total", service="dex", **{"from": "vendor"}) == 1
     # a late joiner reads the pause from its row
     emulator.fault(method="GET", path="/public/v1/budget-probe", status=429, retryAfter=4, count=1)
