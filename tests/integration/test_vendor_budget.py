@@ -5,14 +5,12 @@ then 503 UPSTREAM_BUSY with Retry-After. A vendor 429 with Retry-After pauses
 the service's calls (capped at budget.pause_max), on every instance of a
 fleet sharing PostgreSQL: the state row and its wake-up carry it."""
 import concurrent.futures
-import os
-import subprocess
 import threading
 import time
-import uuid
 
-import pytest
 import requests
+
+from test_fleet import pg_url, pytestmark as pg     # noqa: F401 (a fixture)
 
 LIST = "GET /public/v1/budget-probe"
 CREATE = "POST /public/v1/export/nope"
@@ -163,21 +161,6 @@ def test_vendor_429_pauses_the_service_and_is_capped(emulator, make_gateway):
     assert gw.metric("tidegate_vendor_throttled_total", service="dex") == 1
     assert gw.metric("tidegate_vendor_pauses_total", service="dex", **{"from": "vendor"}) == 1
     assert gw.metric("tidegate_vendor_pause_delayed_total", service="dex") == 3
-
-
-pg = pytest.mark.skipif(
-    not (os.environ.get("PGHOST") or os.environ.get("PGPORT") or os.environ.get("PGDATABASE")),
-    reason="no PostgreSQL: PG* unset (scripts/test starts one unless TG_TEST_NO_PG=1)")
-
-
-@pytest.fixture
-def pg_url():
-    schema = "budget_" + uuid.uuid4().hex[:12]
-    subprocess.run(["psql", "-qXc", f"CREATE SCHEMA {schema}"], check=True,
-                   capture_output=True, timeout=30)
-    yield f"postgresql:///?options=-csearch_path%3D{schema}"
-    subprocess.run(["psql", "-qXc", f"DROP SCHEMA {schema} CASCADE"], check=False,
-                   capture_output=True, timeout=30)
 
 
 @pg
