@@ -121,6 +121,54 @@ def test_reads_go_before_submissions(emulator, make_gateway):
     assert len(later_creates) >= 4, (later_creates, done)
 
 
+def test_gateway_polls_go_before_submissions(emulator, make_gateway):
+    gw = make_gateway(emulator, {"dex": {"budget": {"rate": 4, "burst": 1}},
+                                 "pool": {"queue_timeout": "20s"}})
+    gw.wait_tokens()
+    cids = []
+    for _ in range(3):
+        r = requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                          headers=gw.headers(), timeout=10)
+        assert r.status_code == 200, r.text
+        cids.append(r.json()["correlationId"])
+    time.sleep(0.5)
+    done = {}
+
+    def timed(name, fn):
+        def run():
+            r = fn()
+            done[name] = time.monotonic()
+            return r.status_code
+        return run
+
+    def status(cid):
+        return requests.get(gw.dex + "/public/export", params={"correlationId": cid},
+                            headers=gw.headers(), timeout=30)
+
+    creates = [timed(f"c{i}", lambda: create(gw)) for i in range(6)]
+    reads = [timed(f"r{i}", lambda: get(gw)) for i in range(6)]
+    polls = [timed(f"p{i}", lambda cid=cid: status(cid)) for i, cid in enumerate(cids)]
+
+    def later(delay, fns):
+        time.sleep(delay)
+        return parallel(fns)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        fc = [pool.submit(f) for f in creates]
+        fr = pool.submit(later, 0.1, reads)     # behind the creates
+        fp = pool.submit(later, 0.3, polls)     # behind both
+        assert [f.result() for f in fc] == [404] * 6
+        assert fr.result() == [404] * 6
+        assert all(c in (200, 202) for c in fp.result())
+    last_poll = max(done[f"p{i}"] for i in range(3))
+    # at 4/s, 0.3 s in at most two calls went: the polls beat the rest
+    later_creates = [i for i in range(6) if done[f"c{i}"] > last_poll]
+    later_reads = [i for i in range(6) if done[f"r{i}"] > last_poll]
+    assert len(later_creates) >= 4 and len(later_reads) >= 4, (later_reads, done)
+    assert gw.metric("tidegate_vendor_budget_waits_total", service="dex",
+                     **{"class": "poll"}) >= 1
+
+
 def test_queue_timeout_is_503_upstream_busy(emulator, make_gateway):
     gw = make_gateway(emulator, {"dex": {"budget": {"rate": 1, "burst": 1}},
                                  "pool": {"queue_timeout": "500ms"}})
