@@ -25,6 +25,7 @@
 #include "tidegate/gateway.h"
 #include "tidegate/http.h"
 #include "tidegate/jobs.h"
+#include "tidegate/limits.h"
 #include "tidegate/log.h"
 #include "tidegate/notify.h"
 #include "tidegate/pidfile.h"
@@ -88,6 +89,7 @@ define_configs(void)
 	(void)gw_config_define(&tg_jobs_config);
 	(void)gw_config_define(&tg_webhook_config);
 	(void)gw_config_define(&tg_runs_config);
+	(void)gw_config_define(&tg_limits_config);
 }
 
 /* Options: -c sets *path, -t *test (1; -T: 2), -s *sig; -K, -h and -V
@@ -333,15 +335,16 @@ check_user(const struct gw_config *c, int test, struct tg_priv *p, int *warn,
 
 /*
  * The features, in the order the core calls them for an operation several
- * serve: the run registry answers expired runs before the poll
+ * serve: a key's limits first (every operation counts, cached answers and
+ * long-polls too), the run registry answers expired runs before the poll
  * multiplexer, which records a job's owner before the webhook feature
  * answers a held export.
  */
 static int
 add_features(struct gw *gw, struct tg_err *err)
 {
-	if (tg_runs_register(gw, err) != 0 || tg_jobs_register(gw, err) != 0 ||
-	    tg_webhook_register(gw, err) != 0)
+	if (tg_limits_register(gw, err) != 0 || tg_runs_register(gw, err) != 0 ||
+	    tg_jobs_register(gw, err) != 0 || tg_webhook_register(gw, err) != 0)
 		return -1;
 	return 0;
 }

@@ -38,7 +38,7 @@ OWNER = {
     'webhook.h': 'webhook',
     'gateway.h': 'gateway', 'gateway_config.h': 'gateway', 'feature_apis.h': 'gateway',
     'quota.h': 'gateway',
-    'jobs.h': 'jobs', 'runs.h': 'runs',
+    'jobs.h': 'jobs', 'runs.h': 'runs', 'limits.h': 'limits',
     'emulator.h': 'emulator',
 }
 
@@ -63,7 +63,8 @@ ALLOWED = {
     'gateway': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim'},
     'jobs': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'gateway'},
     'webhook': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'gateway'},
-    'runs': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'gateway'},    'entry': set(OWNER.values()) | {'gateway'},
+    'runs': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'gateway'},
+    'limits': STATE | {'http', 'upstream', 'auth', 'ops', 'dex', 'sim', 'gateway'},    'entry': set(OWNER.values()) | {'gateway'},
 }
 
 # What a unit test may reach besides its module's layers: the tables or

@@ -57,6 +57,7 @@ PREFIXES = {
     'gateway': ('gw_', 'tg_op_', 'tg_quota_'),
     'jobs': ('tg_jobs_', 'jobs_'),
     'runs': ('tg_runs_', 'runs_'),
+    'limits': ('tg_limits_', 'lim_'),
     'emulator': ('tg_emu_', 'emu_'),
 }
 

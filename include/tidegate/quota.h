@@ -79,8 +79,9 @@ struct tg_quota_verdict {
 	int64_t left;		/* units left after this take, as this instance knows */
 	int64_t reset_s;	/* seconds until the quota is whole again */
 	int pending;		/* refused only because this instance's share is
-				 * empty while a lease is under way: wait for it
-				 * (tg_quota_wait, with a deadline) before refusing */
+				 * empty while the fleet's last answer had units: a
+				 * lease is under way, wait for it (tg_quota_wait,
+				 * with a deadline) before refusing */
 };
 
 /* ---- the store the shares are leased from ---- */
@@ -90,7 +91,8 @@ struct tg_quota_grant {
 	int64_t granted;	/* take: units granted, 0..n */
 	int64_t wait_ms;	/* RATE: until the fleet's next unit (0: now) */
 	int64_t left;		/* RATE: units the fleet's bucket holds after it */
-	int64_t used;		/* DAY: the day's units used, fleet-wide; SLOTS: held fleet-wide */
+	int64_t used;		/* DAY: the day's units used, fleet-wide; SLOTS: what this
+				 * instance holds after it */
 	int64_t instances;	/* live instances the store knows of (0: unknown) */
 };
 typedef void (*tg_quota_store_cb)(int rc, const struct tg_quota_grant *g, void *arg);
@@ -112,6 +114,17 @@ struct tg_quota_store {
 	void (*cancel)(void *ctx, void *op);
 	void *ctx;
 };
+
+struct tg_state;
+/**
+ * The store over the state seam (st borrowed, outliving the store): its
+ * quota domain, and the live instances it counts (each instance says it
+ * is live every 5 s, for 15 s). The caller takes ownership.
+ */
+struct tg_quota_store *tg_quota_store_state(struct tg_state *st);
+/** Free a store made by tg_quota_store_state (takes ownership; NULL ok),
+ * after the client using it. */
+void tg_quota_store_state_free(struct tg_quota_store *store);
 
 /** The client's settings; zero fields take their defaults. */
 struct tg_quota_opts {

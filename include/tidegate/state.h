@@ -629,6 +629,43 @@ struct tg_state_op *tg_state_owners_prune(struct tg_state *st, int64_t now_ms,
 /** cb's n: records held (st borrowed). */
 struct tg_state_op *tg_state_owners_count(struct tg_state *st, tg_state_num_cb cb, void *arg);
 
+/* ---- quotas: the fleet's figures of the quota engine's limits ----
+ * (src/gateway/quota*.c leases its shares here; every name borrowed,
+ * copied.) A rate: interval_us and burst as rate.h's, times in µs since
+ * the epoch. A day: day is the UTC day (days since the epoch). Slots: the
+ * units this instance (state.instance) holds until expires_ms, renewed by
+ * each take (n may be 0); expired holdings free themselves. */
+
+/** Take up to n units of rate name at now_us: cb's a the units granted
+ * (0..n), b the fleet's TAT after it. */
+struct tg_state_op *tg_state_quota_rate_take(struct tg_state *st, const char *name,
+    int64_t interval_us, int64_t burst, int64_t n, int64_t now_us, tg_state_pair_cb cb,
+    void *arg);
+/** Give back n units of rate name (borrowed) taken and not used (the TAT
+ * moves back, never behind now_us). */
+struct tg_state_op *tg_state_quota_rate_give(struct tg_state *st, const char *name,
+    int64_t interval_us, int64_t burst, int64_t n, int64_t now_us, tg_state_done_cb cb,
+    void *arg);
+/** Take up to n of the limit units of day name (borrowed): cb's a
+ * granted, b the day's units used after it (fleet-wide). */
+struct tg_state_op *tg_state_quota_day_take(struct tg_state *st, const char *name,
+    int64_t day, int64_t limit, int64_t n, tg_state_pair_cb cb, void *arg);
+/** Give back n units of day name (borrowed; never below 0). */
+struct tg_state_op *tg_state_quota_day_give(struct tg_state *st, const char *name,
+    int64_t day, int64_t n, tg_state_done_cb cb, void *arg);
+/** Hold up to n more of the limit slots of name (borrowed), the holding
+ * now lasting until expires_ms: cb's a granted, b this instance's holding after it. */
+struct tg_state_op *tg_state_quota_slots_take(struct tg_state *st, const char *name,
+    int64_t limit, int64_t n, int64_t now_ms, int64_t expires_ms, tg_state_pair_cb cb,
+    void *arg);
+/** Hold n fewer slots of name (borrowed; never below 0). */
+struct tg_state_op *tg_state_quota_slots_give(struct tg_state *st, const char *name,
+    int64_t n, tg_state_done_cb cb, void *arg);
+/** This instance counts as live until until_ms (st borrowed): cb's n the
+ * live instances (this one included) at now_ms. */
+struct tg_state_op *tg_state_quota_members(struct tg_state *st, int64_t now_ms,
+    int64_t until_ms, tg_state_num_cb cb, void *arg);
+
 /* ---- vendor token records ---- */
 
 /** The token held for service (st, service borrowed); NOT_FOUND when none. */

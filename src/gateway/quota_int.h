@@ -32,6 +32,7 @@ struct tg_quota_limit {
 	int64_t fleet_wait_until_us;	/* RATE: the fleet's next unit */
 	int64_t fb_used;		/* SLOTS, DAY on the fallback share */
 	int fallback;
+	int dry;			/* the last lease brought nothing: the fleet has none */
 	int64_t demand;			/* units asked since the last tick */
 	double per_s;			/* demand a second, smoothed */
 	int64_t last_grant_us;

@@ -63,7 +63,7 @@ took_cb(int rc, const struct tg_quota_grant *g, void *arg)
 		if (g->instances > 0)
 			l->q->instances = g->instances;
 		if (l->def.kind == TG_QUOTA_SLOTS)
-			l->held += g->granted;
+			l->held = g->used;	/* a holding that expired meanwhile is gone */
 		else
 			l->share += g->granted;
 		if (l->def.kind == TG_QUOTA_DAY)
@@ -74,6 +74,7 @@ took_cb(int rc, const struct tg_quota_grant *g, void *arg)
 		}
 		if (g->granted > 0)
 			l->last_grant_us = now_us;
+		l->dry = g->granted == 0 && l->op_n > 0;
 	} else if (!l->removed) {
 		fall_back(l);
 	}

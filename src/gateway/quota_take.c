@@ -164,8 +164,7 @@ take_share(struct tg_quota_limit *l, int64_t n, int64_t now_us, int *pending)
 	int64_t have = l->def.kind == TG_QUOTA_SLOTS ? l->held - l->in_use : l->share;
 
 	if (have < n) {
-		*pending = l->op != NULL || l->def.kind != TG_QUOTA_DAY
-		    || l->used < l->def.limit;
+		*pending = !l->dry;
 		if (!l->op)
 			event_active(l->renew, 0, 0);
 		if (l->def.kind == TG_QUOTA_DAY && l->used + n > l->def.limit)

@@ -17,6 +17,7 @@ static const struct tg_db_table *const tables[] = {
 	&tg_state_outbox_key_stmts,
 	&tg_state_payload_stmts,
 	&tg_state_payload_rows_stmts,
+	&tg_state_quota_stmts,
 };
 
 const struct tg_db_list tg_state_db_stmts = { tables, sizeof(tables) / sizeof(tables[0]) };

@@ -216,7 +216,38 @@ static const char *const v_keys[] = {
 	NULL,
 };
 
-static const char *const *const migrations[] = { v1, v2, v_runs, v_owner_keys, v_keys };
+/* The quota engine's figures (../quota.c): a rate's TAT, a day's count,
+ * each instance's slots and the members; the function takes slots under
+ * the limit's row lock, then sums (each statement sees the commits before
+ * it, which one statement with its single snapshot would not). */
+static const char *const v_quota[] = {
+	"CREATE TABLE quota_rate (name text PRIMARY KEY, tat bigint NOT NULL,"
+	" granted bigint NOT NULL DEFAULT 0)",
+	"CREATE TABLE quota_day (name text NOT NULL, day bigint NOT NULL,"
+	" used bigint NOT NULL, granted bigint NOT NULL DEFAULT 0, PRIMARY KEY (name, day))",
+	"CREATE TABLE quota_slot_limits (name text PRIMARY KEY)",
+	"CREATE TABLE quota_slots (name text NOT NULL, instance text NOT NULL,"
+	" held bigint NOT NULL, granted bigint NOT NULL DEFAULT 0, expires bigint NOT NULL,"
+	" PRIMARY KEY (name, instance))",
+	"CREATE TABLE quota_members (instance text PRIMARY KEY, until bigint NOT NULL)",
+	"CREATE FUNCTION tidegate_quota_slots(p_name text, p_inst text, p_n bigint,"
+	" p_limit bigint, p_now bigint, p_exp bigint, OUT granted bigint, OUT held bigint)"
+	" LANGUAGE plpgsql AS $$ DECLARE s bigint; BEGIN"
+	" INSERT INTO quota_slot_limits (name) VALUES (p_name) ON CONFLICT DO NOTHING;"
+	" PERFORM 1 FROM quota_slot_limits l WHERE l.name = p_name FOR UPDATE;"
+	" DELETE FROM quota_slots q WHERE q.name = p_name AND q.expires < p_now;"
+	" SELECT coalesce(sum(q.held), 0) INTO s FROM quota_slots q WHERE q.name = p_name;"
+	" granted := GREATEST(0, LEAST(p_n, p_limit - s));"
+	" INSERT INTO quota_slots AS q (name, instance, held, expires)"
+	" VALUES (p_name, p_inst, granted, p_exp) ON CONFLICT (name, instance) DO UPDATE"
+	" SET held = q.held + EXCLUDED.held, expires = EXCLUDED.expires"
+	" RETURNING q.held INTO held;"
+	" END $$",
+	NULL,
+};
+
+static const char *const *const migrations[] = { v1, v2, v_runs, v_owner_keys, v_keys,
+	v_quota };
 
 const char *
 tg_state_pg_sql(const struct pg *pg, int i)

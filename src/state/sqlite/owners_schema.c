@@ -34,8 +34,22 @@ static const char *const v2[] = {
 	NULL,
 };
 
-static const char *const *const versions[] = { v1, v2 };
+/* The quota engine's figures (../quota.c), here because this file is
+ * always open and a day's count must survive a restart. */
+static const char *const v3[] = {
+	"CREATE TABLE quota_rate (name TEXT PRIMARY KEY, tat INTEGER NOT NULL,"
+	" granted INTEGER NOT NULL DEFAULT 0)",
+	"CREATE TABLE quota_day (name TEXT NOT NULL, day INTEGER NOT NULL,"
+	" used INTEGER NOT NULL, granted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (name, day))",
+	"CREATE TABLE quota_slots (name TEXT NOT NULL, instance TEXT NOT NULL,"
+	" held INTEGER NOT NULL, granted INTEGER NOT NULL DEFAULT 0, expires INTEGER NOT NULL,"
+	" PRIMARY KEY (name, instance))",
+	"CREATE TABLE quota_members (instance TEXT PRIMARY KEY, until INTEGER NOT NULL)",
+	NULL,
+};
+
+static const char *const *const versions[] = { v1, v2, v3 };
 
 const struct sq_schema tg_state_sq_owners_schema = {
-	.name = "owners", .nversions = 2, .versions = versions,
+	.name = "owners", .nversions = 3, .versions = versions,
 };

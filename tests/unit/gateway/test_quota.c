@@ -3,19 +3,24 @@
  * answers the test gives: the local rules (rate, slots, day) with their
  * figures and waiters; batches sized to demand, renewal at low water,
  * units handed back after the hold; the deadline of a lease and the
- * fallback share while the store does not answer, then recovery; reload.
+ * fallback share while the store does not answer, then recovery; reload;
+ * and a day leased from the real SQLite state, which survives a restart.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <event2/event.h>
 
 #include "tidegate/clock.h"
 #include "tidegate/quota.h"
+#include "tidegate/state.h"
 
 #define S	1000000LL
 
@@ -41,7 +46,7 @@ answer(int rc)
 	if (rc == 0)
 		F.pool -= g.granted;
 	g.instances = F.instances;
-	g.used = 1000 - F.pool;
+	g.used = 1000 - F.pool;		/* one client: all it holds */
 	F.pending = 0;
 	F.cb(rc, &g, F.arg);
 }
@@ -238,7 +243,12 @@ test_lease_batches(void **state)
 	run_events();	/* under half a batch left: renewed before running out */
 	assert_int_equal(F.takes, 3);
 	assert_int_equal(F.pending, 1);
-	answer(0);
+	F.pool = 0;
+	answer(0);	/* the fleet has none: refused without waiting */
+	for (i = 0; i < 400; i++)
+		tg_quota_take(l, 1, now, NULL);
+	assert_int_equal(tg_quota_take(l, 1, now, &v), -1);
+	assert_int_equal(v.pending, 0);
 	tg_quota_free(q);
 }
 
@@ -368,6 +378,82 @@ test_reload(void **state)
 	tg_quota_free(q);
 }
 
+/* Take one unit, waiting (at most ~2 s) while a lease is under way. */
+static int
+take_waiting(struct tg_quota_limit *l)
+{
+	struct tg_quota_verdict v;
+	int i;
+
+	for (i = 0; i < 2000; i++) {
+		struct timeval tv = { 0, 1000 };
+
+		if (tg_quota_take(l, 1, tg_clock_mono_us(), &v) == 0)
+			return 0;
+		if (!v.pending)
+			return -1;
+		event_base_loopexit(base, &tv);
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	return -1;
+}
+
+static struct tg_state *
+sqlite_state(const char *dir)
+{
+	char path[128];
+	struct tg_owners_opts wo = { .max_rows = 10 };
+	struct tg_state_opts opts = { .owners = &wo };
+	struct tg_err err;
+	struct tg_state *st;
+
+	snprintf(path, sizeof(path), "%s/owners.db", dir);
+	wo.path = path;
+	st = tg_state_open(base, &opts, &err);
+	assert_non_null(st);
+	return st;
+}
+
+/* A day leased from SQLite (one instance): its count is the file's, so a
+ * restart neither forgets what was used nor loses what was handed back. */
+static void
+test_sqlite_day_survives_restart(void **state)
+{
+	struct tg_quota_def d = { "key:a:daily:export", TG_QUOTA_DAY, 0, 0, 3 };
+	char dir[] = "/tmp/tg-quota-XXXXXX", cmd[64];
+	struct tg_quota_store *store;
+	struct tg_quota_limit *l;
+	struct tg_quota *q;
+	struct tg_state *st;
+	int i, got = 0;
+
+	assert_non_null(mkdtemp(dir));
+	st = sqlite_state(dir);
+	store = tg_quota_store_state(st);
+	q = client(store, 0, &d, 1);
+	l = tg_quota_find(q, d.name);
+	assert_int_equal(take_waiting(l), 0);
+	assert_int_equal(take_waiting(l), 0);
+	tg_quota_free(q);		/* a leased unit not taken goes back */
+	for (i = 0; i < 50; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK), usleep(2000);
+	tg_quota_store_state_free(store);
+	tg_state_close(st);
+	st = sqlite_state(dir);
+	store = tg_quota_store_state(st);
+	q = client(store, 0, &d, 1);
+	l = tg_quota_find(q, d.name);
+	for (i = 0; i < 3; i++)
+		got += take_waiting(l) == 0;
+	assert_int_equal(got, 1);
+	assert_int_equal(tg_quota_limit_fallback(l), 0);
+	tg_quota_free(q);
+	tg_quota_store_state_free(store);
+	tg_state_close(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int
 main(void)
 {
@@ -382,6 +468,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_error_fallback_whole_limit, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_day_survives_restart, setup,
+		    teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3515,7 +3515,7 @@ test_owners_file_v1(void **state)
 		assert_string_equal(owner_of(q, T0 + 9), "b");
 	}
 	assert_string_equal(sqlite_value(F.owners, "PRAGMA journal_mode"), "wal");
-	assert_string_equal(sqlite_value(F.owners, "PRAGMA user_version"), "2");
+	assert_string_equal(sqlite_value(F.owners, "PRAGMA user_version"), "3");
 }
 
 static void
@@ -4721,6 +4721,206 @@ test_open_errors(void **state)
 	assert_string_equal(tg_state_rc_str(TG_STATE_CONFLICT), "conflict");
 }
 
+/* ---- quotas ---- */
+
+#define Q_US	(T0 * 1000)	/* a fixed "now" in µs */
+
+/* A rate of 10/s with a burst of 5: the grant and the TAT come from one
+ * statement; units given back are there again, never more than a burst. */
+static void
+test_quota_rate(void **state)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_quota_rate_take(F.st, "key:a:rate", 100000, 5, 3, Q_US, on_pair, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 3);
+	assert_int_equal(w.n2, Q_US + 300000);
+	wait_clear(&w);
+	settle(tg_state_quota_rate_take(F.st, "key:a:rate", 100000, 5, 5, Q_US, on_pair, &w), &w);
+	assert_int_equal(w.n, 2);
+	assert_int_equal(w.n2, Q_US + 500000);
+	wait_clear(&w);
+	settle(tg_state_quota_rate_take(F.st, "key:a:rate", 100000, 5, 1, Q_US + 99999, on_pair,
+	    &w), &w);
+	assert_int_equal(w.n, 0);
+	wait_clear(&w);
+	settle(tg_state_quota_rate_take(F.st, "key:a:rate", 100000, 5, 2, Q_US + 100000, on_pair,
+	    &w), &w);
+	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+	settle(tg_state_quota_rate_give(F.st, "key:a:rate", 100000, 5, 9, Q_US + 100000, on_done,
+	    &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	settle(tg_state_quota_rate_take(F.st, "key:a:rate", 100000, 5, 9, Q_US + 100000, on_pair,
+	    &w), &w);
+	assert_int_equal(w.n, 5);		/* full again, not more */
+	wait_clear(&w);
+	/* a clock far ahead of the row: a full burst, no more */
+	settle(tg_state_quota_rate_take(F.st, "key:a:rate", 100000, 5, 9, Q_US + 3600000000LL,
+	    on_pair, &w), &w);
+	assert_int_equal(w.n, 5);
+	wait_clear(&w);
+	settle(tg_state_quota_rate_take(F.st, "", 100000, 5, 1, Q_US, on_pair, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	wait_clear(&w);
+}
+
+/* A day's units: granted up to the limit, given back, a new day whole. */
+static void
+test_quota_day(void **state)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_quota_day_take(F.st, "key:a:daily:export", 19000, 3, 2, on_pair, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 2);
+	assert_int_equal(w.n2, 2);
+	wait_clear(&w);
+	settle(tg_state_quota_day_take(F.st, "key:a:daily:export", 19000, 3, 2, on_pair, &w), &w);
+	assert_int_equal(w.n, 1);
+	assert_int_equal(w.n2, 3);
+	wait_clear(&w);
+	settle(tg_state_quota_day_give(F.st, "key:a:daily:export", 19000, 1, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	settle(tg_state_quota_day_take(F.st, "key:a:daily:export", 19000, 3, 5, on_pair, &w), &w);
+	assert_int_equal(w.n, 1);
+	assert_int_equal(w.n2, 3);
+	wait_clear(&w);
+	settle(tg_state_quota_day_take(F.st, "key:a:daily:export", 19001, 3, 5, on_pair, &w), &w);
+	assert_int_equal(w.n, 3);
+	wait_clear(&w);
+}
+
+/* Slots: held up to the limit, given back, and a holding past its expiry
+ * freed by the next take. */
+static void
+test_quota_slots(void **state)
+{
+	struct wait w = { 0 };
+
+	settle(tg_state_quota_slots_take(F.st, "key:a:slots", 3, 2, T0, T0 + 4000, on_pair, &w),
+	    &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 2);
+	assert_int_equal(w.n2, 2);
+	wait_clear(&w);
+	settle(tg_state_quota_slots_take(F.st, "key:a:slots", 3, 2, T0, T0 + 4000, on_pair, &w),
+	    &w);
+	assert_int_equal(w.n, 1);
+	assert_int_equal(w.n2, 3);
+	wait_clear(&w);
+	settle(tg_state_quota_slots_give(F.st, "key:a:slots", 2, on_done, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	settle(tg_state_quota_slots_take(F.st, "key:a:slots", 3, 0, T0, T0 + 4000, on_pair, &w),
+	    &w);
+	assert_int_equal(w.n, 0);		/* renewed only */
+	assert_int_equal(w.n2, 1);
+	wait_clear(&w);
+	settle(tg_state_quota_slots_take(F.st, "key:a:slots", 3, 5, T0 + 4001, T0 + 8000, on_pair,
+	    &w), &w);
+	assert_int_equal(w.n, 3);		/* the expired holding freed */
+	assert_int_equal(w.n2, 3);
+	wait_clear(&w);
+	settle(tg_state_quota_members(F.st, T0, T0 + 1000, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+}
+
+struct quota_sum {
+	int answers, errors;
+	int64_t granted;
+};
+
+static void
+on_quota_sum(const struct tg_state_res *res, int64_t a, int64_t b, void *arg)
+{
+	struct quota_sum *q = arg;
+
+	q->answers++;
+	q->errors += res->rc != TG_STATE_OK;
+	q->granted += a;
+}
+
+/* Run the loop until want answers came (at most ~10 s). */
+static void
+quota_settle(struct quota_sum *q, int want)
+{
+	int i;
+
+	for (i = 0; i < 10000 && q->answers < want; i++) {
+		struct timeval tv = { 0, 1000 };
+
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, EVLOOP_ONCE);
+	}
+	assert_int_equal(q->answers, want);
+	assert_int_equal(q->errors, 0);
+}
+
+/* Two handles (two instances) taking at once, 300 takes of 1 each of
+ * each kind in flight together: the fleet never grants more than the limit, and grants
+ * all of it. */
+static void
+test_fleet_quota(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .instance = "gw-b" };
+	struct quota_sum r = { 0 }, d = { 0 }, sl = { 0 };
+	struct tg_state *st[2];
+	char q[160];
+	struct tg_err err;
+	struct wait w = { 0 };
+	int i;
+
+	st[0] = F.st;
+	st[1] = tg_state_open(F.base, &opts, &err);
+	assert_non_null(st[1]);
+	for (i = 0; i < 300; i++) {
+		tg_state_quota_rate_take(st[i % 2], "vendor:dex:rate", 1000, 100, 1, Q_US,
+		    on_quota_sum, &r);
+		tg_state_quota_day_take(st[i % 2], "key:a:daily:export", 19000, 100, 1, on_quota_sum,
+		    &d);
+		tg_state_quota_slots_take(st[i % 2], "key:a:slots", 100, 1, T0, T0 + 4000,
+		    on_quota_sum, &sl);
+	}
+	quota_settle(&r, 300);
+	quota_settle(&d, 300);
+	quota_settle(&sl, 300);
+	assert_int_equal(r.granted, 100);
+	assert_int_equal(d.granted, 100);
+	assert_int_equal(sl.granted, 100);
+	/* a take waits for the limit's row lock (held here by another
+	 * transaction) before it sums: what makes the bound hold */
+	snprintf(q, sizeof(q), "SELECT 1 FROM %s.quota_slot_limits WHERE name = 'key:a:slots'"
+	    " FOR UPDATE", F.schema);
+	assert_int_equal(side_exec("BEGIN"), 0);
+	assert_int_equal(side_exec(q), 0);
+	memset(&sl, 0, sizeof(sl));
+	tg_state_quota_slots_take(st[1], "key:a:slots", 100, 1, T0 + 5000, T0 + 9000,
+	    on_quota_sum, &sl);
+	for (i = 0; i < 200; i++) {
+		struct timeval tv = { 0, 1000 };
+
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, EVLOOP_ONCE);
+	}
+	assert_int_equal(sl.answers, 0);
+	assert_int_equal(side_exec("COMMIT"), 0);
+	quota_settle(&sl, 1);
+	assert_int_equal(sl.granted, 1);	/* the old holdings expired at T0 + 4000 */
+	settle(tg_state_quota_members(st[1], T0, T0 + 1000, on_num, &w), &w);
+	wait_clear(&w);
+	settle(tg_state_quota_members(F.st, T0, T0 + 1000, on_num, &w), &w);
+	assert_int_equal(w.n, 2);
+	wait_clear(&w);
+	tg_state_close(st[1]);
+}
+
 #define T_(f, needs)	{ { #f, f, setup, teardown, NULL }, (needs) }
 
 int
@@ -4766,6 +4966,8 @@ main(void)
 		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
 		T_(test_fleet_frozen_idle, D_FLEET), T_(test_fleet_deadline_backlog, D_FLEET),
 		T_(test_open_errors, D_LOCAL),
+		T_(test_quota_rate, D_SHARED), T_(test_quota_day, D_SHARED),
+		T_(test_quota_slots, D_SHARED), T_(test_fleet_quota, D_FLEET),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];
 	const char *why;
