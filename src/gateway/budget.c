@@ -3,7 +3,8 @@
  * API upstream (upstream.h): at most budget.rate requests a second with
  * budget.burst at once and budget.concurrent in flight, two limits of the
  * quota engine's lease client (quota.h: "vendor:<svc>:rate" and
- * "vendor:<svc>:slots", taken in memory, their waiters waking the queue),
+ * "vendor:<svc>:slots", taken in memory from shares leased from the
+ * fleet's figures in the state, their waiters waking the queue),
  * and the pause a vendor's 429 (or 503) with Retry-After asks for. Kept
  * in struct gw, so a reload changes the limits without resetting what
  * was used; the current runtime's upstream is the one gated and woken.
@@ -41,6 +42,7 @@ struct gw_budget {
 	struct tg_upstream *up;		/* the current runtime's API (borrowed) */
 	int gated;			/* the gate is set on up */
 	struct tg_quota *q;		/* the limits' client, made with the first */
+	struct tg_quota_store *store;	/* q's, over the state; NULL: none */
 	struct tg_quota_limit *rate, *slots;	/* borrowed from q; NULL: none */
 	struct tg_quota_waiter rate_w, slots_w;
 	int rate_waiting, slots_waiting;
@@ -288,6 +290,24 @@ on_wake(const char *topic, const char *what, void *arg)
 		pause_take(b, until, 1);
 }
 
+/* The lease client of b's limits: over the state's quota domain, leasing
+ * the fleet's rate and slots when the state is shared (PostgreSQL), the
+ * limits local to the instance without one. */
+static void
+client_new(struct gw_budget *b)
+{
+	struct tg_quota_opts o = { 0 };
+	struct tg_state_health h = { 0 };
+
+	if (b->gw->state != NULL) {
+		tg_state_health(b->gw->state, &h);
+		b->store = tg_quota_store_state(b->gw->state);
+		o.timeout_ms = tg_state_timeout_ms(b->gw->state);
+	}
+	o.fleet = h.shared;
+	b->q = tg_quota_new(b->gw->base, b->store, &o);
+}
+
 /* The limits of c (borrowed) defined in b's client, made with the first
  * limit (its timer runs only while a budget is set); a limit kept by
  * name keeps what was used. */
@@ -314,7 +334,7 @@ limits_define(struct gw_budget *b, const struct gw_service_cfg *c)
 	}
 	waits_cancel(b);
 	if (b->q == NULL && n > 0)
-		b->q = tg_quota_new(b->gw->base, NULL, NULL);
+		client_new(b);
 	if (b->q != NULL && tg_quota_define(b->q, d, n, &err) != 0)
 		tg_log(TG_LOG_ERROR, "vendor_budget_refused", TG_LS("service", b->name),
 		    TG_LS("error", err.msg));	/* the key table's bounds keep it valid */
@@ -381,6 +401,7 @@ gw_budget_free(struct gw_budget *b)
 		return;
 	waits_cancel(b);
 	tg_quota_free(b->q);
+	tg_quota_store_state_free(b->store);	/* after its client */
 	tg_state_cancel(b->write);
 	tg_state_cancel(b->fetch);
 	if (b->watch != NULL)

@@ -242,3 +242,26 @@ def test_vendor_429_at_one_instance_pauses_the_fleet(emulator, make_gateway, pg_
                                    "dex": {"budget": {"pause_max": "10s"}}})
     late.wait_tokens()
     assert late.metric("tidegate_vendor_pauses_total", service="dex", **{"from": "fleet"}) == 1
+
+
+@pg
+def test_rate_budget_holds_for_the_fleet(emulator, make_gateway, pg_url):
+    gws = [make_gateway(emulator, {"state": {"url": pg_url, "instance": f"gw{i}"},
+                                   "dex": {"budget": {"rate": 10, "burst": 5}},
+                                   "pool": {"queue_timeout": "20s"}})
+           for i in range(3)]
+    for gw in gws:
+        gw.wait_tokens()
+    time.sleep(1)
+    s = Sampler(emulator, LIST)
+    t0 = time.monotonic()
+    # uneven: the first instance gets half the callers
+    targets = [gws[0]] * 18 + [gws[1]] * 9 + [gws[2]] * 9
+    codes = [r.status_code for r in parallel([lambda g=g: get(g) for g in targets])]
+    took = time.monotonic() - t0
+    samples = s.stop()
+    assert codes == [404] * 36
+    # the fleet's 10/s with 5 at once: 31 more take 3.1 s, whatever instance
+    assert took >= 2.8, took
+    for t, n in samples:
+        assert n <= 5 + 10 * t + 2, (t, n, samples)
