@@ -142,6 +142,8 @@ struct gw {
 	struct tg_worker *worker;	/* checks large bodies off the loop */
 	struct tg_state *state;		/* durable and shared state (state.h), borrowed:
 					 * the entry point opens and closes it */
+	struct gw_budget *budget[2];	/* the vendor's budget per service (budget.c),
+					 * owned, kept across reloads */
 	/* registered features (feature.c), and their per-request roles
 	 * resolved once (NULL: none), so a request costs what it did */
 	const struct gw_feature *feat[GW_MAX_FEATURES];
@@ -536,6 +538,9 @@ struct gw_vcall_req {
 	const struct gw_trace *trace;	/* who the call is for (copied); NULL: the gateway */
 	int token_endpoint;		/* to the service's login endpoint (sim: auth_url
 					 * or token_url), not its API */
+	int klass;			/* enum tg_up_class in the queue and the vendor's
+					 * budget; 0: a login for token_endpoint, else
+					 * a read for GET and HEAD, a submission otherwise */
 };
 struct gw_vcall_cbs {
 	/* The answer, as tg_up_cbs: headers borrowed until on_done returns. */

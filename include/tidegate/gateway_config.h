@@ -77,6 +77,9 @@ struct gw_service_cfg {
 	int64_t replay_max_body;
 	char *routes[TG_OP_COUNT];	/* upstream path templates by op */
 	int validate;		/* check requests before they are sent */
+	double budget_rate;	/* vendor budget: requests/s (0: none) */
+	long long budget_burst, budget_concurrent;	/* 0: a second's worth / none */
+	int64_t budget_pause_max;	/* cap of a vendor's Retry-After pause, ms */
 	int strict;		/* dex: unknown export members are errors */
 	char *wp_status_field;	/* dex: "status" or "statuses" for work packages */
 	struct tg_case_rules cases;	/* sim: fixableType kinds, entry rules */

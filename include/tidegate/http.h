@@ -103,6 +103,11 @@ void tg_reply_json(struct evhttp_request *req, int status, yajl_gen g);
 /** Retry-After in delta-seconds (0 to 86399) as ms; -1 when absent or
  * anything else. h (borrowed) may be NULL. */
 int64_t tg_http_retry_after_ms(const struct evkeyvalq *h);
+/** A Retry-After value v (borrowed, may be NULL) in either form,
+ * delta-seconds or an HTTP date (read against now_s, Unix seconds), as
+ * seconds from now capped at max_s: 0 for a date passed, -1 when v is
+ * neither. */
+int64_t tg_http_retry_after_s(const char *v, int64_t now_s, int64_t max_s);
 /** Send body (borrowed; drained) with content type ctype (borrowed, may be
  * NULL: the Content-Type already set stays). To a HEAD, the head alone,
  * with the body's Content-Length. */

@@ -288,4 +288,54 @@ void tg_upstream_foreach_owner(const struct tg_upstream *u, tg_upstream_owner_cb
 /** Name of err (static, borrowed). */
 const char *tg_up_error_str(enum tg_up_error err);
 
+/*
+ * Priority classes of the queue and a gate in front of the vendor. The
+ * queue starts the oldest waiting request of the first class that has one
+ * (then owner caps as above); urgent requests (logins; the default) never
+ * pass the gate, every other class asks it before it is started.
+ */
+enum tg_up_class {
+	TG_UP_CLASS_URGENT = 0,	/* logins: first, never held back by the gate */
+	TG_UP_CLASS_POLL,	/* the gateway's polls for coalesced callers */
+	TG_UP_CLASS_READ,	/* callers' own reads */
+	TG_UP_CLASS_CREATE,	/* callers' submissions */
+	TG_UP_NCLASS
+};
+/** Name of a class (static, borrowed). */
+const char *tg_up_class_str(enum tg_up_class k);
+/** Set r's class (r borrowed): right after send, like tg_up_req_set_owner. */
+void tg_up_req_set_class(struct tg_up_req *r, enum tg_up_class k);
+/** tg_up_req_set_owner and tg_up_req_set_class in one step (r borrowed,
+ * owner copied). */
+void tg_up_req_set_owner_class(struct tg_up_req *r, const char *owner, enum tg_up_class k);
+
+/*
+ * The gate (a vendor budget): take asks for one request of class k,
+ * queued since queued_ms (tg_clock_mono_ms), to start: 1 when it may (it then holds what it took until put), else 0
+ * with *wait_ms the time after which to ask again (-1: until
+ * tg_upstream_gate_kick). A refusal of class k refuses every later class
+ * too. put hands back what take gave: unused 1 when nothing was sent.
+ * Both run on the loop, never re-entering the upstream.
+ */
+struct tg_up_gate {
+	int (*take)(void *arg, enum tg_up_class k, int64_t queued_ms, int64_t *wait_ms);
+	void (*put)(void *arg, enum tg_up_class k, int unused);
+	void *arg;
+};
+/** Put gate (copied; its arg borrowed, outliving u) in front of u, or
+ * none (NULL). u borrowed. */
+void tg_upstream_set_gate(struct tg_upstream *u, const struct tg_up_gate *gate);
+/** The gate may admit again: look at the queue (u borrowed). */
+void tg_upstream_gate_kick(struct tg_upstream *u);
+/* Per class, since _new: requests the gate held back (queued while it
+ * refused; counted once each, when they start or time out), and requests
+ * failed with TG_UP_BUSY. */
+struct tg_upstream_class_stats {
+	unsigned long long gate_waits[TG_UP_NCLASS];
+	unsigned long long timeouts[TG_UP_NCLASS];
+	size_t queued[TG_UP_NCLASS];
+};
+/** st filled (borrowed; u borrowed). */
+void tg_upstream_class_stats(const struct tg_upstream *u, struct tg_upstream_class_stats *st);
+
 #endif

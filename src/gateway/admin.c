@@ -307,6 +307,7 @@ metrics(struct gw *gw, struct evhttp_request *req)
 	render_owners(gw, b);
 	gw_admin_state_metrics(gw, b);
 	gw_admin_origins_metrics(gw, b);
+	gw_admin_budget_metrics(gw, b);
 	gw_scrape(gw, req, b);	/* takes b; replies once every feature's part is in */
 }
 

@@ -62,7 +62,21 @@ static const struct tg_cfg_key key_keys[] = {
 	KB(#svc ".replay_max_body", TG_CFG_SIZE, svc.replay_max_body, "10MB", 0, 4294967296.0, \
 	   "largest body replayed after a vendor 401 (bigger: the 401 is relayed)"), \
 	K(#svc ".validate", TG_CFG_BOOL, svc.validate, "true", \
-	  "check requests before sending them (400 listing every problem)")
+	  "check requests before sending them (400 listing every problem)"), \
+	KB(#svc ".budget.rate", TG_CFG_DOUBLE, svc.budget_rate, "0", 0, 1e6, \
+	   "vendor budget: requests a second to the vendor's API, for the whole fleet (0: no " \
+	   "limit); over it " \
+	   "calls wait in the queue (pool.queue_timeout), gateway polls first, " \
+	   "submissions last"), \
+	KB(#svc ".budget.burst", TG_CFG_INT, svc.budget_burst, "0", 0, 1e9, \
+	   "vendor budget: requests above budget.rate sent at once after a quiet spell " \
+	   "(0: one second's worth)"), \
+	KB(#svc ".budget.concurrent", TG_CFG_INT, svc.budget_concurrent, "0", 0, 65536, \
+	   "vendor budget: requests in flight to the vendor's API at most, for the whole " \
+	   "fleet (0: no limit)"), \
+	KB(#svc ".budget.pause_max", TG_CFG_DURATION, svc.budget_pause_max, "60s", 1000, \
+	   3.6e6, "longest pause a vendor's 429 (or 503) Retry-After imposes on the " \
+	   "service's calls, a longer one is cut to this")
 
 const struct tg_cfg_key gw_config_keys[] = {
 	K("listen.dex", TG_CFG_ADDR, listen_dex, "127.0.0.1:8080", "data exchange listener"),

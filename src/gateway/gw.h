@@ -135,6 +135,29 @@ void gw_feat_scan_free(struct gw *gw, int id, void *scan);
 /** check of every feature of r's op; scan (taken) goes to feature id (-1: none). */
 void gw_feat_check(struct gw_req *r, int id, void *scan, struct tg_problems *p);
 
+/* budget.c: the vendor's budget of each service and the fleet's pause. */
+struct gw_budget;
+struct gw_budget_stats {
+	unsigned long long throttled;		/* vendor 429s seen */
+	unsigned long long pauses_local;	/* pauses from a vendor answer here */
+	unsigned long long pauses_remote;	/* pauses told by another instance */
+	unsigned long long delayed;		/* calls held back by a pause */
+	int64_t paused_ms;			/* the pause left now */
+	long long inflight;			/* calls holding a concurrency slot */
+};
+/** gw->budget of s (both borrowed; made on first use) set from s's
+ * budget.* keys and gating s's API upstream; what was used is kept. */
+void gw_budget_attach(struct gw *gw, struct gw_service *s);
+/** s (borrowed) is going away: its upstream no longer woken. */
+void gw_budget_detach(struct gw *gw, struct gw_service *s);
+/** Takes b; NULL-safe. After every upstream it gated is freed. */
+void gw_budget_free(struct gw_budget *b);
+/** A vendor's status with its headers h (borrowed): a 429 counted, a
+ * Retry-After on a 429 or 503 a pause of the fleet (b borrowed). */
+void gw_budget_seen(struct gw_budget *b, int status, const struct evkeyvalq *h);
+/** b's counters into st (b may be NULL: zeros; both borrowed). */
+void gw_budget_stats(const struct gw_budget *b, struct gw_budget_stats *st);
+
 /* vendor.c: the services' token sources (the core's only use of the
  * token API besides the calls). */
 /** The login endpoint's upstream and the token source of s (borrowed),
@@ -388,6 +411,8 @@ int gw_admin_state_ready(struct gw *gw, yajl_gen g);
 /* admin_origins.c: the vendor origins' series on /metrics (out borrowed)
  * and their member of /readyz (g borrowed). */
 void gw_admin_origins_metrics(struct gw *gw, struct evbuffer *out);
+/** The vendor budget's series (admin_budget.c) into out; both borrowed. */
+void gw_admin_budget_metrics(struct gw *gw, struct evbuffer *out);
 void gw_admin_origins_ready(struct gw *gw, yajl_gen g);
 /** s's vendor as /readyz says it: "up" (a host answers; the token is held,
  * or callers bring theirs), "logging in", "login failing", "unreachable"

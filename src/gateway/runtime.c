@@ -29,8 +29,10 @@ runtime_free(struct gw_runtime *rt)
 {
 	int i;
 
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < 2; i++) {
+		gw_budget_detach(rt->gw, &rt->svc[i]);
 		service_cleanup(&rt->svc[i]);
+	}
 	tg_keyring_cleanup(&rt->keys);
 	gw_config_free(&rt->cfg);
 	free(rt);
@@ -104,6 +106,8 @@ gw_runtime_new(struct gw *gw, struct gw_config *cfg, struct tg_err *err)
 	for (i = 0; i < 2; i++)
 		if (service_init(gw, rt, (int)i, err) != 0)
 			goto err;
+	for (i = 0; i < 2; i++)		/* only a runtime that will serve */
+		gw_budget_attach(gw, &rt->svc[i]);
 	return rt;
 err:
 	gw_runtime_unref(rt);

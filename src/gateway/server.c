@@ -318,6 +318,8 @@ gw_free(struct gw *gw)
 	gw_otlp_free(gw->otlp);
 	gw_runtime_unref(gw->rt);
 	gw_runtime_reap(gw);
+	gw_budget_free(gw->budget[0]);	/* after the upstreams it gates */
+	gw_budget_free(gw->budget[1]);
 	event_free(gw->reap_ev);
 	event_free(gw->start_ev);
 	tg_case_store_free(gw->cases);

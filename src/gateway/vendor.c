@@ -35,6 +35,7 @@ struct gw_vcall {
 	char *bearer;			/* the caller's own token, or NULL */
 	int no_token;
 	const char *owner;
+	int klass;			/* enum tg_up_class */
 	size_t replay_max;
 	struct gw_vcall_cbs cbs;
 	void *arg;
@@ -129,6 +130,8 @@ on_head(struct tg_up_req *u, int status, const struct evkeyvalq *h, void *arg)
 	size_t n = c->body != NULL ? evbuffer_get_length(c->body) : 0;
 
 	c->span_status = status;
+	if ((status == 429 || status == 503) && c->target == c->svc->api)
+		gw_budget_seen(c->rt->gw->budget[c->svc->index], status, h);
 	if (status == 401)
 		forget_refused(c, u);
 	if (status == 401 && c->token != NULL && !c->replayed && n <= c->replay_max) {
@@ -196,8 +199,10 @@ vcall_send(struct gw_vcall *c)
 		evhttp_add_header(h, "Authorization", auth);
 		free(auth);
 	}
-	if (c->owner != NULL)
-		tg_up_req_set_owner(c->up, c->owner);
+	if (c->owner != NULL)	/* one move in the queue for both */
+		tg_up_req_set_owner_class(c->up, c->owner, (enum tg_up_class)c->klass);
+	else if (c->klass != TG_UP_CLASS_URGENT)
+		tg_up_req_set_class(c->up, (enum tg_up_class)c->klass);
 }
 
 static void
@@ -262,6 +267,9 @@ vcall_new(const struct gw_vcall_req *q, const struct gw_vcall_cbs *cbs, void *ar
 	c->bearer = q->bearer != NULL ? tg_xstrdup(q->bearer) : NULL;
 	c->no_token = q->no_token;
 	c->owner = q->owner;
+	c->klass = q->klass != 0 ? q->klass : q->token_endpoint ? TG_UP_CLASS_URGENT :
+	    q->method == EVHTTP_REQ_GET || q->method == EVHTTP_REQ_HEAD ? TG_UP_CLASS_READ :
+	    TG_UP_CLASS_CREATE;
 	c->replay_max = q->replay_max;
 	if (q->trace != NULL) {
 		c->trace = *q->trace;

@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -291,6 +292,47 @@ tg_http_retry_after_ms(const struct evkeyvalq *h)
 		return -1;
 	s = strtol(v, &end, 10);
 	return end != v && *end == '\0' && s >= 0 && s < 86400 ? (int64_t)s * 1000 : -1;
+}
+
+/* The three date forms RFC 9110 makes a recipient accept (IMF-fixdate,
+ * RFC 850, asctime), all in GMT. */
+static int64_t
+http_date_s(const char *v)
+{
+	static const char *const forms[] = { "%a, %d %b %Y %H:%M:%S GMT",
+		"%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y" };
+	struct tm tm;
+	const char *end;
+	size_t i;
+
+	for (i = 0; i < TG_NELEM(forms); i++) {
+		memset(&tm, 0, sizeof(tm));
+		if ((end = strptime(v, forms[i], &tm)) != NULL && *end == '\0')
+			return (int64_t)timegm(&tm);
+	}
+	return -1;
+}
+
+int64_t
+tg_http_retry_after_s(const char *v, int64_t now_s, int64_t max_s)
+{
+	int64_t s = 0, t;
+	const char *p = v;
+
+	if (v == NULL || *v == '\0')
+		return -1;
+	if (*p >= '0' && *p <= '9') {
+		for (; *p >= '0' && *p <= '9'; p++)
+			if (s <= max_s)	/* past the cap the digits only grow it */
+				s = s * 10 + (*p - '0');
+		if (*p != '\0')
+			return -1;
+		return s < max_s ? s : max_s;
+	}
+	if ((t = http_date_s(v)) < 0)
+		return -1;
+	s = t - now_s;
+	return s <= 0 ? 0 : s < max_s ? s : max_s;
 }
 
 void

@@ -355,6 +355,7 @@ fetch(struct poll_entry *e)
 	q.method = EVHTTP_REQ_GET;
 	q.uri = e->uri;
 	q.bearer = e->bearer;
+	q.klass = TG_UP_CLASS_POLL;	/* first in the vendor's budget */
 	e->call = gw_vcall_start(&q, &fetch_cbs, e);
 }
 

@@ -113,9 +113,10 @@ tg_upstream_enqueue(struct up_origin *o, struct tg_up_req *r, int head)
 	if (r->seq == 0)
 		r->seq = ++u->seq;
 	if (head)
-		TAILQ_INSERT_HEAD(&w->queue[o->index], r, qentry);
+		TAILQ_INSERT_HEAD(&w->queue[o->index][r->klass], r, qentry);
 	else
-		TAILQ_INSERT_TAIL(&w->queue[o->index], r, qentry);
+		TAILQ_INSERT_TAIL(&w->queue[o->index][r->klass], r, qentry);
+	u->class_queued[r->klass]++;
 	r->queued_at = tg_clock_mono_ms();
 	TAILQ_INSERT_TAIL(&u->aging, r, aentry);
 	r->queued = 1;
@@ -131,7 +132,8 @@ tg_upstream_dequeue(struct tg_up_req *r)
 {
 	if (!r->queued)
 		return;
-	TAILQ_REMOVE(&r->w->queue[r->o->index], r, qentry);
+	TAILQ_REMOVE(&r->w->queue[r->o->index][r->klass], r, qentry);
+	r->u->class_queued[r->klass]--;
 	TAILQ_REMOVE(&r->u->aging, r, aentry);
 	r->w->nqueued[r->o->index]--;
 	r->o->nqueued--;
@@ -385,17 +387,18 @@ pick(struct up_origin *o, const struct tg_up_req *r, struct up_conn **cp)
 	return 1;
 }
 
-/* The request to start next on o: the oldest at the head of an owner's
- * queue whose owner is under its cap; NULL when none may start. A head
- * passed over because of its owner's cap is counted as a wait, once. */
+/* The request of class k to start next on o: the oldest at the head of
+ * an owner's queue whose owner is under its cap; NULL when none may
+ * start. A head passed over because of its owner's cap is counted as a
+ * wait, once. */
 static struct tg_up_req *
-next_eligible(struct up_origin *o)
+next_of_class(struct up_origin *o, int k)
 {
 	struct tg_up_req *best = NULL, *r;
 	struct up_owner *w;
 
 	TAILQ_FOREACH(w, &o->u->owners, entry) {
-		if ((r = TAILQ_FIRST(&w->queue[o->index])) == NULL)
+		if ((r = TAILQ_FIRST(&w->queue[o->index][k])) == NULL)
 			continue;
 		if (tg_upstream_owner_capped(r, o)) {
 			if (!r->capped)
@@ -408,17 +411,37 @@ next_eligible(struct up_origin *o)
 	return best;
 }
 
+/* The first class's next request: a class with none waiting is skipped
+ * without a look at the owners. */
+static struct tg_up_req *
+next_eligible(struct up_origin *o)
+{
+	struct tg_up_req *r;
+	int k;
+
+	for (k = 0; k < TG_UP_NCLASS; k++)
+		if (o->u->class_queued[k] > 0 && (r = next_of_class(o, k)) != NULL)
+			return r;
+	return NULL;
+}
+
 static void
 dispatch(struct up_origin *o)
 {
 	struct tg_up_req *r;
 	struct up_conn *c;
 
-	while ((r = next_eligible(o)) != NULL) {
-		if (!pick(o, r, &c))
+	while (o->nqueued > 0 && (r = next_eligible(o)) != NULL) {
+		/* pick fails only with every connection busy: the gate is
+		 * asked once a connection can be had. */
+		if (o->nidle == 0 && o->nbusy >= o->u->opts.max_conns)
 			break;
+		if (o->u->gate.take != NULL && !tg_upstream_gate_admit(o->u, r))
+			break;
+		pick(o, r, &c);
 		tg_upstream_dequeue(r);
 		if (c == NULL) {
+			tg_upstream_gate_put(r, 1);
 			tg_upstream_req_fail_start(r);
 			continue;
 		}
@@ -571,8 +594,12 @@ owner_new(struct tg_upstream *u, const char *name)
 	struct up_owner *w = tg_xcalloc(1, sizeof(*w));
 
 	w->name = name != NULL ? tg_xstrdup(name) : NULL;
-	TAILQ_INIT(&w->queue[0]);
-	TAILQ_INIT(&w->queue[1]);
+	int k;
+
+	for (k = 0; k < TG_UP_NCLASS; k++) {
+		TAILQ_INIT(&w->queue[0][k]);
+		TAILQ_INIT(&w->queue[1][k]);
+	}
 	TAILQ_INSERT_TAIL(&u->owners, w, entry);
 	return w;
 }
@@ -592,7 +619,7 @@ owner_get(struct tg_upstream *u, const char *name)
 }
 
 void
-tg_up_req_set_owner(struct tg_up_req *r, const char *owner)
+tg_up_req_set_owner_class(struct tg_up_req *r, const char *owner, enum tg_up_class k)
 {
 	struct up_origin *o = r->o;
 	int queued = r->queued;
@@ -602,8 +629,16 @@ tg_up_req_set_owner(struct tg_up_req *r, const char *owner)
 	if (queued)
 		tg_upstream_dequeue(r);
 	r->w = owner_get(r->u, owner);
+	if ((unsigned)k < TG_UP_NCLASS)
+		r->klass = (int)k;
 	if (queued)
 		tg_upstream_enqueue(o, r, 0);
+}
+
+void
+tg_up_req_set_owner(struct tg_up_req *r, const char *owner)
+{
+	tg_up_req_set_owner_class(r, owner, (enum tg_up_class)r->klass);
 }
 
 struct tg_upstream *
@@ -628,6 +663,7 @@ tg_upstream_new(struct event_base *base, struct evdns_base *dns, const char *url
 	opts_init(u, opts);
 	u->pump = event_new(base, -1, 0, on_pump, u);
 	u->deadline = evtimer_new(base, on_deadline, u);
+	u->gate_timer = evtimer_new(base, tg_upstream_on_gate_timer, u);
 	if (origin_init(u, 0, url, err) != 0)
 		goto fail;
 	u->norigins = 1;
@@ -691,6 +727,8 @@ tg_upstream_free(struct tg_upstream *u)
 		event_free(u->pump);
 	if (u->deadline != NULL)
 		event_free(u->deadline);
+	if (u->gate_timer != NULL)
+		event_free(u->gate_timer);
 	while ((w = TAILQ_FIRST(&u->owners)) != NULL) {
 		TAILQ_REMOVE(&u->owners, w, entry);
 		free(w->name);

@@ -526,7 +526,12 @@ tg_upstream_req_expire(struct tg_up_req *r)
 	char path[128];
 
 	/* An owner whose cap is the whole pool is held back by the pool. */
-	if (tg_upstream_owner_capped(r, o) && r->w->busy[o->index] < u->opts.max_conns)
+	tg_upstream_gate_count(r);
+	if (r->gate_held)
+		snprintf(r->detail, sizeof(r->detail), "the vendor's budget (a rate, a "
+		    "concurrency limit or a pause it asked for) held it back for %lld ms",
+		    (long long)waited);
+	else if (tg_upstream_owner_capped(r, o) && r->w->busy[o->index] < u->opts.max_conns)
 		snprintf(r->detail, sizeof(r->detail), "its caller holds %zu of the %zu "
 		    "connections, the most one caller may hold, and none came free within %lld ms",
 		    r->w->busy[o->index], u->opts.max_conns, (long long)waited);
@@ -536,6 +541,7 @@ tg_upstream_req_expire(struct tg_up_req *r)
 	tg_upstream_dequeue(r);
 	r->w->timeouts++;
 	u->queue_timeouts++;
+	u->class_timeouts[r->klass]++;
 	log_path(r, path, sizeof(path));
 	tg_upstream_req_ids(r, &ids);
 	tg_log(TG_LOG_WARN, "upstream_busy", TG_LS("origin", o->name), TG_LS("path", path),
@@ -637,6 +643,8 @@ tg_upstream_req_free(struct tg_up_req *r)
 	struct up_conn *c;
 
 	tg_upstream_dequeue(r);
+	if (r->gated)
+		tg_upstream_gate_put(r, 0);
 	if ((c = tg_upstream_req_unbind(r)) != NULL)
 		tg_upstream_conn_kill(c);
 	TAILQ_REMOVE(&r->u->live, r, lentry);

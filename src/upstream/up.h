@@ -44,7 +44,8 @@ struct up_owner {
 	char *name;
 	size_t busy[2];			/* connections held, by origin index */
 	size_t nqueued[2];
-	struct up_reqq queue[2];	/* waiting for origin i, in order */
+	struct up_reqq queue[2][TG_UP_NCLASS];	/* waiting for origin i, by class,
+						 * in order */
 	unsigned long long waits;	/* requests passed over for the cap */
 	unsigned long long timeouts;	/* requests failed with TG_UP_BUSY */
 };
@@ -124,6 +125,12 @@ struct tg_upstream {
 	unsigned long long requests, retries, failovers, connect_errors, queue_timeouts;
 	unsigned long long down;
 	char *probe_path;		/* opts.probe_path points here */
+	struct tg_up_gate gate;		/* take NULL: none */
+	struct event *gate_timer;	/* ask the gate again */
+	unsigned long long gate_waits[TG_UP_NCLASS], class_timeouts[TG_UP_NCLASS];
+	unsigned long long gate_refused_upto;	/* seq of the newest request queued
+						 * when the gate last refused */
+	size_t class_queued[TG_UP_NCLASS];
 	size_t nlive, nretrying;	/* requests in flight (probes not counted), and
 					 * those on a second attempt: the retry budget */
 };
@@ -163,6 +170,9 @@ struct tg_up_req {
 	int refused;			/* never sent: TG_UP_BAD_TARGET from the loop;
 					 * 2 once logged */
 	int capped;			/* passed over for its owner's cap (counted) */
+	int klass;			/* enum tg_up_class */
+	int gated;			/* holds what the gate's take gave */
+	int gate_held;			/* held back by the gate (counted) */
 	char detail[200];		/* why it failed, for logs */
 };
 
@@ -193,6 +203,18 @@ int tg_upstream_owner_capped(const struct tg_up_req *r, const struct up_origin *
 void tg_upstream_conn_kill(struct up_conn *c);
 /** The request on c finished cleanly; keep c idle if it can carry another. */
 void tg_upstream_conn_release(struct up_conn *c, int reusable);
+
+/* ---- gate.c ---- */
+/** Whether r may start now (urgent, no gate, or the gate's take said
+ * yes); else the gate timer is armed and r counted as held back once. */
+int tg_upstream_gate_admit(struct tg_upstream *u, struct tg_up_req *r);
+/** Count r (borrowed), starting or timing out, as held back by the gate
+ * when it was queued while the gate refused. */
+void tg_upstream_gate_count(struct tg_up_req *r);
+/** r lets go of what the gate gave it, if anything (unused: not sent). */
+void tg_upstream_gate_put(struct tg_up_req *r, int unused);
+/** The gate timer's callback: the pump runs. */
+void tg_upstream_on_gate_timer(evutil_socket_t fd, short what, void *arg);
 
 /* ---- health.c ---- */
 /** The origin a new request goes to, or NULL when every one is out (r's

@@ -515,6 +515,123 @@ test_pool_limit_fifo(void **state)
 	tg_upstream_free(u);
 }
 
+/* With one connection, the queue starts urgent requests (logins) first,
+ * then the gateway's polls, callers' reads, their submissions, each class
+ * oldest first, whatever order they came in. */
+static void
+test_class_order(void **state)
+{
+	static const enum tg_up_class k[6] = { TG_UP_CLASS_CREATE, TG_UP_CLASS_CREATE,
+		TG_UP_CLASS_READ, TG_UP_CLASS_POLL, TG_UP_CLASS_URGENT, TG_UP_CLASS_POLL };
+	static const int want[6] = { 0, 4, 3, 5, 2, 1 };
+	struct tg_upstream_opts o = { .max_conns = 1, .tls_verify = 1 };
+	struct tg_upstream *u;
+	struct tg_up_req *r;
+	struct call c[6];
+	char *url, uri[32];
+	int i;
+
+	server_start(NULL);
+	url = url_of("http", T.port);
+	u = up_new(url, NULL, &o);
+	for (i = 0; i < 6; i++) {
+		snprintf(uri, sizeof(uri), "/slow?i=%d", i);
+		r = call_send(u, &c[i], EVHTTP_REQ_GET, uri, NULL);
+		tg_up_req_set_class(r, k[i]);
+		if (i == 0)	/* the first holds the one connection */
+			assert_true(th_run_until(T.base, &T.norder, 1, 3000));
+	}
+	assert_true(th_run_until(T.base, &c[1].done, 1, 5000));
+	for (i = 0; i < 6; i++) {
+		assert_int_equal(c[i].err, TG_UP_OK);
+		assert_int_equal(T.order[i], want[i]);
+		call_done(&c[i]);
+	}
+	free(url);
+	tg_upstream_free(u);
+}
+
+/* A gate that admits `open` requests, then refuses with a wait. */
+struct gate_t {
+	int open, takes, refusals, puts, unused;
+	int64_t queued_ms;
+	enum tg_up_class seen[8];
+};
+
+static int
+g_take(void *arg, enum tg_up_class k, int64_t queued_ms, int64_t *wait_ms)
+{
+	struct gate_t *g = arg;
+
+	if (g->open == 0) {
+		g->refusals++;
+		g->queued_ms = queued_ms;
+		*wait_ms = 20;
+		return 0;
+	}
+	g->open--;
+	if (g->takes < 8)
+		g->seen[g->takes] = k;
+	g->takes++;
+	return 1;
+}
+
+static void
+g_put(void *arg, enum tg_up_class k, int unused)
+{
+	struct gate_t *g = arg;
+
+	g->puts++;
+	g->unused += unused;
+}
+
+/* Urgent requests pass a closed gate; the others wait for it (asked again
+ * on the timer), in class order, and each hands back what it took. */
+static void
+test_gate(void **state)
+{
+	struct tg_upstream_opts o = { .max_conns = 4, .tls_verify = 1 };
+	struct tg_upstream_class_stats cs;
+	struct gate_t g = { 0 };
+	struct tg_up_gate gate = { g_take, g_put, &g };
+	struct tg_upstream *u;
+	struct call c[3];
+	char *url;
+	int never = 0;
+
+	server_start(NULL);
+	url = url_of("http", T.port);
+	u = up_new(url, NULL, &o);
+	tg_upstream_set_gate(u, &gate);
+	tg_up_req_set_class(call_send(u, &c[0], EVHTTP_REQ_GET, "/slow?i=0", NULL),
+	    TG_UP_CLASS_CREATE);
+	tg_up_req_set_class(call_send(u, &c[1], EVHTTP_REQ_GET, "/slow?i=1", NULL),
+	    TG_UP_CLASS_POLL);
+	call_send(u, &c[2], EVHTTP_REQ_GET, "/slow?i=2", NULL);	/* urgent */
+	assert_true(th_run_until(T.base, &c[2].done, 1, 3000));
+	th_run_until(T.base, &never, 1, 100);	/* the gate stays shut */
+	assert_int_equal(c[0].done + c[1].done, 0);
+	assert_true(g.refusals >= 2);		/* asked again on its timer */
+	assert_true(g.queued_ms > 0 && g.queued_ms <= tg_clock_mono_ms() - 90);
+	g.open = 2;
+	assert_true(th_run_until(T.base, &c[0].done, 1, 3000));
+	assert_int_equal(c[1].done, 1);
+	assert_int_equal(g.takes, 2);
+	assert_int_equal(g.seen[0], TG_UP_CLASS_POLL);
+	assert_int_equal(g.seen[1], TG_UP_CLASS_CREATE);
+	tg_upstream_class_stats(u, &cs);
+	assert_int_equal(cs.gate_waits[TG_UP_CLASS_POLL], 1);	/* once each */
+	assert_int_equal(cs.gate_waits[TG_UP_CLASS_CREATE], 1);
+	assert_int_equal(cs.gate_waits[TG_UP_CLASS_URGENT], 0);
+	call_done(&c[0]);
+	call_done(&c[1]);
+	call_done(&c[2]);
+	tg_upstream_free(u);
+	assert_int_equal(g.puts, 2);
+	assert_int_equal(g.unused, 0);
+	free(url);
+}
+
 static void
 test_retry_idempotent(void **state)
 {
@@ -1529,6 +1646,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		T_(test_keepalive),
 		T_(test_pool_limit_fifo),
+		T_(test_class_order),
+		T_(test_gate),
 		T_(test_retry_idempotent),
 		T_(test_failover),
 		T_(test_read_timeout),
