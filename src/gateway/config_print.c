@@ -151,6 +151,28 @@ put_scalar(FILE *out, int depth, const char *name, const struct row *r)
 	fputc('\n', out);
 }
 
+static void emit(FILE *out, const struct rows *all, const char *prefix, size_t plen,
+    int depth);
+
+/* One item of a list: its rows (nested sections too) at depth + 2, the
+ * first line marked "- ". */
+static void
+put_item(FILE *out, int depth, const struct rows *item)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+
+	if (m == NULL)
+		return;
+	emit(m, item, "", 0, depth + 2);
+	fclose(m);
+	if (len > (size_t)depth * 2 + 2)
+		buf[depth * 2 + 2] = '-';
+	fputs(buf, out);
+	free(buf);
+}
+
 /* The items of the list at lists->v[0]'s path: item i holds each table's
  * members of its i-th element. */
 static void
@@ -158,22 +180,25 @@ put_list(FILE *out, int depth, const char *name, const struct rows *lists)
 {
 	const struct row *l = &lists->v[0];
 	size_t n = *(const size_t *)(const void *)((const char *)l->base + l->k->count_off);
-	size_t i, t, j, first;
+	size_t i, t, j, nsub = 0;
+	struct rows item;
 
 	fprintf(out, "%*s%s:%s\n", depth * 2, "", name, n == 0 ? " []" : "");
-	for (i = 0; i < n; i++)
-		for (t = 0, first = 1; t < lists->n; t++) {
+	for (t = 0; t < lists->n; t++)
+		nsub += lists->v[t].k->nsub;
+	item.v = tg_xcalloc(nsub + 1, sizeof(*item.v));
+	for (i = 0; i < n; i++) {
+		for (t = 0, item.n = 0; t < lists->n; t++) {
 			const struct tg_cfg_key *k = lists->v[t].k;
 			const char *arr = *(char *const *)(const void *)((const char *)
 			    lists->v[t].base + k->off);
 
-			for (j = 0; j < k->nsub && arr != NULL; j++, first = 0) {
-				struct row r = { &k->sub[j], arr + i * k->elem_size };
-
-				fprintf(out, "%*s%s", depth * 2 + 2, "", first ? "- " : "  ");
-				put_scalar(out, 0, k->sub[j].path, &r);
-			}
+			for (j = 0; j < k->nsub && arr != NULL; j++)
+				item.v[item.n++] = (struct row){ &k->sub[j], arr + i * k->elem_size };
 		}
+		put_item(out, depth, &item);
+	}
+	free(item.v);
 }
 
 /* Every row under prefix (plen bytes), each section once, at depth. */
