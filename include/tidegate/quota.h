@@ -200,6 +200,9 @@ void tg_quota_wait_cancel(struct tg_quota_waiter *w);
 /** How many limits run on a local fallback share (store unreachable): 0
  * when all lease normally (q borrowed; /readyz and metrics show it). */
 int tg_quota_fallback(const struct tg_quota *q);
+/** How many times a limit of q (borrowed) went onto a local share since
+ * q was made (each time the fleet's bound may be passed by that share). */
+unsigned long long tg_quota_fallbacks(const struct tg_quota *q);
 /** Is l (borrowed) on its fallback share? */
 int tg_quota_limit_fallback(const struct tg_quota_limit *l);
 /** Units l (borrowed) holds leased and not yet taken (tests, metrics). */

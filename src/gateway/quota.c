@@ -213,6 +213,12 @@ tg_quota_fallback(const struct tg_quota *q)
 	return n;
 }
 
+unsigned long long
+tg_quota_fallbacks(const struct tg_quota *q)
+{
+	return q->fallbacks;
+}
+
 int
 tg_quota_limit_fallback(const struct tg_quota_limit *l)
 {

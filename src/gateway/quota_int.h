@@ -51,6 +51,7 @@ struct tg_quota {
 	struct tg_quota_limit *limits;
 	struct event *timer;
 	int64_t instances;		/* as the store last said (0: unknown) */
+	unsigned long long fallbacks;	/* times a limit went onto a local share */
 	int64_t last_tick_us;
 };
 

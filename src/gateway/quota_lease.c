@@ -44,8 +44,10 @@ fall_back(struct tg_quota_limit *l)
 		    l->def.burst / n > 0 ? l->def.burst / n : 1);
 		l->tat = 0;
 	}
-	if (!l->fallback)
+	if (!l->fallback) {
 		l->fb_used = 0;
+		l->q->fallbacks++;
+	}
 	l->fallback = 1;
 }
 

@@ -583,6 +583,10 @@ metrics(void *ctx, struct evbuffer *out, struct gw_scrape *sc)
 	    "fallback share because the state database does not answer.\n"
 	    "# TYPE tidegate_quota_fallback_limits gauge\ntidegate_quota_fallback_limits %d\n",
 	    l->q != NULL ? tg_quota_fallback(l->q) : 0);
+	evbuffer_add_printf(out, "# HELP tidegate_quota_fallbacks_total Times a limit went "
+	    "onto a local fallback share (the fleet's bound may be passed by that share).\n"
+	    "# TYPE tidegate_quota_fallbacks_total counter\ntidegate_quota_fallbacks_total %llu\n",
+	    l->q != NULL ? tg_quota_fallbacks(l->q) : 0ULL);
 	key_metrics(l, out);
 }
 

@@ -214,7 +214,11 @@ def test_fleet_rate_holds_across_three_instances(emulator, make_gateway, pg_url)
     codes, took = load([gws[0]] * 4 + gws[1:], 3.0)
     ok, refused = codes.count(404), codes.count(429)
     assert ok + refused == len(codes), set(codes)
-    assert ok <= 20 + 20 * took, (ok, took)
+    # the bound holds while every instance leases; a lease unanswered within
+    # state.timeout (a loaded machine) puts that instance on a local share
+    # of 20/3 a second with a burst of 6 until one answers, counted
+    falls = sum(g.metric("tidegate_quota_fallbacks_total") for g in gws)
+    assert ok <= 20 + 20 * took + falls * (6 + 20 / 3 * took), (ok, took, falls)
     assert ok >= 0.75 * (20 + 20 * took) - 20, (ok, took)
     assert sum(g.metric("tidegate_key_admitted_total", key="test") for g in gws) == ok
     assert sum(g.metric("tidegate_key_limited_total", key="test", limit="rate")
@@ -243,6 +247,7 @@ def test_database_frozen_local_shares_then_recovery(private_pg, make_emulator, m
             q = requests.get(g.admin + "/readyz", timeout=5).json()["quota"]
             assert q == {"fallback_limits": 1, "state": "local-shares"}, q
             assert g.metric("tidegate_quota_fallback_limits") == 1
+            assert g.metric("tidegate_quota_fallbacks_total") >= 1
         codes, took = load([gws[0]], 2.0)
         ok = codes.count(404)
         assert set(codes) <= {404, 429}
