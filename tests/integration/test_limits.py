@@ -164,6 +164,42 @@ def test_daily_exports_and_give_back_on_refusal(emulator, make_gateway):
     assert export(gw).status_code == 429
 
 
+def test_operation_rate_limits_that_operation_only(emulator, make_gateway):
+    cfg = limited(rate=1, burst=10)
+    cfg["keys"][0]["limits"]["operations"] = {"export": {"rate": 0.5, "burst": 2}}
+    gw = make_gateway(emulator, cfg)
+    firsts = [export(gw) for _ in range(2)]
+    assert [x.status_code for x in firsts] == [200, 200], [x.text for x in firsts]
+    # the fields report the tighter limit: the operation's, with fewer left
+    assert [x.headers["RateLimit"] for x in firsts] == [
+        '"export-rate";r=1;t=2', '"export-rate";r=0;t=4']
+    assert {x.headers["RateLimit-Policy"] for x in firsts} == {'"export-rate";q=2;w=4'}
+    r = export(gw)
+    assert r.status_code == 429
+    body = r.json()
+    assert body["error"] == "RATE_LIMITED"
+    assert "keys[].limits.operations.export.rate" in body["message"]
+    assert '"test"' in body["message"]
+    assert r.headers["Retry-After"] == "2"
+    assert r.headers["RateLimit-Policy"] == '"export-rate";q=2;w=4'
+    assert r.headers["RateLimit"] == '"export-rate";r=0;t=4'
+    # the key's other calls pass, under its overall rate (which the two
+    # exports took from; the refused one gave its unit back)
+    others = [get(gw) for _ in range(3)]
+    assert [x.status_code for x in others] == [404, 404, 404]
+    assert [x.headers["RateLimit"].split(";")[:2] for x in others] == [
+        ['"rate"', "r=7"], ['"rate"', "r=6"], ['"rate"', "r=5"]]
+    assert export(gw, OTHER).status_code == 200
+    assert gw.metric("tidegate_key_limited_total", key="test", limit="export-rate") == 1
+    assert gw.metric("tidegate_key_limited_total", key="test", limit="rate") == 0
+    assert gw.metric("tidegate_key_quota_left", key="test", limit="export-rate") == 0
+    a = requests.get(gw.admin + "/limits", headers={"Authorization": "Bearer " + OPS},
+                     timeout=5)
+    lim = {k["key"]: k for k in a.json()["keys"]}["test"]["limits"]
+    assert lim["export-rate"]["name"] == "key:test:op:export:rate"
+    assert lim["export-rate"]["quota"] == 2
+
+
 # ---- a fleet: real PostgreSQL ----
 
 needs_pg = pytest.mark.skipif(
