@@ -54,6 +54,9 @@ static const struct tg_cfg_key key_keys[] = {
 	    1e12, "imports (JSON or file) this key may create a UTC day, as daily.exports"),
 	GW_CFG_KEYB(struct lim_key_cfg, "limits.daily.simulations", TG_CFG_INT, daily[2], "0",
 	    0, 1e12, "simulation runs this key may submit a UTC day, as daily.exports"),
+	GW_CFG_KEYB(struct lim_key_cfg, "limits.daily.sweeps", TG_CFG_INT, daily[3], "0", 0,
+	    1e12, "sweeps this key may create a UTC day (POST /tidegate/v1/sweeps), fleet-wide "
+	    "(0: no limit); over it: 429 QUOTA_EXCEEDED; one refused does not count"),
 	LIM_OPS(OP_KEYS)
 };
 
@@ -90,7 +93,7 @@ check(const struct gw_config *c, void *s, struct tg_cfg_report *rep)
 		if (k->rate > 0 && k->burst == 0)
 			k->burst = (long long)ceil(k->rate);
 		l->any |= k->rate > 0 || k->concurrent > 0 || k->daily[0] > 0 || k->daily[1] > 0
-		    || k->daily[2] > 0;
+		    || k->daily[2] > 0 || k->daily[3] > 0;
 		for (j = 0; j < TG_OP_COUNT; j++) {
 			if (k->op[j].rate > 0 && k->op[j].burst == 0)
 				k->op[j].burst = (long long)ceil(k->op[j].rate);

@@ -20,6 +20,7 @@
 #include <event2/buffer.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/feature_apis.h"
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
@@ -45,6 +46,8 @@ static const struct kind BASE[LIM_N] = {
 	    "QUOTA_EXCEEDED" },
 	[LIM_SIMS] = { "daily:simulation", "daily-simulations",
 	    "keys[].limits.daily.simulations", "QUOTA_EXCEEDED" },
+	[LIM_SWEEPS] = { "daily:sweep", "daily-sweeps", "keys[].limits.daily.sweeps",
+	    "QUOTA_EXCEEDED" },
 };
 
 /* BASE, then each operation's rate (LIM_OP + op): "op:<op>:rate", field
@@ -85,6 +88,8 @@ struct lim_req {
 	struct tg_quota_limit *op_rate;	/* and its operation's, likewise */
 	int vendor;			/* a vendor call of r's own answered */
 	struct tg_quota_limit *day;	/* a creation's unit, given back if refused */
+	int day_back;			/* a sweep's: given back when r ends unless kept */
+	void (*done)(struct gw_req *r);	/* a sweep's unit came after a wait */
 	struct tg_quota_waiter w;
 	struct event *deadline;
 	struct tg_quota_limit *on;	/* the limit waited on (borrowed from w) */
@@ -325,6 +330,9 @@ kinds_make(struct tg_err *err)
 
 enum { ADMIT, REFUSED, WAIT };
 
+static int take(struct lim *l, struct gw_req *r, struct lim_key *k, const int *kinds, int n,
+    int may_wait, struct tg_quota_limit **on, struct tg_quota_verdict *v, int *first);
+
 static int
 key_index(const struct lim *l, const struct gw_req *r, size_t *i)
 {
@@ -348,6 +356,38 @@ give_back(struct lim_key *k, const int *took, int n, int64_t now)
 {
 	while (n-- > 0)
 		tg_quota_give(k->lim[took[n]], 1, now);
+}
+
+/* Take a unit of each of k's limits of kinds[0..n-1] (-1 or absent: none)
+ * for r: ADMIT with v[kind] and *first the one with the fewest left (the
+ * first taken of those on a tie; -1: none), or REFUSED (replied; what was
+ * taken given back) or WAIT (*on: the limit whose lease is on its way;
+ * may_wait 0: refuse instead). */
+static int
+take(struct lim *l, struct gw_req *r, struct lim_key *k, const int *kinds, int n,
+    int may_wait, struct tg_quota_limit **on, struct tg_quota_verdict *v, int *first)
+{
+	int64_t now = tg_clock_mono_us();
+	int took[4], nt = 0, i;
+
+	*first = -1;
+	for (i = 0; i < n; i++) {
+		int j = kinds[i];
+
+		if (j < 0 || !k->lim[j])
+			continue;
+		if (tg_quota_take(k->lim[j], 1, now, &v[j]) < 0) {
+			give_back(k, took, nt, now);
+			*on = k->lim[j];
+			if (v[j].pending && may_wait)
+				return WAIT;
+			refuse(l, r, k, j, &v[j]);
+			return REFUSED;
+		}
+		took[nt++] = j;
+		*first = *first < 0 || v[j].left < v[*first].left ? j : *first;
+	}
+	return ADMIT;
 }
 
 /* Keep what r holds until it ends: its slot, its creation's unit, and
@@ -383,31 +423,37 @@ admit(struct lim *l, struct gw_req *r, struct lim_key *k, int may_wait,
     struct tg_quota_limit **on)
 {
 	struct tg_quota_verdict v[LIM_ALL];
-	int64_t now = tg_clock_mono_us();
 	int op = r->op > 0 && r->op < TG_OP_COUNT ? LIM_OP + (int)r->op : -1;
-	int kinds[4] = { LIM_RATE, op, LIM_SLOTS, creation(r->op) }, took[4], n = 0, i;
-	int first = -1;
+	int kinds[4] = { LIM_RATE, op, LIM_SLOTS, creation(r->op) }, first, rc;
 
-	for (i = 0; i < 4; i++) {
-		int j = kinds[i];
-
-		if (j < 0 || !k->lim[j])
-			continue;
-		if (tg_quota_take(k->lim[j], 1, now, &v[j]) < 0) {
-			give_back(k, took, n, now);
-			*on = k->lim[j];
-			if (v[j].pending && may_wait)
-				return WAIT;
-			refuse(l, r, k, j, &v[j]);
-			return REFUSED;
-		}
-		took[n++] = j;
-		first = first < 0 || v[j].left < v[first].left ? j : first;
-	}
+	if ((rc = take(l, r, k, kinds, 4, may_wait, on, v, &first)) != ADMIT)
+		return rc;
 	hold(l, r, k, op, kinds[3] >= 0 && k->lim[kinds[3]] ? kinds[3] : -1);
 	if (first >= 0 && lim_cfg_of(&r->rt->cfg)->headers)
 		add_fields(r, k, first, &v[first]);
 	k->admitted++;
+	return ADMIT;
+}
+
+/* A sweep's unit for r: ADMIT (taken, held until r ends unless kept, or
+ * none to take), REFUSED (replied) or WAIT (*on), as admit. */
+static int
+sweep_admit(struct lim *l, struct gw_req *r, struct lim_key *k, int may_wait,
+    struct tg_quota_limit **on)
+{
+	struct tg_quota_verdict v[LIM_ALL];
+	int kinds[1] = { LIM_SWEEPS }, first, rc;
+	struct lim_req *s;
+
+	if (!k->lim[LIM_SWEEPS])
+		return ADMIT;
+	if ((rc = take(l, r, k, kinds, 1, may_wait, on, v, &first)) != ADMIT)
+		return rc;
+	s = gw_req_slot(r, l->id, sizeof(*s));
+	s->day = tg_quota_ref(k->lim[LIM_SWEEPS]);
+	s->day_back = 1;
+	if (lim_cfg_of(&r->rt->cfg)->headers)
+		add_fields(r, k, LIM_SWEEPS, &v[LIM_SWEEPS]);
 	return ADMIT;
 }
 
@@ -443,8 +489,15 @@ woken(struct tg_quota_waiter *w, void *arg)
 
 	(void)w;
 	wait_end(s);
-	if (!key_again(s) || admit(s->l, s->r, s->k, 0, &on) == ADMIT)
+	if (s->done != NULL) {
+		void (*done)(struct gw_req *) = s->done;
+
+		s->done = NULL;
+		if (!key_again(s) || sweep_admit(s->l, s->r, s->k, 0, &on) == ADMIT)
+			done(s->r);
+	} else if (!key_again(s) || admit(s->l, s->r, s->k, 0, &on) == ADMIT) {
 		gw_req_continue(s->r);
+	}
 }
 
 /* The kind of k's limit lm. */
@@ -471,7 +524,10 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	tg_quota_ref(on);
 	wait_end(s);
 	if (!key_again(s)) {
-		gw_req_continue(s->r);
+		if (s->done != NULL)
+			s->done(s->r);
+		else
+			gw_req_continue(s->r);
 	} else {
 		tg_quota_peek(on, tg_clock_mono_us(), &v);
 		v.retry_ms = 1000;
@@ -480,14 +536,31 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	tg_quota_unref(on);
 }
 
+/* r waits for on's lease, at most WAIT_MS; then done (a sweep's unit) or
+ * the request goes on (done NULL). */
+static void
+wait_for(struct lim *l, struct gw_req *r, struct lim_key *k, struct tg_quota_limit *on,
+    void (*done)(struct gw_req *))
+{
+	struct timeval tv = { 0, WAIT_MS * 1000 };
+	struct lim_req *s = gw_req_slot(r, l->id, sizeof(*s));
+
+	s->l = l;
+	s->k = k;
+	s->r = r;
+	s->on = on;
+	s->done = done;
+	s->deadline = event_new(l->gw->base, -1, 0, deadline_cb, s);
+	event_add(s->deadline, &tv);
+	tg_quota_wait(on, &s->w, woken, s);
+}
+
 static int
 on_request(struct gw_req *r, void *ctx)
 {
 	struct lim *l = ctx;
 	struct tg_quota_limit *on = NULL;
-	struct timeval tv = { 0, WAIT_MS * 1000 };
 	struct lim_key *k;
-	struct lim_req *s;
 	size_t i;
 
 	if (l->q == NULL || !lim_cfg_of(&r->rt->cfg)->any || key_index(l, r, &i) != 0)
@@ -501,16 +574,49 @@ on_request(struct gw_req *r, void *ctx)
 	case REFUSED:
 		return -1;
 	}
-	s = gw_req_slot(r, l->id, sizeof(*s));
-	s->l = l;
-	s->k = k;
-	s->r = r;
-	s->on = on;
-	s->deadline = event_new(l->gw->base, -1, 0, deadline_cb, s);
-	event_add(s->deadline, &tv);
-	tg_quota_wait(on, &s->w, woken, s);
+	wait_for(l, r, k, on, NULL);
 	return -1;
 }
+
+/* ---- the daily quota of sweeps, for the runs feature (limits.sweeps) ---- */
+
+static int
+sweeps_take(void *ctx, struct gw_req *r, void (*done)(struct gw_req *r))
+{
+	struct lim *l = ctx;
+	struct tg_quota_limit *on = NULL;
+	size_t i;
+
+	if (l->q == NULL || key_index(l, r, &i) != 0 || !l->keys[i].lim[LIM_SWEEPS])
+		return 0;
+	switch (sweep_admit(l, r, &l->keys[i], 1, &on)) {
+	case ADMIT:
+		return 0;
+	case REFUSED:
+		return -1;
+	}
+	wait_for(l, r, &l->keys[i], on, done);
+	return 1;
+}
+
+static void
+sweeps_keep(void *ctx, struct gw_req *r)
+{
+	struct lim *l = ctx;
+	struct lim_req *s = r->slot[l->id];
+	size_t i;
+
+	if (s == NULL || s->day == NULL || !s->day_back)
+		return;
+	s->day_back = 0;
+	if (key_index(l, r, &i) == 0)
+		l->keys[i].created++;
+}
+
+static const struct gw_limits_sweeps sweeps_api = {
+	.take = sweeps_take,
+	.keep = sweeps_keep,
+};
 
 /* The key's vendor calls and jobs counted; a creation the vendor refused
  * (not 2xx) does not count against the day. */
@@ -546,8 +652,11 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 		tg_quota_give(s->slot, 1, tg_clock_mono_us());
 		tg_quota_unref(s->slot);
 	}
-	if (s->day)
+	if (s->day) {
+		if (s->day_back)	/* a sweep not created */
+			tg_quota_give(s->day, 1, tg_clock_mono_us());
 		tg_quota_unref(s->day);
+	}
 	if (s->rate) {		/* limits.count vendor: answered without one */
 		if (!s->vendor)
 			tg_quota_give(s->rate, 1, tg_clock_mono_us());
@@ -611,7 +720,7 @@ key_metrics(struct lim *l, struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tidegate_key_vendor_calls_total Vendor answers to an "
 	    "API key's requests.\n# TYPE tidegate_key_vendor_calls_total counter\n"
 	    "# HELP tidegate_key_jobs_created_total Jobs an API key created (exports, imports, "
-	    "simulation runs answered 2xx).\n# TYPE tidegate_key_jobs_created_total counter\n");
+	    "simulation runs answered 2xx, sweeps).\n# TYPE tidegate_key_jobs_created_total counter\n");
 	for (i = 0; i < l->nkeys; i++)
 		evbuffer_add_printf(out, "tidegate_key_vendor_calls_total{%s} %llu\n"
 		    "tidegate_key_jobs_created_total{%s} %llu\n", l->keys[i].labels,
@@ -780,6 +889,8 @@ tg_limits_register(struct gw *gw, struct tg_err *err)
 		free(l);
 		return -1;
 	}
+	if (gw_api_provide(gw, GW_API_LIMITS_SWEEPS, &sweeps_api, l, err) != 0)
+		return -1;	/* registered: its stop frees l */
 	tg_metrics_help(gw->metrics, "tidegate_key_limited_total", "counter",
 	    "Requests of an API key refused with 429, by limit (rate, concurrent).");
 	return 0;

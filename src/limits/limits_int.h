@@ -12,8 +12,8 @@
 #include "tidegate/quota.h"
 
 /* A key's limits, by kind: its rate, its concurrency, and its daily
- * quotas of job creations (exports, imports, simulations). */
-enum { LIM_RATE, LIM_SLOTS, LIM_EXPORTS, LIM_IMPORTS, LIM_SIMS, LIM_N };
+ * quotas of job creations (exports, imports, simulations, sweeps). */
+enum { LIM_RATE, LIM_SLOTS, LIM_EXPORTS, LIM_IMPORTS, LIM_SIMS, LIM_SWEEPS, LIM_N };
 
 /* Then one rate per operation (keys[].limits.operations.<op>): kind
  * LIM_OP + op, LIM_ALL kinds in all. */
@@ -25,7 +25,8 @@ struct lim_key_cfg {
 	double rate;		/* requests a second */
 	long long burst;	/* at once; 0: the rate rounded up (at least 1) */
 	long long concurrent;	/* requests at once */
-	long long daily[3];	/* creations a UTC day: exports, imports, simulations */
+	long long daily[4];	/* creations a UTC day: exports, imports, simulations,
+				 * sweeps */
 	struct {
 		double rate;		/* this operation's requests a second, besides rate */
 		long long burst;	/* 0: its rate rounded up (at least 1) */

@@ -200,6 +200,37 @@ def test_operation_rate_limits_that_operation_only(emulator, make_gateway):
     assert lim["export-rate"]["quota"] == 2
 
 
+def sweep(gw, body=None, key=TEST_KEY):
+    body = body or {"baseCaseId": "CASE-OM-1", "variants": [{"name": "a", "patch": {}}]}
+    return requests.post(gw.sim + "/tidegate/v1/sweeps", json=body,
+                         headers={"Authorization": "Bearer " + key}, timeout=15)
+
+
+def test_daily_sweeps_refused_ones_do_not_count(emulator, make_gateway):
+    cfg = limited()
+    cfg["keys"][0]["limits"] = {"daily": {"sweeps": 1}}
+    gw = make_gateway(emulator, cfg)
+    bad = sweep(gw, {"variants": []})
+    assert bad.status_code == 400, bad.text		# refused before the quota
+    none = sweep(gw, {"baseCaseId": "CASE-NONE", "variants": [{"name": "a", "patch": {}}]})
+    assert none.status_code == 404, none.text	# took a unit, gave it back
+    first = sweep(gw)
+    assert first.status_code == 201, first.text
+    assert first.headers["RateLimit-Policy"] == '"daily-sweeps";q=1;w=86400'
+    assert first.headers["RateLimit"].startswith('"daily-sweeps";r=0;t=')
+    r = sweep(gw)
+    assert r.status_code == 429, r.text
+    assert r.json()["error"] == "QUOTA_EXCEEDED"
+    assert "keys[].limits.daily.sweeps" in r.json()["message"]
+    assert abs(int(r.headers["Retry-After"]) - to_midnight()) <= 2
+    assert r.headers["RateLimit-Policy"] == '"daily-sweeps";q=1;w=86400'
+    assert sweep(gw, key=OTHER).status_code == 201
+    assert gw.metric("tidegate_key_limited_total", key="test", limit="daily-sweeps") == 1
+    assert gw.metric("tidegate_key_jobs_created_total", key="test") == 1
+    assert gw.metric("tidegate_key_quota_left", key="test", limit="daily-sweeps") == 0
+    assert gw.metric("tidegate_sweeps_created_total") == 2
+
+
 # ---- a fleet: real PostgreSQL ----
 
 needs_pg = pytest.mark.skipif(
