@@ -41,6 +41,21 @@ struct gw_webhook_callbacks {
 	const char *(*secret_ref)(void *ctx, const struct gw_runtime *rt, const char *key);
 };
 
+/* "limits.sweeps": the daily quota of sweeps of a caller's key (src/limits),
+ * for the feature that creates sweeps on an endpoint of its own (src/runs).
+ * The unit is r's until r ends: given back then unless kept. */
+#define GW_API_LIMITS_SWEEPS "limits.sweeps"
+struct gw_limits_sweeps {
+	/* Take a unit for the sweep r (borrowed) asks for: 0 when taken or
+	 * r's key has no such quota (go on), -1 when r was answered (429
+	 * QUOTA_EXCEEDED), 1 when the unit is on its way: done(r) follows
+	 * when it is taken (never before take returns), or r is answered 429
+	 * without it. */
+	int (*take)(void *ctx, struct gw_req *r, void (*done)(struct gw_req *r));
+	/* The sweep r asked for was created: its unit stays used. */
+	void (*keep)(void *ctx, struct gw_req *r);
+};
+
 /**
  * Offer api (borrowed, static: a struct above) under name (borrowed,
  * static) with its ctx (borrowed, the provider's until its stop): 0, or -1

@@ -12,6 +12,32 @@
 #define K(p, t, f, d, doc) GW_CFG_KEY(struct lim_cfg, p, t, f, d, doc)
 #define KB(p, t, f, d, lo, hi, doc) GW_CFG_KEYB(struct lim_cfg, p, t, f, d, lo, hi, doc)
 
+/* Per operation: keys[].limits.operations.<name>.rate and .burst, a map
+ * keyed by the operation's name (a fixed set, so the key table carries it
+ * and an unknown name gets the loader's "did you mean"). */
+#define OP_KEYS(o, nm)								\
+	GW_CFG_KEYB(struct lim_key_cfg, "limits.operations." nm ".rate", TG_CFG_DOUBLE,	\
+	    op[o].rate, "0", 0, 1e6, "requests a second of operation " nm " this key may "	\
+	    "make, fleet-wide, counted besides limits.rate (0: no limit); over it: 429 "	\
+	    "RATE_LIMITED"),							\
+	GW_CFG_KEYB(struct lim_key_cfg, "limits.operations." nm ".burst", TG_CFG_INT,	\
+	    op[o].burst, "0", 0, 1e9, "requests of " nm " at once above its rate (0: the "	\
+	    "rate rounded up, at least 1)"),
+
+/* Each operation a key may limit and its name (the route tables'). */
+#define LIM_OPS(X)								\
+	X(TG_OP_DEX_AUTHENTICATE, "authenticate") X(TG_OP_DEX_EXPORT, "export")		\
+	X(TG_OP_DEX_EXPORT_GET, "export_get") X(TG_OP_DEX_IMPORT_JSON, "import_activities")	\
+	X(TG_OP_DEX_IMPORT_FILE, "import_file") X(TG_OP_DEX_IMPORT_STATUS, "import_status")	\
+	X(TG_OP_DEX_IMPORT_RESULT, "import_result")					\
+	X(TG_OP_DEX_IMPORT_FAILED, "import_failed") X(TG_OP_SIM_TOKEN, "token")		\
+	X(TG_OP_SIM_CASES, "cases") X(TG_OP_SIM_CASE, "case")				\
+	X(TG_OP_SIM_SUBMIT, "simulations") X(TG_OP_SIM_LIST, "simulation_list")		\
+	X(TG_OP_SIM_STATUS, "simulation") X(TG_OP_SIM_RESULTS, "results")
+
+#define OP_NAME(o, nm) [o] = nm,
+const char *const lim_op_names[TG_OP_COUNT] = { LIM_OPS(OP_NAME) };
+
 static const struct tg_cfg_key key_keys[] = {
 	GW_CFG_KEYB(struct lim_key_cfg, "limits.rate", TG_CFG_DOUBLE, rate, "0", 0, 1e6,
 	    "requests a second this key may make, for the whole fleet (0: no limit); over "
@@ -28,6 +54,10 @@ static const struct tg_cfg_key key_keys[] = {
 	    1e12, "imports (JSON or file) this key may create a UTC day, as daily.exports"),
 	GW_CFG_KEYB(struct lim_key_cfg, "limits.daily.simulations", TG_CFG_INT, daily[2], "0",
 	    0, 1e12, "simulation runs this key may submit a UTC day, as daily.exports"),
+	GW_CFG_KEYB(struct lim_key_cfg, "limits.daily.sweeps", TG_CFG_INT, daily[3], "0", 0,
+	    1e12, "sweeps this key may create a UTC day (POST /tidegate/v1/sweeps), fleet-wide "
+	    "(0: no limit); over it: 429 QUOTA_EXCEEDED; one refused does not count"),
+	LIM_OPS(OP_KEYS)
 };
 
 static const struct tg_cfg_key keys[] = {
@@ -52,6 +82,7 @@ check(const struct gw_config *c, void *s, struct tg_cfg_report *rep)
 	struct lim_cfg *l = s;
 	struct lim_key_cfg *k;
 	size_t i;
+	int j;
 
 	(void)c;
 	if (strcmp(l->count, "all") != 0 && strcmp(l->count, "vendor") != 0)
@@ -62,7 +93,12 @@ check(const struct gw_config *c, void *s, struct tg_cfg_report *rep)
 		if (k->rate > 0 && k->burst == 0)
 			k->burst = (long long)ceil(k->rate);
 		l->any |= k->rate > 0 || k->concurrent > 0 || k->daily[0] > 0 || k->daily[1] > 0
-		    || k->daily[2] > 0;
+		    || k->daily[2] > 0 || k->daily[3] > 0;
+		for (j = 0; j < TG_OP_COUNT; j++) {
+			if (k->op[j].rate > 0 && k->op[j].burst == 0)
+				k->op[j].burst = (long long)ceil(k->op[j].rate);
+			l->any |= k->op[j].rate > 0;
+		}
 	}
 }
 

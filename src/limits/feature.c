@@ -20,6 +20,7 @@
 #include <event2/buffer.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/feature_apis.h"
 #include "tidegate/http.h"
 #include "tidegate/json.h"
 #include "tidegate/log.h"
@@ -31,9 +32,11 @@
 
 /* Each kind: the limit's name after "key:<name>:", its field name, the
  * setting a refusal names, its error code. */
-static const struct {
+struct kind {
 	const char *suffix, *field, *setting, *code;
-} KIND[LIM_N] = {
+};
+
+static const struct kind BASE[LIM_N] = {
 	[LIM_RATE] = { "rate", "rate", "keys[].limits.rate", "RATE_LIMITED" },
 	[LIM_SLOTS] = { "concurrent", "concurrent", "keys[].limits.concurrent",
 	    "CONCURRENCY_LIMITED" },
@@ -43,12 +46,20 @@ static const struct {
 	    "QUOTA_EXCEEDED" },
 	[LIM_SIMS] = { "daily:simulation", "daily-simulations",
 	    "keys[].limits.daily.simulations", "QUOTA_EXCEEDED" },
+	[LIM_SWEEPS] = { "daily:sweep", "daily-sweeps", "keys[].limits.daily.sweeps",
+	    "QUOTA_EXCEEDED" },
 };
+
+/* BASE, then each operation's rate (LIM_OP + op): "op:<op>:rate", field
+ * "<op>-rate"; made at registration from the operations' names (an
+ * operation without one has suffix NULL). */
+static struct kind KIND[LIM_ALL];
+static char op_text[TG_OP_COUNT][3][96];
 
 /* One key's limits in the quota engine (references held), and its labels. */
 struct lim_key {
-	struct tg_quota_limit *lim[LIM_N];
-	char *policy[LIM_N];	/* its RateLimit-Policy value (constant per limit) */
+	struct tg_quota_limit *lim[LIM_ALL];
+	char *policy[LIM_ALL];	/* its RateLimit-Policy value (constant per limit) */
 	char *name;		/* the key's, for messages */
 	char *labels;		/* key="<name>" */
 	int any;
@@ -74,8 +85,11 @@ struct lim_req {
 	struct tg_quota_limit *slot;	/* referenced until given back */
 	struct tg_quota_limit *rate;	/* limits.count vendor: the rate's unit, given
 					 * back when no vendor call answered r */
+	struct tg_quota_limit *op_rate;	/* and its operation's, likewise */
 	int vendor;			/* a vendor call of r's own answered */
 	struct tg_quota_limit *day;	/* a creation's unit, given back if refused */
+	int day_back;			/* a sweep's: given back when r ends unless kept */
+	void (*done)(struct gw_req *r);	/* a sweep's unit came after a wait */
 	struct tg_quota_waiter w;
 	struct event *deadline;
 	struct tg_quota_limit *on;	/* the limit waited on (borrowed from w) */
@@ -92,7 +106,7 @@ keys_free(struct lim *l)
 	size_t i, j;
 
 	for (i = 0; i < l->nkeys; i++) {
-		for (j = 0; j < LIM_N; j++) {
+		for (j = 0; j < LIM_ALL; j++) {
 			if (l->keys[i].lim[j])
 				tg_quota_unref(l->keys[i].lim[j]);
 			free(l->keys[i].policy[j]);
@@ -113,14 +127,17 @@ def_of(const struct lim_key_cfg *c, int j, struct tg_quota_def *d)
 		*d = (struct tg_quota_def){ NULL, TG_QUOTA_RATE, c->rate, c->burst, 0 };
 	else if (j == LIM_SLOTS && c->concurrent > 0)
 		*d = (struct tg_quota_def){ NULL, TG_QUOTA_SLOTS, 0, 0, c->concurrent };
-	else if (j >= LIM_EXPORTS && c->daily[j - LIM_EXPORTS] > 0)
+	else if (j >= LIM_EXPORTS && j < LIM_N && c->daily[j - LIM_EXPORTS] > 0)
 		*d = (struct tg_quota_def){ NULL, TG_QUOTA_DAY, 0, 0, c->daily[j - LIM_EXPORTS] };
+	else if (j >= LIM_OP && c->op[j - LIM_OP].rate > 0)
+		*d = (struct tg_quota_def){ NULL, TG_QUOTA_RATE, c->op[j - LIM_OP].rate,
+		    c->op[j - LIM_OP].burst, 0 };
 	else
 		return -1;
 	return 0;
 }
 
-/* The definitions of rt's keys' limits into d (room for LIM_N a key). */
+/* The definitions of rt's keys' limits into d (room for LIM_ALL a key). */
 static size_t
 defs_of(const struct gw_runtime *rt, const struct lim_cfg *c, struct tg_quota_def *d,
     char (*names)[160])
@@ -129,8 +146,8 @@ defs_of(const struct gw_runtime *rt, const struct lim_cfg *c, struct tg_quota_de
 	int j;
 
 	for (i = 0; i < c->nkeys && i < rt->keys.n; i++)
-		for (j = 0; j < LIM_N; j++)
-			if (def_of(&c->keys[i], j, &d[n]) == 0) {
+		for (j = 0; j < LIM_ALL; j++)
+			if (KIND[j].suffix && def_of(&c->keys[i], j, &d[n]) == 0) {
 				snprintf(names[n], sizeof(names[n]), "key:%s:%s",
 				    rt->keys.keys[i].name, KIND[j].suffix);
 				d[n].name = names[n];
@@ -168,7 +185,9 @@ key_set(struct lim *l, struct lim_key *k, const char *name)
 	int j;
 
 	k->name = tg_xstrdup(name);
-	for (j = 0; j < LIM_N; j++) {
+	for (j = 0; j < LIM_ALL; j++) {
+		if (KIND[j].suffix == NULL)
+			continue;
 		snprintf(ln, sizeof(ln), "key:%s:%s", name, KIND[j].suffix);
 		if ((k->lim[j] = tg_quota_find(l->q, ln)) == NULL)
 			continue;
@@ -203,7 +222,7 @@ build(struct lim *l)
 {
 	const struct gw_runtime *rt = l->gw->rt;
 	const struct lim_cfg *c = lim_cfg_of(&rt->cfg);
-	size_t n = LIM_N * (c->nkeys + 1), i;
+	size_t n = LIM_ALL * (c->nkeys + 1), i;
 	struct tg_quota_def *d = tg_xcalloc(n, sizeof(*d));
 	char (*names)[160] = tg_xcalloc(n, sizeof(*names));
 	struct lim_key *keys;
@@ -281,7 +300,38 @@ refuse(struct lim *l, struct gw_req *r, struct lim_key *k, int j,
 	gw_req_reply_error(r, 429, KIND[j].code, msg);
 }
 
+/* KIND from BASE and the operations' names; -1 when a name of the config
+ * table is not the route tables' (the table would take keys no route has). */
+static int
+kinds_make(struct tg_err *err)
+{
+	int o;
+
+	memcpy(KIND, BASE, sizeof(BASE));
+	for (o = 0; o < TG_OP_COUNT; o++) {
+		const char *nm = lim_op_names[o];
+
+		if (nm == NULL)
+			continue;
+		if (strcmp(nm, tg_op_name((enum tg_op)o)) != 0) {
+			tg_err_set(err, "limits: operation %d is %s, not %s", o,
+			    tg_op_name((enum tg_op)o), nm);
+			return -1;
+		}
+		snprintf(op_text[o][0], sizeof(op_text[o][0]), "op:%s:rate", nm);
+		snprintf(op_text[o][1], sizeof(op_text[o][1]), "%s-rate", nm);
+		snprintf(op_text[o][2], sizeof(op_text[o][2]),
+		    "keys[].limits.operations.%s.rate", nm);
+		KIND[LIM_OP + o] = (struct kind){ op_text[o][0], op_text[o][1], op_text[o][2],
+		    "RATE_LIMITED" };
+	}
+	return 0;
+}
+
 enum { ADMIT, REFUSED, WAIT };
+
+static int take(struct lim *l, struct gw_req *r, struct lim_key *k, const int *kinds, int n,
+    int may_wait, struct tg_quota_limit **on, struct tg_quota_verdict *v, int *first);
 
 static int
 key_index(const struct lim *l, const struct gw_req *r, size_t *i)
@@ -308,56 +358,102 @@ give_back(struct lim_key *k, const int *took, int n, int64_t now)
 		tg_quota_give(k->lim[took[n]], 1, now);
 }
 
-/* Keep what r holds until it ends: its slot, its creation's unit, and
- * (limits.count vendor) its rate's unit. */
-static void
-hold(struct lim *l, struct gw_req *r, struct lim_key *k, int day)
-{
-	struct lim_req *s;
-
-	int by_vendor = k->lim[LIM_RATE] && lim_cfg_of(&r->rt->cfg)->count_vendor;
-
-	if (!k->lim[LIM_SLOTS] && day < 0 && !by_vendor)
-		return;
-	s = gw_req_slot(r, l->id, sizeof(*s));
-	if (by_vendor)
-		s->rate = tg_quota_ref(k->lim[LIM_RATE]);
-	if (k->lim[LIM_SLOTS])
-		s->slot = tg_quota_ref(k->lim[LIM_SLOTS]);
-	if (day >= 0)
-		s->day = tg_quota_ref(k->lim[day]);
-}
-
-/* Take k's units for r: ADMIT, REFUSED (replied) or WAIT (*on: the limit
- * whose lease is on its way; may_wait 0: refuse instead). */
+/* Take a unit of each of k's limits of kinds[0..n-1] (-1 or absent: none)
+ * for r: ADMIT with v[kind] and *first the one with the fewest left (the
+ * first taken of those on a tie; -1: none), or REFUSED (replied; what was
+ * taken given back) or WAIT (*on: the limit whose lease is on its way;
+ * may_wait 0: refuse instead). */
 static int
-admit(struct lim *l, struct gw_req *r, struct lim_key *k, int may_wait,
-    struct tg_quota_limit **on)
+take(struct lim *l, struct gw_req *r, struct lim_key *k, const int *kinds, int n,
+    int may_wait, struct tg_quota_limit **on, struct tg_quota_verdict *v, int *first)
 {
-	struct tg_quota_verdict v[LIM_N];
 	int64_t now = tg_clock_mono_us();
-	int kinds[3] = { LIM_RATE, LIM_SLOTS, creation(r->op) }, took[3], n = 0, i, first = -1;
+	int took[4], nt = 0, i;
 
-	for (i = 0; i < 3; i++) {
+	*first = -1;
+	for (i = 0; i < n; i++) {
 		int j = kinds[i];
 
 		if (j < 0 || !k->lim[j])
 			continue;
 		if (tg_quota_take(k->lim[j], 1, now, &v[j]) < 0) {
-			give_back(k, took, n, now);
+			give_back(k, took, nt, now);
 			*on = k->lim[j];
 			if (v[j].pending && may_wait)
 				return WAIT;
 			refuse(l, r, k, j, &v[j]);
 			return REFUSED;
 		}
-		took[n++] = j;
-		first = first < 0 ? j : first;
+		took[nt++] = j;
+		*first = *first < 0 || v[j].left < v[*first].left ? j : *first;
 	}
-	hold(l, r, k, kinds[2] >= 0 && k->lim[kinds[2]] ? kinds[2] : -1);
+	return ADMIT;
+}
+
+/* Keep what r holds until it ends: its slot, its creation's unit, and
+ * (limits.count vendor) its rate's and its operation's rate's units. */
+static void
+hold(struct lim *l, struct gw_req *r, struct lim_key *k, int op, int day)
+{
+	struct lim_req *s;
+	int vendor = lim_cfg_of(&r->rt->cfg)->count_vendor;
+	struct tg_quota_limit *rate = vendor ? k->lim[LIM_RATE] : NULL,
+	    *op_rate = vendor && op >= 0 ? k->lim[op] : NULL;
+
+	if (!k->lim[LIM_SLOTS] && day < 0 && !rate && !op_rate)
+		return;
+	s = gw_req_slot(r, l->id, sizeof(*s));
+	if (rate)
+		s->rate = tg_quota_ref(rate);
+	if (op_rate)
+		s->op_rate = tg_quota_ref(op_rate);
+	if (k->lim[LIM_SLOTS])
+		s->slot = tg_quota_ref(k->lim[LIM_SLOTS]);
+	if (day >= 0)
+		s->day = tg_quota_ref(k->lim[day]);
+}
+
+/* Take k's units for r: its rate's, its operation's rate's, its slot and
+ * its creation's; ADMIT, REFUSED (replied) or WAIT (*on: the limit whose
+ * lease is on its way; may_wait 0: refuse instead). The fields under the
+ * limits are those of the one with the fewest units left (the first
+ * taken of those on a tie). */
+static int
+admit(struct lim *l, struct gw_req *r, struct lim_key *k, int may_wait,
+    struct tg_quota_limit **on)
+{
+	struct tg_quota_verdict v[LIM_ALL];
+	int op = r->op > 0 && r->op < TG_OP_COUNT ? LIM_OP + (int)r->op : -1;
+	int kinds[4] = { LIM_RATE, op, LIM_SLOTS, creation(r->op) }, first, rc;
+
+	if ((rc = take(l, r, k, kinds, 4, may_wait, on, v, &first)) != ADMIT)
+		return rc;
+	hold(l, r, k, op, kinds[3] >= 0 && k->lim[kinds[3]] ? kinds[3] : -1);
 	if (first >= 0 && lim_cfg_of(&r->rt->cfg)->headers)
 		add_fields(r, k, first, &v[first]);
 	k->admitted++;
+	return ADMIT;
+}
+
+/* A sweep's unit for r: ADMIT (taken, held until r ends unless kept, or
+ * none to take), REFUSED (replied) or WAIT (*on), as admit. */
+static int
+sweep_admit(struct lim *l, struct gw_req *r, struct lim_key *k, int may_wait,
+    struct tg_quota_limit **on)
+{
+	struct tg_quota_verdict v[LIM_ALL];
+	int kinds[1] = { LIM_SWEEPS }, first, rc;
+	struct lim_req *s;
+
+	if (!k->lim[LIM_SWEEPS])
+		return ADMIT;
+	if ((rc = take(l, r, k, kinds, 1, may_wait, on, v, &first)) != ADMIT)
+		return rc;
+	s = gw_req_slot(r, l->id, sizeof(*s));
+	s->day = tg_quota_ref(k->lim[LIM_SWEEPS]);
+	s->day_back = 1;
+	if (lim_cfg_of(&r->rt->cfg)->headers)
+		add_fields(r, k, LIM_SWEEPS, &v[LIM_SWEEPS]);
 	return ADMIT;
 }
 
@@ -393,8 +489,15 @@ woken(struct tg_quota_waiter *w, void *arg)
 
 	(void)w;
 	wait_end(s);
-	if (!key_again(s) || admit(s->l, s->r, s->k, 0, &on) == ADMIT)
+	if (s->done != NULL) {
+		void (*done)(struct gw_req *) = s->done;
+
+		s->done = NULL;
+		if (!key_again(s) || sweep_admit(s->l, s->r, s->k, 0, &on) == ADMIT)
+			done(s->r);
+	} else if (!key_again(s) || admit(s->l, s->r, s->k, 0, &on) == ADMIT) {
 		gw_req_continue(s->r);
+	}
 }
 
 /* The kind of k's limit lm. */
@@ -403,9 +506,9 @@ kind_of(const struct lim_key *k, const struct tg_quota_limit *lm)
 {
 	int j;
 
-	for (j = 0; j < LIM_N && k->lim[j] != lm; j++)
+	for (j = 0; j < LIM_ALL && k->lim[j] != lm; j++)
 		;
-	return j < LIM_N ? j : LIM_RATE;
+	return j < LIM_ALL ? j : LIM_RATE;
 }
 
 /* The lease did not come in time: refused, to be retried in a second. */
@@ -421,7 +524,10 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	tg_quota_ref(on);
 	wait_end(s);
 	if (!key_again(s)) {
-		gw_req_continue(s->r);
+		if (s->done != NULL)
+			s->done(s->r);
+		else
+			gw_req_continue(s->r);
 	} else {
 		tg_quota_peek(on, tg_clock_mono_us(), &v);
 		v.retry_ms = 1000;
@@ -430,14 +536,31 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	tg_quota_unref(on);
 }
 
+/* r waits for on's lease, at most WAIT_MS; then done (a sweep's unit) or
+ * the request goes on (done NULL). */
+static void
+wait_for(struct lim *l, struct gw_req *r, struct lim_key *k, struct tg_quota_limit *on,
+    void (*done)(struct gw_req *))
+{
+	struct timeval tv = { 0, WAIT_MS * 1000 };
+	struct lim_req *s = gw_req_slot(r, l->id, sizeof(*s));
+
+	s->l = l;
+	s->k = k;
+	s->r = r;
+	s->on = on;
+	s->done = done;
+	s->deadline = event_new(l->gw->base, -1, 0, deadline_cb, s);
+	event_add(s->deadline, &tv);
+	tg_quota_wait(on, &s->w, woken, s);
+}
+
 static int
 on_request(struct gw_req *r, void *ctx)
 {
 	struct lim *l = ctx;
 	struct tg_quota_limit *on = NULL;
-	struct timeval tv = { 0, WAIT_MS * 1000 };
 	struct lim_key *k;
-	struct lim_req *s;
 	size_t i;
 
 	if (l->q == NULL || !lim_cfg_of(&r->rt->cfg)->any || key_index(l, r, &i) != 0)
@@ -451,16 +574,49 @@ on_request(struct gw_req *r, void *ctx)
 	case REFUSED:
 		return -1;
 	}
-	s = gw_req_slot(r, l->id, sizeof(*s));
-	s->l = l;
-	s->k = k;
-	s->r = r;
-	s->on = on;
-	s->deadline = event_new(l->gw->base, -1, 0, deadline_cb, s);
-	event_add(s->deadline, &tv);
-	tg_quota_wait(on, &s->w, woken, s);
+	wait_for(l, r, k, on, NULL);
 	return -1;
 }
+
+/* ---- the daily quota of sweeps, for the runs feature (limits.sweeps) ---- */
+
+static int
+sweeps_take(void *ctx, struct gw_req *r, void (*done)(struct gw_req *r))
+{
+	struct lim *l = ctx;
+	struct tg_quota_limit *on = NULL;
+	size_t i;
+
+	if (l->q == NULL || key_index(l, r, &i) != 0 || !l->keys[i].lim[LIM_SWEEPS])
+		return 0;
+	switch (sweep_admit(l, r, &l->keys[i], 1, &on)) {
+	case ADMIT:
+		return 0;
+	case REFUSED:
+		return -1;
+	}
+	wait_for(l, r, &l->keys[i], on, done);
+	return 1;
+}
+
+static void
+sweeps_keep(void *ctx, struct gw_req *r)
+{
+	struct lim *l = ctx;
+	struct lim_req *s = r->slot[l->id];
+	size_t i;
+
+	if (s == NULL || s->day == NULL || !s->day_back)
+		return;
+	s->day_back = 0;
+	if (key_index(l, r, &i) == 0)
+		l->keys[i].created++;
+}
+
+static const struct gw_limits_sweeps sweeps_api = {
+	.take = sweeps_take,
+	.keep = sweeps_keep,
+};
 
 /* The key's vendor calls and jobs counted; a creation the vendor refused
  * (not 2xx) does not count against the day. */
@@ -496,12 +652,20 @@ on_free(struct gw_req *r, void *ctx, void *slot)
 		tg_quota_give(s->slot, 1, tg_clock_mono_us());
 		tg_quota_unref(s->slot);
 	}
-	if (s->day)
+	if (s->day) {
+		if (s->day_back)	/* a sweep not created */
+			tg_quota_give(s->day, 1, tg_clock_mono_us());
 		tg_quota_unref(s->day);
+	}
 	if (s->rate) {		/* limits.count vendor: answered without one */
 		if (!s->vendor)
 			tg_quota_give(s->rate, 1, tg_clock_mono_us());
 		tg_quota_unref(s->rate);
+	}
+	if (s->op_rate) {
+		if (!s->vendor)
+			tg_quota_give(s->op_rate, 1, tg_clock_mono_us());
+		tg_quota_unref(s->op_rate);
 	}
 	free(s);
 }
@@ -556,7 +720,7 @@ key_metrics(struct lim *l, struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tidegate_key_vendor_calls_total Vendor answers to an "
 	    "API key's requests.\n# TYPE tidegate_key_vendor_calls_total counter\n"
 	    "# HELP tidegate_key_jobs_created_total Jobs an API key created (exports, imports, "
-	    "simulation runs answered 2xx).\n# TYPE tidegate_key_jobs_created_total counter\n");
+	    "simulation runs answered 2xx, sweeps).\n# TYPE tidegate_key_jobs_created_total counter\n");
 	for (i = 0; i < l->nkeys; i++)
 		evbuffer_add_printf(out, "tidegate_key_vendor_calls_total{%s} %llu\n"
 		    "tidegate_key_jobs_created_total{%s} %llu\n", l->keys[i].labels,
@@ -565,7 +729,7 @@ key_metrics(struct lim *l, struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tidegate_key_quota_left Units of each limit of an API "
 	    "key left, as this instance knows.\n# TYPE tidegate_key_quota_left gauge\n");
 	for (i = 0; i < l->nkeys; i++)
-		for (j = 0; j < LIM_N; j++)
+		for (j = 0; j < LIM_ALL; j++)
 			if (l->keys[i].lim[j]) {
 				tg_quota_peek(l->keys[i].lim[j], tg_clock_mono_us(), &v);
 				evbuffer_add_printf(out, "tidegate_key_quota_left{%s,limit=\"%s\"} "
@@ -646,7 +810,7 @@ limits_json(struct lim *l, yajl_gen g)
 		tg_json_kv_int(g, "admitted", (long long)l->keys[i].admitted);
 		tg_json_str(g, "limits");
 		yajl_gen_map_open(g);
-		for (j = 0; j < LIM_N; j++)
+		for (j = 0; j < LIM_ALL; j++)
 			if (l->keys[i].lim[j]) {
 				tg_json_str(g, KIND[j].field);
 				limit_json(g, l->keys[i].lim[j]);
@@ -720,11 +884,17 @@ tg_limits_register(struct gw *gw, struct tg_err *err)
 	for (i = 0; i < TG_OP_COUNT; i++)
 		ops[i] = (enum tg_op)i;
 	ops[TG_OP_COUNT] = TG_OP_COUNT;
+	if (kinds_make(err) != 0) {
+		free(l);
+		return -1;
+	}
 	l->gw = gw;
 	if ((l->id = gw_feature_register(gw, &feature, l, err)) < 0) {
 		free(l);
 		return -1;
 	}
+	if (gw_api_provide(gw, GW_API_LIMITS_SWEEPS, &sweeps_api, l, err) != 0)
+		return -1;	/* registered: its stop frees l */
 	tg_metrics_help(gw->metrics, "tidegate_key_limited_total", "counter",
 	    "Requests of an API key refused with 429, by limit (rate, concurrent).");
 	return 0;

@@ -8,18 +8,29 @@
 #include <stdint.h>
 
 #include "tidegate/limits.h"
+#include "tidegate/ops.h"
 #include "tidegate/quota.h"
 
 /* A key's limits, by kind: its rate, its concurrency, and its daily
- * quotas of job creations (exports, imports, simulations). */
-enum { LIM_RATE, LIM_SLOTS, LIM_EXPORTS, LIM_IMPORTS, LIM_SIMS, LIM_N };
+ * quotas of job creations (exports, imports, simulations, sweeps). */
+enum { LIM_RATE, LIM_SLOTS, LIM_EXPORTS, LIM_IMPORTS, LIM_SIMS, LIM_SWEEPS, LIM_N };
+
+/* Then one rate per operation (keys[].limits.operations.<op>): kind
+ * LIM_OP + op, LIM_ALL kinds in all. */
+#define LIM_OP	LIM_N
+#define LIM_ALL	(LIM_N + TG_OP_COUNT)
 
 /* A key's limits as configured (keys[].limits.*; 0: none). */
 struct lim_key_cfg {
 	double rate;		/* requests a second */
 	long long burst;	/* at once; 0: the rate rounded up (at least 1) */
 	long long concurrent;	/* requests at once */
-	long long daily[3];	/* creations a UTC day: exports, imports, simulations */
+	long long daily[4];	/* creations a UTC day: exports, imports, simulations,
+				 * sweeps */
+	struct {
+		double rate;		/* this operation's requests a second, besides rate */
+		long long burst;	/* 0: its rate rounded up (at least 1) */
+	} op[TG_OP_COUNT];	/* by enum tg_op (ops.h); TG_OP_PASSTHROUGH unused */
 };
 
 /* The feature's settings, one per configuration loaded. */
@@ -34,6 +45,10 @@ struct lim_cfg {
 	size_t nkeys;
 	int any;		/* not a key: some key has a limit */
 };
+
+/* The operations a key may limit, by name (config.c; TG_OP_COUNT of them,
+ * NULL for TG_OP_PASSTHROUGH): the route tables' names (tg_op_name). */
+extern const char *const lim_op_names[TG_OP_COUNT];
 
 /** The settings in c (borrowed, as long as c). */
 const struct lim_cfg *lim_cfg_of(const struct gw_config *c);

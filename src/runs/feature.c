@@ -165,6 +165,7 @@ start(void *ctx)
 	struct runs *rn = ctx;
 
 	rn->callbacks = gw_api_get(rn->gw, GW_API_WEBHOOK_CALLBACKS, &rn->callbacks_ctx);
+	rn->sweeps_quota = gw_api_get(rn->gw, GW_API_LIMITS_SWEEPS, &rn->sweeps_quota_ctx);
 	rn->tracker = runs_tracker_new(rn->gw);
 	rn->sweeper = runs_sweeper_new(rn->gw);
 }

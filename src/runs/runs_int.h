@@ -55,6 +55,10 @@ struct runs {
 	 * start; NULL: no webhook feature, no callbackUrl is accepted */
 	const struct gw_webhook_callbacks *callbacks;
 	void *callbacks_ctx;
+	/* the limits feature's daily quota of sweeps, looked up at start;
+	 * NULL: no limits feature, sweeps are not counted */
+	const struct gw_limits_sweeps *sweeps_quota;
+	void *sweeps_quota_ctx;
 };
 
 /* One request's part in the feature (r->slot[id]), made on first use. */

@@ -1,7 +1,10 @@
 /*
  * sweeps.c - the sweep endpoints of the extension API on the simulation
  * listener (docs/simulations.md):
- *   POST /tidegate/v1/sweeps       check the request, fetch the base case
+ *   POST /tidegate/v1/sweeps       check the request, take a unit of the
+ *                                  key's daily quota of sweeps (limits.sweeps:
+ *                                  given back unless the sweep is stored),
+ *                                  fetch the base case
  *                                  with the gateway's token, patch and
  *                                  check every variant (all problems in
  *                                  one 400), store the sweep, 201
@@ -137,6 +140,8 @@ on_created(const struct tg_state_res *res, const char *id, void *arg)
 		return;
 	}
 	tg_metrics_inc(r->gw->metrics, "tidegate_sweeps_created_total", "", 1);
+	if (RUNS(r->gw)->sweeps_quota != NULL)
+		RUNS(r->gw)->sweeps_quota->keep(RUNS(r->gw)->sweeps_quota_ctx, r);
 	tg_log(TG_LOG_INFO, "sweep_created", TG_LS("id", r->id), TG_LS("sweepId", id),
 	    TG_LS("key", r->key->name), TG_LI("variants", sp->req.n),
 	    TG_LI("concurrency", sp->req.concurrency > 0 ? sp->req.concurrency :
@@ -259,6 +264,7 @@ post_sweep(struct gw_req *r)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
 	struct runs_sweep_post *sp = tg_xcalloc(1, sizeof(*sp));
+	const struct gw_limits_sweeps *quota = RUNS(r->gw)->sweeps_quota;
 	struct tg_problems p;
 	const char *url;
 
@@ -277,7 +283,8 @@ post_sweep(struct gw_req *r)
 		goto refuse;
 	}
 	sp->callback = url != NULL ? tg_xstrdup(url) : NULL;
-	fetch_case(r);
+	if (quota == NULL || quota->take(RUNS(r->gw)->sweeps_quota_ctx, r, fetch_case) == 0)
+		fetch_case(r);
 	return;
 refuse:
 	gw_reply_problems(r, &p);

@@ -14,7 +14,10 @@
  * that locks the limit's row and then sums, each statement of it seeing
  * the commits before it; SQLite's single writer serialises its steps.
  * Expired rows (an instance that died) free themselves at the next take.
- * Members: each instance's row with the time it counts until, so that an
+ * A day's first take on an instance also deletes the rows of the days
+ * before yesterday (kept: yesterday's, for a lease asked for just before
+ * midnight), in the same statement, so the table holds about two rows a
+ * limit. Members: each instance's row with the time it counts until, so that an
  * instance cut off from the database knows how many share the limit. The
  * tables are in the owners file with SQLite (always open; a day's count
  * survives a restart there).
@@ -44,14 +47,16 @@ static const struct tg_db_stmt sql[] = {
 	    "UPDATE quota_rate SET tat = GREATEST($2::bigint, " PG_START " - $5::bigint *"
 	    " $3::bigint) WHERE name = $1",
 	    "UPDATE quota_rate SET tat = max($2, " LT_START " - $5 * $3) WHERE name = $1" },
-	/* DAY: $1 name, $2 day, $3 n, $4 limit. */
+	/* DAY: $1 name, $2 day, $3 n, $4 limit; $5 1: prune the days before $2 - 1. */
 	[DAY_TAKE] = { "quota_day_take", TG_DB_ANY, 1,
-	    "INSERT INTO quota_day (name, day, used, granted) VALUES ($1, $2,"
+	    "WITH old AS (DELETE FROM quota_day WHERE $5::bigint = 1 AND day < $2::bigint - 1)"
+	    " INSERT INTO quota_day (name, day, used, granted) VALUES ($1, $2,"
 	    " LEAST($3::bigint, $4::bigint), LEAST($3::bigint, $4::bigint))"
 	    " ON CONFLICT (name, day) DO UPDATE SET granted = GREATEST(0, LEAST($3::bigint,"
 	    " $4::bigint - quota_day.used)), used = quota_day.used + GREATEST(0,"
 	    " LEAST($3::bigint, $4::bigint - quota_day.used)) RETURNING granted, used",
-	    "INSERT INTO quota_day (name, day, used, granted) VALUES ($1, $2, min($3, $4),"
+	    "DELETE FROM quota_day WHERE $5 = 1 AND day < $2 - 1;"
+	    " INSERT INTO quota_day (name, day, used, granted) VALUES ($1, $2, min($3, $4),"
 	    " min($3, $4)) ON CONFLICT (name, day) DO UPDATE SET granted = max(0, min($3,"
 	    " $4 - quota_day.used)), used = quota_day.used + max(0, min($3,"
 	    " $4 - quota_day.used)) RETURNING granted, used" },
@@ -162,6 +167,11 @@ tg_state_quota_day_take(struct tg_state *st, const char *name, int64_t day, int6
 	tg_db_int(&o->q, day);
 	tg_db_int(&o->q, n);
 	tg_db_int(&o->q, limit);
+	/* set when asked, not when answered: a prune lost to a failure waits
+	 * for the next day's */
+	tg_db_int(&o->q, day > st->quota_day_pruned);
+	if (day > st->quota_day_pruned)
+		st->quota_day_pruned = day;
 	return submit(o, name, n);
 }
 

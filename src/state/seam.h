@@ -31,6 +31,8 @@ struct tg_state {
 	long long owners_max_rows;
 	/* the run registry (runs.c, runs_keep.c) */
 	struct tg_state_runs_limits runs;
+	/* quota.c: the last day whose first take pruned older days' counts */
+	int64_t quota_day_pruned;
 	/* shared.c */
 	struct tg_map *tokens;		/* one instance: service -> its token */
 	struct tg_map *leads;		/* a fleet: keys led -> until (mono ms) */

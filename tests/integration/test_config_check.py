@@ -32,6 +32,10 @@ CASES = [
     ("limits_rate_negative", f"keys:\n  - name: a\n    sha256: {SHA}\n    limits:\n"
      "      rate: -1\n",
      ["{f}:6:13: keys[0].limits.rate: must be between 0 and 1000000"]),
+    ("limits_operation_unknown", f"keys:\n  - name: a\n    sha256: {SHA}\n    limits:\n"
+     "      operations:\n        exprot:\n          rate: 1\n",
+     ["{f}:7:9: keys[0].limits.operations.exprot: unknown key (did you mean "
+      "'keys[0].limits.operations.export'?)"]),
     ("route_without_slash", "sim:\n  routes:\n    token: oauth/token\n",
      ["{f}:4:12: sim.routes.token: must start with '/' (did you mean '/oauth/token'?)"]),
     ("route_absolute_url", "dex:\n  routes:\n    export: https://vendor.example/x/{{kind}}\n",

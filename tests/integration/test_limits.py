@@ -164,6 +164,73 @@ def test_daily_exports_and_give_back_on_refusal(emulator, make_gateway):
     assert export(gw).status_code == 429
 
 
+def test_operation_rate_limits_that_operation_only(emulator, make_gateway):
+    cfg = limited(rate=1, burst=10)
+    cfg["keys"][0]["limits"]["operations"] = {"export": {"rate": 0.5, "burst": 2}}
+    gw = make_gateway(emulator, cfg)
+    firsts = [export(gw) for _ in range(2)]
+    assert [x.status_code for x in firsts] == [200, 200], [x.text for x in firsts]
+    # the fields report the tighter limit: the operation's, with fewer left
+    assert [x.headers["RateLimit"] for x in firsts] == [
+        '"export-rate";r=1;t=2', '"export-rate";r=0;t=4']
+    assert {x.headers["RateLimit-Policy"] for x in firsts} == {'"export-rate";q=2;w=4'}
+    r = export(gw)
+    assert r.status_code == 429
+    body = r.json()
+    assert body["error"] == "RATE_LIMITED"
+    assert "keys[].limits.operations.export.rate" in body["message"]
+    assert '"test"' in body["message"]
+    assert r.headers["Retry-After"] == "2"
+    assert r.headers["RateLimit-Policy"] == '"export-rate";q=2;w=4'
+    assert r.headers["RateLimit"] == '"export-rate";r=0;t=4'
+    # the key's other calls pass, under its overall rate (which the two
+    # exports took from; the refused one gave its unit back)
+    others = [get(gw) for _ in range(3)]
+    assert [x.status_code for x in others] == [404, 404, 404]
+    assert [x.headers["RateLimit"].split(";")[:2] for x in others] == [
+        ['"rate"', "r=7"], ['"rate"', "r=6"], ['"rate"', "r=5"]]
+    assert export(gw, OTHER).status_code == 200
+    assert gw.metric("tidegate_key_limited_total", key="test", limit="export-rate") == 1
+    assert gw.metric("tidegate_key_limited_total", key="test", limit="rate") == 0
+    assert gw.metric("tidegate_key_quota_left", key="test", limit="export-rate") == 0
+    a = requests.get(gw.admin + "/limits", headers={"Authorization": "Bearer " + OPS},
+                     timeout=5)
+    lim = {k["key"]: k for k in a.json()["keys"]}["test"]["limits"]
+    assert lim["export-rate"]["name"] == "key:test:op:export:rate"
+    assert lim["export-rate"]["quota"] == 2
+
+
+def sweep(gw, body=None, key=TEST_KEY):
+    body = body or {"baseCaseId": "CASE-OM-1", "variants": [{"name": "a", "patch": {}}]}
+    return requests.post(gw.sim + "/tidegate/v1/sweeps", json=body,
+                         headers={"Authorization": "Bearer " + key}, timeout=15)
+
+
+def test_daily_sweeps_refused_ones_do_not_count(emulator, make_gateway):
+    cfg = limited()
+    cfg["keys"][0]["limits"] = {"daily": {"sweeps": 1}}
+    gw = make_gateway(emulator, cfg)
+    bad = sweep(gw, {"variants": []})
+    assert bad.status_code == 400, bad.text		# refused before the quota
+    none = sweep(gw, {"baseCaseId": "CASE-NONE", "variants": [{"name": "a", "patch": {}}]})
+    assert none.status_code == 404, none.text	# took a unit, gave it back
+    first = sweep(gw)
+    assert first.status_code == 201, first.text
+    assert first.headers["RateLimit-Policy"] == '"daily-sweeps";q=1;w=86400'
+    assert first.headers["RateLimit"].startswith('"daily-sweeps";r=0;t=')
+    r = sweep(gw)
+    assert r.status_code == 429, r.text
+    assert r.json()["error"] == "QUOTA_EXCEEDED"
+    assert "keys[].limits.daily.sweeps" in r.json()["message"]
+    assert abs(int(r.headers["Retry-After"]) - to_midnight()) <= 2
+    assert r.headers["RateLimit-Policy"] == '"daily-sweeps";q=1;w=86400'
+    assert sweep(gw, key=OTHER).status_code == 201
+    assert gw.metric("tidegate_key_limited_total", key="test", limit="daily-sweeps") == 1
+    assert gw.metric("tidegate_key_jobs_created_total", key="test") == 1
+    assert gw.metric("tidegate_key_quota_left", key="test", limit="daily-sweeps") == 0
+    assert gw.metric("tidegate_sweeps_created_total") == 2
+
+
 # ---- a fleet: real PostgreSQL ----
 
 needs_pg = pytest.mark.skipif(

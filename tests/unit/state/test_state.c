@@ -4794,6 +4794,37 @@ test_quota_day(void **state)
 	wait_clear(&w);
 }
 
+/* A day's first take deletes the counts of the days before yesterday:
+ * the day before yesterday's is whole again, yesterday's is kept. */
+static void
+test_quota_day_prune(void **state)
+{
+	static const int64_t days[] = { 19100, 19101, 19102 };
+	struct wait w = { 0 };
+	size_t i;
+
+	for (i = 0; i < TG_NELEM(days); i++) {
+		settle(tg_state_quota_day_take(F.st, "key:p:daily:export", days[i], 3, 3, on_pair,
+		    &w), &w);
+		assert_int_equal(w.res.rc, TG_STATE_OK);
+		assert_int_equal(w.n, 3);
+		wait_clear(&w);
+	}
+	/* 19102's first take pruned 19100 (before 19101) */
+	settle(tg_state_quota_day_take(F.st, "key:p:daily:export", 19100, 3, 3, on_pair, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 3);
+	assert_int_equal(w.n2, 3);
+	wait_clear(&w);
+	settle(tg_state_quota_day_take(F.st, "key:p:daily:export", 19101, 3, 3, on_pair, &w), &w);
+	assert_int_equal(w.n, 0);
+	assert_int_equal(w.n2, 3);
+	wait_clear(&w);
+	settle(tg_state_quota_day_take(F.st, "key:p:daily:export", 19102, 3, 3, on_pair, &w), &w);
+	assert_int_equal(w.n, 0);
+	wait_clear(&w);
+}
+
 /* Slots: held up to the limit, given back, and a holding past its expiry
  * freed by the next take. */
 static void
@@ -4967,6 +4998,7 @@ main(void)
 		T_(test_fleet_frozen_idle, D_FLEET), T_(test_fleet_deadline_backlog, D_FLEET),
 		T_(test_open_errors, D_LOCAL),
 		T_(test_quota_rate, D_SHARED), T_(test_quota_day, D_SHARED),
+		T_(test_quota_day_prune, D_SHARED),
 		T_(test_quota_slots, D_SHARED), T_(test_fleet_quota, D_FLEET),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];
