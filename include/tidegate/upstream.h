@@ -221,6 +221,10 @@ struct evkeyvalq *tg_up_req_headers(struct tg_up_req *r);
 /** Why the request failed, in words for logs and error bodies (borrowed,
  * valid in on_done; "" on success). */
 const char *tg_up_req_detail(const struct tg_up_req *r);
+/** Answered busy at once because the vendor's budget (a pause it asked
+ * for) holds calls back past its queue deadline: for how much longer, ms;
+ * else 0 (r borrowed). */
+int64_t tg_up_req_held_ms(const struct tg_up_req *r);
 
 typedef void (*tg_up_fetch_cb)(int status, const struct evkeyvalq *headers,
     struct evbuffer *body, enum tg_up_error err, void *arg);

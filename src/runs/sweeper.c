@@ -295,6 +295,10 @@ on_answer(struct gw_vcall *c, const struct gw_vfetch *res, void *arg)
 	if (res->token_why != NULL) {
 		snprintf(why, sizeof(why), "no vendor token: %s", res->token_why);
 		unclaim(s, why, 0, res->retry_after > 0 ? (int64_t)res->retry_after * 1000 : -1);
+	} else if (uerr != TG_UP_OK && res->u != NULL && tg_up_req_held_ms(res->u) > 0) {
+		/* not sent: the vendor's pause (its Retry-After) holds the sweep too */
+		snprintf(why, sizeof(why), "not sent: %s", tg_up_req_detail(res->u));
+		unclaim(s, why, 0, tg_up_req_held_ms(res->u));
 	} else if (uerr != TG_UP_OK) {
 		snprintf(why, sizeof(why), "no answer from the vendor: %s", tg_up_error_str(uerr));
 		unclaim(s, why, 0, -1);

@@ -6,6 +6,7 @@
  * it was sent), and the timer that asks the gate again. Called by pool.c
  * (dispatch) and request.c (free).
  */
+#include "tidegate/clock.h"
 #include "up.h"
 
 static const char *const class_names[TG_UP_NCLASS] = {
@@ -93,6 +94,11 @@ tg_upstream_gate_admit(struct tg_upstream *u, struct tg_up_req *r)
 	 * the pump, which asks again, so the mark covers later ones too. */
 	r->gate_held = 1;
 	u->gate_refused_upto = u->seq;
+	if (wait_ms >= 0 && u->opts.queue_timeout_ms >= 0 && r->queued_at +
+	    u->opts.queue_timeout_ms < tg_clock_mono_ms() + wait_ms) {
+		r->gate_ahead_ms = wait_ms;
+		return -1;
+	}
 	if (wait_ms >= 0) {
 		tv.tv_sec = (time_t)(wait_ms / 1000);
 		tv.tv_usec = (suseconds_t)((wait_ms % 1000) * 1000);

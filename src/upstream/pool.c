@@ -430,14 +430,19 @@ dispatch(struct up_origin *o)
 {
 	struct tg_up_req *r;
 	struct up_conn *c;
+	int gate;
 
 	while (o->nqueued > 0 && (r = next_eligible(o)) != NULL) {
 		/* pick fails only with every connection busy: the gate is
 		 * asked once a connection can be had. */
 		if (o->nidle == 0 && o->nbusy >= o->u->opts.max_conns)
 			break;
-		if (o->u->gate.take != NULL && !tg_upstream_gate_admit(o->u, r))
-			break;
+		if (o->u->gate.take != NULL && (gate = tg_upstream_gate_admit(o->u, r)) <= 0) {
+			if (gate == 0)
+				break;
+			tg_upstream_req_expire(r);	/* may queue or cancel: read afresh */
+			continue;
+		}
 		pick(o, r, &c);
 		tg_upstream_dequeue(r);
 		if (c == NULL) {

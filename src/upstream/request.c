@@ -527,7 +527,11 @@ tg_upstream_req_expire(struct tg_up_req *r)
 
 	/* An owner whose cap is the whole pool is held back by the pool. */
 	tg_upstream_gate_count(r);
-	if (r->gate_held)
+	if (r->gate_ahead_ms > 0)
+		snprintf(r->detail, sizeof(r->detail), "the vendor's budget (a pause it asked "
+		    "for, a rate or a concurrency limit) holds calls back for %lld ms more, "
+		    "past pool.queue_timeout: not sent", (long long)r->gate_ahead_ms);
+	else if (r->gate_held)
 		snprintf(r->detail, sizeof(r->detail), "the vendor's budget (a rate, a "
 		    "concurrency limit or a pause it asked for) held it back for %lld ms",
 		    (long long)waited);
@@ -720,6 +724,12 @@ const char *
 tg_up_req_detail(const struct tg_up_req *r)
 {
 	return r->detail;
+}
+
+int64_t
+tg_up_req_held_ms(const struct tg_up_req *r)
+{
+	return r->gate_ahead_ms;
 }
 
 const char *

@@ -173,6 +173,8 @@ struct tg_up_req {
 	int klass;			/* enum tg_up_class */
 	int gated;			/* holds what the gate's take gave */
 	int gate_held;			/* held back by the gate (counted) */
+	int64_t gate_ahead_ms;		/* > 0: the gate holds calls back this much
+					 * longer than its queue deadline */
 	char detail[200];		/* why it failed, for logs */
 };
 
@@ -205,8 +207,10 @@ void tg_upstream_conn_kill(struct up_conn *c);
 void tg_upstream_conn_release(struct up_conn *c, int reusable);
 
 /* ---- gate.c ---- */
-/** Whether r may start now (urgent, no gate, or the gate's take said
- * yes); else the gate timer is armed and r counted as held back once. */
+/** Whether r may start now: 1 (urgent, no gate, or the gate's take said
+ * yes); 0, the gate timer armed and r counted as held back once; -1 when
+ * the gate will not open before r's queue deadline (a vendor's pause):
+ * r is to be answered busy at once rather than wait for nothing. */
 int tg_upstream_gate_admit(struct tg_upstream *u, struct tg_up_req *r);
 /** Count r (borrowed), starting or timing out, as held back by the gate
  * when it was queued while the gate refused. */

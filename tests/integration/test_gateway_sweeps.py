@@ -290,7 +290,10 @@ def test_a_wait_holds_every_variant_back(emulator, gateway):
     assert 1 <= failed <= 4
     body = get_sweep(gateway, sid).json()
     assert {v["status"] for v in body["variants"]} == {"PENDING"}, body
-    assert all("HTTP 429" in v["error"] for v in body["variants"] if v.get("error")), body
+    # the 429's Retry-After pauses the service: a variant claimed meanwhile is
+    # answered at once, unsent, and its error names the pause
+    assert all("HTTP 429" in v["error"] or "a pause it asked for" in v["error"]
+               for v in body["variants"] if v.get("error")), body
     lines = [e for e in gateway.log_lines() if e.get("event") == "sweep_variant_claimed"]
     assert len(lines) <= 8, len(lines)                  # not a claim loop
     emulator.clear_faults()

@@ -222,6 +222,27 @@ def test_vendor_429_pauses_the_service_and_is_capped(emulator, make_gateway, sta
     assert gw.metric("tidegate_vendor_pause_delayed_total", service="dex") == 3
 
 
+
+def test_pause_past_the_queue_deadline_is_answered_at_once(emulator, make_gateway):
+    """A pause longer than pool.queue_timeout: a call is answered 503
+    UPSTREAM_BUSY at once (nothing sent), naming the pause, rather than
+    waiting out the queue deadline for nothing."""
+    gw = make_gateway(emulator, {"dex": {"budget": {"pause_max": "30s"}},
+                                 "pool": {"queue_timeout": "5s"}})
+    gw.wait_tokens()
+    emulator.fault(method="GET", path="/public/v1/budget-probe", status=429,
+                   retryAfter=20, count=1)
+    assert get(gw).status_code == 429
+    before = emulator.calls(LIST)
+    t0 = time.monotonic()
+    r = get(gw)
+    took = time.monotonic() - t0
+    assert r.status_code == 503 and r.json()["error"] == "UPSTREAM_BUSY", r.text
+    assert "a pause it asked for" in r.json()["message"], r.text
+    assert "Retry-After" in r.headers
+    assert took < 1.0, took
+    assert emulator.calls(LIST) == before
+
 @pg
 def test_vendor_429_at_one_instance_pauses_the_fleet(emulator, make_gateway, pg_url):
     gws = [make_gateway(emulator, {"state": {"url": pg_url, "instance": f"gw{i}"},
