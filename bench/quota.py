@@ -3,7 +3,8 @@
 bench/quota.py - how exactly a fleet holds one per-key limit (issue 27):
 10 gateways on one PostgreSQL, one API key limited to --rate requests a
 second (burst --burst), load spread unevenly (--hot of it on the first
-instance, the rest over the other nine), offered at twice the limit.
+instance, the rest over the other nine), offered at --load times the
+limit (2: twice).
 
 Three setups, interleaved over --rounds rounds:
 - lease: the fleet's limit (keys[].limits.rate on a shared state.url):
@@ -20,7 +21,8 @@ p50/p99 of the admitted requests, and what PostgreSQL spent: transaction
 ids assigned and its backends' CPU time per 1,000 requests offered.
 
     pg_virtualenv -t -v 15 /usr/bin/python3 bench/quota.py [--rounds 3]
-        [--seconds 30] [--rate 200] [--burst 20] [--hot 0.7] [--build build-release]
+        [--seconds 30] [--rate 200] [--burst 20] [--hot 0.7] [--load 2]
+        [--build build-release]
 
 Without PG* it says so on stderr and exits 0. Prints a Markdown section on
 stdout, progress on stderr; raw figures in bench/results/quota.json.
@@ -108,7 +110,7 @@ def run(a, setup, pg, emu_url, started):
     time.sleep(1.0)
     pids = pg.backends()
     c0, x0 = cpu_ms(pids), pg.xid()
-    got = load(gws, 2 * a.rate, a.hot, a.seconds)
+    got = load(gws, a.load * a.rate, a.hot, a.seconds)
     c1, x1 = cpu_ms(pids), pg.xid()
     stop_all(started[-INSTANCES:])
     del started[-INSTANCES:]
@@ -132,7 +134,7 @@ def run(a, setup, pg, emu_url, started):
 def report(a, cmd, res):
     print(f"### Quotas: one key's limit across a fleet of {INSTANCES}\n")
     print(f"`{cmd}`; {lib.machine()}. Limit {a.rate} requests/s (burst {a.burst}) on one "
-          f"key; {2 * a.rate} requests/s offered, {int(a.hot * 100)} % to one instance and "
+          f"key; {a.load * a.rate:g} requests/s offered, {int(a.hot * 100)} % to one instance and "
           f"the rest over the other nine (4 paced connections each); {a.seconds} s "
           f"measured after {WARMUP_S:.0f} s; medians (min-max) over {a.rounds} rounds.\n")
     rows = []
@@ -158,12 +160,13 @@ def main():
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--burst", type=int, default=20)
     ap.add_argument("--hot", type=float, default=0.7)
+    ap.add_argument("--load", type=float, default=2.0, help="offered load, times the limit")
     ap.add_argument("--build", default=lib.BUILD)
     a = ap.parse_args()
     if not (1 <= a.rounds <= 10 and 5 <= a.seconds <= 120 and 10 <= a.rate <= 1000
-            and 1 <= a.burst <= 1000 and 0.1 <= a.hot <= 0.9):
+            and 1 <= a.burst <= 1000 and 0.1 <= a.hot <= 0.9 and 0.1 <= a.load <= 5):
         ap.error("out of range: rounds 1-10, seconds 5-120, rate 10-1000, burst 1-1000, "
-                 "hot 0.1-0.9")
+                 "hot 0.1-0.9, load 0.1-5")
     cmd = " ".join(["/usr/bin/python3", "bench/quota.py"] + sys.argv[1:])
     if not (os.environ.get("PGHOST") or os.environ.get("PGPORT")
             or os.environ.get("PGDATABASE")):
