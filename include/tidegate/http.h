@@ -103,6 +103,8 @@ void tg_reply_json(struct evhttp_request *req, int status, yajl_gen g);
 /** Retry-After in delta-seconds (0 to 86399) as ms; -1 when absent or
  * anything else. h (borrowed) may be NULL. */
 int64_t tg_http_retry_after_ms(const struct evkeyvalq *h);
+/** The same of a Retry-After value v (borrowed; NULL: -1). */
+int64_t tg_http_retry_after_value_ms(const char *v);
 /** A Retry-After value v (borrowed, may be NULL) in either form,
  * delta-seconds or an HTTP date (read against now_s, Unix seconds), as
  * seconds from now capped at max_s: 0 for a date passed, -1 when v is

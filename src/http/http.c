@@ -282,9 +282,8 @@ tg_reply_buf(struct evhttp_request *req, int status, const char *ctype, struct e
 }
 
 int64_t
-tg_http_retry_after_ms(const struct evkeyvalq *h)
+tg_http_retry_after_value_ms(const char *v)
 {
-	const char *v = h != NULL ? evhttp_find_header(h, "Retry-After") : NULL;
 	char *end;
 	long s;
 
@@ -292,6 +291,13 @@ tg_http_retry_after_ms(const struct evkeyvalq *h)
 		return -1;
 	s = strtol(v, &end, 10);
 	return end != v && *end == '\0' && s >= 0 && s < 86400 ? (int64_t)s * 1000 : -1;
+}
+
+int64_t
+tg_http_retry_after_ms(const struct evkeyvalq *h)
+{
+	return tg_http_retry_after_value_ms(h != NULL ? evhttp_find_header(h, "Retry-After") :
+	    NULL);
 }
 
 /* The three date forms RFC 9110 makes a recipient accept (IMF-fixdate,

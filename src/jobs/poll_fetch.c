@@ -31,6 +31,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "tidegate/map.h"
 #include "tidegate/state.h"
@@ -40,16 +41,14 @@
 
 static void fetch(struct poll_entry *e);
 
+/* The vendor's Retry-After: 0 without one, a second when it is not a
+ * number of seconds under a day. */
 static int64_t
 retry_after_ms(const char *ra)
 {
-	char *end;
-	long v;
+	int64_t ms = tg_http_retry_after_value_ms(ra);
 
-	if (ra == NULL)
-		return 0;
-	v = strtol(ra, &end, 10);
-	return end != ra && *end == '\0' && v >= 0 && v < 86400 ? v * 1000 : 1000;
+	return ra == NULL ? 0 : ms >= 0 ? ms : 1000;
 }
 
 /* The fleet's part (the head of this file): best effort, a failure only
