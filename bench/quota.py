@@ -6,14 +6,17 @@ second (burst --burst), load spread unevenly (--hot of it on the first
 instance, the rest over the other nine), offered at --load times the
 limit (2: twice).
 
-Three setups, interleaved over --rounds rounds:
-- lease: the fleet's limit (keys[].limits.rate on a shared state.url):
-  each instance leases its share in batches (limits.lease 200 ms, hold 1 s).
+Four setups, interleaved over --rounds rounds:
+- share: the fleet's limit (keys[].limits.rate on a shared state.url) as
+  shipped (limits.rates share): each instance reports its demand once a
+  second (limits.share_every) and runs the share it is given.
+- exact: limits.rates exact: each instance leases units in batches from one
+  fleet-wide bucket (limits.lease 200 ms, hold 1 s).
 - split: the naive per-instance split: each instance alone (SQLite state of
   its own) with rate / 10 and burst / 10.
-- per-request: the fleet's limit with limits.lease at its least (10 ms: a
-  batch of one unit, so one lease a request, as a limit that asks the
-  database on every request does).
+- per-request: exact with limits.lease at its least (10 ms: a batch of one
+  unit, so one lease a request, as a limit that asks the database on every
+  request does).
 
 Reported per setup: the admitted rate (200s a second over --seconds,
 after a warm-up) against the limit, the 429s, the offered rate reached,
@@ -39,6 +42,7 @@ from s8_fleet import Pg, cpu_ms, fleet, log, stop_all
 
 INSTANCES = 10
 WARMUP_S = 3.0
+SETUPS = ("share", "exact", "split", "per-request")
 
 
 def key_limits(rate, burst):
@@ -103,8 +107,10 @@ def run(a, setup, pg, emu_url, started):
         gws = fleet(emu_url, INSTANCES, None, a.build, over, started)
     else:
         over = {"keys": key_limits(a.rate, a.burst)}
+        if setup == "exact":
+            over["limits"] = {"rates": "exact"}
         if setup == "per-request":
-            over["limits"] = {"lease": "10ms"}
+            over["limits"] = {"rates": "exact", "lease": "10ms"}
         schema, url = pg.new()
         gws = fleet(emu_url, INSTANCES, url, a.build, over, started)
     time.sleep(1.0)
@@ -138,7 +144,7 @@ def report(a, cmd, res):
           f"the rest over the other nine (4 paced connections each); {a.seconds} s "
           f"measured after {WARMUP_S:.0f} s; medians (min-max) over {a.rounds} rounds.\n")
     rows = []
-    for setup in ("lease", "split", "per-request"):
+    for setup in SETUPS:
         rs = res[setup]
         adm = [r["admitted_rps"] for r in rs]
         rows.append([setup, lib.fmt(adm, 1),
@@ -175,7 +181,7 @@ def main():
         return 0
     a.build = os.path.abspath(a.build)
     pg = Pg()
-    res = {"lease": [], "split": [], "per-request": []}
+    res = {setup: [] for setup in SETUPS}
     started = []
     stub = lib.stub()
     started.append(stub)

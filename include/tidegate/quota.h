@@ -20,6 +20,22 @@
  *     leased to an instance expire with the instance's lease (opts.hold_ms
  *     x 4 after its last renewal), and a day's units lost so are at most
  *     one batch (counted as used: a day's quota errs on the strict side).
+ *   - A fleet's rate (unless opts.exact_rates, and when the store can
+ *     share): no units are leased. Every opts.share_ms while the limit is
+ *     used, the client asks the store for its demand a second (units
+ *     asked for, granted or not) and is given a share (Google Doorman's
+ *     proportional share: demand and an even part of the spare under the
+ *     limit, the limit by demand over it, never more than the others'
+ *     shares leave, so the live shares add up to at most the rate); it
+ *     runs that share as a local bucket, the burst in the same proportion.
+ *     One store round trip an instance a period, whatever the request
+ *     rate. A refused take whose demand has risen well above the one
+ *     reported asks again sooner (at most every share_ms / 4) and says
+ *     pending. A share lapses 3 periods after it was asked for (an
+ *     instance that died holds its share until then); an instance no
+ *     longer using the limit asks for none once and then costs the store
+ *     nothing. A share grows as the others shrink at their next report:
+ *     a newcomer on a saturated fleet waits up to a period for its part.
  *   - Renewal: before the share runs out (at the low-water mark, half a
  *     batch) the client asks for a batch sized to the recent demand
  *     (demand/s x opts.lease_ms, at least 1, at most opts.max_batch and the
@@ -94,6 +110,9 @@ struct tg_quota_grant {
 	int64_t used;		/* DAY: the day's units used, fleet-wide; SLOTS: what this
 				 * instance holds after it */
 	int64_t instances;	/* live instances the store knows of (0: unknown) */
+	double share;		/* share: the rate a second this instance is given */
+	int64_t sharers;	/* share: instances holding a live share, this one
+				 * included */
 };
 typedef void (*tg_quota_store_cb)(int rc, const struct tg_quota_grant *g, void *arg);
 
@@ -113,6 +132,12 @@ struct tg_quota_store {
 	    int64_t now_ms, tg_quota_store_cb cb, void *arg);
 	void (*cancel)(void *ctx, void *op);
 	void *ctx;
+	/* RATE shared by demand: ask for this instance's demand a second of
+	 * d (lasting ttl_ms from now_ms; ttl_ms 0 withdraws it) and get its
+	 * share (g->share, g->sharers): the live shares add up to at most
+	 * d->per_second. May be NULL: rates lease units. */
+	void *(*share)(void *ctx, const struct tg_quota_def *d, double demand,
+	    int64_t now_ms, int64_t ttl_ms, tg_quota_store_cb cb, void *arg);
 };
 
 struct tg_state;
@@ -136,6 +161,11 @@ struct tg_quota_opts {
 	int64_t max_batch;	/* 0: 1000 */
 	int64_t timeout_ms;	/* a lease's deadline; 0: 2000 */
 	int64_t tick_ms;	/* background step (demand, hold, deadlines); 0: 50 */
+	int exact_rates;	/* a fleet's RATE leases units from one bucket (never
+				 * over the burst; a store round trip per batch)
+				 * rather than a share of the rate by demand */
+	int64_t share_ms;	/* a share is asked for again this often while
+				 * used; 0: 1000 */
 };
 
 struct tg_quota;
@@ -205,6 +235,10 @@ int tg_quota_fallback(const struct tg_quota *q);
 unsigned long long tg_quota_fallbacks(const struct tg_quota *q);
 /** Is l (borrowed) on its fallback share? */
 int tg_quota_limit_fallback(const struct tg_quota_limit *l);
+/** The rate a second l (borrowed, RATE) lets this instance admit at
+ * now_us: the whole rate (local, or units leased from the fleet's
+ * bucket), its share by demand (0 while it has none), the fallback share. */
+double tg_quota_limit_rate(const struct tg_quota_limit *l, int64_t now_us);
 /** Units l (borrowed) holds leased and not yet taken (tests, metrics). */
 int64_t tg_quota_limit_share(const struct tg_quota_limit *l);
 /** Run the background step now (tests; the client's timer calls it). */

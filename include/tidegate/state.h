@@ -661,6 +661,15 @@ struct tg_state_op *tg_state_quota_slots_take(struct tg_state *st, const char *n
 /** Hold n fewer slots of name (borrowed; never below 0). */
 struct tg_state_op *tg_state_quota_slots_give(struct tg_state *st, const char *name,
     int64_t n, tg_state_done_cb cb, void *arg);
+/** This instance asks for demand of rate name (borrowed; limit units a
+ * second for the fleet; both in thousandths of a unit a second) until
+ * expires_ms (at or before now_ms: it withdraws): cb's a the share it is
+ * given (same unit; 0 when withdrawing; at most what the other live
+ * shares leave of limit), b how many instances hold a live share, this
+ * one included. */
+struct tg_state_op *tg_state_quota_share(struct tg_state *st, const char *name,
+    int64_t demand, int64_t limit, int64_t now_ms, int64_t expires_ms, tg_state_pair_cb cb,
+    void *arg);
 /** This instance counts as live until until_ms (st borrowed): cb's n the
  * live instances (this one included) at now_ms. */
 struct tg_state_op *tg_state_quota_members(struct tg_state *st, int64_t now_ms,

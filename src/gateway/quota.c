@@ -41,6 +41,7 @@ tg_quota_new(struct event_base *base, const struct tg_quota_store *store,
 	q->o.max_batch = q->o.max_batch > 0 ? q->o.max_batch : 1000;
 	q->o.timeout_ms = q->o.timeout_ms > 0 ? q->o.timeout_ms : 2000;
 	q->o.tick_ms = q->o.tick_ms > 0 ? q->o.tick_ms : 50;
+	q->o.share_ms = q->o.share_ms > 0 ? q->o.share_ms : 1000;
 	q->last_tick_us = tg_clock_mono_us();
 	q->timer = event_new(base, -1, EV_PERSIST, tick_cb, q);
 	tv.tv_sec = q->o.tick_ms / 1000;
@@ -58,6 +59,8 @@ limit_drop(struct tg_quota_limit *l)
 	l->removed = 1;
 	if (l->lease && !l->fallback && back > 0)
 		tg_quota_hand_back(l, back);
+	if (l->sh_mode && l->sh_asked_us > 0)
+		tg_quota_withdraw(l);
 	l->share = 0;
 	l->held = l->in_use;
 	tg_quota_unref(l);
@@ -128,6 +131,12 @@ limit_set(struct tg_quota *q, struct tg_quota_limit *l, const struct tg_quota_de
 		    d->burst / n > 0 ? d->burst / n : 1);
 	}
 	l->lease = q->store && (q->o.fleet || d->kind == TG_QUOTA_DAY);
+	l->sh_mode = l->lease && d->kind == TG_QUOTA_RATE && !q->o.exact_rates
+	    && q->store->share != NULL;
+	if (l->sh_mode && l->sh_until_us > 0)
+		tg_quota_share_apply(l);	/* the new figures at the last answer */
+	else if (l->sh_mode)
+		l->sh_rate = l->rate;		/* figures until the first answer */
 }
 
 static struct tg_quota_limit *
@@ -229,4 +238,16 @@ int64_t
 tg_quota_limit_share(const struct tg_quota_limit *l)
 {
 	return l->def.kind == TG_QUOTA_SLOTS ? l->held - l->in_use : l->share;
+}
+
+double
+tg_quota_limit_rate(const struct tg_quota_limit *l, int64_t now_us)
+{
+	const struct tg_rate *r = tg_quota_local_rate(l);
+
+	if (l->def.kind != TG_QUOTA_RATE)
+		return 0;
+	if (l->sh_mode && !l->fallback && now_us >= l->sh_until_us)
+		return 0;
+	return r && r != &l->rate ? 1e6 / (double)r->interval_us : l->def.per_second;
 }

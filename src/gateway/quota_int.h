@@ -36,6 +36,13 @@ struct tg_quota_limit {
 	int64_t demand;			/* units asked since the last tick */
 	double per_s;			/* demand a second, smoothed */
 	int64_t last_grant_us;
+	int sh_mode;			/* RATE leased as a share of the rate by demand */
+	struct tg_rate sh_rate;		/* sh_mode: this instance's share, as a bucket */
+	int64_t sh_until_us;		/* sh_mode: the share lapses (0: none yet) */
+	int64_t sh_asked_us;		/* sh_mode: the last report went out */
+	int64_t sh_count;		/* sh_mode: units asked for since */
+	double sh_reported;		/* sh_mode: the demand a second then reported */
+	double sh_share;		/* sh_mode: the share a second last given */
 	void *op;			/* the pending take, if any */
 	int64_t op_n, op_since_us;
 	struct event *renew;		/* activated by a take at low water */
@@ -55,6 +62,14 @@ struct tg_quota {
 	int64_t last_tick_us;
 };
 
+/** The bucket a RATE take counts on locally: the fallback share, the
+ * whole limit (not leased), the share by demand; NULL when units are
+ * leased from the fleet's bucket (quota_take.c). */
+const struct tg_rate *tg_quota_local_rate(const struct tg_quota_limit *l);
+/** Withdraw l's demand from its rate's share, answer ignored (quota_lease.c). */
+void tg_quota_withdraw(struct tg_quota_limit *l);
+/** sh_rate set from the last answer (quota_lease.c). */
+void tg_quota_share_apply(struct tg_quota_limit *l);
 /** The batch a renewal asks for (quota_take.c). */
 int64_t tg_quota_batch(const struct tg_quota_limit *l);
 /** Ask the store for a batch unless one is pending (quota_lease.c). */

@@ -2,9 +2,11 @@
  * quota_state.c - the lease client's store over the state seam (quota.h,
  * state.h tg_state_quota_*): a rate's grant with the fleet's wait and
  * units left worked out from the TAT the take returned (rate.h), a day's
- * and slots' grants as the seam answers them, and the live instances
- * (the fallback share's divisor) refreshed now and then alongside.
+ * and slots' grants as the seam answers them, a rate's share, and the
+ * live instances (the fallback share's divisor) refreshed now and then
+ * alongside.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "tidegate/clock.h"
@@ -33,6 +35,8 @@ struct qs_op {
 	struct tg_state_op *h;
 	struct tg_rate rate;
 	int64_t now_us;
+	double share;			/* share: as answered */
+	int sharing;
 	tg_quota_store_cb cb;
 	void *arg;
 	int answered;
@@ -77,6 +81,11 @@ answered(struct qs_op *o, const struct tg_state_res *res, int64_t a, int64_t b)
 	g.granted = a;
 	g.used = b;
 	g.instances = o->s->instances;
+	if (o->sharing) {
+		g.used = 0;
+		g.share = o->share;
+		g.sharers = b;
+	}
 	if (res->rc == TG_STATE_OK && o->rate.interval_us > 0) {
 		g.left = tg_rate_left(&o->rate, b, o->now_us);
 		g.wait_ms = (tg_rate_wait(&o->rate, b, o->now_us) + 999) / 1000;
@@ -169,6 +178,29 @@ qs_give(void *ctx, const struct tg_quota_def *d, int64_t day, int64_t n, int64_t
 }
 
 static void
+share_cb(const struct tg_state_res *res, int64_t granted, int64_t n, void *arg)
+{
+	struct qs_op *o = arg;
+
+	o->share = (double)granted / 1000.0;
+	answered(o, res, 0, n);
+}
+
+/* In thousandths of a unit a second, demand capped so that demand x
+ * limit stays within 64 bits. */
+static void *
+qs_share(void *ctx, const struct tg_quota_def *d, double demand, int64_t now_ms,
+    int64_t ttl_ms, tg_quota_store_cb cb, void *arg)
+{
+	struct qs_op *o = op_new(ctx, cb, arg);
+
+	o->sharing = 1;
+	return started(o, tg_state_quota_share(o->s->st, d->name,
+	    llround(demand < 1e6 ? demand * 1000.0 : 1e9), llround(d->per_second * 1000.0),
+	    now_ms, now_ms + ttl_ms, share_cb, o));
+}
+
+static void
 qs_cancel(void *ctx, void *op)
 {
 	struct qs_op *o = op;
@@ -186,6 +218,7 @@ tg_quota_store_state(struct tg_state *st)
 	s->store.take = qs_take;
 	s->store.give = qs_give;
 	s->store.cancel = qs_cancel;
+	s->store.share = qs_share;
 	s->store.ctx = s;
 	s->st = st;
 	s->members_at_ms = -MEMBERS_EVERY_MS;

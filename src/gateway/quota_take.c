@@ -1,7 +1,8 @@
 /*
  * quota_take.c - the hot path of the lease client (quota.h): a take counts
  * in memory against the local share (or the local bucket when the limit
- * is not leased, or the fallback share), never allocates and never does
+ * is not leased, its share of a rate by demand, or the fallback share),
+ * never allocates and never does
  * I/O; at low water it only activates the limit's renew event. Also the
  * figures for the RateLimit fields, the batch size, giving back, the
  * references that keep a dropped limit alive, and waiters.
@@ -85,18 +86,28 @@ ceil_s(int64_t us)
 	return (us + 999999) / 1000000;
 }
 
+const struct tg_rate *
+tg_quota_local_rate(const struct tg_quota_limit *l)
+{
+	if (l->fallback)
+		return &l->fb_rate;
+	if (!l->lease)
+		return &l->rate;
+	return l->sh_mode ? &l->sh_rate : NULL;
+}
+
 /* The figures of l at now_us into v (retry_ms and pending untouched). */
 static void
 figures(struct tg_quota_limit *l, int64_t now_us, struct tg_quota_verdict *v)
 {
-	const struct tg_rate *r = l->fallback ? &l->fb_rate : &l->rate;
+	const struct tg_rate *r = tg_quota_local_rate(l);
 	int64_t left;
 
 	switch (l->def.kind) {
 	case TG_QUOTA_RATE:
 		v->quota = l->rate.burst;
 		v->window_s = ceil_s(l->rate.burst * l->rate.interval_us);
-		if (!l->lease || l->fallback) {
+		if (r) {
 			v->left = tg_rate_left(r, l->tat, now_us) + l->share;
 			v->reset_s = ceil_s(tg_rate_reset(r, l->tat, now_us));
 		} else {
@@ -130,11 +141,12 @@ fb_limit(const struct tg_quota_limit *l)
 	return s > 0 ? s : 1;
 }
 
-/* Not leased, or falling back: the local rule. 0 granted, else retry ms. */
+/* Not leased, or falling back, or a share by demand: the local rule. 0
+ * granted, else retry ms. */
 static int64_t
 take_local(struct tg_quota_limit *l, int64_t n, int64_t now_us)
 {
-	const struct tg_rate *r = l->fallback ? &l->fb_rate : &l->rate;
+	const struct tg_rate *r = tg_quota_local_rate(l);
 
 	switch (l->def.kind) {
 	case TG_QUOTA_RATE:
@@ -182,6 +194,39 @@ take_share(struct tg_quota_limit *l, int64_t n, int64_t now_us, int *pending)
 	return 0;
 }
 
+/* Has the demand risen well above the one last reported (no sooner than
+ * a quarter period after it)? Then a refused take asks again at once. */
+static int
+share_rose(const struct tg_quota_limit *l, int64_t now_us)
+{
+	int64_t quarter = l->q->o.share_ms * 250, el = now_us - l->sh_asked_us;
+
+	if (el < quarter)
+		return 0;
+	return (double)l->sh_count * 1e6 / (double)el > 1.25 * l->sh_reported + 1.0;
+}
+
+/* A share of the fleet's rate by demand: the local bucket at that share
+ * (none given: nothing until the next report); none yet, lapsed or
+ * outgrown: a report goes out now (*pending). */
+static int64_t
+take_rshare(struct tg_quota_limit *l, int64_t n, int64_t now_us, int *pending)
+{
+	int none = now_us >= l->sh_until_us, zero = l->sh_share < 1e-3;
+	int64_t next_ms = (l->sh_asked_us + l->q->o.share_ms * 1000 - now_us) / 1000 + 1;
+
+	l->sh_count += n;
+	if (none || ((zero || tg_rate_left(&l->sh_rate, l->tat, now_us) < n)
+	    && share_rose(l, now_us))) {
+		*pending = 1;
+		if (!l->op)
+			event_active(l->renew, 0, 0);
+	}
+	if (none || zero)
+		return next_ms > l->q->o.tick_ms ? next_ms : l->q->o.tick_ms;
+	return take_local(l, n, now_us);
+}
+
 int
 tg_quota_take(struct tg_quota_limit *l, int64_t n, int64_t now_us,
     struct tg_quota_verdict *v)
@@ -192,8 +237,10 @@ tg_quota_take(struct tg_quota_limit *l, int64_t n, int64_t now_us,
 	if (l->def.kind == TG_QUOTA_DAY)
 		day_roll(l);
 	l->demand += n;
-	if (!l->lease)
+	if (!l->lease || (l->sh_mode && l->fallback))
 		retry = take_local(l, n, now_us);
+	else if (l->sh_mode)
+		retry = take_rshare(l, n, now_us, &pending);
 	else if (l->fallback)
 		retry = take_share(l, n, now_us, &pending) == 0 ? 0 : take_local(l, n, now_us);
 	else
@@ -223,8 +270,8 @@ tg_quota_give(struct tg_quota_limit *l, int64_t n, int64_t now_us)
 		return;
 	switch (l->def.kind) {
 	case TG_QUOTA_RATE:
-		if (!l->lease || l->fallback)
-			tg_rate_give(l->fallback ? &l->fb_rate : &l->rate, &l->tat, now_us, n);
+		if (tg_quota_local_rate(l))
+			tg_rate_give(tg_quota_local_rate(l), &l->tat, now_us, n);
 		else if (!l->removed)
 			l->share += n;
 		break;

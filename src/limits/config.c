@@ -71,6 +71,15 @@ static const struct tg_cfg_key keys[] = {
 	   "an instance leases from the fleet's limit its demand over this long at a time"),
 	KB("limits.hold", TG_CFG_DURATION, hold_ms, "1s", 100, 60000,
 	   "leased units unused this long go back to the fleet"),
+	K("limits.rates", TG_CFG_STR, rates, "share",
+	  "how a fleet shares a key's rate: share (each instance runs a share of the rate in "
+	  "proportion to its demand, reported every limits.share_every: no database work per "
+	  "request, the bound held within what demand moves in one period) or exact (units "
+	  "leased in batches from one fleet-wide bucket: never over the burst, a database "
+	  "transaction per batch)"),
+	KB("limits.share_every", TG_CFG_DURATION, share_ms, "1s", 100, 60000,
+	   "an instance using a rate reports its demand and takes its new share this often "
+	   "(a share lapses after three of these)"),
 	{ "keys", TG_CFG_LIST, offsetof(struct lim_cfg, keys), NULL, 0, 0, 0, key_keys,
 	  TG_NELEM(key_keys), sizeof(struct lim_key_cfg), offsetof(struct lim_cfg, nkeys),
 	  "the core's keys[] (its row documents the list)" },
@@ -88,6 +97,9 @@ check(const struct gw_config *c, void *s, struct tg_cfg_report *rep)
 	if (strcmp(l->count, "all") != 0 && strcmp(l->count, "vendor") != 0)
 		tg_config_report_add(rep, NULL, "limits.count", "must be all or vendor");
 	l->count_vendor = strcmp(l->count, "vendor") == 0;
+	if (strcmp(l->rates, "share") != 0 && strcmp(l->rates, "exact") != 0)
+		tg_config_report_add(rep, NULL, "limits.rates", "must be share or exact");
+	l->exact_rates = strcmp(l->rates, "exact") == 0;
 	for (i = 0; i < l->nkeys; i++) {
 		k = &l->keys[i];
 		if (k->rate > 0 && k->burst == 0)

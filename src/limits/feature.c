@@ -685,6 +685,8 @@ start(void *ctx)
 	o.fleet = h.shared;
 	o.lease_ms = c->lease_ms;
 	o.hold_ms = c->hold_ms;
+	o.exact_rates = c->exact_rates;
+	o.share_ms = c->share_ms;
 	o.timeout_ms = l->gw->state != NULL ? tg_state_timeout_ms(l->gw->state) : 0;
 	l->q = tg_quota_new(l->gw->base, l->store, &o);
 	if (l->gw->quota == NULL)
@@ -784,6 +786,8 @@ limit_json(yajl_gen g, struct tg_quota_limit *lm)
 	if (d->kind == TG_QUOTA_RATE) {
 		tg_json_str(g, "per_second");
 		yajl_gen_double(g, d->per_second);
+		tg_json_str(g, "instance_per_second");
+		yajl_gen_double(g, tg_quota_limit_rate(lm, tg_clock_mono_us()));
 	}
 	tg_json_kv_int(g, "quota", v.quota);
 	tg_json_kv_int(g, "window_s", v.window_s);

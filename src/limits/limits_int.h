@@ -41,6 +41,9 @@ struct lim_cfg {
 				 * and the gateway's own answers do not) */
 	int count_vendor;	/* not a key: count is "vendor" */
 	int64_t lease_ms, hold_ms;
+	char *rates;		/* "share" (a share of a rate by demand) or "exact" */
+	int exact_rates;	/* not a key: rates is "exact" */
+	int64_t share_ms;	/* a rate's share is asked for again this often */
 	struct lim_key_cfg *keys;	/* as many as the core's keys */
 	size_t nkeys;
 	int any;		/* not a key: some key has a limit */

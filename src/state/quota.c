@@ -17,7 +17,16 @@
  * A day's first take on an instance also deletes the rows of the days
  * before yesterday (kept: yesterday's, for a lease asked for just before
  * midnight), in the same statement, so the table holds about two rows a
- * limit. Members: each instance's row with the time it counts until, so that an
+ * limit. A rate's shares (Google Doorman's proportional share): one row
+ * per (limit, instance) with the demand it last reported, the share it
+ * was given and when both stop counting. A report, under the limit's row
+ * lock like slots, gives the instance its demand and an even part of
+ * what the fleet does not ask for when the fleet asks for less than the
+ * limit, the limit in proportion to demand when it asks for more, but
+ * never more than the others' shares leave: the shares live at any time
+ * add up to at most the limit (an instance's share grows as the others'
+ * shrink at their own next reports). In thousandths of a unit a second,
+ * in integers. Members: each instance's row with the time it counts until, so that an
  * instance cut off from the database knows how many share the limit. The
  * tables are in the owners file with SQLite (always open; a day's count
  * survives a restart there).
@@ -25,7 +34,7 @@
 #include "db.h"
 #include "seam.h"
 
-enum { RATE_TAKE, RATE_GIVE, DAY_TAKE, DAY_GIVE, SLOTS_TAKE, SLOTS_GIVE, MEMBERS };
+enum { RATE_TAKE, RATE_GIVE, DAY_TAKE, DAY_GIVE, SLOTS_TAKE, SLOTS_GIVE, MEMBERS, SHARE };
 
 /* RATE: $1 name, $2 now (µs), $3 interval (µs), $4 burst, $5 n. */
 #define PG_START	"LEAST(GREATEST(quota_rate.tat, $2::bigint), $2::bigint + $4::bigint * $3::bigint)"
@@ -87,6 +96,23 @@ static const struct tg_db_stmt sql[] = {
 	    "INSERT INTO quota_members (instance, until) VALUES ($1, $3)"
 	    " ON CONFLICT (instance) DO UPDATE SET until = excluded.until;"
 	    " SELECT count(*) FROM quota_members WHERE until >= $2" },
+
+	/* $1 name, $2 instance, $3 demand, $4 now (ms), $5 expiry, $6 limit
+	 * (demand and limit in thousandths of a unit a second). */
+	[SHARE] = { "quota_share", TG_DB_ANY, 1,
+	    "SELECT granted, sharers FROM tidegate_quota_share($1, $2, $3, $4, $5, $6)",
+	    "DELETE FROM quota_share WHERE name = $1 AND expires < $4 - 60000;"
+	    " INSERT INTO quota_share (name, instance, demand, granted, expires)"
+	    " VALUES ($1, $2, $3, 0, $5) ON CONFLICT (name, instance) DO UPDATE"
+	    " SET demand = excluded.demand, granted = 0, expires = excluded.expires;"
+	    " WITH o AS (SELECT coalesce(sum(demand), 0) AS d, coalesce(sum(granted), 0) AS g,"
+	    " count(*) AS n FROM quota_share WHERE name = $1 AND instance <> $2"
+	    " AND expires >= $4) UPDATE quota_share SET granted = (SELECT CASE WHEN $5 <= $4"
+	    " THEN 0 ELSE max(0, min(CASE WHEN o.d + $3 <= $6 THEN $3 + ($6 - o.d - $3)"
+	    " / (o.n + 1) ELSE $6 * $3 / (o.d + $3) END, $6 - o.g)) END FROM o)"
+	    " WHERE name = $1 AND instance = $2;"
+	    " SELECT granted, (SELECT count(*) FROM quota_share WHERE name = $1"
+	    " AND expires >= $4) FROM quota_share WHERE name = $1 AND instance = $2" },
 };
 
 const struct tg_db_table tg_state_quota_stmts = { sql, TG_NELEM(sql) };
@@ -224,4 +250,19 @@ tg_state_quota_members(struct tg_state *st, int64_t now_ms, int64_t until_ms,
 	tg_db_int(&o->q, now_ms);
 	tg_db_int(&o->q, until_ms);
 	return submit(o, st->instance, 0);
+}
+
+struct tg_state_op *
+tg_state_quota_share(struct tg_state *st, const char *name, int64_t demand, int64_t limit,
+    int64_t now_ms, int64_t expires_ms, tg_state_pair_cb cb, void *arg)
+{
+	struct tg_db_op *o = op_new(st, SHARE, name, arg);
+
+	o->cb.pair = cb;
+	tg_db_text(&o->q, st->instance);
+	tg_db_int(&o->q, demand);
+	tg_db_int(&o->q, now_ms);
+	tg_db_int(&o->q, expires_ms);
+	tg_db_int(&o->q, limit);
+	return submit(o, name, demand < 0 || limit < 1 ? -1 : demand);
 }

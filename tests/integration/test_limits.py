@@ -309,7 +309,7 @@ def test_database_frozen_local_shares_then_recovery(private_pg, make_emulator, m
     load(gws, 0.5)				# leases count the live instances again: 2
     private_pg.freeze()
     try:
-        load(gws, 1.5)				# leases time out: local shares
+        load(gws, 2.5)				# a report a second times out: local shares
         for g in gws:
             q = requests.get(g.admin + "/readyz", timeout=5).json()["quota"]
             assert q == {"fallback_limits": 1, "state": "local-shares"}, q

@@ -246,8 +246,34 @@ static const char *const v_quota[] = {
 	NULL,
 };
 
+/* A rate's shares (../quota.c): each instance's demand and share; a
+ * report takes the limit's row lock (the table slots lock by) first. */
+static const char *const v_quota_share[] = {
+	"CREATE TABLE quota_share (name text NOT NULL, instance text NOT NULL,"
+	" demand bigint NOT NULL, granted bigint NOT NULL, expires bigint NOT NULL,"
+	" PRIMARY KEY (name, instance))",
+	"CREATE FUNCTION tidegate_quota_share(p_name text, p_inst text, p_demand bigint,"
+	" p_now bigint, p_exp bigint, p_limit bigint, OUT granted bigint, OUT sharers bigint)"
+	" LANGUAGE plpgsql AS $$ DECLARE od bigint; og bigint; t bigint; BEGIN"
+	" INSERT INTO quota_slot_limits (name) VALUES (p_name) ON CONFLICT DO NOTHING;"
+	" PERFORM 1 FROM quota_slot_limits l WHERE l.name = p_name FOR UPDATE;"
+	" DELETE FROM quota_share q WHERE q.name = p_name AND q.expires < p_now - 60000;"
+	" SELECT coalesce(sum(q.demand), 0), coalesce(sum(q.granted), 0), count(*) + 1"
+	" INTO od, og, sharers FROM quota_share q WHERE q.name = p_name"
+	" AND q.instance <> p_inst AND q.expires >= p_now;"
+	" t := CASE WHEN od + p_demand <= p_limit THEN p_demand + (p_limit - od - p_demand)"
+	" / sharers ELSE p_limit * p_demand / (od + p_demand) END;"
+	" granted := CASE WHEN p_exp <= p_now THEN 0 ELSE GREATEST(0, LEAST(t, p_limit - og)) END;"
+	" INSERT INTO quota_share AS q (name, instance, demand, granted, expires)"
+	" VALUES (p_name, p_inst, p_demand, granted, p_exp) ON CONFLICT (name, instance)"
+	" DO UPDATE SET demand = EXCLUDED.demand, granted = EXCLUDED.granted,"
+	" expires = EXCLUDED.expires;"
+	" END $$",
+	NULL,
+};
+
 static const char *const *const migrations[] = { v1, v2, v_runs, v_owner_keys, v_keys,
-	v_quota };
+	v_quota, v_quota_share };
 
 const char *
 tg_state_pg_sql(const struct pg *pg, int i)

@@ -48,8 +48,16 @@ static const char *const v3[] = {
 	NULL,
 };
 
-static const char *const *const versions[] = { v1, v2, v3 };
+/* A rate's shares (../quota.c): each instance's demand and share. */
+static const char *const v4[] = {
+	"CREATE TABLE quota_share (name TEXT NOT NULL, instance TEXT NOT NULL,"
+	" demand INTEGER NOT NULL, granted INTEGER NOT NULL, expires INTEGER NOT NULL,"
+	" PRIMARY KEY (name, instance))",
+	NULL,
+};
+
+static const char *const *const versions[] = { v1, v2, v3, v4 };
 
 const struct sq_schema tg_state_sq_owners_schema = {
-	.name = "owners", .nversions = 3, .versions = versions,
+	.name = "owners", .nversions = 4, .versions = versions,
 };

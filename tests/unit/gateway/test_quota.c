@@ -87,7 +87,42 @@ f_cancel(void *ctx, void *op)
 	F.pending = 0;
 }
 
-static const struct tg_quota_store STORE = { f_take, f_give, f_cancel, NULL };
+static const struct tg_quota_store STORE = { f_take, f_give, f_cancel, NULL, NULL };
+
+/* Shares of a rate by demand: the fake gives FS.grant a second. */
+struct fake_share {
+	int n, withdrawn;
+	double grant, demand;
+	int64_t ttl_ms;
+	tg_quota_store_cb cb;
+	void *arg;
+};
+static struct fake_share FS;
+
+static void
+share_answer(double grant)
+{
+	struct tg_quota_grant g = { 0 };
+
+	g.share = grant;
+	g.sharers = 2;
+	FS.cb(0, &g, FS.arg);
+}
+
+static void *
+f_share(void *ctx, const struct tg_quota_def *d, double demand, int64_t now_ms,
+    int64_t ttl_ms, tg_quota_store_cb cb, void *arg)
+{
+	FS.n++;
+	FS.withdrawn += ttl_ms == 0;
+	FS.demand = demand;
+	FS.ttl_ms = ttl_ms;
+	FS.cb = cb;
+	FS.arg = arg;
+	return &FS;
+}
+
+static const struct tg_quota_store SHARE_STORE = { f_take, f_give, f_cancel, NULL, f_share };
 
 static struct event_base *base;
 
@@ -95,6 +130,7 @@ static int
 setup(void **state)
 {
 	memset(&F, 0, sizeof(F));
+	memset(&FS, 0, sizeof(FS));
 	F.pool = 1000;
 	base = event_base_new();
 	return 0;
@@ -335,6 +371,110 @@ test_error_fallback_whole_limit(void **state)
 	tg_quota_free(q);
 }
 
+/* Units granted of n takes at now (the figures of the last in *v). */
+static int
+takes(struct tg_quota_limit *l, int n, int64_t now, struct tg_quota_verdict *v)
+{
+	int i, got = 0;
+
+	for (i = 0; i < n; i++)
+		got += tg_quota_take(l, 1, now, v) == 0;
+	return got;
+}
+
+/* A fleet's rate shared by demand: no units leased; each period the
+ * client reports its demand and runs the share it is given locally, the
+ * burst in proportion; none given: nothing; a demand well above the one
+ * reported asks again at once; an idle limit reports none once, then
+ * costs nothing; a dropped limit withdraws its demand. */
+static void
+test_share_by_demand(void **state)
+{
+	struct tg_quota_def d = { "key:a:rate", TG_QUOTA_RATE, 100, 10, 0 };
+	struct tg_quota *q = client(&SHARE_STORE, 1, &d, 1);
+	struct tg_quota_limit *l = tg_quota_find(q, d.name);
+	struct tg_quota_verdict v;
+	struct tg_err err;
+	int64_t t0 = tg_clock_mono_us();
+
+	assert_int_equal(tg_quota_take(l, 1, t0, &v), -1);	/* no share yet */
+	assert_int_equal(v.pending, 1);
+	run_events();
+	assert_int_equal(FS.n, 1);
+	assert_int_equal(FS.ttl_ms, 3000);
+	assert_true(FS.demand == 1.0);		/* one unit over a period */
+	share_answer(100);			/* alone: the whole rate */
+	assert_int_equal(takes(l, 20, t0, &v), 10);
+	assert_int_equal(F.takes, 0);		/* no unit leased, ever */
+	assert_true(tg_quota_limit_rate(l, t0) == 100);
+	/* 280 asks in the first second: reported; half the rate given */
+	takes(l, 260, t0 + 500000, NULL);
+	tg_quota_tick(q, t0 + 1100000);
+	assert_int_equal(FS.n, 2);
+	assert_true(FS.demand == 280.0);
+	share_answer(50);
+	assert_int_equal(takes(l, 20, t0 + 1200000, &v), 5);	/* burst 10 x 1/2 */
+	assert_int_equal(v.retry_ms, 21);			/* 50 a second */
+	assert_int_equal(v.pending, 0);
+	assert_int_equal(v.quota, 10);
+	assert_int_equal(takes(l, 10, t0 + 1220000, NULL), 1);
+	assert_int_equal(FS.n, 2);
+	/* 400 asks in the next 0.4 s: a report at once, the take pending */
+	takes(l, 400, t0 + 1500000, &v);
+	assert_int_equal(v.pending, 1);
+	run_events();
+	assert_int_equal(FS.n, 3);
+	share_answer(0);			/* the others hold it all */
+	assert_int_equal(takes(l, 5, tg_clock_mono_us() + 500000, &v), 0);
+	assert_true(v.retry_ms > 400 && v.retry_ms <= 501);	/* the next report */
+	assert_true(tg_quota_limit_rate(l, tg_clock_mono_us()) < 0.01);
+	/* a share after none, short of the demand: starts empty, then fills
+	 * at its own rate (not at the crawl of "none") */
+	tg_quota_tick(q, tg_clock_mono_us() + 1100000);
+	assert_int_equal(FS.n, 4);
+	share_answer(50);
+	assert_int_equal(takes(l, 10, tg_clock_mono_us(), NULL), 0);
+	assert_int_equal(takes(l, 10, tg_clock_mono_us() + 100000, NULL), 5);
+	/* idle: one report of no demand, then none */
+	tg_quota_tick(q, t0 + 2400000);
+	assert_int_equal(FS.n, 5);
+	share_answer(10);
+	tg_quota_tick(q, t0 + 3500000);
+	assert_int_equal(FS.n, 6);
+	assert_true(FS.demand == 0.0);
+	share_answer(10);
+	tg_quota_tick(q, t0 + 4600000);
+	tg_quota_tick(q, t0 + 5700000);
+	assert_int_equal(FS.n, 6);
+	assert_int_equal(FS.withdrawn, 0);
+	assert_int_equal(tg_quota_define(q, NULL, 0, &err), 0);
+	assert_int_equal(FS.n, 7);
+	assert_int_equal(FS.withdrawn, 1);
+	tg_quota_free(q);
+}
+
+/* A share's report that fails: the fallback share at once, then back. */
+static void
+test_share_fallback(void **state)
+{
+	struct tg_quota_def d = { "key:a:rate", TG_QUOTA_RATE, 100, 10, 0 };
+	struct tg_quota *q = client(&SHARE_STORE, 1, &d, 1);
+	struct tg_quota_limit *l = tg_quota_find(q, d.name);
+	struct tg_quota_grant g = { 0 };
+	int64_t t0 = tg_clock_mono_us();
+
+	tg_quota_take(l, 1, t0, NULL);
+	run_events();
+	FS.cb(-1, &g, FS.arg);
+	assert_int_equal(tg_quota_limit_fallback(l), 1);
+	assert_int_equal(takes(l, 20, t0, NULL), 10);	/* the whole limit: none known */
+	tg_quota_tick(q, t0 + 100000);			/* the probe */
+	assert_int_equal(FS.n, 2);
+	share_answer(100);
+	assert_int_equal(tg_quota_limit_fallback(l), 0);
+	tg_quota_free(q);
+}
+
 /* Reload: a limit redefined by name keeps its use; one removed is dropped
  * (its share handed back) and lives on while referenced; bad input fails. */
 static void
@@ -470,6 +610,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_error_fallback_whole_limit, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_share_by_demand, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_share_fallback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_day_survives_restart, setup,
 		    teardown),

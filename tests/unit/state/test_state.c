@@ -3515,7 +3515,7 @@ test_owners_file_v1(void **state)
 		assert_string_equal(owner_of(q, T0 + 9), "b");
 	}
 	assert_string_equal(sqlite_value(F.owners, "PRAGMA journal_mode"), "wal");
-	assert_string_equal(sqlite_value(F.owners, "PRAGMA user_version"), "3");
+	assert_string_equal(sqlite_value(F.owners, "PRAGMA user_version"), "4");
 }
 
 static void
@@ -4862,6 +4862,70 @@ test_quota_slots(void **state)
 	wait_clear(&w);
 }
 
+/* Ask for a share of name: w's n the share given, n2 the sharers. */
+static void
+share(struct tg_state *st, const char *name, int64_t demand, int64_t now, int64_t exp,
+    struct wait *w)
+{
+	wait_clear(w);
+	settle(tg_state_quota_share(st, name, demand, 200000, now, exp, on_pair, w), w);
+	assert_int_equal(w->res.rc, TG_STATE_OK);
+}
+
+/* A rate's share, alone: the whole limit whether asked for more or less;
+ * a withdrawal gets none; bad input refused. */
+static void
+test_quota_share(void **state)
+{
+	struct wait w = { 0 };
+
+	share(F.st, "key:a:rate", 280000, T0, T0 + 3000, &w);
+	assert_int_equal(w.n, 200000);
+	assert_int_equal(w.n2, 1);
+	share(F.st, "key:a:rate", 100000, T0 + 1000, T0 + 4000, &w);
+	assert_int_equal(w.n, 200000);	/* its demand and all the spare */
+	assert_int_equal(w.n2, 1);
+	share(F.st, "key:a:rate", 0, T0 + 2000, T0 + 2000, &w);
+	assert_int_equal(w.n, 0);
+	wait_clear(&w);
+	settle(tg_state_quota_share(F.st, "", 1, 200000, T0, T0 + 3000, on_pair, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	wait_clear(&w);
+	settle(tg_state_quota_share(F.st, "key:a:rate", -1, 200000, T0, T0 + 3000, on_pair, &w),
+	    &w);
+	assert_int_equal(w.res.rc, TG_STATE_ERROR);
+	wait_clear(&w);
+}
+
+/* Two instances: shares by demand that never add up to more than the
+ * limit (a newcomer gets what the others leave, then its part once they
+ * shrink); one that lapses or withdraws leaves its share to the other. */
+static void
+fleet_share(struct tg_state *st0, struct tg_state *st1)
+{
+	struct wait w = { 0 };
+
+	share(st1, "key:s:rate", 120000, T0, T0 + 3000, &w);
+	assert_int_equal(w.n, 200000);
+	share(st0, "key:s:rate", 280000, T0, T0 + 3000, &w);
+	assert_int_equal(w.n, 0);		/* st1 holds it all */
+	assert_int_equal(w.n2, 2);
+	share(st1, "key:s:rate", 120000, T0 + 1000, T0 + 4000, &w);
+	assert_int_equal(w.n, 60000);		/* 120 of 400 asked for */
+	share(st0, "key:s:rate", 280000, T0 + 1000, T0 + 4000, &w);
+	assert_int_equal(w.n, 140000);
+	share(st0, "key:s:rate", 280000, T0 + 4001, T0 + 7000, &w);
+	assert_int_equal(w.n, 200000);		/* st1's lapsed */
+	assert_int_equal(w.n2, 1);
+	share(st1, "key:s:rate", 50000, T0 + 4002, T0 + 7000, &w);
+	assert_int_equal(w.n, 0);
+	share(st1, "key:s:rate", 0, T0 + 4003, T0 + 4003, &w);
+	share(st0, "key:s:rate", 20000, T0 + 4004, T0 + 7000, &w);
+	assert_int_equal(w.n, 200000);		/* st1 withdrew */
+	assert_int_equal(w.n2, 1);
+	wait_clear(&w);
+}
+
 struct quota_sum {
 	int answers, errors;
 	int64_t granted;
@@ -4949,6 +5013,7 @@ test_fleet_quota(void **state)
 	settle(tg_state_quota_members(F.st, T0, T0 + 1000, on_num, &w), &w);
 	assert_int_equal(w.n, 2);
 	wait_clear(&w);
+	fleet_share(F.st, st[1]);
 	tg_state_close(st[1]);
 }
 
@@ -4999,7 +5064,8 @@ main(void)
 		T_(test_open_errors, D_LOCAL),
 		T_(test_quota_rate, D_SHARED), T_(test_quota_day, D_SHARED),
 		T_(test_quota_day_prune, D_SHARED),
-		T_(test_quota_slots, D_SHARED), T_(test_fleet_quota, D_FLEET),
+		T_(test_quota_slots, D_SHARED), T_(test_quota_share, D_SHARED),
+		T_(test_fleet_quota, D_FLEET),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];
 	const char *why;
