@@ -21,7 +21,10 @@ Four setups, interleaved over --rounds rounds:
 Reported per setup: the admitted rate (200s a second over --seconds,
 after a warm-up) against the limit, the 429s, the offered rate reached,
 p50/p99 of the admitted requests, and what PostgreSQL spent: transaction
-ids assigned and its backends' CPU time per 1,000 requests offered.
+ids assigned (all, and net of what the same fleet takes idle, measured
+for a few seconds before the load), the rows the rate's own statements
+wrote (a share's report, a batch of units: from the table statistics),
+and its backends' CPU time per 1,000 requests offered.
 
     pg_virtualenv -t -v 15 /usr/bin/python3 bench/quota.py [--rounds 3]
         [--seconds 30] [--rate 200] [--burst 20] [--hot 0.7] [--load 2]
@@ -43,6 +46,7 @@ from s8_fleet import Pg, cpu_ms, fleet, log, stop_all
 INSTANCES = 10
 WARMUP_S = 3.0
 SETUPS = ("share", "exact", "split", "per-request")
+IDLE_S = 3.0
 
 
 def key_limits(rate, burst):
@@ -100,6 +104,17 @@ def load(gws, total, hot, seconds):
     return [x for x in out if x[0] >= t0 + WARMUP_S]
 
 
+def limit_writes(pg, schema):
+    """Rows the quota engine's rate wrote in schema so far (a share's
+    report, a batch of units: one row each, inserted or updated), from
+    PostgreSQL's table statistics; 0 without a schema (SQLite)."""
+    if not schema:
+        return 0
+    return int(pg.sql("SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0) FROM "
+                      f"pg_stat_user_tables WHERE schemaname = '{schema}' AND relname "
+                      "IN ('quota_share', 'quota_rate')") or 0)
+
+
 def run(a, setup, pg, emu_url, started):
     schema = None
     if setup == "split":
@@ -115,9 +130,15 @@ def run(a, setup, pg, emu_url, started):
         gws = fleet(emu_url, INSTANCES, url, a.build, over, started)
     time.sleep(1.0)
     pids = pg.backends()
-    c0, x0 = cpu_ms(pids), pg.xid()
+    w0 = limit_writes(pg, schema)
+    i0, t_i0 = pg.xid(), time.monotonic()
+    time.sleep(IDLE_S)
+    c0, x0, t0 = cpu_ms(pids), pg.xid(), time.monotonic()
+    idle_per_s = (x0 - i0 - 1) / (t0 - t_i0)
     got = load(gws, a.load * a.rate, a.hot, a.seconds)
-    c1, x1 = cpu_ms(pids), pg.xid()
+    c1, x1, t1 = cpu_ms(pids), pg.xid(), time.monotonic()
+    time.sleep(1.5)	# the backends' table counts reach the statistics within a second
+    w1 = limit_writes(pg, schema)
     stop_all(started[-INSTANCES:])
     del started[-INSTANCES:]
     if schema:
@@ -131,6 +152,9 @@ def run(a, setup, pg, emu_url, started):
            "p50_ms": 1000 * ok[len(ok) // 2] if ok else float("nan"),
            "p99_ms": 1000 * ok[min(len(ok) - 1, int(len(ok) * 0.99))] if ok else float("nan"),
            "pg_xids_per_1k": 1000.0 * (x1 - x0) / max(1, n),
+           "pg_xids_net_per_1k": 1000.0 * max(0.0, x1 - x0 - idle_per_s * (t1 - t0)) / max(1, n),
+           "pg_idle_xids_per_s": idle_per_s,
+           "limit_writes_per_1k": 1000.0 * (w1 - w0) / max(1, n),
            "pg_cpu_ms_per_1k": 1000.0 * (c1 - c0) / max(1, n)}
     log(f"quota {setup}: admitted {res['admitted_rps']:.1f}/s of {a.rate}, offered "
         f"{res['offered_rps']:.1f}/s, other {res['other']}, xids/1k {res['pg_xids_per_1k']:.0f}")
@@ -154,9 +178,16 @@ def report(a, cmd, res):
                      lib.fmt([r["p50_ms"] for r in rs], 2),
                      lib.fmt([r["p99_ms"] for r in rs], 2),
                      lib.fmt([r["pg_xids_per_1k"] for r in rs], 0),
+                     lib.fmt([r["limit_writes_per_1k"] for r in rs], 0),
+                     lib.fmt([r["pg_xids_net_per_1k"] for r in rs], 0),
                      lib.fmt([r["pg_cpu_ms_per_1k"] for r in rs], 1)])
     print(lib.table(["setup", "admitted/s", "vs limit", "429/s", "offered/s",
-                     "p50 ms", "p99 ms", "PG xids per 1k req", "PG CPU ms per 1k req"], rows))
+                     "p50 ms", "p99 ms", "PG xids per 1k req",
+                     "rate's writes per 1k req", "xids net of the idle fleet's",
+                     "PG CPU ms per 1k req"], rows))
+    idle = [r["pg_idle_xids_per_s"] for s in SETUPS if s != "split" for r in res[s]]
+    print(f"\nThe idle fleet (same {INSTANCES} instances, no requests, measured {IDLE_S:.0f} s "
+          f"before each load) took {lib.fmt(idle, 1)} xids a second.")
 
 
 def main():

@@ -2,8 +2,8 @@
  * quota_take.c - the hot path of the lease client (quota.h): a take counts
  * in memory against the local share (or the local bucket when the limit
  * is not leased, its share of a rate by demand, or the fallback share),
- * never allocates and never does
- * I/O; at low water it only activates the limit's renew event. Also the
+ * never allocates and never does I/O; at low water (or with no share of
+ * a rate yet) it only activates the limit's renew event. Also the
  * figures for the RateLimit fields, the batch size, giving back, the
  * references that keep a dropped limit alive, and waiters.
  */

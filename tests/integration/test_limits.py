@@ -272,13 +272,38 @@ def load(targets, seconds):
     return out, time.monotonic() - t0
 
 
+def rate_shares(gws):
+    """Each instance's share of the key's rate now (GET /limits)."""
+    out = []
+    for g in gws:
+        a = requests.get(g.admin + "/limits", headers={"Authorization": "Bearer " + OPS},
+                         timeout=5).json()
+        out.append({k["key"]: k for k in a["keys"]}["test"]["limits"]["rate"]
+                   ["instance_per_second"])
+    return out
+
+
 @needs_pg
-def test_fleet_rate_holds_across_three_instances(emulator, make_gateway, pg_url):
+@pytest.mark.parametrize("rates", ["share", "exact"])
+def test_fleet_rate_holds_across_three_instances(emulator, make_gateway, pg_url, rates):
     """20/s with a burst of 20 for the fleet; load spread unevenly (four
     callers on gw0, one on each other): admitted at most burst + rate x
-    time, and not far below it."""
-    gws = fleet_of(make_gateway, emulator, pg_url, 3, limited(rate=20, burst=20))
+    time, and not far below it; shared by demand, the shares the instances
+    run add up to at most the rate, the busiest holding the most."""
+    cfg = limited(rate=20, burst=20)
+    cfg["limits"] = {"rates": rates}
+    gws = fleet_of(make_gateway, emulator, pg_url, 3, cfg)
+    seen = []
+    peek = threading.Timer(2.5, lambda: seen.append(rate_shares(gws)))
+    peek.start()
     codes, took = load([gws[0]] * 4 + gws[1:], 3.0)
+    peek.join(10)
+    shares = seen[0]
+    if rates == "share":
+        assert sum(shares) <= 20.001, shares
+        assert shares[0] > max(shares[1:]) > 0, shares
+    else:
+        assert shares == [20, 20, 20]
     ok, refused = codes.count(404), codes.count(429)
     assert ok + refused == len(codes), set(codes)
     # the bound holds while every instance leases; a lease unanswered within
