@@ -106,18 +106,18 @@ tg_state_pg_listen(void *impl, void (*wake)(void *ctx, const char *topic, const 
 static void
 on_notice(void *arg, const char *msg)
 {
-	const struct pg *pg = arg;
+	const struct pg_conn *k = arg;
 	struct tg_err e;
 
-	tg_state_pg_err(&e, "", msg, pg->secret);
+	tg_state_pg_err(&e, "", msg, k->secret);
 	tg_log(TG_LOG_DEBUG, "state_pg_notice", TG_LS("message", e.msg));
 }
 
 void
-tg_state_pg_quiet(struct pg *pg, PGconn *c)
+tg_state_pg_quiet(struct pg_conn *k)
 {
-	if (c != NULL)
-		(void)PQsetNoticeProcessor(c, on_notice, pg);
+	if (k->c != NULL)
+		(void)PQsetNoticeProcessor(k->c, on_notice, k);
 }
 
 /* ---- health ---- */
@@ -210,8 +210,8 @@ tg_state_pg_health(const void *impl, struct tg_state_health *h)
 		snprintf(h->reason, sizeof(h->reason), "%s", pg->down[0] != '\0' ? pg->down :
 		    "state: postgresql: connecting");
 	h->shared = 1;
-	h->listening = pg->conn[0].listener && pg->conn[0].st >= PG_IDLE &&
-	    pg->conn[0].nprep > tg_state_pg_nstmt(pg);
+	h->listening = pg->lconn != NULL && pg->lconn->st >= PG_IDLE &&
+	    pg->lconn->nprep > tg_state_pg_conn_nstmt(pg->lconn);
 	h->queries = pg->queries;
 	memcpy(h->lat_le, lat_le, sizeof(h->lat_le));
 	memcpy(h->lat, pg->lat, sizeof(h->lat));
