@@ -130,6 +130,21 @@ CASES = [
      ["{f}:4:8: state.url: not a valid postgresql URL (libpq: invalid URI query parameter)"]),
     ("state_url_bad_escape", "user: root\nstate:\n  url: postgresql://tg:hun%zzter2@127.0.0.1/x\n",
      ["{f}:4:8: state.url: not a valid postgresql URL (libpq: invalid percent-encoded token)"]),
+    # behind a pooler (docs/fleet.md): LISTEN needs a direct URL of its own
+    ("state_pooler_unknown", "state:\n  url: postgresql://127.0.0.1:6432/x\n  pooler: session\n",
+     ["{f}:4:11: state.pooler: must be none or transaction"]),
+    ("state_pooler_without_listen_url", "state:\n  url: postgresql://127.0.0.1:6432/x\n"
+     "  pooler: transaction\n",
+     ["{f}:4:11: state.pooler: transaction needs a postgresql:// state.url and "
+      "state.listen_url: a direct connection to the server for LISTEN, which a transaction "
+      "pooler does not keep (docs/fleet.md)"]),
+    ("state_listen_url_without_url", "state:\n  listen_url: postgresql://tg:hunter2@db/x\n",
+     ["{f}:3:15: state.listen_url: must be a postgresql:// URL and goes with a postgresql:// "
+      "state.url"]),
+    ("state_listen_url_bad_escape", "user: root\nstate:\n  url: postgresql://127.0.0.1/x\n"
+     "  listen_url: postgresql://tg:hun%zzter2@127.0.0.1/x\n",
+     ["{f}:5:15: state.listen_url: not a valid postgresql URL (libpq: invalid percent-encoded "
+      "token)"]),
 ]
 
 

@@ -18,8 +18,7 @@ straight to the server (state.listen_url).
 - test_listen_through_pgbouncer_is_refused: state.listen_url through the
   pooler: the statements work, the listener is refused (the listening
   gauge says 0, the log names state.listen_url).
-- test_transaction_pooler_needs_a_listen_url: tidegate -t refuses
-  state.pooler: transaction without state.listen_url.
+(tidegate -t's refusals of the settings are test_config_check.py's.)
 
 PostgreSQL comes from the session (pg_virtualenv sets PG*); pgbouncer is
 Debian's (scripts/deps.sh installs it): without it these tests skip,
@@ -38,7 +37,7 @@ import uuid
 import pytest
 import requests
 
-from conftest import BUILD, TEST_KEY_SHA, free_port
+from conftest import TEST_KEY_SHA, free_port
 from test_fleet_faults import SECRET, Receiver, export, hooks
 
 pytestmark = pytest.mark.skipif(
@@ -303,15 +302,3 @@ def test_listen_through_pgbouncer_is_refused(database, pgbouncer, make_emulator,
     assert r.status_code == 200, r.text
     assert psql(database, "SELECT count(*) FROM owners") == "1"
 
-
-def test_transaction_pooler_needs_a_listen_url(tmp_path):
-    cfg = tmp_path / "tidegate.yaml"
-    cfg.write_text("state:\n  url: postgresql://127.0.0.1:6432/db\n  pooler: transaction\n")
-    r = subprocess.run([os.path.join(BUILD, "tidegate"), "-t", "-c", str(cfg)],
-                       capture_output=True, text=True, timeout=30)
-    assert r.returncode != 0
-    assert "state.pooler" in r.stderr and "state.listen_url" in r.stderr, r.stderr
-    cfg.write_text("state:\n  url: postgresql://127.0.0.1:6432/db\n  pooler: session\n")
-    r = subprocess.run([os.path.join(BUILD, "tidegate"), "-t", "-c", str(cfg)],
-                       capture_output=True, text=True, timeout=30)
-    assert r.returncode != 0 and "state.pooler: must be none or transaction" in r.stderr, r.stderr

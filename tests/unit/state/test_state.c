@@ -88,6 +88,7 @@ static struct {
 	PGconn *side;			/* PostgreSQL: the test's own connection */
 	char schema[64];
 	char url[1024];
+	int pooler;			/* the backend's state.pooler (TG_STATE_POOLER_*) */
 	struct tg_outbox_opts oo;	/* a case's outbox (reopen); path "": the fixture's */
 } F;
 
@@ -224,6 +225,10 @@ pg_open(void)
 	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .outbox = &oo, .runs = &ro };
 	struct tg_err err;
 
+	if (F.pooler == TG_STATE_POOLER_TRANSACTION) {	/* every statement unnamed */
+		opts.pooler = F.pooler;
+		opts.listen_url = F.url;
+	}
 	F.st = tg_state_open(F.base, &opts, &err);
 	if (F.st == NULL)
 		print_error("open: %s\n", err.msg);
@@ -252,6 +257,15 @@ pg_setup(void)
 	return pg_open();
 }
 
+/* The same behind a transaction pooler (state.pooler): the cases run with
+ * every statement unnamed, LISTEN on a connection of its own. */
+static int
+pg_pooler_setup(void)
+{
+	F.pooler = TG_STATE_POOLER_TRANSACTION;
+	return pg_setup();
+}
+
 static void
 pg_teardown(void)
 {
@@ -268,6 +282,8 @@ static const struct backend backends[] = {
 	{ "sqlite", sqlite_setup, sqlite_teardown, D_OUTBOX | D_RUNS | D_SHARED | D_LOCAL, NULL },
 	{ "postgresql", pg_setup, pg_teardown, D_OUTBOX | D_RUNS | D_SHARED | D_FLEET,
 	  pg_skip },
+	{ "postgresql, state.pooler: transaction", pg_pooler_setup, pg_teardown,
+	  D_OUTBOX | D_RUNS | D_SHARED, pg_skip },
 };
 
 static int
@@ -276,6 +292,7 @@ setup(void **state)
 	const struct backend *b = *state;
 
 	F.b = b;
+	F.pooler = TG_STATE_POOLER_NONE;
 	memset(&F.oo, 0, sizeof(F.oo));
 	F.base = event_base_new();
 	return F.base != NULL ? b->setup() : -1;
@@ -3589,8 +3606,12 @@ test_poll(void **state)
 {
 	static const char body[] = "{\"a\":\"\0binary\"}";
 	struct tg_state_answer a = { 200, "application/json", body, sizeof(body) - 1, 0 };
-	int fleet = (F.b->has & D_FLEET) != 0;
+	struct tg_state_health h;
 	struct wait w = { 0 };
+	int fleet;
+
+	tg_state_health(F.st, &h);
+	fleet = h.shared;		/* a shared backend keeps the answer */
 
 	token_call(tg_state_poll_lead(F.st, "dex/export/1", T0, 5000, on_num, &w), &w,
 	    TG_STATE_OK);
@@ -4116,6 +4137,53 @@ test_fleet_connections_lost(void **state)
 		assert_null(strstr(w.res.err.msg, pw));
 	until_rc(&w, TG_STATE_NOT_FOUND);	/* reconnected */
 	wait_clear(&w);
+}
+
+/* A handle behind a transaction pooler (state.pooler, its statements
+ * unnamed) LISTENs on a connection of its own (state.listen_url, here the
+ * same server): one more connection than the pool, and wake-ups heard
+ * both ways with a handle of the default kind; a third handle whose
+ * listen URL is not a valid one is refused at open, naming the key. */
+static void
+test_fleet_listen_apart(void **state)
+{
+	struct tg_state_opts opts = { .url = F.url, .instance = "gw-b", .listen_url = F.url,
+		.pooler = TG_STATE_POOLER_TRANSACTION };
+	struct tg_state_opts bad = { .url = F.url, .listen_url = "postgresql://x:y%zz@h/d" };
+	struct heard ha = { 0 }, hb = { 0 };
+	struct tg_state_watch *wa, *wb;
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+	int i;
+
+	assert_null(tg_state_open(F.base, &bad, &err));
+	assert_string_equal(err.msg, "state.listen_url: not a valid postgresql URL");
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	wa = tg_state_watch(F.st, "runs", on_heard, &ha);
+	wb = tg_state_watch(b, "runs", on_heard, &hb);
+	listening(F.st);
+	listening(b);
+	until_up(2 * PG_POOL_SIZE + 1);
+	for (i = 0; i < 500 && (tg_state_health(b, &h), h.conns_ready < PG_POOL_SIZE); i++) {
+		usleep(10000);
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+	}
+	assert_true(h.up && h.listening);
+	assert_int_equal(h.conns_ready, PG_POOL_SIZE);	/* the listener takes no work */
+	settle(tg_state_notify(b, "runs", "from-b", on_done, &w), &w);
+	wait_clear(&w);
+	hear(&ha, 1);
+	assert_string_equal(ha.what, "from-b");
+	settle(tg_state_notify(F.st, "runs", "from-a", on_done, &w), &w);
+	wait_clear(&w);
+	hear(&hb, 1);
+	assert_string_equal(hb.what, "from-a");
+	tg_state_unwatch(F.st, wa);
+	tg_state_unwatch(b, wb);
+	tg_state_close(b);
 }
 
 /* Claims on a sweep of concurrency 1 from two handles at once (two on
@@ -4991,7 +5059,7 @@ main(void)
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
 		T_(test_fleet_outbox_key, D_FLEET),
 		T_(test_fleet_wakeups, D_FLEET), T_(test_fleet_adopt, D_FLEET),
-		T_(test_fleet_connections_lost, D_FLEET),
+		T_(test_fleet_connections_lost, D_FLEET), T_(test_fleet_listen_apart, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_fleet_status_race, D_FLEET | D_RUNS),
 		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
