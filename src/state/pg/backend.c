@@ -19,8 +19,11 @@
  * application_name "tidegate/<instance>", so that pg_stat_activity tells
  * the instances of a fleet apart. The URL's own settings win over each.
  *
+ * state.listen_url (default: state.url) is where LISTEN goes: with it, or
+ * with state.pooler: transaction, one more connection, of its own.
+ *
  * Only URLs (postgresql://, postgres://) reach here (state.c picks by
- * scheme). The password they may hold is kept aside to be scrubbed from
+ * scheme). The passwords they may hold are kept aside to be scrubbed from
  * every message; libpq's own complaint about a URL it cannot parse is not
  * repeated, since it may quote the URL.
  */

@@ -2,8 +2,10 @@
  * pg.h - private contract between the files of the PostgreSQL state
  * backend: the backend's handle (a small pool of libpq connections driven
  * by libevent on the loop, a FIFO of operations waiting for a free
- * connection), the operation record a domain's query becomes, and the
- * domains' statements it prepares.
+ * connection, and, with state.listen_url or behind a transaction pooler,
+ * one more connection that only LISTENs), the operation record a domain's
+ * query becomes, and the domains' statements it prepares (or, behind a
+ * pooler, runs unnamed).
  *
  * Files: backend.c (open, close), pg_op.c (an operation's life: queued,
  * answered once, cancelled, or failed at its deadline), pg_conn.c
@@ -79,6 +81,8 @@ struct pg_conn {
 	int only_listen;		/* and does nothing else (state.listen_url) */
 	const char *const *vals;	/* its libpq values (pg's, borrowed) */
 	const char *secret;		/* its URL's password (pg's, borrowed) */
+	int64_t heard_ms;		/* only_listen: the server last sent (mono) */
+	int64_t ping_ms;		/* only_listen: its ping sent at (BUSY) */
 };
 
 struct pg {
@@ -216,6 +220,10 @@ int tg_state_pg_nstmt(const struct pg *pg);
 int tg_state_pg_conn_nstmt(const struct pg_conn *k);
 /** The prepared statement of a domain's s (static). */
 int tg_state_pg_stmt_index(const struct pg *pg, const struct tg_db_stmt *s);
+/** The listener of its own k (borrowed) is pinged (SELECT 1) once its
+ * server said nothing for state.timeout, and closed when a ping goes
+ * unanswered that long: the probe's (pg_wake.c) for the pool's. */
+void tg_state_pg_listener_ping(struct pg_conn *k);
 /** The driver entries (pg_db.c). */
 extern const struct tg_db_driver tg_state_pg_db;
 

@@ -4,16 +4,23 @@
  *
  * A connection is made with PQconnectStartParams and driven by
  * PQconnectPoll on libevent events on PQsocket (read or write, as it
- * asks), set non-blocking; the first one made in the backend's life then
- * migrates the schema (pg_schema.c's commands, as simple queries, under
- * the migration's lock) while any other made meanwhile waits; then each
- * prepares every statement (PQsendPrepare, one after the other) before it
- * takes work, and the first connection of the pool LISTENs for the
- * fleet's wake-ups and hands what comes with every read to pg_wake.c. All
- * that, from the connect on, has PG_CONNECT_MS (a server that accepts a
- * connection and then says nothing is given up too).
+ * asks), set non-blocking. One that will prepare statements or LISTEN
+ * first checks that no pooler stands between it and the server (its
+ * backend pid against the server's, conn_up). The first one made in the
+ * backend's life then migrates the schema (pg_schema.c's commands, as
+ * simple queries in one transaction, under the migration's lock) while
+ * any other made meanwhile waits; then each prepares every statement
+ * (PQsendPrepare, one after the other) before it takes work, but for
+ * state.pooler: transaction, where statements go unnamed and a
+ * connection holds no session state. The connection that LISTENs for the
+ * fleet's wake-ups (the pool's first, or with state.listen_url one of its
+ * own, which does nothing else, needs no schema and is pinged by the
+ * probe) hands what comes with every read to pg_wake.c. All that, from
+ * the connect on, has PG_CONNECT_MS (a server that accepts a connection
+ * and then says nothing is given up too).
  * An operation waits in the backend's FIFO (pg_op.c) for the first idle
- * connection, is sent with PQsendQueryPrepared (PQflush on write events
+ * connection of the pool, is sent with PQsendQueryPrepared, or
+ * PQsendQueryParams with the same text when unnamed (PQflush on write events
  * while libpq holds unsent bytes) and read with PQconsumeInput, PQisBusy
  * and PQgetResult on read events; an idle connection watches its socket
  * too, so a server that goes away is noticed before the next query (and a
@@ -144,6 +151,7 @@ static void
 ready(struct pg_conn *k)
 {
 	k->st = PG_IDLE;
+	k->heard_ms = tg_clock_mono_ms();
 	evtimer_del(k->timer);
 	watch(k, EV_READ, 0);
 	tg_state_pg_answered(k->pg);
@@ -451,6 +459,8 @@ complete(struct pg_conn *k, PGresult *r)
 		}
 	} else if (k->op != NULL) {
 		answered(k, r);
+	} else if (k->only_listen && k->st == PG_BUSY) {
+		k->st = PG_IDLE;	/* its ping answered */
 	}
 	PQclear(r);
 }
@@ -467,6 +477,8 @@ read_step(struct pg_conn *k)
 	}
 	if (k->listener)
 		tg_state_pg_notifies(k);
+	if (k->only_listen)
+		k->heard_ms = tg_clock_mono_ms();
 	if (k->st == PG_IDLE || k->st == PG_WAITING)
 		return;
 	while (!PQisBusy(k->c)) {
@@ -538,6 +550,29 @@ dispatch(struct pg *pg)
 		}
 		flush(k);
 	}
+}
+
+void
+tg_state_pg_listener_ping(struct pg_conn *k)
+{
+	int64_t now = tg_clock_mono_ms(), t = k->pg->timeout_ms;
+	char why[96];
+
+	if (k->st == PG_BUSY && now - k->ping_ms >= t) {
+		snprintf(why, sizeof(why), "listener: no answer within %lld ms (state.timeout)",
+		    (long long)t);
+		conn_fail(k, why);
+		return;
+	}
+	if (k->st != PG_IDLE || now - k->heard_ms < t)
+		return;
+	if (!PQsendQueryParams(k->c, "SELECT 1", 0, NULL, NULL, NULL, NULL, 0)) {
+		conn_fail(k, PQerrorMessage(k->c));
+		return;
+	}
+	k->st = PG_BUSY;
+	k->ping_ms = now;
+	flush(k);
 }
 
 static void

@@ -5,7 +5,10 @@
  * Wake-ups: one channel, PG_CHANNEL (sent by shared.c), whose payload is
  * "<topic>\n<instance>\n<what>". Connection 0 of the pool LISTENs on it
  * once its statements are prepared (pg_conn.c) and keeps working as the
- * others; what PQconsumeInput brings in is handed here, and every
+ * others; with state.listen_url (or behind a transaction pooler, where a
+ * server connection's LISTEN would be whoever's holds it next) a
+ * connection of its own, straight to the server, does and nothing else;
+ * what PQconsumeInput brings in is handed here, and every
  * other instance's wake-up goes to the seam's watches (state.c). One made
  * by this instance is dropped: it knows already. When the listener
  * connects again, wake-ups sent meanwhile are lost: every watch then
@@ -18,7 +21,10 @@
  * out (pg_op.c) until the server answers again; a server that froze with
  * its sockets open is noticed by the probe even when nothing is asked: a
  * ping (SELECT 1, with the deadline of any operation) once nothing was
- * answered for state.timeout, and at once while health is unsure.
+ * answered for state.timeout, and at once while health is unsure. A
+ * listener of its own is not the pool's health: it is pinged the same way
+ * on its own connection (pg_conn.c) and made again when silent, while
+ * `listening` says it is not heard from.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +182,8 @@ on_probe(evutil_socket_t fd, short what, void *arg)
 		pg->ping->stmt = PG_PING;
 		tg_state_pg_enqueue(pg->ping);
 	}
+	if (pg->nconn > PG_POOL && pg->lconn->st >= PG_IDLE)
+		tg_state_pg_listener_ping(pg->lconn);
 	probe_arm(pg);
 }
 

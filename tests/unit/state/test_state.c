@@ -4731,6 +4731,61 @@ test_fleet_frozen_idle(void **state)
 	fwd_stop();
 }
 
+/* Until b's listening is want, at most ms: how long it took. */
+static int64_t
+until_listening(struct tg_state *b, int want, int ms, struct tg_state_health *h)
+{
+	int64_t t0 = tg_clock_mono_ms();
+
+	for (tg_state_health(b, h); !h->listening != !want && tg_clock_mono_ms() - t0 < ms;
+	    tg_state_health(b, h)) {
+		struct timeval tv = { 0, 5000 };
+
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, EVLOOP_ONCE);
+	}
+	return tg_clock_mono_ms() - t0;
+}
+
+/*
+ * The listener of its own (state.listen_url) freezes while the pool's
+ * server answers: its ping goes unanswered, so it is closed within the
+ * silence, a tick and the ping's deadline (wake-ups are not heard
+ * meanwhile, but health stays up: the pool works), and listens again
+ * once its server answers.
+ */
+static void
+test_fleet_listener_frozen(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 300 };
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_err err;
+	char url[1200];
+	int64_t took;
+
+	fwd_start();
+	snprintf(url, sizeof(url), "%s&host=127.0.0.1&port=%d", F.url, X.port);
+	opts.listen_url = url;
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_listening(b, 1, 5000, &h);
+	assert_true(h.listening);
+	X.frozen = 1;
+	took = until_listening(b, 0, 3000, &h);
+	assert_false(h.listening);
+	assert_true(took < 300 + 300 + 300 + 400);	/* silent, a tick, the deadline */
+	until_answers(b);
+	tg_state_health(b, &h);
+	assert_true(h.up);
+	X.frozen = 0;
+	until_listening(b, 1, 8000, &h);
+	assert_true(h.listening);
+	tg_state_close(b);
+	fwd_stop();
+}
+
 static void
 test_open_errors(void **state)
 {
@@ -5063,7 +5118,7 @@ main(void)
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_fleet_status_race, D_FLEET | D_RUNS),
 		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
-		T_(test_fleet_frozen_idle, D_FLEET), T_(test_fleet_deadline_backlog, D_FLEET),
+		T_(test_fleet_frozen_idle, D_FLEET), T_(test_fleet_listener_frozen, D_FLEET), T_(test_fleet_deadline_backlog, D_FLEET),
 		T_(test_open_errors, D_LOCAL),
 		T_(test_quota_rate, D_SHARED), T_(test_quota_day, D_SHARED),
 		T_(test_quota_day_prune, D_SHARED),
