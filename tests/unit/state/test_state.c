@@ -4677,13 +4677,31 @@ fwd_stop(void)
 	close(X.lfd);
 }
 
-/* Run the loop until b's health is up (or down) or ms passed; how long. */
+/* A forwarder started, and a state opened with opts (borrowed) whose URL
+ * *which (one of opts's) is the fixture's through it. */
+static struct tg_state *
+fwd_open(struct tg_state_opts *opts, const char **which)
+{
+	static char url[1200];
+	struct tg_state *b;
+	struct tg_err err;
+
+	fwd_start();
+	snprintf(url, sizeof(url), "%s&host=127.0.0.1&port=%d", F.url, X.port);
+	*which = url;
+	b = tg_state_open(F.base, opts, &err);
+	assert_non_null(b);
+	return b;
+}
+
+/* Run the loop until flag (a member of *h) is want or ms passed, h filled
+ * from b's health as it goes; how long. */
 static int64_t
-until_health(struct tg_state *b, int up, int ms, struct tg_state_health *h)
+until_flag(struct tg_state *b, const int *flag, int want, int ms, struct tg_state_health *h)
 {
 	int64_t t0 = tg_clock_mono_ms();
 
-	for (tg_state_health(b, h); !h->up != !up && tg_clock_mono_ms() - t0 < ms;
+	for (tg_state_health(b, h); !*flag != !want && tg_clock_mono_ms() - t0 < ms;
 	    tg_state_health(b, h)) {
 		struct timeval tv = { 0, 5000 };
 
@@ -4691,6 +4709,13 @@ until_health(struct tg_state *b, int up, int ms, struct tg_state_health *h)
 		event_base_loop(F.base, EVLOOP_ONCE);
 	}
 	return tg_clock_mono_ms() - t0;
+}
+
+/* Until b's health is up (or down) or ms passed; how long. */
+static int64_t
+until_health(struct tg_state *b, int up, int ms, struct tg_state_health *h)
+{
+	return until_flag(b, &h->up, up, ms, h);
 }
 
 /*
@@ -4705,16 +4730,9 @@ test_fleet_frozen_idle(void **state)
 	struct tg_owners_opts wo = { 0 };
 	struct tg_state_opts opts = { .owners = &wo, .timeout_ms = 300 };
 	struct tg_state_health h;
-	struct tg_state *b;
-	struct tg_err err;
-	char url[1200];
+	struct tg_state *b = fwd_open(&opts, &opts.url);
 	int64_t took;
 
-	fwd_start();
-	snprintf(url, sizeof(url), "%s&host=127.0.0.1&port=%d", F.url, X.port);
-	opts.url = url;
-	b = tg_state_open(F.base, &opts, &err);
-	assert_non_null(b);
 	until_answers(b);
 	until_health(b, 1, 2000, &h);
 	assert_true(h.up);
@@ -4731,22 +4749,6 @@ test_fleet_frozen_idle(void **state)
 	fwd_stop();
 }
 
-/* Until b's listening is want, at most ms: how long it took. */
-static int64_t
-until_listening(struct tg_state *b, int want, int ms, struct tg_state_health *h)
-{
-	int64_t t0 = tg_clock_mono_ms();
-
-	for (tg_state_health(b, h); !h->listening != !want && tg_clock_mono_ms() - t0 < ms;
-	    tg_state_health(b, h)) {
-		struct timeval tv = { 0, 5000 };
-
-		event_base_loopexit(F.base, &tv);
-		event_base_loop(F.base, EVLOOP_ONCE);
-	}
-	return tg_clock_mono_ms() - t0;
-}
-
 /*
  * The listener of its own (state.listen_url) freezes while the pool's
  * server answers: its ping goes unanswered, so it is closed within the
@@ -4760,27 +4762,20 @@ test_fleet_listener_frozen(void **state)
 	struct tg_owners_opts wo = { 0 };
 	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 300 };
 	struct tg_state_health h;
-	struct tg_state *b;
-	struct tg_err err;
-	char url[1200];
+	struct tg_state *b = fwd_open(&opts, &opts.listen_url);
 	int64_t took;
 
-	fwd_start();
-	snprintf(url, sizeof(url), "%s&host=127.0.0.1&port=%d", F.url, X.port);
-	opts.listen_url = url;
-	b = tg_state_open(F.base, &opts, &err);
-	assert_non_null(b);
-	until_listening(b, 1, 5000, &h);
+	until_flag(b, &h.listening, 1, 5000, &h);
 	assert_true(h.listening);
 	X.frozen = 1;
-	took = until_listening(b, 0, 3000, &h);
+	took = until_flag(b, &h.listening, 0, 3000, &h);
 	assert_false(h.listening);
 	assert_true(took < 300 + 300 + 300 + 400);	/* silent, a tick, the deadline */
 	until_answers(b);
 	tg_state_health(b, &h);
 	assert_true(h.up);
 	X.frozen = 0;
-	until_listening(b, 1, 8000, &h);
+	until_flag(b, &h.listening, 1, 8000, &h);
 	assert_true(h.listening);
 	tg_state_close(b);
 	fwd_stop();
