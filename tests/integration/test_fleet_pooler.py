@@ -202,7 +202,7 @@ def test_fleet_through_pgbouncer_in_transaction_mode(database, pgbouncer, make_e
 
     # long-polls on every instance end together on the one answer
     requests.delete(emu.dex + "/__emulator/stats")
-    wakeups0 = sum(gw.metric("tidegate_state_wakeups_total") for gw in gws)
+    wakeups0 = [gw.metric("tidegate_state_wakeups_total") for gw in gws]
 
     def long_poll(i):
         gw = gws[i % 3]
@@ -218,9 +218,12 @@ def test_fleet_through_pgbouncer_in_transaction_mode(database, pgbouncer, make_e
     print(f"9 long-polls over 3 instances ended {min(ends):.2f}..{max(ends):.2f} s; "
           f"{emu.calls('GET /public/export')} upstream GETs")
     assert max(ends) < 4.0, ends            # the export is ready 2 s after its creation
-    assert max(ends) - min(ends) < 0.4, ends  # the others woke on the answer, not a timer
+    # the others woke on the leader's publish (measured: 10 ms apart), not
+    # on their own 200 ms looks: every instance but the leader heard it
+    assert max(ends) - min(ends) < 0.2, ends
     assert emu.calls("GET /public/export") <= int(max(ends) / 0.5) + 2
-    assert sum(gw.metric("tidegate_state_wakeups_total") for gw in gws) > wakeups0
+    woke = [gw.metric("tidegate_state_wakeups_total") - w0 for gw, w0 in zip(gws, wakeups0)]
+    assert sum(w > 0 for w in woke) >= 2, woke
 
     # callback exports accepted on every instance, each delivered once
     rcv = Receiver()
