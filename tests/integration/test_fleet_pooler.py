@@ -10,6 +10,11 @@ straight to the server (state.listen_url).
   instance and each delivered exactly once, and long-polls on every
   instance ending together on one answer, woken by the instance that
   fetched it (wake-ups counted, every instance listening).
+- test_pgbouncer_restarted_under_the_fleet: the pooler stopped under two
+  instances: callback exports 503 + Retry-After naming the cause, /readyz
+  degraded, yet both still listening (LISTEN does not go through it); the
+  pooler started again: both up by themselves, and callback exports
+  accepted and each delivered once.
 - test_pgbouncer_without_the_pooler_setting_is_refused: the same fleet
   without state.pooler: every statement connection sees that a pooler
   stands between it and the server and is refused, by name: /readyz
@@ -93,15 +98,18 @@ class PgBouncer:
                     f"auth_type = scram-sha-256\nauth_file = {self.dir}/userlist.txt\n"
                     f"pool_mode = transaction\ndefault_pool_size = {POOL}\n"
                     f"max_client_conn = 100\nlogfile = {self.dir}/pgbouncer.log\n")
-        argv = [PGBOUNCER, "-q", ini]
+        self.argv = [PGBOUNCER, "-q", ini]
         if os.geteuid() == 0:           # pgbouncer will not run as root
             pw = pwd.getpwnam("postgres")
             for p in (self.dir, ini, os.path.join(self.dir, "userlist.txt")):
                 os.chown(p, pw.pw_uid, pw.pw_gid)
-            argv = ["runuser", "-u", "postgres", "--"] + argv
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.STDOUT)
+            self.argv = ["runuser", "-u", "postgres", "--"] + self.argv
         self.url = f"postgresql://127.0.0.1:{self.port}/{db}"
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while subprocess.run(["psql", "-qXAtd", self.url, "-c", "SELECT 1"],
                              capture_output=True, timeout=10).returncode != 0:
@@ -116,13 +124,16 @@ class PgBouncer:
         except OSError:
             return ""
 
-    def stop(self):
+    def halt(self):
         self.proc.terminate()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+    def stop(self):
+        self.halt()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -249,6 +260,51 @@ def test_fleet_through_pgbouncer_in_transaction_mode(database, pgbouncer, make_e
         ready = requests.get(gw.admin + "/readyz", timeout=5).json()
         assert ready["state"] == {"backend": "postgresql", "up": True, "shared": True}, ready
     assert "pooler" not in "".join(gw.read_log() for gw in gws)
+
+
+def wait_ready(gws, up, timeout=15.0):
+    """Until every gateway's /readyz says the state is up (or down)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = [requests.get(gw.admin + "/readyz", timeout=5).json() for gw in gws]
+        if all(r["state"]["up"] is up for r in ready):
+            return ready
+        assert time.monotonic() < deadline, ready
+        time.sleep(0.1)
+
+
+@need_pgbouncer
+def test_pgbouncer_restarted_under_the_fleet(database, pgbouncer, make_emulator, make_gateway,
+                                             secret_file):
+    emu = make_emulator()
+    gws = start_fleet(make_gateway, emu, pooled(database, pgbouncer), secret_file, n=2)
+    rcv = Receiver()
+    try:
+        wait_ready(gws, True)
+        pgbouncer.halt()
+        for r in wait_ready(gws, False):
+            assert r["degraded"] is True and "postgresql unavailable" in r["reason"], r
+        for gw in gws:
+            r = export(gw, rcv.url("/hook/down"))
+            assert r.status_code == 503 and r.headers.get("Retry-After"), r.text
+            assert r.json()["error"] == "WEBHOOK_UNAVAILABLE", r.text
+            assert gw.metric("tidegate_state_listening") == 1     # LISTEN is direct
+        pgbouncer.start()
+        t0 = time.monotonic()
+        wait_ready(gws, True)
+        print(f"up again {time.monotonic() - t0:.2f} s after the pooler started")
+        ids = []
+        for i in range(10):
+            r = export(gws[i % 2], rcv.url(f"/hook/{i}"))
+            assert r.status_code == 200, r.text
+            ids.append(r.headers["X-Tidegate-Webhook-Id"])
+        deadline = time.monotonic() + 20
+        while set(rcv.delivered()) != set(ids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        assert rcv.delivered() == {w: 1 for w in ids}, rcv.delivered()
+    finally:
+        rcv.close()
 
 
 @need_pgbouncer
