@@ -10,14 +10,16 @@
 # test_container.py).
 # prometheus is there for promtool (`promtool check metrics` in the tests); its
 # server, enabled by the package, is stopped and disabled at once: it listens
-# on :9090, the admin listener's default port.
+# on :9090, the admin listener's default port. pgbouncer is the pooler a fleet
+# is tested behind (test_fleet_pooler.py starts its own on a free port); its
+# service is stopped and disabled the same way.
 # tg_install_npm (scripts/test) installs the npm packages the integration
 # tests use into $TG_NPM_DIR (default build-npm/ in the repository).
 TG_PACKAGES="build-essential pkg-config meson ninja-build libevent-dev libyajl-dev libssl-dev
 libyaml-dev libsqlite3-dev libmimalloc-dev scdoc curl"
 TG_TEST_PACKAGES="libcmocka-dev python3-pytest python3-requests openssl nginx-light haproxy
 nodejs postgresql-15 postgresql-common libpq-dev libsystemd-dev systemd man-db prometheus
-debhelper dpkg-dev lintian fakeroot mmdebstrap"
+debhelper dpkg-dev lintian fakeroot mmdebstrap pgbouncer"
 
 tg_install_deps() {
 	local missing="" p
@@ -35,6 +37,9 @@ tg_install_deps() {
 	apt-get update -qq >/dev/null && apt-get install -y -qq $missing >/dev/null || return 1
 	case " $missing " in
 	*" prometheus "*) systemctl disable --now prometheus.service >/dev/null 2>&1 || true ;;
+	esac
+	case " $missing " in
+	*" pgbouncer "*) systemctl disable --now pgbouncer.service >/dev/null 2>&1 || true ;;
 	esac
 }
 

@@ -272,7 +272,7 @@ state_opts(const struct gw_config *c, struct state_opts *o)
 	tg_webhook_outbox_opts(c, &o->oo);
 	tg_jobs_owners_opts(c, &o->wo);
 	o->so = (struct tg_state_opts){ c->state_url, &o->ro, &o->oo, &o->wo,
-		c->state_instance, c->state_timeout };
+		c->state_instance, c->state_timeout, c->state_listen_url, c->state_pooler_mode };
 }
 
 static struct tg_state *
@@ -291,7 +291,7 @@ static void
 check_state(const struct gw_config *c, const struct tg_priv *p, struct tg_cfg_report *rep)
 {
 	static const char *const keys[TG_STATE_NPARTS] = { "state.url", "webhooks.db",
-		"runs.db", "poll.ownership_db" };
+		"runs.db", "poll.ownership_db", "state.listen_url" };
 	struct tg_state_problems sp;
 	struct state_opts o;
 	int i;

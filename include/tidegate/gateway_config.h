@@ -129,6 +129,9 @@ struct gw_config {
 	char *state_url;	/* NULL: SQLite; a secret (the URL may hold a password) */
 	char *state_instance;	/* NULL in the file: host:pid, set by gw_config_load */
 	int64_t state_timeout;	/* every state operation's deadline (ms) */
+	char *state_listen_url;	/* NULL: state_url; a secret, as state_url */
+	char *state_pooler;	/* "none" or "transaction" (checked) */
+	int state_pooler_mode;	/* state_pooler as TG_STATE_POOLER_*, set by the check */
 	/* tracing.*: spans exported over OTLP/HTTP JSON (otlp.c) */
 	char *otlp_url;		/* NULL: no tracing */
 	char *otlp_service;	/* service.name */

@@ -250,7 +250,18 @@ struct tg_state_opts {
 						 * records); NULL: none */
 	int64_t timeout_ms;			/* an operation's deadline (ms);
 						 * <= 0: TG_STATE_TIMEOUT_MS */
+	const char *listen_url;			/* PostgreSQL: where the connection that
+						 * LISTENs goes; NULL: url, on a
+						 * connection of the pool */
+	int pooler;				/* PostgreSQL: url leads through a pooler
+						 * (TG_STATE_POOLER_*) */
 };
+/* What lies between a fleet's instances and the server (state.pooler). */
+#define TG_STATE_POOLER_NONE		0	/* direct: statements prepared once
+						 * per connection */
+#define TG_STATE_POOLER_TRANSACTION	1	/* a pooler that may give each
+						 * transaction another server
+						 * connection: no session state */
 #define TG_STATE_TIMEOUT_MS	3000
 
 /**
@@ -269,6 +280,7 @@ enum tg_state_part {
 	TG_STATE_PART_OUTBOX,		/* opts->outbox's file and payload directory */
 	TG_STATE_PART_RUNS,		/* opts->runs's file */
 	TG_STATE_PART_OWNERS,		/* opts->owners's file */
+	TG_STATE_PART_LISTEN_URL,	/* state.listen_url: how to reach the server */
 	TG_STATE_NPARTS
 };
 

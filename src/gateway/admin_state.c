@@ -57,6 +57,10 @@ gw_admin_state_metrics(struct gw *gw, struct evbuffer *out)
 	family(out, "tidegate_state_leases_held", "gauge",
 	    "Fleet leads this instance holds now (polls, logins, fleet-wide tasks).");
 	evbuffer_add_printf(out, "tidegate_state_leases_held %zu\n", h.leases);
+	family(out, "tidegate_state_listening", "gauge",
+	    "1 while this instance hears other instances' wake-ups (a fleet's LISTEN "
+	    "connection is up), else 0.");
+	evbuffer_add_printf(out, "tidegate_state_listening %d\n", h.listening);
 	family(out, "tidegate_state_wakeups_total", "counter",
 	    "Wake-ups heard from other instances (PostgreSQL LISTEN/NOTIFY).");
 	evbuffer_add_printf(out, "tidegate_state_wakeups_total %llu\n", h.wakeups);

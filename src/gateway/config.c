@@ -263,6 +263,14 @@ const struct tg_cfg_key gw_config_keys[] = {
 	   "(a frozen server, a partition) makes the request answer 503 with Retry-After and "
 	   "/readyz say degraded (\"no answer within N ms\") until it answers again; "
 	   "operations asked meanwhile fail at once. SQLite keeps no timer"),
+	K("state.listen_url", TG_CFG_SECRET, state_listen_url, NULL,
+	  "where the connection that LISTENs for other instances' wake-ups goes: a direct "
+	  "connection to the server of state.url, when state.url leads through a pooler "
+	  "(docs/fleet.md); default: state.url, on a connection of the pool"),
+	K("state.pooler", TG_CFG_STR, state_pooler, "none",
+	  "what state.url leads through: none (a direct connection: statements prepared "
+	  "once per connection) or transaction (a pooler such as PgBouncer in transaction "
+	  "mode: statements unnamed, no session state; needs state.listen_url)"),
 	K("tracing.otlp_url", TG_CFG_STR, otlp_url, NULL,
 	  "OTLP/HTTP endpoint spans are exported to as JSON, e.g. "
 	  "http://127.0.0.1:4318/v1/traces: one SERVER span per client request on dex and "
@@ -499,6 +507,8 @@ gw_config_free(struct gw_config *cfg)
 	gw_client_config_free(cfg);
 	if (cfg->state_url != NULL)
 		explicit_bzero(cfg->state_url, strlen(cfg->state_url));
+	if (cfg->state_listen_url != NULL)
+		explicit_bzero(cfg->state_listen_url, strlen(cfg->state_listen_url));
 	tg_config_free(gw_config_keys, gw_config_nkeys, cfg);
 	free(cfg->path);
 	cfg->path = NULL;

@@ -23,6 +23,7 @@
 #include <event2/http.h>
 
 #include "tidegate/gateway_config.h"
+#include "tidegate/state.h"
 #include "gw.h"
 
 int
@@ -207,6 +208,35 @@ check_listeners(const struct gw_config *c, struct tg_cfg_report *rep)
 			}
 }
 
+static int
+pg_url(const char *u)
+{
+	return strncmp(u, "postgresql://", 13) == 0 || strncmp(u, "postgres://", 11) == 0;
+}
+
+/* state.listen_url and state.pooler go with a PostgreSQL state.url; behind
+ * a transaction pooler, LISTEN would be held by whichever server
+ * connection ran it, so the listener needs a direct URL of its own. */
+static void
+check_state_pooler(struct gw_config *c, struct tg_cfg_report *rep)
+{
+	const char *u = c->state_url, *l = c->state_listen_url, *p = c->state_pooler;
+	int pg = u != NULL && pg_url(u);
+
+	c->state_pooler_mode = TG_STATE_POOLER_NONE;
+	if (p != NULL && strcmp(p, "transaction") == 0)
+		c->state_pooler_mode = TG_STATE_POOLER_TRANSACTION;
+	else if (p != NULL && strcmp(p, "none") != 0)
+		tg_config_report_add(rep, NULL, "state.pooler", "must be none or transaction");
+	if (l != NULL && (!pg || !pg_url(l)))
+		tg_config_report_add(rep, NULL, "state.listen_url", "must be a postgresql:// URL "
+		    "and goes with a postgresql:// state.url");
+	if (c->state_pooler_mode == TG_STATE_POOLER_TRANSACTION && (!pg || l == NULL))
+		tg_config_report_add(rep, NULL, "state.pooler", "transaction needs a postgresql:// "
+		    "state.url and state.listen_url: a direct connection to the server for LISTEN, "
+		    "which a transaction pooler does not keep (docs/fleet.md)");
+}
+
 /* state.url names a backend by its scheme (the rest, which may hold a
  * password, is never quoted); state.instance defaults to host:pid. */
 static void
@@ -215,10 +245,10 @@ check_state(struct gw_config *c, struct tg_cfg_report *rep)
 	char host[256];
 	const char *u = c->state_url;
 
-	if (u != NULL && *u != '\0' && strncmp(u, "postgresql://", 13) != 0 &&
-	    strncmp(u, "postgres://", 11) != 0)
+	if (u != NULL && *u != '\0' && !pg_url(u))
 		tg_config_report_add(rep, NULL, "state.url", "must be a postgresql:// URL "
 		    "(without state.url the state is kept in SQLite files)");
+	check_state_pooler(c, rep);
 	if (c->state_instance != NULL)
 		return;
 	if (gethostname(host, sizeof(host)) != 0)

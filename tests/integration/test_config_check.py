@@ -130,6 +130,21 @@ CASES = [
      ["{f}:4:8: state.url: not a valid postgresql URL (libpq: invalid URI query parameter)"]),
     ("state_url_bad_escape", "user: root\nstate:\n  url: postgresql://tg:hun%zzter2@127.0.0.1/x\n",
      ["{f}:4:8: state.url: not a valid postgresql URL (libpq: invalid percent-encoded token)"]),
+    # behind a pooler (docs/fleet.md): LISTEN needs a direct URL of its own
+    ("state_pooler_unknown", "state:\n  url: postgresql://127.0.0.1:6432/x\n  pooler: session\n",
+     ["{f}:4:11: state.pooler: must be none or transaction"]),
+    ("state_pooler_without_listen_url", "state:\n  url: postgresql://127.0.0.1:6432/x\n"
+     "  pooler: transaction\n",
+     ["{f}:4:11: state.pooler: transaction needs a postgresql:// state.url and "
+      "state.listen_url: a direct connection to the server for LISTEN, which a transaction "
+      "pooler does not keep (docs/fleet.md)"]),
+    ("state_listen_url_without_url", "state:\n  listen_url: postgresql://tg:hunter2@db/x\n",
+     ["{f}:3:15: state.listen_url: must be a postgresql:// URL and goes with a postgresql:// "
+      "state.url"]),
+    ("state_listen_url_bad_escape", "user: root\nstate:\n  url: postgresql://127.0.0.1/x\n"
+     "  listen_url: postgresql://tg:hun%zzter2@127.0.0.1/x\n",
+     ["{f}:5:15: state.listen_url: not a valid postgresql URL (libpq: invalid percent-encoded "
+      "token)"]),
 ]
 
 
@@ -260,13 +275,14 @@ def test_sighup_names_every_problem_and_keeps_serving(emulator, gateway):
 def test_postgresql_state_unreachable_at_start(case_dir):
     """state.url passes -t (a postgresql:// URL); a start whose database
     cannot be reached starts all the same, degraded: /readyz says why
-    (never the password in the URL, nor does the log), and SIGTERM stops it
-    cleanly."""
+    (never the password in the URL, nor in state.listen_url's, nor does
+    the log), and SIGTERM stops it cleanly."""
     path = os.path.join(case_dir, "gw.yaml")
     ports = {k: free_port() for k in ("dex", "sim", "admin")}
     with open(path, "w") as f:
         f.write("upstream: remote\nlog_level: info\n"
                 "state:\n  url: postgresql://tg:hunter2@127.0.0.1:1/tidegate\n"
+                "  listen_url: postgresql://tg:swordfish@127.0.0.1:2/tidegate\n"
                 "listen:\n" + "".join(f"  {k}: 127.0.0.1:{p}\n" for k, p in ports.items()) +
                 ("user: root\n" if os.geteuid() == 0 else ""))
     r = run(["-t", "-c", path])
@@ -284,11 +300,13 @@ def test_postgresql_state_unreachable_at_start(case_dir):
         assert ready.status_code == 200 and body["ready"] is True, body
         assert body["degraded"] is True and body["state"]["up"] is False, body
         assert "postgresql unavailable" in body["reason"], body
-        assert "hunter2" not in ready.text
+        assert "hunter2" not in ready.text and "swordfish" not in ready.text
     finally:
         rc = gw.stop()
     assert rc == 0, gw.read_log()[-3000:]
-    assert "hunter2" not in gw.read_log()
+    log = gw.read_log()
+    assert "hunter2" not in log and "swordfish" not in log
+    assert '"connection":"listen"' in log      # the listener was tried, and failed
 
 
 

@@ -308,7 +308,7 @@ def test_sighup_to_a_taken_port_keeps_the_old_listener(emulator, make_gateway):
         taken.close()
 
 
-SECRETS = {"dex-pass-7f3a", "sim-secret-9c1e", "pg-pass-5d2b",
+SECRETS = {"dex-pass-7f3a", "sim-secret-9c1e", "pg-pass-5d2b", "pg-listen-8e4c",
            "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"}
 
 
@@ -318,7 +318,8 @@ def secret_config(tmp_path, webhook_secrets=True):
         **ROOT_USER,
         "dex": {"username": "demo", "password_file": "dex-password"},
         "sim": {"client_id": "demo", "client_secret": "sim-secret-9c1e"},
-        "state": {"url": "postgresql://gw:pg-pass-5d2b@127.0.0.1:1/tg?sslmode=disable"},
+        "state": {"url": "postgresql://gw:pg-pass-5d2b@127.0.0.1:1/tg?sslmode=disable",
+                  "listen_url": "postgresql://gw:pg-listen-8e4c@127.0.0.1:2/tg"},
         "keys": [{"name": "a", "sha256": TEST_KEY_SHA}],
         "pid_file": "tidegate.pid",
     }
@@ -370,6 +371,7 @@ def test_print_config_every_key_secrets_redacted(tmp_path):
     assert doc["dex.password"] == doc["sim.client_secret"] == '"(redacted)"'
     assert doc["webhooks.secret"] == '"(redacted)"'
     assert doc["state.url"] == '"postgresql://gw:(redacted)@127.0.0.1:1/tg?sslmode=disable"'
+    assert doc["state.listen_url"] == '"postgresql://gw:(redacted)@127.0.0.1:2/tg"'
     assert doc["drain_timeout"] == "30000ms" and doc["keys[].services"] == '["dex", "sim"]'
     assert doc["pid_file"] == f'"{tmp_path / "tidegate.pid"}"'
     assert doc["tracing.otlp_url"] == "(unset)"

@@ -19,8 +19,11 @@
  * application_name "tidegate/<instance>", so that pg_stat_activity tells
  * the instances of a fleet apart. The URL's own settings win over each.
  *
+ * state.listen_url (default: state.url) is where LISTEN goes: with it, or
+ * with state.pooler: transaction, one more connection, of its own.
+ *
  * Only URLs (postgresql://, postgres://) reach here (state.c picks by
- * scheme). The password they may hold is kept aside to be scrubbed from
+ * scheme). The passwords they may hold are kept aside to be scrubbed from
  * every message; libpq's own complaint about a URL it cannot parse is not
  * repeated, since it may quote the URL.
  */
@@ -42,8 +45,8 @@ static const char *const keys[] = {
 };
 #define NKEYS	(TG_NELEM(keys) - 1)
 
-static void
-params(struct pg *pg, const char *url)
+static const char *const *
+params(const struct pg *pg, const char *url)
 {
 	static const char *const dflt[NKEYS - 2] = { "10", "1", "5", "2", "3", "10000" };
 	const char **vals = tg_xcalloc(NKEYS + 1, sizeof(*vals));
@@ -51,26 +54,35 @@ params(struct pg *pg, const char *url)
 	memcpy(vals, dflt, sizeof(dflt));
 	vals[NKEYS - 2] = tg_xasprintf("tidegate/%s", pg->instance);
 	vals[NKEYS - 1] = tg_xstrdup(url);
-	pg->keys = keys;
-	pg->vals = vals;
+	return vals;
 }
 
-/* The password url holds (kept to scrub it), or -1 with err when libpq
- * cannot parse url. */
+static void
+params_free(const char *const *vals)
+{
+	if (vals != NULL) {
+		free((char *)vals[NKEYS - 2]);
+		free((char *)vals[NKEYS - 1]);
+	}
+	free((void *)vals);
+}
+
+/* The password url (the value of key) holds, kept in *out to scrub it,
+ * or -1 with err when libpq cannot parse url. */
 static int
-secret(struct pg *pg, const char *url, struct tg_err *err)
+secret(const char *key, const char *url, char **out, struct tg_err *err)
 {
 	PQconninfoOption *opts, *o;
 	char *msg = NULL;
 
 	if ((opts = PQconninfoParse(url, &msg)) == NULL) {
 		PQfreemem(msg);
-		tg_err_set(err, "state.url: not a valid postgresql URL");
+		tg_err_set(err, "%s: not a valid postgresql URL", key);
 		return -1;
 	}
 	for (o = opts; o->keyword != NULL; o++)
 		if (strcmp(o->keyword, "password") == 0 && o->val != NULL && *o->val != '\0')
-			pg->secret = tg_xstrdup(o->val);
+			*out = tg_xstrdup(o->val);
 	PQconninfoFree(opts);
 	return 0;
 }
@@ -78,12 +90,10 @@ secret(struct pg *pg, const char *url, struct tg_err *err)
 static void
 pg_free(struct pg *pg)
 {
-	if (pg->vals != NULL) {
-		free((char *)pg->vals[NKEYS - 2]);
-		free((char *)pg->vals[NKEYS - 1]);
-	}
-	free((void *)pg->vals);
+	params_free(pg->vals);
+	params_free(pg->lvals);
 	free(pg->secret);
+	free(pg->lsecret);
 	free(pg->instance);
 	free(pg);
 }
@@ -98,12 +108,23 @@ tg_state_pg_open(struct event_base *base, const struct tg_state_opts *opts,
 	pg->be = &tg_state_pg_backend;
 	pg->base = base;
 	pg->stmts = stmts;
-	if (secret(pg, opts->url, err) != 0) {
+	if (secret("state.url", opts->url, &pg->secret, err) != 0 || (opts->listen_url != NULL &&
+	    secret("state.listen_url", opts->listen_url, &pg->lsecret, err) != 0)) {
 		pg_free(pg);
 		return NULL;
 	}
 	pg->instance = tg_xstrdup(opts->instance != NULL ? opts->instance : "");
-	params(pg, opts->url);
+	pg->keys = keys;
+	pg->vals = params(pg, opts->url);
+	pg->unnamed = opts->pooler == TG_STATE_POOLER_TRANSACTION;
+	/* LISTEN on a connection of its own when it goes elsewhere, or when
+	 * the pool's may not hold it (behind a transaction pooler). */
+	pg->nconn = opts->listen_url != NULL || pg->unnamed ? PG_NCONN : PG_POOL;
+	if (pg->nconn > PG_POOL) {
+		pg->lvals = params(pg, opts->listen_url != NULL ? opts->listen_url : opts->url);
+		if (pg->lsecret == NULL && pg->secret != NULL)
+			pg->lsecret = tg_xstrdup(pg->secret);
+	}
 	pg->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TG_STATE_TIMEOUT_MS;
 	pg->owners = opts->owners != NULL;
 	pg->outbox = opts->outbox != NULL;

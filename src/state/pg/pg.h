@@ -2,8 +2,10 @@
  * pg.h - private contract between the files of the PostgreSQL state
  * backend: the backend's handle (a small pool of libpq connections driven
  * by libevent on the loop, a FIFO of operations waiting for a free
- * connection), the operation record a domain's query becomes, and the
- * domains' statements it prepares.
+ * connection, and, with state.listen_url or behind a transaction pooler,
+ * one more connection that only LISTENs), the operation record a domain's
+ * query becomes, and the domains' statements it prepares (or, behind a
+ * pooler, runs unnamed).
  *
  * Files: backend.c (open, close), pg_op.c (an operation's life: queued,
  * answered once, cancelled, or failed at its deadline), pg_conn.c
@@ -30,7 +32,8 @@
 #include "../backend.h"
 #include "../db.h"
 
-#define PG_POOL		2	/* connections per backend */
+#define PG_POOL		2	/* statement connections per backend */
+#define PG_NCONN	(PG_POOL + 1)	/* and one that only LISTENs (state.listen_url) */
 #define PG_MAXP		16	/* parameters of a statement at most */
 #define PG_BACKOFF_MIN	100	/* ms before the first reconnect */
 #define PG_BACKOFF_MAX	5000	/* ms between reconnects at most */
@@ -41,9 +44,11 @@
 enum pg_domain { PG_ANY, PG_OWNERS, PG_OUTBOX, PG_RUNS };
 
 /* Connected from WAITING on (another connection migrates the schema
- * meanwhile); takes work from IDLE on. */
+ * meanwhile); takes work from IDLE on. CHECKING: asking the server
+ * whether a pooler stands between (pg_conn.c). */
 enum pg_conn_state {
-	PG_DOWN, PG_CONNECTING, PG_WAITING, PG_MIGRATING, PG_PREPARING, PG_IDLE, PG_BUSY
+	PG_DOWN, PG_CONNECTING, PG_CHECKING, PG_WAITING, PG_MIGRATING, PG_PREPARING, PG_IDLE,
+	PG_BUSY
 };
 
 /* The schema, migrated once per open by the first connection made. */
@@ -73,6 +78,11 @@ struct pg_conn {
 	struct pg_op *op;		/* in flight (BUSY) */
 	PGresult *last;			/* its result so far */
 	int listener;			/* LISTENs for the wake-ups (pg_wake.c) */
+	int only_listen;		/* and does nothing else (state.listen_url) */
+	const char *const *vals;	/* its libpq values (pg's, borrowed) */
+	const char *secret;		/* its URL's password (pg's, borrowed) */
+	int64_t heard_ms;		/* only_listen: the server last sent (mono) */
+	int64_t ping_ms;		/* only_listen: its ping sent at (BUSY) */
 };
 
 struct pg {
@@ -82,8 +92,15 @@ struct pg {
 	const char *const *keys;		/* connection parameters (libpq's */
 	const char *const *vals;		/* keyword/value arrays; owned) */
 	char *secret;				/* the password: never in err or logs */
+	const char *const *lvals;		/* state.listen_url's values (owned) */
+	char *lsecret;				/* and its password; NULL: none */
+	int unnamed;				/* statements unnamed, no session state
+						 * (state.pooler: transaction) */
+	struct pg_conn *lconn;			/* the one that LISTENs */
+	int nconn;				/* connections in conn[]: PG_POOL, or
+						 * PG_NCONN with one only LISTENing */
 	char *instance;				/* state.instance, else hostname:pid */
-	struct pg_conn conn[PG_POOL];
+	struct pg_conn conn[PG_NCONN];
 	struct pg_op *head, **tail;		/* waiting for a connection */
 	struct event *kick;			/* dispatch on the next loop turn */
 	char down[256];				/* why the last connection failed, or
@@ -198,8 +215,15 @@ void tg_state_pg_conn_drop(struct pg_conn *k, const char *why);
 const char *tg_state_pg_stmt_name(const struct pg *pg, int i);
 /** Statements every connection of pg (borrowed) prepares. */
 int tg_state_pg_nstmt(const struct pg *pg);
+/** Statements k (borrowed) prepares: none when it only LISTENs, or when
+ * statements go unnamed (state.pooler: transaction). */
+int tg_state_pg_conn_nstmt(const struct pg_conn *k);
 /** The prepared statement of a domain's s (static). */
 int tg_state_pg_stmt_index(const struct pg *pg, const struct tg_db_stmt *s);
+/** The listener of its own k (borrowed) is pinged (SELECT 1) once its
+ * server said nothing for state.timeout, and closed when a ping goes
+ * unanswered that long: the probe's (pg_wake.c) for the pool's. */
+void tg_state_pg_listener_ping(struct pg_conn *k);
 /** The driver entries (pg_db.c). */
 extern const struct tg_db_driver tg_state_pg_db;
 
@@ -214,8 +238,8 @@ void tg_state_pg_notifies(struct pg_conn *k);
 /** k (borrowed) listens again: after the first time, wake-ups may have
  * been lost meanwhile; every watch hears a NULL one. */
 void tg_state_pg_listening(struct pg_conn *k);
-/** c's (borrowed) server notices go to pg's (borrowed) debug log. */
-void tg_state_pg_quiet(struct pg *pg, PGconn *c);
+/** k's (borrowed) server notices go to the debug log. */
+void tg_state_pg_quiet(struct pg_conn *k);
 /** Health of pg (borrowed) is down (why in pg->down) until the server
  * answers again: a connection was lost, or an operation timed out (then
  * new operations fail at once meanwhile); a ping is sent at once. */

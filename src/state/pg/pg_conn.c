@@ -4,16 +4,23 @@
  *
  * A connection is made with PQconnectStartParams and driven by
  * PQconnectPoll on libevent events on PQsocket (read or write, as it
- * asks), set non-blocking; the first one made in the backend's life then
- * migrates the schema (pg_schema.c's commands, as simple queries, under
- * the migration's lock) while any other made meanwhile waits; then each
- * prepares every statement (PQsendPrepare, one after the other) before it
- * takes work, and the first connection of the pool LISTENs for the
- * fleet's wake-ups and hands what comes with every read to pg_wake.c. All
- * that, from the connect on, has PG_CONNECT_MS (a server that accepts a
- * connection and then says nothing is given up too).
+ * asks), set non-blocking. One that will prepare statements or LISTEN
+ * first checks that no pooler stands between it and the server (its
+ * backend pid against the server's, conn_up). The first one made in the
+ * backend's life then migrates the schema (pg_schema.c's commands, as
+ * simple queries in one transaction, under the migration's lock) while
+ * any other made meanwhile waits; then each prepares every statement
+ * (PQsendPrepare, one after the other) before it takes work, but for
+ * state.pooler: transaction, where statements go unnamed and a
+ * connection holds no session state. The connection that LISTENs for the
+ * fleet's wake-ups (the pool's first, or with state.listen_url one of its
+ * own, which does nothing else, needs no schema and is pinged by the
+ * probe) hands what comes with every read to pg_wake.c. All that, from
+ * the connect on, has PG_CONNECT_MS (a server that accepts a connection
+ * and then says nothing is given up too).
  * An operation waits in the backend's FIFO (pg_op.c) for the first idle
- * connection, is sent with PQsendQueryPrepared (PQflush on write events
+ * connection of the pool, is sent with PQsendQueryPrepared, or
+ * PQsendQueryParams with the same text when unnamed (PQflush on write events
  * while libpq holds unsent bytes) and read with PQconsumeInput, PQisBusy
  * and PQgetResult on read events; an idle connection watches its socket
  * too, so a server that goes away is noticed before the next query (and a
@@ -68,11 +75,13 @@ tg_state_pg_conn_drop(struct pg_conn *k, const char *why)
 	struct pg *pg = k->pg;
 	struct timeval tv = { k->backoff_ms / 1000, (k->backoff_ms % 1000) * 1000 };
 	struct pg_op *o = k->op;
-	int i, was_up = k->st >= PG_IDLE;
+	int i, was_up = k->st >= PG_IDLE && !k->only_listen;
 
-	snprintf(pg->down, sizeof(pg->down), "%s", why);
+	if (!k->only_listen)	/* the listener's own trouble is not the pool's */
+		snprintf(pg->down, sizeof(pg->down), "%s", why);
 	tg_log(TG_LOG_WARN, "state_pg_down", TG_LS("why", why),
-	    TG_LI("retry_ms", k->backoff_ms), TG_LS("instance", pg->instance));
+	    TG_LI("retry_ms", k->backoff_ms), TG_LS("instance", pg->instance),
+	    TG_LS("connection", k->only_listen ? "listen" : "pool"));
 	if (k->io != NULL)
 		event_free(k->io);
 	k->io = NULL;
@@ -93,7 +102,7 @@ tg_state_pg_conn_drop(struct pg_conn *k, const char *why)
 		tg_state_pg_unsure(pg, PG_LOST);
 	if (o != NULL)
 		tg_state_pg_fail(o, TG_STATE_UNAVAILABLE, why);
-	if (tg_state_pg_nup(pg) == 0)
+	if (tg_state_pg_nup(pg) == 0 && !k->only_listen)
 		tg_state_pg_fail_queue(pg, why);
 }
 
@@ -103,7 +112,7 @@ conn_fail(struct pg_conn *k, const char *msg)
 {
 	struct tg_err e;
 
-	tg_state_pg_err(&e, "state: postgresql unavailable: ", msg, k->pg->secret);
+	tg_state_pg_err(&e, "state: postgresql unavailable: ", msg, k->secret);
 	tg_state_pg_conn_drop(k, e.msg);
 }
 
@@ -142,6 +151,7 @@ static void
 ready(struct pg_conn *k)
 {
 	k->st = PG_IDLE;
+	k->heard_ms = tg_clock_mono_ms();
 	evtimer_del(k->timer);
 	watch(k, EV_READ, 0);
 	tg_state_pg_answered(k->pg);
@@ -154,7 +164,9 @@ ready(struct pg_conn *k)
 static void
 prepare_next(struct pg_conn *k)
 {
-	if (k->nprep == tg_state_pg_nstmt(k->pg) && k->listener) {	/* then LISTEN (pg_wake.c) */
+	int n = tg_state_pg_conn_nstmt(k);
+
+	if (k->nprep == n && k->listener) {	/* then LISTEN (pg_wake.c) */
 		if (!PQsendQuery(k->c, "LISTEN " PG_CHANNEL)) {
 			conn_fail(k, PQerrorMessage(k->c));
 			return;
@@ -162,7 +174,7 @@ prepare_next(struct pg_conn *k)
 		flush(k);
 		return;
 	}
-	if (k->nprep >= tg_state_pg_nstmt(k->pg)) {
+	if (k->nprep >= n) {
 		ready(k);
 		return;
 	}
@@ -192,6 +204,12 @@ int
 tg_state_pg_nstmt(const struct pg *pg)
 {
 	return (int)tg_db_list_count(pg->stmts);
+}
+
+int
+tg_state_pg_conn_nstmt(const struct pg_conn *k)
+{
+	return k->only_listen || k->pg->unnamed ? 0 : tg_state_pg_nstmt(k->pg);
 }
 
 int
@@ -273,21 +291,69 @@ migrate_step(struct pg_conn *k, const PGresult *r)
 	prepare(k);
 }
 
-/* k is connected and non-blocking: migrate (or wait for the connection
- * that does), prepare, then work. */
+/* k is connected and direct where it must be: migrate (or wait for the
+ * connection that does), prepare, then work; the listener of its own
+ * only LISTENs. */
 static void
-conn_up(struct pg_conn *k)
+conn_direct(struct pg_conn *k)
 {
 	k->backoff_ms = PG_BACKOFF_MIN;
 	if (k->pg->down[0] != '\0')
-		tg_log(TG_LOG_INFO, "state_pg_up", TG_LS("instance", k->pg->instance));
-	if (k->pg->schema == PG_SCHEMA_DONE)
+		tg_log(TG_LOG_INFO, "state_pg_up", TG_LS("instance", k->pg->instance),
+		    TG_LS("connection", k->only_listen ? "listen" : "pool"));
+	if (k->pg->schema == PG_SCHEMA_DONE || k->only_listen)
 		prepare(k);
 	else if (k->pg->schema == PG_SCHEMA_MIGRATING) {
 		k->st = PG_WAITING;
 		watch(k, EV_READ, 0);
 	} else
 		migrate(k);
+}
+
+/*
+ * A pooler answers for the server: the backend key it gives the client is
+ * its own (PgBouncer's is random), not the server process's. Prepared
+ * statements and LISTEN are the server connection's, which a transaction
+ * pooler hands to someone else after each transaction: they must not go
+ * through one. So k asks the server's pid first when it prepares
+ * (state.pooler none) or LISTENs.
+ */
+static void
+conn_up(struct pg_conn *k)
+{
+	if (!k->listener && k->pg->unnamed) {
+		conn_direct(k);
+		return;
+	}
+	k->st = PG_CHECKING;
+	if (!PQsendQueryParams(k->c, "SELECT pg_backend_pid()", 0, NULL, NULL, NULL, NULL, 0)) {
+		conn_fail(k, PQerrorMessage(k->c));
+		return;
+	}
+	flush(k);
+}
+
+/* The server's pid (r borrowed) against the one the connection was given. */
+static void
+check_step(struct pg_conn *k, const PGresult *r)
+{
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		conn_fail(k, r != NULL ? PQresultErrorMessage(r) : PQerrorMessage(k->c));
+		return;
+	}
+	if (atoi(PQgetvalue(r, 0, 0)) == PQbackendPID(k->c)) {
+		conn_direct(k);
+		return;
+	}
+	if (k->only_listen || k->pg->unnamed)
+		tg_state_pg_conn_drop(k, "state: postgresql: state.listen_url leads through a "
+		    "connection pooler (its backend is not the server's): LISTEN needs a direct "
+		    "connection to the server (docs/fleet.md)");
+	else
+		tg_state_pg_conn_drop(k, "state: postgresql: state.url leads through a connection "
+		    "pooler (its backend is not the server's), where prepared statements and LISTEN "
+		    "do not hold: set state.pooler: transaction and state.listen_url to a direct "
+		    "connection (docs/fleet.md)");
 }
 
 static void
@@ -330,12 +396,12 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	k->c = PQconnectStartParams((const char *const *)k->pg->keys,
-	    (const char *const *)k->pg->vals, 1);
+	    (const char *const *)k->vals, 1);
 	if (k->c == NULL || PQstatus(k->c) == CONNECTION_BAD) {
 		conn_fail(k, k->c != NULL ? PQerrorMessage(k->c) : "out of memory");
 		return;
 	}
-	tg_state_pg_quiet(k->pg, k->c);
+	tg_state_pg_quiet(k);
 	k->st = PG_CONNECTING;
 	evtimer_add(k->timer, &tv);
 	watch(k, EV_WRITE, 1);
@@ -380,6 +446,8 @@ complete(struct pg_conn *k, PGresult *r)
 	if (PQstatus(k->c) == CONNECTION_BAD || (r != NULL && s == PGRES_FATAL_ERROR &&
 	    state != NULL && (!strncmp(state, "08", 2) || !strncmp(state, "57", 2)))) {
 		conn_fail(k, PQerrorMessage(k->c));
+	} else if (k->st == PG_CHECKING) {
+		check_step(k, r);
 	} else if (k->st == PG_MIGRATING) {
 		migrate_step(k, r);
 	} else if (k->st == PG_PREPARING) {
@@ -391,6 +459,8 @@ complete(struct pg_conn *k, PGresult *r)
 		}
 	} else if (k->op != NULL) {
 		answered(k, r);
+	} else if (k->only_listen && k->st == PG_BUSY) {
+		k->st = PG_IDLE;	/* its ping answered */
 	}
 	PQclear(r);
 }
@@ -407,6 +477,8 @@ read_step(struct pg_conn *k)
 	}
 	if (k->listener)
 		tg_state_pg_notifies(k);
+	if (k->only_listen)
+		k->heard_ms = tg_clock_mono_ms();
 	if (k->st == PG_IDLE || k->st == PG_WAITING)
 		return;
 	while (!PQisBusy(k->c)) {
@@ -436,12 +508,17 @@ on_io(evutil_socket_t fd, short what, void *arg)
 		read_step(k);
 }
 
-/* Send o on k: its prepared statement, or the probe's ping. */
+/* Send o on k: its prepared statement, or the same text unnamed (no
+ * server types given, as PQsendPrepare was not: the server infers the
+ * same), or the probe's ping. */
 static int
 send_op(struct pg_conn *k, const struct pg_op *o)
 {
 	if (o->stmt == PG_PING)
 		return PQsendQueryParams(k->c, "SELECT 1", 0, NULL, NULL, NULL, NULL, 0);
+	if (k->pg->unnamed)
+		return PQsendQueryParams(k->c, tg_state_pg_sql(k->pg, o->stmt), o->nparams, NULL,
+		    (const char *const *)o->val, o->len, o->fmt, o->binary);
 	return PQsendQueryPrepared(k->c, tg_state_pg_stmt_name(k->pg, o->stmt), o->nparams,
 	    (const char *const *)o->val, o->len, o->fmt, o->binary);
 }
@@ -475,6 +552,29 @@ dispatch(struct pg *pg)
 	}
 }
 
+void
+tg_state_pg_listener_ping(struct pg_conn *k)
+{
+	int64_t now = tg_clock_mono_ms(), t = k->pg->timeout_ms;
+	char why[96];
+
+	if (k->st == PG_BUSY && now - k->ping_ms >= t) {
+		snprintf(why, sizeof(why), "listener: no answer within %lld ms (state.timeout)",
+		    (long long)t);
+		conn_fail(k, why);
+		return;
+	}
+	if (k->st != PG_IDLE || now - k->heard_ms < t)
+		return;
+	if (!PQsendQueryParams(k->c, "SELECT 1", 0, NULL, NULL, NULL, NULL, 0)) {
+		conn_fail(k, PQerrorMessage(k->c));
+		return;
+	}
+	k->st = PG_BUSY;
+	k->ping_ms = now;
+	flush(k);
+}
+
 static void
 on_kick(evutil_socket_t fd, short what, void *arg)
 {
@@ -490,13 +590,22 @@ tg_state_pg_pool_start(struct pg *pg)
 	pg->tail = &pg->head;
 	pg->kick = event_new(pg->base, -1, 0, on_kick, pg);
 	tg_state_pg_deadlines_start(pg);
-	for (i = 0; i < PG_POOL; i++) {
+	for (i = 0; i < pg->nconn; i++) {
 		pg->conn[i].pg = pg;
+		pg->conn[i].vals = pg->vals;
+		pg->conn[i].secret = pg->secret;
 		pg->conn[i].backoff_ms = PG_BACKOFF_MIN;
 		pg->conn[i].timer = evtimer_new(pg->base, on_timer, &pg->conn[i]);
 		evtimer_add(pg->conn[i].timer, &now);
 	}
-	pg->conn[0].listener = 1;
+	pg->lconn = &pg->conn[0];	/* the pool's first, or one of its own */
+	if (pg->nconn > PG_POOL) {
+		pg->lconn = &pg->conn[PG_POOL];
+		pg->lconn->only_listen = 1;
+		pg->lconn->vals = pg->lvals;
+		pg->lconn->secret = pg->lsecret;
+	}
+	pg->lconn->listener = 1;
 	tg_state_pg_probe_start(pg);
 }
 
@@ -508,7 +617,7 @@ tg_state_pg_pool_stop(struct pg *pg)
 
 	pg->closing = 1;
 	tg_state_pg_probe_stop(pg);
-	for (i = 0; i < PG_POOL; i++) {
+	for (i = 0; i < pg->nconn; i++) {
 		k = &pg->conn[i];
 		if (k->op != NULL)
 			tg_state_pg_fail(k->op, TG_STATE_UNAVAILABLE, "state: closing");

@@ -5,7 +5,10 @@
  * Wake-ups: one channel, PG_CHANNEL (sent by shared.c), whose payload is
  * "<topic>\n<instance>\n<what>". Connection 0 of the pool LISTENs on it
  * once its statements are prepared (pg_conn.c) and keeps working as the
- * others; what PQconsumeInput brings in is handed here, and every
+ * others; with state.listen_url (or behind a transaction pooler, where a
+ * server connection's LISTEN would be whoever's holds it next) a
+ * connection of its own, straight to the server, does and nothing else;
+ * what PQconsumeInput brings in is handed here, and every
  * other instance's wake-up goes to the seam's watches (state.c). One made
  * by this instance is dropped: it knows already. When the listener
  * connects again, wake-ups sent meanwhile are lost: every watch then
@@ -18,7 +21,10 @@
  * out (pg_op.c) until the server answers again; a server that froze with
  * its sockets open is noticed by the probe even when nothing is asked: a
  * ping (SELECT 1, with the deadline of any operation) once nothing was
- * answered for state.timeout, and at once while health is unsure.
+ * answered for state.timeout, and at once while health is unsure. A
+ * listener of its own is not the pool's health: it is pinged the same way
+ * on its own connection (pg_conn.c) and made again when silent, while
+ * `listening` says it is not heard from.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,18 +112,18 @@ tg_state_pg_listen(void *impl, void (*wake)(void *ctx, const char *topic, const 
 static void
 on_notice(void *arg, const char *msg)
 {
-	const struct pg *pg = arg;
+	const struct pg_conn *k = arg;
 	struct tg_err e;
 
-	tg_state_pg_err(&e, "", msg, pg->secret);
+	tg_state_pg_err(&e, "", msg, k->secret);
 	tg_log(TG_LOG_DEBUG, "state_pg_notice", TG_LS("message", e.msg));
 }
 
 void
-tg_state_pg_quiet(struct pg *pg, PGconn *c)
+tg_state_pg_quiet(struct pg_conn *k)
 {
-	if (c != NULL)
-		(void)PQsetNoticeProcessor(c, on_notice, pg);
+	if (k->c != NULL)
+		(void)PQsetNoticeProcessor(k->c, on_notice, k);
 }
 
 /* ---- health ---- */
@@ -176,6 +182,8 @@ on_probe(evutil_socket_t fd, short what, void *arg)
 		pg->ping->stmt = PG_PING;
 		tg_state_pg_enqueue(pg->ping);
 	}
+	if (pg->nconn > PG_POOL && pg->lconn->st >= PG_IDLE)
+		tg_state_pg_listener_ping(pg->lconn);
 	probe_arm(pg);
 }
 
@@ -210,8 +218,8 @@ tg_state_pg_health(const void *impl, struct tg_state_health *h)
 		snprintf(h->reason, sizeof(h->reason), "%s", pg->down[0] != '\0' ? pg->down :
 		    "state: postgresql: connecting");
 	h->shared = 1;
-	h->listening = pg->conn[0].listener && pg->conn[0].st >= PG_IDLE &&
-	    pg->conn[0].nprep > tg_state_pg_nstmt(pg);
+	h->listening = pg->lconn != NULL && pg->lconn->st >= PG_IDLE &&
+	    pg->lconn->nprep > tg_state_pg_conn_nstmt(pg->lconn);
 	h->queries = pg->queries;
 	memcpy(h->lat_le, lat_le, sizeof(h->lat_le));
 	memcpy(h->lat, pg->lat, sizeof(h->lat));

@@ -88,6 +88,7 @@ static struct {
 	PGconn *side;			/* PostgreSQL: the test's own connection */
 	char schema[64];
 	char url[1024];
+	int pooler;			/* the backend's state.pooler (TG_STATE_POOLER_*) */
 	struct tg_outbox_opts oo;	/* a case's outbox (reopen); path "": the fixture's */
 } F;
 
@@ -224,6 +225,10 @@ pg_open(void)
 	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .outbox = &oo, .runs = &ro };
 	struct tg_err err;
 
+	if (F.pooler == TG_STATE_POOLER_TRANSACTION) {	/* every statement unnamed */
+		opts.pooler = F.pooler;
+		opts.listen_url = F.url;
+	}
 	F.st = tg_state_open(F.base, &opts, &err);
 	if (F.st == NULL)
 		print_error("open: %s\n", err.msg);
@@ -252,6 +257,15 @@ pg_setup(void)
 	return pg_open();
 }
 
+/* The same behind a transaction pooler (state.pooler): the cases run with
+ * every statement unnamed, LISTEN on a connection of its own. */
+static int
+pg_pooler_setup(void)
+{
+	F.pooler = TG_STATE_POOLER_TRANSACTION;
+	return pg_setup();
+}
+
 static void
 pg_teardown(void)
 {
@@ -268,6 +282,8 @@ static const struct backend backends[] = {
 	{ "sqlite", sqlite_setup, sqlite_teardown, D_OUTBOX | D_RUNS | D_SHARED | D_LOCAL, NULL },
 	{ "postgresql", pg_setup, pg_teardown, D_OUTBOX | D_RUNS | D_SHARED | D_FLEET,
 	  pg_skip },
+	{ "postgresql, state.pooler: transaction", pg_pooler_setup, pg_teardown,
+	  D_OUTBOX | D_RUNS | D_SHARED, pg_skip },
 };
 
 static int
@@ -276,6 +292,7 @@ setup(void **state)
 	const struct backend *b = *state;
 
 	F.b = b;
+	F.pooler = TG_STATE_POOLER_NONE;
 	memset(&F.oo, 0, sizeof(F.oo));
 	F.base = event_base_new();
 	return F.base != NULL ? b->setup() : -1;
@@ -3589,8 +3606,12 @@ test_poll(void **state)
 {
 	static const char body[] = "{\"a\":\"\0binary\"}";
 	struct tg_state_answer a = { 200, "application/json", body, sizeof(body) - 1, 0 };
-	int fleet = (F.b->has & D_FLEET) != 0;
+	struct tg_state_health h;
 	struct wait w = { 0 };
+	int fleet;
+
+	tg_state_health(F.st, &h);
+	fleet = h.shared;		/* a shared backend keeps the answer */
 
 	token_call(tg_state_poll_lead(F.st, "dex/export/1", T0, 5000, on_num, &w), &w,
 	    TG_STATE_OK);
@@ -4118,6 +4139,53 @@ test_fleet_connections_lost(void **state)
 	wait_clear(&w);
 }
 
+/* A handle behind a transaction pooler (state.pooler, its statements
+ * unnamed) LISTENs on a connection of its own (state.listen_url, here the
+ * same server): one more connection than the pool, and wake-ups heard
+ * both ways with a handle of the default kind; a third handle whose
+ * listen URL is not a valid one is refused at open, naming the key. */
+static void
+test_fleet_listen_apart(void **state)
+{
+	struct tg_state_opts opts = { .url = F.url, .instance = "gw-b", .listen_url = F.url,
+		.pooler = TG_STATE_POOLER_TRANSACTION };
+	struct tg_state_opts bad = { .url = F.url, .listen_url = "postgresql://x:y%zz@h/d" };
+	struct heard ha = { 0 }, hb = { 0 };
+	struct tg_state_watch *wa, *wb;
+	struct tg_state_health h;
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+	int i;
+
+	assert_null(tg_state_open(F.base, &bad, &err));
+	assert_string_equal(err.msg, "state.listen_url: not a valid postgresql URL");
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	wa = tg_state_watch(F.st, "runs", on_heard, &ha);
+	wb = tg_state_watch(b, "runs", on_heard, &hb);
+	listening(F.st);
+	listening(b);
+	until_up(2 * PG_POOL_SIZE + 1);
+	for (i = 0; i < 500 && (tg_state_health(b, &h), h.conns_ready < PG_POOL_SIZE); i++) {
+		usleep(10000);
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+	}
+	assert_true(h.up && h.listening);
+	assert_int_equal(h.conns_ready, PG_POOL_SIZE);	/* the listener takes no work */
+	settle(tg_state_notify(b, "runs", "from-b", on_done, &w), &w);
+	wait_clear(&w);
+	hear(&ha, 1);
+	assert_string_equal(ha.what, "from-b");
+	settle(tg_state_notify(F.st, "runs", "from-a", on_done, &w), &w);
+	wait_clear(&w);
+	hear(&hb, 1);
+	assert_string_equal(hb.what, "from-a");
+	tg_state_unwatch(F.st, wa);
+	tg_state_unwatch(b, wb);
+	tg_state_close(b);
+}
+
 /* Claims on a sweep of concurrency 1 from two handles at once (two on
  * each, every connection busy), held up together before they change a
  * variant (a lock the test holds on the variants) until all have
@@ -4609,13 +4677,31 @@ fwd_stop(void)
 	close(X.lfd);
 }
 
-/* Run the loop until b's health is up (or down) or ms passed; how long. */
+/* A forwarder started, and a state opened with opts (borrowed) whose URL
+ * *which (one of opts's) is the fixture's through it. */
+static struct tg_state *
+fwd_open(struct tg_state_opts *opts, const char **which)
+{
+	static char url[1200];
+	struct tg_state *b;
+	struct tg_err err;
+
+	fwd_start();
+	snprintf(url, sizeof(url), "%s&host=127.0.0.1&port=%d", F.url, X.port);
+	*which = url;
+	b = tg_state_open(F.base, opts, &err);
+	assert_non_null(b);
+	return b;
+}
+
+/* Run the loop until flag (a member of *h) is want or ms passed, h filled
+ * from b's health as it goes; how long. */
 static int64_t
-until_health(struct tg_state *b, int up, int ms, struct tg_state_health *h)
+until_flag(struct tg_state *b, const int *flag, int want, int ms, struct tg_state_health *h)
 {
 	int64_t t0 = tg_clock_mono_ms();
 
-	for (tg_state_health(b, h); !h->up != !up && tg_clock_mono_ms() - t0 < ms;
+	for (tg_state_health(b, h); !*flag != !want && tg_clock_mono_ms() - t0 < ms;
 	    tg_state_health(b, h)) {
 		struct timeval tv = { 0, 5000 };
 
@@ -4623,6 +4709,13 @@ until_health(struct tg_state *b, int up, int ms, struct tg_state_health *h)
 		event_base_loop(F.base, EVLOOP_ONCE);
 	}
 	return tg_clock_mono_ms() - t0;
+}
+
+/* Until b's health is up (or down) or ms passed; how long. */
+static int64_t
+until_health(struct tg_state *b, int up, int ms, struct tg_state_health *h)
+{
+	return until_flag(b, &h->up, up, ms, h);
 }
 
 /*
@@ -4637,16 +4730,9 @@ test_fleet_frozen_idle(void **state)
 	struct tg_owners_opts wo = { 0 };
 	struct tg_state_opts opts = { .owners = &wo, .timeout_ms = 300 };
 	struct tg_state_health h;
-	struct tg_state *b;
-	struct tg_err err;
-	char url[1200];
+	struct tg_state *b = fwd_open(&opts, &opts.url);
 	int64_t took;
 
-	fwd_start();
-	snprintf(url, sizeof(url), "%s&host=127.0.0.1&port=%d", F.url, X.port);
-	opts.url = url;
-	b = tg_state_open(F.base, &opts, &err);
-	assert_non_null(b);
 	until_answers(b);
 	until_health(b, 1, 2000, &h);
 	assert_true(h.up);
@@ -4659,6 +4745,38 @@ test_fleet_frozen_idle(void **state)
 	took = until_health(b, 1, 5000, &h);
 	assert_true(h.up);
 	until_answers(b);
+	tg_state_close(b);
+	fwd_stop();
+}
+
+/*
+ * The listener of its own (state.listen_url) freezes while the pool's
+ * server answers: its ping goes unanswered, so it is closed within the
+ * silence, a tick and the ping's deadline (wake-ups are not heard
+ * meanwhile, but health stays up: the pool works), and listens again
+ * once its server answers.
+ */
+static void
+test_fleet_listener_frozen(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 300 };
+	struct tg_state_health h;
+	struct tg_state *b = fwd_open(&opts, &opts.listen_url);
+	int64_t took;
+
+	until_flag(b, &h.listening, 1, 5000, &h);
+	assert_true(h.listening);
+	X.frozen = 1;
+	took = until_flag(b, &h.listening, 0, 3000, &h);
+	assert_false(h.listening);
+	assert_true(took < 300 + 300 + 300 + 400);	/* silent, a tick, the deadline */
+	until_answers(b);
+	tg_state_health(b, &h);
+	assert_true(h.up);
+	X.frozen = 0;
+	until_flag(b, &h.listening, 1, 8000, &h);
+	assert_true(h.listening);
 	tg_state_close(b);
 	fwd_stop();
 }
@@ -5056,11 +5174,11 @@ main(void)
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
 		T_(test_fleet_outbox_key, D_FLEET),
 		T_(test_fleet_wakeups, D_FLEET), T_(test_fleet_adopt, D_FLEET),
-		T_(test_fleet_connections_lost, D_FLEET),
+		T_(test_fleet_connections_lost, D_FLEET), T_(test_fleet_listen_apart, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_fleet_status_race, D_FLEET | D_RUNS),
 		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
-		T_(test_fleet_frozen_idle, D_FLEET), T_(test_fleet_deadline_backlog, D_FLEET),
+		T_(test_fleet_frozen_idle, D_FLEET), T_(test_fleet_listener_frozen, D_FLEET), T_(test_fleet_deadline_backlog, D_FLEET),
 		T_(test_open_errors, D_LOCAL),
 		T_(test_quota_rate, D_SHARED), T_(test_quota_day, D_SHARED),
 		T_(test_quota_day_prune, D_SHARED),
