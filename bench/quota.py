@@ -21,8 +21,8 @@ Four setups, interleaved over --rounds rounds:
 Reported per setup: the admitted rate (200s a second over --seconds,
 after a warm-up) against the limit, the 429s, the offered rate reached,
 p50/p99 of the admitted requests, and what PostgreSQL spent: transaction
-ids assigned (all, and net of what the same fleet takes idle, measured
-for a few seconds before the load), the rows the rate's own statements
+ids assigned (and what the same fleet takes idle, measured for a few
+seconds before the load: most of a share's xids), the rows the rate's own statements
 wrote (a share's report, a batch of units: from the table statistics),
 and its backends' CPU time per 1,000 requests offered.
 
@@ -152,7 +152,6 @@ def run(a, setup, pg, emu_url, started):
            "p50_ms": 1000 * ok[len(ok) // 2] if ok else float("nan"),
            "p99_ms": 1000 * ok[min(len(ok) - 1, int(len(ok) * 0.99))] if ok else float("nan"),
            "pg_xids_per_1k": 1000.0 * (x1 - x0) / max(1, n),
-           "pg_xids_net_per_1k": 1000.0 * max(0.0, x1 - x0 - idle_per_s * (t1 - t0)) / max(1, n),
            "pg_idle_xids_per_s": idle_per_s,
            "limit_writes_per_1k": 1000.0 * (w1 - w0) / max(1, n),
            "pg_cpu_ms_per_1k": 1000.0 * (c1 - c0) / max(1, n)}
@@ -179,11 +178,10 @@ def report(a, cmd, res):
                      lib.fmt([r["p99_ms"] for r in rs], 2),
                      lib.fmt([r["pg_xids_per_1k"] for r in rs], 0),
                      lib.fmt([r["limit_writes_per_1k"] for r in rs], 0),
-                     lib.fmt([r["pg_xids_net_per_1k"] for r in rs], 0),
                      lib.fmt([r["pg_cpu_ms_per_1k"] for r in rs], 1)])
     print(lib.table(["setup", "admitted/s", "vs limit", "429/s", "offered/s",
                      "p50 ms", "p99 ms", "PG xids per 1k req",
-                     "rate's writes per 1k req", "xids net of the idle fleet's",
+                     "rate's writes per 1k req",
                      "PG CPU ms per 1k req"], rows))
     idle = [r["pg_idle_xids_per_s"] for s in SETUPS if s != "split" for r in res[s]]
     print(f"\nThe idle fleet (same {INSTANCES} instances, no requests, measured {IDLE_S:.0f} s "
