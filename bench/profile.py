@@ -15,13 +15,20 @@ not depend on the machine's load.
                                                # collector answering 200
     /usr/bin/python3 bench/profile.py --limit-rate 1e6   # the key used has a rate limit
                                                          # (keys[].limits) it never reaches
+    /usr/bin/python3 bench/profile.py --max 70000        # exit 1 above 70,000 a GET
+
+The functions are listed by their instructions per request (each the
+difference of the two runs, as the total), not by the larger run's total,
+which start-up weighs down.
 """
 import argparse
 import http.client
 import http.server
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -92,6 +99,8 @@ def main():
                     help="tracing on: export spans to a local collector")
     ap.add_argument("--limit-rate", type=float, default=0,
                     help="give the key used this rate limit a second (burst the same)")
+    ap.add_argument("--max", type=int, default=0,
+                    help="exit 1 when a proxied GET takes more instructions than this")
     ap.add_argument("--no-fields", action="store_true",
                     help="with --limit-rate: no RateLimit fields under the limit")
     a = ap.parse_args()
@@ -103,20 +112,44 @@ def main():
         over["keys"] = [{"name": "bench", "sha256": lib.TEST_KEY_SHA, "services": ["dex", "sim"],
                          "limits": {"rate": a.limit_rate, "burst": int(a.limit_rate)}}]
         over["limits"] = {"headers": not a.no_fields}
-    keep = tempfile.mktemp(prefix="tg-bench-callgrind-")
+    keep = [tempfile.mktemp(prefix="tg-bench-callgrind-") for _ in range(2)]
     try:
-        small = run(stub, a.n1, None, over)
-        large = run(stub, a.n2, keep, over)
+        small = run(stub, a.n1, keep[0], over)
+        large = run(stub, a.n2, keep[1], over)
     finally:
         stub.stop()
         if col:
             col.shutdown()
-    print(f"instructions per proxied GET: {(large - small) / (a.n2 - a.n1):,.0f}")
-    ann = subprocess.run(["callgrind_annotate", keep], capture_output=True, text=True).stdout
-    lines = [ln for ln in ann.splitlines() if "(" in ln and "%)" in ln]
-    print("\n".join(lines[1:a.top + 1]))
-    os.unlink(keep)
+    per = (large - small) / (a.n2 - a.n1)
+    print(f"instructions per proxied GET: {per:,.0f}")
+    # per function, the difference of the two runs over the requests between
+    # them: start-up and shutdown cancel out, as in the total
+    fa, fb = functions(keep[0]), functions(keep[1])
+    rows = sorted(((fb.get(f, 0) - fa.get(f, 0)) / (a.n2 - a.n1), f) for f in set(fa) | set(fb))
+    for ir, f in reversed(rows[-a.top:]):
+        print(f"{ir:9,.0f} {100 * ir / per:5.1f} %  {f}")
+    for k in keep:
+        if os.environ.get("TG_PROFILE_KEEP"):
+            print(f"kept {k}")
+        else:
+            os.unlink(k)
+    if a.max and per > a.max:
+        print(f"over the bound: {per:,.0f} > {a.max:,}")
+        return 1
+    return 0
 
+
+def functions(path):
+    """Inclusive-free (self) instructions by function of a callgrind file."""
+    ann = subprocess.run(["callgrind_annotate", "--threshold=100", path], capture_output=True,
+                         text=True).stdout
+    out = {}
+    for ln in ann.splitlines():
+        m = re.match(r"\s*([\d,]+) \([ \d.]+%\)\s+(.*)$", ln)
+        if m and ":" in m.group(2):
+            name = re.sub(r"^.*?:", "", m.group(2).split(" [")[0])
+            out[name] = out.get(name, 0) + int(m.group(1).replace(",", ""))
+    return out
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
