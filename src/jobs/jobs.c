@@ -402,6 +402,29 @@ refuse_unowned(struct gw_req *r, const char *cid, const char *why)
 	gw_req_reply_error(r, 503, "OWNERSHIP_UNAVAILABLE", msg);
 }
 
+/* Whether the record was committed is unknown (the database was lost
+ * while it was written, state.timeout passed): the job may be this key's
+ * on every instance, or nobody's. Never "will not be served": say how to
+ * find out. r is gone after. */
+static void
+unsure_owned(struct gw_req *r, const char *cid, const char *why)
+{
+	char msg[512];
+
+	tg_log(TG_LOG_ERROR, "owners_record_unknown", TG_LS("id", r->id),
+	    TG_LS("correlationId", cid), TG_LS("error", why));
+	tg_metrics_inc(r->gw->metrics, "tidegate_job_owner_errors_total", "", 1);
+	snprintf(msg, sizeof(msg), "%s %.64s was created at the vendor; whether the record of "
+	    "its owner was stored is unknown (the database was lost while it was written and "
+	    "did not answer again in time): read the job with this key once the gateway "
+	    "answers (200: it is yours; 404: it was not stored, create it again)",
+	    family(r->op), cid);
+	if (r->req != NULL)
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After",
+		    OWNERS_RETRY_AFTER);
+	gw_req_reply_error(r, 503, "OWNERSHIP_UNAVAILABLE", msg);
+}
+
 /* The owner is durable (or not): answer the creator, or refuse. */
 static void
 on_recorded(const struct tg_state_res *res, void *arg)
@@ -410,6 +433,10 @@ on_recorded(const struct tg_state_res *res, void *arg)
 	struct gw_req *r = q->r;
 
 	q->owner_op = NULL;
+	if (res->rc == TG_STATE_UNKNOWN) {
+		unsure_owned(r, q->job, res->err.msg);
+		return;
+	}
 	if (res->rc != TG_STATE_OK) {
 		refuse_unowned(r, q->job, res->err.msg);
 		return;

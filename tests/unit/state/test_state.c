@@ -4379,6 +4379,144 @@ loop_ms(int ms)
 	wait_ms(&none, ms);
 }
 
+/* Kill the connection of b whose query waits on a lock (the test holds
+ * it): the first send of whatever write it carried is lost, sent. */
+static void
+kill_waiting(void)
+{
+	char q[200];
+	PGresult *r;
+	int i, n = 0;
+
+	snprintf(q, sizeof(q), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+	    "application_name = '%s' AND wait_event_type = 'Lock'", F.schema);
+	for (i = 0; i < 1000 && n == 0; i++) {
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(5000);
+		assert_int_equal(side_exec("SELECT pg_stat_clear_snapshot()"), 0);
+		r = PQexec(F.side, q);
+		assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+		n = PQntuples(r);
+		PQclear(r);
+	}
+	assert_int_equal(n, 1);
+}
+
+/* Rows of the outbox with id (the side connection, outside the lock). */
+static int
+outbox_rows(const char *id)
+{
+	const char *vals[1] = { id };
+	char q[160];
+	PGresult *r;
+	int n;
+
+	snprintf(q, sizeof(q), "SELECT count(*) FROM %s.outbox_jobs WHERE id = $1", F.schema);
+	r = PQexecParams(F.side, q, 1, NULL, vals, NULL, NULL, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	n = atoi(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return n;
+}
+
+/*
+ * A write whose connection is lost after it was sent (killed while it
+ * waits on a lock) has an unknown outcome: a job add is sent again on the
+ * other connection, which waits on the lock in turn; the lock given up,
+ * it commits and the add answers OK, once, with its id: the row exists,
+ * once. A write the backend refused before sending (no outbox) is
+ * UNAVAILABLE, never UNKNOWN.
+ */
+static void
+test_fleet_write_replayed(void **state)
+{
+	struct tg_outbox_opts oo = pg_outbox;
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .outbox = &oo, .owners = &wo,
+		.timeout_ms = 3000 };
+	struct tg_outbox_new j = { "https://hooks.example/x", "default", "k1", "export", "c1",
+		"dex", NULL };
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+	char q[160];
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(F.st);		/* its statements prepared: none waits on the lock */
+	until_answers(b);
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	assert_non_null(tg_state_outbox_add(b, &j, T0, on_str, &w));
+	kill_waiting();
+	until_locked(1);			/* the replay waits on the lock now */
+	assert_int_equal(w.called, 0);
+	assert_int_equal(side_exec("ROLLBACK"), 0);
+	wait_ms(&w, 3000);
+	assert_int_equal(w.called, 1);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_non_null(w.s);
+	assert_int_equal(strncmp(w.s, "msg_", 4), 0);
+	assert_int_equal(outbox_rows(w.s), 1);
+	wait_clear(&w);
+	tg_state_close(b);
+	opts.outbox = NULL;
+	b = tg_state_open(F.base, &opts, &err);
+	assert_null(tg_state_outbox_add(b, &j, T0, on_str, &w));
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	assert_true(tg_state_rc_down(TG_STATE_UNAVAILABLE) && tg_state_rc_down(TG_STATE_UNKNOWN));
+	assert_false(tg_state_rc_down(TG_STATE_ERROR));
+	assert_string_equal(tg_state_rc_str(TG_STATE_UNKNOWN), "outcome unknown");
+	wait_clear(&w);
+	tg_state_close(b);
+}
+
+/*
+ * The same, the lock held past the deadline: the add answers UNKNOWN at
+ * state.timeout after the loss (not sooner, once), naming the id the job
+ * has if it was committed; and it may well be: the replay still waiting
+ * on the lock commits once the lock is given up. Hence a caller told
+ * UNKNOWN must never be told "it will not happen".
+ */
+static void
+test_fleet_write_unknown(void **state)
+{
+	struct tg_outbox_opts oo = pg_outbox;
+	struct tg_state_opts opts = { .url = F.url, .outbox = &oo, .timeout_ms = 1000 };
+	struct tg_outbox_new j = { "https://hooks.example/x", "default", NULL, "export", "c2",
+		"dex", NULL };
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+	char q[160];
+	int64_t t0, took;
+	int i;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(F.st);		/* its statements prepared: none waits on the lock */
+	until_answers(b);
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	assert_non_null(tg_state_outbox_add(b, &j, T0, on_str, &w));
+	kill_waiting();
+	t0 = tg_clock_mono_ms();
+	wait_ms(&w, 3000);
+	took = tg_clock_mono_ms() - t0;
+	assert_int_equal(w.called, 1);
+	assert_int_equal(w.res.rc, TG_STATE_UNKNOWN);
+	assert_non_null(strstr(w.res.err.msg, "outcome of a write is unknown"));
+	assert_true(took >= 900 && took < 2500);
+	assert_non_null(w.s);
+	assert_int_equal(outbox_rows(w.s), 0);		/* not yet */
+	assert_int_equal(side_exec("ROLLBACK"), 0);
+	for (i = 0; i < 300 && outbox_rows(w.s) == 0; i++)
+		loop_ms(10);
+	assert_int_equal(outbox_rows(w.s), 1);		/* it was, after all */
+	wait_clear(&w);
+	tg_state_close(b);
+}
+
 /*
  * A backlog, not a silent server: two operations held by a lock until the
  * deadline is half gone, three queued behind them; the lock is given up
@@ -4992,6 +5130,7 @@ main(void)
 		T_(test_fleet_outbox_key, D_FLEET),
 		T_(test_fleet_wakeups, D_FLEET), T_(test_fleet_adopt, D_FLEET),
 		T_(test_fleet_connections_lost, D_FLEET),
+		T_(test_fleet_write_replayed, D_FLEET), T_(test_fleet_write_unknown, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_fleet_status_race, D_FLEET | D_RUNS),
 		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
