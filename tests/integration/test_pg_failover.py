@@ -136,7 +136,9 @@ def test_primary_killed_standby_promoted(pair, make_emulator, fleet, secret_file
     emu = make_emulator()
     rcv = Receiver()
     try:
-        gws = fleet(emu, url, 3, dict(hooks(secret_file), state={"timeout": "2s"}))
+        # a lease longer than the failover: an attempt's record lost with the
+        # primary is recorded again before another instance may take the job
+        gws = fleet(emu, url, 3, dict(hooks(secret_file, lease="10s"), state={"timeout": "2s"}))
         for gw in gws:
             gw.wait_tokens()
         pids = [gw.proc.pid for gw in gws]

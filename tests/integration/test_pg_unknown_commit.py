@@ -167,3 +167,35 @@ def test_records_made_known(private_pg, proxied, make_emulator, fleet, stmt):
     assert got.status_code in (200, 202), got.text
     assert [e["statement"] for e in log_events(a, "state_write_replay")] == [stmt]
     assert a.proc.poll() is None
+
+
+@pytest.mark.parametrize("mode", ["answer", "swallow"])
+def test_delivery_record_lost(private_pg, proxied, make_emulator, fleet, secret_file, mode):
+    """The record of a delivered attempt (ob_complete) committed with its
+    answer lost, or lost before the server: it is recorded again while
+    the lease lasts, so the receiver gets the webhook once, not again
+    when the lease runs out (2 s here), and the job ends delivered."""
+    proxy, url = proxied
+    emu = make_emulator()
+    rcv = Receiver()
+    try:
+        gw, = fleet(emu, url, 1, dict(hooks(secret_file), state={"timeout": STATE_TIMEOUT}))
+        gw.wait_tokens()
+        r = export(gw, rcv.url("/warm"))
+        assert r.status_code == 200, r.text
+        assert delivered_once(rcv, r.headers["X-Tidegate-Webhook-Id"]) == 1
+        proxy.arm("ob_complete", mode)
+        r = export(gw, rcv.url("/record"))
+        assert r.status_code == 200, r.text
+        wid = r.headers["X-Tidegate-Webhook-Id"]
+        deadline = time.monotonic() + 15
+        while not proxy.fired and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proxy.fired == [mode]
+        time.sleep(3.0)                         # past the 2 s lease
+        assert delivered_once(rcv, wid) == 1, rcv.got
+        state = private_pg.psql(f"SELECT state FROM outbox_jobs WHERE id = '{wid}'")
+        assert state == [["delivered"]], state
+        assert not log_events(gw, "webhook_complete_failed")
+    finally:
+        rcv.close()
