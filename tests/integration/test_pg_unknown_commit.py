@@ -55,6 +55,16 @@ def log_events(gw, name):
     return [e for e in gw.log_lines() if e.get("event") == name]
 
 
+def warm_gateway(fleet, emu, url, secret_file, rcv):
+    """One instance on url, a job stored through it (its statements
+    prepared, its connections made) before anything is armed."""
+    gw, = fleet(emu, url, 1, dict(hooks(secret_file), state={"timeout": STATE_TIMEOUT}))
+    gw.wait_tokens()
+    r = export(gw, rcv.url("/warm"))
+    assert r.status_code == 200, r.text
+    return gw, r.headers["X-Tidegate-Webhook-Id"]
+
+
 @pytest.mark.parametrize("mode", ["answer", "swallow"])
 def test_lost_answer_made_known(private_pg, proxied, make_emulator, fleet, secret_file, mode):
     """The connection lost at the job's commit, the database reachable
@@ -65,10 +75,7 @@ def test_lost_answer_made_known(private_pg, proxied, make_emulator, fleet, secre
     emu = make_emulator()
     rcv = Receiver()
     try:
-        gw, = fleet(emu, url, 1, dict(hooks(secret_file), state={"timeout": STATE_TIMEOUT}))
-        gw.wait_tokens()
-        r = export(gw, rcv.url("/warm"))          # statements prepared, a job stored
-        assert r.status_code == 200, r.text
+        gw, _ = warm_gateway(fleet, emu, url, secret_file, rcv)
         proxy.arm("ob_add", mode)
         r = export(gw, rcv.url("/lost"))
         assert proxy.fired == [mode], "the proxy never saw the job's INSERT"
@@ -97,10 +104,7 @@ def test_unknown_told_as_unknown(private_pg, proxied, make_emulator, fleet, secr
     emu = make_emulator()
     rcv = Receiver()
     try:
-        gw, = fleet(emu, url, 1, dict(hooks(secret_file), state={"timeout": STATE_TIMEOUT}))
-        gw.wait_tokens()
-        r = export(gw, rcv.url("/warm"))
-        assert r.status_code == 200, r.text
+        gw, _ = warm_gateway(fleet, emu, url, secret_file, rcv)
         proxy.arm("ob_add", mode, then_block=True)
         t = time.monotonic()
         r = export(gw, rcv.url("/unknown"))
@@ -179,11 +183,8 @@ def test_delivery_record_lost(private_pg, proxied, make_emulator, fleet, secret_
     emu = make_emulator()
     rcv = Receiver()
     try:
-        gw, = fleet(emu, url, 1, dict(hooks(secret_file), state={"timeout": STATE_TIMEOUT}))
-        gw.wait_tokens()
-        r = export(gw, rcv.url("/warm"))
-        assert r.status_code == 200, r.text
-        assert delivered_once(rcv, r.headers["X-Tidegate-Webhook-Id"]) == 1
+        gw, warm = warm_gateway(fleet, emu, url, secret_file, rcv)
+        assert delivered_once(rcv, warm) == 1
         proxy.arm("ob_complete", mode)
         r = export(gw, rcv.url("/record"))
         assert r.status_code == 200, r.text

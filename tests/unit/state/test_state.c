@@ -4419,6 +4419,27 @@ outbox_rows(const char *id)
 	return n;
 }
 
+/* A handle on F's database with opts (borrowed), the outbox locked by the
+ * side connection, and job j's add sent on it and killed while it waits
+ * on the lock: its answer comes to w. */
+static struct tg_state *
+add_killed(const struct tg_state_opts *opts, const struct tg_outbox_new *j, struct wait *w)
+{
+	struct tg_state *b;
+	struct tg_err err;
+	char q[160];
+
+	b = tg_state_open(F.base, opts, &err);
+	assert_non_null(b);
+	until_answers(F.st);		/* its statements prepared: none waits on the lock */
+	until_answers(b);
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	assert_non_null(tg_state_outbox_add(b, j, T0, on_str, w));
+	kill_waiting();
+	return b;
+}
+
 /*
  * A write whose connection is lost after it was sent (killed while it
  * waits on a lock) has an unknown outcome: a job add is sent again on the
@@ -4439,16 +4460,8 @@ test_fleet_write_replayed(void **state)
 	struct tg_state *b;
 	struct tg_err err;
 	struct wait w = { 0 };
-	char q[160];
 
-	b = tg_state_open(F.base, &opts, &err);
-	assert_non_null(b);
-	until_answers(F.st);		/* its statements prepared: none waits on the lock */
-	until_answers(b);
-	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
-	assert_int_equal(side_exec(q), 0);
-	assert_non_null(tg_state_outbox_add(b, &j, T0, on_str, &w));
-	kill_waiting();
+	b = add_killed(&opts, &j, &w);
 	until_locked(1);			/* the replay waits on the lock now */
 	assert_int_equal(w.called, 0);
 	assert_int_equal(side_exec("ROLLBACK"), 0);
@@ -4486,20 +4499,11 @@ test_fleet_write_unknown(void **state)
 	struct tg_outbox_new j = { "https://hooks.example/x", "default", NULL, "export", "c2",
 		"dex", NULL };
 	struct tg_state *b;
-	struct tg_err err;
 	struct wait w = { 0 };
-	char q[160];
 	int64_t t0, took;
 	int i;
 
-	b = tg_state_open(F.base, &opts, &err);
-	assert_non_null(b);
-	until_answers(F.st);		/* its statements prepared: none waits on the lock */
-	until_answers(b);
-	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
-	assert_int_equal(side_exec(q), 0);
-	assert_non_null(tg_state_outbox_add(b, &j, T0, on_str, &w));
-	kill_waiting();
+	b = add_killed(&opts, &j, &w);
 	t0 = tg_clock_mono_ms();
 	wait_ms(&w, 3000);
 	took = tg_clock_mono_ms() - t0;
