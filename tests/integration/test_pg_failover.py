@@ -51,6 +51,7 @@ MAX_REQUESTS = 1500
 KILL_AT_S = 3.0           # load before the kill
 PROMOTE_AFTER_S = 2.0     # the kill to the promotion
 LOAD_AFTER_S = 8.0        # load after the promotion (at most)
+LEASE_S = 5               # webhooks.lease: longer than the failover
 
 
 class Node(PrivateCluster):
@@ -141,7 +142,8 @@ def test_primary_killed_standby_promoted(pair, make_emulator, fleet, secret_file
     try:
         # a lease longer than the failover: an attempt's record lost with the
         # primary is recorded again before another instance may take the job
-        gws = fleet(emu, url, 3, dict(hooks(secret_file, lease="10s"), state={"timeout": "2s"}))
+        gws = fleet(emu, url, 3, dict(hooks(secret_file, lease=f"{LEASE_S}s"),
+                                      state={"timeout": "2s"}))
         for gw in gws:
             gw.wait_tokens()
         pids = [gw.proc.pid for gw in gws]
@@ -209,7 +211,9 @@ def test_primary_killed_standby_promoted(pair, make_emulator, fleet, secret_file
         deadline = time.monotonic() + (30 if sync else 15)   # async: some never come
         while not set(accepted) <= set(rcv.delivered()) and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(1.0)             # a duplicate would come by now
+        # a duplicate would come by now: one more second, and past the
+        # lease of an attempt in flight at the kill
+        time.sleep(max(1.0, marks["kill"] + LEASE_S + 1.5 - time.monotonic()))
         got = rcv.delivered()
         lost = sorted(set(accepted) - set(got))
         dups = {w: n for w, n in got.items() if n > 1}
