@@ -5,7 +5,8 @@
  * add, lease and complete; a payload of several MB streamed in chunks;
  * redelivery; the NOT_FOUND, CONFLICT and UNAVAILABLE codes; runs add,
  * get, list, status and due; sweeps create, claim and settle; ownership
- * record, lookup and prune; token records; poll leadership; the relay key
+ * record, lookup and prune; token records; poll leadership; writes pending
+ * at close (UNKNOWN for PostgreSQL's sent ones, never for SQLite); the relay key
  * (made once, the same on every handle, agreed on by handles asking at
  * once); cancel before
  * completion (never called back, nothing leaked under ASan); reads that
@@ -19,7 +20,9 @@
  * handle, claims racing on a sweep; connections killed under it;
  * operations held past their deadline by a lock the test takes, a
  * backlog past it, a server frozen while idle behind a forwarder the test
- * stops, and a server that accepts a connection and never answers). The
+ * stops, a server that accepts a connection and never answers, and a write
+ * whose connection is killed while it waits: sent again, OK once the row is
+ * in, UNKNOWN past the deadline). The
  * PostgreSQL entry runs when the environment names a server
  * (TG_TEST_PG_URL, or the PG* variables pg_virtualenv sets), each setup in
  * a schema of its own, and is skipped with a printed reason otherwise.
@@ -3679,6 +3682,15 @@ test_cancel(void **state)
 	set_payload(id2, "{}");			/* a new writer replaces the dropped one */
 }
 
+#define PG_POOL_SIZE	2	/* the backend's connections (src/state/pg/pg.h) */
+static void until_answers(struct tg_state *b);
+static void until_locked(int n);
+
+/* Writes pending at close are answered then, once: with SQLite OK or
+ * UNAVAILABLE (its writer runs a write to its end, or skips it), never
+ * UNKNOWN; with PostgreSQL the two sent (held on a lock the test takes)
+ * UNKNOWN, with the id the job has should they commit, and the one still
+ * queued UNAVAILABLE. */
 static void
 test_close_pending(void **state)
 {
@@ -3686,17 +3698,35 @@ test_close_pending(void **state)
 		.url = "https://hooks.example/in", .secret_ref = "main", .kind = "export",
 	};
 	struct wait w[3] = { { 0 } };
-	int i;
+	int i, pg = strcmp(F.b->name, "postgresql") == 0, unknown = 0;
+	char q[160];
 
+	if (pg) {		/* two adds sent and held on a lock, one queued */
+		until_answers(F.st);
+		snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
+		assert_int_equal(side_exec(q), 0);
+	}
 	for (i = 0; i < 3; i++)
 		assert_non_null(tg_state_outbox_add(F.st, &j, T0, on_str, &w[i]));
+	if (pg)
+		until_locked(PG_POOL_SIZE);
 	tg_state_close(F.st);
 	F.st = NULL;
 	for (i = 0; i < 3; i++) {
 		assert_int_equal(w[i].called, 1);
-		assert_true(w[i].res.rc == TG_STATE_OK || w[i].res.rc == TG_STATE_UNAVAILABLE);
+		/* UNKNOWN: sent, may commit (PostgreSQL only), with the id it has */
+		if (w[i].res.rc == TG_STATE_UNKNOWN) {
+			unknown++;
+			assert_non_null(w[i].s);
+			assert_int_equal(strncmp(w[i].s, "msg_", 4), 0);
+		} else
+			assert_true(w[i].res.rc == TG_STATE_OK ||
+			    w[i].res.rc == TG_STATE_UNAVAILABLE);
 		wait_clear(&w[i]);
 	}
+	assert_int_equal(unknown, pg ? PG_POOL_SIZE : 0);
+	if (pg)
+		assert_int_equal(side_exec("ROLLBACK"), 0);
 }
 
 static void
@@ -4071,8 +4101,6 @@ until_rc(struct wait *w, int want)
 	}
 	fail_msg("no answer %s (last: %s)", tg_state_rc_str(want), w->res.err.msg);
 }
-
-#define PG_POOL_SIZE	2	/* the backend's connections (src/state/pg/pg.h) */
 
 /* Run the loop until the server counts n connections of the backend. */
 static void
