@@ -9,7 +9,9 @@ purpose, on the Bind of the job's INSERT (prepared statement ob_add):
 - either, then the database unreachable (every connection closed, new
   ones refused) for longer than state.timeout.
 
-Whatever happened, the caller's answer must match whether the job exists:
+The same for an owner record and a run record, and for the record of a
+delivered attempt (ob_complete). Whatever happened, the caller's answer
+must match whether the job exists:
 200 with the job (X-Tidegate-Webhook-Id) when it does, and its webhook
 delivered exactly once; 503 + Retry-After saying the outcome is unknown
 and naming the webhook id (never "no callback will come") when the
@@ -200,3 +202,43 @@ def test_delivery_record_lost(private_pg, proxied, make_emulator, fleet, secret_
         assert not log_events(gw, "webhook_complete_failed")
     finally:
         rcv.close()
+
+
+@pytest.mark.parametrize("stmt", ["owners_record", "run_insert"])
+def test_record_unknown_told(private_pg, proxied, make_emulator, fleet, stmt):
+    """An owner record or a run record committed, its answer lost, and the
+    database then unreachable past state.timeout: 503 + Retry-After saying
+    whether it was stored is unknown and how to find out, never "will not
+    be served"; once the database is back the record is there, and serves
+    the creator through another instance, as the message said it might."""
+    proxy, url = proxied
+    emu = make_emulator()
+    a = other_gateway(fleet, emu, url)
+    b = other_gateway(fleet, emu, f"postgresql://postgres@127.0.0.1:{private_pg.port}/postgres")
+    case = requests.get(a.sim + "/api/v1/cases/CASE-OM-1", headers=a.headers(), timeout=10)
+    r = requests.post(a.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                      headers=a.headers(), timeout=15)
+    assert r.status_code == 200, r.text         # statements prepared
+    proxy.arm(stmt, "answer", then_block=True)
+    if stmt == "owners_record":
+        r = requests.post(a.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                          headers=a.headers(), timeout=15)
+        code = "OWNERSHIP_UNAVAILABLE"
+    else:
+        r = requests.post(a.sim + "/api/v1/simulations", json=case.json(), headers=a.headers(),
+                          timeout=30)
+        code = "REGISTRY_UNAVAILABLE"
+    assert proxy.fired == ["answer"]
+    assert r.status_code == 503 and int(r.headers["Retry-After"]) > 0, r.text
+    body = r.json()
+    assert body["error"] == code and "unknown" in body["message"], body
+    assert "will not be served" not in body["message"], body
+    proxy.unblock()
+    if stmt == "owners_record":
+        cid = body["message"].split()[1]
+        got = requests.get(b.dex + "/public/export", params={"correlationId": cid},
+                           headers=b.headers(), timeout=10)
+    else:
+        sim = body["message"].split()[1]
+        got = requests.get(f"{b.sim}/api/v1/simulations/{sim}", headers=b.headers(), timeout=10)
+    assert got.status_code in (200, 202), (body["message"], got.text)
