@@ -204,9 +204,9 @@ def test_delivery_record_lost(private_pg, proxied, make_emulator, fleet, secret_
         rcv.close()
 
 
-@pytest.mark.parametrize("stmt", ["owners_record", "run_insert"])
+@pytest.mark.parametrize("stmt", ["owners_record", "run_insert", "sw_create"])
 def test_record_unknown_told(private_pg, proxied, make_emulator, fleet, stmt):
-    """An owner record or a run record committed, its answer lost, and the
+    """An owner record, a run record or a sweep committed, its answer lost, and the
     database then unreachable past state.timeout: 503 + Retry-After saying
     whether it was stored is unknown and how to find out, never "will not
     be served"; once the database is back the record is there, and serves
@@ -224,9 +224,14 @@ def test_record_unknown_told(private_pg, proxied, make_emulator, fleet, stmt):
         r = requests.post(a.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
                           headers=a.headers(), timeout=15)
         code = "OWNERSHIP_UNAVAILABLE"
-    else:
+    elif stmt == "run_insert":
         r = requests.post(a.sim + "/api/v1/simulations", json=case.json(), headers=a.headers(),
                           timeout=30)
+        code = "REGISTRY_UNAVAILABLE"
+    else:
+        r = requests.post(a.sim + "/tidegate/v1/sweeps", headers=a.headers(), timeout=15,
+                          json={"baseCaseId": "CASE-OM-1", "concurrency": 1,
+                                "variants": [{"name": "v1", "patch": {}}]})
         code = "REGISTRY_UNAVAILABLE"
     assert proxy.fired == ["answer"]
     assert r.status_code == 503 and int(r.headers["Retry-After"]) > 0, r.text
@@ -238,7 +243,12 @@ def test_record_unknown_told(private_pg, proxied, make_emulator, fleet, stmt):
         cid = body["message"].split()[1]
         got = requests.get(b.dex + "/public/export", params={"correlationId": cid},
                            headers=b.headers(), timeout=10)
-    else:
+    elif stmt == "run_insert":
         sim = body["message"].split()[1]
         got = requests.get(f"{b.sim}/api/v1/simulations/{sim}", headers=b.headers(), timeout=10)
+    else:
+        sid = body["message"].split()[2]
+        assert sid.startswith("swp_"), body
+        assert "will be submitted" in body["message"], body
+        got = requests.get(f"{b.sim}/tidegate/v1/sweeps/{sid}", headers=b.headers(), timeout=10)
     assert got.status_code in (200, 202), (body["message"], got.text)
