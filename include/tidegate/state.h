@@ -22,8 +22,23 @@
  *   - res->rc is 0, TG_STATE_NOT_FOUND, TG_STATE_CONFLICT (the record's
  *     state forbids it), TG_STATE_REFUSED (over a configured cap),
  *     TG_STATE_UNAVAILABLE (the backend cannot be reached, or is closing,
- *     or the domain is not configured: callers answer 503 + Retry-After)
- *     or TG_STATE_ERROR; res->err says why (never a secret).
+ *     or the domain is not configured: callers answer 503 + Retry-After;
+ *     a write answered so was not committed, unless a deadline passed:
+ *     below), TG_STATE_UNKNOWN (a write was sent and the connection was
+ *     lost, or closed, before its answer: it may have committed; 503 +
+ *     Retry-After too, and an answer that promises something must not
+ *     say it will not happen) or TG_STATE_ERROR; res->err says why (never
+ *     a secret). tg_state_rc_down() tells the two 503 codes.
+ *   - A write keyed by an id chosen before it is sent (outbox_add,
+ *     sweep_create, runs_add) or an upsert (owners_record) is never
+ *     answered UNKNOWN at once: it is sent again on the reconnected
+ *     database (every 100 ms while it cannot be reached, for state.timeout
+ *     after the loss), which finds the row the first send committed or
+ *     commits it: OK then means the record exists. UNKNOWN comes only when
+ *     the database did not answer again by then (the record may exist:
+ *     outbox_add and sweep_create still give the id it has if it does).
+ *     SQLite never answers UNKNOWN: its writer thread runs a write to its
+ *     end and answers it, or skips it (UNAVAILABLE, never run).
  *   - Writes on one struct tg_state are answered in the order they were
  *     issued. A read issued after a write's callback sees that write; a
  *     read issued while the write is still pending may not.
@@ -216,10 +231,15 @@ enum tg_state_rc {
 	TG_STATE_CONFLICT,	/* its state forbids it: 409 */
 	TG_STATE_REFUSED,	/* over a cap (err says which) */
 	TG_STATE_UNAVAILABLE,	/* backend unreachable or closing: 503 + Retry-After */
-	TG_STATE_ERROR		/* anything else */
+	TG_STATE_ERROR,		/* anything else */
+	TG_STATE_UNKNOWN	/* a write sent, its answer lost: it may have
+				 * committed (503 + Retry-After, outcome unknown) */
 };
 /** "ok", "not found", … (static, borrowed). */
 const char *tg_state_rc_str(int rc);
+/** 1 when rc says the backend could not answer (UNAVAILABLE, UNKNOWN):
+ * 503 + Retry-After. */
+int tg_state_rc_down(int rc);
 
 /** What every callback gets first (borrowed for the callback). */
 struct tg_state_res {
@@ -399,7 +419,8 @@ typedef void (*tg_state_answer_cb)(const struct tg_state_res *res,
 /* ---- webhook outbox: jobs ---- */
 
 /** Store a waiting job (st and job borrowed, copied); cb gets its
- * webhook-id (borrowed) once durable. */
+ * webhook-id (borrowed) once durable, and with UNKNOWN the id the job
+ * has if it was committed (tg_state_outbox_get finds out). */
 struct tg_state_op *tg_state_outbox_add(struct tg_state *st, const struct tg_outbox_new *job,
     int64_t now_ms, tg_state_str_cb cb, void *arg);
 /** Name the correlationId of job id (st, id, cid borrowed). NOT_FOUND. */
@@ -592,7 +613,8 @@ struct tg_state_op *tg_state_runs_purge(struct tg_state *st, int64_t now_ms,
 /* ---- sweeps ---- */
 
 /** Store a sweep with every variant pending (st, s borrowed, copied); cb
- * gets its id (borrowed) once durable. */
+ * gets its id (borrowed) once durable, and with UNKNOWN the id it has if
+ * it was committed. */
 struct tg_state_op *tg_state_sweep_create(struct tg_state *st, const struct tg_sweep_new *s,
     int64_t now_ms, tg_state_str_cb cb, void *arg);
 /** Sweep id (st, id borrowed); NOT_FOUND. */

@@ -383,19 +383,32 @@ jobs_owner_holds(struct gw_req *r, int status)
 	return 1;
 }
 
-/* The record could not be committed: the job exists at the vendor, and
- * nobody will be served it through the gateway. r is gone after. */
+/*
+ * The record could not be committed: the job exists at the vendor, and
+ * nobody will be served it through the gateway. Or (unknown) whether it
+ * was is unknown (the database was lost while it was written and did not
+ * answer again within state.timeout): the job may be this key's on every
+ * instance, so never "will not be served": say how to find out. r is gone
+ * after.
+ */
 static void
-refuse_unowned(struct gw_req *r, const char *cid, const char *why)
+refuse_unowned(struct gw_req *r, const char *cid, const char *why, int unknown)
 {
 	char msg[512];
 
-	tg_log(TG_LOG_ERROR, "owners_record_failed", TG_LS("id", r->id),
-	    TG_LS("correlationId", cid), TG_LS("error", why));
+	tg_log(TG_LOG_ERROR, unknown ? "owners_record_unknown" : "owners_record_failed",
+	    TG_LS("id", r->id), TG_LS("correlationId", cid), TG_LS("error", why));
 	tg_metrics_inc(r->gw->metrics, "tidegate_job_owner_errors_total", "", 1);
-	snprintf(msg, sizeof(msg), "%s %.64s was created at the vendor, but the record of its "
-	    "owner could not be stored (%.200s): it will not be served through the gateway "
-	    "(create it again later)", family(r->op), cid, why);
+	if (unknown)
+		snprintf(msg, sizeof(msg), "%s %.64s was created at the vendor; whether the record "
+		    "of its owner was stored is unknown (the database was lost while it was "
+		    "written and did not answer again in time): read the job with this key once "
+		    "the gateway answers (200: it is yours; 404: it was not stored, create it "
+		    "again)", family(r->op), cid);
+	else
+		snprintf(msg, sizeof(msg), "%s %.64s was created at the vendor, but the record of "
+		    "its owner could not be stored (%.200s): it will not be served through the "
+		    "gateway (create it again later)", family(r->op), cid, why);
 	if (r->req != NULL)
 		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After",
 		    OWNERS_RETRY_AFTER);
@@ -411,7 +424,7 @@ on_recorded(const struct tg_state_res *res, void *arg)
 
 	q->owner_op = NULL;
 	if (res->rc != TG_STATE_OK) {
-		refuse_unowned(r, q->job, res->err.msg);
+		refuse_unowned(r, q->job, res->err.msg, res->rc == TG_STATE_UNKNOWN);
 		return;
 	}
 	jobs_known_put(jobs_of(r), q->fam, q->job, r->key->name);

@@ -113,9 +113,15 @@ untracked(struct gw_req *r, const char *id, const struct tg_state_res *res)
 			    "X-Tidegate-Run-Tracked", "false");
 		return 0;
 	}
-	snprintf(msg, sizeof(msg), "simulation %.64s was accepted by the vendor, but the run "
-	    "registry could not record it (%.120s): it will not be served through the gateway "
-	    "(submit it again later)", id, res->err.msg);
+	if (res->rc == TG_STATE_UNKNOWN)	/* it may be recorded: never "not served" */
+		snprintf(msg, sizeof(msg), "simulation %.64s was accepted by the vendor; whether "
+		    "the run registry recorded it is unknown (the database was lost while it was "
+		    "written and did not answer again in time): GET /api/v1/simulations/%.64s "
+		    "with this key tells (404: not recorded, submit it again)", id, id);
+	else
+		snprintf(msg, sizeof(msg), "simulation %.64s was accepted by the vendor, but the "
+		    "run registry could not record it (%.120s): it will not be served through "
+		    "the gateway (submit it again later)", id, res->err.msg);
 	if (r->req != NULL)
 		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", "5");
 	gw_req_reply_error(r, 503, "REGISTRY_UNAVAILABLE", msg);

@@ -85,6 +85,9 @@ runs_reply_state(struct gw_req *r, const struct tg_state_res *res, int status,
 {
 	char why[320];
 
+	if (res->rc == TG_STATE_UNKNOWN && r->req != NULL)
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After",
+		    STATE_RETRY_AFTER);
 	if (res->rc != TG_STATE_UNAVAILABLE) {
 		gw_req_reply_error(r, status, code, msg);
 		return;

@@ -122,6 +122,23 @@ reply_summary(struct gw_req *r, const char *id, int status)
 
 /* ---- POST: request, base case, variants, store ---- */
 
+/* Whether sweep id was stored is unknown (the database was lost while it
+ * was written, state.timeout passed): if it was, the leader submits its
+ * variants; say so, and how to find out. */
+static void
+sweep_unknown(struct gw_req *r, const char *id, const struct tg_state_res *res)
+{
+	char msg[400];
+
+	tg_log(TG_LOG_ERROR, "sweep_create_unknown", TG_LS("id", r->id), TG_LS("sweepId", id),
+	    TG_LS("error", res->err.msg));
+	snprintf(msg, sizeof(msg), "whether sweep %.64s was stored is unknown (the database "
+	    "was lost while it was written and did not answer again in time): if it was, its "
+	    "variants will be submitted; GET " SWEEPS_PATH "/%.64s tells (404: it was not "
+	    "stored, nothing will be submitted)", id, id);
+	runs_reply_state(r, res, 503, "REGISTRY_UNAVAILABLE", msg);
+}
+
 /* The sweep is stored (durable): its variants go, and r gets the summary. */
 static void
 on_created(const struct tg_state_res *res, const char *id, void *arg)
@@ -132,6 +149,10 @@ on_created(const struct tg_state_res *res, const char *id, void *arg)
 	char *loc;
 
 	q->op = NULL;
+	if (res->rc == TG_STATE_UNKNOWN) {
+		sweep_unknown(r, id, res);
+		return;
+	}
 	if (res->rc != 0) {
 		tg_log(TG_LOG_ERROR, "sweep_create_failed", TG_LS("id", r->id),
 		    TG_LS("error", res->err.msg));

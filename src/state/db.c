@@ -254,6 +254,8 @@ tg_db_list_index(const struct tg_db_list *l, const struct tg_db_stmt *s)
 struct tg_state_op *
 tg_db_submit(struct tg_state *st, struct tg_db_q *q)
 {
+	if (q->replay && st->be->db->fleet)
+		return tg_db_replay_submit(st, q);
 	return st->be->db->submit(st->impl, q);
 }
 

@@ -72,6 +72,10 @@ struct tg_db_q {
 				 * step runs as a write (SQLite: on the writer,
 				 * answered later, reading what it wrote) */
 	int again;		/* set by tg_db_again: run once more */
+	int replay;		/* one statement keyed by an id chosen before it
+				 * is sent, or an upsert: sent again when its
+				 * outcome is unknown (replay.c); CONFLICT on a
+				 * replay means the first send committed it */
 };
 
 /** The typed callback of an operation: the one member its answer calls. */
@@ -166,8 +170,14 @@ void tg_db_answer_changes(struct tg_db_q *q, const struct tg_db_rows *r);
 size_t tg_db_page(struct tg_db_op *o, const struct tg_db_rows *r, size_t limit, int missing,
     const char *what, int *more);
 
-/** Submit q (ownership taken) to st's driver (st borrowed). */
+/** Submit q (ownership taken) to st's driver (st borrowed); a replay
+ * query of a fleet through replay.c. */
 struct tg_state_op *tg_db_submit(struct tg_state *st, struct tg_db_q *q);
+/** replay.c: submit replay query q (ownership taken) to st (borrowed),
+ * sent again while its outcome is unknown; and, once st's backend is
+ * closed, answer the replays still waiting UNKNOWN. */
+struct tg_state_op *tg_db_replay_submit(struct tg_state *st, struct tg_db_q *q);
+void tg_db_replays_close(struct tg_state *st);
 /** 1 when st's (borrowed) instances share its database. */
 int tg_db_fleet(const struct tg_state *st);
 

@@ -185,7 +185,9 @@ answer_add(struct tg_db_q *q, const struct tg_db_rows *r)
 {
 	struct op *o = (struct op *)q;
 
-	o->str(&q->res, r != NULL ? o->id : NULL, o->arg);
+	(void)r;	/* OK without rows: a replay found it committed (replay.c) */
+	o->str(&q->res, q->res.rc == TG_STATE_OK || q->res.rc == TG_STATE_UNKNOWN ? o->id :
+	    NULL, o->arg);
 }
 
 struct tg_state_op *
@@ -204,6 +206,7 @@ tg_state_outbox_add(struct tg_state *st, const struct tg_outbox_new *job, int64_
 		    "webhook job needs url, secret_ref and kind");
 	tg_id_hex(hex, 16);
 	snprintf(o->id, sizeof(o->id), "msg_%s", hex);
+	o->f.q.replay = 1;		/* keyed by that id: sent again when lost */
 	tg_db_text(&o->f.q, o->id);
 	tg_db_text(&o->f.q, job->url);
 	tg_db_text(&o->f.q, job->secret_ref);

@@ -186,6 +186,7 @@ tg_state_runs_add(struct tg_state *st, const struct tg_run_new *run, int64_t now
 	if (tg_state_run_new_ok(run, &err) != 0)
 		return tg_db_fail(&o->d.q, TG_STATE_ERROR, err.msg);
 	o->d.id = tg_xstrdup(run->simulation_id);
+	o->d.q.replay = 1;		/* keyed by the vendor's id: sent again when lost */
 	tg_db_text(&o->d.q, run->simulation_id);
 	tg_db_text(&o->d.q, NULL);
 	tg_db_text(&o->d.q, NULL);

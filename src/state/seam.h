@@ -18,6 +18,7 @@
 #include "run_rules.h"
 
 struct tg_state_watch;
+struct tg_db_replay;
 
 struct tg_state {
 	const struct tg_state_backend *be;
@@ -25,6 +26,10 @@ struct tg_state {
 	TAILQ_HEAD(, tg_state_watch) watches;
 	struct tg_state_watch *cursor;	/* the next watch a wake-up reaches */
 	int64_t timeout_ms;		/* every operation's deadline */
+	struct event_base *base;	/* the loop (borrowed): replay.c's timers */
+	TAILQ_HEAD(, tg_db_replay) replays;	/* writes whose outcome is being
+						 * made known (replay.c) */
+	int closing;
 	char *instance;			/* this instance's name (tokens, leads) */
 	/* ownership (owners.c) */
 	int64_t owners_keep_ms;

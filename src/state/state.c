@@ -46,9 +46,16 @@ tg_state_rc_str(int rc)
 {
 	static const char *const names[] = {
 		"ok", "not found", "conflict", "refused", "unavailable", "error",
+		"outcome unknown",
 	};
 
 	return rc >= 0 && (size_t)rc < sizeof(names) / sizeof(names[0]) ? names[rc] : "error";
+}
+
+int
+tg_state_rc_down(int rc)
+{
+	return rc == TG_STATE_UNAVAILABLE || rc == TG_STATE_UNKNOWN;
 }
 
 /* Another instance's wake-up: every watch of its topic hears it (a
@@ -171,6 +178,8 @@ tg_state_open(struct event_base *base, const struct tg_state_opts *opts, struct 
 		return NULL;
 	}
 	st->be = be;
+	st->base = base;
+	TAILQ_INIT(&st->replays);
 	st->instance = name;
 	st->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : TG_STATE_TIMEOUT_MS;
 	st->owners_keep_ms = opts->owners != NULL && opts->owners->keep_ms > 0 ?
@@ -194,7 +203,9 @@ tg_state_close(struct tg_state *st)
 
 	if (st == NULL)
 		return;
+	st->closing = 1;		/* writes lost now are not sent again */
 	st->be->close(st->impl);
+	tg_db_replays_close(st);
 	tg_state_shared_free(st);
 	tg_state_outbox_free(st);
 	free(st->instance);

@@ -192,7 +192,8 @@ answer_create(struct tg_db_q *q, const struct tg_db_rows *r)
 	(void)r;
 	if (q->res.rc == TG_STATE_CONFLICT)	/* an id drawn twice: never seen */
 		q->res.rc = TG_STATE_ERROR;
-	o->d.cb.str(&q->res, q->res.rc == TG_STATE_OK ? o->d.id : NULL, o->d.arg);
+	o->d.cb.str(&q->res, q->res.rc == TG_STATE_OK || q->res.rc == TG_STATE_UNKNOWN ?
+	    o->d.id : NULL, o->d.arg);
 }
 
 struct tg_state_op *
@@ -207,6 +208,7 @@ tg_state_sweep_create(struct tg_state *st, const struct tg_sweep_new *s, int64_t
 	snprintf(id, sizeof(id), "swp_%s", hex);
 	o = op_new(st, CREATE, answer_create, id, arg);
 	o->d.cb.str = cb;
+	o->d.q.replay = 1;		/* keyed by that id: sent again when lost */
 	if (tg_state_sweep_new_ok(s, &err) != 0 || names_unique(s, &err) != 0)
 		return tg_db_fail(&o->d.q, TG_STATE_ERROR, err.msg);
 	tg_db_text(&o->d.q, s->api_key);

@@ -168,7 +168,7 @@ adm_reply(struct wh_admin_op *a)
 		gw_admin_reply_error(a->h->gw, req, 404, "NOT_FOUND", a->err);
 	else if (a->rc == TG_STATE_CONFLICT)
 		gw_admin_reply_error(a->h->gw, req, 409, "CONFLICT", a->err);
-	else if (a->rc == TG_STATE_UNAVAILABLE) {
+	else if (tg_state_rc_down(a->rc)) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
 		gw_admin_reply_error(a->h->gw, req, 503, "WEBHOOK_UNAVAILABLE", a->err);
 	} else if (a->rc != TG_STATE_OK)

@@ -311,8 +311,9 @@ on_added(const struct tg_state_res *res, const char *id, void *arg)
 	if (a->r != NULL) {
 		wh_req_find(a->r)->add = NULL;
 		wh_req_on_str(res, id, a->r);	/* may end the request */
-	} else if (res->rc == TG_STATE_OK) {
-		orphan_added(a, id);
+	} else if (res->rc == TG_STATE_OK || res->rc == TG_STATE_UNKNOWN) {
+		orphan_added(a, id);	/* UNKNOWN: it may exist; a fetch of a job
+					 * that does not ends at once */
 	}
 	if (!a->in_call)
 		add_free(a);
@@ -409,7 +410,10 @@ relay_added(struct gw_req *r)
 
 	if (q->rc != TG_STATE_OK) {
 		tg_log(TG_LOG_ERROR, "webhook_add_failed", TG_LS("id", r->id),
-		    TG_LS("error", q->err));
+		    TG_LS("webhook_id", q->str), TG_LS("error", q->err));
+		if (q->rc == TG_STATE_UNKNOWN)	/* it may exist: it will wait for nothing */
+			wh_fetch_give_up(h, q->str, "the request ended before the vendor was "
+			    "called");
 		wh_reply_unavailable(r, "the webhook could not be stored, so nothing was sent to "
 		    "the vendor; try again", q->err);
 		return;
@@ -637,6 +641,33 @@ cid_set(struct gw_req *r)
 	reply_held(r);
 }
 
+/*
+ * Deliver: whether the job was stored is unknown (the database was lost
+ * after the add was sent and did not answer again within state.timeout):
+ * it may exist, so its fetch starts as for a stored one (a job that does
+ * not exist ends it at once), and the caller is told that a callback may
+ * come, under which webhook-id, and how to find out.
+ */
+static void
+unknown_added(struct gw_req *r, struct wh_hook *hk, const struct wh_req *q)
+{
+	char msg[560];
+
+	snprintf(hk->id, sizeof(hk->id), "%s", q->str);
+	tg_log(TG_LOG_ERROR, "webhook_add_unknown", TG_LS("id", r->id),
+	    TG_LS("webhook_id", hk->id), TG_LS("correlationId", hk->cid), TG_LS("error", q->err));
+	wh_fetch_start(WH(r->gw), hk->id, r->key ? r->key->name : NULL, hk->cid, tg_clock_now_ms(),
+	    wh_cfg(r->rt)->wh_poll_interval);
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Tidegate-Webhook-Id",
+	    hk->id);
+	snprintf(msg, sizeof(msg), "export %.64s was created at the vendor; whether its webhook "
+	    "was stored is unknown (the database was lost while it was written and did not "
+	    "answer again in time): if it was, its callback will come with webhook-id %s "
+	    "(GET /webhooks/%s on the admin listener tells); poll GET "
+	    "/export?correlationId=%.64s meanwhile", hk->cid, hk->id, hk->id, hk->cid);
+	wh_reply_unavailable(r, msg, NULL);
+}
+
 /* Deliver: the job is durable (or not) under its correlationId. */
 static void
 job_added(struct gw_req *r)
@@ -645,6 +676,10 @@ job_added(struct gw_req *r)
 	struct wh_hook *hk = q->hook;
 	char msg[400];
 
+	if (q->rc == TG_STATE_UNKNOWN) {
+		unknown_added(r, hk, q);
+		return;
+	}
 	if (q->rc != TG_STATE_OK) {
 		tg_log(TG_LOG_ERROR, "webhook_add_failed", TG_LS("id", r->id),
 		    TG_LS("correlationId", hk->cid), TG_LS("error", q->err));
@@ -755,7 +790,7 @@ relay_failed(struct gw_req *r, const char *what)
 
 	tg_log(TG_LOG_ERROR, "webhook_relay_failed", TG_LS("webhook_id", relay_id(r)),
 	    TG_LS("error", q->err));
-	if (q->rc == TG_STATE_UNAVAILABLE)
+	if (tg_state_rc_down(q->rc))
 		wh_reply_unavailable(r, "the webhook outbox cannot be reached; deliver again "
 		    "later", q->err);
 	else

@@ -48,6 +48,7 @@
 #define ANSWER_MAX	4096		/* body bytes read after the status */
 #define ANSWER_GRACE_MS	1000		/* … for at most this long */
 #define UPLOAD_RATE	(1024 * 1024)	/* bytes a second of payload the deadline allows */
+#define RECORD_AGAIN_MS	250		/* an outcome not recorded: asked again after */
 
 struct wh_attempt {
 	TAILQ_ENTRY(wh_attempt) entry;	/* worker's list */
@@ -69,6 +70,8 @@ struct wh_attempt {
 	struct event *step;		/* signing turns and the end */
 	struct event *deadline;		/* the whole attempt */
 	struct event *grace;		/* the answer's body, once its status is in */
+	struct event *again;		/* the outcome recorded again (NULL: never) */
+	int unsure;			/* a record of it may have committed */
 	int64_t deadline_ms;
 	int64_t answer_bytes;		/* body bytes read (and dropped) */
 	struct tg_state_op *renew_op;	/* a renewal asked for */
@@ -408,6 +411,8 @@ attempt_free(struct wh_attempt *a)
 	event_free(a->step);
 	event_free(a->deadline);
 	event_free(a->grace);
+	if (a->again != NULL)
+		event_free(a->again);
 	tg_webhook_url_cleanup(&a->url);
 	tg_outbox_lease_free(a->l);
 	free(a);
@@ -477,14 +482,50 @@ finish(struct wh_attempt *a)
 		a->complete_op = op;
 }
 
+static void
+on_again(evutil_socket_t fd, short what, void *arg)
+{
+	finish(arg);
+}
+
+/*
+ * The outcome could not be recorded (the database lost, or unreachable):
+ * while the lease lasts no instance takes the job again, so it is asked
+ * again, every RECORD_AGAIN_MS until the lease runs out, and a delivery
+ * whose record was lost (a failover shorter than the lease) is not
+ * repeated (unless the gateway is draining: it stops at once, as
+ * before). 1 when it will be asked again.
+ */
+static int
+record_again(struct wh_attempt *a)
+{
+	struct timeval tv = { 0, RECORD_AGAIN_MS * 1000 };
+
+	if (!tg_state_rc_down(a->complete_rc) || a->w->draining ||
+	    tg_clock_now_ms() + RECORD_AGAIN_MS >= a->l->expires_at)
+		return 0;
+	a->unsure |= a->complete_rc == TG_STATE_UNKNOWN;
+	a->completed = 0;
+	if (a->again == NULL)
+		a->again = evtimer_new(a->w->base, on_again, a);
+	evtimer_add(a->again, &tv);
+	return 1;
+}
+
 /* The attempt is over: report a recorded outcome, then go. A lease lost
- * or a store that failed leaves the job to be leased again (at least once). */
+ * or a store that failed leaves the job to be leased again (at least once).
+ * A lease "lost" after a record whose outcome was unknown: that record
+ * committed, and cleared the lease. */
 static void
 conclude(struct wh_attempt *a)
 {
 	struct tg_webhook *w = a->w;
 
-	if (a->complete_rc != TG_STATE_OK)
+	if (record_again(a))
+		return;
+	if (a->complete_rc == TG_STATE_CONFLICT && a->unsure)
+		tg_log(TG_LOG_INFO, "webhook_complete_known", TG_LS("webhook_id", a->l->id));
+	else if (a->complete_rc != TG_STATE_OK)
 		tg_log(TG_LOG_ERROR, "webhook_complete_failed", TG_LS("webhook_id", a->l->id),
 		    TG_LS("error", a->complete_err));
 	else

@@ -280,7 +280,7 @@ on_abandoned(const struct tg_state_res *res, void *arg)
 	struct wh_fetch *f = arg;
 
 	op_done(f);
-	if (res->rc == TG_STATE_ERROR || res->rc == TG_STATE_UNAVAILABLE) {
+	if (res->rc == TG_STATE_ERROR || tg_state_rc_down(res->rc)) {
 		tg_log(TG_LOG_ERROR, "webhook_abandon_failed", TG_LS("webhook_id", f->id),
 		    TG_LS("error", res->err.msg));
 		again(f, -1);	/* the timer asks again (past the deadline: at once) */

@@ -149,6 +149,7 @@ struct pg_op {
 	void (*cleanup)(struct pg_op *o);	/* frees p when the op goes; may be NULL */
 	void *p;			/* what it runs: a domain's query (cleanup frees it) */
 	int64_t sent_us;		/* when it was sent (monotonic µs) */
+	int sent;			/* libpq took it: a write may commit */
 	pg_answer_fn answer;		/* hands res and the rows to p's caller */
 	struct tg_state_res res;
 };
@@ -164,6 +165,10 @@ void tg_state_pg_param_str(struct pg_op *o, const char *s);
 void tg_state_pg_param_i64(struct pg_op *o, int64_t n);
 /** Answer o (ownership taken) now with rc and why (borrowed). */
 void tg_state_pg_fail(struct pg_op *o, int rc, const char *why);
+/** What o (borrowed), whose connection is lost or given up, answers: a
+ * write sent may have committed (TG_STATE_UNKNOWN), anything else
+ * TG_STATE_UNAVAILABLE. */
+int tg_state_pg_lost_rc(const struct pg_op *o);
 /**
  * From o's answer (o borrowed): run stmt next as a step of the same
  * operation, answered by answer; the parameters are dropped for the

@@ -27,7 +27,7 @@
  * wake-up is heard). The time from send to answer is counted (health).
  *
  * A connection that fails answers its operation UNAVAILABLE with libpq's
- * message (the password scrubbed, pg_err.c), and when it was the last one
+ * message (UNKNOWN for a write libpq took: it may have committed) (the password scrubbed, pg_err.c), and when it was the last one
  * up, every queued operation too; it then reconnects after a backoff
  * doubling from PG_BACKOFF_MIN to PG_BACKOFF_MAX ms. An operation past
  * its deadline closes its connection the same way (pg_op.c).
@@ -101,7 +101,7 @@ tg_state_pg_conn_drop(struct pg_conn *k, const char *why)
 	if (was_up)
 		tg_state_pg_unsure(pg, PG_LOST);
 	if (o != NULL)
-		tg_state_pg_fail(o, TG_STATE_UNAVAILABLE, why);
+		tg_state_pg_fail(o, tg_state_pg_lost_rc(o), why);
 	if (tg_state_pg_nup(pg) == 0 && !k->only_listen)
 		tg_state_pg_fail_queue(pg, why);
 }
@@ -548,6 +548,7 @@ dispatch(struct pg *pg)
 			conn_fail(k, PQerrorMessage(k->c));
 			continue;
 		}
+		o->sent = 1;
 		flush(k);
 	}
 }
@@ -620,7 +621,7 @@ tg_state_pg_pool_stop(struct pg *pg)
 	for (i = 0; i < pg->nconn; i++) {
 		k = &pg->conn[i];
 		if (k->op != NULL)
-			tg_state_pg_fail(k->op, TG_STATE_UNAVAILABLE, "state: closing");
+			tg_state_pg_fail(k->op, tg_state_pg_lost_rc(k->op), "state: closing");
 		k->op = NULL;
 		if (k->io != NULL)
 			event_free(k->io);

@@ -9,7 +9,8 @@
  * its callback comes by then.
  * The operations not done yet are kept in pg->live, by deadline, and one
  * timer waits for the first. An operation whose deadline passes answers
- * UNAVAILABLE, "no answer within N ms" (a write may still commit). Still
+ * UNAVAILABLE, "no answer within N ms" (a write sent: UNKNOWN, it may
+ * still commit). Still
  * queued, it is never sent; it fails alone while the connections work (a
  * backlog, not a silent server), with the whole queue while none is ready.
  * Sent, its caller hears at once and its answer, should it come, is
@@ -129,6 +130,7 @@ requeue(struct pg_op *o)
 
 	o->again = 0;
 	o->conn = NULL;
+	o->sent = 0;
 	memset(&o->res, 0, sizeof(o->res));
 	o->next = pg->head;
 	if (pg->head == NULL)
@@ -156,6 +158,13 @@ tg_state_pg_fail(struct pg_op *o, int rc, const char *why)
 	o->res.rc = rc;
 	tg_err_set(&o->res.err, "%s", why);
 	tg_state_pg_finish(o, NULL);
+}
+
+int
+tg_state_pg_lost_rc(const struct pg_op *o)
+{
+	return o->sent && !o->lookup && o->stmt != PG_PING ? TG_STATE_UNKNOWN :
+	    TG_STATE_UNAVAILABLE;
 }
 
 void
@@ -330,7 +339,7 @@ expire(struct pg_op *o)
 		tg_state_pg_conn_drop(o->conn, why);
 		tg_state_pg_fail_queue(pg, why);
 	} else {
-		o->res.rc = TG_STATE_UNAVAILABLE;
+		o->res.rc = tg_state_pg_lost_rc(o);
 		tg_err_set(&o->res.err, "%s", why);
 		if (!o->cancelled)
 			o->answer(o, NULL);

@@ -5,7 +5,8 @@
  * add, lease and complete; a payload of several MB streamed in chunks;
  * redelivery; the NOT_FOUND, CONFLICT and UNAVAILABLE codes; runs add,
  * get, list, status and due; sweeps create, claim and settle; ownership
- * record, lookup and prune; token records; poll leadership; the relay key
+ * record, lookup and prune; token records; poll leadership; writes pending
+ * at close (UNKNOWN for PostgreSQL's sent ones, never for SQLite); the relay key
  * (made once, the same on every handle, agreed on by handles asking at
  * once); cancel before
  * completion (never called back, nothing leaked under ASan); reads that
@@ -19,7 +20,9 @@
  * handle, claims racing on a sweep; connections killed under it;
  * operations held past their deadline by a lock the test takes, a
  * backlog past it, a server frozen while idle behind a forwarder the test
- * stops, and a server that accepts a connection and never answers). The
+ * stops, a server that accepts a connection and never answers, and a write
+ * whose connection is killed while it waits: sent again, OK once the row is
+ * in, UNKNOWN past the deadline). The
  * PostgreSQL entry runs when the environment names a server
  * (TG_TEST_PG_URL, or the PG* variables pg_virtualenv sets), each setup in
  * a schema of its own, and is skipped with a printed reason otherwise.
@@ -3700,6 +3703,15 @@ test_cancel(void **state)
 	set_payload(id2, "{}");			/* a new writer replaces the dropped one */
 }
 
+#define PG_POOL_SIZE	2	/* the backend's connections (src/state/pg/pg.h) */
+static void until_answers(struct tg_state *b);
+static void until_locked(int n);
+
+/* Writes pending at close are answered then, once: with SQLite OK or
+ * UNAVAILABLE (its writer runs a write to its end, or skips it), never
+ * UNKNOWN; with PostgreSQL the two sent (held on a lock the test takes)
+ * UNKNOWN, with the id the job has should they commit, and the one still
+ * queued UNAVAILABLE. */
 static void
 test_close_pending(void **state)
 {
@@ -3707,17 +3719,35 @@ test_close_pending(void **state)
 		.url = "https://hooks.example/in", .secret_ref = "main", .kind = "export",
 	};
 	struct wait w[3] = { { 0 } };
-	int i;
+	int i, pg = strcmp(F.b->name, "postgresql") == 0, unknown = 0;
+	char q[160];
 
+	if (pg) {		/* two adds sent and held on a lock, one queued */
+		until_answers(F.st);
+		snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
+		assert_int_equal(side_exec(q), 0);
+	}
 	for (i = 0; i < 3; i++)
 		assert_non_null(tg_state_outbox_add(F.st, &j, T0, on_str, &w[i]));
+	if (pg)
+		until_locked(PG_POOL_SIZE);
 	tg_state_close(F.st);
 	F.st = NULL;
 	for (i = 0; i < 3; i++) {
 		assert_int_equal(w[i].called, 1);
-		assert_true(w[i].res.rc == TG_STATE_OK || w[i].res.rc == TG_STATE_UNAVAILABLE);
+		/* UNKNOWN: sent, may commit (PostgreSQL only), with the id it has */
+		if (w[i].res.rc == TG_STATE_UNKNOWN) {
+			unknown++;
+			assert_non_null(w[i].s);
+			assert_int_equal(strncmp(w[i].s, "msg_", 4), 0);
+		} else
+			assert_true(w[i].res.rc == TG_STATE_OK ||
+			    w[i].res.rc == TG_STATE_UNAVAILABLE);
 		wait_clear(&w[i]);
 	}
+	assert_int_equal(unknown, pg ? PG_POOL_SIZE : 0);
+	if (pg)
+		assert_int_equal(side_exec("ROLLBACK"), 0);
 }
 
 static void
@@ -4093,8 +4123,6 @@ until_rc(struct wait *w, int want)
 	fail_msg("no answer %s (last: %s)", tg_state_rc_str(want), w->res.err.msg);
 }
 
-#define PG_POOL_SIZE	2	/* the backend's connections (src/state/pg/pg.h) */
-
 /* Run the loop until the server counts n connections of the backend. */
 static void
 until_up(int n)
@@ -4445,6 +4473,148 @@ loop_ms(int ms)
 	struct wait none = { 0 };
 
 	wait_ms(&none, ms);
+}
+
+/* Kill the connection of b whose query waits on a lock (the test holds
+ * it): the first send of whatever write it carried is lost, sent. */
+static void
+kill_waiting(void)
+{
+	char q[200];
+	PGresult *r;
+	int i, n = 0;
+
+	snprintf(q, sizeof(q), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+	    "application_name = '%s' AND wait_event_type = 'Lock'", F.schema);
+	for (i = 0; i < 1000 && n == 0; i++) {
+		event_base_loop(F.base, EVLOOP_NONBLOCK);
+		usleep(5000);
+		assert_int_equal(side_exec("SELECT pg_stat_clear_snapshot()"), 0);
+		r = PQexec(F.side, q);
+		assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+		n = PQntuples(r);
+		PQclear(r);
+	}
+	assert_int_equal(n, 1);
+}
+
+/* Rows of the outbox with id (the side connection, outside the lock). */
+static int
+outbox_rows(const char *id)
+{
+	const char *vals[1] = { id };
+	char q[160];
+	PGresult *r;
+	int n;
+
+	snprintf(q, sizeof(q), "SELECT count(*) FROM %s.outbox_jobs WHERE id = $1", F.schema);
+	r = PQexecParams(F.side, q, 1, NULL, vals, NULL, NULL, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	n = atoi(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return n;
+}
+
+/* A handle on F's database with opts (borrowed), the outbox locked by the
+ * side connection, and job j's add sent on it and killed while it waits
+ * on the lock: its answer comes to w. */
+static struct tg_state *
+add_killed(const struct tg_state_opts *opts, const struct tg_outbox_new *j, struct wait *w)
+{
+	struct tg_state *b;
+	struct tg_err err;
+	char q[160];
+
+	b = tg_state_open(F.base, opts, &err);
+	assert_non_null(b);
+	until_answers(F.st);		/* its statements prepared: none waits on the lock */
+	until_answers(b);
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	assert_non_null(tg_state_outbox_add(b, j, T0, on_str, w));
+	kill_waiting();
+	return b;
+}
+
+/*
+ * A write whose connection is lost after it was sent (killed while it
+ * waits on a lock) has an unknown outcome: a job add is sent again on the
+ * other connection, which waits on the lock in turn; the lock given up,
+ * it commits and the add answers OK, once, with its id: the row exists,
+ * once. A write the backend refused before sending (no outbox) is
+ * UNAVAILABLE, never UNKNOWN.
+ */
+static void
+test_fleet_write_replayed(void **state)
+{
+	struct tg_outbox_opts oo = pg_outbox;
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .outbox = &oo, .owners = &wo,
+		.timeout_ms = 3000 };
+	struct tg_outbox_new j = { "https://hooks.example/x", "default", "k1", "export", "c1",
+		"dex", NULL };
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+
+	b = add_killed(&opts, &j, &w);
+	until_locked(1);			/* the replay waits on the lock now */
+	assert_int_equal(w.called, 0);
+	assert_int_equal(side_exec("ROLLBACK"), 0);
+	wait_ms(&w, 3000);
+	assert_int_equal(w.called, 1);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_non_null(w.s);
+	assert_int_equal(strncmp(w.s, "msg_", 4), 0);
+	assert_int_equal(outbox_rows(w.s), 1);
+	wait_clear(&w);
+	tg_state_close(b);
+	opts.outbox = NULL;
+	b = tg_state_open(F.base, &opts, &err);
+	assert_null(tg_state_outbox_add(b, &j, T0, on_str, &w));
+	assert_int_equal(w.res.rc, TG_STATE_UNAVAILABLE);
+	assert_true(tg_state_rc_down(TG_STATE_UNAVAILABLE) && tg_state_rc_down(TG_STATE_UNKNOWN));
+	assert_false(tg_state_rc_down(TG_STATE_ERROR));
+	assert_string_equal(tg_state_rc_str(TG_STATE_UNKNOWN), "outcome unknown");
+	wait_clear(&w);
+	tg_state_close(b);
+}
+
+/*
+ * The same, the lock held past the deadline: the add answers UNKNOWN at
+ * state.timeout after the loss (not sooner, once), naming the id the job
+ * has if it was committed; and it may well be: the replay still waiting
+ * on the lock commits once the lock is given up. Hence a caller told
+ * UNKNOWN must never be told "it will not happen".
+ */
+static void
+test_fleet_write_unknown(void **state)
+{
+	struct tg_outbox_opts oo = pg_outbox;
+	struct tg_state_opts opts = { .url = F.url, .outbox = &oo, .timeout_ms = 1000 };
+	struct tg_outbox_new j = { "https://hooks.example/x", "default", NULL, "export", "c2",
+		"dex", NULL };
+	struct tg_state *b;
+	struct wait w = { 0 };
+	int64_t t0, took;
+	int i;
+
+	b = add_killed(&opts, &j, &w);
+	t0 = tg_clock_mono_ms();
+	wait_ms(&w, 3000);
+	took = tg_clock_mono_ms() - t0;
+	assert_int_equal(w.called, 1);
+	assert_int_equal(w.res.rc, TG_STATE_UNKNOWN);
+	assert_non_null(strstr(w.res.err.msg, "outcome of a write is unknown"));
+	assert_true(took >= 900 && took < 2500);
+	assert_non_null(w.s);
+	assert_int_equal(outbox_rows(w.s), 0);		/* not yet */
+	assert_int_equal(side_exec("ROLLBACK"), 0);
+	for (i = 0; i < 300 && outbox_rows(w.s) == 0; i++)
+		loop_ms(10);
+	assert_int_equal(outbox_rows(w.s), 1);		/* it was, after all */
+	wait_clear(&w);
+	tg_state_close(b);
 }
 
 /*
@@ -5175,6 +5345,7 @@ main(void)
 		T_(test_fleet_outbox_key, D_FLEET),
 		T_(test_fleet_wakeups, D_FLEET), T_(test_fleet_adopt, D_FLEET),
 		T_(test_fleet_connections_lost, D_FLEET), T_(test_fleet_listen_apart, D_FLEET),
+		T_(test_fleet_write_replayed, D_FLEET), T_(test_fleet_write_unknown, D_FLEET),
 		T_(test_fleet_claims, D_FLEET | D_RUNS), T_(test_fleet_claim_recovery, D_FLEET | D_RUNS),
 		T_(test_fleet_status_race, D_FLEET | D_RUNS),
 		T_(test_fleet_deadline, D_FLEET), T_(test_fleet_deadline_connecting, D_FLEET),
