@@ -27,6 +27,7 @@ Each prints the recovery time per instance: from the promotion to its
 first accepted callback export. Bounded: 4 client threads, at most 1,500
 requests, about 8 s of load after the kill; well under a minute each."""
 import concurrent.futures
+import json
 import os
 import shutil
 import signal
@@ -250,6 +251,12 @@ def test_primary_killed_standby_promoted(pair, make_emulator, fleet, secret_file
                    f"exports by their key refused {unreadable} of {len(reads)} "
                    f"({sorted(set(reads))})")
         print(summary)
+        # the figures for bench/failover.py, one line
+        print("FAILOVER-JSON " + json.dumps({
+            "standby": "sync" if sync else "async", "requests": len(answers),
+            "accepted": len(accepted), "lost": len(lost), "duplicated": len(dups),
+            "unasked": len(unasked), "unknown": len(unsure),
+            "recovery_s": [first_back.get(k) for k in range(3)]}))
 
         # only 200, or 503 with Retry-After, ever
         bad = [a for a in answers if not (a[2] == 200 or (a[2] == 503 and a[3] and
