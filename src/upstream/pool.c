@@ -191,6 +191,8 @@ on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 		/* Upload progress counts as activity: a large body must not
 		 * run into the read timeout while it is still being sent. */
 		bufferevent_set_timeouts(c->bev, &tv, &tv);
+		if (c->r != NULL && c->r->seg != NULL)
+			tg_up_body_more(c->r, c, buf);	/* a file body's next bytes */
 	}
 }
 

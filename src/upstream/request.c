@@ -473,8 +473,9 @@ build(struct tg_up_req *r, struct up_conn *c)
 		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(r->body));
 		evhttp_add_header(h, "Content-Length", len);
 	} else if (r->seg != NULL) {
-		evbuffer_add_file_segment(evhttp_request_get_output_buffer(ereq), r->seg, 0,
-		    r->seglen);
+		/* The first bytes behind the head, the rest as they leave
+		 * (filebody.c): never the whole file in memory. */
+		tg_up_body_first(r, evhttp_request_get_output_buffer(ereq));
 		snprintf(len, sizeof(len), "%lld", (long long)r->seglen);
 		evhttp_add_header(h, "Content-Length", len);
 	}
@@ -638,6 +639,7 @@ tg_upstream_send_file(struct tg_upstream *u, enum evhttp_cmd_type method, const 
 	r = tg_upstream_send(u, method, uri, headers, NULL, cbs, arg);
 	r->seg = seg;
 	r->seglen = len;
+	r->fd = fd;
 	return r;
 }
 

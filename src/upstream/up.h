@@ -151,6 +151,8 @@ struct tg_up_req {
 	struct evbuffer *body;		/* borrowed */
 	struct evbuffer_file_segment *seg;	/* file body (send_file), or NULL */
 	int64_t seglen;
+	int fd;				/* seg's file (the caller's) */
+	int64_t body_off;		/* seg: bytes of it queued this attempt */
 	struct tg_up_cbs cbs;
 	void *arg;
 	int status;
@@ -247,6 +249,12 @@ void tg_upstream_health_free(struct up_origin *o);
 
 /* ---- request.c ---- */
 /** Put r on c (busy, fresh or idle) and hand it to libevent. */
+/** r's file body (filebody.c): its first bytes into the request's own
+ * buffer req_out (borrowed), from the start of the file. */
+void tg_up_body_first(struct tg_up_req *r, struct evbuffer *req_out);
+/** More of r's file body onto c's output buffer out (all borrowed), as
+ * the kernel takes what is queued (pool.c's output callback). */
+void tg_up_body_more(struct tg_up_req *r, const struct up_conn *c, struct evbuffer *out);
 void tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c);
 /** Attempt on c failed before it could start (no connection object). */
 void tg_upstream_req_fail_start(struct tg_up_req *r);
