@@ -221,6 +221,8 @@ struct tg_outbox_stats {
 	uint64_t delivered, gone, dead, retries;	/* outcomes recorded */
 	uint64_t first_delay_count;		/* time to first attempt: number … */
 	int64_t first_delay_sum_ms;		/* … and sum (ready → first lease) */
+	uint64_t payload_reused;		/* attempts that read a payload this
+						 * instance had spooled (PostgreSQL) */
 };
 
 /* ---- results ---- */

@@ -26,6 +26,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include <event2/buffer.h>
@@ -523,6 +524,11 @@ tg_state_outbox_init(struct tg_state *st, const struct tg_outbox_opts *o)
 void
 tg_state_outbox_free(struct tg_state *st)
 {
+	int i;
+
 	tg_state_rules_free(&st->rules);
 	free(st->spool);
+	for (i = 0; i < TG_SPOOL_KEPT; i++)
+		if (st->kept[i].fd > 0)
+			close(st->kept[i].fd);
 }

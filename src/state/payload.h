@@ -51,6 +51,7 @@ struct tg_payload_fetch {
 	char ptoken[33];		/* chunk rows: the committed writer's */
 	int n;				/* chunk rows: the next one */
 	int64_t got;			/* bytes read */
+	struct tg_state *st;		/* chunk rows: the state (borrowed) */
 	/** l's payload is readable (or q.res says why not): the domain
 	 * answers. May be called from fetch itself. */
 	void (*hand)(struct tg_payload_fetch *f);

@@ -29,7 +29,12 @@
  * else $TMPDIR, else /tmp) and hands its descriptor as spool_fd and
  * "/proc/self/fd/N" as payload_path: memory stays bounded by one chunk,
  * and the file goes when the lease is freed (or the process dies). The
- * writes go to the page cache on the loop.
+ * writes go to the page cache on the loop. The instance keeps the last
+ * TG_SPOOL_KEPT payloads it spooled whole (a descriptor of its own to
+ * the unlinked file, keyed by job, writer and size): a later attempt of
+ * the same job here reads its copy instead of every row again, and a
+ * copy goes when its job is delivered or gone (drop), when a newer one
+ * takes its place, or with the state.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -362,6 +367,68 @@ write_all(int fd, const char *data, size_t n)
 	return 0;
 }
 
+/* ---- copies kept for a later attempt ---- */
+
+/* The kept copy of f's payload (same job, writer and size), or NULL. */
+static struct tg_spool_kept *
+kept_of(struct tg_state *st, const struct tg_payload_fetch *f)
+{
+	int i;
+
+	for (i = 0; i < TG_SPOOL_KEPT; i++)
+		if (st->kept[i].fd > 0 && strcmp(st->kept[i].id, f->l->id) == 0 &&
+		    strcmp(st->kept[i].ptoken, f->ptoken) == 0 && st->kept[i].size == f->l->size)
+			return &st->kept[i];
+	return NULL;
+}
+
+static void
+kept_forget(struct tg_spool_kept *k)
+{
+	if (k->fd > 0)
+		close(k->fd);
+	memset(k, 0, sizeof(*k));
+}
+
+/* f's payload, spooled whole, kept (a descriptor of its own) in place of
+ * the copy used longest ago. */
+static void
+kept_add(struct tg_state *st, const struct tg_payload_fetch *f)
+{
+	struct tg_spool_kept *k = &st->kept[0];
+	int i, fd = fcntl(f->l->spool_fd, F_DUPFD_CLOEXEC, 3);
+
+	if (fd < 0)
+		return;
+	for (i = 1; i < TG_SPOOL_KEPT; i++)
+		if (st->kept[i].used < k->used)
+			k = &st->kept[i];
+	kept_forget(k);
+	snprintf(k->id, sizeof(k->id), "%s", f->l->id);
+	snprintf(k->ptoken, sizeof(k->ptoken), "%s", f->ptoken);
+	k->size = f->l->size;
+	k->fd = fd;
+	k->used = ++st->kept_uses;
+}
+
+/* A kept copy of f's payload handed to its lease: 0, or -1 (none). */
+static int
+kept_hand(struct tg_state *st, struct tg_payload_fetch *f)
+{
+	struct tg_spool_kept *k = kept_of(st, f);
+	int fd;
+
+	if (k == NULL || (fd = fcntl(k->fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		return -1;
+	k->used = ++st->kept_uses;
+	st->ctr.payload_reused++;
+	f->l->spool_fd = fd;
+	f->l->payload_path = tg_xasprintf("/proc/self/fd/%d", fd);
+	f->got = f->l->size;
+	f->hand(f);
+	return 0;
+}
+
 static void
 answer_chunk(struct tg_db_q *q, const struct tg_db_rows *r)
 {
@@ -382,15 +449,30 @@ answer_chunk(struct tg_db_q *q, const struct tg_db_rows *r)
 	}
 	f->got += (int64_t)len;
 	f->n++;
-	if (f->got < f->l->size)
+	if (f->got < f->l->size) {
 		next_chunk(f);
-	else
-		f->hand(f);
+		return;
+	}
+	kept_add(f->st, f);
+	f->hand(f);
+}
+
+static void
+rows_drop(struct tg_state *st, const char *id)
+{
+	int i;
+
+	for (i = 0; i < TG_SPOOL_KEPT; i++)
+		if (st->kept[i].fd > 0 && strcmp(st->kept[i].id, id) == 0)
+			kept_forget(&st->kept[i]);
 }
 
 static void
 rows_fetch(struct tg_state *st, struct tg_payload_fetch *f)
 {
+	f->st = st;
+	if (kept_hand(st, f) == 0)
+		return;
 	if (spool_open(st->spool, f->l) != 0) {
 		f->q.res.rc = TG_STATE_ERROR;
 		tg_err_set(&f->q.res.err, "cannot create a spool file in %s", st->spool);
@@ -412,5 +494,5 @@ const struct tg_payload_store tg_state_payload_rows = {
 	.set = rows_set,
 	.usage = rows_usage,
 	.fetch = rows_fetch,
-	.drop = NULL,
+	.drop = rows_drop,
 };

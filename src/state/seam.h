@@ -18,6 +18,8 @@
 #include "run_rules.h"
 
 struct tg_state_watch;
+
+#define TG_SPOOL_KEPT	4	/* payload copies an instance keeps for retries */
 struct tg_db_replay;
 
 struct tg_state {
@@ -47,6 +49,15 @@ struct tg_state {
 	struct tg_state_rules rules;	/* its schedule and lease length */
 	struct tg_outbox_stats ctr;	/* this instance's counters since open */
 	char *spool;			/* where leased payloads are spooled */
+	struct tg_spool_kept {		/* payloads spooled, kept for a later
+					 * attempt here (payload_rows.c) */
+		char id[TG_WEBHOOK_ID_LEN];
+		char ptoken[33];	/* the committed writer's */
+		int64_t size;
+		int fd;			/* 0: none */
+		uint64_t used;		/* the last fetch that used it */
+	} kept[TG_SPOOL_KEPT];
+	uint64_t kept_uses;
 };
 
 /** shared.c: set up and free what it keeps in st (borrowed). */

@@ -354,6 +354,11 @@ on_stats(const struct tg_state_res *res, const struct tg_outbox_stats *st, void 
 		evbuffer_add_printf(out, "# HELP tidegate_webhook_attempts_in_flight Delivery "
 		    "attempts holding a lease.\n# TYPE tidegate_webhook_attempts_in_flight gauge\n"
 		    "tidegate_webhook_attempts_in_flight %llu\n", (unsigned long long)st->leased);
+		evbuffer_add_printf(out, "# HELP tidegate_webhook_payload_reused_total Attempts "
+		    "whose payload this instance had read from the database before (a copy "
+		    "kept for retries).\n# TYPE tidegate_webhook_payload_reused_total counter\n"
+		    "tidegate_webhook_payload_reused_total %llu\n",
+		    (unsigned long long)st->payload_reused);
 	}
 	gw_scrape_release(ws->s);
 	free(ws);
