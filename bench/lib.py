@@ -127,11 +127,13 @@ class Daemon:
     def rss_kb(self, field="VmRSS"):
         return sum(rss_kb(p, field) for p in self.pids)
 
-    def stop(self):
+    def stop(self, timeout=10):
+        """SIGTERM, then SIGKILL after timeout seconds (a process under
+        callgrind needs longer: it writes its profile on the way out)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -461,7 +463,9 @@ def callgrind_ir(argv_fn, load_fn, n_small, n_large, cpu=None, keep=None):
         try:
             load_fn(d, n)
         finally:
-            d.stop()
+            # under valgrind, exiting (the profile written) takes a while:
+            # killed at 10 s, nginx left no totals (bench/s7_sizes.py)
+            d.stop(timeout=180)
         totals.append(_callgrind_total(out))
         if keep and n == n_large:
             shutil.move(out, keep)
