@@ -1,0 +1,63 @@
+"""Fleet mode at rest: what an idle instance asks of the shared PostgreSQL.
+An instance with no client, no job and its tokens held sends only what a
+guarantee needs: the health probe (a SELECT 1 once nothing was answered
+for state.timeout), the webhook worker's look for due jobs and the
+adoption of a dead instance's waiting jobs, each every third of
+webhooks.lease. Before, the worker read the outbox's next due time every
+second. Runs when PostgreSQL is there (pg_virtualenv sets PG*), else
+skipped with the reason."""
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import TEST_KEY_SHA
+
+pytestmark = pytest.mark.skipif(
+    not (os.environ.get("PGHOST") or os.environ.get("PGPORT") or os.environ.get("PGDATABASE")),
+    reason="no PostgreSQL: PG* unset (scripts/test starts one unless TG_TEST_NO_PG=1)")
+
+SECRET = "whsec_" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+OPS = "tidegate_state_query_duration_seconds_count"
+IDLE_S = 8
+
+
+@pytest.fixture
+def pg_url():
+    schema = "idle_" + uuid.uuid4().hex[:12]
+    subprocess.run(["psql", "-qXc", f"CREATE SCHEMA {schema}"], check=True,
+                   capture_output=True, timeout=30)
+    yield f"postgresql:///?options=-csearch_path%3D{schema}"
+    subprocess.run(["psql", "-qXc", f"DROP SCHEMA {schema} CASCADE"], check=False,
+                   capture_output=True, timeout=30)
+
+
+def ops(gw):
+    return gw.metric(OPS, backend="postgresql")
+
+
+def test_idle_instance_leaves_the_database_alone(emulator, make_gateway, pg_url, tmp_path):
+    secret = tmp_path / "webhook-secret"
+    secret.write_text(SECRET + "\n")
+    keys = [{"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]}]
+    hooks = {"mode": "deliver", "allow": ["127.0.0.1/32"], "secret_file": str(secret),
+             "poll_interval": "200ms"}          # webhooks.lease: its default, 60 s
+    gws = [make_gateway(emulator, {"state": {"url": pg_url, "instance": f"gw{i}",
+                                             "timeout": "3s"},
+                                   "keys": keys, "webhooks": hooks}) for i in range(2)]
+    for gw in gws:
+        gw.wait_tokens()
+    time.sleep(3)                               # start-up: logins, adoption, first looks
+    # A scrape of /metrics asks the state for its gauges: its own cost is
+    # measured back to back and taken off.
+    before = [ops(gw) for gw in gws]
+    scrape = [ops(gw) - b for gw, b in zip(gws, before)]
+    time.sleep(IDLE_S)
+    after = [ops(gw) for gw in gws]
+    idle = [a - b - 2 * s for a, b, s in zip(after, before, scrape)]
+    # Pings: at most one per 3 s (state.timeout) -> 3 in 8 s; the worker's
+    # look and the adoption: each at most once in 8 s (every 20 s).
+    # Before: the worker's look alone came every second (8+).
+    assert all(0 <= n <= 5 for n in idle), (idle, scrape)
