@@ -48,12 +48,14 @@ this script's clients to LOAD_CPU; PostgreSQL is not pinned.
    and what each then sends, p50/p99 of an export submit and a poll,
    PostgreSQL connections per instance, RSS. `--only scale` runs this part
    alone; load pg_stat_statements (-o shared_preload_libraries=...) to have
-   the idle statements named.
+   the idle statements named. 50 instances hold 100 connections: the
+   server needs max_connections above PostgreSQL's default of 100.
 
 Medians (min-max) over --rounds rounds. Prints a Markdown section on
 stdout, progress on stderr; raw figures in bench/results/s8_fleet.json.
 
-    pg_virtualenv -t -o fsync=on -o shared_preload_libraries=pg_stat_statements \
+    pg_virtualenv -t -o fsync=on -o max_connections=200 \
+        -o shared_preload_libraries=pg_stat_statements \
         -v 15 /usr/bin/python3 bench/s8_fleet.py
         [--rounds 5] [--build build-release] [--quick] [--only scale]
         [--sizes 1,10,50] [--idle-seconds 30] [--requests 200]

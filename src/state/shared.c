@@ -34,8 +34,15 @@ static const struct tg_db_stmt sql[] = {
 	[TOKEN_INVALIDATE] = { "token_invalidate", TG_DB_ANY, 1,
 	    "DELETE FROM vendor_tokens WHERE service = $1 AND"
 	    " ($2::text IS NULL OR token = $2::text)", NULL },
+	/* A lead another instance holds (or a fresh answer) is seen by the
+	 * NOT EXISTS read, and nothing is written: the row lock of an ON
+	 * CONFLICT refused by its WHERE would take a transaction id for each
+	 * follower's look. The WHERE stays the arbiter of a race. */
 	[LEAD] = { "poll_lead", TG_DB_ANY, 1,
-	    "INSERT INTO poll_entries (key, leader, lead_until) VALUES ($1, $2, $4)"
+	    "INSERT INTO poll_entries (key, leader, lead_until) SELECT $1::text, $2::text,"
+	    " $4::bigint WHERE NOT EXISTS (SELECT 1 FROM poll_entries WHERE key = $1::text"
+	    " AND NOT coalesce((lead_until <= $3::bigint OR leader = $2::text)"
+	    " AND answer_until <= $3::bigint, false))"
 	    " ON CONFLICT (key) DO UPDATE SET leader = EXCLUDED.leader,"
 	    " lead_until = EXCLUDED.lead_until WHERE (poll_entries.lead_until <= $3::bigint"
 	    " OR poll_entries.leader = $2) AND poll_entries.answer_until <= $3::bigint"
