@@ -41,7 +41,8 @@ struct gw_webhook_callbacks {
 	const char *(*secret_ref)(void *ctx, const struct gw_runtime *rt, const char *key);
 	/* A job queued through the state seam by another feature is due (its
 	 * payload committed): the worker looks now, rather than on its timer
-	 * (which in a fleet waits a third of webhooks.lease). */
+	 * (which in a fleet waits a third of webhooks.lease). NULL: nothing to
+	 * kick. */
 	void (*kick)(void *ctx);
 };
 

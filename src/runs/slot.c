@@ -74,7 +74,7 @@ runs_webhook_kick(struct gw *gw)
 {
 	const struct runs *rn = runs_ctx(gw);
 
-	if (rn->callbacks != NULL)
+	if (rn->callbacks != NULL && rn->callbacks->kick != NULL)
 		rn->callbacks->kick(rn->callbacks_ctx);
 }
 
