@@ -63,15 +63,16 @@ def test_idle_instance_leaves_the_database_alone(emulator, make_gateway, pg_url,
     assert all(0 <= n <= 5 for n in idle), (idle, scrape)
 
 
-LOGIN_MS = 4000
+LOGIN_MS = 8000
 
 
 def test_followers_wait_for_the_leaders_token_without_polling(emulator, make_gateway, pg_url):
-    """Three instances start while the vendor's login takes 4 s: the first
+    """Three instances start while the vendor's login takes 8 s: the first
     leads the login, the two others follow. A follower is woken by the
     leader's token write (NOTIFY, topic "token") and otherwise looks after
-    250 ms doubling to 2 s; before, it read the record and tried the lead
-    every 250 ms: 2 statements × 4 a second × 4 s, 30+ per follower."""
+    250 ms doubling to 2 s: about 7 looks of 2 statements; before, it read
+    the record and tried the lead every 250 ms: 2 statements × 4 a second
+    × 8 s, 60 more per follower than the leader's start-up."""
     emulator.fault(method="POST", path="/public/v1/authenticate", latencyMs=LOGIN_MS)
     keys = [{"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]}]
     gws, first = [], []
@@ -86,7 +87,8 @@ def test_followers_wait_for_the_leaders_token_without_polling(emulator, make_gat
     used = [ops(gw) - f for gw, f in zip(gws, first)]
     assert emulator.calls("POST /public/v1/authenticate") == 1      # one login for three
     assert waited < LOGIN_MS / 1000 + 1.5, waited   # the token came when written, not later
-    # Each follower: its looks (a read and a lead attempt: 250 ms, 500 ms,
-    # 1 s, 2 s, then woken), the scrapes' own gauges and readiness.
-    assert all(n <= 24 for n in used[1:]), used
+    # Each follower: what the leader spent (start-up, scrapes, readiness)
+    # and its looks (a read and a lead attempt each: 250 ms, 500 ms, 1 s,
+    # then every 2 s, then woken).
+    assert all(n <= used[0] + 24 for n in used[1:]), used
     assert all(gw.metric("tidegate_state_wakeups_total") >= 1 for gw in gws[1:])
