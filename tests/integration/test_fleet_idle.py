@@ -7,13 +7,12 @@ webhooks.lease. Before, the worker read the outbox's next due time every
 second. Runs when PostgreSQL is there (pg_virtualenv sets PG*), else
 skipped with the reason."""
 import os
-import subprocess
 import time
-import uuid
 
 import pytest
 
 from conftest import TEST_KEY_SHA
+from test_fleet import pg_url  # noqa: F401  (a schema of its own per test)
 
 pytestmark = pytest.mark.skipif(
     not (os.environ.get("PGHOST") or os.environ.get("PGPORT") or os.environ.get("PGDATABASE")),
@@ -22,16 +21,6 @@ pytestmark = pytest.mark.skipif(
 SECRET = "whsec_" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 OPS = "tidegate_state_query_duration_seconds_count"
 IDLE_S = 8
-
-
-@pytest.fixture
-def pg_url():
-    schema = "idle_" + uuid.uuid4().hex[:12]
-    subprocess.run(["psql", "-qXc", f"CREATE SCHEMA {schema}"], check=True,
-                   capture_output=True, timeout=30)
-    yield f"postgresql:///?options=-csearch_path%3D{schema}"
-    subprocess.run(["psql", "-qXc", f"DROP SCHEMA {schema} CASCADE"], check=False,
-                   capture_output=True, timeout=30)
 
 
 def ops(gw):
