@@ -20,8 +20,9 @@
  * jobs are taken at their lease's end). What that period leaves slow, a
  * ready job no instance leases (an instance draining for SIGTERM, or
  * killed between readying a job and leasing it), is covered by a wake-up:
- * a draining worker tells the fleet (topic "outbox"), and a worker looks
- * at once on any "outbox" wake-up or when wake-ups may have been lost.
+ * a draining worker tells the fleet (topic "outbox") when it starts and
+ * when its last attempt is over, and a worker looks at once on any
+ * "outbox" wake-up or when wake-ups may have been lost.
  *
  * Attempts are counted per callback host too: a lease skips the jobs of a
  * host holding its share (max_inflight_per_host), so receivers on one host
@@ -244,6 +245,8 @@ on_drained(evutil_socket_t fd, short what, void *arg)
 	struct tg_webhook *w = arg;
 	void (*cb)(void *) = w->on_drained;
 
+	if (cb != NULL && w->watch != NULL)	/* its last attempts' retries: the others' */
+		(void)tg_state_notify(w->st, WAKE_TOPIC, "drained", on_notified, NULL);
 	w->on_drained = NULL;
 	if (cb != NULL)
 		cb(w->drained_arg);
