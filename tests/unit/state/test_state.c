@@ -3753,6 +3753,7 @@ test_fleet_two_handles(void **state)
 {
 	struct tg_owners_opts wo = { 0 };
 	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .instance = "gw-b" };
+	char q[160];
 	struct tg_state_token t = { "tok-a", T0 + 3600000 };
 	struct tg_state *b;
 	struct tg_err err;
@@ -3772,8 +3773,16 @@ test_fleet_two_handles(void **state)
 	settle(tg_state_poll_lead(F.st, "dex/export/9", T0, 5000, on_num, &w), &w);
 	assert_int_equal(w.n, 1);
 	wait_clear(&w);
+	/* A refused lead is a read: it neither waits for the row's lock (held
+	 * here) nor takes one, so a follower's look costs no transaction id. */
+	snprintf(q, sizeof(q), "SELECT 1 FROM %s.poll_entries WHERE key = 'dex/export/9'"
+	    " FOR UPDATE", F.schema);
+	assert_int_equal(side_exec("BEGIN"), 0);
+	assert_int_equal(side_exec(q), 0);
 	settle(tg_state_poll_lead(b, "dex/export/9", T0 + 4999, 5000, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
 	assert_int_equal(w.n, 0);		/* the other leads */
+	assert_int_equal(side_exec("ROLLBACK"), 0);
 	wait_clear(&w);
 	settle(tg_state_poll_lead(b, "dex/export/9", T0 + 5000, 5000, on_num, &w), &w);
 	assert_int_equal(w.n, 1);		/* its ttl passed */
