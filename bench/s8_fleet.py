@@ -41,11 +41,24 @@ this script's clients to LOAD_CPU; PostgreSQL is not pinned.
    after another on one connection, then 2 x --jobs over --conns
    connections; the time until a local receiver has them all.
 
+5. Fleet size (bench/fleet_scale.py): 1, 10 and 50 instances (--sizes)
+   started at once in front of the emulator: vendor logins, vendor polls per
+   job per interval, transaction ids and state statements per idle
+   instance per second and per client request, instances woken per NOTIFY
+   and what each then sends, p50/p99 of an export submit and a poll,
+   PostgreSQL connections per instance, RSS. `--only scale` runs this part
+   alone; load pg_stat_statements (-o shared_preload_libraries=...) to have
+   the idle statements named. 50 instances hold 100 connections: the
+   server needs max_connections above PostgreSQL's default of 100.
+
 Medians (min-max) over --rounds rounds. Prints a Markdown section on
 stdout, progress on stderr; raw figures in bench/results/s8_fleet.json.
 
-    pg_virtualenv -t -o fsync=on -v 15 /usr/bin/python3 bench/s8_fleet.py
-        [--rounds 5] [--build build-release] [--quick]
+    pg_virtualenv -t -o fsync=on -o max_connections=200 \
+        -o shared_preload_libraries=pg_stat_statements \
+        -v 15 /usr/bin/python3 bench/s8_fleet.py
+        [--rounds 5] [--build build-release] [--quick] [--only scale]
+        [--sizes 1,10,50] [--idle-seconds 30] [--requests 200]
 
 pg_virtualenv: -t keeps the throwaway cluster in a directory of its own
 (as root it would otherwise take the system's 15/regress, which a test run
@@ -70,6 +83,7 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
+import fleet_scale  # noqa: E402
 from callback_p99 import Receiver  # noqa: E402
 
 T0 = time.monotonic()
@@ -557,7 +571,22 @@ def main():
     ap.add_argument("--conns", type=int, default=8, help="part 4: concurrent connections")
     ap.add_argument("--deliver-timeout", type=int, default=60)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", choices=("all", "scale"), default="all",
+                    help="scale: part 5 (fleet size) alone")
+    ap.add_argument("--sizes", default="1,10,50", help="part 5: fleet sizes")
+    ap.add_argument("--scale-rounds", type=int, default=1, help="part 5: rounds")
+    ap.add_argument("--idle-seconds", type=int, default=30, help="part 5: idle window")
+    ap.add_argument("--settle", type=int, default=5, help="part 5: wait before the idle "
+                    "window")
+    ap.add_argument("--requests", type=int, default=200, help="part 5: export submits "
+                    "(and as many polls)")
     a = ap.parse_args()
+    a.sizes = [int(x) for x in a.sizes.split(",") if x.strip()]
+    if not (a.sizes and all(1 <= n <= 100 for n in a.sizes) and 1 <= a.scale_rounds <= 10
+            and 5 <= a.idle_seconds <= 600 and 0 <= a.settle <= 120
+            and 10 <= a.requests <= 5000):
+        ap.error("out of range: sizes 1-100, scale-rounds 1-10, idle-seconds 5-600, "
+                 "settle 0-120, requests 10-5000")
     if a.quick:
         a.rounds, a.poll_seconds, a.seconds, a.jobs, a.burst = 1, 3, 2, 100, 150
     if not (1 <= a.rounds <= 20 and 1 <= a.burst <= 3000 and 3 <= a.clients <= 300
@@ -592,6 +621,21 @@ def main():
     errors = []
     started = []
     receivers = []
+    if a.only == "scale":
+        try:
+            res["scale"] = fleet_scale.run(a, pg, started)
+        finally:
+            stop_all(started)
+            pg.drop_all()
+        res["load"].append(os.getloadavg()[0])
+        lib.save("s8_fleet_scale", {"args": vars(a), "postgresql": pgver,
+                                    "durability": dur, "results": res})
+        print("### 8. A fleet on one PostgreSQL: fleet size\n")
+        print(f"    {cmd}\n")
+        print(f"PostgreSQL {pgver} (fsync {dur['fsync']}); load average (1 min) at the "
+              f"start and at the end: {res['load'][0]:.2f}, {res['load'][-1]:.2f}.\n")
+        fleet_scale.report(a, res["scale"])
+        return 0
     try:
         # 1. logins
         emu = lib.emulator({"export": {"delay": "1h", "expiry": "2h"}}, build=a.build)
@@ -675,6 +719,10 @@ def main():
                         f"{r['per_s']:.0f} accepted/s, all delivered after "
                         f"{r['deliver_s']:.2f} s, other {r['other']}")
         errors.extend(gateway_errors([s["gw"] for s in systems.values()]))
+        stop_all(started)
+
+        # 5. fleet size
+        res["scale"] = fleet_scale.run(a, pg, started)
         res["load"].append(os.getloadavg()[0])
     finally:
         stop_all(started)
@@ -685,6 +733,7 @@ def main():
                           "results": res,
                           "gateway_log": errors})
     report(a, cmd, pgver, dur, res, errors)
+    fleet_scale.report(a, res["scale"])
     return 0
 
 

@@ -39,6 +39,11 @@ struct gw_webhook_callbacks {
 	 * (borrowed): the key's own, "global", or NULL when none is configured
 	 * (borrowed from rt's configuration). */
 	const char *(*secret_ref)(void *ctx, const struct gw_runtime *rt, const char *key);
+	/* A job queued through the state seam by another feature is due (its
+	 * payload committed): the worker looks now, rather than on its timer
+	 * (which in a fleet waits a third of webhooks.lease). NULL: nothing to
+	 * kick. */
+	void (*kick)(void *ctx);
 };
 
 /* "limits.sweeps": the daily quota of sweeps of a caller's key (src/limits),

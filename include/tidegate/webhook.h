@@ -239,8 +239,9 @@ struct tg_webhook *tg_webhook_new(struct event_base *base, struct evdns_base *dn
     const struct tg_webhook_cbs *cbs, void *arg, struct tg_err *err);
 /** Look for due jobs now: call it after a write that makes a job due (a
  * payload committed, a redelivery), since the seam announces nothing; the
- * worker otherwise looks at the next due time, at least every second. w
- * is borrowed. */
+ * worker otherwise looks at the next due time, at least every second (in
+ * a fleet every third of the lease, and at once on another instance's
+ * "outbox" wake-up). w is borrowed. */
 void tg_webhook_kick(struct tg_webhook *w);
 /**
  * Remember that request rid added job id, for the X-Request-Id of its

@@ -9,12 +9,17 @@
  * exactly as a lone gateway. Used by vendor.c, which hands these
  * callbacks to the source (tg_token_set_share).
  *
- * A follower looks again every FOLLOW_MS until the record holds a token
- * the source wants (one expiring after what it asked: a newer login than
- * its own) or the lead is free; every look is a state operation with its
- * deadline, and a state that cannot answer makes this instance log in
- * itself. The source waits for all that at most wait_ms: the leader's
- * lead, and the deadlines of the looks after it.
+ * A follower looks again until the record holds a token the source wants
+ * (one expiring after what it asked: a newer login than its own) or the
+ * lead is free; every look is a state operation with its deadline, and a
+ * state that cannot answer makes this instance log in itself. It looks
+ * when the leader's write wakes it (topic "token", watched only while it
+ * follows), when wake-ups may have been lost, and on a timer for a lead
+ * that runs out (a leader whose login failed or that died): FOLLOW_MS,
+ * doubling after each look up to FOLLOW_MAX_MS, so that a fleet waiting
+ * for a slow or failing login does not poll the database four times a
+ * second per instance. The source waits for all that at most wait_ms: the
+ * leader's lead, and the deadlines of the looks after it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,15 +31,20 @@
 #include "tidegate/state.h"
 #include "gw.h"
 
-#define FOLLOW_MS	250		/* a follower looks for the leader's token this often */
+#define FOLLOW_MS	250		/* a follower's first look again for the leader's token, */
+#define FOLLOW_MAX_MS	2000		/* doubling up to this */
+#define WAKE_TOPIC	"token"
 
 struct gw_share {
 	struct tg_state *st;
 	char service[8];
 	char lead_key[24];		/* "login:<service>" */
 	int64_t lead_ttl_ms;		/* the leader's login may take this long */
-	struct event *ev;		/* the next look (deferred, or after FOLLOW_MS) */
+	struct event *ev;		/* the next look (deferred, or after follow_ms) */
 	struct tg_state_op *op;
+	struct tg_state_watch *watch;	/* the leader's write, while following */
+	int64_t follow_ms;		/* the timer's next wait */
+	int woken;			/* a wake-up came while a look was under way */
 	int64_t fresh_until;
 	void (*answer)(void *ts, const char *token, int64_t expires_at_ms);
 	void *ts;
@@ -51,23 +61,50 @@ finish(struct gw_share *s, const char *token, int64_t expires_at)
 	void (*answer)(void *, const char *, int64_t) = s->answer;
 
 	s->answer = NULL;
+	tg_state_unwatch(s->st, s->watch);
+	s->watch = NULL;
 	if (answer != NULL)
 		answer(s->ts, token, expires_at);
 }
 
-/* Lead: log in here. Follow: look for the leader's token again soon. */
+/* Lead: log in here. Follow: look for the leader's token again when woken,
+ * or after follow_ms (doubled for the next time). */
 static void
 on_led(const struct tg_state_res *res, int64_t lead, void *arg)
 {
 	struct gw_share *s = arg;
-	struct timeval tv = { 0, FOLLOW_MS * 1000 };
+	struct timeval tv = { s->follow_ms / 1000, s->follow_ms % 1000 * 1000 };
 
 	s->op = NULL;
 	if (res->rc != 0 || lead == 1) {
 		finish(s, NULL, 0);	/* leader, or no fleet to ask: this instance logs in */
 		return;
 	}
+	if (s->woken) {
+		s->woken = 0;
+		event_active(s->ev, EV_TIMEOUT, 0);
+		return;
+	}
 	evtimer_add(s->ev, &tv);
+	if ((s->follow_ms *= 2) > FOLLOW_MAX_MS)
+		s->follow_ms = FOLLOW_MAX_MS;
+}
+
+/* The leader wrote a token (what: its service), or wake-ups were lost. */
+static void
+on_wake(const char *topic, const char *what, void *arg)
+{
+	struct gw_share *s = arg;
+
+	(void)topic;
+	if (s->answer == NULL || (what != NULL && strcmp(what, s->service) != 0))
+		return;
+	if (s->op != NULL) {
+		s->woken = 1;	/* the look under way may have missed it */
+		return;
+	}
+	evtimer_del(s->ev);
+	event_active(s->ev, EV_TIMEOUT, 0);
 }
 
 static void
@@ -103,6 +140,10 @@ share_fetch(void *arg, int64_t fresh_until_ms,
 	s->fresh_until = fresh_until_ms;
 	s->answer = answer;
 	s->ts = ts;
+	s->follow_ms = FOLLOW_MS;
+	s->woken = 0;
+	if (s->watch == NULL)	/* before the first look: a write after it wakes */
+		s->watch = tg_state_watch(s->st, WAKE_TOPIC, on_wake, s);
 	event_active(s->ev, EV_TIMEOUT, 0);
 }
 
@@ -115,6 +156,8 @@ share_cancel(void *arg)
 	s->op = NULL;
 	evtimer_del(s->ev);
 	s->answer = NULL;
+	tg_state_unwatch(s->st, s->watch);
+	s->watch = NULL;
 }
 
 static void
@@ -162,7 +205,7 @@ gw_share_new(struct gw *gw, const char *service, int64_t login_timeout_ms,
 	out->arg = s;
 	/* A follower waits for the leader's lead to run out at most, asking
 	 * twice (a record, a lead) after it: then it leads itself. */
-	out->wait_ms = s->lead_ttl_ms + 2 * tg_state_timeout_ms(s->st) + FOLLOW_MS + 1000;
+	out->wait_ms = s->lead_ttl_ms + 2 * tg_state_timeout_ms(s->st) + FOLLOW_MAX_MS + 1000;
 	return s;
 }
 

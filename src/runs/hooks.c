@@ -3,7 +3,7 @@
  * seam (the outbox job, then its payload on the id it got): a run that
  * ended with a callback URL (the tracker's notification) and a sweep whose
  * every variant has ended (the sweeper's settle). The webhook feature's
- * worker delivers them.
+ * worker delivers them, told at once once a payload is committed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +41,8 @@ on_hook_payload(const struct tg_state_res *res, void *arg)
 	if (res->rc != 0)
 		tg_log(TG_LOG_ERROR, "run_webhook_failed", TG_LS("simulationId", b->id),
 		    TG_LS("error", res->err.msg));
+	else
+		runs_webhook_kick(b->gw);
 	runs_notified(b);
 }
 
@@ -108,6 +110,8 @@ on_sweep_payload(const struct tg_state_res *res, void *arg)
 	if (res->rc != 0)
 		tg_log(TG_LOG_ERROR, "sweep_webhook_failed", TG_LS("sweepId", b->id),
 		    TG_LS("error", res->err.msg));
+	else
+		runs_webhook_kick(b->gw);
 	runs_bg_free(b);
 }
 

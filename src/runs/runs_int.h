@@ -117,6 +117,9 @@ int runs_callback_check(const struct gw_req *r, const char *url, struct tg_probl
  * gw's running configuration (borrowed), or NULL: none, or no webhook
  * feature. */
 const char *runs_secret_ref(struct gw *gw, const char *key);
+/** A webhook this feature queued is due: the webhook feature's worker
+ * looks now (nothing without one). gw borrowed. */
+void runs_webhook_kick(struct gw *gw);
 
 /** A background operation about id (both borrowed; id copied, may be
  * NULL), listed in gw's feature until runs_bg_free. */

@@ -70,6 +70,15 @@ runs_secret_ref(struct gw *gw, const char *key)
 }
 
 void
+runs_webhook_kick(struct gw *gw)
+{
+	const struct runs *rn = runs_ctx(gw);
+
+	if (rn->callbacks != NULL && rn->callbacks->kick != NULL)
+		rn->callbacks->kick(rn->callbacks_ctx);
+}
+
+void
 runs_req_wait(struct gw_req *r, struct tg_state_op *op)
 {
 	if (op != NULL)

@@ -26,15 +26,23 @@ static const struct tg_db_stmt sql[] = {
 	[TOKEN_GET] = { "token_get", TG_DB_ANY, 0,
 	    "SELECT token, expires_at FROM vendor_tokens WHERE service = $1", NULL },
 	[TOKEN_PUT] = { "token_put", TG_DB_ANY, 1,
-	    "INSERT INTO vendor_tokens (service, token, expires_at, instance)"
+	    "WITH u AS (INSERT INTO vendor_tokens (service, token, expires_at, instance)"
 	    " VALUES ($1, $2, $3, $4) ON CONFLICT (service) DO UPDATE SET token = EXCLUDED.token,"
-	    " expires_at = EXCLUDED.expires_at, instance = EXCLUDED.instance, written_at = now()",
-	    NULL },
+	    " expires_at = EXCLUDED.expires_at, instance = EXCLUDED.instance, written_at = now()"
+	    " RETURNING service) SELECT pg_notify('" TG_DB_CHANNEL "', 'token' || E'\\n' || $4::text"
+	    " || E'\\n' || service) FROM u", NULL },
 	[TOKEN_INVALIDATE] = { "token_invalidate", TG_DB_ANY, 1,
 	    "DELETE FROM vendor_tokens WHERE service = $1 AND"
 	    " ($2::text IS NULL OR token = $2::text)", NULL },
+	/* A lead another instance holds (or a fresh answer) is seen by the
+	 * NOT EXISTS read, and nothing is written: the row lock of an ON
+	 * CONFLICT refused by its WHERE would take a transaction id for each
+	 * follower's look. The WHERE stays the arbiter of a race. */
 	[LEAD] = { "poll_lead", TG_DB_ANY, 1,
-	    "INSERT INTO poll_entries (key, leader, lead_until) VALUES ($1, $2, $4)"
+	    "INSERT INTO poll_entries (key, leader, lead_until) SELECT $1::text, $2::text,"
+	    " $4::bigint WHERE NOT EXISTS (SELECT 1 FROM poll_entries WHERE key = $1::text"
+	    " AND NOT coalesce((lead_until <= $3::bigint OR leader = $2::text)"
+	    " AND answer_until <= $3::bigint, false))"
 	    " ON CONFLICT (key) DO UPDATE SET leader = EXCLUDED.leader,"
 	    " lead_until = EXCLUDED.lead_until WHERE (poll_entries.lead_until <= $3::bigint"
 	    " OR poll_entries.leader = $2) AND poll_entries.answer_until <= $3::bigint"
@@ -152,6 +160,7 @@ tg_state_token_put(struct tg_state *st, const char *service, const struct tg_sta
 	tg_db_text(&o->d.q, t->token != NULL ? t->token : "");
 	tg_db_int(&o->d.q, t->expires_at);
 	tg_db_text(&o->d.q, st->instance);
+	st->notifies++;
 	return tg_db_submit(st, &o->d.q);
 }
 

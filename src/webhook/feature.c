@@ -248,10 +248,20 @@ secret_ref(void *ctx, const struct gw_runtime *rt, const char *key)
 	return wh_secret_ref(rt, key);
 }
 
+static void
+kick(void *ctx)
+{
+	struct wh_hooks *h = ctx;
+
+	if (h->w != NULL)
+		tg_webhook_kick(h->w);
+}
+
 /* What the feature offers other features (feature_apis.h). */
 static const struct gw_webhook_callbacks callbacks = {
 	.check = callback_check,
 	.secret_ref = secret_ref,
+	.kick = kick,
 };
 
 /* The jobs feature registers before this one, but a start is where every

@@ -70,6 +70,8 @@ struct tg_webhook {
 	struct event *tick;		/* lease due jobs */
 	struct event *renew;		/* keep leases of attempts in flight */
 	struct event *drained_ev;
+	struct tg_state_watch *watch;	/* the fleet's "outbox" wake-ups (NULL: one instance) */
+	int64_t tick_max;		/* look at least this often (ms) */
 	struct wh_attemptq attempts;
 	struct wh_releaseq releases;	/* leases given back, not yet answered */
 	struct tg_map *origins;		/* webhook id -> the request id that added it

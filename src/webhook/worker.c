@@ -5,11 +5,24 @@
  * of attempts in flight, so a long upload keeps its job while a crashed
  * process's leases run out; drain and teardown for SIGTERM and exit.
  * Created by the gateway at start-up. The state seam (tidegate/state.h)
- * announces nothing, so the worker asks it: a timer set to the outbox's
- * next due time (looking again at least every TICK_MAX_MS), after each
- * attempt, and whenever the feature kicks it after its own writes that
- * make a job due (a payload committed, a redelivery). One lease is asked
- * for at a time; every call answers later or at once.
+ * announces no job, so the worker asks it: a timer set to the outbox's
+ * next due time, after each attempt, and whenever the feature kicks it
+ * after its own writes that make a job due (a payload committed, a
+ * redelivery). One lease is asked for at a time; every call answers later
+ * or at once.
+ *
+ * How often it looks when nothing is due: every TICK_MAX_MS with one
+ * instance (its own file: a clock step is noticed soon), but in a fleet
+ * only every third of the lease (webhooks.lease / 3, 20 s by default),
+ * so that an idle instance leaves the database alone: each instance
+ * delivers the jobs it readies itself, and the next due time it reads
+ * covers the others' retries and leases running out (a dead instance's
+ * jobs are taken at their lease's end). What that period leaves slow, a
+ * ready job no instance leases (an instance draining for SIGTERM, or
+ * killed between readying a job and leasing it), is covered by a wake-up:
+ * a draining worker tells the fleet (topic "outbox") when it starts and
+ * when its last attempt is over, and a worker looks at once on any
+ * "outbox" wake-up or when wake-ups may have been lost.
  *
  * Attempts are counted per callback host too: a lease skips the jobs of a
  * host holding its share (max_inflight_per_host), so receivers on one host
@@ -40,6 +53,7 @@
 #define RETRY_DB_MS		1000
 #define USER_AGENT		"tidegate-webhook"
 #define LEASE_MS		60000	/* the outbox's default lease */
+#define WAKE_TOPIC		"outbox"
 #define RELEASE_WAIT_MS		2000	/* teardown waits this long for releases */
 
 static void
@@ -52,7 +66,7 @@ ms_tv(int64_t ms, struct timeval *tv)
 static void on_due(const struct tg_state_res *res, int64_t due, void *arg);
 
 /* Look again after delay_ms; -1: at the outbox's next due time (asked of
- * the seam), at most TICK_MAX_MS away, which also notices jobs other
+ * the seam), at most tick_max away, which also notices jobs other
  * writers made due. */
 static void
 schedule(struct tg_webhook *w, int64_t delay_ms)
@@ -91,7 +105,7 @@ on_due(const struct tg_state_res *res, int64_t due, void *arg)
 	} else if (due <= now) {
 		tg_webhook_kick(w);
 	} else {
-		schedule(w, due == INT64_MAX || due - now > TICK_MAX_MS ? TICK_MAX_MS : due - now);
+		schedule(w, due == INT64_MAX || due - now > w->tick_max ? w->tick_max : due - now);
 	}
 }
 
@@ -209,12 +223,30 @@ on_renew(evutil_socket_t fd, short what, void *arg)
 	tg_webhook_attempts_renew(w, tg_clock_now_ms());
 }
 
+/* Another instance drained (or wake-ups were lost): its ready jobs are
+ * nobody's until someone looks. */
+static void
+on_wake(const char *topic, const char *what, void *arg)
+{
+	(void)topic;
+	(void)what;
+	tg_webhook_kick(arg);
+}
+
+static void
+on_notified(const struct tg_state_res *res, void *arg)
+{
+	(void)res;	/* best effort: the others look on their own timer too */
+}
+
 static void
 on_drained(evutil_socket_t fd, short what, void *arg)
 {
 	struct tg_webhook *w = arg;
 	void (*cb)(void *) = w->on_drained;
 
+	if (cb != NULL && w->watch != NULL)	/* its last attempts' retries: the others' */
+		(void)tg_state_notify(w->st, WAKE_TOPIC, "drained", on_notified, NULL);
 	w->on_drained = NULL;
 	if (cb != NULL)
 		cb(w->drained_arg);
@@ -276,6 +308,7 @@ tg_webhook_new(struct event_base *base, struct evdns_base *dns, struct tg_state 
     const struct tg_webhook_cbs *cbs, void *arg, struct tg_err *err)
 {
 	struct tg_webhook *w;
+	struct tg_state_health h;
 	struct timeval tv;
 
 	if (base == NULL || st == NULL || pol == NULL || cbs == NULL || cbs->secrets == NULL) {
@@ -297,6 +330,11 @@ tg_webhook_new(struct event_base *base, struct evdns_base *dns, struct tg_state 
 	w->renew = event_new(base, -1, EV_PERSIST, on_renew, w);
 	ms_tv(w->opts.lease_ms / 3, &tv);
 	evtimer_add(w->renew, &tv);
+	tg_state_health(st, &h);
+	w->tick_max = h.shared && w->opts.lease_ms / 3 > TICK_MAX_MS ? w->opts.lease_ms / 3 :
+	    TICK_MAX_MS;
+	if (h.shared)
+		w->watch = tg_state_watch(st, WAKE_TOPIC, on_wake, w);
 	tg_webhook_kick(w);
 	return w;
 }
@@ -326,6 +364,8 @@ tg_webhook_set_policy(struct tg_webhook *w, const struct tg_egress *pol)
 void
 tg_webhook_drain(struct tg_webhook *w, void (*cb)(void *arg), void *arg)
 {
+	if (!w->draining && w->watch != NULL)	/* its ready jobs: the others' now */
+		(void)tg_state_notify(w->st, WAKE_TOPIC, "drain", on_notified, NULL);
 	w->draining = 1;
 	w->on_drained = cb;
 	w->drained_arg = arg;
@@ -382,6 +422,7 @@ tg_webhook_free(struct tg_webhook *w)
 	releases_wait(w);
 	if (w->leasing)		/* never answered: its job waits for the lease to run out */
 		tg_state_cancel(w->lease_op);
+	tg_state_unwatch(w->st, w->watch);
 	event_free(w->tick);
 	event_free(w->renew);
 	event_free(w->drained_ev);

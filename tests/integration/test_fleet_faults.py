@@ -823,3 +823,45 @@ def test_relay_refused_until_the_relay_key_is_loaded(private_pg, make_emulator, 
         assert status == 404 and doc["error"] == "NOT_FOUND", doc
     finally:
         rcv.close()
+
+
+def test_drained_instance_hands_its_ready_jobs_over_at_once(pg_url, make_emulator, fleet,
+                                                            secret_file):
+    """With webhooks.lease 60 s an idle instance looks for due jobs only
+    every 20 s. gw1 accepts 6 callback exports and delivers them one at a
+    time (max_inflight 1, the receiver answers after 1 s); SIGTERM to it
+    while some are ready and not leased: its drain wakes the fleet (topic
+    "outbox"), and gw0 (started just before, its next look 20 s away)
+    delivers them at once (measured: within 1 s, as gw1's last attempt
+    ended). Before, they waited for gw0's timer: only gw1's attempt in
+    flight was delivered within 8 s."""
+    emu = make_emulator({"export": {"delay": "300ms", "expiry": "1h"}})
+    rcv = Receiver(delay=(1.0, 1.0))
+    try:
+        other = fleet(emu, pg_url, 1, hooks(secret_file, lease="60s"))[0]
+        t_other = time.monotonic()
+        gw = fleet(emu, pg_url, 1, hooks(secret_file, lease="60s", max_inflight=1,
+                                         max_inflight_per_host=1))[0]
+        gw.wait_tokens()
+        other.wait_tokens()
+        ids = []
+        for _ in range(6):
+            r = export(gw, rcv.url("/hook"))
+            assert r.status_code == 200, r.text
+            ids.append(r.headers["X-Tidegate-Webhook-Id"])
+        deadline = time.monotonic() + 10        # every job's data fetched: none waiting
+        while any(isinstance(s, dict) and s.get("state") == "waiting"
+                  for s in (job_state(gw, w) for w in ids)):
+            assert time.monotonic() < deadline, [job_state(gw, w) for w in ids]
+            time.sleep(0.1)
+        assert len(rcv.delivered()) < 5         # gw1 is still at it, one a second
+        t_term = time.monotonic()
+        assert t_term - t_other < 12            # well before gw0's own next look
+        assert gw.stop() == 0                   # drains: its attempt in flight ends
+        deadline = t_term + 8
+        while len(rcv.delivered()) < len(ids):
+            assert time.monotonic() < deadline, (rcv.delivered(), t_term - t_other)
+            time.sleep(0.05)
+        assert set(rcv.delivered()) == set(ids)
+    finally:
+        rcv.close()

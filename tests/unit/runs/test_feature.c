@@ -198,9 +198,18 @@ stub_secret_ref(void *ctx, const struct gw_runtime *rt, const char *key)
 	return "global";
 }
 
+static int kicks;	/* the worker told a job is due */
+
+static void
+stub_kick(void *ctx)
+{
+	kicks++;
+}
+
 static const struct gw_webhook_callbacks stub_callbacks = {
 	.check = stub_check,
 	.secret_ref = stub_secret_ref,
+	.kick = stub_kick,
 };
 
 /* The feature, with the webhook feature's API registered after it (as the
@@ -259,6 +268,7 @@ test_run_webhook_enqueued(void **state)
 	struct got g;
 	void *ctx = &g;
 
+	kicks = 0;
 	ended_run(f, "sim-hook", "https://receiver.example/hook");
 	start_feature(f, 1);
 	/* one provider per name; a lookup names its context */
@@ -272,6 +282,7 @@ test_run_webhook_enqueued(void **state)
 	assert_string_equal(g.kind, "simulation");
 	assert_string_equal(g.cid, "sim-hook");
 	assert_int_equal(g.state, TG_OUTBOX_READY);	/* the payload came after the job */
+	assert_int_equal(kicks, 1);	/* and the worker was told: it need not wait its timer */
 }
 
 static void

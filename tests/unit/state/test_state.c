@@ -3804,6 +3804,7 @@ test_fleet_two_handles(void **state)
 {
 	struct tg_owners_opts wo = { 0 };
 	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .instance = "gw-b" };
+	char q[160];
 	struct tg_state_token t = { "tok-a", T0 + 3600000 };
 	struct tg_state *b;
 	struct tg_err err;
@@ -3823,8 +3824,16 @@ test_fleet_two_handles(void **state)
 	settle(tg_state_poll_lead(F.st, "dex/export/9", T0, 5000, on_num, &w), &w);
 	assert_int_equal(w.n, 1);
 	wait_clear(&w);
+	/* A refused lead is a read: it neither waits for the row's lock (held
+	 * here) nor takes one, so a follower's look costs no transaction id. */
+	snprintf(q, sizeof(q), "SELECT 1 FROM %s.poll_entries WHERE key = 'dex/export/9'"
+	    " FOR UPDATE", F.schema);
+	assert_int_equal(side_exec("BEGIN"), 0);
+	assert_int_equal(side_exec(q), 0);
 	settle(tg_state_poll_lead(b, "dex/export/9", T0 + 4999, 5000, on_num, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
 	assert_int_equal(w.n, 0);		/* the other leads */
+	assert_int_equal(side_exec("ROLLBACK"), 0);
 	wait_clear(&w);
 	settle(tg_state_poll_lead(b, "dex/export/9", T0 + 5000, 5000, on_num, &w), &w);
 	assert_int_equal(w.n, 1);		/* its ttl passed */
@@ -3900,16 +3909,17 @@ listening(struct tg_state *st)
 	fail_msg("never listening");
 }
 
-/* Wake-ups: another handle's publish and notify reach a watch of their
- * topic, not of another; a handle never hears itself; health counts them
- * and the leads held. */
+/* Wake-ups: another handle's publish, token write and notify reach a
+ * watch of their topic, not of another; a handle never hears itself;
+ * health counts them and the leads held. */
 static void
 test_fleet_wakeups(void **state)
 {
 	struct tg_state_opts opts = { .url = F.url, .instance = "gw-b" };
 	struct tg_state_answer a = { 202, "application/json", "{}", 2, 0 };
-	struct heard hp = { 0 }, hr = { 0 };
-	struct tg_state_watch *wp, *wr;
+	struct tg_state_token tok = { "tok-1", T0 + 60000 };
+	struct heard hp = { 0 }, hr = { 0 }, ht = { 0 };
+	struct tg_state_watch *wp, *wr, *wt;
 	struct tg_state_health h;
 	struct tg_state *b;
 	struct tg_err err;
@@ -3919,6 +3929,7 @@ test_fleet_wakeups(void **state)
 	assert_non_null(b);
 	wp = tg_state_watch(F.st, "poll", on_heard, &hp);
 	wr = tg_state_watch(F.st, "runs", on_heard, &hr);
+	wt = tg_state_watch(F.st, "token", on_heard, &ht);
 	listening(F.st);		/* its LISTEN is done: nothing sent before is heard */
 	settle(tg_state_poll_lead(b, "dex/x", T0, 5000, on_num, &w), &w);
 	wait_clear(&w);
@@ -3939,17 +3950,24 @@ test_fleet_wakeups(void **state)
 	wait_clear(&w);
 	hear(&hr, 2);
 	assert_string_equal(hr.what, "sim-2");	/* its own "mine" never came */
+	settle(tg_state_token_put(b, "dex", &tok, on_done, &w), &w);	/* followers wake */
+	wait_clear(&w);
+	hear(&ht, 1);
+	assert_string_equal(ht.topic, "token");
+	assert_string_equal(ht.what, "dex");
 	assert_int_equal(hp.n, 1);
+	assert_int_equal(hr.n, 2);
 	tg_state_health(F.st, &h);
 	assert_string_equal(h.backend, "postgresql");
 	assert_true(h.up && h.shared);
-	assert_true(h.wakeups >= 3);	/* a test beside on the same server may add */
+	assert_true(h.wakeups >= 4);	/* a test beside on the same server may add */
 	assert_true(h.queries > 0);
 	tg_state_health(b, &h);
 	assert_int_equal(h.leases, 0);		/* published: given up */
-	assert_int_equal(h.notifies, 3);
+	assert_int_equal(h.notifies, 4);
 	tg_state_unwatch(F.st, wp);
 	tg_state_unwatch(F.st, wr);
+	tg_state_unwatch(F.st, wt);
 	tg_state_close(b);
 }
 
