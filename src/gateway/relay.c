@@ -26,6 +26,7 @@
 
 #include "tidegate/clock.h"
 #include "tidegate/frontdoor.h"
+#include "tidegate/hblock.h"
 #include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "gw.h"
@@ -80,42 +81,99 @@ head_action(struct gw_req *r, int status)
 }
 
 static void
+copy_answer_headers(struct evkeyvalq *out, const struct evkeyvalq *headers,
+    const char *conn)
+{
+	struct evkeyval *kv;
+
+	TAILQ_FOREACH(kv, headers, next)
+		if (!is_hop_by_hop(kv->key, conn))
+			evhttp_add_header(out, kv->key, kv->value);
+}
+
+/*
+ * The head of an answer streamed to the client, written as one block
+ * (hblock.h): the vendor's Date first (libevent looks for it by name and
+ * adds its own when it finds none), its end-to-end headers, the request's
+ * X-Request-Id in place of the vendor's. Content-Length and Content-Type
+ * stay entries of their own: libevent frames the answer by the first and
+ * adds a default for the second when it is missing.
+ */
+static void
+relay_head_block(struct gw_req *r, struct evkeyvalq *out, const struct evkeyvalq *headers,
+    const char *conn)
+{
+	const char *date = evhttp_find_header(headers, "Date");
+	struct tg_hblock b;
+	struct evkeyval *kv;
+
+	tg_hblock_init(&b);
+	if (date != NULL)
+		tg_hblock_add(&b, "Date", date);
+	TAILQ_FOREACH(kv, headers, next) {
+		if (is_hop_by_hop(kv->key, conn))
+			continue;
+		switch (kv->key[0] | 0x20) {
+		case 'c':
+			if (strcasecmp(kv->key, "Content-Length") == 0 ||
+			    strcasecmp(kv->key, "Content-Type") == 0) {
+				evhttp_add_header(out, kv->key, kv->value);
+				continue;
+			}
+			break;
+		case 'd':
+			if (strcasecmp(kv->key, "Date") == 0)
+				continue;
+			break;
+		case 'x':
+			if (strcasecmp(kv->key, "X-Request-Id") == 0)
+				continue;
+			break;
+		}
+		tg_hblock_add(&b, kv->key, kv->value);
+	}
+	evhttp_remove_header(out, "X-Request-Id");
+	tg_hblock_add(&b, "X-Request-Id", r->id);
+	tg_hblock_attach(&b, out);
+	gw_req_close_header(r);
+}
+
+static void
 on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *arg)
 {
 	struct gw_req *r = arg;
-	struct evkeyvalq *out;
+	struct evkeyvalq *out = evhttp_request_get_output_headers(r->req);
 	const char *conn = evhttp_find_header(headers, "Connection");
-	struct evkeyval *kv;
+	int head = evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD;
 	enum gw_head h;
 
 	r->upstream_status = status;
 	r->origin = tg_up_req_origin(gw_vcall_upstream(c));
 	r->retry = tg_up_req_why(gw_vcall_upstream(c));
-	out = evhttp_request_get_output_headers(r->req);
-	TAILQ_FOREACH(kv, headers, next)
-		if (!is_hop_by_hop(kv->key, conn))
-			evhttp_add_header(out, kv->key, kv->value);
+	h = head_action(r, status);
 	/* A held answer keeps the vendor's headers (Location …); its length is
 	 * set again when the feature holding it sends the captured body. */
-	h = head_action(r, status);
 	if (h == GW_HEAD_HOLD) {
+		copy_answer_headers(out, headers, conn);
 		r->held = 1;
 		r->capture = evbuffer_new();
 		evhttp_remove_header(out, "Content-Length");
 		return;
 	}
-	if (evhttp_request_get_command(r->req) != EVHTTP_REQ_HEAD && status >= 400 &&
-	    h == GW_HEAD_RELAY && r->op != TG_OP_SIM_TOKEN) {
+	if (!head && status >= 400 && h == GW_HEAD_RELAY && r->op != TG_OP_SIM_TOKEN) {
 		/* an error: read (bounded) and wrapped in on_done (vendor_error.c) */
+		copy_answer_headers(out, headers, conn);
 		r->vendor_error = evbuffer_new();
 		evhttp_remove_header(out, "Content-Length");
 		return;
 	}
-	gw_req_common_headers(r);
 	r->status = status;
-	if (evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD || status == 204 ||
-	    status == 304 || status < 200)
+	if (head || status == 204 || status == 304 || status < 200) {
+		copy_answer_headers(out, headers, conn);
+		gw_req_common_headers(r);
 		return;		/* no body: replied in on_done */
+	}
+	relay_head_block(r, out, headers, conn);
 	if (h == GW_HEAD_CAPTURE)
 		r->capture = evbuffer_new();
 	gw_flush_start(r);

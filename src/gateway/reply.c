@@ -218,8 +218,15 @@ gw_req_common_headers(struct gw_req *r)
 
 	evhttp_remove_header(h, "X-Request-Id");
 	evhttp_add_header(h, "X-Request-Id", r->id);
+	gw_req_close_header(r);
+}
+
+void
+gw_req_close_header(struct gw_req *r)
+{
 	if (r->gw->draining || (r->gw->retired != NULL && conn_retired(r->gw, r->conn)))
-		evhttp_add_header(h, "Connection", "close");
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Connection",
+		    "close");
 }
 
 void

@@ -29,6 +29,7 @@
 #include <event2/util.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/hblock.h"
 #include "tidegate/ids.h"
 #include "tidegate/log.h"
 #include "up.h"
@@ -457,15 +458,20 @@ build(struct tg_up_req *r, struct up_conn *c)
 	struct evhttp_request *ereq = evhttp_request_new(on_req_done, c);
 	struct evkeyvalq *h = evhttp_request_get_output_headers(ereq);
 	struct evkeyval *kv;
+	struct tg_hblock b;
 	char len[32];
 
 	evhttp_request_set_header_cb(ereq, on_req_head);
 	evhttp_request_set_chunked_cb(ereq, on_req_body);
 	evhttp_request_set_error_cb(ereq, on_req_error);
+	/* Host first, then the caller's headers: one block, one write
+	 * (hblock.h); Content-Length stays an entry of its own, for libevent. */
+	tg_hblock_init(&b);
+	tg_hblock_add(&b, "Host", r->o->hosthdr);
 	TAILQ_FOREACH(kv, &r->headers, next)
 		if (strcasecmp(kv->key, "Host") != 0 && strcasecmp(kv->key, "Content-Length") != 0)
-			evhttp_add_header(h, kv->key, kv->value);
-	evhttp_add_header(h, "Host", r->o->hosthdr);
+			tg_hblock_add(&b, kv->key, kv->value);
+	tg_hblock_attach(&b, h);
 	if (r->body != NULL) {
 		/* By reference: no copy of a large body, and the caller's
 		 * buffer is intact for a retry. */

@@ -1,0 +1,88 @@
+/*
+ * hblock.c - a header block written in one pass (hblock.h): names and
+ * values copied with memcpy into one growing buffer, checked for CR and LF
+ * with strcspn as they are copied; no printf. The entry handed to libevent
+ * is allocated with malloc, which is what libevent frees it with (tidegate
+ * sets no event_set_mem_functions).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include <event2/keyvalq_struct.h>
+
+#include "tidegate/hblock.h"
+#include "tidegate/util.h"
+
+void
+tg_hblock_init(struct tg_hblock *b)
+{
+	memset(b, 0, sizeof(*b));
+}
+
+static void
+reserve(struct tg_hblock *b, size_t more)
+{
+	if (b->len + more + 1 <= b->cap)
+		return;
+	b->cap = b->cap == 0 ? 512 : b->cap * 2;
+	while (b->len + more + 1 > b->cap)
+		b->cap *= 2;
+	b->buf = tg_xrealloc(b->buf, b->cap);
+}
+
+int
+tg_hblock_addn(struct tg_hblock *b, const char *name, const char *value, size_t n)
+{
+	size_t nl = strcspn(name, "\r\n:");
+	char *p;
+
+	if (nl == 0 || name[nl] != '\0' || memchr(value, '\r', n) != NULL ||
+	    memchr(value, '\n', n) != NULL)
+		return -1;
+	if (b->key == NULL) {
+		b->key = tg_xstrndup(name, nl);
+		reserve(b, n);
+		memcpy(b->buf, value, n);
+		b->len = n;
+		b->buf[b->len] = '\0';
+		return 0;
+	}
+	reserve(b, nl + n + 4);
+	p = b->buf + b->len;
+	memcpy(p, "\r\n", 2);
+	memcpy(p + 2, name, nl);
+	memcpy(p + 2 + nl, ": ", 2);
+	memcpy(p + 4 + nl, value, n);
+	b->len += nl + n + 4;
+	b->buf[b->len] = '\0';
+	return 0;
+}
+
+int
+tg_hblock_add(struct tg_hblock *b, const char *name, const char *value)
+{
+	return tg_hblock_addn(b, name, value, strlen(value));
+}
+
+void
+tg_hblock_attach(struct tg_hblock *b, struct evkeyvalq *h)
+{
+	struct evkeyval *kv;
+
+	if (b->key == NULL)
+		return;
+	kv = tg_xmalloc(sizeof(*kv));
+	kv->key = b->key;
+	kv->value = b->buf;
+	TAILQ_INSERT_TAIL(h, kv, next);
+	tg_hblock_init(b);
+}
+
+void
+tg_hblock_free(struct tg_hblock *b)
+{
+	free(b->key);
+	free(b->buf);
+	tg_hblock_init(b);
+}
