@@ -16,6 +16,7 @@
 #define TIDEGATE_HBLOCK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct evkeyvalq;
 
@@ -35,6 +36,10 @@ void tg_hblock_init(struct tg_hblock *b);
 int tg_hblock_add(struct tg_hblock *b, const char *name, const char *value);
 /** Appends a header whose value is n bytes (borrowed, checked as above). */
 int tg_hblock_addn(struct tg_hblock *b, const char *name, const char *value, size_t n);
+/** Appends "name: v" in decimal, without printf; name borrowed. */
+int tg_hblock_add_u64(struct tg_hblock *b, const char *name, uint64_t v);
+/** v in decimal into out, NUL-terminated, without printf; returns its length. */
+size_t tg_u64_dec(uint64_t v, char out[21]);
 /**
  * Moves the block to the end of h (borrowed) as one entry: h takes
  * ownership of its memory (freed by evhttp_clear_headers) and b is empty

@@ -65,6 +65,30 @@ tg_hblock_add(struct tg_hblock *b, const char *name, const char *value)
 	return tg_hblock_addn(b, name, value, strlen(value));
 }
 
+size_t
+tg_u64_dec(uint64_t v, char out[21])
+{
+	char tmp[20];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	out[n] = '\0';
+	return n;
+}
+
+int
+tg_hblock_add_u64(struct tg_hblock *b, const char *name, uint64_t v)
+{
+	char num[21];
+
+	return tg_hblock_addn(b, name, num, tg_u64_dec(v, num));
+}
+
 void
 tg_hblock_attach(struct tg_hblock *b, struct evkeyvalq *h)
 {

@@ -316,12 +316,12 @@ static const struct gw_vcall_cbs call_cbs = { on_head, on_body, on_done, on_no_t
 	copy_request_headers };
 
 /* The client's query string without the parameter the gateway consumed
- * (dryRun): segments are copied as sent, so encoding is untouched. */
-static char *
-forward_query(const char *q, const char *drop)
+ * (dryRun) into out (room for strlen(q) + 1): segments are copied as sent,
+ * so encoding is untouched. Returns the bytes written. */
+static size_t
+forward_query(const char *q, const char *drop, char *out)
 {
 	size_t dl = drop ? strlen(drop) : 0, n = 0, len;
-	char *out = tg_xmalloc(strlen(q) + 1);
 	const char *seg = q, *amp;
 
 	while (*seg) {
@@ -337,7 +337,7 @@ forward_query(const char *q, const char *drop)
 		seg += len + (amp != NULL);
 	}
 	out[n] = '\0';
-	return out;
+	return n;
 }
 
 struct tg_upstream *
@@ -355,21 +355,26 @@ gw_upstream_uri(struct gw_req *r)
 {
 	const struct evhttp_uri *cu = evhttp_request_get_evhttp_uri(r->req);
 	const char *q = cu ? evhttp_uri_get_query(cu) : NULL;
-	const char *base = tg_upstream_base_path(gw_req_upstream(r));
-	char *path, *uri, *fq;
+	const char *base = tg_upstream_base_path(gw_req_upstream(r)), *path = r->path;
+	char *expanded = NULL, *uri;
+	size_t bl = strlen(base), pl, n;
 
 	if (r->op == TG_OP_SIM_TOKEN && r->svc->cfg->token_url != NULL)
-		path = tg_xstrdup(*base ? "" : "/");
-	else if (r->m.route != NULL)
-		path = tg_route_expand(r->svc->cfg->routes[r->m.route->op], &r->m);
+		path = *base ? "" : "/";
+	else if (r->m.route != NULL &&
+	    (expanded = tg_route_expand(r->svc->cfg->routes[r->m.route->op], &r->m)) != NULL)
+		path = expanded;
+	pl = strlen(path);
+	/* one allocation, no printf: base, path, then '?' and the query */
+	uri = tg_xmalloc(bl + pl + (q != NULL ? strlen(q) : 0) + 2);
+	memcpy(uri, base, bl);
+	memcpy(uri + bl, path, pl);
+	n = bl + pl;
+	if (forward_query(q != NULL ? q : "", r->drop_query, uri + n + 1) > 0)
+		uri[n] = '?';
 	else
-		path = tg_xstrdup(r->path);
-	if (path == NULL)
-		path = tg_xstrdup(r->path);
-	fq = forward_query(q ? q : "", r->drop_query);
-	uri = tg_xasprintf("%s%s%s%s", base, path, *fq ? "?" : "", fq);
-	free(fq);
-	free(path);
+		uri[n] = '\0';
+	free(expanded);
 	return uri;
 }
 

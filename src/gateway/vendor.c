@@ -194,7 +194,7 @@ vcall_send(struct gw_vcall *c)
 		c->span_t0 = tg_clock_mono_us();
 	}
 	if (c->token != NULL || c->bearer != NULL) {
-		auth = tg_xasprintf("Bearer %s", c->token != NULL ? c->token : c->bearer);
+		auth = tg_xconcat("Bearer ", c->token != NULL ? c->token : c->bearer, NULL);
 		evhttp_remove_header(h, "Authorization");
 		evhttp_add_header(h, "Authorization", auth);
 		free(auth);

@@ -449,41 +449,38 @@ uri_for(const struct tg_up_req *r)
 	if (r->o == &r->u->origin[0] || strcmp(pb, r->o->base_path) == 0 ||
 	    strncmp(r->uri, pb, n) != 0)
 		return tg_xstrdup(r->uri);
-	return tg_xasprintf("%s%s", r->o->base_path, r->uri + n);
+	return tg_xconcat(r->o->base_path, r->uri + n, NULL);
 }
 
 static struct evhttp_request *
 build(struct tg_up_req *r, struct up_conn *c)
 {
 	struct evhttp_request *ereq = evhttp_request_new(on_req_done, c);
-	struct evkeyvalq *h = evhttp_request_get_output_headers(ereq);
 	struct evkeyval *kv;
 	struct tg_hblock b;
-	char len[32];
 
 	evhttp_request_set_header_cb(ereq, on_req_head);
 	evhttp_request_set_chunked_cb(ereq, on_req_body);
 	evhttp_request_set_error_cb(ereq, on_req_error);
-	/* Host first, then the caller's headers: one block, one write
-	 * (hblock.h); Content-Length stays an entry of its own, for libevent. */
+	/* One block, one write (hblock.h): Content-Length first, as the
+	 * block's key, where libevent looks for it (it adds its own to a POST
+	 * or PUT without one), then Host, then the caller's headers. */
 	tg_hblock_init(&b);
-	tg_hblock_add(&b, "Host", r->o->hosthdr);
-	TAILQ_FOREACH(kv, &r->headers, next)
-		if (strcasecmp(kv->key, "Host") != 0 && strcasecmp(kv->key, "Content-Length") != 0)
-			tg_hblock_add(&b, kv->key, kv->value);
-	tg_hblock_attach(&b, h);
 	if (r->body != NULL) {
 		/* By reference: no copy of a large body, and the caller's
 		 * buffer is intact for a retry. */
 		evbuffer_add_buffer_reference(evhttp_request_get_output_buffer(ereq), r->body);
-		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(r->body));
-		evhttp_add_header(h, "Content-Length", len);
+		tg_hblock_add_u64(&b, "Content-Length", evbuffer_get_length(r->body));
 	} else if (r->seg != NULL) {
 		evbuffer_add_file_segment(evhttp_request_get_output_buffer(ereq), r->seg, 0,
 		    r->seglen);
-		snprintf(len, sizeof(len), "%lld", (long long)r->seglen);
-		evhttp_add_header(h, "Content-Length", len);
+		tg_hblock_add_u64(&b, "Content-Length", (uint64_t)r->seglen);
 	}
+	tg_hblock_add(&b, "Host", r->o->hosthdr);
+	TAILQ_FOREACH(kv, &r->headers, next)
+		if (strcasecmp(kv->key, "Host") != 0 && strcasecmp(kv->key, "Content-Length") != 0)
+			tg_hblock_add(&b, kv->key, kv->value);
+	tg_hblock_attach(&b, evhttp_request_get_output_headers(ereq));
 	return ereq;
 }
 

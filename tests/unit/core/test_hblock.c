@@ -3,7 +3,7 @@
  * for it ("key: value\r\n") are those of its headers one by one; a name or
  * value with CR or LF, or an empty name, is refused; a block grows past its
  * first buffer; an empty block adds nothing; evhttp_clear_headers frees an
- * attached block.
+ * attached block; numbers written without printf.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -110,6 +110,30 @@ test_grows(void **state)
 	evhttp_clear_headers(&h);
 }
 
+/* Numbers without printf: the edges of uint64_t, and as a header. */
+static void
+test_numbers(void **state)
+{
+	struct evkeyvalq h;
+	struct tg_hblock b;
+	char num[21], out[128];
+
+	assert_int_equal(tg_u64_dec(0, num), 1);
+	assert_string_equal(num, "0");
+	assert_int_equal(tg_u64_dec(10, num), 2);
+	assert_string_equal(num, "10");
+	assert_int_equal(tg_u64_dec(18446744073709551615ULL, num), 20);
+	assert_string_equal(num, "18446744073709551615");
+	TAILQ_INIT(&h);
+	tg_hblock_init(&b);
+	assert_int_equal(tg_hblock_add_u64(&b, "Content-Length", 262144), 0);
+	assert_int_equal(tg_hblock_add(&b, "Host", "h"), 0);
+	tg_hblock_attach(&b, &h);
+	wire(&h, out, sizeof(out));
+	assert_string_equal(out, "Content-Length: 262144\r\nHost: h\r\n");
+	evhttp_clear_headers(&h);
+}
+
 int
 main(void)
 {
@@ -117,6 +141,7 @@ main(void)
 		cmocka_unit_test(test_lines),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_grows),
+		cmocka_unit_test(test_numbers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
