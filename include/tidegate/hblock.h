@@ -26,7 +26,7 @@ struct tg_hblock {
 	size_t len, cap;
 };
 
-/** An empty block; nothing allocated until the first header. */
+/** An empty block; nothing allocated until the first header (b borrowed). */
 void tg_hblock_init(struct tg_hblock *b);
 /**
  * Appends "name: value"; both borrowed. A name or value holding CR or LF

@@ -308,21 +308,22 @@ failure(struct tg_up_req *r, struct up_conn *c)
 /* The connection can carry another request only if the body's end was
  * framed (length, chunked, or no body at all), not marked by a close. */
 static int
-reusable(const struct tg_up_req *r)
+reusable(const struct tg_up_req *r, const struct evkeyvalq *h)
 {
-	const char *te = evhttp_find_header(&r->resp_headers, "Transfer-Encoding");
+	const char *te;
 
 	if (r->method == EVHTTP_REQ_HEAD || r->status == 204 || r->status == 304)
 		return 1;
-	return evhttp_find_header(&r->resp_headers, "Content-Length") != NULL ||
+	te = evhttp_find_header(h, "Transfer-Encoding");
+	return evhttp_find_header(h, "Content-Length") != NULL ||
 	    (te != NULL && strcasecmp(te, "chunked") == 0);
 }
 
 static void
-success(struct tg_up_req *r, struct up_conn *c)
+success(struct tg_up_req *r, struct up_conn *c, struct evhttp_request *ereq)
 {
 	tg_upstream_req_unbind(r);
-	tg_upstream_conn_release(c, reusable(r));
+	tg_upstream_conn_release(c, reusable(r, evhttp_request_get_input_headers(ereq)));
 	r->finished = 1;
 	hold(r);
 	deliver(r);
@@ -350,7 +351,7 @@ on_req_done(struct evhttp_request *ereq, void *arg)
 	}
 	if (ereq != NULL && evhttp_request_get_response_code(ereq) > 0 && !c->has_lerr &&
 	    r->head)
-		success(r, c);
+		success(r, c, ereq);
 	else
 		failure(r, c);
 }
@@ -397,6 +398,7 @@ on_req_head(struct evhttp_request *ereq, void *arg)
 	struct up_conn *c = arg;
 	struct tg_up_req *r = c->r;
 	int code = evhttp_request_get_response_code(ereq), alive;
+	struct evkeyvalq *h;
 
 	if (r == NULL)
 		return -1;
@@ -410,10 +412,14 @@ on_req_head(struct evhttp_request *ereq, void *arg)
 	}
 	r->head = 1;
 	r->status = code;
-	copy_headers(&r->resp_headers, evhttp_request_get_input_headers(ereq));
+	/* libevent's own list, borrowed for the callback; a fetch, which
+	 * hands the head over with the body at the end, keeps a copy. */
+	h = evhttp_request_get_input_headers(ereq);
+	if (r->fetch != NULL)
+		copy_headers(&r->resp_headers, h);
 	hold(r);
 	if (r->cbs.on_head != NULL)
-		r->cbs.on_head(r, code, &r->resp_headers, r->arg);
+		r->cbs.on_head(r, code, h, r->arg);
 	alive = c->r == r;
 	if (alive && r->paused)
 		bufferevent_disable(c->bev, EV_READ);
