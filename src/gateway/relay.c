@@ -101,9 +101,8 @@ copy_answer_headers(struct evkeyvalq *out, const struct evkeyvalq *headers,
  */
 static void
 relay_head_block(struct gw_req *r, struct evkeyvalq *out, const struct evkeyvalq *headers,
-    const char *conn)
+    const char *conn, const char *date)
 {
-	const char *date = evhttp_find_header(headers, "Date");
 	struct tg_hblock b;
 	struct evkeyval *kv;
 
@@ -138,14 +137,33 @@ relay_head_block(struct gw_req *r, struct evkeyvalq *out, const struct evkeyvalq
 	gw_req_close_header(r);
 }
 
+/* The vendor's Connection and Date, in one pass over its head (the first
+ * of each, as evhttp_find_header would give). */
+static void
+find_conn_date(const struct evkeyvalq *headers, const char **conn, const char **date)
+{
+	const struct evkeyval *kv;
+
+	TAILQ_FOREACH(kv, headers, next) {
+		if ((kv->key[0] | 0x20) == 'c' && *conn == NULL &&
+		    strcasecmp(kv->key, "Connection") == 0)
+			*conn = kv->value;
+		else if ((kv->key[0] | 0x20) == 'd' && *date == NULL &&
+		    strcasecmp(kv->key, "Date") == 0)
+			*date = kv->value;
+	}
+}
+
 static void
 on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *arg)
 {
 	struct gw_req *r = arg;
 	struct evkeyvalq *out = evhttp_request_get_output_headers(r->req);
-	const char *conn = evhttp_find_header(headers, "Connection");
+	const char *conn = NULL, *date = NULL;
 	int head = evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD;
 	enum gw_head h;
+
+	find_conn_date(headers, &conn, &date);
 
 	r->upstream_status = status;
 	r->origin = tg_up_req_origin(gw_vcall_upstream(c));
@@ -173,7 +191,7 @@ on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *a
 		gw_req_common_headers(r);
 		return;		/* no body: replied in on_done */
 	}
-	relay_head_block(r, out, headers, conn);
+	relay_head_block(r, out, headers, conn, date);
 	if (h == GW_HEAD_CAPTURE)
 		r->capture = evbuffer_new();
 	gw_flush_start(r);
@@ -274,6 +292,27 @@ on_done(struct gw_vcall *c, enum tg_up_error err, void *arg)
 	gw_vcall_cancel(c);
 }
 
+/* The client's headers the gateway sets itself or keeps (the key, the
+ * trace, the callback): by their initial first, as most names are none. */
+static int
+not_forwarded(const char *name, enum gw_auth auth)
+{
+	static const char *const names[] = { "Host", "Content-Length", "Expect", "X-Api-Key",
+		"X-Request-Id", "X-Forwarded-For", "traceparent", "tracestate",
+		"X-Tidegate-Callback-Url" };
+	size_t i;
+
+	switch (name[0] | 0x20) {
+	case 'a':
+		return auth != GW_AUTH_CALLER && strcasecmp(name, "Authorization") == 0;
+	case 'c': case 'e': case 'h': case 't': case 'x':
+		for (i = 0; i < TG_NELEM(names); i++)
+			if (strcasecmp(name, names[i]) == 0)
+				return 1;
+	}
+	return 0;
+}
+
 static void
 copy_request_headers(struct gw_vcall *c, struct evkeyvalq *out, void *arg)
 {
@@ -282,20 +321,9 @@ copy_request_headers(struct gw_vcall *c, struct evkeyvalq *out, void *arg)
 	const char *conn = evhttp_find_header(in, "Connection");
 	struct evkeyval *h;
 
-	TAILQ_FOREACH(h, in, next) {
-		if (is_hop_by_hop(h->key, conn) || strcasecmp(h->key, "Host") == 0 ||
-		    strcasecmp(h->key, "Content-Length") == 0 ||
-		    strcasecmp(h->key, "Expect") == 0 ||
-		    strcasecmp(h->key, "X-Api-Key") == 0 ||
-		    strcasecmp(h->key, "X-Request-Id") == 0 ||
-		    strcasecmp(h->key, "X-Forwarded-For") == 0 ||
-		    strcasecmp(h->key, "traceparent") == 0 ||
-		    strcasecmp(h->key, "tracestate") == 0 ||
-		    strcasecmp(h->key, "X-Tidegate-Callback-Url") == 0 ||
-		    (r->auth != GW_AUTH_CALLER && strcasecmp(h->key, "Authorization") == 0))
-			continue;
-		evhttp_add_header(out, h->key, h->value);
-	}
+	TAILQ_FOREACH(h, in, next)
+		if (!is_hop_by_hop(h->key, conn) && !not_forwarded(h->key, r->auth))
+			evhttp_add_header(out, h->key, h->value);
 	/* X-Request-Id, traceparent, tracestate, X-Forwarded-For: vendor.c,
 	 * from the trace given to the call (gw_trace_of_req). */
 }
