@@ -13,8 +13,11 @@ weighs on both alike; the median and range of the rounds are printed, with
 each system's requests/s. Raw figures in bench/results/s1_floor.json.
 Loopback only.
 
-    /usr/bin/python3 bench/s1_floor.py [--rounds 5] [--seconds 2]
+    /usr/bin/python3 bench/s1_floor.py [--rounds 5] [--seconds 2] [--before DIR]
     TG_BENCH_BUILD=$PWD/build-release /usr/bin/python3 bench/s1_floor.py
+
+--before DIR: a third system, the tidegate of another release build
+(DIR/tidegate), measured in the same rounds (a change's before and after).
 """
 import argparse
 import os
@@ -48,12 +51,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=2)
+    ap.add_argument("--before", help="release build directory of a tidegate to compare")
     a = ap.parse_args()
     a.rounds = max(1, min(a.rounds, 50))
     a.seconds = max(1, min(a.seconds, 60))
     os.sched_setaffinity(0, {lib.LOAD_CPU})
     headers = {"Authorization": "Bearer " + lib.TEST_KEY}
-    started, thr = [], {c: {"floor": [], "tidegate": []} for c in CONNS}
+    started, thr = [], {c: {"floor": [], "tidegate": [], "before": []} for c in CONNS}
     try:
         stub = lib.stub()
         started.append(stub)
@@ -61,6 +65,9 @@ def main():
         started.append(systems["floor"])
         systems["tidegate"] = lib.tidegate(stub.url)
         started.append(systems["tidegate"])
+        if a.before:
+            systems["before"] = lib.tidegate(stub.url, build=a.before)
+            started.append(systems["before"])
         names = list(systems)
 
         def run(name, conns):
@@ -73,7 +80,7 @@ def main():
         for n in names:
             run(n, 64)
         for r in range(a.rounds):
-            order = names if r % 2 == 0 else names[::-1]
+            order = names[r % len(names):] + names[:r % len(names)]
             log(f"floor: round {r + 1}/{a.rounds}: {', '.join(order)}")
             for c in CONNS:
                 for n in order:
@@ -86,13 +93,19 @@ def main():
     for c in CONNS:
         ratios = [t / f for t, f in zip(thr[c]["tidegate"], thr[c]["floor"])]
         med = statistics.median(ratios)
-        rows.append([c, lib.fmt(thr[c]["floor"]), lib.fmt(thr[c]["tidegate"]),
-                     lib.fmt(ratios, 2) + " ×"])
+        row = [c, lib.fmt(thr[c]["floor"]), lib.fmt(thr[c]["tidegate"]),
+               lib.fmt(ratios, 2) + " ×"]
+        if a.before:
+            row += [lib.fmt(thr[c]["before"]), lib.fmt([b / f for b, f in zip(
+                thr[c]["before"], thr[c]["floor"])], 2) + " ×"]
+        rows.append(row)
         lines.append(f"- Target tidegate/floor at {c} connections ≥ {TARGET:g} — measured "
                      f"{med:.2f} — {'met' if med >= TARGET else 'not met'}")
     print(f"Machine: {lib.machine()}\n")
     print(f"{a.rounds} interleaved rounds of {a.seconds} s, requests/s median (min-max):\n")
-    print(lib.table(["connections", "bare evhttp floor", "tidegate", "tidegate/floor"], rows))
+    heads = ["connections", "bare evhttp floor", "tidegate", "tidegate/floor"]
+    heads += ["tidegate before", "before/floor"] if a.before else []
+    print(lib.table(heads, rows))
     print()
     print("\n".join(lines))
     return 0
