@@ -48,5 +48,12 @@ size_t tg_u64_dec(uint64_t v, char out[21]);
 void tg_hblock_attach(struct tg_hblock *b, struct evkeyvalq *h);
 /** Frees a block that was not attached. */
 void tg_hblock_free(struct tg_hblock *b);
+/**
+ * The value of the first header called name in h (both borrowed; the
+ * result borrowed from h), or NULL: what evhttp_find_header gives, found
+ * by first letter then glibc's strcasecmp instead of libevent's
+ * byte-by-byte comparison of every name.
+ */
+const char *tg_header_find(const struct evkeyvalq *h, const char *name);
 
 #endif

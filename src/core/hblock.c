@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/queue.h>
 
 #include <event2/keyvalq_struct.h>
@@ -109,4 +110,18 @@ tg_hblock_free(struct tg_hblock *b)
 	free(b->key);
 	free(b->buf);
 	tg_hblock_init(b);
+}
+
+const char *
+tg_header_find(const struct evkeyvalq *h, const char *name)
+{
+	const struct evkeyval *kv;
+	int c = name[0] | 0x20;
+
+	/* letters equal but for case are equal once 0x20 is set; other bytes
+	 * only ever reach strcasecmp more often, never less */
+	TAILQ_FOREACH(kv, h, next)
+		if ((kv->key[0] | 0x20) == c && strcasecmp(kv->key, name) == 0)
+			return kv->value;
+	return NULL;
 }

@@ -131,7 +131,8 @@ relay_head_block(struct gw_req *r, struct evkeyvalq *out, const struct evkeyvalq
 		}
 		tg_hblock_add(&b, kv->key, kv->value);
 	}
-	evhttp_remove_header(out, "X-Request-Id");
+	if (tg_header_find(out, "X-Request-Id") != NULL)
+		evhttp_remove_header(out, "X-Request-Id");
 	tg_hblock_add(&b, "X-Request-Id", r->id);
 	tg_hblock_attach(&b, out);
 	gw_req_close_header(r);
@@ -318,7 +319,7 @@ copy_request_headers(struct gw_vcall *c, struct evkeyvalq *out, void *arg)
 {
 	struct gw_req *r = arg;
 	struct evkeyvalq *in = evhttp_request_get_input_headers(r->req);
-	const char *conn = evhttp_find_header(in, "Connection");
+	const char *conn = tg_header_find(in, "Connection");
 	struct evkeyval *h;
 
 	TAILQ_FOREACH(h, in, next)

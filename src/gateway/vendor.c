@@ -23,6 +23,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/hblock.h"
 #include "tidegate/log.h"
 #include "gw.h"
 
@@ -195,7 +196,8 @@ vcall_send(struct gw_vcall *c)
 	}
 	if (c->token != NULL || c->bearer != NULL) {
 		auth = tg_xconcat("Bearer ", c->token != NULL ? c->token : c->bearer, NULL);
-		evhttp_remove_header(h, "Authorization");
+		if (tg_header_find(h, "Authorization") != NULL)
+			evhttp_remove_header(h, "Authorization");
 		evhttp_add_header(h, "Authorization", auth);
 		free(auth);
 	}

@@ -21,6 +21,7 @@
 #include <event2/util.h>
 
 #include "tidegate/config.h"
+#include "tidegate/hblock.h"
 #include "tidegate/http.h"
 
 struct event_base *
@@ -183,7 +184,7 @@ tg_http_cmd_name(enum evhttp_cmd_type cmd)
 const char *
 tg_http_header(struct evhttp_request *req, const char *name)
 {
-	return evhttp_find_header(evhttp_request_get_input_headers(req), name);
+	return tg_header_find(evhttp_request_get_input_headers(req), name);
 }
 
 /* The answer's own first: the gateway's listeners set the id they assign

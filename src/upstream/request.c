@@ -314,9 +314,9 @@ reusable(const struct tg_up_req *r, const struct evkeyvalq *h)
 
 	if (r->method == EVHTTP_REQ_HEAD || r->status == 204 || r->status == 304)
 		return 1;
-	if (evhttp_find_header(h, "Content-Length") != NULL)
+	if (tg_header_find(h, "Content-Length") != NULL)
 		return 1;	/* the common case: one search */
-	te = evhttp_find_header(h, "Transfer-Encoding");
+	te = tg_header_find(h, "Transfer-Encoding");
 	return te != NULL && strcasecmp(te, "chunked") == 0;
 }
 

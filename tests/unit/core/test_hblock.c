@@ -3,7 +3,7 @@
  * for it ("key: value\r\n") are those of its headers one by one; a name or
  * value with CR or LF, or an empty name, is refused; a block grows past its
  * first buffer; an empty block adds nothing; evhttp_clear_headers frees an
- * attached block; numbers written without printf.
+ * attached block; numbers written without printf; the header search.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -134,6 +134,28 @@ test_numbers(void **state)
 	evhttp_clear_headers(&h);
 }
 
+/* The first header of a name, in any case; a name that only shares its
+ * initial is another; NULL when none. */
+static void
+test_find(void **state)
+{
+	struct evkeyvalq h;
+
+	TAILQ_INIT(&h);
+	assert_null(tg_header_find(&h, "Date"));
+	evhttp_add_header(&h, "Content-Type", "a");
+	evhttp_add_header(&h, "content-length", "1");
+	evhttp_add_header(&h, "Content-Length", "2");
+	evhttp_add_header(&h, "X-1", "x");
+	assert_string_equal(tg_header_find(&h, "CONTENT-LENGTH"), "1");
+	assert_string_equal(tg_header_find(&h, "content-type"), "a");
+	assert_string_equal(tg_header_find(&h, "x-1"), "x");
+	assert_null(tg_header_find(&h, "Content"));
+	assert_null(tg_header_find(&h, "Content-Lengths"));
+	assert_null(tg_header_find(&h, "Y-1"));
+	evhttp_clear_headers(&h);
+}
+
 int
 main(void)
 {
@@ -142,6 +164,7 @@ main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_grows),
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_find),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
