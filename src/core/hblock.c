@@ -32,22 +32,19 @@ reserve(struct tg_hblock *b, size_t more)
 	b->buf = tg_xrealloc(b->buf, b->cap);
 }
 
-int
-tg_hblock_addn(struct tg_hblock *b, const char *name, const char *value, size_t n)
+/* name (nl bytes) and value (n bytes), both checked. */
+static void
+append(struct tg_hblock *b, const char *name, size_t nl, const char *value, size_t n)
 {
-	size_t nl = strcspn(name, "\r\n:");
 	char *p;
 
-	if (nl == 0 || name[nl] != '\0' || memchr(value, '\r', n) != NULL ||
-	    memchr(value, '\n', n) != NULL)
-		return -1;
 	if (b->key == NULL) {
 		b->key = tg_xstrndup(name, nl);
 		reserve(b, n);
 		memcpy(b->buf, value, n);
 		b->len = n;
 		b->buf[b->len] = '\0';
-		return 0;
+		return;
 	}
 	reserve(b, nl + n + 4);
 	p = b->buf + b->len;
@@ -57,13 +54,36 @@ tg_hblock_addn(struct tg_hblock *b, const char *name, const char *value, size_t 
 	memcpy(p + 4 + nl, value, n);
 	b->len += nl + n + 4;
 	b->buf[b->len] = '\0';
+}
+
+static size_t
+name_ok(const char *name)
+{
+	size_t nl = strcspn(name, "\r\n:");
+
+	return name[nl] == '\0' ? nl : 0;
+}
+
+int
+tg_hblock_addn(struct tg_hblock *b, const char *name, const char *value, size_t n)
+{
+	size_t nl = name_ok(name);
+
+	if (nl == 0 || memchr(value, '\r', n) != NULL || memchr(value, '\n', n) != NULL)
+		return -1;
+	append(b, name, nl, value, n);
 	return 0;
 }
 
 int
 tg_hblock_add(struct tg_hblock *b, const char *name, const char *value)
 {
-	return tg_hblock_addn(b, name, value, strlen(value));
+	size_t nl = name_ok(name), n = strcspn(value, "\r\n");	/* checked and measured */
+
+	if (nl == 0 || value[n] != '\0')
+		return -1;
+	append(b, name, nl, value, n);
+	return 0;
 }
 
 size_t
