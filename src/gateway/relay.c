@@ -95,9 +95,9 @@ copy_answer_headers(struct evkeyvalq *out, const struct evkeyvalq *headers,
  * The head of an answer streamed to the client, written as one block
  * (hblock.h): the vendor's Date first (libevent looks for it by name and
  * adds its own when it finds none), its end-to-end headers, the request's
- * X-Request-Id in place of the vendor's. Content-Length and Content-Type
- * stay entries of their own: libevent frames the answer by the first and
- * adds a default for the second when it is missing.
+ * X-Request-Id in place of the vendor's. Content-Length stays an entry of
+ * its own: libevent frames the answer by it. (It adds no default
+ * Content-Type: tg_http_new.)
  */
 static void
 relay_head_block(struct gw_req *r, struct evkeyvalq *out, const struct evkeyvalq *headers,
@@ -114,8 +114,7 @@ relay_head_block(struct gw_req *r, struct evkeyvalq *out, const struct evkeyvalq
 			continue;
 		switch (kv->key[0] | 0x20) {
 		case 'c':
-			if (strcasecmp(kv->key, "Content-Length") == 0 ||
-			    strcasecmp(kv->key, "Content-Type") == 0) {
+			if (strcasecmp(kv->key, "Content-Length") == 0) {
 				evhttp_add_header(out, kv->key, kv->value);
 				continue;
 			}

@@ -41,6 +41,9 @@ tg_http_new(struct event_base *base, size_t max_body)
 {
 	struct evhttp *http = evhttp_new(base);
 
+	/* No Content-Type is made up: libevent would label every body sent
+	 * without one text/html, a relayed vendor answer among them. */
+	evhttp_set_default_content_type(http, NULL);
 	evhttp_set_max_body_size(http, max_body);
 	evhttp_set_max_headers_size(http, TG_HTTP_MAX_HEAD);
 	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |

@@ -24,7 +24,8 @@ class Recorder(http.server.BaseHTTPRequestHandler):
         Recorder.raw.append(self.headers.as_string())
         body = json.dumps({"ok": True}).encode()
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        if "no-type" not in self.path:
+            self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Keep-Alive", "timeout=5")
         self.send_header("X-Vendor", "yes")
@@ -126,3 +127,19 @@ def test_heads_written_as_blocks_keep_every_field_once(make_gateway, recorder):
         assert h["host"] == url.split("//")[1] and h["x-custom"] == "kept"
         assert h["x-request-id"] == f"req-{i}" and h["accept"] == "*/*"
         assert "authorization" not in h
+
+
+def test_answer_without_content_type_gets_none(make_gateway, recorder):
+    """A vendor answer without Content-Type is relayed without one: libevent
+    would label it text/html (its default content type is unset)."""
+    url, seen = recorder
+    gw = make_gateway(None, {"dex": {"url": url, "username": None, "password_file": None}})
+    port = int(gw.dex.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall((f"GET /public/v2/no-type HTTP/1.1\r\nHost: gw\r\n"
+                   f"Authorization: Bearer {TEST_KEY}\r\n\r\n").encode())
+        status, fields, body = read_answer(s)
+    assert status == "HTTP/1.1 200 OK" and json.loads(body) == {"ok": True}
+    names = [k.lower() for k, _ in fields]
+    assert "content-type" not in names, fields
+    assert names.count("content-length") == 1 and names.count("date") == 1
