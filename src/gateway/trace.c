@@ -48,12 +48,14 @@ pooled_hex(char *out, size_t n)
 	used += n;
 }
 
+/* The pool's digits are all hex: only an id of zeros (invalid) is drawn
+ * again. */
 void
 gw_trace_new_id(char id[33])
 {
 	do
 		pooled_hex(id, 16);
-	while (!tg_id_hex_ok(id, 32));
+	while (strspn(id, "0") == 32);
 }
 
 void
@@ -61,7 +63,7 @@ gw_trace_new_span(char span[17])
 {
 	do
 		pooled_hex(span, 8);
-	while (!tg_id_hex_ok(span, 16));
+	while (strspn(span, "0") == 16);
 }
 
 void
@@ -84,10 +86,13 @@ gw_req_ids(struct evhttp_request *req, char id[TG_UUID_LEN], char trace_id[33])
 {
 	const char *rid = tg_http_header(req, "X-Request-Id");
 	const char *tp = tg_http_header(req, "traceparent");
+	size_t n = rid != NULL ? strlen(rid) : 0;
 
-	if (rid != NULL && tg_http_request_id_valid(rid, strlen(rid)))
-		snprintf(id, TG_UUID_LEN, "%s", rid);
-	else
+	if (rid != NULL && tg_http_request_id_valid(rid, n)) {
+		n = n < TG_UUID_LEN - 1 ? n : TG_UUID_LEN - 1;	/* as long as the id kept */
+		memcpy(id, rid, n);
+		id[n] = '\0';
+	} else
 		tg_id_uuid4(id);
 	if (!tg_id_trace_of(tp, trace_id)) {
 		gw_trace_new_id(trace_id);
