@@ -55,5 +55,12 @@ void tg_hblock_free(struct tg_hblock *b);
  * byte-by-byte comparison of every name.
  */
 const char *tg_header_find(const struct evkeyvalq *h, const char *name);
+/**
+ * Appends name: value to h (all borrowed; h owns the copies, freed by
+ * evhttp_clear_headers), as evhttp_add_header does but with one check of
+ * each string (no CR or LF at all, no ':' in the name, a name). Returns 0,
+ * or -1 and adds nothing.
+ */
+int tg_header_add(struct evkeyvalq *h, const char *name, const char *value);
 
 #endif

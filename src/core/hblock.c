@@ -145,3 +145,18 @@ tg_header_find(const struct evkeyvalq *h, const char *name)
 			return kv->value;
 	return NULL;
 }
+
+int
+tg_header_add(struct evkeyvalq *h, const char *name, const char *value)
+{
+	size_t nl = name_ok(name), n = strcspn(value, "\r\n");
+	struct evkeyval *kv;
+
+	if (nl == 0 || value[n] != '\0')
+		return -1;
+	kv = tg_xmalloc(sizeof(*kv));
+	kv->key = tg_xstrndup(name, nl);
+	kv->value = tg_xstrndup(value, n);
+	TAILQ_INSERT_TAIL(h, kv, next);
+	return 0;
+}

@@ -54,7 +54,8 @@ is_hop_by_hop(const char *name, const char *connection)
 			if (strcasecmp(name, hop_by_hop[i]) == 0)
 				return 1;
 	}
-	/* Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1). */
+	/* Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1);
+	 * conn_named() has dropped the values that name none. */
 	for (p = connection; p != NULL && *p; p++) {
 		while (*p == ' ' || *p == ',')
 			p++;
@@ -65,6 +66,17 @@ is_hop_by_hop(const char *name, const char *connection)
 			break;
 	}
 	return 0;
+}
+
+/* A Connection value that names no header besides those always hop-by-hop
+ * (keep-alive, close: most of them) need not be read for every header. */
+static const char *
+conn_named(const char *connection)
+{
+	if (connection == NULL || strcasecmp(connection, "keep-alive") == 0 ||
+	    strcasecmp(connection, "close") == 0)
+		return NULL;
+	return connection;
 }
 
 /* What becomes of the vendor's answer: the served partial cases are kept
@@ -164,6 +176,7 @@ on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *a
 	enum gw_head h;
 
 	find_conn_date(headers, &conn, &date);
+	conn = conn_named(conn);
 
 	r->upstream_status = status;
 	r->origin = tg_up_req_origin(gw_vcall_upstream(c));
@@ -318,12 +331,12 @@ copy_request_headers(struct gw_vcall *c, struct evkeyvalq *out, void *arg)
 {
 	struct gw_req *r = arg;
 	struct evkeyvalq *in = evhttp_request_get_input_headers(r->req);
-	const char *conn = tg_header_find(in, "Connection");
+	const char *conn = conn_named(tg_header_find(in, "Connection"));
 	struct evkeyval *h;
 
 	TAILQ_FOREACH(h, in, next)
 		if (!is_hop_by_hop(h->key, conn) && !not_forwarded(h->key, r->auth))
-			evhttp_add_header(out, h->key, h->value);
+			tg_header_add(out, h->key, h->value);
 	/* X-Request-Id, traceparent, tracestate, X-Forwarded-For: vendor.c,
 	 * from the trace given to the call (gw_trace_of_req). */
 }

@@ -19,6 +19,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/frontdoor.h"
+#include "tidegate/hblock.h"
 #include "tidegate/http.h"
 #include "tidegate/ids.h"
 #include "version.h"
@@ -182,7 +183,7 @@ put(struct evkeyvalq *out, unsigned bits, unsigned bit, const char *name, const 
 		while (evhttp_remove_header(out, name) == 0)
 			;
 	if (value != NULL)
-		evhttp_add_header(out, name, value);
+		tg_header_add(out, name, value);
 }
 
 void
@@ -211,5 +212,5 @@ gw_trace_headers_span(const struct gw_trace *t, struct evkeyvalq *out, char span
 	if (t != NULL && t->forwarded[0] != '\0')
 		put(out, bits, H_XFF, "X-Forwarded-For", t->forwarded);
 	if (!(bits & H_UA))
-		evhttp_add_header(out, "User-Agent", gw_user_agent());
+		tg_header_add(out, "User-Agent", gw_user_agent());
 }

@@ -198,7 +198,7 @@ vcall_send(struct gw_vcall *c)
 		auth = tg_xconcat("Bearer ", c->token != NULL ? c->token : c->bearer, NULL);
 		if (tg_header_find(h, "Authorization") != NULL)
 			evhttp_remove_header(h, "Authorization");
-		evhttp_add_header(h, "Authorization", auth);
+		tg_header_add(h, "Authorization", auth);
 		free(auth);
 	}
 	if (c->owner != NULL)	/* one move in the queue for both */

@@ -3,7 +3,8 @@
  * for it ("key: value\r\n") are those of its headers one by one; a name or
  * value with CR or LF, or an empty name, is refused; a block grows past its
  * first buffer; an empty block adds nothing; evhttp_clear_headers frees an
- * attached block; numbers written without printf; the header search.
+ * attached block; numbers written without printf; the header search and
+ * add.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -156,6 +157,27 @@ test_find(void **state)
 	evhttp_clear_headers(&h);
 }
 
+/* A header added as evhttp_add_header would, refused with CR, LF or a
+ * colon in its name, freed by evhttp_clear_headers. */
+static void
+test_add(void **state)
+{
+	struct evkeyvalq h;
+	char out[128];
+
+	TAILQ_INIT(&h);
+	assert_int_equal(tg_header_add(&h, "A", "1"), 0);
+	assert_int_equal(tg_header_add(&h, "B", ""), 0);
+	assert_int_equal(tg_header_add(&h, "C", "x\r\nInjected: 1"), -1);
+	assert_int_equal(tg_header_add(&h, "C", "x\r"), -1);
+	assert_int_equal(tg_header_add(&h, "C: 1\r\nD", "x"), -1);
+	assert_int_equal(tg_header_add(&h, "", "x"), -1);
+	wire(&h, out, sizeof(out));
+	assert_string_equal(out, "A: 1\r\nB: \r\n");
+	assert_string_equal(tg_header_find(&h, "b"), "");
+	evhttp_clear_headers(&h);
+}
+
 int
 main(void)
 {
@@ -165,6 +187,7 @@ main(void)
 		cmocka_unit_test(test_grows),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_find),
+		cmocka_unit_test(test_add),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
