@@ -46,14 +46,18 @@ static int
 is_hop_by_hop(const char *name, const char *connection)
 {
 	const char *p;
-	size_t i, n = strlen(name);
+	size_t i, n;
+	int c = name[0] | 0x20;
 
-	switch (name[0] | 0x20) {	/* the list's initials: most names skip it */
+	switch (c) {	/* the list's initials: most names skip it */
 	case 'c': case 'k': case 'p': case 't': case 'u':
 		for (i = 0; i < TG_NELEM(hop_by_hop); i++)
-			if (strcasecmp(name, hop_by_hop[i]) == 0)
+			if ((hop_by_hop[i][0] | 0x20) == c && strcasecmp(name, hop_by_hop[i]) == 0)
 				return 1;
 	}
+	if (connection == NULL)
+		return 0;
+	n = strlen(name);
 	/* Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1);
 	 * conn_named() has dropped the values that name none. */
 	for (p = connection; p != NULL && *p; p++) {

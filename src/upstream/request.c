@@ -446,17 +446,32 @@ on_req_body(struct evhttp_request *ereq, void *arg)
 	release(r);
 }
 
-/* The fallback may live under another base path than the primary. */
-static char *
-uri_for(const struct tg_up_req *r)
+/* The fallback may live under another base path than the primary: the
+ * target rewritten into *own (the caller frees it), else r's own. */
+static const char *
+uri_for(const struct tg_up_req *r, char **own)
 {
 	const char *pb = r->u->origin[0].base_path;
 	size_t n = strlen(pb);
 
+	*own = NULL;
 	if (r->o == &r->u->origin[0] || strcmp(pb, r->o->base_path) == 0 ||
 	    strncmp(r->uri, pb, n) != 0)
-		return tg_xstrdup(r->uri);
-	return tg_xconcat(r->o->base_path, r->uri + n, NULL);
+		return r->uri;
+	return *own = tg_xconcat(r->o->base_path, r->uri + n, NULL);
+}
+
+/* Host and Content-Length: the pool's, never a caller's. */
+static int
+set_here(const char *name)
+{
+	switch (name[0] | 0x20) {
+	case 'h':
+		return strcasecmp(name, "Host") == 0;
+	case 'c':
+		return strcasecmp(name, "Content-Length") == 0;
+	}
+	return 0;
 }
 
 static struct evhttp_request *
@@ -485,7 +500,7 @@ build(struct tg_up_req *r, struct up_conn *c)
 	}
 	tg_hblock_add(&b, "Host", r->o->hosthdr);
 	TAILQ_FOREACH(kv, &r->headers, next)
-		if (strcasecmp(kv->key, "Host") != 0 && strcasecmp(kv->key, "Content-Length") != 0)
+		if (!set_here(kv->key))
 			tg_hblock_add(&b, kv->key, kv->value);
 	tg_hblock_attach(&b, evhttp_request_get_output_headers(ereq));
 	return ereq;
@@ -495,7 +510,8 @@ void
 tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c)
 {
 	struct evhttp_request *ereq = build(r, c);
-	char *uri = uri_for(r);
+	char *own;
+	const char *uri = uri_for(r, &own);
 	int rc;
 
 	tg_upstream_req_bind(r, c);
@@ -503,8 +519,8 @@ tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c)
 	c->has_lerr = 0;
 	/* Callbacks may run (and finish r) before this returns: r and c are
 	 * not touched afterwards unless libevent refused the request. */
-	rc = evhttp_make_request(c->evcon, ereq, r->method, uri);
-	free(uri);
+	rc = evhttp_make_request(c->evcon, ereq, r->method, uri);	/* copies uri */
+	free(own);
 	if (rc != 0) {
 		evhttp_request_free(ereq);
 		failure(r, c);
