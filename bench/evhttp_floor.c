@@ -1,6 +1,6 @@
 /*
  * evhttp_floor.c - the least an evhttp proxy can do, as the floor the
- * gateway's proxy path is measured against (bench/s1_floor.py): each GET
+ * gateway's proxy path is measured against (bench/floor.py): each GET
  * is sent to one upstream on an idle kept-alive evhttp connection (a new
  * one when none is idle) with the client's headers, and the answer is
  * relayed with evhttp_send_reply once complete. No authentication, no

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-bench/s1_floor.py - the proxied small GET of scenario 1, tidegate side by
+bench/floor.py - the proxied small GET of scenario 1, tidegate side by
 side with the bare evhttp proxy (bench/evhttp_floor.c: the least an evhttp
 server can do, same libevent, same allocator) in front of the same stub
 upstream.
@@ -10,11 +10,11 @@ systems once per connection count, the order swapped from round to round),
 wrk at 16, 64 and 256 connections for SECONDS. The ratio is tidegate's
 requests/s over the floor's within the same round, so the machine's load
 weighs on both alike; the median and range of the rounds are printed, with
-each system's requests/s. Raw figures in bench/results/s1_floor.json.
+each system's requests/s. Raw figures in bench/results/floor.json.
 Loopback only.
 
-    /usr/bin/python3 bench/s1_floor.py [--rounds 5] [--seconds 2] [--before DIR]
-    TG_BENCH_BUILD=$PWD/build-release /usr/bin/python3 bench/s1_floor.py
+    /usr/bin/python3 bench/floor.py [--rounds 5] [--seconds 2] [--before DIR]
+    TG_BENCH_BUILD=$PWD/build-release /usr/bin/python3 bench/floor.py
 
 --before DIR: a third system, the tidegate of another release build
 (DIR/tidegate), measured in the same rounds (a change's before and after).
@@ -88,7 +88,7 @@ def main():
     finally:
         for d in reversed(started):
             d.stop()
-    lib.save("s1_floor", {"rounds": a.rounds, "seconds": a.seconds, "throughput": thr})
+    lib.save("floor", {"rounds": a.rounds, "seconds": a.seconds, "throughput": thr})
     rows, lines = [], []
     for c in CONNS:
         ratios = [t / f for t, f in zip(thr[c]["tidegate"], thr[c]["floor"])]
