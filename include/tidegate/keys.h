@@ -21,10 +21,13 @@ struct tg_key {
 	unsigned services;	/* TG_SVC_* mask */
 };
 
+struct tg_key_seen;
+
 /** Zero-initialise; owns its keys and their names: tg_keyring_cleanup(). */
 struct tg_keyring {
 	struct tg_key *keys;	/* owned array; each name owned */
 	size_t n;
+	struct tg_key_seen *seen;	/* owned: keys matched lately (keys.c) */
 };
 
 /**
@@ -38,6 +41,9 @@ int tg_keyring_add(struct tg_keyring *kr, const char *name, const char *sha256_h
 void tg_keyring_cleanup(struct tg_keyring *kr);
 /**
  * The key matching presented (hashed, constant-time over all keys), or NULL.
+ * A key presented lately is found again without hashing: the keyring
+ * remembers the last TG_KEY_SEEN keys it matched (never a miss), compared
+ * in constant time; a new keyring (a reload) remembers none.
  * kr and presented are borrowed; the result is borrowed from kr, valid until
  * the next tg_keyring_add or tg_keyring_cleanup.
  */

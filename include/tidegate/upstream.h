@@ -95,7 +95,8 @@ struct tg_upstream;
 struct tg_up_req;
 
 struct tg_up_cbs {
-	/** Response head arrived; headers are borrowed until on_done returns. */
+	/** Response head arrived; headers are borrowed for the callback only
+	 * (libevent's list: it frees them with its request). */
 	void (*on_head)(struct tg_up_req *r, int status, const struct evkeyvalq *headers,
 	    void *arg);
 	/**

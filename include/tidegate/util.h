@@ -29,6 +29,9 @@ char *tg_xstrdup(const char *s);
 char *tg_xstrndup(const char *s, size_t n);
 /** asprintf that aborts on failure; the caller takes ownership of the result. */
 char *tg_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/** The strings (borrowed, a NULL ends the list) one after the other, without
+ * printf (for a request's path); the caller takes ownership of the result. */
+char *tg_xconcat(const char *first, ...) __attribute__((sentinel));
 
 #define TG_NELEM(a) (sizeof(a) / sizeof((a)[0]))
 

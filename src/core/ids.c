@@ -53,8 +53,8 @@ tg_id_uuid4(char out[TG_UUID_LEN])
 			*o++ = '-';
 			d++;
 		}
-		tg_hex(b + i, 1, o);
-		o += 2;
+		*o++ = "0123456789abcdef"[b[i] >> 4];	/* inline: one id a request */
+		*o++ = "0123456789abcdef"[b[i] & 15];
 	}
 	*o = '\0';
 }

@@ -34,9 +34,16 @@ struct help {
 	char *type, *text;
 };
 
+/* The series used last: a request counts itself under the same few series
+ * as the one before it, found again by comparing names instead of hashing
+ * name{labels}. Series live as long as the registry. */
+#define RECENT 4
+
 struct tg_metrics {
 	struct tg_map *series;
 	struct tg_map *help;
+	struct series *recent[RECENT];
+	unsigned next;
 };
 
 static void
@@ -84,7 +91,14 @@ get(struct tg_metrics *m, const char *name, const char *labels, int histogram)
 {
 	char key[512];
 	struct series *s;
-	size_t n = strlen(name), l = strlen(labels);
+	size_t n, l, i;
+
+	for (i = 0; i < RECENT; i++)
+		if ((s = m->recent[i]) != NULL && strcmp(s->name, name) == 0 &&
+		    strcmp(s->labels, labels) == 0)
+			return s;
+	n = strlen(name);
+	l = strlen(labels);
 
 	if (n > sizeof(key) / 2)	/* never with the project's names */
 		n = sizeof(key) / 2;
@@ -103,6 +117,7 @@ get(struct tg_metrics *m, const char *name, const char *labels, int histogram)
 		s->histogram = histogram;
 		tg_map_put(m->series, key, s);
 	}
+	m->recent[m->next++ % RECENT] = s;
 	return s;
 }
 

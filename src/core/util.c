@@ -88,6 +88,31 @@ tg_xasprintf(const char *fmt, ...)
 	return s;
 }
 
+char *
+tg_xconcat(const char *first, ...)
+{
+	const char *p;
+	size_t n = 0, len;
+	va_list ap;
+	char *s;
+
+	va_start(ap, first);
+	for (p = first; p != NULL; p = va_arg(ap, const char *))
+		n += strlen(p);
+	va_end(ap);
+	s = tg_xmalloc(n + 1);
+	n = 0;
+	va_start(ap, first);
+	for (p = first; p != NULL; p = va_arg(ap, const char *)) {
+		len = strlen(p);
+		memcpy(s + n, p, len);
+		n += len;
+	}
+	va_end(ap);
+	s[n] = '\0';
+	return s;
+}
+
 int
 tg_strv_contains(const char *const *list, const char *s)
 {

@@ -77,6 +77,8 @@ char *gw_access_client(struct evhttp_request *req, char *client, size_t size,
 void gw_req_finish(struct gw_req *r);
 /** X-Request-Id (and Connection: close while draining) on r's reply. */
 void gw_req_common_headers(struct gw_req *r);
+/** Connection: close on r's reply while draining or on a retired listener. */
+void gw_req_close_header(struct gw_req *r);
 /** The front door's check (frontdoor.h) of a listener's heads with a body:
  * h borrowed, arg the listener's struct gw_lctx (borrowed); *limit (the
  * front door's) lowered to the caller's cap. */

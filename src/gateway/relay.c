@@ -26,6 +26,7 @@
 
 #include "tidegate/clock.h"
 #include "tidegate/frontdoor.h"
+#include "tidegate/hblock.h"
 #include "tidegate/http.h"
 #include "tidegate/log.h"
 #include "gw.h"
@@ -45,15 +46,20 @@ static int
 is_hop_by_hop(const char *name, const char *connection)
 {
 	const char *p;
-	size_t i, n = strlen(name);
+	size_t i, n;
+	int c = name[0] | 0x20;
 
-	switch (name[0] | 0x20) {	/* the list's initials: most names skip it */
+	switch (c) {	/* the list's initials: most names skip it */
 	case 'c': case 'k': case 'p': case 't': case 'u':
 		for (i = 0; i < TG_NELEM(hop_by_hop); i++)
-			if (strcasecmp(name, hop_by_hop[i]) == 0)
+			if ((hop_by_hop[i][0] | 0x20) == c && strcasecmp(name, hop_by_hop[i]) == 0)
 				return 1;
 	}
-	/* Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1). */
+	if (connection == NULL)
+		return 0;
+	n = strlen(name);
+	/* Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1);
+	 * conn_named() has dropped the values that name none. */
 	for (p = connection; p != NULL && *p; p++) {
 		while (*p == ' ' || *p == ',')
 			p++;
@@ -64,6 +70,17 @@ is_hop_by_hop(const char *name, const char *connection)
 			break;
 	}
 	return 0;
+}
+
+/* A Connection value that names no header besides those always hop-by-hop
+ * (keep-alive, close: most of them) need not be read for every header. */
+static const char *
+conn_named(const char *connection)
+{
+	if (connection == NULL || strcasecmp(connection, "keep-alive") == 0 ||
+	    strcasecmp(connection, "close") == 0)
+		return NULL;
+	return connection;
 }
 
 /* What becomes of the vendor's answer: the served partial cases are kept
@@ -80,42 +97,118 @@ head_action(struct gw_req *r, int status)
 }
 
 static void
+copy_answer_headers(struct evkeyvalq *out, const struct evkeyvalq *headers,
+    const char *conn)
+{
+	struct evkeyval *kv;
+
+	TAILQ_FOREACH(kv, headers, next)
+		if (!is_hop_by_hop(kv->key, conn))
+			evhttp_add_header(out, kv->key, kv->value);
+}
+
+/*
+ * The head of an answer streamed to the client, written as one block
+ * (hblock.h): the vendor's Date first (libevent looks for it by name and
+ * adds its own when it finds none), its end-to-end headers, the request's
+ * X-Request-Id in place of the vendor's. Content-Length stays an entry of
+ * its own: libevent frames the answer by it. (It adds no default
+ * Content-Type: tg_http_new.)
+ */
+static void
+relay_head_block(struct gw_req *r, struct evkeyvalq *out, const struct evkeyvalq *headers,
+    const char *conn, const char *date)
+{
+	struct tg_hblock b;
+	struct evkeyval *kv;
+
+	tg_hblock_init(&b);
+	if (date != NULL)
+		tg_hblock_add(&b, "Date", date);
+	TAILQ_FOREACH(kv, headers, next) {
+		if (is_hop_by_hop(kv->key, conn))
+			continue;
+		switch (kv->key[0] | 0x20) {
+		case 'c':
+			if (strcasecmp(kv->key, "Content-Length") == 0) {
+				evhttp_add_header(out, kv->key, kv->value);
+				continue;
+			}
+			break;
+		case 'd':
+			if (strcasecmp(kv->key, "Date") == 0)
+				continue;
+			break;
+		case 'x':
+			if (strcasecmp(kv->key, "X-Request-Id") == 0)
+				continue;
+			break;
+		}
+		tg_hblock_add(&b, kv->key, kv->value);
+	}
+	if (tg_header_find(out, "X-Request-Id") != NULL)
+		evhttp_remove_header(out, "X-Request-Id");
+	tg_hblock_add(&b, "X-Request-Id", r->id);
+	tg_hblock_attach(&b, out);
+	gw_req_close_header(r);
+}
+
+/* The vendor's Connection and Date, in one pass over its head (the first
+ * of each, as evhttp_find_header would give). */
+static void
+find_conn_date(const struct evkeyvalq *headers, const char **conn, const char **date)
+{
+	const struct evkeyval *kv;
+
+	TAILQ_FOREACH(kv, headers, next) {
+		if ((kv->key[0] | 0x20) == 'c' && *conn == NULL &&
+		    strcasecmp(kv->key, "Connection") == 0)
+			*conn = kv->value;
+		else if ((kv->key[0] | 0x20) == 'd' && *date == NULL &&
+		    strcasecmp(kv->key, "Date") == 0)
+			*date = kv->value;
+	}
+}
+
+static void
 on_head(struct gw_vcall *c, int status, const struct evkeyvalq *headers, void *arg)
 {
 	struct gw_req *r = arg;
-	struct evkeyvalq *out;
-	const char *conn = evhttp_find_header(headers, "Connection");
-	struct evkeyval *kv;
+	struct evkeyvalq *out = evhttp_request_get_output_headers(r->req);
+	const char *conn = NULL, *date = NULL;
+	int head = evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD;
 	enum gw_head h;
+
+	find_conn_date(headers, &conn, &date);
+	conn = conn_named(conn);
 
 	r->upstream_status = status;
 	r->origin = tg_up_req_origin(gw_vcall_upstream(c));
 	r->retry = tg_up_req_why(gw_vcall_upstream(c));
-	out = evhttp_request_get_output_headers(r->req);
-	TAILQ_FOREACH(kv, headers, next)
-		if (!is_hop_by_hop(kv->key, conn))
-			evhttp_add_header(out, kv->key, kv->value);
+	h = head_action(r, status);
 	/* A held answer keeps the vendor's headers (Location …); its length is
 	 * set again when the feature holding it sends the captured body. */
-	h = head_action(r, status);
 	if (h == GW_HEAD_HOLD) {
+		copy_answer_headers(out, headers, conn);
 		r->held = 1;
 		r->capture = evbuffer_new();
 		evhttp_remove_header(out, "Content-Length");
 		return;
 	}
-	if (evhttp_request_get_command(r->req) != EVHTTP_REQ_HEAD && status >= 400 &&
-	    h == GW_HEAD_RELAY && r->op != TG_OP_SIM_TOKEN) {
+	if (!head && status >= 400 && h == GW_HEAD_RELAY && r->op != TG_OP_SIM_TOKEN) {
 		/* an error: read (bounded) and wrapped in on_done (vendor_error.c) */
+		copy_answer_headers(out, headers, conn);
 		r->vendor_error = evbuffer_new();
 		evhttp_remove_header(out, "Content-Length");
 		return;
 	}
-	gw_req_common_headers(r);
 	r->status = status;
-	if (evhttp_request_get_command(r->req) == EVHTTP_REQ_HEAD || status == 204 ||
-	    status == 304 || status < 200)
+	if (head || status == 204 || status == 304 || status < 200) {
+		copy_answer_headers(out, headers, conn);
+		gw_req_common_headers(r);
 		return;		/* no body: replied in on_done */
+	}
+	relay_head_block(r, out, headers, conn, date);
 	if (h == GW_HEAD_CAPTURE)
 		r->capture = evbuffer_new();
 	gw_flush_start(r);
@@ -216,28 +309,38 @@ on_done(struct gw_vcall *c, enum tg_up_error err, void *arg)
 	gw_vcall_cancel(c);
 }
 
+/* The client's headers the gateway sets itself or keeps (the key, the
+ * trace, the callback): by their initial first, as most names are none. */
+static int
+not_forwarded(const char *name, enum gw_auth auth)
+{
+	static const char *const names[] = { "Host", "Content-Length", "Expect", "X-Api-Key",
+		"X-Request-Id", "X-Forwarded-For", "traceparent", "tracestate",
+		"X-Tidegate-Callback-Url" };
+	size_t i;
+
+	switch (name[0] | 0x20) {
+	case 'a':
+		return auth != GW_AUTH_CALLER && strcasecmp(name, "Authorization") == 0;
+	case 'c': case 'e': case 'h': case 't': case 'x':
+		for (i = 0; i < TG_NELEM(names); i++)
+			if (strcasecmp(name, names[i]) == 0)
+				return 1;
+	}
+	return 0;
+}
+
 static void
 copy_request_headers(struct gw_vcall *c, struct evkeyvalq *out, void *arg)
 {
 	struct gw_req *r = arg;
 	struct evkeyvalq *in = evhttp_request_get_input_headers(r->req);
-	const char *conn = evhttp_find_header(in, "Connection");
+	const char *conn = conn_named(tg_header_find(in, "Connection"));
 	struct evkeyval *h;
 
-	TAILQ_FOREACH(h, in, next) {
-		if (is_hop_by_hop(h->key, conn) || strcasecmp(h->key, "Host") == 0 ||
-		    strcasecmp(h->key, "Content-Length") == 0 ||
-		    strcasecmp(h->key, "Expect") == 0 ||
-		    strcasecmp(h->key, "X-Api-Key") == 0 ||
-		    strcasecmp(h->key, "X-Request-Id") == 0 ||
-		    strcasecmp(h->key, "X-Forwarded-For") == 0 ||
-		    strcasecmp(h->key, "traceparent") == 0 ||
-		    strcasecmp(h->key, "tracestate") == 0 ||
-		    strcasecmp(h->key, "X-Tidegate-Callback-Url") == 0 ||
-		    (r->auth != GW_AUTH_CALLER && strcasecmp(h->key, "Authorization") == 0))
-			continue;
-		evhttp_add_header(out, h->key, h->value);
-	}
+	TAILQ_FOREACH(h, in, next)
+		if (!is_hop_by_hop(h->key, conn) && !not_forwarded(h->key, r->auth))
+			tg_header_add(out, h->key, h->value);
 	/* X-Request-Id, traceparent, tracestate, X-Forwarded-For: vendor.c,
 	 * from the trace given to the call (gw_trace_of_req). */
 }
@@ -258,12 +361,12 @@ static const struct gw_vcall_cbs call_cbs = { on_head, on_body, on_done, on_no_t
 	copy_request_headers };
 
 /* The client's query string without the parameter the gateway consumed
- * (dryRun): segments are copied as sent, so encoding is untouched. */
-static char *
-forward_query(const char *q, const char *drop)
+ * (dryRun) into out (room for strlen(q) + 1): segments are copied as sent,
+ * so encoding is untouched. Returns the bytes written. */
+static size_t
+forward_query(const char *q, const char *drop, char *out)
 {
 	size_t dl = drop ? strlen(drop) : 0, n = 0, len;
-	char *out = tg_xmalloc(strlen(q) + 1);
 	const char *seg = q, *amp;
 
 	while (*seg) {
@@ -279,7 +382,7 @@ forward_query(const char *q, const char *drop)
 		seg += len + (amp != NULL);
 	}
 	out[n] = '\0';
-	return out;
+	return n;
 }
 
 struct tg_upstream *
@@ -297,21 +400,26 @@ gw_upstream_uri(struct gw_req *r)
 {
 	const struct evhttp_uri *cu = evhttp_request_get_evhttp_uri(r->req);
 	const char *q = cu ? evhttp_uri_get_query(cu) : NULL;
-	const char *base = tg_upstream_base_path(gw_req_upstream(r));
-	char *path, *uri, *fq;
+	const char *base = tg_upstream_base_path(gw_req_upstream(r)), *path = r->path;
+	char *expanded = NULL, *uri;
+	size_t bl = strlen(base), pl, n;
 
 	if (r->op == TG_OP_SIM_TOKEN && r->svc->cfg->token_url != NULL)
-		path = tg_xstrdup(*base ? "" : "/");
-	else if (r->m.route != NULL)
-		path = tg_route_expand(r->svc->cfg->routes[r->m.route->op], &r->m);
+		path = *base ? "" : "/";
+	else if (r->m.route != NULL &&
+	    (expanded = tg_route_expand(r->svc->cfg->routes[r->m.route->op], &r->m)) != NULL)
+		path = expanded;
+	pl = strlen(path);
+	/* one allocation, no printf: base, path, then '?' and the query */
+	uri = tg_xmalloc(bl + pl + (q != NULL ? strlen(q) : 0) + 2);
+	memcpy(uri, base, bl);
+	memcpy(uri + bl, path, pl);
+	n = bl + pl;
+	if (forward_query(q != NULL ? q : "", r->drop_query, uri + n + 1) > 0)
+		uri[n] = '?';
 	else
-		path = tg_xstrdup(r->path);
-	if (path == NULL)
-		path = tg_xstrdup(r->path);
-	fq = forward_query(q ? q : "", r->drop_query);
-	uri = tg_xasprintf("%s%s%s%s", base, path, *fq ? "?" : "", fq);
-	free(fq);
-	free(path);
+		uri[n] = '\0';
+	free(expanded);
 	return uri;
 }
 

@@ -64,8 +64,13 @@ gw_access_note(struct gw_req *r)
 	struct evkeyvalq args;
 
 	r->up_ms = -1;
-	r->user_agent = gw_access_client(r->req, r->client, sizeof(r->client),
-	    &r->request_bytes);
+	if (r->rt->cfg.access_log) {	/* the User-Agent is copied for the line only */
+		r->user_agent = gw_access_client(r->req, r->client, sizeof(r->client),
+		    &r->request_bytes);
+	} else {
+		tg_frontdoor_client(r->req, r->client, sizeof(r->client));
+		r->request_bytes = evbuffer_get_length(evhttp_request_get_input_buffer(r->req));
+	}
 	if (param == NULL || q == NULL)
 		return;
 	TAILQ_INIT(&args);
@@ -138,7 +143,7 @@ access_line(struct gw_req *r, int64_t ms)
 static void
 access_log(struct gw_req *r)
 {
-	int64_t ms = tg_clock_mono_ms() - r->t0;
+	int64_t now_us = tg_clock_mono_us(), ms = now_us / 1000 - r->t0;	/* one clock read */
 	char labels[160];
 	const char *base;
 	size_t n;
@@ -154,7 +159,7 @@ access_log(struct gw_req *r)
 	tg_metrics_inc(r->gw->metrics, "tidegate_requests_total", labels, 1);
 	tg_metrics_observe(r->gw->metrics, r->histogram ? r->histogram :
 	    "tidegate_request_duration_seconds", base,
-	    (double)(tg_clock_mono_us() - r->t0_us) / 1e6);
+	    (double)(now_us - r->t0_us) / 1e6);
 	if (!r->rt->cfg.access_log)
 		return;
 	access_line(r, ms);
@@ -218,8 +223,15 @@ gw_req_common_headers(struct gw_req *r)
 
 	evhttp_remove_header(h, "X-Request-Id");
 	evhttp_add_header(h, "X-Request-Id", r->id);
+	gw_req_close_header(r);
+}
+
+void
+gw_req_close_header(struct gw_req *r)
+{
 	if (r->gw->draining || (r->gw->retired != NULL && conn_retired(r->gw, r->conn)))
-		evhttp_add_header(h, "Connection", "close");
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Connection",
+		    "close");
 }
 
 void

@@ -19,6 +19,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/frontdoor.h"
+#include "tidegate/hblock.h"
 #include "tidegate/http.h"
 #include "tidegate/ids.h"
 #include "version.h"
@@ -48,12 +49,14 @@ pooled_hex(char *out, size_t n)
 	used += n;
 }
 
+/* The pool's digits are all hex: only an id of zeros (invalid) is drawn
+ * again. */
 void
 gw_trace_new_id(char id[33])
 {
 	do
 		pooled_hex(id, 16);
-	while (!tg_id_hex_ok(id, 32));
+	while (strspn(id, "0") == 32);
 }
 
 void
@@ -61,7 +64,7 @@ gw_trace_new_span(char span[17])
 {
 	do
 		pooled_hex(span, 8);
-	while (!tg_id_hex_ok(span, 16));
+	while (strspn(span, "0") == 16);
 }
 
 void
@@ -84,10 +87,13 @@ gw_req_ids(struct evhttp_request *req, char id[TG_UUID_LEN], char trace_id[33])
 {
 	const char *rid = tg_http_header(req, "X-Request-Id");
 	const char *tp = tg_http_header(req, "traceparent");
+	size_t n = rid != NULL ? strlen(rid) : 0;
 
-	if (rid != NULL && tg_http_request_id_valid(rid, strlen(rid)))
-		snprintf(id, TG_UUID_LEN, "%s", rid);
-	else
+	if (rid != NULL && tg_http_request_id_valid(rid, n)) {
+		n = n < TG_UUID_LEN - 1 ? n : TG_UUID_LEN - 1;	/* as long as the id kept */
+		memcpy(id, rid, n);
+		id[n] = '\0';
+	} else
 		tg_id_uuid4(id);
 	if (!tg_id_trace_of(tp, trace_id)) {
 		gw_trace_new_id(trace_id);
@@ -177,7 +183,7 @@ put(struct evkeyvalq *out, unsigned bits, unsigned bit, const char *name, const 
 		while (evhttp_remove_header(out, name) == 0)
 			;
 	if (value != NULL)
-		evhttp_add_header(out, name, value);
+		tg_header_add(out, name, value);
 }
 
 void
@@ -206,5 +212,5 @@ gw_trace_headers_span(const struct gw_trace *t, struct evkeyvalq *out, char span
 	if (t != NULL && t->forwarded[0] != '\0')
 		put(out, bits, H_XFF, "X-Forwarded-For", t->forwarded);
 	if (!(bits & H_UA))
-		evhttp_add_header(out, "User-Agent", gw_user_agent());
+		tg_header_add(out, "User-Agent", gw_user_agent());
 }

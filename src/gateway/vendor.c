@@ -23,6 +23,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/hblock.h"
 #include "tidegate/log.h"
 #include "gw.h"
 
@@ -194,9 +195,10 @@ vcall_send(struct gw_vcall *c)
 		c->span_t0 = tg_clock_mono_us();
 	}
 	if (c->token != NULL || c->bearer != NULL) {
-		auth = tg_xasprintf("Bearer %s", c->token != NULL ? c->token : c->bearer);
-		evhttp_remove_header(h, "Authorization");
-		evhttp_add_header(h, "Authorization", auth);
+		auth = tg_xconcat("Bearer ", c->token != NULL ? c->token : c->bearer, NULL);
+		if (tg_header_find(h, "Authorization") != NULL)
+			evhttp_remove_header(h, "Authorization");
+		tg_header_add(h, "Authorization", auth);
 		free(auth);
 	}
 	if (c->owner != NULL)	/* one move in the queue for both */

@@ -21,6 +21,7 @@
 #include <event2/util.h>
 
 #include "tidegate/config.h"
+#include "tidegate/hblock.h"
 #include "tidegate/http.h"
 
 struct event_base *
@@ -40,6 +41,9 @@ tg_http_new(struct event_base *base, size_t max_body)
 {
 	struct evhttp *http = evhttp_new(base);
 
+	/* No Content-Type is made up: libevent would label every body sent
+	 * without one text/html, a relayed vendor answer among them. */
+	evhttp_set_default_content_type(http, NULL);
 	evhttp_set_max_body_size(http, max_body);
 	evhttp_set_max_headers_size(http, TG_HTTP_MAX_HEAD);
 	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
@@ -183,7 +187,7 @@ tg_http_cmd_name(enum evhttp_cmd_type cmd)
 const char *
 tg_http_header(struct evhttp_request *req, const char *name)
 {
-	return evhttp_find_header(evhttp_request_get_input_headers(req), name);
+	return tg_header_find(evhttp_request_get_input_headers(req), name);
 }
 
 /* The answer's own first: the gateway's listeners set the id they assign

@@ -76,7 +76,8 @@ tg_route_match(const struct tg_service_routes *sr, const char *method, const cha
 	int rc, best = 0;
 	size_t i, pl;
 
-	memset(m, 0, sizeof(*m));
+	m->route = NULL;	/* the parameters are read up to nparam only */
+	m->nparam = 0;
 	for (i = 0; i < sr->nprefixes; i++) {
 		pl = strlen(sr->prefixes[i]);
 		if (strncmp(path, sr->prefixes[i], pl) != 0 || (pl > 0 && path[pl] != '/'))

@@ -29,6 +29,7 @@
 #include <event2/util.h>
 
 #include "tidegate/clock.h"
+#include "tidegate/hblock.h"
 #include "tidegate/ids.h"
 #include "tidegate/log.h"
 #include "up.h"
@@ -307,21 +308,23 @@ failure(struct tg_up_req *r, struct up_conn *c)
 /* The connection can carry another request only if the body's end was
  * framed (length, chunked, or no body at all), not marked by a close. */
 static int
-reusable(const struct tg_up_req *r)
+reusable(const struct tg_up_req *r, const struct evkeyvalq *h)
 {
-	const char *te = evhttp_find_header(&r->resp_headers, "Transfer-Encoding");
+	const char *te;
 
 	if (r->method == EVHTTP_REQ_HEAD || r->status == 204 || r->status == 304)
 		return 1;
-	return evhttp_find_header(&r->resp_headers, "Content-Length") != NULL ||
-	    (te != NULL && strcasecmp(te, "chunked") == 0);
+	if (tg_header_find(h, "Content-Length") != NULL)
+		return 1;	/* the common case: one search */
+	te = tg_header_find(h, "Transfer-Encoding");
+	return te != NULL && strcasecmp(te, "chunked") == 0;
 }
 
 static void
-success(struct tg_up_req *r, struct up_conn *c)
+success(struct tg_up_req *r, struct up_conn *c, struct evhttp_request *ereq)
 {
 	tg_upstream_req_unbind(r);
-	tg_upstream_conn_release(c, reusable(r));
+	tg_upstream_conn_release(c, reusable(r, evhttp_request_get_input_headers(ereq)));
 	r->finished = 1;
 	hold(r);
 	deliver(r);
@@ -349,7 +352,7 @@ on_req_done(struct evhttp_request *ereq, void *arg)
 	}
 	if (ereq != NULL && evhttp_request_get_response_code(ereq) > 0 && !c->has_lerr &&
 	    r->head)
-		success(r, c);
+		success(r, c, ereq);
 	else
 		failure(r, c);
 }
@@ -396,6 +399,7 @@ on_req_head(struct evhttp_request *ereq, void *arg)
 	struct up_conn *c = arg;
 	struct tg_up_req *r = c->r;
 	int code = evhttp_request_get_response_code(ereq), alive;
+	struct evkeyvalq *h;
 
 	if (r == NULL)
 		return -1;
@@ -409,10 +413,14 @@ on_req_head(struct evhttp_request *ereq, void *arg)
 	}
 	r->head = 1;
 	r->status = code;
-	copy_headers(&r->resp_headers, evhttp_request_get_input_headers(ereq));
+	/* libevent's own list, borrowed for the callback; a fetch, which
+	 * hands the head over with the body at the end, keeps a copy. */
+	h = evhttp_request_get_input_headers(ereq);
+	if (r->fetch != NULL)
+		copy_headers(&r->resp_headers, h);
 	hold(r);
 	if (r->cbs.on_head != NULL)
-		r->cbs.on_head(r, code, &r->resp_headers, r->arg);
+		r->cbs.on_head(r, code, h, r->arg);
 	alive = c->r == r;
 	if (alive && r->paused)
 		bufferevent_disable(c->bev, EV_READ);
@@ -438,47 +446,64 @@ on_req_body(struct evhttp_request *ereq, void *arg)
 	release(r);
 }
 
-/* The fallback may live under another base path than the primary. */
-static char *
-uri_for(const struct tg_up_req *r)
+/* The fallback may live under another base path than the primary: the
+ * target rewritten into *own (the caller frees it), else r's own. */
+static const char *
+uri_for(const struct tg_up_req *r, char **own)
 {
 	const char *pb = r->u->origin[0].base_path;
 	size_t n = strlen(pb);
 
+	*own = NULL;
 	if (r->o == &r->u->origin[0] || strcmp(pb, r->o->base_path) == 0 ||
 	    strncmp(r->uri, pb, n) != 0)
-		return tg_xstrdup(r->uri);
-	return tg_xasprintf("%s%s", r->o->base_path, r->uri + n);
+		return r->uri;
+	return *own = tg_xconcat(r->o->base_path, r->uri + n, NULL);
+}
+
+/* Host and Content-Length: the pool's, never a caller's. */
+static int
+set_here(const char *name)
+{
+	switch (name[0] | 0x20) {
+	case 'h':
+		return strcasecmp(name, "Host") == 0;
+	case 'c':
+		return strcasecmp(name, "Content-Length") == 0;
+	}
+	return 0;
 }
 
 static struct evhttp_request *
 build(struct tg_up_req *r, struct up_conn *c)
 {
 	struct evhttp_request *ereq = evhttp_request_new(on_req_done, c);
-	struct evkeyvalq *h = evhttp_request_get_output_headers(ereq);
 	struct evkeyval *kv;
-	char len[32];
+	struct tg_hblock b;
 
 	evhttp_request_set_header_cb(ereq, on_req_head);
 	evhttp_request_set_chunked_cb(ereq, on_req_body);
 	evhttp_request_set_error_cb(ereq, on_req_error);
-	TAILQ_FOREACH(kv, &r->headers, next)
-		if (strcasecmp(kv->key, "Host") != 0 && strcasecmp(kv->key, "Content-Length") != 0)
-			evhttp_add_header(h, kv->key, kv->value);
-	evhttp_add_header(h, "Host", r->o->hosthdr);
+	/* One block, one write (hblock.h): Content-Length first, as the
+	 * block's key, where libevent looks for it (it adds its own to a POST
+	 * or PUT without one), then Host, then the caller's headers. */
+	tg_hblock_init(&b);
 	if (r->body != NULL) {
 		/* By reference: no copy of a large body, and the caller's
 		 * buffer is intact for a retry. */
 		evbuffer_add_buffer_reference(evhttp_request_get_output_buffer(ereq), r->body);
-		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(r->body));
-		evhttp_add_header(h, "Content-Length", len);
+		tg_hblock_add_u64(&b, "Content-Length", evbuffer_get_length(r->body));
 	} else if (r->seg != NULL) {
 		/* The first bytes behind the head, the rest as they leave
 		 * (filebody.c): never the whole file in memory. */
 		tg_up_body_first(r, evhttp_request_get_output_buffer(ereq));
-		snprintf(len, sizeof(len), "%lld", (long long)r->seglen);
-		evhttp_add_header(h, "Content-Length", len);
+		tg_hblock_add_u64(&b, "Content-Length", (uint64_t)r->seglen);
 	}
+	tg_hblock_add(&b, "Host", r->o->hosthdr);
+	TAILQ_FOREACH(kv, &r->headers, next)
+		if (!set_here(kv->key))
+			tg_hblock_add(&b, kv->key, kv->value);
+	tg_hblock_attach(&b, evhttp_request_get_output_headers(ereq));
 	return ereq;
 }
 
@@ -486,7 +511,8 @@ void
 tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c)
 {
 	struct evhttp_request *ereq = build(r, c);
-	char *uri = uri_for(r);
+	char *own;
+	const char *uri = uri_for(r, &own);
 	int rc;
 
 	tg_upstream_req_bind(r, c);
@@ -494,8 +520,8 @@ tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c)
 	c->has_lerr = 0;
 	/* Callbacks may run (and finish r) before this returns: r and c are
 	 * not touched afterwards unless libevent refused the request. */
-	rc = evhttp_make_request(c->evcon, ereq, r->method, uri);
-	free(uri);
+	rc = evhttp_make_request(c->evcon, ereq, r->method, uri);	/* copies uri */
+	free(own);
 	if (rc != 0) {
 		evhttp_request_free(ereq);
 		failure(r, c);

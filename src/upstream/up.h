@@ -156,7 +156,7 @@ struct tg_up_req {
 	struct tg_up_cbs cbs;
 	void *arg;
 	int status;
-	struct evkeyvalq resp_headers;	/* copy: outlives libevent's request */
+	struct evkeyvalq resp_headers;	/* a fetch's copy: outlives libevent's request */
 	struct evbuffer *in;		/* response bytes not consumed yet */
 	struct event *kick;		/* delivery after resume, made on demand */
 	void *fetch;			/* fetch.c state, freed with the request */

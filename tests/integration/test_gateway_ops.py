@@ -138,6 +138,44 @@ def test_sighup_reload_swaps_keys_without_dropping_requests(emulator, make_gatew
     assert any(e.get("event") == "reloaded" for e in gw.log_lines())
 
 
+def test_sighup_reload_forgets_remembered_keys_at_once(emulator, make_gateway):
+    """The keyring remembers the keys it matched (no hash a request): a key
+    used on a kept-alive connection, then replaced by another by a reload,
+    is refused on that same connection by the next request (not taken for
+    the key now in its place), and a key renamed answers in its new name."""
+    gw = make_gateway(emulator)
+    gw.own("x")
+    s = requests.Session()
+    for _ in range(3):
+        assert s.get(gw.dex + "/public/export?correlationId=x",
+                     headers=gw.headers()).status_code == 404
+
+    def reload(cfg, n):
+        gw.write_config(cfg)
+        gw.send_signal(signal.SIGHUP)
+        deadline = time.time() + 5
+        while sum(e.get("event") == "reloaded" for e in gw.log_lines()) < n:
+            assert time.time() < deadline
+            time.sleep(0.05)
+
+    cfg = dict(gw.cfg)
+    old = cfg["keys"][0]
+    cfg["keys"] = [{"name": "other", "services": ["dex"], "sha256":
+                    "8d969eef6ecad3c29a3a629280e686cf0c3f5d5a86aff3ca12020c923adc6c92"}]
+    reload(cfg, 1)                              # sha256("123456")
+    # no key now: a caller's own token, which the vendor refuses
+    r = s.get(gw.dex + "/public/export?correlationId=z", headers=gw.headers())
+    assert r.status_code == 401, r.text
+    assert s.get(gw.dex + "/public/export?correlationId=x",
+                 headers=gw.headers("123456")).status_code == 404
+    cfg["keys"] = [dict(old, name="renamed")]
+    reload(cfg, 2)
+    r = s.get(gw.dex + "/public/export?correlationId=x", headers=gw.headers())
+    assert r.status_code == 404     # the job's owner is the key's digest, not its name
+    metrics = requests.get(gw.admin + "/metrics", timeout=5).text
+    assert 'key="renamed"' in metrics
+
+
 def test_sighup_with_bad_config_keeps_running(emulator, gateway):
     gateway.own("x")
     with open(gateway.config_path, "a") as f:

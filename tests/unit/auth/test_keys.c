@@ -1,11 +1,13 @@
 /*
  * test_keys.c - gateway API keys: match and mismatch, service masks,
- * several keys, and the configuration errors (bad hex, unknown service,
- * no service, duplicate digest).
+ * several keys, the keys remembered once matched (found again, never for
+ * a near miss, an empty key or after cleanup), and the configuration
+ * errors (bad hex, unknown service, no service, duplicate digest).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,6 +120,44 @@ test_errors(void **state)
 	tg_keyring_cleanup(&kr);
 }
 
+/* Matched keys are remembered (keys.c): each of many keys, more than the
+ * table holds and so sharing its slots, is found again as itself; a near
+ * miss of a remembered key, an empty key and a key too long to remember
+ * get the same verdicts as the first time. */
+static void
+test_remembered(void **state)
+{
+	static const char *const svc[] = { "dex" };
+	struct tg_keyring kr = { 0 };
+	char key[300], name[16], hex[65];
+	const struct tg_key *k;
+	int i, round;
+
+	for (i = 0; i < 150; i++) {
+		snprintf(key, sizeof(key), "key-%03d-%s", i, i == 149 ? "x" : "");
+		if (i == 149)
+			memset(key + 9, 'x', 250), key[259] = '\0';
+		snprintf(name, sizeof(name), "k%d", i);
+		digest_hex(key, hex);
+		assert_int_equal(tg_keyring_add(&kr, name, hex, svc, 1, NULL), 0);
+	}
+	for (round = 0; round < 3; round++)
+		for (i = 0; i < 150; i++) {
+			snprintf(key, sizeof(key), "key-%03d-%s", i, i == 149 ? "x" : "");
+			if (i == 149)
+				memset(key + 9, 'x', 250), key[259] = '\0';
+			snprintf(name, sizeof(name), "k%d", i);
+			assert_non_null(k = tg_keyring_match(&kr, key));
+			assert_string_equal(k->name, name);
+			key[0] ^= 1;	/* a near miss: same length, one bit */
+			assert_null(tg_keyring_match(&kr, key));
+			assert_null(tg_keyring_match(&kr, ""));
+		}
+	tg_keyring_cleanup(&kr);
+	assert_null(tg_keyring_match(&kr, "key-000-"));
+	assert_null(kr.seen);
+}
+
 int
 main(void)
 {
@@ -125,6 +165,7 @@ main(void)
 		cmocka_unit_test(test_match),
 		cmocka_unit_test(test_several_keys_and_masks),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_remembered),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,32 @@ test_counters(void **state)
 	    "req_total{code=\"200\"} 3\nreq_total{code=\"404\"} 1\n");
 	assert_true(tg_metrics_value(m, "req_total", "code=\"200\"") == 3);
 	free(s);
+	tg_metrics_free(m);
+}
+
+/* The series used last are found again without the map: more series than
+ * it remembers, used in turn and again, each under its own name and labels
+ * (names and labels that share a prefix kept apart). */
+static void
+test_recent_series(void **state)
+{
+	struct tg_metrics *m = tg_metrics_new();
+	char labels[32];
+	int round, i;
+
+	for (round = 0; round < 3; round++)
+		for (i = 0; i < 7; i++) {
+			snprintf(labels, sizeof(labels), "code=\"%d\"", 200 + i);
+			tg_metrics_inc(m, i % 2 ? "req_total" : "req_totals", labels, i + 1);
+			tg_metrics_inc(m, "req_total", "code=\"2\"", 1);
+		}
+	for (i = 0; i < 7; i++) {
+		snprintf(labels, sizeof(labels), "code=\"%d\"", 200 + i);
+		assert_true(tg_metrics_value(m, i % 2 ? "req_total" : "req_totals", labels) ==
+		    3 * (i + 1));
+		assert_true(tg_metrics_value(m, i % 2 ? "req_totals" : "req_total", labels) == 0);
+	}
+	assert_true(tg_metrics_value(m, "req_total", "code=\"2\"") == 21);
 	tg_metrics_free(m);
 }
 
@@ -101,6 +128,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counters),
+		cmocka_unit_test(test_recent_series),
 		cmocka_unit_test(test_histogram),
 		cmocka_unit_test(test_touch_and_declared),
 	};
