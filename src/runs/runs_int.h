@@ -42,6 +42,8 @@ struct runs_bg {
 	void (*done)(void *arg);	/* a notification: called once when over */
 	void *done_arg;
 	struct gw_scrape *scrape;	/* a scrape part (borrowed until released) */
+	struct gw_held *held;		/* an admin request (admin_runs.c), or NULL */
+	size_t limit, offset;		/* its list's page */
 	struct evbuffer *out;		/* borrowed from the scrape */
 };
 
@@ -168,6 +170,10 @@ void runs_status_seen(struct gw *gw, const struct gw_answer *a, const char *id,
 /** /metrics: the registry's counts as gauges into out (borrowed), perhaps
  * later: s (borrowed) is held until then. */
 void runs_metrics(struct gw *gw, struct evbuffer *out, struct gw_scrape *s);
+
+/* admin_runs.c */
+/* GET /runs… on the admin listener: req and path borrowed; answered once. */
+void runs_admin(struct gw *gw, struct evhttp_request *req, const char *path);
 
 /* runs_api.c */
 #define RUNS_API_PREFIX "/tidegate/v1/"

@@ -126,6 +126,8 @@ runs_bg_free(struct runs_bg *b)
 	LIST_REMOVE(b, link);
 	if (b->obs != NULL)
 		gw_answer_release(b->obs);
+	if (b->held != NULL)
+		gw_held_take(b->held);	/* the feature stopped: no answer */
 	free(b->id);
 	free(b->key);
 	free(b->data);
