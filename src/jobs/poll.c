@@ -318,6 +318,25 @@ jobs_poll_free(struct jobs_poll *p)
 	free(p);
 }
 
+/* Long-polls held now: counted at scrape time (entries are few, a scrape
+ * is rare), so that holding and waking a waiter costs nothing more. */
+static size_t
+waiters(const struct jobs_poll *p)
+{
+	struct poll_entry *e;
+	struct jobs_req *q;
+	const char *k;
+	void *v;
+	size_t pos = 0, n = 0;
+
+	while (tg_map_next(p->entries, &pos, &k, &v)) {
+		e = v;
+		TAILQ_FOREACH(q, &e->waiters, next)
+			n++;
+	}
+	return n;
+}
+
 void
 jobs_poll_metrics(struct jobs_poll *p, struct evbuffer *out)
 {
@@ -333,6 +352,9 @@ jobs_poll_metrics(struct jobs_poll *p, struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tidegate_poll_entries Jobs the poll multiplexer "
 	    "tracks.\n# TYPE tidegate_poll_entries gauge\ntidegate_poll_entries %zu\n",
 	    tg_map_count(p->entries));
+	evbuffer_add_printf(out, "# HELP tidegate_poll_waiters Long-polls (?wait=) held now for "
+	    "a job's answer.\n# TYPE tidegate_poll_waiters gauge\ntidegate_poll_waiters %zu\n",
+	    waiters(p));
 	evbuffer_add_printf(out, "# HELP tidegate_poll_spool_bytes Bytes of the spool files "
 	    "(final answers over poll.cache_max_body).\n# TYPE tidegate_poll_spool_bytes gauge\n"
 	    "tidegate_poll_spool_bytes %lld\n# HELP tidegate_poll_spool_files Spool files open "

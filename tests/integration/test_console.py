@@ -8,6 +8,7 @@ click, the sweep chart has one series per variant, a wrong key is refused
 in words, no console error, no request leaves the admin origin, no layout
 shift while refreshing. Screenshots of each panel go to $TG_CONSOLE_SHOTS
 (default: the test's directory)."""
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -154,6 +155,33 @@ def test_runs_and_sweeps_on_the_admin_listener_across_keys(tmp_path, make_gatewa
     assert line["op"] == "runs" and line["key"] == "ops"
 
 
+def test_long_poll_waiters_gauge(make_emulator, make_gateway):
+    """tidegate_poll_waiters (the Jobs panel's long-poll waiters): the
+    long-polls held now, back to 0 once they are answered."""
+    emu = make_emulator({"export": {"delay": "30s"}})
+    gw = make_gateway(emu)
+    cids = [export_cid(gw) for _ in range(2)]
+    assert gw.metric("tidegate_poll_waiters") == 0
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        futs = [pool.submit(requests.get, gw.dex + "/public/export",
+                            params={"correlationId": c, "wait": 3}, headers=gw.headers(),
+                            timeout=10) for c in (cids[0], cids[0], cids[1])]
+        deadline = time.monotonic() + 2
+        while gw.metric("tidegate_poll_waiters") != 3:
+            assert time.monotonic() < deadline, gw.metric("tidegate_poll_waiters")
+            time.sleep(0.05)
+        assert gw.metric("tidegate_poll_entries") == 2
+        assert [f.result().status_code for f in futs] == [202, 202, 202]
+    assert gw.metric("tidegate_poll_waiters") == 0
+
+
+def export_cid(gw):
+    r = requests.post(gw.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                      headers=gw.headers(), timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()["correlationId"]
+
+
 # ---- in a real browser ----
 
 def metric(text, name, **labels):
@@ -194,6 +222,7 @@ def figures(snap):
         f["webhook_" + st] = str(int(metric(m, "tidegate_webhook_jobs", state=st)))
     f["sweeps_done"] = str(int(metric(m, "tidegate_sweeps", state="done")))
     f["poll_entries"] = str(int(metric(m, "tidegate_poll_entries")))
+    f["poll_waiters"] = str(int(metric(m, "tidegate_poll_waiters")))
     f["poll_spool_files"] = str(int(metric(m, "tidegate_poll_spool_files")))
     f["leases_held"] = str(int(metric(m, "tidegate_state_leases_held")))
     f["backend"] = snap["ready"]["state"]["backend"]

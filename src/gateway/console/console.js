@@ -310,7 +310,7 @@
     fillRows('dead-table', dead.body.webhooks.map((j) => [j.id, j.kind, j.url, j.attempts,
       j.lastStatus, j.lastError, redeliverButton(j)]), 'no dead jobs');
     fillRows('latest-table', latest.body.webhooks.slice(0, 10).map((j) => [j.id, j.state, j.url,
-      j.attempts, j.lastStatus, j.lastError, j.lastAttemptAt || j.createdAt]), 'no jobs');
+      j.attempts, j.lastStatus, j.lastError, when(j.lastAttemptAt || j.createdAt)]), 'no jobs');
   }
 
   function refusal(status, body) {
@@ -318,6 +318,11 @@
     if (status === 401) return 'refused: ' + why + ' (enter an admin key above)';
     if (status === 403) return 'read-only: ' + why;
     return 'unavailable: ' + why;
+  }
+
+  /* An ISO 8601 time as 2026-01-02 03:04:05Z (UTC, as the server says it). */
+  function when(iso) {
+    return typeof iso === 'string' ? iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : null;
   }
 
   function daysLeft(iso) {
@@ -340,7 +345,8 @@
     }
     $('simulations-message').textContent = '';
     fillRows('runs-table', runs.body.runs.slice(0, 10).map((r) => [r.simulationId, r.status,
-      r.caseId, r.apiKey, r.submittedAt, r.expiresAt, daysLeft(r.expiresAt)]), 'no runs');
+      r.caseId, r.apiKey, when(r.submittedAt), when(r.expiresAt), daysLeft(r.expiresAt)]),
+    'no runs');
     const frag = document.createDocumentFragment();
     for (const s of sweeps) frag.appendChild(sweepBlock(s));
     $('sweeps').replaceChildren(frag);
@@ -370,7 +376,8 @@
       tr.appendChild(el('td', v.status + (v.failure ? ' (' + v.failure + ')' : '')));
       for (const col of cols) {
         const x = v.figures ? v.figures[col] : undefined;
-        tr.appendChild(el('td', typeof x === 'number' ? fmt(x) : '–', 'num'));
+        tr.appendChild(el('td', typeof x === 'number' ? (Math.abs(x) >= 1000 ? String(Math.round(x)) :
+          String(Number(x.toPrecision(4)))) : '–', 'num'));
       }
     }
     box.appendChild(t);
@@ -378,30 +385,35 @@
     return box;
   }
 
+  /* Each column scaled between its smallest and largest figure, so that
+   * what differs between variants shows; the values are in the table and
+   * in each series' title. */
   function sweepChart(variants, cols) {
-    const W = 300, H = 140, P = 14;
+    const W = 600, H = 160, P = 24;
     const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'chart sweep-chart',
       role: 'img', 'aria-label': 'variants compared over ' + cols.join(', ') });
-    const max = cols.map((c) => Math.max(0, ...variants.map((v) =>
-      v.figures && typeof v.figures[c] === 'number' ? Math.abs(v.figures[c]) : 0)) || 1);
+    const num = (v, c) => (v.figures && typeof v.figures[c] === 'number' ? v.figures[c] : null);
+    const lo = cols.map((c) => Math.min(...variants.map((v) => num(v, c)).filter((y) => y !== null)));
+    const hi = cols.map((c) => Math.max(...variants.map((v) => num(v, c)).filter((y) => y !== null)));
     const x = (i) => P + (W - 2 * P) * (cols.length > 1 ? i / (cols.length - 1) : 0.5);
+    const y = (i, v) => H - P - (H - 2 * P) * (hi[i] > lo[i] ? (v - lo[i]) / (hi[i] - lo[i]) : 0.5);
     svg.appendChild(svgEl('line', { x1: P, y1: H - P, x2: W - P, y2: H - P, class: 'axis' }));
     cols.forEach((c, i) => {
-      const tx = svgEl('text', { x: x(i), y: H - 2, 'text-anchor': 'middle' });
-      tx.textContent = c.length > 12 ? c.slice(0, 11) + '…' : c;
+      svg.appendChild(svgEl('line', { x1: x(i), y1: P, x2: x(i), y2: H - P, class: 'axis' }));
+      const tx = svgEl('text', { x: x(i), y: H - 8, 'text-anchor': 'middle' });
+      tx.textContent = c.length > 11 ? c.slice(0, 10) + '…' : c;
       svg.appendChild(tx);
     });
     variants.forEach((v, k) => {
       const pts = [];
       cols.forEach((c, i) => {
-        const y = v.figures ? v.figures[c] : undefined;
-        if (typeof y === 'number')
-          pts.push(x(i).toFixed(1) + ',' + (H - P - (H - 2 * P - 6) * Math.abs(y) / max[i]).toFixed(1));
+        const f = num(v, c);
+        if (f !== null) pts.push(x(i).toFixed(1) + ',' + y(i, f).toFixed(1));
       });
       const line = svgEl('polyline', { points: pts.join(' '), class: 'series c' + (k % 6) });
       line.dataset.series = v.name;
       const title = svgEl('title', {});
-      title.textContent = v.name;
+      title.textContent = v.name + ': ' + cols.map((c) => c + ' ' + fmt(num(v, c))).join(', ');
       line.appendChild(title);
       svg.appendChild(line);
     });
