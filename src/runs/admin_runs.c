@@ -98,20 +98,9 @@ on_sweeps(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, in
 {
 	struct runs_bg *b = arg;
 	yajl_gen g = tg_json_gen_new();
-	size_t i;
 
-	if (res->rc == 0) {
-		yajl_gen_map_open(g);
-		tg_json_str(g, "sweeps");
-		yajl_gen_array_open(g);
-		for (i = 0; i < n; i++)
-			tg_sweep_brief_json(g, &s[i]);
-		yajl_gen_array_close(g);
-		tg_json_kv_int(g, "limit", (long long)b->limit);
-		tg_json_kv_int(g, "offset", (long long)b->offset);
-		tg_json_kv_bool(g, "more", more);
-		yajl_gen_map_close(g);
-	}
+	if (res->rc == 0)
+		runs_sweeps_page_json(g, s, n, b->limit, b->offset, more);
 	reply(b, res, g);
 	yajl_gen_free(g);
 }

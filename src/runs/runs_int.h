@@ -183,6 +183,10 @@ void runs_api(struct gw_req *r);
 /** POST and GET /tidegate/v1/sweeps (rest "") and GET …/sweeps/{id} (rest
  * "/{id}", borrowed). */
 void runs_sweeps_api(struct gw_req *r, const char *rest);
+/* A page of sweeps (s[0..n), borrowed) as the lists' body into g:
+ * {"sweeps": [brief…], "limit", "offset", "more"}. */
+void runs_sweeps_page_json(yajl_gen g, const struct tg_sweep *s, size_t n, size_t limit,
+    size_t offset, int more);
 void runs_sweep_post_free(struct runs_sweep_post *sp);	/* takes ownership; NULL-safe */
 /* sweeper.c */
 /** Mark sweep id (borrowed) done if every variant has ended, then its
