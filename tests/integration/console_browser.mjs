@@ -41,6 +41,7 @@ async function panels(page) {
       buttons: [...document.querySelectorAll('button[data-webhook]')].map((b) => ({
         id: b.dataset.webhook, disabled: b.disabled })),
       auth: document.getElementById('auth-message').textContent,
+      markup: document.querySelectorAll('main img, main b').length,
       status: document.getElementById('status').textContent,
       webhooksMessage: document.getElementById('webhooks-message').textContent,
     };

@@ -28,13 +28,17 @@ from test_gateway_webhooks import (ADMIN_KEY, ADMIN_SHA, SECRET, Receiver, expor
 
 CONSOLE_DIR = os.path.join(ROOT, "src", "gateway", "console")
 OTHER_KEY = "other-console-key"
+HOSTILE = '<img src="/x" data-x="1"><b>k</b>'
 
 
 def keys():
     return [{"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"]},
             {"name": "other", "sha256": hashlib.sha256(OTHER_KEY.encode()).hexdigest(),
              "services": ["dex", "sim"]},
-            {"name": "ops", "sha256": ADMIN_SHA, "services": ["admin"]}]
+            {"name": "ops", "sha256": ADMIN_SHA, "services": ["admin"]},
+            # a name that is markup: the console must show it as text
+            {"name": HOSTILE, "sha256": hashlib.sha256(b"hostile").hexdigest(),
+             "services": ["dex"]}]
 
 
 def adm():
@@ -317,6 +321,7 @@ def test_console_in_chromium(tmp_path, make_gateway):
         assert a["buttons"] == [{"id": wid, "disabled": False}]
         assert [r[0] for r in a["runs"]] == [x["simulationId"] for x in before["runs"]["runs"]]
         assert [r[0] for r in a["limits"]] == [k["key"] for k in before["limits"]["keys"]]
+        assert HOSTILE in [r[0] for r in a["limits"]] and a["markup"] == 0
         assert a["callSeries"] == 2                       # dex and sim
         # the sweep: its variants side by side, and three series in its chart
         [sw] = a["sweeps"]
