@@ -437,7 +437,8 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 	if (fault != 0) {	/* refused on its head (frontdoor.h): answer, close */
 		refused(lc->gw, req, fault);
 	} else if (feat >= 0) {
-		gw_feat_admin(lc->gw, feat, req, path);	/* its admin API (/webhooks…) */
+		if (gw_admin_may_act(lc->gw, req))	/* admin-read: GETs only */
+			gw_feat_admin(lc->gw, feat, req, path);	/* its admin API (/webhooks…) */
 	} else if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
 		gw_admin_reply_error(lc->gw, req, 405, NULL,

@@ -1,7 +1,8 @@
 // console_browser.mjs - drives the admin console in Debian's chromium with
 // playwright-core (test_console.py starts the gateway and reads the JSON
 // this prints). One argument: a JSON object {admin, chromium, shots,
-// wrongKey, readKey, adminKey, sweeps}. Prints one JSON object: what each
+// wrongKey, readKey (no admin service), viewKey (admin-read), adminKey,
+// sweeps}. Prints one JSON object: what each
 // panel shows, what happened at each step, the console errors and every
 // request the page made.
 import { createRequire } from 'node:module';
@@ -83,6 +84,12 @@ try {
   await page.waitForFunction(() => document.getElementById('auth-message').textContent.includes('read-only'),
     null, { timeout: T });
   out.steps.readKey = await panels(page);
+
+  step = 'viewKey';
+  await useKey(page, cfg.viewKey);
+  await page.waitForFunction(() => document.getElementById('auth-message').textContent.includes('admin-read') &&
+    document.querySelectorAll('button[data-webhook]').length > 0, null, { timeout: T });
+  out.steps.viewKey = await panels(page);
 
   step = 'adminKey';
   await useKey(page, cfg.adminKey);

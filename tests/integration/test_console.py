@@ -28,6 +28,7 @@ from test_gateway_webhooks import (ADMIN_KEY, ADMIN_SHA, SECRET, Receiver, expor
 
 CONSOLE_DIR = os.path.join(ROOT, "src", "gateway", "console")
 OTHER_KEY = "other-console-key"
+VIEW_KEY = "viewer-console-key"
 HOSTILE = '<img src="/x" data-x="1"><b>k</b>'
 
 
@@ -36,6 +37,8 @@ def keys():
             {"name": "other", "sha256": hashlib.sha256(OTHER_KEY.encode()).hexdigest(),
              "services": ["dex", "sim"]},
             {"name": "ops", "sha256": ADMIN_SHA, "services": ["admin"]},
+            {"name": "viewer", "sha256": hashlib.sha256(VIEW_KEY.encode()).hexdigest(),
+             "services": ["admin-read"]},
             # a name that is markup: the console must show it as text
             {"name": HOSTILE, "sha256": hashlib.sha256(b"hostile").hexdigest(),
              "services": ["dex"]}]
@@ -159,6 +162,53 @@ def test_runs_and_sweeps_on_the_admin_listener_across_keys(tmp_path, make_gatewa
     assert line["op"] == "runs" and line["key"] == "ops"
 
 
+def test_admin_read_key_reads_the_admin_api_and_cannot_act(make_emulator, make_gateway,
+                                                          tmp_path):
+    """A key with admin-read: every admin API's GET, marked
+    X-Tidegate-Admin-Actions: none (the console disables its buttons);
+    every other method 403 before the feature, nothing done."""
+    secret = tmp_path / "webhook-secret"
+    secret.write_text(SECRET + "\n")
+    receiver = Receiver()
+    try:
+        gw = make_gateway(make_emulator(), {**hooks(str(secret), schedule=["0s", "100ms"]),
+                                            "keys": keys()})
+        receiver.answer("/down", then=500)
+        wid = export(gw, receiver.url("/down")).headers["X-Tidegate-Webhook-Id"]
+        wait_state(gw, wid, "dead")
+        view = {"Authorization": "Bearer " + VIEW_KEY}
+        for path in ("/webhooks", f"/webhooks/{wid}", "/limits", "/runs", "/runs/sweeps"):
+            r = requests.get(gw.admin + path, headers=view, timeout=5)
+            assert r.status_code == 200, (path, r.text)
+            assert r.headers["X-Tidegate-Admin-Actions"] == "none", path
+            r = requests.get(gw.admin + path, headers=adm(), timeout=5)
+            assert r.status_code == 200 and "X-Tidegate-Admin-Actions" not in r.headers, path
+        assert [j["id"] for j in requests.get(gw.admin + "/webhooks", headers=view,
+                                              timeout=5).json()["webhooks"]] == [wid]
+        seen = len(receiver.seen("/down"))
+        for path in (f"/webhooks/{wid}/redeliver", "/webhooks/redeliver?since=2000-01-01T00:00:00Z"):
+            r = requests.post(gw.admin + path, headers=view, timeout=5)
+            assert r.status_code == 403, r.text
+            assert r.json()["error"] == "FORBIDDEN"
+            assert r.json()["message"] == ("this API key may read the admin API but not act "
+                                           "on it (admin-read)")
+        line = [e for e in gw.log_lines() if e.get("event") == "access"
+                and e["method"] == "POST"][-1]
+        assert line["key"] == "viewer" and line["status"] == 403
+        time.sleep(0.3)
+        assert len(receiver.seen("/down")) == seen
+        assert requests.get(f"{gw.admin}/webhooks/{wid}", headers=adm(),
+                            timeout=5).json()["state"] == "dead"
+        # a key without either admin service is refused its reads as before
+        r = requests.get(gw.admin + "/webhooks", headers=gw.headers(TEST_KEY), timeout=5)
+        assert r.status_code == 403 and "X-Tidegate-Admin-Actions" not in r.headers
+        # and the admin key acts
+        r = requests.post(f"{gw.admin}/webhooks/{wid}/redeliver", headers=adm(), timeout=5)
+        assert r.status_code == 200, r.text
+    finally:
+        receiver.close()
+
+
 def test_long_poll_waiters_gauge(make_emulator, make_gateway):
     """tidegate_poll_waiters (the Jobs panel's long-poll waiters): the
     long-polls held now, back to 0 once they are answered."""
@@ -272,7 +322,8 @@ def test_console_in_chromium(tmp_path, make_gateway):
         shots = os.environ.get("TG_CONSOLE_SHOTS") or str(tmp_path / "shots")
         os.makedirs(shots, exist_ok=True)
         cfg = {"admin": gw.admin, "chromium": browser, "shots": shots, "sweeps": 1,
-               "wrongKey": "not-a-key", "readKey": TEST_KEY, "adminKey": ADMIN_KEY}
+               "wrongKey": "not-a-key", "readKey": TEST_KEY, "viewKey": VIEW_KEY,
+               "adminKey": ADMIN_KEY}
         env = {**os.environ, "TG_NPM_DIR": NPM_DIR}
         p = subprocess.run(["node", os.path.join(os.path.dirname(__file__),
                                                  "console_browser.mjs"), json.dumps(cfg)],
@@ -297,6 +348,10 @@ def test_console_in_chromium(tmp_path, make_gateway):
         assert steps["wrongKey"]["auth"] == "This key was refused: unknown API key."
         assert steps["wrongKey"]["buttons"] == [] and steps["wrongKey"]["dead"] == [
             ["needs a key with the admin service"]]
+        vr = steps["viewKey"]
+        assert "admin-read" in vr["auth"] and vr["status"].endswith("read-only")
+        assert vr["buttons"] == [{"id": wid, "disabled": True}]
+        assert [r[0] for r in vr["dead"]] == [wid]
         ro = steps["readKey"]
         assert "read-only" in ro["auth"] and ro["buttons"] == []
         assert ro["status"].endswith("read-only")

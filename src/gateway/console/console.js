@@ -5,7 +5,9 @@
  * Safety: the admin key is typed once, kept in sessionStorage (this tab
  * only) and sent as the Authorization header; no cookie is ever used.
  * Every value from the server goes into the page with textContent or as
- * an SVG attribute set through setAttribute, never as markup. Requests go
+ * an SVG attribute set through setAttribute, never as markup. A key with
+ * admin-read sees the admin API's data with its buttons disabled (the
+ * server refuses its actions anyway). Requests go
  * to this origin only (the Content-Security-Policy forbids anything else).
  */
 'use strict';
@@ -30,12 +32,14 @@
     return h;
   }
 
-  /* GET path on this origin: {status, body (parsed JSON or text)}. */
+  /* GET path on this origin: {status, body (parsed JSON or text), actions:
+   * false when the key may only read the admin API (admin-read)}. */
   async function get(path, asText) {
     const r = await fetch(path, { headers: headers(), credentials: 'omit', cache: 'no-store' });
     let body = null;
     try { body = asText ? await r.text() : await r.json(); } catch (e) { body = null; }
-    return { status: r.status, body: body };
+    return { status: r.status, body: body,
+      actions: r.headers.get('X-Tidegate-Admin-Actions') !== 'none' };
   }
 
   // ---- DOM helpers: text only ----
@@ -276,6 +280,7 @@
     b.dataset.webhook = job.id;
     b.setAttribute('aria-label', 'Redeliver webhook ' + job.id);
     b.disabled = !canAct;
+    if (!canAct) b.title = 'this key may read the admin API but not act on it (admin-read)';
     b.addEventListener('click', async () => {
       b.disabled = true;
       const r = await fetch('/webhooks/' + encodeURIComponent(job.id) + '/redeliver', {
@@ -463,7 +468,7 @@
       const m = parseMetrics(met.body || '');
       samples.push({ t: Date.now(), m: m });
       while (samples.length > 2 && samples[0].t < Date.now() - WINDOW_MS) samples.shift();
-      canAct = dead.status === 200;
+      canAct = dead.status === 200 && dead.actions;
       auth(dead);
       let summaries = [];
       if (sweeps.status === 200) {
@@ -493,6 +498,8 @@
         'unknown API key') + '.' : 'Enter an admin API key to see the webhooks, runs and limits.';
     else if (r.status === 403)
       msg.textContent = 'This key has no admin service: the console is read-only.';
+    else if (r.status === 200 && !r.actions)
+      msg.textContent = 'This key may read but not act (admin-read): the console is read-only.';
     else
       msg.textContent = '';
   }
