@@ -62,19 +62,28 @@ take(struct runs_bg *b)
 	return req;
 }
 
+/* As the runs API answers: the state away 503 with Retry-After; a list's
+ * filter the registry refused (an unknown status) 400; a summary that
+ * failed 503 (b->id: the sweep of a summary). */
 static void
 reply(struct runs_bg *b, const struct tg_state_res *res, yajl_gen g)
 {
 	struct evhttp_request *req = take(b);
 
-	if (req == NULL)
+	if (req == NULL) {
 		;	/* the client went */
-	else if (res->rc == TG_STATE_NOT_FOUND)
+	} else if (res->rc == TG_STATE_UNAVAILABLE || res->rc == TG_STATE_UNKNOWN) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After",
+		    STATE_RETRY_AFTER);
+		gw_admin_reply_error(b->gw, req, 503, "STATE_UNAVAILABLE", res->err.msg);
+	} else if (res->rc == TG_STATE_NOT_FOUND) {
 		gw_admin_reply_error(b->gw, req, 404, "NOT_FOUND", "no such sweep");
-	else if (res->rc != 0)
-		gw_admin_reply_error(b->gw, req, 503, "REGISTRY_UNAVAILABLE", res->err.msg);
-	else
+	} else if (res->rc != 0) {
+		gw_admin_reply_error(b->gw, req, b->id != NULL ? 503 : 400, b->id != NULL ?
+		    "REGISTRY_UNAVAILABLE" : "BAD_REQUEST", res->err.msg);
+	} else {
 		tg_reply_json(req, 200, g);
+	}
 	runs_bg_free(b);
 }
 
@@ -184,7 +193,7 @@ runs_admin(struct gw *gw, struct evhttp_request *req, const char *path)
 	limit = offset = 0;
 	if (sweep == NULL && paging(gw, req, &limit, &offset) != 0)
 		return;
-	b = runs_bg_new(gw, NULL);
+	b = runs_bg_new(gw, sweep);
 	b->held = gw_held_new(req);
 	b->limit = limit;
 	b->offset = offset;

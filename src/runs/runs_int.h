@@ -171,6 +171,9 @@ void runs_status_seen(struct gw *gw, const struct gw_answer *a, const char *id,
  * later: s (borrowed) is held until then. */
 void runs_metrics(struct gw *gw, struct evbuffer *out, struct gw_scrape *s);
 
+/* Retry-After (seconds) of a 503 while the state cannot answer. */
+#define STATE_RETRY_AFTER	"5"
+
 /* admin_runs.c */
 /* GET /runs… on the admin listener: req and path borrowed; answered once. */
 void runs_admin(struct gw *gw, struct evhttp_request *req, const char *path);

@@ -76,9 +76,6 @@ runs_req_wait(struct gw_req *r, struct tg_state_op *op)
 		runs_req_of(r)->op = op;
 }
 
-/* Seconds a client is asked to wait when the state cannot be reached. */
-#define STATE_RETRY_AFTER	"5"
-
 void
 runs_reply_state(struct gw_req *r, const struct tg_state_res *res, int status,
     const char *code, const char *msg)

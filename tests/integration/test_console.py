@@ -142,6 +142,9 @@ def test_runs_and_sweeps_on_the_admin_listener_across_keys(tmp_path, make_gatewa
     assert sorted(x["variant"] for x in r.json()["runs"]) == ["q1", "q2"]
     r = requests.get(gw.admin + "/runs", params={"limit": 1}, headers=adm(), timeout=5)
     assert len(r.json()["runs"]) == 1 and r.json()["more"] is True
+    for path, q in (("/runs", {"status": "BOGUS"}), ("/runs/sweeps", {"state": "bogus"})):
+        r = requests.get(gw.admin + path, params=q, headers=adm(), timeout=5)
+        assert r.status_code == 400 and r.json()["error"] == "BAD_REQUEST", (path, r.text)
     for bad in ("0", "1001", "x", "-1"):
         r = requests.get(gw.admin + "/runs", params={"limit": bad}, headers=adm(), timeout=5)
         assert r.status_code == 400 and r.json()["error"] == "BAD_REQUEST", bad
