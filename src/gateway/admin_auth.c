@@ -1,7 +1,7 @@
 /*
  * admin_auth.c - who may use the admin listener's API (the features' admin
  * paths, /webhooks…): a gateway API key with the admin service when keys
- * are configured (or admin-read, for GET and HEAD alone: gw_admin_may_act
+ * are configured (or admin-read, for GET and HEAD alone: admin_scope.c
  * refuses the rest for every feature at once); anyone when none are (every listener is then loopback
  * only). The probes (/healthz, /readyz, /metrics) ask for no key. One
  * decision, taken twice: by the front door on the head of every admin
@@ -34,29 +34,6 @@ gw_admin_auth(const struct gw_runtime *rt, const char *apikey, const char *beare
 		return GW_ADMIN_UNKNOWN;
 	return ((*key)->services & (TG_SVC_ADMIN | TG_SVC_ADMIN_READ)) ? GW_ADMIN_OK :
 	    GW_ADMIN_FORBIDDEN;
-}
-
-/* A key with admin-read and not admin reads: its GETs go on, marked so
- * that the console shows no action; anything else is refused here, for
- * every feature's admin API at once. */
-int
-gw_admin_may_act(struct gw *gw, struct evhttp_request *req)
-{
-	enum evhttp_cmd_type m = evhttp_request_get_command(req);
-	const struct tg_key *k;
-
-	if (gw_admin_auth(gw->rt, tg_http_header(req, "X-Api-Key"), tg_http_bearer(req), &k) !=
-	    GW_ADMIN_OK || k == NULL || (k->services & TG_SVC_ADMIN))
-		return 1;	/* the feature answers: its 401 or 403, or an admin key */
-	if (m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD) {
-		evhttp_add_header(evhttp_request_get_output_headers(req),
-		    "X-Tidegate-Admin-Actions", "none");
-		return 1;
-	}
-	gw_admin_set_key(gw, req, k->name);
-	gw_admin_reply_error(gw, req, 403, "FORBIDDEN", "this API key may read the admin API "
-	    "but not act on it (admin-read)");
-	return 0;
 }
 
 int

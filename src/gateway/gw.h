@@ -396,7 +396,7 @@ void gw_admin_on_request(struct evhttp_request *req, void *arg);
 /** The op of a probe's path (path[0..len), borrowed): "healthz", "readyz"
  * or "metrics" (static), or NULL for any other path. */
 const char *gw_admin_probe(const char *path, size_t len);
-/* admin_auth.c */
+/* admin_scope.c */
 /** Whether the admin request req (borrowed) may go to a feature's admin
  * API: 0 when it was answered 403 (a key with admin-read only, and a
  * method other than GET or HEAD); a GET of such a key is marked
