@@ -212,9 +212,10 @@ def test_admin_read_key_reads_the_admin_api_and_cannot_act(make_emulator, make_g
         receiver.close()
 
 
-def test_long_poll_waiters_gauge(make_emulator, make_gateway):
-    """tidegate_poll_waiters (the Jobs panel's long-poll waiters): the
-    long-polls held now, back to 0 once they are answered."""
+def test_long_poll_waiters_and_jobs_in_flight_gauges(make_emulator, make_gateway):
+    """tidegate_poll_waiters and tidegate_poll_in_flight{family} (the Jobs
+    panel): the long-polls held now, back to 0 once they are answered; the
+    jobs whose final answer has not come, by family."""
     emu = make_emulator({"export": {"delay": "30s"}})
     gw = make_gateway(emu)
     cids = [export_cid(gw) for _ in range(2)]
@@ -228,8 +229,21 @@ def test_long_poll_waiters_gauge(make_emulator, make_gateway):
             assert time.monotonic() < deadline, gw.metric("tidegate_poll_waiters")
             time.sleep(0.05)
         assert gw.metric("tidegate_poll_entries") == 2
+        assert gw.metric("tidegate_poll_in_flight", family="export") == 2
         assert [f.result().status_code for f in futs] == [202, 202, 202]
     assert gw.metric("tidegate_poll_waiters") == 0
+    # still in flight (the vendor said 202), none of the other families
+    assert gw.metric("tidegate_poll_in_flight", family="export") == 2
+    assert gw.metric("tidegate_poll_in_flight", family="import") == 0
+    assert gw.metric("tidegate_poll_in_flight", family="simulation") == 0
+    # one ends: the vendor's final answer is no longer in flight
+    emu.advance("31s")
+    deadline = time.monotonic() + 5
+    while requests.get(gw.dex + "/public/export", params={"correlationId": cids[0]},
+                       headers=gw.headers(), timeout=10).status_code != 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert gw.metric("tidegate_poll_in_flight", family="export") == 1
 
 
 def export_cid(gw):
@@ -280,6 +294,8 @@ def figures(snap):
     f["sweeps_done"] = str(int(metric(m, "tidegate_sweeps", state="done")))
     f["poll_entries"] = str(int(metric(m, "tidegate_poll_entries")))
     f["poll_waiters"] = str(int(metric(m, "tidegate_poll_waiters")))
+    for fam in ("export", "import", "simulation"):
+        f["in_flight_" + fam] = str(int(metric(m, "tidegate_poll_in_flight", family=fam)))
     f["poll_spool_files"] = str(int(metric(m, "tidegate_poll_spool_files")))
     f["leases_held"] = str(int(metric(m, "tidegate_state_leases_held")))
     f["backend"] = snap["ready"]["state"]["backend"]

@@ -258,7 +258,13 @@
 
   function renderJobs(m) {
     fillKv('jobs-kv', [
-      ['jobs tracked (in flight)', metric(m, 'tidegate_poll_entries'), 'poll_entries'],
+      ['exports in flight', metric(m, 'tidegate_poll_in_flight', { family: 'export' }),
+        'in_flight_export'],
+      ['imports in flight', metric(m, 'tidegate_poll_in_flight', { family: 'import' }),
+        'in_flight_import'],
+      ['simulations in flight', metric(m, 'tidegate_poll_in_flight', { family: 'simulation' }),
+        'in_flight_simulation'],
+      ['jobs tracked', metric(m, 'tidegate_poll_entries'), 'poll_entries'],
       ['long-poll waiters', m.tidegate_poll_waiters ? metric(m, 'tidegate_poll_waiters') : null,
         'poll_waiters'],
       ['cached answers', bytes(metric(m, 'tidegate_poll_cache_bytes')) + ' of ' +
