@@ -142,6 +142,22 @@ try {
   out.steps.schemes = { light, dark };
   await page.setViewportSize({ width: 1280, height: 900 });
   await page.screenshot({ path: path.join(cfg.shots, 'console-dark.png'), fullPage: true });
+
+  // a gateway that does not answer: the refresh gives up at its deadline
+  // and says so; the page goes on once it answers again
+  step = 'frozen';
+  process.kill(cfg.pid, 'SIGSTOP');
+  const t1 = Date.now();
+  try {
+    await page.waitForFunction(() => document.getElementById('status').textContent
+      .includes('did not answer'), null, { timeout: 25000 });
+  } finally {
+    process.kill(cfg.pid, 'SIGCONT');
+  }
+  out.steps.frozen = { status: await page.textContent('#status'), ms: Date.now() - t1 };
+  await page.waitForFunction(() => document.getElementById('status').textContent
+    .startsWith('updated'), null, { timeout: 20000 });
+  out.steps.thawed = true;
   await context.close();
 } catch (e) {
   out.failure = String(e && e.stack || e);

@@ -341,6 +341,7 @@ def test_console_in_chromium(tmp_path, make_gateway):
         shots = os.environ.get("TG_CONSOLE_SHOTS") or str(tmp_path / "shots")
         os.makedirs(shots, exist_ok=True)
         cfg = {"admin": gw.admin, "chromium": browser, "shots": shots, "sweeps": 1,
+               "pid": gw.proc.pid,
                "wrongKey": "not-a-key", "readKey": TEST_KEY, "viewKey": VIEW_KEY,
                "adminKey": ADMIN_KEY}
         env = {**os.environ, "TG_NPM_DIR": NPM_DIR}
@@ -425,6 +426,11 @@ def test_console_in_chromium(tmp_path, make_gateway):
         assert steps["shiftScore"] < 0.001, steps["shiftScore"]
         assert steps["narrowOverflow"] <= 0
         assert steps["schemes"]["light"] != steps["schemes"]["dark"]
+        # a frozen gateway: the page says so at its 10 s deadline, then goes on
+        fr = steps["frozen"]
+        assert fr["status"] == "the gateway did not answer within 10 s (retrying)", fr
+        assert 9000 <= fr["ms"] <= 25000, fr
+        assert steps["thawed"] is True
         for name in ("vendor", "jobs", "webhooks", "simulations", "fleet", "console-1280",
                      "console-400", "console-dark"):
             with open(os.path.join(shots, name + ".png"), "rb") as f:

@@ -15,6 +15,7 @@
 (function () {
   const KEY = 'tidegate.adminKey';
   const REFRESH_MS = 2000;
+  const TIMEOUT_MS = 10000;
   const WINDOW_MS = 5 * 60 * 1000;
   const SVG = 'http://www.w3.org/2000/svg';
   const samples = [];          // {t, m}: parsed /metrics, newest last
@@ -35,11 +36,20 @@
   /* GET path on this origin: {status, body (parsed JSON or text), actions:
    * false when the key may only read the admin API (admin-read)}. */
   async function get(path, asText) {
-    const r = await fetch(path, { headers: headers(), credentials: 'omit', cache: 'no-store' });
+    const r = await send(path, { headers: headers() });
     let body = null;
     try { body = asText ? await r.text() : await r.json(); } catch (e) { body = null; }
     return { status: r.status, body: body,
       actions: r.headers.get('X-Tidegate-Admin-Actions') !== 'none' };
+  }
+
+  /* fetch with a deadline: a gateway that does not answer fails the
+   * refresh (said in the status line) instead of holding the next ones. */
+  function send(path, opts) {
+    const ac = new AbortController();
+    const t = setTimeout(() => ac.abort(), TIMEOUT_MS);
+    return fetch(path, Object.assign({ credentials: 'omit', cache: 'no-store',
+      signal: ac.signal }, opts)).finally(() => clearTimeout(t));
   }
 
   // ---- DOM helpers: text only ----
@@ -289,13 +299,14 @@
     if (!canAct) b.title = 'this key may read the admin API but not act on it (admin-read)';
     b.addEventListener('click', async () => {
       b.disabled = true;
-      const r = await fetch('/webhooks/' + encodeURIComponent(job.id) + '/redeliver', {
-        method: 'POST', headers: headers(), credentials: 'omit', cache: 'no-store' });
       let msg = 'redelivery of ' + job.id + ': ';
       try {
-        const j = await r.json();
+        const r = await send('/webhooks/' + encodeURIComponent(job.id) + '/redeliver',
+          { method: 'POST', headers: headers() });
+        let j = {};
+        try { j = await r.json(); } catch (e) { j = {}; }
         msg += r.ok ? 'queued' : (j.message || ('HTTP ' + r.status));
-      } catch (e) { msg += 'HTTP ' + r.status; }
+      } catch (e) { msg += 'no answer (' + e.message + ')'; }
       $('webhooks-message').textContent = msg;
       refresh();
     });
@@ -490,7 +501,8 @@
       $('status').textContent = 'updated ' + new Date().toLocaleTimeString() +
         (canAct ? ' · admin' : ' · read-only');
     } catch (e) {
-      $('status').textContent = 'the gateway did not answer: ' + e.message;
+      $('status').textContent = e.name === 'AbortError' ? 'the gateway did not answer within ' +
+        (TIMEOUT_MS / 1000) + ' s (retrying)' : 'the gateway did not answer: ' + e.message;
     } finally {
       busy = false;
     }
