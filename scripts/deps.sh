@@ -7,7 +7,8 @@
 # features, the peers the tests run (nginx, HAProxy, PostgreSQL, Node.js for
 # the npm tools), promtool, and what the package and image tests build with
 # (debhelper, dpkg-dev, lintian, fakeroot: test_package.py; mmdebstrap:
-# test_container.py).
+# test_container.py), and chromium, the browser the console's test drives
+# (test_console.py).
 # prometheus is there for promtool (`promtool check metrics` in the tests); its
 # server, enabled by the package, is stopped and disabled at once: it listens
 # on :9090, the admin listener's default port. pgbouncer is the pooler a fleet
@@ -19,7 +20,7 @@ TG_PACKAGES="build-essential pkg-config meson ninja-build libevent-dev libyajl-d
 libyaml-dev libsqlite3-dev libmimalloc-dev scdoc curl"
 TG_TEST_PACKAGES="libcmocka-dev python3-pytest python3-requests openssl nginx-light haproxy
 nodejs postgresql-15 postgresql-common libpq-dev libsystemd-dev systemd man-db prometheus
-debhelper dpkg-dev lintian fakeroot mmdebstrap pgbouncer"
+debhelper dpkg-dev lintian fakeroot mmdebstrap pgbouncer chromium"
 
 tg_install_deps() {
 	local missing="" p
@@ -48,7 +49,9 @@ tg_install_deps() {
 # @stoplight/spectral-cli (lints docs/openapi/*.yaml) and @stoplight/prism-cli (a proxy
 # that validates every response against them, tests/integration/test_openapi.py).
 # prism-cli stays on 5.14 (node >= 18.20.1): 5.15 and later need node 24.
-TG_NPM_PACKAGES="oauth2-mock-server@7 @stoplight/spectral-cli@6 @stoplight/prism-cli@5.14"
+# playwright-core drives Debian's chromium (TG_TEST_PACKAGES) through the admin
+# console (tests/integration/console_browser.mjs); it downloads no browser.
+TG_NPM_PACKAGES="oauth2-mock-server@7 @stoplight/spectral-cli@6 @stoplight/prism-cli@5.14 playwright-core@1"
 
 tg_install_npm() {
 	local dir="${TG_NPM_DIR:-$PWD/build-npm}" missing="" p

@@ -416,6 +416,10 @@ enum gw_admin_auth { GW_ADMIN_OK, GW_ADMIN_MISSING, GW_ADMIN_UNKNOWN, GW_ADMIN_F
  * takes on the head; *key the key that matched (borrowed from rt), or NULL. */
 enum gw_admin_auth gw_admin_auth(const struct gw_runtime *rt, const char *apikey,
     const char *bearer, const struct tg_key **key);
+/** Whether the admin request req (borrowed) may use an admin API: 1, its
+ * key named on its access line; 0 when it was answered 401 (no known key,
+ * with WWW-Authenticate) or 403 (a key without the admin service). */
+int gw_admin_authorized(struct gw *gw, struct evhttp_request *req);
 /** Answer the admin request req (handed back to libevent) with the JSON
  * error body of status, code (borrowed; NULL: the status's) and msg
  * (borrowed), naming the request's id; its access line names code. */

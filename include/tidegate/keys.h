@@ -2,7 +2,8 @@
  * keys.h - gateway API keys. Keys are configured as SHA-256 hex digests
  * (never in clear); a presented key is hashed and compared in constant
  * time against every configured digest. Each key is allowed a set of
- * services.
+ * services: dex, sim, admin (the admin API, reading and acting), admin-read
+ * (the admin API's reads only).
  */
 #ifndef TIDEGATE_KEYS_H
 #define TIDEGATE_KEYS_H
@@ -14,6 +15,7 @@
 #define TG_SVC_DEX   0x1
 #define TG_SVC_SIM   0x2
 #define TG_SVC_ADMIN 0x4
+#define TG_SVC_ADMIN_READ 0x8	/* the admin API's GETs only (admin-read) */
 
 struct tg_key {
 	char *name;		/* shown in logs and metrics; not secret */

@@ -31,6 +31,7 @@ static const struct {
 	{ "dex", TG_SVC_DEX },
 	{ "sim", TG_SVC_SIM },
 	{ "admin", TG_SVC_ADMIN },
+	{ "admin-read", TG_SVC_ADMIN_READ },
 };
 
 /* Remembered keys: slots of a direct-mapped table; longer keys are hashed
@@ -91,14 +92,15 @@ parse_services(const char *const *names, size_t n, unsigned *mask, struct tg_err
 			if (names[i] != NULL && strcmp(names[i], services[j].name) == 0)
 				break;
 		if (j == TG_NELEM(services)) {
-			tg_err_set(err, "unknown service \"%s\" (expected dex, sim or admin)",
-			    names[i] ? names[i] : "");
+			tg_err_set(err, "unknown service \"%s\" (expected dex, sim, admin or "
+			    "admin-read)", names[i] ? names[i] : "");
 			return -1;
 		}
 		*mask |= services[j].bit;
 	}
 	if (*mask == 0) {
-		tg_err_set(err, "no services: list at least one of dex, sim, admin");
+		tg_err_set(err, "no services: list at least one of dex, sim, admin, "
+		    "admin-read");
 		return -1;
 	}
 	return 0;

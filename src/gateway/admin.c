@@ -6,7 +6,8 @@
  * the listener stays open through the drain), /metrics (Prometheus text,
  * with the pools' per-owner series, then each feature's), HEAD on those
  * three as GET without the body (probes), and the features' admin APIs
- * (gw_endpoint_role.admin_prefix: /webhooks…). Each request gets its request
+ * (gw_endpoint_role.admin_prefix: /webhooks…), and the console (GET /,
+ * admin_console.c). Each request gets its request
  * id and access line first (admin_log.c).
  */
 #include <stdio.h>
@@ -396,6 +397,8 @@ core_op(const char *path, int *probe)
 	const char *op = gw_admin_probe(path, strlen(path));
 
 	*probe = op != NULL;
+	if (op == NULL && (strcmp(path, "/") == 0 || strncmp(path, "/console/", 9) == 0))
+		return "console";
 	return op != NULL ? op : "unknown";
 }
 
@@ -434,7 +437,8 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 	if (fault != 0) {	/* refused on its head (frontdoor.h): answer, close */
 		refused(lc->gw, req, fault);
 	} else if (feat >= 0) {
-		gw_feat_admin(lc->gw, feat, req, path);	/* its admin API (/webhooks…) */
+		if (gw_admin_may_act(lc->gw, req))	/* admin-read: GETs only */
+			gw_feat_admin(lc->gw, feat, req, path);	/* its admin API (/webhooks…) */
 	} else if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
 		gw_admin_reply_error(lc->gw, req, 405, NULL,
@@ -445,6 +449,8 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 		readyz(lc->gw, req);
 	} else if (strcmp(path, "/metrics") == 0) {
 		metrics(lc->gw, req);
+	} else if (gw_admin_console(req, path)) {
+		;	/* the console's page or one of its files (admin_console.c) */
 	} else {
 		gw_admin_reply_error(lc->gw, req, 404, NULL, "no such admin endpoint");
 	}

@@ -1,17 +1,22 @@
 /*
  * admin_auth.c - who may use the admin listener's API (the features' admin
  * paths, /webhooks…): a gateway API key with the admin service when keys
- * are configured; anyone when none are (every listener is then loopback
+ * are configured (or admin-read, for GET and HEAD alone: admin_scope.c
+ * refuses the rest for every feature at once); anyone when none are (every listener is then loopback
  * only). The probes (/healthz, /readyz, /metrics) ask for no key. One
  * decision, taken twice: by the front door on the head of every admin
  * request that announces a body, which is capped at admin_max_body, so
  * that nothing is read for a caller who would be refused
  * (gw_admin_head_check, registered in server.c), and by a feature's admin
- * handler (gw_admin_auth, admin_webhooks.c).
+ * handler (gw_admin_auth, admin_webhooks.c; gw_admin_authorized answers
+ * the refusal for it, admin_runs.c).
  */
 #include <stdlib.h>
 
+#include <event2/http.h>
+
 #include "tidegate/frontdoor.h"
+#include "tidegate/http.h"
 #include "gw.h"
 
 enum gw_admin_auth
@@ -27,7 +32,30 @@ gw_admin_auth(const struct gw_runtime *rt, const char *apikey, const char *beare
 		return GW_ADMIN_MISSING;
 	if ((*key = tg_keyring_match(&rt->keys, presented)) == NULL)
 		return GW_ADMIN_UNKNOWN;
-	return ((*key)->services & TG_SVC_ADMIN) ? GW_ADMIN_OK : GW_ADMIN_FORBIDDEN;
+	return ((*key)->services & (TG_SVC_ADMIN | TG_SVC_ADMIN_READ)) ? GW_ADMIN_OK :
+	    GW_ADMIN_FORBIDDEN;
+}
+
+int
+gw_admin_authorized(struct gw *gw, struct evhttp_request *req)
+{
+	const struct tg_key *k;
+	enum gw_admin_auth v = gw_admin_auth(gw->rt, tg_http_header(req, "X-Api-Key"),
+	    tg_http_bearer(req), &k);
+
+	if (k != NULL)
+		gw_admin_set_key(gw, req, k->name);	/* its access line names it */
+	if (v == GW_ADMIN_MISSING || v == GW_ADMIN_UNKNOWN) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+		    "Bearer");
+		gw_admin_reply_error(gw, req, 401, "UNAUTHORIZED", v == GW_ADMIN_UNKNOWN ?
+		    "unknown API key" : "an API key with the admin service is required "
+		    "(Authorization: Bearer <key> or X-Api-Key)");
+	} else if (v == GW_ADMIN_FORBIDDEN) {
+		gw_admin_reply_error(gw, req, 403, "FORBIDDEN",
+		    "this API key may not use the admin API");
+	}
+	return v == GW_ADMIN_OK;
 }
 
 /* No admin path takes a body from a caller the API would refuse; a known

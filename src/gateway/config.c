@@ -30,7 +30,8 @@ static const struct tg_cfg_key key_keys[] = {
 	{ "sha256", TG_CFG_STR, offsetof(struct gw_key_cfg, sha256), NULL, 1, 0, 0, NULL, 0, 0,
 	  0, "SHA-256 of the key, 64 hex digits (printf %s KEY | sha256sum)" },
 	{ "services", TG_CFG_STRLIST, offsetof(struct gw_key_cfg, services), "dex,sim", 0, 0, 0,
-	  NULL, 0, 0, 0, "services the key may use: dex, sim, admin" },
+	  NULL, 0, 0, 0, "services the key may use: dex, sim, admin (the admin API), "
+	  "admin-read (its reads only)" },
 };
 
 #define SERVICE_KEYS(svc, defurl) \

@@ -59,14 +59,15 @@ gw_config_check_choice(struct tg_cfg_report *rep, const char *key, const char *v
 void
 gw_config_check_services(const struct gw_config *c, size_t i, struct tg_cfg_report *rep)
 {
-	static const char *const names[] = { "dex", "sim", "admin", NULL };
+	static const char *const names[] = { "dex", "sim", "admin", "admin-read", NULL };
 	const struct tg_strlist *l = &c->keys[i].services;
 	char key[64];
 	size_t j;
 
 	if (l->n == 0) {
 		snprintf(key, sizeof(key), "keys[%zu].services", i);
-		tg_config_report_add(rep, NULL, key, "list at least one of dex, sim, admin");
+		tg_config_report_add(rep, NULL, key, "list at least one of dex, sim, admin, "
+		    "admin-read");
 	}
 	for (j = 0; j < l->n; j++) {
 		snprintf(key, sizeof(key), "keys[%zu].services[%zu]", i, j);

@@ -398,6 +398,16 @@ void gw_admin_on_request(struct evhttp_request *req, void *arg);
 /** The op of a probe's path (path[0..len), borrowed): "healthz", "readyz"
  * or "metrics" (static), or NULL for any other path. */
 const char *gw_admin_probe(const char *path, size_t len);
+/* admin_scope.c */
+/** Whether the admin request req (borrowed) may go to a feature's admin
+ * API: 0 when it was answered 403 (a key with admin-read only, and a
+ * method other than GET or HEAD); a GET of such a key is marked
+ * X-Tidegate-Admin-Actions: none. */
+int gw_admin_may_act(struct gw *gw, struct evhttp_request *req);
+/* admin_console.c */
+/** Answer a GET or HEAD of path (borrowed) with the console's file there
+ * and return 1; 0 (nothing sent) when path is not one of its files. */
+int gw_admin_console(struct evhttp_request *req, const char *path);
 /* admin_log.c */
 /**
  * An admin request req (borrowed) that passed tg_frontdoor_refusal: its

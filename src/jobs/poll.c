@@ -318,6 +318,46 @@ jobs_poll_free(struct jobs_poll *p)
 	free(p);
 }
 
+/* Long-polls held now, and jobs not ended yet by family (export, import,
+ * simulation): counted at scrape time (entries are few, a scrape is
+ * rare), so that holding and waking a waiter costs nothing more. */
+static const char *const families[3] = { "export", "import", "simulation" };
+
+static void
+walk(const struct jobs_poll *p, size_t *waiters, size_t in_flight[3])
+{
+	struct poll_entry *e;
+	struct jobs_req *q;
+	const char *k;
+	void *v;
+	size_t pos = 0;
+
+	*waiters = in_flight[0] = in_flight[1] = in_flight[2] = 0;
+	while (tg_map_next(p->entries, &pos, &k, &v)) {
+		e = v;
+		TAILQ_FOREACH(q, &e->waiters, next)
+			(*waiters)++;
+		if (!e->ans.terminal)
+			in_flight[e->op == TG_OP_DEX_EXPORT_GET ? 0 : e->service == GW_SIM ? 2 : 1]++;
+	}
+}
+
+static void
+render_walk(const struct jobs_poll *p, struct evbuffer *out)
+{
+	size_t waiters, in_flight[3];
+	int i;
+
+	walk(p, &waiters, in_flight);
+	evbuffer_add_printf(out, "# HELP tidegate_poll_waiters Long-polls (?wait=) held now for "
+	    "a job's answer.\n# TYPE tidegate_poll_waiters gauge\ntidegate_poll_waiters %zu\n"
+	    "# HELP tidegate_poll_in_flight Jobs the poll multiplexer tracks whose answer is not "
+	    "final yet, by family.\n# TYPE tidegate_poll_in_flight gauge\n", waiters);
+	for (i = 0; i < 3; i++)
+		evbuffer_add_printf(out, "tidegate_poll_in_flight{family=\"%s\"} %zu\n",
+		    families[i], in_flight[i]);
+}
+
 void
 jobs_poll_metrics(struct jobs_poll *p, struct evbuffer *out)
 {
@@ -333,6 +373,7 @@ jobs_poll_metrics(struct jobs_poll *p, struct evbuffer *out)
 	evbuffer_add_printf(out, "# HELP tidegate_poll_entries Jobs the poll multiplexer "
 	    "tracks.\n# TYPE tidegate_poll_entries gauge\ntidegate_poll_entries %zu\n",
 	    tg_map_count(p->entries));
+	render_walk(p, out);
 	evbuffer_add_printf(out, "# HELP tidegate_poll_spool_bytes Bytes of the spool files "
 	    "(final answers over poll.cache_max_body).\n# TYPE tidegate_poll_spool_bytes gauge\n"
 	    "tidegate_poll_spool_bytes %lld\n# HELP tidegate_poll_spool_files Spool files open "

@@ -209,10 +209,18 @@ static const struct gw_check_role check_role = {
 	.check = check,
 };
 
+static void
+on_admin(void *ctx, struct evhttp_request *req, const char *path)
+{
+	runs_admin(((struct runs *)ctx)->gw, req, path);
+}
+
 static const struct gw_endpoint_role endpoints = {
 	.prefix_listener = GW_SIM,
 	.prefix = RUNS_API_PREFIX,
 	.on_prefix = on_prefix,
+	.admin_prefix = "/runs",
+	.on_admin = on_admin,
 };
 
 static const struct gw_background_role background = {

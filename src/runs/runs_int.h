@@ -42,6 +42,8 @@ struct runs_bg {
 	void (*done)(void *arg);	/* a notification: called once when over */
 	void *done_arg;
 	struct gw_scrape *scrape;	/* a scrape part (borrowed until released) */
+	struct gw_held *held;		/* an admin request (admin_runs.c), or NULL */
+	size_t limit, offset;		/* its list's page */
 	struct evbuffer *out;		/* borrowed from the scrape */
 };
 
@@ -172,6 +174,13 @@ void runs_status_seen(struct gw *gw, const struct gw_answer *a, const char *id,
  * later: s (borrowed) is held until then. */
 void runs_metrics(struct gw *gw, struct evbuffer *out, struct gw_scrape *s);
 
+/* Retry-After (seconds) of a 503 while the state cannot answer. */
+#define STATE_RETRY_AFTER	"5"
+
+/* admin_runs.c */
+/* GET /runs… on the admin listener: req and path borrowed; answered once. */
+void runs_admin(struct gw *gw, struct evhttp_request *req, const char *path);
+
 /* runs_api.c */
 #define RUNS_API_PREFIX "/tidegate/v1/"
 /** The extension API on the simulation listener (never routed upstream). */
@@ -180,6 +189,10 @@ void runs_api(struct gw_req *r);
 /** POST and GET /tidegate/v1/sweeps (rest "") and GET …/sweeps/{id} (rest
  * "/{id}", borrowed). */
 void runs_sweeps_api(struct gw_req *r, const char *rest);
+/* A page of sweeps (s[0..n), borrowed) as the lists' body into g:
+ * {"sweeps": [brief…], "limit", "offset", "more"}. */
+void runs_sweeps_page_json(yajl_gen g, const struct tg_sweep *s, size_t n, size_t limit,
+    size_t offset, int more);
 void runs_sweep_post_free(struct runs_sweep_post *sp);	/* takes ownership; NULL-safe */
 /* sweeper.c */
 /** Mark sweep id (borrowed) done if every variant has ended, then its

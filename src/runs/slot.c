@@ -85,9 +85,6 @@ runs_req_wait(struct gw_req *r, struct tg_state_op *op)
 		runs_req_of(r)->op = op;
 }
 
-/* Seconds a client is asked to wait when the state cannot be reached. */
-#define STATE_RETRY_AFTER	"5"
-
 void
 runs_reply_state(struct gw_req *r, const struct tg_state_res *res, int status,
     const char *code, const char *msg)
@@ -135,6 +132,8 @@ runs_bg_free(struct runs_bg *b)
 	LIST_REMOVE(b, link);
 	if (b->obs != NULL)
 		gw_answer_release(b->obs);
+	if (b->held != NULL)
+		gw_held_take(b->held);	/* the feature stopped: no answer */
 	free(b->id);
 	free(b->key);
 	free(b->data);

@@ -312,6 +312,24 @@ refuse:
 	tg_problems_cleanup(&p);
 }
 
+void
+runs_sweeps_page_json(yajl_gen g, const struct tg_sweep *s, size_t n, size_t limit,
+    size_t offset, int more)
+{
+	size_t i;
+
+	yajl_gen_map_open(g);
+	tg_json_str(g, "sweeps");
+	yajl_gen_array_open(g);
+	for (i = 0; i < n; i++)
+		tg_sweep_brief_json(g, &s[i]);
+	yajl_gen_array_close(g);
+	tg_json_kv_int(g, "limit", (long long)limit);
+	tg_json_kv_int(g, "offset", (long long)offset);
+	tg_json_kv_bool(g, "more", more);
+	yajl_gen_map_close(g);
+}
+
 static void
 on_list(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, int more,
     void *arg)
@@ -319,7 +337,6 @@ on_list(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, int 
 	struct gw_req *r = arg;
 	struct runs_req *q = runs_req_of(r);
 	yajl_gen g;
-	size_t i;
 
 	q->op = NULL;
 	if (res->rc != 0) {
@@ -327,16 +344,7 @@ on_list(const struct tg_state_res *res, const struct tg_sweep *s, size_t n, int 
 		return;
 	}
 	g = tg_json_gen_new();
-	yajl_gen_map_open(g);
-	tg_json_str(g, "sweeps");
-	yajl_gen_array_open(g);
-	for (i = 0; i < n; i++)
-		tg_sweep_brief_json(g, &s[i]);
-	yajl_gen_array_close(g);
-	tg_json_kv_int(g, "limit", (long long)q->limit);
-	tg_json_kv_int(g, "offset", (long long)q->offset);
-	tg_json_kv_bool(g, "more", more);
-	yajl_gen_map_close(g);
+	runs_sweeps_page_json(g, s, n, q->limit, q->offset, more);
 	gw_req_reply_json(r, 200, g);
 	yajl_gen_free(g);
 }

@@ -42,7 +42,7 @@ CASES = [
      ["{f}:4:13: dex.routes.export: must be a path starting with '/', not a URL (the "
       "origin belongs in dex.url)"]),
     ("unknown_service", f"keys:\n  - name: a\n    sha256: {SHA}\n    services: [dex, simm]\n",
-     ["{f}:5:21: keys[0].services[1]: must be dex, sim or admin, got 'simm' (did you mean "
+     ["{f}:5:21: keys[0].services[1]: must be dex, sim, admin or admin-read, got 'simm' (did you mean "
       "'sim'?)"]),
     ("url_scheme", "dex:\n  url: htp:/vendor.example\n",
      ["{f}:3:8: dex.url: scheme must be http or https, got 'htp:/vendor.example' " + WANT_URL]),

@@ -472,6 +472,15 @@ def _gateway_api_validates(emulator, make_gateway, prisms, receiver, secret_file
     checked(requests.get(admin + "/webhooks", headers={"Authorization": "Bearer nope"},
                          timeout=t), 401)
     checked(requests.get(admin + "/webhooks", headers=h, timeout=t), 403)
+    # the run registry across keys (the console's Simulations panel)
+    r = checked(requests.get(admin + "/runs", params={"sweepId": swid}, headers=a, timeout=t),
+                200)
+    assert sorted(x["variant"] for x in r.json()["runs"]) == ["base", "ctv-3"]
+    r = checked(requests.get(admin + "/runs/sweeps", headers=a, timeout=t), 200)
+    assert [x["sweepId"] for x in r.json()["sweeps"]] == [swid]
+    checked(requests.get(admin + "/runs/sweeps/" + swid, headers=a, timeout=t), 200)
+    checked(requests.get(admin + "/runs/sweeps/swp_" + "0" * 32, headers=a, timeout=t), 404)
+    checked(requests.get(admin + "/runs", headers=h, timeout=t), 403)
 
 
 def test_readme_webhook_example_allows_the_receiver(tmp_path):

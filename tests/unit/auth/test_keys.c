@@ -80,6 +80,26 @@ test_several_keys_and_masks(void **state)
 	tg_keyring_cleanup(&kr);
 }
 
+/* admin-read is its own service: the admin API's reads, never admin. */
+static void
+test_admin_read(void **state)
+{
+	static const char *const view[] = { "admin-read" }, *const bad[] = { "admin-write" };
+	struct tg_keyring kr = { 0 };
+	struct tg_err err = { "" };
+	char hex[65];
+
+	digest_hex("k-view", hex);
+	assert_int_equal(tg_keyring_add(&kr, "v", hex, view, 1, NULL), 0);
+	assert_int_equal(tg_keyring_match(&kr, "k-view")->services, TG_SVC_ADMIN_READ);
+	assert_int_equal(TG_SVC_ADMIN_READ & (TG_SVC_DEX | TG_SVC_SIM | TG_SVC_ADMIN), 0);
+	digest_hex("k-bad", hex);
+	assert_int_equal(tg_keyring_add(&kr, "b", hex, bad, 1, &err), -1);
+	assert_string_equal(err.msg, "unknown service \"admin-write\" (expected dex, sim, admin "
+	    "or admin-read)");
+	tg_keyring_cleanup(&kr);
+}
+
 static void
 expect_add_error(struct tg_keyring *kr, const char *hex, const char *const *svc, size_t n,
     const char *msg)
@@ -164,6 +184,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_match),
 		cmocka_unit_test(test_several_keys_and_masks),
+		cmocka_unit_test(test_admin_read),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_remembered),
 	};
