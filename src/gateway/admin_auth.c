@@ -8,8 +8,8 @@
  * request that announces a body, which is capped at admin_max_body, so
  * that nothing is read for a caller who would be refused
  * (gw_admin_head_check, registered in server.c), and by a feature's admin
- * handler (gw_admin_auth, admin_webhooks.c; gw_admin_authorized answers
- * the refusal for it, admin_runs.c).
+ * handler (gw_admin_authorized, which answers the refusal:
+ * admin_webhooks.c, admin_runs.c).
  */
 #include <stdlib.h>
 

@@ -30,31 +30,6 @@
 
 #define LIST_MAX	1000
 
-static int
-authorized(struct gw *gw, struct evhttp_request *req)
-{
-	const struct tg_key *k;
-	enum gw_admin_auth v = gw_admin_auth(gw->rt, tg_http_header(req, "X-Api-Key"),
-	    tg_http_bearer(req), &k);
-
-	if (v == GW_ADMIN_MISSING || v == GW_ADMIN_UNKNOWN) {
-		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-		    "Bearer");
-		gw_admin_reply_error(gw, req, 401, "UNAUTHORIZED", v == GW_ADMIN_UNKNOWN ?
-		    "unknown API key" : "an API key with the admin service is required "
-		    "(Authorization: Bearer <key> or X-Api-Key)");
-		return 0;
-	}
-	if (k != NULL)
-		gw_admin_set_key(gw, req, k->name);	/* its access line names it */
-	if (v == GW_ADMIN_FORBIDDEN) {
-		gw_admin_reply_error(gw, req, 403, "FORBIDDEN",
-		    "this API key may not use the admin API");
-		return 0;
-	}
-	return 1;
-}
-
 /* ---- a request waiting on the seam ---- */
 
 /* One admin request: held until the seam answers; its answer is built in
@@ -397,7 +372,7 @@ wh_admin(struct wh_hooks *h, struct evhttp_request *req, const char *path)
 	size_t n;
 	int post;
 
-	if (!authorized(h->gw, req))
+	if (!gw_admin_authorized(h->gw, req))
 		return;
 	post = strcmp(rest, "redeliver") == 0 ||
 	    (slash != NULL && strcmp(slash, "/redeliver") == 0);
