@@ -258,6 +258,14 @@ enum tg_up_why { TG_UP_WHY_CONNECT, TG_UP_WHY_RESET, TG_UP_WHY_TIMEOUT, TG_UP_WH
 const char *tg_up_why_str(enum tg_up_why w);
 
 /* One origin's health: now, and counts since _new. */
+/* Buckets of the vendor latency histogram (tg_upstream_origin_stats). */
+#define TG_UP_LAT_NB 14
+/** The bucket of a latency of us microseconds: the first bound >= us, or
+ * TG_UP_LAT_NB above the last. */
+int tg_upstream_lat_bucket(int64_t us);
+/** Upper bound of bucket i in seconds (0 for i out of range). */
+double tg_upstream_lat_le(int i);
+
 struct tg_upstream_origin_stats {
 	const char *name;		/* "primary" / "fallback" (static) */
 	const char *host;		/* host[:port] (borrowed from u) */
@@ -268,6 +276,11 @@ struct tg_upstream_origin_stats {
 	unsigned long long ejections, probes, probe_failures;
 	unsigned long long failovers[TG_UP_NWHY];	/* away from this origin, by reason */
 	unsigned long long retries[TG_UP_NWHY];		/* again on this origin, by reason */
+	/* vendor attempts by latency (send to response head, or to the
+	 * failure), not cumulative: lat[i] for bound i, lat[TG_UP_LAT_NB] above
+	 * the last; probes not counted */
+	unsigned long long lat[TG_UP_LAT_NB + 1];
+	unsigned long long lat_sum_us;
 };
 /** Origin i (0 primary, 1 fallback) of u into st (borrowed): 0, or -1 when
  * u has no such origin. */

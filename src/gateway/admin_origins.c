@@ -4,7 +4,8 @@
  * (tg_upstream_origin_stats), as the "origins" member of /readyz (in
  * service or out, for how long, consecutive failures, last error) and as
  * Prometheus series on /metrics (in service gauge, ejections, failovers
- * and retries by reason, requests failed fast with every origin out).
+ * and retries by reason, requests failed fast with every origin out, the
+ * vendor's latency as a histogram).
  * An origin out of service does not make the instance unready: the other
  * serves, and with both out requests fail fast with 503. The vendor's
  * state per service (gw_vendor_health) sums the token and the hosts up
@@ -47,6 +48,29 @@ by_reason(struct evbuffer *out, struct gw *gw, int which)
 				    st.failovers[w] : st.retries[w]);
 }
 
+/* The vendor's latency per origin: the upstream keeps counts per bucket,
+ * the text format wants them cumulative. */
+static void
+latency(struct evbuffer *out, const char *svc, const struct tg_upstream_origin_stats *st)
+{
+	static const char n[] = "tidegate_vendor_request_duration_seconds";
+	unsigned long long sum = 0;
+	int b;
+
+	for (b = 0; b <= TG_UP_LAT_NB; b++) {
+		sum += st->lat[b];
+		if (b < TG_UP_LAT_NB)
+			evbuffer_add_printf(out, "%s_bucket{service=\"%s\",origin=\"%s\",le=\"%g\"} "
+			    "%llu\n", n, svc, st->name, tg_upstream_lat_le(b), sum);
+		else
+			evbuffer_add_printf(out, "%s_bucket{service=\"%s\",origin=\"%s\",le=\"+Inf\"}"
+			    " %llu\n", n, svc, st->name, sum);
+	}
+	evbuffer_add_printf(out, "%s_sum{service=\"%s\",origin=\"%s\"} %.6f\n"
+	    "%s_count{service=\"%s\",origin=\"%s\"} %llu\n", n, svc, st->name,
+	    (double)st->lat_sum_us / 1e6, n, svc, st->name, sum);
+}
+
 void
 gw_admin_origins_metrics(struct gw *gw, struct evbuffer *out)
 {
@@ -69,6 +93,12 @@ gw_admin_origins_metrics(struct gw *gw, struct evbuffer *out)
 	}
 	by_reason(out, gw, 0);
 	by_reason(out, gw, 1);
+	family(out, "tidegate_vendor_request_duration_seconds", "histogram",
+	    "Vendor calls by the time from sending to the response head (or the attempt's "
+	    "failure), one per attempt: retries and failovers count again; probes do not.");
+	for (i = 0; i < 2; i++)
+		for (k = 0; tg_upstream_origin_stats(gw->rt->svc[i].api, k, &st) == 0; k++)
+			latency(out, gw->rt->svc[i].name, &st);
 	family(out, "tidegate_vendor_up", "gauge",
 	    "1 while the vendor service answers and the gateway holds its token (/readyz "
 	    "\"vendor\": up), else 0.");

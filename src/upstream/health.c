@@ -254,5 +254,7 @@ tg_upstream_origin_stats(const struct tg_upstream *u, int i,
 	st->probe_failures = o->h.probe_failures;
 	memcpy(st->failovers, o->h.failovers, sizeof(st->failovers));
 	memcpy(st->retries, o->h.retries, sizeof(st->retries));
+	memcpy(st->lat, o->h.lat, sizeof(st->lat));
+	st->lat_sum_us = o->h.lat_sum_us;
 	return 0;
 }

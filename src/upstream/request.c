@@ -259,6 +259,9 @@ attempt_failed(struct tg_up_req *r, enum tg_up_error err, int stale, int sent,
 
 	log_path(r, path, sizeof(path));
 	tg_upstream_req_ids(r, &ids);
+	if (stale)
+		r->sent_us = 0;	/* the kept-alive socket's, not the vendor's time */
+	tg_upstream_lat_end(r);
 	if (!r->probe && !stale)
 		tg_upstream_health_fail(r->o, r->detail);
 	if (!r->head && !r->got_bytes) {
@@ -405,6 +408,7 @@ on_req_head(struct evhttp_request *ereq, void *arg)
 		return -1;
 	if (code == 100)
 		return 0;
+	tg_upstream_lat_end(r);
 	if (!r->probe && (code == 502 || code == 503 || code == 504)) {
 		if (gateway_error(r, c, code, evhttp_request_get_input_headers(ereq)))
 			return -1;	/* libevent drops the connection */
@@ -518,6 +522,7 @@ tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c)
 	tg_upstream_req_bind(r, c);
 	c->sent = 0;
 	c->has_lerr = 0;
+	tg_upstream_lat_start(r);
 	/* Callbacks may run (and finish r) before this returns: r and c are
 	 * not touched afterwards unless libevent refused the request. */
 	rc = evhttp_make_request(c->evcon, ereq, r->method, uri);	/* copies uri */

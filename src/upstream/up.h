@@ -87,6 +87,9 @@ struct up_health {
 	struct tg_up_req *probing;	/* the probe in flight */
 	unsigned long long ejections_total, probes, probe_failures;
 	unsigned long long failovers[TG_UP_NWHY], retries[TG_UP_NWHY];
+	unsigned long long lat[TG_UP_LAT_NB + 1];	/* attempts by latency bucket
+							 * (latency.c), last: +Inf */
+	unsigned long long lat_sum_us;
 };
 
 struct up_origin {
@@ -143,6 +146,8 @@ struct tg_up_req {
 	struct up_owner *w;		/* whose connections it counts against */
 	unsigned long long seq;		/* FIFO position across owners */
 	int64_t queued_at;		/* monotonic ms of the last enqueue */
+	int64_t sent_us;		/* monotonic us the attempt started; 0: not
+					 * timed (latency.c) */
 	struct up_origin *o;		/* origin of the current attempt */
 	struct up_conn *c;		/* connection of the current attempt */
 	enum evhttp_cmd_type method;
@@ -246,6 +251,12 @@ void tg_upstream_probe_done(struct tg_up_req *r, int status);
 int tg_upstream_probe_due(struct up_origin *o);
 /** Free o's health (probe timer; a probe in flight is the pool's). */
 void tg_upstream_health_free(struct up_origin *o);
+
+/* ---- latency.c ---- */
+/** r's attempt starts now (r borrowed): its clock starts, probes aside. */
+void tg_upstream_lat_start(struct tg_up_req *r);
+/** r's attempt got its head or failed: counted once on r->o (borrowed). */
+void tg_upstream_lat_end(struct tg_up_req *r);
 
 /* ---- request.c ---- */
 /** Put r on c (busy, fresh or idle) and hand it to libevent. */

@@ -228,6 +228,56 @@
 
   // ---- panels ----
 
+  /* Cumulative bucket counts of the vendor latency histogram for svc
+   * (origins summed): {le: count}, le in seconds (Infinity for +Inf). */
+  function vendorBuckets(m, svc) {
+    const out = new Map();
+    for (const s of m.tidegate_vendor_request_duration_seconds_bucket || []) {
+      if (s.labels.service !== svc) continue;
+      const le = s.labels.le === '+Inf' ? Infinity : Number(s.labels.le);
+      out.set(le, (out.get(le) || 0) + s.value);
+    }
+    return out;
+  }
+
+  /* Quantile q in ms of the calls between two snapshots (bucket count
+   * differences), interpolated inside its bucket as Prometheus's
+   * histogram_quantile does; null without calls. */
+  function quantile(a, b, q) {
+    const les = [...b.keys()].sort((x, y) => x - y);
+    const total = (b.get(Infinity) || 0) - (a.get(Infinity) || 0);
+    if (!(total > 0)) return null;
+    let prevLe = 0, prevN = 0;
+    for (const le of les) {
+      const n = b.get(le) - (a.get(le) || 0);
+      if (n >= q * total) {
+        if (le === Infinity) return 1000 * prevLe;
+        return 1000 * (prevLe + (le - prevLe) * (q * total - prevN) / Math.max(1, n - prevN));
+      }
+      prevLe = le;
+      prevN = n;
+    }
+    return null;
+  }
+
+  /* The vendor's p50 and p95 per service between successive samples. */
+  function vendorLatency() {
+    const out = {};
+    for (let i = 1; i < samples.length; i++) {
+      const a = samples[i - 1].m, b = samples[i].m;
+      for (const svc of services(b)) {
+        const ba = vendorBuckets(a, svc), bb = vendorBuckets(b, svc);
+        for (const q of [0.5, 0.95]) {
+          const y = quantile(ba, bb, q);
+          if (y === null) continue;
+          const n = svc + ' p' + Math.round(q * 100);
+          (out[n] = out[n] || []).push([samples[i].t, y]);
+        }
+      }
+    }
+    return out;
+  }
+
   function renderVendor(ready, m) {
     const svcs = services(m);
     let total = 0, calls = 0;
@@ -257,6 +307,8 @@
       (metric(b, 'tidegate_upstream_requests_total', { service: svc, kind: 'sent' }) -
        metric(a, 'tidegate_upstream_requests_total', { service: svc, kind: 'sent' })) / dt),
     now - WINDOW_MS, now, '/s');
+    lineChart($('chart-vendor-latency'), $('legend-vendor-latency'), vendorLatency(),
+      now - WINDOW_MS, now, 'ms');
     lineChart($('chart-latency'), $('legend-latency'), rates((a, b, svc) => {
       const n = metric(b, 'tidegate_request_duration_seconds_count', { service: svc }) -
         metric(a, 'tidegate_request_duration_seconds_count', { service: svc });
