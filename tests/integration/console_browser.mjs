@@ -2,10 +2,12 @@
 // playwright-core (test_console.py starts the gateway and reads the JSON
 // this prints). One argument: a JSON object {admin, chromium, shots,
 // wrongKey, readKey (no admin service), viewKey (admin-read), adminKey,
-// sweeps}. Prints one JSON object: what each
+// sweeps, mark}: once the page has its first sample it creates mark.loaded
+// and waits for mark.go (the test's vendor calls are made in between). Prints one JSON object: what each
 // panel shows, what happened at each step, the console errors and every
 // request the page made.
 import { createRequire } from 'node:module';
+import fs from 'node:fs';
 import path from 'node:path';
 
 const require = createRequire(path.join(process.env.TG_NPM_DIR, 'node_modules', 'x.js'));
@@ -39,6 +41,10 @@ async function panels(page) {
       dead: rows('dead-table'), latest: rows('latest-table'), runs: rows('runs-table'),
       limits: rows('limits-table'), sweeps: sweeps,
       callSeries: document.querySelectorAll('#chart-calls polyline.series').length,
+      vendorSeries: [...document.querySelectorAll('#chart-vendor-latency polyline.series')]
+        .map((p) => ({ name: p.dataset.series,
+          points: p.getAttribute('points').split(' ').filter(Boolean).length })),
+      vendorLegend: document.getElementById('legend-vendor-latency').textContent,
       buttons: [...document.querySelectorAll('button[data-webhook]')].map((b) => ({
         id: b.dataset.webhook, disabled: b.disabled })),
       auth: document.getElementById('auth-message').textContent,
@@ -72,6 +78,10 @@ try {
   await page.waitForFunction(() => document.getElementById('status').textContent.startsWith('updated'),
     null, { timeout: T });
   out.steps.noKey = await panels(page);
+  // the test makes vendor calls now: the charts have a sample before them
+  fs.writeFileSync(cfg.mark + '.loaded', '');
+  for (let t = Date.now(); !fs.existsSync(cfg.mark + '.go'); await page.waitForTimeout(100))
+    if (Date.now() - t > T) throw new Error('the test did not make its vendor calls');
 
   step = 'wrongKey';
   await useKey(page, cfg.wrongKey);
@@ -96,6 +106,10 @@ try {
   await page.waitForFunction((n) => document.querySelectorAll('button[data-webhook]').length > 0 &&
     document.querySelectorAll('#sweeps .sweep').length === n &&
     document.getElementById('auth-message').textContent === '', cfg.sweeps, { timeout: T });
+  // the vendor latency chart has the calls made after the first sample
+  await page.waitForFunction(() =>
+    document.querySelectorAll('#chart-vendor-latency polyline.series').length >= 2, null,
+  { timeout: T });
   // two refreshes more, then the figures settle; the layout must not move
   const t0 = await page.evaluate(() => performance.now());
   await page.waitForTimeout(4500);

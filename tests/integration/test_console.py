@@ -337,19 +337,33 @@ def test_console_in_chromium(tmp_path, make_gateway):
         done = wait_done(gw, sid)
         wait_row(gw, run, lambda r: r["status"] == "COMPLETED")
         receiver.answer("/down", then=200)       # the redelivery goes through
-        before = snapshot(gw)
         shots = os.environ.get("TG_CONSOLE_SHOTS") or str(tmp_path / "shots")
         os.makedirs(shots, exist_ok=True)
         cfg = {"admin": gw.admin, "chromium": browser, "shots": shots, "sweeps": 1,
                "pid": gw.proc.pid,
                "wrongKey": "not-a-key", "readKey": TEST_KEY, "viewKey": VIEW_KEY,
-               "adminKey": ADMIN_KEY}
+               "adminKey": ADMIN_KEY, "mark": str(tmp_path / "mark")}
         env = {**os.environ, "TG_NPM_DIR": NPM_DIR}
-        p = subprocess.run(["node", os.path.join(os.path.dirname(__file__),
-                                                 "console_browser.mjs"), json.dumps(cfg)],
-                           capture_output=True, text=True, timeout=180, env=env)
-        assert p.returncode == 0, p.stderr
-        out = json.loads(p.stdout)
+        p = subprocess.Popen(["node", os.path.join(os.path.dirname(__file__),
+                                                   "console_browser.mjs"), json.dumps(cfg)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            # vendor calls between the page's first samples: its latency chart has them
+            deadline = time.monotonic() + 60
+            while not os.path.exists(cfg["mark"] + ".loaded") and p.poll() is None:
+                assert time.monotonic() < deadline, "the page did not load"
+                time.sleep(0.1)
+            for _ in range(3):
+                get_case(gw, "CASE-OM-1")
+            before = snapshot(gw)
+            open(cfg["mark"] + ".go", "w").close()
+            stdout, stderr = p.communicate(timeout=180)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        assert p.returncode == 0, stderr
+        out = json.loads(stdout)
         assert "failure" not in out, out.get("failure")
         steps = out["steps"]
 
@@ -398,6 +412,12 @@ def test_console_in_chromium(tmp_path, make_gateway):
         assert [r[0] for r in a["limits"]] == [k["key"] for k in before["limits"]["keys"]]
         assert HOSTILE in [r[0] for r in a["limits"]] and a["markup"] == 0
         assert a["callSeries"] == 2                       # dex and sim
+        # the vendor's latency: p50 and p95 of the sim calls made after the first sample
+        names = [v["name"] for v in a["vendorSeries"]]
+        assert {"sim p50", "sim p95"} <= set(names), a["vendorSeries"]
+        assert set(names) <= {"dex p50", "dex p95", "sim p50", "sim p95"}, names
+        assert all(v["points"] >= 1 for v in a["vendorSeries"])
+        assert "sim p95" in a["vendorLegend"] and "ms" in a["vendorLegend"]
         # the sweep: its variants side by side, and three series in its chart
         [sw] = a["sweeps"]
         assert sw["id"] == sid
