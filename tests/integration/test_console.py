@@ -275,6 +275,7 @@ def snapshot(gw):
                              timeout=5).json(),
         "runs": requests.get(gw.admin + "/runs?limit=10", headers=adm(), timeout=5).json(),
         "limits": requests.get(gw.admin + "/limits", headers=adm(), timeout=5).json(),
+        "policy": requests.get(gw.admin + "/webhooks/policy", headers=adm(), timeout=5).json(),
     }
 
 
@@ -397,6 +398,12 @@ def test_console_in_chromium(tmp_path, make_gateway):
         assert [r[0] for r in a["runs"]] == [x["simulationId"] for x in before["runs"]["runs"]]
         assert [r[0] for r in a["limits"]] == [k["key"] for k in before["limits"]["keys"]]
         assert HOSTILE in [r[0] for r in a["limits"]] and a["markup"] == 0
+        # the webhook egress policy: the allow-list and the refused ranges
+        pol = before["policy"]
+        assert a["egressAllow"] == [[x] for x in pol["allow"]] == [["127.0.0.1/32"]]
+        assert a["egressRefused"] == [[x["cidr"], x["range"]] for x in pol["refused"]]
+        assert (shown(a)["egress_mode"], shown(a)["egress_schemes"], shown(a)["egress_ports"],
+                shown(a)["egress_ca"]) == ("deliver", "http, https", "1–65535", "system")
         assert a["callSeries"] == 2                       # dex and sim
         # the sweep: its variants side by side, and three series in its chart
         [sw] = a["sweeps"]

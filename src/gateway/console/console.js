@@ -335,6 +335,22 @@
       j.attempts, j.lastStatus, j.lastError, when(j.lastAttemptAt || j.createdAt)]), 'no jobs');
   }
 
+  /* The egress policy (GET /webhooks/policy): where callbacks may go. */
+  function renderEgress(pol) {
+    const p = pol.status === 200 ? pol.body : null;
+    fillKv('egress-kv', [
+      ['webhook mode', p ? p.mode : null, 'egress_mode'],
+      ['callback schemes', p ? p.schemes.join(', ') : null, 'egress_schemes'],
+      ['callback ports', p ? p.ports.min + '–' + p.ports.max : null, 'egress_ports'],
+      ['CA bundle', p ? (p.caFile || 'system') : null, 'egress_ca'],
+    ]);
+    const why = p ? '' : 'needs a key with the admin service';
+    fillRows('egress-allow-table', p ? p.allow.map((a) => [a]) : [],
+      why || 'nothing beyond public addresses');
+    fillRows('egress-refused-table', p ? p.refused.map((r) => [r.cidr, r.range]) : [],
+      why || 'none');
+  }
+
   function refusal(status, body) {
     const why = body && body.message ? body.message : 'HTTP ' + status;
     if (status === 401) return 'refused: ' + why + ' (enter an admin key above)';
@@ -478,10 +494,10 @@
     if (busy) return;
     busy = true;
     try {
-      const [ready, met, dead, latest, limits, runs, sweeps] = await Promise.all([
+      const [ready, met, dead, latest, limits, runs, sweeps, pol] = await Promise.all([
         get('/readyz'), get('/metrics', true), get('/webhooks?state=dead&limit=50'),
         get('/webhooks?limit=10'), get('/limits'), get('/runs?limit=10'),
-        get('/runs/sweeps?limit=3')]);
+        get('/runs/sweeps?limit=3'), get('/webhooks/policy')]);
       const m = parseMetrics(met.body || '');
       samples.push({ t: Date.now(), m: m });
       while (samples.length > 2 && samples[0].t < Date.now() - WINDOW_MS) samples.shift();
@@ -496,6 +512,7 @@
       renderVendor(ready.body, m);
       renderJobs(m);
       renderWebhooks(m, dead, latest);
+      renderEgress(pol);
       renderSimulations(m, runs, summaries);
       renderFleet(ready.body, m, limits);
       $('status').textContent = 'updated ' + new Date().toLocaleTimeString() +
