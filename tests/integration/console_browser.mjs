@@ -38,7 +38,7 @@ async function panels(page) {
       services: rows('services-table'), origins: rows('origins-table'), polls: rows('polls-table'),
       dead: rows('dead-table'), latest: rows('latest-table'), runs: rows('runs-table'),
       limits: rows('limits-table'), sweeps: sweeps,
-      egressAllow: rows('egress-allow-table'), egressRefused: rows('egress-refused-table'),
+      fleet: rows('fleet-table'), egressAllow: rows('egress-allow-table'), egressRefused: rows('egress-refused-table'),
       callSeries: document.querySelectorAll('#chart-calls polyline.series').length,
       buttons: [...document.querySelectorAll('button[data-webhook]')].map((b) => ({
         id: b.dataset.webhook, disabled: b.disabled })),

@@ -463,6 +463,21 @@
     return fig;
   }
 
+  /* The instances the state knows of (GET /fleet), each with what it holds. */
+  function renderInstances(fleet) {
+    if (fleet.status !== 200) {
+      $('instances-message').textContent = refusal(fleet.status, fleet.body);
+      fillRows('fleet-table', [], 'needs a key with the admin service');
+      return;
+    }
+    $('instances-message').textContent = '';
+    fillRows('fleet-table', fleet.body.instances.map((i) => [
+      i.instance + (i.self ? ' (this one)' : ''), i.liveUntil ? when(i.liveUntil) : null,
+      i.leadCount === null ? 'not recorded (one instance)' :
+        i.leads.join(', ') + (i.leadCount > i.leads.length ? ' …' : '') || 'none',
+      i.webhookLeases, i.claims]), 'none');
+  }
+
   function renderFleet(ready, m, limits) {
     const st = (ready && ready.state) || {};
     const q = ready && ready.quota;
@@ -494,10 +509,10 @@
     if (busy) return;
     busy = true;
     try {
-      const [ready, met, dead, latest, limits, runs, sweeps, pol] = await Promise.all([
+      const [ready, met, dead, latest, limits, runs, sweeps, pol, fleet] = await Promise.all([
         get('/readyz'), get('/metrics', true), get('/webhooks?state=dead&limit=50'),
         get('/webhooks?limit=10'), get('/limits'), get('/runs?limit=10'),
-        get('/runs/sweeps?limit=3'), get('/webhooks/policy')]);
+        get('/runs/sweeps?limit=3'), get('/webhooks/policy'), get('/fleet')]);
       const m = parseMetrics(met.body || '');
       samples.push({ t: Date.now(), m: m });
       while (samples.length > 2 && samples[0].t < Date.now() - WINDOW_MS) samples.shift();
@@ -515,6 +530,7 @@
       renderEgress(pol);
       renderSimulations(m, runs, summaries);
       renderFleet(ready.body, m, limits);
+      renderInstances(fleet);
       $('status').textContent = 'updated ' + new Date().toLocaleTimeString() +
         (canAct ? ' · admin' : ' · read-only');
     } catch (e) {
