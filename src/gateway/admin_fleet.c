@@ -3,7 +3,8 @@
  * state knows of (tg_state_fleet_list) with what each holds now: its
  * quota membership's end, the leads it holds (lead:runs, a token login,
  * polls), the webhook leases it holds, the sweep variants it is
- * submitting. For the console's Fleet panel. Authorized as the admin APIs
+ * submitting. For the console's Fleet panel. A poll lead's caller is
+ * shown as "caller", never by the hash of its token the key holds. Authorized as the admin APIs
  * are (gw_admin_authorized; admin-read may read it). The request is held
  * until the seam answers (its deadline bounds the wait); requests still
  * waiting when the gateway is freed are dropped (gw_admin_fleet_cancel)
@@ -36,10 +37,28 @@ unlink_req(struct gw_fleet_req *f)
 		f->next->prev = f->prev;
 }
 
+/* A lead's key as shown: a poll entry's ("service|identity|uri") names its
+ * caller by a hash of the caller's bearer token, shown as "caller" so the
+ * answer carries nothing derived from a credential. */
+static void
+lead_json(yajl_gen g, const char *key)
+{
+	const char *a = strchr(key, '|'), *b = a != NULL ? strchr(a + 1, '|') : NULL;
+	char *shown;
+
+	if (b == NULL || ((size_t)(b - a - 1) == 7 && strncmp(a + 1, "gateway", 7) == 0)) {
+		tg_json_str(g, key);
+		return;
+	}
+	shown = tg_xasprintf("%.*s|caller%s", (int)(a - key), key, b);
+	tg_json_str(g, shown);
+	free(shown);
+}
+
 static void
 instance_json(yajl_gen g, const struct tg_state_instance *v)
 {
-	char iso[TG_ISO_LEN];
+	char iso[TG_ISO_LEN] = "";
 	size_t i;
 
 	yajl_gen_map_open(g);
@@ -51,7 +70,7 @@ instance_json(yajl_gen g, const struct tg_state_instance *v)
 	tg_json_str(g, "leads");
 	yajl_gen_array_open(g);
 	for (i = 0; i < v->nleads; i++)
-		tg_json_str(g, v->leads[i]);
+		lead_json(g, v->leads[i]);
 	yajl_gen_array_close(g);
 	tg_json_str(g, "leadCount");
 	v->lead_count < 0 ? yajl_gen_null(g) : yajl_gen_integer(g, v->lead_count);

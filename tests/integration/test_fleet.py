@@ -332,6 +332,21 @@ def test_fleet_endpoint_lists_each_instance_with_the_leads_it_holds(emulator, ma
     assert [i["instance"] for i in other["instances"]] == ["gw0", "gw1"]
     assert [i["instance"] for i in other["instances"] if i["self"]] == ["gw1"]
     assert [i["instance"] for i in other["instances"] if "lead:runs" in i["leads"]] == leaders
+    # a poll lead of a caller's own token: its key holds a hash of the token,
+    # shown as "caller"; a lead that ran out is not shown
+    schema = pg_url.rsplit("%3D", 1)[1]
+    far, hashed = int(time.time() * 1000) + 600000, "0123456789abcdef" * 2
+    subprocess.run(["psql", "-qXc", f"INSERT INTO {schema}.poll_entries (key, leader, lead_until)"
+                    f" VALUES ('dex|{hashed}|/public/v1/export/x', 'gw1', {far}),"
+                    f" ('dex|gateway|/public/v1/export/y', 'gw1', {far}),"
+                    f" ('dex|gateway|/public/v1/export/z', 'gw1', 1)"],
+                   check=True, capture_output=True, timeout=30)
+    r = requests.get(gws[0].admin + "/fleet", headers={"Authorization": "Bearer " + FLEET_ADMIN},
+                     timeout=10)
+    (gw1,) = [i for i in r.json()["instances"] if i["instance"] == "gw1"]
+    assert [k for k in gw1["leads"] if k.startswith("dex|")] == [
+        "dex|caller|/public/v1/export/x", "dex|gateway|/public/v1/export/y"]
+    assert hashed not in r.text
     access = [e for e in gws[0].log_lines() if e.get("event") == "access"
               and e.get("path") == "/fleet"]
     assert access and all(e["op"] == "fleet" for e in access)
