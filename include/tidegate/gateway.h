@@ -98,6 +98,7 @@ struct gw_tls;
 struct gw_otlp;
 struct gw_retired;
 struct gw_listener_kind;
+struct gw_fleet_req;
 
 struct gw {
 	struct event_base *base;
@@ -142,6 +143,7 @@ struct gw {
 	struct tg_worker *worker;	/* checks large bodies off the loop */
 	struct tg_state *state;		/* durable and shared state (state.h), borrowed:
 					 * the entry point opens and closes it */
+	struct gw_fleet_req *fleet_reqs;	/* GET /fleet waiting on it (admin_fleet.c) */
 	struct gw_budget *budget[2];	/* the vendor's budget per service (budget.c),
 					 * owned, kept across reloads */
 	/* registered features (feature.c), and their per-request roles

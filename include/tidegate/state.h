@@ -711,6 +711,33 @@ struct tg_state_op *tg_state_quota_share(struct tg_state *st, const char *name,
 struct tg_state_op *tg_state_quota_members(struct tg_state *st, int64_t now_ms,
     int64_t until_ms, tg_state_num_cb cb, void *arg);
 
+/* ---- the fleet's instances (fleet.c) ---- */
+
+/** One instance as the state knows it (all borrowed for the callback). */
+struct tg_state_instance {
+	const char *name;		/* its state.instance */
+	int self;			/* the instance that asked */
+	int64_t live_until_ms;		/* its quota membership counts until; 0: none */
+	const char *const *leads;	/* poll entry keys it leads now (lead:runs, a
+					 * token login, polls), sorted, at most
+					 * TG_STATE_FLEET_LEADS */
+	size_t nleads;
+	int64_t lead_count;		/* all it leads now; -1: unknown */
+	int64_t webhook_leases;		/* outbox jobs it holds a live lease on; -1: unknown */
+	int64_t claims;			/* sweep variants it is submitting; -1: unknown */
+};
+#define TG_STATE_FLEET_LEADS	100
+#define TG_STATE_FLEET_MAX	1000	/* instances listed at most */
+/** Instances (borrowed array), sorted by name. */
+typedef void (*tg_state_fleet_cb)(const struct tg_state_res *res,
+    const struct tg_state_instance *v, size_t n, void *arg);
+/** The instances seen in st's (borrowed) state at now_ms: every quota
+ * member, every holder of a live lead, webhook lease or sweep claim, and
+ * this instance, each with what it holds. One instance (SQLite) records
+ * none of it: cb gets this instance alone, its figures unknown (-1). */
+struct tg_state_op *tg_state_fleet_list(struct tg_state *st, int64_t now_ms,
+    tg_state_fleet_cb cb, void *arg);
+
 /* ---- vendor token records ---- */
 
 /** The token held for service (st, service borrowed); NOT_FOUND when none. */

@@ -377,18 +377,6 @@ healthz(struct evhttp_request *req)
 	yajl_gen_free(g);
 }
 
-const char *
-gw_admin_probe(const char *path, size_t len)
-{
-	static const char *const probes[] = { "/healthz", "/readyz", "/metrics" };
-	size_t i;
-
-	for (i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
-		if (strlen(probes[i]) == len && memcmp(path, probes[i], len) == 0)
-			return probes[i] + 1;
-	return NULL;
-}
-
 /* The access log's op of a core path: the probes' own, else "unknown"
  * (a fixed vocabulary, whatever path a client sends). */
 static const char *
@@ -399,6 +387,8 @@ core_op(const char *path, int *probe)
 	*probe = op != NULL;
 	if (op == NULL && (strcmp(path, "/") == 0 || strncmp(path, "/console/", 9) == 0))
 		return "console";
+	if (op == NULL && strcmp(path, "/fleet") == 0)
+		return "fleet";
 	return op != NULL ? op : "unknown";
 }
 
@@ -449,6 +439,8 @@ gw_admin_on_request(struct evhttp_request *req, void *arg)
 		readyz(lc->gw, req);
 	} else if (strcmp(path, "/metrics") == 0) {
 		metrics(lc->gw, req);
+	} else if (strcmp(path, "/fleet") == 0) {
+		gw_admin_fleet(lc->gw, req);
 	} else if (gw_admin_console(req, path)) {
 		;	/* the console's page or one of its files (admin_console.c) */
 	} else {

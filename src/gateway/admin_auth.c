@@ -12,12 +12,25 @@
  * admin_webhooks.c, admin_runs.c).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/http.h>
 
 #include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
 #include "gw.h"
+
+const char *
+gw_admin_probe(const char *path, size_t len)
+{
+	static const char *const probes[] = { "/healthz", "/readyz", "/metrics" };
+	size_t i;
+
+	for (i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
+		if (strlen(probes[i]) == len && memcmp(path, probes[i], len) == 0)
+			return probes[i] + 1;
+	return NULL;
+}
 
 enum gw_admin_auth
 gw_admin_auth(const struct gw_runtime *rt, const char *apikey, const char *bearer,

@@ -395,8 +395,8 @@ void gw_login_span_end(struct gw_login_span *ls, const struct gw_service *s, int
 
 /* admin.c */
 void gw_admin_on_request(struct evhttp_request *req, void *arg);
-/** The op of a probe's path (path[0..len), borrowed): "healthz", "readyz"
- * or "metrics" (static), or NULL for any other path. */
+/** admin_auth.c: the op of a probe's path (path[0..len), borrowed):
+ * "healthz", "readyz" or "metrics" (static), or NULL for any other path. */
 const char *gw_admin_probe(const char *path, size_t len);
 /* admin_scope.c */
 /** Whether the admin request req (borrowed) may go to a feature's admin
@@ -408,6 +408,10 @@ int gw_admin_may_act(struct gw *gw, struct evhttp_request *req);
 /** Answer a GET or HEAD of path (borrowed) with the console's file there
  * and return 1; 0 (nothing sent) when path is not one of its files. */
 int gw_admin_console(struct evhttp_request *req, const char *path);
+/** admin_fleet.c: GET /fleet (gw, req borrowed; req answered, now or once
+ * the state has); drop the requests still waiting (at gw_free). */
+void gw_admin_fleet(struct gw *gw, struct evhttp_request *req);
+void gw_admin_fleet_cancel(struct gw *gw);
 /* admin_log.c */
 /**
  * An admin request req (borrowed) that passed tg_frontdoor_refusal: its

@@ -310,6 +310,7 @@ gw_free(struct gw *gw)
 	if (gw->delay_timer != NULL)
 		event_free(gw->delay_timer);
 	gw_listeners_free(gw);
+	gw_admin_fleet_cancel(gw);	/* before the state answers them */
 	/* Checks still owed (their requests are gone with the listeners): the
 	 * running one ends first; they release runtimes, so before the reap. */
 	tg_worker_free(gw->worker);

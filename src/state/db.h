@@ -202,7 +202,7 @@ struct tg_db_table {
 };
 extern const struct tg_db_table tg_state_owners_stmts, tg_state_shared_stmts,
     tg_state_runs_stmts, tg_state_runs_keep_stmts, tg_state_sweeps_stmts,
-    tg_state_quota_stmts;
+    tg_state_quota_stmts, tg_state_fleet_stmts;
 
 /** Statements of several domains, in order (static). */
 struct tg_db_list {

@@ -18,6 +18,7 @@ static const struct tg_db_table *const tables[] = {
 	&tg_state_payload_stmts,
 	&tg_state_payload_rows_stmts,
 	&tg_state_quota_stmts,
+	&tg_state_fleet_stmts,
 };
 
 const struct tg_db_list tg_state_db_stmts = { tables, sizeof(tables) / sizeof(tables[0]) };

@@ -5,6 +5,7 @@
  *   GET  /webhooks/{id}                                           one job
  *   POST /webhooks/{id}/redeliver                                 again, from scratch
  *   POST /webhooks/redeliver?since=<ISO 8601>                     every failure since
+ *   GET  /webhooks/policy                                         the egress policy
  *
  * When API keys are configured these need a key with the admin service
  * (Authorization: Bearer or X-Api-Key): 401 without a known key, 403 for
@@ -27,6 +28,7 @@
 #include "tidegate/json.h"
 #include "tidegate/log.h"
 #include "hooks_int.h"
+#include "wh.h"
 
 #define LIST_MAX	1000
 
@@ -361,6 +363,41 @@ redeliver_since(struct wh_hooks *h, struct evhttp_request *req)
 	    a));
 }
 
+/* The egress policy in force (the running configuration's): where callbacks
+ * may go. Read from the configuration, not the state, so it answers at once;
+ * it carries no secret (webhooks.secret and the keys' are never read here). */
+static void
+policy(struct wh_hooks *h, struct evhttp_request *req)
+{
+	const struct wh_cfg *c = wh_cfg(h->gw->rt);
+	yajl_gen g = tg_json_gen_new();
+	size_t i;
+
+	yajl_gen_map_open(g);
+	tg_json_kv_str(g, "mode", c->wh_mode_str);
+	tg_json_str(g, "schemes");
+	yajl_gen_array_open(g);
+	tg_json_str(g, "http");
+	tg_json_str(g, "https");
+	yajl_gen_array_close(g);
+	tg_json_str(g, "ports");
+	yajl_gen_map_open(g);
+	tg_json_kv_int(g, "min", 1);
+	tg_json_kv_int(g, "max", 65535);
+	yajl_gen_map_close(g);
+	tg_json_str(g, "allow");
+	yajl_gen_array_open(g);
+	for (i = 0; i < c->wh_allow.n; i++)
+		tg_json_str(g, c->wh_allow.v[i]);
+	yajl_gen_array_close(g);
+	tg_json_str(g, "refused");
+	wh_egress_refused_json(g);
+	tg_json_kv_str(g, "caFile", c->wh_ca_file);
+	yajl_gen_map_close(g);
+	tg_reply_json(req, 200, g);
+	yajl_gen_free(g);
+}
+
 /* path is "/webhooks" or below it. */
 void
 wh_admin(struct wh_hooks *h, struct evhttp_request *req, const char *path)
@@ -394,6 +431,8 @@ wh_admin(struct wh_hooks *h, struct evhttp_request *req, const char *path)
 	snprintf(id, sizeof(id), "%.*s", (int)n, rest);
 	if (*rest == '\0')
 		list(h, req);
+	else if (strcmp(rest, "policy") == 0)
+		policy(h, req);
 	else if (strcmp(rest, "redeliver") == 0)
 		redeliver_since(h, req);
 	else if (slash != NULL)

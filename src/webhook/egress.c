@@ -17,6 +17,7 @@
 
 #include <event2/http.h>
 
+#include "tidegate/json.h"
 #include "tidegate/webhook.h"
 #include "wh.h"
 
@@ -213,6 +214,40 @@ tg_egress_range(const struct sockaddr *sa)
 	if (sa_bytes(sa, a, &v6) != 0)
 		return "unsupported";
 	return classify(v6, a, &form, v4);
+}
+
+/* The ranges refused unless allow names them, as the admin API shows them
+ * (GET /webhooks/policy): one list, the tables above, so what is shown is
+ * what is enforced. */
+static void
+named_json(yajl_gen g, const struct named *t, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		yajl_gen_map_open(g);
+		tg_json_kv_str(g, "cidr", t[i].cidr);
+		tg_json_kv_str(g, "range", t[i].name);
+		yajl_gen_map_close(g);
+	}
+}
+
+void
+wh_egress_refused_json(yajl_gen g)
+{
+	size_t i;
+
+	yajl_gen_array_open(g);
+	named_json(g, v4_special, TG_NELEM(v4_special));
+	named_json(g, v6_special, TG_NELEM(v6_special));
+	for (i = 0; i < TG_NELEM(v6_embed); i++) {
+		yajl_gen_map_open(g);
+		tg_json_kv_str(g, "cidr", v6_embed[i].cidr);
+		tg_json_kv_str(g, "range", v6_embed[i].name);
+		tg_json_kv_str(g, "judgedBy", "the embedded IPv4 address");
+		yajl_gen_map_close(g);
+	}
+	yajl_gen_array_close(g);
 }
 
 /* ---- the policy ---- */

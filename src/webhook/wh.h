@@ -8,6 +8,8 @@
 
 #include <sys/queue.h>
 
+#include <yajl/yajl_gen.h>
+
 #include "tidegate/state.h"
 #include "tidegate/webhook.h"
 
@@ -27,6 +29,10 @@ void tg_webhook_url_cleanup(struct wh_url *u);
 int tg_webhook_check_host(const struct tg_egress *p, const char *host, struct tg_err *why);
 /** The URL with any query replaced by "?…" for logs and listings (malloc'd). */
 char *tg_webhook_url_redact(const char *url);
+
+/* The special-purpose ranges refused unless webhooks.allow names them, as
+ * a JSON array of {cidr, range[, judgedBy]} written to g (borrowed). */
+void wh_egress_refused_json(yajl_gen g);
 
 /* ---- deliver.c ---- */
 

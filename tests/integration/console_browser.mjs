@@ -40,6 +40,7 @@ async function panels(page) {
       services: rows('services-table'), origins: rows('origins-table'), polls: rows('polls-table'),
       dead: rows('dead-table'), latest: rows('latest-table'), runs: rows('runs-table'),
       limits: rows('limits-table'), sweeps: sweeps,
+      fleet: rows('fleet-table'), egressAllow: rows('egress-allow-table'), egressRefused: rows('egress-refused-table'),
       callSeries: document.querySelectorAll('#chart-calls polyline.series').length,
       vendorSeries: [...document.querySelectorAll('#chart-vendor-latency polyline.series')]
         .map((p) => ({ name: p.dataset.series,

@@ -275,6 +275,8 @@ def snapshot(gw):
                              timeout=5).json(),
         "runs": requests.get(gw.admin + "/runs?limit=10", headers=adm(), timeout=5).json(),
         "limits": requests.get(gw.admin + "/limits", headers=adm(), timeout=5).json(),
+        "policy": requests.get(gw.admin + "/webhooks/policy", headers=adm(), timeout=5).json(),
+        "fleet": requests.get(gw.admin + "/fleet", headers=adm(), timeout=5).json(),
     }
 
 
@@ -411,6 +413,17 @@ def test_console_in_chromium(tmp_path, make_gateway):
         assert [r[0] for r in a["runs"]] == [x["simulationId"] for x in before["runs"]["runs"]]
         assert [r[0] for r in a["limits"]] == [k["key"] for k in before["limits"]["keys"]]
         assert HOSTILE in [r[0] for r in a["limits"]] and a["markup"] == 0
+        # the instances (one, SQLite): itself, its leads not recorded
+        (inst,) = before["fleet"]["instances"]
+        assert a["fleet"] == [[inst["instance"] + " (this one)", "–",
+                               "not recorded (one instance)", "–", "–"]]
+        assert inst["self"] is True and inst["leadCount"] is None
+        # the webhook egress policy: the allow-list and the refused ranges
+        pol = before["policy"]
+        assert a["egressAllow"] == [[x] for x in pol["allow"]] == [["127.0.0.1/32"]]
+        assert a["egressRefused"] == [[x["cidr"], x["range"]] for x in pol["refused"]]
+        assert (shown(a)["egress_mode"], shown(a)["egress_schemes"], shown(a)["egress_ports"],
+                shown(a)["egress_ca"]) == ("deliver", "http, https", "1–65535", "system")
         assert a["callSeries"] == 2                       # dex and sim
         # the vendor's latency: p50 and p95 of the sim calls made after the first sample
         names = [v["name"] for v in a["vendorSeries"]]

@@ -281,3 +281,72 @@ def test_runs_api_same_everywhere_and_tracked_once_per_fleet(make_emulator, make
     for sim_id in ids:
         assert emu.calls(f"GET /api/v1/simulations/{sim_id}") <= 3, emu.stats()["calls"]
         assert emu.calls(f"GET /api/v1/simulations/{sim_id}/results") == 1
+
+
+FLEET_ADMIN = "fleet-admin-key"
+
+
+def fleet_of(gw, key=FLEET_ADMIN):
+    r = requests.get(gw.admin + "/fleet", headers={"Authorization": "Bearer " + key},
+                     timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_fleet_endpoint_lists_each_instance_with_the_leads_it_holds(emulator, make_gateway,
+                                                                    pg_url):
+    import hashlib
+    keys = [{"name": "test", "sha256": TEST_KEY_SHA, "services": ["dex", "sim"],
+             "limits": {"rate": 100, "burst": 100}},
+            {"name": "ops", "sha256": hashlib.sha256(FLEET_ADMIN.encode()).hexdigest(),
+             "services": ["admin"]}]
+    gws = [make_gateway(emulator, {"state": {"url": pg_url, "instance": f"gw{i}"},
+                                   "keys": keys}) for i in range(2)]
+    assert requests.get(gws[0].admin + "/fleet", timeout=5).status_code == 401
+    r = requests.get(gws[0].admin + "/fleet", headers=gws[0].headers(), timeout=5)
+    assert r.status_code == 403 and r.json()["error"] == "FORBIDDEN"
+    # a limited key's request makes each instance a quota member; one of
+    # them takes the run tracker's lead (lead:runs)
+    for gw in gws:
+        assert requests.post(gw.dex + "/public/v1/export/nope", json={"projectId": "P-DEMO"},
+                             headers=gw.headers(), timeout=10).status_code in (404, 429)
+    deadline = time.monotonic() + 20
+    while True:
+        body = fleet_of(gws[0])
+        names = [i["instance"] for i in body["instances"]]
+        leaders = [i["instance"] for i in body["instances"] if "lead:runs" in i["leads"]]
+        if (names == ["gw0", "gw1"] and len(leaders) == 1
+                and all(i["liveUntil"] for i in body["instances"])):
+            break
+        assert time.monotonic() < deadline, body
+        time.sleep(0.2)
+    assert body["backend"] == "postgresql"
+    for i in body["instances"]:
+        assert set(i) == {"instance", "self", "liveUntil", "leads", "leadCount",
+                          "webhookLeases", "claims"}
+        assert i["self"] is (i["instance"] == "gw0")
+        assert i["leadCount"] == len(i["leads"]) and i["webhookLeases"] == 0
+        assert i["claims"] == 0
+    # the other instance sees the same fleet, itself as self
+    other = fleet_of(gws[1])
+    assert [i["instance"] for i in other["instances"]] == ["gw0", "gw1"]
+    assert [i["instance"] for i in other["instances"] if i["self"]] == ["gw1"]
+    assert [i["instance"] for i in other["instances"] if "lead:runs" in i["leads"]] == leaders
+    # a poll lead of a caller's own token: its key holds a hash of the token,
+    # shown as "caller"; a lead that ran out is not shown
+    schema = pg_url.rsplit("%3D", 1)[1]
+    far, hashed = int(time.time() * 1000) + 600000, "0123456789abcdef" * 2
+    subprocess.run(["psql", "-qXc", f"INSERT INTO {schema}.poll_entries (key, leader, lead_until)"
+                    f" VALUES ('dex|{hashed}|/public/v1/export/x', 'gw1', {far}),"
+                    f" ('dex|gateway|/public/v1/export/y', 'gw1', {far}),"
+                    f" ('dex|gateway|/public/v1/export/z', 'gw1', 1)"],
+                   check=True, capture_output=True, timeout=30)
+    r = requests.get(gws[0].admin + "/fleet", headers={"Authorization": "Bearer " + FLEET_ADMIN},
+                     timeout=10)
+    (gw1,) = [i for i in r.json()["instances"] if i["instance"] == "gw1"]
+    assert [k for k in gw1["leads"] if k.startswith("dex|")] == [
+        "dex|caller|/public/v1/export/x", "dex|gateway|/public/v1/export/y"]
+    assert hashed not in r.text
+    access = [e for e in gws[0].log_lines() if e.get("event") == "access"
+              and e.get("path") == "/fleet"]
+    assert access and all(e["op"] == "fleet" for e in access)

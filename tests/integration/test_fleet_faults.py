@@ -865,3 +865,31 @@ def test_drained_instance_hands_its_ready_jobs_over_at_once(pg_url, make_emulato
         assert set(rcv.delivered()) == set(ids)
     finally:
         rcv.close()
+
+
+def test_fleet_endpoint_answers_503_within_the_deadline_while_frozen(private_pg, make_emulator,
+                                                                     fleet):
+    """GET /fleet waits on the database: frozen, it answers 503
+    STATE_UNAVAILABLE with Retry-After within state.timeout, and the
+    instances again once the cluster is thawed."""
+    emu = make_emulator()
+    (gw,) = fleet(emu, private_pg.url, 1,
+                  {"state": {"timeout": f"{int(STATE_TIMEOUT_S * 1000)}ms"}})
+    adm = gw.headers(ADMIN_KEY)
+    r = requests.get(gw.admin + "/fleet", headers=adm, timeout=10)
+    assert r.status_code == 200 and [i["instance"] for i in r.json()["instances"]] == ["gw0"]
+    private_pg.freeze()
+    try:
+        r, took = timed(requests.get, gw.admin + "/fleet", headers=adm, timeout=30)
+        assert_503(r, "STATE_UNAVAILABLE", took)
+        assert gw.proc.poll() is None
+    finally:
+        private_pg.thaw()
+    deadline = time.monotonic() + 15
+    while True:
+        r = requests.get(gw.admin + "/fleet", headers=adm, timeout=10)
+        if r.status_code == 200:
+            break
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.2)
+    assert [i["instance"] for i in r.json()["instances"]] == ["gw0"]

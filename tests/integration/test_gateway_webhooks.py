@@ -519,3 +519,35 @@ def test_refused_by_the_egress_policy_at_delivery_is_dead_at_once(make_emulator,
                       timeout=5)
     assert r.status_code in (200, 202), r.text
     wait_state(gw, wid, "delivered")
+
+
+def test_egress_policy_on_the_admin_api_follows_reloads_and_holds_no_secret(
+        make_emulator, make_gateway, secret_file):
+    emu = make_emulator()
+    allow = ["127.0.0.1/32", "10.1.0.0/16", "localhost", "*.internal.example"]
+    gw = make_gateway(emu, {**hooks(secret_file, allow=allow), "keys": keys_with_admin()})
+    url = gw.admin + "/webhooks/policy"
+    assert requests.get(url, timeout=5).status_code == 401
+    assert requests.get(url, headers=gw.headers(), timeout=5).status_code == 403
+    assert requests.post(url, headers=gw.headers(ADMIN_KEY), timeout=5).status_code == 405
+    r = requests.get(url, headers=gw.headers(ADMIN_KEY), timeout=5)
+    assert r.status_code == 200, r.text
+    p = r.json()
+    assert set(p) == {"mode", "schemes", "ports", "allow", "refused", "caFile"}
+    assert (p["mode"], p["schemes"], p["ports"], p["allow"], p["caFile"]) == (
+        "deliver", ["http", "https"], {"min": 1, "max": 65535}, allow, None)
+    refused = {x["cidr"]: x["range"] for x in p["refused"]}
+    assert (refused["127.0.0.0/8"], refused["169.254.169.254/32"], refused["fc00::/7"],
+            refused["::ffff:0:0/96"]) == ("loopback", "metadata", "private", "IPv4-mapped")
+    assert len(refused) == len(p["refused"]) == 17 + 14 + 5
+    # what the table says is what is enforced: a refused range is refused at request time
+    export(gw, "http://192.168.1.10/hook", expect=400)
+    for s in (SECRET, OLD_SECRET, SECRET.split("_", 1)[1]):
+        assert s not in r.text
+    # a reload changes the policy shown with the one enforced
+    gw.cfg["webhooks"].update({"allow": ["192.168.0.0/16"], "mode": "forward"})
+    gw.write_config(gw.cfg)
+    gw.send_signal(signal.SIGHUP)
+    wait_log(gw, "reloaded")
+    p = requests.get(url, headers=gw.headers(ADMIN_KEY), timeout=5).json()
+    assert (p["mode"], p["allow"]) == ("forward", ["192.168.0.0/16"])

@@ -387,6 +387,22 @@
       j.attempts, j.lastStatus, j.lastError, when(j.lastAttemptAt || j.createdAt)]), 'no jobs');
   }
 
+  /* The egress policy (GET /webhooks/policy): where callbacks may go. */
+  function renderEgress(pol) {
+    const p = pol.status === 200 ? pol.body : null;
+    fillKv('egress-kv', [
+      ['webhook mode', p ? p.mode : null, 'egress_mode'],
+      ['callback schemes', p ? p.schemes.join(', ') : null, 'egress_schemes'],
+      ['callback ports', p ? p.ports.min + '–' + p.ports.max : null, 'egress_ports'],
+      ['CA bundle', p ? (p.caFile || 'system') : null, 'egress_ca'],
+    ]);
+    const why = p ? '' : 'needs a key with the admin service';
+    fillRows('egress-allow-table', p ? p.allow.map((a) => [a]) : [],
+      why || 'nothing beyond public addresses');
+    fillRows('egress-refused-table', p ? p.refused.map((r) => [r.cidr, r.range]) : [],
+      why || 'none');
+  }
+
   function refusal(status, body) {
     const why = body && body.message ? body.message : 'HTTP ' + status;
     if (status === 401) return 'refused: ' + why + ' (enter an admin key above)';
@@ -499,6 +515,21 @@
     return fig;
   }
 
+  /* The instances the state knows of (GET /fleet), each with what it holds. */
+  function renderInstances(fleet) {
+    if (fleet.status !== 200) {
+      $('instances-message').textContent = refusal(fleet.status, fleet.body);
+      fillRows('fleet-table', [], 'needs a key with the admin service');
+      return;
+    }
+    $('instances-message').textContent = '';
+    fillRows('fleet-table', fleet.body.instances.map((i) => [
+      i.instance + (i.self ? ' (this one)' : ''), i.liveUntil ? when(i.liveUntil) : null,
+      i.leadCount === null ? 'not recorded (one instance)' :
+        i.leads.join(', ') + (i.leadCount > i.leads.length ? ' …' : '') || 'none',
+      i.webhookLeases, i.claims]), 'none');
+  }
+
   function renderFleet(ready, m, limits) {
     const st = (ready && ready.state) || {};
     const q = ready && ready.quota;
@@ -530,10 +561,10 @@
     if (busy) return;
     busy = true;
     try {
-      const [ready, met, dead, latest, limits, runs, sweeps] = await Promise.all([
+      const [ready, met, dead, latest, limits, runs, sweeps, pol, fleet] = await Promise.all([
         get('/readyz'), get('/metrics', true), get('/webhooks?state=dead&limit=50'),
         get('/webhooks?limit=10'), get('/limits'), get('/runs?limit=10'),
-        get('/runs/sweeps?limit=3')]);
+        get('/runs/sweeps?limit=3'), get('/webhooks/policy'), get('/fleet')]);
       const m = parseMetrics(met.body || '');
       samples.push({ t: Date.now(), m: m });
       while (samples.length > 2 && samples[0].t < Date.now() - WINDOW_MS) samples.shift();
@@ -548,8 +579,10 @@
       renderVendor(ready.body, m);
       renderJobs(m);
       renderWebhooks(m, dead, latest);
+      renderEgress(pol);
       renderSimulations(m, runs, summaries);
       renderFleet(ready.body, m, limits);
+      renderInstances(fleet);
       $('status').textContent = 'updated ' + new Date().toLocaleTimeString() +
         (canAct ? ' · admin' : ' · read-only');
     } catch (e) {

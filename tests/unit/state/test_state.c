@@ -5323,6 +5323,101 @@ test_fleet_quota(void **state)
 	tg_state_close(st[1]);
 }
 
+/* The instances as one line each: "self" for the asking one, else its
+ * name; then live until, the leads (',' between), all leads, leases, claims. */
+static void
+on_fleet(const struct tg_state_res *res, const struct tg_state_instance *v, size_t n,
+    void *arg)
+{
+	struct wait *w = arg;
+	char line[512], *all = tg_xstrdup("");
+	size_t i, j, k;
+
+	got(w, res);
+	w->count = n;
+	for (i = 0; i < n; i++) {
+		k = (size_t)snprintf(line, sizeof(line), "%s|%lld|", v[i].self ? "self" : v[i].name,
+		    (long long)v[i].live_until_ms);
+		for (j = 0; j < v[i].nleads && k < sizeof(line); j++)
+			k += (size_t)snprintf(line + k, sizeof(line) - k, "%s%s", j ? "," : "",
+			    v[i].leads[j]);
+		if (k < sizeof(line))
+			snprintf(line + k, sizeof(line) - k, "|%lld|%lld|%lld\n",
+			    (long long)v[i].lead_count, (long long)v[i].webhook_leases,
+			    (long long)v[i].claims);
+		w->s = tg_xasprintf("%s%s", all, line);
+		free(all);
+		all = w->s;
+	}
+	w->s = all;
+}
+
+#define S_T0_15	"1700000015000"	/* T0 + 15 s */
+
+/* One instance (SQLite) knows only itself and records no leads or leases. */
+static void
+test_instances_one(void **state)
+{
+	struct wait w = { 0 };
+
+	(void)state;
+	settle(tg_state_fleet_list(F.st, T0, on_fleet, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.count, 1);
+	assert_string_equal(w.s, "self|0||-1|-1|-1\n");
+	wait_clear(&w);
+}
+
+/* Two instances of a fleet: each seen by what it holds in the state (a
+ * quota membership, a lead, a webhook lease), from either handle; what ran
+ * out is not counted, and an instance holding nothing live but its
+ * membership still shows with the membership's end. */
+static void
+test_fleet_instances(void **state)
+{
+	struct tg_state_opts opts = { .url = F.url, .outbox = &pg_outbox, .instance = "gw-b" };
+	struct tg_outbox_lease *l;
+	char id[TG_WEBHOOK_ID_LEN];
+	struct tg_state *b;
+	struct tg_err err;
+	struct wait w = { 0 };
+
+	(void)state;
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	settle(tg_state_fleet_list(b, T0, on_fleet, &w), &w);
+	assert_string_equal(w.s, "self|0||0|0|0\n");		/* nothing held yet: itself */
+	wait_clear(&w);
+	settle(tg_state_poll_lead(b, "lead:runs", T0, 5000, on_num, &w), &w);
+	wait_clear(&w);
+	settle(tg_state_poll_lead(b, "dex/export/7", T0, 1000, on_num, &w), &w);
+	wait_clear(&w);
+	settle(tg_state_quota_members(F.st, T0, T0 + 15000, on_num, &w), &w);
+	wait_clear(&w);
+	add_job(NULL, id);
+	set_payload(id, "{\"n\":1}");
+	l = lease(T0 + 1);
+	assert_non_null(l);
+	settle(tg_state_fleet_list(F.st, T0 + 2, on_fleet, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.count, 2);
+	assert_true(strstr(w.s, "gw-b|0|dex/export/7,lead:runs|2|0|0\n") != NULL);
+	assert_true(strstr(w.s, "self|" S_T0_15 "||0|1|0\n") != NULL);
+	wait_clear(&w);
+	/* the poll lead ran out at T0 + 1000; the other end the same seen from b */
+	settle(tg_state_fleet_list(b, T0 + 1000, on_fleet, &w), &w);
+	assert_int_equal(w.count, 2);
+	assert_true(strstr(w.s, "self|0|lead:runs|1|0|0\n") != NULL);
+	wait_clear(&w);
+	/* b's lead over: b is gone from the list; the membership keeps F's */
+	settle(tg_state_fleet_list(F.st, T0 + 5000, on_fleet, &w), &w);
+	assert_int_equal(w.count, 1);
+	assert_true(strncmp(w.s, "self|" S_T0_15 "||0|", 5 + strlen(S_T0_15) + 4) == 0);
+	wait_clear(&w);
+	tg_outbox_lease_free(l);
+	tg_state_close(b);
+}
+
 #define T_(f, needs)	{ { #f, f, setup, teardown, NULL }, (needs) }
 
 int
@@ -5373,6 +5468,7 @@ main(void)
 		T_(test_quota_day_prune, D_SHARED),
 		T_(test_quota_slots, D_SHARED), T_(test_quota_share, D_SHARED),
 		T_(test_fleet_quota, D_FLEET),
+		T_(test_instances_one, D_LOCAL), T_(test_fleet_instances, D_FLEET | D_OUTBOX),
 	};
 	struct CMUnitTest tests[TG_NELEM(cases)];
 	const char *why;
