@@ -213,7 +213,7 @@ static int64_t
 take_rshare(struct tg_quota_limit *l, int64_t n, int64_t now_us, int *pending)
 {
 	int none = now_us >= l->sh_until_us, zero = l->sh_share < 1e-3;
-	int64_t next_ms = (l->sh_asked_us + l->q->o.share_ms * 1000 - now_us) / 1000 + 1;
+	int64_t next_ms;
 
 	l->sh_count += n;
 	if (none || ((zero || tg_rate_left(&l->sh_rate, l->tat, now_us) < n)
@@ -222,9 +222,10 @@ take_rshare(struct tg_quota_limit *l, int64_t n, int64_t now_us, int *pending)
 		if (!l->op)
 			event_active(l->renew, 0, 0);
 	}
-	if (none || zero)
-		return next_ms > l->q->o.tick_ms ? next_ms : l->q->o.tick_ms;
-	return take_local(l, n, now_us);
+	if (!none && !zero)
+		return take_local(l, n, now_us);
+	next_ms = (l->sh_asked_us + l->q->o.share_ms * 1000 - now_us) / 1000 + 1;
+	return next_ms > l->q->o.tick_ms ? next_ms : l->q->o.tick_ms;	/* the next report */
 }
 
 int
