@@ -249,6 +249,10 @@ struct tg_upstream_stats {
 	size_t idle, busy, queued;
 	unsigned long long requests, retries, failovers, connect_errors, queue_timeouts;
 	unsigned long long down;	/* requests failed with TG_UP_DOWN */
+	unsigned long long reads;	/* reads that brought answer bytes in: one
+					 * per socket read on plain connections (a
+					 * large answer is read up to 256 KB at a
+					 * time), per TLS read on TLS ones */
 };
 
 /* Reasons of failovers and retries, in tg_upstream_origin_stats. */

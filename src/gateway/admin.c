@@ -186,6 +186,11 @@ render_gauges(struct gw *gw, struct evbuffer *out)
 		    "tidegate_upstream_requests_total{service=\"%s\",kind=\"retry\"} %llu\n"
 		    "tidegate_upstream_requests_total{service=\"%s\",kind=\"failover\"} %llu\n",
 		    n[i], us[i].requests, n[i], us[i].retries, n[i], us[i].failovers);
+	family(out, "tidegate_upstream_reads_total", "counter",
+	    "Reads that brought vendor answer bytes in (a large answer is read in large chunks).");
+	for (i = 0; i < 2; i++)
+		evbuffer_add_printf(out, "tidegate_upstream_reads_total{service=\"%s\"} %llu\n",
+		    n[i], us[i].reads);
 	family(out, "tidegate_token_logins_total", "counter", "Vendor logins made by the gateway.");
 	for (i = 0; i < 2; i++)
 		evbuffer_add_printf(out, "tidegate_token_logins_total{service=\"%s\"} %llu\n",

@@ -196,6 +196,9 @@ void gw_flush_handover(struct gw_req *r);
 /** r's connection closed while r lived: its tracker ends; 1 when the
  * tracker had reset the client for its send timeout. */
 int gw_flush_closed(struct gw_req *r);
+/** Write what waits for r's (borrowed) client now, on a plain socket: 1
+ * when it all went, 0 when some is left to libevent's next write. */
+int gw_flush_write(struct gw_req *r);
 
 /* paths.c */
 /**

@@ -263,6 +263,8 @@ on_body(struct gw_vcall *c, struct evbuffer *buf, void *arg)
 	if (r->capture != NULL)
 		capture(r, buf);
 	evhttp_send_reply_chunk_with_cb(r->req, buf, on_client_drained, r);
+	if (gw_flush_write(r))
+		return;		/* all written: nothing waits, on_client_drained will not run */
 	bev = evhttp_connection_get_bufferevent(r->conn);
 	if (!r->paused && evbuffer_get_length(bufferevent_get_output(bev)) > CLIENT_HIGH_WATER) {
 		r->paused = 1;

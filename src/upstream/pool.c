@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <event2/bufferevent_ssl.h>
 
@@ -40,6 +42,11 @@
 #define UP_RETRY_BUDGET_PCT	20
 #define UP_RETRY_BUDGET_MIN	3
 #define UP_RETRY_AFTER_MAX_MS	60000
+/* What one bufferevent read of libevent 2.1 takes at most (EVBUFFER_MAX_READ). */
+#define UP_LIBEVENT_READ	4096
+/* The most read_more takes a loop turn: a fair share of the loop per
+ * connection, and a bound on what one turn adds above the high water. */
+#define UP_READ_MAX		(256 * 1024)
 
 static void
 ms_to_tv(int64_t ms, struct timeval *tv)
@@ -196,13 +203,67 @@ on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 	}
 }
 
+/*
+ * libevent 2.1's evbuffer_read takes at most 4,096 bytes a call
+ * (EVBUFFER_MAX_READ), so a bufferevent reads a large answer 4 KB a loop
+ * turn. When a read of a plain connection came back full, the rest of
+ * what the socket holds is read here, in the same turn, before evhttp
+ * parses the input (evbuffer callbacks run inside evbuffer_read), up to
+ * UP_READ_MAX. The size is what FIONREAD reports: a read no larger than
+ * the queued bytes always returns bytes, never the EOF or the error the
+ * bufferevent's next read is to see, and the buffer holds no more room
+ * than the bytes need. A paused request is not read: its bufferevent
+ * does not read either. TLS connections read through OpenSSL and keep
+ * libevent's reads.
+ */
+static void
+read_more(struct up_conn *c, struct evbuffer *buf)
+{
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+	struct evbuffer_iovec v[2];
+	struct iovec iov[2];
+	int avail = 0, nv, i;
+	size_t want;
+	ssize_t n;
+
+	if (fd < 0 || ioctl(fd, FIONREAD, &avail) != 0 || avail <= 0)
+		return;
+	want = avail < UP_READ_MAX ? (size_t)avail : UP_READ_MAX;
+	if ((nv = evbuffer_reserve_space(buf, (ev_ssize_t)want, v, 2)) <= 0)
+		return;
+	for (i = 0; i < nv; i++) {
+		iov[i].iov_base = v[i].iov_base;
+		iov[i].iov_len = v[i].iov_len < want ? v[i].iov_len : want;
+		want -= iov[i].iov_len;
+	}
+	if ((n = readv(fd, iov, nv)) <= 0)
+		return;		/* nothing to commit */
+	for (i = 0; i < nv; i++) {
+		v[i].iov_len = (size_t)n < iov[i].iov_len ? (size_t)n : iov[i].iov_len;
+		n -= (ssize_t)v[i].iov_len;
+	}
+	if (v[nv - 1].iov_len == 0)
+		nv--;		/* the second chain got nothing */
+	c->o->u->reads++;
+	c->reading = 1;		/* the commit runs on_input again */
+	evbuffer_commit_space(buf, v, nv);
+	c->reading = 0;
+}
+
 static void
 on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct up_conn *c = arg;
 
-	if (info->n_added > 0 && c->state == UP_CONN_BUSY && c->r != NULL && c->established)
+	if (info->n_added == 0 || c->state != UP_CONN_BUSY || c->r == NULL)
+		return;
+	if (c->established)
 		c->r->got_bytes = 1;
+	if (c->reading)
+		return;
+	c->o->u->reads++;
+	if (info->n_added == UP_LIBEVENT_READ && !c->o->tls && !c->r->paused)
+		read_more(c, buf);
 }
 
 /* libevent closed the socket: the server went away, a response said
@@ -784,6 +845,7 @@ tg_upstream_get_stats(const struct tg_upstream *u, struct tg_upstream_stats *st)
 	st->connect_errors = u->connect_errors;
 	st->queue_timeouts = u->queue_timeouts;
 	st->down = u->down;
+	st->reads = u->reads;
 }
 
 void

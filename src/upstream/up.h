@@ -69,6 +69,7 @@ struct up_conn {
 	int timed_out;			/* our connect timer fired */
 	int nodelay;
 	int tls_verify_err;		/* X509_V_ERR_* seen by the verify callback */
+	int reading;			/* pool.c's read_more is committing */
 	unsigned long nreq;		/* requests completed on it */
 };
 
@@ -127,6 +128,7 @@ struct tg_upstream {
 	unsigned long long seq;		/* order of first enqueue */
 	unsigned long long requests, retries, failovers, connect_errors, queue_timeouts;
 	unsigned long long down;
+	unsigned long long reads;	/* reads of answers (tg_upstream_stats) */
 	char *probe_path;		/* opts.probe_path points here */
 	struct tg_up_gate gate;		/* take NULL: none */
 	struct event *gate_timer;	/* ask the gate again */
