@@ -10,9 +10,8 @@ import http.server
 import os
 import random
 import shutil
-import signal
 import socket
-import subprocess
+import sys
 import threading
 import time
 
@@ -20,6 +19,9 @@ import pytest
 import requests
 
 from conftest import TEST_KEY, free_port
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import lib as bench_lib  # noqa: E402  (lib.syscalls: strace -c of a process)
 
 MB4 = random.Random(29).randbytes(4 * 1024 * 1024 + 12345)
 SLOW_CHUNK = 64 * 1024
@@ -225,27 +227,6 @@ def test_client_gone_mid_body_cancels_the_vendor_call(make_gateway, vendor):
     assert requests.get(gw.admin + "/healthz", timeout=5).status_code == 200
 
 
-def strace_counts(pid, work):
-    """Syscall counts (strace -c) of process pid while work() runs."""
-    out = f"/tmp/tg-relay-strace-{pid}.txt"
-    st = subprocess.Popen(["strace", "-f", "-c", "-o", out, "-p", str(pid)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)                   # attached
-    try:
-        work()
-    finally:
-        st.send_signal(signal.SIGINT)
-        st.wait(timeout=20)
-    counts = {}
-    with open(out) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 5 and parts[0][0].isdigit() and not parts[-1].startswith("total"):
-                counts[parts[-1]] = int(parts[3])
-    os.unlink(out)
-    return counts
-
-
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
 def test_4mb_answer_costs_fewer_syscalls_than_4kb_relaying(make_gateway, vendor):
     """Each large read is written to the client in the same loop turn, with
@@ -263,7 +244,7 @@ def test_4mb_answer_costs_fewer_syscalls_than_4kb_relaying(make_gateway, vendor)
             body, state["buf"] = read_exact(s, buf, len(MB4))
             assert hashlib.sha256(body).digest() == hashlib.sha256(MB4).digest()
 
-    counts = strace_counts(gw.proc.pid, work)
+    counts = bench_lib.syscalls(gw.proc.pid, work)
     s.close()
     total = sum(counts.values())
     print(f"syscalls per 4 MB answer: {total / n:.1f} {counts}")
