@@ -185,6 +185,29 @@ def test_chunked_4mb_answer_reframed_whole(make_gateway, vendor):
     assert len(set(Vendor.ports)) == 1, Vendor.ports
 
 
+@pytest.mark.parametrize("path", ["/public/v2/big", "/public/v2/chunked"])
+def test_http10_client_gets_the_whole_answer_then_the_close(make_gateway, vendor, path):
+    """An HTTP/1.0 client: no chunked framing, the connection closed after
+    the answer, which may end inside the write of its last bytes."""
+    gw = gateway(make_gateway, vendor)
+    s = connect(gw)
+    s.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+              f"Authorization: Bearer {TEST_KEY}\r\n\r\n".encode())
+    status, fields, body = read_head(s, b"")
+    assert status.startswith("HTTP/1.0 200")
+    assert "transfer-encoding" not in fields
+    while True:
+        more = s.recv(1 << 20)
+        if not more:
+            break
+        body += more
+    s.close()
+    assert hashlib.sha256(body).digest() == hashlib.sha256(MB4).digest()
+    if path.endswith("big"):
+        assert fields["content-length"] == str(len(MB4))
+    assert requests.get(gw.admin + "/healthz", timeout=5).status_code == 200
+
+
 def test_client_that_stops_reading_holds_the_vendor_back(make_gateway, vendor):
     gw = gateway(make_gateway, vendor)
     s = connect(gw)
