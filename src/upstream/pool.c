@@ -211,10 +211,11 @@ on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
  * parses the input (evbuffer callbacks run inside evbuffer_read), up to
  * UP_READ_MAX. The size is what FIONREAD reports: a read no larger than
  * the queued bytes always returns bytes, never the EOF or the error the
- * bufferevent's next read is to see, and the buffer holds no more room
- * than the bytes need. A paused request is not read: its bufferevent
- * does not read either. TLS connections read through OpenSSL and keep
- * libevent's reads.
+ * bufferevent's next read is to see (a reset must not end a body read
+ * until close as if complete), and the buffer gets about the room the
+ * bytes need, not 256 KB for a trickle. A paused request is not read:
+ * its bufferevent does not read either. TLS connections read through
+ * OpenSSL and keep libevent's reads.
  */
 static void
 read_more(struct up_conn *c, struct evbuffer *buf)
