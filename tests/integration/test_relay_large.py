@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import socket
+import struct
 import sys
 import threading
 import time
@@ -45,6 +46,8 @@ class Vendor(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(MB4)))
             self.end_headers()
             self.wfile.write(MB4)
+        elif self.path.startswith("/public/v2/untilclose"):
+            self.until_close("reset" in self.path)
         elif self.path.startswith("/public/v2/chunked"):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
@@ -54,6 +57,20 @@ class Vendor(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         else:
             self.endless()
+
+    def until_close(self, reset):
+        """1 MB with neither length nor chunks: the close ends it, or a
+        reset cuts it (right behind the last bytes: both wait in the
+        gateway's socket together)."""
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(MB4[:1 << 20])
+        self.wfile.flush()
+        self.close_connection = True
+        if reset:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.connection.close()
 
     def endless(self):
         self.send_header("Content-Length", str(1 << 30))
@@ -206,6 +223,28 @@ def test_http10_client_gets_the_whole_answer_then_the_close(make_gateway, vendor
     if path.endswith("big"):
         assert fields["content-length"] == str(len(MB4))
     assert requests.get(gw.admin + "/healthz", timeout=5).status_code == 200
+
+
+def test_body_read_until_close_complete_only_when_closed_not_reset(make_gateway, vendor):
+    """The large reads are sized so they never take the vendor's EOF or
+    reset from libevent: a body the vendor ends by closing arrives whole
+    and terminated; one it cuts with a reset is cut for the client too."""
+    gw = gateway(make_gateway, vendor)
+    for path, whole in (("/public/v2/untilclose", True), ("/public/v2/untilclose-reset", False)):
+        s = connect(gw)
+        ask(s, path)
+        status, fields, buf = read_head(s, b"")
+        assert status == "HTTP/1.1 200 OK"
+        assert fields.get("transfer-encoding") == "chunked"
+        try:
+            body, _ = read_chunked(s, buf)
+        except (AssertionError, ConnectionResetError):
+            body = None
+        s.close()
+        if whole:
+            assert body == MB4[:1 << 20]
+        else:
+            assert body is None, "a reset answer was ended as if complete"
 
 
 def test_client_that_stops_reading_holds_the_vendor_back(make_gateway, vendor):
