@@ -3706,12 +3706,14 @@ test_cancel(void **state)
 #define PG_POOL_SIZE	2	/* the backend's connections (src/state/pg/pg.h) */
 static void until_answers(struct tg_state *b);
 static void until_locked(int n);
+static void wait_ms(struct wait *w, int ms);
+static void loop_ms(int ms);
 
 /* Writes pending at close are answered then, once: with SQLite OK or
  * UNAVAILABLE (its writer runs a write to its end, or skips it), never
- * UNKNOWN; with PostgreSQL the two sent (held on a lock the test takes)
- * UNKNOWN, with the id the job has should they commit, and the one still
- * queued UNAVAILABLE. */
+ * UNKNOWN; with PostgreSQL the three, sent as one group on one connection
+ * (held on a lock the test takes), each UNKNOWN, with the id the job has
+ * should it commit, as each would be alone. */
 static void
 test_close_pending(void **state)
 {
@@ -3730,7 +3732,7 @@ test_close_pending(void **state)
 	for (i = 0; i < 3; i++)
 		assert_non_null(tg_state_outbox_add(F.st, &j, T0, on_str, &w[i]));
 	if (pg)
-		until_locked(PG_POOL_SIZE);
+		until_locked(1);	/* one connection: the group */
 	tg_state_close(F.st);
 	F.st = NULL;
 	for (i = 0; i < 3; i++) {
@@ -3745,7 +3747,7 @@ test_close_pending(void **state)
 			    w[i].res.rc == TG_STATE_UNAVAILABLE);
 		wait_clear(&w[i]);
 	}
-	assert_int_equal(unknown, pg ? PG_POOL_SIZE : 0);
+	assert_int_equal(unknown, pg ? 3 : 0);
 	if (pg)
 		assert_int_equal(side_exec("ROLLBACK"), 0);
 }
@@ -3754,6 +3756,75 @@ static void
 never_done(const struct tg_state_res *res, void *arg)
 {
 	fail_msg("a cancelled operation was answered");
+}
+
+/* PostgreSQL: transaction ids assigned in the database so far (the
+ * side connection's own included); SQLite: 0. */
+static int64_t
+xids_now(void)
+{
+	PGresult *r;
+	int64_t n;
+
+	if (F.side == NULL)
+		return 0;
+	r = PQexec(F.side, "SELECT txid_current()");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return n;
+}
+
+/*
+ * Writes sent together commit together: eight owner records of eight keys
+ * asked at once are one transaction with PostgreSQL (one transaction id,
+ * one commit: group commit), each answered OK once it is durable; SQLite
+ * the same answers. When one record of the group fails (text PostgreSQL
+ * cannot hold), the group is rolled back and each runs alone: that one
+ * answers ERROR and the seven others OK, each exactly once, all of them
+ * recorded; as they would one by one.
+ */
+static void
+test_group_commit(void **state)
+{
+	static const char *const keys[8] = { "k-h", "k-b", "k-g", "k-a", "k-f", "k-c",
+		"k-e", "k-d" };
+	struct wait w[8] = { { 0 } };
+	int pg = F.side != NULL, round, i;
+	int64_t x0;
+	char cid[16];
+
+	for (round = 0; round < 2; round++) {
+		if (pg)
+			until_answers(F.st);
+		x0 = xids_now();
+		for (i = 0; i < 8; i++) {
+			snprintf(cid, sizeof(cid), round == 1 && i == 3 ? "g%d-\xff" : "g%d-%d",
+			    round, i);
+			assert_non_null(tg_state_owners_record(F.st, "export", cid, keys[i], T0,
+			    on_done, &w[i]));
+		}
+		for (i = 0; i < 8; i++) {
+			wait_ms(&w[i], 5000);
+			assert_int_equal(w[i].called, 1);
+			if (pg && round == 1 && i == 3)
+				assert_int_equal(w[i].res.rc, TG_STATE_ERROR);
+			else
+				assert_int_equal(w[i].res.rc, TG_STATE_OK);
+			wait_clear(&w[i]);
+		}
+		if (pg && round == 0)	/* the group's one, and the side's second look */
+			assert_int_equal(xids_now() - x0, 2);
+		for (i = 0; i < 8; i++) {
+			if (round == 1 && i == 3)
+				continue;
+			snprintf(cid, sizeof(cid), "g%d-%d", round, i);
+			assert_string_equal(owner_of(cid, T0 + 1), keys[i]);
+		}
+		loop_ms(20);
+		for (i = 0; i < 8; i++)
+			assert_int_equal(w[i].called, 0);	/* never answered twice */
+	}
 }
 
 /* Cancelled writes are never answered; the query may still run. */
@@ -4636,6 +4707,59 @@ test_fleet_write_unknown(void **state)
 }
 
 /*
+ * A group of five job adds sent together, its connection killed while it
+ * waits on a lock (the outcome of its commit unknown): each is sent again
+ * (replay.c), the replays wait on the lock in turn; once it is given up
+ * every add answers OK exactly once, with its own id, and each job exists
+ * once. With a deadline shorter than the lock, each would answer UNKNOWN
+ * (test_fleet_write_unknown): the group changes no caller's answer.
+ */
+static void
+test_fleet_group_unknown(void **state)
+{
+	struct tg_outbox_opts oo = pg_outbox;
+	struct tg_state_opts opts = { .url = F.url, .outbox = &oo, .timeout_ms = 5000 };
+	struct tg_outbox_new j = { "https://hooks.example/x", "default", "k1", "export", NULL,
+		"dex", NULL };
+	struct wait w[5] = { { 0 } };
+	struct tg_state *b;
+	struct tg_err err;
+	char *ids[5], q[160];
+	int i, k;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(F.st);
+	until_answers(b);
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	for (i = 0; i < 5; i++)		/* asked together: one group, one connection */
+		assert_non_null(tg_state_outbox_add(b, &j, T0, on_str, &w[i]));
+	until_locked(1);
+	kill_waiting();			/* the group's commit is lost */
+	loop_ms(600);			/* reconnected: each sent again, waiting */
+	for (i = 0; i < 5; i++)
+		assert_int_equal(w[i].called, 0);
+	assert_int_equal(side_exec("ROLLBACK"), 0);
+	for (i = 0; i < 5; i++) {
+		wait_ms(&w[i], 5000);
+		assert_int_equal(w[i].called, 1);
+		assert_int_equal(w[i].res.rc, TG_STATE_OK);
+		assert_non_null(w[i].s);
+		ids[i] = w[i].s;
+		assert_int_equal(outbox_rows(ids[i]), 1);
+		for (k = 0; k < i; k++)
+			assert_string_not_equal(ids[k], ids[i]);
+	}
+	loop_ms(50);
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(w[i].called, 1);	/* once */
+		wait_clear(&w[i]);
+	}
+	tg_state_close(b);
+}
+
+/*
  * A backlog, not a silent server: two operations held by a lock until the
  * deadline is half gone, three queued behind them; the lock is given up
  * and taken again at once, so the next two are sent and held in turn.
@@ -5453,6 +5577,7 @@ main(void)
 		T_(test_owners_bad_inputs, D_SHARED), T_(test_owners_file_v1, D_LOCAL),
 		T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
+		T_(test_group_commit, D_SHARED), T_(test_fleet_group_unknown, D_FLEET),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
 		T_(test_fleet_outbox_key, D_FLEET),
