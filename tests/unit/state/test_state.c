@@ -274,6 +274,9 @@ pg_teardown(void)
 {
 	char q[128];
 
+	side_exec("ALTER SYSTEM RESET synchronous_standby_names");	/* a case that failed */
+	side_exec("SELECT pg_reload_conf()");
+
 	snprintf(q, sizeof(q), "DROP SCHEMA %s CASCADE", F.schema);
 	side_exec(q);
 	PQfinish(F.side);
@@ -4759,6 +4762,64 @@ test_fleet_group_unknown(void **state)
 	tg_state_close(b);
 }
 
+/* Every commit that waits for a synchronous standby waits forever: one is
+ * named that never comes (on: 1), or none (0). */
+static void
+standby_nobody(int on)
+{
+	assert_int_equal(side_exec(on ? "ALTER SYSTEM SET synchronous_standby_names = "
+	    "'tg_nobody'" : "ALTER SYSTEM RESET synchronous_standby_names"), 0);
+	assert_int_equal(side_exec("SELECT pg_reload_conf()"), 0);
+	usleep(300000);			/* every backend has read it */
+}
+
+/*
+ * A poll entry's lead and answer (what a first poll waits for) commit
+ * without waiting for the disk, or a standby: with every durable commit
+ * held (a synchronous standby that never comes), the lead, the published
+ * answer and the release still answer at once, while an owner record (a
+ * promise to a caller) waits for its commit.
+ */
+static void
+test_fleet_lead_lazy(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 3000 };
+	struct tg_state_answer a = { 200, "application/json", "{}", 2, 0 };
+	struct wait w = { 0 }, rec = { 0 };
+	struct tg_state *b;
+	struct tg_err err;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	standby_nobody(1);
+	assert_non_null(tg_state_owners_record(b, "export", "held", "key-a", T0, on_done, &rec));
+	assert_non_null(tg_state_poll_lead(b, "dex/export/lazy", T0, 5000, on_num, &w));
+	wait_ms(&w, 1000);
+	assert_int_equal(w.called, 1);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+	assert_non_null(tg_state_poll_publish(b, "dex/export/lazy", &a, T0, 5000, on_done, &w));
+	wait_ms(&w, 1000);
+	assert_int_equal(w.called, 1);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	assert_non_null(tg_state_poll_release(b, "dex/export/lazy", on_done, &w));
+	wait_ms(&w, 1000);
+	assert_int_equal(w.called, 1);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	assert_int_equal(rec.called, 0);	/* still waiting for its commit */
+	standby_nobody(0);
+	wait_ms(&rec, 3000);
+	assert_int_equal(rec.called, 1);
+	assert_int_equal(rec.res.rc, TG_STATE_OK);
+	wait_clear(&rec);
+	tg_state_close(b);
+}
+
 /*
  * A backlog, not a silent server: two operations held by a lock until the
  * deadline is half gone, three queued behind them; the lock is given up
@@ -5578,6 +5639,7 @@ main(void)
 		T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_group_commit, D_SHARED), T_(test_fleet_group_unknown, D_FLEET),
+		T_(test_fleet_lead_lazy, D_FLEET),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
 		T_(test_fleet_outbox_key, D_FLEET),
