@@ -40,6 +40,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import creations  # noqa: E402
 import lib  # noqa: E402
 from callback_p99 import Receiver  # noqa: E402
 from s8_fleet import Pg, post_exports  # noqa: E402
@@ -97,27 +98,6 @@ def first_polls(creator, target, clients, polls):
     return lat, bad[0]
 
 
-def creations(gw, count, conns):
-    """count creations (no callback) over conns connections: per second, failures."""
-    body = json.dumps({"projectId": "P-DEMO"})
-    hdr = dict(gw.headers, **{"Content-Type": "application/json"})
-    ok, lock = [0], threading.Lock()
-
-    def worker(k):
-        c = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
-        try:
-            for _ in range(k):
-                c.request("POST", CREATE, body=body, headers=hdr)
-                r = c.getresponse()
-                r.read()
-                with lock:
-                    ok[0] += r.status == 200
-        finally:
-            c.close()
-    t = lib.spread(worker, count, conns)
-    return ok[0] / (time.monotonic() - t), count - ok[0]
-
-
 def one(a, emu, rc, pg, build, state):
     """One build with one state: its figures of the round."""
     hooks = {"webhooks": {"mode": "deliver", "allow": ["127.0.0.1/32"],
@@ -144,8 +124,8 @@ def one(a, emu, rc, pg, build, state):
                 fails += bad
                 out[f"poll_{where}_{clients}"] = (pct(lat, 50), pct(lat, 99))
         for conns, count in ((1, a.jobs), (a.conns, 2 * a.jobs)):
-            out[f"create_{conns}"], bad = creations(gws[0], count, conns)
-            fails += bad
+            ok, out[f"create_{conns}"] = creations.post(gws[0], count, conns)
+            fails += count - ok
             ok, other, secs, _ = post_exports(gws[0], rc.url, count, conns)
             out[f"hook_{conns}"] = ok / secs
             fails += count - ok
@@ -217,15 +197,8 @@ def report(a, builds, res, states):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--builds", default=lib.BUILD)
-    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--polls", type=int, default=100, help="first polls per client")
-    ap.add_argument("--jobs", type=int, default=300)
-    ap.add_argument("--conns", type=int, default=8)
-    a = ap.parse_args()
-    builds = [os.path.abspath(b) for b in a.builds.split(",")]
-    states = ["SQLite"] + (["PostgreSQL"] if os.environ.get("PGHOST") or
-                           os.environ.get("PGPORT") else [])
+    a, builds, states = creations.parse(ap, 3)
     res = {(b, s): [] for b in builds for s in states}
     pg = Pg() if "PostgreSQL" in states else None
     emu = lib.emulator()
