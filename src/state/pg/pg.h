@@ -243,6 +243,10 @@ extern const struct tg_db_driver tg_state_pg_db;
 
 /* ---- pg_group.c ---- */
 
+/** The next op of pg's (borrowed) FIFO for an idle connection, taken out
+ * of it, or NULL: the oldest, but for a write that may join a group while
+ * a group's (or such a write's) commit is in flight: it waits for it. */
+struct pg_op *tg_state_pg_group_next(struct pg *pg);
 /** first (taken from pg's FIFO, on its connection; borrowed) is a write:
  * chain on it (next) the other writes queued that may commit with it;
  * the ops of the group, first included. */

@@ -627,13 +627,8 @@ dispatch(struct pg *pg)
 
 	for (i = 0; i < PG_POOL && pg->head != NULL; i++) {
 		k = &pg->conn[i];
-		if (k->st != PG_IDLE)
+		if (k->st != PG_IDLE || (o = tg_state_pg_group_next(pg)) == NULL)
 			continue;
-		o = pg->head;
-		pg->head = o->next;
-		if (pg->head == NULL)
-			pg->tail = &pg->head;
-		o->next = NULL;
 		o->conn = k;
 		o->sent_us = tg_clock_mono_us();
 		k->op = o;

@@ -10,6 +10,11 @@
  * one each would wait for a round trip and a flush of its own. That is
  * what lets many connections' creations through a pool of 2.
  *
+ * One group is in flight at a time: writes that come while its commit
+ * is out wait for it and go together when it returns, and the other
+ * connection stays free for reads and lone writes (a first poll's
+ * ownership read and lead never queue behind a flush).
+ *
  * Members run sorted by statement, then by the parameter that names the
  * rows they lock, so two groups (of two connections or two instances)
  * take their locks in one order and never wait on each other in a ring.
@@ -59,16 +64,43 @@ group_sort(struct pg_op *first)
 	return sorted;
 }
 
+/* o may join a group. */
+static int
+groupable(const struct pg_op *o)
+{
+	return o->group > 0 && !o->alone && !o->cancelled && o->group <= o->nparams;
+}
+
+struct pg_op *
+tg_state_pg_group_next(struct pg *pg)
+{
+	struct pg_op **p, *o;
+	int i, held = 0;
+
+	for (i = 0; i < PG_POOL; i++)
+		held |= pg->conn[i].st == PG_BUSY && pg->conn[i].op != NULL &&
+		    groupable(pg->conn[i].op);
+	for (p = &pg->head; (o = *p) != NULL && held && groupable(o); p = &o->next)
+		;
+	if (o == NULL)
+		return NULL;
+	*p = o->next;
+	if (pg->tail == &o->next)
+		pg->tail = p;
+	o->next = NULL;
+	return o;
+}
+
 int
 tg_state_pg_group_take(struct pg *pg, struct pg_op *first)
 {
 	struct pg_op **p = &pg->head, *o, *last = first;
 	int n = 1;
 
-	if (!first->group || first->alone || first->group > first->nparams)
+	if (!groupable(first))
 		return 1;
 	while ((o = *p) != NULL && n < PG_GROUP_MAX) {
-		if (!o->group || o->alone || o->cancelled || o->group > o->nparams) {
+		if (!groupable(o)) {
 			p = &o->next;
 			continue;
 		}

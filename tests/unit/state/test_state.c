@@ -4762,6 +4762,54 @@ test_fleet_group_unknown(void **state)
 	tg_state_close(b);
 }
 
+/*
+ * One group in flight at a time: with a job add held on a lock (its
+ * commit out), two more adds wait for it instead of taking the other
+ * connection, which stays free: a read asked meanwhile is answered at
+ * once. Once the lock is given up, the three commit and answer OK.
+ */
+static void
+test_fleet_group_waits(void **state)
+{
+	struct tg_outbox_opts oo = pg_outbox;
+	struct tg_state_opts opts = { .url = F.url, .outbox = &oo, .timeout_ms = 5000 };
+	struct tg_outbox_new j = { "https://hooks.example/x", "default", "k1", "export", NULL,
+		"dex", NULL };
+	struct wait w[3] = { { 0 } }, x = { 0 };
+	struct tg_state *b;
+	struct tg_err err;
+	char q[160];
+	int i;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	assert_non_null(tg_state_outbox_add(b, &j, T0, on_str, &w[0]));
+	until_locked(1);
+	for (i = 1; i < 3; i++)
+		assert_non_null(tg_state_outbox_add(b, &j, T0, on_str, &w[i]));
+	assert_non_null(tg_state_token_get(b, "dex", on_token, &x));
+	wait_ms(&x, 1000);
+	assert_int_equal(x.called, 1);
+	assert_int_equal(x.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&x);
+	loop_ms(100);
+	until_locked(1);		/* the two others were not sent */
+	for (i = 0; i < 3; i++)
+		assert_int_equal(w[i].called, 0);
+	assert_int_equal(side_exec("ROLLBACK"), 0);
+	for (i = 0; i < 3; i++) {
+		wait_ms(&w[i], 3000);
+		assert_int_equal(w[i].called, 1);
+		assert_int_equal(w[i].res.rc, TG_STATE_OK);
+		assert_int_equal(outbox_rows(w[i].s), 1);
+		wait_clear(&w[i]);
+	}
+	tg_state_close(b);
+}
+
 /* Every commit that waits for a synchronous standby waits forever: one is
  * named that never comes (on: 1), or none (0). */
 static void
@@ -5639,7 +5687,7 @@ main(void)
 		T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_group_commit, D_SHARED), T_(test_fleet_group_unknown, D_FLEET),
-		T_(test_fleet_lead_lazy, D_FLEET),
+		T_(test_fleet_lead_lazy, D_FLEET), T_(test_fleet_group_waits, D_FLEET),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
 		T_(test_fleet_outbox_key, D_FLEET),
