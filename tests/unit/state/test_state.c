@@ -4608,10 +4608,9 @@ outbox_rows(const char *id)
 }
 
 /* A handle on F's database with opts (borrowed), the outbox locked by the
- * side connection, and job j's add sent on it and killed while it waits
- * on the lock: its answer comes to w. */
+ * side connection (until its ROLLBACK). */
 static struct tg_state *
-add_killed(const struct tg_state_opts *opts, const struct tg_outbox_new *j, struct wait *w)
+open_locked(const struct tg_state_opts *opts)
 {
 	struct tg_state *b;
 	struct tg_err err;
@@ -4623,6 +4622,16 @@ add_killed(const struct tg_state_opts *opts, const struct tg_outbox_new *j, stru
 	until_answers(b);
 	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
 	assert_int_equal(side_exec(q), 0);
+	return b;
+}
+
+/* The same, and job j's add sent on it and killed while it waits on the
+ * lock: its answer comes to w. */
+static struct tg_state *
+add_killed(const struct tg_state_opts *opts, const struct tg_outbox_new *j, struct wait *w)
+{
+	struct tg_state *b = open_locked(opts);
+
 	assert_non_null(tg_state_outbox_add(b, j, T0, on_str, w));
 	kill_waiting();
 	return b;
@@ -4709,6 +4718,10 @@ test_fleet_write_unknown(void **state)
 	tg_state_close(b);
 }
 
+/* The job the group cases add (a key, no correlation id yet). */
+static const struct tg_outbox_new group_job = { "https://hooks.example/x", "default", "k1",
+	"export", NULL, "dex", NULL };
+
 /*
  * A group of five job adds sent together, its connection killed while it
  * waits on a lock (the outcome of its commit unknown): each is sent again
@@ -4722,22 +4735,13 @@ test_fleet_group_unknown(void **state)
 {
 	struct tg_outbox_opts oo = pg_outbox;
 	struct tg_state_opts opts = { .url = F.url, .outbox = &oo, .timeout_ms = 5000 };
-	struct tg_outbox_new j = { "https://hooks.example/x", "default", "k1", "export", NULL,
-		"dex", NULL };
 	struct wait w[5] = { { 0 } };
-	struct tg_state *b;
-	struct tg_err err;
-	char *ids[5], q[160];
+	struct tg_state *b = open_locked(&opts);
+	char *ids[5];
 	int i, k;
 
-	b = tg_state_open(F.base, &opts, &err);
-	assert_non_null(b);
-	until_answers(F.st);
-	until_answers(b);
-	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
-	assert_int_equal(side_exec(q), 0);
 	for (i = 0; i < 5; i++)		/* asked together: one group, one connection */
-		assert_non_null(tg_state_outbox_add(b, &j, T0, on_str, &w[i]));
+		assert_non_null(tg_state_outbox_add(b, &group_job, T0, on_str, &w[i]));
 	until_locked(1);
 	kill_waiting();			/* the group's commit is lost */
 	loop_ms(600);			/* reconnected: each sent again, waiting */
@@ -4773,23 +4777,14 @@ test_fleet_group_waits(void **state)
 {
 	struct tg_outbox_opts oo = pg_outbox;
 	struct tg_state_opts opts = { .url = F.url, .outbox = &oo, .timeout_ms = 5000 };
-	struct tg_outbox_new j = { "https://hooks.example/x", "default", "k1", "export", NULL,
-		"dex", NULL };
 	struct wait w[3] = { { 0 } }, x = { 0 };
-	struct tg_state *b;
-	struct tg_err err;
-	char q[160];
+	struct tg_state *b = open_locked(&opts);
 	int i;
 
-	b = tg_state_open(F.base, &opts, &err);
-	assert_non_null(b);
-	until_answers(b);
-	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
-	assert_int_equal(side_exec(q), 0);
-	assert_non_null(tg_state_outbox_add(b, &j, T0, on_str, &w[0]));
+	assert_non_null(tg_state_outbox_add(b, &group_job, T0, on_str, &w[0]));
 	until_locked(1);
 	for (i = 1; i < 3; i++)
-		assert_non_null(tg_state_outbox_add(b, &j, T0, on_str, &w[i]));
+		assert_non_null(tg_state_outbox_add(b, &group_job, T0, on_str, &w[i]));
 	assert_non_null(tg_state_token_get(b, "dex", on_token, &x));
 	wait_ms(&x, 1000);
 	assert_int_equal(x.called, 1);
