@@ -70,16 +70,22 @@ def one(a, emu, build, state):
                            capture_output=True, timeout=30)
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def parse(ap, rounds):
+    """ap's arguments with the builds, rounds, jobs and connections of a
+    run: (args, build directories, states: PostgreSQL when PG* name one)."""
     ap.add_argument("--builds", default=lib.BUILD)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=rounds)
     ap.add_argument("--jobs", type=int, default=300)
     ap.add_argument("--conns", type=int, default=8)
     a = ap.parse_args()
     builds = [os.path.abspath(b) for b in a.builds.split(",")]
     states = ["SQLite"] + (["PostgreSQL"] if os.environ.get("PGHOST") or
                            os.environ.get("PGPORT") else [])
+    return a, builds, states
+
+
+def main():
+    a, builds, states = parse(argparse.ArgumentParser(), 5)
     res = {(b, s): [] for b in builds for s in states}
     emu = lib.emulator()
     try:

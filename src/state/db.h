@@ -72,6 +72,14 @@ struct tg_db_q {
 				 * step runs as a write (SQLite: on the writer,
 				 * answered later, reading what it wrote) */
 	int again;		/* set by tg_db_again: run once more */
+	int group;		/* N > 0: a write that may commit with others
+				 * queued beside it (PostgreSQL, pg_group.c),
+				 * its row locks taken in the order of parameter
+				 * $N: a group runs its members sorted by
+				 * statement, then by $N, so two groups lock in
+				 * one order and never wait on each other in a
+				 * ring; 0: alone (it locks rows $N does not
+				 * name, or it must not wait for others) */
 	int replay;		/* one statement keyed by an id chosen before it
 				 * is sent, or an upsert: sent again when its
 				 * outcome is unknown (replay.c); CONFLICT on a

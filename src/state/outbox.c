@@ -208,6 +208,7 @@ tg_state_outbox_add(struct tg_state *st, const struct tg_outbox_new *job, int64_
 	tg_id_hex(hex, 16);
 	snprintf(o->id, sizeof(o->id), "msg_%s", hex);
 	o->f.q.replay = 1;		/* keyed by that id: sent again when lost */
+	o->f.q.group = 1;		/* a new row: its id */
 	tg_db_text(&o->f.q, o->id);
 	tg_db_text(&o->f.q, job->url);
 	tg_db_text(&o->f.q, job->secret_ref);
@@ -242,6 +243,7 @@ tg_state_outbox_set_cid(struct tg_state *st, const char *id, const char *cid,
 	struct op *o = op_new(st, SET_CID, answer_changed, id, arg);
 
 	o->done = cb;
+	o->f.q.group = 1;		/* one row: its id */
 	tg_db_text(&o->f.q, cid);
 	return tg_db_submit(st, &o->f.q);
 }

@@ -73,6 +73,7 @@ tg_state_owners_record(struct tg_state *st, const char *family, const char *cid,
 
 	o->cb.done = cb;
 	o->q.replay = 1;		/* an upsert: sent again when lost */
+	o->q.group = 3;			/* locks its key's counter row, then its rows */
 	if (family == NULL || cid == NULL || *cid == '\0' || key == NULL)
 		return tg_db_fail(&o->q, TG_STATE_ERROR,
 		    "owners: a record needs family, correlationId and key");

@@ -171,6 +171,7 @@ send_try(struct tg_db_replay *rp)
 	t->q.answer = on_try;
 	params_copy(t->q.par, rp->q->par, rp->q->npar);
 	t->q.npar = rp->q->npar;
+	t->q.group = rp->q->group;	/* each send may commit with others */
 	t->rp = rp;
 	rp->cur = t;
 	rp->in_call++;

@@ -22,6 +22,19 @@
 
 enum { TOKEN_GET, TOKEN_PUT, TOKEN_INVALIDATE, LEAD, PUBLISH, FETCH, RELEASE, NOTIFY };
 
+/*
+ * A poll entry's lead, answer and release commit without waiting for the
+ * disk (synchronous_commit off for that transaction alone): they are what
+ * a first poll waits for, a flush is most of a commit's time, and losing
+ * the last of them in a crash of the server costs at most one more vendor
+ * poll of a job (the lead gone, another instance takes it), the same as
+ * while the state cannot answer and every instance polls for itself. What
+ * a caller is promised (owners, jobs, tokens) still waits for its flush.
+ * The CTE is read by the statement, so the setting is made before its
+ * commit; SQLite (one instance) never runs them.
+ */
+#define LAZY	"lazy AS (SELECT set_config('synchronous_commit', 'off', true) AS s)"
+
 static const struct tg_db_stmt sql[] = {
 	[TOKEN_GET] = { "token_get", TG_DB_ANY, 0,
 	    "SELECT token, expires_at FROM vendor_tokens WHERE service = $1", NULL },
@@ -39,8 +52,9 @@ static const struct tg_db_stmt sql[] = {
 	 * CONFLICT refused by its WHERE would take a transaction id for each
 	 * follower's look. The WHERE stays the arbiter of a race. */
 	[LEAD] = { "poll_lead", TG_DB_ANY, 1,
-	    "INSERT INTO poll_entries (key, leader, lead_until) SELECT $1::text, $2::text,"
-	    " $4::bigint WHERE NOT EXISTS (SELECT 1 FROM poll_entries WHERE key = $1::text"
+	    "WITH " LAZY " INSERT INTO poll_entries (key, leader, lead_until) SELECT $1::text,"
+	    " $2::text, $4::bigint FROM lazy WHERE lazy.s IS NOT NULL AND NOT EXISTS (SELECT 1"
+	    " FROM poll_entries WHERE key = $1::text"
 	    " AND NOT coalesce((lead_until <= $3::bigint OR leader = $2::text)"
 	    " AND answer_until <= $3::bigint, false))"
 	    " ON CONFLICT (key) DO UPDATE SET leader = EXCLUDED.leader,"
@@ -48,17 +62,18 @@ static const struct tg_db_stmt sql[] = {
 	    " OR poll_entries.leader = $2) AND poll_entries.answer_until <= $3::bigint"
 	    " RETURNING 1", NULL },
 	[PUBLISH] = { "poll_publish", TG_DB_ANY, 1,
-	    "WITH u AS (INSERT INTO poll_entries (key, status, content_type,"
+	    "WITH " LAZY ", u AS (INSERT INTO poll_entries (key, status, content_type,"
 	    " body, answer_until) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO UPDATE SET"
 	    " status = EXCLUDED.status, content_type = EXCLUDED.content_type,"
 	    " body = EXCLUDED.body, answer_until = EXCLUDED.answer_until, lead_until = 0"
 	    " RETURNING key) SELECT pg_notify('" TG_DB_CHANNEL "', 'poll' || E'\\n' || $6::text"
-	    " || E'\\n' || key) FROM u", NULL },
+	    " || E'\\n' || key) FROM u, lazy WHERE lazy.s IS NOT NULL", NULL },
 	[FETCH] = { "poll_fetch", TG_DB_ANY, 0,
 	    "SELECT status, content_type, body, answer_until FROM poll_entries"
 	    " WHERE key = $1 AND status IS NOT NULL AND answer_until > $2", NULL },
 	[RELEASE] = { "poll_release", TG_DB_ANY, 1,
-	    "UPDATE poll_entries SET lead_until = 0 WHERE key = $1 AND leader = $2", NULL },
+	    "WITH " LAZY " UPDATE poll_entries SET lead_until = 0 FROM lazy WHERE key = $1"
+	    " AND leader = $2 AND lazy.s IS NOT NULL", NULL },
 	[NOTIFY] = { "notify", TG_DB_ANY, 1, "SELECT pg_notify('" TG_DB_CHANNEL "', $1)", NULL },
 };
 

@@ -38,6 +38,7 @@
 #define PG_BACKOFF_MIN	100	/* ms before the first reconnect */
 #define PG_BACKOFF_MAX	5000	/* ms between reconnects at most */
 #define PG_CONNECT_MS	10000	/* a connection attempt (connect to ready) gives up after */
+#define PG_GROUP_MAX	64	/* writes committed together at most (pg_group.c) */
 #define PG_PING		(-1)	/* the probe's statement (pg_wake.c): not prepared */
 
 /** What an operation needs configured. */
@@ -75,7 +76,10 @@ struct pg_conn {
 	int mstep;			/* MIGRATING: commands of the migration sent */
 	int nprep;			/* statements prepared so far */
 	int backoff_ms;
-	struct pg_op *op;		/* in flight (BUSY) */
+	struct pg_op *op;		/* in flight (BUSY); a group's first, the
+					 * others chained on next (pg_group.c) */
+	int ngroup;			/* ops of the group in flight (0: one op) */
+	struct pg_op *gcur;		/* the group's member being read */
 	PGresult *last;			/* its result so far */
 	int listener;			/* LISTENs for the wake-ups (pg_wake.c) */
 	int only_listen;		/* and does nothing else (state.listen_url) */
@@ -146,6 +150,11 @@ struct pg_op {
 	int cancelled;
 	int keep;			/* runs even when cancelled (payload writes) */
 	int again;			/* set by answer: queued again for its next step */
+	int group;			/* may commit with others, locking in the
+					 * order of parameter $group (db.h); 0: not */
+	int alone;			/* its group was rolled back: runs alone */
+	PGresult *gres;			/* in a group: its result, held until the
+					 * commit's answer (owned) */
 	void (*cleanup)(struct pg_op *o);	/* frees p when the op goes; may be NULL */
 	void *p;			/* what it runs: a domain's query (cleanup frees it) */
 	int64_t sent_us;		/* when it was sent (monotonic µs) */
@@ -231,6 +240,26 @@ int tg_state_pg_stmt_index(const struct pg *pg, const struct tg_db_stmt *s);
 void tg_state_pg_listener_ping(struct pg_conn *k);
 /** The driver entries (pg_db.c). */
 extern const struct tg_db_driver tg_state_pg_db;
+
+/* ---- pg_group.c ---- */
+
+/** The next op of pg's (borrowed) FIFO for an idle connection, taken out
+ * of it, or NULL: the oldest, but for a write that may join a group while
+ * a group's (or such a write's) commit is in flight: it waits for it. */
+struct pg_op *tg_state_pg_group_next(struct pg *pg);
+/** first (taken from pg's FIFO, on its connection; borrowed) is a write:
+ * chain on it (next) the other writes queued that may commit with it;
+ * the ops of the group, first included. */
+int tg_state_pg_group_take(struct pg *pg, struct pg_op *first);
+/** 1 when every member of the group of first (chained on next; borrowed)
+ * succeeded: the Sync committed them all; 0: rolled back. */
+int tg_state_pg_group_ok(const struct pg_op *first);
+/** The group of first (taken; rolled back) back at the head of pg's
+ * (borrowed) FIFO in its order, each member to run alone, deadlines kept. */
+void tg_state_pg_group_requeue(struct pg *pg, struct pg_op *first);
+/** Read k's (borrowed) group's results onto its members: 1 once the
+ * Sync's came, 0 while more is to come, -1 when the connection is gone. */
+int tg_state_pg_group_read(struct pg_conn *k);
 
 /* ---- pg_wake.c ---- */
 

@@ -50,6 +50,7 @@
 
 static void on_io(evutil_socket_t fd, short what, void *arg);
 static void dispatch(struct pg *pg);
+static void group_step(struct pg_conn *k);
 static void migrate(struct pg_conn *k);
 
 /* ---- connections ---- */
@@ -66,6 +67,25 @@ watch(struct pg_conn *k, short what, int again)
 	k->io = event_new(k->pg->base, PQsocket(k->c), what | EV_PERSIST, on_io, k);
 	k->what = what;
 	event_add(k->io, NULL);
+}
+
+/* Every op k has in flight, one or a group, answers as a write lost does
+ * (tg_state_pg_lost_rc), with why (borrowed). */
+static void
+fail_ops(struct pg_conn *k, const char *why)
+{
+	struct pg_op *o = k->op, *next;
+
+	k->op = NULL;
+	k->gcur = NULL;
+	k->ngroup = 0;
+	for (; o != NULL; o = next) {
+		next = o->next;
+		o->next = NULL;
+		PQclear(o->gres);
+		o->gres = NULL;
+		tg_state_pg_fail(o, tg_state_pg_lost_rc(o), why);
+	}
 }
 
 /* Down: answer what k held, close it, and try again after the backoff. */
@@ -89,7 +109,6 @@ tg_state_pg_conn_drop(struct pg_conn *k, const char *why)
 	k->last = NULL;
 	PQfinish(k->c);
 	k->c = NULL;
-	k->op = NULL;
 	if (k->st == PG_MIGRATING)
 		pg->schema = PG_SCHEMA_NONE;
 	k->st = PG_DOWN;
@@ -101,7 +120,7 @@ tg_state_pg_conn_drop(struct pg_conn *k, const char *why)
 	if (was_up)
 		tg_state_pg_unsure(pg, PG_LOST);
 	if (o != NULL)
-		tg_state_pg_fail(o, tg_state_pg_lost_rc(o), why);
+		fail_ops(k, why);
 	if (tg_state_pg_nup(pg) == 0 && !k->only_listen)
 		tg_state_pg_fail_queue(pg, why);
 }
@@ -481,6 +500,10 @@ read_step(struct pg_conn *k)
 		k->heard_ms = tg_clock_mono_ms();
 	if (k->st == PG_IDLE || k->st == PG_WAITING)
 		return;
+	if (k->ngroup > 0) {
+		group_step(k);
+		return;
+	}
 	while (!PQisBusy(k->c)) {
 		if ((r = PQgetResult(k->c)) == NULL) {
 			r = k->last;
@@ -508,6 +531,76 @@ on_io(evutil_socket_t fd, short what, void *arg)
 		read_step(k);
 }
 
+/* The Sync of k's group was answered: each member is answered (all
+ * committed) or runs again alone (rolled back: pg_group.c). */
+static void
+group_done(struct pg_conn *k)
+{
+	struct pg_op *first = k->op, *o, *next;
+	PGresult *r;
+
+	if (!PQexitPipelineMode(k->c)) {
+		conn_fail(k, PQerrorMessage(k->c));
+		return;
+	}
+	k->op = NULL;
+	k->gcur = NULL;
+	k->ngroup = 0;
+	k->st = PG_IDLE;
+	tg_state_pg_answered(k->pg);
+	for (o = first; o != NULL; o = o->next)
+		tg_state_pg_lat(k->pg, tg_clock_mono_us() - o->sent_us);
+	if (!tg_state_pg_group_ok(first)) {
+		tg_state_pg_group_requeue(k->pg, first);
+		return;
+	}
+	for (o = first; o != NULL; o = next) {
+		next = o->next;
+		o->next = NULL;
+		o->conn = NULL;
+		o->res.rc = TG_STATE_OK;
+		r = o->gres;	/* held here: o may be gone, or queued again */
+		o->gres = NULL;
+		tg_state_pg_finish(o, r);
+		PQclear(r);
+	}
+}
+
+/* Read k's group; once its Sync came, answer it and go on. */
+static void
+group_step(struct pg_conn *k)
+{
+	struct pg *pg = k->pg;
+	int rc = tg_state_pg_group_read(k);
+
+	if (rc < 0)
+		conn_fail(k, PQerrorMessage(k->c));
+	else if (rc > 0) {
+		group_done(k);
+		dispatch(pg);
+	}
+}
+
+static int send_op(struct pg_conn *k, const struct pg_op *o);
+
+/* Send k's group (k->op's chain) in one pipeline closed by one Sync:
+ * libpq's 1 when it took it all. */
+static int
+send_group(struct pg_conn *k)
+{
+	struct pg_op *o;
+
+	if (!PQenterPipelineMode(k->c))
+		return 0;
+	for (o = k->op; o != NULL; o = o->next) {
+		if (!send_op(k, o))
+			return 0;
+		o->sent = 1;
+	}
+	k->gcur = k->op;
+	return PQpipelineSync(k->c);
+}
+
 /* Send o on k: its prepared statement, or the same text unnamed (no
  * server types given, as PQsendPrepare was not: the server infers the
  * same), or the probe's ping. */
@@ -523,7 +616,8 @@ send_op(struct pg_conn *k, const struct pg_op *o)
 	    (const char *const *)o->val, o->len, o->fmt, o->binary);
 }
 
-/* Hand queued operations to idle connections, oldest first. */
+/* Hand queued operations to idle connections, oldest first; a write
+ * takes the other writes queued with it (pg_group.c). */
 static void
 dispatch(struct pg *pg)
 {
@@ -533,18 +627,16 @@ dispatch(struct pg *pg)
 
 	for (i = 0; i < PG_POOL && pg->head != NULL; i++) {
 		k = &pg->conn[i];
-		if (k->st != PG_IDLE)
+		if (k->st != PG_IDLE || (o = tg_state_pg_group_next(pg)) == NULL)
 			continue;
-		o = pg->head;
-		pg->head = o->next;
-		if (pg->head == NULL)
-			pg->tail = &pg->head;
-		o->next = NULL;
 		o->conn = k;
 		o->sent_us = tg_clock_mono_us();
 		k->op = o;
 		k->st = PG_BUSY;
-		if (!send_op(k, o)) {
+		k->ngroup = tg_state_pg_group_take(pg, o);
+		if (k->ngroup == 1)
+			k->ngroup = 0;	/* alone: no pipeline */
+		if (!(k->ngroup > 0 ? send_group(k) : send_op(k, o))) {
 			conn_fail(k, PQerrorMessage(k->c));
 			continue;
 		}
@@ -620,9 +712,7 @@ tg_state_pg_pool_stop(struct pg *pg)
 	tg_state_pg_probe_stop(pg);
 	for (i = 0; i < pg->nconn; i++) {
 		k = &pg->conn[i];
-		if (k->op != NULL)
-			tg_state_pg_fail(k->op, tg_state_pg_lost_rc(k->op), "state: closing");
-		k->op = NULL;
+		fail_ops(k, "state: closing");
 		if (k->io != NULL)
 			event_free(k->io);
 		if (k->timer != NULL)

@@ -71,6 +71,8 @@ answer_q(struct pg_op *o, const PGresult *r)
 	tg_state_pg_again(o, tg_state_pg_stmt_index(o->pg, q->stmt), answer_q);
 	o->binary = 1;
 	o->lookup = !q->stmt->write;
+	o->group = 0;	/* a later step runs alone */
+	o->alone = 0;
 	params_move(o, q);
 }
 
@@ -85,6 +87,7 @@ submit(void *impl, struct tg_db_q *q)
 	o->binary = 1;
 	o->lookup = !q->stmt->write;
 	o->keep = q->keep;
+	o->group = q->group;
 	params_move(o, q);
 	return tg_state_pg_submit(o, domains[q->stmt->store]);
 }

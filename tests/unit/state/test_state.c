@@ -274,6 +274,9 @@ pg_teardown(void)
 {
 	char q[128];
 
+	side_exec("ALTER SYSTEM RESET synchronous_standby_names");	/* a case that failed */
+	side_exec("SELECT pg_reload_conf()");
+
 	snprintf(q, sizeof(q), "DROP SCHEMA %s CASCADE", F.schema);
 	side_exec(q);
 	PQfinish(F.side);
@@ -3706,12 +3709,14 @@ test_cancel(void **state)
 #define PG_POOL_SIZE	2	/* the backend's connections (src/state/pg/pg.h) */
 static void until_answers(struct tg_state *b);
 static void until_locked(int n);
+static void wait_ms(struct wait *w, int ms);
+static void loop_ms(int ms);
 
 /* Writes pending at close are answered then, once: with SQLite OK or
  * UNAVAILABLE (its writer runs a write to its end, or skips it), never
- * UNKNOWN; with PostgreSQL the two sent (held on a lock the test takes)
- * UNKNOWN, with the id the job has should they commit, and the one still
- * queued UNAVAILABLE. */
+ * UNKNOWN; with PostgreSQL the three, sent as one group on one connection
+ * (held on a lock the test takes), each UNKNOWN, with the id the job has
+ * should it commit, as each would be alone. */
 static void
 test_close_pending(void **state)
 {
@@ -3730,7 +3735,7 @@ test_close_pending(void **state)
 	for (i = 0; i < 3; i++)
 		assert_non_null(tg_state_outbox_add(F.st, &j, T0, on_str, &w[i]));
 	if (pg)
-		until_locked(PG_POOL_SIZE);
+		until_locked(1);	/* one connection: the group */
 	tg_state_close(F.st);
 	F.st = NULL;
 	for (i = 0; i < 3; i++) {
@@ -3745,7 +3750,7 @@ test_close_pending(void **state)
 			    w[i].res.rc == TG_STATE_UNAVAILABLE);
 		wait_clear(&w[i]);
 	}
-	assert_int_equal(unknown, pg ? PG_POOL_SIZE : 0);
+	assert_int_equal(unknown, pg ? 3 : 0);
 	if (pg)
 		assert_int_equal(side_exec("ROLLBACK"), 0);
 }
@@ -3754,6 +3759,75 @@ static void
 never_done(const struct tg_state_res *res, void *arg)
 {
 	fail_msg("a cancelled operation was answered");
+}
+
+/* PostgreSQL: transaction ids assigned in the database so far (the
+ * side connection's own included); SQLite: 0. */
+static int64_t
+xids_now(void)
+{
+	PGresult *r;
+	int64_t n;
+
+	if (F.side == NULL)
+		return 0;
+	r = PQexec(F.side, "SELECT txid_current()");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return n;
+}
+
+/*
+ * Writes sent together commit together: eight owner records of eight keys
+ * asked at once are one transaction with PostgreSQL (one transaction id,
+ * one commit: group commit), each answered OK once it is durable; SQLite
+ * the same answers. When one record of the group fails (text PostgreSQL
+ * cannot hold), the group is rolled back and each runs alone: that one
+ * answers ERROR and the seven others OK, each exactly once, all of them
+ * recorded; as they would one by one.
+ */
+static void
+test_group_commit(void **state)
+{
+	static const char *const keys[8] = { "k-h", "k-b", "k-g", "k-a", "k-f", "k-c",
+		"k-e", "k-d" };
+	struct wait w[8] = { { 0 } };
+	int pg = F.side != NULL, round, i;
+	int64_t x0;
+	char cid[16];
+
+	for (round = 0; round < 2; round++) {
+		if (pg)
+			until_answers(F.st);
+		x0 = xids_now();
+		for (i = 0; i < 8; i++) {
+			snprintf(cid, sizeof(cid), round == 1 && i == 3 ? "g%d-\xff" : "g%d-%d",
+			    round, i);
+			assert_non_null(tg_state_owners_record(F.st, "export", cid, keys[i], T0,
+			    on_done, &w[i]));
+		}
+		for (i = 0; i < 8; i++) {
+			wait_ms(&w[i], 5000);
+			assert_int_equal(w[i].called, 1);
+			if (pg && round == 1 && i == 3)
+				assert_int_equal(w[i].res.rc, TG_STATE_ERROR);
+			else
+				assert_int_equal(w[i].res.rc, TG_STATE_OK);
+			wait_clear(&w[i]);
+		}
+		if (pg && round == 0)	/* the group's one, and the side's second look */
+			assert_int_equal(xids_now() - x0, 2);
+		for (i = 0; i < 8; i++) {
+			if (round == 1 && i == 3)
+				continue;
+			snprintf(cid, sizeof(cid), "g%d-%d", round, i);
+			assert_string_equal(owner_of(cid, T0 + 1), keys[i]);
+		}
+		loop_ms(20);
+		for (i = 0; i < 8; i++)
+			assert_int_equal(w[i].called, 0);	/* never answered twice */
+	}
 }
 
 /* Cancelled writes are never answered; the query may still run. */
@@ -4534,10 +4608,9 @@ outbox_rows(const char *id)
 }
 
 /* A handle on F's database with opts (borrowed), the outbox locked by the
- * side connection, and job j's add sent on it and killed while it waits
- * on the lock: its answer comes to w. */
+ * side connection (until its ROLLBACK). */
 static struct tg_state *
-add_killed(const struct tg_state_opts *opts, const struct tg_outbox_new *j, struct wait *w)
+open_locked(const struct tg_state_opts *opts)
 {
 	struct tg_state *b;
 	struct tg_err err;
@@ -4549,6 +4622,16 @@ add_killed(const struct tg_state_opts *opts, const struct tg_outbox_new *j, stru
 	until_answers(b);
 	snprintf(q, sizeof(q), "BEGIN; LOCK TABLE %s.outbox_jobs IN SHARE MODE", F.schema);
 	assert_int_equal(side_exec(q), 0);
+	return b;
+}
+
+/* The same, and job j's add sent on it and killed while it waits on the
+ * lock: its answer comes to w. */
+static struct tg_state *
+add_killed(const struct tg_state_opts *opts, const struct tg_outbox_new *j, struct wait *w)
+{
+	struct tg_state *b = open_locked(opts);
+
 	assert_non_null(tg_state_outbox_add(b, j, T0, on_str, w));
 	kill_waiting();
 	return b;
@@ -4632,6 +4715,151 @@ test_fleet_write_unknown(void **state)
 		loop_ms(10);
 	assert_int_equal(outbox_rows(w.s), 1);		/* it was, after all */
 	wait_clear(&w);
+	tg_state_close(b);
+}
+
+/* The job the group cases add (a key, no correlation id yet). */
+static const struct tg_outbox_new group_job = { "https://hooks.example/x", "default", "k1",
+	"export", NULL, "dex", NULL };
+
+/*
+ * A group of five job adds sent together, its connection killed while it
+ * waits on a lock (the outcome of its commit unknown): each is sent again
+ * (replay.c), the replays wait on the lock in turn; once it is given up
+ * every add answers OK exactly once, with its own id, and each job exists
+ * once. With a deadline shorter than the lock, each would answer UNKNOWN
+ * (test_fleet_write_unknown): the group changes no caller's answer.
+ */
+static void
+test_fleet_group_unknown(void **state)
+{
+	struct tg_outbox_opts oo = pg_outbox;
+	struct tg_state_opts opts = { .url = F.url, .outbox = &oo, .timeout_ms = 5000 };
+	struct wait w[5] = { { 0 } };
+	struct tg_state *b = open_locked(&opts);
+	char *ids[5];
+	int i, k;
+
+	for (i = 0; i < 5; i++)		/* asked together: one group, one connection */
+		assert_non_null(tg_state_outbox_add(b, &group_job, T0, on_str, &w[i]));
+	until_locked(1);
+	kill_waiting();			/* the group's commit is lost */
+	loop_ms(600);			/* reconnected: each sent again, waiting */
+	for (i = 0; i < 5; i++)
+		assert_int_equal(w[i].called, 0);
+	assert_int_equal(side_exec("ROLLBACK"), 0);
+	for (i = 0; i < 5; i++) {
+		wait_ms(&w[i], 5000);
+		assert_int_equal(w[i].called, 1);
+		assert_int_equal(w[i].res.rc, TG_STATE_OK);
+		assert_non_null(w[i].s);
+		ids[i] = w[i].s;
+		assert_int_equal(outbox_rows(ids[i]), 1);
+		for (k = 0; k < i; k++)
+			assert_string_not_equal(ids[k], ids[i]);
+	}
+	loop_ms(50);
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(w[i].called, 1);	/* once */
+		wait_clear(&w[i]);
+	}
+	tg_state_close(b);
+}
+
+/*
+ * One group in flight at a time: with a job add held on a lock (its
+ * commit out), two more adds wait for it instead of taking the other
+ * connection, which stays free: a read asked meanwhile is answered at
+ * once. Once the lock is given up, the three commit and answer OK.
+ */
+static void
+test_fleet_group_waits(void **state)
+{
+	struct tg_outbox_opts oo = pg_outbox;
+	struct tg_state_opts opts = { .url = F.url, .outbox = &oo, .timeout_ms = 5000 };
+	struct wait w[3] = { { 0 } }, x = { 0 };
+	struct tg_state *b = open_locked(&opts);
+	int i;
+
+	assert_non_null(tg_state_outbox_add(b, &group_job, T0, on_str, &w[0]));
+	until_locked(1);
+	for (i = 1; i < 3; i++)
+		assert_non_null(tg_state_outbox_add(b, &group_job, T0, on_str, &w[i]));
+	assert_non_null(tg_state_token_get(b, "dex", on_token, &x));
+	wait_ms(&x, 1000);
+	assert_int_equal(x.called, 1);
+	assert_int_equal(x.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&x);
+	loop_ms(100);
+	until_locked(1);		/* the two others were not sent */
+	for (i = 0; i < 3; i++)
+		assert_int_equal(w[i].called, 0);
+	assert_int_equal(side_exec("ROLLBACK"), 0);
+	for (i = 0; i < 3; i++) {
+		wait_ms(&w[i], 3000);
+		assert_int_equal(w[i].called, 1);
+		assert_int_equal(w[i].res.rc, TG_STATE_OK);
+		assert_int_equal(outbox_rows(w[i].s), 1);
+		wait_clear(&w[i]);
+	}
+	tg_state_close(b);
+}
+
+/* Every commit that waits for a synchronous standby waits forever: one is
+ * named that never comes (on: 1), or none (0). */
+static void
+standby_nobody(int on)
+{
+	assert_int_equal(side_exec(on ? "ALTER SYSTEM SET synchronous_standby_names = "
+	    "'tg_nobody'" : "ALTER SYSTEM RESET synchronous_standby_names"), 0);
+	assert_int_equal(side_exec("SELECT pg_reload_conf()"), 0);
+	usleep(300000);			/* every backend has read it */
+}
+
+/*
+ * A poll entry's lead and answer (what a first poll waits for) commit
+ * without waiting for the disk, or a standby: with every durable commit
+ * held (a synchronous standby that never comes), the lead, the published
+ * answer and the release still answer at once, while an owner record (a
+ * promise to a caller) waits for its commit.
+ */
+static void
+test_fleet_lead_lazy(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 3000 };
+	struct tg_state_answer a = { 200, "application/json", "{}", 2, 0 };
+	struct wait w = { 0 }, rec = { 0 };
+	struct tg_state *b;
+	struct tg_err err;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	standby_nobody(1);
+	assert_non_null(tg_state_owners_record(b, "export", "held", "key-a", T0, on_done, &rec));
+	assert_non_null(tg_state_poll_lead(b, "dex/export/lazy", T0, 5000, on_num, &w));
+	wait_ms(&w, 1000);
+	assert_int_equal(w.called, 1);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_int_equal(w.n, 1);
+	wait_clear(&w);
+	assert_non_null(tg_state_poll_publish(b, "dex/export/lazy", &a, T0, 5000, on_done, &w));
+	wait_ms(&w, 1000);
+	assert_int_equal(w.called, 1);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	assert_non_null(tg_state_poll_release(b, "dex/export/lazy", on_done, &w));
+	wait_ms(&w, 1000);
+	assert_int_equal(w.called, 1);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	wait_clear(&w);
+	assert_int_equal(rec.called, 0);	/* still waiting for its commit */
+	standby_nobody(0);
+	wait_ms(&rec, 3000);
+	assert_int_equal(rec.called, 1);
+	assert_int_equal(rec.res.rc, TG_STATE_OK);
+	wait_clear(&rec);
 	tg_state_close(b);
 }
 
@@ -5453,6 +5681,8 @@ main(void)
 		T_(test_owners_bad_inputs, D_SHARED), T_(test_owners_file_v1, D_LOCAL),
 		T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
+		T_(test_group_commit, D_SHARED), T_(test_fleet_group_unknown, D_FLEET),
+		T_(test_fleet_lead_lazy, D_FLEET), T_(test_fleet_group_waits, D_FLEET),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
 		T_(test_fleet_outbox_key, D_FLEET),
