@@ -108,6 +108,7 @@ def test_head_with_body_refused_on_every_listener(kind, emulator, make_gateway,
 def test_head_with_body_reaches_nobody(gateway, emulator):
     """Nothing of it reaches the vendor; the access log has the HEAD's 400
     and no line for the request hidden in its body."""
+    gateway.wait_tokens()   # start-up logins are not the test's calls
     before = emulator.stats()["calls"]
     path = "/public/v1/import/status?correlationId=x"
     with plain(gateway.ports["dex"]) as s:
@@ -203,6 +204,7 @@ def test_chunk_lines_read_as_rfc_9112_says(gateway, chunks):
 ], ids=["0x", "bare-lf", "open-quote", "no-crlf-after-data", "folded-trailer",
         "ctl-in-trailer", "negative"])
 def test_malformed_chunk_is_a_json_400_not_a_reset(gateway, emulator, chunks):
+    gateway.wait_tokens()   # start-up logins are not the test's calls
     before = emulator.stats()["calls"]
     status, head, body = answer(gateway.ports["dex"], chunked_export(chunks))
     assert status == 400 and "connection: close" in head, body
@@ -234,6 +236,7 @@ def test_read_ending_on_the_cr_of_an_empty_line_waits_for_its_lf(gateway):
 @pytest.mark.parametrize("host", [b"a b", b"evil.example/x", b"u@evil.example", b"[::1",
                                   b"x:123456", b"caf\xc3\xa9", b"%zz"])
 def test_host_outside_rfc_3986_is_a_json_400(gateway, emulator, host):
+    gateway.wait_tokens()   # start-up logins are not the test's calls
     before = emulator.stats()["calls"]
     status, head, body = answer(gateway.ports["dex"],
                                 b"GET /public/v1/import/status?correlationId=x HTTP/1.1\r\n"
