@@ -34,10 +34,7 @@ tg_id_uuid4(char out[TG_UUID_LEN])
 {
 	static uint8_t pool[POOL_LEN];
 	static size_t used = POOL_LEN;
-	static const uint8_t dash[] = { 4, 6, 8, 10 };	/* before these bytes */
 	uint8_t b[16];
-	size_t i, d = 0;
-	char *o = out;
 
 	if (used == POOL_LEN) {
 		tg_id_random(pool, sizeof(pool));
@@ -48,15 +45,16 @@ tg_id_uuid4(char out[TG_UUID_LEN])
 	used += sizeof(b);
 	b[6] = (b[6] & 0x0f) | 0x40;
 	b[8] = (b[8] & 0x3f) | 0x80;
-	for (i = 0; i < sizeof(b); i++) {
-		if (d < sizeof(dash) && i == dash[d]) {
-			*o++ = '-';
-			d++;
-		}
-		*o++ = "0123456789abcdef"[b[i] >> 4];	/* inline: one id a request */
-		*o++ = "0123456789abcdef"[b[i] & 15];
-	}
-	*o = '\0';
+	/* 8-4-4-4-12 digits, each group's digits a pair a byte (tg_hex) */
+	tg_hex(b, 4, out);
+	out[8] = '-';
+	tg_hex(b + 4, 2, out + 9);
+	out[13] = '-';
+	tg_hex(b + 6, 2, out + 14);
+	out[18] = '-';
+	tg_hex(b + 8, 2, out + 19);
+	out[23] = '-';
+	tg_hex(b + 10, 6, out + 24);
 }
 
 void
