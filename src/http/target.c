@@ -197,6 +197,25 @@ normalise_path(const char *p, size_t len, char *out, size_t *outlen, struct tg_t
 	return 0;
 }
 
+/*
+ * A path normalise_path would leave as it is: no escape, no empty segment
+ * but a trailing one, no segment beginning with a dot (which covers every
+ * dot segment, with parameters or not). Most paths are; they are copied
+ * whole instead of byte by byte.
+ */
+static int
+normal_already(const char *p, size_t len)
+{
+	const char *end = p + len, *s = p;
+
+	if (memchr(p, '%', len) != NULL)
+		return 0;
+	while ((s = memchr(s, '/', (size_t)(end - s))) != NULL && ++s < end)
+		if (*s == '/' || *s == '.')
+			return 0;
+	return 1;
+}
+
 int
 tg_http_target_normalise(const char *raw, size_t len, struct tg_target *t,
     struct tg_err *err)
@@ -211,7 +230,10 @@ tg_http_target_normalise(const char *raw, size_t len, struct tg_target *t,
 	q = memchr(raw, '?', len);
 	plen = q != NULL ? (size_t)(q - raw) : len;
 	out = tg_xmalloc(plen + 2);
-	if (normalise_path(raw, plen, out, &n, t, err) != 0) {
+	if (normal_already(raw, plen)) {
+		memcpy(out, raw, plen);
+		n = plen;
+	} else if (normalise_path(raw, plen, out, &n, t, err) != 0) {
 		free(out);
 		return -1;
 	}

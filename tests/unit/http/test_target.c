@@ -36,6 +36,11 @@ static const struct ok_case ok_cases[] = {
 	{ "/%2e%2e/%5f%5femulator/faults", "/__emulator/faults", NULL },
 	/* plain and alias spellings are untouched */
 	{ "/", "/", NULL },
+	{ "/a/b./c;x/", "/a/b./c;x/", NULL },	/* copied whole: no '%', "//" or "/." */
+	{ "/a/.b/c", "/a/.b/c", NULL },		/* not a dot segment, read byte by byte */
+	{ "/a/b/", "/a/b/", NULL },
+	{ "/a//", "/a/", NULL },
+	{ "/a/.", "/a/", NULL },
 	{ "/public/v1/export/activities", "/public/v1/export/activities", NULL },
 	{ "/api/public/v1/import/status?correlationId=abc",
 	  "/api/public/v1/import/status", "correlationId=abc" },
