@@ -159,6 +159,25 @@ tg_header_find(const struct evkeyvalq *h, const char *name)
 }
 
 int
+tg_header_add_prefixed(struct evkeyvalq *h, const char *name, const char *prefix,
+    const char *value)
+{
+	size_t nl = name_ok(name), pl = strcspn(prefix, "\r\n"), n = strcspn(value, "\r\n");
+	struct evkeyval *kv;
+
+	if (nl == 0 || prefix[pl] != '\0' || value[n] != '\0')
+		return -1;
+	kv = tg_xmalloc(sizeof(*kv));
+	kv->key = copy(name, nl);
+	kv->value = tg_xmalloc(pl + n + 1);
+	memcpy(kv->value, prefix, pl);
+	memcpy(kv->value + pl, value, n);
+	kv->value[pl + n] = '\0';
+	TAILQ_INSERT_TAIL(h, kv, next);
+	return 0;
+}
+
+int
 tg_header_add(struct evkeyvalq *h, const char *name, const char *value)
 {
 	size_t nl = name_ok(name), n = strcspn(value, "\r\n");
