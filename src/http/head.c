@@ -225,11 +225,32 @@ known_method(const char *m, size_t n)
 	return -1;
 }
 
+/* The version from *cp up to its CRLF: *cp left at the CR. */
+static int
+scan_version(const char **cp, const char *end, int *minor)
+{
+	const char *c = *cp, *v = c;
+	int rc;
+
+	if (end - c >= 10 && memcmp(c, "HTTP/1.1\r\n", 10) == 0) {
+		*minor = 1;	/* nearly every request: no byte loop */
+		*cp = c + 8;
+		return TG_HEAD_OK;
+	}
+	for (; c < end && !is_ctl((unsigned char)*c) && *c != ' '; c++)
+		;
+	if ((rc = crlf(c, end)) <= 0)
+		return rc == 0 ? TG_HEAD_INCOMPLETE : *c == ' ' || (*c != '\r' && *c != '\n') ?
+		    TG_HEAD_BAD_LINE : TG_HEAD_BAD_EOL;
+	*cp = c;
+	return parse_version(v, (size_t)(c - v), minor);
+}
+
 /* "method SP target SP version CRLF" from p, in one pass; *next past it. */
 static int
 scan_request_line(const char *p, const char *end, struct tg_head *h, const char **next)
 {
-	const char *c = p, *v;
+	const char *c = p;
 	int rc;
 
 	while (c < end && is_tchar((unsigned char)*c))
@@ -247,14 +268,10 @@ scan_request_line(const char *p, const char *end, struct tg_head *h, const char 
 	if (c == h->target || *c != ' ')
 		return *c == '\r' || *c == '\n' ? TG_HEAD_BAD_EOL : TG_HEAD_BAD_LINE;
 	h->tlen = (size_t)(c - h->target);
-	for (v = ++c; c < end && !is_ctl((unsigned char)*c) && *c != ' '; c++)
-		;
-	if ((rc = crlf(c, end)) <= 0)
-		return rc == 0 ? TG_HEAD_INCOMPLETE : *c == ' ' || (*c != '\r' && *c != '\n') ?
-		    TG_HEAD_BAD_LINE : TG_HEAD_BAD_EOL;
-	*next = c + 2;
-	if ((rc = parse_version(v, (size_t)(c - v), &h->minor)) != TG_HEAD_OK)
+	c++;
+	if ((rc = scan_version(&c, end, &h->minor)) != TG_HEAD_OK)
 		return rc;
+	*next = c + 2;
 	if ((rc = known_method(h->method, h->mlen)) < 0)
 		return TG_HEAD_BAD_METHOD;
 	h->no_body = !methods[rc].body;
@@ -273,6 +290,9 @@ scan_field(const char *p, const char *end, struct tg_head_field *f, const char *
 
 	if (*p == ' ' || *p == '\t')
 		return TG_HEAD_OBS_FOLD;
+	while (end - c >= 4 && is_tchar((unsigned char)c[0]) && is_tchar((unsigned char)c[1]) &&
+	    is_tchar((unsigned char)c[2]) && is_tchar((unsigned char)c[3]))
+		c += 4;		/* a name's bytes four at a time, then one by one */
 	while (c < end && is_tchar((unsigned char)*c))
 		c++;
 	if (c == end)
