@@ -65,12 +65,29 @@ static const char pairs[513] =
 	"e0e1e2e3e4e5e6e7e8e9eaebecedeeef"
 	"f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
 
+static uint64_t
+pair(uint8_t b)
+{
+	uint16_t v;
+
+	memcpy(&v, pairs + 2 * b, 2);
+	return v;
+}
+
 void
 tg_hex(const uint8_t *in, size_t n, char *out)
 {
-	size_t i;
+	size_t i = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint64_t w;
 
-	for (i = 0; i < n; i++)
+	for (; n - i >= 4; i += 4) {	/* four bytes' digits in one store */
+		w = pair(in[i]) | pair(in[i + 1]) << 16 | pair(in[i + 2]) << 32 |
+		    pair(in[i + 3]) << 48;
+		memcpy(out + 2 * i, &w, 8);
+	}
+#endif
+	for (; i < n; i++)
 		memcpy(out + 2 * i, pairs + 2 * in[i], 2);
 	out[2 * n] = '\0';
 }

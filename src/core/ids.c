@@ -35,6 +35,7 @@ tg_id_uuid4(char out[TG_UUID_LEN])
 	static uint8_t pool[POOL_LEN];
 	static size_t used = POOL_LEN;
 	uint8_t b[16];
+	char hex[33];
 
 	if (used == POOL_LEN) {
 		tg_id_random(pool, sizeof(pool));
@@ -45,16 +46,17 @@ tg_id_uuid4(char out[TG_UUID_LEN])
 	used += sizeof(b);
 	b[6] = (b[6] & 0x0f) | 0x40;
 	b[8] = (b[8] & 0x3f) | 0x80;
-	/* 8-4-4-4-12 digits, each group's digits a pair a byte (tg_hex) */
-	tg_hex(b, 4, out);
+	/* the 32 digits in one pass (tg_hex), then set out 8-4-4-4-12 */
+	tg_hex(b, sizeof(b), hex);
+	memcpy(out, hex, 8);
 	out[8] = '-';
-	tg_hex(b + 4, 2, out + 9);
+	memcpy(out + 9, hex + 8, 4);
 	out[13] = '-';
-	tg_hex(b + 6, 2, out + 14);
+	memcpy(out + 14, hex + 12, 4);
 	out[18] = '-';
-	tg_hex(b + 8, 2, out + 19);
+	memcpy(out + 19, hex + 16, 4);
 	out[23] = '-';
-	tg_hex(b + 10, 6, out + 24);
+	memcpy(out + 24, hex + 20, 13);		/* with its NUL */
 }
 
 void
