@@ -71,6 +71,9 @@ match_routes(const struct tg_service_routes *sr, const char *method, const char 
 	int path_found = 0;
 	size_t i;
 
+	if (sr->seconds != NULL && path[0] == '/' && path[1] != '\0' &&
+	    strchr(sr->seconds, path[1]) == NULL)
+		return 0;	/* no pattern goes on as path does (a pass-through path) */
 	for (i = 0; i < sr->nroutes; i++) {
 		if (differ_at_1(sr->routes[i].pattern, path) ||
 		    !match_pattern(sr->routes[i].pattern, path, m))
