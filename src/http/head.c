@@ -146,19 +146,31 @@ is_ctl(unsigned char c)
 }
 
 /* Skip field-value bytes from c: eight at a time while none is below 0x20
- * or 0x7f (SWAR; a word with a tab or DEL is left to the byte loop). */
+ * or 0x7f (SWAR), then straight to the first that is (a tab is skipped and
+ * the words go on); the byte loop reads the last few. */
 static const char *
 skip_value(const char *c, const char *end)
 {
 	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-	uint64_t x, del;
+	uint64_t x, del, m;
 
 	while (end - c >= 8) {
 		memcpy(&x, c, 8);
 		del = x ^ (0x7f * ones);
-		if ((((x - 0x20 * ones) & ~x) | ((del - ones) & ~del)) & highs)
-			break;
-		c += 8;
+		if ((m = (((x - 0x20 * ones) & ~x) | ((del - ones) & ~del)) & highs) == 0) {
+			c += 8;
+			continue;
+		}
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		/* the lowest flag is the first such byte (a borrow only ever
+		 * flags bytes above one): go there; a tab is a value byte */
+		c += __builtin_ctzll(m) >> 3;
+		if (*c != '\t')
+			return c;
+		c++;
+#else
+		break;
+#endif
 	}
 	while (c < end && !is_ctl((unsigned char)*c))
 		c++;
@@ -167,18 +179,25 @@ skip_value(const char *c, const char *end)
 
 /* Skip VCHAR bytes (a request target) from c: eight at a time while none
  * is at or below 0x20 or at or above 0x7f (SWAR: a borrow or a carry into
- * the next byte only ever flags a word the byte loop then reads). */
+ * the next byte only ever flags a byte above one that is such, so a
+ * word's lowest flag is the first such byte). */
 static const char *
 skip_vchar(const char *c, const char *end)
 {
 	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-	uint64_t x;
+	uint64_t x, m;
 
 	while (end - c >= 8) {
 		memcpy(&x, c, 8);
-		if ((((x - 0x21 * ones) & ~x) | x | (x + ones)) & highs)
-			break;
-		c += 8;
+		if ((m = (((x - 0x21 * ones) & ~x) | x | (x + ones)) & highs) == 0) {
+			c += 8;
+			continue;
+		}
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		return c + (__builtin_ctzll(m) >> 3);
+#else
+		break;
+#endif
 	}
 	while (c < end && (unsigned char)*c > 0x20 && (unsigned char)*c < 0x7f)
 		c++;

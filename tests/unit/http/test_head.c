@@ -129,6 +129,46 @@ test_incomplete_line(void **state)
 	assert_int_equal(h.minor, 1);
 }
 
+/* A byte at every place of a value or a target up to three words long:
+ * the word-at-a-time scans stop at the first byte that ends or breaks
+ * them, wherever it falls in its word (a tab and obs-text go on). */
+static void
+test_every_place(void **state)
+{
+	static const struct { unsigned char b; int value_ok, target_ok; } bytes[] = {
+		{ 0x01, 0, 0 }, { 0x1f, 0, 0 }, { 0x7f, 0, 0 }, { '\t', 1, 0 }, { ' ', 1, 0 },
+		{ 0x80, 1, 0 }, { 0xff, 1, 0 }, { '~', 1, 1 }, { 0x21, 1, 1 },
+	};
+	char head[160];
+	struct tg_head h;
+	size_t len, at, i, n;
+	int rc;
+
+	for (i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++) {
+		for (len = 1; len <= 24; len++) {
+			for (at = 0; at < len; at++) {
+				char v[25];
+
+				memset(v, 'v', len);
+				v[at] = (char)bytes[i].b;
+				v[len] = '\0';
+				n = (size_t)snprintf(head, sizeof(head), "GET / HTTP/1.1\r\nHost: x\r\n"
+				    "A: z%sz\r\n\r\n", v);
+				rc = tg_head_parse(head, n, &h);
+				if ((rc == TG_HEAD_OK) != bytes[i].value_ok ||
+				    (rc == TG_HEAD_OK && h.f[1].vlen != len + 2))
+					fail_msg("value 0x%02x at %zu of %zu: %d", bytes[i].b, at, len, rc);
+				n = (size_t)snprintf(head, sizeof(head), "GET /%s HTTP/1.1\r\nHost: x"
+				    "\r\n\r\n", v);
+				rc = tg_head_parse(head, n, &h);
+				if ((rc == TG_HEAD_OK) != bytes[i].target_ok ||
+				    (rc == TG_HEAD_OK && h.tlen != len + 1))
+					fail_msg("target 0x%02x at %zu of %zu: %d", bytes[i].b, at, len, rc);
+			}
+		}
+	}
+}
+
 /* The one table of methods and bodies: evhttp reads no body after HEAD,
  * so a HEAD may not announce one; the others may. */
 static void
@@ -319,6 +359,7 @@ main(void)
 		cmocka_unit_test(test_refuses),
 		cmocka_unit_test(test_method_bodies),
 		cmocka_unit_test(test_incomplete_line),
+		cmocka_unit_test(test_every_place),
 		cmocka_unit_test(test_host_and_expect),
 		cmocka_unit_test(test_tab_before_value),
 		cmocka_unit_test(test_target_bytes_at_every_offset),
