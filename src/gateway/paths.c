@@ -39,10 +39,10 @@ gw_path_reserved(const char *path)
 	size_t n = strlen(EMULATOR_SEGMENT);
 	const char *p;
 
-	/* '_' has no case: a segment that does not begin with it is not
-	 * compared */
-	for (p = path; (p = strchr(p, '/')) != NULL; p++)
-		if (p[1] == '_' && strncasecmp(p + 1, EMULATOR_SEGMENT, n) == 0 &&
+	/* '_' has no case: only a segment that begins with it is compared,
+	 * found by one search for "/_" */
+	for (p = path; (p = strstr(p, "/_")) != NULL; p++)
+		if (strncasecmp(p + 1, EMULATOR_SEGMENT, n) == 0 &&
 		    (p[1 + n] == '/' || p[1 + n] == '\0'))
 			return 1;
 	return 0;
