@@ -62,5 +62,13 @@ const char *tg_header_find(const struct evkeyvalq *h, const char *name);
  * or -1 and adds nothing.
  */
 int tg_header_add(struct evkeyvalq *h, const char *name, const char *value);
+/**
+ * Appends name: prefix followed by value ("Bearer " and a token) to h, all
+ * borrowed, each string checked as tg_header_add checks a value: the value
+ * is made in the entry's own copy, with no joined string in between.
+ * Returns 0, or -1 and adds nothing.
+ */
+int tg_header_add_prefixed(struct evkeyvalq *h, const char *name, const char *prefix,
+    const char *value);
 
 #endif

@@ -45,6 +45,11 @@ struct tg_service_routes {
 	size_t nprefixes;
 	const char *job_param;	/* the query parameter naming a job (the access
 				 * line's correlationId), or NULL */
+	const char *seconds;	/* every byte that follows a pattern's first '/'
+				 * ("aei" for /authenticate, /export, /import...):
+				 * a path whose byte there is none of them is
+				 * matched against no pattern. NULL: not given
+				 * (needed when a pattern begins with "/{") */
 };
 
 /**

@@ -32,6 +32,18 @@ reserve(struct tg_hblock *b, size_t more)
 	b->buf = tg_xrealloc(b->buf, b->cap);
 }
 
+/* n bytes already measured, NUL-terminated: tg_xstrndup would measure
+ * them again. */
+static char *
+copy(const char *s, size_t n)
+{
+	char *p = tg_xmalloc(n + 1);
+
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
 /* name (nl bytes) and value (n bytes), both checked. */
 static void
 append(struct tg_hblock *b, const char *name, size_t nl, const char *value, size_t n)
@@ -39,7 +51,7 @@ append(struct tg_hblock *b, const char *name, size_t nl, const char *value, size
 	char *p;
 
 	if (b->key == NULL) {
-		b->key = tg_xstrndup(name, nl);
+		b->key = copy(name, nl);
 		reserve(b, n);
 		memcpy(b->buf, value, n);
 		b->len = n;
@@ -147,6 +159,25 @@ tg_header_find(const struct evkeyvalq *h, const char *name)
 }
 
 int
+tg_header_add_prefixed(struct evkeyvalq *h, const char *name, const char *prefix,
+    const char *value)
+{
+	size_t nl = name_ok(name), pl = strcspn(prefix, "\r\n"), n = strcspn(value, "\r\n");
+	struct evkeyval *kv;
+
+	if (nl == 0 || prefix[pl] != '\0' || value[n] != '\0')
+		return -1;
+	kv = tg_xmalloc(sizeof(*kv));
+	kv->key = copy(name, nl);
+	kv->value = tg_xmalloc(pl + n + 1);
+	memcpy(kv->value, prefix, pl);
+	memcpy(kv->value + pl, value, n);
+	kv->value[pl + n] = '\0';
+	TAILQ_INSERT_TAIL(h, kv, next);
+	return 0;
+}
+
+int
 tg_header_add(struct evkeyvalq *h, const char *name, const char *value)
 {
 	size_t nl = name_ok(name), n = strcspn(value, "\r\n");
@@ -155,8 +186,8 @@ tg_header_add(struct evkeyvalq *h, const char *name, const char *value)
 	if (nl == 0 || value[n] != '\0')
 		return -1;
 	kv = tg_xmalloc(sizeof(*kv));
-	kv->key = tg_xstrndup(name, nl);
-	kv->value = tg_xstrndup(value, n);
+	kv->key = copy(name, nl);
+	kv->value = copy(value, n);
 	TAILQ_INSERT_TAIL(h, kv, next);
 	return 0;
 }

@@ -34,10 +34,8 @@ tg_id_uuid4(char out[TG_UUID_LEN])
 {
 	static uint8_t pool[POOL_LEN];
 	static size_t used = POOL_LEN;
-	static const uint8_t dash[] = { 4, 6, 8, 10 };	/* before these bytes */
 	uint8_t b[16];
-	size_t i, d = 0;
-	char *o = out;
+	char hex[33];
 
 	if (used == POOL_LEN) {
 		tg_id_random(pool, sizeof(pool));
@@ -48,15 +46,17 @@ tg_id_uuid4(char out[TG_UUID_LEN])
 	used += sizeof(b);
 	b[6] = (b[6] & 0x0f) | 0x40;
 	b[8] = (b[8] & 0x3f) | 0x80;
-	for (i = 0; i < sizeof(b); i++) {
-		if (d < sizeof(dash) && i == dash[d]) {
-			*o++ = '-';
-			d++;
-		}
-		*o++ = "0123456789abcdef"[b[i] >> 4];	/* inline: one id a request */
-		*o++ = "0123456789abcdef"[b[i] & 15];
-	}
-	*o = '\0';
+	/* the 32 digits in one pass (tg_hex), then set out 8-4-4-4-12 */
+	tg_hex(b, sizeof(b), hex);
+	memcpy(out, hex, 8);
+	out[8] = '-';
+	memcpy(out + 9, hex + 8, 4);
+	out[13] = '-';
+	memcpy(out + 14, hex + 12, 4);
+	out[18] = '-';
+	memcpy(out + 19, hex + 16, 4);
+	out[23] = '-';
+	memcpy(out + 24, hex + 20, 13);		/* with its NUL */
 }
 
 void

@@ -25,9 +25,12 @@ static const double bounds[] = {
 struct series {
 	char *name;		/* metric name without labels */
 	char *labels;
+	const char *asked;	/* the name pointer it was last asked for by */
 	int histogram;
 	double value;		/* counter value, or histogram sum */
-	unsigned long long count, buckets[NB];
+	unsigned long long count;
+	unsigned long long buckets[NB];	/* observations in (bounds[i-1], bounds[i]]:
+					 * one count each, summed when rendered */
 };
 
 struct help {
@@ -93,9 +96,12 @@ get(struct tg_metrics *m, const char *name, const char *labels, int histogram)
 	struct series *s;
 	size_t n, l, i;
 
+	/* callers name series with literals: the pointer they were asked
+	 * by rules the other recent series out without a comparison, and
+	 * the strings are still compared before one is taken */
 	for (i = 0; i < RECENT; i++)
-		if ((s = m->recent[i]) != NULL && strcmp(s->name, name) == 0 &&
-		    strcmp(s->labels, labels) == 0)
+		if ((s = m->recent[i]) != NULL && s->asked == name &&
+		    strcmp(s->name, name) == 0 && strcmp(s->labels, labels) == 0)
 			return s;
 	n = strlen(name);
 	l = strlen(labels);
@@ -117,6 +123,7 @@ get(struct tg_metrics *m, const char *name, const char *labels, int histogram)
 		s->histogram = histogram;
 		tg_map_put(m->series, key, s);
 	}
+	s->asked = name;
 	m->recent[m->next++ % RECENT] = s;
 	return s;
 }
@@ -135,9 +142,10 @@ tg_metrics_observe(struct tg_metrics *m, const char *name, const char *labels, d
 
 	s->value += seconds;
 	s->count++;
-	for (i = 0; i < NB; i++)
-		if (seconds <= bounds[i])
-			s->buckets[i]++;
+	for (i = 0; i < NB && !(seconds <= bounds[i]); i++)	/* NaN: in none */
+		;
+	if (i < NB)
+		s->buckets[i]++;	/* above the last bound: in count (+Inf) only */
 }
 
 void
@@ -192,11 +200,14 @@ static void
 render_histogram(const struct series *s, struct evbuffer *out)
 {
 	const char *sep = *s->labels ? "," : "";
+	unsigned long long upto = 0;
 	size_t i;
 
-	for (i = 0; i < NB; i++)
+	for (i = 0; i < NB; i++) {
+		upto += s->buckets[i];	/* a bucket counts every observation at or below */
 		evbuffer_add_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", s->name, s->labels, sep,
-		    bounds[i], s->buckets[i]);
+		    bounds[i], upto);
+	}
 	evbuffer_add_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", s->name, s->labels, sep,
 	    s->count);
 	evbuffer_add_printf(out, "%s_sum%s%s%s %.6f\n%s_count%s%s%s %llu\n", s->name,

@@ -40,5 +40,5 @@ static const char *const dex_prefixes[] = {
 
 const struct tg_service_routes tg_dex_service_routes = {
 	dex_routes, TG_NELEM(dex_routes), dex_prefixes, TG_NELEM(dex_prefixes),
-	"correlationId",
+	"correlationId", "aei",	/* test_router holds "aei" to the patterns */
 };

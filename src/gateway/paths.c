@@ -39,7 +39,9 @@ gw_path_reserved(const char *path)
 	size_t n = strlen(EMULATOR_SEGMENT);
 	const char *p;
 
-	for (p = path; (p = strchr(p, '/')) != NULL; p++)
+	/* '_' has no case: only a segment that begins with it is compared,
+	 * found by one search for "/_" */
+	for (p = path; (p = strstr(p, "/_")) != NULL; p++)
 		if (strncasecmp(p + 1, EMULATOR_SEGMENT, n) == 0 &&
 		    (p[1 + n] == '/' || p[1 + n] == '\0'))
 			return 1;

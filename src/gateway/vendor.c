@@ -181,7 +181,6 @@ static void
 vcall_send(struct gw_vcall *c)
 {
 	struct evkeyvalq *h;
-	char *auth;
 
 	c->up = tg_upstream_send(c->target, c->method, c->uri, NULL, c->body, &up_cbs, c);
 	h = tg_up_req_headers(c->up);	/* before the loop starts the request */
@@ -195,11 +194,10 @@ vcall_send(struct gw_vcall *c)
 		c->span_t0 = tg_clock_mono_us();
 	}
 	if (c->token != NULL || c->bearer != NULL) {
-		auth = tg_xconcat("Bearer ", c->token != NULL ? c->token : c->bearer, NULL);
 		if (tg_header_find(h, "Authorization") != NULL)
 			evhttp_remove_header(h, "Authorization");
-		tg_header_add(h, "Authorization", auth);
-		free(auth);
+		tg_header_add_prefixed(h, "Authorization", "Bearer ",
+		    c->token != NULL ? c->token : c->bearer);
 	}
 	if (c->owner != NULL)	/* one move in the queue for both */
 		tg_up_req_set_owner_class(c->up, c->owner, (enum tg_up_class)c->klass);

@@ -42,6 +42,8 @@ struct conn {
 	int64_t since;				/* ms: start of the head being read,
 						 * last body bytes, or idle since */
 	int64_t rate_since;			/* ms: the body's rate counts from */
+	int64_t read_at;			/* ms: the clock read once per read of
+						 * the client's bytes (tg_door_on_input) */
 	uint64_t rate_base;			/* its bytes received by then */
 	int64_t closing_at;			/* ms: an answer of the front door's
 						 * own is being written; cut then */
@@ -83,8 +85,6 @@ struct conn *tg_door_find(struct evhttp_connection *conn);
 int tg_door_client_begin(struct conn *c, struct evhttp_request *req);
 /** The request in flight on c (borrowed) ended: uncounted. */
 void tg_door_client_end(struct conn *c);
-/** Note progress on c (borrowed): a head began, body bytes passed. */
-void tg_door_touch(struct conn *c);
 /** The body bytes of c's request in framing (borrowed) received so far. */
 uint64_t tg_door_body_received(const struct conn *c);
 

@@ -81,7 +81,7 @@ claim(evutil_socket_t fd)
 	c->left = c->requests = c->limit = c->body = c->fault_at = c->delivered = 0;
 	c->fault = 0;
 	c->busy = c->inflight = 0;
-	c->since = tg_clock_mono_ms();	/* the first head is due from now */
+	c->since = c->read_at = tg_clock_mono_ms();	/* the first head is due from now */
 	c->rate_since = c->closing_at = 0;
 	c->rate_base = 0;
 	c->addr[0] = c->client[0] = '\0';
@@ -396,12 +396,6 @@ void
 tg_frontdoor_attach(struct evhttp *http, const struct tg_frontdoor *door)
 {
 	evhttp_set_bevcb(http, on_bev, (void *)door);
-}
-
-void
-tg_door_touch(struct conn *c)
-{
-	c->since = tg_clock_mono_ms();
 }
 
 struct conn *

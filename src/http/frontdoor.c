@@ -27,6 +27,7 @@
 #include <event2/event.h>
 #include <event2/keyvalq_struct.h>
 
+#include "tidegate/clock.h"
 #include "tidegate/errors.h"
 #include "tidegate/frontdoor.h"
 #include "tidegate/http.h"
@@ -120,7 +121,7 @@ static void
 head_passed(struct conn *c, const struct tg_head *h, uint64_t limit)
 {
 	c->requests++;
-	tg_door_touch(c);
+	c->since = c->read_at;		/* inside tg_door_on_input, which read it */
 	c->st = h->chunked ? ST_CHUNK_SIZE : h->length > 0 ? ST_BODY : ST_HEAD;
 	c->left = c->body = h->length > 0 ? (uint64_t)h->length : 0;
 	c->limit = limit;
@@ -467,9 +468,10 @@ tg_door_on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void 
 	c->busy = 1;
 	len = evbuffer_get_length(in);
 	off = len - info->n_added;
+	c->read_at = tg_clock_mono_ms();	/* one read, for every use below */
 	if ((c->st != ST_HEAD && c->st != ST_PROXY) ||
 	    (evbuffer_get_length(c->hold) == 0 && c->requests > 0))
-		tg_door_touch(c);	/* body bytes, or a new head begins */
+		c->since = c->read_at;	/* body bytes, or a new head begins */
 	if (evbuffer_get_length(c->hold) == 0 && c->st != ST_DISCARD)
 		off = frame_in_place(c, in, off);
 	if (off < len)

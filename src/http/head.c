@@ -146,19 +146,31 @@ is_ctl(unsigned char c)
 }
 
 /* Skip field-value bytes from c: eight at a time while none is below 0x20
- * or 0x7f (SWAR; a word with a tab or DEL is left to the byte loop). */
+ * or 0x7f (SWAR), then straight to the first that is (a tab is skipped and
+ * the words go on); the byte loop reads the last few. */
 static const char *
 skip_value(const char *c, const char *end)
 {
 	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-	uint64_t x, del;
+	uint64_t x, del, m;
 
 	while (end - c >= 8) {
 		memcpy(&x, c, 8);
 		del = x ^ (0x7f * ones);
-		if ((((x - 0x20 * ones) & ~x) | ((del - ones) & ~del)) & highs)
-			break;
-		c += 8;
+		if ((m = (((x - 0x20 * ones) & ~x) | ((del - ones) & ~del)) & highs) == 0) {
+			c += 8;
+			continue;
+		}
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		/* the lowest flag is the first such byte (a borrow only ever
+		 * flags bytes above one): go there; a tab is a value byte */
+		c += __builtin_ctzll(m) >> 3;
+		if (*c != '\t')
+			return c;
+		c++;
+#else
+		break;
+#endif
 	}
 	while (c < end && !is_ctl((unsigned char)*c))
 		c++;
@@ -167,18 +179,25 @@ skip_value(const char *c, const char *end)
 
 /* Skip VCHAR bytes (a request target) from c: eight at a time while none
  * is at or below 0x20 or at or above 0x7f (SWAR: a borrow or a carry into
- * the next byte only ever flags a word the byte loop then reads). */
+ * the next byte only ever flags a byte above one that is such, so a
+ * word's lowest flag is the first such byte). */
 static const char *
 skip_vchar(const char *c, const char *end)
 {
 	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-	uint64_t x;
+	uint64_t x, m;
 
 	while (end - c >= 8) {
 		memcpy(&x, c, 8);
-		if ((((x - 0x21 * ones) & ~x) | x | (x + ones)) & highs)
-			break;
-		c += 8;
+		if ((m = (((x - 0x21 * ones) & ~x) | x | (x + ones)) & highs) == 0) {
+			c += 8;
+			continue;
+		}
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		return c + (__builtin_ctzll(m) >> 3);
+#else
+		break;
+#endif
 	}
 	while (c < end && (unsigned char)*c > 0x20 && (unsigned char)*c < 0x7f)
 		c++;
@@ -225,11 +244,32 @@ known_method(const char *m, size_t n)
 	return -1;
 }
 
+/* The version from *cp up to its CRLF: *cp left at the CR. */
+static int
+scan_version(const char **cp, const char *end, int *minor)
+{
+	const char *c = *cp, *v = c;
+	int rc;
+
+	if (end - c >= 10 && memcmp(c, "HTTP/1.1\r\n", 10) == 0) {
+		*minor = 1;	/* nearly every request: no byte loop */
+		*cp = c + 8;
+		return TG_HEAD_OK;
+	}
+	for (; c < end && !is_ctl((unsigned char)*c) && *c != ' '; c++)
+		;
+	if ((rc = crlf(c, end)) <= 0)
+		return rc == 0 ? TG_HEAD_INCOMPLETE : *c == ' ' || (*c != '\r' && *c != '\n') ?
+		    TG_HEAD_BAD_LINE : TG_HEAD_BAD_EOL;
+	*cp = c;
+	return parse_version(v, (size_t)(c - v), minor);
+}
+
 /* "method SP target SP version CRLF" from p, in one pass; *next past it. */
 static int
 scan_request_line(const char *p, const char *end, struct tg_head *h, const char **next)
 {
-	const char *c = p, *v;
+	const char *c = p;
 	int rc;
 
 	while (c < end && is_tchar((unsigned char)*c))
@@ -247,14 +287,10 @@ scan_request_line(const char *p, const char *end, struct tg_head *h, const char 
 	if (c == h->target || *c != ' ')
 		return *c == '\r' || *c == '\n' ? TG_HEAD_BAD_EOL : TG_HEAD_BAD_LINE;
 	h->tlen = (size_t)(c - h->target);
-	for (v = ++c; c < end && !is_ctl((unsigned char)*c) && *c != ' '; c++)
-		;
-	if ((rc = crlf(c, end)) <= 0)
-		return rc == 0 ? TG_HEAD_INCOMPLETE : *c == ' ' || (*c != '\r' && *c != '\n') ?
-		    TG_HEAD_BAD_LINE : TG_HEAD_BAD_EOL;
-	*next = c + 2;
-	if ((rc = parse_version(v, (size_t)(c - v), &h->minor)) != TG_HEAD_OK)
+	c++;
+	if ((rc = scan_version(&c, end, &h->minor)) != TG_HEAD_OK)
 		return rc;
+	*next = c + 2;
 	if ((rc = known_method(h->method, h->mlen)) < 0)
 		return TG_HEAD_BAD_METHOD;
 	h->no_body = !methods[rc].body;
@@ -273,6 +309,9 @@ scan_field(const char *p, const char *end, struct tg_head_field *f, const char *
 
 	if (*p == ' ' || *p == '\t')
 		return TG_HEAD_OBS_FOLD;
+	while (end - c >= 4 && is_tchar((unsigned char)c[0]) && is_tchar((unsigned char)c[1]) &&
+	    is_tchar((unsigned char)c[2]) && is_tchar((unsigned char)c[3]))
+		c += 4;		/* a name's bytes four at a time, then one by one */
 	while (c < end && is_tchar((unsigned char)*c))
 		c++;
 	if (c == end)

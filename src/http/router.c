@@ -49,6 +49,20 @@ match_pattern(const char *pat, const char *path, struct tg_route_match *m)
 	return *pat == '\0' && *path == '\0';
 }
 
+/*
+ * 1 when pat (a pattern or a prefix) cannot match the start of path for
+ * their second bytes: both begin with '/', and pat's next byte is a
+ * literal that path's is not. Most routes and prefixes are ruled out so,
+ * on every request of a pass-through path, without being measured or
+ * walked.
+ */
+static int
+differ_at_1(const char *pat, const char *path)
+{
+	return pat[0] == '/' && path[0] == '/' && pat[1] != '\0' && pat[1] != '{' &&
+	    pat[1] != path[1];
+}
+
 /* Try every route on one candidate path: 1 match, -1 wrong method, 0 none. */
 static int
 match_routes(const struct tg_service_routes *sr, const char *method, const char *path,
@@ -57,8 +71,12 @@ match_routes(const struct tg_service_routes *sr, const char *method, const char 
 	int path_found = 0;
 	size_t i;
 
+	if (sr->seconds != NULL && path[0] == '/' && path[1] != '\0' &&
+	    strchr(sr->seconds, path[1]) == NULL)
+		return 0;	/* no pattern goes on as path does (a pass-through path) */
 	for (i = 0; i < sr->nroutes; i++) {
-		if (!match_pattern(sr->routes[i].pattern, path, m))
+		if (differ_at_1(sr->routes[i].pattern, path) ||
+		    !match_pattern(sr->routes[i].pattern, path, m))
 			continue;
 		if (strcmp(sr->routes[i].method, method) == 0) {
 			m->route = &sr->routes[i];
@@ -79,6 +97,8 @@ tg_route_match(const struct tg_service_routes *sr, const char *method, const cha
 	m->route = NULL;	/* the parameters are read up to nparam only */
 	m->nparam = 0;
 	for (i = 0; i < sr->nprefixes; i++) {
+		if (differ_at_1(sr->prefixes[i], path))
+			continue;
 		pl = strlen(sr->prefixes[i]);
 		if (strncmp(path, sr->prefixes[i], pl) != 0 || (pl > 0 && path[pl] != '/'))
 			continue;

@@ -26,22 +26,6 @@ unreserved(unsigned char c)
 	    c == '-' || c == '.' || c == '_' || c == '~';
 }
 
-/* pchar and '/' (RFC 3986 3.3); '%' is checked as an escape in the path
- * only, where it is decoded. */
-static int
-allowed(unsigned char c)
-{
-	if (unreserved(c))
-		return 1;
-	switch (c) {
-	case '!': case '$': case '&': case '\'': case '(': case ')': case '*': case '+':
-	case ',': case ';': case '=': case ':': case '@': case '/': case '%':
-		return 1;
-	default:
-		return 0;
-	}
-}
-
 /* Only origin-form ("/path?query") is served: this is not a forward proxy
  * (absolute-form), has no server-wide OPTIONS ("*") and no CONNECT. */
 static int
@@ -68,6 +52,18 @@ check_form(const char *raw, size_t len, struct tg_target *t, struct tg_err *err)
 	return -1;
 }
 
+/* The bytes a target may hold, one lookup a byte (every request's target
+ * is read through it): pchar (RFC 3986 3.3: unreserved, sub-delims, ':'
+ * and '@'), '/', '?' (query = *( pchar / "/" / "?" )) and '%', which is
+ * checked as an escape in the path only, where it is decoded. */
+static const unsigned char target_byte[256] = {
+	['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1,
+	['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1,
+	['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1, [')'] = 1, ['*'] = 1,
+	['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1, [':'] = 1, ['@'] = 1, ['/'] = 1,
+	['%'] = 1, ['?'] = 1,
+};
+
 /* Every byte of a request-target is one of a few ASCII classes (RFC 3986
  * section 2, RFC 9112 section 3.2); anything else (CTLs, space, non-ASCII,
  * "<>\^`{|}#[]) would be copied into the vendor's request line. */
@@ -79,7 +75,7 @@ check_bytes(const char *raw, size_t len, struct tg_target *t, struct tg_err *err
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)raw[i];
 
-		if (allowed(c) || c == '?')	/* query = *( pchar / "/" / "?" ) */
+		if (target_byte[c])
 			continue;
 		t->rule = "char";
 		tg_err_set(err, "byte 0x%02X at offset %zu is not allowed in a request target "
@@ -197,6 +193,25 @@ normalise_path(const char *p, size_t len, char *out, size_t *outlen, struct tg_t
 	return 0;
 }
 
+/*
+ * A path normalise_path would leave as it is: no escape, no empty segment
+ * but a trailing one, no segment beginning with a dot (which covers every
+ * dot segment, with parameters or not). Most paths are; they are copied
+ * whole instead of byte by byte.
+ */
+static int
+normal_already(const char *p, size_t len)
+{
+	const char *end = p + len, *s = p;
+
+	if (memchr(p, '%', len) != NULL)
+		return 0;
+	while ((s = memchr(s, '/', (size_t)(end - s))) != NULL && ++s < end)
+		if (*s == '/' || *s == '.')
+			return 0;
+	return 1;
+}
+
 int
 tg_http_target_normalise(const char *raw, size_t len, struct tg_target *t,
     struct tg_err *err)
@@ -211,7 +226,10 @@ tg_http_target_normalise(const char *raw, size_t len, struct tg_target *t,
 	q = memchr(raw, '?', len);
 	plen = q != NULL ? (size_t)(q - raw) : len;
 	out = tg_xmalloc(plen + 2);
-	if (normalise_path(raw, plen, out, &n, t, err) != 0) {
+	if (normal_already(raw, plen)) {
+		memcpy(out, raw, plen);
+		n = plen;
+	} else if (normalise_path(raw, plen, out, &n, t, err) != 0) {
 		free(out);
 		return -1;
 	}

@@ -26,4 +26,5 @@ static const char *const sim_prefixes[] = { "/api/v1", "/v1", "/api", "" };
 
 const struct tg_service_routes tg_sim_service_routes = {
 	sim_routes, TG_NELEM(sim_routes), sim_prefixes, TG_NELEM(sim_prefixes), NULL,
+	"ocs",			/* test_router holds "ocs" to the patterns */
 };

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,24 @@ test_sha256(void **state)
 	tg_hex(d, sizeof(d), hex);
 	assert_string_equal(hex,
 	    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+/* Every byte value's two digits (tg_hex reads them from a table). */
+static void
+test_hex_every_byte(void **state)
+{
+	uint8_t in[256];
+	char out[513], want[3];
+	size_t i;
+
+	for (i = 0; i < sizeof(in); i++)
+		in[i] = (uint8_t)i;
+	tg_hex(in, sizeof(in), out);
+	assert_int_equal(strlen(out), 512);
+	for (i = 0; i < sizeof(in); i++) {
+		snprintf(want, sizeof(want), "%02x", (unsigned)i);
+		assert_memory_equal(out + 2 * i, want, 2);
+	}
 }
 
 static void
@@ -139,6 +158,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sha256),
+		cmocka_unit_test(test_hex_every_byte),
 		cmocka_unit_test(test_hmac_rfc4231),
 		cmocka_unit_test(test_base64),
 		cmocka_unit_test(test_ids),

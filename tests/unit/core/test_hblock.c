@@ -178,6 +178,25 @@ test_add(void **state)
 	evhttp_clear_headers(&h);
 }
 
+/* "Bearer " and a token as one value, each part refused with CR or LF
+ * (a token from a vendor's answer is the sender's choosing). */
+static void
+test_add_prefixed(void **state)
+{
+	struct evkeyvalq h;
+	char out[128];
+
+	TAILQ_INIT(&h);
+	assert_int_equal(tg_header_add_prefixed(&h, "Authorization", "Bearer ", "t0k"), 0);
+	assert_int_equal(tg_header_add_prefixed(&h, "X", "", ""), 0);
+	assert_int_equal(tg_header_add_prefixed(&h, "Y", "Bearer ", "t\r\nInjected: 1"), -1);
+	assert_int_equal(tg_header_add_prefixed(&h, "Y", "a\n", "t"), -1);
+	assert_int_equal(tg_header_add_prefixed(&h, "Y:", "Bearer ", "t"), -1);
+	wire(&h, out, sizeof(out));
+	assert_string_equal(out, "Authorization: Bearer t0k\r\nX: \r\n");
+	evhttp_clear_headers(&h);
+}
+
 int
 main(void)
 {
@@ -188,6 +207,7 @@ main(void)
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_find),
 		cmocka_unit_test(test_add),
+		cmocka_unit_test(test_add_prefixed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -96,6 +96,32 @@ test_histogram(void **state)
 	tg_metrics_free(m);
 }
 
+/* A value on a bound is in that bucket and every one above; one above the
+ * last bound only in +Inf; NaN in none (the sum takes it); every bucket
+ * cumulative though each observation is counted once. And a series asked
+ * for by another pointer to the same name is the same series. */
+static void
+test_histogram_edges(void **state)
+{
+	struct tg_metrics *m = tg_metrics_new();
+	char name[] = "lat", *s;
+
+	tg_metrics_observe(m, "lat", "", 0.001);
+	tg_metrics_observe(m, "lat", "", 0.0001);
+	tg_metrics_observe(m, "lat", "", 61);
+	tg_metrics_observe(m, "lat", "", -1);
+	tg_metrics_observe(m, name, "", 0.0002);
+	tg_metrics_observe(m, "lat", "", 0.0 / 0.0);
+	s = render(m);
+	assert_non_null(strstr(s, "lat_bucket{le=\"0.0001\"} 2\n"
+	    "lat_bucket{le=\"0.00025\"} 3\nlat_bucket{le=\"0.0005\"} 3\n"
+	    "lat_bucket{le=\"0.001\"} 4\n"));
+	assert_non_null(strstr(s, "lat_bucket{le=\"60\"} 4\nlat_bucket{le=\"+Inf\"} 6\n"));
+	assert_non_null(strstr(s, "lat_count 6\n"));
+	free(s);
+	tg_metrics_free(m);
+}
+
 static void
 test_touch_and_declared(void **state)
 {
@@ -130,6 +156,7 @@ main(void)
 		cmocka_unit_test(test_counters),
 		cmocka_unit_test(test_recent_series),
 		cmocka_unit_test(test_histogram),
+		cmocka_unit_test(test_histogram_edges),
 		cmocka_unit_test(test_touch_and_declared),
 	};
 

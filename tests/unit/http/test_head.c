@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -81,6 +82,12 @@ test_refuses(void **state)
 		{ "G(T / HTTP/1.1\r\nHost: x\r\n\r\n", TG_HEAD_BAD_LINE },
 		{ "BREW / HTTP/1.1\r\nHost: x\r\n\r\n", TG_HEAD_BAD_METHOD },
 		{ "GET / HTTP/2.0\r\nHost: x\r\n\r\n", TG_HEAD_BAD_VERSION },
+		{ "GET / HTTP/1.1 \r\nHost: x\r\n\r\n", TG_HEAD_BAD_LINE },
+		{ "GET / HTTP/1.11\r\nHost: x\r\n\r\n", TG_HEAD_BAD_LINE },
+		{ "GET / HTTP/1.1\rHost: x\r\n\r\n", TG_HEAD_BAD_EOL },
+		{ "GET / http/1.1\r\nHost: x\r\n\r\n", TG_HEAD_BAD_LINE },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nX-Ab\x01d: 1\r\n\r\n", TG_HEAD_BAD_NAME },
+		{ "GET / HTTP/1.1\r\nHost: x\r\nX-Abcdefg(: 1\r\n\r\n", TG_HEAD_BAD_NAME },
 		{ "GET / HTTP/1.1\r\n\r\n", TG_HEAD_NO_HOST },
 		{ "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", TG_HEAD_NO_HOST },
 		{ "GET / HTTP/1.1\r\nHost: x\r\n: novalue\r\n\r\n", TG_HEAD_BAD_NAME },
@@ -97,6 +104,68 @@ test_refuses(void **state)
 			fail_msg("case %zu: got %d, want %d", i, got, cases[i].fault);
 		assert_true(tg_head_fault_status(got) >= 400);
 		assert_non_null(tg_head_fault_message(got));
+	}
+}
+
+/* A head cut anywhere in its request line or a field name asks for more
+ * bytes, never a fault (the version is read whole or byte by byte). */
+static void
+test_incomplete_line(void **state)
+{
+	static const char full[] = "GET /a HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n\r\n";
+	struct tg_head h;
+	size_t n, hlen = 0;
+	char *buf;
+
+	for (n = 1; n < sizeof(full) - 1; n++) {
+		buf = malloc(n);	/* its own allocation: ASan sees a read past n */
+		memcpy(buf, full, n);
+		if (tg_head_scan(buf, n, &h, &hlen) != TG_HEAD_INCOMPLETE)
+			fail_msg("cut at %zu", n);
+		free(buf);
+	}
+	assert_int_equal(tg_head_scan(full, sizeof(full) - 1, &h, &hlen), TG_HEAD_OK);
+	assert_int_equal(hlen, sizeof(full) - 1);
+	assert_int_equal(h.minor, 1);
+}
+
+/* A byte at every place of a value or a target up to three words long:
+ * the word-at-a-time scans stop at the first byte that ends or breaks
+ * them, wherever it falls in its word (a tab and obs-text go on). */
+static void
+test_every_place(void **state)
+{
+	static const struct { unsigned char b; int value_ok, target_ok; } bytes[] = {
+		{ 0x01, 0, 0 }, { 0x1f, 0, 0 }, { 0x7f, 0, 0 }, { '\t', 1, 0 }, { ' ', 1, 0 },
+		{ 0x80, 1, 0 }, { 0xff, 1, 0 }, { '~', 1, 1 }, { 0x21, 1, 1 },
+	};
+	char head[160];
+	struct tg_head h;
+	size_t len, at, i, n;
+	int rc;
+
+	for (i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++) {
+		for (len = 1; len <= 24; len++) {
+			for (at = 0; at < len; at++) {
+				char v[25];
+
+				memset(v, 'v', len);
+				v[at] = (char)bytes[i].b;
+				v[len] = '\0';
+				n = (size_t)snprintf(head, sizeof(head), "GET / HTTP/1.1\r\nHost: x\r\n"
+				    "A: z%sz\r\n\r\n", v);
+				rc = tg_head_parse(head, n, &h);
+				if ((rc == TG_HEAD_OK) != bytes[i].value_ok ||
+				    (rc == TG_HEAD_OK && h.f[1].vlen != len + 2))
+					fail_msg("value 0x%02x at %zu of %zu: %d", bytes[i].b, at, len, rc);
+				n = (size_t)snprintf(head, sizeof(head), "GET /%s HTTP/1.1\r\nHost: x"
+				    "\r\n\r\n", v);
+				rc = tg_head_parse(head, n, &h);
+				if ((rc == TG_HEAD_OK) != bytes[i].target_ok ||
+				    (rc == TG_HEAD_OK && h.tlen != len + 1))
+					fail_msg("target 0x%02x at %zu of %zu: %d", bytes[i].b, at, len, rc);
+			}
+		}
 	}
 }
 
@@ -289,6 +358,8 @@ main(void)
 		cmocka_unit_test(test_accepts),
 		cmocka_unit_test(test_refuses),
 		cmocka_unit_test(test_method_bodies),
+		cmocka_unit_test(test_incomplete_line),
+		cmocka_unit_test(test_every_place),
 		cmocka_unit_test(test_host_and_expect),
 		cmocka_unit_test(test_tab_before_value),
 		cmocka_unit_test(test_target_bytes_at_every_offset),

@@ -131,6 +131,75 @@ test_suggest(void **state)
 	assert_string_equal(out, "/api/v1/simulations/abc");
 }
 
+/* The second-byte test that rules routes and prefixes out before they are
+ * walked (router.c) decides as the whole comparison would: a capture or
+ * a bare "/" right after the first '/', a one-byte prefix, a path that
+ * does not begin with '/' or is empty (read no further than its NUL). */
+static void
+test_second_byte_filter(void **state)
+{
+	static const struct tg_route routes[] = {
+		{ 1, "GET", "/{id}", "one", "/u/{id}", NULL, NULL },
+		{ 2, "GET", "/", "root", "/", NULL, NULL },
+		{ 3, "GET", "/ab/c", "abc", "/abc", NULL, NULL },
+		{ 4, "POST", "/ab/c", "abc_post", "/abc", NULL, NULL },
+	};
+	static const char *const prefixes[] = { "/", "/a", "" };
+	static const struct tg_service_routes sr = { routes, 4, prefixes, 3, NULL, NULL };
+	static const struct { const char *m, *p; int rc; enum tg_op op; } cases[] = {
+		{ "GET", "//x", 1, 1 },		/* prefix "/", then "/{id}" */
+		{ "GET", "/x", 1, 1 },
+		{ "GET", "/", 1, 2 },
+		{ "GET", "/ab/c", 1, 3 },	/* not "/a" + "b/c" */
+		{ "DELETE", "/ab/c", -1, 0 },
+		{ "GET", "/a/ab/c", 1, 3 },
+		{ "GET", "/ab/d", 0, 0 },
+		{ "GET", "x", 0, 0 },
+		{ "GET", "", 0, 0 },
+	};
+	struct tg_route_match m;
+	size_t i;
+	char *p;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		p = strdup(cases[i].p);		/* its own allocation: ASan sees past its NUL */
+		assert_int_equal(tg_route_match(&sr, cases[i].m, p, &m), cases[i].rc);
+		assert_int_equal(m.route != NULL ? m.route->op : 0, cases[i].op);
+		free(p);
+	}
+	assert_int_equal(tg_route_match(&sr, "GET", "//x", &m), 1);
+	assert_string_equal(tg_route_param(&m, "id"), "x");
+}
+
+/* A table's seconds (routes.h) names the byte after the first '/' of
+ * every pattern, none of which begins with "/{": a route added with
+ * another initial fails here, not silently in the router. And it rules
+ * a path out only where no pattern could match it. */
+static void
+test_seconds_cover_the_patterns(void **state)
+{
+	const struct tg_service_routes *t[] = { &tg_dex_service_routes, &tg_sim_service_routes };
+	struct tg_route_match m;
+	size_t i, j;
+
+	for (i = 0; i < 2; i++) {
+		assert_non_null(t[i]->seconds);
+		for (j = 0; j < t[i]->nroutes; j++) {
+			const char *p = t[i]->routes[j].pattern;
+
+			assert_int_equal(p[0], '/');
+			assert_true(p[1] != '{' && p[1] != '\0');
+			if (strchr(t[i]->seconds, p[1]) == NULL)
+				fail_msg("%s: '%c' not in \"%s\"", p, p[1], t[i]->seconds);
+		}
+	}
+	assert_int_equal(tg_route_match(&tg_dex_service_routes, "GET", "/public/v1/bench", &m), 0);
+	assert_int_equal(tg_route_match(&tg_dex_service_routes, "GET", "/", &m), 0);
+	assert_int_equal(tg_route_match(&tg_dex_service_routes, "GET", "/export", &m), 1);
+	assert_int_equal(tg_route_match(&tg_sim_service_routes, "GET", "/v1/cases/7", &m), 1);
+	assert_string_equal(tg_route_param(&m, "id"), "7");
+}
+
 int
 main(void)
 {
@@ -139,6 +208,8 @@ main(void)
 		cmocka_unit_test(test_dex_unknown_and_405),
 		cmocka_unit_test(test_captures_and_expand),
 		cmocka_unit_test(test_suggest),
+		cmocka_unit_test(test_second_byte_filter),
+		cmocka_unit_test(test_seconds_cover_the_patterns),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
