@@ -16,12 +16,12 @@ import shutil
 import socket
 import struct
 import sys
-import threading
 
 import pytest
 import requests
 
-from conftest import TEST_KEY, free_port
+from conftest import TEST_KEY
+from test_relay_large import connect, gateway, serving
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import lib as bench_lib  # noqa: E402  (lib.syscalls: strace -c of a process)
@@ -70,24 +70,8 @@ class Vendor(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def vendor():
     Vendor.ports = []
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Vendor)
-    srv.daemon_threads = True
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
-
-
-def gateway(make_gateway, url):
-    return make_gateway(None, {"log_level": "warn",
-                               "dex": {"url": url, "username": None, "password_file": None}})
-
-
-def connect(gw, port=None):
-    s = socket.create_connection(("127.0.0.1", port or gw.ports["dex"]), timeout=20)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return s
+    with serving(Vendor) as url:
+        yield url
 
 
 def request(path, rid="", version="1.1", extra=""):
