@@ -88,7 +88,8 @@ void tg_http_fd_reset(evutil_socket_t fd);
  * Write what bev's output holds now on a plain socket (bev borrowed, may
  * be NULL): 1 when all of it went and EV_WRITE was turned off (the caller
  * owes what the bufferevent's write callback would have done), else 0,
- * the rest left to the bufferevent (TLS, a full socket, an error).
+ * the rest left to the bufferevent (TLS, a full socket, an error). The
+ * process ignores SIGPIPE, as it must for libevent's own writes.
  */
 int tg_http_write_now(struct bufferevent *bev);
 /** The request id of req's answer (borrowed): the X-Request-Id already
