@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from conftest import TEST_KEY
-from test_relay_large import connect, gateway, serving
+from test_relay_large import connect, gateway, read_exact, read_head, serving
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import lib as bench_lib  # noqa: E402  (lib.syscalls: strace -c of a process)
@@ -84,22 +84,9 @@ def request(path, rid="", version="1.1", extra=""):
 
 def read_answer(s, buf):
     """(status line, fields, body, rest) of one Content-Length answer."""
-    while b"\r\n\r\n" not in buf:
-        more = s.recv(65536)
-        assert more, "closed before the head"
-        buf += more
-    head, _, buf = buf.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    fields = {}
-    for line in lines[1:]:
-        k, _, v = line.partition(":")
-        fields[k.strip().lower()] = v.strip()
-    n = int(fields["content-length"])
-    while len(buf) < n:
-        more = s.recv(1 << 20)
-        assert more, f"closed after {len(buf)} of {n} body bytes"
-        buf += more
-    return lines[0], fields, buf[:n], buf[n:]
+    status, fields, buf = read_head(s, buf)
+    body, buf = read_exact(s, buf, int(fields["content-length"]))
+    return status, fields, body, buf
 
 
 def read_to_close(s):
