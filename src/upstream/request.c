@@ -517,8 +517,9 @@ tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c)
 	struct evhttp_request *ereq = build(r, c);
 	char *own;
 	const char *uri = uri_for(r, &own);
-	/* Up and kept alive: evhttp writes the request into its output and
-	 * runs none of ours, so c may be written at once afterwards. */
+	/* Up and kept alive: evhttp only puts the request in its output
+	 * (on_output notes the bytes) and runs no callback that can end r
+	 * or c, so c may be written at once afterwards. */
 	int up = c->established && !c->closed;
 	int rc;
 
@@ -528,7 +529,7 @@ tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c)
 	tg_upstream_lat_start(r);
 	/* Callbacks may run (and finish r) before this returns: r and c are
 	 * not touched afterwards unless libevent refused the request or c
-	 * was up (no callback of ours runs then). */
+	 * was up (then none can). */
 	rc = evhttp_make_request(c->evcon, ereq, r->method, uri);	/* copies uri */
 	free(own);
 	if (rc != 0) {
