@@ -16,6 +16,7 @@
 #include "tidegate/errors.h"
 #include "tidegate/util.h"
 
+struct bufferevent;
 struct event_base;
 
 /** Bytes of one request head (request line and fields) a listener takes. */
@@ -83,6 +84,14 @@ const char *tg_http_bearer(struct evhttp_request *req);
 void tg_http_conn_reset(struct evhttp_connection *conn);
 /** The same on a socket descriptor (-1: nothing). */
 void tg_http_fd_reset(evutil_socket_t fd);
+/**
+ * Write what bev's output holds now on a plain socket (bev borrowed, may
+ * be NULL): 1 when all of it went and EV_WRITE was turned off (the caller
+ * owes what the bufferevent's write callback would have done), else 0,
+ * the rest left to the bufferevent (TLS, a full socket, an error). The
+ * process ignores SIGPIPE, as it must for libevent's own writes.
+ */
+int tg_http_write_now(struct bufferevent *bev);
 /** The request id of req's answer (borrowed): the X-Request-Id already
  * set on the answer (a listener that assigns ids sets it on arrival), else
  * the client's X-Request-Id, else NULL. */

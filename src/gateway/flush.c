@@ -18,7 +18,6 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/event_struct.h>
 #include <event2/http.h>
@@ -31,7 +30,6 @@
 
 struct gw_flush {
 	struct gw *gw;
-	int direct;			/* gw_flush_write: 1 plain socket, 0 TLS, -1 not known */
 	struct gw_req *r;		/* the request while it lives, else NULL */
 	struct evhttp_connection *conn;
 	struct evbuffer *out;		/* the connection's output buffer (watched) */
@@ -132,7 +130,6 @@ gw_flush_start(struct gw_req *r)
 	struct bufferevent *bev = evhttp_connection_get_bufferevent(r->conn);
 
 	f->gw = r->gw;
-	f->direct = -1;
 	f->r = r;
 	f->conn = r->conn;
 	f->labels = r->svc->index == GW_SIM ? "service=\"sim\"" : "service=\"dex\"";
@@ -181,34 +178,18 @@ gw_flush_closed(struct gw_req *r)
  * The bytes evhttp was just given for the client are written now, in the
  * loop turn they came in, rather than when EV_WRITE fires a turn later:
  * for a relayed answer that is one write per read of the vendor, and no
- * event armed and disarmed for each (bench/s7_sizes.py). Written whole,
- * EV_WRITE is turned off again before the loop sees it (evhttp turns it on
- * with its next write); what the socket does not take, or an error, is
- * left to the bufferevent as before, which writes the rest, calls evhttp
- * back when the buffer is empty and reports the error. The buffer's start
- * is frozen outside libevent's own write: thawed for this one. TLS
- * connections write through OpenSSL: left to their bufferevent.
+ * event armed and disarmed for each (bench/s7_sizes.py). tg_http_write_now
+ * turns EV_WRITE off again when all went (evhttp turns it on with its next
+ * write) and leaves the rest, or an error, to the bufferevent, which
+ * writes it, calls evhttp back when the buffer is empty and reports the
+ * error. TLS connections are left to their bufferevent.
  */
 int
 gw_flush_write(struct gw_req *r)
 {
 	struct gw_flush *f = r->flush;
-	struct bufferevent *bev;
-	struct evbuffer *out;
-	int n;
 
-	if (f == NULL || f->direct == 0 || (bev = evhttp_connection_get_bufferevent(f->conn)) == NULL)
+	if (f == NULL)
 		return 0;
-	if (f->direct < 0)
-		f->direct = bufferevent_openssl_get_ssl(bev) == NULL;
-	if (!f->direct)
-		return 0;
-	out = bufferevent_get_output(bev);
-	evbuffer_unfreeze(out, 1);
-	n = evbuffer_write(out, bufferevent_getfd(bev));
-	evbuffer_freeze(out, 1);
-	if (n < 0 || evbuffer_get_length(out) > 0)
-		return 0;
-	bufferevent_disable(bev, EV_WRITE);
-	return 1;
+	return tg_http_write_now(evhttp_connection_get_bufferevent(f->conn));
 }

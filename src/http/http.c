@@ -14,6 +14,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -262,6 +263,57 @@ tg_http_reason(int status)
 	}
 }
 
+/*
+ * What the output of a plain client socket holds is written now, in the
+ * caller's loop turn, instead of when EV_WRITE fires a turn later (an
+ * epoll_ctl to arm it, an epoll_wait, the write, an epoll_ctl to disarm).
+ * The buffer's start is frozen outside libevent's own write: thawed for
+ * this one. Written whole, EV_WRITE is turned off before the loop sees it
+ * (with EPOLL_USE_CHANGELIST the enable and the disable cancel out); what
+ * the socket does not take, or an error (a client gone), is left to the
+ * bufferevent as before. TLS writes through OpenSSL: left alone.
+ */
+int
+tg_http_write_now(struct bufferevent *bev)
+{
+	struct evbuffer *out;
+	evutil_socket_t fd;
+	int n;
+
+	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL ||
+	    (fd = bufferevent_getfd(bev)) < 0)
+		return 0;
+	out = bufferevent_get_output(bev);
+	evbuffer_unfreeze(out, 1);
+	n = evbuffer_write(out, fd);
+	evbuffer_freeze(out, 1);
+	if (n < 0 || evbuffer_get_length(out) > 0)
+		return 0;
+	bufferevent_disable(bev, EV_WRITE);
+	return 1;
+}
+
+/*
+ * evhttp_send_reply leaves a whole answer in the output for EV_WRITE;
+ * written here at once. Its completion (evhttp_send_done: the request
+ * freed, the next one read on a kept-alive connection, the connection
+ * closed after an HTTP/1.0 or Connection: close answer) runs from the
+ * bufferevent's write callback, which a disabled EV_WRITE no longer
+ * calls: it is triggered deferred, at the start of the next loop turn,
+ * never inside the caller's stack. The deferred call holds a reference on
+ * the bufferevent, and a connection freed or reset meanwhile has cleared
+ * its callbacks, so it then runs nothing (libevent 2.1.12,
+ * bufferevent_run_deferred_callbacks_unlocked).
+ */
+static void
+send_now(struct evhttp_connection *conn)
+{
+	struct bufferevent *bev = conn != NULL ? evhttp_connection_get_bufferevent(conn) : NULL;
+
+	if (tg_http_write_now(bev))
+		bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
+}
+
 /* A HEAD gets GET's head, its Content-Length included, and no body:
  * libevent writes whatever body it is given after a HEAD's head, which
  * the client would read as the start of the next answer. */
@@ -270,6 +322,7 @@ tg_reply_buf(struct evhttp_request *req, int status, const char *ctype, struct e
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 	size_t len = body != NULL ? evbuffer_get_length(body) : 0;
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 	char cl[24];
 
 	if (ctype != NULL) {
@@ -283,6 +336,7 @@ tg_reply_buf(struct evhttp_request *req, int status, const char *ctype, struct e
 		evbuffer_drain(body, len);
 	}
 	evhttp_send_reply(req, status, tg_http_reason(status), body);
+	send_now(conn);
 }
 
 int64_t

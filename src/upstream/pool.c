@@ -251,6 +251,39 @@ read_more(struct up_conn *c, struct evbuffer *buf)
 	c->reading = 0;
 }
 
+/*
+ * The request evhttp just put in the output of a connection already up
+ * (evhttp_make_request on an idle kept-alive connection) is written now,
+ * in the caller's turn, rather than when EV_WRITE fires a turn later
+ * (about 5 epoll_ctl per proxied request). Written whole, EV_WRITE goes
+ * off before the loop sees it; evhttp_write_connectioncb, which starts
+ * reading the answer, runs from the bufferevent's write callback, so that
+ * is triggered deferred: at the start of the next turn, before the answer
+ * can be read, never inside the caller's stack. A connection reset or
+ * freed meanwhile (a cancel) has its callbacks cleared and the deferred
+ * call runs nothing. What the socket does not take (a large body), an
+ * error (the vendor gone) or more of a file body (on_output) is left to
+ * the bufferevent as before. TLS writes through OpenSSL: left alone. The
+ * buffer's start is frozen outside libevent's own write: thawed for this.
+ */
+void
+tg_upstream_conn_write_now(struct up_conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+	int n;
+
+	if (c->o->tls || fd < 0 || evbuffer_get_length(out) == 0)
+		return;
+	evbuffer_unfreeze(out, 1);
+	n = evbuffer_write(out, fd);
+	evbuffer_freeze(out, 1);
+	if (n < 0 || evbuffer_get_length(out) > 0)
+		return;
+	bufferevent_disable(c->bev, EV_WRITE);
+	bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
+}
+
 static void
 on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {

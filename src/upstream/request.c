@@ -517,6 +517,10 @@ tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c)
 	struct evhttp_request *ereq = build(r, c);
 	char *own;
 	const char *uri = uri_for(r, &own);
+	/* Up and kept alive: evhttp only puts the request in its output
+	 * (on_output notes the bytes) and runs no callback that can end r
+	 * or c, so c may be written at once afterwards. */
+	int up = c->established && !c->closed;
 	int rc;
 
 	tg_upstream_req_bind(r, c);
@@ -524,12 +528,15 @@ tg_upstream_req_start(struct tg_up_req *r, struct up_conn *c)
 	c->has_lerr = 0;
 	tg_upstream_lat_start(r);
 	/* Callbacks may run (and finish r) before this returns: r and c are
-	 * not touched afterwards unless libevent refused the request. */
+	 * not touched afterwards unless libevent refused the request or c
+	 * was up (then none can). */
 	rc = evhttp_make_request(c->evcon, ereq, r->method, uri);	/* copies uri */
 	free(own);
 	if (rc != 0) {
 		evhttp_request_free(ereq);
 		failure(r, c);
+	} else if (up) {
+		tg_upstream_conn_write_now(c);
 	}
 }
 

@@ -290,6 +290,9 @@ SSL *tg_upstream_tls_ssl_new(struct tg_upstream *u, struct up_origin *o, struct 
 /** Why the TLS side of c failed into buf; 0 when there is no TLS reason. */
 int tg_upstream_tls_describe(struct up_conn *c, char *buf, size_t len);
 
+/** Write the request evhttp just put in the output of c (borrowed), a
+ * connection already up, at once on a plain socket (pool.c). */
+void tg_upstream_conn_write_now(struct up_conn *c);
 /** TCP_NODELAY once per connection: requests are written whole, answers wanted now. */
 void tg_upstream_conn_nodelay(struct up_conn *c, evutil_socket_t fd);
 

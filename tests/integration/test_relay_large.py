@@ -5,6 +5,7 @@ byte for byte with its framing (Content-Length kept, chunked re-framed),
 both connections kept alive, in a bounded number of reads
 (tidegate_upstream_reads_total); a client that stops reading still holds
 the vendor back, and one that goes away mid-body cancels the vendor call."""
+import contextlib
 import hashlib
 import http.server
 import os
@@ -89,16 +90,25 @@ class Vendor(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def serving(handler):
+    """handler served by a threaded HTTP server on a free loopback port:
+    its base URL."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 @pytest.fixture
 def vendor():
     Vendor.ports = []
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Vendor)
-    srv.daemon_threads = True
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with serving(Vendor) as url:
+        yield url
 
 
 def gateway(make_gateway, url):

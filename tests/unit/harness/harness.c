@@ -5,6 +5,7 @@
  * the wait returns (a later dispatch is not held by it).
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +19,16 @@
 #include "tidegate/clock.h"
 #include "tidegate/json.h"
 #include "tidegate/util.h"
+
+/* The binaries ignore SIGPIPE (tidegate.c, the emulator's main.c), so a
+ * write to a peer that went away fails with EPIPE instead of ending them
+ * (libevent's writes and tg_http_write_now's alike); the tests run the
+ * same way. */
+__attribute__((constructor)) static void
+ignore_sigpipe(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+}
 
 static void
 th_wake(evutil_socket_t fd, short what, void *arg)
