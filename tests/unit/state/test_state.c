@@ -1678,6 +1678,67 @@ test_payload_quota_race(void **state)
 	held_matches_rows();
 }
 
+/* The plan of a lease's pick (its order and condition, ../outbox.c) among
+ * 3,000 ready jobs: every line, ';' between (PostgreSQL: its own schema;
+ * SQLite: the outbox file). The caller frees. */
+static char *
+pick_plan(void)
+{
+	static const char pick[] = "SELECT id FROM %s.outbox_jobs WHERE state = 'ready'"
+	    " AND next_at <= 5000 AND (lease_expires IS NULL OR lease_expires <= 5000)"
+	    " ORDER BY next_at, seq LIMIT 1";
+	char q[512], sel[384], *all = tg_xstrdup(""), *next;
+	sqlite3_stmt *st;
+	sqlite3 *db;
+	PGresult *r;
+	int i;
+
+	if (F.side != NULL) {
+		snprintf(q, sizeof(q), "INSERT INTO %s.outbox_jobs (id, url, secret_ref, kind,"
+		    " content_type, state, next_at, created_at) SELECT 'msg_p' || i,"
+		    " 'https://h.example/', 'main', 'export', 'text/plain', 'ready', 1000 + i / 500,"
+		    " 1000 FROM generate_series(1, 3000) i; ANALYZE %s.outbox_jobs", F.schema,
+		    F.schema);
+		assert_int_equal(side_exec(q), 0);
+		snprintf(sel, sizeof(sel), pick, F.schema);
+		snprintf(q, sizeof(q), "EXPLAIN (COSTS OFF) %s FOR UPDATE SKIP LOCKED", sel);
+		r = PQexec(F.side, q);
+		assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+		for (i = 0; i < PQntuples(r); i++, free(all), all = next)
+			next = tg_xasprintf("%s%s;", all, PQgetvalue(r, i, 0));
+		PQclear(r);
+		return all;
+	}
+	snprintf(sel, sizeof(sel), pick, "main");
+	snprintf(q, sizeof(q), "EXPLAIN QUERY PLAN %s", sel);
+	assert_int_equal(sqlite3_open_v2(F.outbox, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, q, -1, &st, NULL), SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		next = tg_xasprintf("%s%s;", all, (const char *)sqlite3_column_text(st, 3));
+		free(all);
+		all = next;
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return all;
+}
+
+/* A lease's pick reads the ready jobs by an index in its order and stops
+ * at the first it may take: no sort of every due job. (SQLite's
+ * outbox_jobs_due has it: seq is the rowid, each entry's last column.) */
+static void
+test_lease_pick_plan(void **state)
+{
+	char *plan;
+
+	usage_is(NULL, 0, 0);		/* the schema is there */
+	plan = pick_plan();
+	if ((F.side != NULL && strstr(plan, "outbox_jobs_pick") == NULL) ||
+	    strstr(plan, "Sort") != NULL || strstr(plan, "TEMP B-TREE") != NULL)
+		fail_msg("the lease's pick: %s", plan);
+	free(plan);
+}
+
 static void
 test_outbox_schedule_parse(void **state)
 {
@@ -5796,7 +5857,7 @@ main(void)
 		T_(test_codes, D_OUTBOX), T_(test_outbox_outcomes, D_OUTBOX),
 		T_(test_outbox_default_schedule, D_OUTBOX), T_(test_outbox_lease_expiry, D_OUTBOX),
 		T_(test_outbox_list_and_stats, D_OUTBOX), T_(test_outbox_quota_count, D_OUTBOX),
-		T_(test_payload_quota_race, D_OUTBOX),
+		T_(test_payload_quota_race, D_OUTBOX), T_(test_lease_pick_plan, D_OUTBOX),
 		T_(test_outbox_schedule_parse, D_LOCAL), T_(test_outbox_files, D_LOCAL),
 		T_(test_outbox_file_v1, D_LOCAL), T_(test_runs, D_RUNS),
 		T_(test_run_end_and_archive, D_RUNS), T_(test_run_checks_and_caps, D_RUNS),
