@@ -1678,6 +1678,28 @@ test_payload_quota_race(void **state)
 	held_matches_rows();
 }
 
+/* SQLite: the plan of sql on the outbox file, every line, ';' between.
+ * The caller frees. */
+static char *
+sqlite_plan(const char *sql)
+{
+	char *all = tg_xstrdup(""), *next, *q = tg_xasprintf("EXPLAIN QUERY PLAN %s", sql);
+	sqlite3_stmt *st;
+	sqlite3 *db;
+
+	assert_int_equal(sqlite3_open_v2(F.outbox, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, q, -1, &st, NULL), SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		next = tg_xasprintf("%s%s;", all, (const char *)sqlite3_column_text(st, 3));
+		free(all);
+		all = next;
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	free(q);
+	return all;
+}
+
 /* The plan of a lease's pick (its order and condition, ../outbox.c) among
  * 3,000 ready jobs: every line, ';' between (PostgreSQL: its own schema;
  * SQLite: the outbox file). The caller frees. */
@@ -1688,8 +1710,6 @@ pick_plan(void)
 	    " AND next_at <= 5000 AND (lease_expires IS NULL OR lease_expires <= 5000)"
 	    " ORDER BY next_at, seq LIMIT 1";
 	char q[512], sel[384], *all = tg_xstrdup(""), *next;
-	sqlite3_stmt *st;
-	sqlite3 *db;
 	PGresult *r;
 	int i;
 
@@ -1709,18 +1729,9 @@ pick_plan(void)
 		PQclear(r);
 		return all;
 	}
+	free(all);
 	snprintf(sel, sizeof(sel), pick, "main");
-	snprintf(q, sizeof(q), "EXPLAIN QUERY PLAN %s", sel);
-	assert_int_equal(sqlite3_open_v2(F.outbox, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, q, -1, &st, NULL), SQLITE_OK);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		next = tg_xasprintf("%s%s;", all, (const char *)sqlite3_column_text(st, 3));
-		free(all);
-		all = next;
-	}
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return all;
+	return sqlite_plan(sel);
 }
 
 /* A lease's pick reads the ready jobs by an index in its order and stops
@@ -1736,6 +1747,24 @@ test_lease_pick_plan(void **state)
 	if ((F.side != NULL && strstr(plan, "outbox_jobs_pick") == NULL) ||
 	    strstr(plan, "Sort") != NULL || strstr(plan, "TEMP B-TREE") != NULL)
 		fail_msg("the lease's pick: %s", plan);
+	free(plan);
+}
+
+/* SQLite: the payload bytes held are summed (sqlite/sq_files.c, the same
+ * statement) from the index of the jobs that hold some, read alone, not
+ * from every job kept. */
+static void
+test_held_sum_plan(void **state)
+{
+	char *plan;
+
+	if (F.side != NULL)
+		return;		/* PostgreSQL keeps figures (test_payload_quota_race) */
+	usage_is(NULL, 0, 0);
+	plan = sqlite_plan("SELECT coalesce(api_key, ''), sum(payload_size) FROM outbox_jobs"
+	    " INDEXED BY outbox_jobs_held WHERE state IN ('ready', 'dead') AND payload_size IS NOT NULL GROUP BY 1");
+	if (strstr(plan, "COVERING INDEX outbox_jobs_held") == NULL)
+		fail_msg("the bytes held: %s", plan);
 	free(plan);
 }
 
@@ -1879,7 +1908,7 @@ test_outbox_file_v1(void **state)
 	payload_touch("msg_0c", ".body");
 	payload_touch("msg_0f", ".body");
 	assert_int_equal(sqlite_open(), 0);
-	assert_string_equal(sqlite_value(F.outbox, "PRAGMA user_version"), "2");
+	assert_string_equal(sqlite_value(F.outbox, "PRAGMA user_version"), "3");
 	for (i = 0; i < TG_NELEM(ids); i++) {
 		get_job(ids[i], &j, &w);
 		assert_int_equal(j.state, states[i]);
@@ -5858,6 +5887,7 @@ main(void)
 		T_(test_outbox_default_schedule, D_OUTBOX), T_(test_outbox_lease_expiry, D_OUTBOX),
 		T_(test_outbox_list_and_stats, D_OUTBOX), T_(test_outbox_quota_count, D_OUTBOX),
 		T_(test_payload_quota_race, D_OUTBOX), T_(test_lease_pick_plan, D_OUTBOX),
+		T_(test_held_sum_plan, D_OUTBOX),
 		T_(test_outbox_schedule_parse, D_LOCAL), T_(test_outbox_files, D_LOCAL),
 		T_(test_outbox_file_v1, D_LOCAL), T_(test_runs, D_RUNS),
 		T_(test_run_end_and_archive, D_RUNS), T_(test_run_checks_and_caps, D_RUNS),
