@@ -13,10 +13,14 @@
  * a job's rows with it (ON DELETE CASCADE), an outcome that keeps no
  * payload in its own statement (outbox.c).
  *
- * A writer given a quota has each append store its rows only while the
- * rows held stay within it, summed in the same statement: appends running
- * at once on several connections (or instances) may each pass the cap by
- * one append, no more.
+ * What the rows hold is kept as figures, a total and one per API key
+ * (pg_schema.c: outbox_held, changed by triggers in the statement that
+ * stores or drops rows), so that no request sums the rows. A writer given
+ * a quota has each append lock and read the figures before it stores its
+ * rows, only while they stay within it: appends of one figure racing on
+ * several connections (or instances) take turns, and the second counts
+ * the first's bytes. Without a cap an append takes no lock before its
+ * rows.
  *
  * A commit or abort issued while appends are still in flight waits for
  * them (the pool has several connections), so the size it records counts
@@ -54,17 +58,26 @@
 
 enum { APPEND, DROP, CHUNK_GET, HELD };
 
-/* The payload bytes held (every row: committed, dead letters' and being
- * written) as a, those of the jobs of API key k (NULL: no key) as m. */
-#define HELD_BY(k) "held AS (SELECT coalesce(sum(octet_length(p.data)), 0) AS a," \
-	" coalesce(sum(octet_length(p.data)) FILTER (WHERE j.api_key IS NOT DISTINCT FROM " \
-	k "), 0) AS m FROM outbox_payloads p JOIN outbox_jobs j ON j.id = p.job_id)"
+/* The figures of the payload bytes held (pg_schema.c, outbox_held: every
+ * row, committed, dead letters' and being written), $k's (NULL: no key)
+ * beside the total. */
+#define FIGURE(s, k) "coalesce((SELECT bytes FROM outbox_held WHERE scope = " s \
+	" AND api_key = " k "), 0)"
 
 static const struct tg_db_stmt sql[] = {
-	/* The rows go in only while the payload rows held, and those of the
-	 * job's key, stay within $5 and $6 (0: no cap); the count says. */
+	/* Under a cap ($5 total, $6 the key's; 0: none) the figures' rows are
+	 * taken first (locked, the total's before the key's, as the triggers
+	 * do) and read as last committed: an append racing another of the
+	 * same figure waits for its commit, then counts it. The rows go in
+	 * only while the figures stay within the caps; the count says. */
 	[APPEND] = { "pr_append", TG_DB_OUTBOX, 1,
-	    "WITH " HELD_BY("(SELECT api_key FROM outbox_jobs WHERE id = $1)") ","
+	    "WITH lk AS (INSERT INTO outbox_held AS h (scope, api_key, bytes)"
+	    " SELECT v.s, v.k, 0 FROM (VALUES (0, ''), (1, coalesce((SELECT api_key FROM"
+	    " outbox_jobs WHERE id = $1), ''))) v (s, k) WHERE $5::bigint > 0 OR $6::bigint > 0"
+	    " ORDER BY v.s ON CONFLICT (scope, api_key) DO UPDATE SET bytes = h.bytes"
+	    " RETURNING h.scope, h.bytes),"
+	    " held AS (SELECT coalesce(max(bytes) FILTER (WHERE scope = 0), 0) AS a,"
+	    " coalesce(max(bytes) FILTER (WHERE scope = 1), 0) AS m FROM lk),"
 	    " ins AS (INSERT INTO outbox_payloads (job_id, token, n, data)"
 	    " SELECT $1::text, $2::text, $3::integer + i, substring($4::bytea from i * 1048576"
 	    " + 1 for 1048576) FROM generate_series(0, greatest(length($4::bytea) - 1, 0)"
@@ -76,8 +89,8 @@ static const struct tg_db_stmt sql[] = {
 	    "DELETE FROM outbox_payloads WHERE job_id = $1 AND token = $2", NULL },
 	[CHUNK_GET] = { "pr_chunk", TG_DB_OUTBOX, 0,
 	    "SELECT data FROM outbox_payloads WHERE job_id = $1 AND token = $2 AND n = $3", NULL },
-	[HELD] = { "pr_held", TG_DB_OUTBOX, 0, "WITH " HELD_BY("$1::text") " SELECT a, m FROM held",
-	    NULL },
+	[HELD] = { "pr_held", TG_DB_OUTBOX, 0, "SELECT " FIGURE("0", "''") ", "
+	    FIGURE("1", "coalesce($1::text, '')"), NULL },
 };
 
 const struct tg_db_table tg_state_payload_rows_stmts = { sql, TG_NELEM(sql) };

@@ -494,7 +494,7 @@ DB_SHAPES = [
     ("newer_schema", "runs.db", lambda p: patch(p, 60, b"\x00\x00\x00\x63"),
      ": schema version 99 is newer than this tidegate's ("),
     ("newer_schema_outbox", "tidegate.db", lambda p: patch(p, 60, b"\x00\x00\x00\x63"),
-     ": schema version 99 is newer than this tidegate's (2)"),
+     ": schema version 99 is newer than this tidegate's (3)"),
     ("newer_schema_owners", "owners.db", lambda p: patch(p, 60, b"\x00\x00\x00\x63"),
      ": schema version 99 is newer than this tidegate's (4)"),
     ("not_writable", "tidegate.db", lambda p: os.chmod(p, 0o444), " is not writable: "),

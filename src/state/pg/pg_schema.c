@@ -272,8 +272,66 @@ static const char *const v_quota_share[] = {
 	NULL,
 };
 
+/* The payload bytes held, kept as figures (../payload_rows.c): scope 0
+ * the total (api_key ''), scope 1 each API key's (a job without one:
+ * ''). Triggers change them in the statement that stores or drops rows:
+ * once per statement from its transition table, joined to the jobs for
+ * the key; a job deleted with rows still held (a purge: ON DELETE
+ * CASCADE) takes its bytes back before the cascade, whose rows then join
+ * no job. The total's row is locked first, then the keys' in order: no
+ * two writers wait for each other. The counts start from the rows held,
+ * none written meanwhile. */
+static const char *const v_payload_held[] = {
+	"LOCK TABLE outbox_payloads IN SHARE ROW EXCLUSIVE MODE",
+	"CREATE TABLE outbox_held (scope smallint NOT NULL, api_key text NOT NULL,"
+	" bytes bigint NOT NULL, PRIMARY KEY (scope, api_key))",
+	"INSERT INTO outbox_held (scope, api_key, bytes) SELECT 0, '', coalesce(sum("
+	"octet_length(data)), 0) FROM outbox_payloads",
+	"INSERT INTO outbox_held (scope, api_key, bytes) SELECT 1, coalesce(j.api_key, ''),"
+	" sum(octet_length(p.data)) FROM outbox_payloads p JOIN outbox_jobs j ON j.id = p.job_id"
+	" GROUP BY 2",
+	"CREATE FUNCTION tidegate_held_change() RETURNS trigger LANGUAGE plpgsql AS $$"
+	" BEGIN"
+	"  INSERT INTO outbox_held AS h (scope, api_key, bytes)"
+	"   SELECT d.s, d.k, CASE TG_OP WHEN 'INSERT' THEN d.b ELSE -d.b END FROM"
+	"   (SELECT 0 AS s, '' AS k, sum(octet_length(c.data)) AS b FROM ch c"
+	"    JOIN outbox_jobs j ON j.id = c.job_id"
+	"    UNION ALL SELECT 1, coalesce(j.api_key, ''), sum(octet_length(c.data)) FROM ch c"
+	"    JOIN outbox_jobs j ON j.id = c.job_id GROUP BY 2) d"
+	"   WHERE d.b IS NOT NULL ORDER BY d.s, d.k"
+	"   ON CONFLICT (scope, api_key) DO UPDATE SET bytes = h.bytes + EXCLUDED.bytes;"
+	"  RETURN NULL;"
+	" END $$",
+	"CREATE TRIGGER outbox_payloads_added AFTER INSERT ON outbox_payloads"
+	" REFERENCING NEW TABLE AS ch FOR EACH STATEMENT EXECUTE FUNCTION tidegate_held_change()",
+	"CREATE TRIGGER outbox_payloads_dropped AFTER DELETE ON outbox_payloads"
+	" REFERENCING OLD TABLE AS ch FOR EACH STATEMENT EXECUTE FUNCTION tidegate_held_change()",
+	"CREATE FUNCTION tidegate_held_job_gone() RETURNS trigger LANGUAGE plpgsql AS $$"
+	" DECLARE b bigint;"
+	" BEGIN"
+	"  SELECT sum(octet_length(data)) INTO b FROM outbox_payloads WHERE job_id = OLD.id;"
+	"  IF b IS NOT NULL THEN"
+	"   INSERT INTO outbox_held AS h (scope, api_key, bytes)"
+	"    VALUES (0, '', -b), (1, coalesce(OLD.api_key, ''), -b)"
+	"    ON CONFLICT (scope, api_key) DO UPDATE SET bytes = h.bytes + EXCLUDED.bytes;"
+	"  END IF;"
+	"  RETURN OLD;"
+	" END $$",
+	"CREATE TRIGGER outbox_jobs_gone BEFORE DELETE ON outbox_jobs"
+	" FOR EACH ROW EXECUTE FUNCTION tidegate_held_job_gone()",
+	NULL,
+};
+
+/* A lease's pick (../outbox.c) reads the ready jobs in its order and
+ * stops at the first it may take: without this it sorted every due job
+ * (3.5 ms among 3,000 of them, 0.13 ms with it). */
+static const char *const v_outbox_pick[] = {
+	"CREATE INDEX outbox_jobs_pick ON outbox_jobs (next_at, seq) WHERE state = 'ready'",
+	NULL,
+};
+
 static const char *const *const migrations[] = { v1, v2, v_runs, v_owner_keys, v_keys,
-	v_quota, v_quota_share };
+	v_quota, v_quota_share, v_payload_held, v_outbox_pick };
 
 const char *
 tg_state_pg_sql(const struct pg *pg, int i)

@@ -9,7 +9,8 @@
  * table of its own. Version 2 is the table PostgreSQL has, so that one
  * SQL serves both: outbox_jobs, the lease (owner, token, expiry) in the
  * job's row, seq the order jobs were added in; every job of version 1
- * moves over with its lease, in the order it was added.
+ * moves over with its lease, in the order it was added. Version 3 adds
+ * the index the payload bytes held are summed over.
  */
 #include <stdlib.h>
 
@@ -65,7 +66,16 @@ static const char *const v2[] = {
 	NULL,
 };
 
-static const char *const *const versions[] = { v1, v2 };
+/* The payload bytes held (sq_files.c) summed from the jobs that hold
+ * some, read from the index alone in key order, not from every job the
+ * outbox has kept. */
+static const char *const v3[] = {
+	"CREATE INDEX outbox_jobs_held ON outbox_jobs (api_key, payload_size, state)"
+	" WHERE state IN ('ready', 'dead') AND payload_size IS NOT NULL",
+	NULL,
+};
+
+static const char *const *const versions[] = { v1, v2, v3 };
 
 /* tg_url_host(url): the host a lease's skip list names (outbox_rules.c). */
 static void
@@ -85,5 +95,5 @@ setup(struct sqlite3 *db)
 }
 
 const struct sq_schema tg_state_sq_outbox_schema = {
-	.name = "outbox", .nversions = 2, .versions = versions, .setup = setup,
+	.name = "outbox", .nversions = 3, .versions = versions, .setup = setup,
 };

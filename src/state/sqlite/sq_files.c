@@ -57,8 +57,12 @@ struct sq_files {
 
 static const struct tg_db_stmt job_state = { "files_state", TG_DB_OUTBOX, 0,
 	"SELECT state FROM outbox_jobs WHERE id = $1", NULL };
+/* Over the index of the jobs that hold bytes (outbox_schema.c, version 3),
+ * not every job kept: the planner, without statistics, would take the
+ * state index and read every dead job's row. */
 static const struct tg_db_stmt held_sql = { "files_held", TG_DB_OUTBOX, 0,
 	"SELECT coalesce(api_key, ''), sum(payload_size) FROM outbox_jobs"
+	" INDEXED BY outbox_jobs_held"
 	" WHERE state IN ('ready', 'dead') AND payload_size IS NOT NULL GROUP BY 1", NULL };
 
 /* A statement of this file on c: its rows (the caller frees), or NULL. */

@@ -668,6 +668,31 @@ usage_is(const char *key, int64_t all, int64_t mine)
 	assert_int_equal(w.n2, mine);
 }
 
+/* The usage comes to (all, mine) within ~2 s: an abort answers nobody,
+ * its drop may still be on another connection. */
+static void
+usage_comes(const char *key, int64_t all, int64_t mine)
+{
+	struct wait w = { 0 };
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		settle(tg_state_outbox_usage(F.st, key, on_pair, &w), &w);
+		assert_int_equal(w.res.rc, TG_STATE_OK);
+		if (w.n == all && w.n2 == mine)
+			return;
+		wait_clear(&w);
+		w.called = 0;
+		{
+			struct timeval tv = { 0, 10000 };
+
+			event_base_loopexit(F.base, &tv);
+			event_base_loop(F.base, 0);
+		}
+	}
+	fail_msg("usage of %s: %lld, %lld", key, (long long)w.n, (long long)w.n2);
+}
+
 /* The payload quota: a limited writer's append that would take the bytes
  * held (every job's, or its key's) over the cap stores nothing and is
  * refused; committed payloads count until delivered; a payload the
@@ -1498,6 +1523,28 @@ test_outbox_list_and_stats(void **state)
 	    TG_STATE_NOT_FOUND);
 }
 
+/* PostgreSQL: the figures of the payload bytes held (the total's, and
+ * each key's summed) match the rows; SQLite keeps none. */
+static void
+held_matches_rows(void)
+{
+	char q[512];
+	PGresult *r;
+
+	if (F.side == NULL)
+		return;
+	snprintf(q, sizeof(q), "SELECT (SELECT coalesce(sum(octet_length(data)), 0) FROM"
+	    " %s.outbox_payloads) = (SELECT bytes FROM %s.outbox_held WHERE scope = 0),"
+	    " (SELECT coalesce(sum(bytes), 0) FROM %s.outbox_held WHERE scope = 1) ="
+	    " (SELECT bytes FROM %s.outbox_held WHERE scope = 0)", F.schema, F.schema,
+	    F.schema, F.schema);
+	r = PQexec(F.side, q);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_string_equal(PQgetvalue(r, 0, 0), "t");
+	assert_string_equal(PQgetvalue(r, 0, 1), "t");
+	PQclear(r);
+}
+
 /* A committed payload of key's (borrowed) into id. */
 static void
 commit_of(const char *key, const char *body, char id[TG_WEBHOOK_ID_LEN])
@@ -1543,6 +1590,205 @@ test_outbox_quota_count(void **state)
 	assert_int_equal(w.n, 2);
 	wait_clear(&w);
 	usage_is("demo-key", 0, 0);
+	held_matches_rows();			/* the purge's cascade gave them back */
+}
+
+/* PostgreSQL: the side connection holds back every write of payload rows
+ * (lock) or lets them go; SQLite: nothing. */
+static void
+side_payload_lock(int lock)
+{
+	char q[160];
+
+	if (F.side == NULL)
+		return;
+	snprintf(q, sizeof(q), lock ? "BEGIN; LOCK TABLE %s.outbox_payloads IN SHARE MODE" :
+	    "COMMIT", F.schema);
+	assert_int_equal(side_exec(q), 0);
+}
+
+/* n bytes appended to a and m to b in one turn, held back until both are
+ * at the server (two connections with PostgreSQL), so that they start
+ * together: how many were refused, each answered once. */
+static int
+race_append(struct tg_state_payload *a, size_t n, struct tg_state_payload *b, size_t m)
+{
+	static char bytes[256];
+	struct evbuffer *ba = evbuffer_new(), *bb = evbuffer_new();
+	struct wait wa = { 0 }, wb = { 0 };
+	struct tg_state_op *oa, *ob;
+	int refused;
+
+	memset(bytes, 'r', sizeof(bytes));
+	evbuffer_add(ba, bytes, n);
+	evbuffer_add(bb, bytes, m);
+	side_payload_lock(1);
+	oa = tg_state_payload_append(a, ba, on_done, &wa);
+	ob = tg_state_payload_append(b, bb, on_done, &wb);
+	{
+		struct timeval tv = { 0, 200000 };	/* both sent, both waiting */
+
+		event_base_loopexit(F.base, &tv);
+		event_base_loop(F.base, 0);
+	}
+	side_payload_lock(0);
+	settle(oa, &wa);
+	settle(ob, &wb);
+	evbuffer_free(ba);
+	evbuffer_free(bb);
+	assert_true(wa.res.rc == TG_STATE_OK || wa.res.rc == TG_STATE_REFUSED);
+	assert_true(wb.res.rc == TG_STATE_OK || wb.res.rc == TG_STATE_REFUSED);
+	refused = (wa.res.rc == TG_STATE_REFUSED) + (wb.res.rc == TG_STATE_REFUSED);
+	return refused;
+}
+
+/* The cap holds exactly under racing appends: two of one key that would
+ * each fit its cap alone but not together, then two of two keys under
+ * the total's; one passes, one is refused. An abort gives its bytes back,
+ * and the figures survive a reopen and match the rows. */
+static void
+test_payload_quota_race(void **state)
+{
+	const struct tg_outbox_quota q = { 100, 60 };
+	char a[TG_WEBHOOK_ID_LEN], b[TG_WEBHOOK_ID_LEN], c[TG_WEBHOOK_ID_LEN];
+	char d[TG_WEBHOOK_ID_LEN];
+	struct tg_state_payload *pa, *pb, *pc, *pd;
+
+	pa = quota_writer("k1", &q, a);
+	pb = quota_writer("k1", &q, b);
+	assert_int_equal(race_append(pa, 40, pb, 40), 1);	/* 80 of k1's 60 */
+	usage_is("k1", 40, 40);
+	held_matches_rows();
+	pc = quota_writer("k2", &q, c);
+	pd = quota_writer("k3", &q, d);
+	assert_int_equal(race_append(pc, 35, pd, 35), 1);	/* 110 of the 100 */
+	usage_is("k1", 75, 40);
+	held_matches_rows();
+	tg_state_payload_abort(pa);
+	tg_state_payload_abort(pb);
+	tg_state_payload_abort(pc);
+	tg_state_payload_abort(pd);
+	usage_comes("k1", 0, 0);			/* the aborts gave it back */
+	usage_is("k2", 0, 0);
+	held_matches_rows();
+	commit_of("k2", "0123456789", a);
+	commit_of(NULL, "01234", b);
+	reopen(sched, TG_NELEM(sched), 60000);
+	usage_is("k2", 15, 10);
+	usage_is(NULL, 15, 5);
+	held_matches_rows();
+}
+
+/* PostgreSQL: a database of schema version 7 (payload rows, no figures)
+ * migrated by the next open counts its figures from the rows it holds. */
+static void
+test_payload_held_migration(void **state)
+{
+	char a[TG_WEBHOOK_ID_LEN], b[TG_WEBHOOK_ID_LEN], q[512];
+
+	if (F.side == NULL)
+		return;		/* SQLite's figure lives in memory */
+	commit_of("k1", "0123456789", a);
+	commit_of(NULL, "012", b);
+	snprintf(q, sizeof(q), "SET search_path = %s; DROP TABLE outbox_held;"
+	    " DROP FUNCTION tidegate_held_change CASCADE;"
+	    " DROP FUNCTION tidegate_held_job_gone CASCADE; DROP INDEX outbox_jobs_pick;"
+	    " DELETE FROM tidegate_schema WHERE version > 7; RESET search_path", F.schema);
+	assert_int_equal(side_exec(q), 0);
+	reopen(sched, TG_NELEM(sched), 60000);
+	usage_is("k1", 13, 10);
+	usage_is(NULL, 13, 3);
+	held_matches_rows();
+}
+
+/* SQLite: the plan of sql on the outbox file, every line, ';' between.
+ * The caller frees. */
+static char *
+sqlite_plan(const char *sql)
+{
+	char *all = tg_xstrdup(""), *next, *q = tg_xasprintf("EXPLAIN QUERY PLAN %s", sql);
+	sqlite3_stmt *st;
+	sqlite3 *db;
+
+	assert_int_equal(sqlite3_open_v2(F.outbox, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, q, -1, &st, NULL), SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		next = tg_xasprintf("%s%s;", all, (const char *)sqlite3_column_text(st, 3));
+		free(all);
+		all = next;
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	free(q);
+	return all;
+}
+
+/* The plan of a lease's pick (its order and condition, ../outbox.c) among
+ * 3,000 ready jobs: every line, ';' between (PostgreSQL: its own schema;
+ * SQLite: the outbox file). The caller frees. */
+static char *
+pick_plan(void)
+{
+	static const char pick[] = "SELECT id FROM %s.outbox_jobs WHERE state = 'ready'"
+	    " AND next_at <= 5000 AND (lease_expires IS NULL OR lease_expires <= 5000)"
+	    " ORDER BY next_at, seq LIMIT 1";
+	char q[512], sel[384], *all = tg_xstrdup(""), *next;
+	PGresult *r;
+	int i;
+
+	if (F.side != NULL) {
+		snprintf(q, sizeof(q), "INSERT INTO %s.outbox_jobs (id, url, secret_ref, kind,"
+		    " content_type, state, next_at, created_at) SELECT 'msg_p' || i,"
+		    " 'https://h.example/', 'main', 'export', 'text/plain', 'ready', 1000 + i / 500,"
+		    " 1000 FROM generate_series(1, 3000) i; ANALYZE %s.outbox_jobs", F.schema,
+		    F.schema);
+		assert_int_equal(side_exec(q), 0);
+		snprintf(sel, sizeof(sel), pick, F.schema);
+		snprintf(q, sizeof(q), "EXPLAIN (COSTS OFF) %s FOR UPDATE SKIP LOCKED", sel);
+		r = PQexec(F.side, q);
+		assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+		for (i = 0; i < PQntuples(r); i++, free(all), all = next)
+			next = tg_xasprintf("%s%s;", all, PQgetvalue(r, i, 0));
+		PQclear(r);
+		return all;
+	}
+	free(all);
+	snprintf(sel, sizeof(sel), pick, "main");
+	return sqlite_plan(sel);
+}
+
+/* A lease's pick reads the ready jobs by an index in its order and stops
+ * at the first it may take: no sort of every due job. (SQLite's
+ * outbox_jobs_due has it: seq is the rowid, each entry's last column.) */
+static void
+test_lease_pick_plan(void **state)
+{
+	char *plan;
+
+	usage_is(NULL, 0, 0);		/* the schema is there */
+	plan = pick_plan();
+	if ((F.side != NULL && strstr(plan, "outbox_jobs_pick") == NULL) ||
+	    strstr(plan, "Sort") != NULL || strstr(plan, "TEMP B-TREE") != NULL)
+		fail_msg("the lease's pick: %s", plan);
+	free(plan);
+}
+
+/* SQLite: the payload bytes held are summed (sqlite/sq_files.c, the same
+ * statement) from the index of the jobs that hold some, read alone, not
+ * from every job kept. */
+static void
+test_held_sum_plan(void **state)
+{
+	char *plan;
+
+	if (F.side != NULL)
+		return;		/* PostgreSQL keeps figures (test_payload_quota_race) */
+	usage_is(NULL, 0, 0);
+	plan = sqlite_plan("SELECT coalesce(api_key, ''), sum(payload_size) FROM outbox_jobs"
+	    " INDEXED BY outbox_jobs_held WHERE state IN ('ready', 'dead') AND payload_size IS NOT NULL GROUP BY 1");
+	if (strstr(plan, "COVERING INDEX outbox_jobs_held") == NULL)
+		fail_msg("the bytes held: %s", plan);
+	free(plan);
 }
 
 static void
@@ -1685,7 +1931,7 @@ test_outbox_file_v1(void **state)
 	payload_touch("msg_0c", ".body");
 	payload_touch("msg_0f", ".body");
 	assert_int_equal(sqlite_open(), 0);
-	assert_string_equal(sqlite_value(F.outbox, "PRAGMA user_version"), "2");
+	assert_string_equal(sqlite_value(F.outbox, "PRAGMA user_version"), "3");
 	for (i = 0; i < TG_NELEM(ids); i++) {
 		get_job(ids[i], &j, &w);
 		assert_int_equal(j.state, states[i]);
@@ -5663,6 +5909,8 @@ main(void)
 		T_(test_codes, D_OUTBOX), T_(test_outbox_outcomes, D_OUTBOX),
 		T_(test_outbox_default_schedule, D_OUTBOX), T_(test_outbox_lease_expiry, D_OUTBOX),
 		T_(test_outbox_list_and_stats, D_OUTBOX), T_(test_outbox_quota_count, D_OUTBOX),
+		T_(test_payload_quota_race, D_OUTBOX), T_(test_payload_held_migration, D_OUTBOX), T_(test_lease_pick_plan, D_OUTBOX),
+		T_(test_held_sum_plan, D_OUTBOX),
 		T_(test_outbox_schedule_parse, D_LOCAL), T_(test_outbox_files, D_LOCAL),
 		T_(test_outbox_file_v1, D_LOCAL), T_(test_runs, D_RUNS),
 		T_(test_run_end_and_archive, D_RUNS), T_(test_run_checks_and_caps, D_RUNS),
