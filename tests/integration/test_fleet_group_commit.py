@@ -4,7 +4,10 @@ caller is told must not change:
 
 - callback exports sent over eight connections at once (their job adds,
   owner records and correlation ids committed in groups), the database
-  killed mid-way and started again: every export answered 200 has its
+  killed while a group is known to be in flight (its job add waiting on
+  a lock the test holds on outbox_jobs, seen waiting in
+  pg_stat_activity, so the premise holds however fast the machine) and
+  started again: every export answered 200 has its
   job once and its webhook delivered exactly once; one answered 503
   naming a webhook id gets its webhook once if the job exists, never if
   not; nothing is delivered twice;
@@ -12,6 +15,9 @@ caller is told must not change:
   another instance, before any lead is taken: the owner's first poll
   after it is answered by the vendor's one GET at once."""
 import concurrent.futures
+import contextlib
+import select
+import subprocess
 import time
 
 import requests
@@ -23,6 +29,37 @@ from test_fleet_faults import (Receiver, export, fleet, hooks, private_pg,  # no
 
 def rows(pg, wid):
     return int(pg.psql(f"SELECT count(*) FROM outbox_jobs WHERE id = '{wid}'")[0][0])
+
+
+@contextlib.contextmanager
+def table_locked(pg, table):
+    """An open transaction of psql's holding EXCLUSIVE on table: reads go
+    on, every write to it waits until the transaction ends (here: the
+    cluster is killed under it)."""
+    p = subprocess.Popen(["psql", "-qXAt", "-h", "127.0.0.1", "-p", str(pg.port), "-U",
+                          "postgres", "-d", "postgres"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        p.stdin.write(f"BEGIN;\nLOCK TABLE {table} IN EXCLUSIVE MODE;\nSELECT 'locked';\n")
+        p.stdin.flush()
+        ready, _, _ = select.select([p.stdout], [], [], 30)
+        assert ready and p.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        p.kill()
+        p.wait()
+
+
+def wait_lock_waiters(pg, table, timeout):
+    """The statements that wait on a lock and write table, once there are
+    any (at most timeout seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        w = pg.psql("SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    f" AND query LIKE '%{table}%' AND pid <> pg_backend_pid()")
+        if w or time.monotonic() > deadline:
+            return w
+        time.sleep(0.01)
 
 
 def wait_delivered(rcv, wids, timeout):
@@ -53,10 +90,14 @@ def test_groups_killed_mid_commit_each_told_and_delivered_once(private_pg, make_
                     out.append(("exception", None, str(e)))
             return out
 
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool, \
+                table_locked(private_pg, "outbox_jobs"):
             fs = [pool.submit(client, i) for i in range(8)]
-            time.sleep(0.15)
-            private_pg.stop(mode="immediate")   # mid-commit: groups in flight
+            # seen within a poll (~30 ms) of its wait starting: well inside
+            # the state timeout (2 s) that would end it
+            waiting = wait_lock_waiters(private_pg, "outbox_jobs", 10)
+            assert waiting, "no write of the burst waiting on the lock"
+            private_pg.stop(mode="immediate")   # mid-commit: a group in flight
             time.sleep(0.5)
             private_pg.start()
             res = [x for f in fs for x in f.result(120)]
