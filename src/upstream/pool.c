@@ -85,7 +85,7 @@ deadline_arm(struct tg_upstream *u)
 		evtimer_del(u->deadline);
 		return;
 	}
-	ms = r->queued_at + u->opts.queue_timeout_ms - tg_clock_mono_ms();
+	ms = r->queued_at + u->opts.queue_timeout_ms - tg_clock_turn_ms(u->base);
 	ms_to_tv(ms > 0 ? ms : 0, &tv);
 	evtimer_add(u->deadline, &tv);
 }
@@ -95,7 +95,7 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	struct tg_upstream *u = arg;
 	struct tg_up_req *r;
-	int64_t now = tg_clock_mono_ms();
+	int64_t now = tg_clock_turn_ms(u->base);
 
 	/* on_done may cancel or queue requests: the head is read afresh. */
 	while ((r = TAILQ_FIRST(&u->aging)) != NULL && u->opts.queue_timeout_ms >= 0 &&
@@ -124,7 +124,7 @@ tg_upstream_enqueue(struct up_origin *o, struct tg_up_req *r, int head)
 	else
 		TAILQ_INSERT_TAIL(&w->queue[o->index][r->klass], r, qentry);
 	u->class_queued[r->klass]++;
-	r->queued_at = tg_clock_mono_ms();
+	r->queued_at = tg_clock_turn_ms(u->base);
 	TAILQ_INSERT_TAIL(&u->aging, r, aentry);
 	r->queued = 1;
 	w->nqueued[o->index]++;
