@@ -16,6 +16,17 @@ int64_t tg_clock_now_ms(void);
 int64_t tg_clock_mono_ms(void);
 /** Monotonic microseconds (latencies below a millisecond). */
 int64_t tg_clock_mono_us(void);
+struct event_base;
+/**
+ * Monotonic milliseconds read at most once per turn of base's loop (base
+ * borrowed): the first call while libevent's cached time stays the same
+ * reads the clock, later calls get that reading again. That cache is
+ * CLOCK_MONOTONIC_COARSE's, so a reading is late by up to one of its ticks
+ * (1-10 ms by the kernel's HZ) and the loop's work since: the precision
+ * libevent's own timers have. For deadlines those timers enforce, not for
+ * durations reported to the millisecond. Outside the loop: the clock.
+ */
+int64_t tg_clock_turn_ms(struct event_base *base);
 /** Move wall time forward by ms (never backwards: negative is ignored). */
 void tg_clock_advance_ms(int64_t ms);
 /** Total offset applied so far. */

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/event.h>
+
 #include "tidegate/clock.h"
 
 static int64_t offset_ms;
@@ -34,6 +36,28 @@ int64_t
 tg_clock_mono_ms(void)
 {
 	return tg_clock_mono_us() / 1000;
+}
+
+/*
+ * libevent caches the time once per pass of its loop
+ * (event_base_gettimeofday_cached gives it without a system call while
+ * callbacks run), but as wall time: a step of the wall clock would show in
+ * a difference. So the cached value only says whether the last reading is
+ * still current; the reading itself is monotonic. Per thread: each worker
+ * runs a loop of its own.
+ */
+int64_t
+tg_clock_turn_ms(struct event_base *base)
+{
+	static __thread struct timeval turn;
+	static __thread int64_t turn_ms;
+	struct timeval tv;
+
+	if (event_base_gettimeofday_cached(base, &tv) == 0 && tv.tv_sec == turn.tv_sec &&
+	    tv.tv_usec == turn.tv_usec)
+		return turn_ms;
+	turn = tv;
+	return turn_ms = tg_clock_mono_ms();
 }
 
 void

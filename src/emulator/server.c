@@ -199,10 +199,18 @@ pending_unlink(struct emu_pending *p)
 	free(p);
 }
 
+/* The client went while its answer was held: libevent detached the request
+ * from the connection (it is no longer the connection's to free), so it is
+ * freed here; one still attached is freed with its connection. */
 static void
 on_pending_close(struct evhttp_connection *conn, void *arg)
 {
-	pending_unlink(arg);
+	struct emu_pending *p = arg;
+	struct evhttp_request *req = p->req;
+
+	pending_unlink(p);
+	if (evhttp_request_get_connection(req) == NULL)
+		evhttp_request_free(req);
 }
 
 static void

@@ -50,7 +50,7 @@ on_out(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 	struct gw_flush *f = arg;
 
 	if (info->n_deleted > 0 || (info->orig_size == 0 && info->n_added > 0))
-		f->since = tg_clock_mono_ms();
+		f->since = tg_clock_turn_ms(f->gw->base);
 }
 
 static void
@@ -77,7 +77,7 @@ static void
 on_send_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct gw_flush *f = arg;
-	int64_t idle = tg_clock_mono_ms() - f->since;
+	int64_t idle = tg_clock_turn_ms(f->gw->base) - f->since;
 
 	if (evbuffer_get_length(f->out) == 0)
 		arm(f, f->timeout);
@@ -141,7 +141,7 @@ gw_flush_start(struct gw_req *r)
 	if (f->timeout <= 0 || bev == NULL)
 		return;
 	f->out = bufferevent_get_output(bev);
-	f->since = tg_clock_mono_ms();
+	f->since = tg_clock_turn_ms(f->gw->base);
 	f->watch = evbuffer_add_cb(f->out, on_out, f);
 	evtimer_assign(&f->timer, r->gw->base, on_send_timer, f);
 	arm(f, f->timeout);

@@ -85,7 +85,7 @@ deadline_arm(struct tg_upstream *u)
 		evtimer_del(u->deadline);
 		return;
 	}
-	ms = r->queued_at + u->opts.queue_timeout_ms - tg_clock_mono_ms();
+	ms = r->queued_at + u->opts.queue_timeout_ms - tg_clock_turn_ms(u->base);
 	ms_to_tv(ms > 0 ? ms : 0, &tv);
 	evtimer_add(u->deadline, &tv);
 }
@@ -95,7 +95,7 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	struct tg_upstream *u = arg;
 	struct tg_up_req *r;
-	int64_t now = tg_clock_mono_ms();
+	int64_t now = tg_clock_turn_ms(u->base);
 
 	/* on_done may cancel or queue requests: the head is read afresh. */
 	while ((r = TAILQ_FIRST(&u->aging)) != NULL && u->opts.queue_timeout_ms >= 0 &&
@@ -124,7 +124,7 @@ tg_upstream_enqueue(struct up_origin *o, struct tg_up_req *r, int head)
 	else
 		TAILQ_INSERT_TAIL(&w->queue[o->index][r->klass], r, qentry);
 	u->class_queued[r->klass]++;
-	r->queued_at = tg_clock_mono_ms();
+	r->queued_at = tg_clock_turn_ms(u->base);
 	TAILQ_INSERT_TAIL(&u->aging, r, aentry);
 	r->queued = 1;
 	w->nqueued[o->index]++;
@@ -175,6 +175,8 @@ tg_upstream_req_unbind(struct tg_up_req *r)
  * handshake too); bytes leaving it while a socket is attached went to the
  * kernel. evhttp_connection_reset_ drains the buffer after detaching the
  * socket, which is why the fd is checked: those bytes were never sent.
+ * The socket is looked up only when something is to change: evhttp adds a
+ * request's head in several writes to a connection already up.
  */
 static void
 on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
@@ -184,22 +186,29 @@ on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 	evutil_socket_t fd;
 	struct timeval tv;
 
-	if (c->state != UP_CONN_BUSY || (fd = bufferevent_getfd(c->bev)) < 0)
+	if (c->state != UP_CONN_BUSY || (c->established && info->n_deleted == 0) ||
+	    (fd = bufferevent_getfd(c->bev)) < 0)
 		return;
-	ms_to_tv(u->opts.read_timeout_ms, &tv);
 	if (info->n_added > 0 && !c->established) {
 		c->established = 1;
 		evtimer_del(c->ctimer);
 		tg_upstream_conn_nodelay(c, fd);
+		ms_to_tv(u->opts.read_timeout_ms, &tv);
 		evhttp_connection_set_timeout_tv(c->evcon, &tv);
 	}
 	if (info->n_deleted > 0) {
 		c->sent = 1;
-		/* Upload progress counts as activity: a large body must not
-		 * run into the read timeout while it is still being sent. */
-		bufferevent_set_timeouts(c->bev, &tv, &tv);
 		if (c->r != NULL && c->r->seg != NULL)
 			tg_up_body_more(c->r, c, buf);	/* a file body's next bytes */
+		/* Upload progress counts as activity: a large body must not
+		 * run into the read timeout while it is still being sent.
+		 * Once all of it has left, evhttp starts reading (in this
+		 * turn: evhttp_start_read_ enables EV_READ, which arms the
+		 * read timeout from now), so there is nothing to re-arm. */
+		if (evbuffer_get_length(buf) > 0) {
+			ms_to_tv(u->opts.read_timeout_ms, &tv);
+			bufferevent_set_timeouts(c->bev, &tv, &tv);
+		}
 	}
 }
 

@@ -1,5 +1,6 @@
 /*
- * test_clock.c - strict ISO 8601 parsing, formatting and the test offset.
+ * test_clock.c - strict ISO 8601 parsing, formatting, the test offset and
+ * the clock read once per loop turn.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,6 +8,9 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <time.h>
+
+#include <event2/event.h>
 
 #include "tidegate/clock.h"
 
@@ -74,6 +78,64 @@ test_advance(void **state)
 	assert_true(tg_clock_now_ms() - before >= 31LL * 86400000);
 }
 
+/* libevent's cached time is CLOCK_MONOTONIC_COARSE's (no precise timer
+ * asked for): a nap of two of its ticks and 3 ms is sure to move it. */
+static void
+nap(void)
+{
+	struct timespec res, ts = { 0, 3000000L };
+
+	if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0)
+		ts.tv_nsec += 2 * res.tv_nsec;
+	nanosleep(&ts, NULL);
+}
+
+static const struct timeval now = { 0, 0 };
+
+struct turns {
+	int64_t first[2], again[2];
+	int n;
+	struct event *ev;
+};
+
+/* Two readings a nap apart in each of two turns of the loop. */
+static void
+on_turn(evutil_socket_t fd, short what, void *arg)
+{
+	struct turns *t = arg;
+	struct event_base *base = event_get_base(t->ev);
+
+	t->first[t->n] = tg_clock_turn_ms(base);
+	nap();
+	t->again[t->n] = tg_clock_turn_ms(base);
+	if (++t->n < 2)		/* a timer runs in the loop's next pass */
+		evtimer_add(t->ev, &now);
+}
+
+static void
+test_turn_read_once_per_turn(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct turns t = { .n = 0 };
+	int64_t a, b;
+
+	/* outside the loop: the clock every time */
+	a = tg_clock_turn_ms(base);
+	nap();
+	b = tg_clock_turn_ms(base);
+	assert_true(b - a >= 2);
+	t.ev = evtimer_new(base, on_turn, &t);
+	evtimer_add(t.ev, &now);
+	event_base_dispatch(base);
+	assert_int_equal(t.n, 2);
+	assert_true(t.first[0] >= b);
+	assert_int_equal(t.again[0], t.first[0]);	/* one reading a turn */
+	assert_int_equal(t.again[1], t.first[1]);
+	assert_true(t.first[1] - t.first[0] >= 2);	/* read again in the next */
+	event_free(t.ev);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -82,6 +144,7 @@ main(void)
 		cmocka_unit_test(test_parse_invalid),
 		cmocka_unit_test(test_format_roundtrip),
 		cmocka_unit_test(test_advance),
+		cmocka_unit_test(test_turn_read_once_per_turn),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
