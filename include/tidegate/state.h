@@ -659,6 +659,21 @@ struct tg_state_op *tg_state_owners_record(struct tg_state *st, const char *fami
  * NOT_FOUND when no live record names it. */
 struct tg_state_op *tg_state_owners_lookup(struct tg_state *st, const char *family,
     const char *cid, int64_t now_ms, tg_state_str_cb cb, void *arg);
+/** The owner of a job (borrowed; NULL when rc != 0) and whether the
+ * caller now leads the poll key asked for (1) or not (0). */
+typedef void (*tg_state_owner_lead_cb)(const struct tg_state_res *res, const char *owner,
+    int led, void *arg);
+/**
+ * tg_state_owners_lookup and, in the same statement, tg_state_poll_lead of
+ * lead_key for ttl_ms (a fleet's first poll of a job in one round trip):
+ * the lead is taken only when the caller may read the job, caller_key
+ * naming its owner (NULL: a caller without a key, and no owner recorded);
+ * else led is 0. One instance always leads a job it may read. A lead
+ * taken and not used is given up with tg_state_poll_release. All borrowed.
+ */
+struct tg_state_op *tg_state_owners_lookup_lead(struct tg_state *st, const char *family,
+    const char *cid, int64_t now_ms, const char *caller_key, const char *lead_key,
+    int64_t ttl_ms, tg_state_owner_lead_cb cb, void *arg);
 /** Remove records past their age or count (st borrowed); cb's n: removed. */
 struct tg_state_op *tg_state_owners_prune(struct tg_state *st, int64_t now_ms,
     tg_state_num_cb cb, void *arg);

@@ -215,6 +215,8 @@ verdict(struct jobs_req *q)
 	q->looked = 0;
 	if (ok)
 		return 0;
+	jobs_poll_lead_drop(jobs_of(r)->poll, q->lead_key, q->led);	/* none for a refusal */
+	q->lead_key = NULL;
 	if (q->look_rc != TG_STATE_OK && q->look_rc != TG_STATE_NOT_FOUND) {
 		tg_log(TG_LOG_ERROR, "owners_lookup_failed", TG_LS("id", r->id),
 		    TG_LS("error", q->look_err.msg));
@@ -231,16 +233,48 @@ verdict(struct jobs_req *q)
 	return -1;
 }
 
-/* Look up the owner of q's job: 0 allowed, -1 replied, 1 answered later. */
+/* The lookup that also asked the fleet for the lead of the first poll. */
+static void
+on_lookup_lead(const struct tg_state_res *res, const char *owner, int led, void *arg)
+{
+	struct jobs_req *q = arg;
+
+	q->led = led;
+	if (res->rc != TG_STATE_OK && res->rc != TG_STATE_NOT_FOUND) {
+		free(q->lead_key);	/* the state cannot say: the poll asks again */
+		q->lead_key = NULL;
+	}
+	on_lookup(res, owner, arg);
+}
+
+/*
+ * Look up the owner of q's job: 0 allowed, -1 replied, 1 answered later.
+ * A fleet's first poll of the job here asks for its poll lead in the same
+ * statement (one round trip, not two after each other): taken only for a
+ * caller the lookup allows, used by poll.c or given up.
+ */
 static int
 lookup_start(struct jobs_req *q)
 {
 	struct jobs *j = jobs_of(q->r);
+	struct gw_req *r = q->r;
 	struct tg_state_op *op;
+	char *uri;
 
 	q->looked = 0;
 	q->in_lookup = 1;
-	op = tg_state_owners_lookup(j->state, q->fam, q->job, tg_clock_now_ms(), on_lookup, q);
+	if (jobs_poll_shared(j->poll)) {
+		uri = job_uri(r, q->job);
+		q->lead_key = jobs_poll_first_key(j->poll, r, uri);
+		free(uri);
+	}
+	if (q->lead_key != NULL)
+		op = tg_state_owners_lookup_lead(j->state, q->fam, q->job, tg_clock_now_ms(),
+		    r->key != NULL ? r->key->name : NULL, q->lead_key,
+		    jobs_cfg(r->rt)->poll_max_interval, on_lookup_lead, q);
+	else
+		op = tg_state_owners_lookup(j->state, q->fam, q->job, tg_clock_now_ms(),
+		    on_lookup, q);
 	q->in_lookup = 0;
 	if (!q->looked) {
 		q->owner_op = op;
@@ -290,8 +324,12 @@ on_lookup(const struct tg_state_res *res, const char *owner, void *arg)
 void
 jobs_owner_forget(struct jobs_req *q)
 {
+	if (q->owner_op != NULL && q->lead_key != NULL)
+		q->led = 1;	/* the lookup may have taken the lead: give it up */
 	tg_state_cancel(q->owner_op);
 	q->owner_op = NULL;
+	jobs_poll_lead_drop(q->r != NULL ? jobs_of(q->r)->poll : NULL, q->lead_key, q->led);
+	q->lead_key = NULL;
 	free(q->job);
 	q->job = NULL;
 	free(q->owner);

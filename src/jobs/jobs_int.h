@@ -72,6 +72,9 @@ struct jobs_req {
 	int in_lookup, looked;		/* the lookup is being called / has answered */
 	int look_rc;			/* its enum tg_state_rc */
 	char *owner;			/* its key (malloc'd), when look_rc is 0 */
+	char *lead_key;			/* a fleet's first poll: the poll key the lookup
+					 * asked the lead of (malloc'd), until used */
+	int led;			/* it took that lead (give it up if unused) */
 	struct tg_err look_err;
 };
 
@@ -113,6 +116,19 @@ int jobs_poll_handle(struct jobs_poll *p, struct gw_req *r, char *job);
 void jobs_poll_resume(struct gw_req *r, char *job);
 /** The request of q (borrowed) ends: stop waiting. */
 void jobs_poll_forget(struct jobs_req *q);
+/**
+ * The poll key (malloc'd) of r's read of uri (all borrowed) when its first
+ * poll would ask p's fleet for the lead (no entry here, or an idle one
+ * with a stale answer): the owner lookup asks it in the same statement.
+ * NULL when p is no fleet's, or the entry would not lead.
+ */
+char *jobs_poll_first_key(struct jobs_poll *p, struct gw_req *r, const char *uri);
+/** 1 when p (borrowed; NULL-safe) shares its polls with a fleet. */
+int jobs_poll_shared(const struct jobs_poll *p);
+/** The lead of key (taken; NULL-safe) a lookup took (led) is not used:
+ * given up unless an entry of p's (borrowed; NULL: none) asks for or
+ * holds it. */
+void jobs_poll_lead_drop(struct jobs_poll *p, char *key, int led);
 /** SIGTERM: answer every long-poll of p (borrowed; NULL-safe) now. */
 void jobs_poll_drain(struct jobs_poll *p);
 /**

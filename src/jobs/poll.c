@@ -96,13 +96,20 @@ on_sweep(evutil_socket_t fd, short what, void *arg)
 	sweep(arg, 0);
 }
 
+/* The entry key of r's poll of uri (borrowed) by caller identity. */
+static char *
+entry_key(const struct gw_req *r, const char *identity, const char *uri)
+{
+	return tg_xasprintf("%s|%s|%s", r->svc->name, identity, uri);
+}
+
 static struct poll_entry *
 entry_get(struct jobs_poll *p, struct gw_req *r, const char *job, const char *identity)
 {
 	char *uri = r->uri != NULL ? tg_xstrdup(r->uri) : gw_upstream_uri(r), *key;
 	struct poll_entry *e;
 
-	key = tg_xasprintf("%s|%s|%s", r->svc->name, identity, uri);
+	key = entry_key(r, identity, uri);
 	if ((e = tg_map_get(p->entries, key)) != NULL) {
 		free(key);
 		free(uri);
@@ -186,11 +193,15 @@ count(struct gw_req *r, const char *result)
 static int
 poll_job(struct jobs_poll *p, struct gw_req *r, char *job)
 {
+	struct jobs_req *q = jobs_req_find(r);
+	char id[33], *lead = q != NULL ? q->lead_key : NULL;	/* r may go on a reply */
+	int led = q != NULL && q->led;
 	struct poll_entry *e;
-	char id[33];
 	int64_t wms;
 	int rc = 1;
 
+	if (q != NULL)
+		q->lead_key = NULL;
 	if (job == NULL && r->svc->index == GW_SIM)
 		job = tg_xstrdup(tg_route_param(&r->m, "id"));
 	if (job != NULL && *job == '\0') {
@@ -198,6 +209,7 @@ poll_job(struct jobs_poll *p, struct gw_req *r, char *job)
 		job = NULL;	/* the vendor explains what is missing */
 	}
 	if (p == NULL || job == NULL || evhttp_request_get_command(r->req) != EVHTTP_REQ_GET) {
+		jobs_poll_lead_drop(p, lead, led);
 		free(job);
 		return 0;
 	}
@@ -228,12 +240,40 @@ poll_job(struct jobs_poll *p, struct gw_req *r, char *job)
 	if (!poll_busy(e)) {
 		if (jobs_answer_fresh(e))
 			jobs_poll_schedule(e);	/* long-poll on a recent answer: poll on time */
-		else
-			jobs_poll_lead(e);
+		else {
+			jobs_poll_lead_as(e, lead, led);
+			lead = NULL;
+		}
 	}
 done:
+	jobs_poll_lead_drop(p, lead, led);	/* a lead the lookup took, unused */
 	free(job);
 	return rc;
+}
+
+int
+jobs_poll_shared(const struct jobs_poll *p)
+{
+	return p != NULL && p->fleet != NULL;
+}
+
+char *
+jobs_poll_first_key(struct jobs_poll *p, struct gw_req *r, const char *uri)
+{
+	struct poll_entry *e;
+	char id[33], *key;
+
+	if (!jobs_poll_shared(p) || !pollable(r->op) ||
+	    evhttp_request_get_command(r->req) != EVHTTP_REQ_GET)
+		return NULL;
+	identity(r, id);
+	key = entry_key(r, id, uri);
+	e = tg_map_get(p->entries, key);
+	if (e == NULL || (idle(e) && !e->passthrough && e->writing == NULL &&
+	    !jobs_answer_fresh(e)))
+		return key;
+	free(key);
+	return NULL;
 }
 
 int

@@ -400,21 +400,34 @@ on_shared(const struct tg_state_res *res, const struct tg_state_answer *a, void 
 	answered(e);
 }
 
+/* The fleet said whether this instance leads e's key (led): poll, or
+ * follow the leader's answer. */
 static void
-on_lead(const struct tg_state_res *res, int64_t n, void *arg)
+led_known(struct poll_entry *e, int led)
 {
-	struct poll_entry *e = arg;
 	struct tg_state_op *op;
 
-	e->lead_op = NULL;
-	if (res->rc != TG_STATE_OK || n == 1) {
-		e->leading = res->rc == TG_STATE_OK;
-		fetch(e);	/* this instance polls (or the state cannot say) */
+	if (led) {
+		e->leading = 1;
+		fetch(e);
 		return;
 	}
 	op = tg_state_poll_fetch(e->p->fleet, e->key, tg_clock_now_ms(), on_shared, e);
 	if (op != NULL)
 		e->lead_op = op;
+}
+
+static void
+on_lead(const struct tg_state_res *res, int64_t n, void *arg)
+{
+	struct poll_entry *e = arg;
+
+	e->lead_op = NULL;
+	if (res->rc != TG_STATE_OK) {
+		fetch(e);	/* the state cannot say: this instance polls */
+		return;
+	}
+	led_known(e, n == 1);
 }
 
 /* The vendor is to be asked for e: by this instance alone, or in a fleet
@@ -432,6 +445,32 @@ jobs_poll_lead(struct poll_entry *e)
 	    jobs_cfg(e->p->gw->rt)->poll_max_interval, on_lead, e);
 	if (op != NULL)
 		e->lead_op = op;	/* answered later */
+}
+
+/* A first poll: its owner lookup asked for the lead already (jobs.c). */
+void
+jobs_poll_lead_as(struct poll_entry *e, char *key, int led)
+{
+	if (e->p->fleet == NULL || key == NULL || strcmp(key, e->key) != 0) {
+		jobs_poll_lead_drop(e->p, key, led);
+		jobs_poll_lead(e);
+		return;
+	}
+	free(key);
+	led_known(e, led);
+}
+
+void
+jobs_poll_lead_drop(struct jobs_poll *p, char *key, int led)
+{
+	struct poll_entry *e;
+
+	if (key == NULL)
+		return;
+	e = p != NULL ? tg_map_get(p->entries, key) : NULL;
+	if (led && p != NULL && p->fleet != NULL && (e == NULL || !poll_busy(e)))
+		(void)tg_state_poll_release(p->fleet, key, on_shared_done, NULL);
+	free(key);
 }
 
 /* Another instance published an answer for key (NULL: perhaps for any):

@@ -133,6 +133,9 @@ void jobs_waiters_serve_unkept(struct poll_entry *e);
 /** Ask for e's answer: this instance fetches, or in a fleet the leader's
  * answer is followed. */
 void jobs_poll_lead(struct poll_entry *e);
+/** As jobs_poll_lead, knowing whether the owner lookup took the lead
+ * (led) of key (taken; NULL or another key: jobs_poll_lead). */
+void jobs_poll_lead_as(struct poll_entry *e, char *key, int led);
 /** Arm e's timer for its next poll while long-polls wait on it. */
 void jobs_poll_schedule(struct poll_entry *e);
 /** e's fetch ended with no answer to share: give the fleet's lead up. */

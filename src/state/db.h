@@ -27,6 +27,25 @@
 
 #define TG_DB_MAXP	16	/* parameters of a statement at most */
 #define TG_DB_CHANNEL	"tidegate"	/* a fleet's one wake-up channel */
+/* PostgreSQL: a CTE that commits its statement without waiting for the
+ * disk (shared.c says why), read by the statement as lazy.s. */
+#define TG_DB_LAZY	"lazy AS (SELECT set_config('synchronous_commit', 'off', true) AS s)"
+/*
+ * PostgreSQL: the lead of poll key k (parameters as text: "$1", …) for
+ * instance i until until, taken when free, run out or already i's, and
+ * never while a published answer is fresh at now, and only when cond
+ * (SQL ending in AND, or ""); reads TG_DB_LAZY; one row when taken
+ * (shared.c's poll_lead, owners.c's owners_lookup_lead).
+ */
+#define TG_DB_LEAD(k, i, now, until, cond) \
+	"INSERT INTO poll_entries (key, leader, lead_until) SELECT " k "::text, " i "::text, " \
+	until "::bigint FROM lazy WHERE lazy.s IS NOT NULL AND " cond " NOT EXISTS (SELECT 1" \
+	" FROM poll_entries WHERE key = " k "::text AND NOT coalesce((lead_until <= " now \
+	"::bigint OR leader = " i "::text) AND answer_until <= " now "::bigint, false))" \
+	" ON CONFLICT (key) DO UPDATE SET leader = EXCLUDED.leader," \
+	" lead_until = EXCLUDED.lead_until WHERE (poll_entries.lead_until <= " now "::bigint" \
+	" OR poll_entries.leader = " i "::text) AND poll_entries.answer_until <= " now \
+	"::bigint RETURNING 1"
 
 /** The store a statement needs configured (SQLite: its file). */
 enum tg_db_store { TG_DB_ANY, TG_DB_OWNERS, TG_DB_OUTBOX, TG_DB_RUNS };
@@ -105,6 +124,7 @@ union tg_db_cb {
 	tg_state_jobs_cb jobs;
 	tg_state_outbox_stats_cb outbox_stats;
 	tg_state_payload_cb payload;
+	tg_state_owner_lead_cb owner_lead;
 };
 
 /**

@@ -11,11 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tidegate/clock.h"
 #include "db.h"
 #include "job_key.h"
 #include "seam.h"
 
-enum { RECORD, LOOKUP, PRUNE, COUNT };
+enum { RECORD, LOOKUP, LOOKUP_LEAD, PRUNE, COUNT };
 
 /* PostgreSQL records, numbers and evicts in one statement; SQLite runs
  * the same steps in one transaction. A re-recorded job takes a new id and
@@ -43,6 +44,17 @@ static const struct tg_db_stmt sql[] = {
 	[LOOKUP] = { "owners_lookup", TG_DB_OWNERS, 0,
 	    "SELECT api_key FROM owners WHERE family = $1 AND correlation_id = $2"
 	    " AND created_at >= $3", NULL },
+	/* A fleet's first poll: the lookup and shared.c's poll_lead (its rules
+	 * and its lazy commit, as there) in one statement, the lead taken only
+	 * when the caller may read the job (jobs.c's rule: $4 names the owner,
+	 * or no key and no owner). SQLite (one instance) runs LOOKUP. */
+	[LOOKUP_LEAD] = { "owners_lookup_lead", TG_DB_OWNERS, 1,
+	    "WITH o AS (SELECT api_key FROM owners WHERE family = $1::text"
+	    " AND correlation_id = $2::text AND created_at >= $3::bigint),"
+	    " " TG_DB_LAZY ", l AS (" TG_DB_LEAD("$5", "$6", "$7", "$8",
+	    "coalesce((SELECT api_key FROM o) = $4::text, $4::text IS NULL AND NOT EXISTS"
+	    " (SELECT 1 FROM o)) AND") ") SELECT (SELECT api_key FROM o), EXISTS (SELECT 1 FROM l)",
+	    NULL },
 	[PRUNE] = { "owners_prune", TG_DB_OWNERS, 1,
 	    "WITH stale AS (DELETE FROM poll_entries WHERE lead_until < $1 AND answer_until < $1)"
 	    " DELETE FROM owners WHERE created_at < $1 OR id IN (SELECT o.id FROM owners o"
@@ -109,6 +121,70 @@ tg_state_owners_lookup(struct tg_state *st, const char *family, const char *cid,
 	param_job(o, family, cid);
 	tg_db_int(&o->q, now_ms - st->owners_keep_ms);
 	return tg_db_submit(st, &o->q);
+}
+
+struct lookup_lead {
+	struct tg_db_op d;
+	char *caller, *lead_key;	/* owned */
+	int64_t ttl_ms;
+};
+
+static void
+lookup_lead_cleanup(struct tg_db_q *q)
+{
+	struct lookup_lead *o = (struct lookup_lead *)q;
+
+	free(o->caller);
+	free(o->lead_key);
+	tg_db_op_cleanup(q);
+}
+
+/* A fleet's rows carry led; one instance leads whatever the caller may read. */
+static void
+answer_lookup_lead(struct tg_db_q *q, const struct tg_db_rows *r)
+{
+	struct lookup_lead *o = (struct lookup_lead *)q;
+	const char *key = r != NULL && tg_db_nrows(r) > 0 ? tg_db_str(r, 0, 0) : NULL;
+	int led = 0;
+
+	if (r != NULL && key == NULL) {
+		q->res.rc = TG_STATE_NOT_FOUND;
+		tg_err_set(&q->res.err, "no owner recorded for the job");
+	}
+	if (r != NULL && tg_db_fleet(o->d.st))
+		led = tg_db_nrows(r) > 0 && tg_db_i64(r, 0, 1) != 0;
+	else if (r != NULL)
+		led = key != NULL ? o->caller != NULL && strcmp(key, o->caller) == 0 :
+		    o->caller == NULL;
+	if (led && tg_db_fleet(o->d.st))
+		tg_state_lead_held(o->d.st, o->lead_key, tg_clock_mono_ms() + o->ttl_ms);
+	o->d.cb.owner_lead(&q->res, key, led, o->d.arg);
+}
+
+struct tg_state_op *
+tg_state_owners_lookup_lead(struct tg_state *st, const char *family, const char *cid,
+    int64_t now_ms, const char *caller_key, const char *lead_key, int64_t ttl_ms,
+    tg_state_owner_lead_cb cb, void *arg)
+{
+	int fleet = tg_db_fleet(st);
+	struct lookup_lead *o = tg_db_op_new(sizeof(*o), st, &sql[fleet ? LOOKUP_LEAD : LOOKUP],
+	    answer_lookup_lead, NULL, arg);
+
+	o->d.cb.owner_lead = cb;
+	o->d.q.cleanup = lookup_lead_cleanup;
+	o->caller = caller_key != NULL ? tg_xstrdup(caller_key) : NULL;
+	o->lead_key = tg_xstrdup(lead_key != NULL ? lead_key : "");
+	o->ttl_ms = ttl_ms;
+	param_job(&o->d, family, cid);
+	tg_db_int(&o->d.q, now_ms - st->owners_keep_ms);
+	if (!fleet)
+		return tg_db_submit(st, &o->d.q);
+	tg_db_text(&o->d.q, caller_key);
+	tg_db_text(&o->d.q, o->lead_key);
+	tg_db_text(&o->d.q, st->instance);
+	tg_db_int(&o->d.q, now_ms);
+	tg_db_int(&o->d.q, now_ms + ttl_ms);
+	return tg_db_submit(st, &o->d.q);
 }
 
 struct tg_state_op *

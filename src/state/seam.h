@@ -69,5 +69,7 @@ void tg_state_outbox_init(struct tg_state *st, const struct tg_outbox_opts *o);
 void tg_state_outbox_free(struct tg_state *st);
 /** Leads st (borrowed) holds now. */
 size_t tg_state_shared_leads(const struct tg_state *st);
+/** st (borrowed) leads key (borrowed, copied) until mono ms (0: no longer). */
+void tg_state_lead_held(struct tg_state *st, const char *key, int64_t until);
 
 #endif

@@ -33,7 +33,7 @@ enum { TOKEN_GET, TOKEN_PUT, TOKEN_INVALIDATE, LEAD, PUBLISH, FETCH, RELEASE, NO
  * The CTE is read by the statement, so the setting is made before its
  * commit; SQLite (one instance) never runs them.
  */
-#define LAZY	"lazy AS (SELECT set_config('synchronous_commit', 'off', true) AS s)"
+#define LAZY	TG_DB_LAZY
 
 static const struct tg_db_stmt sql[] = {
 	[TOKEN_GET] = { "token_get", TG_DB_ANY, 0,
@@ -52,15 +52,7 @@ static const struct tg_db_stmt sql[] = {
 	 * CONFLICT refused by its WHERE would take a transaction id for each
 	 * follower's look. The WHERE stays the arbiter of a race. */
 	[LEAD] = { "poll_lead", TG_DB_ANY, 1,
-	    "WITH " LAZY " INSERT INTO poll_entries (key, leader, lead_until) SELECT $1::text,"
-	    " $2::text, $4::bigint FROM lazy WHERE lazy.s IS NOT NULL AND NOT EXISTS (SELECT 1"
-	    " FROM poll_entries WHERE key = $1::text"
-	    " AND NOT coalesce((lead_until <= $3::bigint OR leader = $2::text)"
-	    " AND answer_until <= $3::bigint, false))"
-	    " ON CONFLICT (key) DO UPDATE SET leader = EXCLUDED.leader,"
-	    " lead_until = EXCLUDED.lead_until WHERE (poll_entries.lead_until <= $3::bigint"
-	    " OR poll_entries.leader = $2) AND poll_entries.answer_until <= $3::bigint"
-	    " RETURNING 1", NULL },
+	    "WITH " LAZY " " TG_DB_LEAD("$1", "$2", "$3", "$4", ""), NULL },
 	[PUBLISH] = { "poll_publish", TG_DB_ANY, 1,
 	    "WITH " LAZY ", u AS (INSERT INTO poll_entries (key, status, content_type,"
 	    " body, answer_until) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO UPDATE SET"
@@ -215,8 +207,8 @@ tg_state_token_invalidate(struct tg_state *st, const char *service, const char *
 /* ---- poll entries ---- */
 
 /* This instance leads key until mono ms (0: no longer). */
-static void
-lead_held(struct tg_state *st, const char *key, int64_t until)
+void
+tg_state_lead_held(struct tg_state *st, const char *key, int64_t until)
 {
 	int64_t *u;
 
@@ -250,7 +242,7 @@ answer_lead(struct tg_db_q *q, const struct tg_db_rows *r)
 	int led = r != NULL && tg_db_nrows(r) > 0;
 
 	if (led)
-		lead_held(o->d.st, o->d.id, tg_clock_mono_ms() + o->ttl_ms);
+		tg_state_lead_held(o->d.st, o->d.id, tg_clock_mono_ms() + o->ttl_ms);
 	o->d.cb.num(&q->res, led, o->d.arg);
 }
 
@@ -281,7 +273,7 @@ tg_state_poll_release(struct tg_state *st, const char *key, tg_state_done_cb cb,
 
 	if (!tg_db_fleet(st))
 		return done_now(cb, arg, TG_STATE_OK, NULL);
-	lead_held(st, key, 0);
+	tg_state_lead_held(st, key, 0);
 	o = op_new(st, RELEASE, tg_db_answer_done, key, arg);
 	o->d.cb.done = cb;
 	tg_db_text(&o->d.q, st->instance);
@@ -296,7 +288,7 @@ tg_state_poll_publish(struct tg_state *st, const char *key, const struct tg_stat
 
 	if (!tg_db_fleet(st))
 		return done_now(cb, arg, TG_STATE_OK, NULL);
-	lead_held(st, key, 0);
+	tg_state_lead_held(st, key, 0);
 	o = op_new(st, PUBLISH, tg_db_answer_done, key, arg);
 	o->d.cb.done = cb;
 	tg_db_int(&o->d.q, a->status);

@@ -159,7 +159,7 @@ def fleet(tmp_path, request):
             d.mkdir()
             cfg = json.loads(json.dumps(overrides))
             cfg.setdefault("state", {}).update({"url": url, "instance": f"gw{len(started)}"})
-            cfg["keys"] = KEYS
+            cfg.setdefault("keys", KEYS)
             gw = Gateway(str(d), emulator, cfg)
             started.append(gw)
             gws.append(gw)

@@ -22,8 +22,8 @@ import time
 
 import requests
 
-from test_fleet import OTHER_KEY, new_export, pg_url, start_fleet  # noqa: F401
-from test_fleet_faults import (Receiver, export, fleet, hooks, private_pg,  # noqa: F401
+from test_fleet import OTHER_KEY, OTHER_SHA, new_export, pg_url, start_fleet  # noqa: F401
+from test_fleet_faults import (KEYS, Receiver, export, fleet, hooks, private_pg,  # noqa: F401
                                secret_file)
 
 
@@ -142,3 +142,63 @@ def test_refused_first_poll_takes_no_lead(make_emulator, make_gateway, pg_url):
     # looking for its answer every 200 ms
     assert took < 1.0, took
     assert emu.calls("GET /public/export") == 1
+
+
+# The statements of a first poll's ownership read and poll lead (not the
+# owner record, the prune or the publish).
+FIRST_POLL_SQL = ("SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE"
+                  " (query LIKE '%FROM owners WHERE%' AND query NOT LIKE 'DELETE%')"
+                  " OR (query LIKE '%INTO poll_entries (key, leader%')")
+
+
+def test_first_poll_through_another_instance_is_one_statement(private_pg, make_emulator,
+                                                              fleet):
+    """The owner read and the poll lead of a first poll through an instance
+    with no entry for the job are one statement (before: the lookup, then
+    the lead, one round trip after the other); a refused caller still gets
+    404 and takes no lead; a stopped database still 503
+    OWNERSHIP_UNAVAILABLE."""
+    private_pg.psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+    private_pg.stop()
+    private_pg.start()
+    private_pg.psql("CREATE EXTENSION pg_stat_statements")
+    emu = make_emulator({"export": {"delay": "5s"}})
+    keys = KEYS + [{"name": "other", "sha256": OTHER_SHA, "services": ["dex", "sim"]}]
+    a, b = fleet(emu, private_pg.url, 2, {"state": {"timeout": "2s"}, "keys": keys})
+    r = requests.post(a.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                      headers=a.headers(), timeout=30)
+    assert r.status_code == 200, r.text
+    cid = r.json()["correlationId"]
+    private_pg.psql("SELECT pg_stat_statements_reset()")
+    theirs = requests.get(b.dex + "/public/export", params={"correlationId": cid},
+                          headers=b.headers(OTHER_KEY), timeout=30)
+    assert theirs.status_code == 404, theirs.text
+    assert theirs.json()["error"] == "NOT_FOUND"
+    assert private_pg.psql("SELECT count(*) FROM poll_entries WHERE key LIKE"
+                           f" '%correlationId={cid}'") == [["0"]]
+    assert private_pg.psql(FIRST_POLL_SQL) == [["1"]]
+    private_pg.psql("SELECT pg_stat_statements_reset()")
+    mine = requests.get(b.dex + "/public/export", params={"correlationId": cid},
+                        headers=b.headers(), timeout=30)
+    assert mine.status_code in (200, 202), mine.text
+    assert mine.json()["correlationId"] == cid
+    assert emu.calls("GET /public/export") == 1
+    assert private_pg.psql("SELECT count(*) FROM poll_entries WHERE key LIKE"
+                           f" '%correlationId={cid}'") == [["1"]]     # led, then published
+    # one statement read the owner and took the lead, and nothing more
+    assert private_pg.psql(FIRST_POLL_SQL) == [["1"]]
+    rows = private_pg.psql("SELECT count(*) FROM pg_stat_statements WHERE query LIKE"
+                           " '%FROM owners WHERE%' AND query LIKE '%INTO poll_entries%'")
+    assert rows == [["1"]]
+    r = requests.post(a.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                      headers=a.headers(), timeout=30)
+    assert r.status_code == 200, r.text
+    cid = r.json()["correlationId"]
+    private_pg.stop()
+    gone = requests.get(b.dex + "/public/export", params={"correlationId": cid},
+                        headers=b.headers(), timeout=30)
+    assert gone.status_code == 503, gone.text
+    assert gone.json()["error"] == "OWNERSHIP_UNAVAILABLE"
+    assert gone.headers["Retry-After"] == "1"
+    assert emu.calls("GET /public/export") == 1
+    private_pg.start()

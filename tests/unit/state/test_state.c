@@ -3849,6 +3849,108 @@ on_answer(const struct tg_state_res *res, const struct tg_state_answer *a, void 
 	}
 }
 
+static void
+on_owner_lead(const struct tg_state_res *res, const char *owner, int led, void *arg)
+{
+	struct wait *w = arg;
+
+	got(w, res);
+	w->s = owner != NULL ? strdup(owner) : NULL;
+	w->n = led;
+}
+
+/* PostgreSQL: key's poll entry row as "who|lead_until" (who: "other" for
+ * gw-other, else "me"), or "" when none. */
+static void
+lead_row_is(const char *key, const char *want)
+{
+	char q[256];
+	PGresult *r;
+
+	if (F.side == NULL)
+		return;
+	snprintf(q, sizeof(q), "SELECT CASE leader WHEN 'gw-other' THEN 'other' ELSE 'me' END || '|' ||"
+	    " lead_until FROM %s.poll_entries"
+	    " WHERE key = '%s'", F.schema, key);
+	r = PQexec(F.side, q);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_string_equal(PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "", want);
+	PQclear(r);
+}
+
+/* The owner and the lead of a first poll in one call: the owner, the
+ * other key (no lead), no owner with and without a caller key, and a lead
+ * held by another instance (PostgreSQL: the poll_entries row says who
+ * leads). */
+static void
+test_owners_lookup_lead(void **state)
+{
+	struct tg_state_health h;
+	struct wait w = { 0 };
+	char until[256];
+	int fleet;
+
+	tg_state_health(F.st, &h);
+	fleet = h.shared;
+	settle(tg_state_owners_record(F.st, "export", "job-1", "key-a", T0, on_done, &w), &w);
+	wait_clear(&w);
+	settle(tg_state_owners_lookup_lead(F.st, "export", "job-1", T0 + 1, "key-b", "k1",
+	    5000, on_owner_lead, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_string_equal(w.s, "key-a");
+	assert_int_equal(w.n, 0);		/* another key's job: no lead */
+	lead_row_is("k1", "");
+	wait_clear(&w);
+	settle(tg_state_owners_lookup_lead(F.st, "export", "job-1", T0 + 1, NULL, "k1",
+	    5000, on_owner_lead, &w), &w);
+	assert_string_equal(w.s, "key-a");
+	assert_int_equal(w.n, 0);		/* no key, a keyed job */
+	lead_row_is("k1", "");
+	wait_clear(&w);
+	settle(tg_state_owners_lookup_lead(F.st, "export", "job-1", T0 + 1, "key-a", "k1",
+	    5000, on_owner_lead, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_string_equal(w.s, "key-a");
+	assert_int_equal(w.n, 1);
+	snprintf(until, sizeof(until), "me|%lld", (long long)(T0 + 5001));
+	lead_row_is("k1", until);
+	tg_state_health(F.st, &h);
+	assert_int_equal(h.leases, fleet ? 1 : 0);
+	wait_clear(&w);
+	settle(tg_state_owners_lookup_lead(F.st, "export", "job-2", T0 + 1, "key-a", "k2",
+	    5000, on_owner_lead, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	assert_null(w.s);
+	assert_int_equal(w.n, 0);		/* no record proves nothing for a key */
+	lead_row_is("k2", "");
+	wait_clear(&w);
+	settle(tg_state_owners_lookup_lead(F.st, "export", "job-2", T0 + 1, NULL, "k2",
+	    5000, on_owner_lead, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_NOT_FOUND);
+	assert_int_equal(w.n, 1);		/* no key, no owner: the vendor judges */
+	snprintf(until, sizeof(until), "me|%lld", (long long)(T0 + 5001));
+	lead_row_is("k2", until);
+	wait_clear(&w);
+	if (F.side == NULL)
+		return;
+	snprintf(until, sizeof(until), "INSERT INTO %s.poll_entries (key, leader, lead_until)"
+	    " VALUES ('k3', 'gw-other', %lld)", F.schema, (long long)(T0 + 9000));
+	assert_int_equal(side_exec(until), 0);
+	settle(tg_state_owners_lookup_lead(F.st, "export", "job-1", T0 + 2, "key-a", "k3",
+	    5000, on_owner_lead, &w), &w);
+	assert_int_equal(w.res.rc, TG_STATE_OK);
+	assert_string_equal(w.s, "key-a");
+	assert_int_equal(w.n, 0);		/* led elsewhere: the leader's answer is awaited */
+	snprintf(until, sizeof(until), "other|%lld", (long long)(T0 + 9000));
+	lead_row_is("k3", until);
+	wait_clear(&w);
+	token_call(tg_state_poll_release(F.st, "k1", on_done, &w), &w, TG_STATE_OK);
+	tg_state_health(F.st, &h);
+	assert_int_equal(h.leases, 1);		/* k2's */
+	lead_row_is("k1", "me|0");
+	wait_clear(&w);
+}
+
 /* One instance always leads and keeps nothing (SQLite); a fleet's leader
  * holds the key for its ttl (renewed when it asks again), its answer is
  * cached and gives the lead up, and nobody leads while it is fresh
@@ -5928,6 +6030,7 @@ main(void)
 		T_(test_owners, D_SHARED), T_(test_owners_per_key, D_SHARED),
 		T_(test_owners_bad_inputs, D_SHARED), T_(test_owners_file_v1, D_LOCAL),
 		T_(test_tokens, D_SHARED), T_(test_poll, D_SHARED),
+		T_(test_owners_lookup_lead, D_SHARED),
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_group_commit, D_SHARED), T_(test_fleet_group_unknown, D_FLEET),
 		T_(test_fleet_lead_lazy, D_FLEET), T_(test_fleet_group_waits, D_FLEET),
