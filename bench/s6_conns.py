@@ -139,7 +139,10 @@ def main():
         starters = {
             "nginx": (lambda: lib.nginx_proxy(stub.port), a.clients),
             "HAProxy": (lambda: lib.haproxy(stub.port, maxconn=hap_maxconn), hap_clients),
-            "tidegate": (lambda: lib.tidegate(stub.url), a.clients),
+            # max_clients (4096 a listener by default) raised above the clients,
+            # as nginx's worker_connections is (20000, bench/lib.py)
+            "tidegate": (lambda: lib.tidegate(stub.url, overrides={"max_clients": a.clients + 1000}),
+                         a.clients),
         }
         mem = {n: [] for n in starters}
         for r in range(mem_rounds):
