@@ -24,7 +24,7 @@ OWNER = {
     'clock.h': 'core', 'config.h': 'core', 'crypto.h': 'core', 'errors.h': 'core',
     'ids.h': 'core', 'log.h': 'core', 'map.h': 'core', 'metrics.h': 'core',
     'problems.h': 'core', 'util.h': 'core', 'worker.h': 'core', 'notify.h': 'core',
-    'priv.h': 'core', 'pidfile.h': 'core', 'rate.h': 'core', 'hblock.h': 'core',
+    'priv.h': 'core', 'pidfile.h': 'core', 'rate.h': 'core', 'hblock.h': 'core', 'sockwrite.h': 'core',
     'json.h': 'json',
     'state.h': 'state', 'run_records.h': 'state',
     'http.h': 'http', 'frontdoor.h': 'http', 'head.h': 'http', 'target.h': 'http',

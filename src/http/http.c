@@ -24,6 +24,7 @@
 #include "tidegate/config.h"
 #include "tidegate/hblock.h"
 #include "tidegate/http.h"
+#include "tidegate/sockwrite.h"
 
 struct event_base *
 tg_event_base_new(void)
@@ -263,34 +264,14 @@ tg_http_reason(int status)
 	}
 }
 
-/*
- * What the output of a plain client socket holds is written now, in the
- * caller's loop turn, instead of when EV_WRITE fires a turn later (an
- * epoll_ctl to arm it, an epoll_wait, the write, an epoll_ctl to disarm).
- * The buffer's start is frozen outside libevent's own write: thawed for
- * this one. Written whole, EV_WRITE is turned off before the loop sees it
- * (with EPOLL_USE_CHANGELIST the enable and the disable cancel out); what
- * the socket does not take, or an error (a client gone), is left to the
- * bufferevent as before. TLS writes through OpenSSL: left alone.
- */
+/* A plain client socket's output written now (sockwrite.c); TLS writes
+ * through OpenSSL: left to its bufferevent. */
 int
 tg_http_write_now(struct bufferevent *bev)
 {
-	struct evbuffer *out;
-	evutil_socket_t fd;
-	int n;
-
-	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL ||
-	    (fd = bufferevent_getfd(bev)) < 0)
+	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL)
 		return 0;
-	out = bufferevent_get_output(bev);
-	evbuffer_unfreeze(out, 1);
-	n = evbuffer_write(out, fd);
-	evbuffer_freeze(out, 1);
-	if (n < 0 || evbuffer_get_length(out) > 0)
-		return 0;
-	bufferevent_disable(bev, EV_WRITE);
-	return 1;
+	return tg_bev_write_now(bev);
 }
 
 /*

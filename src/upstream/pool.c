@@ -26,6 +26,7 @@
 
 #include "tidegate/clock.h"
 #include "tidegate/log.h"
+#include "tidegate/sockwrite.h"
 #include "up.h"
 
 #define UP_CONNECT_TIMEOUT_MS	10000
@@ -272,25 +273,16 @@ read_more(struct up_conn *c, struct evbuffer *buf)
  * freed meanwhile (a cancel) has its callbacks cleared and the deferred
  * call runs nothing. What the socket does not take (a large body), an
  * error (the vendor gone) or more of a file body (on_output) is left to
- * the bufferevent as before. TLS writes through OpenSSL: left alone. The
- * buffer's start is frozen outside libevent's own write: thawed for this.
+ * the bufferevent as before (sockwrite.c). TLS writes through OpenSSL:
+ * left alone.
  */
 void
 tg_upstream_conn_write_now(struct up_conn *c)
 {
-	struct evbuffer *out = bufferevent_get_output(c->bev);
-	evutil_socket_t fd = bufferevent_getfd(c->bev);
-	int n;
-
-	if (c->o->tls || fd < 0 || evbuffer_get_length(out) == 0)
+	if (c->o->tls || evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
 		return;
-	evbuffer_unfreeze(out, 1);
-	n = evbuffer_write(out, fd);
-	evbuffer_freeze(out, 1);
-	if (n < 0 || evbuffer_get_length(out) > 0)
-		return;
-	bufferevent_disable(c->bev, EV_WRITE);
-	bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
+	if (tg_bev_write_now(c->bev))
+		bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
 }
 
 static void
