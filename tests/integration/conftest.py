@@ -400,6 +400,17 @@ class Gateway(Process):
                 pass
         return out
 
+    def access_lines(self, n, where=lambda e: True, timeout=5.0):
+        """The access lines where(line) accepts, once n are written: a line
+        is logged when its answer is done, which may be after the client
+        has read the answer (written in the turn it is made)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = [e for e in self.log_lines() if e.get("event") == "access" and where(e)]
+            if len(got) >= n or time.monotonic() >= deadline:
+                return got
+            time.sleep(0.02)
+
 
 @pytest.fixture
 def make_gateway(tmp_path, request):

@@ -72,13 +72,9 @@ def raw(port, data, src="127.0.0.1", timeout=10):
 
 def access(gw, request_id, timeout=5.0):
     """The access line of request_id (written as its answer ends)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        for e in gw.log_lines():
-            if e.get("event") == "access" and e.get("id") == request_id:
-                return e
-        assert time.monotonic() < deadline, f"no access line for {request_id}"
-        time.sleep(0.05)
+    got = gw.access_lines(1, lambda e: e.get("id") == request_id, timeout)
+    assert got, f"no access line for {request_id}"
+    return got[0]
 
 
 def client_of(gw, port, prefix=b"", src="127.0.0.1", headers=None):

@@ -186,8 +186,7 @@ def test_callers_token_requests_reach_the_token_endpoint(emulator, make_gateway)
     by = emulator.stats()["byListener"]
     assert by["auth"]["POST /api/oauth2/token"] == before + 2
     assert "POST /api/oauth2/token" not in by["sim"]
-    [line] = [e for e in gw.log_lines() if e.get("event") == "access" and
-              e.get("id") == "own-token"]
+    [line] = gw.access_lines(1, lambda e: e.get("id") == "own-token")
     assert line["upstream_addr"] == emulator.auth.split("//")[1], line
 
 

@@ -104,7 +104,7 @@ def check_traced(h, rid, trace=None, relayed=False):
 
 
 def access(gw, rid):
-    return [e for e in gw.log_lines() if e.get("event") == "access" and e.get("id") == rid]
+    return gw.access_lines(1, lambda e: e.get("id") == rid)
 
 
 def test_polls_long_polls_and_passthrough_carry_the_callers_trace(make_gateway, vendor):
