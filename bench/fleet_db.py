@@ -23,6 +23,10 @@ schema). Measured each round:
   receiver: an owner record and an outbox job committed before the 200),
   the same counts.
 
+--db-rtt MS puts PostgreSQL "across the network": the gateways reach it
+through bench/delay_proxy.py (on LOAD_CPU), which holds each piece half
+MS each way (this machine's loopback has no netem).
+
 The gateways on SUT_CPU, emulator, receiver and clients on LOAD_CPU.
 Medians (min-max) over --rounds. Run under a cluster with fsync on:
 
@@ -35,6 +39,7 @@ import http.client
 import json
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -107,6 +112,8 @@ def one(a, emu, rc, pg, build, state):
     try:
         if state == "PostgreSQL":
             schema, url = pg.new()
+            if a.db_rtt > 0:    # through the delay relay (user, password: PG*)
+                url = url.replace("postgresql:///", f"postgresql://127.0.0.1:{a.relay_port}/")
             for i in range(2):
                 gws.append(lib.tidegate(emu.dex, build=build, overrides=dict(
                     hooks, state={"url": url, "instance": f"gw{i}"})))
@@ -147,7 +154,8 @@ def report(a, builds, res, states):
     print(f"First poll (ms, p50 / p99; {a.polls} jobs per client, 1 then 8 clients) and "
           f"creations / webhook jobs accepted per second ({a.jobs} on 1 connection, "
           f"{2 * a.jobs} over {a.conns}); median (min-max) over {a.rounds} rounds; "
-          f"{lib.machine()}\n")
+          + (f"PostgreSQL through bench/delay_proxy.py, +{a.db_rtt:g} ms a round trip; "
+             if a.db_rtt > 0 else "") + f"{lib.machine()}\n")
     hdr = ["build", "state", "first poll, same instance, 1 client",
            "other instance, 1 client", "same instance, 8 clients", "other instance, 8 clients",
            "creations/s, 1 conn", f"creations/s, {a.conns} conns", "webhook jobs/s, 1 conn",
@@ -198,7 +206,19 @@ def report(a, builds, res, states):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--polls", type=int, default=100, help="first polls per client")
+    ap.add_argument("--db-rtt", type=float, default=0.0,
+                    help="ms: PostgreSQL reached through bench/delay_proxy.py, holding each "
+                    "piece half this each way (a database across the network)")
     a, builds, states = creations.parse(ap, 3)
+    relay = None
+    if a.db_rtt > 0 and "PostgreSQL" in states:
+        a.relay_port = lib.free_port()
+        relay = subprocess.Popen(
+            ["taskset", "-c", str(lib.LOAD_CPU), sys.executable,
+             os.path.join(os.path.dirname(os.path.abspath(__file__)), "delay_proxy.py"),
+             os.environ.get("PGHOST", "localhost").replace("localhost", "127.0.0.1"), os.environ.get("PGPORT", "5432"),
+             str(a.db_rtt), str(a.relay_port)])
+        time.sleep(0.5)     # listening
     res = {(b, s): [] for b in builds for s in states}
     pg = Pg() if "PostgreSQL" in states else None
     emu = lib.emulator()
@@ -216,6 +236,9 @@ def main():
     finally:
         rc.stop()
         emu.stop()
+        if relay:
+            relay.terminate()
+            relay.wait()
         if pg:
             pg.drop_all()
     lib.save("fleet_db", {"args": {k: v for k, v in vars(a).items()},

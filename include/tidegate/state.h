@@ -836,6 +836,8 @@ struct tg_state_health {
 	unsigned long long lat[TG_STATE_LAT_BUCKETS + 1];	/* per bucket, +Inf last */
 	double lat_sum;			/* seconds */
 	unsigned long long wakeups;	/* other instances' wake-ups received */
+	unsigned long long pipelined;	/* operations sent behind others still in
+					 * flight on their connection */
 	unsigned long long notifies;	/* wake-ups sent */
 	size_t leases;			/* leads this instance holds now */
 };

@@ -64,6 +64,10 @@ gw_admin_state_metrics(struct gw *gw, struct evbuffer *out)
 	family(out, "tidegate_state_wakeups_total", "counter",
 	    "Wake-ups heard from other instances (PostgreSQL LISTEN/NOTIFY).");
 	evbuffer_add_printf(out, "tidegate_state_wakeups_total %llu\n", h.wakeups);
+	family(out, "tidegate_state_pipelined_total", "counter",
+	    "State operations sent behind others still in flight on their connection "
+	    "(PostgreSQL pipeline mode), instead of waiting for a free one.");
+	evbuffer_add_printf(out, "tidegate_state_pipelined_total %llu\n", h.pipelined);
 	family(out, "tidegate_state_notifies_total", "counter",
 	    "Wake-ups sent to other instances.");
 	evbuffer_add_printf(out, "tidegate_state_notifies_total %llu\n", h.notifies);

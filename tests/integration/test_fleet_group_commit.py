@@ -202,3 +202,34 @@ def test_first_poll_through_another_instance_is_one_statement(private_pg, make_e
     assert gone.headers["Retry-After"] == "1"
     assert emu.calls("GET /public/export") == 1
     private_pg.start()
+
+
+def test_first_polls_at_once_are_pipelined(make_emulator, make_gateway, pg_url):
+    """Sixteen first polls at once through an instance that made none of
+    the jobs: each is answered with its own job's state by one vendor GET
+    of its own, and the instance's owner reads and leads went behind each
+    other on its connections (tidegate_state_pipelined_total rose)
+    instead of each waiting for one of the two to come free."""
+    emu = make_emulator()
+    a, b = start_fleet(make_gateway, emu, pg_url, 2)
+    b.wait_tokens()
+    cids = []
+    for _ in range(16):
+        r = requests.post(a.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
+                          headers=a.headers(), timeout=30)
+        assert r.status_code == 200, r.text
+        cids.append(r.json()["correlationId"])
+    before = b.metric("tidegate_state_pipelined_total")
+    polls0 = emu.calls("GET /public/export")
+
+    def first(cid):
+        return requests.get(b.dex + "/public/export", params={"correlationId": cid},
+                            headers=b.headers(), timeout=30)
+
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        got = list(ex.map(first, cids))
+    for cid, r in zip(cids, got):
+        assert r.status_code in (200, 202), r.text
+        assert r.json()["correlationId"] == cid
+    assert emu.calls("GET /public/export") - polls0 == 16
+    assert b.metric("tidegate_state_pipelined_total") > before

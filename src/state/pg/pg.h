@@ -10,8 +10,10 @@
  * Files: backend.c (open, close), pg_op.c (an operation's life: queued,
  * answered once, cancelled, or failed at its deadline), pg_conn.c
  * (connections: connect, migrate, prepare, send, read, fail and
- * reconnect), pg_schema.c (the schema's migrations and the statements'
- * SQL), pg_err.c (errors without secrets), pg_db.c (the driver entries
+ * reconnect), pg_group.c (writes committed together), pg_pipe.c (lone
+ * operations pipelined on a connection at work), pg_schema.c (the
+ * schema's migrations and the statements' SQL), pg_err.c (errors without
+ * secrets), pg_db.c (the driver entries
  * under the domains written once), pg_wake.c (LISTEN/NOTIFY wake-ups,
  * health and the probe that keeps it true), pg_vtable.c (the vtable).
  *
@@ -39,6 +41,8 @@
 #define PG_BACKOFF_MAX	5000	/* ms between reconnects at most */
 #define PG_CONNECT_MS	10000	/* a connection attempt (connect to ready) gives up after */
 #define PG_GROUP_MAX	64	/* writes committed together at most (pg_group.c) */
+#define PG_PIPE_MAX	16	/* lone ops in flight on a connection at most (pg_pipe.c) */
+#define PG_PIPE_FRESH_US 5000	/* a pipeline whose first op was sent longer ago takes no more */
 #define PG_PING		(-1)	/* the probe's statement (pg_wake.c): not prepared */
 
 /** What an operation needs configured. */
@@ -79,6 +83,11 @@ struct pg_conn {
 	struct pg_op *op;		/* in flight (BUSY); a group's first, the
 					 * others chained on next (pg_group.c) */
 	int ngroup;			/* ops of the group in flight (0: one op) */
+	int npipe;			/* lone ops pipelined in flight, each with
+					 * its Sync (pg_pipe.c; 0: not pipelined) */
+	struct pg_op **ptail;		/* where the next one chains (npipe > 0) */
+	int psync;			/* the first one's results are in: its
+					 * Sync's answer is next */
 	struct pg_op *gcur;		/* the group's member being read */
 	PGresult *last;			/* its result so far */
 	int listener;			/* LISTENs for the wake-ups (pg_wake.c) */
@@ -128,6 +137,7 @@ struct pg {
 	unsigned long long queries, lat[TG_STATE_LAT_BUCKETS + 1];
 	double lat_sum;
 	unsigned long long wakeups;
+	unsigned long long pipelined;	/* ops sent behind others (pg_pipe.c) */
 };
 
 /** One operation; freed by pg_conn.c once answered or cancelled. */
@@ -241,12 +251,29 @@ void tg_state_pg_listener_ping(struct pg_conn *k);
 /** The driver entries (pg_db.c). */
 extern const struct tg_db_driver tg_state_pg_db;
 
+/* ---- pg_pipe.c ---- */
+
+/** The next op of pg's (borrowed) FIFO a connection at work may pipeline
+ * after what it has in flight, taken out of it, or NULL: none while a
+ * connection is idle, while a write of a group waits with no group in
+ * flight, behind a transaction pooler; never a write of a group. */
+struct pg_op *tg_state_pg_pipe_next(struct pg *pg);
+/** 1: o (borrowed), given to an idle connection, is sent alone, outside
+ * a pipeline (a write of a group, or behind a transaction pooler). */
+int tg_state_pg_pipe_alone(const struct pg *pg, const struct pg_op *o);
+/** Read k's (borrowed) pipeline: 1 once the first op's Sync came, with
+ * *done its last result (owned; NULL: none), 0 until then, -1 when the
+ * connection is gone. */
+int tg_state_pg_pipe_read(struct pg_conn *k, PGresult **done);
+
 /* ---- pg_group.c ---- */
 
 /** The next op of pg's (borrowed) FIFO for an idle connection, taken out
  * of it, or NULL: the oldest, but for a write that may join a group while
  * a group's (or such a write's) commit is in flight: it waits for it. */
 struct pg_op *tg_state_pg_group_next(struct pg *pg);
+/** o (borrowed) is a write that may commit with others (db.h's group). */
+int tg_state_pg_groupable(const struct pg_op *o);
 /** first (taken from pg's FIFO, on its connection; borrowed) is a write:
  * chain on it (next) the other writes queued that may commit with it;
  * the ops of the group, first included. */
@@ -310,6 +337,9 @@ char *tg_state_pg_schema_rest(int have, const char *recover, struct tg_err *err)
  * (borrowed; NULL or "": none) replaced by "***". */
 void tg_state_pg_err(struct tg_err *err, const char *prefix, const char *msg,
     const char *secret);
+/** r (borrowed; NULL: none) says the connection is gone or going: a
+ * connection exception (08) or an operator intervention (57). */
+int tg_state_pg_gone(const PGresult *r);
 
 /* ---- backend.c ---- */
 

@@ -79,6 +79,8 @@ fail_ops(struct pg_conn *k, const char *why)
 	k->op = NULL;
 	k->gcur = NULL;
 	k->ngroup = 0;
+	k->npipe = 0;
+	k->psync = 0;
 	for (; o != NULL; o = next) {
 		next = o->next;
 		o->next = NULL;
@@ -426,17 +428,15 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	watch(k, EV_WRITE, 1);
 }
 
-/* An operation's whole answer (r borrowed) came on k. */
+/* o's whole answer (r borrowed) came on k (o taken off it). */
 static void
-answered(struct pg_conn *k, const PGresult *r)
+op_answer(struct pg_conn *k, struct pg_op *o, const PGresult *r)
 {
 	ExecStatusType s = PQresultStatus(r);
 	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-	struct pg_op *o = k->op;
 
-	k->op = NULL;
-	k->st = PG_IDLE;
 	o->conn = NULL;
+	o->next = NULL;
 	tg_state_pg_lat(k->pg, tg_clock_mono_us() - o->sent_us);
 	tg_state_pg_answered(k->pg);
 	/* A read of text the database cannot hold (22021: not UTF-8) finds
@@ -452,7 +452,49 @@ answered(struct pg_conn *k, const PGresult *r)
 		    k->pg->secret);
 	}
 	tg_state_pg_finish(o, r);
+}
+
+/* The whole answer (r borrowed) of the operation k sent alone came. */
+static void
+answered(struct pg_conn *k, const PGresult *r)
+{
+	struct pg_op *o = k->op;
+
+	k->op = NULL;
+	k->st = PG_IDLE;
+	op_answer(k, o, r);
 	dispatch(k->pg);
+}
+
+/* Read k's pipeline: each op whose Sync came is answered, in order; once
+ * none is left in flight, k leaves pipeline mode and is idle. */
+static void
+pipe_step(struct pg_conn *k)
+{
+	struct pg *pg = k->pg;
+	struct pg_op *o;
+	PGresult *r;
+	int rc, out = 1;
+
+	while (k->npipe > 0 && (rc = tg_state_pg_pipe_read(k, &r)) != 0) {
+		if (rc < 0) {
+			conn_fail(k, PQerrorMessage(k->c));
+			return;
+		}
+		o = k->op;
+		k->op = o->next;
+		if (--k->npipe == 0) {
+			k->st = PG_IDLE;
+			out = PQexitPipelineMode(k->c);
+		}
+		op_answer(k, o, r);	/* its Sync came: committed */
+		PQclear(r);
+		if (!out) {
+			conn_fail(k, PQerrorMessage(k->c));
+			return;
+		}
+	}
+	dispatch(pg);
 }
 
 /* A whole answer came for what k was doing (r: its last result, owned). */
@@ -460,10 +502,8 @@ static void
 complete(struct pg_conn *k, PGresult *r)
 {
 	ExecStatusType s = PQresultStatus(r);
-	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 
-	if (PQstatus(k->c) == CONNECTION_BAD || (r != NULL && s == PGRES_FATAL_ERROR &&
-	    state != NULL && (!strncmp(state, "08", 2) || !strncmp(state, "57", 2)))) {
+	if (PQstatus(k->c) == CONNECTION_BAD || tg_state_pg_gone(r)) {
 		conn_fail(k, PQerrorMessage(k->c));
 	} else if (k->st == PG_CHECKING) {
 		check_step(k, r);
@@ -502,6 +542,10 @@ read_step(struct pg_conn *k)
 		return;
 	if (k->ngroup > 0) {
 		group_step(k);
+		return;
+	}
+	if (k->npipe > 0) {
+		pipe_step(k);
 		return;
 	}
 	while (!PQisBusy(k->c)) {
@@ -616,32 +660,82 @@ send_op(struct pg_conn *k, const struct pg_op *o)
 	    (const char *const *)o->val, o->len, o->fmt, o->binary);
 }
 
-/* Hand queued operations to idle connections, oldest first; a write
- * takes the other writes queued with it (pg_group.c). */
+/* Send o (taken) on k in k's pipeline, closed by a Sync of its own
+ * (pg_pipe.c), entering pipeline mode for the first: 0 when libpq
+ * refused (k is dropped, o answers as lost). */
+static int
+pipe_send(struct pg_conn *k, struct pg_op *o)
+{
+	o->conn = k;
+	o->sent_us = tg_clock_mono_us();
+	if (k->npipe == 0) {
+		k->op = o;
+		k->st = PG_BUSY;
+		k->psync = 0;
+	} else
+		*k->ptail = o;
+	k->ptail = &o->next;
+	if (k->npipe++ > 0)
+		k->pg->pipelined++;
+	if ((k->npipe == 1 && !PQenterPipelineMode(k->c)) || !send_op(k, o) ||
+	    !PQpipelineSync(k->c)) {
+		conn_fail(k, PQerrorMessage(k->c));
+		return 0;
+	}
+	o->sent = 1;
+	return 1;
+}
+
+/* Send o (taken) on idle k: a write with the others of its group, or
+ * alone, or as the first of a pipeline. */
+static void
+start(struct pg_conn *k, struct pg_op *o)
+{
+	if (!tg_state_pg_pipe_alone(k->pg, o)) {
+		if (pipe_send(k, o))
+			flush(k);
+		return;
+	}
+	o->conn = k;
+	o->sent_us = tg_clock_mono_us();
+	k->op = o;
+	k->st = PG_BUSY;
+	k->ngroup = tg_state_pg_group_take(k->pg, o);
+	if (k->ngroup == 1)
+		k->ngroup = 0;	/* alone: no pipeline */
+	if (!(k->ngroup > 0 ? send_group(k) : send_op(k, o))) {
+		conn_fail(k, PQerrorMessage(k->c));
+		return;
+	}
+	o->sent = 1;
+	flush(k);
+}
+
+/* Hand queued operations to idle connections, oldest first (a write
+ * takes the other writes queued with it, pg_group.c); then what is left
+ * to the pipelines of connections at work (pg_pipe.c). */
 static void
 dispatch(struct pg *pg)
 {
 	struct pg_conn *k;
 	struct pg_op *o;
-	int i;
+	int64_t now = tg_clock_mono_us();
+	int i, n;
 
 	for (i = 0; i < PG_POOL && pg->head != NULL; i++) {
 		k = &pg->conn[i];
-		if (k->st != PG_IDLE || (o = tg_state_pg_group_next(pg)) == NULL)
-			continue;
-		o->conn = k;
-		o->sent_us = tg_clock_mono_us();
-		k->op = o;
-		k->st = PG_BUSY;
-		k->ngroup = tg_state_pg_group_take(pg, o);
-		if (k->ngroup == 1)
-			k->ngroup = 0;	/* alone: no pipeline */
-		if (!(k->ngroup > 0 ? send_group(k) : send_op(k, o))) {
-			conn_fail(k, PQerrorMessage(k->c));
-			continue;
-		}
-		o->sent = 1;
-		flush(k);
+		if (k->st == PG_IDLE && (o = tg_state_pg_group_next(pg)) != NULL)
+			start(k, o);
+	}
+	for (i = 0; i < PG_POOL && pg->head != NULL; i++) {
+		k = &pg->conn[i];
+		for (n = 0; k->st == PG_BUSY && k->npipe > 0 && k->npipe < PG_PIPE_MAX &&
+		    now - k->op->sent_us < PG_PIPE_FRESH_US &&
+		    (o = tg_state_pg_pipe_next(pg)) != NULL; n++)
+			if (!pipe_send(k, o))
+				break;
+		if (n > 0 && k->st == PG_BUSY)
+			flush(k);
 	}
 }
 

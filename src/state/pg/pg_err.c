@@ -2,7 +2,8 @@
  * pg_err.c - errors of the PostgreSQL state backend without secrets:
  * libpq's messages (several lines, and some of them quote what they could
  * not parse) become one line of res->err or of a log entry, and the
- * password of state.url never appears in either.
+ * password of state.url never appears in either; and which results say
+ * that the connection itself is gone.
  */
 #include <stdio.h>
 #include <string.h>
@@ -34,4 +35,13 @@ tg_state_pg_err(struct tg_err *err, const char *prefix, const char *msg,
 		n--;
 	line[n] = '\0';
 	tg_err_set(err, "%s%s", prefix, line);
+}
+
+int
+tg_state_pg_gone(const PGresult *r)
+{
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+	return PQresultStatus(r) == PGRES_FATAL_ERROR && state != NULL &&
+	    (!strncmp(state, "08", 2) || !strncmp(state, "57", 2));
 }

@@ -64,9 +64,8 @@ group_sort(struct pg_op *first)
 	return sorted;
 }
 
-/* o may join a group. */
-static int
-groupable(const struct pg_op *o)
+int
+tg_state_pg_groupable(const struct pg_op *o)
 {
 	return o->group > 0 && !o->alone && !o->cancelled && o->group <= o->nparams;
 }
@@ -79,8 +78,8 @@ tg_state_pg_group_next(struct pg *pg)
 
 	for (i = 0; i < PG_POOL; i++)
 		held |= pg->conn[i].st == PG_BUSY && pg->conn[i].op != NULL &&
-		    groupable(pg->conn[i].op);
-	for (p = &pg->head; (o = *p) != NULL && held && groupable(o); p = &o->next)
+		    tg_state_pg_groupable(pg->conn[i].op);
+	for (p = &pg->head; (o = *p) != NULL && held && tg_state_pg_groupable(o); p = &o->next)
 		;
 	if (o == NULL)
 		return NULL;
@@ -97,10 +96,10 @@ tg_state_pg_group_take(struct pg *pg, struct pg_op *first)
 	struct pg_op **p = &pg->head, *o, *last = first;
 	int n = 1;
 
-	if (!groupable(first))
+	if (!tg_state_pg_groupable(first))
 		return 1;
 	while ((o = *p) != NULL && n < PG_GROUP_MAX) {
-		if (!groupable(o)) {
+		if (!tg_state_pg_groupable(o)) {
 			p = &o->next;
 			continue;
 		}
@@ -154,16 +153,6 @@ tg_state_pg_group_requeue(struct pg *pg, struct pg_op *first)
 		pg->tail = at;
 }
 
-/* A result that says the connection is gone (or going). */
-static int
-conn_gone(const PGresult *r)
-{
-	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-
-	return PQresultStatus(r) == PGRES_FATAL_ERROR && state != NULL &&
-	    (!strncmp(state, "08", 2) || !strncmp(state, "57", 2));
-}
-
 int
 tg_state_pg_group_read(struct pg_conn *k)
 {
@@ -182,7 +171,7 @@ tg_state_pg_group_read(struct pg_conn *k)
 			PQclear(r);
 			return 1;
 		}
-		if (conn_gone(r) || PQstatus(k->c) == CONNECTION_BAD) {
+		if (tg_state_pg_gone(r) || PQstatus(k->c) == CONNECTION_BAD) {
 			PQclear(r);
 			return -1;
 		}

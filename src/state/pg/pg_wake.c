@@ -225,4 +225,5 @@ tg_state_pg_health(const void *impl, struct tg_state_health *h)
 	memcpy(h->lat, pg->lat, sizeof(h->lat));
 	h->lat_sum = pg->lat_sum;
 	h->wakeups = pg->wakeups;
+	h->pipelined = pg->pipelined;
 }

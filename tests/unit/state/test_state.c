@@ -5213,11 +5213,12 @@ test_fleet_lead_lazy(void **state)
 
 /*
  * A backlog, not a silent server: two operations held by a lock until the
- * deadline is half gone, three queued behind them; the lock is given up
- * and taken again at once, so the next two are sent and held in turn.
- * At the deadline the two sent late and the one never sent answer
- * UNAVAILABLE (the late answers are dropped when they come: exactly once),
- * and nothing else: health stays up, no connection is closed, a new
+ * deadline is half gone, three queued behind them (asked once the two
+ * have waited past PG_PIPE_FRESH_US: not pipelined behind them); the lock
+ * is given up and taken again at once, so the next three are sent and
+ * held in turn. At the deadline the three sent late answer UNAVAILABLE
+ * (the late answers are dropped when they come: exactly once), and
+ * nothing else: health stays up, no connection is closed, a new
  * operation is answered by the server at once.
  */
 static void
@@ -5241,9 +5242,12 @@ test_fleet_deadline_backlog(void **state)
 	snprintf(relock, sizeof(relock), "COMMIT; %s", lock);
 	assert_int_equal(side_exec(lock), 0);
 	t0 = tg_clock_mono_ms();
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < 5; i++) {
+		if (i == 2)
+			loop_ms(50);
 		assert_non_null(tg_state_token_get(b, "dex", on_token, &w[i]));
-	loop_ms(300);
+	}
+	loop_ms(250);
 	assert_int_equal(side_exec(relock), 0);		/* the first two go, two more wait */
 	wait_ms(&w[1], 200);
 	assert_int_equal(w[0].res.rc, TG_STATE_NOT_FOUND);
@@ -5265,6 +5269,112 @@ test_fleet_deadline_backlog(void **state)
 	wait_clear(&x);
 	for (i = 0; i < 5; i++)
 		wait_clear(&w[i]);
+	tg_state_close(b);
+}
+
+/*
+ * Lone operations asked together (reads, and a lead that fails: text
+ * PostgreSQL cannot hold) each answer once, with what each would alone:
+ * the failure fails only its own. With PostgreSQL direct, those behind
+ * the first on each connection go in its pipeline, each with its own Sync
+ * (pg_pipe.c), instead of waiting for a free connection; behind a
+ * transaction pooler and with SQLite nothing is pipelined. A cancelled
+ * one in the middle is never answered.
+ */
+static void
+test_pipeline(void **state)
+{
+	struct wait w[17] = { { 0 } };
+	struct tg_state_health h0, h1;
+	struct tg_state_op *cut = NULL;
+	int pg = F.side != NULL, i;
+
+	if (pg)
+		until_answers(F.st);
+	tg_state_health(F.st, &h0);
+	for (i = 0; i < 17; i++) {
+		if (i == 8)
+			(void)tg_state_poll_lead(F.st, "dex/export/\xff", T0, 5000, on_num, &w[i]);
+		else if (i == 12)
+			cut = tg_state_token_get(F.st, "dex", on_token, &w[i]);
+		else	/* SQLite: answered at once (NULL) */
+			(void)tg_state_owners_lookup(F.st, "export", "no-such-job", T0, on_str,
+			    &w[i]);
+	}
+	assert_true(cut != NULL || !pg);	/* SQLite reads answer at once */
+	tg_state_cancel(cut);
+	for (i = 0; i < 17; i++) {
+		if (i == 12)
+			continue;
+		wait_ms(&w[i], 3000);
+		assert_int_equal(w[i].called, 1);
+		if (i != 8)
+			assert_int_equal(w[i].res.rc, TG_STATE_NOT_FOUND);
+		else if (pg)
+			assert_int_equal(w[i].res.rc, TG_STATE_ERROR);
+	}
+	loop_ms(50);
+	tg_state_health(F.st, &h1);
+	for (i = 0; i < 17; i++) {
+		assert_int_equal(w[i].called, i == 12 && cut != NULL ? 0 : 1);	/* once; never */
+		wait_clear(&w[i]);
+	}
+	if (pg && F.pooler == TG_STATE_POOLER_NONE)
+		assert_true(h1.pipelined - h0.pipelined >= 8);
+	else
+		assert_int_equal(h1.pipelined, 0);
+}
+
+/*
+ * A connection lost with a pipeline in flight: a read held on a lock, four
+ * more pipelined behind it; its backend is killed. Each of the five
+ * answers UNAVAILABLE exactly once (a read lost), the read that went on
+ * the other connection NOT_FOUND; once reconnected, reads answer again.
+ */
+static void
+test_fleet_pipeline_lost(void **state)
+{
+	struct tg_owners_opts wo = { 0 };
+	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 3000 };
+	struct wait w[6] = { { 0 } }, x = { 0 };
+	struct tg_state *b;
+	struct tg_err err;
+	char lock[160];
+	int i;
+
+	b = tg_state_open(F.base, &opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	snprintf(lock, sizeof(lock), "BEGIN; LOCK TABLE %s.vendor_tokens IN ACCESS EXCLUSIVE "
+	    "MODE", F.schema);
+	assert_int_equal(side_exec(lock), 0);
+	assert_non_null(tg_state_token_get(b, "dex", on_token, &w[0]));	/* held */
+	for (i = 1; i < 6; i++)		/* the first on the other connection, the rest behind */
+		assert_non_null(tg_state_owners_lookup(b, "export", "no-such-job", T0, on_str,
+		    &w[i]));
+	wait_ms(&w[1], 1000);
+	assert_int_equal(w[1].res.rc, TG_STATE_NOT_FOUND);
+	loop_ms(100);
+	for (i = 2; i < 6; i++)
+		assert_int_equal(w[i].called, 0);	/* behind the held one */
+	kill_waiting();
+	for (i = 0; i < 6; i++) {
+		if (i == 1)
+			continue;
+		wait_ms(&w[i], 2000);
+		assert_int_equal(w[i].called, 1);
+		assert_int_equal(w[i].res.rc, TG_STATE_UNAVAILABLE);
+	}
+	assert_int_equal(side_exec("ROLLBACK"), 0);
+	loop_ms(100);
+	for (i = 0; i < 6; i++) {
+		assert_int_equal(w[i].called, 1);		/* once */
+		wait_clear(&w[i]);
+	}
+	until_answers(b);
+	settle(tg_state_owners_lookup(b, "export", "no-such-job", T0, on_str, &x), &x);
+	assert_int_equal(x.res.rc, TG_STATE_NOT_FOUND);
+	wait_clear(&x);
 	tg_state_close(b);
 }
 
@@ -6034,6 +6144,7 @@ main(void)
 		T_(test_cancel, D_OUTBOX), T_(test_cancel_shared, D_SHARED),
 		T_(test_group_commit, D_SHARED), T_(test_fleet_group_unknown, D_FLEET),
 		T_(test_fleet_lead_lazy, D_FLEET), T_(test_fleet_group_waits, D_FLEET),
+		T_(test_pipeline, D_SHARED), T_(test_fleet_pipeline_lost, D_FLEET),
 		T_(test_close_pending, D_OUTBOX), T_(test_close_pending_shared, D_SHARED),
 		T_(test_fleet_two_handles, D_FLEET), T_(test_fleet_outbox, D_FLEET),
 		T_(test_fleet_outbox_key, D_FLEET),
