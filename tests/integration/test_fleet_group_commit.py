@@ -213,12 +213,7 @@ def test_first_polls_at_once_are_pipelined(make_emulator, make_gateway, pg_url):
     emu = make_emulator()
     a, b = start_fleet(make_gateway, emu, pg_url, 2)
     b.wait_tokens()
-    cids = []
-    for _ in range(16):
-        r = requests.post(a.dex + "/public/v1/export/activities", json={"projectId": "P-DEMO"},
-                          headers=a.headers(), timeout=30)
-        assert r.status_code == 200, r.text
-        cids.append(r.json()["correlationId"])
+    cids = [new_export(a, pg_url) for _ in range(16)]
     before = b.metric("tidegate_state_pipelined_total")
     polls0 = emu.calls("GET /public/export")
 

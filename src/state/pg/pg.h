@@ -272,6 +272,12 @@ int tg_state_pg_pipe_read(struct pg_conn *k, PGresult **done);
  * of it, or NULL: the oldest, but for a write that may join a group while
  * a group's (or such a write's) commit is in flight: it waits for it. */
 struct pg_op *tg_state_pg_group_next(struct pg *pg);
+/** The op at *p of pg's FIFO (both borrowed) taken out of it: returned,
+ * its next cleared, the FIFO's tail kept. */
+struct pg_op *tg_state_pg_unlink(struct pg *pg, struct pg_op **p);
+/** A group's commit (or a write of a group sent alone) is in flight on a
+ * connection of pg (borrowed). */
+int tg_state_pg_group_held(const struct pg *pg);
 /** o (borrowed) is a write that may commit with others (db.h's group). */
 int tg_state_pg_groupable(const struct pg_op *o);
 /** first (taken from pg's FIFO, on its connection; borrowed) is a write:
@@ -340,6 +346,10 @@ void tg_state_pg_err(struct tg_err *err, const char *prefix, const char *msg,
 /** r (borrowed; NULL: none) says the connection is gone or going: a
  * connection exception (08) or an operator intervention (57). */
 int tg_state_pg_gone(const PGresult *r);
+/** One result r (taken) read from k's (borrowed) pipeline: 1 it was a
+ * Sync's answer (freed), -1 the connection is gone (freed), 0 kept as
+ * k->last (the one before freed). */
+int tg_state_pg_keep(struct pg_conn *k, PGresult *r);
 
 /* ---- backend.c ---- */
 

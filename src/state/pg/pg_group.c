@@ -71,23 +71,38 @@ tg_state_pg_groupable(const struct pg_op *o)
 }
 
 struct pg_op *
-tg_state_pg_group_next(struct pg *pg)
+tg_state_pg_unlink(struct pg *pg, struct pg_op **p)
 {
-	struct pg_op **p, *o;
-	int i, held = 0;
+	struct pg_op *o = *p;
 
-	for (i = 0; i < PG_POOL; i++)
-		held |= pg->conn[i].st == PG_BUSY && pg->conn[i].op != NULL &&
-		    tg_state_pg_groupable(pg->conn[i].op);
-	for (p = &pg->head; (o = *p) != NULL && held && tg_state_pg_groupable(o); p = &o->next)
-		;
-	if (o == NULL)
-		return NULL;
 	*p = o->next;
 	if (pg->tail == &o->next)
 		pg->tail = p;
 	o->next = NULL;
 	return o;
+}
+
+int
+tg_state_pg_group_held(const struct pg *pg)
+{
+	int i;
+
+	for (i = 0; i < PG_POOL; i++)
+		if (pg->conn[i].st == PG_BUSY && pg->conn[i].op != NULL &&
+		    tg_state_pg_groupable(pg->conn[i].op))
+			return 1;
+	return 0;
+}
+
+struct pg_op *
+tg_state_pg_group_next(struct pg *pg)
+{
+	struct pg_op **p, *o;
+	int held = tg_state_pg_group_held(pg);
+
+	for (p = &pg->head; (o = *p) != NULL && held && tg_state_pg_groupable(o); p = &o->next)
+		;
+	return o != NULL ? tg_state_pg_unlink(pg, p) : NULL;
 }
 
 int
@@ -103,10 +118,7 @@ tg_state_pg_group_take(struct pg *pg, struct pg_op *first)
 			p = &o->next;
 			continue;
 		}
-		*p = o->next;	/* out of the FIFO, onto the group */
-		if (pg->tail == &o->next)
-			pg->tail = p;
-		o->next = NULL;
+		tg_state_pg_unlink(pg, p);	/* out of the FIFO, onto the group */
 		o->conn = first->conn;
 		o->sent_us = first->sent_us;
 		last->next = o;
@@ -157,6 +169,7 @@ int
 tg_state_pg_group_read(struct pg_conn *k)
 {
 	PGresult *r;
+	int rc;
 
 	while (!PQisBusy(k->c)) {
 		if ((r = PQgetResult(k->c)) == NULL) {
@@ -167,16 +180,8 @@ tg_state_pg_group_read(struct pg_conn *k)
 			k->gcur = k->gcur->next;
 			continue;
 		}
-		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
-			PQclear(r);
-			return 1;
-		}
-		if (tg_state_pg_gone(r) || PQstatus(k->c) == CONNECTION_BAD) {
-			PQclear(r);
-			return -1;
-		}
-		PQclear(k->last);
-		k->last = r;
+		if ((rc = tg_state_pg_keep(k, r)) != 0)
+			return rc;
 	}
 	return 0;
 }

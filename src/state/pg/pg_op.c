@@ -224,45 +224,36 @@ tg_state_pg_submit(struct pg_op *o, enum pg_domain dom)
 	return &o->pub;
 }
 
+/* Out of the FIFO, when o is queued there. */
+static void
+unqueue(struct pg_op *o)
+{
+	struct pg_op **p;
+
+	for (p = &o->pg->head; *p != NULL; p = &(*p)->next)
+		if (*p == o) {
+			*p = o->next;
+			if (o->pg->tail == &o->next)
+				o->pg->tail = p;
+			return;
+		}
+}
+
 void
 tg_state_pg_cancel(struct tg_state_op *op)
 {
-	struct pg_op *o = (struct pg_op *)op, **p;
+	struct pg_op *o = (struct pg_op *)op;
 
 	if (o->conn != NULL || o->keep) {	/* sent, or a payload write that still runs:
 						 * its answer is dropped when it comes */
 		o->cancelled = 1;
 		return;
 	}
-	for (p = &o->pg->head; *p != NULL; p = &(*p)->next) {
-		if (*p != o)
-			continue;
-		*p = o->next;
-		if (o->pg->tail == &o->next)
-			o->pg->tail = p;
-		break;
-	}
+	unqueue(o);
 	op_free(o);
 }
 
 /* ---- deadlines ---- */
-
-/* Out of the FIFO (o is queued there). */
-static void
-unqueue(struct pg_op *o)
-{
-	struct pg *pg = o->pg;
-	struct pg_op **p;
-
-	for (p = &pg->head; *p != NULL; p = &(*p)->next) {
-		if (*p != o)
-			continue;
-		*p = o->next;
-		if (pg->tail == &o->next)
-			pg->tail = p;
-		return;
-	}
-}
 
 /* Connections of pg that can be sent to (ready, or working). */
 static int

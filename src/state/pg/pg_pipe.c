@@ -34,12 +34,9 @@ static int
 group_waits(const struct pg *pg)
 {
 	const struct pg_op *o;
-	int i;
 
-	for (i = 0; i < PG_POOL; i++)
-		if (pg->conn[i].st == PG_BUSY && pg->conn[i].op != NULL &&
-		    tg_state_pg_groupable(pg->conn[i].op))
-			return 0;
+	if (tg_state_pg_group_held(pg))
+		return 0;
 	for (o = pg->head; o != NULL; o = o->next)
 		if (tg_state_pg_groupable(o))
 			return 1;
@@ -59,13 +56,7 @@ tg_state_pg_pipe_next(struct pg *pg)
 			return NULL;
 	for (p = &pg->head; (o = *p) != NULL && tg_state_pg_groupable(o); p = &o->next)
 		;
-	if (o == NULL)
-		return NULL;
-	*p = o->next;
-	if (pg->tail == &o->next)
-		pg->tail = p;
-	o->next = NULL;
-	return o;
+	return o != NULL ? tg_state_pg_unlink(pg, p) : NULL;
 }
 
 int
@@ -78,6 +69,7 @@ int
 tg_state_pg_pipe_read(struct pg_conn *k, PGresult **done)
 {
 	PGresult *r;
+	int rc;
 
 	*done = NULL;
 	while (!PQisBusy(k->c)) {
@@ -87,19 +79,13 @@ tg_state_pg_pipe_read(struct pg_conn *k, PGresult **done)
 			k->psync = 1;	/* the statement's results are in */
 			continue;
 		}
-		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
-			PQclear(r);
+		if ((rc = tg_state_pg_keep(k, r)) > 0) {
 			*done = k->last;
 			k->last = NULL;
 			k->psync = 0;
-			return 1;
 		}
-		if (tg_state_pg_gone(r) || PQstatus(k->c) == CONNECTION_BAD) {
-			PQclear(r);
-			return -1;
-		}
-		PQclear(k->last);
-		k->last = r;
+		if (rc != 0)
+			return rc;
 	}
 	return 0;
 }

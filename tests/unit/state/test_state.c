@@ -5211,6 +5211,23 @@ test_fleet_lead_lazy(void **state)
 	tg_state_close(b);
 }
 
+/* A handle opened with opts, answering, and the side connection holding
+ * its vendor tokens' table (the lock's SQL, "BEGIN; LOCK …", in lock). */
+static struct tg_state *
+open_tokens_locked(const struct tg_state_opts *opts, char *lock, size_t n)
+{
+	struct tg_state *b;
+	struct tg_err err;
+
+	b = tg_state_open(F.base, opts, &err);
+	assert_non_null(b);
+	until_answers(b);
+	snprintf(lock, n, "BEGIN; LOCK TABLE %s.vendor_tokens IN ACCESS EXCLUSIVE MODE",
+	    F.schema);
+	assert_int_equal(side_exec(lock), 0);
+	return b;
+}
+
 /*
  * A backlog, not a silent server: two operations held by a lock until the
  * deadline is half gone, three queued behind them (asked once the two
@@ -5228,19 +5245,13 @@ test_fleet_deadline_backlog(void **state)
 	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 600 };
 	struct tg_state_health h;
 	struct tg_state *b;
-	struct tg_err err;
 	struct wait w[5] = { { 0 } }, x = { 0 };
 	char lock[160], relock[200];
 	int64_t t0;
 	int i;
 
-	b = tg_state_open(F.base, &opts, &err);
-	assert_non_null(b);
-	until_answers(b);
-	snprintf(lock, sizeof(lock), "BEGIN; LOCK TABLE %s.vendor_tokens IN ACCESS EXCLUSIVE "
-	    "MODE", F.schema);
+	b = open_tokens_locked(&opts, lock, sizeof(lock));
 	snprintf(relock, sizeof(relock), "COMMIT; %s", lock);
-	assert_int_equal(side_exec(lock), 0);
 	t0 = tg_clock_mono_ms();
 	for (i = 0; i < 5; i++) {
 		if (i == 2)
@@ -5338,16 +5349,10 @@ test_fleet_pipeline_lost(void **state)
 	struct tg_state_opts opts = { .url = F.url, .owners = &wo, .timeout_ms = 3000 };
 	struct wait w[6] = { { 0 } }, x = { 0 };
 	struct tg_state *b;
-	struct tg_err err;
 	char lock[160];
 	int i;
 
-	b = tg_state_open(F.base, &opts, &err);
-	assert_non_null(b);
-	until_answers(b);
-	snprintf(lock, sizeof(lock), "BEGIN; LOCK TABLE %s.vendor_tokens IN ACCESS EXCLUSIVE "
-	    "MODE", F.schema);
-	assert_int_equal(side_exec(lock), 0);
+	b = open_tokens_locked(&opts, lock, sizeof(lock));
 	assert_non_null(tg_state_token_get(b, "dex", on_token, &w[0]));	/* held */
 	for (i = 1; i < 6; i++)		/* the first on the other connection, the rest behind */
 		assert_non_null(tg_state_owners_lookup(b, "export", "no-such-job", T0, on_str,
