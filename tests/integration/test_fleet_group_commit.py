@@ -210,7 +210,7 @@ def test_first_polls_at_once_are_pipelined(make_emulator, make_gateway, pg_url):
     of its own, and the instance's owner reads and leads went behind each
     other on its connections (tidegate_state_pipelined_total rose)
     instead of each waiting for one of the two to come free."""
-    emu = make_emulator()
+    emu = make_emulator({"export": {"delay": "30s"}})     # running: answers name their job
     a, b = start_fleet(make_gateway, emu, pg_url, 2)
     b.wait_tokens()
     cids = [new_export(a, pg_url) for _ in range(16)]

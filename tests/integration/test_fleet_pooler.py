@@ -182,8 +182,10 @@ def test_fleet_through_pgbouncer_in_transaction_mode(database, pgbouncer, make_e
                                                      make_gateway, secret_file):
     emu = make_emulator({"export": {"delay": "2s"}})
     gws = start_fleet(make_gateway, emu, pooled(database, pgbouncer), secret_file)
-    for gw in gws:
-        assert gw.metric("tidegate_state_listening") == 1
+    deadline = time.monotonic() + 10    # ready before its LISTEN connection is
+    while [gw.metric("tidegate_state_listening") for gw in gws] != [1] * len(gws):
+        assert time.monotonic() < deadline, "the LISTEN connections did not come up"
+        time.sleep(0.05)
     # LISTEN went straight to the server, one connection per instance; the
     # statements through the pooler (its server connections, at most POOL)
     conns = psql(database, "SELECT application_name, query LIKE 'LISTEN %' FROM "
