@@ -253,11 +253,14 @@ extern const struct tg_db_driver tg_state_pg_db;
 
 /* ---- pg_pipe.c ---- */
 
-/** The next op of pg's (borrowed) FIFO a connection at work may pipeline
- * after what it has in flight, taken out of it, or NULL: none while a
- * connection is idle, while a write of a group waits with no group in
- * flight, behind a transaction pooler; never a write of a group. */
-struct pg_op *tg_state_pg_pipe_next(struct pg *pg);
+/** 1 when connections of pg (borrowed) at work may pipeline more of its
+ * FIFO: not while a connection is idle, while a write of a group waits
+ * with no group in flight, or behind a transaction pooler. Asked once per
+ * dispatch: taking lone ops changes none of it. */
+int tg_state_pg_pipe_open(const struct pg *pg);
+/** The oldest op of pg's (borrowed) FIFO that is not a write of a group,
+ * taken out of it, or NULL. */
+struct pg_op *tg_state_pg_pipe_take(struct pg *pg);
 /** 1: o (borrowed), given to an idle connection, is sent alone, outside
  * a pipeline (a write of a group, or behind a transaction pooler). */
 int tg_state_pg_pipe_alone(const struct pg *pg, const struct pg_op *o);
@@ -290,6 +293,10 @@ int tg_state_pg_group_ok(const struct pg_op *first);
 /** The group of first (taken; rolled back) back at the head of pg's
  * (borrowed) FIFO in its order, each member to run alone, deadlines kept. */
 void tg_state_pg_group_requeue(struct pg *pg, struct pg_op *first);
+/** One result r (taken) read from k's (borrowed) pipeline (a group's or pg_pipe.c's): 1 it was a
+ * Sync's answer (freed), -1 the connection is gone (freed), 0 kept as
+ * k->last (the one before freed). */
+int tg_state_pg_keep(struct pg_conn *k, PGresult *r);
 /** Read k's (borrowed) group's results onto its members: 1 once the
  * Sync's came, 0 while more is to come, -1 when the connection is gone. */
 int tg_state_pg_group_read(struct pg_conn *k);
@@ -346,10 +353,6 @@ void tg_state_pg_err(struct tg_err *err, const char *prefix, const char *msg,
 /** r (borrowed; NULL: none) says the connection is gone or going: a
  * connection exception (08) or an operator intervention (57). */
 int tg_state_pg_gone(const PGresult *r);
-/** One result r (taken) read from k's (borrowed) pipeline: 1 it was a
- * Sync's answer (freed), -1 the connection is gone (freed), 0 kept as
- * k->last (the one before freed). */
-int tg_state_pg_keep(struct pg_conn *k, PGresult *r);
 
 /* ---- backend.c ---- */
 

@@ -720,18 +720,19 @@ dispatch(struct pg *pg)
 	struct pg_conn *k;
 	struct pg_op *o;
 	int64_t now = tg_clock_mono_us();
-	int i, n;
+	int i, n, open;
 
 	for (i = 0; i < PG_POOL && pg->head != NULL; i++) {
 		k = &pg->conn[i];
 		if (k->st == PG_IDLE && (o = tg_state_pg_group_next(pg)) != NULL)
 			start(k, o);
 	}
-	for (i = 0; i < PG_POOL && pg->head != NULL; i++) {
+	open = tg_state_pg_pipe_open(pg);
+	for (i = 0; open && i < PG_POOL && pg->head != NULL; i++) {
 		k = &pg->conn[i];
 		for (n = 0; k->st == PG_BUSY && k->npipe > 0 && k->npipe < PG_PIPE_MAX &&
 		    now - k->op->sent_us < PG_PIPE_FRESH_US &&
-		    (o = tg_state_pg_pipe_next(pg)) != NULL; n++)
+		    (o = tg_state_pg_pipe_take(pg)) != NULL; n++)
 			if (!pipe_send(k, o))
 				break;
 		if (n > 0 && k->st == PG_BUSY)

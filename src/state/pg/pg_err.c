@@ -2,9 +2,8 @@
  * pg_err.c - errors of the PostgreSQL state backend without secrets:
  * libpq's messages (several lines, and some of them quote what they could
  * not parse) become one line of res->err or of a log entry, and the
- * password of state.url never appears in either; which results say that
- * the connection itself is gone; and the one step of reading a pipeline's
- * results that groups and pipelines share.
+ * password of state.url never appears in either; and which results say
+ * that the connection itself is gone.
  */
 #include <stdio.h>
 #include <string.h>
@@ -45,20 +44,4 @@ tg_state_pg_gone(const PGresult *r)
 
 	return PQresultStatus(r) == PGRES_FATAL_ERROR && state != NULL &&
 	    (!strncmp(state, "08", 2) || !strncmp(state, "57", 2));
-}
-
-int
-tg_state_pg_keep(struct pg_conn *k, PGresult *r)
-{
-	if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
-		PQclear(r);
-		return 1;
-	}
-	if (tg_state_pg_gone(r) || PQstatus(k->c) == CONNECTION_BAD) {
-		PQclear(r);
-		return -1;
-	}
-	PQclear(k->last);
-	k->last = r;
-	return 0;
 }

@@ -1,6 +1,7 @@
 /*
  * pg_group.c - group commit of the PostgreSQL backend's writes (pg.h):
- * which queued writes go together, and their results read back.
+ * which queued writes go together, and their results read back (the step
+ * of reading a pipeline's results is pg_pipe.c's too).
  *
  * A connection that comes free while writes a domain marked for it
  * (db.h: struct tg_db_q's group) wait in the FIFO takes them all
@@ -163,6 +164,22 @@ tg_state_pg_group_requeue(struct pg *pg, struct pg_op *first)
 	*at = rest;
 	if (rest == NULL)
 		pg->tail = at;
+}
+
+int
+tg_state_pg_keep(struct pg_conn *k, PGresult *r)
+{
+	if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+		PQclear(r);
+		return 1;
+	}
+	if (tg_state_pg_gone(r) || PQstatus(k->c) == CONNECTION_BAD) {
+		PQclear(r);
+		return -1;
+	}
+	PQclear(k->last);
+	k->last = r;
+	return 0;
 }
 
 int

@@ -43,17 +43,24 @@ group_waits(const struct pg *pg)
 	return 0;
 }
 
-struct pg_op *
-tg_state_pg_pipe_next(struct pg *pg)
+int
+tg_state_pg_pipe_open(const struct pg *pg)
 {
-	struct pg_op **p, *o;
 	int i;
 
-	if (pg->unnamed || pg->head == NULL || group_waits(pg))
-		return NULL;
+	if (pg->unnamed || pg->head == NULL)
+		return 0;
 	for (i = 0; i < PG_POOL; i++)
 		if (pg->conn[i].st == PG_IDLE)
-			return NULL;
+			return 0;
+	return !group_waits(pg);
+}
+
+struct pg_op *
+tg_state_pg_pipe_take(struct pg *pg)
+{
+	struct pg_op **p, *o;
+
 	for (p = &pg->head; (o = *p) != NULL && tg_state_pg_groupable(o); p = &o->next)
 		;
 	return o != NULL ? tg_state_pg_unlink(pg, p) : NULL;
