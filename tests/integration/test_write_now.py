@@ -21,6 +21,7 @@ import pytest
 import requests
 
 from conftest import TEST_KEY
+from test_gateway_pool import read_to_end
 from test_relay_large import connect, gateway, read_exact, read_head, serving
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
@@ -87,15 +88,6 @@ def read_answer(s, buf):
     status, fields, buf = read_head(s, buf)
     body, buf = read_exact(s, buf, int(fields["content-length"]))
     return status, fields, body, buf
-
-
-def read_to_close(s):
-    buf = b""
-    while True:
-        more = s.recv(65536)
-        if not more:
-            return buf
-        buf += more
 
 
 def own_answers(gw, n):
@@ -189,7 +181,8 @@ def test_closing_answers_are_whole_then_closed(make_gateway, vendor, version, ex
     for i in range(3):
         s = connect(gw)
         s.sendall(request(path, f"close-{i}", version, extra))
-        data = read_to_close(s)     # EOF must come (timeout 20 s otherwise)
+        how, data = read_to_end(s, 20)      # EOF must come
+        assert how == "eof", (how, data)
         s.close()
         head, _, body = data.partition(b"\r\n\r\n")
         fields = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
